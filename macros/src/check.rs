@@ -1,0 +1,161 @@
+//! Semantic checks on the model, each error spanned on the user's code and saying the fix.
+//!
+//! An operation that fails a check is dropped from the model (after its errors are recorded),
+//! so the rest of the actor is still generated and one mistake does not cascade.
+
+use syn::visit::Visit;
+use syn::Type;
+
+use crate::errors::Errors;
+use crate::model::{ActorImpl, Kind, Operation, Receiver};
+
+/// Method names every generated reference already has.
+const RESERVED: &[&str] = &["snapshot", "id", "timeout", "context", "reference"];
+
+/// Checks every operation; keeps the ones that pass.
+pub(crate) fn actor_impl(actor: &mut ActorImpl, errors: &mut Errors) {
+    let ident = actor.ident.clone();
+    actor.operations.retain(|operation| {
+        let before = errors.len();
+        check_operation(operation, &ident, errors);
+        errors.len() == before
+    });
+}
+
+fn check_operation(operation: &Operation, actor: &syn::Ident, errors: &mut Errors) {
+    let attribute = operation.kind.attribute();
+    let name = &operation.name;
+    match (operation.kind.is_message(), operation.receiver) {
+        (true, Receiver::Mutable) | (false, Receiver::Shared) => {}
+        (true, Receiver::Shared) if operation.kind == Kind::Command => errors.at_span(
+            operation.span,
+            format!(
+                "#[command] `{name}` takes `&self`, but a command may change the state and \
+                 takes `&mut self`; an operation that only reads is a #[query]"
+            ),
+        ),
+        (true, Receiver::Shared) => errors.at_span(
+            operation.span,
+            format!("#[reminder] `{name}` takes `&mut self`, like a command"),
+        ),
+        (false, Receiver::Mutable) => errors.at_span(
+            operation.span,
+            format!(
+                "#[query] `{name}` takes `&mut self`, but a query only reads: take `&self`, or \
+                 make it a #[command] to change the state"
+            ),
+        ),
+        (_, Receiver::Owned) => errors.at_span(
+            operation.span,
+            format!(
+                "#[{attribute}] `{name}` takes `self` by value; an operation borrows the state: \
+                 take {}",
+                expected_receiver(operation.kind)
+            ),
+        ),
+        (_, Receiver::Missing) => errors.at_span(
+            operation.span,
+            format!(
+                "#[{attribute}] `{name}` has no `self`; an operation runs on the actor's state: \
+                 add {}",
+                expected_receiver(operation.kind)
+            ),
+        ),
+    }
+    if let Some(turn) = &operation.turn {
+        if operation.kind == Kind::Query && turn.mutable {
+            errors.at_span(
+                turn.span,
+                format!(
+                    "#[query] `{name}` takes `&mut Turn`, but a query cannot schedule or stage \
+                     anything: take `turn: &Turn<Self>`"
+                ),
+            );
+        }
+        match &turn.actor {
+            Some(Type::Path(path)) if path.path.is_ident("Self") || path.path.is_ident(actor) => {}
+            Some(other) => errors.at(
+                other,
+                format!(
+                    "this is the turn of another actor; `{name}` belongs to `{actor}`: use \
+                     `Turn<Self>`"
+                ),
+            ),
+            None => errors.at_span(turn.span, "name the actor of the turn: `Turn<Self>`"),
+        }
+    }
+    if RESERVED.contains(&operation.stored_name().as_str()) {
+        errors.at_span(
+            operation.span,
+            format!(
+                "`{name}` is already a method of every actor reference; rename the operation \
+                 (reserved: {})",
+                RESERVED.join(", ")
+            ),
+        );
+    }
+    for argument in &operation.arguments {
+        check_argument_type(&argument.ty, errors);
+    }
+}
+
+fn expected_receiver(kind: Kind) -> &'static str {
+    if kind.is_message() {
+        "`&mut self`"
+    } else {
+        "`&self`"
+    }
+}
+
+/// Arguments are stored as JSON, so they must be owned, concrete types.
+fn check_argument_type(ty: &Type, errors: &mut Errors) {
+    match ty {
+        Type::Reference(reference) => {
+            let owned = match &*reference.elem {
+                Type::Path(path) if path.path.is_ident("str") => "String".to_owned(),
+                Type::Slice(slice) => {
+                    format!("Vec<{}>", quote::ToTokens::to_token_stream(&slice.elem))
+                }
+                elem => quote::ToTokens::to_token_stream(elem).to_string(),
+            };
+            errors.at(
+                ty,
+                format!(
+                    "arguments are stored in the message and must be owned: use `{owned}` \
+                     instead of a reference"
+                ),
+            );
+        }
+        Type::ImplTrait(_) => errors.at(
+            ty,
+            "an argument needs one concrete type to be stored and read back: replace \
+             `impl Trait` with a concrete type",
+        ),
+        _ => {
+            let mut lifetimes = LifetimeFinder::default();
+            lifetimes.visit_type(ty);
+            if let Some(lifetime) = lifetimes.first {
+                errors.at(
+                    &lifetime,
+                    format!(
+                        "arguments are stored in the message and must be owned: remove the \
+                         borrow `{lifetime}` (use `String` for `Cow<'_, str>`, for example)"
+                    ),
+                );
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct LifetimeFinder {
+    first: Option<syn::Lifetime>,
+}
+
+impl<'ast> Visit<'ast> for LifetimeFinder {
+    fn visit_lifetime(&mut self, lifetime: &'ast syn::Lifetime) {
+        if self.first.is_none() && lifetime.ident != "static" {
+            self.first = Some(lifetime.clone());
+        }
+    }
+}

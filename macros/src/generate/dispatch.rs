@@ -1,0 +1,97 @@
+//! The `Actor` impl: associated types and the dispatch `match`.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+
+use super::Names;
+use crate::model::{ActorImpl, Operation, Returns};
+
+/// `impl Actor for Name`.
+pub(crate) fn actor_trait(actor: &ActorImpl, names: &Names) -> TokenStream {
+    let Names {
+        actor: ident,
+        message,
+        query,
+        reference,
+        schedule,
+        unschedule,
+    } = names;
+    let message_arms = actor
+        .operations
+        .iter()
+        .filter(|operation| operation.kind.is_message())
+        .map(|operation| arm(operation, message));
+    let query_arms = actor
+        .operations
+        .iter()
+        .filter(|operation| !operation.kind.is_message())
+        .map(|operation| arm(operation, query));
+    quote! {
+        impl ::solid_objects::Actor for #ident {
+            type Message = #message;
+            type Query = #query;
+            type Reference = #reference;
+            type Schedule<'t> = #schedule<'t>;
+            type Unschedule<'t> = #unschedule<'t>;
+
+            fn handle<'a>(
+                &'a mut self,
+                _turn: &'a mut ::solid_objects::Turn<Self>,
+                message: #message,
+            ) -> impl ::core::future::Future<Output = ::solid_objects::__private::Handled>
+                   + ::core::marker::Send + 'a {
+                async move {
+                    match message {
+                        #(#message_arms)*
+                    }
+                }
+            }
+
+            fn answer<'a>(
+                &'a self,
+                _turn: &'a ::solid_objects::Turn<Self>,
+                query: #query,
+            ) -> impl ::core::future::Future<Output = ::solid_objects::__private::Handled>
+                   + ::core::marker::Send + 'a {
+                async move {
+                    match query {
+                        #(#query_arms)*
+                    }
+                }
+            }
+
+            fn schedule_builder(
+                stage: ::solid_objects::__private::ScheduleStage<'_, Self>,
+            ) -> #schedule<'_> {
+                #schedule { stage }
+            }
+
+            fn unschedule_builder(
+                stage: ::solid_objects::__private::UnscheduleStage<'_, Self>,
+            ) -> #unschedule<'_> {
+                #unschedule { stage }
+            }
+        }
+    }
+}
+
+/// One `match` arm: destructure the variant, call the method, wrap its outcome.
+fn arm(operation: &Operation, enum_ident: &syn::Ident) -> TokenStream {
+    let variant = operation.variant();
+    let method = &operation.name;
+    let fields: Vec<_> = operation.arguments.iter().map(|a| &a.name).collect();
+    let turn = operation.turn.as_ref().map(|_| quote!(_turn,));
+    let call = quote!(self.#method(#turn #(#fields),*));
+    let call = if operation.is_async {
+        quote!(#call.await)
+    } else {
+        call
+    };
+    let handled = match operation.returns {
+        Returns::Value(_) => quote!(::solid_objects::__private::Handled::value(&#call)),
+        Returns::Result(_) => quote!(::solid_objects::__private::Handled::result(#call)),
+    };
+    quote! {
+        #enum_ident::#variant { #(#fields),* } => #handled,
+    }
+}

@@ -1,0 +1,97 @@
+//! The typed reference: `NameRef`, one async method per command and query.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+
+use super::{caller_field, caller_parameter, Names};
+use crate::model::{ActorImpl, Kind, Operation, Returns};
+
+/// `NameRef` and `Name::reference(id)`.
+pub(crate) fn reference(actor: &ActorImpl, names: &Names) -> TokenStream {
+    let Names {
+        actor: ident,
+        reference,
+        ..
+    } = names;
+    let doc = format!(
+        "A typed reference to one [`{ident}`]: one method per command and query. Dereferences \
+         to [`Reference`](::solid_objects::Reference) for `snapshot()` and `id()`."
+    );
+    let constructor_doc = format!(
+        "A reference to the `{ident}` with this id, through the process's default runtime."
+    );
+    let methods = actor
+        .operations
+        .iter()
+        .filter(|operation| operation.kind != Kind::Reminder)
+        .map(|operation| method(operation, names));
+    quote! {
+        #[doc = #doc]
+        #[derive(Clone, Debug)]
+        #[allow(private_interfaces)]
+        pub struct #reference {
+            inner: ::solid_objects::Reference<#ident>,
+        }
+
+        impl ::core::convert::From<::solid_objects::Reference<#ident>> for #reference {
+            fn from(inner: ::solid_objects::Reference<#ident>) -> Self {
+                Self { inner }
+            }
+        }
+
+        impl ::core::ops::Deref for #reference {
+            type Target = ::solid_objects::Reference<#ident>;
+
+            fn deref(&self) -> &Self::Target {
+                &self.inner
+            }
+        }
+
+        impl #ident {
+            #[doc = #constructor_doc]
+            #[allow(dead_code)]
+            pub fn reference(id: impl ::core::convert::Into<::std::string::String>) -> #reference {
+                #reference::from(::solid_objects::Reference::new(id))
+            }
+        }
+
+        #[allow(private_interfaces, dead_code)]
+        impl #reference {
+            /// How long calls through this reference wait for their turn (default: the
+            /// runtime's sync timeout).
+            pub fn timeout(self, timeout: ::core::time::Duration) -> Self {
+                Self { inner: self.inner.timeout(timeout) }
+            }
+
+            /// The caller's context, given to the policy with each call.
+            pub fn context(self, context: ::solid_objects::__private::serde_json::Value) -> Self {
+                Self { inner: self.inner.context(context) }
+            }
+
+            #(#methods)*
+        }
+    }
+}
+
+fn method(operation: &Operation, names: &Names) -> TokenStream {
+    let name = &operation.name;
+    let vis = &operation.vis;
+    let docs = &operation.docs;
+    let variant = operation.variant();
+    let parameters = operation.arguments.iter().map(caller_parameter);
+    let fields = operation.arguments.iter().map(caller_field);
+    let ok = match &operation.returns {
+        Returns::Value(ty) | Returns::Result(ty) => ty,
+    };
+    let (enum_ident, entry) = if operation.kind == Kind::Query {
+        (&names.query, quote!(ask))
+    } else {
+        (&names.message, quote!(call))
+    };
+    quote! {
+        #(#docs)*
+        #vis async fn #name(&self, #(#parameters),*) -> ::solid_objects::Result<#ok> {
+            self.inner.#entry(#enum_ident::#variant { #(#fields),* }).await
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! The typed schedule builders: `turn.schedule(at, key).expire(..)` and
+//! `turn.unschedule(key).expire()`.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+
+use super::{caller_field, caller_parameter, Names};
+use crate::model::{ActorImpl, Kind};
+
+/// `NameSchedule<'t>` and `NameUnschedule<'t>`, with one method per reminder.
+pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
+    let Names {
+        actor: ident,
+        message,
+        schedule,
+        unschedule,
+        ..
+    } = names;
+    let reminders: Vec<_> = actor
+        .operations
+        .iter()
+        .filter(|operation| operation.kind == Kind::Reminder)
+        .collect();
+    let schedule_methods = reminders.iter().map(|reminder| {
+        let name = &reminder.name;
+        let variant = reminder.variant();
+        let parameters = reminder.arguments.iter().map(caller_parameter);
+        let fields = reminder.arguments.iter().map(caller_field);
+        let doc = format!("Schedules the reminder `{name}` with these arguments.");
+        quote! {
+            #[doc = #doc]
+            pub fn #name(self, #(#parameters),*) {
+                self.stage.stage(#message::#variant { #(#fields),* });
+            }
+        }
+    });
+    let unschedule_methods = reminders.iter().map(|reminder| {
+        let name = &reminder.name;
+        let stored = reminder.stored_name();
+        let doc = format!("Cancels the reminder `{name}` under this key.");
+        quote! {
+            #[doc = #doc]
+            pub fn #name(self) {
+                self.stage.stage(#stored);
+            }
+        }
+    });
+    let schedule_doc = format!(
+        "Schedules one of [`{ident}`]'s reminders: `turn.schedule(at, key).<reminder>(..)`."
+    );
+    let unschedule_doc =
+        format!("Cancels one of [`{ident}`]'s reminders: `turn.unschedule(key).<reminder>()`.");
+    quote! {
+        #[doc = #schedule_doc]
+        #[must_use = "call one of the actor's reminders on it, or nothing is scheduled"]
+        #[allow(private_interfaces)]
+        pub struct #schedule<'t> {
+            stage: ::solid_objects::__private::ScheduleStage<'t, #ident>,
+        }
+
+        #[allow(dead_code)]
+        impl #schedule<'_> {
+            #(#schedule_methods)*
+        }
+
+        #[doc = #unschedule_doc]
+        #[must_use = "call one of the actor's reminders on it, or nothing is cancelled"]
+        #[allow(private_interfaces)]
+        pub struct #unschedule<'t> {
+            stage: ::solid_objects::__private::UnscheduleStage<'t, #ident>,
+        }
+
+        #[allow(dead_code)]
+        impl #unschedule<'_> {
+            #(#unschedule_methods)*
+        }
+    }
+}

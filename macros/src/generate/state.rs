@@ -1,0 +1,25 @@
+//! The state struct: serde derives and the `ActorState` impl.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::ItemStruct;
+
+use crate::model::ActorState;
+
+/// Re-emits the struct with serde derived for it, and implements `ActorState`.
+pub(crate) fn state(state: &ActorState, item: &ItemStruct) -> TokenStream {
+    let ident = &state.ident;
+    let stored_name = &state.stored_name;
+    quote! {
+        #[derive(
+            ::solid_objects::__private::serde::Serialize,
+            ::solid_objects::__private::serde::Deserialize
+        )]
+        #[serde(crate = "::solid_objects::__private::serde", default)]
+        #item
+
+        impl ::solid_objects::ActorState for #ident {
+            const TYPE_NAME: &'static str = #stored_name;
+        }
+    }
+}

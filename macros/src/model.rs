@@ -1,0 +1,113 @@
+//! What the macros understand of the user's code, independent of syn's syntax tree shape.
+
+use proc_macro2::{Ident, Span};
+use syn::{Attribute, Type, Visibility};
+
+/// The state struct under `#[actor]`.
+pub(crate) struct ActorState {
+    pub(crate) ident: Ident,
+    /// The name stored in every row.
+    pub(crate) stored_name: String,
+}
+
+/// The impl block under `#[actor]`: the operations of one actor.
+pub(crate) struct ActorImpl {
+    /// The actor's struct name, from `impl Name`.
+    pub(crate) ident: Ident,
+    pub(crate) operations: Vec<Operation>,
+}
+
+/// The three kinds of operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Command,
+    Query,
+    Reminder,
+}
+
+impl Kind {
+    pub(crate) const ALL: [Kind; 3] = [Kind::Command, Kind::Query, Kind::Reminder];
+
+    pub(crate) fn attribute(self) -> &'static str {
+        match self {
+            Kind::Command => "command",
+            Kind::Query => "query",
+            Kind::Reminder => "reminder",
+        }
+    }
+
+    /// Whether the operation is a durable message (and so takes `&mut self`).
+    pub(crate) fn is_message(self) -> bool {
+        self != Kind::Query
+    }
+}
+
+/// How a method takes `self`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Receiver {
+    Shared,
+    Mutable,
+    Owned,
+    Missing,
+}
+
+/// How a method takes the turn, if it does.
+pub(crate) struct TurnParameter {
+    pub(crate) mutable: bool,
+    /// The type argument of `Turn<..>`, if any.
+    pub(crate) actor: Option<Type>,
+    pub(crate) span: Span,
+}
+
+/// One argument, stored in the message.
+pub(crate) struct Argument {
+    pub(crate) name: Ident,
+    pub(crate) ty: Type,
+}
+
+/// What the method returns.
+pub(crate) enum Returns {
+    /// `T` (or nothing, which is `()`).
+    Value(Type),
+    /// `Result<T, Rejection>`.
+    Result(Type),
+}
+
+/// One `#[command]`, `#[query]` or `#[reminder]` method.
+pub(crate) struct Operation {
+    pub(crate) kind: Kind,
+    pub(crate) name: Ident,
+    pub(crate) vis: Visibility,
+    pub(crate) docs: Vec<Attribute>,
+    pub(crate) is_async: bool,
+    pub(crate) receiver: Receiver,
+    pub(crate) turn: Option<TurnParameter>,
+    pub(crate) arguments: Vec<Argument>,
+    pub(crate) returns: Returns,
+    /// Where errors about the whole method point: its name.
+    pub(crate) span: Span,
+}
+
+impl Operation {
+    /// The variant name in the message enum: `seats_left` -> `SeatsLeft`.
+    pub(crate) fn variant(&self) -> Ident {
+        let name = self.name.to_string();
+        let camel: String = name
+            .split('_')
+            .filter(|part| !part.is_empty())
+            .map(|part| {
+                let mut chars = part.chars();
+                chars
+                    .next()
+                    .map(|first| first.to_uppercase().chain(chars).collect::<String>())
+                    .unwrap_or_default()
+            })
+            .collect();
+        Ident::new(&camel, self.name.span())
+    }
+
+    /// The stored operation name: the method name without a raw prefix.
+    pub(crate) fn stored_name(&self) -> String {
+        self.name.to_string().trim_start_matches("r#").to_owned()
+    }
+}

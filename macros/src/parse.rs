@@ -1,0 +1,264 @@
+//! syn -> model: finds the actor's operations and records every malformed piece.
+
+use proc_macro2::TokenStream;
+use syn::spanned::Spanned;
+use syn::{
+    Attribute, FnArg, GenericArgument, ImplItem, ImplItemFn, ItemImpl, ItemStruct, Pat,
+    PathArguments, ReturnType, Type,
+};
+
+use crate::errors::Errors;
+use crate::model::{
+    ActorImpl, ActorState, Argument, Kind, Operation, Receiver, Returns, TurnParameter,
+};
+
+/// The options `#[actor(..)]` accepts on a struct.
+const STRUCT_OPTIONS: &str = "`name = \"...\"`";
+
+/// Reads `#[actor(name = "...")]` on the state struct.
+pub(crate) fn state(args: TokenStream, item: &ItemStruct, errors: &mut Errors) -> ActorState {
+    let mut stored_name = None;
+    let parser = syn::meta::parser(|meta| {
+        if meta.path.is_ident("name") {
+            let value: syn::LitStr = meta.value()?.parse()?;
+            if value.value().is_empty() {
+                return Err(syn::Error::new(
+                    value.span(),
+                    "the stored name cannot be empty",
+                ));
+            }
+            stored_name = Some(value.value());
+            Ok(())
+        } else {
+            Err(meta.error(format!(
+                "unknown #[actor] option `{}`; the options are: {STRUCT_OPTIONS}",
+                path_text(&meta.path)
+            )))
+        }
+    });
+    if let Err(error) = syn::parse::Parser::parse2(parser, args) {
+        errors.push(error);
+    }
+    if !item.generics.params.is_empty() {
+        errors.at(
+            &item.generics,
+            "an actor's state cannot be generic: it is stored under one type name; \
+             make a separate struct for each type",
+        );
+    }
+    ActorState {
+        ident: item.ident.clone(),
+        stored_name: stored_name.unwrap_or_else(|| item.ident.to_string()),
+    }
+}
+
+/// Reads the `#[actor]` impl block, removing the operation attributes from its methods.
+pub(crate) fn actor_impl(args: TokenStream, item: &mut ItemImpl, errors: &mut Errors) -> ActorImpl {
+    if !args.is_empty() {
+        errors.at(
+            &args,
+            "#[actor] on an impl block takes no options; set the stored name on the struct: \
+             #[actor(name = \"...\")]",
+        );
+    }
+    if !item.generics.params.is_empty() {
+        errors.at(&item.generics, "an actor's impl block cannot be generic");
+    }
+    let ident = match &*item.self_ty {
+        Type::Path(path) if path.qself.is_none() => {
+            path.path.segments.last().map(|s| s.ident.clone())
+        }
+        _ => None,
+    };
+    let ident = ident.unwrap_or_else(|| {
+        errors.at(&item.self_ty, "#[actor] goes on `impl YourActor { .. }`");
+        proc_macro2::Ident::new("InvalidActor", item.self_ty.span())
+    });
+    let mut operations = Vec::new();
+    for member in &mut item.items {
+        if let ImplItem::Fn(method) = member {
+            if let Some(kind) = take_kind(&mut method.attrs, errors) {
+                operations.push(operation(kind, method, errors));
+            }
+        }
+    }
+    ActorImpl { ident, operations }
+}
+
+/// Removes `#[command]`, `#[query]` or `#[reminder]` from a method's attributes.
+fn take_kind(attrs: &mut Vec<Attribute>, errors: &mut Errors) -> Option<Kind> {
+    let mut found: Option<Kind> = None;
+    attrs.retain(|attr| {
+        let Some(kind) = Kind::ALL
+            .into_iter()
+            .find(|kind| is_attribute(attr, kind.attribute()))
+        else {
+            return true;
+        };
+        if !matches!(attr.meta, syn::Meta::Path(_)) {
+            errors.at(
+                &attr.meta,
+                format!(
+                    "#[{}] takes no options; write it as `#[{}]`",
+                    kind.attribute(),
+                    kind.attribute()
+                ),
+            );
+        }
+        if let Some(first) = found {
+            errors.at(
+                attr,
+                format!(
+                    "a method is one kind of operation; it is already a #[{}]",
+                    first.attribute()
+                ),
+            );
+        } else {
+            found = Some(kind);
+        }
+        false
+    });
+    found
+}
+
+fn is_attribute(attr: &Attribute, name: &str) -> bool {
+    attr.path()
+        .segments
+        .last()
+        .is_some_and(|segment| segment.ident == name)
+}
+
+fn operation(kind: Kind, method: &ImplItemFn, errors: &mut Errors) -> Operation {
+    let sig = &method.sig;
+    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+        errors.at(
+            &sig.generics,
+            format!(
+                "#[{}] `{}` cannot be generic: its arguments are stored as JSON and read back \
+                 as one concrete type; use concrete types",
+                kind.attribute(),
+                sig.ident
+            ),
+        );
+    }
+    let receiver = match sig.receiver() {
+        None => Receiver::Missing,
+        Some(receiver) if receiver.reference.is_none() => Receiver::Owned,
+        Some(receiver) if receiver.mutability.is_some() => Receiver::Mutable,
+        Some(_) => Receiver::Shared,
+    };
+    let mut turn = None;
+    let mut arguments = Vec::new();
+    for input in &sig.inputs {
+        let FnArg::Typed(typed) = input else { continue };
+        if let Some(parameter) = turn_parameter(&typed.ty) {
+            if turn.is_some() {
+                errors.at(&typed.ty, "take the turn once");
+            } else if !arguments.is_empty() {
+                errors.at(
+                    &typed.ty,
+                    "take the turn right after `self`, before the other arguments",
+                );
+            }
+            turn = Some(parameter);
+            continue;
+        }
+        match &*typed.pat {
+            Pat::Ident(pat) if pat.by_ref.is_none() && pat.subpat.is_none() => {
+                arguments.push(Argument {
+                    name: pat.ident.clone(),
+                    ty: (*typed.ty).clone(),
+                });
+            }
+            other => errors.at(
+                other,
+                "name each argument with a plain identifier: it is the argument's key in the \
+                 stored message",
+            ),
+        }
+    }
+    let returns = match &sig.output {
+        ReturnType::Default => Returns::Value(syn::parse_quote!(())),
+        ReturnType::Type(_, ty) => match rejection_result(ty) {
+            Some(ok) => Returns::Result(ok),
+            None => Returns::Value((**ty).clone()),
+        },
+    };
+    Operation {
+        kind,
+        name: sig.ident.clone(),
+        vis: method.vis.clone(),
+        docs: method
+            .attrs
+            .iter()
+            .filter(|attr| attr.path().is_ident("doc"))
+            .cloned()
+            .collect(),
+        is_async: sig.asyncness.is_some(),
+        receiver,
+        turn,
+        arguments,
+        returns,
+        span: sig.ident.span(),
+    }
+}
+
+/// `&Turn<..>` or `&mut Turn<..>`.
+fn turn_parameter(ty: &Type) -> Option<TurnParameter> {
+    let Type::Reference(reference) = ty else {
+        return None;
+    };
+    let Type::Path(path) = &*reference.elem else {
+        return None;
+    };
+    let last = path.path.segments.last()?;
+    if last.ident != "Turn" {
+        return None;
+    }
+    let actor = match &last.arguments {
+        PathArguments::AngleBracketed(args) => args.args.iter().find_map(|arg| match arg {
+            GenericArgument::Type(ty) => Some(ty.clone()),
+            _ => None,
+        }),
+        _ => None,
+    };
+    Some(TurnParameter {
+        mutable: reference.mutability.is_some(),
+        actor,
+        span: ty.span(),
+    })
+}
+
+/// The `T` of `Result<T, Rejection>`.
+fn rejection_result(ty: &Type) -> Option<Type> {
+    let Type::Path(path) = ty else { return None };
+    let last = path.path.segments.last()?;
+    if last.ident != "Result" {
+        return None;
+    }
+    let PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    let mut types = args.args.iter().filter_map(|arg| match arg {
+        GenericArgument::Type(ty) => Some(ty),
+        _ => None,
+    });
+    let ok = types.next()?;
+    let Type::Path(error) = types.next()? else {
+        return None;
+    };
+    error
+        .path
+        .segments
+        .last()
+        .is_some_and(|segment| segment.ident == "Rejection")
+        .then(|| ok.clone())
+}
+
+fn path_text(path: &syn::Path) -> String {
+    path.segments
+        .iter()
+        .map(|segment| segment.ident.to_string())
+        .collect::<Vec<_>>()
+        .join("::")
+}

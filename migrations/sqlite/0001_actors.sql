@@ -1,0 +1,52 @@
+-- Actors, their mailboxes and their reminders.
+-- Times are microseconds since the Unix epoch, passed in by the runtime's clock.
+
+CREATE TABLE solid_instances (
+    actor_type    TEXT    NOT NULL,
+    actor_id      TEXT    NOT NULL,
+    state         TEXT,
+    revision      INTEGER NOT NULL DEFAULT 0,
+    next_sequence INTEGER NOT NULL DEFAULT 1,
+    unfinished    INTEGER NOT NULL DEFAULT 0,
+    updated_at    INTEGER NOT NULL,
+    PRIMARY KEY (actor_type, actor_id)
+) WITHOUT ROWID;
+
+CREATE TABLE solid_messages (
+    id           INTEGER PRIMARY KEY,
+    actor_type   TEXT    NOT NULL,
+    actor_id     TEXT    NOT NULL,
+    sequence     INTEGER NOT NULL,
+    operation    TEXT    NOT NULL,
+    arguments    TEXT    NOT NULL,
+    request_id   TEXT    NOT NULL UNIQUE,
+    status       TEXT    NOT NULL CHECK (status IN ('ready', 'completed', 'rejected', 'dead')),
+    attempts     INTEGER NOT NULL DEFAULT 0,
+    available_at INTEGER NOT NULL,
+    result       TEXT,
+    last_error   TEXT,
+    created_at   INTEGER NOT NULL,
+    finished_at  INTEGER,
+    UNIQUE (actor_type, actor_id, sequence)
+);
+
+-- The mailbox: an actor's ready messages in order.
+CREATE INDEX solid_messages_mailbox
+    ON solid_messages (actor_type, actor_id, sequence) WHERE status = 'ready';
+
+-- The workers' view: ready messages by the time they become available.
+CREATE INDEX solid_messages_available
+    ON solid_messages (available_at) WHERE status = 'ready';
+
+CREATE TABLE solid_reminders (
+    id         INTEGER PRIMARY KEY,
+    actor_type TEXT    NOT NULL,
+    actor_id   TEXT    NOT NULL,
+    name       TEXT    NOT NULL,
+    key        TEXT    NOT NULL,
+    due_at     INTEGER NOT NULL,
+    arguments  TEXT    NOT NULL,
+    UNIQUE (actor_type, actor_id, name, key)
+);
+
+CREATE INDEX solid_reminders_due ON solid_reminders (due_at, id);

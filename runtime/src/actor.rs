@@ -1,0 +1,84 @@
+//! The traits `#[actor]` implements: what the runtime knows about an actor type.
+//!
+//! Users do not implement these by hand; the macros generate them from the struct and its
+//! `#[actor]` impl block. They are public so that generic code can name them
+//! (`fn audit<A: Actor>(reference: &Reference<A>)`).
+
+use std::future::Future;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::handled::Handled;
+use crate::reference::Reference;
+use crate::turn::{ScheduleStage, Turn, UnscheduleStage};
+
+/// The durable state of an actor: the struct that carries `#[actor]`.
+///
+/// `#[actor]` on the struct derives serde for it (with `#[serde(default)]`, so state stored
+/// before a field was added still loads) and implements this trait.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an actor's state",
+    label = "this type needs `#[actor]` on its struct",
+    note = "put `#[actor]` on the struct and `#[derive(Default)]` beside it"
+)]
+pub trait ActorState: Default + Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// The name stored in every row of this actor: `#[actor(name = "...")]`, or the struct's
+    /// name. Renaming the struct without setting it orphans the stored rows.
+    const TYPE_NAME: &'static str;
+}
+
+/// A set of operations (the commands and reminders of an actor, or its queries), in the
+/// serde form `{"operation": "hold", "arguments": {"hold_id": .., ..}}`.
+pub trait Operations: Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// The operation names, as stored.
+    const NAMES: &'static [&'static str];
+
+    /// This operation's name, as stored.
+    fn name(&self) -> &'static str;
+}
+
+/// An actor type: its state, operations, dispatch, typed reference and schedule builders.
+///
+/// Implemented by `#[actor]` on the impl block.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an actor",
+    label = "this type has no `#[actor]` impl block",
+    note = "put `#[actor]` on the struct and on an `impl {Self}` block whose methods carry #[command], #[query] or #[reminder]"
+)]
+pub trait Actor: ActorState {
+    /// The durable messages: one variant per `#[command]` and `#[reminder]`.
+    type Message: Operations;
+    /// The ordered reads: one variant per `#[query]`.
+    type Query: Operations;
+    /// The typed reference callers use (`SeatInventoryRef`).
+    type Reference: From<Reference<Self>>;
+    /// What `turn.schedule(at, key)` returns: one method per reminder.
+    type Schedule<'t>;
+    /// What `turn.unschedule(key)` returns: one method per reminder.
+    type Unschedule<'t>;
+
+    /// Runs one message against the state.
+    #[doc(hidden)]
+    fn handle<'a>(
+        &'a mut self,
+        turn: &'a mut Turn<Self>,
+        message: Self::Message,
+    ) -> impl Future<Output = Handled> + Send + 'a;
+
+    /// Answers one query from the state.
+    #[doc(hidden)]
+    fn answer<'a>(
+        &'a self,
+        turn: &'a Turn<Self>,
+        query: Self::Query,
+    ) -> impl Future<Output = Handled> + Send + 'a;
+
+    /// Wraps a staged schedule in the actor's typed builder.
+    #[doc(hidden)]
+    fn schedule_builder(stage: ScheduleStage<'_, Self>) -> Self::Schedule<'_>;
+
+    /// Wraps a staged cancellation in the actor's typed builder.
+    #[doc(hidden)]
+    fn unschedule_builder(stage: UnscheduleStage<'_, Self>) -> Self::Unschedule<'_>;
+}

@@ -1,0 +1,76 @@
+//! Where the runtime's time comes from: the system clock, or a manual clock in tests.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+/// A source of the current time.
+///
+/// The runtime reads it at the start of every turn ([`Turn::now`](crate::Turn::now)), when it
+/// fires reminders and when it schedules retries, and passes it to SQL as a parameter, so a
+/// test that moves a [`ManualClock`] moves every deadline with it.
+pub trait Clock: Send + Sync + 'static {
+    /// The current time.
+    fn now(&self) -> DateTime<Utc>;
+}
+
+/// The operating system's clock; the default.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+}
+
+/// A clock that moves only when told to: for tests.
+///
+/// Clones share one time, so a test keeps a clone and hands another to the runtime.
+///
+/// ```
+/// use std::time::Duration;
+/// use solid_objects::ManualClock;
+/// use solid_objects::Clock;
+///
+/// let clock = ManualClock::starting_now();
+/// let start = clock.now();
+/// clock.advance(Duration::from_secs(16 * 60));
+/// assert_eq!((clock.now() - start).num_minutes(), 16);
+/// ```
+#[derive(Debug, Clone)]
+pub struct ManualClock {
+    now: Arc<Mutex<DateTime<Utc>>>,
+}
+
+impl ManualClock {
+    /// A clock stopped at `start`.
+    pub fn new(start: DateTime<Utc>) -> Self {
+        Self {
+            now: Arc::new(Mutex::new(start)),
+        }
+    }
+
+    /// A clock stopped at the current system time.
+    pub fn starting_now() -> Self {
+        Self::new(Utc::now())
+    }
+
+    /// Moves the clock forward.
+    pub fn advance(&self, by: Duration) {
+        let mut now = self.now.lock().unwrap_or_else(PoisonError::into_inner);
+        *now += by;
+    }
+
+    /// Sets the clock to `at` (forward or back).
+    pub fn set(&self, at: DateTime<Utc>) {
+        *self.now.lock().unwrap_or_else(PoisonError::into_inner) = at;
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> DateTime<Utc> {
+        *self.now.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}

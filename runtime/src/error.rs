@@ -1,0 +1,198 @@
+//! The errors a call can end with, and the business [`Rejection`] a handler returns.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// A business result that ends a command without changing anything.
+///
+/// A handler returns `Err(Rejection)` (usually built with [`reject!`](crate::reject)) when the
+/// request is valid input but the actor refuses it: not enough seats, a stale revision. The
+/// runtime commits the message as rejected, keeps none of the handler's changes, never retries
+/// it, and the caller receives [`Error::Rejected`].
+///
+/// ```
+/// use solid_objects::prelude::*;
+///
+/// let rejection = reject!(not_enough_seats, "Only {} seats are left", 2);
+/// assert_eq!(rejection.code, "not_enough_seats");
+/// assert_eq!(rejection.message, "Only 2 seats are left");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rejection {
+    /// A stable, machine-readable code in snake_case, such as `not_enough_seats`.
+    pub code: String,
+    /// A sentence for the person who made the request.
+    pub message: String,
+    /// Optional structured details for the caller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Value>,
+}
+
+impl Rejection {
+    /// A rejection with a code and a message; prefer [`reject!`](crate::reject), which checks
+    /// the code at compile time.
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            code: code.into(),
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    /// Attaches structured details for the caller.
+    pub fn with_details(mut self, details: serde_json::Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for Rejection {}
+
+/// Everything a call to the runtime can end with, other than its typed result.
+///
+/// Each variant names the actor and says what to do. Matching is exhaustive only with a
+/// wildcard arm: new variants may be added.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The handler rejected the request; nothing changed and it will not be retried.
+    #[error("rejected: {0}")]
+    Rejected(Rejection),
+
+    /// The policy refused the call; nothing was written.
+    #[error("{operation} on {actor_type} {actor_id:?} is not authorised: {reason}")]
+    Unauthorized {
+        /// The stored type name of the actor.
+        actor_type: String,
+        /// The actor's id.
+        actor_id: String,
+        /// The operation that was refused.
+        operation: String,
+        /// Why, from the policy.
+        reason: String,
+    },
+
+    /// The actor id is empty or too long; nothing was written.
+    #[error("invalid actor id: {reason}")]
+    InvalidActorId {
+        /// What is wrong with the id.
+        reason: String,
+    },
+
+    /// A payload is larger than the runtime's limit; nothing was written.
+    #[error("the {what} of {operation} is {size} bytes, over the limit of {limit} bytes; send less or raise the limit with Builder::limits")]
+    PayloadTooLarge {
+        /// Which payload: arguments, result or state.
+        what: &'static str,
+        /// The operation concerned.
+        operation: String,
+        /// Its size in bytes.
+        size: usize,
+        /// The configured limit in bytes.
+        limit: usize,
+    },
+
+    /// A synchronous call did not finish within its timeout.
+    #[error(
+        "{operation} on {actor_type} {actor_id:?} did not finish within {timeout:?}: {waiting_on}"
+    )]
+    SyncTimeout {
+        /// The stored type name of the actor.
+        actor_type: String,
+        /// The actor's id.
+        actor_id: String,
+        /// The operation that was called.
+        operation: String,
+        /// The message's sequence number, if it was enqueued (it then still runs later).
+        sequence: Option<i64>,
+        /// What the call was waiting on when the time ran out.
+        waiting_on: String,
+        /// The timeout that ran out.
+        timeout: Duration,
+    },
+
+    /// The handler panicked or failed; its changes were rolled back.
+    #[error("{operation} on {actor_type} {actor_id:?} failed (attempt {attempts}): {error}{}",
+        match retry_at { Some(at) => format!("; it is retried at {at}"), None => "; it is now a dead letter".to_owned() })]
+    HandlerFailed {
+        /// The stored type name of the actor.
+        actor_type: String,
+        /// The actor's id.
+        actor_id: String,
+        /// The operation that failed.
+        operation: String,
+        /// The panic message or error text.
+        error: String,
+        /// How many attempts have been made.
+        attempts: i64,
+        /// When the next attempt runs, or `None` when the message became a dead letter.
+        retry_at: Option<chrono::DateTime<chrono::Utc>>,
+    },
+
+    /// A stored message names an operation this actor type does not have.
+    #[error("{actor_type} has no operation {operation:?} (stored message {sequence}); deploy a build that has it, or remove the message")]
+    UnknownOperation {
+        /// The stored type name of the actor.
+        actor_type: String,
+        /// The unknown operation.
+        operation: String,
+        /// The sequence number of the stored message.
+        sequence: i64,
+    },
+
+    /// A stored payload (state, arguments or result) does not deserialise into the Rust types.
+    #[error("the stored {what} of {actor_type} {actor_id:?} does not deserialise: {source}; make the type accept the stored form (for example with #[serde(default)]) and retry")]
+    Decode {
+        /// Which payload.
+        what: &'static str,
+        /// The stored type name of the actor.
+        actor_type: String,
+        /// The actor's id.
+        actor_id: String,
+        /// The serde error.
+        source: serde_json::Error,
+    },
+
+    /// A value could not be serialised to JSON.
+    #[error("cannot serialise the {what}: {source}")]
+    Encode {
+        /// Which payload.
+        what: &'static str,
+        /// The serde error.
+        source: serde_json::Error,
+    },
+
+    /// No runtime has been started in this process, so `Actor::reference(id)` has nowhere to go.
+    #[error("no solid-objects runtime is running; start one with Runtime::builder()...start().await, or use runtime.reference::<A>(id)")]
+    NoRuntime,
+
+    /// The runtime was closed.
+    #[error("the runtime is closed")]
+    Closed,
+
+    /// Two different actor types use the same stored type name.
+    #[error("two actor types are both named {name:?}; give one a distinct name with #[actor(name = \"...\")]")]
+    DuplicateActorName {
+        /// The stored type name used twice.
+        name: String,
+    },
+
+    /// The runtime's configuration is incomplete or inconsistent.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+
+    /// The database failed.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+/// The result type of the runtime's calls.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,99 @@
+//! Durable virtual actors on the SQL database an application already has.
+//!
+//! An actor is a struct addressed by `(type, id)`. Calls for one id enter a durable mailbox
+//! and run one at a time, in order; different ids are independent. Each turn commits the
+//! state, the result and the reminders in one SQL transaction. State, queued work and
+//! reminders survive restarts.
+//!
+//! ```
+//! use solid_objects::prelude::*;
+//!
+//! /// A counter that refuses to go past its limit.
+//! #[actor]
+//! #[derive(Default)]
+//! pub struct Counter {
+//!     value: u32,
+//! }
+//!
+//! #[actor]
+//! impl Counter {
+//!     #[command]
+//!     pub fn increment(&mut self) -> Result<u32, Rejection> {
+//!         if self.value == 3 {
+//!             return Err(reject!(limit_reached, "The counter stops at {}", self.value));
+//!         }
+//!         self.value += 1;
+//!         Ok(self.value)
+//!     }
+//!
+//!     #[query]
+//!     pub fn value(&self) -> u32 {
+//!         self.value
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Error> {
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let path = dir.path().join("counters.db");
+//! let runtime = Runtime::builder().sqlite(path).policy(AllowAll).start().await?;
+//! let counter = runtime.reference::<Counter>("visits");
+//! assert_eq!(counter.increment().await?, 1);
+//! assert_eq!(counter.value().await?, 1);
+//! # Ok(()) }
+//! ```
+//!
+//! # Feature flags
+//!
+//! | flag | default | what it adds |
+//! |------|---------|--------------|
+//! | (none yet) | | SQLite is always built in |
+
+mod actor;
+mod clock;
+mod codec;
+mod engine;
+mod error;
+mod handled;
+mod limits;
+pub mod policy;
+mod reference;
+mod runtime;
+mod store;
+mod testing;
+mod turn;
+
+pub use actor::{Actor, ActorState, Operations};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::{Error, Rejection, Result};
+pub use limits::{Limits, RetryPolicy};
+pub use policy::{AllowAll, Policy};
+pub use reference::{Reference, MAX_ACTOR_ID_BYTES};
+pub use runtime::{Builder, Runtime};
+pub use store::sqlite::Durability;
+pub use store::Stats;
+pub use testing::Testing;
+pub use turn::Turn;
+
+pub use solid_objects_macros::{actor, command, query, reject, reminder};
+
+/// The chrono types a handler needs for times (`turn.now()` is a `DateTime<Utc>`).
+pub use chrono;
+
+/// What a module that defines or calls actors needs: `use solid_objects::prelude::*;`.
+pub mod prelude {
+    pub use crate::chrono::{DateTime, TimeDelta, Utc};
+    pub use crate::{
+        actor, command, query, reject, reminder, AllowAll, Error, ManualClock, Policy, Rejection,
+        Runtime, Turn,
+    };
+}
+
+/// What the generated code uses; not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::handled::Handled;
+    pub use crate::turn::{ScheduleStage, UnscheduleStage};
+    pub use serde;
+    pub use serde_json;
+}

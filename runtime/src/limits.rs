@@ -1,0 +1,102 @@
+//! Bounds on payloads and the retry schedule of failed messages.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::error::{Error, Result};
+
+/// The largest payloads the runtime accepts. Over a limit, a call gets
+/// [`Error::PayloadTooLarge`] before anything is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Limits {
+    /// The largest arguments of one operation, as JSON bytes (default 1 MiB).
+    pub max_arguments_bytes: usize,
+    /// The largest result of one operation, as JSON bytes (default 1 MiB).
+    pub max_result_bytes: usize,
+    /// The largest state of one actor, as JSON bytes (default 5 MiB).
+    pub max_state_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_arguments_bytes: 1 << 20,
+            max_result_bytes: 1 << 20,
+            max_state_bytes: 5 << 20,
+        }
+    }
+}
+
+/// The payloads that [`Limits`] bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Payload {
+    Arguments,
+    Result,
+    State,
+}
+
+impl Limits {
+    /// Checks one payload against its limit.
+    pub(crate) fn check(&self, payload: Payload, operation: &str, size: usize) -> Result<()> {
+        let (what, limit) = match payload {
+            Payload::Arguments => ("arguments", self.max_arguments_bytes),
+            Payload::Result => ("result", self.max_result_bytes),
+            Payload::State => ("state", self.max_state_bytes),
+        };
+        if size > limit {
+            return Err(Error::PayloadTooLarge {
+                what,
+                operation: operation.to_owned(),
+                size,
+                limit,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// When a failed message runs again.
+///
+/// Attempt `n` that fails waits `min(base * 2^(n-1), max_delay)`; after `max_attempts`
+/// attempts the message becomes a dead letter and the actor's later messages run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RetryPolicy {
+    /// Attempts before a message becomes a dead letter (default 5).
+    pub max_attempts: i64,
+    /// The wait after the first failed attempt (default 1 s).
+    pub base_delay: Duration,
+    /// The longest wait between attempts (default 60 s).
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: 5,
+            base_delay: Duration::from_secs(1),
+            max_delay: Duration::from_secs(60),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// When the attempt after `attempts` failed ones runs, or `None` if none is left.
+    pub(crate) fn next_attempt_at(
+        &self,
+        now: DateTime<Utc>,
+        attempts: i64,
+    ) -> Option<DateTime<Utc>> {
+        if attempts >= self.max_attempts {
+            return None;
+        }
+        let doublings = u32::try_from(attempts.saturating_sub(1).clamp(0, 31)).unwrap_or(31);
+        let delay = self
+            .base_delay
+            .checked_mul(1 << doublings)
+            .map_or(self.max_delay, |delay| delay.min(self.max_delay));
+        Some(now + delay)
+    }
+}

@@ -1,0 +1,300 @@
+//! [`Runtime`], its [`Builder`], the process default, and the worker loop.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use crate::actor::Actor;
+use crate::clock::{Clock, SystemClock};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::limits::{Limits, RetryPolicy};
+use crate::policy::{NoPolicy, Policy};
+use crate::reference::Reference;
+use crate::store::sqlite::{Durability, SqliteStore};
+use crate::store::{Stats, Store};
+use crate::testing::Testing;
+
+/// The process's default runtime: the first started one that is still open.
+static DEFAULT: Mutex<Option<Weak<Shared>>> = Mutex::new(None);
+
+/// How many actors a worker pass takes, and how many turns one actor gets per pass.
+const ACTORS_PER_PASS: i64 = 100;
+const TURNS_PER_ACTOR: usize = 50;
+/// The idle poll interval of a worker starts here and doubles up to the maximum.
+const IDLE_POLL_MIN: Duration = Duration::from_millis(100);
+const IDLE_POLL_MAX: Duration = Duration::from_secs(1);
+
+/// A running solid-objects runtime: a database, a clock, a policy, and the actor types it
+/// runs. Cheap to clone; clones share everything.
+///
+/// ```no_run
+/// # async fn example() -> Result<(), solid_objects::Error> {
+/// use solid_objects::{AllowAll, Runtime};
+///
+/// let runtime = Runtime::builder().sqlite("shows.db").policy(AllowAll).start().await?;
+/// // ... runtime.reference::<SeatInventory>("show-42").hold(..).await? ...
+/// runtime.close().await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Runtime {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    engine: Engine,
+    policy: Arc<dyn Policy>,
+    sync_timeout: Duration,
+    closed: AtomicBool,
+    shutdown: Notify,
+}
+
+impl Runtime {
+    /// Starts configuring a runtime.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// The process's default runtime, if one is open.
+    pub fn current() -> Option<Self> {
+        let default = DEFAULT.lock().unwrap_or_else(PoisonError::into_inner);
+        Self::current_in(&default).map(|shared| Self { shared })
+    }
+
+    /// A typed reference to the actor `A` with this id, on this runtime.
+    pub fn reference<A: Actor>(&self, id: impl Into<String>) -> A::Reference {
+        if let Err(error) = self.engine().register::<A>() {
+            tracing::error!(%error, "cannot register the actor type");
+        }
+        A::Reference::from(Reference::with_runtime(Some(self.clone()), id.into()))
+    }
+
+    /// Runs the workers until [`shutdown`](Runtime::shutdown): fires due reminders as
+    /// ordinary mailbox messages and runs the ready messages of the actor types this runtime
+    /// knows. Returns `Ok(())` on shutdown.
+    pub async fn run(&self) -> Result<()> {
+        let mut idle = IDLE_POLL_MIN;
+        loop {
+            if self.shared.closed.load(Ordering::Acquire) {
+                return Ok(());
+            }
+            let worked = match self.work_once().await {
+                Ok(worked) => worked,
+                Err(error) => {
+                    tracing::error!(%error, "a worker pass failed; retrying");
+                    false
+                }
+            };
+            if worked {
+                idle = IDLE_POLL_MIN;
+                continue;
+            }
+            tokio::select! {
+                () = self.shared.shutdown.notified() => {}
+                () = self.engine().wait_for_work(idle) => {}
+            }
+            idle = (idle * 2).min(IDLE_POLL_MAX);
+        }
+    }
+
+    /// One worker pass; true if it did anything.
+    async fn work_once(&self) -> Result<bool> {
+        let fired = self.engine().fire_due_reminders(ACTORS_PER_PASS).await?;
+        let turns = self
+            .engine()
+            .run_ready(ACTORS_PER_PASS, TURNS_PER_ACTOR)
+            .await?;
+        Ok(fired + turns > 0)
+    }
+
+    /// Asks [`run`](Runtime::run) to return and refuses new calls; committed work and queued
+    /// messages stay in the database.
+    pub fn shutdown(&self) {
+        self.shared.closed.store(true, Ordering::Release);
+        self.shared.shutdown.notify_waiters();
+        self.engine().wake();
+    }
+
+    /// Shuts down and closes the database connections.
+    pub async fn close(&self) {
+        self.shutdown();
+        self.engine().store().close().await;
+    }
+
+    /// Counts of the work done so far: transactions and statements.
+    pub fn stats(&self) -> Stats {
+        self.engine().store().stats()
+    }
+
+    /// The testing API: run due reminders, drain queued messages, deliver a message.
+    pub fn testing(&self) -> Testing<'_> {
+        Testing::new(self)
+    }
+
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.shared.engine
+    }
+
+    pub(crate) fn policy(&self) -> &dyn Policy {
+        &*self.shared.policy
+    }
+
+    pub(crate) fn sync_timeout(&self) -> Duration {
+        self.shared.sync_timeout
+    }
+
+    pub(crate) fn ensure_open(&self) -> Result<()> {
+        if self.shared.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("closed", &self.shared.closed.load(Ordering::Relaxed))
+            .field("sync_timeout", &self.shared.sync_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures and starts a [`Runtime`].
+///
+/// ```no_run
+/// # async fn example() -> Result<(), solid_objects::Error> {
+/// use std::time::Duration;
+/// use solid_objects::{AllowAll, ManualClock, Runtime};
+///
+/// let clock = ManualClock::starting_now();
+/// let runtime = Runtime::builder()
+///     .sqlite("shows.db")
+///     .clock(clock.clone())
+///     .policy(AllowAll)
+///     .sync_timeout(Duration::from_secs(2))
+///     .start()
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[must_use = "a builder does nothing until .start().await"]
+pub struct Builder {
+    database: Option<PathBuf>,
+    durability: Durability,
+    clock: Arc<dyn Clock>,
+    policy: Arc<dyn Policy>,
+    sync_timeout: Duration,
+    limits: Limits,
+    retry: RetryPolicy,
+    registrations: Vec<fn(&Engine) -> Result<()>>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Self {
+            database: None,
+            durability: Durability::default(),
+            clock: Arc::new(SystemClock),
+            policy: Arc::new(NoPolicy),
+            sync_timeout: Duration::from_secs(5),
+            limits: Limits::default(),
+            retry: RetryPolicy::default(),
+            registrations: Vec::new(),
+        }
+    }
+}
+
+impl Builder {
+    /// Keeps the actors in this SQLite file (created if missing; WAL; migrations applied at
+    /// start).
+    pub fn sqlite(mut self, path: impl Into<PathBuf>) -> Self {
+        self.database = Some(path.into());
+        self
+    }
+
+    /// How hard SQLite works to keep a commit through a power loss (default
+    /// [`Durability::Full`]).
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// The clock turns read (default [`SystemClock`]); tests pass a
+    /// [`ManualClock`](crate::ManualClock).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// The authorisation policy. Without one, every call is denied.
+    pub fn policy(mut self, policy: impl Policy) -> Self {
+        self.policy = Arc::new(policy);
+        self
+    }
+
+    /// The default timeout of synchronous calls and queries (default 5 s).
+    pub fn sync_timeout(mut self, timeout: Duration) -> Self {
+        self.sync_timeout = timeout;
+        self
+    }
+
+    /// Payload limits (default 1 MiB arguments and results, 5 MiB state).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// How failed messages are retried (default 5 attempts, backoff 1 s doubling to 60 s).
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Makes `A` known to the workers from the start. A process that only runs workers
+    /// must name its actor types; a reference to a type registers it too.
+    pub fn actor<A: Actor>(mut self) -> Self {
+        self.registrations.push(Engine::register::<A>);
+        self
+    }
+
+    /// Opens the database, applies the migrations and starts the runtime. The first runtime
+    /// started in a process (or the next one after it closes) becomes the process default.
+    pub async fn start(self) -> Result<Runtime> {
+        let path = self.database.ok_or_else(|| {
+            Error::Config("no database: call .sqlite(path) on the builder".to_owned())
+        })?;
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path, self.durability).await?);
+        let engine = Engine::new(store, self.clock, self.limits, self.retry);
+        for register in &self.registrations {
+            register(&engine)?;
+        }
+        let runtime = Runtime {
+            shared: Arc::new(Shared {
+                engine,
+                policy: self.policy,
+                sync_timeout: self.sync_timeout,
+                closed: AtomicBool::new(false),
+                shutdown: Notify::new(),
+            }),
+        };
+        let mut default = DEFAULT.lock().unwrap_or_else(PoisonError::into_inner);
+        if Runtime::current_in(&default).is_none() {
+            *default = Some(Arc::downgrade(&runtime.shared));
+        }
+        Ok(runtime)
+    }
+}
+
+impl Runtime {
+    fn current_in(default: &Option<Weak<Shared>>) -> Option<Arc<Shared>> {
+        default
+            .as_ref()?
+            .upgrade()
+            .filter(|shared| !shared.closed.load(Ordering::Acquire))
+    }
+}

@@ -1,0 +1,249 @@
+//! The only place SQL lives: one small trait per unit of work, one file per backend.
+//!
+//! The engine speaks in rows ([`Instance`], [`StoredMessage`], ...) and never in SQL text, so
+//! a backend is one file implementing [`Store`] and [`Transaction`]. Times are microseconds
+//! since the Unix epoch, always passed as parameters.
+
+pub(crate) mod sqlite;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+
+use crate::error::Result;
+
+/// The address of one actor.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ActorKey<'a> {
+    pub(crate) actor_type: &'a str,
+    pub(crate) actor_id: &'a str,
+}
+
+/// An actor's row: its state and its mailbox counters.
+#[derive(Debug, Clone)]
+pub(crate) struct Instance {
+    /// The state as JSON; `None` until a turn first commits state.
+    pub(crate) state: Option<String>,
+    pub(crate) revision: i64,
+    /// The sequence number the next enqueued message gets.
+    pub(crate) next_sequence: i64,
+    /// How many of its messages are ready (waiting or due).
+    pub(crate) unfinished: i64,
+}
+
+impl Instance {
+    /// The row of an actor that has never been written.
+    pub(crate) fn fresh() -> Self {
+        Self {
+            state: None,
+            revision: 0,
+            next_sequence: 1,
+            unfinished: 0,
+        }
+    }
+}
+
+/// Where a message stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MessageStatus {
+    Ready,
+    Completed,
+    Rejected,
+    Dead,
+}
+
+impl MessageStatus {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Ready => "ready",
+            Self::Completed => "completed",
+            Self::Rejected => "rejected",
+            Self::Dead => "dead",
+        }
+    }
+
+    pub(crate) fn parse(stored: &str) -> Option<Self> {
+        [Self::Ready, Self::Completed, Self::Rejected, Self::Dead]
+            .into_iter()
+            .find(|status| status.as_str() == stored)
+    }
+}
+
+/// A message waiting in a mailbox.
+#[derive(Debug, Clone)]
+pub(crate) struct StoredMessage {
+    pub(crate) id: i64,
+    pub(crate) sequence: i64,
+    pub(crate) operation: String,
+    pub(crate) arguments: String,
+    pub(crate) attempts: i64,
+    pub(crate) available_at: i64,
+}
+
+/// How a message row stands after a write.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MessageProgress<'a> {
+    pub(crate) status: MessageStatus,
+    pub(crate) attempts: i64,
+    pub(crate) available_at: i64,
+    pub(crate) result: Option<&'a str>,
+    pub(crate) last_error: Option<&'a str>,
+    pub(crate) finished_at: Option<i64>,
+}
+
+/// A message row to insert.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NewMessage<'a> {
+    pub(crate) sequence: i64,
+    pub(crate) operation: &'a str,
+    pub(crate) arguments: &'a str,
+    pub(crate) request_id: &'a str,
+    pub(crate) created_at: i64,
+    pub(crate) progress: MessageProgress<'a>,
+}
+
+/// A message's outcome as stored, read back by a caller whose message another task ran.
+#[derive(Debug, Clone)]
+pub(crate) struct StoredOutcome {
+    pub(crate) status: MessageStatus,
+    pub(crate) result: Option<String>,
+    pub(crate) last_error: Option<String>,
+    pub(crate) attempts: i64,
+    pub(crate) available_at: i64,
+}
+
+/// The new values of an actor's row.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InstanceWrite<'a> {
+    /// The new state, or `None` to keep the stored one.
+    pub(crate) state: Option<&'a str>,
+    pub(crate) revision: i64,
+    pub(crate) next_sequence: i64,
+    pub(crate) unfinished: i64,
+    pub(crate) updated_at: i64,
+}
+
+/// A reminder to store (or move).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReminderWrite<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) key: &'a str,
+    pub(crate) due_at: i64,
+    pub(crate) arguments: &'a str,
+}
+
+/// A reminder taken from the store because it is due.
+#[derive(Debug, Clone)]
+pub(crate) struct DueReminder {
+    pub(crate) actor_type: String,
+    pub(crate) actor_id: String,
+    pub(crate) name: String,
+    pub(crate) arguments: String,
+}
+
+/// Counts of the work the store did, for tests and benchmarks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Write transactions committed.
+    pub transactions: u64,
+    /// SQL statements run inside write transactions, not counting BEGIN and COMMIT.
+    pub statements: u64,
+}
+
+/// The counters behind [`Stats`].
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    transactions: AtomicU64,
+    statements: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn statement(&self) {
+        self.statements.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn transaction(&self) {
+        self.transactions.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> Stats {
+        Stats {
+            transactions: self.transactions.load(Ordering::Relaxed),
+            statements: self.statements.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A database the runtime keeps its actors in.
+#[async_trait]
+pub(crate) trait Store: Send + Sync + 'static {
+    /// Starts a write transaction; on SQLite it holds the database's write lock.
+    async fn begin(&self) -> Result<Box<dyn Transaction>>;
+
+    /// Reads an actor's committed row, outside any write transaction.
+    async fn read_instance(&self, actor: ActorKey<'_>) -> Result<Option<Instance>>;
+
+    /// Reads a message's stored outcome.
+    async fn message_outcome(&self, message_id: i64) -> Result<Option<StoredOutcome>>;
+
+    /// Actors that have a message available at `now`, at most `limit` of them.
+    async fn ready_actors(&self, now: i64, limit: i64) -> Result<Vec<(String, String)>>;
+
+    /// The counters of work done so far.
+    fn stats(&self) -> Stats;
+
+    /// Closes the connections.
+    async fn close(&self);
+}
+
+/// One write transaction. Dropping it without [`commit`](Transaction::commit) rolls it back.
+#[async_trait]
+pub(crate) trait Transaction: Send {
+    /// The actor's row (locked until commit on backends with row locks).
+    async fn instance(&mut self, actor: ActorKey<'_>) -> Result<Option<Instance>>;
+
+    /// The actor's lowest-sequence ready message.
+    async fn next_message(&mut self, actor: ActorKey<'_>) -> Result<Option<StoredMessage>>;
+
+    /// Inserts a message row; returns its id.
+    async fn insert_message(
+        &mut self,
+        actor: ActorKey<'_>,
+        message: &NewMessage<'_>,
+    ) -> Result<i64>;
+
+    /// Records a message's progress: finished, or waiting for a retry.
+    async fn update_message(
+        &mut self,
+        message_id: i64,
+        progress: &MessageProgress<'_>,
+    ) -> Result<()>;
+
+    /// Writes the actor's row, creating it if needed.
+    async fn write_instance(
+        &mut self,
+        actor: ActorKey<'_>,
+        write: &InstanceWrite<'_>,
+    ) -> Result<()>;
+
+    /// Allocates the next sequence number for a new ready message (creating the row if
+    /// needed) and counts it as unfinished; returns the sequence.
+    async fn allocate_sequence(&mut self, actor: ActorKey<'_>, now: i64) -> Result<i64>;
+
+    /// Stores a reminder, replacing the one with the same name and key.
+    async fn upsert_reminder(
+        &mut self,
+        actor: ActorKey<'_>,
+        reminder: &ReminderWrite<'_>,
+    ) -> Result<()>;
+
+    /// Deletes the reminder with this name and key, if any.
+    async fn delete_reminder(&mut self, actor: ActorKey<'_>, name: &str, key: &str) -> Result<()>;
+
+    /// Removes and returns up to `limit` reminders due at `now`, earliest first.
+    async fn take_due_reminders(&mut self, now: i64, limit: i64) -> Result<Vec<DueReminder>>;
+
+    /// Commits.
+    async fn commit(self: Box<Self>) -> Result<()>;
+}

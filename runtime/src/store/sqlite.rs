@@ -1,0 +1,418 @@
+//! The SQLite backend: one writer connection for every turn, a few readers beside it.
+//!
+//! SQLite allows one writer at a time. Every turn therefore runs on the single writer
+//! connection, in a `BEGIN IMMEDIATE` transaction: callers queue for the connection in the
+//! pool instead of busy-waiting on the file lock. Snapshots and outcome reads use separate
+//! read connections, which WAL lets run beside the writer.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use sqlx::{Row, Sqlite};
+
+use super::{
+    ActorKey, Counters, DueReminder, Instance, InstanceWrite, MessageProgress, MessageStatus,
+    NewMessage, ReminderWrite, Stats, Store, StoredMessage, StoredOutcome, Transaction,
+};
+use crate::error::{Error, Result};
+
+/// The schema, applied in order at start; each entry runs once per database.
+const MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "actors",
+    include_str!("../../../migrations/sqlite/0001_actors.sql"),
+)];
+
+/// How hard SQLite works to keep a commit through a power loss.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Durability {
+    /// WAL with `synchronous = FULL`: a committed turn survives a power loss. The default.
+    #[default]
+    Full,
+    /// WAL with `synchronous = NORMAL`: a committed turn survives a crash of the process, but
+    /// the last turns before a power loss may be lost. Several times faster on slow disks.
+    Normal,
+}
+
+/// The SQLite store.
+pub(crate) struct SqliteStore {
+    writer: SqlitePool,
+    readers: SqlitePool,
+    counters: Arc<Counters>,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database file and applies the migrations.
+    pub(crate) async fn open(path: &Path, durability: Durability) -> Result<Self> {
+        let synchronous = match durability {
+            Durability::Full => SqliteSynchronous::Full,
+            Durability::Normal => SqliteSynchronous::Normal,
+        };
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(synchronous)
+            .busy_timeout(Duration::from_secs(5))
+            .foreign_keys(true);
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .acquire_timeout(Duration::from_secs(3600))
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connect_with(options.clone())
+            .await?;
+        migrate(&writer).await?;
+        let readers = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options.read_only(true))
+            .await?;
+        Ok(Self {
+            writer,
+            readers,
+            counters: Arc::default(),
+        })
+    }
+}
+
+/// Applies the migrations this database has not seen yet, each in its own transaction.
+async fn migrate(pool: &SqlitePool) -> Result<()> {
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS solid_schema_migrations (
+            version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)",
+    )
+    .execute(pool)
+    .await?;
+    for (version, description, sql) in MIGRATIONS {
+        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+        let applied = sqlx::query("SELECT 1 FROM solid_schema_migrations WHERE version = ?1")
+            .bind(version)
+            .fetch_optional(&mut *tx)
+            .await?
+            .is_some();
+        if !applied {
+            sqlx::raw_sql(sql).execute(&mut *tx).await?;
+            sqlx::query(
+                "INSERT INTO solid_schema_migrations (version, description, applied_at)
+                 VALUES (?1, ?2, datetime('now'))",
+            )
+            .bind(version)
+            .bind(description)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn begin(&self) -> Result<Box<dyn Transaction>> {
+        let tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+        Ok(Box::new(SqliteTransaction {
+            tx,
+            counters: Arc::clone(&self.counters),
+        }))
+    }
+
+    async fn read_instance(&self, actor: ActorKey<'_>) -> Result<Option<Instance>> {
+        let row = sqlx::query(SELECT_INSTANCE)
+            .bind(actor.actor_type)
+            .bind(actor.actor_id)
+            .fetch_optional(&self.readers)
+            .await?;
+        row.map(|row| instance_from(&row)).transpose()
+    }
+
+    async fn message_outcome(&self, message_id: i64) -> Result<Option<StoredOutcome>> {
+        let row = sqlx::query(
+            "SELECT status, result, last_error, attempts, available_at
+             FROM solid_messages WHERE id = ?1",
+        )
+        .bind(message_id)
+        .fetch_optional(&self.readers)
+        .await?;
+        row.map(|row| {
+            let status: String = row.try_get("status")?;
+            Ok(StoredOutcome {
+                status: MessageStatus::parse(&status).ok_or_else(|| {
+                    Error::Database(sqlx::Error::Protocol(format!(
+                        "message {message_id} has an unknown status {status:?}"
+                    )))
+                })?,
+                result: row.try_get("result")?,
+                last_error: row.try_get("last_error")?,
+                attempts: row.try_get("attempts")?,
+                available_at: row.try_get("available_at")?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn ready_actors(&self, now: i64, limit: i64) -> Result<Vec<(String, String)>> {
+        let rows = sqlx::query(
+            "SELECT actor_type, actor_id FROM solid_messages
+             WHERE status = 'ready' AND available_at <= ?1
+             GROUP BY actor_type, actor_id
+             ORDER BY MIN(available_at)
+             LIMIT ?2",
+        )
+        .bind(now)
+        .bind(limit)
+        .fetch_all(&self.readers)
+        .await?;
+        rows.iter()
+            .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+            .collect()
+    }
+
+    fn stats(&self) -> Stats {
+        self.counters.snapshot()
+    }
+
+    async fn close(&self) {
+        self.readers.close().await;
+        self.writer.close().await;
+    }
+}
+
+const SELECT_INSTANCE: &str = "SELECT state, revision, next_sequence, unfinished
+     FROM solid_instances WHERE actor_type = ?1 AND actor_id = ?2";
+
+fn instance_from(row: &sqlx::sqlite::SqliteRow) -> Result<Instance> {
+    Ok(Instance {
+        state: row.try_get("state")?,
+        revision: row.try_get("revision")?,
+        next_sequence: row.try_get("next_sequence")?,
+        unfinished: row.try_get("unfinished")?,
+    })
+}
+
+/// A write transaction on the writer connection.
+struct SqliteTransaction {
+    tx: sqlx::Transaction<'static, Sqlite>,
+    counters: Arc<Counters>,
+}
+
+#[async_trait]
+impl Transaction for SqliteTransaction {
+    async fn instance(&mut self, actor: ActorKey<'_>) -> Result<Option<Instance>> {
+        self.counters.statement();
+        let row = sqlx::query(SELECT_INSTANCE)
+            .bind(actor.actor_type)
+            .bind(actor.actor_id)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        row.map(|row| instance_from(&row)).transpose()
+    }
+
+    async fn next_message(&mut self, actor: ActorKey<'_>) -> Result<Option<StoredMessage>> {
+        self.counters.statement();
+        let row = sqlx::query(
+            "SELECT id, sequence, operation, arguments, attempts, available_at
+             FROM solid_messages
+             WHERE actor_type = ?1 AND actor_id = ?2 AND status = 'ready'
+             ORDER BY sequence LIMIT 1",
+        )
+        .bind(actor.actor_type)
+        .bind(actor.actor_id)
+        .fetch_optional(&mut *self.tx)
+        .await?;
+        row.map(|row| {
+            Ok(StoredMessage {
+                id: row.try_get("id")?,
+                sequence: row.try_get("sequence")?,
+                operation: row.try_get("operation")?,
+                arguments: row.try_get("arguments")?,
+                attempts: row.try_get("attempts")?,
+                available_at: row.try_get("available_at")?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn insert_message(
+        &mut self,
+        actor: ActorKey<'_>,
+        message: &NewMessage<'_>,
+    ) -> Result<i64> {
+        self.counters.statement();
+        let progress = &message.progress;
+        let id = sqlx::query_scalar(
+            "INSERT INTO solid_messages (actor_type, actor_id, sequence, operation, arguments,
+                 request_id, status, attempts, available_at, result, last_error, created_at,
+                 finished_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+             RETURNING id",
+        )
+        .bind(actor.actor_type)
+        .bind(actor.actor_id)
+        .bind(message.sequence)
+        .bind(message.operation)
+        .bind(message.arguments)
+        .bind(message.request_id)
+        .bind(progress.status.as_str())
+        .bind(progress.attempts)
+        .bind(progress.available_at)
+        .bind(progress.result)
+        .bind(progress.last_error)
+        .bind(message.created_at)
+        .bind(progress.finished_at)
+        .fetch_one(&mut *self.tx)
+        .await?;
+        Ok(id)
+    }
+
+    async fn update_message(
+        &mut self,
+        message_id: i64,
+        progress: &MessageProgress<'_>,
+    ) -> Result<()> {
+        self.counters.statement();
+        sqlx::query(
+            "UPDATE solid_messages
+             SET status = ?1, attempts = ?2, available_at = ?3, result = ?4, last_error = ?5,
+                 finished_at = ?6
+             WHERE id = ?7",
+        )
+        .bind(progress.status.as_str())
+        .bind(progress.attempts)
+        .bind(progress.available_at)
+        .bind(progress.result)
+        .bind(progress.last_error)
+        .bind(progress.finished_at)
+        .bind(message_id)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(())
+    }
+
+    async fn write_instance(
+        &mut self,
+        actor: ActorKey<'_>,
+        write: &InstanceWrite<'_>,
+    ) -> Result<()> {
+        self.counters.statement();
+        sqlx::query(
+            "INSERT INTO solid_instances
+                 (actor_type, actor_id, state, revision, next_sequence, unfinished, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT (actor_type, actor_id) DO UPDATE SET
+                 state = COALESCE(excluded.state, solid_instances.state),
+                 revision = excluded.revision,
+                 next_sequence = excluded.next_sequence,
+                 unfinished = excluded.unfinished,
+                 updated_at = excluded.updated_at",
+        )
+        .bind(actor.actor_type)
+        .bind(actor.actor_id)
+        .bind(write.state)
+        .bind(write.revision)
+        .bind(write.next_sequence)
+        .bind(write.unfinished)
+        .bind(write.updated_at)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(())
+    }
+
+    async fn allocate_sequence(&mut self, actor: ActorKey<'_>, now: i64) -> Result<i64> {
+        self.counters.statement();
+        let sequence = sqlx::query_scalar(
+            "INSERT INTO solid_instances (actor_type, actor_id, next_sequence, unfinished, updated_at)
+             VALUES (?1, ?2, 2, 1, ?3)
+             ON CONFLICT (actor_type, actor_id) DO UPDATE SET
+                 next_sequence = solid_instances.next_sequence + 1,
+                 unfinished = solid_instances.unfinished + 1,
+                 updated_at = excluded.updated_at
+             RETURNING next_sequence - 1",
+        )
+        .bind(actor.actor_type)
+        .bind(actor.actor_id)
+        .bind(now)
+        .fetch_one(&mut *self.tx)
+        .await?;
+        Ok(sequence)
+    }
+
+    async fn upsert_reminder(
+        &mut self,
+        actor: ActorKey<'_>,
+        reminder: &ReminderWrite<'_>,
+    ) -> Result<()> {
+        self.counters.statement();
+        sqlx::query(
+            "INSERT INTO solid_reminders (actor_type, actor_id, name, key, due_at, arguments)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (actor_type, actor_id, name, key) DO UPDATE SET
+                 due_at = excluded.due_at, arguments = excluded.arguments",
+        )
+        .bind(actor.actor_type)
+        .bind(actor.actor_id)
+        .bind(reminder.name)
+        .bind(reminder.key)
+        .bind(reminder.due_at)
+        .bind(reminder.arguments)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(())
+    }
+
+    async fn delete_reminder(&mut self, actor: ActorKey<'_>, name: &str, key: &str) -> Result<()> {
+        self.counters.statement();
+        sqlx::query(
+            "DELETE FROM solid_reminders
+             WHERE actor_type = ?1 AND actor_id = ?2 AND name = ?3 AND key = ?4",
+        )
+        .bind(actor.actor_type)
+        .bind(actor.actor_id)
+        .bind(name)
+        .bind(key)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(())
+    }
+
+    async fn take_due_reminders(&mut self, now: i64, limit: i64) -> Result<Vec<DueReminder>> {
+        self.counters.statement();
+        let mut rows = sqlx::query(
+            "DELETE FROM solid_reminders WHERE id IN (
+                 SELECT id FROM solid_reminders WHERE due_at <= ?1 ORDER BY due_at, id LIMIT ?2)
+             RETURNING id, due_at, actor_type, actor_id, name, arguments",
+        )
+        .bind(now)
+        .bind(limit)
+        .fetch_all(&mut *self.tx)
+        .await?;
+        rows.sort_by_key(|row| {
+            (
+                row.try_get::<i64, _>("due_at").unwrap_or_default(),
+                row.try_get::<i64, _>("id").unwrap_or_default(),
+            )
+        });
+        rows.iter()
+            .map(|row| {
+                Ok(DueReminder {
+                    actor_type: row.try_get("actor_type")?,
+                    actor_id: row.try_get("actor_id")?,
+                    name: row.try_get("name")?,
+                    arguments: row.try_get("arguments")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn commit(self: Box<Self>) -> Result<()> {
+        self.tx.commit().await?;
+        self.counters.transaction();
+        Ok(())
+    }
+}

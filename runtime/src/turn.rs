@@ -1,0 +1,146 @@
+//! [`Turn`]: what a handler sees of the runtime while it runs, and what it stages for commit.
+
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+
+use crate::actor::{Actor, Operations};
+
+/// The context of one turn: the actor's id, the turn's time, and the changes the handler
+/// stages to commit with the state.
+///
+/// A command takes `turn: &mut Turn<Self>` to schedule reminders; a query takes
+/// `turn: &Turn<Self>`, which can read but stage nothing. Everything staged commits in the
+/// turn's transaction, or not at all (a rejection or a failure discards it).
+pub struct Turn<A: Actor> {
+    actor_id: String,
+    now: DateTime<Utc>,
+    sequence: Option<i64>,
+    reminders: Vec<ReminderChange<A::Message>>,
+}
+
+impl<A: Actor> Turn<A> {
+    pub(crate) fn new(actor_id: &str, now: DateTime<Utc>, sequence: Option<i64>) -> Self {
+        Self {
+            actor_id: actor_id.to_owned(),
+            now,
+            sequence,
+            reminders: Vec::new(),
+        }
+    }
+
+    /// The id of the actor this turn runs for.
+    pub fn actor_id(&self) -> &str {
+        &self.actor_id
+    }
+
+    /// The time of this turn, read once from the runtime's clock when it started.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.now
+    }
+
+    /// The sequence number of the message this turn runs (`None` for a query).
+    pub fn sequence(&self) -> Option<i64> {
+        self.sequence
+    }
+
+    /// Schedules one of this actor's reminders at `at` under `key`.
+    ///
+    /// There is one alarm per reminder and key: scheduling the same reminder and key again
+    /// moves it. The builder has one method per `#[reminder]`, with its exact arguments:
+    ///
+    /// ```ignore
+    /// turn.schedule(deadline, &hold_id).expire(hold_id.clone(), deadline.timestamp());
+    /// ```
+    pub fn schedule(&mut self, at: DateTime<Utc>, key: impl Into<String>) -> A::Schedule<'_> {
+        A::schedule_builder(ScheduleStage {
+            turn: self,
+            at,
+            key: key.into(),
+        })
+    }
+
+    /// Cancels one of this actor's reminders under `key`; the builder has one method per
+    /// `#[reminder]`: `turn.unschedule(&hold_id).expire()`.
+    pub fn unschedule(&mut self, key: impl Into<String>) -> A::Unschedule<'_> {
+        A::unschedule_builder(UnscheduleStage {
+            turn: self,
+            key: key.into(),
+        })
+    }
+
+    pub(crate) fn take_reminders(&mut self) -> Vec<ReminderChange<A::Message>> {
+        std::mem::take(&mut self.reminders)
+    }
+}
+
+impl<A: Actor> fmt::Debug for Turn<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Turn")
+            .field("actor_type", &A::TYPE_NAME)
+            .field("actor_id", &self.actor_id)
+            .field("now", &self.now)
+            .field("sequence", &self.sequence)
+            .field("staged_reminders", &self.reminders.len())
+            .finish()
+    }
+}
+
+/// A reminder change staged by a turn.
+pub(crate) enum ReminderChange<M> {
+    Schedule {
+        key: String,
+        at: DateTime<Utc>,
+        message: M,
+    },
+    Cancel {
+        name: &'static str,
+        key: String,
+    },
+}
+
+impl<M: Operations> ReminderChange<M> {
+    /// The identity of the alarm this change touches: (reminder name, key).
+    pub(crate) fn alarm(&self) -> (&'static str, &str) {
+        match self {
+            Self::Schedule { key, message, .. } => (message.name(), key),
+            Self::Cancel { name, key } => (name, key),
+        }
+    }
+}
+
+/// A schedule in the making; the generated builder turns it into a typed reminder call.
+#[doc(hidden)]
+pub struct ScheduleStage<'t, A: Actor> {
+    turn: &'t mut Turn<A>,
+    at: DateTime<Utc>,
+    key: String,
+}
+
+impl<A: Actor> ScheduleStage<'_, A> {
+    /// Stages the reminder message.
+    pub fn stage(self, message: A::Message) {
+        self.turn.reminders.push(ReminderChange::Schedule {
+            key: self.key,
+            at: self.at,
+            message,
+        });
+    }
+}
+
+/// A cancellation in the making; the generated builder names the reminder.
+#[doc(hidden)]
+pub struct UnscheduleStage<'t, A: Actor> {
+    turn: &'t mut Turn<A>,
+    key: String,
+}
+
+impl<A: Actor> UnscheduleStage<'_, A> {
+    /// Stages the cancellation of the reminder `name`.
+    pub fn stage(self, name: &'static str) {
+        self.turn.reminders.push(ReminderChange::Cancel {
+            name,
+            key: self.key,
+        });
+    }
+}
