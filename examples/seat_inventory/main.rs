@@ -1,0 +1,57 @@
+//! The expiring-reservations guide: one `SeatInventory` actor per show.
+//!
+//! `cargo run --example seat_inventory` walks a show through holds, an extension, a
+//! confirmation and an expiry on a manual clock, and prints each step.
+
+mod inventory;
+
+use std::time::Duration;
+
+use inventory::{HoldStatus, SeatInventory};
+use solid_objects::prelude::*;
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let clock = ManualClock::starting_now();
+    let runtime = Runtime::builder()
+        .sqlite(dir.path().join("shows.db"))
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .start()
+        .await?;
+    let show = SeatInventory::reference("show-42");
+
+    println!("open with 5 seats: {} left", show.open_show(5).await?);
+    let held = show.hold("h-ana", "ana", 2).await?;
+    println!("ana holds 2: {held:?}");
+    println!(
+        "ana's retry takes nothing more: {:?}",
+        show.hold("h-ana", "ana", 2).await?
+    );
+    show.hold("h-ben", "ben", 2).await?;
+    match show.hold("h-cy", "cy", 2).await {
+        Err(Error::Rejected(rejection)) => println!("cy wants 2: {rejection}"),
+        other => println!("cy wants 2: unexpected {other:?}"),
+    }
+    println!("ben extends: {:?}", show.extend_hold("h-ben").await?);
+    assert_eq!(show.confirm("h-ana").await?, HoldStatus::Confirmed);
+    println!("ana confirms; {} left", show.seats_left().await?);
+
+    clock.advance(Duration::from_secs(16 * 60));
+    let fired = runtime.testing().run_due_reminders().await?;
+    println!(
+        "16 minutes later, {fired} reminders fired; {} left",
+        show.seats_left().await?
+    );
+    clock.advance(Duration::from_secs(5 * 60));
+    let fired = runtime.testing().run_due_reminders().await?;
+    println!(
+        "21 minutes later, {fired} reminder fired; {} left",
+        show.seats_left().await?
+    );
+    let state = show.snapshot().await?;
+    println!("confirmed: {:?}, holds: {:?}", state.confirmed, state.holds);
+    runtime.close().await;
+    Ok(())
+}
