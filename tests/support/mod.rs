@@ -1,0 +1,81 @@
+//! What every integration test needs: a SQLite file in a temp dir, a manual clock, and a
+//! runtime on them that can be closed and reopened.
+
+#![allow(dead_code)]
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use solid_objects::prelude::*;
+use tokio::sync::Barrier;
+
+/// A database file and a clock that outlive any one runtime.
+pub struct Harness {
+    dir: tempfile::TempDir,
+    pub clock: ManualClock,
+}
+
+impl Harness {
+    pub fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().expect("a temp dir"),
+            clock: ManualClock::starting_now(),
+        }
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().join("actors.db")
+    }
+
+    /// A runtime on the harness's file and clock that allows every call.
+    pub async fn start(&self) -> Runtime {
+        Runtime::builder()
+            .sqlite(self.path())
+            .clock(self.clock.clone())
+            .policy(AllowAll)
+            .start()
+            .await
+            .expect("the runtime starts")
+    }
+
+    pub fn advance_minutes(&self, minutes: u64) {
+        self.clock.advance(Duration::from_secs(minutes * 60));
+    }
+}
+
+/// The code of the rejection a call ended with; panics on anything else.
+pub fn rejection_code<T: Debug>(result: Result<T, Error>) -> String {
+    match result {
+        Err(Error::Rejected(rejection)) => rejection.code,
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+}
+
+/// Runs `tasks` futures on the runtime's worker threads, released together by a barrier;
+/// returns their outputs in task order.
+pub async fn together<F, Fut, T>(tasks: usize, make: F) -> Vec<T>
+where
+    F: Fn(usize) -> Fut,
+    Fut: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let barrier = Arc::new(Barrier::new(tasks));
+    let handles: Vec<_> = (0..tasks)
+        .map(|task| {
+            let barrier = Arc::clone(&barrier);
+            let work = make(task);
+            tokio::spawn(async move {
+                barrier.wait().await;
+                work.await
+            })
+        })
+        .collect();
+    let mut outputs = Vec::with_capacity(tasks);
+    for handle in handles {
+        outputs.push(handle.await.expect("a task panicked"));
+    }
+    outputs
+}
