@@ -23,7 +23,10 @@ async fn eight_concurrent_holds_against_five_seats_hold_five_and_reject_three() 
 
     let results = together(8, |buyer| {
         let show = show.clone();
-        async move { show.hold(format!("h-{buyer}"), format!("buyer-{buyer}"), 1).await }
+        async move {
+            show.hold(format!("h-{buyer}"), format!("buyer-{buyer}"), 1)
+                .await
+        }
     })
     .await;
 
@@ -181,8 +184,14 @@ async fn holds_for_zero_or_negative_seats_are_rejected_with_invalid_seats() {
     let (runtime, show) = show(&harness, 5).await;
     show.hold("h-1", "ana", 1).await.unwrap();
 
-    assert_eq!(rejection_code(show.hold("h-0", "ben", 0).await), "invalid_seats");
-    assert_eq!(rejection_code(show.hold("h-5", "cy", -5).await), "invalid_seats");
+    assert_eq!(
+        rejection_code(show.hold("h-0", "ben", 0).await),
+        "invalid_seats"
+    );
+    assert_eq!(
+        rejection_code(show.hold("h-5", "cy", -5).await),
+        "invalid_seats"
+    );
 
     assert_eq!(show.seats_left().await.unwrap(), 4);
     assert_eq!(show.snapshot().await.unwrap().holds.len(), 1);

@@ -1,8 +1,8 @@
 //! Every actor scenario under "What the tests prove" in the race-conditions guide.
 
+mod support;
 #[path = "../examples/event_tickets/tickets.rs"]
 mod tickets;
-mod support;
 
 use solid_objects::Runtime;
 use support::{rejection_code, together, Harness};

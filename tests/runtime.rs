@@ -1,1 +1,475 @@
-fn main() {}
+//! The runtime's own contract: authorisation, ids, the one-transaction fast path, failures,
+//! bad stored rows, workers, limits.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::json;
+use solid_objects::prelude::*;
+use solid_objects::{Limits, MAX_ACTOR_ID_BYTES};
+use support::{together, Harness};
+
+/// An actor that records entries and can be told to fail.
+#[actor]
+#[derive(Default)]
+struct Journal {
+    entries: Vec<String>,
+    pings: u32,
+}
+
+#[actor]
+impl Journal {
+    #[command]
+    fn record(&mut self, entry: String) -> usize {
+        self.entries.push(entry);
+        self.entries.len()
+    }
+
+    #[command]
+    fn record_then_panic(&mut self, turn: &mut Turn<Self>, entry: String) -> usize {
+        self.entries.push(entry);
+        turn.schedule(turn.now(), "never").ping();
+        panic!("the handler broke");
+    }
+
+    #[command]
+    fn ping_in(&mut self, turn: &mut Turn<Self>, minutes: i64) {
+        let at = turn.now() + TimeDelta::minutes(minutes);
+        turn.schedule(at, "ping").ping();
+    }
+
+    #[reminder]
+    fn ping(&mut self) -> u32 {
+        self.pings += 1;
+        self.pings
+    }
+
+    #[query]
+    fn entries(&self) -> Vec<String> {
+        self.entries.clone()
+    }
+}
+
+/// Another actor type that claims the same stored name.
+#[actor(name = "Journal")]
+#[derive(Default)]
+struct Impostor {}
+
+#[actor]
+impl Impostor {
+    #[command]
+    fn touch(&mut self) {}
+}
+
+async fn count(harness: &Harness, table: &str) -> i64 {
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", harness.path().display()))
+        .await
+        .unwrap();
+    let count = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    count
+}
+
+async fn execute(harness: &Harness, sql: &str) {
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", harness.path().display()))
+        .await
+        .unwrap();
+    sqlx::query(sql).execute(&pool).await.unwrap();
+    pool.close().await;
+}
+
+#[tokio::test]
+async fn without_a_policy_every_call_is_denied_and_nothing_is_written() {
+    let harness = Harness::new();
+    let runtime = Runtime::builder()
+        .sqlite(harness.path())
+        .start()
+        .await
+        .unwrap();
+    let journal = runtime.reference::<Journal>("j-1");
+
+    let denied = journal.record("first").await.unwrap_err();
+    let Error::Unauthorized {
+        operation, reason, ..
+    } = &denied
+    else {
+        panic!("expected Unauthorized, got {denied:?}");
+    };
+    assert_eq!(operation, "record");
+    assert!(reason.contains("Runtime::builder().policy(..)"), "{reason}");
+    assert!(matches!(
+        journal.entries().await,
+        Err(Error::Unauthorized { .. })
+    ));
+    assert!(matches!(
+        journal.snapshot().await,
+        Err(Error::Unauthorized { .. })
+    ));
+    runtime.close().await;
+    assert_eq!(count(&harness, "solid_messages").await, 0);
+    assert_eq!(count(&harness, "solid_instances").await, 0);
+}
+
+/// Admits only callers whose context names a user, and never `record_then_panic`.
+struct SignedIn;
+
+impl solid_objects::Policy for SignedIn {
+    fn authorize_message(
+        &self,
+        request: &solid_objects::policy::Request<'_>,
+    ) -> Result<(), solid_objects::policy::Denied> {
+        let signed_in = request.context.and_then(|c| c.get("user")).is_some();
+        match (signed_in, request.operation) {
+            (false, _) => Err(solid_objects::policy::Denied::new("sign in first")),
+            (true, "record") if request.arguments["entry"] == "forbidden" => {
+                Err(solid_objects::policy::Denied::new("not that entry"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn authorize_query(
+        &self,
+        request: &solid_objects::policy::Request<'_>,
+    ) -> Result<(), solid_objects::policy::Denied> {
+        self.authorize_message(request)
+    }
+}
+
+#[tokio::test]
+async fn a_policy_sees_the_operation_its_arguments_and_the_callers_context() {
+    let harness = Harness::new();
+    let runtime = Runtime::builder()
+        .sqlite(harness.path())
+        .policy(SignedIn)
+        .start()
+        .await
+        .unwrap();
+    let anonymous = runtime.reference::<Journal>("j-1");
+    let ana = runtime
+        .reference::<Journal>("j-1")
+        .context(json!({ "user": "ana" }));
+
+    assert!(matches!(
+        anonymous.record("x").await,
+        Err(Error::Unauthorized { .. })
+    ));
+    assert!(matches!(
+        ana.record("forbidden").await,
+        Err(Error::Unauthorized { .. })
+    ));
+    assert_eq!(ana.record("allowed").await.unwrap(), 1);
+    assert_eq!(ana.entries().await.unwrap(), vec!["allowed"]);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_sync_command_on_a_warm_actor_is_one_transaction_of_few_statements() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let journal = runtime.reference::<Journal>("j-1");
+    journal.record("warm-up").await.unwrap();
+
+    let before = runtime.stats();
+    journal.record("measured").await.unwrap();
+    let plain = runtime.stats();
+    journal.ping_in(5).await.unwrap();
+    let with_reminder = runtime.stats();
+
+    assert_eq!(plain.transactions - before.transactions, 1);
+    assert_eq!(plain.statements - before.statements, 3);
+    assert_eq!(with_reminder.transactions - plain.transactions, 1);
+    assert_eq!(with_reminder.statements - plain.statements, 4);
+    assert!(with_reminder.statements - plain.statements <= 6);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_query_reads_in_order_and_leaves_no_message_row() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let journal = runtime.reference::<Journal>("j-1");
+    journal.record("one").await.unwrap();
+    let messages = count(&harness, "solid_messages").await;
+
+    assert_eq!(journal.entries().await.unwrap(), vec!["one"]);
+
+    assert_eq!(count(&harness, "solid_messages").await, messages);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_snapshot_of_an_unknown_actor_is_its_default_state_and_creates_nothing() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+
+    let state = runtime
+        .reference::<Journal>("never-called")
+        .snapshot()
+        .await
+        .unwrap();
+
+    assert!(state.entries.is_empty());
+    assert_eq!(count(&harness, "solid_instances").await, 0);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn ids_must_be_non_empty_and_at_most_255_bytes_and_are_bound_as_parameters() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+
+    for bad in [String::new(), "x".repeat(MAX_ACTOR_ID_BYTES + 1)] {
+        let result = runtime.reference::<Journal>(bad).record("x").await;
+        assert!(
+            matches!(result, Err(Error::InvalidActorId { .. })),
+            "{result:?}"
+        );
+    }
+    assert_eq!(count(&harness, "solid_messages").await, 0);
+
+    let hostile = "'); DROP TABLE solid_messages; -- ünïcödé";
+    let longest = "é".repeat(MAX_ACTOR_ID_BYTES / 2);
+    for id in [hostile.to_owned(), longest] {
+        let journal = runtime.reference::<Journal>(id.clone());
+        assert_eq!(journal.record("kept").await.unwrap(), 1);
+        assert_eq!(journal.snapshot().await.unwrap().entries, vec!["kept"]);
+    }
+    assert_eq!(count(&harness, "solid_messages").await, 2);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_panicking_handler_keeps_none_of_its_changes_and_reports_the_failure() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let journal = runtime.reference::<Journal>("j-1");
+    journal.record("before").await.unwrap();
+
+    let failure = journal.record_then_panic("lost").await.unwrap_err();
+
+    let Error::HandlerFailed {
+        error,
+        attempts,
+        retry_at,
+        ..
+    } = &failure
+    else {
+        panic!("expected HandlerFailed, got {failure:?}");
+    };
+    assert!(error.contains("the handler broke"), "{error}");
+    assert_eq!(*attempts, 1);
+    assert!(retry_at.is_some());
+    assert_eq!(journal.snapshot().await.unwrap().entries, vec!["before"]);
+    assert_eq!(count(&harness, "solid_reminders").await, 0);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_call_behind_a_message_that_waits_for_a_retry_times_out_and_says_why() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let journal = runtime.reference::<Journal>("j-1");
+    journal.record_then_panic("lost").await.unwrap_err();
+
+    let result = journal
+        .clone()
+        .timeout(Duration::from_millis(200))
+        .record("behind")
+        .await;
+
+    let Err(Error::SyncTimeout {
+        sequence,
+        waiting_on,
+        ..
+    }) = &result
+    else {
+        panic!("expected SyncTimeout, got {result:?}");
+    };
+    assert_eq!(*sequence, Some(2));
+    assert!(waiting_on.contains("message 1"), "{waiting_on}");
+    assert!(journal.snapshot().await.unwrap().entries.is_empty());
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn state_that_no_longer_deserialises_is_a_clear_error_and_changes_nothing() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let journal = runtime.reference::<Journal>("j-1");
+    journal.record("one").await.unwrap();
+    execute(
+        &harness,
+        r#"UPDATE solid_instances SET state = '{"entries": 42}'"#,
+    )
+    .await;
+    let messages = count(&harness, "solid_messages").await;
+
+    let result = journal.record("two").await;
+
+    assert!(
+        matches!(&result, Err(Error::Decode { what: "state", .. })),
+        "{result:?}"
+    );
+    assert_eq!(count(&harness, "solid_messages").await, messages);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn an_unknown_operation_in_a_stored_row_is_a_clear_error_and_is_left_alone() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let journal = runtime.reference::<Journal>("j-1");
+    journal.record("one").await.unwrap();
+    execute(
+        &harness,
+        "INSERT INTO solid_messages (actor_type, actor_id, sequence, operation, arguments,
+             request_id, status, available_at, created_at)
+         VALUES ('Journal', 'j-1', 2, 'vanished', '{}', 'r-vanished', 'ready', 0, 0);
+         UPDATE solid_instances SET next_sequence = 3, unfinished = 1;",
+    )
+    .await;
+
+    let result = journal
+        .clone()
+        .timeout(Duration::from_secs(1))
+        .record("two")
+        .await;
+
+    assert!(
+        matches!(&result, Err(Error::UnknownOperation { operation, sequence: 2, .. }) if operation == "vanished"),
+        "{result:?}"
+    );
+    assert_eq!(journal.snapshot().await.unwrap().entries, vec!["one"]);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_message_for_an_actor_type_the_runtime_does_not_know_stays_queued() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    runtime
+        .reference::<Journal>("j-1")
+        .record("one")
+        .await
+        .unwrap();
+    execute(
+        &harness,
+        "INSERT INTO solid_messages (actor_type, actor_id, sequence, operation, arguments,
+             request_id, status, available_at, created_at)
+         VALUES ('Ghost', 'g-1', 1, 'haunt', '{}', 'r-ghost', 'ready', 0, 0);",
+    )
+    .await;
+
+    assert_eq!(runtime.testing().drain().await.unwrap(), 0);
+    assert_eq!(
+        count(&harness, "solid_messages WHERE status = 'ready'").await,
+        1
+    );
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn two_actor_types_with_one_stored_name_are_refused() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    runtime
+        .reference::<Journal>("j-1")
+        .record("one")
+        .await
+        .unwrap();
+
+    let result = runtime.reference::<Impostor>("j-1").touch().await;
+
+    assert!(
+        matches!(&result, Err(Error::DuplicateActorName { name }) if name == "Journal"),
+        "{result:?}"
+    );
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn arguments_over_the_limit_are_refused_before_anything_is_written() {
+    let harness = Harness::new();
+    let mut limits = Limits::default();
+    limits.max_arguments_bytes = 64;
+    let runtime = Runtime::builder()
+        .sqlite(harness.path())
+        .policy(AllowAll)
+        .limits(limits)
+        .start()
+        .await
+        .unwrap();
+
+    let result = runtime
+        .reference::<Journal>("j-1")
+        .record("x".repeat(100))
+        .await;
+
+    assert!(
+        matches!(
+            &result,
+            Err(Error::PayloadTooLarge {
+                what: "arguments",
+                limit: 64,
+                ..
+            })
+        ),
+        "{result:?}"
+    );
+    assert_eq!(count(&harness, "solid_messages").await, 0);
+    runtime.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn different_actors_run_concurrently_and_each_keeps_its_own_order() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+
+    let lengths = together(40, |call| {
+        let journal = runtime.reference::<Journal>(format!("j-{}", call % 4));
+        async move { journal.record(format!("entry-{call}")).await.unwrap() }
+    })
+    .await;
+
+    for actor in 0..4 {
+        let mut returned: Vec<usize> = lengths.iter().skip(actor).step_by(4).copied().collect();
+        returned.sort_unstable();
+        assert_eq!(returned, (1..=10).collect::<Vec<_>>());
+        let journal = runtime.reference::<Journal>(format!("j-{actor}"));
+        assert_eq!(journal.snapshot().await.unwrap().entries.len(), 10);
+    }
+    runtime.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_fire_due_reminders_and_return_on_shutdown() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let journal = runtime.reference::<Journal>("j-1");
+    journal.ping_in(10).await.unwrap();
+    let worker = tokio::spawn({
+        let runtime = runtime.clone();
+        async move { runtime.run().await }
+    });
+
+    harness.advance_minutes(10);
+    let rung = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if journal.snapshot().await.unwrap().pings == 1 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+
+    assert!(rung.is_ok(), "the worker did not fire the reminder");
+    runtime.shutdown();
+    worker.await.unwrap().unwrap();
+    assert_eq!(count(&harness, "solid_reminders").await, 0);
+}

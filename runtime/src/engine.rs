@@ -269,6 +269,8 @@ impl Engine {
                     return outcome.into_result(call);
                 }
             }
+            let pause = WAIT_POLL.min(call.deadline.saturating_duration_since(Instant::now()));
+            self.wait_for_work(pause).await;
             if Instant::now() >= call.deadline {
                 let waiting_on = match blocked_on {
                     Some((ahead, until)) if ahead != sequence => {
@@ -279,8 +281,6 @@ impl Engine {
                 };
                 return Err(call.timed_out(Some(sequence), waiting_on));
             }
-            let pause = WAIT_POLL.min(call.deadline.saturating_duration_since(Instant::now()));
-            self.wait_for_work(pause).await;
         }
     }
 
@@ -326,13 +326,13 @@ impl Engine {
             }
             let tx = self.begin_for(&call).await?;
             if let Step::Blocked { sequence, until } = self.run_next_in::<A>(tx, call.key).await? {
+                let pause = WAIT_POLL.min(call.deadline.saturating_duration_since(Instant::now()));
+                self.wait_for_work(pause).await;
                 if Instant::now() >= call.deadline {
                     let waiting_on =
                         format!("message {sequence}, which waits for a retry at {until}");
                     return Err(call.timed_out(None, waiting_on));
                 }
-                let pause = WAIT_POLL.min(call.deadline.saturating_duration_since(Instant::now()));
-                self.wait_for_work(pause).await;
             }
         }
     }

@@ -1,11 +1,7 @@
 //! [`Reference`]: the address of one actor and the options of the calls made through it.
 //!
 //! The generated reference (`SeatInventoryRef`) wraps a `Reference` and adds one typed
-//! method per command and query; it dereferences to the `Reference` for [`snapshot`],
-//! [`id`] and the rest.
-//!
-//! [`snapshot`]: Reference::snapshot
-//! [`id`]: Reference::id
+//! method per command and query.
 
 use std::fmt;
 use std::marker::PhantomData;

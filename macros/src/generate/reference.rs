@@ -14,8 +14,8 @@ pub(crate) fn reference(actor: &ActorImpl, names: &Names) -> TokenStream {
         ..
     } = names;
     let doc = format!(
-        "A typed reference to one [`{ident}`]: one method per command and query. Dereferences \
-         to [`Reference`](::solid_objects::Reference) for `snapshot()` and `id()`."
+        "A typed reference to one [`{ident}`]: one method per command and query, plus \
+         `snapshot()`, `id()`, `timeout(..)` and `context(..)`."
     );
     let constructor_doc = format!(
         "A reference to the `{ident}` with this id, through the process's default runtime."
@@ -39,14 +39,6 @@ pub(crate) fn reference(actor: &ActorImpl, names: &Names) -> TokenStream {
             }
         }
 
-        impl ::core::ops::Deref for #reference {
-            type Target = ::solid_objects::Reference<#ident>;
-
-            fn deref(&self) -> &Self::Target {
-                &self.inner
-            }
-        }
-
         impl #ident {
             #[doc = #constructor_doc]
             #[allow(dead_code)]
@@ -66,6 +58,21 @@ pub(crate) fn reference(actor: &ActorImpl, names: &Names) -> TokenStream {
             /// The caller's context, given to the policy with each call.
             pub fn context(self, context: ::solid_objects::__private::serde_json::Value) -> Self {
                 Self { inner: self.inner.context(context) }
+            }
+
+            /// The actor's id.
+            pub fn id(&self) -> &str {
+                self.inner.id()
+            }
+
+            /// The actor's committed state, read without a message and without creating it.
+            pub async fn snapshot(&self) -> ::solid_objects::Result<#ident> {
+                self.inner.snapshot().await
+            }
+
+            /// The untyped reference underneath, for code generic over actors.
+            pub fn as_reference(&self) -> &::solid_objects::Reference<#ident> {
+                &self.inner
             }
 
             #(#methods)*
