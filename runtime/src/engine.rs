@@ -349,7 +349,7 @@ impl Engine {
         }
     }
 
-    fn decode_state<A: Actor>(&self, key: ActorKey<'_>, instance: &Instance) -> Result<A> {
+    fn decode_state<A: Actor>(&self, key: ActorKey<'static, '_>, instance: &Instance) -> Result<A> {
         match &instance.state {
             Some(json) => from_json("state", key.actor_type, key.actor_id, json),
             None => Ok(A::default()),
@@ -369,7 +369,7 @@ impl Engine {
     async fn run_next_in<A: Actor>(
         &self,
         mut tx: Box<dyn Transaction>,
-        key: ActorKey<'_>,
+        key: ActorKey<'static, '_>,
     ) -> Result<Step> {
         let Some(instance) = tx.instance(key).await? else {
             return Ok(Step::Idle);
@@ -409,7 +409,7 @@ impl Engine {
     async fn run_turn<A: Actor>(
         &self,
         mut tx: Box<dyn Transaction>,
-        key: ActorKey<'_>,
+        key: ActorKey<'static, '_>,
         instance: Instance,
         delivery: Delivery<A::Message>,
     ) -> Result<TurnReport> {
@@ -648,7 +648,7 @@ impl Engine {
 
 /// A call in progress: its actor, operation and deadline.
 struct Call<'a> {
-    key: ActorKey<'a>,
+    key: ActorKey<'static, 'a>,
     operation: &'static str,
     timeout: Duration,
     deadline: Instant,
@@ -657,9 +657,9 @@ struct Call<'a> {
 impl Call<'_> {
     fn timed_out(&self, sequence: Option<i64>, waiting_on: String) -> Error {
         Error::SyncTimeout {
-            actor_type: self.key.actor_type.to_owned(),
+            actor_type: self.key.actor_type,
             actor_id: self.key.actor_id.to_owned(),
-            operation: self.operation.to_owned(),
+            operation: self.operation,
             sequence,
             waiting_on,
             timeout: self.timeout,
@@ -814,9 +814,9 @@ impl Outcome {
                 attempts,
                 retry_at,
             } => Err(Error::HandlerFailed {
-                actor_type: call.key.actor_type.to_owned(),
+                actor_type: call.key.actor_type,
                 actor_id: call.key.actor_id.to_owned(),
-                operation: call.operation.to_owned(),
+                operation: call.operation,
                 error,
                 attempts,
                 retry_at,
@@ -828,7 +828,7 @@ impl Outcome {
 /// Appends a ready message to the actor's mailbox inside `tx`; returns its id.
 async fn enqueue_in(
     tx: &mut dyn Transaction,
-    key: ActorKey<'_>,
+    key: ActorKey<'_, '_>,
     operation: &str,
     arguments: &str,
     now: i64,

@@ -71,7 +71,7 @@ pub enum Error {
     #[error("{operation} on {actor_type} {actor_id:?} is not authorised: {reason}")]
     Unauthorized {
         /// The stored type name of the actor.
-        actor_type: String,
+        actor_type: &'static str,
         /// The actor's id.
         actor_id: String,
         /// The operation that was refused.
@@ -106,11 +106,11 @@ pub enum Error {
     )]
     SyncTimeout {
         /// The stored type name of the actor.
-        actor_type: String,
+        actor_type: &'static str,
         /// The actor's id.
         actor_id: String,
         /// The operation that was called.
-        operation: String,
+        operation: &'static str,
         /// The message's sequence number, if it was enqueued (it then still runs later).
         sequence: Option<i64>,
         /// What the call was waiting on when the time ran out.
@@ -124,11 +124,11 @@ pub enum Error {
         match retry_at { Some(at) => format!("; it is retried at {at}"), None => "; it is now a dead letter".to_owned() })]
     HandlerFailed {
         /// The stored type name of the actor.
-        actor_type: String,
+        actor_type: &'static str,
         /// The actor's id.
         actor_id: String,
         /// The operation that failed.
-        operation: String,
+        operation: &'static str,
         /// The panic message or error text.
         error: String,
         /// How many attempts have been made.
@@ -141,7 +141,7 @@ pub enum Error {
     #[error("{actor_type} has no operation {operation:?} (stored message {sequence}); deploy a build that has it, or remove the message")]
     UnknownOperation {
         /// The stored type name of the actor.
-        actor_type: String,
+        actor_type: &'static str,
         /// The unknown operation.
         operation: String,
         /// The sequence number of the stored message.
@@ -154,7 +154,7 @@ pub enum Error {
         /// Which payload.
         what: &'static str,
         /// The stored type name of the actor.
-        actor_type: String,
+        actor_type: &'static str,
         /// The actor's id.
         actor_id: String,
         /// The serde error.

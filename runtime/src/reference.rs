@@ -148,7 +148,7 @@ impl<A: Actor> Reference<A> {
             RequestKind::Query | RequestKind::Snapshot => policy.authorize_query(&request),
         };
         verdict.map_err(|denied| Error::Unauthorized {
-            actor_type: A::TYPE_NAME.to_owned(),
+            actor_type: A::TYPE_NAME,
             actor_id: self.id.clone(),
             operation: operation.to_owned(),
             reason: denied.reason().to_owned(),

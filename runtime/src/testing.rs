@@ -79,7 +79,7 @@ impl<'r> Testing<'r> {
             .await?;
         serde_json::from_str(&result).map_err(|source| crate::Error::Decode {
             what: "result",
-            actor_type: A::TYPE_NAME.to_owned(),
+            actor_type: A::TYPE_NAME,
             actor_id: actor_id.to_owned(),
             source,
         })

@@ -14,9 +14,9 @@ use crate::error::Result;
 
 /// The address of one actor.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct ActorKey<'a> {
-    pub(crate) actor_type: &'a str,
-    pub(crate) actor_id: &'a str,
+pub(crate) struct ActorKey<'t, 'i> {
+    pub(crate) actor_type: &'t str,
+    pub(crate) actor_id: &'i str,
 }
 
 /// An actor's row: its state and its mailbox counters.
@@ -182,7 +182,7 @@ pub(crate) trait Store: Send + Sync + 'static {
     async fn begin(&self) -> Result<Box<dyn Transaction>>;
 
     /// Reads an actor's committed row, outside any write transaction.
-    async fn read_instance(&self, actor: ActorKey<'_>) -> Result<Option<Instance>>;
+    async fn read_instance(&self, actor: ActorKey<'_, '_>) -> Result<Option<Instance>>;
 
     /// Reads a message's stored outcome.
     async fn message_outcome(&self, message_id: i64) -> Result<Option<StoredOutcome>>;
@@ -201,15 +201,15 @@ pub(crate) trait Store: Send + Sync + 'static {
 #[async_trait]
 pub(crate) trait Transaction: Send {
     /// The actor's row (locked until commit on backends with row locks).
-    async fn instance(&mut self, actor: ActorKey<'_>) -> Result<Option<Instance>>;
+    async fn instance(&mut self, actor: ActorKey<'_, '_>) -> Result<Option<Instance>>;
 
     /// The actor's lowest-sequence ready message.
-    async fn next_message(&mut self, actor: ActorKey<'_>) -> Result<Option<StoredMessage>>;
+    async fn next_message(&mut self, actor: ActorKey<'_, '_>) -> Result<Option<StoredMessage>>;
 
     /// Inserts a message row; returns its id.
     async fn insert_message(
         &mut self,
-        actor: ActorKey<'_>,
+        actor: ActorKey<'_, '_>,
         message: &NewMessage<'_>,
     ) -> Result<i64>;
 
@@ -223,23 +223,23 @@ pub(crate) trait Transaction: Send {
     /// Writes the actor's row, creating it if needed.
     async fn write_instance(
         &mut self,
-        actor: ActorKey<'_>,
+        actor: ActorKey<'_, '_>,
         write: &InstanceWrite<'_>,
     ) -> Result<()>;
 
     /// Allocates the next sequence number for a new ready message (creating the row if
     /// needed) and counts it as unfinished; returns the sequence.
-    async fn allocate_sequence(&mut self, actor: ActorKey<'_>, now: i64) -> Result<i64>;
+    async fn allocate_sequence(&mut self, actor: ActorKey<'_, '_>, now: i64) -> Result<i64>;
 
     /// Stores a reminder, replacing the one with the same name and key.
     async fn upsert_reminder(
         &mut self,
-        actor: ActorKey<'_>,
+        actor: ActorKey<'_, '_>,
         reminder: &ReminderWrite<'_>,
     ) -> Result<()>;
 
     /// Deletes the reminder with this name and key, if any.
-    async fn delete_reminder(&mut self, actor: ActorKey<'_>, name: &str, key: &str) -> Result<()>;
+    async fn delete_reminder(&mut self, actor: ActorKey<'_, '_>, name: &str, key: &str) -> Result<()>;
 
     /// Removes and returns up to `limit` reminders due at `now`, earliest first.
     async fn take_due_reminders(&mut self, now: i64, limit: i64) -> Result<Vec<DueReminder>>;

@@ -123,7 +123,7 @@ impl Store for SqliteStore {
         }))
     }
 
-    async fn read_instance(&self, actor: ActorKey<'_>) -> Result<Option<Instance>> {
+    async fn read_instance(&self, actor: ActorKey<'_, '_>) -> Result<Option<Instance>> {
         let row = sqlx::query(SELECT_INSTANCE)
             .bind(actor.actor_type)
             .bind(actor.actor_id)
@@ -204,7 +204,7 @@ struct SqliteTransaction {
 
 #[async_trait]
 impl Transaction for SqliteTransaction {
-    async fn instance(&mut self, actor: ActorKey<'_>) -> Result<Option<Instance>> {
+    async fn instance(&mut self, actor: ActorKey<'_, '_>) -> Result<Option<Instance>> {
         self.counters.statement();
         let row = sqlx::query(SELECT_INSTANCE)
             .bind(actor.actor_type)
@@ -214,7 +214,7 @@ impl Transaction for SqliteTransaction {
         row.map(|row| instance_from(&row)).transpose()
     }
 
-    async fn next_message(&mut self, actor: ActorKey<'_>) -> Result<Option<StoredMessage>> {
+    async fn next_message(&mut self, actor: ActorKey<'_, '_>) -> Result<Option<StoredMessage>> {
         self.counters.statement();
         let row = sqlx::query(
             "SELECT id, sequence, operation, arguments, attempts, available_at
@@ -241,7 +241,7 @@ impl Transaction for SqliteTransaction {
 
     async fn insert_message(
         &mut self,
-        actor: ActorKey<'_>,
+        actor: ActorKey<'_, '_>,
         message: &NewMessage<'_>,
     ) -> Result<i64> {
         self.counters.statement();
@@ -297,7 +297,7 @@ impl Transaction for SqliteTransaction {
 
     async fn write_instance(
         &mut self,
-        actor: ActorKey<'_>,
+        actor: ActorKey<'_, '_>,
         write: &InstanceWrite<'_>,
     ) -> Result<()> {
         self.counters.statement();
@@ -324,7 +324,7 @@ impl Transaction for SqliteTransaction {
         Ok(())
     }
 
-    async fn allocate_sequence(&mut self, actor: ActorKey<'_>, now: i64) -> Result<i64> {
+    async fn allocate_sequence(&mut self, actor: ActorKey<'_, '_>, now: i64) -> Result<i64> {
         self.counters.statement();
         let sequence = sqlx::query_scalar(
             "INSERT INTO solid_instances (actor_type, actor_id, next_sequence, unfinished, updated_at)
@@ -345,7 +345,7 @@ impl Transaction for SqliteTransaction {
 
     async fn upsert_reminder(
         &mut self,
-        actor: ActorKey<'_>,
+        actor: ActorKey<'_, '_>,
         reminder: &ReminderWrite<'_>,
     ) -> Result<()> {
         self.counters.statement();
@@ -366,7 +366,7 @@ impl Transaction for SqliteTransaction {
         Ok(())
     }
 
-    async fn delete_reminder(&mut self, actor: ActorKey<'_>, name: &str, key: &str) -> Result<()> {
+    async fn delete_reminder(&mut self, actor: ActorKey<'_, '_>, name: &str, key: &str) -> Result<()> {
         self.counters.statement();
         sqlx::query(
             "DELETE FROM solid_reminders
