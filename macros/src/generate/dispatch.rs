@@ -1,7 +1,8 @@
 //! The `Actor` impl: associated types and the dispatch `match`.
 
 use proc_macro2::TokenStream;
-use quote::quote;
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
 
 use super::Names;
 use crate::model::{ActorImpl, Operation, Returns};
@@ -87,9 +88,13 @@ fn arm(operation: &Operation, enum_ident: &syn::Ident) -> TokenStream {
     } else {
         call
     };
-    let handled = match operation.returns {
-        Returns::Value(_) => quote!(::solid_objects::__private::Handled::value(&#call)),
-        Returns::Result(_) => quote!(::solid_objects::__private::Handled::result(#call)),
+    let handled = match &operation.returns {
+        Returns::Value(ty) => {
+            quote_spanned!(ty.span()=> ::solid_objects::__private::Handled::value(&#call))
+        }
+        Returns::Result(ty) => {
+            quote_spanned!(ty.span()=> ::solid_objects::__private::Handled::result(#call))
+        }
     };
     quote! {
         #enum_ident::#variant { #(#fields),* } => #handled,

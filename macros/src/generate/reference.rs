@@ -1,7 +1,8 @@
 //! The typed reference: `NameRef`, one async method per command and query.
 
 use proc_macro2::TokenStream;
-use quote::quote;
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
 
 use super::{caller_field, caller_parameter, Names};
 use crate::model::{ActorImpl, Kind, Operation, Returns};
@@ -95,10 +96,12 @@ fn method(operation: &Operation, names: &Names) -> TokenStream {
     } else {
         (&names.message, quote!(call))
     };
+    let message = quote!(#enum_ident::#variant { #(#fields),* });
+    let body = quote_spanned!(ok.span()=> self.inner.#entry(#message).await);
     quote! {
         #(#docs)*
         #vis async fn #name(&self, #(#parameters),*) -> ::solid_objects::Result<#ok> {
-            self.inner.#entry(#enum_ident::#variant { #(#fields),* }).await
+            #body
         }
     }
 }

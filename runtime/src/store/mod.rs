@@ -239,7 +239,12 @@ pub(crate) trait Transaction: Send {
     ) -> Result<()>;
 
     /// Deletes the reminder with this name and key, if any.
-    async fn delete_reminder(&mut self, actor: ActorKey<'_, '_>, name: &str, key: &str) -> Result<()>;
+    async fn delete_reminder(
+        &mut self,
+        actor: ActorKey<'_, '_>,
+        name: &str,
+        key: &str,
+    ) -> Result<()>;
 
     /// Removes and returns up to `limit` reminders due at `now`, earliest first.
     async fn take_due_reminders(&mut self, now: i64, limit: i64) -> Result<Vec<DueReminder>>;

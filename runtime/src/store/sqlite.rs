@@ -366,7 +366,12 @@ impl Transaction for SqliteTransaction {
         Ok(())
     }
 
-    async fn delete_reminder(&mut self, actor: ActorKey<'_, '_>, name: &str, key: &str) -> Result<()> {
+    async fn delete_reminder(
+        &mut self,
+        actor: ActorKey<'_, '_>,
+        name: &str,
+        key: &str,
+    ) -> Result<()> {
         self.counters.statement();
         sqlx::query(
             "DELETE FROM solid_reminders

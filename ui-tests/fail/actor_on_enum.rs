@@ -1,0 +1,11 @@
+use solid_objects::prelude::*;
+
+#[actor]
+#[derive(Default)]
+pub enum Light {
+    #[default]
+    Off,
+    On,
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use solid_objects::prelude::*;
+
+#[actor]
+pub trait Switch {
+    fn flip(&mut self);
+}
+
+fn main() {}

@@ -1,0 +1,5 @@
+use solid_objects::prelude::*;
+
+fn main() {
+    let _ = reject!(NotEnoughSeats, "Only {} seats are left", 2);
+}

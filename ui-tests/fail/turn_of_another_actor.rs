@@ -1,0 +1,29 @@
+use solid_objects::prelude::*;
+
+#[actor]
+#[derive(Default)]
+pub struct Other {}
+
+#[actor]
+impl Other {
+    #[command]
+    pub fn noop(&mut self) {}
+}
+
+#[actor]
+#[derive(Default)]
+pub struct Counter {
+    value: u32,
+}
+
+#[actor]
+impl Counter {
+    #[command]
+    pub fn bump(&mut self, turn: &mut Turn<Other>) -> u32 {
+        let _ = turn.now();
+        self.value += 1;
+        self.value
+    }
+}
+
+fn main() {}

@@ -1,0 +1,22 @@
+use solid_objects::prelude::*;
+
+#[actor]
+#[derive(Default)]
+pub struct Alarm {
+    rung: u32,
+}
+
+#[actor]
+impl Alarm {
+    #[command]
+    pub fn set(&mut self, turn: &mut Turn<Self>) {
+        turn.schedule(turn.now(), "alarm").rnig();
+    }
+
+    #[reminder]
+    fn ring(&mut self) {
+        self.rung += 1;
+    }
+}
+
+fn main() {}

@@ -1,0 +1,25 @@
+//! A command with no return value returns `()` to its caller.
+
+use solid_objects::prelude::*;
+
+#[actor]
+#[derive(Default)]
+pub struct Light {
+    on: bool,
+}
+
+#[actor]
+impl Light {
+    #[command]
+    pub fn switch_on(&mut self) {
+        self.on = true;
+    }
+}
+
+async fn caller() -> Result<(), Error> {
+    Light::reference("hall").switch_on().await
+}
+
+fn main() {
+    let _ = caller();
+}
