@@ -10,7 +10,17 @@ use crate::errors::Errors;
 use crate::model::{ActorImpl, Kind, Operation, Receiver};
 
 /// Method names every generated reference already has.
-const RESERVED: &[&str] = &["snapshot", "id", "timeout", "context", "reference"];
+const RESERVED: &[&str] = &[
+    "snapshot",
+    "id",
+    "timeout",
+    "context",
+    "reference",
+    "enqueue",
+    "idempotency_key",
+    "message_with_key",
+    "as_reference",
+];
 
 /// Checks every operation; keeps the ones that pass.
 pub(crate) fn actor_impl(actor: &mut ActorImpl, errors: &mut Errors) {

@@ -8,6 +8,8 @@ pub(crate) struct ActorState {
     pub(crate) ident: Ident,
     /// The name stored in every row.
     pub(crate) stored_name: String,
+    /// `#[actor(max_attempts = N)]`.
+    pub(crate) max_attempts: Option<u32>,
 }
 
 /// The impl block under `#[actor]`: the operations of one actor.
@@ -69,7 +71,7 @@ pub(crate) struct Argument {
 pub(crate) enum Returns {
     /// `T` (or nothing, which is `()`).
     Value(Type),
-    /// `Result<T, Rejection>`.
+    /// `Result<T, E>`, where `E` rejects or fails.
     Result(Type),
 }
 

@@ -13,13 +13,22 @@ use crate::model::{
 };
 
 /// The options `#[actor(..)]` accepts on a struct.
-const STRUCT_OPTIONS: &str = "`name = \"...\"`";
+const STRUCT_OPTIONS: &str = "`name = \"...\"`, `max_attempts = N`";
 
 /// Reads `#[actor(name = "...")]` on the state struct.
 pub(crate) fn state(args: TokenStream, item: &ItemStruct, errors: &mut Errors) -> ActorState {
     let mut stored_name = None;
+    let mut max_attempts = None;
     let parser = syn::meta::parser(|meta| {
-        if meta.path.is_ident("name") {
+        if meta.path.is_ident("max_attempts") {
+            let value: syn::LitInt = meta.value()?.parse()?;
+            let attempts: u32 = value.base10_parse()?;
+            if attempts == 0 {
+                return Err(syn::Error::new(value.span(), "max_attempts is at least 1"));
+            }
+            max_attempts = Some(attempts);
+            Ok(())
+        } else if meta.path.is_ident("name") {
             let value: syn::LitStr = meta.value()?.parse()?;
             if value.value().is_empty() {
                 return Err(syn::Error::new(
@@ -49,6 +58,7 @@ pub(crate) fn state(args: TokenStream, item: &ItemStruct, errors: &mut Errors) -
     ActorState {
         ident: item.ident.clone(),
         stored_name: stored_name.unwrap_or_else(|| item.ident.to_string()),
+        max_attempts,
     }
 }
 
@@ -179,7 +189,7 @@ fn operation(kind: Kind, method: &ImplItemFn, errors: &mut Errors) -> Operation 
     }
     let returns = match &sig.output {
         ReturnType::Default => Returns::Value(syn::parse_quote!(())),
-        ReturnType::Type(_, ty) => match rejection_result(ty) {
+        ReturnType::Type(_, ty) => match result_ok_type(ty) {
             Some(ok) => Returns::Result(ok),
             None => Returns::Value((**ty).clone()),
         },
@@ -229,8 +239,8 @@ fn turn_parameter(ty: &Type) -> Option<TurnParameter> {
     })
 }
 
-/// The `T` of `Result<T, Rejection>`.
-fn rejection_result(ty: &Type) -> Option<Type> {
+/// The `T` of `Result<T, E>`: the error says what the runtime does (see `HandlerError`).
+fn result_ok_type(ty: &Type) -> Option<Type> {
     let Type::Path(path) = ty else { return None };
     let last = path.path.segments.last()?;
     if last.ident != "Result" {
@@ -239,20 +249,18 @@ fn rejection_result(ty: &Type) -> Option<Type> {
     let PathArguments::AngleBracketed(args) = &last.arguments else {
         return None;
     };
-    let mut types = args.args.iter().filter_map(|arg| match arg {
-        GenericArgument::Type(ty) => Some(ty),
+    let types: Vec<&Type> = args
+        .args
+        .iter()
+        .filter_map(|arg| match arg {
+            GenericArgument::Type(ty) => Some(ty),
+            _ => None,
+        })
+        .collect();
+    match types.as_slice() {
+        [ok, _error] => Some((*ok).clone()),
         _ => None,
-    });
-    let ok = types.next()?;
-    let Type::Path(error) = types.next()? else {
-        return None;
-    };
-    error
-        .path
-        .segments
-        .last()
-        .is_some_and(|segment| segment.ident == "Rejection")
-        .then(|| ok.clone())
+    }
 }
 
 fn path_text(path: &syn::Path) -> String {

@@ -20,6 +20,7 @@ CREATE TABLE solid_messages (
     operation    TEXT    NOT NULL,
     arguments    TEXT    NOT NULL,
     request_id   TEXT    NOT NULL UNIQUE,
+    idempotency_key TEXT,
     status       TEXT    NOT NULL CHECK (status IN ('ready', 'completed', 'rejected', 'dead')),
     attempts     INTEGER NOT NULL DEFAULT 0,
     available_at INTEGER NOT NULL,
@@ -37,6 +38,15 @@ CREATE INDEX solid_messages_mailbox
 -- The workers' view: ready messages by the time they become available.
 CREATE INDEX solid_messages_available
     ON solid_messages (available_at) WHERE status = 'ready';
+
+-- One message per actor and idempotency key.
+CREATE UNIQUE INDEX solid_messages_idempotency
+    ON solid_messages (actor_type, actor_id, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+
+-- Dead letters for operators, and finished messages for the retention task.
+CREATE INDEX solid_messages_finished
+    ON solid_messages (status, finished_at) WHERE status <> 'ready';
 
 CREATE TABLE solid_reminders (
     id         INTEGER PRIMARY KEY,

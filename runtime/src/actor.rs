@@ -26,6 +26,10 @@ pub trait ActorState: Default + Serialize + DeserializeOwned + Send + Sync + 'st
     /// The name stored in every row of this actor: `#[actor(name = "...")]`, or the struct's
     /// name. Renaming the struct without setting it orphans the stored rows.
     const TYPE_NAME: &'static str;
+
+    /// Attempts before a failing message of this actor becomes a dead letter:
+    /// `#[actor(max_attempts = 3)]`, or `None` for the runtime's [`RetryPolicy`](crate::RetryPolicy).
+    const MAX_ATTEMPTS: Option<u32> = None;
 }
 
 /// A set of operations (the commands and reminders of an actor, or its queries), in the

@@ -32,7 +32,7 @@ pub(crate) fn encode_operation<O: Operations>(operation: &O) -> Result<EncodedOp
 
 /// Rebuilds an operation from its stored name and arguments.
 pub(crate) fn decode_operation<O: Operations>(
-    actor_type: &'static str,
+    actor_type: &str,
     actor_id: &str,
     name: &str,
     arguments: &str,
@@ -40,7 +40,7 @@ pub(crate) fn decode_operation<O: Operations>(
 ) -> Result<O> {
     if !O::NAMES.contains(&name) {
         return Err(Error::UnknownOperation {
-            actor_type,
+            actor_type: actor_type.to_owned(),
             operation: name.to_owned(),
             sequence,
         });
@@ -52,7 +52,7 @@ pub(crate) fn decode_operation<O: Operations>(
     let tagged = format!(r#"{{"operation":{name},"arguments":{arguments}}}"#);
     serde_json::from_str(&tagged).map_err(|source| Error::Decode {
         what: "arguments",
-        actor_type,
+        actor_type: actor_type.to_owned(),
         actor_id: actor_id.to_owned(),
         source,
     })
@@ -66,13 +66,13 @@ pub(crate) fn to_json<T: Serialize + ?Sized>(what: &'static str, value: &T) -> R
 /// Deserialises a stored JSON text.
 pub(crate) fn from_json<T: DeserializeOwned>(
     what: &'static str,
-    actor_type: &'static str,
+    actor_type: &str,
     actor_id: &str,
     json: &str,
 ) -> Result<T> {
     serde_json::from_str(json).map_err(|source| Error::Decode {
         what,
-        actor_type,
+        actor_type: actor_type.to_owned(),
         actor_id: actor_id.to_owned(),
         source,
     })

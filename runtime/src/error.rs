@@ -141,7 +141,7 @@ pub enum Error {
     #[error("{actor_type} has no operation {operation:?} (stored message {sequence}); deploy a build that has it, or remove the message")]
     UnknownOperation {
         /// The stored type name of the actor.
-        actor_type: &'static str,
+        actor_type: String,
         /// The unknown operation.
         operation: String,
         /// The sequence number of the stored message.
@@ -154,7 +154,7 @@ pub enum Error {
         /// Which payload.
         what: &'static str,
         /// The stored type name of the actor.
-        actor_type: &'static str,
+        actor_type: String,
         /// The actor's id.
         actor_id: String,
         /// The serde error.
@@ -183,6 +183,62 @@ pub enum Error {
     DuplicateActorName {
         /// The stored type name used twice.
         name: String,
+    },
+
+    /// The idempotency key was already used by this actor for another operation or other
+    /// arguments; nothing was written.
+    #[error("the idempotency key {key:?} was already used for {existing_operation} with other arguments; use a new key for a new request")]
+    IdempotencyConflict {
+        /// The key.
+        key: String,
+        /// The operation of the message that has it.
+        existing_operation: String,
+    },
+
+    /// The actor's mailbox holds as many unfinished messages as allowed; nothing was written.
+    #[error("the mailbox of {actor_type} {actor_id:?} holds {limit} unfinished messages, its limit; wait for them to run (is a worker running?) or raise Limits::max_unfinished")]
+    MailboxFull {
+        /// The stored type name of the actor.
+        actor_type: String,
+        /// The actor's id.
+        actor_id: String,
+        /// The configured limit.
+        limit: i64,
+    },
+
+    /// No message has that id, request id or idempotency key.
+    #[error("no such message")]
+    MessageNotFound,
+
+    /// Only a dead letter can be retried.
+    #[error(
+        "message {message_id} is {status}, not a dead letter; only dead letters can be retried"
+    )]
+    NotDeadLetter {
+        /// The message's id.
+        message_id: i64,
+        /// Its status.
+        status: &'static str,
+    },
+
+    /// The message failed on every attempt and is now a dead letter.
+    #[error("the message {request_id} is a dead letter after {attempts} attempts: {error}; an operator can retry it with Runtime::retry_dead_letter")]
+    DeadLetter {
+        /// The message's request id.
+        request_id: String,
+        /// The last attempt's error.
+        error: String,
+        /// How many attempts were made.
+        attempts: i64,
+    },
+
+    /// Waiting for an enqueued message timed out; it is still queued and runs later.
+    #[error("the message {request_id} did not finish within {timeout:?}; it is still queued")]
+    WaitTimeout {
+        /// The message's request id.
+        request_id: String,
+        /// The timeout that ran out.
+        timeout: Duration,
     },
 
     /// The runtime's configuration is incomplete or inconsistent.

@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use crate::error::Rejection;
+use crate::failure::HandlerError;
 
 /// The outcome of one handler run, produced by the generated dispatch.
 #[doc(hidden)]
@@ -12,8 +13,13 @@ pub enum Handled {
     Value(String),
     /// The handler rejected the request.
     Rejected(Rejection),
-    /// The handler's value could not be serialised.
-    Unserializable(String),
+    /// The handler failed (or panicked, or its value could not be serialised).
+    Failed {
+        /// What went wrong.
+        error: String,
+        /// Whether another attempt may succeed.
+        retryable: bool,
+    },
 }
 
 impl Handled {
@@ -21,15 +27,31 @@ impl Handled {
     pub fn value<T: Serialize>(value: &T) -> Self {
         match serde_json::to_string(value) {
             Ok(json) => Self::Value(json),
-            Err(error) => Self::Unserializable(error.to_string()),
+            Err(error) => Self::Failed {
+                error: format!("the result cannot be serialised: {error}"),
+                retryable: false,
+            },
         }
     }
 
-    /// The outcome of a handler that returns `Result<T, Rejection>`.
-    pub fn result<T: Serialize>(result: Result<T, Rejection>) -> Self {
+    /// The outcome of a handler that returns `Result<T, E>`.
+    pub fn result<T: Serialize, E: HandlerError>(result: Result<T, E>) -> Self {
         match result {
             Ok(value) => Self::value(&value),
-            Err(rejection) => Self::Rejected(rejection),
+            Err(error) => error.into_handled(),
+        }
+    }
+
+    /// The outcome of a handler that panicked.
+    pub(crate) fn panicked(panic: &(dyn std::any::Any + Send)) -> Self {
+        let text = panic
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("a panic without a message");
+        Self::Failed {
+            error: format!("the handler panicked: {text}"),
+            retryable: true,
         }
     }
 }

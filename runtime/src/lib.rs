@@ -54,8 +54,10 @@ mod clock;
 mod codec;
 mod engine;
 mod error;
+mod failure;
 mod handled;
 mod limits;
+mod message;
 pub mod policy;
 mod reference;
 mod runtime;
@@ -66,9 +68,11 @@ mod turn;
 pub use actor::{Actor, ActorState, Operations};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, Rejection, Result};
+pub use failure::{Failure, HandlerError, TurnError};
 pub use limits::{Limits, RetryPolicy};
+pub use message::{DeadLetter, MessageRef, MessageStatus};
 pub use policy::{AllowAll, Policy};
-pub use reference::{Reference, MAX_ACTOR_ID_BYTES};
+pub use reference::{Enqueue, Reference, MAX_ACTOR_ID_BYTES};
 pub use runtime::{Builder, Runtime};
 pub use store::sqlite::Durability;
 pub use store::Stats;
@@ -84,8 +88,8 @@ pub use chrono;
 pub mod prelude {
     pub use crate::chrono::{DateTime, TimeDelta, Utc};
     pub use crate::{
-        actor, command, query, reject, reminder, AllowAll, Error, ManualClock, Policy, Rejection,
-        Runtime, Turn,
+        actor, command, query, reject, reminder, AllowAll, Error, Failure, ManualClock, MessageRef,
+        Policy, Rejection, Runtime, Turn, TurnError,
     };
 }
 

@@ -17,6 +17,12 @@ pub struct Limits {
     pub max_result_bytes: usize,
     /// The largest state of one actor, as JSON bytes (default 5 MiB).
     pub max_state_bytes: usize,
+    /// The most unfinished messages one actor's mailbox holds (default 10,000).
+    pub max_unfinished: i64,
+    /// How long finished messages are kept before the retention task prunes them (default
+    /// 30 days). Each actor's newest 64 finished messages with an idempotency key are kept
+    /// regardless, so their keys stay answerable; dead letters stay until an operator acts.
+    pub retention: Duration,
 }
 
 impl Default for Limits {
@@ -25,6 +31,8 @@ impl Default for Limits {
             max_arguments_bytes: 1 << 20,
             max_result_bytes: 1 << 20,
             max_state_bytes: 5 << 20,
+            max_unfinished: 10_000,
+            retention: Duration::from_secs(30 * 24 * 3600),
         }
     }
 }
@@ -83,13 +91,15 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// When the attempt after `attempts` failed ones runs, or `None` if none is left.
+    /// When the attempt after `attempts` failed ones runs, or `None` if none of
+    /// `max_attempts` is left.
     pub(crate) fn next_attempt_at(
         &self,
         now: DateTime<Utc>,
         attempts: i64,
+        max_attempts: i64,
     ) -> Option<DateTime<Utc>> {
-        if attempts >= self.max_attempts {
+        if attempts >= max_attempts {
             return None;
         }
         let doublings = u32::try_from(attempts.saturating_sub(1).clamp(0, 31)).unwrap_or(31);

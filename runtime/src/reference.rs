@@ -7,15 +7,19 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::actor::{Actor, Operations};
 use crate::codec::{encode_operation, from_json, to_json};
+use crate::engine::{CallOptions, EnqueueOptions};
 use crate::error::{Error, Result};
 use crate::limits::Payload;
+use crate::message::MessageRef;
 use crate::policy::{Request, RequestKind};
 use crate::runtime::Runtime;
+use crate::store::{ActorKey, MessageLookup};
 
 /// The longest actor id, in bytes.
 pub const MAX_ACTOR_ID_BYTES: usize = 255;
@@ -28,6 +32,7 @@ pub struct Reference<A: Actor> {
     id: String,
     timeout: Option<Duration>,
     context: Option<Value>,
+    idempotency_key: Option<String>,
     actor: PhantomData<fn() -> A>,
 }
 
@@ -44,6 +49,7 @@ impl<A: Actor> Reference<A> {
             id,
             timeout: None,
             context: None,
+            idempotency_key: None,
             actor: PhantomData,
         }
     }
@@ -67,6 +73,28 @@ impl<A: Actor> Reference<A> {
         self
     }
 
+    /// Makes the next synchronous call idempotent under `key`: if this actor already has a
+    /// message with that key (and the same operation and arguments), the call answers with
+    /// that message's result instead of running again.
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// The message this actor received under an idempotency key, if it is still kept.
+    pub async fn message_with_key(&self, key: &str) -> Result<Option<MessageRef>> {
+        let runtime = self.prepare()?;
+        let lookup = MessageLookup::IdempotencyKey(
+            ActorKey {
+                actor_type: A::TYPE_NAME,
+                actor_id: &self.id,
+            },
+            key,
+        );
+        let record = runtime.engine().store().message(lookup).await?;
+        Ok(record.map(|record| MessageRef::new(runtime.clone(), &record)))
+    }
+
     /// The actor's committed state, read without a message and without creating the actor
     /// (an actor never written reads as its default state). Authorised as a query named
     /// `snapshot`.
@@ -79,8 +107,22 @@ impl<A: Actor> Reference<A> {
     /// Runs a command synchronously and returns its result; used by the generated methods.
     #[doc(hidden)]
     pub async fn call<T: DeserializeOwned>(&self, message: A::Message) -> Result<T> {
+        let (runtime, arguments) = self.admit(&message)?;
+        let options = CallOptions {
+            timeout: self.timeout.unwrap_or(runtime.sync_timeout()),
+            idempotency_key: self.idempotency_key.as_deref(),
+        };
+        let result = runtime
+            .engine()
+            .call::<A>(&self.id, message, arguments, options)
+            .await?;
+        from_json("result", A::TYPE_NAME, &self.id, &result)
+    }
+
+    /// Authorises a command and encodes its arguments within the limit.
+    fn admit(&self, message: &A::Message) -> Result<(Runtime, String)> {
         let runtime = self.prepare()?;
-        let encoded = encode_operation(&message)?;
+        let encoded = encode_operation(message)?;
         self.authorize(
             &runtime,
             RequestKind::Command,
@@ -88,15 +130,22 @@ impl<A: Actor> Reference<A> {
             &encoded.arguments,
         )?;
         let arguments = to_json("arguments", &encoded.arguments)?;
-        let engine = runtime.engine();
-        engine
+        runtime
+            .engine()
             .limits()
             .check(Payload::Arguments, encoded.name, arguments.len())?;
-        let timeout = self.timeout.unwrap_or(runtime.sync_timeout());
-        let result = engine
-            .call::<A>(&self.id, message, arguments, timeout)
-            .await?;
-        from_json("result", A::TYPE_NAME, &self.id, &result)
+        Ok((runtime, arguments))
+    }
+
+    /// Starts an asynchronous call: the generated `enqueue()` wraps it.
+    #[doc(hidden)]
+    pub fn enqueue_builder(&self) -> Enqueue<A> {
+        Enqueue {
+            reference: self.clone(),
+            idempotency_key: None,
+            available_at: None,
+            delay: None,
+        }
     }
 
     /// Runs a query in mailbox order and returns its value; used by the generated methods.
@@ -182,6 +231,7 @@ impl<A: Actor> Clone for Reference<A> {
             id: self.id.clone(),
             timeout: self.timeout,
             context: self.context.clone(),
+            idempotency_key: self.idempotency_key.clone(),
             actor: PhantomData,
         }
     }
@@ -194,5 +244,79 @@ impl<A: Actor> fmt::Debug for Reference<A> {
             .field("id", &self.id)
             .field("timeout", &self.timeout)
             .finish_non_exhaustive()
+    }
+}
+
+/// The options of an asynchronous call; the generated `NameEnqueue` wraps it and adds one
+/// method per command.
+pub struct Enqueue<A: Actor> {
+    reference: Reference<A>,
+    idempotency_key: Option<String>,
+    available_at: Option<DateTime<Utc>>,
+    delay: Option<Duration>,
+}
+
+impl<A: Actor> Enqueue<A> {
+    /// At most one message per actor and key: enqueuing again with the same key (and the
+    /// same operation and arguments) returns the first message; other arguments are
+    /// [`Error::IdempotencyConflict`].
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// Not run before `at` (by the runtime's clock); later messages of the actor wait behind
+    /// it.
+    pub fn available_at(mut self, at: DateTime<Utc>) -> Self {
+        self.available_at = Some(at);
+        self
+    }
+
+    /// Not run before `delay` from now (by the runtime's clock).
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.delay = Some(delay);
+        self
+    }
+
+    /// Stores the message and returns as soon as it is durable.
+    #[doc(hidden)]
+    pub async fn send<T>(&self, message: A::Message) -> Result<MessageRef<T>> {
+        let (runtime, arguments) = self.reference.admit(&message)?;
+        let engine = runtime.engine();
+        let available_at = match (self.available_at, self.delay) {
+            (Some(at), _) => Some(at),
+            (None, Some(delay)) => Some(engine.now() + delay),
+            (None, None) => None,
+        };
+        let options = EnqueueOptions {
+            idempotency_key: self.idempotency_key.as_deref(),
+            available_at,
+        };
+        let key = ActorKey {
+            actor_type: A::TYPE_NAME,
+            actor_id: &self.reference.id,
+        };
+        let enqueued = engine
+            .enqueue(key, message.name(), &arguments, options)
+            .await?;
+        Ok(MessageRef::from_parts(
+            runtime.clone(),
+            A::TYPE_NAME,
+            &self.reference.id,
+            enqueued.message_id,
+            enqueued.request_id,
+            enqueued.sequence,
+        ))
+    }
+}
+
+impl<A: Actor> fmt::Debug for Enqueue<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Enqueue")
+            .field("reference", &self.reference)
+            .field("idempotency_key", &self.idempotency_key)
+            .field("available_at", &self.available_at)
+            .field("delay", &self.delay)
+            .finish()
     }
 }

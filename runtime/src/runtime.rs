@@ -6,17 +6,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use tokio::sync::Notify;
+use tokio::task::JoinSet;
 
 use crate::actor::Actor;
 use crate::clock::{Clock, SystemClock};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::limits::{Limits, RetryPolicy};
+use crate::message::{DeadLetter, MessageRef};
 use crate::policy::{NoPolicy, Policy};
 use crate::reference::Reference;
 use crate::store::sqlite::{Durability, SqliteStore};
-use crate::store::{Stats, Store};
+use crate::store::{MessageLookup, Stats, Store};
 use crate::testing::Testing;
 
 /// The process's default runtime: the first started one that is still open.
@@ -28,6 +31,8 @@ const TURNS_PER_ACTOR: usize = 50;
 /// The idle poll interval of a worker starts here and doubles up to the maximum.
 const IDLE_POLL_MIN: Duration = Duration::from_millis(100);
 const IDLE_POLL_MAX: Duration = Duration::from_secs(1);
+/// How often (by the runtime's clock) the workers prune finished messages.
+const PRUNE_EVERY: chrono::TimeDelta = chrono::TimeDelta::hours(1);
 
 /// A running solid-objects runtime: a database, a clock, a policy, and the actor types it
 /// runs. Cheap to clone; clones share everything.
@@ -50,8 +55,11 @@ struct Shared {
     engine: Engine,
     policy: Arc<dyn Policy>,
     sync_timeout: Duration,
+    workers: usize,
     closed: AtomicBool,
     shutdown: Notify,
+    /// When the workers last pruned finished messages.
+    last_prune: Mutex<Option<DateTime<Utc>>>,
 }
 
 impl Runtime {
@@ -74,15 +82,30 @@ impl Runtime {
         A::Reference::from(Reference::with_runtime(Some(self.clone()), id.into()))
     }
 
-    /// Runs the workers until [`shutdown`](Runtime::shutdown): fires due reminders as
-    /// ordinary mailbox messages and runs the ready messages of the actor types this runtime
-    /// knows. Returns `Ok(())` on shutdown.
+    /// Runs the workers until [`shutdown`](Runtime::shutdown): they fire due reminders as
+    /// ordinary mailbox messages, run the ready messages of the actor types this runtime
+    /// knows (a busy actor yields after 50 turns so others are not starved), and prune
+    /// finished messages hourly. A commit in this process wakes an idle worker at once;
+    /// otherwise idle workers poll every 100 ms, backing off to 1 s. Returns `Ok(())` on
+    /// shutdown.
     pub async fn run(&self) -> Result<()> {
-        let mut idle = IDLE_POLL_MIN;
-        loop {
-            if self.shared.closed.load(Ordering::Acquire) {
-                return Ok(());
+        let mut workers = JoinSet::new();
+        for _ in 0..self.shared.workers {
+            let runtime = self.clone();
+            workers.spawn(async move { runtime.work().await });
+        }
+        while let Some(finished) = workers.join_next().await {
+            if let Err(panic) = finished {
+                tracing::error!(%panic, "a worker stopped");
             }
+        }
+        Ok(())
+    }
+
+    /// One worker's loop.
+    async fn work(&self) {
+        let mut idle = IDLE_POLL_MIN;
+        while !self.shared.closed.load(Ordering::Acquire) {
             let worked = match self.work_once().await {
                 Ok(worked) => worked,
                 Err(error) => {
@@ -109,7 +132,67 @@ impl Runtime {
             .engine()
             .run_ready(ACTORS_PER_PASS, TURNS_PER_ACTOR)
             .await?;
+        if self.prune_due() {
+            let pruned = self.engine().prune_finished().await?;
+            tracing::debug!(pruned, "pruned finished messages");
+        }
         Ok(fired + turns > 0)
+    }
+
+    /// Whether this worker should prune now (and if so, no other will for a while).
+    fn prune_due(&self) -> bool {
+        let now = self.engine().now();
+        let mut last = self
+            .shared
+            .last_prune
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let due = last.is_none_or(|last| now - last >= PRUNE_EVERY);
+        if due {
+            *last = Some(now);
+        }
+        due
+    }
+
+    /// Deletes finished messages older than the retention period ([`Limits::retention`],
+    /// 30 days by default), keeping each actor's newest 64 with an idempotency key and every
+    /// unfinished message and dead letter; returns how many were deleted. The workers run it
+    /// hourly.
+    pub async fn prune_finished(&self) -> Result<u64> {
+        self.engine().prune_finished().await
+    }
+
+    /// A message, found by its request id.
+    pub async fn message(&self, request_id: &str) -> Result<Option<MessageRef>> {
+        let record = self
+            .engine()
+            .store()
+            .message(MessageLookup::RequestId(request_id))
+            .await?;
+        Ok(record.map(|record| MessageRef::new(self.clone(), &record)))
+    }
+
+    /// The dead letters, oldest first, at most `limit`.
+    pub async fn dead_letters(&self, limit: i64) -> Result<Vec<DeadLetter>> {
+        let records = self.engine().store().dead_letters(limit).await?;
+        Ok(records
+            .into_iter()
+            .map(|record| DeadLetter::new(self.clone(), record))
+            .collect())
+    }
+
+    /// Enqueues a dead letter again, at the tail of its actor's mailbox, with its attempts
+    /// reset. Retrying the same dead letter again returns the same new message.
+    pub async fn retry_dead_letter(&self, message_id: i64) -> Result<MessageRef> {
+        let (record, enqueued) = self.engine().retry_dead_letter(message_id).await?;
+        Ok(MessageRef::from_parts(
+            self.clone(),
+            &record.actor_type,
+            &record.actor_id,
+            enqueued.message_id,
+            enqueued.request_id,
+            enqueued.sequence,
+        ))
     }
 
     /// Asks [`run`](Runtime::run) to return and refuses new calls; committed work and queued
@@ -191,6 +274,7 @@ pub struct Builder {
     sync_timeout: Duration,
     limits: Limits,
     retry: RetryPolicy,
+    workers: usize,
     registrations: Vec<fn(&Engine) -> Result<()>>,
 }
 
@@ -204,6 +288,7 @@ impl Default for Builder {
             sync_timeout: Duration::from_secs(5),
             limits: Limits::default(),
             retry: RetryPolicy::default(),
+            workers: 2,
             registrations: Vec::new(),
         }
     }
@@ -255,6 +340,13 @@ impl Builder {
         self
     }
 
+    /// How many workers [`Runtime::run`] starts (default 2, at least 1). Each takes actors
+    /// no other worker of this runtime is running.
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = workers.max(1);
+        self
+    }
+
     /// Makes `A` known to the workers from the start. A process that only runs workers
     /// must name its actor types; a reference to a type registers it too.
     pub fn actor<A: Actor>(mut self) -> Self {
@@ -278,8 +370,10 @@ impl Builder {
                 engine,
                 policy: self.policy,
                 sync_timeout: self.sync_timeout,
+                workers: self.workers,
                 closed: AtomicBool::new(false),
                 shutdown: Notify::new(),
+                last_prune: Mutex::new(None),
             }),
         };
         let mut default = DEFAULT.lock().unwrap_or_else(PoisonError::into_inner);

@@ -74,12 +74,16 @@ impl<'r> Testing<'r> {
         engine.register::<A>()?;
         validate_id(actor_id)?;
         let arguments = to_json("arguments", &encode_operation(&message)?.arguments)?;
+        let options = crate::engine::CallOptions {
+            timeout: self.runtime.sync_timeout(),
+            idempotency_key: None,
+        };
         let result = engine
-            .call::<A>(actor_id, message, arguments, self.runtime.sync_timeout())
+            .call::<A>(actor_id, message, arguments, options)
             .await?;
         serde_json::from_str(&result).map_err(|source| crate::Error::Decode {
             what: "result",
-            actor_type: A::TYPE_NAME,
+            actor_type: A::TYPE_NAME.to_owned(),
             actor_id: actor_id.to_owned(),
             source,
         })

@@ -1,10 +1,13 @@
 //! [`Turn`]: what a handler sees of the runtime while it runs, and what it stages for commit.
 
 use std::fmt;
+use std::sync::{Mutex, PoisonError};
 
 use chrono::{DateTime, Utc};
 
 use crate::actor::{Actor, Operations};
+use crate::error::{Error, Result};
+use crate::store::Transaction;
 
 /// The context of one turn: the actor's id, the turn's time, and the changes the handler
 /// stages to commit with the state.
@@ -17,6 +20,11 @@ pub struct Turn<A: Actor> {
     now: DateTime<Utc>,
     sequence: Option<i64>,
     reminders: Vec<ReminderChange<A::Message>>,
+    /// The turn's transaction while the handler runs (commands and reminders only). The
+    /// mutex only makes `&Turn` shareable; access goes through `&mut self`, never locking.
+    transaction: Mutex<Option<Box<dyn Transaction>>>,
+    /// Whether the handler's own SQL started, behind a savepoint.
+    savepoint: bool,
 }
 
 impl<A: Actor> Turn<A> {
@@ -26,6 +34,8 @@ impl<A: Actor> Turn<A> {
             now,
             sequence,
             reminders: Vec::new(),
+            transaction: Mutex::new(None),
+            savepoint: false,
         }
     }
 
@@ -67,6 +77,59 @@ impl<A: Actor> Turn<A> {
             turn: self,
             key: key.into(),
         })
+    }
+
+    /// The turn's SQLite connection, inside the turn's transaction: the application's own
+    /// rows written here commit with the state, or not at all (a rejection or a failure
+    /// rolls them back). Handlers that use it are `async fn`.
+    ///
+    /// ```ignore
+    /// #[command]
+    /// async fn apply(&mut self, turn: &mut Turn<Self>, entry_id: String, cents: i64)
+    ///     -> Result<i64, TurnError>
+    /// {
+    ///     sqlx::query("INSERT INTO ledger_entries (account_id, entry_id, amount_cents) VALUES (?, ?, ?)")
+    ///         .bind(turn.actor_id().to_owned()).bind(&entry_id).bind(cents)
+    ///         .execute(turn.sqlite().await?).await?;
+    ///     self.balance += cents;
+    ///     Ok(self.balance)
+    /// }
+    /// ```
+    pub async fn sqlite(&mut self) -> Result<&mut sqlx::SqliteConnection> {
+        let needs_savepoint = !self.savepoint;
+        let transaction = self
+            .transaction
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_mut()
+            .ok_or_else(|| {
+                Error::Config("only commands and reminders run in a transaction".to_owned())
+            })?;
+        if needs_savepoint {
+            transaction.savepoint().await?;
+            self.savepoint = true;
+        }
+        transaction.sqlite().ok_or_else(|| {
+            Error::Config("this runtime does not keep its actors in SQLite".to_owned())
+        })
+    }
+
+    /// Lends the turn's transaction to the handler.
+    pub(crate) fn attach(&mut self, transaction: Box<dyn Transaction>) {
+        *self
+            .transaction
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner) = Some(transaction);
+    }
+
+    /// Takes the transaction back; true if the handler wrote behind a savepoint.
+    pub(crate) fn detach(&mut self) -> Option<(Box<dyn Transaction>, bool)> {
+        let transaction = self
+            .transaction
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()?;
+        Some((transaction, std::mem::take(&mut self.savepoint)))
     }
 
     pub(crate) fn take_reminders(&mut self) -> Vec<ReminderChange<A::Message>> {

@@ -16,6 +16,7 @@ pub(crate) fn actor_trait(actor: &ActorImpl, names: &Names) -> TokenStream {
         reference,
         schedule,
         unschedule,
+        ..
     } = names;
     let message_arms = actor
         .operations

@@ -19,6 +19,7 @@ pub(crate) struct Names {
     pub(crate) message: Ident,
     pub(crate) query: Ident,
     pub(crate) reference: Ident,
+    pub(crate) enqueue: Ident,
     pub(crate) schedule: Ident,
     pub(crate) unschedule: Ident,
 }
@@ -30,6 +31,7 @@ impl Names {
             message: format_ident!("{}Message", actor),
             query: format_ident!("{}Query", actor),
             reference: format_ident!("{}Ref", actor),
+            enqueue: format_ident!("{}Enqueue", actor),
             schedule: format_ident!("{}Schedule", actor),
             unschedule: format_ident!("{}Unschedule", actor),
         }

@@ -12,6 +12,7 @@ pub(crate) fn reference(actor: &ActorImpl, names: &Names) -> TokenStream {
     let Names {
         actor: ident,
         reference,
+        enqueue,
         ..
     } = names;
     let doc = format!(
@@ -26,6 +27,15 @@ pub(crate) fn reference(actor: &ActorImpl, names: &Names) -> TokenStream {
         .iter()
         .filter(|operation| operation.kind != Kind::Reminder)
         .map(|operation| method(operation, names));
+    let enqueue_methods = actor
+        .operations
+        .iter()
+        .filter(|operation| operation.kind == Kind::Command)
+        .map(|operation| enqueue_method(operation, names));
+    let enqueue_doc = format!(
+        "Asynchronous calls to one [`{ident}`]: each command returns a `MessageRef` as soon as \
+         its message is durable."
+    );
     quote! {
         #[doc = #doc]
         #[derive(Clone, Debug)]
@@ -61,6 +71,25 @@ pub(crate) fn reference(actor: &ActorImpl, names: &Names) -> TokenStream {
                 Self { inner: self.inner.context(context) }
             }
 
+            /// Makes the next call idempotent under `key`: an actor that already has a message
+            /// with that key answers with its result instead of running again.
+            pub fn idempotency_key(self, key: impl ::core::convert::Into<::std::string::String>) -> Self {
+                Self { inner: self.inner.idempotency_key(key) }
+            }
+
+            /// Calls that return as soon as the message is durable, with a `MessageRef`.
+            pub fn enqueue(&self) -> #enqueue {
+                #enqueue { inner: self.inner.enqueue_builder() }
+            }
+
+            /// The message this actor received under an idempotency key, if still kept.
+            pub async fn message_with_key(
+                &self,
+                key: &str,
+            ) -> ::solid_objects::Result<::core::option::Option<::solid_objects::MessageRef>> {
+                self.inner.message_with_key(key).await
+            }
+
             /// The actor's id.
             pub fn id(&self) -> &str {
                 self.inner.id()
@@ -77,6 +106,59 @@ pub(crate) fn reference(actor: &ActorImpl, names: &Names) -> TokenStream {
             }
 
             #(#methods)*
+        }
+
+        #[doc = #enqueue_doc]
+        #[derive(Debug)]
+        #[must_use = "call one of the actor's commands on it, or nothing is enqueued"]
+        #[allow(private_interfaces)]
+        pub struct #enqueue {
+            inner: ::solid_objects::Enqueue<#ident>,
+        }
+
+        #[allow(private_interfaces, dead_code)]
+        impl #enqueue {
+            /// At most one message per actor and key.
+            pub fn idempotency_key(self, key: impl ::core::convert::Into<::std::string::String>) -> Self {
+                Self { inner: self.inner.idempotency_key(key) }
+            }
+
+            /// Not run before `at`, by the runtime's clock.
+            pub fn available_at(
+                self,
+                at: ::solid_objects::chrono::DateTime<::solid_objects::chrono::Utc>,
+            ) -> Self {
+                Self { inner: self.inner.available_at(at) }
+            }
+
+            /// Not run before `delay` from now, by the runtime's clock.
+            pub fn delay(self, delay: ::core::time::Duration) -> Self {
+                Self { inner: self.inner.delay(delay) }
+            }
+
+            #(#enqueue_methods)*
+        }
+    }
+}
+
+fn enqueue_method(operation: &Operation, names: &Names) -> TokenStream {
+    let name = &operation.name;
+    let vis = &operation.vis;
+    let docs = &operation.docs;
+    let variant = operation.variant();
+    let message_enum = &names.message;
+    let parameters = operation.arguments.iter().map(caller_parameter);
+    let fields = operation.arguments.iter().map(caller_field);
+    let ok = match &operation.returns {
+        Returns::Value(ty) | Returns::Result(ty) => ty,
+    };
+    quote! {
+        #(#docs)*
+        #vis async fn #name(
+            &self,
+            #(#parameters),*
+        ) -> ::solid_objects::Result<::solid_objects::MessageRef<#ok>> {
+            self.inner.send(#message_enum::#variant { #(#fields),* }).await
         }
     }
 }

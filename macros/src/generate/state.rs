@@ -10,6 +10,9 @@ use crate::model::ActorState;
 pub(crate) fn state(state: &ActorState, item: &ItemStruct) -> TokenStream {
     let ident = &state.ident;
     let stored_name = &state.stored_name;
+    let max_attempts = state.max_attempts.map(|attempts| {
+        quote!(const MAX_ATTEMPTS: ::core::option::Option<u32> = ::core::option::Option::Some(#attempts);)
+    });
     quote! {
         #[derive(
             ::solid_objects::__private::serde::Serialize,
@@ -20,6 +23,7 @@ pub(crate) fn state(state: &ActorState, item: &ItemStruct) -> TokenStream {
 
         impl ::solid_objects::ActorState for #ident {
             const TYPE_NAME: &'static str = #stored_name;
+            #max_attempts
         }
     }
 }

@@ -45,14 +45,14 @@ impl Instance {
 
 /// Where a message stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum MessageStatus {
+pub(crate) enum StoredStatus {
     Ready,
     Completed,
     Rejected,
     Dead,
 }
 
-impl MessageStatus {
+impl StoredStatus {
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Ready => "ready",
@@ -83,7 +83,7 @@ pub(crate) struct StoredMessage {
 /// How a message row stands after a write.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct MessageProgress<'a> {
-    pub(crate) status: MessageStatus,
+    pub(crate) status: StoredStatus,
     pub(crate) attempts: i64,
     pub(crate) available_at: i64,
     pub(crate) result: Option<&'a str>,
@@ -98,18 +98,35 @@ pub(crate) struct NewMessage<'a> {
     pub(crate) operation: &'a str,
     pub(crate) arguments: &'a str,
     pub(crate) request_id: &'a str,
+    pub(crate) idempotency_key: Option<&'a str>,
     pub(crate) created_at: i64,
     pub(crate) progress: MessageProgress<'a>,
 }
 
-/// A message's outcome as stored, read back by a caller whose message another task ran.
+/// A message row as stored, for callers, operators and idempotency checks.
 #[derive(Debug, Clone)]
-pub(crate) struct StoredOutcome {
-    pub(crate) status: MessageStatus,
-    pub(crate) result: Option<String>,
-    pub(crate) last_error: Option<String>,
+pub(crate) struct MessageRecord {
+    pub(crate) id: i64,
+    pub(crate) actor_type: String,
+    pub(crate) actor_id: String,
+    pub(crate) sequence: i64,
+    pub(crate) operation: String,
+    pub(crate) arguments: String,
+    pub(crate) request_id: String,
+    pub(crate) status: StoredStatus,
     pub(crate) attempts: i64,
     pub(crate) available_at: i64,
+    pub(crate) result: Option<String>,
+    pub(crate) last_error: Option<String>,
+    pub(crate) finished_at: Option<i64>,
+}
+
+/// How to find one message.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum MessageLookup<'a> {
+    Id(i64),
+    RequestId(&'a str),
+    IdempotencyKey(ActorKey<'a, 'a>, &'a str),
 }
 
 /// The new values of an actor's row.
@@ -184,8 +201,11 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// Reads an actor's committed row, outside any write transaction.
     async fn read_instance(&self, actor: ActorKey<'_, '_>) -> Result<Option<Instance>>;
 
-    /// Reads a message's stored outcome.
-    async fn message_outcome(&self, message_id: i64) -> Result<Option<StoredOutcome>>;
+    /// Reads one message, outside any write transaction.
+    async fn message(&self, lookup: MessageLookup<'_>) -> Result<Option<MessageRecord>>;
+
+    /// The dead letters, oldest first, at most `limit`.
+    async fn dead_letters(&self, limit: i64) -> Result<Vec<MessageRecord>>;
 
     /// Actors that have a message available at `now`, at most `limit` of them.
     async fn ready_actors(&self, now: i64, limit: i64) -> Result<Vec<(String, String)>>;
@@ -248,6 +268,26 @@ pub(crate) trait Transaction: Send {
 
     /// Removes and returns up to `limit` reminders due at `now`, earliest first.
     async fn take_due_reminders(&mut self, now: i64, limit: i64) -> Result<Vec<DueReminder>>;
+
+    /// Reads one message inside this transaction.
+    async fn message(&mut self, lookup: MessageLookup<'_>) -> Result<Option<MessageRecord>>;
+
+    /// Deletes finished (completed or rejected) messages that finished before `before`,
+    /// except each actor's newest `keep_keyed` finished messages that carry an idempotency
+    /// key; returns how many were deleted.
+    async fn prune_finished(&mut self, before: i64, keep_keyed: i64) -> Result<u64>;
+
+    /// Marks the point the handler's own SQL writes roll back to on a rejection or failure.
+    async fn savepoint(&mut self) -> Result<()>;
+
+    /// Undoes everything since [`savepoint`](Transaction::savepoint) and releases it.
+    async fn rollback_to_savepoint(&mut self) -> Result<()>;
+
+    /// Keeps everything since [`savepoint`](Transaction::savepoint) and releases it.
+    async fn release_savepoint(&mut self) -> Result<()>;
+
+    /// The SQLite connection this transaction runs on, if it is SQLite.
+    fn sqlite(&mut self) -> Option<&mut sqlx::SqliteConnection>;
 
     /// Commits.
     async fn commit(self: Box<Self>) -> Result<()>;

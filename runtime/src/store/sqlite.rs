@@ -10,16 +10,30 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use sqlx::sqlite::{SqliteArguments, SqliteRow};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use sqlx::{Row, Sqlite};
+use sqlx::{Row, Sqlite, SqliteConnection};
 
 use super::{
-    ActorKey, Counters, DueReminder, Instance, InstanceWrite, MessageProgress, MessageStatus,
-    NewMessage, ReminderWrite, Stats, Store, StoredMessage, StoredOutcome, Transaction,
+    ActorKey, Counters, DueReminder, Instance, InstanceWrite, MessageLookup, MessageProgress,
+    MessageRecord, NewMessage, ReminderWrite, Stats, Store, StoredMessage, StoredStatus,
+    Transaction,
 };
 use crate::error::{Error, Result};
+
+/// `SELECT <every message column> FROM solid_messages WHERE <condition>`.
+macro_rules! select_message {
+    ($condition:literal) => {
+        concat!(
+            "SELECT id, actor_type, actor_id, sequence, operation, arguments, request_id,
+                    status, attempts, available_at, result, last_error, finished_at
+             FROM solid_messages WHERE ",
+            $condition
+        )
+    };
+}
 
 /// The schema, applied in order at start; each entry runs once per database.
 const MIGRATIONS: &[(i64, &str, &str)] = &[(
@@ -132,29 +146,19 @@ impl Store for SqliteStore {
         row.map(|row| instance_from(&row)).transpose()
     }
 
-    async fn message_outcome(&self, message_id: i64) -> Result<Option<StoredOutcome>> {
-        let row = sqlx::query(
-            "SELECT status, result, last_error, attempts, available_at
-             FROM solid_messages WHERE id = ?1",
-        )
-        .bind(message_id)
-        .fetch_optional(&self.readers)
+    async fn message(&self, lookup: MessageLookup<'_>) -> Result<Option<MessageRecord>> {
+        let row = lookup_query(lookup).fetch_optional(&self.readers).await?;
+        row.map(|row| message_from(&row)).transpose()
+    }
+
+    async fn dead_letters(&self, limit: i64) -> Result<Vec<MessageRecord>> {
+        let rows = sqlx::query(select_message!(
+            "status = 'dead' ORDER BY finished_at, id LIMIT ?1"
+        ))
+        .bind(limit)
+        .fetch_all(&self.readers)
         .await?;
-        row.map(|row| {
-            let status: String = row.try_get("status")?;
-            Ok(StoredOutcome {
-                status: MessageStatus::parse(&status).ok_or_else(|| {
-                    Error::Database(sqlx::Error::Protocol(format!(
-                        "message {message_id} has an unknown status {status:?}"
-                    )))
-                })?,
-                result: row.try_get("result")?,
-                last_error: row.try_get("last_error")?,
-                attempts: row.try_get("attempts")?,
-                available_at: row.try_get("available_at")?,
-            })
-        })
-        .transpose()
+        rows.iter().map(message_from).collect()
     }
 
     async fn ready_actors(&self, now: i64, limit: i64) -> Result<Vec<(String, String)>> {
@@ -182,6 +186,46 @@ impl Store for SqliteStore {
         self.readers.close().await;
         self.writer.close().await;
     }
+}
+
+/// The query that finds one message.
+fn lookup_query(lookup: MessageLookup<'_>) -> sqlx::query::Query<'_, Sqlite, SqliteArguments<'_>> {
+    match lookup {
+        MessageLookup::Id(id) => sqlx::query(select_message!("id = ?1")).bind(id),
+        MessageLookup::RequestId(request_id) => {
+            sqlx::query(select_message!("request_id = ?1")).bind(request_id)
+        }
+        MessageLookup::IdempotencyKey(actor, key) => sqlx::query(select_message!(
+            "actor_type = ?1 AND actor_id = ?2 AND idempotency_key = ?3"
+        ))
+        .bind(actor.actor_type)
+        .bind(actor.actor_id)
+        .bind(key),
+    }
+}
+
+fn message_from(row: &SqliteRow) -> Result<MessageRecord> {
+    let status: String = row.try_get("status")?;
+    let id: i64 = row.try_get("id")?;
+    Ok(MessageRecord {
+        id,
+        actor_type: row.try_get("actor_type")?,
+        actor_id: row.try_get("actor_id")?,
+        sequence: row.try_get("sequence")?,
+        operation: row.try_get("operation")?,
+        arguments: row.try_get("arguments")?,
+        request_id: row.try_get("request_id")?,
+        status: StoredStatus::parse(&status).ok_or_else(|| {
+            Error::Database(sqlx::Error::Protocol(format!(
+                "message {id} has an unknown status {status:?}"
+            )))
+        })?,
+        attempts: row.try_get("attempts")?,
+        available_at: row.try_get("available_at")?,
+        result: row.try_get("result")?,
+        last_error: row.try_get("last_error")?,
+        finished_at: row.try_get("finished_at")?,
+    })
 }
 
 const SELECT_INSTANCE: &str = "SELECT state, revision, next_sequence, unfinished
@@ -248,9 +292,9 @@ impl Transaction for SqliteTransaction {
         let progress = &message.progress;
         let id = sqlx::query_scalar(
             "INSERT INTO solid_messages (actor_type, actor_id, sequence, operation, arguments,
-                 request_id, status, attempts, available_at, result, last_error, created_at,
-                 finished_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+                 request_id, idempotency_key, status, attempts, available_at, result, last_error,
+                 created_at, finished_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
              RETURNING id",
         )
         .bind(actor.actor_type)
@@ -259,6 +303,7 @@ impl Transaction for SqliteTransaction {
         .bind(message.operation)
         .bind(message.arguments)
         .bind(message.request_id)
+        .bind(message.idempotency_key)
         .bind(progress.status.as_str())
         .bind(progress.attempts)
         .bind(progress.available_at)
@@ -413,6 +458,65 @@ impl Transaction for SqliteTransaction {
                 })
             })
             .collect()
+    }
+
+    async fn message(&mut self, lookup: MessageLookup<'_>) -> Result<Option<MessageRecord>> {
+        self.counters.statement();
+        let row = lookup_query(lookup).fetch_optional(&mut *self.tx).await?;
+        row.map(|row| message_from(&row)).transpose()
+    }
+
+    async fn prune_finished(&mut self, before: i64, keep_keyed: i64) -> Result<u64> {
+        self.counters.statement();
+        let deleted = sqlx::query(
+            "DELETE FROM solid_messages
+             WHERE status IN ('completed', 'rejected') AND finished_at < ?1
+               AND id NOT IN (
+                 SELECT id FROM (
+                   SELECT id, ROW_NUMBER() OVER (
+                       PARTITION BY actor_type, actor_id ORDER BY finished_at DESC, id DESC
+                   ) AS recent
+                   FROM solid_messages
+                   WHERE idempotency_key IS NOT NULL AND status <> 'ready'
+                 ) WHERE recent <= ?2
+               )",
+        )
+        .bind(before)
+        .bind(keep_keyed)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(deleted.rows_affected())
+    }
+
+    async fn savepoint(&mut self) -> Result<()> {
+        self.counters.statement();
+        sqlx::query("SAVEPOINT solid_turn")
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
+    }
+
+    async fn rollback_to_savepoint(&mut self) -> Result<()> {
+        self.counters.statement();
+        sqlx::query("ROLLBACK TO SAVEPOINT solid_turn")
+            .execute(&mut *self.tx)
+            .await?;
+        sqlx::query("RELEASE SAVEPOINT solid_turn")
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
+    }
+
+    async fn release_savepoint(&mut self) -> Result<()> {
+        self.counters.statement();
+        sqlx::query("RELEASE SAVEPOINT solid_turn")
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
+    }
+
+    fn sqlite(&mut self) -> Option<&mut SqliteConnection> {
+        Some(&mut *self.tx)
     }
 
     async fn commit(self: Box<Self>) -> Result<()> {

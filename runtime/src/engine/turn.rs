@@ -1,0 +1,404 @@
+//! One turn, from the head of the mailbox (or a fresh synchronous call) to the commit.
+
+use std::collections::HashSet;
+use std::panic::AssertUnwindSafe;
+
+use chrono::{DateTime, Utc};
+use futures_util::FutureExt;
+use tracing::Instrument;
+
+use super::{from_micros, micros, Engine, Outcome, Step, TurnReport};
+use crate::actor::{Actor, Operations};
+use crate::codec::{decode_operation, encode_operation, from_json, to_json};
+use crate::error::{Error, Rejection, Result};
+use crate::handled::Handled;
+use crate::limits::{Payload, RetryPolicy};
+use crate::store::{
+    ActorKey, Instance, InstanceWrite, MessageProgress, NewMessage, ReminderWrite, StoredMessage,
+    StoredStatus, Transaction,
+};
+use crate::turn::{ReminderChange, Turn};
+
+/// Where the message of a turn comes from.
+pub(super) enum Delivery<'a, M> {
+    /// A synchronous call on an empty mailbox: enqueue, turn and completion in one transaction.
+    Fresh {
+        message: M,
+        arguments: &'a str,
+        request_id: &'a str,
+        idempotency_key: Option<&'a str>,
+    },
+    /// The head of the mailbox.
+    Stored { row: StoredMessage, message: M },
+}
+
+/// A staged reminder change, encoded for the store.
+enum ReminderOp {
+    Upsert {
+        name: &'static str,
+        key: String,
+        due_at: i64,
+        arguments: String,
+    },
+    Delete {
+        name: &'static str,
+        key: String,
+    },
+}
+
+/// What a turn commits, before the message row's fields are worked out.
+struct Settled {
+    kind: SettledKind,
+    attempts: i64,
+    state: Option<String>,
+    reminders: Vec<ReminderOp>,
+}
+
+enum SettledKind {
+    Completed(String),
+    Rejected { rejection: Rejection, json: String },
+    Failed { error: String, retryable: bool },
+}
+
+impl Engine {
+    /// Runs the actor's next ready message, if one is due.
+    pub(crate) async fn run_next<A: Actor>(&self, actor_id: &str) -> Result<Step> {
+        let key = ActorKey {
+            actor_type: A::TYPE_NAME,
+            actor_id,
+        };
+        let tx = self.store.begin().await?;
+        self.run_next_in::<A>(tx, key).await
+    }
+
+    pub(super) async fn run_next_in<A: Actor>(
+        &self,
+        mut tx: Box<dyn Transaction>,
+        key: ActorKey<'static, '_>,
+    ) -> Result<Step> {
+        let Some(instance) = tx.instance(key).await? else {
+            return Ok(Step::Idle);
+        };
+        if instance.unfinished == 0 {
+            return Ok(Step::Idle);
+        }
+        let Some(row) = tx.next_message(key).await? else {
+            tracing::warn!(
+                actor_type = key.actor_type,
+                actor_id = key.actor_id,
+                unfinished = instance.unfinished,
+                "the actor counts unfinished messages but has none ready"
+            );
+            return Ok(Step::Idle);
+        };
+        if row.available_at > micros(self.now()) {
+            return Ok(Step::Blocked {
+                sequence: row.sequence,
+                until: from_micros(row.available_at),
+            });
+        }
+        let message = decode_operation::<A::Message>(
+            key.actor_type,
+            key.actor_id,
+            &row.operation,
+            &row.arguments,
+            row.sequence,
+        )?;
+        let report = self
+            .run_turn::<A>(tx, key, instance, Delivery::Stored { row, message })
+            .await?;
+        Ok(Step::Ran(report))
+    }
+
+    pub(super) fn decode_state<A: Actor>(
+        &self,
+        key: ActorKey<'static, '_>,
+        instance: &Instance,
+    ) -> Result<A> {
+        match &instance.state {
+            Some(json) => from_json("state", key.actor_type, key.actor_id, json),
+            None => Ok(A::default()),
+        }
+    }
+
+    /// Runs one turn in `tx` and commits it.
+    pub(super) async fn run_turn<A: Actor>(
+        &self,
+        tx: Box<dyn Transaction>,
+        key: ActorKey<'static, '_>,
+        instance: Instance,
+        delivery: Delivery<'_, A::Message>,
+    ) -> Result<TurnReport> {
+        let (message, sequence, previous_attempts, stored_id, fresh) = match delivery {
+            Delivery::Fresh {
+                message,
+                arguments,
+                request_id,
+                idempotency_key,
+            } => (
+                message,
+                instance.next_sequence,
+                0,
+                None,
+                Some((arguments, request_id, idempotency_key)),
+            ),
+            Delivery::Stored { row, message } => {
+                (message, row.sequence, row.attempts, Some(row.id), None)
+            }
+        };
+        let operation = message.name();
+        let span = tracing::info_span!(
+            "turn",
+            actor_type = key.actor_type,
+            actor_id = key.actor_id,
+            operation,
+            sequence,
+            outcome = tracing::field::Empty,
+        );
+        async move {
+            let now = self.now();
+            let now_us = micros(now);
+            let mut state: A = self.decode_state(key, &instance)?;
+            let mut turn = Turn::<A>::new(key.actor_id, now, Some(sequence));
+            turn.attach(tx);
+            let handled = AssertUnwindSafe(state.handle(&mut turn, message))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|panic| Handled::panicked(&*panic));
+            let (mut tx, savepoint) = turn.detach().ok_or_else(|| {
+                Error::Config("the turn's transaction was not returned".to_owned())
+            })?;
+            let settled = self.settle(&state, &mut turn, handled, operation, previous_attempts + 1);
+            if savepoint {
+                if matches!(settled.kind, SettledKind::Completed(_)) {
+                    tx.release_savepoint().await?;
+                } else {
+                    tx.rollback_to_savepoint().await?;
+                }
+            }
+            let max_attempts = A::MAX_ATTEMPTS.map_or(self.retry.max_attempts, i64::from);
+            let progress = settled.progress(now, &self.retry, max_attempts);
+            let finished = progress.status != StoredStatus::Ready;
+            let message_id = match (fresh, stored_id) {
+                (Some((arguments, request_id, idempotency_key)), _) => {
+                    let new = NewMessage {
+                        sequence,
+                        operation,
+                        arguments,
+                        request_id,
+                        idempotency_key,
+                        created_at: now_us,
+                        progress,
+                    };
+                    tx.insert_message(key, &new).await?
+                }
+                (None, Some(id)) => {
+                    tx.update_message(id, &progress).await?;
+                    id
+                }
+                (None, None) => unreachable!("a stored delivery carries its row id"),
+            };
+            for change in &settled.reminders {
+                match change {
+                    ReminderOp::Upsert {
+                        name,
+                        key: alarm,
+                        due_at,
+                        arguments,
+                    } => {
+                        let write = ReminderWrite {
+                            name,
+                            key: alarm,
+                            due_at: *due_at,
+                            arguments,
+                        };
+                        tx.upsert_reminder(key, &write).await?;
+                    }
+                    ReminderOp::Delete { name, key: alarm } => {
+                        tx.delete_reminder(key, name, alarm).await?;
+                    }
+                }
+            }
+            let (next_sequence, unfinished) = match fresh {
+                Some(_) => (
+                    instance.next_sequence + 1,
+                    instance.unfinished + i64::from(!finished),
+                ),
+                None => (
+                    instance.next_sequence,
+                    instance.unfinished - i64::from(finished),
+                ),
+            };
+            tx.write_instance(
+                key,
+                &InstanceWrite {
+                    state: settled.state.as_deref(),
+                    revision: instance.revision + i64::from(settled.state.is_some()),
+                    next_sequence,
+                    unfinished,
+                    updated_at: now_us,
+                },
+            )
+            .await?;
+            tx.commit().await?;
+            self.wake();
+            let available_at = progress.available_at;
+            let outcome = settled.into_outcome(available_at, finished);
+            tracing::Span::current().record("outcome", outcome.label());
+            Ok(TurnReport {
+                message_id,
+                outcome,
+            })
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Turns what the handler produced into what the turn commits.
+    fn settle<A: Actor>(
+        &self,
+        state: &A,
+        turn: &mut Turn<A>,
+        handled: Handled,
+        operation: &str,
+        attempts: i64,
+    ) -> Settled {
+        let kind = match handled {
+            Handled::Value(result) => match self.completion(state, turn, &result, operation) {
+                Ok((state, reminders)) => {
+                    return Settled {
+                        kind: SettledKind::Completed(result),
+                        attempts,
+                        state: Some(state),
+                        reminders,
+                    };
+                }
+                Err(error) => SettledKind::Failed {
+                    error: error.to_string(),
+                    retryable: false,
+                },
+            },
+            Handled::Rejected(rejection) => match to_json("rejection", &rejection) {
+                Ok(json) => SettledKind::Rejected { rejection, json },
+                Err(error) => SettledKind::Failed {
+                    error: error.to_string(),
+                    retryable: false,
+                },
+            },
+            Handled::Failed { error, retryable } => SettledKind::Failed { error, retryable },
+        };
+        Settled {
+            kind,
+            attempts,
+            state: None,
+            reminders: Vec::new(),
+        }
+    }
+
+    /// The state and reminder writes of a completed turn, within the limits.
+    fn completion<A: Actor>(
+        &self,
+        state: &A,
+        turn: &mut Turn<A>,
+        result: &str,
+        operation: &str,
+    ) -> Result<(String, Vec<ReminderOp>)> {
+        self.limits
+            .check(Payload::Result, operation, result.len())?;
+        let state = to_json("state", state)?;
+        self.limits.check(Payload::State, operation, state.len())?;
+        let mut changes = turn.take_reminders();
+        let mut seen = HashSet::new();
+        changes.reverse();
+        changes.retain(|change| {
+            let (name, key) = change.alarm();
+            seen.insert((name, key.to_owned()))
+        });
+        changes.reverse();
+        let reminders = changes
+            .into_iter()
+            .map(|change| match change {
+                ReminderChange::Schedule { key, at, message } => {
+                    let encoded = encode_operation(&message)?;
+                    let arguments = to_json("reminder arguments", &encoded.arguments)?;
+                    self.limits
+                        .check(Payload::Arguments, encoded.name, arguments.len())?;
+                    Ok(ReminderOp::Upsert {
+                        name: encoded.name,
+                        key,
+                        due_at: micros(at),
+                        arguments,
+                    })
+                }
+                ReminderChange::Cancel { name, key } => Ok(ReminderOp::Delete { name, key }),
+            })
+            .collect::<Result<_>>()?;
+        Ok((state, reminders))
+    }
+}
+
+impl Settled {
+    /// The message row after this turn.
+    fn progress(
+        &self,
+        now: DateTime<Utc>,
+        retry: &RetryPolicy,
+        max_attempts: i64,
+    ) -> MessageProgress<'_> {
+        let now_us = micros(now);
+        let finished = |status, result, last_error| MessageProgress {
+            status,
+            attempts: self.attempts,
+            available_at: now_us,
+            result,
+            last_error,
+            finished_at: Some(now_us),
+        };
+        match &self.kind {
+            SettledKind::Completed(result) => {
+                finished(StoredStatus::Completed, Some(result.as_str()), None)
+            }
+            SettledKind::Rejected { json, .. } => {
+                finished(StoredStatus::Rejected, Some(json.as_str()), None)
+            }
+            SettledKind::Failed { error, retryable } => {
+                let retry_at = retryable
+                    .then(|| retry.next_attempt_at(now, self.attempts, max_attempts))
+                    .flatten();
+                match retry_at {
+                    Some(at) => MessageProgress {
+                        last_error: Some(error),
+                        ..MessageProgress::ready(self.attempts, micros(at))
+                    },
+                    None => finished(StoredStatus::Dead, None, Some(error)),
+                }
+            }
+        }
+    }
+
+    fn into_outcome(self, available_at: i64, finished: bool) -> Outcome {
+        match self.kind {
+            SettledKind::Completed(result) => Outcome::Completed(result),
+            SettledKind::Rejected { rejection, .. } => Outcome::Rejected(rejection),
+            SettledKind::Failed { error, .. } => Outcome::Failed {
+                error,
+                attempts: self.attempts,
+                retry_at: (!finished).then(|| from_micros(available_at)),
+            },
+        }
+    }
+}
+
+impl MessageProgress<'_> {
+    /// A message that waits in the mailbox until `available_at`.
+    pub(crate) fn ready(attempts: i64, available_at: i64) -> Self {
+        Self {
+            status: StoredStatus::Ready,
+            attempts,
+            available_at,
+            result: None,
+            last_error: None,
+            finished_at: None,
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! The errors a handler may return, and what each means to the runtime.
+
+use std::fmt;
+
+use crate::error::{Error, Rejection};
+use crate::handled::Handled;
+
+/// A handler's failure: the turn rolls back, the attempt is recorded, and the message is
+/// retried with backoff (or becomes a dead letter at once, if permanent).
+///
+/// `?` converts database errors into retryable failures:
+///
+/// ```
+/// use solid_objects::Failure;
+///
+/// fn parse(input: &str) -> Result<u32, Failure> {
+///     input.parse().map_err(Failure::permanent)
+/// }
+/// assert!(!parse("x").unwrap_err().is_retryable());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    message: String,
+    retryable: bool,
+}
+
+impl Failure {
+    /// A failure that may pass on a later attempt (a timeout, a busy database).
+    pub fn retryable(error: impl fmt::Display) -> Self {
+        Self {
+            message: error.to_string(),
+            retryable: true,
+        }
+    }
+
+    /// A failure no retry can fix: the message becomes a dead letter at once.
+    pub fn permanent(error: impl fmt::Display) -> Self {
+        Self {
+            message: error.to_string(),
+            retryable: false,
+        }
+    }
+
+    /// What went wrong.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Whether the runtime retries the message.
+    pub fn is_retryable(&self) -> bool {
+        self.retryable
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Failure {}
+
+impl From<sqlx::Error> for Failure {
+    fn from(error: sqlx::Error) -> Self {
+        Self::retryable(error)
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(error: Error) -> Self {
+        Self::retryable(error)
+    }
+}
+
+/// The error of a handler that can both reject and fail: `?` works on rejections, failures,
+/// database errors and runtime errors alike.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum TurnError {
+    /// A business refusal: committed as rejected, never retried.
+    Rejected(Rejection),
+    /// A failure: rolled back and retried (or dead, if permanent).
+    Failed(Failure),
+}
+
+impl From<Rejection> for TurnError {
+    fn from(rejection: Rejection) -> Self {
+        Self::Rejected(rejection)
+    }
+}
+
+impl From<Failure> for TurnError {
+    fn from(failure: Failure) -> Self {
+        Self::Failed(failure)
+    }
+}
+
+impl From<sqlx::Error> for TurnError {
+    fn from(error: sqlx::Error) -> Self {
+        Self::Failed(error.into())
+    }
+}
+
+impl From<Error> for TurnError {
+    fn from(error: Error) -> Self {
+        Self::Failed(error.into())
+    }
+}
+
+/// An error type a handler may return in `Result<T, E>`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be the error of an actor operation",
+    label = "the runtime does not know whether this error rejects or fails",
+    note = "return Result<T, Rejection> to refuse, Result<T, Failure> to fail and retry, or \
+            Result<T, TurnError> for both; to send a Result to the caller as a value, wrap it \
+            in a struct"
+)]
+pub trait HandlerError {
+    /// What the runtime does with it.
+    #[doc(hidden)]
+    fn into_handled(self) -> Handled;
+}
+
+impl HandlerError for Rejection {
+    fn into_handled(self) -> Handled {
+        Handled::Rejected(self)
+    }
+}
+
+impl HandlerError for Failure {
+    fn into_handled(self) -> Handled {
+        Handled::Failed {
+            error: self.message,
+            retryable: self.retryable,
+        }
+    }
+}
+
+impl HandlerError for TurnError {
+    fn into_handled(self) -> Handled {
+        match self {
+            Self::Rejected(rejection) => rejection.into_handled(),
+            Self::Failed(failure) => failure.into_handled(),
+        }
+    }
+}

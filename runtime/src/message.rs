@@ -1,0 +1,269 @@
+//! [`MessageRef`]: a durable message in a mailbox, found again by id, request id or
+//! idempotency key.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::de::DeserializeOwned;
+use tokio::time::Instant;
+
+use crate::engine::{from_micros, Step};
+use crate::error::{Error, Rejection, Result};
+use crate::runtime::Runtime;
+use crate::store::{MessageLookup, MessageRecord, StoredStatus};
+
+/// How often [`MessageRef::wait`] looks at its message again, at most.
+const WAIT_POLL: Duration = Duration::from_millis(25);
+
+/// Where a message stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MessageStatus {
+    /// Waiting in the mailbox: not run yet, or waiting for its next attempt.
+    Ready {
+        /// Attempts made so far.
+        attempts: i64,
+        /// Not run before this time.
+        available_at: DateTime<Utc>,
+        /// The error of the last failed attempt.
+        last_error: Option<String>,
+    },
+    /// Ran and returned a value.
+    Completed,
+    /// Ran and was rejected.
+    Rejected(Rejection),
+    /// Failed on every attempt (or permanently); later messages of the actor ran on.
+    Dead {
+        /// Attempts made.
+        attempts: i64,
+        /// The last attempt's error.
+        error: String,
+    },
+}
+
+/// A message in a mailbox, with its typed result `T` once it has run.
+///
+/// Returned by `reference.enqueue().<command>(..)` as soon as the message is durable.
+pub struct MessageRef<T = serde_json::Value> {
+    runtime: Runtime,
+    id: i64,
+    request_id: String,
+    actor_type: String,
+    actor_id: String,
+    sequence: i64,
+    result: PhantomData<fn() -> T>,
+}
+
+impl<T> MessageRef<T> {
+    pub(crate) fn new(runtime: Runtime, record: &MessageRecord) -> Self {
+        Self {
+            runtime,
+            id: record.id,
+            request_id: record.request_id.clone(),
+            actor_type: record.actor_type.clone(),
+            actor_id: record.actor_id.clone(),
+            sequence: record.sequence,
+            result: PhantomData,
+        }
+    }
+
+    pub(crate) fn from_parts(
+        runtime: Runtime,
+        actor_type: &str,
+        actor_id: &str,
+        id: i64,
+        request_id: String,
+        sequence: i64,
+    ) -> Self {
+        Self {
+            runtime,
+            id,
+            request_id,
+            actor_type: actor_type.to_owned(),
+            actor_id: actor_id.to_owned(),
+            sequence,
+            result: PhantomData,
+        }
+    }
+
+    /// The message's row id.
+    pub fn id(&self) -> i64 {
+        self.id
+    }
+
+    /// The message's request id (a UUID), unique across all actors.
+    pub fn request_id(&self) -> &str {
+        &self.request_id
+    }
+
+    /// The stored type name of the actor it is for.
+    pub fn actor_type(&self) -> &str {
+        &self.actor_type
+    }
+
+    /// The id of the actor it is for.
+    pub fn actor_id(&self) -> &str {
+        &self.actor_id
+    }
+
+    /// Its place in the actor's mailbox.
+    pub fn sequence(&self) -> i64 {
+        self.sequence
+    }
+
+    /// The same message, with its result read as `U`.
+    pub fn typed<U>(self) -> MessageRef<U> {
+        MessageRef {
+            runtime: self.runtime,
+            id: self.id,
+            request_id: self.request_id,
+            actor_type: self.actor_type,
+            actor_id: self.actor_id,
+            sequence: self.sequence,
+            result: PhantomData,
+        }
+    }
+
+    async fn record(&self) -> Result<MessageRecord> {
+        self.runtime
+            .engine()
+            .store()
+            .message(MessageLookup::Id(self.id))
+            .await?
+            .ok_or(Error::MessageNotFound)
+    }
+
+    /// Where the message stands now.
+    pub async fn status(&self) -> Result<MessageStatus> {
+        let record = self.record().await?;
+        Ok(match record.status {
+            StoredStatus::Ready => MessageStatus::Ready {
+                attempts: record.attempts,
+                available_at: from_micros(record.available_at),
+                last_error: record.last_error,
+            },
+            StoredStatus::Completed => MessageStatus::Completed,
+            StoredStatus::Rejected => {
+                MessageStatus::Rejected(crate::engine::stored_rejection(&record))
+            }
+            StoredStatus::Dead => MessageStatus::Dead {
+                attempts: record.attempts,
+                error: record.last_error.unwrap_or_default(),
+            },
+        })
+    }
+}
+
+impl<T: DeserializeOwned> MessageRef<T> {
+    /// The typed result once the message has run (`None` while it waits); a rejection is
+    /// `Error::Rejected`, a dead letter `Error::DeadLetter`.
+    pub async fn result(&self) -> Result<Option<T>> {
+        let record = self.record().await?;
+        self.outcome(&record)
+    }
+
+    fn outcome(&self, record: &MessageRecord) -> Result<Option<T>> {
+        match record.status {
+            StoredStatus::Ready => Ok(None),
+            StoredStatus::Completed => {
+                let json = record.result.as_deref().unwrap_or("null");
+                crate::codec::from_json("result", &self.actor_type, &self.actor_id, json).map(Some)
+            }
+            StoredStatus::Rejected => Err(Error::Rejected(crate::engine::stored_rejection(record))),
+            StoredStatus::Dead => Err(Error::DeadLetter {
+                request_id: self.request_id.clone(),
+                error: record.last_error.clone().unwrap_or_default(),
+                attempts: record.attempts,
+            }),
+        }
+    }
+
+    /// Waits until the message has run, running the actor's mailbox meanwhile if this
+    /// runtime knows its type (so it works without workers), through retries, for at most
+    /// `timeout`. On timeout the message stays queued.
+    pub async fn wait(&self, timeout: Duration) -> Result<T> {
+        let deadline = Instant::now() + timeout;
+        let engine = self.runtime.engine();
+        loop {
+            let record = self.record().await?;
+            if let Some(result) = self.outcome(&record)? {
+                return Ok(result);
+            }
+            let ran = match engine.runner(&self.actor_type) {
+                Some(runner) => {
+                    matches!(runner.run_next(engine, &self.actor_id).await?, Step::Ran(_))
+                }
+                None => false,
+            };
+            if Instant::now() >= deadline {
+                return Err(Error::WaitTimeout {
+                    request_id: self.request_id.clone(),
+                    timeout,
+                });
+            }
+            if !ran {
+                let pause = WAIT_POLL.min(deadline.saturating_duration_since(Instant::now()));
+                engine.wait_for_work(pause).await;
+            }
+        }
+    }
+}
+
+impl<T> Clone for MessageRef<T> {
+    fn clone(&self) -> Self {
+        Self {
+            runtime: self.runtime.clone(),
+            id: self.id,
+            request_id: self.request_id.clone(),
+            actor_type: self.actor_type.clone(),
+            actor_id: self.actor_id.clone(),
+            sequence: self.sequence,
+            result: PhantomData,
+        }
+    }
+}
+
+impl<T> fmt::Debug for MessageRef<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MessageRef")
+            .field("id", &self.id)
+            .field("request_id", &self.request_id)
+            .field("actor_type", &self.actor_type)
+            .field("actor_id", &self.actor_id)
+            .field("sequence", &self.sequence)
+            .finish()
+    }
+}
+
+/// A message that failed on every attempt, for operators.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct DeadLetter {
+    /// The message.
+    pub message: MessageRef,
+    /// Its operation.
+    pub operation: String,
+    /// Its arguments.
+    pub arguments: serde_json::Value,
+    /// Attempts made.
+    pub attempts: i64,
+    /// The last attempt's error.
+    pub error: String,
+    /// When it became a dead letter.
+    pub failed_at: Option<DateTime<Utc>>,
+}
+
+impl DeadLetter {
+    pub(crate) fn new(runtime: Runtime, record: MessageRecord) -> Self {
+        Self {
+            message: MessageRef::new(runtime, &record),
+            arguments: serde_json::from_str(&record.arguments).unwrap_or_default(),
+            operation: record.operation,
+            attempts: record.attempts,
+            error: record.last_error.unwrap_or_default(),
+            failed_at: record.finished_at.map(from_micros),
+        }
+    }
+}
