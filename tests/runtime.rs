@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::json;
 use solid_objects::prelude::*;
 use solid_objects::{Limits, MAX_ACTOR_ID_BYTES};
-use support::{together, Harness};
+use support::{count, execute, together, Harness};
 
 /// An actor that records entries and can be told to fail.
 #[actor]
@@ -60,26 +60,6 @@ struct Impostor {}
 impl Impostor {
     #[command]
     fn touch(&mut self) {}
-}
-
-async fn count(harness: &Harness, table: &str) -> i64 {
-    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", harness.path().display()))
-        .await
-        .unwrap();
-    let count = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    pool.close().await;
-    count
-}
-
-async fn execute(harness: &Harness, sql: &str) {
-    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", harness.path().display()))
-        .await
-        .unwrap();
-    sqlx::query(sql).execute(&pool).await.unwrap();
-    pool.close().await;
 }
 
 #[tokio::test]

@@ -32,7 +32,6 @@ impl Clock for SystemClock {
 /// ```
 /// use std::time::Duration;
 /// use solid_objects::ManualClock;
-/// use solid_objects::Clock;
 ///
 /// let clock = ManualClock::starting_now();
 /// let start = clock.now();
@@ -52,9 +51,16 @@ impl ManualClock {
         }
     }
 
-    /// A clock stopped at the current system time.
+    /// A clock stopped at the current system time, to the microsecond (the precision the
+    /// runtime stores times with, so stored times compare equal to the clock's).
     pub fn starting_now() -> Self {
-        Self::new(Utc::now())
+        let now = Utc::now();
+        Self::new(DateTime::from_timestamp_micros(now.timestamp_micros()).unwrap_or(now))
+    }
+
+    /// The time the clock shows.
+    pub fn now(&self) -> DateTime<Utc> {
+        *self.now.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Moves the clock forward.
@@ -71,6 +77,6 @@ impl ManualClock {
 
 impl Clock for ManualClock {
     fn now(&self) -> DateTime<Utc> {
-        *self.now.lock().unwrap_or_else(PoisonError::into_inner)
+        ManualClock::now(self)
     }
 }

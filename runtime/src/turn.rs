@@ -19,6 +19,7 @@ pub struct Turn<A: Actor> {
     actor_id: String,
     now: DateTime<Utc>,
     sequence: Option<i64>,
+    attempt: u32,
     reminders: Vec<ReminderChange<A::Message>>,
     /// The turn's transaction while the handler runs (commands and reminders only). The
     /// mutex only makes `&Turn` shareable; access goes through `&mut self`, never locking.
@@ -28,11 +29,17 @@ pub struct Turn<A: Actor> {
 }
 
 impl<A: Actor> Turn<A> {
-    pub(crate) fn new(actor_id: &str, now: DateTime<Utc>, sequence: Option<i64>) -> Self {
+    pub(crate) fn new(
+        actor_id: &str,
+        now: DateTime<Utc>,
+        sequence: Option<i64>,
+        attempt: u32,
+    ) -> Self {
         Self {
             actor_id: actor_id.to_owned(),
             now,
             sequence,
+            attempt,
             reminders: Vec::new(),
             transaction: Mutex::new(None),
             savepoint: false,
@@ -52,6 +59,11 @@ impl<A: Actor> Turn<A> {
     /// The sequence number of the message this turn runs (`None` for a query).
     pub fn sequence(&self) -> Option<i64> {
         self.sequence
+    }
+
+    /// Which attempt at this message this turn is: 1 the first time, 2 after one failure...
+    pub fn attempt(&self) -> u32 {
+        self.attempt
     }
 
     /// Schedules one of this actor's reminders at `at` under `key`.
@@ -144,6 +156,7 @@ impl<A: Actor> fmt::Debug for Turn<A> {
             .field("actor_id", &self.actor_id)
             .field("now", &self.now)
             .field("sequence", &self.sequence)
+            .field("attempt", &self.attempt)
             .field("staged_reminders", &self.reminders.len())
             .finish()
     }

@@ -79,3 +79,52 @@ where
     }
     outputs
 }
+
+/// Polls `condition` every few milliseconds until it holds, for at most `timeout`; for
+/// waiting on workers that run in other tasks or runtimes.
+pub async fn eventually<F, Fut>(timeout: Duration, mut condition: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let polling = async {
+        let mut every = tokio::time::interval(Duration::from_millis(5));
+        loop {
+            every.tick().await;
+            if condition().await {
+                return;
+            }
+        }
+    };
+    tokio::time::timeout(timeout, polling).await.is_ok()
+}
+
+/// Counts the rows of a table (or `table WHERE ...`) in the harness's database.
+pub async fn count(harness: &Harness, table: &str) -> i64 {
+    let pool = connect(harness).await;
+    let count = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
+        .fetch_one(&pool)
+        .await
+        .expect("the count query runs");
+    pool.close().await;
+    count
+}
+
+/// Runs SQL directly on the harness's database, as an operator or another program would.
+pub async fn execute(harness: &Harness, sql: &str) {
+    let pool = connect(harness).await;
+    sqlx::raw_sql(sql)
+        .execute(&pool)
+        .await
+        .expect("the statement runs");
+    pool.close().await;
+}
+
+async fn connect(harness: &Harness) -> sqlx::SqlitePool {
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(harness.path())
+        .create_if_missing(true);
+    sqlx::SqlitePool::connect_with(options)
+        .await
+        .expect("the database opens")
+}

@@ -213,7 +213,7 @@ impl Engine {
                 .unwrap_or_else(Instance::fresh);
             if instance.unfinished == 0 {
                 let state: A = self.decode_state(call.key, &instance)?;
-                let turn = Turn::<A>::new(actor_id, self.now(), None);
+                let turn = Turn::<A>::new(actor_id, self.now(), None, 1);
                 let handled = AssertUnwindSafe(state.answer(&turn, query))
                     .catch_unwind()
                     .await

@@ -159,7 +159,8 @@ impl Engine {
             let now = self.now();
             let now_us = micros(now);
             let mut state: A = self.decode_state(key, &instance)?;
-            let mut turn = Turn::<A>::new(key.actor_id, now, Some(sequence));
+            let attempt = u32::try_from(previous_attempts + 1).unwrap_or(u32::MAX);
+            let mut turn = Turn::<A>::new(key.actor_id, now, Some(sequence), attempt);
             turn.attach(tx);
             let handled = AssertUnwindSafe(state.handle(&mut turn, message))
                 .catch_unwind()

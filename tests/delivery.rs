@@ -1,0 +1,472 @@
+//! Durable async delivery: retries with backoff, dead letters, idempotency keys, limits,
+//! retention, and application writes that roll back with the turn.
+
+mod support;
+
+use std::time::Duration;
+
+use solid_objects::prelude::*;
+use solid_objects::{MessageStatus, MAX_ACTOR_ID_BYTES};
+use support::{count, execute, rejection_code, Harness};
+
+/// An actor whose operations fail on demand; `log` records what ran, in order.
+#[actor]
+#[derive(Default)]
+struct Worklog {
+    log: Vec<String>,
+    broken: bool,
+}
+
+#[actor]
+impl Worklog {
+    #[command]
+    fn record(&mut self, label: String) -> usize {
+        self.log.push(label);
+        self.log.len()
+    }
+
+    /// Fails on its first `failures` attempts.
+    #[command]
+    fn flaky(
+        &mut self,
+        turn: &mut Turn<Self>,
+        label: String,
+        failures: u32,
+    ) -> Result<usize, Failure> {
+        if turn.attempt() <= failures {
+            return Err(Failure::retryable(format!(
+                "attempt {} failed",
+                turn.attempt()
+            )));
+        }
+        Ok(self.record(label))
+    }
+
+    /// Fails while the log is broken.
+    #[command]
+    fn fragile(&mut self, label: String) -> Result<usize, Failure> {
+        if self.broken {
+            return Err(Failure::retryable("the log is broken"));
+        }
+        Ok(self.record(label))
+    }
+
+    #[command]
+    fn set_broken(&mut self, broken: bool) {
+        self.broken = broken;
+    }
+
+    #[command]
+    fn invalid(&mut self) -> Result<(), Failure> {
+        Err(Failure::permanent("this can never work"))
+    }
+
+    #[command]
+    async fn note_then_reject(
+        &mut self,
+        turn: &mut Turn<Self>,
+        label: String,
+    ) -> Result<(), TurnError> {
+        sqlx::query("INSERT INTO notes (label) VALUES (?1)")
+            .bind(&label)
+            .execute(turn.sqlite().await?)
+            .await?;
+        self.log.push(label);
+        Err(reject!(changed_my_mind, "The note is withdrawn").into())
+    }
+
+    #[query]
+    fn log(&self) -> Vec<String> {
+        self.log.clone()
+    }
+}
+
+/// An actor that gives up after two attempts.
+#[actor(max_attempts = 2)]
+#[derive(Default)]
+struct Impatient {}
+
+#[actor]
+impl Impatient {
+    #[command]
+    fn fail(&mut self) -> Result<(), Failure> {
+        Err(Failure::retryable("no"))
+    }
+}
+
+async fn ready_attempts(message: &MessageRef<usize>) -> (i64, chrono::DateTime<chrono::Utc>) {
+    match message.status().await.unwrap() {
+        MessageStatus::Ready {
+            attempts,
+            available_at,
+            ..
+        } => (attempts, available_at),
+        other => panic!("expected a ready message, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_message_that_fails_twice_holds_back_later_ones_then_all_run_in_order() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+    let start = harness.clock.now();
+    let flaky = worklog.enqueue().flaky("a", 2).await.unwrap();
+    let b = worklog.enqueue().record("b").await.unwrap();
+    worklog.enqueue().record("c").await.unwrap();
+
+    assert_eq!(runtime.testing().drain().await.unwrap(), 1);
+    let (attempts, retry_at) = ready_attempts(&flaky).await;
+    assert_eq!(attempts, 1);
+    assert_eq!((retry_at - start).num_seconds(), 1);
+    assert_eq!(
+        b.result().await.unwrap(),
+        None,
+        "b waits behind the failed message"
+    );
+    assert!(worklog.snapshot().await.unwrap().log.is_empty());
+
+    harness.clock.advance(Duration::from_secs(1));
+    assert_eq!(runtime.testing().drain().await.unwrap(), 1);
+    let (attempts, retry_at) = ready_attempts(&flaky).await;
+    assert_eq!(attempts, 2);
+    assert_eq!((retry_at - start).num_seconds(), 1 + 2);
+    assert!(worklog.snapshot().await.unwrap().log.is_empty());
+
+    harness.clock.advance(Duration::from_secs(2));
+    assert_eq!(runtime.testing().drain().await.unwrap(), 3);
+    assert_eq!(flaky.result().await.unwrap(), Some(1));
+    assert_eq!(b.result().await.unwrap(), Some(2));
+    assert_eq!(worklog.log().await.unwrap(), ["a", "b", "c"]);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_message_that_always_fails_becomes_a_dead_letter_after_five_attempts() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+    worklog.set_broken(true).await.unwrap();
+    let fragile = worklog.enqueue().fragile("x").await.unwrap();
+    let after = worklog.enqueue().record("after").await.unwrap();
+
+    for attempt in 1..=5 {
+        runtime.testing().drain().await.unwrap();
+        harness.clock.advance(Duration::from_secs(60));
+        let attempts = match fragile.status().await.unwrap() {
+            MessageStatus::Ready { attempts, .. } | MessageStatus::Dead { attempts, .. } => {
+                attempts
+            }
+            other => panic!("unexpected {other:?}"),
+        };
+        assert_eq!(attempts, attempt);
+    }
+    runtime.testing().drain().await.unwrap();
+
+    assert!(matches!(
+        fragile.status().await.unwrap(),
+        MessageStatus::Dead { attempts: 5, ref error } if error == "the log is broken"
+    ));
+    assert!(matches!(
+        fragile.result().await,
+        Err(Error::DeadLetter { attempts: 5, .. })
+    ));
+    assert_eq!(
+        after.result().await.unwrap(),
+        Some(1),
+        "later messages ran on"
+    );
+    let dead = runtime.dead_letters(10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].message.id(), fragile.id());
+    assert_eq!(dead[0].operation, "fragile");
+    assert_eq!(dead[0].attempts, 5);
+
+    worklog.set_broken(false).await.unwrap();
+    let retried = runtime.retry_dead_letter(fragile.id()).await.unwrap();
+    let again = runtime.retry_dead_letter(fragile.id()).await.unwrap();
+    assert_eq!(
+        retried.id(),
+        again.id(),
+        "retrying twice enqueues one message"
+    );
+    assert_eq!(runtime.testing().drain().await.unwrap(), 1);
+    assert_eq!(worklog.log().await.unwrap(), ["after", "x"]);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_permanent_failure_is_dead_at_once_and_max_attempts_can_be_set_per_actor() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+
+    let permanent = runtime.reference::<Worklog>("w").invalid().await;
+    assert!(
+        matches!(
+            &permanent,
+            Err(Error::HandlerFailed {
+                attempts: 1,
+                retry_at: None,
+                ..
+            })
+        ),
+        "{permanent:?}"
+    );
+
+    let impatient = runtime.reference::<Impatient>("i");
+    let first = impatient.fail().await;
+    assert!(
+        matches!(
+            &first,
+            Err(Error::HandlerFailed {
+                retry_at: Some(_),
+                ..
+            })
+        ),
+        "{first:?}"
+    );
+    harness.clock.advance(Duration::from_secs(1));
+    runtime.testing().drain().await.unwrap();
+    assert_eq!(runtime.dead_letters(10).await.unwrap().len(), 2);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn an_idempotency_key_with_other_arguments_is_a_conflict_and_writes_nothing() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+    worklog
+        .enqueue()
+        .idempotency_key("k")
+        .record("one")
+        .await
+        .unwrap();
+    let before = count(&harness, "solid_messages").await;
+
+    let conflict = worklog.enqueue().idempotency_key("k").record("two").await;
+
+    assert!(
+        matches!(&conflict, Err(Error::IdempotencyConflict { key, .. }) if key == "k"),
+        "{conflict:?}"
+    );
+    assert_eq!(count(&harness, "solid_messages").await, before);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_sync_call_with_a_used_key_answers_without_running_again() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+
+    let first = worklog
+        .clone()
+        .idempotency_key("k")
+        .record("once")
+        .await
+        .unwrap();
+    let retry = worklog
+        .clone()
+        .idempotency_key("k")
+        .record("once")
+        .await
+        .unwrap();
+
+    assert_eq!((first, retry), (1, 1));
+    assert_eq!(worklog.log().await.unwrap(), ["once"]);
+    let found = worklog.message_with_key("k").await.unwrap().expect("kept");
+    assert_eq!(found.typed::<usize>().result().await.unwrap(), Some(1));
+    let by_request = runtime
+        .message(found_request_id(&worklog).await.as_str())
+        .await
+        .unwrap();
+    assert!(by_request.is_some());
+    runtime.close().await;
+}
+
+async fn found_request_id(worklog: &WorklogRef) -> String {
+    let message = worklog.message_with_key("k").await.unwrap().unwrap();
+    message.request_id().to_owned()
+}
+
+#[tokio::test]
+async fn a_query_sees_every_earlier_enqueued_message_applied() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+    for label in ["a", "b", "c"] {
+        worklog.enqueue().record(label).await.unwrap();
+    }
+
+    assert_eq!(worklog.log().await.unwrap(), ["a", "b", "c"]);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_delayed_message_waits_for_its_time() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+    let later = worklog
+        .enqueue()
+        .delay(Duration::from_secs(30))
+        .record("later")
+        .await
+        .unwrap();
+
+    assert_eq!(runtime.testing().drain().await.unwrap(), 0);
+    harness.clock.advance(Duration::from_secs(30));
+    assert_eq!(runtime.testing().drain().await.unwrap(), 1);
+    assert_eq!(later.result().await.unwrap(), Some(1));
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn arguments_over_one_mebibyte_are_refused_and_nothing_is_written() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+    worklog.record("small").await.unwrap();
+    let messages = count(&harness, "solid_messages").await;
+
+    let huge = "x".repeat(1 << 20);
+    let enqueued = worklog.enqueue().record(huge.clone()).await;
+    let called = worklog.record(huge).await;
+
+    for result in [enqueued.map(|_| ()), called.map(|_| ())] {
+        assert!(
+            matches!(
+                &result,
+                Err(Error::PayloadTooLarge {
+                    what: "arguments",
+                    ..
+                })
+            ),
+            "{result:?}"
+        );
+    }
+    assert_eq!(count(&harness, "solid_messages").await, messages);
+    assert_eq!(worklog.log().await.unwrap(), ["small"]);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn the_10001st_unfinished_message_is_refused_and_nothing_is_written() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("full");
+    worklog.record("first").await.unwrap();
+    execute(
+        &harness,
+        "WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i < 10001)
+         INSERT INTO solid_messages (actor_type, actor_id, sequence, operation, arguments,
+             request_id, status, available_at, created_at)
+         SELECT 'Worklog', 'full', i, 'record', '{\"label\":\"queued\"}', 'r-' || i, 'ready',
+             9223372036854775807, 0
+         FROM n;
+         UPDATE solid_instances SET next_sequence = 10002, unfinished = 10000
+         WHERE actor_id = 'full';",
+    )
+    .await;
+    let messages = count(&harness, "solid_messages").await;
+    assert_eq!(messages, 10_001);
+
+    let enqueued = worklog.enqueue().record("one too many").await;
+    let called = worklog.record("one too many").await;
+
+    for result in [enqueued.map(|_| ()), called.map(|_| ())] {
+        assert!(
+            matches!(&result, Err(Error::MailboxFull { limit: 10_000, .. })),
+            "{result:?}"
+        );
+    }
+    assert_eq!(count(&harness, "solid_messages").await, messages);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn retention_prunes_old_finished_messages_but_keeps_recent_keys_and_unfinished_work() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+    for entry in 0..70 {
+        worklog
+            .clone()
+            .idempotency_key(format!("k-{entry}"))
+            .record(format!("e-{entry}"))
+            .await
+            .unwrap();
+    }
+    for entry in 0..5 {
+        worklog.record(format!("unkeyed-{entry}")).await.unwrap();
+    }
+    let waiting = worklog
+        .enqueue()
+        .available_at(harness.clock.now() + chrono::TimeDelta::days(60))
+        .record("future")
+        .await
+        .unwrap();
+
+    harness.advance_minutes(31 * 24 * 60);
+    let pruned = runtime.prune_finished().await.unwrap();
+
+    assert_eq!(
+        pruned,
+        5 + 6,
+        "the unkeyed and the six oldest keyed messages"
+    );
+    assert_eq!(count(&harness, "solid_messages").await, 64 + 1);
+    assert!(worklog.message_with_key("k-69").await.unwrap().is_some());
+    assert!(worklog.message_with_key("k-5").await.unwrap().is_none());
+    assert!(matches!(
+        waiting.status().await.unwrap(),
+        MessageStatus::Ready { .. }
+    ));
+    let answered = worklog
+        .clone()
+        .idempotency_key("k-69")
+        .record("e-69")
+        .await
+        .unwrap();
+    assert_eq!(answered, 70, "a kept key answers with the stored result");
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn application_rows_written_before_a_rejection_are_rolled_back() {
+    let harness = Harness::new();
+    execute(
+        &harness,
+        "CREATE TABLE notes (id INTEGER PRIMARY KEY, label TEXT NOT NULL)",
+    )
+    .await;
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+
+    let result = worklog.note_then_reject("draft").await;
+
+    assert_eq!(rejection_code(result), "changed_my_mind");
+    assert_eq!(count(&harness, "notes").await, 0);
+    assert!(worklog.log().await.unwrap().is_empty());
+    assert_eq!(
+        count(&harness, "solid_messages WHERE status = 'rejected'").await,
+        1
+    );
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn an_id_over_the_limit_is_refused_for_enqueues_too() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+
+    let result = runtime
+        .reference::<Worklog>("x".repeat(MAX_ACTOR_ID_BYTES + 1))
+        .enqueue()
+        .record("x")
+        .await;
+
+    assert!(matches!(result, Err(Error::InvalidActorId { .. })));
+    runtime.close().await;
+}
