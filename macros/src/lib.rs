@@ -1,10 +1,4 @@
-//! Procedural macros for [solid-objects](https://docs.rs/solid-objects): `#[actor]`,
-//! `#[command]`, `#[query]`, `#[reminder]` and `reject!`.
-//!
-//! Use them through `solid_objects::prelude::*`. Each macro parses the user's code into a
-//! model ([`model`]), checks it ([`check`]) collecting every error with a span on the user's
-//! code, and generates from the operations that passed ([`generate`]), so one mistake does
-//! not hide the others or cascade into errors in generated code.
+#![doc = include_str!("../docs/guide.md")]
 
 mod check;
 mod errors;

@@ -86,6 +86,9 @@ pub(crate) struct Operation {
     pub(crate) turn: Option<TurnParameter>,
     pub(crate) arguments: Vec<Argument>,
     pub(crate) returns: Returns,
+    /// The written return type (or the method name when there is none), where errors about
+    /// the result point.
+    pub(crate) returns_span: Span,
     /// Where errors about the whole method point: its name.
     pub(crate) span: Span,
 }

@@ -209,6 +209,10 @@ fn operation(kind: Kind, method: &ImplItemFn, errors: &mut Errors) -> Operation 
         turn,
         arguments,
         returns,
+        returns_span: match &sig.output {
+            ReturnType::Default => sig.ident.span(),
+            ReturnType::Type(_, ty) => ty.span(),
+        },
         span: sig.ident.span(),
     }
 }

@@ -2,7 +2,6 @@
 
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
-use syn::spanned::Spanned;
 
 use super::Names;
 use crate::model::{ActorImpl, Operation, Returns};
@@ -83,18 +82,18 @@ fn arm(operation: &Operation, enum_ident: &syn::Ident) -> TokenStream {
     let method = &operation.name;
     let fields: Vec<_> = operation.arguments.iter().map(|a| &a.name).collect();
     let turn = operation.turn.as_ref().map(|_| quote!(_turn,));
-    let call = quote!(self.#method(#turn #(#fields),*));
+    let span = operation.returns_span;
     let call = if operation.is_async {
-        quote!(#call.await)
+        quote_spanned!(span=> self.#method(#turn #(#fields),*).await)
     } else {
-        call
+        quote_spanned!(span=> self.#method(#turn #(#fields),*))
     };
     let handled = match &operation.returns {
-        Returns::Value(ty) => {
-            quote_spanned!(ty.span()=> ::solid_objects::__private::Handled::value(&#call))
+        Returns::Value(_) => {
+            quote_spanned!(span=> ::solid_objects::__private::Handled::value(&#call))
         }
-        Returns::Result(ty) => {
-            quote_spanned!(ty.span()=> ::solid_objects::__private::Handled::result(#call))
+        Returns::Result(_) => {
+            quote_spanned!(span=> ::solid_objects::__private::Handled::result(#call))
         }
     };
     quote! {

@@ -2,7 +2,6 @@
 
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
-use syn::spanned::Spanned;
 
 use super::{caller_field, caller_parameter, Names};
 use crate::model::{ActorImpl, Kind, Operation, Returns};
@@ -179,7 +178,7 @@ fn method(operation: &Operation, names: &Names) -> TokenStream {
         (&names.message, quote!(call))
     };
     let message = quote!(#enum_ident::#variant { #(#fields),* });
-    let body = quote_spanned!(ok.span()=> self.inner.#entry(#message).await);
+    let body = quote_spanned!(operation.returns_span=> self.inner.#entry(#message).await);
     quote! {
         #(#docs)*
         #vis async fn #name(&self, #(#parameters),*) -> ::solid_objects::Result<#ok> {
