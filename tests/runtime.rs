@@ -89,6 +89,14 @@ async fn without_a_policy_every_call_is_denied_and_nothing_is_written() {
         journal.snapshot().await,
         Err(Error::Unauthorized { .. })
     ));
+    assert!(matches!(
+        journal.enqueue().record("queued").await,
+        Err(Error::Unauthorized { .. })
+    ));
+    assert!(matches!(
+        journal.message_with_key("k").await,
+        Err(Error::Unauthorized { .. })
+    ));
     runtime.close().await;
     assert_eq!(count(&harness, "solid_messages").await, 0);
     assert_eq!(count(&harness, "solid_instances").await, 0);

@@ -82,8 +82,11 @@ impl<A: Actor> Reference<A> {
     }
 
     /// The message this actor received under an idempotency key, if it is still kept.
+    /// Authorised as a query named `message_with_key`, with the key as its argument.
     pub async fn message_with_key(&self, key: &str) -> Result<Option<MessageRef>> {
         let runtime = self.prepare()?;
+        let arguments = serde_json::json!({ "key": key });
+        self.authorize(&runtime, RequestKind::Query, "message_with_key", &arguments)?;
         let lookup = MessageLookup::IdempotencyKey(
             ActorKey {
                 actor_type: A::TYPE_NAME,

@@ -205,13 +205,14 @@ impl Engine {
             timeout,
             deadline: Instant::now() + timeout,
         };
+        let mut drained = false;
         loop {
             let instance = self
                 .store
                 .read_instance(call.key)
                 .await?
                 .unwrap_or_else(Instance::fresh);
-            if instance.unfinished == 0 {
+            if instance.unfinished == 0 || drained {
                 let state: A = self.decode_state(call.key, &instance)?;
                 let turn = Turn::<A>::new(actor_id, self.now(), None, 1);
                 let handled = AssertUnwindSafe(state.answer(&turn, query))
@@ -230,13 +231,18 @@ impl Engine {
                 return call.result(outcome);
             }
             let tx = self.begin_for(&call, None).await?;
-            if let Step::Blocked { sequence, until } = self.run_next_in::<A>(tx, call.key).await? {
-                let pause = WAIT_POLL.min(call.deadline.saturating_duration_since(Instant::now()));
-                self.wait_for_work(pause).await;
-                if Instant::now() >= call.deadline {
-                    let waiting_on =
-                        format!("message {sequence}, which waits for a retry at {until}");
-                    return Err(call.timed_out(None, waiting_on));
+            match self.run_next_in::<A>(tx, call.key).await? {
+                Step::Ran(_) => {}
+                Step::Idle => drained = true,
+                Step::Blocked { sequence, until } => {
+                    let pause =
+                        WAIT_POLL.min(call.deadline.saturating_duration_since(Instant::now()));
+                    self.wait_for_work(pause).await;
+                    if Instant::now() >= call.deadline {
+                        let waiting_on =
+                            format!("message {sequence}, which waits for a retry at {until}");
+                        return Err(call.timed_out(None, waiting_on));
+                    }
                 }
             }
         }
