@@ -173,10 +173,11 @@ fn method(operation: &Operation, names: &Names) -> TokenStream {
         Returns::Value(ty) | Returns::Result(ty) => ty,
     };
     let (enum_ident, entry) = if operation.kind == Kind::Query {
-        (&names.query, quote!(ask))
+        (&names.query, "ask")
     } else {
-        (&names.message, quote!(call))
+        (&names.message, "call")
     };
+    let entry = proc_macro2::Ident::new(entry, operation.returns_span);
     let message = quote!(#enum_ident::#variant { #(#fields),* });
     let body = quote_spanned!(operation.returns_span=> self.inner.#entry(#message).await);
     quote! {
