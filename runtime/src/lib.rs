@@ -43,11 +43,18 @@
 //! # Ok(()) }
 //! ```
 //!
-//! # Feature flags
+//! # Where to start
 //!
-//! | flag | default | what it adds |
-//! |------|---------|--------------|
-//! | (none yet) | | SQLite is always built in |
+//! - [`actor`], [`command`], [`query`], [`reminder`], [`reject!`]: the DSL; the
+//!   `solid-objects-macros` crate docs list every rule with a wrong/right pair and show the
+//!   generated code.
+//! - [`Runtime::builder`]: the database, clock, policy, limits and retries.
+//! - [`Turn`]: what a handler sees; [`Turn::schedule`] for durable reminders,
+//!   [`Turn::sqlite`] for the application's own rows in the turn's transaction.
+//! - [`MessageRef`]: an enqueued message, its status and its result.
+//! - [`Runtime::testing`]: drive reminders and mailboxes by hand in tests.
+//!
+//! SQLite (through sqlx, bundled) is the only backend so far; it is always built in.
 
 mod actor;
 mod clock;

@@ -36,6 +36,15 @@ pub(crate) struct EnqueueOptions<'a> {
     pub(crate) available_at: Option<DateTime<Utc>>,
 }
 
+/// A message arriving at the tail of a mailbox.
+struct Arrival<'a> {
+    operation: &'a str,
+    arguments: &'a str,
+    idempotency_key: Option<&'a str>,
+    /// Microseconds since the epoch.
+    available_at: i64,
+}
+
 /// A message now in a mailbox.
 #[derive(Debug, Clone)]
 pub(crate) struct Enqueued {
@@ -140,10 +149,12 @@ impl Engine {
                 &mut *tx,
                 call.key,
                 &instance,
-                call.operation,
-                &arguments,
-                options.idempotency_key,
-                now,
+                &Arrival {
+                    operation: call.operation,
+                    arguments: &arguments,
+                    idempotency_key: options.idempotency_key,
+                    available_at: now,
+                },
             )
             .await?;
         tx.commit().await?;
@@ -289,10 +300,12 @@ impl Engine {
                 &mut *tx,
                 key,
                 &instance,
-                operation,
-                arguments,
-                options.idempotency_key,
-                available_at,
+                &Arrival {
+                    operation,
+                    arguments,
+                    idempotency_key: options.idempotency_key,
+                    available_at,
+                },
             )
             .await?;
         tx.commit().await?;
@@ -301,16 +314,12 @@ impl Engine {
     }
 
     /// Inserts a ready message at the tail of the mailbox, within the mailbox limit.
-    #[allow(clippy::too_many_arguments)]
     async fn insert_ready(
         &self,
         tx: &mut dyn Transaction,
         key: ActorKey<'_, '_>,
         instance: &Instance,
-        operation: &str,
-        arguments: &str,
-        idempotency_key: Option<&str>,
-        available_at: i64,
+        arrival: &Arrival<'_>,
     ) -> Result<Enqueued> {
         if instance.unfinished >= self.limits.max_unfinished {
             return Err(Error::MailboxFull {
@@ -327,12 +336,12 @@ impl Engine {
                 key,
                 &NewMessage {
                     sequence,
-                    operation,
-                    arguments,
+                    operation: arrival.operation,
+                    arguments: arrival.arguments,
                     request_id: &request_id,
-                    idempotency_key,
+                    idempotency_key: arrival.idempotency_key,
                     created_at: now,
-                    progress: MessageProgress::ready(0, available_at),
+                    progress: MessageProgress::ready(0, arrival.available_at),
                 },
             )
             .await?;
