@@ -248,6 +248,16 @@ impl fmt::Debug for Runtime {
     }
 }
 
+/// Where a runtime keeps its actors.
+enum Database {
+    Sqlite(PathBuf),
+    #[cfg(feature = "postgres")]
+    Postgres {
+        url: String,
+        connections: u32,
+    },
+}
+
 /// Configures and starts a [`Runtime`].
 ///
 /// ```no_run
@@ -267,7 +277,7 @@ impl fmt::Debug for Runtime {
 /// ```
 #[must_use = "a builder does nothing until .start().await"]
 pub struct Builder {
-    database: Option<PathBuf>,
+    database: Option<Database>,
     durability: Durability,
     clock: Arc<dyn Clock>,
     policy: Arc<dyn Policy>,
@@ -298,7 +308,20 @@ impl Builder {
     /// Keeps the actors in this SQLite file (created if missing; WAL; migrations applied at
     /// start).
     pub fn sqlite(mut self, path: impl Into<PathBuf>) -> Self {
-        self.database = Some(path.into());
+        self.database = Some(Database::Sqlite(path.into()));
+        self
+    }
+
+    /// Keeps the actors in this PostgreSQL database (`postgres://user@host/db`; migrations
+    /// applied at start), over a pool of `connections` connections. Any number of processes
+    /// may share one database: each turn locks its actor's row, and different actors run in
+    /// parallel.
+    #[cfg(feature = "postgres")]
+    pub fn postgres(mut self, url: impl Into<String>, connections: u32) -> Self {
+        self.database = Some(Database::Postgres {
+            url: url.into(),
+            connections: connections.max(1),
+        });
         self
     }
 
@@ -357,10 +380,19 @@ impl Builder {
     /// Opens the database, applies the migrations and starts the runtime. The first runtime
     /// started in a process (or the next one after it closes) becomes the process default.
     pub async fn start(self) -> Result<Runtime> {
-        let path = self.database.ok_or_else(|| {
-            Error::Config("no database: call .sqlite(path) on the builder".to_owned())
-        })?;
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path, self.durability).await?);
+        let store: Arc<dyn Store> = match self.database {
+            None => return Err(Error::Config(
+                "no database: call .sqlite(path) (or .postgres(url, connections)) on the builder"
+                    .to_owned(),
+            )),
+            Some(Database::Sqlite(path)) => {
+                Arc::new(SqliteStore::open(&path, self.durability).await?)
+            }
+            #[cfg(feature = "postgres")]
+            Some(Database::Postgres { url, connections }) => {
+                Arc::new(crate::store::postgres::PostgresStore::open(&url, connections).await?)
+            }
+        };
         let engine = Engine::new(store, self.clock, self.limits, self.retry);
         for register in &self.registrations {
             register(&engine)?;

@@ -108,6 +108,24 @@ impl<A: Actor> Turn<A> {
     /// }
     /// ```
     pub async fn sqlite(&mut self) -> Result<&mut sqlx::SqliteConnection> {
+        self.behind_savepoint().await?.sqlite().ok_or_else(|| {
+            Error::Config(
+                "this runtime keeps its actors in PostgreSQL: use turn.postgres()".to_owned(),
+            )
+        })
+    }
+
+    /// The turn's PostgreSQL connection, inside the turn's transaction; see
+    /// [`sqlite`](Turn::sqlite).
+    #[cfg(feature = "postgres")]
+    pub async fn postgres(&mut self) -> Result<&mut sqlx::PgConnection> {
+        self.behind_savepoint().await?.postgres().ok_or_else(|| {
+            Error::Config("this runtime keeps its actors in SQLite: use turn.sqlite()".to_owned())
+        })
+    }
+
+    /// The turn's transaction, with a savepoint taken before the handler's first own write.
+    async fn behind_savepoint(&mut self) -> Result<&mut Box<dyn Transaction>> {
         let needs_savepoint = !self.savepoint;
         let transaction = self
             .transaction
@@ -121,9 +139,7 @@ impl<A: Actor> Turn<A> {
             transaction.savepoint().await?;
             self.savepoint = true;
         }
-        transaction.sqlite().ok_or_else(|| {
-            Error::Config("this runtime does not keep its actors in SQLite".to_owned())
-        })
+        Ok(transaction)
     }
 
     /// Lends the turn's transaction to the handler.

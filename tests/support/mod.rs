@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod postgres;
+
 use std::fmt::Debug;
 use std::future::Future;
 use std::path::PathBuf;

@@ -131,7 +131,7 @@ impl Engine {
                 };
             }
         }
-        let instance = tx.instance(call.key).await?.unwrap_or_else(Instance::fresh);
+        let instance = tx.lock_instance(call.key).await?;
         let request_id = uuid::Uuid::new_v4().to_string();
         if instance.unfinished == 0 {
             let delivery = Delivery::Fresh {
@@ -292,7 +292,7 @@ impl Engine {
                 });
             }
         }
-        let instance = tx.instance(key).await?.unwrap_or_else(Instance::fresh);
+        let instance = tx.lock_instance(key).await?;
         let now = self.now();
         let available_at = micros(options.available_at.map_or(now, |at| at.max(now)));
         let enqueued = self

@@ -76,7 +76,7 @@ impl Engine {
         mut tx: Box<dyn Transaction>,
         key: ActorKey<'static, '_>,
     ) -> Result<Step> {
-        let Some(instance) = tx.instance(key).await? else {
+        let Some(instance) = tx.try_lock_instance(key).await? else {
             return Ok(Step::Idle);
         };
         if instance.unfinished == 0 {

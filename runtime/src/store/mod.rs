@@ -4,6 +4,8 @@
 //! a backend is one file implementing [`Store`] and [`Transaction`]. Times are microseconds
 //! since the Unix epoch, always passed as parameters.
 
+#[cfg(feature = "postgres")]
+pub(crate) mod postgres;
 pub(crate) mod sqlite;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -220,8 +222,14 @@ pub(crate) trait Store: Send + Sync + 'static {
 /// One write transaction. Dropping it without [`commit`](Transaction::commit) rolls it back.
 #[async_trait]
 pub(crate) trait Transaction: Send {
-    /// The actor's row (locked until commit on backends with row locks).
-    async fn instance(&mut self, actor: ActorKey<'_, '_>) -> Result<Option<Instance>>;
+    /// The actor's row, locked until commit on backends with row locks (waiting for another
+    /// transaction that holds it), and created first if missing, so that two writers cannot
+    /// both allocate the same sequence number.
+    async fn lock_instance(&mut self, actor: ActorKey<'_, '_>) -> Result<Instance>;
+
+    /// The actor's row, locked until commit, or `None` if it does not exist or another
+    /// transaction holds it (a worker then moves on to another actor).
+    async fn try_lock_instance(&mut self, actor: ActorKey<'_, '_>) -> Result<Option<Instance>>;
 
     /// The actor's lowest-sequence ready message.
     async fn next_message(&mut self, actor: ActorKey<'_, '_>) -> Result<Option<StoredMessage>>;
@@ -287,7 +295,15 @@ pub(crate) trait Transaction: Send {
     async fn release_savepoint(&mut self) -> Result<()>;
 
     /// The SQLite connection this transaction runs on, if it is SQLite.
-    fn sqlite(&mut self) -> Option<&mut sqlx::SqliteConnection>;
+    fn sqlite(&mut self) -> Option<&mut sqlx::SqliteConnection> {
+        None
+    }
+
+    /// The PostgreSQL connection this transaction runs on, if it is PostgreSQL.
+    #[cfg(feature = "postgres")]
+    fn postgres(&mut self) -> Option<&mut sqlx::PgConnection> {
+        None
+    }
 
     /// Commits.
     async fn commit(self: Box<Self>) -> Result<()>;

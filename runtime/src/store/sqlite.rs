@@ -248,7 +248,16 @@ struct SqliteTransaction {
 
 #[async_trait]
 impl Transaction for SqliteTransaction {
-    async fn instance(&mut self, actor: ActorKey<'_, '_>) -> Result<Option<Instance>> {
+    async fn lock_instance(&mut self, actor: ActorKey<'_, '_>) -> Result<Instance> {
+        // BEGIN IMMEDIATE already holds the database's write lock: nobody else can create
+        // the row or allocate a sequence until this transaction ends.
+        Ok(self
+            .try_lock_instance(actor)
+            .await?
+            .unwrap_or_else(Instance::fresh))
+    }
+
+    async fn try_lock_instance(&mut self, actor: ActorKey<'_, '_>) -> Result<Option<Instance>> {
         self.counters.statement();
         let row = sqlx::query(SELECT_INSTANCE)
             .bind(actor.actor_type)

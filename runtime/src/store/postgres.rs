@@ -1,0 +1,529 @@
+//! The PostgreSQL backend: a pool of connections, one actor's row lock per turn.
+//!
+//! A turn locks its actor's row (`SELECT .. FOR UPDATE`), so two processes never run the
+//! same actor at once, while different actors run in parallel on different connections.
+//! Workers skip actors whose row another turn holds (`SKIP LOCKED`) and take due reminders
+//! the same way, so any number of processes on any number of hosts share the work. A process
+//! that dies mid-turn loses its connection, and PostgreSQL rolls the turn back.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::postgres::{PgArguments, PgPool, PgPoolOptions, PgRow};
+use sqlx::{PgConnection, Postgres, Row};
+
+use super::{
+    ActorKey, Counters, DueReminder, Instance, InstanceWrite, MessageLookup, MessageProgress,
+    MessageRecord, NewMessage, ReminderWrite, Stats, Store, StoredMessage, StoredStatus,
+    Transaction,
+};
+use crate::error::{Error, Result};
+
+/// `SELECT <every message column> FROM solid_messages WHERE <condition>`.
+macro_rules! select_message {
+    ($condition:literal) => {
+        concat!(
+            "SELECT id, actor_type, actor_id, sequence, operation, arguments, request_id,
+                    status, attempts, available_at, result, last_error, finished_at
+             FROM solid_messages WHERE ",
+            $condition
+        )
+    };
+}
+
+/// The schema, applied in order at start; each entry runs once per database.
+const MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "actors",
+    include_str!("../../../migrations/postgres/0001_actors.sql"),
+)];
+
+/// Serialises concurrent migrators (several processes starting at once).
+const MIGRATION_LOCK: i64 = 0x736f_6c69_645f_6f62;
+
+/// The PostgreSQL store.
+pub(crate) struct PostgresStore {
+    pool: PgPool,
+    counters: Arc<Counters>,
+}
+
+impl PostgresStore {
+    /// Connects with up to `connections` connections and applies the migrations.
+    pub(crate) async fn open(url: &str, connections: u32) -> Result<Self> {
+        let pool = PgPoolOptions::new()
+            .max_connections(connections)
+            .acquire_timeout(Duration::from_secs(3600))
+            .connect(url)
+            .await?;
+        migrate(&pool).await?;
+        Ok(Self {
+            pool,
+            counters: Arc::default(),
+        })
+    }
+}
+
+/// Applies the migrations this database has not seen yet, under an advisory lock.
+async fn migrate(pool: &PgPool) -> Result<()> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(MIGRATION_LOCK)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS solid_schema_migrations (
+            version BIGINT PRIMARY KEY, description TEXT NOT NULL,
+            applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+    )
+    .execute(&mut *tx)
+    .await?;
+    for (version, description, sql) in MIGRATIONS {
+        let applied = sqlx::query("SELECT 1 FROM solid_schema_migrations WHERE version = $1")
+            .bind(version)
+            .fetch_optional(&mut *tx)
+            .await?
+            .is_some();
+        if !applied {
+            sqlx::raw_sql(sql).execute(&mut *tx).await?;
+            sqlx::query(
+                "INSERT INTO solid_schema_migrations (version, description) VALUES ($1, $2)",
+            )
+            .bind(version)
+            .bind(description)
+            .execute(&mut *tx)
+            .await?;
+        }
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn begin(&self) -> Result<Box<dyn Transaction>> {
+        let tx = self.pool.begin().await?;
+        Ok(Box::new(PostgresTransaction {
+            tx,
+            counters: Arc::clone(&self.counters),
+        }))
+    }
+
+    async fn read_instance(&self, actor: ActorKey<'_, '_>) -> Result<Option<Instance>> {
+        let row = sqlx::query(SELECT_INSTANCE)
+            .bind(actor.actor_type)
+            .bind(actor.actor_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|row| instance_from(&row)).transpose()
+    }
+
+    async fn message(&self, lookup: MessageLookup<'_>) -> Result<Option<MessageRecord>> {
+        let row = lookup_query(lookup).fetch_optional(&self.pool).await?;
+        row.map(|row| message_from(&row)).transpose()
+    }
+
+    async fn dead_letters(&self, limit: i64) -> Result<Vec<MessageRecord>> {
+        let rows = sqlx::query(select_message!(
+            "status = 'dead' ORDER BY finished_at, id LIMIT $1"
+        ))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(message_from).collect()
+    }
+
+    async fn ready_actors(&self, now: i64, limit: i64) -> Result<Vec<(String, String)>> {
+        let rows = sqlx::query(
+            "SELECT actor_type, actor_id FROM solid_messages
+             WHERE status = 'ready' AND available_at <= $1
+             GROUP BY actor_type, actor_id
+             ORDER BY MIN(available_at)
+             LIMIT $2",
+        )
+        .bind(now)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+            .collect()
+    }
+
+    fn stats(&self) -> Stats {
+        self.counters.snapshot()
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+const SELECT_INSTANCE: &str = "SELECT state, revision, next_sequence, unfinished
+     FROM solid_instances WHERE actor_type = $1 AND actor_id = $2";
+
+fn instance_from(row: &PgRow) -> Result<Instance> {
+    Ok(Instance {
+        state: row.try_get("state")?,
+        revision: row.try_get("revision")?,
+        next_sequence: row.try_get("next_sequence")?,
+        unfinished: row.try_get("unfinished")?,
+    })
+}
+
+/// The query that finds one message.
+fn lookup_query(lookup: MessageLookup<'_>) -> sqlx::query::Query<'_, Postgres, PgArguments> {
+    match lookup {
+        MessageLookup::Id(id) => sqlx::query(select_message!("id = $1")).bind(id),
+        MessageLookup::RequestId(request_id) => {
+            sqlx::query(select_message!("request_id = $1")).bind(request_id)
+        }
+        MessageLookup::IdempotencyKey(actor, key) => sqlx::query(select_message!(
+            "actor_type = $1 AND actor_id = $2 AND idempotency_key = $3"
+        ))
+        .bind(actor.actor_type)
+        .bind(actor.actor_id)
+        .bind(key),
+    }
+}
+
+fn message_from(row: &PgRow) -> Result<MessageRecord> {
+    let status: String = row.try_get("status")?;
+    let id: i64 = row.try_get("id")?;
+    Ok(MessageRecord {
+        id,
+        actor_type: row.try_get("actor_type")?,
+        actor_id: row.try_get("actor_id")?,
+        sequence: row.try_get("sequence")?,
+        operation: row.try_get("operation")?,
+        arguments: row.try_get("arguments")?,
+        request_id: row.try_get("request_id")?,
+        status: StoredStatus::parse(&status).ok_or_else(|| {
+            Error::Database(sqlx::Error::Protocol(format!(
+                "message {id} has an unknown status {status:?}"
+            )))
+        })?,
+        attempts: row.try_get("attempts")?,
+        available_at: row.try_get("available_at")?,
+        result: row.try_get("result")?,
+        last_error: row.try_get("last_error")?,
+        finished_at: row.try_get("finished_at")?,
+    })
+}
+
+/// A transaction on one pooled connection.
+struct PostgresTransaction {
+    tx: sqlx::Transaction<'static, Postgres>,
+    counters: Arc<Counters>,
+}
+
+impl PostgresTransaction {
+    async fn select_instance(
+        &mut self,
+        actor: ActorKey<'_, '_>,
+        lock: &str,
+    ) -> Result<Option<Instance>> {
+        self.counters.statement();
+        let sql = format!("{SELECT_INSTANCE} {lock}");
+        let row = sqlx::query(&sql)
+            .bind(actor.actor_type)
+            .bind(actor.actor_id)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        row.map(|row| instance_from(&row)).transpose()
+    }
+}
+
+#[async_trait]
+impl Transaction for PostgresTransaction {
+    async fn lock_instance(&mut self, actor: ActorKey<'_, '_>) -> Result<Instance> {
+        if let Some(instance) = self.select_instance(actor, "FOR UPDATE").await? {
+            return Ok(instance);
+        }
+        self.counters.statement();
+        sqlx::query(
+            "INSERT INTO solid_instances (actor_type, actor_id, updated_at) VALUES ($1, $2, 0)
+             ON CONFLICT (actor_type, actor_id) DO NOTHING",
+        )
+        .bind(actor.actor_type)
+        .bind(actor.actor_id)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(self
+            .select_instance(actor, "FOR UPDATE")
+            .await?
+            .unwrap_or_else(Instance::fresh))
+    }
+
+    async fn try_lock_instance(&mut self, actor: ActorKey<'_, '_>) -> Result<Option<Instance>> {
+        self.select_instance(actor, "FOR UPDATE SKIP LOCKED").await
+    }
+
+    async fn next_message(&mut self, actor: ActorKey<'_, '_>) -> Result<Option<StoredMessage>> {
+        self.counters.statement();
+        let row = sqlx::query(
+            "SELECT id, sequence, operation, arguments, attempts, available_at
+             FROM solid_messages
+             WHERE actor_type = $1 AND actor_id = $2 AND status = 'ready'
+             ORDER BY sequence LIMIT 1",
+        )
+        .bind(actor.actor_type)
+        .bind(actor.actor_id)
+        .fetch_optional(&mut *self.tx)
+        .await?;
+        row.map(|row| {
+            Ok(StoredMessage {
+                id: row.try_get("id")?,
+                sequence: row.try_get("sequence")?,
+                operation: row.try_get("operation")?,
+                arguments: row.try_get("arguments")?,
+                attempts: row.try_get("attempts")?,
+                available_at: row.try_get("available_at")?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn insert_message(
+        &mut self,
+        actor: ActorKey<'_, '_>,
+        message: &NewMessage<'_>,
+    ) -> Result<i64> {
+        self.counters.statement();
+        let progress = &message.progress;
+        let id = sqlx::query_scalar(
+            "INSERT INTO solid_messages (actor_type, actor_id, sequence, operation, arguments,
+                 request_id, idempotency_key, status, attempts, available_at, result, last_error,
+                 created_at, finished_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+             RETURNING id",
+        )
+        .bind(actor.actor_type)
+        .bind(actor.actor_id)
+        .bind(message.sequence)
+        .bind(message.operation)
+        .bind(message.arguments)
+        .bind(message.request_id)
+        .bind(message.idempotency_key)
+        .bind(progress.status.as_str())
+        .bind(progress.attempts)
+        .bind(progress.available_at)
+        .bind(progress.result)
+        .bind(progress.last_error)
+        .bind(message.created_at)
+        .bind(progress.finished_at)
+        .fetch_one(&mut *self.tx)
+        .await?;
+        Ok(id)
+    }
+
+    async fn update_message(
+        &mut self,
+        message_id: i64,
+        progress: &MessageProgress<'_>,
+    ) -> Result<()> {
+        self.counters.statement();
+        sqlx::query(
+            "UPDATE solid_messages
+             SET status = $1, attempts = $2, available_at = $3, result = $4, last_error = $5,
+                 finished_at = $6
+             WHERE id = $7",
+        )
+        .bind(progress.status.as_str())
+        .bind(progress.attempts)
+        .bind(progress.available_at)
+        .bind(progress.result)
+        .bind(progress.last_error)
+        .bind(progress.finished_at)
+        .bind(message_id)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(())
+    }
+
+    async fn write_instance(
+        &mut self,
+        actor: ActorKey<'_, '_>,
+        write: &InstanceWrite<'_>,
+    ) -> Result<()> {
+        self.counters.statement();
+        sqlx::query(
+            "INSERT INTO solid_instances
+                 (actor_type, actor_id, state, revision, next_sequence, unfinished, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
+             ON CONFLICT (actor_type, actor_id) DO UPDATE SET
+                 state = COALESCE(excluded.state, solid_instances.state),
+                 revision = excluded.revision,
+                 next_sequence = excluded.next_sequence,
+                 unfinished = excluded.unfinished,
+                 updated_at = excluded.updated_at",
+        )
+        .bind(actor.actor_type)
+        .bind(actor.actor_id)
+        .bind(write.state)
+        .bind(write.revision)
+        .bind(write.next_sequence)
+        .bind(write.unfinished)
+        .bind(write.updated_at)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(())
+    }
+
+    async fn allocate_sequence(&mut self, actor: ActorKey<'_, '_>, now: i64) -> Result<i64> {
+        self.counters.statement();
+        let sequence = sqlx::query_scalar(
+            "INSERT INTO solid_instances (actor_type, actor_id, next_sequence, unfinished, updated_at)
+             VALUES ($1, $2, 2, 1, $3)
+             ON CONFLICT (actor_type, actor_id) DO UPDATE SET
+                 next_sequence = solid_instances.next_sequence + 1,
+                 unfinished = solid_instances.unfinished + 1,
+                 updated_at = excluded.updated_at
+             RETURNING next_sequence - 1",
+        )
+        .bind(actor.actor_type)
+        .bind(actor.actor_id)
+        .bind(now)
+        .fetch_one(&mut *self.tx)
+        .await?;
+        Ok(sequence)
+    }
+
+    async fn upsert_reminder(
+        &mut self,
+        actor: ActorKey<'_, '_>,
+        reminder: &ReminderWrite<'_>,
+    ) -> Result<()> {
+        self.counters.statement();
+        sqlx::query(
+            "INSERT INTO solid_reminders (actor_type, actor_id, name, key, due_at, arguments)
+             VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (actor_type, actor_id, name, key) DO UPDATE SET
+                 due_at = excluded.due_at, arguments = excluded.arguments",
+        )
+        .bind(actor.actor_type)
+        .bind(actor.actor_id)
+        .bind(reminder.name)
+        .bind(reminder.key)
+        .bind(reminder.due_at)
+        .bind(reminder.arguments)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(())
+    }
+
+    async fn delete_reminder(
+        &mut self,
+        actor: ActorKey<'_, '_>,
+        name: &str,
+        key: &str,
+    ) -> Result<()> {
+        self.counters.statement();
+        sqlx::query(
+            "DELETE FROM solid_reminders
+             WHERE actor_type = $1 AND actor_id = $2 AND name = $3 AND key = $4",
+        )
+        .bind(actor.actor_type)
+        .bind(actor.actor_id)
+        .bind(name)
+        .bind(key)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(())
+    }
+
+    async fn take_due_reminders(&mut self, now: i64, limit: i64) -> Result<Vec<DueReminder>> {
+        self.counters.statement();
+        let mut rows = sqlx::query(
+            "DELETE FROM solid_reminders WHERE id IN (
+                 SELECT id FROM solid_reminders WHERE due_at <= $1 ORDER BY due_at, id LIMIT $2
+                 FOR UPDATE SKIP LOCKED)
+             RETURNING id, due_at, actor_type, actor_id, name, arguments",
+        )
+        .bind(now)
+        .bind(limit)
+        .fetch_all(&mut *self.tx)
+        .await?;
+        rows.sort_by_key(|row| {
+            (
+                row.try_get::<i64, _>("due_at").unwrap_or_default(),
+                row.try_get::<i64, _>("id").unwrap_or_default(),
+            )
+        });
+        rows.iter()
+            .map(|row| {
+                Ok(DueReminder {
+                    actor_type: row.try_get("actor_type")?,
+                    actor_id: row.try_get("actor_id")?,
+                    name: row.try_get("name")?,
+                    arguments: row.try_get("arguments")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn message(&mut self, lookup: MessageLookup<'_>) -> Result<Option<MessageRecord>> {
+        self.counters.statement();
+        let row = lookup_query(lookup).fetch_optional(&mut *self.tx).await?;
+        row.map(|row| message_from(&row)).transpose()
+    }
+
+    async fn prune_finished(&mut self, before: i64, keep_keyed: i64) -> Result<u64> {
+        self.counters.statement();
+        let deleted = sqlx::query(
+            "DELETE FROM solid_messages
+             WHERE status IN ('completed', 'rejected') AND finished_at < $1
+               AND id NOT IN (
+                 SELECT id FROM (
+                   SELECT id, ROW_NUMBER() OVER (
+                       PARTITION BY actor_type, actor_id ORDER BY finished_at DESC, id DESC
+                   ) AS recent
+                   FROM solid_messages
+                   WHERE idempotency_key IS NOT NULL AND status <> 'ready'
+                 ) AS keyed WHERE recent <= $2
+               )",
+        )
+        .bind(before)
+        .bind(keep_keyed)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(deleted.rows_affected())
+    }
+
+    async fn savepoint(&mut self) -> Result<()> {
+        self.counters.statement();
+        sqlx::query("SAVEPOINT solid_turn")
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
+    }
+
+    async fn rollback_to_savepoint(&mut self) -> Result<()> {
+        self.counters.statement();
+        sqlx::query("ROLLBACK TO SAVEPOINT solid_turn")
+            .execute(&mut *self.tx)
+            .await?;
+        sqlx::query("RELEASE SAVEPOINT solid_turn")
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
+    }
+
+    async fn release_savepoint(&mut self) -> Result<()> {
+        self.counters.statement();
+        sqlx::query("RELEASE SAVEPOINT solid_turn")
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
+    }
+
+    fn postgres(&mut self) -> Option<&mut PgConnection> {
+        Some(&mut *self.tx)
+    }
+
+    async fn commit(self: Box<Self>) -> Result<()> {
+        self.tx.commit().await?;
+        self.counters.transaction();
+        Ok(())
+    }
+}

@@ -1,0 +1,239 @@
+//! The PostgreSQL backend against a real server started for each test: several runtimes on
+//! one database stand for several processes on several hosts.
+
+#[path = "../examples/seat_inventory/inventory.rs"]
+mod inventory;
+mod support;
+
+use std::time::Duration;
+
+use inventory::SeatInventory;
+use solid_objects::prelude::*;
+use support::postgres::PgServer;
+use support::{eventually, rejection_code, together};
+
+/// An actor that records what ran, in order, and writes an application row when asked.
+#[actor]
+#[derive(Default)]
+struct Journal {
+    entries: Vec<String>,
+}
+
+#[actor]
+impl Journal {
+    #[command]
+    fn record(&mut self, entry: String) -> usize {
+        self.entries.push(entry);
+        self.entries.len()
+    }
+
+    #[command]
+    async fn note(
+        &mut self,
+        turn: &mut Turn<Self>,
+        entry: String,
+        keep: bool,
+    ) -> Result<usize, TurnError> {
+        sqlx::query("INSERT INTO notes (entry) VALUES ($1)")
+            .bind(&entry)
+            .execute(turn.postgres().await?)
+            .await?;
+        if !keep {
+            return Err(reject!(withdrawn, "The note {entry} is withdrawn").into());
+        }
+        Ok(self.record(entry))
+    }
+}
+
+async fn runtime(url: &str, clock: &ManualClock) -> Runtime {
+    Runtime::builder()
+        .postgres(url, 8)
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .start()
+        .await
+        .expect("the runtime starts on PostgreSQL")
+}
+
+async fn scalar(url: &str, sql: &str) -> i64 {
+    let pool = sqlx::PgPool::connect(url).await.unwrap();
+    let value = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
+    pool.close().await;
+    value
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn eight_holds_through_two_processes_against_five_seats_hold_exactly_five() {
+    let server = PgServer::start();
+    let url = server.database().await;
+    let clock = ManualClock::starting_now();
+    let first = runtime(&url, &clock).await;
+    let second = runtime(&url, &clock).await;
+    first
+        .reference::<SeatInventory>("show")
+        .open_show(5)
+        .await
+        .unwrap();
+
+    let results = together(8, |buyer| {
+        let runtime = if buyer % 2 == 0 { &first } else { &second };
+        let show = runtime.reference::<SeatInventory>("show");
+        async move {
+            show.hold(format!("h-{buyer}"), format!("b-{buyer}"), 1)
+                .await
+        }
+    })
+    .await;
+
+    let held = results.iter().filter(|result| result.is_ok()).count();
+    let rejected: Vec<String> = results
+        .into_iter()
+        .filter(|result| result.is_err())
+        .map(rejection_code)
+        .collect();
+    assert_eq!(held, 5);
+    assert_eq!(rejected, vec!["not_enough_seats"; 3]);
+    assert_eq!(
+        second
+            .reference::<SeatInventory>("show")
+            .seats_left()
+            .await
+            .unwrap(),
+        0
+    );
+    first.close().await;
+    second.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn workers_in_two_processes_share_the_actors_and_keep_each_ones_order() {
+    let server = PgServer::start();
+    let url = server.database().await;
+    let clock = ManualClock::starting_now();
+    let caller = runtime(&url, &clock).await;
+    for round in 0..5 {
+        for actor in 0..4 {
+            caller
+                .reference::<Journal>(format!("j-{actor}"))
+                .enqueue()
+                .record(format!("{actor}-{round}"))
+                .await
+                .unwrap();
+        }
+    }
+    let workers: Vec<Runtime> = [runtime(&url, &clock).await, runtime(&url, &clock).await].into();
+    let running: Vec<_> = workers
+        .iter()
+        .cloned()
+        .map(|runtime| {
+            tokio::spawn(async move {
+                let _ = runtime.reference::<Journal>("j-0");
+                runtime.run().await
+            })
+        })
+        .collect();
+
+    let done = eventually(Duration::from_secs(30), || {
+        let url = url.clone();
+        async move {
+            scalar(
+                &url,
+                "SELECT COUNT(*) FROM solid_messages WHERE status = 'completed'",
+            )
+            .await
+                == 20
+        }
+    })
+    .await;
+    for runtime in &workers {
+        runtime.shutdown();
+    }
+    for worker in running {
+        worker.await.unwrap().unwrap();
+    }
+
+    assert!(done, "the workers did not finish");
+    for actor in 0..4 {
+        let journal = caller.reference::<Journal>(format!("j-{actor}"));
+        let expected: Vec<String> = (0..5).map(|round| format!("{actor}-{round}")).collect();
+        assert_eq!(journal.snapshot().await.unwrap().entries, expected);
+    }
+    caller.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_overdue_reminder_fires_once_after_a_restart_even_with_two_processes_racing() {
+    let server = PgServer::start();
+    let url = server.database().await;
+    let clock = ManualClock::starting_now();
+    let before = runtime(&url, &clock).await;
+    let show = before.reference::<SeatInventory>("show");
+    show.open_show(5).await.unwrap();
+    show.hold("h-1", "ana", 2).await.unwrap();
+    before.close().await;
+
+    clock.advance(Duration::from_secs(16 * 60));
+    let first = runtime(&url, &clock).await;
+    let second = runtime(&url, &clock).await;
+    let _ = first.reference::<SeatInventory>("show");
+    let _ = second.reference::<SeatInventory>("show");
+    let fired = together(2, |process| {
+        let runtime = if process == 0 {
+            first.clone()
+        } else {
+            second.clone()
+        };
+        async move { runtime.testing().run_due_reminders().await.unwrap() }
+    })
+    .await;
+
+    assert_eq!(fired.iter().sum::<usize>(), 1);
+    let show = first.reference::<SeatInventory>("show");
+    assert_eq!(show.seats_left().await.unwrap(), 5);
+    assert!(show.snapshot().await.unwrap().holds.is_empty());
+    first.close().await;
+    second.close().await;
+}
+
+#[tokio::test]
+async fn a_sync_command_on_a_warm_actor_is_one_transaction_of_three_statements() {
+    let server = PgServer::start();
+    let url = server.database().await;
+    let clock = ManualClock::starting_now();
+    let runtime = runtime(&url, &clock).await;
+    let journal = runtime.reference::<Journal>("j");
+    journal.record("warm-up").await.unwrap();
+
+    let before = runtime.stats();
+    journal.record("measured").await.unwrap();
+    let after = runtime.stats();
+
+    assert_eq!(after.transactions - before.transactions, 1);
+    assert_eq!(after.statements - before.statements, 3);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn application_rows_commit_with_the_turn_or_roll_back_with_a_rejection() {
+    let server = PgServer::start();
+    let url = server.database().await;
+    let clock = ManualClock::starting_now();
+    let runtime = runtime(&url, &clock).await;
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    sqlx::query("CREATE TABLE notes (entry TEXT NOT NULL)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    let journal = runtime.reference::<Journal>("j");
+
+    assert_eq!(journal.note("kept", true).await.unwrap(), 1);
+    assert_eq!(
+        rejection_code(journal.note("dropped", false).await),
+        "withdrawn"
+    );
+
+    assert_eq!(scalar(&url, "SELECT COUNT(*) FROM notes").await, 1);
+    assert_eq!(journal.snapshot().await.unwrap().entries, ["kept"]);
+    runtime.close().await;
+}

@@ -1,0 +1,168 @@
+//! A throwaway PostgreSQL server for one test: `initdb` under a temp dir, listening on a
+//! free loopback port, stopped (`-m immediate`) when dropped. The binaries come from the
+//! machine (`/usr/lib/postgresql/*/bin`, or `PG_BIN`); as root they run as the `postgres`
+//! user, since PostgreSQL refuses to run as root.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A running server; stopped on drop.
+pub struct PgServer {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    port: u16,
+    run_as_postgres: bool,
+}
+
+static DATABASES: AtomicU32 = AtomicU32::new(0);
+
+impl PgServer {
+    /// Starts a server, or panics saying what is missing.
+    pub fn start() -> Self {
+        let bin = binaries().expect(
+            "PostgreSQL server binaries not found (looked in PG_BIN and /usr/lib/postgresql/*/bin); \
+             install postgresql",
+        );
+        let run_as_postgres = is_root();
+        let dir = tempfile::tempdir().expect("a temp dir");
+        if run_as_postgres {
+            chown_to_postgres(dir.path());
+        }
+        let port = free_port();
+        let server = Self {
+            dir,
+            bin,
+            port,
+            run_as_postgres,
+        };
+        let data = server.dir.path().join("data");
+        server.run(
+            "initdb",
+            &[
+                "-D",
+                path(&data),
+                "-A",
+                "trust",
+                "-U",
+                "solid",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+        );
+        let options = format!(
+            "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200",
+            server.dir.path().display()
+        );
+        let log = server.dir.path().join("server.log");
+        server.run(
+            "pg_ctl",
+            &[
+                "-D",
+                path(&data),
+                "-o",
+                &options,
+                "-l",
+                path(&log),
+                "-w",
+                "start",
+            ],
+        );
+        server
+    }
+
+    /// A new, empty database on this server; returns its URL.
+    pub async fn database(&self) -> String {
+        let name = format!(
+            "test_{}_{}",
+            std::process::id(),
+            DATABASES.fetch_add(1, Ordering::Relaxed)
+        );
+        let admin = sqlx::PgPool::connect(&self.url("postgres"))
+            .await
+            .expect("the server accepts connections");
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&admin)
+            .await
+            .expect("CREATE DATABASE");
+        admin.close().await;
+        self.url(&name)
+    }
+
+    fn url(&self, database: &str) -> String {
+        format!("postgres://solid@127.0.0.1:{}/{database}", self.port)
+    }
+
+    fn run(&self, program: &str, args: &[&str]) {
+        let program = self.bin.join(program);
+        let mut command = if self.run_as_postgres {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(&program);
+            command
+        } else {
+            Command::new(&program)
+        };
+        let output = command
+            .args(args)
+            .output()
+            .expect("the PostgreSQL tool runs");
+        assert!(
+            output.status.success(),
+            "{} failed: {}",
+            program.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        let data = self.dir.path().join("data");
+        self.run("pg_ctl", &["-D", path(&data), "-m", "immediate", "stop"]);
+    }
+}
+
+fn path(path: &Path) -> &str {
+    path.to_str().expect("a UTF-8 temp path")
+}
+
+fn binaries() -> Option<PathBuf> {
+    if let Some(bin) = std::env::var_os("PG_BIN") {
+        return Some(PathBuf::from(bin));
+    }
+    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path().join("bin")))
+        .filter(|bin| bin.join("initdb").exists())
+        .collect();
+    versions.sort();
+    versions.pop()
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|output| String::from_utf8_lossy(&output.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+fn chown_to_postgres(dir: &Path) {
+    let status = Command::new("chown")
+        .args(["postgres:postgres", path(dir)])
+        .status()
+        .expect("chown runs");
+    assert!(
+        status.success(),
+        "cannot hand the temp dir to the postgres user"
+    );
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .expect("a free loopback port")
+}
