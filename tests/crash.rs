@@ -2,7 +2,8 @@
 //! whole (state, result, application rows), and the message runs again after a restart.
 //!
 //! The worker is this test binary itself, re-run as a child process that executes only
-//! `worker_process` (which does nothing unless the parent set `CRASH_WORKER_DATABASE`).
+//! `worker_process` (which does nothing unless the parent set `CRASH_WORKER_DATABASE`, a
+//! SQLite path or a PostgreSQL URL). Both backends are tested.
 
 mod support;
 
@@ -12,7 +13,8 @@ use std::time::Duration;
 
 use solid_objects::prelude::*;
 use solid_objects::MessageStatus;
-use support::{count, eventually, execute, Harness};
+use support::postgres::PgServer;
+use support::{eventually, Harness};
 
 const DATABASE: &str = "CRASH_WORKER_DATABASE";
 const HANG_MARKER: &str = "CRASH_WORKER_HANG_MARKER";
@@ -31,10 +33,19 @@ impl Stepper {
     /// process is killed.
     #[command]
     async fn step(&mut self, turn: &mut Turn<Self>, n: u32) -> Result<usize, TurnError> {
-        sqlx::query("INSERT INTO steps (n) VALUES (?1)")
-            .bind(n)
-            .execute(turn.sqlite().await?)
-            .await?;
+        const INSERT: &str = "INSERT INTO steps (n) VALUES ($1)";
+        if turn.sqlite().await.is_ok() {
+            sqlx::query(INSERT)
+                .bind(n)
+                .execute(turn.sqlite().await?)
+                .await?;
+        } else {
+            let n = i64::from(n);
+            sqlx::query(INSERT)
+                .bind(n)
+                .execute(turn.postgres().await?)
+                .await?;
+        }
         self.steps.push(n);
         if let Ok(marker) = std::env::var(HANG_MARKER) {
             std::fs::write(marker, n.to_string()).map_err(Failure::retryable)?;
@@ -50,8 +61,12 @@ async fn worker_process() {
     let Ok(database) = std::env::var(DATABASE) else {
         return;
     };
-    let runtime = Runtime::builder()
-        .sqlite(database)
+    let builder = if database.starts_with("postgres://") {
+        Runtime::builder().postgres(database, 4)
+    } else {
+        Runtime::builder().sqlite(database)
+    };
+    let runtime = builder
         .policy(AllowAll)
         .actor::<Stepper>()
         .start()
@@ -60,7 +75,7 @@ async fn worker_process() {
     runtime.run().await.expect("the workers run");
 }
 
-fn spawn_worker(database: &Path, marker: &Path) -> std::process::Child {
+fn spawn_worker(database: &str, marker: &Path) -> std::process::Child {
     Command::new(std::env::current_exe().expect("the test binary"))
         .args([
             "--exact",
@@ -76,30 +91,74 @@ fn spawn_worker(database: &Path, marker: &Path) -> std::process::Child {
         .expect("the worker process starts")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_worker_killed_mid_turn_loses_the_whole_turn_and_the_message_runs_after_restart() {
-    let harness = Harness::new();
-    execute(&harness, "CREATE TABLE steps (n INTEGER NOT NULL)").await;
-    let runtime = harness.start().await;
+/// Where the parent keeps the actors: the runtimes it opens, and a connection for checks.
+struct Backend {
+    database: String,
+    clock: ManualClock,
+}
+
+impl Backend {
+    async fn runtime(&self) -> Runtime {
+        let builder = if self.database.starts_with("postgres://") {
+            Runtime::builder().postgres(&self.database, 4)
+        } else {
+            Runtime::builder().sqlite(&self.database)
+        };
+        builder
+            .clock(self.clock.clone())
+            .policy(AllowAll)
+            .start()
+            .await
+            .expect("the runtime starts")
+    }
+
+    async fn steps(&self) -> i64 {
+        let pool = sqlx::AnyPool::connect(&self.any_url()).await.unwrap();
+        let count = sqlx::query_scalar("SELECT COUNT(*) FROM steps")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+        count
+    }
+
+    async fn create_steps(&self) {
+        let pool = sqlx::AnyPool::connect(&self.any_url()).await.unwrap();
+        sqlx::query("CREATE TABLE steps (n BIGINT NOT NULL)")
+            .execute(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+    }
+
+    fn any_url(&self) -> String {
+        if self.database.starts_with("postgres://") {
+            self.database.clone()
+        } else {
+            format!("sqlite://{}?mode=rwc", self.database)
+        }
+    }
+}
+
+/// Kills a worker in the middle of the turn of `step(2)`, then checks what survived.
+async fn killed_mid_turn(backend: Backend, marker: &Path) {
+    sqlx::any::install_default_drivers();
+    backend.create_steps().await;
+    let runtime = backend.runtime().await;
     let stepper = runtime.reference::<Stepper>("s-1");
     assert_eq!(stepper.step(1).await.unwrap(), 1);
     let second = stepper.enqueue().step(2).await.unwrap();
     runtime.close().await;
 
-    let marker = harness.path().with_extension("hang");
-    let mut worker = spawn_worker(&harness.path(), &marker);
+    let mut worker = spawn_worker(&backend.database, marker);
     let hung = eventually(Duration::from_secs(30), || async { marker.exists() }).await;
     worker.kill().expect("SIGKILL the worker");
     worker.wait().expect("the worker is reaped");
     assert!(hung, "the worker never reached the middle of the turn");
 
-    let runtime = harness.start().await;
+    let runtime = backend.runtime().await;
     let stepper = runtime.reference::<Stepper>("s-1");
-    assert_eq!(
-        count(&harness, "steps").await,
-        1,
-        "the killed turn's row is gone"
-    );
+    assert_eq!(backend.steps().await, 1, "the killed turn's row is gone");
     assert_eq!(stepper.snapshot().await.unwrap().steps, [1]);
     let second = runtime
         .message(second.request_id())
@@ -111,9 +170,38 @@ async fn a_worker_killed_mid_turn_loses_the_whole_turn_and_the_message_runs_afte
         MessageStatus::Ready { attempts: 0, .. }
     ));
 
-    assert_eq!(runtime.testing().drain().await.unwrap(), 1);
-    assert_eq!(count(&harness, "steps").await, 2);
+    // PostgreSQL releases the dead worker's row lock once it notices the closed connection.
+    let ran = std::sync::atomic::AtomicUsize::new(0);
+    let drained = eventually(Duration::from_secs(10), || async {
+        let turns = runtime.testing().drain().await.unwrap();
+        ran.fetch_add(turns, std::sync::atomic::Ordering::Relaxed) + turns > 0
+    })
+    .await;
+    assert!(drained, "the message never ran after the restart");
+    assert_eq!(ran.into_inner(), 1);
+    assert_eq!(backend.steps().await, 2);
     assert_eq!(stepper.snapshot().await.unwrap().steps, [1, 2]);
     assert_eq!(second.typed::<usize>().result().await.unwrap(), Some(2));
     runtime.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_sqlite_a_worker_killed_mid_turn_loses_the_turn_and_the_message_runs_after_restart() {
+    let harness = Harness::new();
+    let backend = Backend {
+        database: harness.path().display().to_string(),
+        clock: harness.clock.clone(),
+    };
+    killed_mid_turn(backend, &harness.path().with_extension("hang")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_a_worker_killed_mid_turn_loses_the_turn_and_the_message_runs_after_restart() {
+    let server = PgServer::start();
+    let marker_dir = tempfile::tempdir().unwrap();
+    let backend = Backend {
+        database: server.database().await,
+        clock: ManualClock::starting_now(),
+    };
+    killed_mid_turn(backend, &marker_dir.path().join("hang")).await;
 }

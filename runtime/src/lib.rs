@@ -54,7 +54,13 @@
 //! - [`MessageRef`]: an enqueued message, its status and its result.
 //! - [`Runtime::testing`]: drive reminders and mailboxes by hand in tests.
 //!
-//! SQLite (through sqlx, bundled) is the only backend so far; it is always built in.
+//! # Feature flags
+//!
+//! | flag | default | what it adds |
+//! |------|---------|--------------|
+//! | `postgres` | off | [`Builder::postgres`] and [`Turn::postgres`]: PostgreSQL as the backend, for many processes on many hosts |
+//!
+//! SQLite (through sqlx, with the library bundled) is always built in.
 
 mod actor;
 mod clock;
