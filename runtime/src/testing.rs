@@ -61,9 +61,49 @@ impl<'r> Testing<'r> {
     ///
     /// Use it to prove that a late or duplicate delivery changes nothing:
     ///
-    /// ```ignore
-    /// let stale = SeatInventoryMessage::Expire { hold_id: "h-1".into(), expires_at: old };
-    /// runtime.testing().deliver::<SeatInventory>("show-42", stale).await?;
+    /// ```
+    /// use solid_objects::prelude::*;
+    ///
+    /// #[actor]
+    /// #[derive(Default)]
+    /// pub struct Door {
+    ///     closes_at: i64,
+    ///     open: bool,
+    /// }
+    ///
+    /// #[actor]
+    /// impl Door {
+    ///     #[command]
+    ///     pub fn open(&mut self, turn: &mut Turn<Self>) -> i64 {
+    ///         let at = turn.now() + TimeDelta::minutes(1);
+    ///         (self.open, self.closes_at) = (true, at.timestamp());
+    ///         turn.schedule(at, "close").close(self.closes_at);
+    ///         self.closes_at
+    ///     }
+    ///
+    ///     #[reminder]
+    ///     fn close(&mut self, closes_at: i64) {
+    ///         if closes_at == self.closes_at {
+    ///             self.open = false;
+    ///         }
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let runtime = Runtime::builder()
+    ///     .sqlite(dir.path().join("doors.db"))
+    ///     .clock(ManualClock::starting_now())
+    ///     .policy(AllowAll)
+    ///     .start()
+    ///     .await?;
+    /// let door = runtime.reference::<Door>("front");
+    /// let first = door.open().await?;
+    /// let stale = DoorMessage::Close { closes_at: first - 60 };
+    /// runtime.testing().deliver::<Door>("front", stale).await?;
+    /// assert!(door.snapshot().await?.open, "a stale close changes nothing");
+    /// # Ok(()) }
     /// ```
     pub async fn deliver<A: Actor>(
         &self,

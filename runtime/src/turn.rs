@@ -71,8 +71,37 @@ impl<A: Actor> Turn<A> {
     /// There is one alarm per reminder and key: scheduling the same reminder and key again
     /// moves it. The builder has one method per `#[reminder]`, with its exact arguments:
     ///
-    /// ```ignore
-    /// turn.schedule(deadline, &hold_id).expire(hold_id.clone(), deadline.timestamp());
+    /// ```
+    /// use solid_objects::prelude::*;
+    ///
+    /// #[actor]
+    /// #[derive(Default)]
+    /// pub struct Hold {
+    ///     expires_at: i64,
+    /// }
+    ///
+    /// #[actor]
+    /// impl Hold {
+    ///     #[command]
+    ///     pub fn place(&mut self, turn: &mut Turn<Self>, hold_id: String) -> i64 {
+    ///         let deadline = turn.now() + TimeDelta::minutes(15);
+    ///         self.expires_at = deadline.timestamp();
+    ///         turn.schedule(deadline, &hold_id).expire(hold_id.clone(), self.expires_at);
+    ///         self.expires_at
+    ///     }
+    ///
+    ///     #[command]
+    ///     pub fn confirm(&mut self, turn: &mut Turn<Self>, hold_id: String) {
+    ///         turn.unschedule(&hold_id).expire();
+    ///     }
+    ///
+    ///     #[reminder]
+    ///     fn expire(&mut self, hold_id: String, expires_at: i64) {
+    ///         if self.expires_at == expires_at {
+    ///             self.expires_at = 0;
+    ///         }
+    ///     }
+    /// }
     /// ```
     pub fn schedule(&mut self, at: DateTime<Utc>, key: impl Into<String>) -> A::Schedule<'_> {
         A::schedule_builder(ScheduleStage {
@@ -95,16 +124,31 @@ impl<A: Actor> Turn<A> {
     /// rows written here commit with the state, or not at all (a rejection or a failure
     /// rolls them back). Handlers that use it are `async fn`.
     ///
-    /// ```ignore
-    /// #[command]
-    /// async fn apply(&mut self, turn: &mut Turn<Self>, entry_id: String, cents: i64)
-    ///     -> Result<i64, TurnError>
-    /// {
-    ///     sqlx::query("INSERT INTO ledger_entries (account_id, entry_id, amount_cents) VALUES (?, ?, ?)")
-    ///         .bind(turn.actor_id().to_owned()).bind(&entry_id).bind(cents)
-    ///         .execute(turn.sqlite().await?).await?;
-    ///     self.balance += cents;
-    ///     Ok(self.balance)
+    /// ```
+    /// use solid_objects::prelude::*;
+    ///
+    /// #[actor]
+    /// #[derive(Default)]
+    /// pub struct Account {
+    ///     balance: i64,
+    /// }
+    ///
+    /// #[actor]
+    /// impl Account {
+    ///     #[command]
+    ///     pub async fn deposit(&mut self, turn: &mut Turn<Self>, entry_id: String, cents: i64)
+    ///         -> Result<i64, TurnError>
+    ///     {
+    ///         let account = turn.actor_id().to_owned();
+    ///         sqlx::query("INSERT INTO entries (account, entry_id, cents) VALUES (?1, ?2, ?3)")
+    ///             .bind(account)
+    ///             .bind(entry_id)
+    ///             .bind(cents)
+    ///             .execute(turn.sqlite().await?)
+    ///             .await?;
+    ///         self.balance += cents;
+    ///         Ok(self.balance)
+    ///     }
     /// }
     /// ```
     pub async fn sqlite(&mut self) -> Result<&mut sqlx::SqliteConnection> {
