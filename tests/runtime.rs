@@ -461,3 +461,51 @@ async fn workers_fire_due_reminders_and_return_on_shutdown() {
     worker.await.unwrap().unwrap();
     assert_eq!(count(&harness, "solid_reminders").await, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_leave_an_undecodable_mailbox_alone_and_serve_the_other_actors() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    runtime
+        .reference::<Journal>("broken")
+        .record("one")
+        .await
+        .unwrap();
+    execute(
+        &harness,
+        "INSERT INTO solid_messages (actor_type, actor_id, sequence, operation, arguments,
+             request_id, status, available_at, created_at)
+         VALUES ('Journal', 'broken', 2, 'vanished', '{}', 'r-vanished', 'ready', 0, 0);
+         UPDATE solid_instances SET next_sequence = 3, unfinished = 1 WHERE actor_id = 'broken';",
+    )
+    .await;
+    let healthy = runtime.reference::<Journal>("healthy");
+    let queued = healthy.enqueue().record("served").await.unwrap();
+    assert!(matches!(
+        runtime.testing().drain().await,
+        Err(Error::UnknownOperation { .. })
+    ));
+
+    let worker = tokio::spawn({
+        let runtime = runtime.clone();
+        async move { runtime.run().await }
+    });
+    let served = support::eventually(Duration::from_secs(10), || async {
+        queued.result().await.unwrap().is_some()
+    })
+    .await;
+    let entries = healthy.snapshot().await.unwrap().entries;
+    runtime.shutdown();
+    worker.await.unwrap().unwrap();
+
+    assert!(served, "the healthy actor was not served");
+    assert_eq!(entries, ["served"]);
+    assert_eq!(
+        count(
+            &harness,
+            "solid_messages WHERE actor_id = 'broken' AND status = 'ready'"
+        )
+        .await,
+        1
+    );
+}

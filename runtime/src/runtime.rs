@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 
 use crate::actor::Actor;
 use crate::clock::{Clock, SystemClock};
-use crate::engine::Engine;
+use crate::engine::{Engine, TurnErrors};
 use crate::error::{Error, Result};
 use crate::limits::{Limits, RetryPolicy};
 use crate::message::{DeadLetter, MessageRef};
@@ -130,7 +130,7 @@ impl Runtime {
         let fired = self.engine().fire_due_reminders(ACTORS_PER_PASS).await?;
         let turns = self
             .engine()
-            .run_ready(ACTORS_PER_PASS, TURNS_PER_ACTOR)
+            .run_ready(ACTORS_PER_PASS, TURNS_PER_ACTOR, TurnErrors::LogAndStall)
             .await?;
         if self.prune_due() {
             let pruned = self.engine().prune_finished().await?;

@@ -6,6 +6,7 @@
 
 use crate::actor::Actor;
 use crate::codec::{encode_operation, to_json};
+use crate::engine::TurnErrors;
 use crate::error::Result;
 use crate::reference::validate_id;
 use crate::runtime::Runtime;
@@ -43,12 +44,15 @@ impl<'r> Testing<'r> {
     }
 
     /// Runs queued messages that are due at the clock's now until none is left; returns how
-    /// many turns ran. Messages of actor types this runtime does not know stay queued.
+    /// many turns ran. Messages of actor types this runtime does not know stay queued; a turn
+    /// that fails with an error (a stored message that does not decode, say) is returned.
     pub async fn drain(&self) -> Result<usize> {
         let engine = self.runtime.engine();
         let mut turns = 0;
         loop {
-            let ran = engine.run_ready(BATCH, TURNS_PER_ACTOR).await?;
+            let ran = engine
+                .run_ready(BATCH, TURNS_PER_ACTOR, TurnErrors::Return)
+                .await?;
             if ran == 0 {
                 return Ok(turns);
             }

@@ -1,12 +1,27 @@
 //! The work of workers and operators: reminders, ready mailboxes, retention, dead letters.
 
 use std::sync::PoisonError;
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::{micros, Engine, EnqueueOptions, Enqueued, Step};
 use crate::error::{Error, Result};
 use crate::store::{
     ActorKey, MessageLookup, MessageProgress, MessageRecord, NewMessage, StoredStatus, Transaction,
 };
+
+/// What [`Engine::run_ready`] does with a turn that fails with an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TurnErrors {
+    /// Return it to the caller (the testing API).
+    Return,
+    /// Log it and leave the actor alone for a while (workers).
+    LogAndStall,
+}
+
+/// How long workers leave an actor alone after one of its turns failed with an error.
+const STALL: Duration = Duration::from_secs(30);
 
 /// Each actor's newest finished messages with an idempotency key that retention keeps.
 pub(crate) const KEPT_IDEMPOTENCY_KEYS: i64 = 64;
@@ -34,8 +49,14 @@ impl Engine {
 
     /// Runs up to `turns_per_actor` turns for each of up to `actors` actors with due
     /// messages whose types this runtime knows and no other worker of it runs; returns how
-    /// many turns ran. An actor whose turn fails with an error is logged and skipped.
-    pub(crate) async fn run_ready(&self, actors: i64, turns_per_actor: usize) -> Result<usize> {
+    /// many turns ran. A turn that fails with an error (not a handler failure, which is
+    /// recorded as an attempt) is returned, or, for workers, logged and its actor stalled.
+    pub(crate) async fn run_ready(
+        &self,
+        actors: i64,
+        turns_per_actor: usize,
+        errors: TurnErrors,
+    ) -> Result<usize> {
         let ready = self.store.ready_actors(micros(self.now()), actors).await?;
         let mut turns = 0;
         for (actor_type, actor_id) in ready {
@@ -43,6 +64,9 @@ impl Engine {
                 self.report_unknown_type(&actor_type, &actor_id);
                 continue;
             };
+            if self.is_stalled(&actor_type, &actor_id) {
+                continue;
+            }
             let Some(_claim) = Claim::take(self, &actor_type, &actor_id) else {
                 continue;
             };
@@ -50,14 +74,47 @@ impl Engine {
                 match runner.run_next(self, &actor_id).await {
                     Ok(Step::Ran(_)) => turns += 1,
                     Ok(Step::Idle | Step::Blocked { .. }) => break,
+                    Err(error) if errors == TurnErrors::Return => return Err(error),
                     Err(error) => {
-                        tracing::error!(actor_type, actor_id, %error, "a turn failed");
+                        tracing::error!(
+                            actor_type,
+                            actor_id,
+                            %error,
+                            "a turn failed; this worker leaves the actor alone for {STALL:?}"
+                        );
+                        self.stall(&actor_type, &actor_id);
                         break;
                     }
                 }
             }
         }
         Ok(turns)
+    }
+
+    /// Whether a turn of this actor failed with an error recently (a stored message this
+    /// build cannot decode, say): it is skipped until the stall passes, so the log is not
+    /// flooded and other actors get the workers.
+    fn is_stalled(&self, actor_type: &str, actor_id: &str) -> bool {
+        let mut stalled = self.stalled.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = (actor_type.to_owned(), actor_id.to_owned());
+        match stalled.get(&key) {
+            Some(until) if *until > Instant::now() => true,
+            Some(_) => {
+                stalled.remove(&key);
+                false
+            }
+            None => false,
+        }
+    }
+
+    fn stall(&self, actor_type: &str, actor_id: &str) {
+        self.stalled
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(
+                (actor_type.to_owned(), actor_id.to_owned()),
+                Instant::now() + STALL,
+            );
     }
 
     fn report_unknown_type(&self, actor_type: &str, actor_id: &str) {

@@ -25,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::limits::{Limits, RetryPolicy};
 use crate::store::Store;
 
+pub(crate) use background::TurnErrors;
 pub(crate) use call::{CallOptions, EnqueueOptions, Enqueued};
 pub(crate) use outcome::{stored_rejection, Outcome};
 
@@ -42,6 +43,8 @@ pub(crate) struct Engine {
     claims: Mutex<HashSet<(String, String)>>,
     /// Stored type names already reported as unknown, so the log says it once.
     unknown_types: Mutex<HashSet<String>>,
+    /// Actors whose last turn failed with an error, and until when workers skip them.
+    stalled: Mutex<HashMap<(String, String), tokio::time::Instant>>,
 }
 
 #[derive(Clone)]
@@ -84,6 +87,7 @@ impl Engine {
             actors: RwLock::default(),
             claims: Mutex::default(),
             unknown_types: Mutex::default(),
+            stalled: Mutex::default(),
         }
     }
 
