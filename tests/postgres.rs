@@ -237,3 +237,40 @@ async fn application_rows_commit_with_the_turn_or_roll_back_with_a_rejection() {
     assert_eq!(journal.snapshot().await.unwrap().entries, ["kept"]);
     runtime.close().await;
 }
+
+#[tokio::test]
+async fn a_call_waits_for_a_turn_held_elsewhere_only_until_its_timeout() {
+    let server = PgServer::start();
+    let url = server.database().await;
+    let clock = ManualClock::starting_now();
+    let runtime = runtime(&url, &clock).await;
+    let journal = runtime.reference::<Journal>("j");
+    journal.record("first").await.unwrap();
+    let other_process = sqlx::PgPool::connect(&url).await.unwrap();
+    let mut turn_elsewhere = other_process.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM solid_instances WHERE actor_id = 'j' FOR UPDATE")
+        .execute(&mut *turn_elsewhere)
+        .await
+        .unwrap();
+
+    let result = journal
+        .clone()
+        .timeout(Duration::from_millis(300))
+        .record("second")
+        .await;
+
+    let Err(Error::SyncTimeout {
+        sequence: None,
+        waiting_on,
+        ..
+    }) = &result
+    else {
+        panic!("expected a SyncTimeout before enqueueing, got {result:?}");
+    };
+    assert!(waiting_on.contains("current turn"), "{waiting_on}");
+    turn_elsewhere.rollback().await.unwrap();
+    other_process.close().await;
+    assert_eq!(scalar(&url, "SELECT COUNT(*) FROM solid_messages").await, 1);
+    assert_eq!(journal.record("third").await.unwrap(), 2);
+    runtime.close().await;
+}

@@ -131,7 +131,20 @@ impl Engine {
                 };
             }
         }
-        let instance = tx.lock_instance(call.key).await?;
+        // On PostgreSQL this waits for the actor's row lock; bound the wait by the deadline
+        // (dropping the transaction rolls back: nothing was written yet).
+        let instance =
+            match tokio::time::timeout_at(call.deadline, tx.lock_instance(call.key)).await {
+                Ok(instance) => instance?,
+                Err(_) => {
+                    return Err(call.timed_out(
+                        None,
+                        "the actor, whose current turn (in another task or process) held it until \
+                     the timeout"
+                            .to_owned(),
+                    ))
+                }
+            };
         let request_id = uuid::Uuid::new_v4().to_string();
         if instance.unfinished == 0 {
             let delivery = Delivery::Fresh {
