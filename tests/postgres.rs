@@ -274,3 +274,33 @@ async fn a_call_waits_for_a_turn_held_elsewhere_only_until_its_timeout() {
     assert_eq!(journal.record("third").await.unwrap(), 2);
     runtime.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_calls_with_one_idempotency_key_run_once_across_processes() {
+    let server = PgServer::start();
+    let url = server.database().await;
+    let clock = ManualClock::starting_now();
+    let first = runtime(&url, &clock).await;
+    let second = runtime(&url, &clock).await;
+
+    let results = together(6, |call| {
+        let runtime = if call % 2 == 0 { &first } else { &second };
+        let journal = runtime.reference::<Journal>("j").idempotency_key("once");
+        async move { journal.record("only once").await.unwrap() }
+    })
+    .await;
+
+    assert_eq!(results, vec![1; 6]);
+    assert_eq!(
+        first
+            .reference::<Journal>("j")
+            .snapshot()
+            .await
+            .unwrap()
+            .entries,
+        ["only once"]
+    );
+    assert_eq!(scalar(&url, "SELECT COUNT(*) FROM solid_messages").await, 1);
+    first.close().await;
+    second.close().await;
+}

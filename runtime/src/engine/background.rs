@@ -73,7 +73,7 @@ impl Engine {
             for _ in 0..turns_per_actor {
                 match runner.run_next(self, &actor_id).await {
                     Ok(Step::Ran(_)) => turns += 1,
-                    Ok(Step::Idle | Step::Blocked { .. }) => break,
+                    Ok(Step::Idle | Step::Blocked { .. } | Step::Busy) => break,
                     Err(error) if errors == TurnErrors::Return => return Err(error),
                     Err(error) => {
                         tracing::error!(

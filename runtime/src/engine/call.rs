@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
 use tokio::time::Instant;
 
-use super::turn::Delivery;
+use super::turn::{Delivery, Lock};
 use super::{micros, Engine, Outcome, Step};
 use crate::actor::{Actor, Operations};
 use crate::error::{Error, Result};
@@ -115,6 +115,21 @@ impl Engine {
             deadline: Instant::now() + options.timeout,
         };
         let mut tx = self.begin_for(&call, None).await?;
+        // On PostgreSQL this waits for the actor's row lock; bound the wait by the deadline
+        // (dropping the transaction rolls back: nothing was written yet). Holding the lock
+        // before the idempotency check makes two calls with one key take turns.
+        let instance =
+            match tokio::time::timeout_at(call.deadline, tx.lock_instance(call.key)).await {
+                Ok(instance) => instance?,
+                Err(_) => {
+                    return Err(call.timed_out(
+                        None,
+                        "the actor, whose current turn (in another task or process) held it until \
+                     the timeout"
+                            .to_owned(),
+                    ))
+                }
+            };
         if let Some(key) = options.idempotency_key {
             if let Some(existing) = tx
                 .message(MessageLookup::IdempotencyKey(call.key, key))
@@ -131,20 +146,6 @@ impl Engine {
                 };
             }
         }
-        // On PostgreSQL this waits for the actor's row lock; bound the wait by the deadline
-        // (dropping the transaction rolls back: nothing was written yet).
-        let instance =
-            match tokio::time::timeout_at(call.deadline, tx.lock_instance(call.key)).await {
-                Ok(instance) => instance?,
-                Err(_) => {
-                    return Err(call.timed_out(
-                        None,
-                        "the actor, whose current turn (in another task or process) held it until \
-                     the timeout"
-                            .to_owned(),
-                    ))
-                }
-            };
         let request_id = uuid::Uuid::new_v4().to_string();
         if instance.unfinished == 0 {
             let delivery = Delivery::Fresh {
@@ -185,12 +186,13 @@ impl Engine {
     ) -> Result<String> {
         loop {
             let tx = self.begin_for(call, Some(sequence)).await?;
-            let blocked_on = match self.run_next_in::<A>(tx, call.key).await? {
+            let lock = Lock::WaitUntil(call.deadline);
+            let blocked_on = match self.run_next_in::<A>(tx, call.key, lock).await? {
                 Step::Ran(report) if report.message_id == message_id => {
                     return call.result(report.outcome);
                 }
                 Step::Ran(_) => continue,
-                Step::Idle => None,
+                Step::Idle | Step::Busy => None,
                 Step::Blocked { sequence, until } => Some((sequence, until)),
             };
             if let Some(record) = self.store.message(MessageLookup::Id(message_id)).await? {
@@ -255,9 +257,18 @@ impl Engine {
                 return call.result(outcome);
             }
             let tx = self.begin_for(&call, None).await?;
-            match self.run_next_in::<A>(tx, call.key).await? {
+            match self
+                .run_next_in::<A>(tx, call.key, Lock::WaitUntil(call.deadline))
+                .await?
+            {
                 Step::Ran(_) => {}
                 Step::Idle => drained = true,
+                Step::Busy => {
+                    return Err(call.timed_out(
+                        None,
+                        "the actor, whose current turn held it until the timeout".to_owned(),
+                    ))
+                }
                 Step::Blocked { sequence, until } => {
                     let pause =
                         WAIT_POLL.min(call.deadline.saturating_duration_since(Instant::now()));
@@ -294,6 +305,7 @@ impl Engine {
         options: EnqueueOptions<'_>,
     ) -> Result<Enqueued> {
         let mut tx = self.store.begin().await?;
+        let instance = tx.lock_instance(key).await?;
         if let Some(idempotency_key) = options.idempotency_key {
             let lookup = MessageLookup::IdempotencyKey(key, idempotency_key);
             if let Some(existing) = tx.message(lookup).await? {
@@ -305,7 +317,6 @@ impl Engine {
                 });
             }
         }
-        let instance = tx.lock_instance(key).await?;
         let now = self.now();
         let available_at = micros(options.available_at.map_or(now, |at| at.max(now)));
         let enqueued = self

@@ -69,6 +69,8 @@ pub(crate) enum Step {
     Idle,
     /// The head of the mailbox waits for a retry at this time (strict order holds the rest).
     Blocked { sequence: i64, until: DateTime<Utc> },
+    /// Another turn (in another task or process) held the actor until the caller's deadline.
+    Busy,
 }
 
 impl Engine {

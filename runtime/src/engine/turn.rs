@@ -19,6 +19,16 @@ use crate::store::{
 };
 use crate::turn::{ReminderChange, Turn};
 
+/// How a turn takes its actor's lock (a row lock on PostgreSQL; SQLite's single writer
+/// already excludes every other turn).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Lock {
+    /// Skip an actor whose lock another turn holds: workers move on to other actors.
+    Skip,
+    /// Wait for the lock until the caller's deadline: callers wait for the actor.
+    WaitUntil(tokio::time::Instant),
+}
+
 /// Where the message of a turn comes from.
 pub(super) enum Delivery<'a, M> {
     /// A synchronous call on an empty mailbox: enqueue, turn and completion in one transaction.
@@ -68,15 +78,26 @@ impl Engine {
             actor_id,
         };
         let tx = self.store.begin().await?;
-        self.run_next_in::<A>(tx, key).await
+        self.run_next_in::<A>(tx, key, Lock::Skip).await
     }
 
+    /// Runs the actor's next ready message in `tx`, taking the actor's lock as `lock` says.
     pub(super) async fn run_next_in<A: Actor>(
         &self,
         mut tx: Box<dyn Transaction>,
         key: ActorKey<'static, '_>,
+        lock: Lock,
     ) -> Result<Step> {
-        let Some(instance) = tx.try_lock_instance(key).await? else {
+        let instance = match lock {
+            Lock::Skip => tx.try_lock_instance(key).await?,
+            Lock::WaitUntil(deadline) => {
+                match tokio::time::timeout_at(deadline, tx.lock_instance(key)).await {
+                    Ok(instance) => Some(instance?),
+                    Err(_) => return Ok(Step::Busy),
+                }
+            }
+        };
+        let Some(instance) = instance else {
             return Ok(Step::Idle);
         };
         if instance.unfinished == 0 {
