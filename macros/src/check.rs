@@ -169,3 +169,65 @@ impl<'ast> Visit<'ast> for LifetimeFinder {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use quote::quote;
+    use syn::parse_quote;
+
+    use crate::errors::Errors;
+    use crate::parse;
+
+    /// Parses and checks an impl block; returns the surviving operations and the error count.
+    fn checked(item: syn::ItemImpl) -> (Vec<String>, usize) {
+        let mut item = item;
+        let mut errors = Errors::default();
+        let mut actor = parse::actor_impl(quote!(), &mut item, &mut errors);
+        super::actor_impl(&mut actor, &mut errors);
+        let names = actor
+            .operations
+            .iter()
+            .map(|operation| operation.name.to_string())
+            .collect();
+        (names, errors.len())
+    }
+
+    #[test]
+    fn every_mistake_is_reported_in_one_pass_and_the_good_operations_survive() {
+        let (names, errors) = checked(parse_quote! {
+            impl Show {
+                #[query] fn seats(&mut self) -> u32 { 0 }
+                #[command] fn greet(&mut self, name: &str) {}
+                #[command] fn hold(&mut self, seats: u32) -> u32 { seats }
+                #[reminder] fn put<T>(&mut self, item: T) {}
+                fn helper(&self) {}
+            }
+        });
+        assert_eq!(names, ["hold"]);
+        assert_eq!(errors, 3);
+    }
+
+    #[test]
+    fn a_query_may_take_a_shared_turn_and_a_command_a_mutable_one() {
+        let (names, errors) = checked(parse_quote! {
+            impl Show {
+                #[query] fn seats(&self, turn: &Turn<Self>) -> u32 { 0 }
+                #[command] fn hold(&mut self, turn: &mut Turn<Show>, seats: u32) {}
+            }
+        });
+        assert_eq!((names.len(), errors), (2, 0));
+    }
+
+    #[test]
+    fn the_turn_must_come_first_and_belong_to_this_actor() {
+        let (names, errors) = checked(parse_quote! {
+            impl Show {
+                #[command] fn late(&mut self, seats: u32, turn: &mut Turn<Self>) {}
+                #[command] fn other(&mut self, turn: &mut Turn<Venue>) {}
+                #[query] fn writes(&self, turn: &mut Turn<Self>) {}
+            }
+        });
+        assert!(names.is_empty());
+        assert_eq!(errors, 3);
+    }
+}

@@ -116,3 +116,45 @@ impl Operation {
         self.name.to_string().trim_start_matches("r#").to_owned()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use syn::parse_quote;
+
+    use crate::errors::Errors;
+    use crate::model::Returns;
+    use crate::parse;
+
+    #[test]
+    fn variants_are_camel_case_and_results_are_unwrapped() {
+        let mut item: syn::ItemImpl = parse_quote! {
+            impl Show {
+                #[query] fn seats_left(&self) -> u32 { 0 }
+                #[command] fn hold(&mut self) -> Result<Status, Rejection> { todo!() }
+                #[command] fn open(&mut self) {}
+            }
+        };
+        let mut errors = Errors::default();
+        let actor = parse::actor_impl(quote::quote!(), &mut item, &mut errors);
+        let variants: Vec<String> = actor
+            .operations
+            .iter()
+            .map(|operation| operation.variant().to_string())
+            .collect();
+        assert_eq!(variants, ["SeatsLeft", "Hold", "Open"]);
+        assert!(
+            matches!(&actor.operations[1].returns, Returns::Result(ok) if *ok == parse_quote!(Status))
+        );
+        assert!(
+            matches!(&actor.operations[2].returns, Returns::Value(unit) if *unit == parse_quote!(()))
+        );
+        assert_eq!(errors.len(), 0);
+        assert!(
+            item.items.iter().all(|member| match member {
+                syn::ImplItem::Fn(method) => method.attrs.is_empty(),
+                _ => true,
+            }),
+            "the operation attributes are removed"
+        );
+    }
+}

@@ -88,7 +88,13 @@ pub(crate) fn actor_impl(args: TokenStream, item: &mut ItemImpl, errors: &mut Er
     for member in &mut item.items {
         if let ImplItem::Fn(method) = member {
             if let Some(kind) = take_kind(&mut method.attrs, errors) {
-                operations.push(operation(kind, method, errors));
+                // A method whose shape is already wrong generates nothing, so its errors do
+                // not cascade into the generated code.
+                let before = errors.len();
+                let parsed = operation(kind, method, errors);
+                if errors.len() == before {
+                    operations.push(parsed);
+                }
             }
         }
     }
