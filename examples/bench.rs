@@ -1,10 +1,11 @@
 //! Throughput of synchronous commands beside the raw SQL read-modify-write they replace, on
 //! the same SQLite file, in the same run.
 //!
-//! `cargo run --release --example bench [-- OPERATIONS]` (default 2000 per row). Each row
-//! prints operations per second for the framework and for hand-written SQL doing the same
-//! durable read-modify-write (one transaction per operation: read the row, write it back),
-//! and the process's peak resident memory at the end.
+//! `cargo run --release --example bench [-- OPERATIONS [POSTGRES_URL]]` (default 2000 per
+//! row; with a URL, PostgreSQL rows too). Each row prints operations per second for the
+//! framework and for hand-written SQL doing the same durable read-modify-write (one
+//! transaction per operation: read the row, locked, and write it back), and the process's
+//! peak resident memory at the end.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -48,6 +49,11 @@ async fn main() -> Outcome {
     for durability in [Durability::Full, Durability::Normal] {
         for callers in [1, 8] {
             row(operations, durability, callers).await?;
+        }
+    }
+    if let Some(url) = std::env::args().nth(2) {
+        for callers in [1, 8] {
+            postgres_row(operations, &url, callers).await?;
         }
     }
     println!("\npeak resident memory: {}", peak_memory());
@@ -122,6 +128,64 @@ async fn row(operations: usize, durability: Durability, callers: usize) -> Outco
             _ => "FULL",
         }
     );
+    println!(
+        "{workload:<44} {framework:>12.0} {raw:>12.0} {:>6.2}x",
+        framework / raw
+    );
+    Ok(())
+}
+
+/// One PostgreSQL workload: `callers` tasks, each on its own actor, over 16 connections.
+async fn postgres_row(operations: usize, url: &str, callers: usize) -> Outcome {
+    let runtime = Runtime::builder()
+        .postgres(url, 16)
+        .policy(AllowAll)
+        .start()
+        .await?;
+    let framework = timed(callers, operations, |caller| {
+        let counter = runtime.reference::<Counter>(format!("pg-{callers}-{caller}"));
+        async move {
+            counter.increment().await?;
+            Ok(())
+        }
+    })
+    .await?;
+    runtime.close().await;
+
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(16)
+        .connect(url)
+        .await?;
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS raw_counters (id TEXT PRIMARY KEY, value BIGINT NOT NULL)",
+    )
+    .execute(&pool)
+    .await?;
+    let raw = timed(callers, operations, |caller| {
+        let pool = pool.clone();
+        async move {
+            let id = format!("pg-{callers}-{caller}");
+            let mut tx = pool.begin().await?;
+            let value: Option<i64> =
+                sqlx::query_scalar("SELECT value FROM raw_counters WHERE id = $1 FOR UPDATE")
+                    .bind(&id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            sqlx::query(
+                "INSERT INTO raw_counters (id, value) VALUES ($1, $2)
+                 ON CONFLICT (id) DO UPDATE SET value = excluded.value",
+            )
+            .bind(&id)
+            .bind(value.unwrap_or(0) + 1)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok(())
+        }
+    })
+    .await?;
+    pool.close().await;
+    let workload = format!("sync command, {callers} caller(s), PostgreSQL");
     println!(
         "{workload:<44} {framework:>12.0} {raw:>12.0} {:>6.2}x",
         framework / raw
