@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::handled::Handled;
 use crate::reference::Reference;
-use crate::turn::{ScheduleStage, Turn, UnscheduleStage};
+use crate::turn::{ScheduleStage, SendStage, Turn, UnscheduleStage};
 
 /// The durable state of an actor: the struct that carries `#[actor]`.
 ///
@@ -61,6 +61,8 @@ pub trait Actor: ActorState {
     type Schedule<'t>;
     /// What `turn.unschedule(key)` returns: one method per reminder.
     type Unschedule<'t>;
+    /// What `turn.send::<Self>(id)` returns in another actor's turn: one method per command.
+    type Sender<'t>;
 
     /// Runs one message against the state.
     #[doc(hidden)]
@@ -85,4 +87,8 @@ pub trait Actor: ActorState {
     /// Wraps a staged cancellation in the actor's typed builder.
     #[doc(hidden)]
     fn unschedule_builder(stage: UnscheduleStage<'_, Self>) -> Self::Unschedule<'_>;
+
+    /// Wraps a message staged for this actor in its typed sender.
+    #[doc(hidden)]
+    fn sender(stage: SendStage<'_, Self>) -> Self::Sender<'_>;
 }

@@ -110,7 +110,7 @@ pub mod prelude {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::handled::Handled;
-    pub use crate::turn::{ScheduleStage, UnscheduleStage};
+    pub use crate::turn::{ScheduleStage, SendStage, UnscheduleStage};
     pub use serde;
     pub use serde_json;
 }

@@ -1,11 +1,14 @@
 //! [`Turn`]: what a handler sees of the runtime while it runs, and what it stages for commit.
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::{Mutex, PoisonError};
 
 use chrono::{DateTime, Utc};
 
 use crate::actor::{Actor, Operations};
+use crate::codec::{encode_operation, EncodedOperation};
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::store::Transaction;
 
@@ -21,6 +24,7 @@ pub struct Turn<A: Actor> {
     sequence: Option<i64>,
     attempt: u32,
     reminders: Vec<ReminderChange<A::Message>>,
+    outbox: Vec<Outgoing>,
     /// The turn's transaction while the handler runs (commands and reminders only). The
     /// mutex only makes `&Turn` shareable; access goes through `&mut self`, never locking.
     transaction: Mutex<Option<Box<dyn Transaction>>>,
@@ -41,6 +45,7 @@ impl<A: Actor> Turn<A> {
             sequence,
             attempt,
             reminders: Vec::new(),
+            outbox: Vec::new(),
             transaction: Mutex::new(None),
             savepoint: false,
         }
@@ -117,6 +122,54 @@ impl<A: Actor> Turn<A> {
         A::unschedule_builder(UnscheduleStage {
             turn: self,
             key: key.into(),
+        })
+    }
+
+    /// Sends a command to another actor (or to this one): the message joins the tail of
+    /// that actor's mailbox when this turn commits, and not at all if it rejects or fails.
+    /// The builder has one method per `#[command]` of the target, with its exact arguments:
+    ///
+    /// ```
+    /// use solid_objects::prelude::*;
+    ///
+    /// #[actor]
+    /// #[derive(Default)]
+    /// pub struct Stock {
+    ///     reserved: u32,
+    /// }
+    ///
+    /// #[actor]
+    /// impl Stock {
+    ///     #[command]
+    ///     pub fn reserve(&mut self, quantity: u32) {
+    ///         self.reserved += quantity;
+    ///     }
+    /// }
+    ///
+    /// #[actor]
+    /// #[derive(Default)]
+    /// pub struct Order {
+    ///     placed: bool,
+    /// }
+    ///
+    /// #[actor]
+    /// impl Order {
+    ///     #[command]
+    ///     pub fn place(&mut self, turn: &mut Turn<Self>, sku: String, quantity: u32) {
+    ///         turn.send::<Stock>(sku).reserve(quantity);
+    ///         self.placed = true;
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// Messages sent by one turn to one actor arrive in the order they were sent. There is
+    /// no reply: the target answers by sending back, and the policy is not asked (the
+    /// sender is the application's own code).
+    pub fn send<B: Actor>(&mut self, actor_id: impl Into<String>) -> B::Sender<'_> {
+        B::sender(SendStage {
+            outbox: &mut self.outbox,
+            actor_id: actor_id.into(),
+            target: PhantomData,
         })
     }
 
@@ -204,6 +257,10 @@ impl<A: Actor> Turn<A> {
         Some((transaction, std::mem::take(&mut self.savepoint)))
     }
 
+    pub(crate) fn take_outbox(&mut self) -> Vec<Outgoing> {
+        std::mem::take(&mut self.outbox)
+    }
+
     pub(crate) fn take_reminders(&mut self) -> Vec<ReminderChange<A::Message>> {
         std::mem::take(&mut self.reminders)
     }
@@ -218,6 +275,7 @@ impl<A: Actor> fmt::Debug for Turn<A> {
             .field("sequence", &self.sequence)
             .field("attempt", &self.attempt)
             .field("staged_reminders", &self.reminders.len())
+            .field("staged_messages", &self.outbox.len())
             .finish()
     }
 }
@@ -277,6 +335,35 @@ impl<A: Actor> UnscheduleStage<'_, A> {
         self.turn.reminders.push(ReminderChange::Cancel {
             name,
             key: self.key,
+        });
+    }
+}
+
+/// A message a turn sends to an actor, encoded when staged.
+pub(crate) struct Outgoing {
+    pub(crate) actor_type: &'static str,
+    pub(crate) actor_id: String,
+    pub(crate) message: Result<EncodedOperation>,
+    /// Makes the target's type known to this runtime, so its workers can run the message.
+    pub(crate) register: fn(&Engine) -> Result<()>,
+}
+
+/// A message to another actor in the making; the generated sender names the command.
+#[doc(hidden)]
+pub struct SendStage<'t, B: Actor> {
+    outbox: &'t mut Vec<Outgoing>,
+    actor_id: String,
+    target: PhantomData<fn() -> B>,
+}
+
+impl<B: Actor> SendStage<'_, B> {
+    /// Stages the message.
+    pub fn stage(self, message: B::Message) {
+        self.outbox.push(Outgoing {
+            actor_type: B::TYPE_NAME,
+            actor_id: self.actor_id,
+            message: encode_operation(&message),
+            register: Engine::register::<B>,
         });
     }
 }

@@ -15,6 +15,7 @@ pub(crate) fn actor_trait(actor: &ActorImpl, names: &Names) -> TokenStream {
         reference,
         schedule,
         unschedule,
+        sender,
         ..
     } = names;
     let message_arms = actor
@@ -34,6 +35,7 @@ pub(crate) fn actor_trait(actor: &ActorImpl, names: &Names) -> TokenStream {
             type Reference = #reference;
             type Schedule<'t> = #schedule<'t>;
             type Unschedule<'t> = #unschedule<'t>;
+            type Sender<'t> = #sender<'t>;
 
             fn handle<'a>(
                 &'a mut self,
@@ -71,6 +73,10 @@ pub(crate) fn actor_trait(actor: &ActorImpl, names: &Names) -> TokenStream {
                 stage: ::solid_objects::__private::UnscheduleStage<'_, Self>,
             ) -> #unschedule<'_> {
                 #unschedule { stage }
+            }
+
+            fn sender(stage: ::solid_objects::__private::SendStage<'_, Self>) -> #sender<'_> {
+                #sender { stage }
             }
         }
     }

@@ -22,6 +22,7 @@ pub(crate) struct Names {
     pub(crate) enqueue: Ident,
     pub(crate) schedule: Ident,
     pub(crate) unschedule: Ident,
+    pub(crate) sender: Ident,
 }
 
 impl Names {
@@ -34,6 +35,7 @@ impl Names {
             enqueue: format_ident!("{}Enqueue", actor),
             schedule: format_ident!("{}Schedule", actor),
             unschedule: format_ident!("{}Unschedule", actor),
+            sender: format_ident!("{}Sender", actor),
         }
     }
 }

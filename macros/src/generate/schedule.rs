@@ -1,5 +1,5 @@
-//! The typed schedule builders: `turn.schedule(at, key).expire(..)` and
-//! `turn.unschedule(key).expire()`.
+//! The typed builders a turn stages with: `turn.schedule(at, key).expire(..)`,
+//! `turn.unschedule(key).expire()` and, from another actor, `turn.send::<Name>(id).hold(..)`.
 
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -14,6 +14,7 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
         message,
         schedule,
         unschedule,
+        sender,
         ..
     } = names;
     let reminders: Vec<_> = actor
@@ -45,6 +46,26 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
             }
         }
     });
+    let send_methods = actor
+        .operations
+        .iter()
+        .filter(|operation| operation.kind == Kind::Command)
+        .map(|command| {
+            let name = &command.name;
+            let variant = command.variant();
+            let parameters = command.arguments.iter().map(caller_parameter);
+            let fields = command.arguments.iter().map(caller_field);
+            let doc = format!("Sends `{name}` when the sending turn commits.");
+            quote! {
+                #[doc = #doc]
+                pub fn #name(self, #(#parameters),*) {
+                    self.stage.stage(#message::#variant { #(#fields),* });
+                }
+            }
+        });
+    let sender_doc = format!(
+        "Sends a command to a [`{ident}`] from another turn: `turn.send::<{ident}>(id).<command>(..)`."
+    );
     let schedule_doc = format!(
         "Schedules one of [`{ident}`]'s reminders: `turn.schedule(at, key).<reminder>(..)`."
     );
@@ -73,6 +94,18 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
         #[allow(dead_code)]
         impl #unschedule<'_> {
             #(#unschedule_methods)*
+        }
+
+        #[doc = #sender_doc]
+        #[must_use = "call one of the actor's commands on it, or nothing is sent"]
+        #[allow(private_interfaces)]
+        pub struct #sender<'t> {
+            stage: ::solid_objects::__private::SendStage<'t, #ident>,
+        }
+
+        #[allow(dead_code)]
+        impl #sender<'_> {
+            #(#send_methods)*
         }
     }
 }

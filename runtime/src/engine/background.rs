@@ -5,11 +5,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{micros, Engine, EnqueueOptions, Enqueued, Step};
+use super::{append, micros, Engine, EnqueueOptions, Enqueued, Step};
 use crate::error::{Error, Result};
-use crate::store::{
-    ActorKey, MessageLookup, MessageProgress, MessageRecord, NewMessage, StoredStatus, Transaction,
-};
+use crate::store::{ActorKey, MessageLookup, MessageRecord, StoredStatus};
 
 /// What [`Engine::run_ready`] does with a turn that fails with an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,31 +173,6 @@ impl Engine {
             .await?;
         Ok((record, enqueued))
     }
-}
-
-/// Appends a ready message to the actor's mailbox inside `tx`; returns its id.
-async fn append(
-    tx: &mut dyn Transaction,
-    key: ActorKey<'_, '_>,
-    operation: &str,
-    arguments: &str,
-    now: i64,
-) -> Result<i64> {
-    let sequence = tx.allocate_sequence(key, now).await?;
-    let request_id = uuid::Uuid::new_v4().to_string();
-    tx.insert_message(
-        key,
-        &NewMessage {
-            sequence,
-            operation,
-            arguments,
-            request_id: &request_id,
-            idempotency_key: None,
-            created_at: now,
-            progress: MessageProgress::ready(0, now),
-        },
-    )
-    .await
 }
 
 /// A worker's hold on one actor, released when dropped.

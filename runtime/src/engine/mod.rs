@@ -23,7 +23,7 @@ use crate::actor::Actor;
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::limits::{Limits, RetryPolicy};
-use crate::store::Store;
+use crate::store::{ActorKey, MessageProgress, NewMessage, Store, Transaction};
 
 pub(crate) use background::TurnErrors;
 pub(crate) use call::{CallOptions, EnqueueOptions, Enqueued};
@@ -169,6 +169,31 @@ fn duplicate_check(known: &RegisteredActor, type_id: TypeId, name: &str) -> Resu
             name: name.to_owned(),
         })
     }
+}
+
+/// Appends a ready message to the actor's mailbox inside `tx`; returns its id.
+pub(crate) async fn append(
+    tx: &mut dyn Transaction,
+    key: ActorKey<'_, '_>,
+    operation: &str,
+    arguments: &str,
+    now: i64,
+) -> Result<i64> {
+    let sequence = tx.allocate_sequence(key, now).await?;
+    let request_id = uuid::Uuid::new_v4().to_string();
+    tx.insert_message(
+        key,
+        &NewMessage {
+            sequence,
+            operation,
+            arguments,
+            request_id: &request_id,
+            idempotency_key: None,
+            created_at: now,
+            progress: MessageProgress::ready(0, now),
+        },
+    )
+    .await
 }
 
 /// Microseconds since the Unix epoch, as stored.

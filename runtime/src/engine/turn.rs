@@ -7,12 +7,13 @@ use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
 use tracing::Instrument;
 
-use super::{from_micros, micros, Engine, Outcome, Step, TurnReport};
+use super::{append, from_micros, micros, Engine, Outcome, Step, TurnReport};
 use crate::actor::{Actor, Operations};
 use crate::codec::{decode_operation, encode_operation, from_json, to_json};
 use crate::error::{Error, Rejection, Result};
 use crate::handled::Handled;
 use crate::limits::{Payload, RetryPolicy};
+use crate::reference::validate_id;
 use crate::store::{
     ActorKey, Instance, InstanceWrite, MessageProgress, NewMessage, ReminderWrite, StoredMessage,
     StoredStatus, Transaction,
@@ -56,12 +57,27 @@ enum ReminderOp {
     },
 }
 
+/// A message to another actor, encoded for the store.
+struct SendOp {
+    actor_type: &'static str,
+    actor_id: String,
+    operation: &'static str,
+    arguments: String,
+    register: fn(&Engine) -> Result<()>,
+}
+
+/// What a completed turn writes besides its message row.
+struct Writes {
+    state: String,
+    reminders: Vec<ReminderOp>,
+    sends: Vec<SendOp>,
+}
+
 /// What a turn commits, before the message row's fields are worked out.
 struct Settled {
     kind: SettledKind,
     attempts: i64,
-    state: Option<String>,
-    reminders: Vec<ReminderOp>,
+    writes: Option<Writes>,
 }
 
 enum SettledKind {
@@ -220,7 +236,13 @@ impl Engine {
                 }
                 (None, None) => unreachable!("a stored delivery carries its row id"),
             };
-            for change in &settled.reminders {
+            let no_writes = Writes {
+                state: String::new(),
+                reminders: Vec::new(),
+                sends: Vec::new(),
+            };
+            let writes = settled.writes.as_ref().unwrap_or(&no_writes);
+            for change in &writes.reminders {
                 match change {
                     ReminderOp::Upsert {
                         name,
@@ -251,17 +273,27 @@ impl Engine {
                     instance.unfinished - i64::from(finished),
                 ),
             };
+            let new_state = settled.writes.as_ref().map(|writes| writes.state.as_str());
             tx.write_instance(
                 key,
                 &InstanceWrite {
-                    state: settled.state.as_deref(),
-                    revision: instance.revision + i64::from(settled.state.is_some()),
+                    state: new_state,
+                    revision: instance.revision + i64::from(new_state.is_some()),
                     next_sequence,
                     unfinished,
                     updated_at: now_us,
                 },
             )
             .await?;
+            // After the actor's own row: a message sent to itself counts on top of it.
+            for send in &writes.sends {
+                (send.register)(self)?;
+                let target = ActorKey {
+                    actor_type: send.actor_type,
+                    actor_id: &send.actor_id,
+                };
+                append(&mut *tx, target, send.operation, &send.arguments, now_us).await?;
+            }
             tx.commit().await?;
             self.wake();
             let available_at = progress.available_at;
@@ -287,12 +319,11 @@ impl Engine {
     ) -> Settled {
         let kind = match handled {
             Handled::Value(result) => match self.completion(state, turn, &result, operation) {
-                Ok((state, reminders)) => {
+                Ok(writes) => {
                     return Settled {
                         kind: SettledKind::Completed(result),
                         attempts,
-                        state: Some(state),
-                        reminders,
+                        writes: Some(writes),
                     };
                 }
                 Err(error) => SettledKind::Failed {
@@ -312,19 +343,18 @@ impl Engine {
         Settled {
             kind,
             attempts,
-            state: None,
-            reminders: Vec::new(),
+            writes: None,
         }
     }
 
-    /// The state and reminder writes of a completed turn, within the limits.
+    /// The state, reminder and message writes of a completed turn, within the limits.
     fn completion<A: Actor>(
         &self,
         state: &A,
         turn: &mut Turn<A>,
         result: &str,
         operation: &str,
-    ) -> Result<(String, Vec<ReminderOp>)> {
+    ) -> Result<Writes> {
         self.limits
             .check(Payload::Result, operation, result.len())?;
         let state = to_json("state", state)?;
@@ -355,7 +385,29 @@ impl Engine {
                 ReminderChange::Cancel { name, key } => Ok(ReminderOp::Delete { name, key }),
             })
             .collect::<Result<_>>()?;
-        Ok((state, reminders))
+        let sends = turn
+            .take_outbox()
+            .into_iter()
+            .map(|outgoing| {
+                validate_id(&outgoing.actor_id)?;
+                let encoded = outgoing.message?;
+                let arguments = to_json("arguments", &encoded.arguments)?;
+                self.limits
+                    .check(Payload::Arguments, encoded.name, arguments.len())?;
+                Ok(SendOp {
+                    actor_type: outgoing.actor_type,
+                    actor_id: outgoing.actor_id,
+                    operation: encoded.name,
+                    arguments,
+                    register: outgoing.register,
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(Writes {
+            state,
+            reminders,
+            sends,
+        })
     }
 }
 
