@@ -6,6 +6,7 @@
 
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
+mod rows;
 pub(crate) mod sqlite;
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -10,18 +10,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::sqlite::{SqliteArguments, SqliteRow};
+use sqlx::sqlite::SqliteArguments;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use sqlx::{Row, Sqlite, SqliteConnection};
+use sqlx::{Sqlite, SqliteConnection};
 
 use super::{
-    ActorKey, Counters, DueReminder, Instance, InstanceWrite, MessageLookup, MessageProgress,
-    MessageRecord, NewMessage, ReminderWrite, Stats, Store, StoredMessage, StoredStatus,
-    Transaction,
+    rows, ActorKey, Counters, DueReminder, Instance, InstanceWrite, MessageLookup, MessageProgress,
+    MessageRecord, NewMessage, ReminderWrite, Stats, Store, StoredMessage, Transaction,
 };
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// `SELECT <every message column> FROM solid_messages WHERE <condition>`.
 macro_rules! select_message {
@@ -143,12 +142,12 @@ impl Store for SqliteStore {
             .bind(actor.actor_id)
             .fetch_optional(&self.readers)
             .await?;
-        row.map(|row| instance_from(&row)).transpose()
+        row.map(|row| rows::instance(&row)).transpose()
     }
 
     async fn message(&self, lookup: MessageLookup<'_>) -> Result<Option<MessageRecord>> {
         let row = lookup_query(lookup).fetch_optional(&self.readers).await?;
-        row.map(|row| message_from(&row)).transpose()
+        row.map(|row| rows::message(&row)).transpose()
     }
 
     async fn dead_letters(&self, limit: i64) -> Result<Vec<MessageRecord>> {
@@ -158,7 +157,7 @@ impl Store for SqliteStore {
         .bind(limit)
         .fetch_all(&self.readers)
         .await?;
-        rows.iter().map(message_from).collect()
+        rows.iter().map(rows::message).collect()
     }
 
     async fn ready_actors(&self, now: i64, limit: i64) -> Result<Vec<(String, String)>> {
@@ -173,9 +172,7 @@ impl Store for SqliteStore {
         .bind(limit)
         .fetch_all(&self.readers)
         .await?;
-        rows.iter()
-            .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
-            .collect()
+        rows::actors(&rows)
     }
 
     fn stats(&self) -> Stats {
@@ -204,41 +201,8 @@ fn lookup_query(lookup: MessageLookup<'_>) -> sqlx::query::Query<'_, Sqlite, Sql
     }
 }
 
-fn message_from(row: &SqliteRow) -> Result<MessageRecord> {
-    let status: String = row.try_get("status")?;
-    let id: i64 = row.try_get("id")?;
-    Ok(MessageRecord {
-        id,
-        actor_type: row.try_get("actor_type")?,
-        actor_id: row.try_get("actor_id")?,
-        sequence: row.try_get("sequence")?,
-        operation: row.try_get("operation")?,
-        arguments: row.try_get("arguments")?,
-        request_id: row.try_get("request_id")?,
-        status: StoredStatus::parse(&status).ok_or_else(|| {
-            Error::Database(sqlx::Error::Protocol(format!(
-                "message {id} has an unknown status {status:?}"
-            )))
-        })?,
-        attempts: row.try_get("attempts")?,
-        available_at: row.try_get("available_at")?,
-        result: row.try_get("result")?,
-        last_error: row.try_get("last_error")?,
-        finished_at: row.try_get("finished_at")?,
-    })
-}
-
 const SELECT_INSTANCE: &str = "SELECT state, revision, next_sequence, unfinished
      FROM solid_instances WHERE actor_type = ?1 AND actor_id = ?2";
-
-fn instance_from(row: &sqlx::sqlite::SqliteRow) -> Result<Instance> {
-    Ok(Instance {
-        state: row.try_get("state")?,
-        revision: row.try_get("revision")?,
-        next_sequence: row.try_get("next_sequence")?,
-        unfinished: row.try_get("unfinished")?,
-    })
-}
 
 /// A write transaction on the writer connection.
 struct SqliteTransaction {
@@ -264,7 +228,7 @@ impl Transaction for SqliteTransaction {
             .bind(actor.actor_id)
             .fetch_optional(&mut *self.tx)
             .await?;
-        row.map(|row| instance_from(&row)).transpose()
+        row.map(|row| rows::instance(&row)).transpose()
     }
 
     async fn next_message(&mut self, actor: ActorKey<'_, '_>) -> Result<Option<StoredMessage>> {
@@ -279,17 +243,7 @@ impl Transaction for SqliteTransaction {
         .bind(actor.actor_id)
         .fetch_optional(&mut *self.tx)
         .await?;
-        row.map(|row| {
-            Ok(StoredMessage {
-                id: row.try_get("id")?,
-                sequence: row.try_get("sequence")?,
-                operation: row.try_get("operation")?,
-                arguments: row.try_get("arguments")?,
-                attempts: row.try_get("attempts")?,
-                available_at: row.try_get("available_at")?,
-            })
-        })
-        .transpose()
+        row.map(|row| rows::stored_message(&row)).transpose()
     }
 
     async fn insert_message(
@@ -442,7 +396,7 @@ impl Transaction for SqliteTransaction {
 
     async fn take_due_reminders(&mut self, now: i64, limit: i64) -> Result<Vec<DueReminder>> {
         self.counters.statement();
-        let mut rows = sqlx::query(
+        let taken = sqlx::query(
             "DELETE FROM solid_reminders WHERE id IN (
                  SELECT id FROM solid_reminders WHERE due_at <= ?1 ORDER BY due_at, id LIMIT ?2)
              RETURNING id, due_at, actor_type, actor_id, name, arguments",
@@ -451,28 +405,13 @@ impl Transaction for SqliteTransaction {
         .bind(limit)
         .fetch_all(&mut *self.tx)
         .await?;
-        rows.sort_by_key(|row| {
-            (
-                row.try_get::<i64, _>("due_at").unwrap_or_default(),
-                row.try_get::<i64, _>("id").unwrap_or_default(),
-            )
-        });
-        rows.iter()
-            .map(|row| {
-                Ok(DueReminder {
-                    actor_type: row.try_get("actor_type")?,
-                    actor_id: row.try_get("actor_id")?,
-                    name: row.try_get("name")?,
-                    arguments: row.try_get("arguments")?,
-                })
-            })
-            .collect()
+        rows::due_reminders(taken)
     }
 
     async fn message(&mut self, lookup: MessageLookup<'_>) -> Result<Option<MessageRecord>> {
         self.counters.statement();
         let row = lookup_query(lookup).fetch_optional(&mut *self.tx).await?;
-        row.map(|row| message_from(&row)).transpose()
+        row.map(|row| rows::message(&row)).transpose()
     }
 
     async fn prune_finished(&mut self, before: i64, keep_keyed: i64) -> Result<u64> {

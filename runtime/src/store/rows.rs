@@ -1,0 +1,115 @@
+//! Rows to values, shared by every backend: the column names are the same everywhere.
+
+use sqlx::{ColumnIndex, Database, Decode, Row, Type};
+
+use super::{DueReminder, Instance, MessageRecord, StoredMessage, StoredStatus};
+use crate::error::{Error, Result};
+
+/// The columns every backend decodes: text, integers and their `NULL`able forms.
+pub(crate) trait Columns<DB: Database>: for<'r> Decode<'r, DB> + Type<DB> {}
+
+impl<DB: Database, T: for<'r> Decode<'r, DB> + Type<DB>> Columns<DB> for T {}
+
+/// `state, revision, next_sequence, unfinished` of `solid_instances`.
+pub(crate) fn instance<R>(row: &R) -> Result<Instance>
+where
+    R: Row,
+    for<'c> &'c str: ColumnIndex<R>,
+    Option<String>: Columns<R::Database>,
+    i64: Columns<R::Database>,
+{
+    Ok(Instance {
+        state: row.try_get("state")?,
+        revision: row.try_get("revision")?,
+        next_sequence: row.try_get("next_sequence")?,
+        unfinished: row.try_get("unfinished")?,
+    })
+}
+
+/// The head of a mailbox.
+pub(crate) fn stored_message<R>(row: &R) -> Result<StoredMessage>
+where
+    R: Row,
+    for<'c> &'c str: ColumnIndex<R>,
+    String: Columns<R::Database>,
+    i64: Columns<R::Database>,
+{
+    Ok(StoredMessage {
+        id: row.try_get("id")?,
+        sequence: row.try_get("sequence")?,
+        operation: row.try_get("operation")?,
+        arguments: row.try_get("arguments")?,
+        attempts: row.try_get("attempts")?,
+        available_at: row.try_get("available_at")?,
+    })
+}
+
+/// A whole message row.
+pub(crate) fn message<R>(row: &R) -> Result<MessageRecord>
+where
+    R: Row,
+    for<'c> &'c str: ColumnIndex<R>,
+    String: Columns<R::Database>,
+    Option<String>: Columns<R::Database>,
+    i64: Columns<R::Database>,
+    Option<i64>: Columns<R::Database>,
+{
+    let status: String = row.try_get("status")?;
+    let id: i64 = row.try_get("id")?;
+    Ok(MessageRecord {
+        id,
+        actor_type: row.try_get("actor_type")?,
+        actor_id: row.try_get("actor_id")?,
+        sequence: row.try_get("sequence")?,
+        operation: row.try_get("operation")?,
+        arguments: row.try_get("arguments")?,
+        request_id: row.try_get("request_id")?,
+        status: StoredStatus::parse(&status).ok_or_else(|| {
+            Error::Database(sqlx::Error::Protocol(format!(
+                "message {id} has an unknown status {status:?}"
+            )))
+        })?,
+        attempts: row.try_get("attempts")?,
+        available_at: row.try_get("available_at")?,
+        result: row.try_get("result")?,
+        last_error: row.try_get("last_error")?,
+        finished_at: row.try_get("finished_at")?,
+    })
+}
+
+/// Reminders taken by `DELETE .. RETURNING`, earliest first (`RETURNING` has no order).
+pub(crate) fn due_reminders<R>(mut rows: Vec<R>) -> Result<Vec<DueReminder>>
+where
+    R: Row,
+    for<'c> &'c str: ColumnIndex<R>,
+    String: Columns<R::Database>,
+    i64: Columns<R::Database>,
+{
+    let mut keyed = rows
+        .drain(..)
+        .map(|row| {
+            let order: (i64, i64) = (row.try_get("due_at")?, row.try_get("id")?);
+            let reminder = DueReminder {
+                actor_type: row.try_get("actor_type")?,
+                actor_id: row.try_get("actor_id")?,
+                name: row.try_get("name")?,
+                arguments: row.try_get("arguments")?,
+            };
+            Ok((order, reminder))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    keyed.sort_by_key(|(order, _)| *order);
+    Ok(keyed.into_iter().map(|(_, reminder)| reminder).collect())
+}
+
+/// `(actor_type, actor_id)` pairs.
+pub(crate) fn actors<R>(rows: &[R]) -> Result<Vec<(String, String)>>
+where
+    R: Row,
+    for<'c> &'c str: ColumnIndex<R>,
+    String: Columns<R::Database>,
+{
+    rows.iter()
+        .map(|row| Ok((row.try_get("actor_type")?, row.try_get("actor_id")?)))
+        .collect()
+}
