@@ -304,3 +304,77 @@ async fn concurrent_calls_with_one_idempotency_key_run_once_across_processes() {
     first.close().await;
     second.close().await;
 }
+
+/// Tells the world a journal entry was kept.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Announce {
+    entry: String,
+}
+
+impl solid_objects::Effect for Announce {
+    const NAME: &'static str = "announce";
+}
+
+/// A journal that announces its entries.
+#[actor]
+#[derive(Default)]
+struct Herald {
+    announced: u32,
+}
+
+#[actor]
+impl Herald {
+    #[command]
+    fn keep(&mut self, turn: &mut Turn<Self>, entry: String) {
+        turn.emit(Announce { entry });
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_effect_claimed_by_two_processes_at_once_runs_once() {
+    let server = PgServer::start();
+    let url = server.database().await;
+    let clock = ManualClock::starting_now();
+    let runs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut processes = Vec::new();
+    for _ in 0..2 {
+        let runs = std::sync::Arc::clone(&runs);
+        let runtime = Runtime::builder()
+            .postgres(&url, 4)
+            .clock(clock.clone())
+            .policy(AllowAll)
+            .effect(
+                move |announce: Announce, context: solid_objects::EffectContext| {
+                    let runs = std::sync::Arc::clone(&runs);
+                    async move {
+                        runs.lock()
+                            .unwrap()
+                            .push((announce.entry, context.id().to_owned()));
+                        Ok::<(), Failure>(())
+                    }
+                },
+            )
+            .start()
+            .await
+            .unwrap();
+        processes.push(runtime);
+    }
+    processes[0]
+        .reference::<Herald>("h")
+        .keep("first")
+        .await
+        .unwrap();
+
+    let ran = together(2, |process| {
+        let runtime = processes[process].clone();
+        async move { runtime.testing().run_effects().await.unwrap() }
+    })
+    .await;
+
+    assert_eq!(ran.iter().sum::<usize>(), 1);
+    assert_eq!(runs.lock().unwrap().len(), 1);
+    assert_eq!(runs.lock().unwrap()[0].0, "first");
+    for runtime in processes {
+        runtime.close().await;
+    }
+}

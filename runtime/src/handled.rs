@@ -44,14 +44,18 @@ impl Handled {
 
     /// The outcome of a handler that panicked.
     pub(crate) fn panicked(panic: &(dyn std::any::Any + Send)) -> Self {
-        let text = panic
-            .downcast_ref::<&str>()
-            .copied()
-            .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-            .unwrap_or("a panic without a message");
         Self::Failed {
-            error: format!("the handler panicked: {text}"),
+            error: format!("the handler panicked: {}", panic_text(panic)),
             retryable: true,
         }
     }
+}
+
+/// The message of a caught panic.
+pub(crate) fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic without a message")
 }

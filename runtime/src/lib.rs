@@ -65,6 +65,7 @@
 mod actor;
 mod clock;
 mod codec;
+pub mod effect;
 mod engine;
 mod error;
 mod failure;
@@ -80,6 +81,7 @@ mod turn;
 
 pub use actor::{Actor, ActorState, Operations};
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use effect::{Effect, EffectContext};
 pub use error::{Error, Rejection, Result};
 pub use failure::{Failure, HandlerError, TurnError};
 pub use limits::{Limits, RetryPolicy};

@@ -12,6 +12,7 @@ use tokio::task::JoinSet;
 
 use crate::actor::Actor;
 use crate::clock::{Clock, SystemClock};
+use crate::effect::{Effect, EffectContext, EffectRunner, TypedEffect};
 use crate::engine::{Engine, TurnErrors};
 use crate::error::{Error, Result};
 use crate::limits::{Limits, RetryPolicy};
@@ -84,7 +85,8 @@ impl Runtime {
 
     /// Runs the workers until [`shutdown`](Runtime::shutdown): they fire due reminders as
     /// ordinary mailbox messages, run the ready messages of the actor types this runtime
-    /// knows (a busy actor yields after 50 turns so others are not starved), and prune
+    /// knows (a busy actor yields after 50 turns so others are not starved), run due effects
+    /// with their handlers, and prune
     /// finished messages hourly. A commit in this process wakes an idle worker at once;
     /// otherwise idle workers poll every 100 ms, backing off to 1 s. Returns `Ok(())` on
     /// shutdown.
@@ -132,11 +134,12 @@ impl Runtime {
             .engine()
             .run_ready(ACTORS_PER_PASS, TURNS_PER_ACTOR, TurnErrors::LogAndStall)
             .await?;
+        let effects = crate::effect::run_due(self, ACTORS_PER_PASS).await?;
         if self.prune_due() {
             let pruned = self.engine().prune_finished().await?;
             tracing::debug!(pruned, "pruned finished messages");
         }
-        Ok(fired + turns > 0)
+        Ok(fired + turns + effects > 0)
     }
 
     /// Whether this worker should prune now (and if so, no other will for a while).
@@ -286,6 +289,7 @@ pub struct Builder {
     retry: RetryPolicy,
     workers: usize,
     registrations: Vec<fn(&Engine) -> Result<()>>,
+    effects: Vec<(&'static str, Arc<dyn EffectRunner>)>,
 }
 
 impl Default for Builder {
@@ -300,6 +304,7 @@ impl Default for Builder {
             retry: RetryPolicy::default(),
             workers: 2,
             registrations: Vec::new(),
+            effects: Vec::new(),
         }
     }
 }
@@ -377,6 +382,40 @@ impl Builder {
         self
     }
 
+    /// Runs the effects of kind `E` with `handler`, after the turns that emit them commit, at
+    /// least once: a handler that returns a retryable [`Failure`](crate::Failure) (or
+    /// panics) is retried with the runtime's backoff, a permanent one ends the effect.
+    ///
+    /// ```no_run
+    /// # use serde::{Deserialize, Serialize};
+    /// # use solid_objects::{AllowAll, Effect, EffectContext, Failure, Runtime};
+    /// #[derive(Serialize, Deserialize)]
+    /// struct SendReceipt { email: String }
+    /// impl Effect for SendReceipt { const NAME: &'static str = "send_receipt"; }
+    ///
+    /// # async fn start() -> Result<(), solid_objects::Error> {
+    /// let runtime = Runtime::builder()
+    ///     .sqlite("shop.db")
+    ///     .policy(AllowAll)
+    ///     .effect(|receipt: SendReceipt, context: EffectContext| async move {
+    ///         // mailer.send(&receipt.email, idempotency_key = context.id()).await
+    ///         let _ = (receipt.email, context.id());
+    ///         Ok::<(), Failure>(())
+    ///     })
+    ///     .start()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn effect<E, F, Fut>(mut self, handler: F) -> Self
+    where
+        E: Effect,
+        F: Fn(E, EffectContext) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = std::result::Result<(), crate::Failure>> + Send + 'static,
+    {
+        self.effects.push((E::NAME, TypedEffect::new(handler)));
+        self
+    }
+
     /// Opens the database, applies the migrations and starts the runtime. The first runtime
     /// started in a process (or the next one after it closes) becomes the process default.
     pub async fn start(self) -> Result<Runtime> {
@@ -396,6 +435,9 @@ impl Builder {
         let engine = Engine::new(store, self.clock, self.limits, self.retry);
         for register in &self.registrations {
             register(&engine)?;
+        }
+        for (name, runner) in self.effects {
+            engine.register_effect(name, runner)?;
         }
         let runtime = Runtime {
             shared: Arc::new(Shared {

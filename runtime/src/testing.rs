@@ -60,6 +60,19 @@ impl<'r> Testing<'r> {
         }
     }
 
+    /// Runs the effects due at the clock's now with their handlers until none is left (a
+    /// failed attempt waits for its backoff); returns how many attempts ran.
+    pub async fn run_effects(&self) -> Result<usize> {
+        let mut ran = 0;
+        loop {
+            let batch = crate::effect::run_due(self.runtime, BATCH).await?;
+            if batch == 0 {
+                return Ok(ran);
+            }
+            ran += batch;
+        }
+    }
+
     /// Delivers a message (a reminder's, say) to an actor as if it came from the mailbox,
     /// bypassing the policy, and runs it; returns the handler's result as JSON.
     ///

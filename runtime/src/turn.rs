@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 
 use crate::actor::{Actor, Operations};
 use crate::codec::{encode_operation, EncodedOperation};
+use crate::effect::Effect;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::store::Transaction;
@@ -25,6 +26,7 @@ pub struct Turn<A: Actor> {
     attempt: u32,
     reminders: Vec<ReminderChange<A::Message>>,
     outbox: Vec<Outgoing>,
+    effects: Vec<PendingEffect>,
     /// The turn's transaction while the handler runs (commands and reminders only). The
     /// mutex only makes `&Turn` shareable; access goes through `&mut self`, never locking.
     transaction: Mutex<Option<Box<dyn Transaction>>>,
@@ -46,6 +48,7 @@ impl<A: Actor> Turn<A> {
             attempt,
             reminders: Vec::new(),
             outbox: Vec::new(),
+            effects: Vec::new(),
             transaction: Mutex::new(None),
             savepoint: false,
         }
@@ -173,6 +176,19 @@ impl<A: Actor> Turn<A> {
         })
     }
 
+    /// Emits an effect: work outside the database that runs after this turn commits (and
+    /// never if it rejects or fails), at least once, by the handler registered with
+    /// [`Builder::effect`](crate::Builder::effect). See [`effect`](crate::effect).
+    pub fn emit<E: Effect>(&mut self, effect: E) {
+        self.effects.push(PendingEffect {
+            name: E::NAME,
+            payload: serde_json::to_string(&effect).map_err(|source| Error::Encode {
+                what: "effect",
+                source,
+            }),
+        });
+    }
+
     /// The turn's SQLite connection, inside the turn's transaction: the application's own
     /// rows written here commit with the state, or not at all (a rejection or a failure
     /// rolls them back). Handlers that use it are `async fn`.
@@ -257,6 +273,10 @@ impl<A: Actor> Turn<A> {
         Some((transaction, std::mem::take(&mut self.savepoint)))
     }
 
+    pub(crate) fn take_effects(&mut self) -> Vec<PendingEffect> {
+        std::mem::take(&mut self.effects)
+    }
+
     pub(crate) fn take_outbox(&mut self) -> Vec<Outgoing> {
         std::mem::take(&mut self.outbox)
     }
@@ -276,6 +296,7 @@ impl<A: Actor> fmt::Debug for Turn<A> {
             .field("attempt", &self.attempt)
             .field("staged_reminders", &self.reminders.len())
             .field("staged_messages", &self.outbox.len())
+            .field("staged_effects", &self.effects.len())
             .finish()
     }
 }
@@ -337,6 +358,12 @@ impl<A: Actor> UnscheduleStage<'_, A> {
             key: self.key,
         });
     }
+}
+
+/// An effect a turn emits, serialised when staged.
+pub(crate) struct PendingEffect {
+    pub(crate) name: &'static str,
+    pub(crate) payload: Result<String>,
 }
 
 /// A message a turn sends to an actor, encoded when staged.

@@ -6,6 +6,7 @@
 
 mod background;
 mod call;
+mod effects;
 mod outcome;
 mod turn;
 
@@ -21,6 +22,7 @@ use tokio::sync::Notify;
 
 use crate::actor::Actor;
 use crate::clock::Clock;
+use crate::effect::EffectRunner;
 use crate::error::{Error, Result};
 use crate::limits::{Limits, RetryPolicy};
 use crate::store::{ActorKey, MessageProgress, NewMessage, Store, Transaction};
@@ -45,6 +47,8 @@ pub(crate) struct Engine {
     unknown_types: Mutex<HashSet<String>>,
     /// Actors whose last turn failed with an error, and until when workers skip them.
     stalled: Mutex<HashMap<(String, String), tokio::time::Instant>>,
+    /// The effect handlers, by effect name.
+    effects: RwLock<HashMap<&'static str, Arc<dyn EffectRunner>>>,
 }
 
 #[derive(Clone)]
@@ -90,6 +94,7 @@ impl Engine {
             claims: Mutex::default(),
             unknown_types: Mutex::default(),
             stalled: Mutex::default(),
+            effects: RwLock::default(),
         }
     }
 

@@ -15,8 +15,8 @@ use crate::handled::Handled;
 use crate::limits::{Payload, RetryPolicy};
 use crate::reference::validate_id;
 use crate::store::{
-    ActorKey, Instance, InstanceWrite, MessageProgress, NewMessage, ReminderWrite, StoredMessage,
-    StoredStatus, Transaction,
+    ActorKey, Instance, InstanceWrite, MessageProgress, NewEffect, NewMessage, ReminderWrite,
+    StoredMessage, StoredStatus, Transaction,
 };
 use crate::turn::{ReminderChange, Turn};
 
@@ -71,6 +71,8 @@ struct Writes {
     state: String,
     reminders: Vec<ReminderOp>,
     sends: Vec<SendOp>,
+    /// Effects: (name, payload).
+    effects: Vec<(&'static str, String)>,
 }
 
 /// What a turn commits, before the message row's fields are worked out.
@@ -240,6 +242,7 @@ impl Engine {
                 state: String::new(),
                 reminders: Vec::new(),
                 sends: Vec::new(),
+                effects: Vec::new(),
             };
             let writes = settled.writes.as_ref().unwrap_or(&no_writes);
             for change in &writes.reminders {
@@ -285,6 +288,16 @@ impl Engine {
                 },
             )
             .await?;
+            for (name, payload) in &writes.effects {
+                let effect_id = uuid::Uuid::new_v4().to_string();
+                let effect = NewEffect {
+                    effect_id: &effect_id,
+                    name,
+                    payload,
+                    created_at: now_us,
+                };
+                tx.insert_effect(key, &effect).await?;
+            }
             // After the actor's own row: a message sent to itself counts on top of it.
             for send in &writes.sends {
                 (send.register)(self)?;
@@ -403,10 +416,21 @@ impl Engine {
                 })
             })
             .collect::<Result<_>>()?;
+        let effects = turn
+            .take_effects()
+            .into_iter()
+            .map(|effect| {
+                let payload = effect.payload?;
+                self.limits
+                    .check(Payload::Arguments, effect.name, payload.len())?;
+                Ok((effect.name, payload))
+            })
+            .collect::<Result<_>>()?;
         Ok(Writes {
             state,
             reminders,
             sends,
+            effects,
         })
     }
 }

@@ -161,6 +161,36 @@ pub(crate) struct DueReminder {
     pub(crate) arguments: String,
 }
 
+/// An effect a turn emits, to insert with the turn.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NewEffect<'a> {
+    pub(crate) effect_id: &'a str,
+    pub(crate) name: &'a str,
+    pub(crate) payload: &'a str,
+    pub(crate) created_at: i64,
+}
+
+/// An effect a worker claimed (its attempts already counting this one).
+#[derive(Debug, Clone)]
+pub(crate) struct ClaimedEffect {
+    pub(crate) id: i64,
+    pub(crate) effect_id: String,
+    pub(crate) actor_type: String,
+    pub(crate) actor_id: String,
+    pub(crate) payload: String,
+    pub(crate) attempts: i64,
+}
+
+/// Where an effect stands after an attempt.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EffectProgress<'a> {
+    /// `ready` (to retry at `available_at`), `done` or `dead`.
+    pub(crate) status: &'static str,
+    pub(crate) available_at: i64,
+    pub(crate) last_error: Option<&'a str>,
+    pub(crate) finished_at: Option<i64>,
+}
+
 /// Counts of the work the store did, for tests and benchmarks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -277,6 +307,26 @@ pub(crate) trait Transaction: Send {
 
     /// Removes and returns up to `limit` reminders due at `now`, earliest first.
     async fn take_due_reminders(&mut self, now: i64, limit: i64) -> Result<Vec<DueReminder>>;
+
+    /// Stores an effect the turn emitted, ready to run once the turn commits.
+    async fn insert_effect(
+        &mut self,
+        actor: ActorKey<'_, '_>,
+        effect: &NewEffect<'_>,
+    ) -> Result<()>;
+
+    /// Claims up to `limit` effects named `name` that are due at `now` (ready, or running
+    /// with an expired lease), leasing them until `lease_until`.
+    async fn claim_effects(
+        &mut self,
+        name: &str,
+        now: i64,
+        lease_until: i64,
+        limit: i64,
+    ) -> Result<Vec<ClaimedEffect>>;
+
+    /// Records an effect's attempt.
+    async fn finish_effect(&mut self, id: i64, progress: &EffectProgress<'_>) -> Result<()>;
 
     /// Reads one message inside this transaction.
     async fn message(&mut self, lookup: MessageLookup<'_>) -> Result<Option<MessageRecord>>;

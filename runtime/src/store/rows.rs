@@ -2,7 +2,7 @@
 
 use sqlx::{ColumnIndex, Database, Decode, Row, Type};
 
-use super::{DueReminder, Instance, MessageRecord, StoredMessage, StoredStatus};
+use super::{ClaimedEffect, DueReminder, Instance, MessageRecord, StoredMessage, StoredStatus};
 use crate::error::{Error, Result};
 
 /// The columns every backend decodes: text, integers and their `NULL`able forms.
@@ -111,5 +111,27 @@ where
 {
     rows.iter()
         .map(|row| Ok((row.try_get("actor_type")?, row.try_get("actor_id")?)))
+        .collect()
+}
+
+/// Effects claimed by `UPDATE .. RETURNING`.
+pub(crate) fn claimed_effects<R>(rows: &[R]) -> Result<Vec<ClaimedEffect>>
+where
+    R: Row,
+    for<'c> &'c str: ColumnIndex<R>,
+    String: Columns<R::Database>,
+    i64: Columns<R::Database>,
+{
+    rows.iter()
+        .map(|row| {
+            Ok(ClaimedEffect {
+                id: row.try_get("id")?,
+                effect_id: row.try_get("effect_id")?,
+                actor_type: row.try_get("actor_type")?,
+                actor_id: row.try_get("actor_id")?,
+                payload: row.try_get("payload")?,
+                attempts: row.try_get("attempts")?,
+            })
+        })
         .collect()
 }

@@ -17,8 +17,9 @@ use sqlx::sqlite::{
 use sqlx::{Sqlite, SqliteConnection};
 
 use super::{
-    rows, ActorKey, Counters, DueReminder, Instance, InstanceWrite, MessageLookup, MessageProgress,
-    MessageRecord, NewMessage, ReminderWrite, Stats, Store, StoredMessage, Transaction,
+    rows, ActorKey, ClaimedEffect, Counters, DueReminder, EffectProgress, Instance, InstanceWrite,
+    MessageLookup, MessageProgress, MessageRecord, NewEffect, NewMessage, ReminderWrite, Stats,
+    Store, StoredMessage, Transaction,
 };
 use crate::error::Result;
 
@@ -35,11 +36,18 @@ macro_rules! select_message {
 }
 
 /// The schema, applied in order at start; each entry runs once per database.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "actors",
-    include_str!("../../../migrations/sqlite/0001_actors.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "actors",
+        include_str!("../../../migrations/sqlite/0001_actors.sql"),
+    ),
+    (
+        2,
+        "effects",
+        include_str!("../../../migrations/sqlite/0002_effects.sql"),
+    ),
+];
 
 /// How hard SQLite works to keep a commit through a power loss.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -406,6 +414,71 @@ impl Transaction for SqliteTransaction {
         .fetch_all(&mut *self.tx)
         .await?;
         rows::due_reminders(taken)
+    }
+
+    async fn insert_effect(
+        &mut self,
+        actor: ActorKey<'_, '_>,
+        effect: &NewEffect<'_>,
+    ) -> Result<()> {
+        self.counters.statement();
+        sqlx::query(
+            "INSERT INTO solid_effects (effect_id, actor_type, actor_id, name, payload, status,
+                 available_at, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, 'ready', ?6, ?6)",
+        )
+        .bind(effect.effect_id)
+        .bind(actor.actor_type)
+        .bind(actor.actor_id)
+        .bind(effect.name)
+        .bind(effect.payload)
+        .bind(effect.created_at)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(())
+    }
+
+    async fn claim_effects(
+        &mut self,
+        name: &str,
+        now: i64,
+        lease_until: i64,
+        limit: i64,
+    ) -> Result<Vec<ClaimedEffect>> {
+        self.counters.statement();
+        let claimed = sqlx::query(
+            "UPDATE solid_effects
+             SET status = 'running', attempts = attempts + 1, available_at = ?3
+             WHERE id IN (
+                 SELECT id FROM solid_effects
+                 WHERE name = ?1 AND status IN ('ready', 'running') AND available_at <= ?2
+                 ORDER BY available_at, id LIMIT ?4)
+             RETURNING id, effect_id, actor_type, actor_id, payload, attempts",
+        )
+        .bind(name)
+        .bind(now)
+        .bind(lease_until)
+        .bind(limit)
+        .fetch_all(&mut *self.tx)
+        .await?;
+        rows::claimed_effects(&claimed)
+    }
+
+    async fn finish_effect(&mut self, id: i64, progress: &EffectProgress<'_>) -> Result<()> {
+        self.counters.statement();
+        sqlx::query(
+            "UPDATE solid_effects
+             SET status = ?1, available_at = ?2, last_error = ?3, finished_at = ?4
+             WHERE id = ?5",
+        )
+        .bind(progress.status)
+        .bind(progress.available_at)
+        .bind(progress.last_error)
+        .bind(progress.finished_at)
+        .bind(id)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(())
     }
 
     async fn message(&mut self, lookup: MessageLookup<'_>) -> Result<Option<MessageRecord>> {

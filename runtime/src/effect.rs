@@ -1,0 +1,168 @@
+//! Effects: work outside the database (charge a card, send an email) that a turn asks for
+//! with [`Turn::emit`](crate::Turn::emit) and that runs after the turn commits.
+//!
+//! An emitted effect is a row written in the turn's transaction (the transactional outbox):
+//! it exists if and only if the turn committed. Workers (and
+//! [`Testing::run_effects`](crate::Testing::run_effects)) claim due effects with a lease,
+//! run the application's handler outside any transaction, and record the outcome. Delivery is
+//! at least once: a handler that fails is retried with backoff, a worker that dies mid-effect
+//! leaves it to be claimed again when the lease runs out. Pass
+//! [`EffectContext::id`] to the outside service as its idempotency key.
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::failure::Failure;
+use crate::handled::panic_text;
+use crate::runtime::Runtime;
+
+/// A kind of effect: a serialisable value with a stable stored name.
+///
+/// ```
+/// use serde::{Deserialize, Serialize};
+/// use solid_objects::Effect;
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct ChargeCard {
+///     hold_id: String,
+///     cents: i64,
+/// }
+///
+/// impl Effect for ChargeCard {
+///     const NAME: &'static str = "charge_card";
+/// }
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an effect",
+    note = "implement solid_objects::Effect for it (a stored NAME) and derive Serialize and Deserialize"
+)]
+pub trait Effect: Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// The name stored with each emitted effect; handlers are found by it.
+    const NAME: &'static str;
+}
+
+/// What an effect handler knows besides the effect.
+#[derive(Debug, Clone)]
+pub struct EffectContext {
+    pub(crate) id: String,
+    pub(crate) attempt: u32,
+    pub(crate) actor_type: String,
+    pub(crate) actor_id: String,
+    pub(crate) runtime: Runtime,
+}
+
+impl EffectContext {
+    /// The effect's id, the same on every attempt: the idempotency key to give the outside
+    /// service, so a repeated delivery does the work once.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Which attempt this is: 1 the first time.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The stored type name of the actor whose turn emitted it.
+    pub fn actor_type(&self) -> &str {
+        &self.actor_type
+    }
+
+    /// The id of the actor whose turn emitted it.
+    pub fn actor_id(&self) -> &str {
+        &self.actor_id
+    }
+
+    /// The runtime, to tell an actor how the effect went (`reference::<A>(id).confirm(..)`).
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+}
+
+/// The boxed future of a handler run.
+pub(crate) type HandlerFuture =
+    Pin<Box<dyn Future<Output = std::result::Result<(), Failure>> + Send>>;
+
+/// Runs stored effects of one kind.
+pub(crate) trait EffectRunner: Send + Sync {
+    /// Decodes the payload and runs the handler; a panic or an undecodable payload is a
+    /// failure.
+    fn run(&self, payload: &str, context: EffectContext) -> HandlerFuture;
+}
+
+/// The handler of effect `E`.
+pub(crate) struct TypedEffect<E, F> {
+    handler: F,
+    effect: PhantomData<fn() -> E>,
+}
+
+impl<E, F> TypedEffect<E, F> {
+    pub(crate) fn new(handler: F) -> Arc<Self> {
+        Arc::new(Self {
+            handler,
+            effect: PhantomData,
+        })
+    }
+}
+
+impl<E, F, Fut> EffectRunner for TypedEffect<E, F>
+where
+    E: Effect,
+    F: Fn(E, EffectContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = std::result::Result<(), Failure>> + Send + 'static,
+{
+    fn run(&self, payload: &str, context: EffectContext) -> HandlerFuture {
+        let effect: E = match serde_json::from_str(payload) {
+            Ok(effect) => effect,
+            Err(error) => {
+                let failure = Failure::permanent(format!(
+                    "the stored {} effect does not deserialise: {error}",
+                    E::NAME
+                ));
+                return Box::pin(async move { Err(failure) });
+            }
+        };
+        let running = AssertUnwindSafe((self.handler)(effect, context)).catch_unwind();
+        Box::pin(async move {
+            running.await.unwrap_or_else(|panic| {
+                Err(Failure::retryable(format!(
+                    "the effect handler panicked: {}",
+                    panic_text(&*panic)
+                )))
+            })
+        })
+    }
+}
+
+/// Claims and runs the due effects this runtime has handlers for, up to `limit` of each kind;
+/// returns how many ran.
+pub(crate) async fn run_due(runtime: &Runtime, limit: i64) -> Result<usize> {
+    let engine = runtime.engine();
+    let mut ran = 0;
+    for (name, runner) in engine.effect_runners() {
+        for claimed in engine.claim_effects(name, limit).await? {
+            let context = EffectContext {
+                id: claimed.effect_id.clone(),
+                attempt: u32::try_from(claimed.attempts).unwrap_or(u32::MAX),
+                actor_type: claimed.actor_type.clone(),
+                actor_id: claimed.actor_id.clone(),
+                runtime: runtime.clone(),
+            };
+            let outcome = runner.run(&claimed.payload, context).await;
+            if let Err(failure) = &outcome {
+                tracing::warn!(effect = name, id = claimed.effect_id, %failure, "an effect failed");
+            }
+            engine.finish_effect(&claimed, outcome).await?;
+            ran += 1;
+        }
+    }
+    Ok(ran)
+}

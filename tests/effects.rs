@@ -1,0 +1,285 @@
+//! Effects: emitted in the turn's transaction, run after it commits, at least once, with a
+//! stable id for the outside service's idempotency.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use solid_objects::prelude::*;
+use solid_objects::{Effect, EffectContext};
+use support::{count, eventually, execute, rejection_code, Harness};
+
+/// Charge a card for a hold.
+#[derive(Serialize, Deserialize)]
+struct ChargeCard {
+    hold_id: String,
+    cents: i64,
+}
+
+impl Effect for ChargeCard {
+    const NAME: &'static str = "charge_card";
+}
+
+/// Holds that become paid once the payment provider charged them.
+#[actor]
+#[derive(Default)]
+struct Checkout {
+    held: BTreeMap<String, i64>,
+    paid: BTreeSet<String>,
+}
+
+#[actor]
+impl Checkout {
+    /// Holds and stages the payment: the charge happens after this turn commits.
+    #[command]
+    fn hold(
+        &mut self,
+        turn: &mut Turn<Self>,
+        hold_id: String,
+        cents: i64,
+    ) -> Result<(), Rejection> {
+        if cents <= 0 {
+            return Err(reject!(invalid_amount, "Charge at least one cent"));
+        }
+        self.held.insert(hold_id.clone(), cents);
+        turn.emit(ChargeCard { hold_id, cents });
+        Ok(())
+    }
+
+    /// The provider charged the hold.
+    #[command]
+    fn paid(&mut self, hold_id: String) {
+        if self.held.remove(&hold_id).is_some() {
+            self.paid.insert(hold_id);
+        }
+    }
+}
+
+/// A payment provider that deduplicates by idempotency key and can be told to fail.
+#[derive(Default)]
+struct Provider {
+    charges: Mutex<HashMap<String, i64>>,
+    calls: Mutex<Vec<String>>,
+    failures_left: AtomicU32,
+    permanent: AtomicU32,
+}
+
+impl Provider {
+    fn charge(&self, key: &str, cents: i64) -> Result<(), Failure> {
+        self.calls.lock().unwrap().push(key.to_owned());
+        if self.permanent.load(Ordering::SeqCst) > 0 {
+            return Err(Failure::permanent("the card is blocked"));
+        }
+        if self.failures_left.load(Ordering::SeqCst) > 0 {
+            self.failures_left.fetch_sub(1, Ordering::SeqCst);
+            return Err(Failure::retryable("the provider timed out"));
+        }
+        self.charges
+            .lock()
+            .unwrap()
+            .entry(key.to_owned())
+            .or_insert(cents);
+        Ok(())
+    }
+}
+
+async fn start(harness: &Harness, provider: &Arc<Provider>) -> Runtime {
+    let provider = Arc::clone(provider);
+    Runtime::builder()
+        .sqlite(harness.path())
+        .clock(harness.clock.clone())
+        .policy(AllowAll)
+        .effect(move |charge: ChargeCard, context: EffectContext| {
+            let provider = Arc::clone(&provider);
+            async move {
+                provider.charge(context.id(), charge.cents)?;
+                context
+                    .runtime()
+                    .reference::<Checkout>(context.actor_id())
+                    .paid(charge.hold_id)
+                    .await?;
+                Ok(())
+            }
+        })
+        .start()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_effect_runs_after_its_turn_commits_and_reports_back() {
+    let harness = Harness::new();
+    let provider = Arc::new(Provider::default());
+    let runtime = start(&harness, &provider).await;
+    let checkout = runtime.reference::<Checkout>("c-1");
+
+    checkout.hold("h-1", 500).await.unwrap();
+    assert!(
+        provider.calls.lock().unwrap().is_empty(),
+        "nothing runs inside the turn"
+    );
+    assert_eq!(
+        count(&harness, "solid_effects WHERE status = 'ready'").await,
+        1
+    );
+
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
+    let charges = provider.charges.lock().unwrap().clone();
+    assert_eq!(charges.len(), 1);
+    assert_eq!(charges.values().copied().collect::<Vec<_>>(), [500]);
+    let state = checkout.snapshot().await.unwrap();
+    assert!(state.paid.contains("h-1") && state.held.is_empty());
+    assert_eq!(
+        count(&harness, "solid_effects WHERE status = 'done'").await,
+        1
+    );
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 0);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_rejected_turn_emits_nothing() {
+    let harness = Harness::new();
+    let provider = Arc::new(Provider::default());
+    let runtime = start(&harness, &provider).await;
+
+    let result = runtime.reference::<Checkout>("c-1").hold("h-1", 0).await;
+
+    assert_eq!(rejection_code(result), "invalid_amount");
+    assert_eq!(count(&harness, "solid_effects").await, 0);
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 0);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_failed_attempt_is_retried_with_backoff_under_the_same_id() {
+    let harness = Harness::new();
+    let provider = Arc::new(Provider::default());
+    provider.failures_left.store(1, Ordering::SeqCst);
+    let runtime = start(&harness, &provider).await;
+    let checkout = runtime.reference::<Checkout>("c-1");
+    checkout.hold("h-1", 700).await.unwrap();
+
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
+    assert!(provider.charges.lock().unwrap().is_empty());
+    assert!(checkout.snapshot().await.unwrap().paid.is_empty());
+    assert_eq!(
+        count(
+            &harness,
+            "solid_effects WHERE status = 'ready' AND attempts = 1"
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        runtime.testing().run_effects().await.unwrap(),
+        0,
+        "it waits for its backoff"
+    );
+
+    harness.clock.advance(Duration::from_secs(1));
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
+    let calls = provider.calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(
+        calls[0], calls[1],
+        "both attempts carry one idempotency key"
+    );
+    assert_eq!(provider.charges.lock().unwrap().len(), 1);
+    assert!(checkout.snapshot().await.unwrap().paid.contains("h-1"));
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn an_effect_whose_worker_died_runs_again_when_its_lease_runs_out() {
+    let harness = Harness::new();
+    let provider = Arc::new(Provider::default());
+    let runtime = start(&harness, &provider).await;
+    runtime
+        .reference::<Checkout>("c-1")
+        .hold("h-1", 300)
+        .await
+        .unwrap();
+    let leased_until = harness.clock.now() + chrono::TimeDelta::minutes(5);
+    execute(
+        &harness,
+        &format!(
+            "UPDATE solid_effects SET status = 'running', attempts = 1, available_at = {}",
+            leased_until.timestamp_micros()
+        ),
+    )
+    .await;
+
+    assert_eq!(
+        runtime.testing().run_effects().await.unwrap(),
+        0,
+        "the lease holds"
+    );
+    harness.advance_minutes(5);
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
+
+    assert_eq!(provider.charges.lock().unwrap().len(), 1);
+    assert_eq!(
+        count(
+            &harness,
+            "solid_effects WHERE status = 'done' AND attempts = 2"
+        )
+        .await,
+        1
+    );
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_permanent_failure_ends_the_effect() {
+    let harness = Harness::new();
+    let provider = Arc::new(Provider::default());
+    provider.permanent.store(1, Ordering::SeqCst);
+    let runtime = start(&harness, &provider).await;
+    runtime
+        .reference::<Checkout>("c-1")
+        .hold("h-1", 300)
+        .await
+        .unwrap();
+
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
+    harness.advance_minutes(60);
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 0);
+
+    assert_eq!(
+        count(
+            &harness,
+            "solid_effects WHERE status = 'dead' AND last_error = 'the card is blocked'"
+        )
+        .await,
+        1
+    );
+    runtime.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_run_effects() {
+    let harness = Harness::new();
+    let provider = Arc::new(Provider::default());
+    let runtime = start(&harness, &provider).await;
+    let checkout = runtime.reference::<Checkout>("c-1");
+    checkout.hold("h-1", 900).await.unwrap();
+    let worker = tokio::spawn({
+        let runtime = runtime.clone();
+        async move { runtime.run().await }
+    });
+
+    let paid = eventually(Duration::from_secs(10), || async {
+        checkout.snapshot().await.unwrap().paid.contains("h-1")
+    })
+    .await;
+    runtime.shutdown();
+    worker.await.unwrap().unwrap();
+
+    assert!(paid, "the workers did not run the effect");
+    assert_eq!(provider.charges.lock().unwrap().len(), 1);
+}
