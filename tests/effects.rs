@@ -235,7 +235,7 @@ async fn an_effect_whose_worker_died_runs_again_when_its_lease_runs_out() {
 }
 
 #[tokio::test]
-async fn a_permanent_failure_ends_the_effect() {
+async fn a_permanent_failure_ends_the_effect_until_an_operator_retries_it() {
     let harness = Harness::new();
     let provider = Arc::new(Provider::default());
     provider.permanent.store(1, Ordering::SeqCst);

@@ -81,7 +81,7 @@ mod turn;
 
 pub use actor::{Actor, ActorState, Operations};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use effect::{Effect, EffectContext};
+pub use effect::{DeadEffect, Effect, EffectContext};
 pub use error::{Error, Rejection, Result};
 pub use failure::{Failure, HandlerError, TurnError};
 pub use limits::{Limits, RetryPolicy};

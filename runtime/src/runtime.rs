@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 
 use crate::actor::Actor;
 use crate::clock::{Clock, SystemClock};
-use crate::effect::{Effect, EffectContext, EffectRunner, TypedEffect};
+use crate::effect::{DeadEffect, Effect, EffectContext, EffectRunner, TypedEffect};
 use crate::engine::{Engine, TurnErrors};
 use crate::error::{Error, Result};
 use crate::limits::{Limits, RetryPolicy};
@@ -163,6 +163,18 @@ impl Runtime {
     /// hourly.
     pub async fn prune_finished(&self) -> Result<u64> {
         self.engine().prune_finished().await
+    }
+
+    /// The effects that failed for good, oldest first, at most `limit`.
+    pub async fn dead_effects(&self, limit: i64) -> Result<Vec<DeadEffect>> {
+        let records = self.engine().store().dead_effects(limit).await?;
+        Ok(records.into_iter().map(DeadEffect::new).collect())
+    }
+
+    /// Runs a dead effect again (attempts reset, under the same effect id); false if it is
+    /// not dead, so retrying twice runs it once.
+    pub async fn retry_effect(&self, id: i64) -> Result<bool> {
+        self.engine().retry_effect(id).await
     }
 
     /// A message, found by its request id.

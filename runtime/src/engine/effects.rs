@@ -89,3 +89,16 @@ impl Engine {
         tx.commit().await
     }
 }
+
+impl Engine {
+    /// Makes a dead effect ready again with its attempts reset; false if it is not dead.
+    pub(crate) async fn retry_effect(&self, id: i64) -> Result<bool> {
+        let mut tx = self.store.begin().await?;
+        let revived = tx.revive_effect(id, micros(self.now())).await?;
+        tx.commit().await?;
+        if revived {
+            self.wake();
+        }
+        Ok(revived)
+    }
+}

@@ -181,6 +181,20 @@ pub(crate) struct ClaimedEffect {
     pub(crate) attempts: i64,
 }
 
+/// An effect that failed for good, for operators.
+#[derive(Debug, Clone)]
+pub(crate) struct DeadEffectRecord {
+    pub(crate) id: i64,
+    pub(crate) effect_id: String,
+    pub(crate) actor_type: String,
+    pub(crate) actor_id: String,
+    pub(crate) name: String,
+    pub(crate) payload: String,
+    pub(crate) attempts: i64,
+    pub(crate) last_error: Option<String>,
+    pub(crate) finished_at: Option<i64>,
+}
+
 /// Where an effect stands after an attempt.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct EffectProgress<'a> {
@@ -239,6 +253,9 @@ pub(crate) trait Store: Send + Sync + 'static {
 
     /// The dead letters, oldest first, at most `limit`.
     async fn dead_letters(&self, limit: i64) -> Result<Vec<MessageRecord>>;
+
+    /// The effects that failed for good, oldest first, at most `limit`.
+    async fn dead_effects(&self, limit: i64) -> Result<Vec<DeadEffectRecord>>;
 
     /// Actors that have a message available at `now`, at most `limit` of them.
     async fn ready_actors(&self, now: i64, limit: i64) -> Result<Vec<(String, String)>>;
@@ -327,6 +344,10 @@ pub(crate) trait Transaction: Send {
 
     /// Records an effect's attempt.
     async fn finish_effect(&mut self, id: i64, progress: &EffectProgress<'_>) -> Result<()>;
+
+    /// Makes a dead effect ready again at `now` with its attempts reset; false if it is not
+    /// dead (already retried, say).
+    async fn revive_effect(&mut self, id: i64, now: i64) -> Result<bool>;
 
     /// Reads one message inside this transaction.
     async fn message(&mut self, lookup: MessageLookup<'_>) -> Result<Option<MessageRecord>>;

@@ -14,9 +14,9 @@ use sqlx::postgres::{PgArguments, PgPool, PgPoolOptions};
 use sqlx::{PgConnection, Postgres};
 
 use super::{
-    rows, ActorKey, ClaimedEffect, Counters, DueReminder, EffectProgress, Instance, InstanceWrite,
-    MessageLookup, MessageProgress, MessageRecord, NewEffect, NewMessage, ReminderWrite, Stats,
-    Store, StoredMessage, Transaction,
+    rows, ActorKey, ClaimedEffect, Counters, DeadEffectRecord, DueReminder, EffectProgress,
+    Instance, InstanceWrite, MessageLookup, MessageProgress, MessageRecord, NewEffect, NewMessage,
+    ReminderWrite, Stats, Store, StoredMessage, Transaction,
 };
 use crate::error::Result;
 
@@ -138,6 +138,18 @@ impl Store for PostgresStore {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(rows::message).collect()
+    }
+
+    async fn dead_effects(&self, limit: i64) -> Result<Vec<DeadEffectRecord>> {
+        let rows = sqlx::query(
+            "SELECT id, effect_id, actor_type, actor_id, name, payload, attempts, last_error,
+                    finished_at
+             FROM solid_effects WHERE status = 'dead' ORDER BY finished_at, id LIMIT $1",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(rows::dead_effect).collect()
     }
 
     async fn ready_actors(&self, now: i64, limit: i64) -> Result<Vec<(String, String)>> {
@@ -472,6 +484,21 @@ impl Transaction for PostgresTransaction {
         .execute(&mut *self.tx)
         .await?;
         Ok(())
+    }
+
+    async fn revive_effect(&mut self, id: i64, now: i64) -> Result<bool> {
+        self.counters.statement();
+        let revived = sqlx::query(
+            "UPDATE solid_effects
+             SET status = 'ready', attempts = 0, available_at = $2, last_error = NULL,
+                 finished_at = NULL
+             WHERE id = $1 AND status = 'dead'",
+        )
+        .bind(id)
+        .bind(now)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(revived.rows_affected() == 1)
     }
 
     async fn message(&mut self, lookup: MessageLookup<'_>) -> Result<Option<MessageRecord>> {

@@ -2,7 +2,10 @@
 
 use sqlx::{ColumnIndex, Database, Decode, Row, Type};
 
-use super::{ClaimedEffect, DueReminder, Instance, MessageRecord, StoredMessage, StoredStatus};
+use super::{
+    ClaimedEffect, DeadEffectRecord, DueReminder, Instance, MessageRecord, StoredMessage,
+    StoredStatus,
+};
 use crate::error::{Error, Result};
 
 /// The columns every backend decodes: text, integers and their `NULL`able forms.
@@ -134,4 +137,27 @@ where
             })
         })
         .collect()
+}
+
+/// A dead effect.
+pub(crate) fn dead_effect<R>(row: &R) -> Result<DeadEffectRecord>
+where
+    R: Row,
+    for<'c> &'c str: ColumnIndex<R>,
+    String: Columns<R::Database>,
+    Option<String>: Columns<R::Database>,
+    i64: Columns<R::Database>,
+    Option<i64>: Columns<R::Database>,
+{
+    Ok(DeadEffectRecord {
+        id: row.try_get("id")?,
+        effect_id: row.try_get("effect_id")?,
+        actor_type: row.try_get("actor_type")?,
+        actor_id: row.try_get("actor_id")?,
+        name: row.try_get("name")?,
+        payload: row.try_get("payload")?,
+        attempts: row.try_get("attempts")?,
+        last_error: row.try_get("last_error")?,
+        finished_at: row.try_get("finished_at")?,
+    })
 }
