@@ -157,10 +157,10 @@ impl Runtime {
         due
     }
 
-    /// Deletes finished messages older than the retention period ([`Limits::retention`],
-    /// 30 days by default), keeping each actor's newest 64 with an idempotency key and every
-    /// unfinished message and dead letter; returns how many were deleted. The workers run it
-    /// hourly.
+    /// Deletes finished messages and done effects older than the retention period
+    /// ([`Limits::retention`], 30 days by default), keeping each actor's newest 64 messages
+    /// with an idempotency key, every unfinished message and effect, and the dead ones;
+    /// returns how many rows were deleted. The workers run it hourly.
     pub async fn prune_finished(&self) -> Result<u64> {
         self.engine().prune_finished().await
     }

@@ -354,7 +354,7 @@ pub(crate) trait Transaction: Send {
 
     /// Deletes finished (completed or rejected) messages that finished before `before`,
     /// except each actor's newest `keep_keyed` finished messages that carry an idempotency
-    /// key; returns how many were deleted.
+    /// key, and the effects done before `before`; returns how many rows were deleted.
     async fn prune_finished(&mut self, before: i64, keep_keyed: i64) -> Result<u64>;
 
     /// Marks the point the handler's own SQL writes roll back to on a rejection or failure.

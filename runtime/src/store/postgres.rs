@@ -526,7 +526,13 @@ impl Transaction for PostgresTransaction {
         .bind(keep_keyed)
         .execute(&mut *self.tx)
         .await?;
-        Ok(deleted.rows_affected())
+        self.counters.statement();
+        let effects =
+            sqlx::query("DELETE FROM solid_effects WHERE status = 'done' AND finished_at < $1")
+                .bind(before)
+                .execute(&mut *self.tx)
+                .await?;
+        Ok(deleted.rows_affected() + effects.rows_affected())
     }
 
     async fn savepoint(&mut self) -> Result<()> {
