@@ -238,34 +238,6 @@ impl Engine {
                 }
                 (None, None) => unreachable!("a stored delivery carries its row id"),
             };
-            let no_writes = Writes {
-                state: String::new(),
-                reminders: Vec::new(),
-                sends: Vec::new(),
-                effects: Vec::new(),
-            };
-            let writes = settled.writes.as_ref().unwrap_or(&no_writes);
-            for change in &writes.reminders {
-                match change {
-                    ReminderOp::Upsert {
-                        name,
-                        key: alarm,
-                        due_at,
-                        arguments,
-                    } => {
-                        let write = ReminderWrite {
-                            name,
-                            key: alarm,
-                            due_at: *due_at,
-                            arguments,
-                        };
-                        tx.upsert_reminder(key, &write).await?;
-                    }
-                    ReminderOp::Delete { name, key: alarm } => {
-                        tx.delete_reminder(key, name, alarm).await?;
-                    }
-                }
-            }
             let (next_sequence, unfinished) = match fresh {
                 Some(_) => (
                     instance.next_sequence + 1,
@@ -288,24 +260,8 @@ impl Engine {
                 },
             )
             .await?;
-            for (name, payload) in &writes.effects {
-                let effect_id = uuid::Uuid::new_v4().to_string();
-                let effect = NewEffect {
-                    effect_id: &effect_id,
-                    name,
-                    payload,
-                    created_at: now_us,
-                };
-                tx.insert_effect(key, &effect).await?;
-            }
-            // After the actor's own row: a message sent to itself counts on top of it.
-            for send in &writes.sends {
-                (send.register)(self)?;
-                let target = ActorKey {
-                    actor_type: send.actor_type,
-                    actor_id: &send.actor_id,
-                };
-                append(&mut *tx, target, send.operation, &send.arguments, now_us).await?;
+            if let Some(writes) = &settled.writes {
+                self.apply_writes(&mut *tx, key, writes, now_us).await?;
             }
             tx.commit().await?;
             self.wake();
@@ -319,6 +275,57 @@ impl Engine {
         }
         .instrument(span)
         .await
+    }
+
+    /// Writes a completed turn's reminders, effects and messages. Runs after the actor's own
+    /// row is written: a message the actor sends to itself counts on top of it.
+    async fn apply_writes(
+        &self,
+        tx: &mut dyn Transaction,
+        key: ActorKey<'_, '_>,
+        writes: &Writes,
+        now: i64,
+    ) -> Result<()> {
+        for change in &writes.reminders {
+            match change {
+                ReminderOp::Upsert {
+                    name,
+                    key: alarm,
+                    due_at,
+                    arguments,
+                } => {
+                    let write = ReminderWrite {
+                        name,
+                        key: alarm,
+                        due_at: *due_at,
+                        arguments,
+                    };
+                    tx.upsert_reminder(key, &write).await?;
+                }
+                ReminderOp::Delete { name, key: alarm } => {
+                    tx.delete_reminder(key, name, alarm).await?;
+                }
+            }
+        }
+        for (name, payload) in &writes.effects {
+            let effect_id = uuid::Uuid::new_v4().to_string();
+            let effect = NewEffect {
+                effect_id: &effect_id,
+                name,
+                payload,
+                created_at: now,
+            };
+            tx.insert_effect(key, &effect).await?;
+        }
+        for send in &writes.sends {
+            (send.register)(self)?;
+            let target = ActorKey {
+                actor_type: send.actor_type,
+                actor_id: &send.actor_id,
+            };
+            append(tx, target, send.operation, &send.arguments, now).await?;
+        }
+        Ok(())
     }
 
     /// Turns what the handler produced into what the turn commits.
