@@ -216,3 +216,54 @@ async fn a_hold_that_falls_due_while_the_runtime_is_stopped_expires_after_a_rest
     assert_eq!(show.seats_left().await.unwrap(), 5);
     runtime.close().await;
 }
+
+/// From the guide's "Payment and other side effects": the payment is an effect, run after
+/// the turn commits with a stable idempotency key, and the hold is confirmed after it.
+#[tokio::test]
+async fn a_payment_is_staged_as_an_effect_and_confirms_the_hold_after_it_runs() {
+    use std::sync::{Arc, Mutex};
+
+    let harness = Harness::new();
+    let charged = Arc::new(Mutex::new(Vec::new()));
+    let runtime = Runtime::builder()
+        .sqlite(harness.path())
+        .clock(harness.clock.clone())
+        .policy(solid_objects::AllowAll)
+        .effect({
+            let charged = Arc::clone(&charged);
+            move |charge: inventory::ChargeHold, context: solid_objects::EffectContext| {
+                let charged = Arc::clone(&charged);
+                async move {
+                    charged.lock().unwrap().push(context.id().to_owned());
+                    context
+                        .runtime()
+                        .reference::<SeatInventory>(context.actor_id())
+                        .confirm(charge.hold_id)
+                        .await?;
+                    Ok::<(), solid_objects::Failure>(())
+                }
+            }
+        })
+        .start()
+        .await
+        .unwrap();
+    let show = runtime.reference::<SeatInventory>("show-42");
+    show.open_show(5).await.unwrap();
+    show.hold("h-1", "ana", 2).await.unwrap();
+
+    assert!(matches!(
+        show.pay("h-1").await.unwrap(),
+        HoldStatus::Held { .. }
+    ));
+    assert!(
+        show.snapshot().await.unwrap().confirmed.is_empty(),
+        "not before the charge"
+    );
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
+
+    assert_eq!(charged.lock().unwrap().len(), 1);
+    assert_eq!(show.snapshot().await.unwrap().confirmed["h-1"], 2);
+    harness.advance_minutes(16);
+    assert_eq!(rejection_code(show.pay("h-2").await), "no_hold");
+    runtime.close().await;
+}

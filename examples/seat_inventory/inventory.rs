@@ -36,6 +36,20 @@ pub enum HoldStatus {
     Confirmed,
 }
 
+/// Charge the buyer for a held hold: an effect, run after the turn that emits it commits.
+/// Its handler passes `EffectContext::id()` to the payment provider as the idempotency key,
+/// then confirms the hold (or refunds if the hold expired meanwhile).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChargeHold {
+    pub hold_id: String,
+    pub buyer: String,
+    pub seats: u32,
+}
+
+impl solid_objects::Effect for ChargeHold {
+    const NAME: &'static str = "charge_hold";
+}
+
 /// One show's seats.
 #[actor]
 #[derive(Debug, Default)]
@@ -123,6 +137,26 @@ impl SeatInventory {
         turn.schedule(deadline, &hold_id)
             .expire(hold_id.clone(), expires_at);
         Ok(HoldStatus::Held { expires_at })
+    }
+
+    /// Stages the payment of an active hold; the charge runs after this turn commits, and
+    /// its handler confirms the hold.
+    #[command]
+    pub fn pay(&mut self, turn: &mut Turn<Self>, hold_id: String) -> Result<HoldStatus, Rejection> {
+        if self.confirmed.contains_key(&hold_id) {
+            return Ok(HoldStatus::Confirmed);
+        }
+        let Some(hold) = self.active_hold(&hold_id, turn.now()).cloned() else {
+            return Err(reject!(no_hold, "The hold expired or does not exist"));
+        };
+        turn.emit(ChargeHold {
+            hold_id,
+            buyer: hold.buyer,
+            seats: hold.seats,
+        });
+        Ok(HoldStatus::Held {
+            expires_at: hold.expires_at,
+        })
     }
 
     /// Sells an active hold's seats and cancels its expiry. A retry returns the same result.

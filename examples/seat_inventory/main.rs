@@ -1,14 +1,37 @@
 //! The expiring-reservations guide: one `SeatInventory` actor per show.
 //!
-//! `cargo run --example seat_inventory` walks a show through holds, an extension, a
-//! confirmation and an expiry on a manual clock, and prints each step.
+//! `cargo run --example seat_inventory` walks a show through holds, an extension, a payment
+//! (an effect that confirms the hold after it charged), and an expiry on a manual clock, and
+//! prints each step.
 
 mod inventory;
 
 use std::time::Duration;
 
-use inventory::{HoldStatus, SeatInventory};
+use inventory::{ChargeHold, HoldStatus, SeatInventory};
 use solid_objects::prelude::*;
+use solid_objects::EffectContext;
+
+/// The payment provider's side of `ChargeHold`: charge once per effect id, then confirm.
+async fn charge(charge: ChargeHold, context: EffectContext) -> Result<(), Failure> {
+    println!(
+        "  provider: charge {} for {} seat(s), idempotency key {}",
+        charge.buyer,
+        charge.seats,
+        context.id()
+    );
+    let show = context
+        .runtime()
+        .reference::<SeatInventory>(context.actor_id());
+    match show.confirm(charge.hold_id).await {
+        Ok(_) => Ok(()),
+        Err(Error::Rejected(rejection)) => {
+            println!("  provider: refund {} ({rejection})", charge.buyer);
+            Ok(())
+        }
+        Err(error) => Err(Failure::retryable(error)),
+    }
+}
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -18,6 +41,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .sqlite(dir.path().join("shows.db"))
         .clock(clock.clone())
         .policy(AllowAll)
+        .effect(charge)
         .start()
         .await?;
     let show = SeatInventory::reference("show-42");
@@ -35,8 +59,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         other => println!("cy wants 2: unexpected {other:?}"),
     }
     println!("ben extends: {:?}", show.extend_hold("h-ben").await?);
+    println!("ana pays: {:?}", show.pay("h-ana").await?);
+    runtime.testing().run_effects().await?;
+    assert!(show.snapshot().await?.confirmed.contains_key("h-ana"));
     assert_eq!(show.confirm("h-ana").await?, HoldStatus::Confirmed);
-    println!("ana confirms; {} left", show.seats_left().await?);
+    println!("ana is confirmed; {} left", show.seats_left().await?);
 
     clock.advance(Duration::from_secs(16 * 60));
     let fired = runtime.testing().run_due_reminders().await?;
