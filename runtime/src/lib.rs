@@ -49,8 +49,10 @@
 //!   `solid-objects-macros` crate docs list every rule with a wrong/right pair and show the
 //!   generated code.
 //! - [`Runtime::builder`]: the database, clock, policy, limits and retries.
-//! - [`Turn`]: what a handler sees; [`Turn::schedule`] for durable reminders,
-//!   [`Turn::sqlite`] for the application's own rows in the turn's transaction.
+//! - [`Turn`]: what a handler sees and stages with the turn: [`Turn::schedule`] for durable
+//!   reminders, [`Turn::send`] for messages to other actors, [`Turn::emit`] for
+//!   [effects](effect) run after the commit, [`Turn::sqlite`] for the application's own rows
+//!   in the turn's transaction.
 //! - [`MessageRef`]: an enqueued message, its status and its result.
 //! - [`Runtime::testing`]: drive reminders and mailboxes by hand in tests.
 //!
