@@ -4,6 +4,9 @@
 //! a backend is one file implementing [`Store`] and [`Transaction`]. Times are microseconds
 //! since the Unix epoch, always passed as parameters.
 
+#[macro_use]
+mod shared;
+
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
 mod rows;
