@@ -1,8 +1,11 @@
-//! The only place SQL lives: one small trait per unit of work, one file per backend.
+//! The only place SQL lives: two small traits, one file per backend.
 //!
 //! The engine speaks in rows ([`Instance`], [`StoredMessage`], ...) and never in SQL text, so
-//! a backend is one file implementing [`Store`] and [`Transaction`]. Times are microseconds
-//! since the Unix epoch, always passed as parameters.
+//! a backend is one file implementing [`Store`] and [`Transaction`]. SQLite and PostgreSQL
+//! share their statements (`shared.rs`, `$N` placeholders) and row decoding (`rows.rs`), and
+//! each adds only how a transaction begins and locks its actor; a backend whose SQL differs
+//! more implements the traits directly. Times are microseconds since the Unix epoch, always
+//! passed as parameters.
 
 #[macro_use]
 mod shared;
