@@ -45,6 +45,25 @@ impl Journal {
     }
 }
 
+/// A fresh database on its own throwaway server, and a manual clock for the runtimes on it.
+struct TestDatabase {
+    url: String,
+    clock: ManualClock,
+    _server: PgServer,
+}
+
+impl TestDatabase {
+    /// `None` (the test skips) on a machine without PostgreSQL, outside CI.
+    async fn start() -> Option<Self> {
+        let server = PgServer::start()?;
+        Some(Self {
+            url: server.database().await,
+            clock: ManualClock::starting_now(),
+            _server: server,
+        })
+    }
+}
+
 async fn runtime(url: &str, clock: &ManualClock) -> Runtime {
     Runtime::builder()
         .postgres(url, 8)
@@ -64,11 +83,14 @@ async fn scalar(url: &str, sql: &str) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn eight_holds_through_two_processes_against_five_seats_hold_exactly_five() {
-    let Some(server) = PgServer::start() else {
+    let Some(TestDatabase {
+        url,
+        clock,
+        _server,
+    }) = TestDatabase::start().await
+    else {
         return;
     };
-    let url = server.database().await;
-    let clock = ManualClock::starting_now();
     let first = runtime(&url, &clock).await;
     let second = runtime(&url, &clock).await;
     first
@@ -109,11 +131,14 @@ async fn eight_holds_through_two_processes_against_five_seats_hold_exactly_five(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn workers_in_two_processes_share_the_actors_and_keep_each_ones_order() {
-    let Some(server) = PgServer::start() else {
+    let Some(TestDatabase {
+        url,
+        clock,
+        _server,
+    }) = TestDatabase::start().await
+    else {
         return;
     };
-    let url = server.database().await;
-    let clock = ManualClock::starting_now();
     let caller = runtime(&url, &clock).await;
     for round in 0..5 {
         for actor in 0..4 {
@@ -167,11 +192,14 @@ async fn workers_in_two_processes_share_the_actors_and_keep_each_ones_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_overdue_reminder_fires_once_after_a_restart_even_with_two_processes_racing() {
-    let Some(server) = PgServer::start() else {
+    let Some(TestDatabase {
+        url,
+        clock,
+        _server,
+    }) = TestDatabase::start().await
+    else {
         return;
     };
-    let url = server.database().await;
-    let clock = ManualClock::starting_now();
     let before = runtime(&url, &clock).await;
     let show = before.reference::<SeatInventory>("show");
     show.open_show(5).await.unwrap();
@@ -203,11 +231,14 @@ async fn an_overdue_reminder_fires_once_after_a_restart_even_with_two_processes_
 
 #[tokio::test]
 async fn a_sync_command_on_a_warm_actor_is_one_transaction_of_three_statements() {
-    let Some(server) = PgServer::start() else {
+    let Some(TestDatabase {
+        url,
+        clock,
+        _server,
+    }) = TestDatabase::start().await
+    else {
         return;
     };
-    let url = server.database().await;
-    let clock = ManualClock::starting_now();
     let runtime = runtime(&url, &clock).await;
     let journal = runtime.reference::<Journal>("j");
     journal.record("warm-up").await.unwrap();
@@ -223,11 +254,14 @@ async fn a_sync_command_on_a_warm_actor_is_one_transaction_of_three_statements()
 
 #[tokio::test]
 async fn application_rows_commit_with_the_turn_or_roll_back_with_a_rejection() {
-    let Some(server) = PgServer::start() else {
+    let Some(TestDatabase {
+        url,
+        clock,
+        _server,
+    }) = TestDatabase::start().await
+    else {
         return;
     };
-    let url = server.database().await;
-    let clock = ManualClock::starting_now();
     let runtime = runtime(&url, &clock).await;
     let pool = sqlx::PgPool::connect(&url).await.unwrap();
     sqlx::query("CREATE TABLE notes (entry TEXT NOT NULL)")
@@ -250,11 +284,14 @@ async fn application_rows_commit_with_the_turn_or_roll_back_with_a_rejection() {
 
 #[tokio::test]
 async fn a_call_waits_for_a_turn_held_elsewhere_only_until_its_timeout() {
-    let Some(server) = PgServer::start() else {
+    let Some(TestDatabase {
+        url,
+        clock,
+        _server,
+    }) = TestDatabase::start().await
+    else {
         return;
     };
-    let url = server.database().await;
-    let clock = ManualClock::starting_now();
     let runtime = runtime(&url, &clock).await;
     let journal = runtime.reference::<Journal>("j");
     journal.record("first").await.unwrap();
@@ -289,11 +326,14 @@ async fn a_call_waits_for_a_turn_held_elsewhere_only_until_its_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_calls_with_one_idempotency_key_run_once_across_processes() {
-    let Some(server) = PgServer::start() else {
+    let Some(TestDatabase {
+        url,
+        clock,
+        _server,
+    }) = TestDatabase::start().await
+    else {
         return;
     };
-    let url = server.database().await;
-    let clock = ManualClock::starting_now();
     let first = runtime(&url, &clock).await;
     let second = runtime(&url, &clock).await;
 
@@ -346,11 +386,14 @@ impl Herald {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_effect_claimed_by_two_processes_at_once_runs_once() {
-    let Some(server) = PgServer::start() else {
+    let Some(TestDatabase {
+        url,
+        clock,
+        _server,
+    }) = TestDatabase::start().await
+    else {
         return;
     };
-    let url = server.database().await;
-    let clock = ManualClock::starting_now();
     let runs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut processes = Vec::new();
     for _ in 0..2 {
