@@ -360,13 +360,11 @@ async fn the_10001st_unfinished_message_is_refused_and_nothing_is_written() {
     execute(
         &harness,
         "WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i < 10001)
-         INSERT INTO solid_messages (actor_type, actor_id, sequence, operation, arguments,
+         INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
              request_id, status, available_at, created_at)
-         SELECT 'Worklog', 'full', i, 'record', '{\"label\":\"queued\"}', 'r-' || i, 'ready',
+         SELECT 'Worklog', 'full', 'record', '{\"label\":\"queued\"}', 'r-' || i, 'ready',
              9223372036854775807, 0
-         FROM n;
-         UPDATE solid_instances SET next_sequence = 10002, unfinished = 10000
-         WHERE actor_id = 'full';",
+         FROM n;",
     )
     .await;
     let messages = count(&harness, "solid_messages").await;

@@ -229,8 +229,10 @@ async fn an_overdue_reminder_fires_once_after_a_restart_even_with_two_processes_
     second.close().await;
 }
 
+/// Lock the actor's row, read its mailbox's head (after the lock, so the read sees every
+/// turn that committed before it), insert the message, write the state.
 #[tokio::test]
-async fn a_sync_command_on_a_warm_actor_is_one_transaction_of_three_statements() {
+async fn a_sync_command_on_a_warm_actor_is_one_transaction_of_four_statements() {
     let Some(TestDatabase {
         url,
         clock,
@@ -248,7 +250,7 @@ async fn a_sync_command_on_a_warm_actor_is_one_transaction_of_three_statements()
     let after = runtime.stats();
 
     assert_eq!(after.transactions - before.transactions, 1);
-    assert_eq!(after.statements - before.statements, 3);
+    assert_eq!(after.statements - before.statements, 4);
     runtime.close().await;
 }
 
@@ -309,14 +311,14 @@ async fn a_call_waits_for_a_turn_held_elsewhere_only_until_its_timeout() {
         .await;
 
     let Err(Error::SyncTimeout {
-        sequence: None,
+        message_id: None,
         waiting_on,
         ..
     }) = &result
     else {
         panic!("expected a SyncTimeout before enqueueing, got {result:?}");
     };
-    assert!(waiting_on.contains("current turn"), "{waiting_on}");
+    assert!(waiting_on.contains("held"), "{waiting_on}");
     turn_elsewhere.rollback().await.unwrap();
     other_process.close().await;
     assert_eq!(scalar(&url, "SELECT COUNT(*) FROM solid_messages").await, 1);

@@ -73,9 +73,7 @@ impl Victim {
     /// Ends the turn's transaction behind the runtime's back and swallows any error.
     #[command]
     async fn swallow_sql_error(&mut self, turn: &mut Turn<Self>) -> Result<(), TurnError> {
-        let _ignored = sqlx::query("ROLLBACK")
-            .execute(turn.sqlite().await?)
-            .await;
+        let _ignored = sqlx::query("ROLLBACK").execute(turn.sqlite().await?).await;
         self.log.push("swallowed".to_owned());
         Ok(())
     }
@@ -101,7 +99,9 @@ impl Victim {
 
 /// A JSON array nested `depth` levels deep: `[[[...]]]`.
 fn nested(depth: u32) -> Value {
-    (1..depth).fold(Value::Array(Vec::new()), |inner, _| Value::Array(vec![inner]))
+    (1..depth).fold(Value::Array(Vec::new()), |inner, _| {
+        Value::Array(vec![inner])
+    })
 }
 
 /// The status of a message found by its request id.
@@ -260,10 +260,9 @@ async fn stored_arguments_that_do_not_decode_become_a_dead_letter_and_later_mess
     victim.record("one").await.unwrap();
     execute(
         &harness,
-        "INSERT INTO solid_messages (actor_type, actor_id, sequence, operation, arguments,
+        "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
              request_id, status, available_at, created_at)
-         VALUES ('Victim', 'v', 2, 'record', '{\"entry\": 42}', 'r-bad', 'ready', 0, 0);
-         UPDATE solid_instances SET next_sequence = 3, unfinished = 1;",
+         VALUES ('Victim', 'v', 'record', '{\"entry\": 42}', 'r-bad', 'ready', 0, 0);",
     )
     .await;
     let later = victim.enqueue().record("three").await.unwrap();
@@ -271,7 +270,10 @@ async fn stored_arguments_that_do_not_decode_become_a_dead_letter_and_later_mess
     let _ = runtime.testing().drain().await;
 
     assert!(
-        matches!(status_of(&runtime, "r-bad").await, MessageStatus::Dead { attempts: 1, .. }),
+        matches!(
+            status_of(&runtime, "r-bad").await,
+            MessageStatus::Dead { attempts: 1, .. }
+        ),
         "{:?}",
         status_of(&runtime, "r-bad").await
     );
@@ -293,7 +295,14 @@ async fn a_swallowed_sql_error_is_a_counted_attempt() {
     let _ = runtime.testing().drain().await;
 
     assert!(
-        matches!(first, MessageStatus::Ready { attempts: 1, last_error: Some(_), .. }),
+        matches!(
+            first,
+            MessageStatus::Ready {
+                attempts: 1,
+                last_error: Some(_),
+                ..
+            }
+        ),
         "{first:?}"
     );
     assert!(matches!(
@@ -313,13 +322,9 @@ async fn a_panicking_serialize_is_a_counted_attempt() {
     victim.record("one").await.unwrap();
 
     let runtime_task = runtime.clone();
-    let call = tokio::spawn(async move {
-        runtime_task
-            .reference::<Victim>("v")
-            .light_the_fuse()
-            .await
-    })
-    .await;
+    let call =
+        tokio::spawn(async move { runtime_task.reference::<Victim>("v").light_the_fuse().await })
+            .await;
 
     let call = call.expect("the panic stays inside the runtime");
     assert!(matches!(call, Err(Error::HandlerFailed { .. })), "{call:?}");
@@ -344,10 +349,7 @@ async fn ids_and_keys_with_nul_bytes_are_typed_errors_and_write_nothing() {
         .await;
 
     assert!(matches!(id, Err(Error::InvalidActorId { .. })), "{id:?}");
-    assert!(
-        !matches!(key, Ok(_) | Err(Error::Database(_))),
-        "{key:?}"
-    );
+    assert!(!matches!(key, Ok(_) | Err(Error::Database(_))), "{key:?}");
     assert_eq!(count(&harness, "solid_messages").await, 0);
 
     let reminder = runtime
@@ -540,9 +542,9 @@ async fn a_thousand_messages_for_unknown_types_do_not_delay_a_ready_actor() {
     execute(
         &harness,
         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000)
-         INSERT INTO solid_messages (actor_type, actor_id, sequence, operation, arguments,
+         INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
              request_id, status, available_at, created_at)
-         SELECT 'Ghost', 'g-' || i, 1, 'haunt', '{}', 'r-ghost-' || i, 'ready', 0, 0 FROM n;",
+         SELECT 'Ghost', 'g-' || i, 'haunt', '{}', 'r-ghost-' || i, 'ready', 0, 0 FROM n;",
     )
     .await;
 
@@ -571,10 +573,9 @@ async fn an_unknown_operation_waits_for_a_build_that_knows_it_and_says_why() {
         .unwrap();
     execute(
         &harness,
-        "INSERT INTO solid_messages (actor_type, actor_id, sequence, operation, arguments,
+        "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
              request_id, status, available_at, created_at)
-         VALUES ('Victim', 'v', 2, 'vanished', '{}', 'r-vanished', 'ready', 0, 0);
-         UPDATE solid_instances SET next_sequence = 3, unfinished = 1;",
+         VALUES ('Victim', 'v', 'vanished', '{}', 'r-vanished', 'ready', 0, 0);",
     )
     .await;
 
@@ -623,7 +624,10 @@ async fn caller_supplied_durations_never_panic() {
 
     assert_eq!(patient.unwrap(), 1);
     assert!(
-        matches!(failing.status().await.unwrap(), MessageStatus::Ready { attempts: 1, .. }),
+        matches!(
+            failing.status().await.unwrap(),
+            MessageStatus::Ready { attempts: 1, .. }
+        ),
         "{:?}",
         failing.status().await
     );
@@ -751,7 +755,10 @@ async fn a_retried_dead_letter_answers_its_original_idempotency_key() {
     let runtime = harness.start().await;
     let switch = runtime.reference::<Switch>("s");
     let failed = switch.clone().idempotency_key("k").bump().await;
-    assert!(matches!(failed, Err(Error::HandlerFailed { retry_at: None, .. })));
+    assert!(matches!(
+        failed,
+        Err(Error::HandlerFailed { retry_at: None, .. })
+    ));
     switch.turn_on().await.unwrap();
     let dead = runtime.dead_letters(10).await.unwrap();
     let retried = runtime

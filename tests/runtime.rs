@@ -271,14 +271,14 @@ async fn a_call_behind_a_message_that_waits_for_a_retry_times_out_and_says_why()
         .await;
 
     let Err(Error::SyncTimeout {
-        sequence,
+        message_id,
         waiting_on,
         ..
     }) = &result
     else {
         panic!("expected SyncTimeout, got {result:?}");
     };
-    assert_eq!(*sequence, Some(2));
+    assert_eq!(*message_id, Some(2));
     assert!(waiting_on.contains("message 1"), "{waiting_on}");
     assert!(journal.snapshot().await.unwrap().entries.is_empty());
     runtime.close().await;
@@ -315,10 +315,9 @@ async fn an_unknown_operation_in_a_stored_row_is_a_clear_error_and_is_left_alone
     journal.record("one").await.unwrap();
     execute(
         &harness,
-        "INSERT INTO solid_messages (actor_type, actor_id, sequence, operation, arguments,
+        "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
              request_id, status, available_at, created_at)
-         VALUES ('Journal', 'j-1', 2, 'vanished', '{}', 'r-vanished', 'ready', 0, 0);
-         UPDATE solid_instances SET next_sequence = 3, unfinished = 1;",
+         VALUES ('Journal', 'j-1', 'vanished', '{}', 'r-vanished', 'ready', 0, 0);",
     )
     .await;
 
@@ -329,7 +328,7 @@ async fn an_unknown_operation_in_a_stored_row_is_a_clear_error_and_is_left_alone
         .await;
 
     assert!(
-        matches!(&result, Err(Error::UnknownOperation { operation, sequence: 2, .. }) if operation == "vanished"),
+        matches!(&result, Err(Error::UnknownOperation { operation, message_id: 2, .. }) if operation == "vanished"),
         "{result:?}"
     );
     assert_eq!(journal.snapshot().await.unwrap().entries, vec!["one"]);
@@ -347,9 +346,9 @@ async fn a_message_for_an_actor_type_the_runtime_does_not_know_stays_queued() {
         .unwrap();
     execute(
         &harness,
-        "INSERT INTO solid_messages (actor_type, actor_id, sequence, operation, arguments,
+        "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
              request_id, status, available_at, created_at)
-         VALUES ('Ghost', 'g-1', 1, 'haunt', '{}', 'r-ghost', 'ready', 0, 0);",
+         VALUES ('Ghost', 'g-1', 'haunt', '{}', 'r-ghost', 'ready', 0, 0);",
     )
     .await;
 
@@ -473,10 +472,9 @@ async fn workers_leave_an_undecodable_mailbox_alone_and_serve_the_other_actors()
         .unwrap();
     execute(
         &harness,
-        "INSERT INTO solid_messages (actor_type, actor_id, sequence, operation, arguments,
+        "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
              request_id, status, available_at, created_at)
-         VALUES ('Journal', 'broken', 2, 'vanished', '{}', 'r-vanished', 'ready', 0, 0);
-         UPDATE solid_instances SET next_sequence = 3, unfinished = 1 WHERE actor_id = 'broken';",
+         VALUES ('Journal', 'broken', 'vanished', '{}', 'r-vanished', 'ready', 0, 0);",
     )
     .await;
     let healthy = runtime.reference::<Journal>("healthy");

@@ -38,8 +38,17 @@ pub trait Operations: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The operation names, as stored.
     const NAMES: &'static [&'static str];
 
+    /// The names of the operations that are reminders: only the actor's own schedule runs
+    /// them, never a caller.
+    const REMINDERS: &'static [&'static str] = &[];
+
     /// This operation's name, as stored.
     fn name(&self) -> &'static str;
+
+    /// Whether this operation is a reminder.
+    fn is_reminder(&self) -> bool {
+        Self::REMINDERS.contains(&self.name())
+    }
 }
 
 /// An actor type: its state, operations, dispatch, typed reference and schedule builders.

@@ -1,4 +1,11 @@
 //! The JSON forms the runtime stores: operations (name + arguments), state and results.
+//!
+//! Serde impls are user code: every encode and decode here runs under `catch_unwind`, so a
+//! panicking `Serialize` or `Deserialize` is an error, never a panic in the runtime. Values
+//! are checked on the way in with the limit used on the way out (serde_json's nesting
+//! limit), so nothing is committed that could not be read back.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -6,6 +13,11 @@ use serde_json::Value;
 
 use crate::actor::Operations;
 use crate::error::{Error, Result};
+use crate::handled::panic_text;
+
+/// The deepest nesting of arrays and objects serde_json reads back (its recursion limit is
+/// 128: the 128th level is refused).
+pub(crate) const MAX_NESTING: usize = 127;
 
 /// An operation split into the columns it is stored in.
 #[derive(Debug)]
@@ -14,9 +26,20 @@ pub(crate) struct EncodedOperation {
     pub(crate) arguments: Value,
 }
 
+/// Runs user serde code, turning a panic into [`Error::Panicked`].
+fn guarded<T>(during: &str, what: &str, run: impl FnOnce() -> T) -> Result<T> {
+    catch_unwind(AssertUnwindSafe(run)).map_err(|panic| Error::Panicked {
+        during: format!("{during} the {what}"),
+        message: panic_text(&*panic).to_owned(),
+    })
+}
+
 /// Splits an operation into its name and its arguments object.
 pub(crate) fn encode_operation<O: Operations>(operation: &O) -> Result<EncodedOperation> {
-    let mut value = serde_json::to_value(operation).map_err(|source| Error::Encode {
+    let mut value = guarded("serialising", "arguments", || {
+        serde_json::to_value(operation)
+    })?
+    .map_err(|source| Error::Encode {
         what: "arguments",
         source,
     })?;
@@ -36,13 +59,13 @@ pub(crate) fn decode_operation<O: Operations>(
     actor_id: &str,
     name: &str,
     arguments: &str,
-    sequence: i64,
+    message_id: i64,
 ) -> Result<O> {
     if !O::NAMES.contains(&name) {
         return Err(Error::UnknownOperation {
             actor_type: actor_type.to_owned(),
             operation: name.to_owned(),
-            sequence,
+            message_id,
         });
     }
     let name = serde_json::to_string(name).map_err(|source| Error::Encode {
@@ -50,7 +73,10 @@ pub(crate) fn decode_operation<O: Operations>(
         source,
     })?;
     let tagged = format!(r#"{{"operation":{name},"arguments":{arguments}}}"#);
-    serde_json::from_str(&tagged).map_err(|source| Error::Decode {
+    guarded("deserialising", "arguments", || {
+        serde_json::from_str(&tagged)
+    })?
+    .map_err(|source| Error::Decode {
         what: "arguments",
         actor_type: actor_type.to_owned(),
         actor_id: actor_id.to_owned(),
@@ -60,7 +86,8 @@ pub(crate) fn decode_operation<O: Operations>(
 
 /// Serialises a value to the JSON text stored in a row.
 pub(crate) fn to_json<T: Serialize + ?Sized>(what: &'static str, value: &T) -> Result<String> {
-    serde_json::to_string(value).map_err(|source| Error::Encode { what, source })
+    guarded("serialising", what, || serde_json::to_string(value))?
+        .map_err(|source| Error::Encode { what, source })
 }
 
 /// Deserialises a stored JSON text.
@@ -70,10 +97,103 @@ pub(crate) fn from_json<T: DeserializeOwned>(
     actor_id: &str,
     json: &str,
 ) -> Result<T> {
-    serde_json::from_str(json).map_err(|source| Error::Decode {
+    guarded("deserialising", what, || serde_json::from_str(json))?.map_err(|source| Error::Decode {
         what,
         actor_type: actor_type.to_owned(),
         actor_id: actor_id.to_owned(),
         source,
     })
+}
+
+/// How deeply arrays and objects nest in a JSON text (0 for a scalar), without parsing it:
+/// brackets inside strings do not count.
+pub(crate) fn nesting(json: &str) -> usize {
+    let (mut depth, mut deepest) = (0_usize, 0_usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for byte in json.bytes() {
+        if in_string {
+            match (escaped, byte) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// Checks that a stored value (state, result) reads back: `extra` levels are added around
+/// it when it is read (1 for arguments, read inside their operation).
+pub(crate) fn check_readable(
+    what: &'static str,
+    operation: &str,
+    json: &str,
+    extra: usize,
+) -> Result<()> {
+    let depth = nesting(json) + extra;
+    if depth > MAX_NESTING {
+        return Err(Error::UnreadablePayload {
+            what,
+            operation: operation.to_owned(),
+            reason: format!(
+                "it nests {depth} levels of arrays and objects deep; JSON is read back up to \
+                 {MAX_NESTING}"
+            ),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nested(depth: usize) -> String {
+        format!("{}{}", "[".repeat(depth), "]".repeat(depth))
+    }
+
+    #[test]
+    fn the_nesting_limit_is_serde_json_s() {
+        assert!(serde_json::from_str::<Value>(&nested(MAX_NESTING)).is_ok());
+        assert!(serde_json::from_str::<Value>(&nested(MAX_NESTING + 1)).is_err());
+        assert!(check_readable("state", "op", &nested(MAX_NESTING), 0).is_ok());
+        assert!(check_readable("state", "op", &nested(MAX_NESTING + 1), 0).is_err());
+        assert!(check_readable("arguments", "op", &nested(MAX_NESTING), 1).is_err());
+    }
+
+    #[test]
+    fn brackets_inside_strings_do_not_nest() {
+        assert_eq!(nesting(r#"{"a": "[[[{{{\"]]]"}"#), 1);
+        assert_eq!(nesting(r#"["\\", [1]]"#), 2);
+        assert_eq!(nesting("42"), 0);
+    }
+
+    #[test]
+    fn a_panicking_serialize_is_an_error() {
+        struct Bomb;
+        impl Serialize for Bomb {
+            fn serialize<S: serde::Serializer>(
+                &self,
+                _: S,
+            ) -> std::result::Result<S::Ok, S::Error> {
+                panic!("boom")
+            }
+        }
+        let error = to_json("state", &Bomb).unwrap_err();
+        assert!(
+            matches!(&error, Error::Panicked { message, .. } if message == "boom"),
+            "{error}"
+        );
+    }
 }

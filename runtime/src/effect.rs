@@ -11,7 +11,7 @@
 
 use std::future::Future;
 use std::marker::PhantomData;
-use std::panic::AssertUnwindSafe;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -129,6 +129,29 @@ impl DeadEffect {
     }
 }
 
+/// Effects waiting to run whose kind has no handler in this runtime, for operators: from
+/// [`Runtime::unhandled_effects`](crate::Runtime::unhandled_effects).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct UnhandledEffects {
+    /// The kind of effect ([`Effect::NAME`]).
+    pub name: String,
+    /// How many wait.
+    pub count: i64,
+    /// When the oldest of them was emitted.
+    pub oldest: chrono::DateTime<chrono::Utc>,
+}
+
+impl UnhandledEffects {
+    pub(crate) fn new(pending: crate::store::PendingEffects) -> Self {
+        Self {
+            name: pending.name,
+            count: pending.count,
+            oldest: crate::engine::from_micros(pending.oldest_created_at),
+        }
+    }
+}
+
 /// The boxed future of a handler run.
 pub(crate) type HandlerFuture =
     Pin<Box<dyn Future<Output = std::result::Result<(), Failure>> + Send>>;
@@ -162,35 +185,52 @@ where
     Fut: Future<Output = std::result::Result<(), Failure>> + Send + 'static,
 {
     fn run(&self, payload: &str, context: EffectContext) -> HandlerFuture {
-        let effect: E = match serde_json::from_str(payload) {
-            Ok(effect) => effect,
-            Err(error) => {
-                let failure = Failure::permanent(format!(
-                    "the stored {} effect does not deserialise: {error}",
-                    E::NAME
-                ));
-                return Box::pin(async move { Err(failure) });
+        // Decoding and the handler's synchronous part are user code too: a panic in either
+        // is a failed attempt, like a panic in the future it returns.
+        let started = catch_unwind(AssertUnwindSafe(|| {
+            serde_json::from_str::<E>(payload)
+                .map(|effect| (self.handler)(effect, context))
+                .map_err(|error| {
+                    Failure::permanent(format!(
+                        "the stored {} effect does not deserialise: {error}",
+                        E::NAME
+                    ))
+                })
+        }));
+        match started {
+            Ok(Ok(running)) => Box::pin(async move {
+                AssertUnwindSafe(running)
+                    .catch_unwind()
+                    .await
+                    .unwrap_or_else(|panic| Err(panicked(&*panic)))
+            }),
+            Ok(Err(failure)) => Box::pin(async move { Err(failure) }),
+            Err(panic) => {
+                let failure = panicked(&*panic);
+                Box::pin(async move { Err(failure) })
             }
-        };
-        let running = AssertUnwindSafe((self.handler)(effect, context)).catch_unwind();
-        Box::pin(async move {
-            running.await.unwrap_or_else(|panic| {
-                Err(Failure::retryable(format!(
-                    "the effect handler panicked: {}",
-                    panic_text(&*panic)
-                )))
-            })
-        })
+        }
     }
 }
 
-/// Claims and runs the due effects this runtime has handlers for, up to `limit` of each kind;
-/// returns how many ran.
-pub(crate) async fn run_due(runtime: &Runtime, limit: i64) -> Result<usize> {
+/// The failure of an effect handler that panicked: retried like any failure.
+fn panicked(panic: &(dyn std::any::Any + Send)) -> Failure {
+    Failure::retryable(format!(
+        "the effect handler panicked: {}",
+        panic_text(panic)
+    ))
+}
+
+/// Claims and runs the due effects this runtime has handlers for, one at a time (each
+/// lease starts when its effect starts), up to `limit` of each kind; returns how many ran.
+pub(crate) async fn run_due(runtime: &Runtime, limit: usize) -> Result<usize> {
     let engine = runtime.engine();
     let mut ran = 0;
     for (name, runner) in engine.effect_runners() {
-        for claimed in engine.claim_effects(name, limit).await? {
+        for _ in 0..limit {
+            let Some(claimed) = engine.claim_effect(name).await? else {
+                break;
+            };
             let context = EffectContext {
                 id: claimed.effect_id.clone(),
                 attempt: u32::try_from(claimed.attempts).unwrap_or(u32::MAX),

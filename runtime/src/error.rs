@@ -80,11 +80,61 @@ pub enum Error {
         reason: String,
     },
 
-    /// The actor id is empty or too long; nothing was written.
+    /// The actor id is empty, too long or holds a byte a database refuses; nothing was
+    /// written.
     #[error("invalid actor id: {reason}")]
     InvalidActorId {
         /// What is wrong with the id.
         reason: String,
+    },
+
+    /// An idempotency key or a reminder key is empty, too long or holds a byte a database
+    /// refuses; nothing was written.
+    #[error("invalid {what}: {reason}")]
+    InvalidKey {
+        /// Which key: `idempotency key` or `reminder key`.
+        what: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A value serialises to JSON that could not be read back (nested deeper than the
+    /// parser allows, or refused by its own `Deserialize`); nothing was written.
+    #[error("the {what} of {operation} would not read back: {reason}")]
+    UnreadablePayload {
+        /// Which payload: arguments, state, result...
+        what: &'static str,
+        /// The operation concerned.
+        operation: String,
+        /// Why it would not read back.
+        reason: String,
+    },
+
+    /// A reminder was called like a command. Only the actor's own schedule runs reminders:
+    /// schedule it with `turn.schedule(at, key)`, or deliver it in a test with
+    /// `runtime.testing().deliver(..)`.
+    #[error("{operation} is a reminder of {actor_type}: only the actor's own schedule runs it; schedule it with turn.schedule(at, key), or use runtime.testing().deliver(..) in tests")]
+    NotCallable {
+        /// The stored type name of the actor.
+        actor_type: &'static str,
+        /// The reminder.
+        operation: String,
+    },
+
+    /// A handler ran longer than the turn timeout ([`Builder::turn_timeout`]): it was
+    /// abandoned, its changes rolled back, and the attempt counted.
+    ///
+    /// [`Builder::turn_timeout`]: crate::Builder::turn_timeout
+    #[error("{operation} on {actor_type} {actor_id:?} ran longer than the turn timeout of {timeout:?} and was abandoned; make the handler shorter (no network I/O in a handler: emit an effect) or raise Builder::turn_timeout")]
+    TurnTimeout {
+        /// The stored type name of the actor.
+        actor_type: &'static str,
+        /// The actor's id.
+        actor_id: String,
+        /// The operation that ran too long.
+        operation: &'static str,
+        /// The turn timeout.
+        timeout: Duration,
     },
 
     /// A payload is larger than the runtime's limit; nothing was written.
@@ -111,8 +161,8 @@ pub enum Error {
         actor_id: String,
         /// The operation that was called.
         operation: &'static str,
-        /// The message's sequence number, if it was enqueued (it then still runs later).
-        sequence: Option<i64>,
+        /// The message's id, if it was enqueued (it then still runs later).
+        message_id: Option<i64>,
         /// What the call was waiting on when the time ran out.
         waiting_on: String,
         /// The timeout that ran out.
@@ -137,15 +187,16 @@ pub enum Error {
         retry_at: Option<chrono::DateTime<chrono::Utc>>,
     },
 
-    /// A stored message names an operation this actor type does not have.
-    #[error("{actor_type} has no operation {operation:?} (stored message {sequence}); deploy a build that has it, or remove the message")]
+    /// A stored message names an operation this actor type does not have. It is left in
+    /// the mailbox for a build that has it; the actor's later messages wait behind it.
+    #[error("{actor_type} has no operation {operation:?} (stored message {message_id}); deploy a build that has it, or remove the message")]
     UnknownOperation {
         /// The stored type name of the actor.
         actor_type: String,
         /// The unknown operation.
         operation: String,
-        /// The sequence number of the stored message.
-        sequence: i64,
+        /// The id of the stored message.
+        message_id: i64,
     },
 
     /// A stored payload (state, arguments or result) does not deserialise into the Rust types.
@@ -159,6 +210,16 @@ pub enum Error {
         actor_id: String,
         /// The serde error.
         source: serde_json::Error,
+    },
+
+    /// User code panicked outside a handler: a `Serialize` or `Deserialize` impl, or a
+    /// policy. Inside a turn this is a failed attempt, retried like any other.
+    #[error("{during} panicked: {message}")]
+    Panicked {
+        /// What the runtime was doing: "serialising the state", say.
+        during: String,
+        /// The panic's message.
+        message: String,
     },
 
     /// A value could not be serialised to JSON.
@@ -252,3 +313,56 @@ pub enum Error {
 
 /// The result type of the runtime's calls.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// A conflict with another transaction that running the whole turn again resolves: a
+    /// deadlock or serialization failure (another application's locks), or a key taken by
+    /// a concurrent writer.
+    pub(crate) fn is_conflict(&self) -> bool {
+        match self {
+            Self::Database(error) => {
+                is_transient_database_error(error)
+                    || matches!(error, sqlx::Error::Database(database)
+                        if database.kind() == sqlx::error::ErrorKind::UniqueViolation)
+            }
+            _ => false,
+        }
+    }
+
+    /// A wait that ran out: for a connection, for another process's write lock on a SQLite
+    /// file, or for an actor's row lock on PostgreSQL.
+    pub(crate) fn is_busy(&self) -> bool {
+        match self {
+            Self::Database(error) => is_busy_database_error(error),
+            _ => false,
+        }
+    }
+}
+
+/// Whether a database error is a deadlock or a serialization failure: transient, and
+/// resolved by running the whole transaction again.
+pub(crate) fn is_transient_database_error(error: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(database) = error else {
+        return false;
+    };
+    matches!(database.code().as_deref(), Some("40001" | "40P01"))
+}
+
+/// Whether a database error is a wait that ran out (SQLite busy or locked, PostgreSQL's
+/// `lock_timeout`, or no pooled connection in time).
+pub(crate) fn is_busy_database_error(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::PoolTimedOut => true,
+        sqlx::Error::Database(database) => match database.code().as_deref() {
+            // PostgreSQL's SQLSTATE for lock_not_available.
+            Some("55P03") => true,
+            // SQLite's (extended) result codes, shorter than a SQLSTATE: BUSY (5) and
+            // LOCKED (6) in the low byte.
+            Some(code) if code.len() < 5 => code
+                .parse::<i32>()
+                .is_ok_and(|code| matches!(code & 0xff, 5 | 6)),
+            _ => false,
+        },
+        _ => false,
+    }
+}

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::error::{Error, Rejection};
+use crate::error::{is_transient_database_error, Error, Rejection};
 use crate::handled::Handled;
 
 /// A handler's failure: the turn rolls back, the attempt is recorded, and the message is
@@ -22,6 +22,9 @@ use crate::handled::Handled;
 pub struct Failure {
     message: String,
     retryable: bool,
+    /// A deadlock or serialization failure in the handler's own SQL: the runtime runs the
+    /// turn again at once instead of counting an attempt.
+    transient: bool,
 }
 
 impl Failure {
@@ -30,6 +33,7 @@ impl Failure {
         Self {
             message: error.to_string(),
             retryable: true,
+            transient: false,
         }
     }
 
@@ -38,6 +42,7 @@ impl Failure {
         Self {
             message: error.to_string(),
             retryable: false,
+            transient: false,
         }
     }
 
@@ -61,14 +66,22 @@ impl fmt::Display for Failure {
 impl std::error::Error for Failure {}
 
 impl From<sqlx::Error> for Failure {
+    /// Retryable; a deadlock or serialization failure (another application's locks) makes
+    /// the runtime run the turn again at once, without counting an attempt.
     fn from(error: sqlx::Error) -> Self {
-        Self::retryable(error)
+        Self {
+            transient: is_transient_database_error(&error),
+            ..Self::retryable(error)
+        }
     }
 }
 
 impl From<Error> for Failure {
     fn from(error: Error) -> Self {
-        Self::retryable(error)
+        match error {
+            Error::Database(error) => error.into(),
+            other => Self::retryable(other),
+        }
     }
 }
 
@@ -129,6 +142,9 @@ impl HandlerError for Rejection {
 
 impl HandlerError for Failure {
     fn into_handled(self) -> Handled {
+        if self.transient {
+            return Handled::Transient(self.message);
+        }
         Handled::Failed {
             error: self.message,
             retryable: self.retryable,

@@ -20,6 +20,8 @@ pub enum Handled {
         /// Whether another attempt may succeed.
         retryable: bool,
     },
+    /// The handler's own SQL hit a deadlock or serialization failure: the turn runs again.
+    Transient(String),
 }
 
 impl Handled {

@@ -80,21 +80,23 @@ mod runtime;
 mod store;
 mod testing;
 mod turn;
+mod validate;
 
 pub use actor::{Actor, ActorState, Operations};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use effect::{DeadEffect, Effect, EffectContext};
+pub use effect::{DeadEffect, Effect, EffectContext, UnhandledEffects};
 pub use error::{Error, Rejection, Result};
 pub use failure::{Failure, HandlerError, TurnError};
 pub use limits::{Limits, RetryPolicy};
 pub use message::{DeadLetter, MessageRef, MessageStatus};
 pub use policy::{AllowAll, Policy};
-pub use reference::{Enqueue, Reference, MAX_ACTOR_ID_BYTES};
+pub use reference::{Enqueue, Reference};
 pub use runtime::{Builder, Runtime};
 pub use store::sqlite::Durability;
 pub use store::Stats;
 pub use testing::Testing;
 pub use turn::Turn;
+pub use validate::{MAX_ACTOR_ID_BYTES, MAX_KEY_BYTES};
 
 pub use solid_objects_macros::{actor, command, query, reject, reminder};
 

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::error::{Error, Result};
 
@@ -19,10 +19,13 @@ pub struct Limits {
     pub max_state_bytes: usize,
     /// The most unfinished messages one actor's mailbox holds (default 10,000).
     pub max_unfinished: i64,
-    /// How long finished messages are kept before the retention task prunes them (default
-    /// 30 days). Each actor's newest 64 finished messages with an idempotency key are kept
-    /// regardless, so their keys stay answerable; dead letters stay until an operator acts.
+    /// How long finished messages and done effects are kept before the retention task
+    /// prunes them (default 30 days). Each actor's newest 64 finished messages with an
+    /// idempotency key are kept regardless, so their keys stay answerable.
     pub retention: Duration,
+    /// How long dead letters and dead effects are kept for operators before the retention
+    /// task prunes them (default 30 days; zero keeps them until an operator acts).
+    pub dead_retention: Duration,
 }
 
 impl Default for Limits {
@@ -33,6 +36,7 @@ impl Default for Limits {
             max_state_bytes: 5 << 20,
             max_unfinished: 10_000,
             retention: Duration::from_secs(30 * 24 * 3600),
+            dead_retention: Duration::from_secs(30 * 24 * 3600),
         }
     }
 }
@@ -107,6 +111,29 @@ impl RetryPolicy {
             .base_delay
             .checked_mul(1 << doublings)
             .map_or(self.max_delay, |delay| delay.min(self.max_delay));
-        Some(now + delay)
+        Some(later(now, delay))
     }
+}
+
+/// `at + by`, saturating at the latest time chrono represents.
+pub(crate) fn later(at: DateTime<Utc>, by: Duration) -> DateTime<Utc> {
+    TimeDelta::from_std(by)
+        .ok()
+        .and_then(|by| at.checked_add_signed(by))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+/// `at - by`, saturating at the earliest time chrono represents.
+pub(crate) fn earlier(at: DateTime<Utc>, by: Duration) -> DateTime<Utc> {
+    TimeDelta::from_std(by)
+        .ok()
+        .and_then(|by| at.checked_sub_signed(by))
+        .unwrap_or(DateTime::<Utc>::MIN_UTC)
+}
+
+/// `now + by` for a deadline, saturating a century ahead (tokio's `Instant` cannot hold
+/// much more).
+pub(crate) fn deadline_after(by: Duration) -> tokio::time::Instant {
+    const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    tokio::time::Instant::now() + by.min(CENTURY)
 }

@@ -9,8 +9,9 @@ use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
-use crate::engine::{from_micros, Step};
+use crate::engine::{from_micros, Lock, Step};
 use crate::error::{Error, Rejection, Result};
+use crate::limits::deadline_after;
 use crate::runtime::Runtime;
 use crate::store::{MessageLookup, MessageRecord, StoredStatus};
 
@@ -52,7 +53,6 @@ pub struct MessageRef<T = serde_json::Value> {
     request_id: String,
     actor_type: String,
     actor_id: String,
-    sequence: i64,
     result: PhantomData<fn() -> T>,
 }
 
@@ -64,7 +64,6 @@ impl<T> MessageRef<T> {
             request_id: record.request_id.clone(),
             actor_type: record.actor_type.clone(),
             actor_id: record.actor_id.clone(),
-            sequence: record.sequence,
             result: PhantomData,
         }
     }
@@ -75,7 +74,6 @@ impl<T> MessageRef<T> {
         actor_id: &str,
         id: i64,
         request_id: String,
-        sequence: i64,
     ) -> Self {
         Self {
             runtime,
@@ -83,12 +81,12 @@ impl<T> MessageRef<T> {
             request_id,
             actor_type: actor_type.to_owned(),
             actor_id: actor_id.to_owned(),
-            sequence,
             result: PhantomData,
         }
     }
 
-    /// The message's row id.
+    /// The message's id: unique, and increasing in the order messages were enqueued (an
+    /// actor runs its messages in this order).
     pub fn id(&self) -> i64 {
         self.id
     }
@@ -108,11 +106,6 @@ impl<T> MessageRef<T> {
         &self.actor_id
     }
 
-    /// Its place in the actor's mailbox.
-    pub fn sequence(&self) -> i64 {
-        self.sequence
-    }
-
     /// The same message, with its result read as `U`.
     pub fn typed<U>(self) -> MessageRef<U> {
         MessageRef {
@@ -121,7 +114,6 @@ impl<T> MessageRef<T> {
             request_id: self.request_id,
             actor_type: self.actor_type,
             actor_id: self.actor_id,
-            sequence: self.sequence,
             result: PhantomData,
         }
     }
@@ -132,6 +124,8 @@ impl<T> MessageRef<T> {
             .store()
             .message(MessageLookup::Id(self.id))
             .await?
+            // A pruned message's id may be reused by a later one on SQLite.
+            .filter(|record| record.request_id == self.request_id)
             .ok_or(Error::MessageNotFound)
     }
 
@@ -141,7 +135,8 @@ impl<T> MessageRef<T> {
         Ok(match record.status {
             StoredStatus::Ready => MessageStatus::Ready {
                 attempts: record.attempts,
-                available_at: from_micros(record.available_at),
+                // A message enqueued without a delay is stored as available from time 0.
+                available_at: from_micros(record.available_at.max(record.created_at)),
                 last_error: record.last_error,
             },
             StoredStatus::Completed => MessageStatus::Completed,
@@ -184,7 +179,7 @@ impl<T: DeserializeOwned> MessageRef<T> {
     /// runtime knows its type (so it works without workers), through retries, for at most
     /// `timeout`. On timeout the message stays queued.
     pub async fn wait(&self, timeout: Duration) -> Result<T> {
-        let deadline = Instant::now() + timeout;
+        let deadline = deadline_after(timeout);
         let engine = self.runtime.engine();
         loop {
             let record = self.record().await?;
@@ -193,7 +188,11 @@ impl<T: DeserializeOwned> MessageRef<T> {
             }
             let ran = match engine.runner(&self.actor_type) {
                 Some(runner) => {
-                    matches!(runner.run_next(engine, &self.actor_id).await?, Step::Ran(_))
+                    let lock = Lock::WaitUntil(deadline);
+                    matches!(
+                        runner.run_next(engine, &self.actor_id, lock).await?,
+                        Step::Ran(_)
+                    )
                 }
                 None => false,
             };
@@ -219,7 +218,6 @@ impl<T> Clone for MessageRef<T> {
             request_id: self.request_id.clone(),
             actor_type: self.actor_type.clone(),
             actor_id: self.actor_id.clone(),
-            sequence: self.sequence,
             result: PhantomData,
         }
     }
@@ -232,7 +230,6 @@ impl<T> fmt::Debug for MessageRef<T> {
             .field("request_id", &self.request_id)
             .field("actor_type", &self.actor_type)
             .field("actor_id", &self.actor_id)
-            .field("sequence", &self.sequence)
             .finish()
     }
 }

@@ -5,6 +5,7 @@
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -12,17 +13,16 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::actor::{Actor, Operations};
-use crate::codec::{encode_operation, from_json, to_json};
+use crate::codec::{decode_operation, encode_operation, from_json, to_json};
 use crate::engine::{CallOptions, EnqueueOptions};
 use crate::error::{Error, Result};
-use crate::limits::Payload;
+use crate::handled::panic_text;
+use crate::limits::{later, Payload};
 use crate::message::MessageRef;
-use crate::policy::{Request, RequestKind};
+use crate::policy::{Denied, Request, RequestKind};
 use crate::runtime::Runtime;
 use crate::store::{ActorKey, MessageLookup};
-
-/// The longest actor id, in bytes.
-pub const MAX_ACTOR_ID_BYTES: usize = 255;
+use crate::validate::{validate_id, validate_key};
 
 /// The address of one actor: its type, its id, the runtime, and per-call options.
 ///
@@ -85,6 +85,7 @@ impl<A: Actor> Reference<A> {
     /// Authorised as a query named `message_with_key`, with the key as its argument.
     pub async fn message_with_key(&self, key: &str) -> Result<Option<MessageRef>> {
         let runtime = self.prepare()?;
+        validate_key("idempotency key", key)?;
         let arguments = serde_json::json!({ "key": key });
         self.authorize(&runtime, RequestKind::Query, "message_with_key", &arguments)?;
         let lookup = MessageLookup::IdempotencyKey(
@@ -110,9 +111,12 @@ impl<A: Actor> Reference<A> {
     /// Runs a command synchronously and returns its result; used by the generated methods.
     #[doc(hidden)]
     pub async fn call<T: DeserializeOwned>(&self, message: A::Message) -> Result<T> {
-        let (runtime, arguments) = self.admit(&message)?;
+        let (runtime, message, arguments) = self.admit(message)?;
+        if let Some(key) = &self.idempotency_key {
+            validate_key("idempotency key", key)?;
+        }
         let options = CallOptions {
-            timeout: self.timeout.unwrap_or(runtime.sync_timeout()),
+            timeout: self.timeout_on(&runtime),
             idempotency_key: self.idempotency_key.as_deref(),
         };
         let result = runtime
@@ -122,10 +126,18 @@ impl<A: Actor> Reference<A> {
         from_json("result", A::TYPE_NAME, &self.id, &result)
     }
 
-    /// Authorises a command and encodes its arguments within the limit.
-    fn admit(&self, message: &A::Message) -> Result<(Runtime, String)> {
+    /// Checks a command at the door, before anything is written: the caller may send it (a
+    /// command, not a reminder, that the policy allows), and its arguments are within the
+    /// limit and read back as the same operation. Returns the message as it will be read.
+    fn admit(&self, message: A::Message) -> Result<(Runtime, A::Message, String)> {
         let runtime = self.prepare()?;
-        let encoded = encode_operation(message)?;
+        if message.is_reminder() {
+            return Err(Error::NotCallable {
+                actor_type: A::TYPE_NAME,
+                operation: message.name().to_owned(),
+            });
+        }
+        let encoded = encode_operation(&message)?;
         self.authorize(
             &runtime,
             RequestKind::Command,
@@ -137,7 +149,19 @@ impl<A: Actor> Reference<A> {
             .engine()
             .limits()
             .check(Payload::Arguments, encoded.name, arguments.len())?;
-        Ok((runtime, arguments))
+        let read_back =
+            decode_operation::<A::Message>(A::TYPE_NAME, &self.id, encoded.name, &arguments, 0)
+                .map_err(|error| Error::UnreadablePayload {
+                    what: "arguments",
+                    operation: encoded.name.to_owned(),
+                    reason: error.to_string(),
+                })?;
+        Ok((runtime, read_back, arguments))
+    }
+
+    /// How long a call through this reference may wait.
+    fn timeout_on(&self, runtime: &Runtime) -> Duration {
+        self.timeout.unwrap_or(runtime.sync_timeout())
     }
 
     /// Starts an asynchronous call: the generated `enqueue()` wraps it.
@@ -162,7 +186,7 @@ impl<A: Actor> Reference<A> {
             query.name(),
             &encoded.arguments,
         )?;
-        let timeout = self.timeout.unwrap_or(runtime.sync_timeout());
+        let timeout = self.timeout_on(&runtime);
         let result = runtime.engine().ask::<A>(&self.id, query, timeout).await?;
         from_json("result", A::TYPE_NAME, &self.id, &result)
     }
@@ -195,10 +219,17 @@ impl<A: Actor> Reference<A> {
             context: self.context.as_ref(),
         };
         let policy = runtime.policy();
-        let verdict = match kind {
+        // The policy is user code: a panic in it denies the call.
+        let verdict = catch_unwind(AssertUnwindSafe(|| match kind {
             RequestKind::Command => policy.authorize_message(&request),
             RequestKind::Query | RequestKind::Snapshot => policy.authorize_query(&request),
-        };
+        }))
+        .unwrap_or_else(|panic| {
+            Err(Denied::new(format!(
+                "the policy panicked: {}",
+                panic_text(&*panic)
+            )))
+        });
         verdict.map_err(|denied| Error::Unauthorized {
             actor_type: A::TYPE_NAME,
             actor_id: self.id.clone(),
@@ -206,25 +237,6 @@ impl<A: Actor> Reference<A> {
             reason: denied.reason().to_owned(),
         })
     }
-}
-
-/// Checks that an id is non-empty and at most [`MAX_ACTOR_ID_BYTES`] long.
-pub(crate) fn validate_id(id: &str) -> Result<()> {
-    if id.is_empty() {
-        return Err(Error::InvalidActorId {
-            reason: "the id is empty; give every actor a non-empty id".to_owned(),
-        });
-    }
-    if id.len() > MAX_ACTOR_ID_BYTES {
-        return Err(Error::InvalidActorId {
-            reason: format!(
-                "the id is {} bytes, over the limit of {MAX_ACTOR_ID_BYTES}; use a shorter key \
-                 (a hash or a database id)",
-                id.len()
-            ),
-        });
-    }
-    Ok(())
 }
 
 impl<A: Actor> Clone for Reference<A> {
@@ -275,7 +287,8 @@ impl<A: Actor> Enqueue<A> {
         self
     }
 
-    /// Not run before `delay` from now (by the runtime's clock).
+    /// Not run before `delay` from now (by the runtime's clock; a delay past the latest
+    /// time the runtime represents waits until then).
     pub fn delay(mut self, delay: Duration) -> Self {
         self.delay = Some(delay);
         self
@@ -284,16 +297,20 @@ impl<A: Actor> Enqueue<A> {
     /// Stores the message and returns as soon as it is durable.
     #[doc(hidden)]
     pub async fn send<T>(&self, message: A::Message) -> Result<MessageRef<T>> {
-        let (runtime, arguments) = self.reference.admit(&message)?;
+        let (runtime, message, arguments) = self.reference.admit(message)?;
+        if let Some(key) = &self.idempotency_key {
+            validate_key("idempotency key", key)?;
+        }
         let engine = runtime.engine();
         let available_at = match (self.available_at, self.delay) {
             (Some(at), _) => Some(at),
-            (None, Some(delay)) => Some(engine.now() + delay),
+            (None, Some(delay)) => Some(later(engine.now(), delay)),
             (None, None) => None,
         };
         let options = EnqueueOptions {
             idempotency_key: self.idempotency_key.as_deref(),
             available_at,
+            timeout: self.reference.timeout_on(&runtime),
         };
         let key = ActorKey {
             actor_type: A::TYPE_NAME,
@@ -308,7 +325,6 @@ impl<A: Actor> Enqueue<A> {
             &self.reference.id,
             enqueued.message_id,
             enqueued.request_id,
-            enqueued.sequence,
         ))
     }
 }

@@ -12,14 +12,16 @@ use tokio::task::JoinSet;
 
 use crate::actor::Actor;
 use crate::clock::{Clock, SystemClock};
-use crate::effect::{DeadEffect, Effect, EffectContext, EffectRunner, TypedEffect};
-use crate::engine::{Engine, TurnErrors};
+use crate::effect::{
+    DeadEffect, Effect, EffectContext, EffectRunner, TypedEffect, UnhandledEffects,
+};
+use crate::engine::{Engine, EngineConfig, TurnErrors};
 use crate::error::{Error, Result};
 use crate::limits::{Limits, RetryPolicy};
 use crate::message::{DeadLetter, MessageRef};
 use crate::policy::{NoPolicy, Policy};
 use crate::reference::Reference;
-use crate::store::sqlite::{Durability, SqliteStore};
+use crate::store::sqlite::{Durability, SqliteOptions, SqliteStore};
 use crate::store::{MessageLookup, Stats, Store};
 use crate::testing::Testing;
 
@@ -29,6 +31,12 @@ static DEFAULT: Mutex<Option<Weak<Shared>>> = Mutex::new(None);
 /// How many actors a worker pass takes, and how many turns one actor gets per pass.
 const ACTORS_PER_PASS: i64 = 100;
 const TURNS_PER_ACTOR: usize = 50;
+/// How many effects of each kind a worker pass runs, one claim at a time.
+const EFFECTS_PER_PASS: usize = 20;
+/// How long the supervisor waits before it starts a worker that stopped, at first and at
+/// most (doubling while workers keep stopping).
+const RESTART_PAUSE_MIN: Duration = Duration::from_millis(100);
+const RESTART_PAUSE_MAX: Duration = Duration::from_secs(5);
 /// The idle poll interval of a worker starts here and doubles up to the maximum.
 const IDLE_POLL_MIN: Duration = Duration::from_millis(100);
 const IDLE_POLL_MAX: Duration = Duration::from_secs(1);
@@ -86,28 +94,51 @@ impl Runtime {
     /// Runs the workers until [`shutdown`](Runtime::shutdown): they fire due reminders as
     /// ordinary mailbox messages, run the ready messages of the actor types this runtime
     /// knows (a busy actor yields after 50 turns so others are not starved), run due effects
-    /// with their handlers, and prune
-    /// finished messages hourly. A commit in this process wakes an idle worker at once;
-    /// otherwise idle workers poll every 100 ms, backing off to 1 s. Returns `Ok(())` on
-    /// shutdown.
+    /// with their handlers, and prune old rows hourly. A commit in this process wakes an
+    /// idle worker at once; otherwise idle workers poll every 100 ms, backing off to 1 s.
+    ///
+    /// The workers are supervised: one that stops for any reason but shutdown (a panic in
+    /// a custom [`Clock`], say) is logged and started again. Returns `Ok(())` only after
+    /// [`shutdown`](Runtime::shutdown).
     pub async fn run(&self) -> Result<()> {
         let mut workers = JoinSet::new();
         for _ in 0..self.shared.workers {
-            let runtime = self.clone();
-            workers.spawn(async move { runtime.work().await });
+            self.spawn_worker(&mut workers);
         }
-        while let Some(finished) = workers.join_next().await {
-            if let Err(panic) = finished {
-                tracing::error!(%panic, "a worker stopped");
+        let mut restart_pause = RESTART_PAUSE_MIN;
+        while let Some(stopped) = workers.join_next().await {
+            if self.is_closed() {
+                continue;
+            }
+            match stopped {
+                Err(failure) => tracing::error!(%failure, "a worker stopped; starting another"),
+                Ok(()) => tracing::error!("a worker returned before shutdown; starting another"),
+            }
+            tokio::select! {
+                () = self.shared.shutdown.notified() => continue,
+                () = tokio::time::sleep(restart_pause) => {}
+            }
+            restart_pause = (restart_pause * 2).min(RESTART_PAUSE_MAX);
+            if !self.is_closed() {
+                self.spawn_worker(&mut workers);
             }
         }
         Ok(())
     }
 
+    fn spawn_worker(&self, workers: &mut JoinSet<()>) {
+        let runtime = self.clone();
+        workers.spawn(async move { runtime.work().await });
+    }
+
+    fn is_closed(&self) -> bool {
+        self.shared.closed.load(Ordering::Acquire)
+    }
+
     /// One worker's loop.
     async fn work(&self) {
         let mut idle = IDLE_POLL_MIN;
-        while !self.shared.closed.load(Ordering::Acquire) {
+        while !self.is_closed() {
             let worked = match self.work_once().await {
                 Ok(worked) => worked,
                 Err(error) => {
@@ -134,10 +165,11 @@ impl Runtime {
             .engine()
             .run_ready(ACTORS_PER_PASS, TURNS_PER_ACTOR, TurnErrors::LogAndStall)
             .await?;
-        let effects = crate::effect::run_due(self, ACTORS_PER_PASS).await?;
+        let effects = crate::effect::run_due(self, EFFECTS_PER_PASS).await?;
         if self.prune_due() {
-            let pruned = self.engine().prune_finished().await?;
-            tracing::debug!(pruned, "pruned finished messages");
+            let pruned = self.engine().prune().await?;
+            tracing::debug!(pruned, "pruned old messages and effects");
+            self.engine().report_unhandled_effects().await?;
         }
         Ok(fired + turns + effects > 0)
     }
@@ -159,10 +191,19 @@ impl Runtime {
 
     /// Deletes finished messages and done effects older than the retention period
     /// ([`Limits::retention`], 30 days by default), keeping each actor's newest 64 messages
-    /// with an idempotency key, every unfinished message and effect, and the dead ones;
-    /// returns how many rows were deleted. The workers run it hourly.
+    /// with an idempotency key and every unfinished message and effect, and dead letters
+    /// and dead effects older than [`Limits::dead_retention`] (30 days by default; zero keeps
+    /// them); returns how many rows were deleted. The workers run it hourly.
     pub async fn prune_finished(&self) -> Result<u64> {
-        self.engine().prune_finished().await
+        self.engine().prune().await
+    }
+
+    /// Effects waiting to run whose kind has no handler in this runtime, by kind. If no
+    /// process registers a handler for a kind ([`Builder::effect`]), its effects never run;
+    /// workers also log a warning once per kind after a minute.
+    pub async fn unhandled_effects(&self) -> Result<Vec<UnhandledEffects>> {
+        let pending = self.engine().unhandled_effects().await?;
+        Ok(pending.into_iter().map(UnhandledEffects::new).collect())
     }
 
     /// The effects that failed for good, oldest first, at most `limit`.
@@ -197,7 +238,9 @@ impl Runtime {
     }
 
     /// Enqueues a dead letter again, at the tail of its actor's mailbox, with its attempts
-    /// reset. Retrying the same dead letter again returns the same new message.
+    /// reset; its idempotency key moves to the new message, so a client that calls again
+    /// with that key gets the retry's outcome. Retrying the same dead letter again returns
+    /// the same new message.
     pub async fn retry_dead_letter(&self, message_id: i64) -> Result<MessageRef> {
         let (record, enqueued) = self.engine().retry_dead_letter(message_id).await?;
         Ok(MessageRef::from_parts(
@@ -206,7 +249,6 @@ impl Runtime {
             &record.actor_id,
             enqueued.message_id,
             enqueued.request_id,
-            enqueued.sequence,
         ))
     }
 
@@ -294,11 +336,14 @@ enum Database {
 pub struct Builder {
     database: Option<Database>,
     durability: Durability,
+    file_mode: u32,
     clock: Arc<dyn Clock>,
     policy: Arc<dyn Policy>,
     sync_timeout: Duration,
     limits: Limits,
     retry: RetryPolicy,
+    turn_timeout: Duration,
+    effect_lease: Duration,
     workers: usize,
     registrations: Vec<fn(&Engine) -> Result<()>>,
     effects: Vec<(&'static str, Arc<dyn EffectRunner>)>,
@@ -309,11 +354,14 @@ impl Default for Builder {
         Self {
             database: None,
             durability: Durability::default(),
+            file_mode: 0o600,
             clock: Arc::new(SystemClock),
             policy: Arc::new(NoPolicy),
             sync_timeout: Duration::from_secs(5),
             limits: Limits::default(),
             retry: RetryPolicy::default(),
+            turn_timeout: Duration::from_secs(30),
+            effect_lease: Duration::from_secs(300),
             workers: 2,
             registrations: Vec::new(),
             effects: Vec::new(),
@@ -349,6 +397,14 @@ impl Builder {
         self
     }
 
+    /// The permission bits a new SQLite database file gets, and its `-wal` and `-shm` files
+    /// with it (default `0o600`: readable and writable by its owner only). Unix only; an
+    /// existing file keeps its own.
+    pub fn sqlite_file_mode(mut self, mode: u32) -> Self {
+        self.file_mode = mode;
+        self
+    }
+
     /// The clock turns read (default [`SystemClock`]); tests pass a
     /// [`ManualClock`](crate::ManualClock).
     pub fn clock(mut self, clock: impl Clock) -> Self {
@@ -377,6 +433,25 @@ impl Builder {
     /// How failed messages are retried (default 5 attempts, backoff 1 s doubling to 60 s).
     pub fn retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
+        self
+    }
+
+    /// How long a handler may run (default 30 s). A handler still running then is
+    /// abandoned: its turn rolls back, its connection is closed, and the attempt counts as
+    /// failed, so one hung handler cannot hold the SQLite writer or a PostgreSQL row lock.
+    /// On PostgreSQL it also bounds every statement of a turn (`statement_timeout`).
+    pub fn turn_timeout(mut self, timeout: Duration) -> Self {
+        self.turn_timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// How long a claimed effect belongs to the worker running it (default 5 min), from
+    /// when that effect starts. A worker that dies mid-effect leaves it to be claimed again
+    /// once the lease runs out; a worker that finishes after its lease ran out records
+    /// nothing (the effect's new runner does). On PostgreSQL the lease runs on the database
+    /// server's clock.
+    pub fn effect_lease(mut self, lease: Duration) -> Self {
+        self.effect_lease = lease;
         self
     }
 
@@ -437,14 +512,25 @@ impl Builder {
                     .to_owned(),
             )),
             Some(Database::Sqlite(path)) => {
-                Arc::new(SqliteStore::open(&path, self.durability).await?)
+                let options = SqliteOptions {
+                    durability: self.durability,
+                    file_mode: self.file_mode,
+                };
+                Arc::new(SqliteStore::open(&path, options).await?)
             }
             #[cfg(feature = "postgres")]
             Some(Database::Postgres { url, connections }) => {
                 Arc::new(crate::store::postgres::PostgresStore::open(&url, connections).await?)
             }
         };
-        let engine = Engine::new(store, self.clock, self.limits, self.retry);
+        let config = EngineConfig {
+            clock: self.clock,
+            limits: self.limits,
+            retry: self.retry,
+            turn_timeout: self.turn_timeout,
+            effect_lease: self.effect_lease,
+        };
+        let engine = Engine::new(store, config);
         for register in &self.registrations {
             register(&engine)?;
         }

@@ -8,10 +8,11 @@ use crate::actor::Actor;
 use crate::codec::{encode_operation, to_json};
 use crate::engine::TurnErrors;
 use crate::error::Result;
-use crate::reference::validate_id;
 use crate::runtime::Runtime;
+use crate::validate::validate_id;
 
-/// How many reminders one firing pass takes, and how many actors one drain pass visits.
+/// How many reminders one firing pass takes, how many actors one drain pass visits, and how
+/// many effects of each kind one pass runs.
 const BATCH: i64 = 1000;
 /// Turns one actor gets per drain pass before the others get theirs.
 const TURNS_PER_ACTOR: usize = 1000;
@@ -65,7 +66,7 @@ impl<'r> Testing<'r> {
     pub async fn run_effects(&self) -> Result<usize> {
         let mut ran = 0;
         loop {
-            let batch = crate::effect::run_due(self.runtime, BATCH).await?;
+            let batch = crate::effect::run_due(self.runtime, BATCH as usize).await?;
             if batch == 0 {
                 return Ok(ran);
             }

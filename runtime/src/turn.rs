@@ -22,7 +22,7 @@ use crate::store::Transaction;
 pub struct Turn<A: Actor> {
     actor_id: String,
     now: DateTime<Utc>,
-    sequence: Option<i64>,
+    message_id: Option<i64>,
     attempt: u32,
     reminders: Vec<ReminderChange<A::Message>>,
     outbox: Vec<Outgoing>,
@@ -38,13 +38,13 @@ impl<A: Actor> Turn<A> {
     pub(crate) fn new(
         actor_id: &str,
         now: DateTime<Utc>,
-        sequence: Option<i64>,
+        message_id: Option<i64>,
         attempt: u32,
     ) -> Self {
         Self {
             actor_id: actor_id.to_owned(),
             now,
-            sequence,
+            message_id,
             attempt,
             reminders: Vec::new(),
             outbox: Vec::new(),
@@ -64,9 +64,10 @@ impl<A: Actor> Turn<A> {
         self.now
     }
 
-    /// The sequence number of the message this turn runs (`None` for a query).
-    pub fn sequence(&self) -> Option<i64> {
-        self.sequence
+    /// The id of the message this turn runs, once it is stored (`None` for a query, and for
+    /// a synchronous call that runs at once: its message is stored with the turn).
+    pub fn message_id(&self) -> Option<i64> {
+        self.message_id
     }
 
     /// Which attempt at this message this turn is: 1 the first time, 2 after one failure...
@@ -263,6 +264,19 @@ impl<A: Actor> Turn<A> {
             .unwrap_or_else(PoisonError::into_inner) = Some(transaction);
     }
 
+    /// Marks the lent transaction as in an unknown state (its handler was abandoned in the
+    /// middle): its connection is closed, not reused.
+    pub(crate) fn poison(&mut self) {
+        if let Some(transaction) = self
+            .transaction
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_mut()
+        {
+            transaction.poison();
+        }
+    }
+
     /// Takes the transaction back; true if the handler wrote behind a savepoint.
     pub(crate) fn detach(&mut self) -> Option<(Box<dyn Transaction>, bool)> {
         let transaction = self
@@ -286,13 +300,22 @@ impl<A: Actor> Turn<A> {
     }
 }
 
+impl<A: Actor> Drop for Turn<A> {
+    /// A turn dropped while it still holds its transaction was cancelled in the middle of
+    /// its handler (its caller's future was dropped): nothing knows what the handler's own
+    /// SQL left on the connection, so it is closed rather than reused.
+    fn drop(&mut self) {
+        self.poison();
+    }
+}
+
 impl<A: Actor> fmt::Debug for Turn<A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Turn")
             .field("actor_type", &A::TYPE_NAME)
             .field("actor_id", &self.actor_id)
             .field("now", &self.now)
-            .field("sequence", &self.sequence)
+            .field("message_id", &self.message_id)
             .field("attempt", &self.attempt)
             .field("staged_reminders", &self.reminders.len())
             .field("staged_messages", &self.outbox.len())

@@ -5,7 +5,7 @@ use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 
 use super::Names;
-use crate::model::{ActorImpl, Operation};
+use crate::model::{ActorImpl, Kind, Operation};
 
 /// `NameMessage` and `NameQuery`, each implementing `Operations`.
 pub(crate) fn enums(actor: &ActorImpl, names: &Names) -> TokenStream {
@@ -42,6 +42,11 @@ fn operation_enum(ident: &Ident, doc: &str, operations: &[&Operation]) -> TokenS
         }
     });
     let stored_names: Vec<String> = operations.iter().map(|o| o.stored_name()).collect();
+    let reminder_names: Vec<String> = operations
+        .iter()
+        .filter(|operation| operation.kind == Kind::Reminder)
+        .map(|operation| operation.stored_name())
+        .collect();
     let name_arms = operations.iter().map(|operation| {
         let variant = operation.variant();
         let stored = operation.stored_name();
@@ -65,6 +70,7 @@ fn operation_enum(ident: &Ident, doc: &str, operations: &[&Operation]) -> TokenS
 
         impl ::solid_objects::Operations for #ident {
             const NAMES: &'static [&'static str] = &[#(#stored_names),*];
+            const REMINDERS: &'static [&'static str] = &[#(#reminder_names),*];
 
             fn name(&self) -> &'static str {
                 match *self {

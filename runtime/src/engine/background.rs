@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{append, micros, Engine, EnqueueOptions, Enqueued, Step};
+use super::{append, insert_bounded, micros, Engine, Enqueued, Lock, Step, MAP_CAPACITY};
 use crate::error::{Error, Result};
-use crate::store::{ActorKey, MessageLookup, MessageRecord, StoredStatus};
+use crate::limits::earlier;
+use crate::store::{ActorKey, MessageLookup, MessageRecord, Retention, StoredStatus};
 
 /// What [`Engine::run_ready`] does with a turn that fails with an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,17 +19,18 @@ pub(crate) enum TurnErrors {
     LogAndStall,
 }
 
-/// How long workers leave an actor alone after one of its turns failed with an error.
+/// How long workers leave an actor alone after one of its turns failed with an error that
+/// is not an attempt (an operation this build does not know, the database gone).
 const STALL: Duration = Duration::from_secs(30);
 
 /// Each actor's newest finished messages with an idempotency key that retention keeps.
 pub(crate) const KEPT_IDEMPOTENCY_KEYS: i64 = 64;
 
 impl Engine {
-    /// Turns every reminder due at the clock's now into a message at the tail of its actor's
-    /// mailbox; returns how many fired. Reminders are not held back by the mailbox limit.
+    /// Turns up to `limit` reminders due at the clock's now into messages at the tail of
+    /// their actors' mailboxes; returns how many fired. Firing takes no actor's lock.
     pub(crate) async fn fire_due_reminders(&self, limit: i64) -> Result<usize> {
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.begin(None).await?;
         let now = micros(self.now());
         let due = tx.take_due_reminders(now, limit).await?;
         for reminder in &due {
@@ -36,7 +38,7 @@ impl Engine {
                 actor_type: &reminder.actor_type,
                 actor_id: &reminder.actor_id,
             };
-            append(&mut *tx, key, &reminder.name, &reminder.arguments, now).await?;
+            append(&mut *tx, key, &reminder.name, &reminder.arguments, now, 0).await?;
         }
         tx.commit().await?;
         if !due.is_empty() {
@@ -45,17 +47,26 @@ impl Engine {
         Ok(due.len())
     }
 
-    /// Runs up to `turns_per_actor` turns for each of up to `actors` actors with due
-    /// messages whose types this runtime knows and no other worker of it runs; returns how
-    /// many turns ran. A turn that fails with an error (not a handler failure, which is
-    /// recorded as an attempt) is returned, or, for workers, logged and its actor stalled.
+    /// Runs up to `turns_per_actor` turns for each of up to `actors` actors of the types
+    /// this runtime knows whose head message is due, and that no worker of this process
+    /// runs or has stalled; returns how many turns ran. A turn that fails with an error (not
+    /// a failed attempt, which is counted) is returned, or, for workers, logged and its
+    /// actor stalled.
     pub(crate) async fn run_ready(
         &self,
         actors: i64,
         turns_per_actor: usize,
         errors: TurnErrors,
     ) -> Result<usize> {
-        let ready = self.store.ready_actors(micros(self.now()), actors).await?;
+        let stalled = i64::try_from(self.stalled_count()).unwrap_or(i64::MAX);
+        let ready = self
+            .store
+            .ready_actors(
+                micros(self.now()),
+                &self.registered_types(),
+                actors.saturating_add(stalled),
+            )
+            .await?;
         let mut turns = 0;
         for (actor_type, actor_id) in ready {
             let Some(runner) = self.runner(&actor_type) else {
@@ -69,7 +80,7 @@ impl Engine {
                 continue;
             };
             for _ in 0..turns_per_actor {
-                match runner.run_next(self, &actor_id).await {
+                match runner.run_next(self, &actor_id, Lock::Skip).await {
                     Ok(Step::Ran(_)) => turns += 1,
                     Ok(Step::Idle | Step::Blocked { .. } | Step::Busy) => break,
                     Err(error) if errors == TurnErrors::Return => return Err(error),
@@ -89,8 +100,15 @@ impl Engine {
         Ok(turns)
     }
 
-    /// Whether a turn of this actor failed with an error recently (a stored message this
-    /// build cannot decode, say): it is skipped until the stall passes, so the log is not
+    fn stalled_count(&self) -> usize {
+        self.stalled
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Whether a turn of this actor failed with an error recently (a stored operation this
+    /// build does not know, say): it is skipped until the stall passes, so the log is not
     /// flooded and other actors get the workers.
     fn is_stalled(&self, actor_type: &str, actor_id: &str) -> bool {
         let mut stalled = self.stalled.lock().unwrap_or_else(PoisonError::into_inner);
@@ -105,23 +123,21 @@ impl Engine {
         }
     }
 
+    /// Leaves an actor alone for a while; when the map is full, the stalls that ran out make
+    /// room, and past that an actor is simply not stalled.
     fn stall(&self, actor_type: &str, actor_id: &str) {
-        self.stalled
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(
-                (actor_type.to_owned(), actor_id.to_owned()),
-                Instant::now() + STALL,
-            );
+        let mut stalled = self.stalled.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        if stalled.len() >= MAP_CAPACITY {
+            stalled.retain(|_, until| *until > now);
+        }
+        if stalled.len() < MAP_CAPACITY {
+            stalled.insert((actor_type.to_owned(), actor_id.to_owned()), now + STALL);
+        }
     }
 
     fn report_unknown_type(&self, actor_type: &str, actor_id: &str) {
-        let first = self
-            .unknown_types
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(actor_type.to_owned());
-        if first {
+        if insert_bounded(&self.unknown_types, actor_type.to_owned()) {
             tracing::warn!(
                 actor_type,
                 actor_id,
@@ -131,25 +147,31 @@ impl Engine {
         }
     }
 
-    /// Deletes finished messages older than the retention period; returns how many.
-    pub(crate) async fn prune_finished(&self) -> Result<u64> {
-        let before = self.now() - self.limits.retention;
-        let mut tx = self.store.begin().await?;
-        let pruned = tx
-            .prune_finished(micros(before), KEPT_IDEMPOTENCY_KEYS)
-            .await?;
+    /// Deletes what is past its retention; returns how many rows.
+    pub(crate) async fn prune(&self) -> Result<u64> {
+        let now = self.now();
+        let limits = &self.config.limits;
+        let retention = Retention {
+            finished_before: micros(earlier(now, limits.retention)),
+            dead_before: (!limits.dead_retention.is_zero())
+                .then(|| micros(earlier(now, limits.dead_retention))),
+            keep_keyed: KEPT_IDEMPOTENCY_KEYS,
+        };
+        let mut tx = self.begin(None).await?;
+        let pruned = tx.prune(&retention).await?;
         tx.commit().await?;
         Ok(pruned)
     }
 
-    /// Enqueues a dead letter again at the tail of its actor's mailbox. Retrying the same
-    /// dead letter twice enqueues one message.
+    /// Enqueues a dead letter again at the tail of its actor's mailbox, handing its
+    /// idempotency key over to the new message (so a client that calls again with that key
+    /// gets the retry's outcome). Retrying the same dead letter twice enqueues one message.
     pub(crate) async fn retry_dead_letter(
         &self,
         message_id: i64,
     ) -> Result<(MessageRecord, Enqueued)> {
-        let record = self
-            .store
+        let mut tx = self.begin(None).await?;
+        let record = tx
             .message(MessageLookup::Id(message_id))
             .await?
             .ok_or(Error::MessageNotFound)?;
@@ -159,18 +181,43 @@ impl Engine {
                 status: record.status.as_str(),
             });
         }
+        if !tx.release_dead_letter(message_id).await? {
+            // Retried already (maybe a moment ago, by another operator): answer with that.
+            drop(tx);
+            let record = self
+                .store
+                .message(MessageLookup::Id(message_id))
+                .await?
+                .ok_or(Error::MessageNotFound)?;
+            let retry_id = record.retried_as.ok_or(Error::MessageNotFound)?;
+            let retry = self
+                .store
+                .message(MessageLookup::Id(retry_id))
+                .await?
+                .ok_or(Error::MessageNotFound)?;
+            let enqueued = Enqueued {
+                message_id: retry.id,
+                request_id: retry.request_id,
+            };
+            return Ok((record, enqueued));
+        }
         let key = ActorKey {
             actor_type: &record.actor_type,
             actor_id: &record.actor_id,
         };
-        let idempotency_key = format!("retry-of:{}", record.request_id);
-        let options = EnqueueOptions {
-            idempotency_key: Some(&idempotency_key),
-            available_at: None,
-        };
         let enqueued = self
-            .enqueue(key, &record.operation, &record.arguments, options)
+            .insert_ready(
+                &mut *tx,
+                key,
+                &record.operation,
+                &record.arguments,
+                record.idempotency_key.as_deref(),
+                0,
+            )
             .await?;
+        tx.link_retry(message_id, enqueued.message_id).await?;
+        tx.commit().await?;
+        self.wake();
         Ok((record, enqueued))
     }
 }

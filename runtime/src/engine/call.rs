@@ -1,4 +1,9 @@
 //! The paths a caller drives: synchronous calls, queries, snapshots and enqueues.
+//!
+//! Every wait here ends at the caller's deadline, and every wait inside the database is
+//! bounded by it too (the store's transaction bounds), so a caller that gives up leaves
+//! nothing waiting behind it. A future dropped at any `.await` leaves the database as it
+//! was: the store's transactions clean up after themselves.
 
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
@@ -7,14 +12,16 @@ use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
 use tokio::time::Instant;
 
-use super::turn::{Delivery, Lock};
-use super::{micros, Engine, Outcome, Step};
+use super::failures::failed_progress;
+use super::running::{Delivery, Uncommitted};
+use super::{from_micros, micros, Engine, Lock, Outcome, Step};
 use crate::actor::{Actor, Operations};
+use crate::codec::decode_operation;
 use crate::error::{Error, Result};
 use crate::handled::Handled;
+use crate::limits::deadline_after;
 use crate::store::{
-    ActorKey, Instance, InstanceWrite, MessageLookup, MessageProgress, MessageRecord, NewMessage,
-    Transaction,
+    ActorKey, Instance, MessageLookup, MessageProgress, MessageRecord, NewMessage, Transaction,
 };
 use crate::turn::Turn;
 
@@ -29,20 +36,13 @@ pub(crate) struct CallOptions<'a> {
 }
 
 /// The options of one enqueue.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct EnqueueOptions<'a> {
     pub(crate) idempotency_key: Option<&'a str>,
-    /// Not before this time (default: now).
+    /// Not before this time (default: now, whatever the clock says later).
     pub(crate) available_at: Option<DateTime<Utc>>,
-}
-
-/// A message arriving at the tail of a mailbox.
-struct Arrival<'a> {
-    operation: &'a str,
-    arguments: &'a str,
-    idempotency_key: Option<&'a str>,
-    /// Microseconds since the epoch.
-    available_at: i64,
+    /// How long the enqueue may wait for the database.
+    pub(crate) timeout: Duration,
 }
 
 /// A message now in a mailbox.
@@ -50,7 +50,6 @@ struct Arrival<'a> {
 pub(crate) struct Enqueued {
     pub(crate) message_id: i64,
     pub(crate) request_id: String,
-    pub(crate) sequence: i64,
 }
 
 /// A call in progress: its actor, operation and deadline.
@@ -62,15 +61,29 @@ struct Call<'a> {
 }
 
 impl Call<'_> {
-    fn timed_out(&self, sequence: Option<i64>, waiting_on: String) -> Error {
+    fn timed_out(&self, message_id: Option<i64>, waiting_on: String) -> Error {
         Error::SyncTimeout {
             actor_type: self.key.actor_type,
             actor_id: self.key.actor_id.to_owned(),
             operation: self.operation,
-            sequence,
+            message_id,
             waiting_on,
             timeout: self.timeout,
         }
+    }
+
+    /// What a caller that found the database or the actor busy until its deadline hears.
+    fn busy(&self, message_id: Option<i64>) -> Error {
+        self.timed_out(
+            message_id,
+            "the actor or the database, which other turns (in this or another process) held \
+             until the timeout"
+                .to_owned(),
+        )
+    }
+
+    fn past_deadline(&self) -> bool {
+        Instant::now() >= self.deadline
     }
 
     fn result(&self, outcome: Outcome) -> Result<String> {
@@ -78,22 +91,17 @@ impl Call<'_> {
     }
 }
 
-impl Engine {
-    /// Starts a write transaction, or gives up at the call's deadline.
-    async fn begin_for(
-        &self,
-        call: &Call<'_>,
-        sequence: Option<i64>,
-    ) -> Result<Box<dyn Transaction>> {
-        match tokio::time::timeout_at(call.deadline, self.store.begin()).await {
-            Ok(begun) => begun,
-            Err(_) => Err(call.timed_out(
-                sequence,
-                "the database writer, which other turns held until the timeout".to_owned(),
-            )),
-        }
-    }
+/// What one try at a synchronous call came to.
+enum Tried {
+    /// The call has its answer.
+    Answered(Result<String>),
+    /// Its message is in the mailbox: run the mailbox until it has run.
+    Queued(i64),
+    /// Another transaction got in the way: try again.
+    Conflict,
+}
 
+impl Engine {
     /// A synchronous call: enqueue the message and run turns until it has run.
     ///
     /// On an empty mailbox the enqueue, the turn and the completion share one transaction.
@@ -112,88 +120,173 @@ impl Engine {
             },
             operation: message.name(),
             timeout: options.timeout,
-            deadline: Instant::now() + options.timeout,
+            deadline: deadline_after(options.timeout),
         };
-        let mut tx = self.begin_for(&call, None).await?;
-        // On PostgreSQL this waits for the actor's row lock; bound the wait by the deadline
-        // (dropping the transaction rolls back: nothing was written yet). Holding the lock
-        // before the idempotency check makes two calls with one key take turns.
-        let instance =
-            match tokio::time::timeout_at(call.deadline, tx.lock_instance(call.key)).await {
-                Ok(instance) => instance?,
-                Err(_) => {
-                    return Err(call.timed_out(
-                        None,
-                        "the actor, whose current turn (in another task or process) held it until \
-                     the timeout"
-                            .to_owned(),
-                    ))
-                }
+        let mut message = Some(message);
+        loop {
+            let next = match message.take() {
+                Some(message) => message,
+                None => decode_operation::<A::Message>(
+                    call.key.actor_type,
+                    actor_id,
+                    call.operation,
+                    &arguments,
+                    0,
+                )?,
             };
-        if let Some(key) = options.idempotency_key {
-            if let Some(existing) = tx
-                .message(MessageLookup::IdempotencyKey(call.key, key))
-                .await?
-            {
-                drop(tx);
-                same_request(&existing, call.operation, &arguments, key)?;
-                return match Outcome::from_record(&existing) {
-                    Some(outcome) => call.result(outcome),
-                    None => {
-                        self.run_until_done::<A>(&call, existing.id, existing.sequence)
-                            .await
-                    }
-                };
+            match self.try_call::<A>(&call, next, &arguments, options).await {
+                Ok(Tried::Answered(answer)) => return answer,
+                Ok(Tried::Queued(message_id)) => {
+                    return self.run_until_done::<A>(&call, message_id).await
+                }
+                Ok(Tried::Conflict) if !call.past_deadline() => {}
+                Ok(Tried::Conflict) => return Err(call.busy(None)),
+                Err(error) if error.is_busy() => return Err(call.busy(None)),
+                Err(error) if error.is_conflict() && !call.past_deadline() => {}
+                Err(error) => return Err(error),
             }
         }
-        let request_id = uuid::Uuid::new_v4().to_string();
-        if instance.unfinished == 0 {
-            let delivery = Delivery::Fresh {
-                message,
-                arguments: &arguments,
-                request_id: &request_id,
-                idempotency_key: options.idempotency_key,
-            };
-            let report = self.run_turn::<A>(tx, call.key, instance, delivery).await?;
-            return call.result(report.outcome);
-        }
-        let now = micros(self.now());
-        let enqueued = self
-            .insert_ready(
-                &mut *tx,
-                call.key,
-                &instance,
-                &Arrival {
-                    operation: call.operation,
-                    arguments: &arguments,
-                    idempotency_key: options.idempotency_key,
-                    available_at: now,
-                },
-            )
-            .await?;
-        tx.commit().await?;
-        self.wake();
-        self.run_until_done::<A>(&call, enqueued.message_id, enqueued.sequence)
-            .await
     }
 
-    /// Runs the actor's turns until `message_id` has run, or the call's deadline passes.
-    async fn run_until_done<A: Actor>(
+    /// One try at a synchronous call.
+    async fn try_call<A: Actor>(
         &self,
         call: &Call<'_>,
-        message_id: i64,
-        sequence: i64,
-    ) -> Result<String> {
+        message: A::Message,
+        arguments: &str,
+        options: CallOptions<'_>,
+    ) -> Result<Tried> {
+        let mut tx = self.begin(Some(call.deadline)).await?;
+        // Holding the actor's lock before the idempotency check makes two calls with one key
+        // take turns, across processes.
+        let Some(locked) = tx.lock_actor(call.key, true).await? else {
+            return Err(call.busy(None));
+        };
+        if let Some(key) = options.idempotency_key {
+            let lookup = MessageLookup::IdempotencyKey(call.key, key);
+            if let Some(existing) = tx.message(lookup).await? {
+                drop(tx);
+                same_request(&existing, call.operation, arguments, key)?;
+                return Ok(match Outcome::from_record(&existing) {
+                    Some(outcome) => Tried::Answered(call.result(outcome)),
+                    None => Tried::Queued(existing.id),
+                });
+            }
+        }
+        if locked.head.is_some() {
+            let enqueued = self
+                .insert_ready(
+                    &mut *tx,
+                    call.key,
+                    call.operation,
+                    arguments,
+                    options.idempotency_key,
+                    0,
+                )
+                .await?;
+            tx.commit().await?;
+            self.wake();
+            return Ok(Tried::Queued(enqueued.message_id));
+        }
+        // A state that no longer decodes is the caller's error, and nothing is written.
+        let state = self.decode_state::<A>(call.key, &locked.instance)?;
+        let request_id = uuid::Uuid::new_v4().to_string();
+        let delivery = Delivery::Fresh {
+            message,
+            arguments,
+            request_id: &request_id,
+            idempotency_key: options.idempotency_key,
+        };
+        let instance = locked.instance;
+        let ran = self
+            .run_turn::<A>(
+                tx,
+                call.key,
+                &instance,
+                state,
+                delivery,
+                Some(call.deadline),
+            )
+            .await;
+        Ok(match ran {
+            Ok(report) => Tried::Answered(call.result(report.outcome)),
+            Err(Uncommitted::Conflict(_)) => Tried::Conflict,
+            Err(Uncommitted::Abandoned) => Tried::Answered(Err(call.timed_out(
+                None,
+                "its own turn, whose handler was still running at the timeout (nothing of it \
+                 was kept)"
+                    .to_owned(),
+            ))),
+            Err(Uncommitted::Failed { error, retryable }) => {
+                let outcome = self
+                    .record_fresh_failure::<A>(call, arguments, options, &error, retryable)
+                    .await?;
+                Tried::Answered(call.result(outcome))
+            }
+        })
+    }
+
+    /// Stores the message of a synchronous call whose turn failed outside its handler, as
+    /// a failed first attempt: it retries (or is dead) like any other.
+    async fn record_fresh_failure<A: Actor>(
+        &self,
+        call: &Call<'_>,
+        arguments: &str,
+        options: CallOptions<'_>,
+        error: &str,
+        retryable: bool,
+    ) -> Result<Outcome> {
+        let now = self.now();
+        let progress = failed_progress(
+            now,
+            1,
+            self.max_attempts::<A>(),
+            retryable,
+            error,
+            &self.config.retry,
+        );
+        let request_id = uuid::Uuid::new_v4().to_string();
+        let mut tx = self.begin(None).await?;
+        let message = NewMessage {
+            operation: call.operation,
+            arguments,
+            request_id: &request_id,
+            idempotency_key: options.idempotency_key,
+            created_at: micros(now),
+            progress,
+        };
+        tx.insert_message(call.key, &message).await?;
+        tx.commit().await?;
+        self.wake();
+        let retry_at = progress
+            .finished_at
+            .is_none()
+            .then(|| from_micros(progress.available_at));
+        Ok(Outcome::Failed {
+            error: error.to_owned(),
+            attempts: 1,
+            retry_at,
+        })
+    }
+
+    /// Runs the actor's turns until message `message_id` has run, or the call's deadline
+    /// passes.
+    async fn run_until_done<A: Actor>(&self, call: &Call<'_>, message_id: i64) -> Result<String> {
         loop {
-            let tx = self.begin_for(call, Some(sequence)).await?;
-            let lock = Lock::WaitUntil(call.deadline);
-            let blocked_on = match self.run_next_in::<A>(tx, call.key, lock).await? {
+            let step = self
+                .run_next::<A>(call.key.actor_id, Lock::WaitUntil(call.deadline))
+                .await?;
+            let blocked_on = match step {
                 Step::Ran(report) if report.message_id == message_id => {
                     return call.result(report.outcome);
                 }
                 Step::Ran(_) => continue,
                 Step::Idle | Step::Busy => None,
-                Step::Blocked { sequence, until } => Some((sequence, until)),
+                Step::Blocked {
+                    message_id,
+                    until,
+                    attempts,
+                } => Some((message_id, until, attempts)),
             };
             if let Some(record) = self.store.message(MessageLookup::Id(message_id)).await? {
                 if let Some(outcome) = Outcome::from_record(&record) {
@@ -202,15 +295,25 @@ impl Engine {
             }
             let pause = WAIT_POLL.min(call.deadline.saturating_duration_since(Instant::now()));
             self.wait_for_work(pause).await;
-            if Instant::now() >= call.deadline {
+            if call.past_deadline() {
                 let waiting_on = match blocked_on {
-                    Some((ahead, until)) if ahead != sequence => {
-                        format!("message {ahead} ahead of it, which waits for a retry at {until}")
+                    Some((ahead, until, attempts)) => {
+                        let whose = if ahead == message_id {
+                            "it".to_owned()
+                        } else {
+                            format!("message {ahead} ahead of it")
+                        };
+                        if attempts > 0 {
+                            format!("{whose} failed {attempts} times and is retried at {until}")
+                        } else {
+                            format!("{whose} is not due until {until}")
+                        }
                     }
-                    Some((_, until)) => format!("its own retry at {until}"),
-                    None => "another task running the actor's earlier messages".to_owned(),
+                    None => {
+                        "the actor's earlier messages, which another task was running".to_owned()
+                    }
                 };
-                return Err(call.timed_out(Some(sequence), waiting_on));
+                return Err(call.timed_out(Some(message_id), waiting_on));
             }
         }
     }
@@ -229,58 +332,67 @@ impl Engine {
             },
             operation: query.name(),
             timeout,
-            deadline: Instant::now() + timeout,
+            deadline: deadline_after(timeout),
         };
         let mut drained = false;
         loop {
-            let instance = self
-                .store
-                .read_instance(call.key)
-                .await?
-                .unwrap_or_else(Instance::fresh);
-            if instance.unfinished == 0 || drained {
-                let state: A = self.decode_state(call.key, &instance)?;
-                let turn = Turn::<A>::new(actor_id, self.now(), None, 1);
-                let handled = AssertUnwindSafe(state.answer(&turn, query))
-                    .catch_unwind()
-                    .await
-                    .unwrap_or_else(|panic| Handled::panicked(&*panic));
-                let outcome = match handled {
-                    Handled::Value(value) => Outcome::Completed(value),
-                    Handled::Rejected(rejection) => Outcome::Rejected(rejection),
-                    Handled::Failed { error, .. } => Outcome::Failed {
-                        error,
-                        attempts: 1,
-                        retry_at: None,
-                    },
-                };
-                return call.result(outcome);
+            let committed = self.store.read_actor(call.key).await?;
+            if committed.mailbox_empty || drained {
+                let instance = committed.instance.unwrap_or_default();
+                return self.answer::<A>(&call, &instance, query).await;
             }
-            let tx = self.begin_for(&call, None).await?;
-            match self
-                .run_next_in::<A>(tx, call.key, Lock::WaitUntil(call.deadline))
-                .await?
-            {
+            let step = self
+                .run_next::<A>(actor_id, Lock::WaitUntil(call.deadline))
+                .await?;
+            match step {
                 Step::Ran(_) => {}
                 Step::Idle => drained = true,
-                Step::Busy => {
-                    return Err(call.timed_out(
-                        None,
-                        "the actor, whose current turn held it until the timeout".to_owned(),
-                    ))
-                }
-                Step::Blocked { sequence, until } => {
+                Step::Busy if call.past_deadline() => return Err(call.busy(None)),
+                Step::Busy => self.wait_for_work(WAIT_POLL).await,
+                Step::Blocked {
+                    message_id, until, ..
+                } => {
                     let pause =
                         WAIT_POLL.min(call.deadline.saturating_duration_since(Instant::now()));
                     self.wait_for_work(pause).await;
-                    if Instant::now() >= call.deadline {
-                        let waiting_on =
-                            format!("message {sequence}, which waits for a retry at {until}");
+                    if call.past_deadline() {
+                        let waiting_on = format!("message {message_id}, not due until {until}");
                         return Err(call.timed_out(None, waiting_on));
                     }
                 }
             }
         }
+    }
+
+    /// Answers a query from the committed state, within the turn timeout and the caller's
+    /// deadline.
+    async fn answer<A: Actor>(
+        &self,
+        call: &Call<'_>,
+        instance: &Instance,
+        query: A::Query,
+    ) -> Result<String> {
+        let state: A = self.decode_state(call.key, instance)?;
+        let turn = Turn::<A>::new(call.key.actor_id, self.now(), None, 1);
+        let deadline = call.deadline.min(deadline_after(self.config.turn_timeout));
+        let answering = AssertUnwindSafe(state.answer(&turn, query)).catch_unwind();
+        let handled = match tokio::time::timeout_at(deadline, answering).await {
+            Ok(Ok(handled)) => handled,
+            Ok(Err(panic)) => Handled::panicked(&*panic),
+            Err(_) => {
+                return Err(call.timed_out(None, "the query's handler, still running".to_owned()))
+            }
+        };
+        let outcome = match handled {
+            Handled::Value(value) => Outcome::Completed(value),
+            Handled::Rejected(rejection) => Outcome::Rejected(rejection),
+            Handled::Failed { error, .. } | Handled::Transient(error) => Outcome::Failed {
+                error,
+                attempts: 1,
+                retry_at: None,
+            },
+        };
+        call.result(outcome)
     }
 
     /// The actor's committed state, without a message; the default state if it has none.
@@ -289,14 +401,13 @@ impl Engine {
             actor_type: A::TYPE_NAME,
             actor_id,
         };
-        match self.store.read_instance(key).await? {
-            Some(instance) => self.decode_state(key, &instance),
-            None => Ok(A::default()),
-        }
+        let committed = self.store.read_actor(key).await?;
+        self.decode_state(key, &committed.instance.unwrap_or_default())
     }
 
-    /// Appends a message to the tail of the actor's mailbox without running it. With an
-    /// idempotency key this actor already used, returns that message instead.
+    /// Appends a message to the tail of the actor's mailbox without running it or taking
+    /// the actor's lock. With an idempotency key this actor already used, returns that
+    /// message instead (an operator's retry of a dead letter takes its key over).
     pub(crate) async fn enqueue(
         &self,
         key: ActorKey<'_, '_>,
@@ -304,32 +415,50 @@ impl Engine {
         arguments: &str,
         options: EnqueueOptions<'_>,
     ) -> Result<Enqueued> {
-        let mut tx = self.store.begin().await?;
-        let instance = tx.lock_instance(key).await?;
+        let deadline = deadline_after(options.timeout);
+        loop {
+            match self
+                .try_enqueue(key, operation, arguments, options, deadline)
+                .await
+            {
+                Err(error) if error.is_conflict() && Instant::now() < deadline => {}
+                done => return done,
+            }
+        }
+    }
+
+    async fn try_enqueue(
+        &self,
+        key: ActorKey<'_, '_>,
+        operation: &str,
+        arguments: &str,
+        options: EnqueueOptions<'_>,
+        deadline: Instant,
+    ) -> Result<Enqueued> {
+        let mut tx = self.begin(Some(deadline)).await?;
         if let Some(idempotency_key) = options.idempotency_key {
             let lookup = MessageLookup::IdempotencyKey(key, idempotency_key);
             if let Some(existing) = tx.message(lookup).await? {
+                drop(tx);
                 same_request(&existing, operation, arguments, idempotency_key)?;
                 return Ok(Enqueued {
                     message_id: existing.id,
                     request_id: existing.request_id,
-                    sequence: existing.sequence,
                 });
             }
         }
-        let now = self.now();
-        let available_at = micros(options.available_at.map_or(now, |at| at.max(now)));
+        let available_at = match options.available_at {
+            Some(at) if at > self.now() => micros(at),
+            _ => 0,
+        };
         let enqueued = self
             .insert_ready(
                 &mut *tx,
                 key,
-                &instance,
-                &Arrival {
-                    operation,
-                    arguments,
-                    idempotency_key: options.idempotency_key,
-                    available_at,
-                },
+                operation,
+                arguments,
+                options.idempotency_key,
+                available_at,
             )
             .await?;
         tx.commit().await?;
@@ -338,52 +467,40 @@ impl Engine {
     }
 
     /// Inserts a ready message at the tail of the mailbox, within the mailbox limit.
-    async fn insert_ready(
+    pub(super) async fn insert_ready(
         &self,
         tx: &mut dyn Transaction,
         key: ActorKey<'_, '_>,
-        instance: &Instance,
-        arrival: &Arrival<'_>,
+        operation: &str,
+        arguments: &str,
+        idempotency_key: Option<&str>,
+        available_at: i64,
     ) -> Result<Enqueued> {
-        if instance.unfinished >= self.limits.max_unfinished {
+        let limit = self.config.limits.max_unfinished;
+        if tx.count_ready(key, limit).await? >= limit {
             return Err(Error::MailboxFull {
                 actor_type: key.actor_type.to_owned(),
                 actor_id: key.actor_id.to_owned(),
-                limit: self.limits.max_unfinished,
+                limit,
             });
         }
-        let now = micros(self.now());
         let request_id = uuid::Uuid::new_v4().to_string();
-        let sequence = instance.next_sequence;
         let message_id = tx
             .insert_message(
                 key,
                 &NewMessage {
-                    sequence,
-                    operation: arrival.operation,
-                    arguments: arrival.arguments,
+                    operation,
+                    arguments,
                     request_id: &request_id,
-                    idempotency_key: arrival.idempotency_key,
-                    created_at: now,
-                    progress: MessageProgress::ready(0, arrival.available_at),
+                    idempotency_key,
+                    created_at: micros(self.now()),
+                    progress: MessageProgress::ready(0, available_at),
                 },
             )
             .await?;
-        tx.write_instance(
-            key,
-            &InstanceWrite {
-                state: None,
-                revision: instance.revision,
-                next_sequence: sequence + 1,
-                unfinished: instance.unfinished + 1,
-                updated_at: now,
-            },
-        )
-        .await?;
         Ok(Enqueued {
             message_id,
             request_id,
-            sequence,
         })
     }
 }

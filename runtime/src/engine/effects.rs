@@ -1,16 +1,16 @@
-//! The store side of effects: handlers by name, claims with a lease, outcomes.
+//! The store side of effects: handlers by name, one claim per effect with a lease that
+//! starts when it runs, and outcomes that only the lease's holder can record.
 
 use std::sync::{Arc, PoisonError};
-use std::time::Duration;
 
-use super::{micros, Engine};
+use super::{insert_bounded, micros, Engine};
 use crate::effect::EffectRunner;
 use crate::error::{Error, Result};
 use crate::failure::Failure;
-use crate::store::{ClaimedEffect, EffectProgress};
+use crate::store::{ClaimedEffect, EffectProgress, PendingEffects};
 
-/// How long a claimed effect is a worker's; after that another worker may run it again.
-const LEASE: Duration = Duration::from_secs(300);
+/// How long an effect may wait with no process that handles it before this one warns.
+const UNHANDLED_AFTER: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
 
 impl Engine {
     /// Makes a handler run the effects named `name`.
@@ -38,29 +38,30 @@ impl Engine {
             .collect()
     }
 
-    /// Claims up to `limit` due effects named `name` for one lease.
-    pub(crate) async fn claim_effects(&self, name: &str, limit: i64) -> Result<Vec<ClaimedEffect>> {
-        let now = self.now();
-        let mut tx = self.store.begin().await?;
+    /// Claims one due effect named `name`, leased from now (by the lease clock: the database
+    /// server's on PostgreSQL) for the runtime's effect lease.
+    pub(crate) async fn claim_effect(&self, name: &str) -> Result<Option<ClaimedEffect>> {
+        let mut tx = self.begin(None).await?;
         let claimed = tx
-            .claim_effects(name, micros(now), micros(now + LEASE), limit)
+            .claim_effect(name, micros(self.now()), self.config.effect_lease)
             .await?;
         tx.commit().await?;
         Ok(claimed)
     }
 
-    /// Records how an attempt at an effect went: done, retried with backoff, or dead.
+    /// Records how an attempt at an effect went: done, retried with backoff, or dead. A
+    /// runner whose lease ran out (another runner claimed the effect since) records nothing.
     pub(crate) async fn finish_effect(
         &self,
         effect: &ClaimedEffect,
         outcome: std::result::Result<(), Failure>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let now = self.now();
         let error = outcome.as_ref().err().map(ToString::to_string);
+        let retry = &self.config.retry;
         let retry_at = match &outcome {
             Err(failure) if failure.is_retryable() => {
-                self.retry
-                    .next_attempt_at(now, effect.attempts, self.retry.max_attempts)
+                retry.next_attempt_at(now, effect.attempts, retry.max_attempts)
             }
             _ => None,
         };
@@ -84,21 +85,61 @@ impl Engine {
                 finished_at: Some(micros(now)),
             },
         };
-        let mut tx = self.store.begin().await?;
-        tx.finish_effect(effect.id, &progress).await?;
-        tx.commit().await
+        let mut tx = self.begin(None).await?;
+        let recorded = tx
+            .finish_effect(effect.id, effect.attempts, &progress)
+            .await?;
+        tx.commit().await?;
+        if !recorded {
+            tracing::warn!(
+                effect_id = effect.effect_id,
+                "an effect's lease ran out before its handler finished; another runner owns it \
+                 now and this outcome is discarded"
+            );
+        }
+        Ok(recorded)
     }
-}
 
-impl Engine {
     /// Makes a dead effect ready again with its attempts reset; false if it is not dead.
     pub(crate) async fn retry_effect(&self, id: i64) -> Result<bool> {
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.begin(None).await?;
         let revived = tx.revive_effect(id, micros(self.now())).await?;
         tx.commit().await?;
         if revived {
             self.wake();
         }
         Ok(revived)
+    }
+
+    /// Unfinished effects of kinds this runtime has no handler for.
+    pub(crate) async fn unhandled_effects(&self) -> Result<Vec<PendingEffects>> {
+        let handled: Vec<&str> = self
+            .effects
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .copied()
+            .collect();
+        let handled = serde_json::Value::from(handled).to_string();
+        self.store.unhandled_effects(&handled).await
+    }
+
+    /// Warns once per kind about effects that waited a while with no handler here; if no
+    /// process has one, they are never run.
+    pub(crate) async fn report_unhandled_effects(&self) -> Result<()> {
+        let stale_before = micros(self.now() - UNHANDLED_AFTER);
+        for pending in self.unhandled_effects().await? {
+            if pending.oldest_created_at < stale_before
+                && insert_bounded(&self.reported_unhandled, pending.name.clone())
+            {
+                tracing::warn!(
+                    effect = pending.name,
+                    count = pending.count,
+                    "effects wait with no handler in this process; register one with \
+                     Builder::effect in a process that runs workers, or they are never run"
+                );
+            }
+        }
+        Ok(())
     }
 }

@@ -1,17 +1,26 @@
 //! The turn: enqueue, pick the next message, run the handler, commit. No SQL text here.
 //!
-//! `call` holds the synchronous paths (calls, queries, snapshots, enqueues), `turn` one turn
-//! from message to commit, `outcome` what a caller sees of a finished message, and
-//! `background` the work of workers (reminders, ready mailboxes, retention, dead letters).
+//! `call` holds the synchronous paths (calls, queries, snapshots, enqueues), `running` one
+//! turn from its message to the commit, `failures` how a failed attempt is counted,
+//! `outcome` what a caller sees of a finished message, `background` the work of workers
+//! (reminders, ready mailboxes, retention, dead letters) and `effects` the outbox.
+//!
+//! The rule behind all of it: every way a turn can fail is an attempt on its message, which
+//! backs off and ends as completed, rejected or dead. Only three things commit nothing and
+//! count nothing: a conflict with another transaction (the turn runs again at once), a
+//! caller whose deadline passed (the message stays for later), and an operation this build
+//! does not know (left for a build that knows it).
 
 mod background;
 mod call;
 mod effects;
+mod failures;
 mod outcome;
-mod turn;
+mod running;
 
 use std::any::TypeId;
 use std::collections::{HashMap, HashSet};
+use std::hash::Hash;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
@@ -19,24 +28,39 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 use crate::actor::Actor;
 use crate::clock::Clock;
 use crate::effect::EffectRunner;
 use crate::error::{Error, Result};
-use crate::limits::{Limits, RetryPolicy};
-use crate::store::{ActorKey, MessageProgress, NewMessage, Store, Transaction};
+use crate::limits::{deadline_after, Limits, RetryPolicy};
+use crate::store::{ActorKey, Bounds, MessageProgress, NewMessage, Store, Transaction};
 
 pub(crate) use background::TurnErrors;
 pub(crate) use call::{CallOptions, EnqueueOptions, Enqueued};
 pub(crate) use outcome::{stored_rejection, Outcome};
 
+/// How many entries the engine's in-memory maps hold at most, so that nothing a database or
+/// a caller does can grow them without bound.
+const MAP_CAPACITY: usize = 10_000;
+
+/// What an engine is configured with.
+#[derive(Clone)]
+pub(crate) struct EngineConfig {
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) limits: Limits,
+    pub(crate) retry: RetryPolicy,
+    /// How long a handler may run before it is abandoned and its attempt counted.
+    pub(crate) turn_timeout: Duration,
+    /// How long a claimed effect belongs to its runner.
+    pub(crate) effect_lease: Duration,
+}
+
 /// Runs turns against a store.
 pub(crate) struct Engine {
     store: Arc<dyn Store>,
-    clock: Arc<dyn Clock>,
-    limits: Limits,
-    retry: RetryPolicy,
+    config: EngineConfig,
     /// Woken after every commit that adds or finishes messages.
     wake: Notify,
     /// The actor types this runtime can run, by stored name.
@@ -46,9 +70,11 @@ pub(crate) struct Engine {
     /// Stored type names already reported as unknown, so the log says it once.
     unknown_types: Mutex<HashSet<String>>,
     /// Actors whose last turn failed with an error, and until when workers skip them.
-    stalled: Mutex<HashMap<(String, String), tokio::time::Instant>>,
+    stalled: Mutex<HashMap<(String, String), Instant>>,
     /// The effect handlers, by effect name.
     effects: RwLock<HashMap<&'static str, Arc<dyn EffectRunner>>>,
+    /// Effect kinds already reported as having no handler here.
+    reported_unhandled: Mutex<HashSet<String>>,
 }
 
 #[derive(Clone)]
@@ -67,34 +93,57 @@ pub(crate) struct TurnReport {
 /// What asking an actor to run its next message did.
 #[derive(Debug)]
 pub(crate) enum Step {
-    /// A turn ran.
+    /// A turn ran (or a failed attempt was counted).
     Ran(TurnReport),
     /// The mailbox has nothing ready.
     Idle,
-    /// The head of the mailbox waits for a retry at this time (strict order holds the rest).
-    Blocked { sequence: i64, until: DateTime<Utc> },
-    /// Another turn (in another task or process) held the actor until the caller's deadline.
+    /// The head of the mailbox is not due until `until` (strict order holds the rest).
+    Blocked {
+        message_id: i64,
+        until: DateTime<Utc>,
+        /// Its failed attempts so far: 0 for a message enqueued with a delay.
+        attempts: i64,
+    },
+    /// Another turn (in another task or process) held the actor, or the database, until
+    /// the caller's deadline.
     Busy,
 }
 
+/// How a turn takes its actor's lock (a row lock on PostgreSQL; SQLite's single writer
+/// already excludes every other turn).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Lock {
+    /// Skip an actor whose lock another turn holds: workers move on to other actors.
+    Skip,
+    /// Wait for the lock until the caller's deadline: callers wait for the actor.
+    WaitUntil(Instant),
+}
+
+impl Lock {
+    fn waits(self) -> bool {
+        matches!(self, Self::WaitUntil(_))
+    }
+
+    fn deadline(self) -> Option<Instant> {
+        match self {
+            Self::Skip => None,
+            Self::WaitUntil(deadline) => Some(deadline),
+        }
+    }
+}
+
 impl Engine {
-    pub(crate) fn new(
-        store: Arc<dyn Store>,
-        clock: Arc<dyn Clock>,
-        limits: Limits,
-        retry: RetryPolicy,
-    ) -> Self {
+    pub(crate) fn new(store: Arc<dyn Store>, config: EngineConfig) -> Self {
         Self {
             store,
-            clock,
-            limits,
-            retry,
+            config,
             wake: Notify::new(),
             actors: RwLock::default(),
             claims: Mutex::default(),
             unknown_types: Mutex::default(),
             stalled: Mutex::default(),
             effects: RwLock::default(),
+            reported_unhandled: Mutex::default(),
         }
     }
 
@@ -103,11 +152,11 @@ impl Engine {
     }
 
     pub(crate) fn limits(&self) -> &Limits {
-        &self.limits
+        &self.config.limits
     }
 
     pub(crate) fn now(&self) -> DateTime<Utc> {
-        self.clock.now()
+        self.config.clock.now()
     }
 
     /// Wakes every task waiting for work or for a message to finish.
@@ -118,6 +167,20 @@ impl Engine {
     /// Waits until woken or until `timeout` passes.
     pub(crate) async fn wait_for_work(&self, timeout: Duration) {
         let _ = tokio::time::timeout(timeout, self.wake.notified()).await;
+    }
+
+    /// The bounds of a transaction that ends by `deadline` (a caller's), or by the turn
+    /// timeout from now.
+    pub(crate) fn bounds(&self, deadline: Option<Instant>) -> Bounds {
+        Bounds {
+            deadline: deadline.unwrap_or_else(|| deadline_after(self.config.turn_timeout)),
+            statement: self.config.turn_timeout,
+        }
+    }
+
+    /// Begins a transaction within `bounds` of the caller's deadline (or the turn timeout).
+    async fn begin(&self, deadline: Option<Instant>) -> Result<Box<dyn Transaction>> {
+        self.store.begin(self.bounds(deadline)).await
     }
 
     /// Makes `A` known to this engine, so workers and the testing API can run its messages.
@@ -149,20 +212,27 @@ impl Engine {
             .get(actor_type)
             .map(|known| Arc::clone(&known.runner))
     }
+
+    /// The stored names of the actor types this runtime knows, as a JSON array.
+    fn registered_types(&self) -> String {
+        let actors = self.actors.read().unwrap_or_else(PoisonError::into_inner);
+        let names: Vec<&str> = actors.keys().copied().collect();
+        serde_json::Value::from(names).to_string()
+    }
 }
 
 /// Runs the next message of an actor whose type is known only by its stored name.
 #[async_trait]
 pub(crate) trait MailboxRunner: Send + Sync {
-    async fn run_next(&self, engine: &Engine, actor_id: &str) -> Result<Step>;
+    async fn run_next(&self, engine: &Engine, actor_id: &str, lock: Lock) -> Result<Step>;
 }
 
 struct TypedRunner<A>(PhantomData<fn() -> A>);
 
 #[async_trait]
 impl<A: Actor> MailboxRunner for TypedRunner<A> {
-    async fn run_next(&self, engine: &Engine, actor_id: &str) -> Result<Step> {
-        engine.run_next::<A>(actor_id).await
+    async fn run_next(&self, engine: &Engine, actor_id: &str, lock: Lock) -> Result<Step> {
+        engine.run_next::<A>(actor_id, lock).await
     }
 }
 
@@ -176,29 +246,36 @@ fn duplicate_check(known: &RegisteredActor, type_id: TypeId, name: &str) -> Resu
     }
 }
 
-/// Appends a ready message to the actor's mailbox inside `tx`; returns its id.
+/// Appends a ready message to an actor's mailbox inside `tx`, without taking that actor's
+/// lock; returns its id. `available_at` 0 means "now, whatever the clock says later".
 pub(crate) async fn append(
     tx: &mut dyn Transaction,
     key: ActorKey<'_, '_>,
     operation: &str,
     arguments: &str,
     now: i64,
+    available_at: i64,
 ) -> Result<i64> {
-    let sequence = tx.allocate_sequence(key, now).await?;
     let request_id = uuid::Uuid::new_v4().to_string();
     tx.insert_message(
         key,
         &NewMessage {
-            sequence,
             operation,
             arguments,
             request_id: &request_id,
             idempotency_key: None,
             created_at: now,
-            progress: MessageProgress::ready(0, now),
+            progress: MessageProgress::ready(0, available_at),
         },
     )
     .await
+}
+
+/// Inserts into a set that holds at most [`MAP_CAPACITY`] entries; false if it was there
+/// already or is full.
+fn insert_bounded<T: Eq + Hash>(set: &Mutex<HashSet<T>>, value: T) -> bool {
+    let mut set = set.lock().unwrap_or_else(PoisonError::into_inner);
+    set.len() < MAP_CAPACITY && set.insert(value)
 }
 
 /// Microseconds since the Unix epoch, as stored.

@@ -3,21 +3,30 @@
 //! The engine speaks in rows ([`Instance`], [`StoredMessage`], ...) and never in SQL text, so
 //! a backend is one file implementing [`Store`] and [`Transaction`]. SQLite and PostgreSQL
 //! share their statements (`shared.rs`, `$N` placeholders) and row decoding (`rows.rs`), and
-//! each adds only how a transaction begins and locks its actor; a backend whose SQL differs
-//! more implements the traits directly. Times are microseconds since the Unix epoch, always
-//! passed as parameters.
+//! each adds only how a transaction begins, how it locks its actor, and how it reads the
+//! clock that leases run on. Times are microseconds since the Unix epoch, always passed as
+//! parameters.
+//!
+//! A mailbox is ordered by message id. Only an actor's own turns lock its row in
+//! `solid_instances`; everything else that reaches an actor (an enqueue, a message from
+//! another actor, a fired reminder) appends a message row without that lock. A turn
+//! therefore never waits for a second actor's lock, and two actors that send to each other
+//! cannot deadlock.
 
 #[macro_use]
 mod shared;
 
+mod owned_transaction;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
 mod rows;
 pub(crate) mod sqlite;
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use async_trait::async_trait;
+use tokio::time::Instant;
 
 use crate::error::Result;
 
@@ -28,28 +37,20 @@ pub(crate) struct ActorKey<'t, 'i> {
     pub(crate) actor_id: &'i str,
 }
 
-/// An actor's row: its state and its mailbox counters.
-#[derive(Debug, Clone)]
+/// An actor's row: its state.
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Instance {
     /// The state as JSON; `None` until a turn first commits state.
     pub(crate) state: Option<String>,
     pub(crate) revision: i64,
-    /// The sequence number the next enqueued message gets.
-    pub(crate) next_sequence: i64,
-    /// How many of its messages are ready (waiting or due).
-    pub(crate) unfinished: i64,
 }
 
-impl Instance {
-    /// The row of an actor that has never been written.
-    pub(crate) fn fresh() -> Self {
-        Self {
-            state: None,
-            revision: 0,
-            next_sequence: 1,
-            unfinished: 0,
-        }
-    }
+/// An actor locked by a transaction: its row and the head of its mailbox.
+#[derive(Debug, Clone)]
+pub(crate) struct LockedActor {
+    pub(crate) instance: Instance,
+    /// The lowest-id ready message, if any (due or not).
+    pub(crate) head: Option<StoredMessage>,
 }
 
 /// Where a message stands.
@@ -82,7 +83,6 @@ impl StoredStatus {
 #[derive(Debug, Clone)]
 pub(crate) struct StoredMessage {
     pub(crate) id: i64,
-    pub(crate) sequence: i64,
     pub(crate) operation: String,
     pub(crate) arguments: String,
     pub(crate) attempts: i64,
@@ -103,7 +103,6 @@ pub(crate) struct MessageProgress<'a> {
 /// A message row to insert.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct NewMessage<'a> {
-    pub(crate) sequence: i64,
     pub(crate) operation: &'a str,
     pub(crate) arguments: &'a str,
     pub(crate) request_id: &'a str,
@@ -118,16 +117,28 @@ pub(crate) struct MessageRecord {
     pub(crate) id: i64,
     pub(crate) actor_type: String,
     pub(crate) actor_id: String,
-    pub(crate) sequence: i64,
     pub(crate) operation: String,
     pub(crate) arguments: String,
     pub(crate) request_id: String,
+    pub(crate) idempotency_key: Option<String>,
     pub(crate) status: StoredStatus,
     pub(crate) attempts: i64,
     pub(crate) available_at: i64,
     pub(crate) result: Option<String>,
     pub(crate) last_error: Option<String>,
+    pub(crate) created_at: i64,
     pub(crate) finished_at: Option<i64>,
+    /// The message an operator's retry of this dead letter enqueued.
+    pub(crate) retried_as: Option<i64>,
+}
+
+/// An actor as committed, read without locking it.
+#[derive(Debug, Clone)]
+pub(crate) struct CommittedActor {
+    /// Its row, if a turn ever wrote one.
+    pub(crate) instance: Option<Instance>,
+    /// Whether its mailbox holds no ready message.
+    pub(crate) mailbox_empty: bool,
 }
 
 /// How to find one message.
@@ -141,11 +152,8 @@ pub(crate) enum MessageLookup<'a> {
 /// The new values of an actor's row.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct InstanceWrite<'a> {
-    /// The new state, or `None` to keep the stored one.
-    pub(crate) state: Option<&'a str>,
+    pub(crate) state: &'a str,
     pub(crate) revision: i64,
-    pub(crate) next_sequence: i64,
-    pub(crate) unfinished: i64,
     pub(crate) updated_at: i64,
 }
 
@@ -176,7 +184,8 @@ pub(crate) struct NewEffect<'a> {
     pub(crate) created_at: i64,
 }
 
-/// An effect a worker claimed (its attempts already counting this one).
+/// An effect a worker claimed (its attempts already counting this one, which is also the
+/// lease's token: finishing checks it).
 #[derive(Debug, Clone)]
 pub(crate) struct ClaimedEffect {
     pub(crate) id: i64,
@@ -201,6 +210,14 @@ pub(crate) struct DeadEffectRecord {
     pub(crate) finished_at: Option<i64>,
 }
 
+/// Unfinished effects of one kind, for operators.
+#[derive(Debug, Clone)]
+pub(crate) struct PendingEffects {
+    pub(crate) name: String,
+    pub(crate) count: i64,
+    pub(crate) oldest_created_at: i64,
+}
+
 /// Where an effect stands after an attempt.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct EffectProgress<'a> {
@@ -209,6 +226,39 @@ pub(crate) struct EffectProgress<'a> {
     pub(crate) available_at: i64,
     pub(crate) last_error: Option<&'a str>,
     pub(crate) finished_at: Option<i64>,
+}
+
+/// What retention deletes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Retention {
+    /// Completed and rejected messages and done effects that finished before this time.
+    pub(crate) finished_before: i64,
+    /// Dead letters and dead effects that died before this time (`None`: keep them).
+    pub(crate) dead_before: Option<i64>,
+    /// Each actor's newest finished messages with an idempotency key that are kept anyway.
+    pub(crate) keep_keyed: i64,
+}
+
+/// How long the waits of one transaction may last, enforced by the database itself so a
+/// caller that gives up leaves nothing waiting behind it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Bounds {
+    /// The caller's deadline: for a connection, for the database's write lock (SQLite) and
+    /// for the actor's row lock (PostgreSQL).
+    pub(crate) deadline: Instant,
+    /// The longest one statement may run (PostgreSQL), which is also the longest a lock
+    /// wait inside a turn's own SQL may last.
+    pub(crate) statement: Duration,
+}
+
+impl Bounds {
+    /// The time left until the deadline, at least a millisecond (a zero would mean "no
+    /// limit" to the databases).
+    pub(crate) fn remaining(&self) -> Duration {
+        self.deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1))
+    }
 }
 
 /// Counts of the work the store did, for tests and benchmarks.
@@ -248,11 +298,14 @@ impl Counters {
 /// A database the runtime keeps its actors in.
 #[async_trait]
 pub(crate) trait Store: Send + Sync + 'static {
-    /// Starts a write transaction; on SQLite it holds the database's write lock.
-    async fn begin(&self) -> Result<Box<dyn Transaction>>;
+    /// Starts a write transaction within `bounds`; on SQLite it holds the database's write
+    /// lock. A wait past the deadline ends in an error that
+    /// [`Error::is_busy`](crate::error::Error::is_busy) recognises.
+    async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>>;
 
-    /// Reads an actor's committed row, outside any write transaction.
-    async fn read_instance(&self, actor: ActorKey<'_, '_>) -> Result<Option<Instance>>;
+    /// Reads an actor's committed row and whether its mailbox is empty, outside any write
+    /// transaction.
+    async fn read_actor(&self, actor: ActorKey<'_, '_>) -> Result<CommittedActor>;
 
     /// Reads one message, outside any write transaction.
     async fn message(&self, lookup: MessageLookup<'_>) -> Result<Option<MessageRecord>>;
@@ -263,8 +316,17 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// The effects that failed for good, oldest first, at most `limit`.
     async fn dead_effects(&self, limit: i64) -> Result<Vec<DeadEffectRecord>>;
 
-    /// Actors that have a message available at `now`, at most `limit` of them.
-    async fn ready_actors(&self, now: i64, limit: i64) -> Result<Vec<(String, String)>>;
+    /// Unfinished effects whose kind is not among `handled` (a JSON array of names), by kind.
+    async fn unhandled_effects(&self, handled: &str) -> Result<Vec<PendingEffects>>;
+
+    /// Actors of the types in `types` (a JSON array of names) whose head message is due at
+    /// `now`, oldest head first, at most `limit` of them.
+    async fn ready_actors(
+        &self,
+        now: i64,
+        types: &str,
+        limit: i64,
+    ) -> Result<Vec<(String, String)>>;
 
     /// The counters of work done so far.
     fn stats(&self) -> Stats;
@@ -273,20 +335,21 @@ pub(crate) trait Store: Send + Sync + 'static {
     async fn close(&self);
 }
 
-/// One write transaction. Dropping it without [`commit`](Transaction::commit) rolls it back.
+/// One write transaction. Dropped without [`commit`](Transaction::commit), it rolls back; a
+/// transaction dropped while its state is unknown (in the middle of beginning, committing,
+/// or after a savepoint failed) closes its connection instead of returning it to the pool.
 #[async_trait]
 pub(crate) trait Transaction: Send {
-    /// The actor's row, locked until commit on backends with row locks (waiting for another
-    /// transaction that holds it), and created first if missing, so that two writers cannot
-    /// both allocate the same sequence number.
-    async fn lock_instance(&mut self, actor: ActorKey<'_, '_>) -> Result<Instance>;
-
-    /// The actor's row, locked until commit, or `None` if it does not exist or another
-    /// transaction holds it (a worker then moves on to another actor).
-    async fn try_lock_instance(&mut self, actor: ActorKey<'_, '_>) -> Result<Option<Instance>>;
-
-    /// The actor's lowest-sequence ready message.
-    async fn next_message(&mut self, actor: ActorKey<'_, '_>) -> Result<Option<StoredMessage>>;
+    /// Locks the actor's row until commit (creating it first if missing, so that two callers
+    /// of a new actor take turns) and reads the head of its mailbox. With `wait` it waits for
+    /// a turn elsewhere until the transaction's deadline (then an error that
+    /// [`Error::is_busy`](crate::error::Error::is_busy) recognises); without, it returns
+    /// `None` when another transaction holds the actor.
+    async fn lock_actor(
+        &mut self,
+        actor: ActorKey<'_, '_>,
+        wait: bool,
+    ) -> Result<Option<LockedActor>>;
 
     /// Inserts a message row; returns its id.
     async fn insert_message(
@@ -295,23 +358,27 @@ pub(crate) trait Transaction: Send {
         message: &NewMessage<'_>,
     ) -> Result<i64>;
 
-    /// Records a message's progress: finished, or waiting for a retry.
+    /// Records a message's progress, if it is still ready with `attempts` attempts (so a
+    /// stale runner cannot overwrite newer progress); returns whether it did.
     async fn update_message(
         &mut self,
         message_id: i64,
+        attempts: i64,
         progress: &MessageProgress<'_>,
-    ) -> Result<()>;
+    ) -> Result<bool>;
 
-    /// Writes the actor's row, creating it if needed.
+    /// Notes why a ready message waits, without counting an attempt.
+    async fn note_message(&mut self, message_id: i64, note: &str) -> Result<()>;
+
+    /// How many ready messages the actor has, counting at most `limit`.
+    async fn count_ready(&mut self, actor: ActorKey<'_, '_>, limit: i64) -> Result<i64>;
+
+    /// Writes the actor's state, creating its row if needed.
     async fn write_instance(
         &mut self,
         actor: ActorKey<'_, '_>,
         write: &InstanceWrite<'_>,
     ) -> Result<()>;
-
-    /// Allocates the next sequence number for a new ready message (creating the row if
-    /// needed) and counts it as unfinished; returns the sequence.
-    async fn allocate_sequence(&mut self, actor: ActorKey<'_, '_>, now: i64) -> Result<i64>;
 
     /// Stores a reminder, replacing the one with the same name and key.
     async fn upsert_reminder(
@@ -338,18 +405,23 @@ pub(crate) trait Transaction: Send {
         effect: &NewEffect<'_>,
     ) -> Result<()>;
 
-    /// Claims up to `limit` effects named `name` that are due at `now` (ready, or running
-    /// with an expired lease), leasing them until `lease_until`.
-    async fn claim_effects(
+    /// Claims one effect named `name` that is due (ready at `now`, or running with a lease
+    /// that ran out by the lease clock), leasing it for `lease`.
+    async fn claim_effect(
         &mut self,
         name: &str,
         now: i64,
-        lease_until: i64,
-        limit: i64,
-    ) -> Result<Vec<ClaimedEffect>>;
+        lease: Duration,
+    ) -> Result<Option<ClaimedEffect>>;
 
-    /// Records an effect's attempt.
-    async fn finish_effect(&mut self, id: i64, progress: &EffectProgress<'_>) -> Result<()>;
+    /// Records an effect's attempt, if it is still running under the lease `attempts`;
+    /// returns whether it did.
+    async fn finish_effect(
+        &mut self,
+        id: i64,
+        attempts: i64,
+        progress: &EffectProgress<'_>,
+    ) -> Result<bool>;
 
     /// Makes a dead effect ready again at `now` with its attempts reset; false if it is not
     /// dead (already retried, say).
@@ -358,10 +430,16 @@ pub(crate) trait Transaction: Send {
     /// Reads one message inside this transaction.
     async fn message(&mut self, lookup: MessageLookup<'_>) -> Result<Option<MessageRecord>>;
 
-    /// Deletes finished (completed or rejected) messages that finished before `before`,
-    /// except each actor's newest `keep_keyed` finished messages that carry an idempotency
-    /// key, and the effects done before `before`; returns how many rows were deleted.
-    async fn prune_finished(&mut self, before: i64, keep_keyed: i64) -> Result<u64>;
+    /// Takes a dead letter for a retry: clears its idempotency key (so the retry can take
+    /// it over) and marks it as retried; false if it is not a dead letter or was retried
+    /// already.
+    async fn release_dead_letter(&mut self, message_id: i64) -> Result<bool>;
+
+    /// Records which message retried a dead letter.
+    async fn link_retry(&mut self, message_id: i64, retry_id: i64) -> Result<()>;
+
+    /// Deletes what `retention` says; returns how many rows were deleted.
+    async fn prune(&mut self, retention: &Retention) -> Result<u64>;
 
     /// Marks the point the handler's own SQL writes roll back to on a rejection or failure.
     async fn savepoint(&mut self) -> Result<()>;
@@ -371,6 +449,10 @@ pub(crate) trait Transaction: Send {
 
     /// Keeps everything since [`savepoint`](Transaction::savepoint) and releases it.
     async fn release_savepoint(&mut self) -> Result<()>;
+
+    /// Marks the connection as in an unknown state: it is closed, not reused, when the
+    /// transaction is dropped.
+    fn poison(&mut self);
 
     /// The SQLite connection this transaction runs on, if it is SQLite.
     fn sqlite(&mut self) -> Option<&mut sqlx::SqliteConnection> {

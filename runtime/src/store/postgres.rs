@@ -3,8 +3,12 @@
 //! A turn locks its actor's row (`SELECT .. FOR UPDATE`), so two processes never run the
 //! same actor at once, while different actors run in parallel on different connections.
 //! Workers skip actors whose row another turn holds (`SKIP LOCKED`) and take due reminders
-//! the same way, so any number of processes on any number of hosts share the work. A process
-//! that dies mid-turn loses its connection, and PostgreSQL rolls the turn back.
+//! and effects the same way, so any number of processes on any number of hosts share the
+//! work. A process that dies mid-turn loses its connection, and PostgreSQL rolls the turn
+//! back. Every wait is bounded inside the server: `lock_timeout` from the caller's deadline
+//! while a caller waits for an actor, and `statement_timeout` for each statement of a turn.
+//! Effect leases run on the server's clock, so a host whose clock is ahead cannot take work
+//! that another host is still running.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,10 +16,12 @@ use std::time::Duration;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::{PgConnection, Postgres};
 
+use super::owned_transaction::OwnedTransaction;
 use super::{
-    rows, ActorKey, ClaimedEffect, Counters, DeadEffectRecord, DueReminder, EffectProgress,
-    Instance, InstanceWrite, MessageLookup, MessageProgress, MessageRecord, NewEffect, NewMessage,
-    ReminderWrite, Stats, Store, StoredMessage, Transaction,
+    rows, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters, DeadEffectRecord, DueReminder,
+    EffectProgress, Instance, InstanceWrite, LockedActor, MessageLookup, MessageProgress,
+    MessageRecord, NewEffect, NewMessage, PendingEffects, ReminderWrite, Retention, Stats, Store,
+    StoredMessage, Transaction,
 };
 use crate::error::Result;
 
@@ -30,6 +36,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         2,
         "effects",
         include_str!("../../../migrations/postgres/0002_effects.sql"),
+    ),
+    (
+        3,
+        "lock-free mailboxes",
+        include_str!("../../../migrations/postgres/0003_lock_free_mailboxes.sql"),
     ),
 ];
 
@@ -94,10 +105,17 @@ async fn migrate(pool: &PgPool) -> Result<()> {
     Ok(())
 }
 
+/// A duration as PostgreSQL's `lock_timeout`/`statement_timeout` take it: whole
+/// milliseconds, at least one (zero would mean no limit).
+fn millis(duration: Duration) -> u128 {
+    duration.as_millis().clamp(1, i32::MAX as u128)
+}
+
 /// A transaction on one pooled connection.
 struct PostgresTransaction {
-    tx: sqlx::Transaction<'static, Postgres>,
+    tx: OwnedTransaction<Postgres>,
     counters: Arc<Counters>,
+    bounds: Bounds,
 }
 
 impl PostgresTransaction {
@@ -115,6 +133,62 @@ impl PostgresTransaction {
             .await?;
         row.map(|row| rows::instance(&row)).transpose()
     }
+
+    /// Creates the actor's row if it is missing (waiting, within the lock timeout, for a
+    /// transaction elsewhere that is creating it).
+    async fn create_instance(&mut self, actor: ActorKey<'_, '_>) -> Result<()> {
+        self.counters.statement();
+        sqlx::query(
+            "INSERT INTO solid_instances (actor_type, actor_id, updated_at) VALUES ($1, $2, 0)
+             ON CONFLICT (actor_type, actor_id) DO NOTHING",
+        )
+        .bind(actor.actor_type)
+        .bind(actor.actor_id)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(())
+    }
+
+    async fn instance_exists(&mut self, actor: ActorKey<'_, '_>) -> Result<bool> {
+        self.counters.statement();
+        let row =
+            sqlx::query("SELECT 1 FROM solid_instances WHERE actor_type = $1 AND actor_id = $2")
+                .bind(actor.actor_type)
+                .bind(actor.actor_id)
+                .fetch_optional(&mut *self.tx)
+                .await?;
+        Ok(row.is_some())
+    }
+
+    async fn set_lock_timeout(&mut self, timeout: Duration) -> Result<()> {
+        self.counters.statement();
+        sqlx::query("SELECT set_config('lock_timeout', $1, true)")
+            .bind(format!("{}ms", millis(timeout)))
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Reads the head of the actor's mailbox, after the lock (so with a snapshot that sees
+    /// every turn of the actor that committed before it).
+    async fn head(&mut self, actor: ActorKey<'_, '_>) -> Result<Option<StoredMessage>> {
+        self.counters.statement();
+        let row = sqlx::query(head_of_mailbox!())
+            .bind(actor.actor_type)
+            .bind(actor.actor_id)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        row.map(|row| rows::stored_message(&row)).transpose()
+    }
+
+    async fn locked(
+        &mut self,
+        actor: ActorKey<'_, '_>,
+        instance: Instance,
+    ) -> Result<Option<LockedActor>> {
+        let head = self.head(actor).await?;
+        Ok(Some(LockedActor { instance, head }))
+    }
 }
 
 sql_backend! {
@@ -123,12 +197,22 @@ sql_backend! {
     transaction: PostgresTransaction,
     database: Postgres,
     skip_locked: " FOR UPDATE SKIP LOCKED",
+    name_set: "(SELECT jsonb_array_elements_text($1::jsonb))",
+    lease_now: "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT",
     store_items: {
-        async fn begin(&self) -> Result<Box<dyn Transaction>> {
-            let tx = self.readers.begin().await?;
+        async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>> {
+            // One round trip: the bounds travel with BEGIN. Each statement, and each lock
+            // wait inside one (a handler's own SQL included), ends within `statement`.
+            let statement = millis(bounds.statement);
+            let begin = format!(
+                "BEGIN; SET LOCAL lock_timeout = '{statement}ms'; \
+                 SET LOCAL statement_timeout = '{statement}ms'"
+            );
+            let tx = OwnedTransaction::begin(&self.readers, bounds.deadline, begin).await?;
             Ok(Box::new(PostgresTransaction {
                 tx,
                 counters: Arc::clone(&self.counters),
+                bounds,
             }))
         }
 
@@ -137,30 +221,33 @@ sql_backend! {
         }
     },
     transaction_items: {
-        async fn lock_instance(&mut self, actor: ActorKey<'_, '_>) -> Result<Instance> {
-            if let Some(instance) = self.select_instance(actor, "FOR UPDATE").await? {
-                return Ok(instance);
-            }
-            self.counters.statement();
-            sqlx::query(
-                "INSERT INTO solid_instances (actor_type, actor_id, updated_at) VALUES ($1, $2, 0)
-                 ON CONFLICT (actor_type, actor_id) DO NOTHING",
-            )
-            .bind(actor.actor_type)
-            .bind(actor.actor_id)
-            .execute(&mut *self.tx)
-            .await?;
-            Ok(self
-                .select_instance(actor, "FOR UPDATE")
-                .await?
-                .unwrap_or_else(Instance::fresh))
-        }
-
-        async fn try_lock_instance(
+        async fn lock_actor(
             &mut self,
             actor: ActorKey<'_, '_>,
-        ) -> Result<Option<Instance>> {
-            self.select_instance(actor, "FOR UPDATE SKIP LOCKED").await
+            wait: bool,
+        ) -> Result<Option<LockedActor>> {
+            if let Some(instance) = self.select_instance(actor, "FOR UPDATE SKIP LOCKED").await? {
+                return self.locked(actor, instance).await;
+            }
+            // The row is missing, or another turn holds it.
+            if !wait {
+                if self.instance_exists(actor).await? {
+                    return Ok(None);
+                }
+                self.create_instance(actor).await?;
+                return match self.select_instance(actor, "FOR UPDATE SKIP LOCKED").await? {
+                    Some(instance) => self.locked(actor, instance).await,
+                    None => Ok(None),
+                };
+            }
+            // Wait for the turn elsewhere until the caller's deadline, inside the server: a
+            // caller that gives up leaves no connection queued behind the lock.
+            let remaining = self.bounds.remaining();
+            self.set_lock_timeout(remaining).await?;
+            self.create_instance(actor).await?;
+            let instance = self.select_instance(actor, "FOR UPDATE").await?.unwrap_or_default();
+            self.set_lock_timeout(self.bounds.statement).await?;
+            self.locked(actor, instance).await
         }
 
         fn postgres(&mut self) -> Option<&mut PgConnection> {

@@ -3,8 +3,8 @@
 use sqlx::{ColumnIndex, Database, Decode, Row, Type};
 
 use super::{
-    ClaimedEffect, DeadEffectRecord, DueReminder, Instance, MessageRecord, StoredMessage,
-    StoredStatus,
+    ClaimedEffect, DeadEffectRecord, DueReminder, Instance, LockedActor, MessageRecord,
+    PendingEffects, StoredMessage, StoredStatus,
 };
 use crate::error::{Error, Result};
 
@@ -13,7 +13,7 @@ pub(crate) trait Columns<DB: Database>: for<'r> Decode<'r, DB> + Type<DB> {}
 
 impl<DB: Database, T: for<'r> Decode<'r, DB> + Type<DB>> Columns<DB> for T {}
 
-/// `state, revision, next_sequence, unfinished` of `solid_instances`.
+/// `state, revision` of `solid_instances`.
 pub(crate) fn instance<R>(row: &R) -> Result<Instance>
 where
     R: Row,
@@ -24,8 +24,6 @@ where
     Ok(Instance {
         state: row.try_get("state")?,
         revision: row.try_get("revision")?,
-        next_sequence: row.try_get("next_sequence")?,
-        unfinished: row.try_get("unfinished")?,
     })
 }
 
@@ -39,12 +37,43 @@ where
 {
     Ok(StoredMessage {
         id: row.try_get("id")?,
-        sequence: row.try_get("sequence")?,
         operation: row.try_get("operation")?,
         arguments: row.try_get("arguments")?,
         attempts: row.try_get("attempts")?,
         available_at: row.try_get("available_at")?,
     })
+}
+
+/// An actor's row (`state`, `revision`, both `NULL` if it has none) beside the head of its
+/// mailbox (`head_*`, `NULL` if it is empty), as one outer-joined row.
+pub(crate) fn locked_actor<R>(row: &R) -> Result<LockedActor>
+where
+    R: Row,
+    for<'c> &'c str: ColumnIndex<R>,
+    Option<String>: Columns<R::Database>,
+    Option<i64>: Columns<R::Database>,
+{
+    let instance = Instance {
+        state: row.try_get("state")?,
+        revision: row.try_get::<Option<i64>, _>("revision")?.unwrap_or(0),
+    };
+    let head = match row.try_get::<Option<i64>, _>("head_id")? {
+        None => None,
+        Some(id) => Some(StoredMessage {
+            id,
+            operation: row
+                .try_get::<Option<String>, _>("head_operation")?
+                .unwrap_or_default(),
+            arguments: row
+                .try_get::<Option<String>, _>("head_arguments")?
+                .unwrap_or_default(),
+            attempts: row.try_get::<Option<i64>, _>("head_attempts")?.unwrap_or(0),
+            available_at: row
+                .try_get::<Option<i64>, _>("head_available_at")?
+                .unwrap_or(0),
+        }),
+    };
+    Ok(LockedActor { instance, head })
 }
 
 /// A whole message row.
@@ -63,10 +92,10 @@ where
         id,
         actor_type: row.try_get("actor_type")?,
         actor_id: row.try_get("actor_id")?,
-        sequence: row.try_get("sequence")?,
         operation: row.try_get("operation")?,
         arguments: row.try_get("arguments")?,
         request_id: row.try_get("request_id")?,
+        idempotency_key: row.try_get("idempotency_key")?,
         status: StoredStatus::parse(&status).ok_or_else(|| {
             Error::Database(sqlx::Error::Protocol(format!(
                 "message {id} has an unknown status {status:?}"
@@ -76,7 +105,9 @@ where
         available_at: row.try_get("available_at")?,
         result: row.try_get("result")?,
         last_error: row.try_get("last_error")?,
+        created_at: row.try_get("created_at")?,
         finished_at: row.try_get("finished_at")?,
+        retried_as: row.try_get("retried_as")?,
     })
 }
 
@@ -117,26 +148,37 @@ where
         .collect()
 }
 
-/// Effects claimed by `UPDATE .. RETURNING`.
-pub(crate) fn claimed_effects<R>(rows: &[R]) -> Result<Vec<ClaimedEffect>>
+/// An effect claimed by `UPDATE .. RETURNING`.
+pub(crate) fn claimed_effect<R>(row: &R) -> Result<ClaimedEffect>
 where
     R: Row,
     for<'c> &'c str: ColumnIndex<R>,
     String: Columns<R::Database>,
     i64: Columns<R::Database>,
 {
-    rows.iter()
-        .map(|row| {
-            Ok(ClaimedEffect {
-                id: row.try_get("id")?,
-                effect_id: row.try_get("effect_id")?,
-                actor_type: row.try_get("actor_type")?,
-                actor_id: row.try_get("actor_id")?,
-                payload: row.try_get("payload")?,
-                attempts: row.try_get("attempts")?,
-            })
-        })
-        .collect()
+    Ok(ClaimedEffect {
+        id: row.try_get("id")?,
+        effect_id: row.try_get("effect_id")?,
+        actor_type: row.try_get("actor_type")?,
+        actor_id: row.try_get("actor_id")?,
+        payload: row.try_get("payload")?,
+        attempts: row.try_get("attempts")?,
+    })
+}
+
+/// Unfinished effects of one kind: `name, count, oldest_created_at`.
+pub(crate) fn pending_effects<R>(row: &R) -> Result<PendingEffects>
+where
+    R: Row,
+    for<'c> &'c str: ColumnIndex<R>,
+    String: Columns<R::Database>,
+    i64: Columns<R::Database>,
+{
+    Ok(PendingEffects {
+        name: row.try_get("name")?,
+        count: row.try_get("count")?,
+        oldest_created_at: row.try_get("oldest_created_at")?,
+    })
 }
 
 /// A dead effect.

@@ -1,17 +1,26 @@
 //! The SQL both backends share: every statement written once, with `$N` placeholders (which
 //! SQLite accepts too). A backend file calls [`sql_backend!`] with what differs: how a
-//! transaction begins and locks its actor, its connection accessor, and whether claims
-//! `SKIP LOCKED`.
+//! transaction begins and locks its actor, its connection accessor, whether claims
+//! `SKIP LOCKED`, how a JSON array of names becomes a set, and the clock leases run on.
 
 /// `SELECT <every message column> FROM solid_messages WHERE <condition>`.
 macro_rules! select_message {
     ($condition:literal) => {
         concat!(
-            "SELECT id, actor_type, actor_id, sequence, operation, arguments, request_id,
-                    status, attempts, available_at, result, last_error, finished_at
+            "SELECT id, actor_type, actor_id, operation, arguments, request_id, idempotency_key,
+                    status, attempts, available_at, result, last_error, created_at, finished_at,
+                    retried_as
              FROM solid_messages WHERE ",
             $condition
         )
+    };
+}
+
+/// The columns of a mailbox's head, and the condition that finds it.
+macro_rules! head_of_mailbox {
+    () => {
+        "SELECT id, operation, arguments, attempts, available_at FROM solid_messages
+         WHERE actor_type = $1 AND actor_id = $2 AND status = 'ready' ORDER BY id LIMIT 1"
     };
 }
 
@@ -19,12 +28,14 @@ macro_rules! select_message {
 /// backend's store and transaction types from the shared statements.
 ///
 /// - `store`: the store type, with a `counters` field and the read pool in field `readers`;
-/// - `transaction`: the transaction type, with fields `tx` (an `sqlx::Transaction`) and
-///   `counters`;
+/// - `transaction`: the transaction type, with fields `tx` (an
+///   [`OwnedTransaction`](super::owned_transaction::OwnedTransaction)) and `counters`;
 /// - `database`: the sqlx database type;
 /// - `skip_locked`: appended to the subqueries that claim reminders and effects;
-/// - then the backend's own `Store` items (`begin`) and `Transaction` items (the locks and
-///   the connection accessor).
+/// - `name_set`: an SQL set of the names in the JSON array bound as `$1`;
+/// - `lease_now`: the current time of the clock leases run on, in microseconds;
+/// - then the backend's own `Store` items (`begin`, `close`) and `Transaction` items (the
+///   lock and the connection accessor).
 macro_rules! sql_backend {
     (
         store: $store:ty,
@@ -32,10 +43,12 @@ macro_rules! sql_backend {
         transaction: $transaction:ty,
         database: $database:ty,
         skip_locked: $skip_locked:literal,
+        name_set: $name_set:literal,
+        lease_now: $lease_now:literal,
         store_items: { $($store_item:item)* },
         transaction_items: { $($transaction_item:item)* }
     ) => {
-        const SELECT_INSTANCE: &str = "SELECT state, revision, next_sequence, unfinished
+        const SELECT_INSTANCE: &str = "SELECT state, revision
              FROM solid_instances WHERE actor_type = $1 AND actor_id = $2";
 
         /// The query that finds one message.
@@ -60,13 +73,22 @@ macro_rules! sql_backend {
         impl Store for $store {
             $($store_item)*
 
-            async fn read_instance(&self, actor: ActorKey<'_, '_>) -> Result<Option<Instance>> {
+            async fn read_actor(&self, actor: ActorKey<'_, '_>) -> Result<CommittedActor> {
                 let row = sqlx::query(SELECT_INSTANCE)
                     .bind(actor.actor_type)
                     .bind(actor.actor_id)
                     .fetch_optional(&self.$readers)
                     .await?;
-                row.map(|row| rows::instance(&row)).transpose()
+                let instance = row.map(|row| rows::instance(&row)).transpose()?;
+                let head = sqlx::query(head_of_mailbox!())
+                    .bind(actor.actor_type)
+                    .bind(actor.actor_id)
+                    .fetch_optional(&self.$readers)
+                    .await?;
+                Ok(CommittedActor {
+                    instance,
+                    mailbox_empty: head.is_none(),
+                })
             }
 
             async fn message(&self, lookup: MessageLookup<'_>) -> Result<Option<MessageRecord>> {
@@ -96,14 +118,37 @@ macro_rules! sql_backend {
                 rows.iter().map(rows::dead_effect).collect()
             }
 
-            async fn ready_actors(&self, now: i64, limit: i64) -> Result<Vec<(String, String)>> {
-                let rows = sqlx::query(
-                    "SELECT actor_type, actor_id FROM solid_messages
-                     WHERE status = 'ready' AND available_at <= $1
-                     GROUP BY actor_type, actor_id
-                     ORDER BY MIN(available_at)
-                     LIMIT $2",
-                )
+            async fn unhandled_effects(&self, handled: &str) -> Result<Vec<PendingEffects>> {
+                let rows = sqlx::query(concat!(
+                    "SELECT name, COUNT(*) AS count, MIN(created_at) AS oldest_created_at
+                     FROM solid_effects
+                     WHERE status IN ('ready', 'running') AND name NOT IN ",
+                    $name_set,
+                    " GROUP BY name ORDER BY name"
+                ))
+                .bind(handled)
+                .fetch_all(&self.$readers)
+                .await?;
+                rows.iter().map(rows::pending_effects).collect()
+            }
+
+            async fn ready_actors(
+                &self,
+                now: i64,
+                types: &str,
+                limit: i64,
+            ) -> Result<Vec<(String, String)>> {
+                let rows = sqlx::query(concat!(
+                    "SELECT m.actor_type, m.actor_id FROM solid_messages m
+                     WHERE m.status = 'ready' AND m.available_at <= $2 AND m.actor_type IN ",
+                    $name_set,
+                    " AND NOT EXISTS (
+                         SELECT 1 FROM solid_messages e
+                         WHERE e.actor_type = m.actor_type AND e.actor_id = m.actor_id
+                           AND e.status = 'ready' AND e.id < m.id)
+                     ORDER BY m.id LIMIT $3"
+                ))
+                .bind(types)
                 .bind(now)
                 .bind(limit)
                 .fetch_all(&self.$readers)
@@ -120,21 +165,6 @@ macro_rules! sql_backend {
         impl Transaction for $transaction {
             $($transaction_item)*
 
-            async fn next_message(&mut self, actor: ActorKey<'_, '_>) -> Result<Option<StoredMessage>> {
-                self.counters.statement();
-                let row = sqlx::query(
-                    "SELECT id, sequence, operation, arguments, attempts, available_at
-                     FROM solid_messages
-                     WHERE actor_type = $1 AND actor_id = $2 AND status = 'ready'
-                     ORDER BY sequence LIMIT 1",
-                )
-                .bind(actor.actor_type)
-                .bind(actor.actor_id)
-                .fetch_optional(&mut *self.tx)
-                .await?;
-                row.map(|row| rows::stored_message(&row)).transpose()
-            }
-
             async fn insert_message(
                 &mut self,
                 actor: ActorKey<'_, '_>,
@@ -143,15 +173,14 @@ macro_rules! sql_backend {
                 self.counters.statement();
                 let progress = &message.progress;
                 let id = sqlx::query_scalar(
-                    "INSERT INTO solid_messages (actor_type, actor_id, sequence, operation, arguments,
-                         request_id, idempotency_key, status, attempts, available_at, result, last_error,
-                         created_at, finished_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                    "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
+                         request_id, idempotency_key, status, attempts, available_at, result,
+                         last_error, created_at, finished_at)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
                      RETURNING id",
                 )
                 .bind(actor.actor_type)
                 .bind(actor.actor_id)
-                .bind(message.sequence)
                 .bind(message.operation)
                 .bind(message.arguments)
                 .bind(message.request_id)
@@ -171,14 +200,15 @@ macro_rules! sql_backend {
             async fn update_message(
                 &mut self,
                 message_id: i64,
+                attempts: i64,
                 progress: &MessageProgress<'_>,
-            ) -> Result<()> {
+            ) -> Result<bool> {
                 self.counters.statement();
-                sqlx::query(
+                let updated = sqlx::query(
                     "UPDATE solid_messages
                      SET status = $1, attempts = $2, available_at = $3, result = $4, last_error = $5,
                          finished_at = $6
-                     WHERE id = $7",
+                     WHERE id = $7 AND status = 'ready' AND attempts = $8",
                 )
                 .bind(progress.status.as_str())
                 .bind(progress.attempts)
@@ -187,9 +217,38 @@ macro_rules! sql_backend {
                 .bind(progress.last_error)
                 .bind(progress.finished_at)
                 .bind(message_id)
+                .bind(attempts)
+                .execute(&mut *self.tx)
+                .await?;
+                Ok(updated.rows_affected() == 1)
+            }
+
+            async fn note_message(&mut self, message_id: i64, note: &str) -> Result<()> {
+                self.counters.statement();
+                sqlx::query(
+                    "UPDATE solid_messages SET last_error = $1 WHERE id = $2 AND status = 'ready'",
+                )
+                .bind(note)
+                .bind(message_id)
                 .execute(&mut *self.tx)
                 .await?;
                 Ok(())
+            }
+
+            async fn count_ready(&mut self, actor: ActorKey<'_, '_>, limit: i64) -> Result<i64> {
+                self.counters.statement();
+                let count = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM (
+                         SELECT 1 FROM solid_messages
+                         WHERE actor_type = $1 AND actor_id = $2 AND status = 'ready' LIMIT $3
+                     ) AS ready",
+                )
+                .bind(actor.actor_type)
+                .bind(actor.actor_id)
+                .bind(limit)
+                .fetch_one(&mut *self.tx)
+                .await?;
+                Ok(count)
             }
 
             async fn write_instance(
@@ -199,45 +258,21 @@ macro_rules! sql_backend {
             ) -> Result<()> {
                 self.counters.statement();
                 sqlx::query(
-                    "INSERT INTO solid_instances
-                         (actor_type, actor_id, state, revision, next_sequence, unfinished, updated_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7)
+                    "INSERT INTO solid_instances (actor_type, actor_id, state, revision, updated_at)
+                     VALUES ($1, $2, $3, $4, $5)
                      ON CONFLICT (actor_type, actor_id) DO UPDATE SET
-                         state = COALESCE(excluded.state, solid_instances.state),
+                         state = excluded.state,
                          revision = excluded.revision,
-                         next_sequence = excluded.next_sequence,
-                         unfinished = excluded.unfinished,
                          updated_at = excluded.updated_at",
                 )
                 .bind(actor.actor_type)
                 .bind(actor.actor_id)
                 .bind(write.state)
                 .bind(write.revision)
-                .bind(write.next_sequence)
-                .bind(write.unfinished)
                 .bind(write.updated_at)
                 .execute(&mut *self.tx)
                 .await?;
                 Ok(())
-            }
-
-            async fn allocate_sequence(&mut self, actor: ActorKey<'_, '_>, now: i64) -> Result<i64> {
-                self.counters.statement();
-                let sequence = sqlx::query_scalar(
-                    "INSERT INTO solid_instances (actor_type, actor_id, next_sequence, unfinished, updated_at)
-                     VALUES ($1, $2, 2, 1, $3)
-                     ON CONFLICT (actor_type, actor_id) DO UPDATE SET
-                         next_sequence = solid_instances.next_sequence + 1,
-                         unfinished = solid_instances.unfinished + 1,
-                         updated_at = excluded.updated_at
-                     RETURNING next_sequence - 1",
-                )
-                .bind(actor.actor_type)
-                .bind(actor.actor_id)
-                .bind(now)
-                .fetch_one(&mut *self.tx)
-                .await?;
-                Ok(sequence)
             }
 
             async fn upsert_reminder(
@@ -320,48 +355,56 @@ macro_rules! sql_backend {
                 Ok(())
             }
 
-            async fn claim_effects(
+            async fn claim_effect(
                 &mut self,
                 name: &str,
                 now: i64,
-                lease_until: i64,
-                limit: i64,
-            ) -> Result<Vec<ClaimedEffect>> {
+                lease: std::time::Duration,
+            ) -> Result<Option<ClaimedEffect>> {
                 self.counters.statement();
+                let lease = i64::try_from(lease.as_micros()).unwrap_or(i64::MAX);
                 let claimed = sqlx::query(concat!(
                     "UPDATE solid_effects
-                     SET status = 'running', attempts = attempts + 1, available_at = $3
-                     WHERE id IN (
+                     SET status = 'running', attempts = attempts + 1,
+                         available_at = ", $lease_now, " + $3
+                     WHERE id = (
                          SELECT id FROM solid_effects
-                         WHERE name = $1 AND status IN ('ready', 'running') AND available_at <= $2
-                         ORDER BY available_at, id LIMIT $4",
+                         WHERE name = $1 AND (
+                             (status = 'ready' AND available_at <= $2)
+                             OR (status = 'running' AND available_at <= ", $lease_now, "))
+                         ORDER BY available_at, id LIMIT 1",
                     $skip_locked,
                     ") RETURNING id, effect_id, actor_type, actor_id, payload, attempts"
                 ))
                 .bind(name)
                 .bind(now)
-                .bind(lease_until)
-                .bind(limit)
-                .fetch_all(&mut *self.tx)
+                .bind(lease)
+                .fetch_optional(&mut *self.tx)
                 .await?;
-                rows::claimed_effects(&claimed)
+                claimed.map(|row| rows::claimed_effect(&row)).transpose()
             }
 
-            async fn finish_effect(&mut self, id: i64, progress: &EffectProgress<'_>) -> Result<()> {
+            async fn finish_effect(
+                &mut self,
+                id: i64,
+                attempts: i64,
+                progress: &EffectProgress<'_>,
+            ) -> Result<bool> {
                 self.counters.statement();
-                sqlx::query(
+                let finished = sqlx::query(
                     "UPDATE solid_effects
                      SET status = $1, available_at = $2, last_error = $3, finished_at = $4
-                     WHERE id = $5",
+                     WHERE id = $5 AND status = 'running' AND attempts = $6",
                 )
                 .bind(progress.status)
                 .bind(progress.available_at)
                 .bind(progress.last_error)
                 .bind(progress.finished_at)
                 .bind(id)
+                .bind(attempts)
                 .execute(&mut *self.tx)
                 .await?;
-                Ok(())
+                Ok(finished.rows_affected() == 1)
             }
 
             async fn revive_effect(&mut self, id: i64, now: i64) -> Result<bool> {
@@ -385,9 +428,31 @@ macro_rules! sql_backend {
                 row.map(|row| rows::message(&row)).transpose()
             }
 
-            async fn prune_finished(&mut self, before: i64, keep_keyed: i64) -> Result<u64> {
+            async fn release_dead_letter(&mut self, message_id: i64) -> Result<bool> {
                 self.counters.statement();
-                let deleted = sqlx::query(
+                let released = sqlx::query(
+                    "UPDATE solid_messages SET idempotency_key = NULL, retried_as = 0
+                     WHERE id = $1 AND status = 'dead' AND retried_as IS NULL",
+                )
+                .bind(message_id)
+                .execute(&mut *self.tx)
+                .await?;
+                Ok(released.rows_affected() == 1)
+            }
+
+            async fn link_retry(&mut self, message_id: i64, retry_id: i64) -> Result<()> {
+                self.counters.statement();
+                sqlx::query("UPDATE solid_messages SET retried_as = $1 WHERE id = $2")
+                    .bind(retry_id)
+                    .bind(message_id)
+                    .execute(&mut *self.tx)
+                    .await?;
+                Ok(())
+            }
+
+            async fn prune(&mut self, retention: &Retention) -> Result<u64> {
+                self.counters.statement();
+                let finished = sqlx::query(
                     "DELETE FROM solid_messages
                      WHERE status IN ('completed', 'rejected') AND finished_at < $1
                        AND id NOT IN (
@@ -400,49 +465,76 @@ macro_rules! sql_backend {
                          ) AS keyed WHERE recent <= $2
                        )",
                 )
-                .bind(before)
-                .bind(keep_keyed)
+                .bind(retention.finished_before)
+                .bind(retention.keep_keyed)
                 .execute(&mut *self.tx)
                 .await?;
                 self.counters.statement();
-                let effects =
-                    sqlx::query("DELETE FROM solid_effects WHERE status = 'done' AND finished_at < $1")
-                        .bind(before)
-                        .execute(&mut *self.tx)
-                        .await?;
-                Ok(deleted.rows_affected() + effects.rows_affected())
+                let done = sqlx::query(
+                    "DELETE FROM solid_effects WHERE status = 'done' AND finished_at < $1",
+                )
+                .bind(retention.finished_before)
+                .execute(&mut *self.tx)
+                .await?;
+                let mut pruned = finished.rows_affected() + done.rows_affected();
+                if let Some(dead_before) = retention.dead_before {
+                    self.counters.statement();
+                    let dead_letters = sqlx::query(
+                        "DELETE FROM solid_messages WHERE status = 'dead' AND finished_at < $1",
+                    )
+                    .bind(dead_before)
+                    .execute(&mut *self.tx)
+                    .await?;
+                    self.counters.statement();
+                    let dead_effects = sqlx::query(
+                        "DELETE FROM solid_effects WHERE status = 'dead' AND finished_at < $1",
+                    )
+                    .bind(dead_before)
+                    .execute(&mut *self.tx)
+                    .await?;
+                    pruned += dead_letters.rows_affected() + dead_effects.rows_affected();
+                }
+                Ok(pruned)
             }
 
             async fn savepoint(&mut self) -> Result<()> {
                 self.counters.statement();
-                sqlx::query("SAVEPOINT solid_turn")
-                    .execute(&mut *self.tx)
-                    .await?;
-                Ok(())
+                self.on_savepoint("SAVEPOINT solid_turn").await
             }
 
             async fn rollback_to_savepoint(&mut self) -> Result<()> {
                 self.counters.statement();
-                sqlx::query("ROLLBACK TO SAVEPOINT solid_turn")
-                    .execute(&mut *self.tx)
-                    .await?;
-                sqlx::query("RELEASE SAVEPOINT solid_turn")
-                    .execute(&mut *self.tx)
-                    .await?;
-                Ok(())
+                self.on_savepoint("ROLLBACK TO SAVEPOINT solid_turn").await?;
+                self.on_savepoint("RELEASE SAVEPOINT solid_turn").await
             }
 
             async fn release_savepoint(&mut self) -> Result<()> {
                 self.counters.statement();
-                sqlx::query("RELEASE SAVEPOINT solid_turn")
-                    .execute(&mut *self.tx)
-                    .await?;
-                Ok(())
+                self.on_savepoint("RELEASE SAVEPOINT solid_turn").await
+            }
+
+            fn poison(&mut self) {
+                self.tx.poison();
             }
 
             async fn commit(self: Box<Self>) -> Result<()> {
-                self.tx.commit().await?;
-                self.counters.transaction();
+                let this = *self;
+                this.tx.commit().await?;
+                this.counters.transaction();
+                Ok(())
+            }
+        }
+
+        impl $transaction {
+            /// Runs a savepoint statement; if it fails, nobody knows what the transaction
+            /// holds any more (a handler may have ended it behind the runtime's back), so
+            /// its connection is not reused.
+            async fn on_savepoint(&mut self, sql: &'static str) -> Result<()> {
+                let done = sqlx::query(sql).execute(&mut *self.tx).await;
+                if done.is_err() {
+                    self.tx.poison();
+                }
+                done?;
                 Ok(())
             }
         }

@@ -3,7 +3,8 @@
 //! SQLite allows one writer at a time. Every turn therefore runs on the single writer
 //! connection, in a `BEGIN IMMEDIATE` transaction: callers queue for the connection in the
 //! pool instead of busy-waiting on the file lock. Snapshots and outcome reads use separate
-//! read connections, which WAL lets run beside the writer.
+//! read connections, which WAL lets run beside the writer. Another process on the same file
+//! is waited for (`busy_timeout`) only until the caller's deadline.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -14,10 +15,11 @@ use sqlx::sqlite::{
 };
 use sqlx::{Sqlite, SqliteConnection};
 
+use super::owned_transaction::OwnedTransaction;
 use super::{
-    rows, ActorKey, ClaimedEffect, Counters, DeadEffectRecord, DueReminder, EffectProgress,
-    Instance, InstanceWrite, MessageLookup, MessageProgress, MessageRecord, NewEffect, NewMessage,
-    ReminderWrite, Stats, Store, StoredMessage, Transaction,
+    rows, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters, DeadEffectRecord, DueReminder,
+    EffectProgress, InstanceWrite, LockedActor, MessageLookup, MessageProgress, MessageRecord,
+    NewEffect, NewMessage, PendingEffects, ReminderWrite, Retention, Stats, Store, Transaction,
 };
 use crate::error::Result;
 
@@ -33,7 +35,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "effects",
         include_str!("../../../migrations/sqlite/0002_effects.sql"),
     ),
+    (
+        3,
+        "lock-free mailboxes",
+        include_str!("../../../migrations/sqlite/0003_lock_free_mailboxes.sql"),
+    ),
 ];
+
+/// How long a statement outside a caller's deadline waits for another process's write lock.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How hard SQLite works to keep a commit through a power loss.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -47,6 +57,14 @@ pub enum Durability {
     Normal,
 }
 
+/// How the SQLite store opens its file.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SqliteOptions {
+    pub(crate) durability: Durability,
+    /// The permission bits of a database file the store creates (Unix).
+    pub(crate) file_mode: u32,
+}
+
 /// The SQLite store.
 pub(crate) struct SqliteStore {
     writer: SqlitePool,
@@ -56,17 +74,18 @@ pub(crate) struct SqliteStore {
 
 impl SqliteStore {
     /// Opens (creating if needed) the database file and applies the migrations.
-    pub(crate) async fn open(path: &Path, durability: Durability) -> Result<Self> {
-        let synchronous = match durability {
+    pub(crate) async fn open(path: &Path, options: SqliteOptions) -> Result<Self> {
+        create_private(path, options.file_mode)?;
+        let synchronous = match options.durability {
             Durability::Full => SqliteSynchronous::Full,
             Durability::Normal => SqliteSynchronous::Normal,
         };
-        let options = SqliteConnectOptions::new()
+        let connect = SqliteConnectOptions::new()
             .filename(path)
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(synchronous)
-            .busy_timeout(Duration::from_secs(5))
+            .busy_timeout(BUSY_TIMEOUT)
             .foreign_keys(true);
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
@@ -74,12 +93,12 @@ impl SqliteStore {
             .acquire_timeout(Duration::from_secs(3600))
             .idle_timeout(None)
             .max_lifetime(None)
-            .connect_with(options.clone())
+            .connect_with(connect.clone())
             .await?;
         migrate(&writer).await?;
         let readers = SqlitePoolOptions::new()
             .max_connections(4)
-            .connect_with(options.read_only(true))
+            .connect_with(connect.read_only(true))
             .await?;
         Ok(Self {
             writer,
@@ -87,6 +106,28 @@ impl SqliteStore {
             counters: Arc::default(),
         })
     }
+}
+
+/// Creates the database file with `mode` if it does not exist yet; SQLite gives its `-wal`
+/// and `-shm` files the database file's permissions.
+#[cfg(unix)]
+fn create_private(path: &Path, mode: u32) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let created = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path);
+    match created {
+        Ok(_) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(error) => Err(sqlx::Error::Io(error).into()),
+    }
+}
+
+#[cfg(not(unix))]
+fn create_private(_path: &Path, _mode: u32) -> Result<()> {
+    Ok(())
 }
 
 /// Applies the migrations this database has not seen yet, each in its own transaction.
@@ -122,7 +163,7 @@ async fn migrate(pool: &SqlitePool) -> Result<()> {
 
 /// A write transaction on the writer connection.
 struct SqliteTransaction {
-    tx: sqlx::Transaction<'static, Sqlite>,
+    tx: OwnedTransaction<Sqlite>,
     counters: Arc<Counters>,
 }
 
@@ -132,9 +173,15 @@ sql_backend! {
     transaction: SqliteTransaction,
     database: Sqlite,
     skip_locked: "",
+    name_set: "(SELECT value FROM json_each($1))",
+    lease_now: "$2",
     store_items: {
-        async fn begin(&self) -> Result<Box<dyn Transaction>> {
-            let tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+        async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>> {
+            // Waits for another process's write lock end at the caller's deadline, inside
+            // SQLite, so nothing is left waiting behind a caller that gave up.
+            let busy = bounds.remaining().as_millis().min(i32::MAX as u128);
+            let begin = format!("PRAGMA busy_timeout = {busy}; BEGIN IMMEDIATE");
+            let tx = OwnedTransaction::begin(&self.writer, bounds.deadline, begin).await?;
             Ok(Box::new(SqliteTransaction {
                 tx,
                 counters: Arc::clone(&self.counters),
@@ -147,23 +194,28 @@ sql_backend! {
         }
     },
     transaction_items: {
-        async fn lock_instance(&mut self, actor: ActorKey<'_, '_>) -> Result<Instance> {
-            // BEGIN IMMEDIATE already holds the database's write lock: nobody else can create
-            // the row or allocate a sequence until this transaction ends.
-            Ok(self.try_lock_instance(actor).await?.unwrap_or_else(Instance::fresh))
-        }
-
-        async fn try_lock_instance(
+        async fn lock_actor(
             &mut self,
             actor: ActorKey<'_, '_>,
-        ) -> Result<Option<Instance>> {
+            _wait: bool,
+        ) -> Result<Option<LockedActor>> {
+            // BEGIN IMMEDIATE already holds the database's write lock: no other turn runs.
             self.counters.statement();
-            let row = sqlx::query(SELECT_INSTANCE)
-                .bind(actor.actor_type)
-                .bind(actor.actor_id)
-                .fetch_optional(&mut *self.tx)
-                .await?;
-            row.map(|row| rows::instance(&row)).transpose()
+            let row = sqlx::query(concat!(
+                "SELECT i.state, i.revision, h.id AS head_id, h.operation AS head_operation,
+                        h.arguments AS head_arguments, h.attempts AS head_attempts,
+                        h.available_at AS head_available_at
+                 FROM (SELECT 1) AS one
+                 LEFT JOIN solid_instances i ON i.actor_type = $1 AND i.actor_id = $2
+                 LEFT JOIN (",
+                head_of_mailbox!(),
+                ") AS h ON 1 = 1"
+            ))
+            .bind(actor.actor_type)
+            .bind(actor.actor_id)
+            .fetch_one(&mut *self.tx)
+            .await?;
+            rows::locked_actor(&row).map(Some)
         }
 
         fn sqlite(&mut self) -> Option<&mut SqliteConnection> {

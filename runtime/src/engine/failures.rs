@@ -1,0 +1,102 @@
+//! Counting a failed attempt that happened outside a committed turn: stored arguments that
+//! do not decode, a state that does not decode, a savepoint or a write that failed, a
+//! handler that ran past the turn timeout. The turn's own transaction is gone by then, so
+//! the attempt is recorded in a transaction of its own, on the message row alone (no actor
+//! lock: the turn that failed may still hold it, on a connection being closed).
+
+use chrono::{DateTime, Utc};
+
+use super::{from_micros, micros, Engine, Outcome, Step, TurnReport};
+use crate::actor::Actor;
+use crate::error::{Error, Result};
+use crate::limits::RetryPolicy;
+use crate::store::{ActorKey, MessageProgress, StoredMessage, StoredStatus};
+
+/// The message row after a failed attempt: waiting for its retry, or dead.
+pub(super) fn failed_progress<'a>(
+    now: DateTime<Utc>,
+    attempts: i64,
+    max_attempts: i64,
+    retryable: bool,
+    error: &'a str,
+    retry: &RetryPolicy,
+) -> MessageProgress<'a> {
+    let retry_at = retryable
+        .then(|| retry.next_attempt_at(now, attempts, max_attempts))
+        .flatten();
+    match retry_at {
+        Some(at) => MessageProgress {
+            last_error: Some(error),
+            ..MessageProgress::ready(attempts, micros(at))
+        },
+        None => MessageProgress {
+            status: StoredStatus::Dead,
+            attempts,
+            available_at: micros(now),
+            result: None,
+            last_error: Some(error),
+            finished_at: Some(micros(now)),
+        },
+    }
+}
+
+impl Engine {
+    /// Counts a failed attempt at `head`, which is still ready with its attempts unchanged
+    /// (if another turn moved it on meanwhile, nothing is written and the step is `Busy`).
+    pub(super) async fn count_failure<A: Actor>(
+        &self,
+        key: ActorKey<'_, '_>,
+        head: &StoredMessage,
+        error: &str,
+        retryable: bool,
+    ) -> Result<Step> {
+        let now = self.now();
+        let attempts = head.attempts + 1;
+        let progress = failed_progress(
+            now,
+            attempts,
+            self.max_attempts::<A>(),
+            retryable,
+            error,
+            &self.config.retry,
+        );
+        tracing::warn!(
+            actor_type = key.actor_type,
+            actor_id = key.actor_id,
+            message_id = head.id,
+            attempts,
+            error,
+            dead = progress.status == StoredStatus::Dead,
+            "a turn failed outside its handler"
+        );
+        let mut tx = self.begin(None).await?;
+        let recorded = tx.update_message(head.id, head.attempts, &progress).await?;
+        tx.commit().await?;
+        if !recorded {
+            return Ok(Step::Busy);
+        }
+        self.wake();
+        let retry_at =
+            (progress.status == StoredStatus::Ready).then(|| from_micros(progress.available_at));
+        Ok(Step::Ran(TurnReport {
+            message_id: head.id,
+            outcome: Outcome::Failed {
+                error: error.to_owned(),
+                attempts,
+                retry_at,
+            },
+        }))
+    }
+
+    /// Notes on a message why it waits without counting an attempt (an operation this build
+    /// does not know), so its status says so.
+    pub(super) async fn note_waiting(&self, message_id: i64, why: &Error) -> Result<()> {
+        let mut tx = self.begin(None).await?;
+        tx.note_message(
+            message_id,
+            &format!("waits for a build that can run it: {why}"),
+        )
+        .await?;
+        tx.commit().await
+    }
+}

@@ -1,0 +1,610 @@
+//! Running one turn, from the head of the mailbox (or a fresh synchronous call) to the
+//! commit.
+
+use std::collections::HashSet;
+use std::panic::AssertUnwindSafe;
+
+use chrono::{DateTime, Utc};
+use futures_util::FutureExt;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::failures::failed_progress;
+use super::{append, from_micros, micros, Engine, Lock, Outcome, Step, TurnReport};
+use crate::actor::{Actor, Operations};
+use crate::codec::{check_readable, decode_operation, encode_operation, from_json, to_json};
+use crate::error::{Error, Rejection, Result};
+use crate::handled::Handled;
+use crate::limits::{deadline_after, Payload};
+use crate::store::{
+    ActorKey, Instance, InstanceWrite, MessageProgress, NewEffect, NewMessage, ReminderWrite,
+    StoredMessage, StoredStatus, Transaction,
+};
+use crate::turn::{ReminderChange, Turn};
+use crate::validate::{validate_id, validate_key};
+
+/// How many times in a row a turn that conflicts with other transactions runs again at once
+/// before its attempt is counted as failed.
+const CONFLICT_RETRIES: u32 = 8;
+
+/// Where the message of a turn comes from.
+pub(super) enum Delivery<'a, M> {
+    /// A synchronous call on an empty mailbox: enqueue, turn and completion in one transaction.
+    Fresh {
+        message: M,
+        arguments: &'a str,
+        request_id: &'a str,
+        idempotency_key: Option<&'a str>,
+    },
+    /// The head of the mailbox.
+    Stored { head: &'a StoredMessage, message: M },
+}
+
+/// Why a turn committed nothing.
+#[derive(Debug)]
+pub(super) enum Uncommitted {
+    /// Another transaction got in the way (a deadlock, a key taken at the same moment, a
+    /// stale read): run the turn again, nothing counted.
+    Conflict(String),
+    /// The caller's deadline passed while the handler ran: abandoned, nothing counted; a
+    /// stored message stays for later.
+    Abandoned,
+    /// The turn failed: an attempt to count, and whether another may succeed.
+    Failed { error: String, retryable: bool },
+}
+
+impl From<Error> for Uncommitted {
+    fn from(error: Error) -> Self {
+        if error.is_conflict() {
+            Self::Conflict(error.to_string())
+        } else {
+            Self::Failed {
+                error: error.to_string(),
+                retryable: true,
+            }
+        }
+    }
+}
+
+/// A staged reminder change, encoded for the store.
+enum ReminderOp {
+    Upsert {
+        name: &'static str,
+        key: String,
+        due_at: i64,
+        arguments: String,
+    },
+    Delete {
+        name: &'static str,
+        key: String,
+    },
+}
+
+/// A message to another actor, encoded for the store.
+struct SendOp {
+    actor_type: &'static str,
+    actor_id: String,
+    operation: &'static str,
+    arguments: String,
+    register: fn(&Engine) -> Result<()>,
+}
+
+/// What a completed turn writes besides its message row.
+struct Writes {
+    state: String,
+    reminders: Vec<ReminderOp>,
+    sends: Vec<SendOp>,
+    /// Effects: (name, payload).
+    effects: Vec<(&'static str, String)>,
+}
+
+/// What a turn commits, before the message row's fields are worked out.
+struct Settled {
+    kind: SettledKind,
+    attempts: i64,
+    writes: Option<Writes>,
+}
+
+enum SettledKind {
+    Completed(String),
+    Rejected { rejection: Rejection, json: String },
+    Failed { error: String, retryable: bool },
+}
+
+impl Engine {
+    /// Runs the actor's next ready message, if one is due, taking its lock as `lock` says.
+    /// A turn that conflicts with other transactions runs again; a failure anywhere in the
+    /// turn is counted as an attempt on its message.
+    pub(crate) async fn run_next<A: Actor>(&self, actor_id: &str, lock: Lock) -> Result<Step> {
+        let key = ActorKey {
+            actor_type: A::TYPE_NAME,
+            actor_id,
+        };
+        let mut conflicts = 0;
+        loop {
+            let attempt = self.step::<A>(key, lock).await;
+            match attempt {
+                Ok(Attempted::Done(step)) => return Ok(step),
+                Ok(Attempted::Conflict { head, why }) => {
+                    conflicts += 1;
+                    let past_deadline = lock.deadline().is_some_and(|at| Instant::now() >= at);
+                    if conflicts >= CONFLICT_RETRIES || past_deadline {
+                        let error =
+                            format!("the turn kept conflicting with other transactions: {why}");
+                        return self.count_failure::<A>(key, &head, &error, true).await;
+                    }
+                    tracing::debug!(actor_id, conflicts, %why, "a turn conflicted; running it again");
+                    conflict_pause(conflicts).await;
+                }
+                Err(error) if error.is_busy() => return Ok(Step::Busy),
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    /// One try at the actor's next message.
+    async fn step<A: Actor>(&self, key: ActorKey<'static, '_>, lock: Lock) -> Result<Attempted> {
+        let mut tx = self.begin(lock.deadline()).await?;
+        let Some(locked) = tx.lock_actor(key, lock.waits()).await? else {
+            return Ok(Attempted::Done(Step::Busy));
+        };
+        let Some(head) = locked.head else {
+            return Ok(Attempted::Done(Step::Idle));
+        };
+        if head.available_at > micros(self.now()) {
+            return Ok(Attempted::Done(Step::Blocked {
+                message_id: head.id,
+                until: from_micros(head.available_at),
+                attempts: head.attempts,
+            }));
+        }
+        let message = decode_operation::<A::Message>(
+            key.actor_type,
+            key.actor_id,
+            &head.operation,
+            &head.arguments,
+            head.id,
+        );
+        let message = match message {
+            Ok(message) => message,
+            Err(error @ Error::UnknownOperation { .. }) => {
+                drop(tx);
+                self.note_waiting(head.id, &error).await?;
+                return Err(error);
+            }
+            // Arguments that do not decode never will: a dead letter at once.
+            Err(error) => {
+                drop(tx);
+                let step = self
+                    .count_failure::<A>(key, &head, &error.to_string(), false)
+                    .await?;
+                return Ok(Attempted::Done(step));
+            }
+        };
+        let state = match self.decode_state::<A>(key, &locked.instance) {
+            Ok(state) => state,
+            Err(error) => {
+                drop(tx);
+                let step = self
+                    .count_failure::<A>(key, &head, &error.to_string(), true)
+                    .await?;
+                return Ok(Attempted::Done(step));
+            }
+        };
+        let delivery = Delivery::Stored {
+            head: &head,
+            message,
+        };
+        let ran = self
+            .run_turn::<A>(tx, key, &locked.instance, state, delivery, lock.deadline())
+            .await;
+        let step = match ran {
+            Ok(report) => Step::Ran(report),
+            Err(Uncommitted::Conflict(why)) => return Ok(Attempted::Conflict { head, why }),
+            Err(Uncommitted::Abandoned) => Step::Busy,
+            Err(Uncommitted::Failed { error, retryable }) => {
+                self.count_failure::<A>(key, &head, &error, retryable)
+                    .await?
+            }
+        };
+        Ok(Attempted::Done(step))
+    }
+
+    /// Decodes the actor's stored state (the default state if it has none).
+    pub(super) fn decode_state<A: Actor>(
+        &self,
+        key: ActorKey<'static, '_>,
+        instance: &Instance,
+    ) -> Result<A> {
+        match &instance.state {
+            Some(json) => from_json("state", key.actor_type, key.actor_id, json),
+            None => Ok(A::default()),
+        }
+    }
+
+    /// Runs one turn in `tx` on `state` and commits it. The handler runs until the turn
+    /// timeout (its attempt then counts as failed) or the caller's deadline (then nothing
+    /// counts), whichever comes first.
+    pub(super) async fn run_turn<A: Actor>(
+        &self,
+        tx: Box<dyn Transaction>,
+        key: ActorKey<'static, '_>,
+        instance: &Instance,
+        mut state: A,
+        delivery: Delivery<'_, A::Message>,
+        caller_deadline: Option<Instant>,
+    ) -> Result<TurnReport, Uncommitted> {
+        let (message, message_id, previous_attempts, fresh) = match delivery {
+            Delivery::Fresh {
+                message,
+                arguments,
+                request_id,
+                idempotency_key,
+            } => (
+                message,
+                None,
+                0,
+                Some((arguments, request_id, idempotency_key)),
+            ),
+            Delivery::Stored { head, message } => (message, Some(head.id), head.attempts, None),
+        };
+        let operation = message.name();
+        let span = tracing::info_span!(
+            "turn",
+            actor_type = key.actor_type,
+            actor_id = key.actor_id,
+            operation,
+            message_id,
+            outcome = tracing::field::Empty,
+        );
+        async move {
+            let now = self.now();
+            let now_us = micros(now);
+            let attempts = previous_attempts + 1;
+            let attempt = u32::try_from(attempts).unwrap_or(u32::MAX);
+            let mut turn = Turn::<A>::new(key.actor_id, now, message_id, attempt);
+            turn.attach(tx);
+            let turn_deadline = deadline_after(self.config.turn_timeout);
+            let handler_deadline =
+                caller_deadline.map_or(turn_deadline, |at| at.min(turn_deadline));
+            let handling = AssertUnwindSafe(state.handle(&mut turn, message)).catch_unwind();
+            let handled = match tokio::time::timeout_at(handler_deadline, handling).await {
+                Ok(Ok(handled)) => handled,
+                Ok(Err(panic)) => Handled::panicked(&*panic),
+                Err(_) => {
+                    // The handler future is gone, maybe in the middle of its own SQL: the
+                    // transaction's connection is closed, not reused.
+                    turn.poison();
+                    if handler_deadline < turn_deadline {
+                        return Err(Uncommitted::Abandoned);
+                    }
+                    let error = Error::TurnTimeout {
+                        actor_type: key.actor_type,
+                        actor_id: key.actor_id.to_owned(),
+                        operation,
+                        timeout: self.config.turn_timeout,
+                    };
+                    return Err(Uncommitted::Failed {
+                        error: error.to_string(),
+                        retryable: true,
+                    });
+                }
+            };
+            let (mut tx, savepoint) = turn.detach().ok_or_else(|| Uncommitted::Failed {
+                error: "the turn's transaction was not returned".to_owned(),
+                retryable: true,
+            })?;
+            if let Handled::Transient(why) = handled {
+                return Err(Uncommitted::Conflict(why));
+            }
+            let settled = self.settle(&state, &mut turn, handled, operation, attempts);
+            if savepoint {
+                if matches!(settled.kind, SettledKind::Completed(_)) {
+                    tx.release_savepoint().await?;
+                } else {
+                    tx.rollback_to_savepoint().await?;
+                }
+            }
+            let max_attempts = self.max_attempts::<A>();
+            let progress = settled.progress(now, &self.config.retry, max_attempts);
+            let finished = progress.status != StoredStatus::Ready;
+            let message_id = match (fresh, message_id) {
+                (Some((arguments, request_id, idempotency_key)), _) => {
+                    let new = NewMessage {
+                        operation,
+                        arguments,
+                        request_id,
+                        idempotency_key,
+                        created_at: now_us,
+                        progress,
+                    };
+                    tx.insert_message(key, &new).await?
+                }
+                (None, Some(id)) => {
+                    if !tx.update_message(id, previous_attempts, &progress).await? {
+                        return Err(Uncommitted::Conflict(format!(
+                            "message {id} was run by another turn meanwhile"
+                        )));
+                    }
+                    id
+                }
+                (None, None) => unreachable!("a stored delivery carries its message id"),
+            };
+            if let Some(writes) = &settled.writes {
+                let write = InstanceWrite {
+                    state: &writes.state,
+                    revision: instance.revision + 1,
+                    updated_at: now_us,
+                };
+                tx.write_instance(key, &write).await?;
+                self.apply_writes(&mut *tx, key, writes, now_us).await?;
+            }
+            tx.commit().await?;
+            self.wake();
+            let available_at = progress.available_at;
+            let outcome = settled.into_outcome(available_at, finished);
+            tracing::Span::current().record("outcome", outcome.label());
+            Ok(TurnReport {
+                message_id,
+                outcome,
+            })
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// The attempts an actor's failing message gets before it becomes a dead letter.
+    pub(super) fn max_attempts<A: Actor>(&self) -> i64 {
+        A::MAX_ATTEMPTS.map_or(self.config.retry.max_attempts, i64::from)
+    }
+
+    /// Writes a completed turn's reminders, effects and messages, none of which takes
+    /// another actor's lock.
+    async fn apply_writes(
+        &self,
+        tx: &mut dyn Transaction,
+        key: ActorKey<'_, '_>,
+        writes: &Writes,
+        now: i64,
+    ) -> Result<()> {
+        for change in &writes.reminders {
+            match change {
+                ReminderOp::Upsert {
+                    name,
+                    key: alarm,
+                    due_at,
+                    arguments,
+                } => {
+                    let write = ReminderWrite {
+                        name,
+                        key: alarm,
+                        due_at: *due_at,
+                        arguments,
+                    };
+                    tx.upsert_reminder(key, &write).await?;
+                }
+                ReminderOp::Delete { name, key: alarm } => {
+                    tx.delete_reminder(key, name, alarm).await?;
+                }
+            }
+        }
+        for (name, payload) in &writes.effects {
+            let effect_id = uuid::Uuid::new_v4().to_string();
+            let effect = NewEffect {
+                effect_id: &effect_id,
+                name,
+                payload,
+                created_at: now,
+            };
+            tx.insert_effect(key, &effect).await?;
+        }
+        for send in &writes.sends {
+            (send.register)(self)?;
+            let target = ActorKey {
+                actor_type: send.actor_type,
+                actor_id: &send.actor_id,
+            };
+            append(tx, target, send.operation, &send.arguments, now, 0).await?;
+        }
+        Ok(())
+    }
+
+    /// Turns what the handler produced into what the turn commits.
+    fn settle<A: Actor>(
+        &self,
+        state: &A,
+        turn: &mut Turn<A>,
+        handled: Handled,
+        operation: &str,
+        attempts: i64,
+    ) -> Settled {
+        let kind = match handled {
+            Handled::Value(result) => match self.completion(state, turn, &result, operation) {
+                Ok(writes) => {
+                    return Settled {
+                        kind: SettledKind::Completed(result),
+                        attempts,
+                        writes: Some(writes),
+                    };
+                }
+                // What the turn would commit cannot be stored and read back: the same
+                // message on the same state does the same again, unless user code panicked.
+                Err(error) => SettledKind::Failed {
+                    retryable: matches!(error, Error::Panicked { .. }),
+                    error: error.to_string(),
+                },
+            },
+            Handled::Rejected(rejection) => match to_json("rejection", &rejection) {
+                Ok(json) => SettledKind::Rejected { rejection, json },
+                Err(error) => SettledKind::Failed {
+                    error: error.to_string(),
+                    retryable: false,
+                },
+            },
+            Handled::Failed { error, retryable } => SettledKind::Failed { error, retryable },
+            Handled::Transient(error) => SettledKind::Failed {
+                error,
+                retryable: true,
+            },
+        };
+        Settled {
+            kind,
+            attempts,
+            writes: None,
+        }
+    }
+
+    /// The state, reminder and message writes of a completed turn, within the limits and
+    /// readable back.
+    fn completion<A: Actor>(
+        &self,
+        state: &A,
+        turn: &mut Turn<A>,
+        result: &str,
+        operation: &str,
+    ) -> Result<Writes> {
+        let limits = &self.config.limits;
+        limits.check(Payload::Result, operation, result.len())?;
+        check_readable("result", operation, result, 0)?;
+        let state = to_json("state", state)?;
+        limits.check(Payload::State, operation, state.len())?;
+        check_readable("state", operation, &state, 0)?;
+        let mut changes = turn.take_reminders();
+        let mut seen = HashSet::new();
+        changes.reverse();
+        changes.retain(|change| {
+            let (name, key) = change.alarm();
+            seen.insert((name, key.to_owned()))
+        });
+        changes.reverse();
+        let reminders = changes
+            .into_iter()
+            .map(|change| match change {
+                ReminderChange::Schedule { key, at, message } => {
+                    validate_key("reminder key", &key)?;
+                    let encoded = encode_operation(&message)?;
+                    let arguments = to_json("reminder arguments", &encoded.arguments)?;
+                    limits.check(Payload::Arguments, encoded.name, arguments.len())?;
+                    check_readable("reminder arguments", encoded.name, &arguments, 1)?;
+                    Ok(ReminderOp::Upsert {
+                        name: encoded.name,
+                        key,
+                        due_at: micros(at),
+                        arguments,
+                    })
+                }
+                ReminderChange::Cancel { name, key } => {
+                    validate_key("reminder key", &key)?;
+                    Ok(ReminderOp::Delete { name, key })
+                }
+            })
+            .collect::<Result<_>>()?;
+        let sends = turn
+            .take_outbox()
+            .into_iter()
+            .map(|outgoing| {
+                validate_id(&outgoing.actor_id)?;
+                let encoded = outgoing.message?;
+                let arguments = to_json("arguments", &encoded.arguments)?;
+                limits.check(Payload::Arguments, encoded.name, arguments.len())?;
+                check_readable("arguments", encoded.name, &arguments, 1)?;
+                Ok(SendOp {
+                    actor_type: outgoing.actor_type,
+                    actor_id: outgoing.actor_id,
+                    operation: encoded.name,
+                    arguments,
+                    register: outgoing.register,
+                })
+            })
+            .collect::<Result<_>>()?;
+        let effects = turn
+            .take_effects()
+            .into_iter()
+            .map(|effect| {
+                let payload = effect.payload?;
+                limits.check(Payload::Arguments, effect.name, payload.len())?;
+                check_readable("effect", effect.name, &payload, 0)?;
+                Ok((effect.name, payload))
+            })
+            .collect::<Result<_>>()?;
+        Ok(Writes {
+            state,
+            reminders,
+            sends,
+            effects,
+        })
+    }
+}
+
+/// One try at an actor's next message.
+enum Attempted {
+    /// It ended (ran, was counted, or there was nothing to run).
+    Done(Step),
+    /// It conflicted with another transaction: try again.
+    Conflict { head: StoredMessage, why: String },
+}
+
+/// A short, growing pause before a conflicting turn runs again, so two turns that keep
+/// deadlocking each other fall out of step.
+async fn conflict_pause(conflicts: u32) {
+    let base = 1_u64 << conflicts.min(6);
+    let jitter = u64::from(uuid::Uuid::new_v4().as_bytes()[0]) % base.max(1);
+    tokio::time::sleep(std::time::Duration::from_millis(base + jitter)).await;
+}
+
+impl Settled {
+    /// The message row after this turn.
+    fn progress(
+        &self,
+        now: DateTime<Utc>,
+        retry: &crate::limits::RetryPolicy,
+        max_attempts: i64,
+    ) -> MessageProgress<'_> {
+        let now_us = micros(now);
+        let finished = |status, result, last_error| MessageProgress {
+            status,
+            attempts: self.attempts,
+            available_at: now_us,
+            result,
+            last_error,
+            finished_at: Some(now_us),
+        };
+        match &self.kind {
+            SettledKind::Completed(result) => {
+                finished(StoredStatus::Completed, Some(result.as_str()), None)
+            }
+            SettledKind::Rejected { json, .. } => {
+                finished(StoredStatus::Rejected, Some(json.as_str()), None)
+            }
+            SettledKind::Failed { error, retryable } => {
+                failed_progress(now, self.attempts, max_attempts, *retryable, error, retry)
+            }
+        }
+    }
+
+    fn into_outcome(self, available_at: i64, finished: bool) -> Outcome {
+        match self.kind {
+            SettledKind::Completed(result) => Outcome::Completed(result),
+            SettledKind::Rejected { rejection, .. } => Outcome::Rejected(rejection),
+            SettledKind::Failed { error, .. } => Outcome::Failed {
+                error,
+                attempts: self.attempts,
+                retry_at: (!finished).then(|| from_micros(available_at)),
+            },
+        }
+    }
+}
+
+impl MessageProgress<'_> {
+    /// A message that waits in the mailbox until `available_at`.
+    pub(crate) fn ready(attempts: i64, available_at: i64) -> Self {
+        Self {
+            status: StoredStatus::Ready,
+            attempts,
+            available_at,
+            result: None,
+            last_error: None,
+            finished_at: None,
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! [`OwnedTransaction`]: a transaction that owns its pooled connection and leaves it clean
+//! whatever happens to the future that uses it.
+//!
+//! Every `.await` is a cancel point: a caller's future can be dropped while the transaction
+//! begins, runs a statement or commits. sqlx's own `Transaction` is created only once
+//! `BEGIN` has finished, so a future dropped in between leaves a connection inside a
+//! transaction that nobody owns (on SQLite, the single writer stays inside
+//! `BEGIN IMMEDIATE` and every later turn fails). Here the connection is owned from before
+//! `BEGIN` to after `COMMIT`, and dropping the transaction in any state is safe:
+//!
+//! - open, in a known state: the rollback is queued on the connection (as sqlx does), which
+//!   then returns to the pool;
+//! - beginning, committing, or poisoned (a savepoint failed, a handler was abandoned): the
+//!   connection's state is unknown, so it is closed instead of reused; closing rolls back
+//!   whatever it held, and the pool opens a fresh one.
+
+use std::borrow::Cow;
+use std::ops::{Deref, DerefMut};
+
+use sqlx::pool::PoolConnection;
+use sqlx::{Database, Pool, TransactionManager};
+use tokio::time::Instant;
+
+use crate::error::Result;
+
+/// Where an [`OwnedTransaction`] stands, and so what dropping it must do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// `BEGIN` was (or may have been) sent and has not answered.
+    Beginning,
+    /// Inside the transaction, in a state the database reported.
+    Open,
+    /// `COMMIT` was (or may have been) sent and has not answered.
+    Committing,
+    /// Committed: nothing to undo.
+    Done,
+    /// In a state nobody knows: never reuse the connection.
+    Poisoned,
+}
+
+/// A transaction on a pooled connection it owns; see the module docs.
+pub(crate) struct OwnedTransaction<DB: Database> {
+    connection: PoolConnection<DB>,
+    phase: Phase,
+}
+
+impl<DB: Database> OwnedTransaction<DB> {
+    /// Takes a connection (waiting for one until `deadline`) and begins with `statement`.
+    pub(crate) async fn begin(
+        pool: &Pool<DB>,
+        deadline: Instant,
+        statement: String,
+    ) -> Result<Self> {
+        let connection = match tokio::time::timeout_at(deadline, pool.acquire()).await {
+            Ok(connection) => connection?,
+            Err(_) => return Err(sqlx::Error::PoolTimedOut.into()),
+        };
+        let mut transaction = Self {
+            connection,
+            phase: Phase::Beginning,
+        };
+        let begun =
+            DB::TransactionManager::begin(&mut transaction.connection, Some(Cow::Owned(statement)))
+                .await;
+        match begun {
+            Ok(()) => {
+                transaction.phase = Phase::Open;
+                Ok(transaction)
+            }
+            Err(error) => {
+                // A BEGIN the database refused (busy, say) leaves no transaction behind;
+                // anything else leaves the connection in doubt.
+                if DB::TransactionManager::get_transaction_depth(&transaction.connection) == 0
+                    && crate::error::is_busy_database_error(&error)
+                {
+                    transaction.phase = Phase::Done;
+                }
+                Err(error.into())
+            }
+        }
+    }
+
+    /// Commits. If this future is dropped before the database answers, the connection is
+    /// closed rather than reused.
+    pub(crate) async fn commit(mut self) -> Result<()> {
+        self.phase = Phase::Committing;
+        DB::TransactionManager::commit(&mut self.connection).await?;
+        self.phase = Phase::Done;
+        Ok(())
+    }
+
+    /// Marks the connection as in an unknown state: it is closed when this is dropped.
+    pub(crate) fn poison(&mut self) {
+        self.phase = Phase::Poisoned;
+    }
+}
+
+impl<DB: Database> Deref for OwnedTransaction<DB> {
+    type Target = DB::Connection;
+
+    fn deref(&self) -> &Self::Target {
+        &self.connection
+    }
+}
+
+impl<DB: Database> DerefMut for OwnedTransaction<DB> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.connection
+    }
+}
+
+impl<DB: Database> Drop for OwnedTransaction<DB> {
+    fn drop(&mut self) {
+        match self.phase {
+            Phase::Done => {}
+            Phase::Open => DB::TransactionManager::start_rollback(&mut self.connection),
+            Phase::Beginning | Phase::Committing | Phase::Poisoned => {
+                self.connection.close_on_drop();
+            }
+        }
+    }
+}
