@@ -19,10 +19,19 @@ impl Tally {
         self.count += 1;
         self.count
     }
+
+    #[reminder]
+    fn reset(&mut self) {
+        self.count = 0;
+    }
 }
+
+/// The default runtime is process-wide: the tests here take turns.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 #[tokio::test]
 async fn references_without_a_runtime_use_the_first_open_one_and_fail_clearly_without_one() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     assert!(matches!(
         Tally::reference("t").bump().await,
         Err(Error::NoRuntime)
@@ -67,4 +76,38 @@ async fn references_without_a_runtime_use_the_first_open_one_and_fail_clearly_wi
     );
     other.close().await;
     next.close().await;
+}
+
+#[tokio::test]
+async fn a_reminder_cannot_be_called_through_a_reference() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let tally = solid_objects::Reference::<Tally>::new("t");
+    tally.call::<u32>(TallyMessage::Bump {}).await.unwrap();
+
+    let called = tally.call::<()>(TallyMessage::Reset {}).await;
+    let queued = tally
+        .enqueue_builder()
+        .send::<()>(TallyMessage::Reset {})
+        .await;
+
+    assert!(
+        matches!(&called, Err(Error::NotCallable { operation, .. }) if operation == "reset"),
+        "{called:?}"
+    );
+    assert!(
+        matches!(&queued, Err(Error::NotCallable { .. })),
+        "{queued:?}"
+    );
+    assert_eq!(
+        runtime
+            .reference::<Tally>("t")
+            .snapshot()
+            .await
+            .unwrap()
+            .count,
+        1
+    );
+    runtime.close().await;
 }

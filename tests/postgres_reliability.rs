@@ -750,3 +750,143 @@ async fn effects_run_once_per_lease_on_postgres() {
     observer.close().await;
     runtime.close().await;
 }
+
+/// An actor whose calls are cut short at random points.
+#[actor]
+#[derive(Default)]
+struct Tally {
+    count: u32,
+}
+
+#[actor]
+impl Tally {
+    #[command]
+    fn add(&mut self) -> u32 {
+        self.count += 1;
+        self.count
+    }
+
+    /// Holds its row lock forever.
+    #[command]
+    async fn stall(&mut self) {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// A small xorshift: the same plan of cancellations on every run, with no dependency.
+fn next_random(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
+/// Polls `future` for `polls` scheduler turns, then drops it wherever it is.
+async fn drop_after(future: impl Future, polls: u64) {
+    let mut future = std::pin::pin!(future);
+    for _ in 0..polls {
+        let done = std::future::poll_fn(|context| {
+            std::task::Poll::Ready(future.as_mut().poll(context).is_ready())
+        })
+        .await;
+        if done {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cancelled_calls_never_wedge_the_pool() {
+    let Some((_server, url)) = database().await else {
+        return;
+    };
+    let clock = ManualClock::starting_now();
+    let runtime = runtime_on(&url, 4, &clock).await;
+    let mut tasks = Vec::new();
+    for task in 0..8_u64 {
+        let runtime = runtime.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut random = (task + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let tally = runtime.reference::<Tally>(format!("t-{}", task % 3));
+            for _ in 0..120 {
+                let roll = next_random(&mut random);
+                match roll % 4 {
+                    0 => {
+                        let deadline = Duration::from_micros(roll % 3_000);
+                        let _ = tokio::time::timeout(deadline, tally.add()).await;
+                    }
+                    1 => drop_after(tally.add(), roll % 150).await,
+                    2 => drop_after(tally.enqueue().add(), roll % 150).await,
+                    _ => {
+                        let quick = tally.clone().timeout(Duration::from_millis(roll % 3 + 1));
+                        let _ = quick.add().await;
+                    }
+                }
+            }
+        }));
+    }
+    within(120, "the cancelled calls", async {
+        for task in tasks {
+            task.await.unwrap();
+        }
+    })
+    .await;
+
+    let tally = runtime.reference::<Tally>("after");
+    for n in 1..=100 {
+        let added = within(10, "a call after the cancellations", tally.add()).await;
+        assert_eq!(added.unwrap(), n);
+    }
+    let outsider = runtime_on(&url, 1, &clock).await;
+    let other = within(10, "another runtime's call", async {
+        outsider.reference::<Tally>("after").add().await
+    })
+    .await;
+    assert_eq!(other.unwrap(), 101);
+    outsider.close().await;
+    runtime.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_handler_gives_up_its_row_lock_after_the_turn_timeout() {
+    let Some((_server, url)) = database().await else {
+        return;
+    };
+    let clock = ManualClock::starting_now();
+    let runtime = Runtime::builder()
+        .postgres(&url, 4)
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .turn_timeout(Duration::from_millis(300))
+        .start()
+        .await
+        .unwrap();
+    let tally = runtime.reference::<Tally>("t");
+    let hung = tally.enqueue().stall().await.unwrap();
+    let later = tally.enqueue().add().await.unwrap();
+
+    within(10, "the abandoned turn", runtime.testing().drain())
+        .await
+        .unwrap();
+    let first = hung.status().await.unwrap();
+    clock.advance(Duration::from_secs(3600));
+    within(30, "the remaining turns", async {
+        while later.result().await.unwrap().is_none() {
+            runtime.testing().drain().await.unwrap();
+            clock.advance(Duration::from_secs(3600));
+        }
+    })
+    .await;
+
+    assert!(
+        matches!(&first, MessageStatus::Ready { attempts: 1, last_error: Some(error), .. } if error.contains("turn timeout")),
+        "{first:?}"
+    );
+    assert!(matches!(
+        hung.status().await.unwrap(),
+        MessageStatus::Dead { attempts: 5, .. }
+    ));
+    assert_eq!(later.result().await.unwrap(), Some(1));
+    runtime.close().await;
+}

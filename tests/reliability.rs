@@ -871,3 +871,194 @@ async fn effects_run_once_per_lease_and_a_stale_runner_cannot_undo_them() {
     first.close().await;
     second.close().await;
 }
+
+/// A runtime on the harness whose handlers may run `turn_timeout`.
+async fn impatient_runtime(harness: &Harness, turn_timeout: Duration) -> Runtime {
+    Runtime::builder()
+        .sqlite(harness.path())
+        .clock(harness.clock.clone())
+        .policy(AllowAll)
+        .turn_timeout(turn_timeout)
+        .start()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_handler_is_abandoned_after_the_turn_timeout_and_counted() {
+    let harness = Harness::new();
+    let runtime = impatient_runtime(&harness, Duration::from_millis(200)).await;
+    let victim = runtime.reference::<Victim>("v");
+    let hung = victim.enqueue().hang().await.unwrap();
+    let later = victim.enqueue().record("later").await.unwrap();
+
+    runtime.testing().drain().await.unwrap();
+    let first = hung.status().await.unwrap();
+    let other = runtime.reference::<Victim>("other").record("served").await;
+    harness.advance_minutes(1);
+    runtime.testing().drain().await.unwrap();
+
+    match first {
+        MessageStatus::Ready {
+            attempts: 1,
+            last_error: Some(error),
+            ..
+        } => assert!(error.contains("turn timeout"), "{error}"),
+        other => panic!("the hung attempt was not counted: {other:?}"),
+    }
+    assert_eq!(other.unwrap(), 1, "the writer was free for another actor");
+    assert!(matches!(
+        hung.status().await.unwrap(),
+        MessageStatus::Dead { attempts: 2, .. }
+    ));
+    assert_eq!(later.result().await.unwrap(), Some(1));
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_sync_call_whose_handler_hangs_past_the_turn_timeout_fails_and_is_counted() {
+    let harness = Harness::new();
+    let runtime = impatient_runtime(&harness, Duration::from_millis(100)).await;
+    let victim = runtime.reference::<Victim>("v");
+
+    let result = victim.hang().await;
+
+    match result {
+        Err(Error::HandlerFailed {
+            error,
+            attempts: 1,
+            retry_at: Some(_),
+            ..
+        }) => assert!(error.contains("turn timeout"), "{error}"),
+        other => panic!("expected a counted failure, got {other:?}"),
+    }
+    assert_eq!(
+        count(
+            &harness,
+            "solid_messages WHERE attempts = 1 AND status = 'ready'"
+        )
+        .await,
+        1
+    );
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_caller_that_gives_up_on_a_slow_handler_leaves_nothing_behind() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let victim = runtime.reference::<Victim>("v");
+
+    let result = victim
+        .clone()
+        .timeout(Duration::from_millis(100))
+        .hang()
+        .await;
+
+    assert!(
+        matches!(result, Err(Error::SyncTimeout { .. })),
+        "{result:?}"
+    );
+    assert_eq!(count(&harness, "solid_messages").await, 0);
+    assert_eq!(victim.record("next").await.unwrap(), 1);
+    runtime.close().await;
+}
+
+/// Fails for good at once.
+#[derive(Serialize, Deserialize)]
+struct Doomed {}
+
+impl Effect for Doomed {
+    const NAME: &'static str = "doomed";
+}
+
+#[actor]
+#[derive(Default)]
+struct Undertaker {}
+
+#[actor]
+impl Undertaker {
+    #[command]
+    fn doom(&mut self, turn: &mut Turn<Self>) {
+        turn.emit(Doomed {});
+    }
+
+    #[command]
+    fn fail(&mut self) -> Result<(), Failure> {
+        Err(Failure::permanent("never"))
+    }
+}
+
+async fn undertaker_runtime(harness: &Harness, dead_retention: Duration) -> Runtime {
+    let mut limits = solid_objects::Limits::default();
+    limits.dead_retention = dead_retention;
+    Runtime::builder()
+        .sqlite(harness.path())
+        .clock(harness.clock.clone())
+        .policy(AllowAll)
+        .limits(limits)
+        .effect(|_: Doomed, _: EffectContext| async { Err(Failure::permanent("never")) })
+        .start()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn dead_letters_and_dead_effects_are_pruned_after_their_retention() {
+    let harness = Harness::new();
+    let runtime = undertaker_runtime(&harness, Duration::from_secs(24 * 3600)).await;
+    let undertaker = runtime.reference::<Undertaker>("u");
+    undertaker.doom().await.unwrap();
+    undertaker.fail().await.unwrap_err();
+    runtime.testing().run_effects().await.unwrap();
+    assert_eq!(runtime.dead_letters(10).await.unwrap().len(), 1);
+    assert_eq!(runtime.dead_effects(10).await.unwrap().len(), 1);
+
+    harness.advance_minutes(23 * 60);
+    runtime.prune_finished().await.unwrap();
+    let kept = (
+        runtime.dead_letters(10).await.unwrap().len(),
+        runtime.dead_effects(10).await.unwrap().len(),
+    );
+    harness.advance_minutes(2 * 60);
+    runtime.prune_finished().await.unwrap();
+
+    assert_eq!(kept, (1, 1), "pruned before their retention");
+    assert!(runtime.dead_letters(10).await.unwrap().is_empty());
+    assert!(runtime.dead_effects(10).await.unwrap().is_empty());
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_dead_retention_of_zero_keeps_dead_letters() {
+    let harness = Harness::new();
+    let runtime = undertaker_runtime(&harness, Duration::ZERO).await;
+    runtime
+        .reference::<Undertaker>("u")
+        .fail()
+        .await
+        .unwrap_err();
+
+    harness.advance_minutes(365 * 24 * 60);
+    runtime.prune_finished().await.unwrap();
+
+    assert_eq!(runtime.dead_letters(10).await.unwrap().len(), 1);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn effects_without_a_handler_are_listed_for_operators() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let undertaker = runtime.reference::<Undertaker>("u");
+    undertaker.doom().await.unwrap();
+    undertaker.doom().await.unwrap();
+
+    let unhandled = runtime.unhandled_effects().await.unwrap();
+
+    assert_eq!(unhandled.len(), 1);
+    assert_eq!(unhandled[0].name, "doomed");
+    assert_eq!(unhandled[0].count, 2);
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 0);
+    runtime.close().await;
+}

@@ -197,3 +197,93 @@ mod tests {
         );
     }
 }
+
+/// Arbitrary stored text and JSON fed to every decoder of stored rows and arguments: an
+/// error, never a panic.
+#[cfg(test)]
+mod proptests {
+    use proptest::prelude::*;
+    use serde::{Deserialize, Serialize};
+
+    use super::*;
+
+    #[derive(Debug, Serialize, Deserialize)]
+    #[serde(tag = "operation", content = "arguments")]
+    enum Operation {
+        #[serde(rename = "hold")]
+        Hold { hold_id: String, seats: u32 },
+        #[serde(rename = "ping")]
+        Ping {},
+    }
+
+    impl Operations for Operation {
+        const NAMES: &'static [&'static str] = &["hold", "ping"];
+
+        fn name(&self) -> &'static str {
+            match self {
+                Self::Hold { .. } => "hold",
+                Self::Ping {} => "ping",
+            }
+        }
+    }
+
+    #[derive(Debug, Default, Serialize, Deserialize)]
+    #[serde(default)]
+    struct State {
+        seats: u32,
+        holds: std::collections::BTreeMap<String, i64>,
+    }
+
+    /// Arbitrary JSON values, a few levels deep.
+    fn json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            ".*".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 32, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
+                prop::collection::btree_map(".*", inner, 0..6)
+                    .prop_map(|map| Value::Object(map.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// Stored text: arbitrary JSON, arbitrary bytes, or brackets nested past the limit.
+    fn stored_text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            json().prop_map(|value| value.to_string()),
+            prop::collection::vec(any::<u8>(), 0..64)
+                .prop_map(|bytes| String::from_utf8_lossy(&bytes).into_owned()),
+            (100_usize..300).prop_map(|depth| "[".repeat(depth)),
+            (100_usize..300).prop_map(|depth| format!("{{\"seats\":{}", "[".repeat(depth))),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn stored_arguments_never_panic(name in "hold|ping|.*", arguments in stored_text()) {
+            let _ = decode_operation::<Operation>("Shows", "s-1", &name, &arguments, 1);
+        }
+
+        #[test]
+        fn stored_state_never_panics(state in stored_text()) {
+            let _ = from_json::<State>("state", "Shows", "s-1", &state);
+        }
+
+        #[test]
+        fn nesting_agrees_with_serde_json(value in json()) {
+            let text = value.to_string();
+            let readable = check_readable("state", "op", &text, 0).is_ok();
+            prop_assert_eq!(readable, serde_json::from_str::<Value>(&text).is_ok());
+        }
+
+        #[test]
+        fn nesting_never_panics(text in stored_text()) {
+            let _ = check_readable("state", "op", &text, 1);
+        }
+    }
+}
