@@ -17,7 +17,9 @@ pub struct Limits {
     pub max_result_bytes: usize,
     /// The largest state of one actor, as JSON bytes (default 5 MiB).
     pub max_state_bytes: usize,
-    /// The most unfinished messages one actor's mailbox holds (default 10,000).
+    /// The most unfinished messages one actor's mailbox holds (default 10,000). Callers
+    /// that enqueue at the same moment may pass it by a few; messages from other actors and
+    /// fired reminders are not held back by it.
     pub max_unfinished: i64,
     /// How long finished messages and done effects are kept before the retention task
     /// prunes them (default 30 days). Each actor's newest 64 finished messages with an
