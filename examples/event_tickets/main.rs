@@ -20,6 +20,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .sqlite(dir.path().join("events.db"))
         .clock(clock.clone())
         .policy(AllowAll)
+        .set_default() // `Actor::reference(id)` below reaches this runtime
         .start()
         .await?;
     let event = EventTickets::reference("concert");

@@ -42,6 +42,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .clock(clock.clone())
         .policy(AllowAll)
         .effect(charge)
+        .set_default() // `Actor::reference(id)` below reaches this runtime
         .start()
         .await?;
     let show = SeatInventory::reference("show-42");

@@ -231,8 +231,9 @@ pub enum Error {
         source: serde_json::Error,
     },
 
-    /// No runtime has been started in this process, so `Actor::reference(id)` has nowhere to go.
-    #[error("no solid-objects runtime is running; start one with Runtime::builder()...start().await, or use runtime.reference::<A>(id)")]
+    /// `Actor::reference(id)` has no runtime to go to: no enclosing `runtime.scope(..)` and
+    /// no process default.
+    #[error("no default solid-objects runtime: call runtime.make_default() (or Builder::set_default()), run the call inside runtime.scope(..), or use runtime.reference::<A>(id)")]
     NoRuntime,
 
     /// The runtime was closed.

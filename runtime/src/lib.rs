@@ -67,6 +67,7 @@
 mod actor;
 mod clock;
 mod codec;
+mod default_runtime;
 pub mod effect;
 mod engine;
 mod error;

@@ -37,8 +37,8 @@ pub struct Reference<A: Actor> {
 }
 
 impl<A: Actor> Reference<A> {
-    /// A reference through the process's default runtime (the first one started that is
-    /// still open), resolved at each call.
+    /// A reference through the runtime of the enclosing [`Runtime::scope`], else the
+    /// process default ([`Runtime::make_default`]), resolved at each call.
     pub fn new(id: impl Into<String>) -> Self {
         Self::with_runtime(None, id.into())
     }

@@ -25,9 +25,6 @@ use crate::store::sqlite::{Durability, SqliteOptions, SqliteStore};
 use crate::store::{MessageLookup, Stats, Store};
 use crate::testing::Testing;
 
-/// The process's default runtime: the first started one that is still open.
-static DEFAULT: Mutex<Option<Weak<Shared>>> = Mutex::new(None);
-
 /// How many actors a worker pass takes, and how many turns one actor gets per pass.
 const ACTORS_PER_PASS: i64 = 100;
 const TURNS_PER_ACTOR: usize = 50;
@@ -77,10 +74,62 @@ impl Runtime {
         Builder::default()
     }
 
-    /// The process's default runtime, if one is open.
+    /// The runtime `Actor::reference(id)` reaches here: the one of the enclosing
+    /// [`scope`](Runtime::scope), else the process default
+    /// ([`make_default`](Runtime::make_default)), else none.
     pub fn current() -> Option<Self> {
-        let default = DEFAULT.lock().unwrap_or_else(PoisonError::into_inner);
-        Self::current_in(&default).map(|shared| Self { shared })
+        crate::default_runtime::current()
+    }
+
+    /// Makes this runtime the process default: `Actor::reference(id)` reaches it from any
+    /// task that is not inside another runtime's [`scope`](Runtime::scope). A runtime is the
+    /// default only when asked; the last one asked wins.
+    pub fn make_default(&self) {
+        crate::default_runtime::set(self);
+    }
+
+    /// Runs `future` with this runtime as the one `Actor::reference(id)` reaches inside it,
+    /// whatever the process default is. The scope is the future itself: tasks it spawns do
+    /// not inherit it. Tests running in parallel each scope their own runtime.
+    ///
+    /// ```
+    /// use solid_objects::prelude::*;
+    ///
+    /// #[actor]
+    /// #[derive(Default)]
+    /// pub struct Counter {
+    ///     value: u32,
+    /// }
+    ///
+    /// #[actor]
+    /// impl Counter {
+    ///     #[command]
+    ///     pub fn increment(&mut self) -> u32 {
+    ///         self.value += 1;
+    ///         self.value
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let runtime = Runtime::builder()
+    ///     .sqlite(dir.path().join("counters.db"))
+    ///     .policy(AllowAll)
+    ///     .start()
+    ///     .await?;
+    /// let value = runtime
+    ///     .scope(async { Counter::reference("visits").increment().await })
+    ///     .await?;
+    /// assert_eq!(value, 1);
+    /// # Ok(()) }
+    /// ```
+    pub async fn scope<F: std::future::Future>(&self, future: F) -> F::Output {
+        crate::default_runtime::scope(self.clone(), future).await
+    }
+
+    pub(crate) fn downgrade(&self) -> WeakRuntime {
+        WeakRuntime(Arc::downgrade(&self.shared))
     }
 
     /// A typed reference to the actor `A` with this id, on this runtime.
@@ -347,6 +396,7 @@ pub struct Builder {
     workers: usize,
     registrations: Vec<fn(&Engine) -> Result<()>>,
     effects: Vec<(&'static str, Arc<dyn EffectRunner>)>,
+    set_default: bool,
 }
 
 impl Default for Builder {
@@ -365,6 +415,7 @@ impl Default for Builder {
             workers: 2,
             registrations: Vec::new(),
             effects: Vec::new(),
+            set_default: false,
         }
     }
 }
@@ -503,8 +554,15 @@ impl Builder {
         self
     }
 
-    /// Opens the database, applies the migrations and starts the runtime. The first runtime
-    /// started in a process (or the next one after it closes) becomes the process default.
+    /// Makes the runtime the process default once it starts (see
+    /// [`Runtime::make_default`]): `Actor::reference(id)` then reaches it.
+    pub fn set_default(mut self) -> Self {
+        self.set_default = true;
+        self
+    }
+
+    /// Opens the database, applies the migrations and starts the runtime. It becomes the
+    /// process default only if [`set_default`](Builder::set_default) was called.
     pub async fn start(self) -> Result<Runtime> {
         let store: Arc<dyn Store> = match self.database {
             None => return Err(Error::Config(
@@ -548,19 +606,18 @@ impl Builder {
                 last_prune: Mutex::new(None),
             }),
         };
-        let mut default = DEFAULT.lock().unwrap_or_else(PoisonError::into_inner);
-        if Runtime::current_in(&default).is_none() {
-            *default = Some(Arc::downgrade(&runtime.shared));
+        if self.set_default {
+            runtime.make_default();
         }
         Ok(runtime)
     }
 }
 
-impl Runtime {
-    fn current_in(default: &Option<Weak<Shared>>) -> Option<Arc<Shared>> {
-        default
-            .as_ref()?
-            .upgrade()
-            .filter(|shared| !shared.closed.load(Ordering::Acquire))
+/// A handle that does not keep a runtime alive.
+pub(crate) struct WeakRuntime(Weak<Shared>);
+
+impl WeakRuntime {
+    pub(crate) fn upgrade(&self) -> Option<Runtime> {
+        self.0.upgrade().map(|shared| Runtime { shared })
     }
 }

@@ -19,7 +19,8 @@ pub(crate) fn reference(actor: &ActorImpl, names: &Names) -> TokenStream {
          `snapshot()`, `id()`, `timeout(..)` and `context(..)`."
     );
     let constructor_doc = format!(
-        "A reference to the `{ident}` with this id, through the process's default runtime."
+        "A reference to the `{ident}` with this id, through the runtime of the enclosing \
+         `runtime.scope(..)`, else the process default (`runtime.make_default()`)."
     );
     let methods = actor
         .operations

@@ -246,17 +246,18 @@ pub(crate) struct Bounds {
     /// The caller's deadline: for a connection, for the database's write lock (SQLite) and
     /// for the actor's row lock (PostgreSQL).
     pub(crate) deadline: Instant,
-    /// The longest one statement may run (PostgreSQL), which is also the longest a lock
-    /// wait inside a turn's own SQL may last.
+    /// The longest one statement, or one wait inside the database, may last (the turn
+    /// timeout): PostgreSQL's `statement_timeout`, and a cap on any lock wait.
     pub(crate) statement: Duration,
 }
 
 impl Bounds {
-    /// The time left until the deadline, at least a millisecond (a zero would mean "no
-    /// limit" to the databases).
+    /// The time left until the deadline, at most one statement's bound and at least a
+    /// millisecond (a zero would mean "no limit" to the databases).
     pub(crate) fn remaining(&self) -> Duration {
         self.deadline
             .saturating_duration_since(Instant::now())
+            .min(self.statement)
             .max(Duration::from_millis(1))
     }
 }

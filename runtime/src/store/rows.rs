@@ -45,33 +45,23 @@ where
 }
 
 /// An actor's row (`state`, `revision`, both `NULL` if it has none) beside the head of its
-/// mailbox (`head_*`, `NULL` if it is empty), as one outer-joined row.
+/// mailbox (the head's columns, `NULL` if it is empty), as one outer-joined row.
 pub(crate) fn locked_actor<R>(row: &R) -> Result<LockedActor>
 where
     R: Row,
     for<'c> &'c str: ColumnIndex<R>,
+    String: Columns<R::Database>,
     Option<String>: Columns<R::Database>,
+    i64: Columns<R::Database>,
     Option<i64>: Columns<R::Database>,
 {
     let instance = Instance {
         state: row.try_get("state")?,
         revision: row.try_get::<Option<i64>, _>("revision")?.unwrap_or(0),
     };
-    let head = match row.try_get::<Option<i64>, _>("head_id")? {
+    let head = match row.try_get::<Option<i64>, _>("id")? {
+        Some(_) => Some(stored_message(row)?),
         None => None,
-        Some(id) => Some(StoredMessage {
-            id,
-            operation: row
-                .try_get::<Option<String>, _>("head_operation")?
-                .unwrap_or_default(),
-            arguments: row
-                .try_get::<Option<String>, _>("head_arguments")?
-                .unwrap_or_default(),
-            attempts: row.try_get::<Option<i64>, _>("head_attempts")?.unwrap_or(0),
-            available_at: row
-                .try_get::<Option<i64>, _>("head_available_at")?
-                .unwrap_or(0),
-        }),
     };
     Ok(LockedActor { instance, head })
 }

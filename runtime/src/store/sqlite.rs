@@ -202,9 +202,8 @@ sql_backend! {
             // BEGIN IMMEDIATE already holds the database's write lock: no other turn runs.
             self.counters.statement();
             let row = sqlx::query(concat!(
-                "SELECT i.state, i.revision, h.id AS head_id, h.operation AS head_operation,
-                        h.arguments AS head_arguments, h.attempts AS head_attempts,
-                        h.available_at AS head_available_at
+                "SELECT i.state, i.revision, h.id, h.operation, h.arguments, h.attempts,
+                        h.available_at
                  FROM (SELECT 1) AS one
                  LEFT JOIN solid_instances i ON i.actor_type = $1 AND i.actor_id = $2
                  LEFT JOIN (",

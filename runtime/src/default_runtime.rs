@@ -1,0 +1,48 @@
+//! Which runtime `Actor::reference(id)` reaches when the caller names none.
+//!
+//! The rule, in order: the runtime of the enclosing [`Runtime::scope`] (a task-local
+//! override, so parallel tests each reach their own); else the process default, set only
+//! when asked ([`Runtime::make_default`] or [`Builder::set_default`]); else none
+//! ([`Error::NoRuntime`]). Starting a runtime never makes it the default by itself, so a
+//! second runtime in the process never changes where existing code goes.
+//!
+//! [`Runtime::scope`]: crate::Runtime::scope
+//! [`Runtime::make_default`]: crate::Runtime::make_default
+//! [`Builder::set_default`]: crate::Builder::set_default
+//! [`Error::NoRuntime`]: crate::Error::NoRuntime
+
+use std::future::Future;
+use std::sync::{Mutex, PoisonError};
+
+use crate::runtime::{Runtime, WeakRuntime};
+
+/// The process default: a weak handle, so a default runtime that every handle dropped does
+/// not linger.
+static DEFAULT: Mutex<Option<WeakRuntime>> = Mutex::new(None);
+
+tokio::task_local! {
+    /// The runtime of the enclosing `Runtime::scope`, if any.
+    static SCOPED: Runtime;
+}
+
+/// The runtime a reference without one reaches now, if any.
+pub(crate) fn current() -> Option<Runtime> {
+    if let Ok(scoped) = SCOPED.try_with(Runtime::clone) {
+        return Some(scoped);
+    }
+    DEFAULT
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .as_ref()
+        .and_then(WeakRuntime::upgrade)
+}
+
+/// Makes `runtime` the process default.
+pub(crate) fn set(runtime: &Runtime) {
+    *DEFAULT.lock().unwrap_or_else(PoisonError::into_inner) = Some(runtime.downgrade());
+}
+
+/// Runs `future` with `runtime` as the default of the references inside it.
+pub(crate) async fn scope<F: Future>(runtime: Runtime, future: F) -> F::Output {
+    SCOPED.scope(runtime, future).await
+}
