@@ -19,6 +19,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let runtime = Runtime::builder()
         .sqlite(&database)
         .policy(AllowAll)
+        .set_default() // `LedgerAccount::reference(id)` below reaches this runtime
         .start()
         .await?;
     let workers = tokio::spawn({
