@@ -67,11 +67,11 @@ pub trait Actor: ActorState {
     /// The typed reference callers use (`SeatInventoryRef`).
     type Reference: From<Reference<Self>>;
     /// What `turn.schedule(at, key)` returns: one method per reminder.
-    type Schedule<'t>;
+    type Schedule;
     /// What `turn.unschedule(key)` returns: one method per reminder.
-    type Unschedule<'t>;
+    type Unschedule;
     /// What `turn.send::<Self>(id)` returns in another actor's turn: one method per command.
-    type Sender<'t>;
+    type Sender;
 
     /// Runs one message against the state.
     #[doc(hidden)]
@@ -91,13 +91,13 @@ pub trait Actor: ActorState {
 
     /// Wraps a staged schedule in the actor's typed builder.
     #[doc(hidden)]
-    fn schedule_builder(stage: ScheduleStage<'_, Self>) -> Self::Schedule<'_>;
+    fn schedule_builder(stage: ScheduleStage<Self>) -> Self::Schedule;
 
     /// Wraps a staged cancellation in the actor's typed builder.
     #[doc(hidden)]
-    fn unschedule_builder(stage: UnscheduleStage<'_, Self>) -> Self::Unschedule<'_>;
+    fn unschedule_builder(stage: UnscheduleStage<Self>) -> Self::Unschedule;
 
     /// Wraps a message staged for this actor in its typed sender.
     #[doc(hidden)]
-    fn sender(stage: SendStage<'_, Self>) -> Self::Sender<'_>;
+    fn sender(stage: SendStage<Self>) -> Self::Sender;
 }

@@ -110,6 +110,20 @@ pub enum Error {
         reason: String,
     },
 
+    /// A handler called an actor synchronously (or enqueued, or waited for a message): that
+    /// would wait for the very turn that runs the handler. Nothing was written.
+    #[error("the handler of {actor_type} {actor_id:?} called {operation} on {target_type} synchronously, which would wait for the turn that runs it; send it instead with turn.send::<{target_type}>(id).{operation}(..), which joins that mailbox when this turn commits")]
+    CalledFromHandler {
+        /// The stored type name of the actor whose handler made the call.
+        actor_type: &'static str,
+        /// Its id.
+        actor_id: String,
+        /// The stored type name of the actor it called.
+        target_type: String,
+        /// The operation it called.
+        operation: String,
+    },
+
     /// A reminder was called like a command. Only the actor's own schedule runs reminders:
     /// schedule it with `turn.schedule(at, key)`, or deliver it in a test with
     /// `runtime.testing().deliver(..)`.

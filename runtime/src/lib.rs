@@ -73,6 +73,7 @@ mod engine;
 mod error;
 mod failure;
 mod handled;
+mod handler_scope;
 mod limits;
 mod message;
 pub mod policy;

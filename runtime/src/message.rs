@@ -179,6 +179,7 @@ impl<T: DeserializeOwned> MessageRef<T> {
     /// runtime knows its type (so it works without workers), through retries, for at most
     /// `timeout`. On timeout the message stays queued.
     pub async fn wait(&self, timeout: Duration) -> Result<T> {
+        crate::handler_scope::refuse_inside_handler(&self.actor_type, "wait")?;
         let deadline = deadline_after(timeout);
         let engine = self.runtime.engine();
         loop {

@@ -17,6 +17,7 @@ use crate::codec::{decode_operation, encode_operation, from_json, to_json};
 use crate::engine::{CallOptions, EnqueueOptions};
 use crate::error::{Error, Result};
 use crate::handled::panic_text;
+use crate::handler_scope::refuse_inside_handler;
 use crate::limits::{later, Payload};
 use crate::message::MessageRef;
 use crate::policy::{Denied, Request, RequestKind};
@@ -130,6 +131,7 @@ impl<A: Actor> Reference<A> {
     /// command, not a reminder, that the policy allows), and its arguments are within the
     /// limit and read back as the same operation. Returns the message as it will be read.
     fn admit(&self, message: A::Message) -> Result<(Runtime, A::Message, String)> {
+        refuse_inside_handler(A::TYPE_NAME, message.name())?;
         let runtime = self.prepare()?;
         if message.is_reminder() {
             return Err(Error::NotCallable {
@@ -178,6 +180,7 @@ impl<A: Actor> Reference<A> {
     /// Runs a query in mailbox order and returns its value; used by the generated methods.
     #[doc(hidden)]
     pub async fn ask<T: DeserializeOwned>(&self, query: A::Query) -> Result<T> {
+        refuse_inside_handler(A::TYPE_NAME, query.name())?;
         let runtime = self.prepare()?;
         let encoded = encode_operation(&query)?;
         self.authorize(

@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use chrono::{DateTime, Utc};
 
@@ -24,8 +24,10 @@ pub struct Turn<A: Actor> {
     now: DateTime<Utc>,
     message_id: Option<i64>,
     attempt: u32,
-    reminders: Vec<ReminderChange<A::Message>>,
-    outbox: Vec<Outgoing>,
+    /// Staged by builders that hold no borrow of the turn, so a builder's arguments may read
+    /// it (`turn.send::<B>(id).outbid(turn.actor_id().to_owned())`).
+    reminders: Staging<ReminderChange<A::Message>>,
+    outbox: Staging<Outgoing>,
     effects: Vec<PendingEffect>,
     /// The turn's transaction while the handler runs (commands and reminders only). The
     /// mutex only makes `&Turn` shareable; access goes through `&mut self`, never locking.
@@ -46,8 +48,8 @@ impl<A: Actor> Turn<A> {
             now,
             message_id,
             attempt,
-            reminders: Vec::new(),
-            outbox: Vec::new(),
+            reminders: Staging::default(),
+            outbox: Staging::default(),
             effects: Vec::new(),
             transaction: Mutex::new(None),
             savepoint: false,
@@ -112,9 +114,9 @@ impl<A: Actor> Turn<A> {
     ///     }
     /// }
     /// ```
-    pub fn schedule(&mut self, at: DateTime<Utc>, key: impl Into<String>) -> A::Schedule<'_> {
+    pub fn schedule(&mut self, at: DateTime<Utc>, key: impl Into<String>) -> A::Schedule {
         A::schedule_builder(ScheduleStage {
-            turn: self,
+            reminders: self.reminders.clone(),
             at,
             key: key.into(),
         })
@@ -122,9 +124,9 @@ impl<A: Actor> Turn<A> {
 
     /// Cancels one of this actor's reminders under `key`; the builder has one method per
     /// `#[reminder]`: `turn.unschedule(&hold_id).expire()`.
-    pub fn unschedule(&mut self, key: impl Into<String>) -> A::Unschedule<'_> {
+    pub fn unschedule(&mut self, key: impl Into<String>) -> A::Unschedule {
         A::unschedule_builder(UnscheduleStage {
-            turn: self,
+            reminders: self.reminders.clone(),
             key: key.into(),
         })
     }
@@ -169,9 +171,9 @@ impl<A: Actor> Turn<A> {
     /// Messages sent by one turn to one actor arrive in the order they were sent. There is
     /// no reply: the target answers by sending back, and the policy is not asked (the
     /// sender is the application's own code).
-    pub fn send<B: Actor>(&mut self, actor_id: impl Into<String>) -> B::Sender<'_> {
+    pub fn send<B: Actor>(&mut self, actor_id: impl Into<String>) -> B::Sender {
         B::sender(SendStage {
-            outbox: &mut self.outbox,
+            outbox: self.outbox.clone(),
             actor_id: actor_id.into(),
             target: PhantomData,
         })
@@ -292,11 +294,11 @@ impl<A: Actor> Turn<A> {
     }
 
     pub(crate) fn take_outbox(&mut self) -> Vec<Outgoing> {
-        std::mem::take(&mut self.outbox)
+        self.outbox.take()
     }
 
     pub(crate) fn take_reminders(&mut self) -> Vec<ReminderChange<A::Message>> {
-        std::mem::take(&mut self.reminders)
+        self.reminders.take()
     }
 }
 
@@ -347,18 +349,50 @@ impl<M: Operations> ReminderChange<M> {
     }
 }
 
+/// What builders stage for their turn: shared with the turn, not borrowed from it.
+pub(crate) struct Staging<T>(Arc<Mutex<Vec<T>>>);
+
+impl<T> Default for Staging<T> {
+    fn default() -> Self {
+        Self(Arc::default())
+    }
+}
+
+impl<T> Clone for Staging<T> {
+    fn clone(&self) -> Self {
+        Self(Arc::clone(&self.0))
+    }
+}
+
+impl<T> Staging<T> {
+    fn push(&self, item: T) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(item);
+    }
+
+    fn take(&self) -> Vec<T> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+}
+
 /// A schedule in the making; the generated builder turns it into a typed reminder call.
 #[doc(hidden)]
-pub struct ScheduleStage<'t, A: Actor> {
-    turn: &'t mut Turn<A>,
+pub struct ScheduleStage<A: Actor> {
+    reminders: Staging<ReminderChange<A::Message>>,
     at: DateTime<Utc>,
     key: String,
 }
 
-impl<A: Actor> ScheduleStage<'_, A> {
+impl<A: Actor> ScheduleStage<A> {
     /// Stages the reminder message.
     pub fn stage(self, message: A::Message) {
-        self.turn.reminders.push(ReminderChange::Schedule {
+        self.reminders.push(ReminderChange::Schedule {
             key: self.key,
             at: self.at,
             message,
@@ -368,15 +402,15 @@ impl<A: Actor> ScheduleStage<'_, A> {
 
 /// A cancellation in the making; the generated builder names the reminder.
 #[doc(hidden)]
-pub struct UnscheduleStage<'t, A: Actor> {
-    turn: &'t mut Turn<A>,
+pub struct UnscheduleStage<A: Actor> {
+    reminders: Staging<ReminderChange<A::Message>>,
     key: String,
 }
 
-impl<A: Actor> UnscheduleStage<'_, A> {
+impl<A: Actor> UnscheduleStage<A> {
     /// Stages the cancellation of the reminder `name`.
     pub fn stage(self, name: &'static str) {
-        self.turn.reminders.push(ReminderChange::Cancel {
+        self.reminders.push(ReminderChange::Cancel {
             name,
             key: self.key,
         });
@@ -400,13 +434,13 @@ pub(crate) struct Outgoing {
 
 /// A message to another actor in the making; the generated sender names the command.
 #[doc(hidden)]
-pub struct SendStage<'t, B: Actor> {
-    outbox: &'t mut Vec<Outgoing>,
+pub struct SendStage<B: Actor> {
+    outbox: Staging<Outgoing>,
     actor_id: String,
     target: PhantomData<fn() -> B>,
 }
 
-impl<B: Actor> SendStage<'_, B> {
+impl<B: Actor> SendStage<B> {
     /// Stages the message.
     pub fn stage(self, message: B::Message) {
         self.outbox.push(Outgoing {

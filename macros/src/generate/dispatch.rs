@@ -33,9 +33,9 @@ pub(crate) fn actor_trait(actor: &ActorImpl, names: &Names) -> TokenStream {
             type Message = #message;
             type Query = #query;
             type Reference = #reference;
-            type Schedule<'t> = #schedule<'t>;
-            type Unschedule<'t> = #unschedule<'t>;
-            type Sender<'t> = #sender<'t>;
+            type Schedule = #schedule;
+            type Unschedule = #unschedule;
+            type Sender = #sender;
 
             fn handle<'a>(
                 &'a mut self,
@@ -64,18 +64,18 @@ pub(crate) fn actor_trait(actor: &ActorImpl, names: &Names) -> TokenStream {
             }
 
             fn schedule_builder(
-                stage: ::solid_objects::__private::ScheduleStage<'_, Self>,
-            ) -> #schedule<'_> {
+                stage: ::solid_objects::__private::ScheduleStage<Self>,
+            ) -> #schedule {
                 #schedule { stage }
             }
 
             fn unschedule_builder(
-                stage: ::solid_objects::__private::UnscheduleStage<'_, Self>,
-            ) -> #unschedule<'_> {
+                stage: ::solid_objects::__private::UnscheduleStage<Self>,
+            ) -> #unschedule {
                 #unschedule { stage }
             }
 
-            fn sender(stage: ::solid_objects::__private::SendStage<'_, Self>) -> #sender<'_> {
+            fn sender(stage: ::solid_objects::__private::SendStage<Self>) -> #sender {
                 #sender { stage }
             }
         }

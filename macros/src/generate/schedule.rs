@@ -7,7 +7,8 @@ use quote::quote;
 use super::{caller_field, caller_parameter, Names};
 use crate::model::{ActorImpl, Kind};
 
-/// `NameSchedule<'t>` and `NameUnschedule<'t>`, with one method per reminder.
+/// `NameSchedule`, `NameUnschedule` and `NameSender`, with one method per reminder (or
+/// command). They hold no borrow of the turn, so their arguments may read it.
 pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
     let Names {
         actor: ident,
@@ -75,36 +76,36 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
         #[doc = #schedule_doc]
         #[must_use = "call one of the actor's reminders on it, or nothing is scheduled"]
         #[allow(private_interfaces)]
-        pub struct #schedule<'t> {
-            stage: ::solid_objects::__private::ScheduleStage<'t, #ident>,
+        pub struct #schedule {
+            stage: ::solid_objects::__private::ScheduleStage<#ident>,
         }
 
         #[allow(dead_code)]
-        impl #schedule<'_> {
+        impl #schedule {
             #(#schedule_methods)*
         }
 
         #[doc = #unschedule_doc]
         #[must_use = "call one of the actor's reminders on it, or nothing is cancelled"]
         #[allow(private_interfaces)]
-        pub struct #unschedule<'t> {
-            stage: ::solid_objects::__private::UnscheduleStage<'t, #ident>,
+        pub struct #unschedule {
+            stage: ::solid_objects::__private::UnscheduleStage<#ident>,
         }
 
         #[allow(dead_code)]
-        impl #unschedule<'_> {
+        impl #unschedule {
             #(#unschedule_methods)*
         }
 
         #[doc = #sender_doc]
         #[must_use = "call one of the actor's commands on it, or nothing is sent"]
         #[allow(private_interfaces)]
-        pub struct #sender<'t> {
-            stage: ::solid_objects::__private::SendStage<'t, #ident>,
+        pub struct #sender {
+            stage: ::solid_objects::__private::SendStage<#ident>,
         }
 
         #[allow(dead_code)]
-        impl #sender<'_> {
+        impl #sender {
             #(#send_methods)*
         }
     }

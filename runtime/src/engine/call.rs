@@ -375,7 +375,11 @@ impl Engine {
         let state: A = self.decode_state(call.key, instance)?;
         let turn = Turn::<A>::new(call.key.actor_id, self.now(), None, 1);
         let deadline = call.deadline.min(deadline_after(self.config.turn_timeout));
-        let answering = AssertUnwindSafe(state.answer(&turn, query)).catch_unwind();
+        let answering = crate::handler_scope::as_handler(
+            call.key.actor_type,
+            call.key.actor_id,
+            AssertUnwindSafe(state.answer(&turn, query)).catch_unwind(),
+        );
         let handled = match tokio::time::timeout_at(deadline, answering).await {
             Ok(Ok(handled)) => handled,
             Ok(Err(panic)) => Handled::panicked(&*panic),

@@ -267,7 +267,11 @@ impl Engine {
             let turn_deadline = deadline_after(self.config.turn_timeout);
             let handler_deadline =
                 caller_deadline.map_or(turn_deadline, |at| at.min(turn_deadline));
-            let handling = AssertUnwindSafe(state.handle(&mut turn, message)).catch_unwind();
+            let handling = crate::handler_scope::as_handler(
+                key.actor_type,
+                key.actor_id,
+                AssertUnwindSafe(state.handle(&mut turn, message)).catch_unwind(),
+            );
             let handled = match tokio::time::timeout_at(handler_deadline, handling).await {
                 Ok(Ok(handled)) => handled,
                 Ok(Err(panic)) => Handled::panicked(&*panic),
