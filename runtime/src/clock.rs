@@ -5,6 +5,35 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+/// A length of time, as the runtime's API takes it: a `std::time::Duration` or a
+/// `chrono::TimeDelta` alike (a negative `TimeDelta` counts as zero), so timeouts, delays
+/// and the manual clock read the same as the deadlines a handler computes with
+/// `turn.now() + TimeDelta::minutes(15)`.
+///
+/// ```
+/// use std::time::Duration;
+/// use solid_objects::{chrono::TimeDelta, IntoDuration};
+///
+/// assert_eq!(TimeDelta::minutes(1).into_duration(), Duration::from_secs(60));
+/// assert_eq!(TimeDelta::minutes(-1).into_duration(), Duration::ZERO);
+/// ```
+pub trait IntoDuration {
+    /// The length as a `std::time::Duration`.
+    fn into_duration(self) -> Duration;
+}
+
+impl IntoDuration for Duration {
+    fn into_duration(self) -> Duration {
+        self
+    }
+}
+
+impl IntoDuration for chrono::TimeDelta {
+    fn into_duration(self) -> Duration {
+        self.to_std().unwrap_or(Duration::ZERO)
+    }
+}
+
 /// A source of the current time.
 ///
 /// The runtime reads it at the start of every turn ([`Turn::now`](crate::Turn::now)), when it
@@ -63,10 +92,11 @@ impl ManualClock {
         *self.now.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Moves the clock forward.
-    pub fn advance(&self, by: Duration) {
+    /// Moves the clock forward (by a `std::time::Duration` or a `chrono::TimeDelta`),
+    /// saturating at the latest time it represents.
+    pub fn advance(&self, by: impl IntoDuration) {
         let mut now = self.now.lock().unwrap_or_else(PoisonError::into_inner);
-        *now += by;
+        *now = crate::limits::later(*now, by.into_duration());
     }
 
     /// Sets the clock to `at` (forward or back).

@@ -31,9 +31,32 @@ pub struct Rejection {
 }
 
 impl Rejection {
-    /// A rejection with a code and a message; prefer [`reject!`](crate::reject), which checks
-    /// the code at compile time.
-    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+    /// A rejection with a code and a message, if the code is snake_case (lowercase letters,
+    /// digits and underscores, starting with a letter), as callers match on it; prefer
+    /// [`reject!`](crate::reject), which checks the code at compile time.
+    ///
+    /// ```
+    /// use solid_objects::{Error, Rejection};
+    ///
+    /// let rejection = Rejection::new("room_not_found", "No room 12")?;
+    /// assert_eq!(rejection.code, "room_not_found");
+    /// assert!(matches!(
+    ///     Rejection::new("room not found", "No room 12"),
+    ///     Err(Error::InvalidRejectionCode { .. })
+    /// ));
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Result<Self, Error> {
+        let code = code.into();
+        if !is_snake_case(&code) {
+            return Err(Error::InvalidRejectionCode { code });
+        }
+        Ok(Self::checked(code, message))
+    }
+
+    /// A rejection whose code was checked already (by `reject!` at compile time).
+    #[doc(hidden)]
+    pub fn checked(code: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             code: code.into(),
             message: message.into(),
@@ -46,6 +69,15 @@ impl Rejection {
         self.details = Some(details);
         self
     }
+}
+
+/// Whether a rejection code is snake_case: lowercase letters, digits and underscores,
+/// starting with a letter.
+fn is_snake_case(code: &str) -> bool {
+    code.starts_with(|first: char| first.is_ascii_lowercase())
+        && code
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
 impl fmt::Display for Rejection {
@@ -78,6 +110,20 @@ pub enum Error {
         operation: String,
         /// Why, from the policy.
         reason: String,
+    },
+
+    /// A rejection code that is not snake_case, given to [`Rejection::new`].
+    #[error("the rejection code {code:?} must be snake_case (lowercase letters, digits and underscores, starting with a letter), such as \"not_enough_seats\"")]
+    InvalidRejectionCode {
+        /// The refused code.
+        code: String,
+    },
+
+    /// A timeout too short to do anything in (under a millisecond); nothing was written.
+    #[error("a timeout of {timeout:?} is too short to wait for anything; give at least 1 ms")]
+    InvalidTimeout {
+        /// The refused timeout.
+        timeout: Duration,
     },
 
     /// The actor id is empty, too long or holds a byte a database refuses; nothing was
@@ -309,10 +355,12 @@ pub enum Error {
     },
 
     /// Waiting for an enqueued message timed out; it is still queued and runs later.
-    #[error("the message {request_id} did not finish within {timeout:?}; it is still queued")]
+    #[error("the message {request_id} did not finish within {timeout:?}: {waiting_on}; it is still queued")]
     WaitTimeout {
         /// The message's request id.
         request_id: String,
+        /// What it was waiting on when the time ran out.
+        waiting_on: String,
         /// The timeout that ran out.
         timeout: Duration,
     },

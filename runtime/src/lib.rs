@@ -65,6 +65,8 @@
 //! SQLite (through sqlx, with the library bundled) is always built in.
 
 mod actor;
+#[cfg(feature = "axum")]
+mod axum_response;
 mod clock;
 mod codec;
 mod default_runtime;
@@ -85,7 +87,7 @@ mod turn;
 mod validate;
 
 pub use actor::{Actor, ActorState, Operations};
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{Clock, IntoDuration, ManualClock, SystemClock};
 pub use effect::{DeadEffect, Effect, EffectContext, UnhandledEffects};
 pub use error::{Error, Rejection, Result};
 pub use failure::{Failure, HandlerError, TurnError};
@@ -109,9 +111,11 @@ pub use chrono;
 pub mod prelude {
     pub use crate::chrono::{DateTime, TimeDelta, Utc};
     pub use crate::{
-        actor, command, query, reject, reminder, AllowAll, Error, Failure, ManualClock, MessageRef,
-        Policy, Rejection, Runtime, Turn, TurnError,
+        actor, command, query, reject, reminder, AllowAll, Effect, EffectContext, Error, Failure,
+        IntoDuration, ManualClock, MessageRef, MessageStatus, Policy, Rejection, Runtime, Turn,
+        TurnError,
     };
+    pub use serde_json::{json, Value};
 }
 
 /// What the generated code uses; not a public API.

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 
+use crate::clock::IntoDuration;
 use crate::error::{Error, Result};
 
 /// The largest payloads the runtime accepts. Over a limit, a call gets
@@ -40,6 +41,50 @@ impl Default for Limits {
             retention: Duration::from_secs(30 * 24 * 3600),
             dead_retention: Duration::from_secs(30 * 24 * 3600),
         }
+    }
+}
+
+impl Limits {
+    /// The defaults, to change with the methods below:
+    /// `Limits::new().max_state_bytes(1 << 20).retention(TimeDelta::days(7))`.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The largest arguments of one operation, as JSON bytes.
+    pub fn max_arguments_bytes(mut self, bytes: usize) -> Self {
+        self.max_arguments_bytes = bytes;
+        self
+    }
+
+    /// The largest result of one operation, as JSON bytes.
+    pub fn max_result_bytes(mut self, bytes: usize) -> Self {
+        self.max_result_bytes = bytes;
+        self
+    }
+
+    /// The largest state of one actor, as JSON bytes.
+    pub fn max_state_bytes(mut self, bytes: usize) -> Self {
+        self.max_state_bytes = bytes;
+        self
+    }
+
+    /// The most unfinished messages one actor's mailbox holds.
+    pub fn max_unfinished(mut self, messages: i64) -> Self {
+        self.max_unfinished = messages;
+        self
+    }
+
+    /// How long finished messages and done effects are kept.
+    pub fn retention(mut self, retention: impl IntoDuration) -> Self {
+        self.retention = retention.into_duration();
+        self
+    }
+
+    /// How long dead letters and dead effects are kept (zero keeps them).
+    pub fn dead_retention(mut self, retention: impl IntoDuration) -> Self {
+        self.dead_retention = retention.into_duration();
+        self
     }
 }
 
@@ -97,6 +142,30 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
+    /// The defaults, to change with the methods below:
+    /// `RetryPolicy::new().max_attempts(3).base_delay(TimeDelta::seconds(2))`.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Attempts before a message becomes a dead letter (at least 1).
+    pub fn max_attempts(mut self, attempts: u32) -> Self {
+        self.max_attempts = i64::from(attempts.max(1));
+        self
+    }
+
+    /// The wait after the first failed attempt.
+    pub fn base_delay(mut self, delay: impl IntoDuration) -> Self {
+        self.base_delay = delay.into_duration();
+        self
+    }
+
+    /// The longest wait between attempts.
+    pub fn max_delay(mut self, delay: impl IntoDuration) -> Self {
+        self.max_delay = delay.into_duration();
+        self
+    }
+
     /// When the attempt after `attempts` failed ones runs, or `None` if none of
     /// `max_attempts` is left.
     pub(crate) fn next_attempt_at(
@@ -131,6 +200,14 @@ pub(crate) fn earlier(at: DateTime<Utc>, by: Duration) -> DateTime<Utc> {
         .ok()
         .and_then(|by| at.checked_sub_signed(by))
         .unwrap_or(DateTime::<Utc>::MIN_UTC)
+}
+
+/// A timeout a caller gave, if it is long enough to wait for anything (1 ms).
+pub(crate) fn check_timeout(timeout: Duration) -> Result<Duration> {
+    if timeout < Duration::from_millis(1) {
+        return Err(Error::InvalidTimeout { timeout });
+    }
+    Ok(timeout)
 }
 
 /// `now + by` for a deadline, saturating a century ahead (tokio's `Instant` cannot hold

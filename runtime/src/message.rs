@@ -9,9 +9,10 @@ use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
+use crate::clock::IntoDuration;
 use crate::engine::{from_micros, Lock, Step};
 use crate::error::{Error, Rejection, Result};
-use crate::limits::deadline_after;
+use crate::limits::{check_timeout, deadline_after};
 use crate::runtime::Runtime;
 use crate::store::{MessageLookup, MessageRecord, StoredStatus};
 
@@ -177,33 +178,43 @@ impl<T: DeserializeOwned> MessageRef<T> {
 
     /// Waits until the message has run, running the actor's mailbox meanwhile if this
     /// runtime knows its type (so it works without workers), through retries, for at most
-    /// `timeout`. On timeout the message stays queued.
-    pub async fn wait(&self, timeout: Duration) -> Result<T> {
+    /// `timeout` (a `Duration` or a `TimeDelta`; under a millisecond is refused at once with
+    /// [`Error::InvalidTimeout`]). On timeout the message stays queued, and
+    /// [`Error::WaitTimeout`] says what it waits on: a time it is not due before, a message
+    /// ahead of it, its own retry, or a type this runtime does not run.
+    pub async fn wait(&self, timeout: impl IntoDuration) -> Result<T> {
+        let timeout = check_timeout(timeout.into_duration())?;
         crate::handler_scope::refuse_inside_handler(&self.actor_type, "wait")?;
         let deadline = deadline_after(timeout);
         let engine = self.runtime.engine();
+        let runner = engine.runner(&self.actor_type);
         loop {
             let record = self.record().await?;
             if let Some(result) = self.outcome(&record)? {
                 return Ok(result);
             }
-            let ran = match engine.runner(&self.actor_type) {
+            let step = match &runner {
                 Some(runner) => {
                     let lock = Lock::WaitUntil(deadline);
-                    matches!(
-                        runner.run_next(engine, &self.actor_id, lock).await?,
-                        Step::Ran(_)
-                    )
+                    Some(runner.run_next(engine, &self.actor_id, lock).await?)
                 }
-                None => false,
+                None => None,
             };
             if Instant::now() >= deadline {
+                let waiting_on = match &step {
+                    None => format!(
+                        "this runtime does not run {} actors (Builder::actor::<T>() makes it);                          a runtime that does runs it",
+                        self.actor_type
+                    ),
+                    Some(step) => step.waiting_on(self.id),
+                };
                 return Err(Error::WaitTimeout {
                     request_id: self.request_id.clone(),
+                    waiting_on,
                     timeout,
                 });
             }
-            if !ran {
+            if !matches!(step, Some(Step::Ran(_))) {
                 let pause = WAIT_POLL.min(deadline.saturating_duration_since(Instant::now()));
                 engine.wait_for_work(pause).await;
             }

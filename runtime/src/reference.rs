@@ -13,12 +13,13 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::actor::{Actor, Operations};
+use crate::clock::IntoDuration;
 use crate::codec::{decode_operation, encode_operation, from_json, to_json};
 use crate::engine::{CallOptions, EnqueueOptions};
 use crate::error::{Error, Result};
 use crate::handled::panic_text;
 use crate::handler_scope::refuse_inside_handler;
-use crate::limits::{later, Payload};
+use crate::limits::{check_timeout, later, Payload};
 use crate::message::MessageRef;
 use crate::policy::{Denied, Request, RequestKind};
 use crate::runtime::Runtime;
@@ -63,8 +64,8 @@ impl<A: Actor> Reference<A> {
     /// How long a synchronous call or query may wait for its turn and for the actor's
     /// earlier messages (default: the runtime's, 5 s). On timeout an enqueued message stays
     /// in the mailbox and runs later.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
+    pub fn timeout(mut self, timeout: impl IntoDuration) -> Self {
+        self.timeout = Some(timeout.into_duration());
         self
     }
 
@@ -83,7 +84,8 @@ impl<A: Actor> Reference<A> {
     }
 
     /// The message this actor received under an idempotency key, if it is still kept.
-    /// Authorised as a query named `message_with_key`, with the key as its argument.
+    /// Authorised as a query named `message_with_key`, with the key as its argument, and then
+    /// as the command the message carries: only a caller allowed that command sees it.
     pub async fn message_with_key(&self, key: &str) -> Result<Option<MessageRef>> {
         let runtime = self.prepare()?;
         validate_key("idempotency key", key)?;
@@ -96,8 +98,19 @@ impl<A: Actor> Reference<A> {
             },
             key,
         );
-        let record = runtime.engine().store().message(lookup).await?;
-        Ok(record.map(|record| MessageRef::new(runtime.clone(), &record)))
+        let Some(record) = runtime.engine().store().message(lookup).await? else {
+            return Ok(None);
+        };
+        // The message reveals a command's result (and lets its holder drive the mailbox
+        // through `wait`): only a caller allowed that command may have it.
+        let arguments = serde_json::from_str(&record.arguments).unwrap_or(Value::Null);
+        self.authorize(
+            &runtime,
+            RequestKind::Command,
+            &record.operation,
+            &arguments,
+        )?;
+        Ok(Some(MessageRef::new(runtime.clone(), &record)))
     }
 
     /// The actor's committed state, read without a message and without creating the actor
@@ -117,7 +130,7 @@ impl<A: Actor> Reference<A> {
             validate_key("idempotency key", key)?;
         }
         let options = CallOptions {
-            timeout: self.timeout_on(&runtime),
+            timeout: self.timeout_on(&runtime)?,
             idempotency_key: self.idempotency_key.as_deref(),
         };
         let result = runtime
@@ -161,9 +174,10 @@ impl<A: Actor> Reference<A> {
         Ok((runtime, read_back, arguments))
     }
 
-    /// How long a call through this reference may wait.
-    fn timeout_on(&self, runtime: &Runtime) -> Duration {
-        self.timeout.unwrap_or(runtime.sync_timeout())
+    /// How long a call through this reference may wait; under a millisecond is refused
+    /// before anything is written.
+    fn timeout_on(&self, runtime: &Runtime) -> Result<Duration> {
+        check_timeout(self.timeout.unwrap_or(runtime.sync_timeout()))
     }
 
     /// Starts an asynchronous call: the generated `enqueue()` wraps it.
@@ -189,7 +203,7 @@ impl<A: Actor> Reference<A> {
             query.name(),
             &encoded.arguments,
         )?;
-        let timeout = self.timeout_on(&runtime);
+        let timeout = self.timeout_on(&runtime)?;
         let result = runtime.engine().ask::<A>(&self.id, query, timeout).await?;
         from_json("result", A::TYPE_NAME, &self.id, &result)
     }
@@ -292,8 +306,8 @@ impl<A: Actor> Enqueue<A> {
 
     /// Not run before `delay` from now (by the runtime's clock; a delay past the latest
     /// time the runtime represents waits until then).
-    pub fn delay(mut self, delay: Duration) -> Self {
-        self.delay = Some(delay);
+    pub fn delay(mut self, delay: impl IntoDuration) -> Self {
+        self.delay = Some(delay.into_duration());
         self
     }
 
@@ -313,7 +327,7 @@ impl<A: Actor> Enqueue<A> {
         let options = EnqueueOptions {
             idempotency_key: self.idempotency_key.as_deref(),
             available_at,
-            timeout: self.reference.timeout_on(&runtime),
+            timeout: self.reference.timeout_on(&runtime)?,
         };
         let key = ActorKey {
             actor_type: A::TYPE_NAME,

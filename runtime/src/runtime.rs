@@ -11,7 +11,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
 use crate::actor::Actor;
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, IntoDuration, SystemClock};
 use crate::effect::{
     DeadEffect, Effect, EffectContext, EffectRunner, TypedEffect, UnhandledEffects,
 };
@@ -387,7 +387,7 @@ pub struct Builder {
     durability: Durability,
     file_mode: u32,
     clock: Arc<dyn Clock>,
-    policy: Arc<dyn Policy>,
+    policy: Option<Arc<dyn Policy>>,
     sync_timeout: Duration,
     limits: Limits,
     retry: RetryPolicy,
@@ -406,7 +406,7 @@ impl Default for Builder {
             durability: Durability::default(),
             file_mode: 0o600,
             clock: Arc::new(SystemClock),
-            policy: Arc::new(NoPolicy),
+            policy: None,
             sync_timeout: Duration::from_secs(5),
             limits: Limits::default(),
             retry: RetryPolicy::default(),
@@ -465,13 +465,13 @@ impl Builder {
 
     /// The authorisation policy. Without one, every call is denied.
     pub fn policy(mut self, policy: impl Policy) -> Self {
-        self.policy = Arc::new(policy);
+        self.policy = Some(Arc::new(policy));
         self
     }
 
     /// The default timeout of synchronous calls and queries (default 5 s).
-    pub fn sync_timeout(mut self, timeout: Duration) -> Self {
-        self.sync_timeout = timeout;
+    pub fn sync_timeout(mut self, timeout: impl IntoDuration) -> Self {
+        self.sync_timeout = timeout.into_duration();
         self
     }
 
@@ -491,8 +491,8 @@ impl Builder {
     /// abandoned: its turn rolls back, its connection is closed, and the attempt counts as
     /// failed, so one hung handler cannot hold the SQLite writer or a PostgreSQL row lock.
     /// On PostgreSQL it also bounds every statement of a turn (`statement_timeout`).
-    pub fn turn_timeout(mut self, timeout: Duration) -> Self {
-        self.turn_timeout = timeout.max(Duration::from_millis(1));
+    pub fn turn_timeout(mut self, timeout: impl IntoDuration) -> Self {
+        self.turn_timeout = timeout.into_duration().max(Duration::from_millis(1));
         self
     }
 
@@ -501,8 +501,8 @@ impl Builder {
     /// once the lease runs out; a worker that finishes after its lease ran out records
     /// nothing (the effect's new runner does). On PostgreSQL the lease runs on the database
     /// server's clock.
-    pub fn effect_lease(mut self, lease: Duration) -> Self {
-        self.effect_lease = lease;
+    pub fn effect_lease(mut self, lease: impl IntoDuration) -> Self {
+        self.effect_lease = lease.into_duration();
         self
     }
 
@@ -589,6 +589,13 @@ impl Builder {
             effect_lease: self.effect_lease,
         };
         let engine = Engine::new(store, config);
+        let policy = self.policy.unwrap_or_else(|| {
+            tracing::warn!(
+                "no authorisation policy is configured, so every call will be denied; pass one \
+                 to Runtime::builder().policy(..) (AllowAll allows every call)"
+            );
+            Arc::new(NoPolicy)
+        });
         for register in &self.registrations {
             register(&engine)?;
         }
@@ -598,7 +605,7 @@ impl Builder {
         let runtime = Runtime {
             shared: Arc::new(Shared {
                 engine,
-                policy: self.policy,
+                policy,
                 sync_timeout: self.sync_timeout,
                 workers: self.workers,
                 closed: AtomicBool::new(false),

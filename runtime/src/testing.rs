@@ -74,6 +74,12 @@ impl<'r> Testing<'r> {
         }
     }
 
+    /// Warns, once per kind, about effects that waited over a minute with no handler in this
+    /// runtime, as the workers do with every hourly prune.
+    pub async fn report_unhandled_effects(&self) -> Result<()> {
+        self.runtime.engine().report_unhandled_effects().await
+    }
+
     /// Delivers a message (a reminder's, say) to an actor as if it came from the mailbox,
     /// bypassing the policy, and runs it; returns the handler's result as JSON.
     ///

@@ -62,7 +62,7 @@ pub(crate) fn reference(actor: &ActorImpl, names: &Names) -> TokenStream {
         impl #reference {
             /// How long calls through this reference wait for their turn (default: the
             /// runtime's sync timeout).
-            pub fn timeout(self, timeout: ::core::time::Duration) -> Self {
+            pub fn timeout(self, timeout: impl ::solid_objects::IntoDuration) -> Self {
                 Self { inner: self.inner.timeout(timeout) }
             }
 
@@ -132,7 +132,7 @@ pub(crate) fn reference(actor: &ActorImpl, names: &Names) -> TokenStream {
             }
 
             /// Not run before `delay` from now, by the runtime's clock.
-            pub fn delay(self, delay: ::core::time::Duration) -> Self {
+            pub fn delay(self, delay: impl ::solid_objects::IntoDuration) -> Self {
                 Self { inner: self.inner.delay(delay) }
             }
 

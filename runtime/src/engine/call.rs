@@ -273,20 +273,15 @@ impl Engine {
     /// passes.
     async fn run_until_done<A: Actor>(&self, call: &Call<'_>, message_id: i64) -> Result<String> {
         loop {
-            let step = self
+            let step = match self
                 .run_next::<A>(call.key.actor_id, Lock::WaitUntil(call.deadline))
-                .await?;
-            let blocked_on = match step {
+                .await?
+            {
                 Step::Ran(report) if report.message_id == message_id => {
                     return call.result(report.outcome);
                 }
                 Step::Ran(_) => continue,
-                Step::Idle | Step::Busy => None,
-                Step::Blocked {
-                    message_id,
-                    until,
-                    attempts,
-                } => Some((message_id, until, attempts)),
+                waiting => waiting,
             };
             if let Some(record) = self.store.message(MessageLookup::Id(message_id)).await? {
                 if let Some(outcome) = Outcome::from_record(&record) {
@@ -296,24 +291,7 @@ impl Engine {
             let pause = WAIT_POLL.min(call.deadline.saturating_duration_since(Instant::now()));
             self.wait_for_work(pause).await;
             if call.past_deadline() {
-                let waiting_on = match blocked_on {
-                    Some((ahead, until, attempts)) => {
-                        let whose = if ahead == message_id {
-                            "it".to_owned()
-                        } else {
-                            format!("message {ahead} ahead of it")
-                        };
-                        if attempts > 0 {
-                            format!("{whose} failed {attempts} times and is retried at {until}")
-                        } else {
-                            format!("{whose} is not due until {until}")
-                        }
-                    }
-                    None => {
-                        "the actor's earlier messages, which another task was running".to_owned()
-                    }
-                };
-                return Err(call.timed_out(Some(message_id), waiting_on));
+                return Err(call.timed_out(Some(message_id), step.waiting_on(message_id)));
             }
         }
     }

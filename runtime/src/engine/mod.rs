@@ -109,6 +109,34 @@ pub(crate) enum Step {
     Busy,
 }
 
+impl Step {
+    /// What the message `message_id` waits on, said to a caller whose time ran out after
+    /// this step.
+    pub(crate) fn waiting_on(&self, message_id: i64) -> String {
+        match self {
+            Self::Blocked {
+                message_id: ahead,
+                until,
+                attempts,
+            } => {
+                let whose = if *ahead == message_id {
+                    "it".to_owned()
+                } else {
+                    format!("message {ahead} ahead of it")
+                };
+                if *attempts > 0 {
+                    format!("{whose} failed {attempts} times and is retried at {until}")
+                } else {
+                    format!("{whose} is not due until {until}")
+                }
+            }
+            Self::Ran(_) | Self::Idle | Self::Busy => {
+                "the actor's earlier messages, which another task or process was running".to_owned()
+            }
+        }
+    }
+}
+
 /// How a turn takes its actor's lock (a row lock on PostgreSQL; SQLite's single writer
 /// already excludes every other turn).
 #[derive(Debug, Clone, Copy)]

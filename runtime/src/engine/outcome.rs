@@ -83,5 +83,5 @@ pub(crate) fn stored_rejection(record: &MessageRecord) -> Rejection {
         .result
         .as_deref()
         .and_then(|json| serde_json::from_str(json).ok())
-        .unwrap_or_else(|| Rejection::new("rejected", "the handler rejected the message"))
+        .unwrap_or_else(|| Rejection::checked("rejected", "the handler rejected the message"))
 }

@@ -1,0 +1,139 @@
+//! [`Error`] as an axum response (feature `axum`): a handler returns
+//! `Result<Json<T>, solid_objects::Error>` and each error becomes the HTTP status it means,
+//! with a JSON body that says what to do and leaks nothing internal.
+//!
+//! | error | status | body |
+//! |-------|--------|------|
+//! | `Rejected` | 409 Conflict | `{"code", "message", "details"}`, the rejection itself |
+//! | `Unauthorized` | 403 Forbidden | `{"code": "unauthorized", "message"}` |
+//! | `InvalidActorId`, `InvalidKey`, `PayloadTooLarge`, `UnreadablePayload`, `InvalidTimeout`, `IdempotencyConflict` | 400 Bad Request | `{"code", "message"}` |
+//! | `MailboxFull` | 429 Too Many Requests | `{"code": "mailbox_full", "message"}` |
+//! | `SyncTimeout`, `WaitTimeout` | 504 Gateway Timeout | `{"code": "timeout", "message"}` |
+//! | anything else | 500 Internal Server Error | `{"code": "internal", "message": "internal error"}` |
+
+use axum_core::response::{IntoResponse, Response};
+use http::{header, StatusCode};
+use serde_json::{json, Value};
+
+use crate::error::Error;
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let (status, body) = status_and_body(&self);
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
+            tracing::error!(error = %self, "a request failed");
+        }
+        let body = serde_json::to_vec(&body).unwrap_or_default();
+        (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+    }
+}
+
+/// The status an error means and the body the client sees.
+fn status_and_body(error: &Error) -> (StatusCode, Value) {
+    let brief = |status: StatusCode, code: &str| {
+        (
+            status,
+            json!({ "code": code, "message": error.to_string() }),
+        )
+    };
+    match error {
+        Error::Rejected(rejection) => (StatusCode::CONFLICT, json!(rejection)),
+        Error::Unauthorized { .. } => brief(StatusCode::FORBIDDEN, "unauthorized"),
+        Error::InvalidActorId { .. } => brief(StatusCode::BAD_REQUEST, "invalid_actor_id"),
+        Error::InvalidKey { .. } => brief(StatusCode::BAD_REQUEST, "invalid_key"),
+        Error::PayloadTooLarge { .. } => brief(StatusCode::BAD_REQUEST, "payload_too_large"),
+        Error::UnreadablePayload { .. } => brief(StatusCode::BAD_REQUEST, "unreadable_payload"),
+        Error::InvalidTimeout { .. } => brief(StatusCode::BAD_REQUEST, "invalid_timeout"),
+        Error::IdempotencyConflict { .. } => brief(StatusCode::BAD_REQUEST, "idempotency_conflict"),
+        Error::MailboxFull { .. } => brief(StatusCode::TOO_MANY_REQUESTS, "mailbox_full"),
+        Error::SyncTimeout { .. } | Error::WaitTimeout { .. } => {
+            brief(StatusCode::GATEWAY_TIMEOUT, "timeout")
+        }
+        _ => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            json!({ "code": "internal", "message": "internal error" }),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::error::Rejection;
+
+    async fn respond(error: Error) -> (StatusCode, Value) {
+        let response = error.into_response();
+        let status = response.status();
+        let mut body = response.into_body().into_data_stream();
+        let mut bytes = Vec::new();
+        while let Some(chunk) = futures_util::StreamExt::next(&mut body).await {
+            bytes.extend_from_slice(&chunk.unwrap());
+        }
+        (status, serde_json::from_slice(&bytes).unwrap())
+    }
+
+    #[tokio::test]
+    async fn each_error_is_the_status_it_means() {
+        let rejected = Rejection::checked("not_enough_seats", "Only 2 seats are left")
+            .with_details(json!({ "left": 2 }));
+        let (status, body) = respond(Error::Rejected(rejected)).await;
+        assert_eq!(status, StatusCode::CONFLICT);
+        assert_eq!(
+            body,
+            json!({"code": "not_enough_seats", "message": "Only 2 seats are left", "details": {"left": 2}})
+        );
+
+        let cases = [
+            (
+                Error::Unauthorized {
+                    actor_type: "Show",
+                    actor_id: "s".into(),
+                    operation: "hold".into(),
+                    reason: "sign in".into(),
+                },
+                StatusCode::FORBIDDEN,
+            ),
+            (
+                Error::InvalidActorId {
+                    reason: "empty".into(),
+                },
+                StatusCode::BAD_REQUEST,
+            ),
+            (
+                Error::MailboxFull {
+                    actor_type: "Show".into(),
+                    actor_id: "s".into(),
+                    limit: 10,
+                },
+                StatusCode::TOO_MANY_REQUESTS,
+            ),
+            (
+                Error::SyncTimeout {
+                    actor_type: "Show",
+                    actor_id: "s".into(),
+                    operation: "hold",
+                    message_id: None,
+                    waiting_on: "the actor".into(),
+                    timeout: Duration::from_secs(5),
+                },
+                StatusCode::GATEWAY_TIMEOUT,
+            ),
+        ];
+        for (error, expected) in cases {
+            assert_eq!(respond(error).await.0, expected);
+        }
+    }
+
+    #[tokio::test]
+    async fn an_internal_error_leaks_nothing() {
+        let error = Error::Config("the password is hunter2".into());
+        let (status, body) = respond(error).await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(
+            body,
+            json!({"code": "internal", "message": "internal error"})
+        );
+    }
+}
