@@ -33,9 +33,9 @@ impl Auction {
             turn.send::<Bidder>(previous).outbid(turn.actor_id().to_owned(), amount);
         }
         self.amount = amount;
-        turn.schedule(turn.now() + TimeDelta::hours(1), turn.actor_id())
+        turn.schedule(turn.now() + TimeDelta::hours(1), "close")
             .close(turn.now().timestamp());
-        turn.unschedule(turn.actor_id()).remind();
+        turn.unschedule(turn.actor_id().to_owned()).remind();
     }
 
     #[reminder]
