@@ -19,10 +19,11 @@
 mod support;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::mem::take;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -54,6 +55,8 @@ const PAST_THE_LEASE: Duration = Duration::from_secs(6 * 60);
 
 /// The soaks take turns, so each has the machine to itself.
 static SOAKS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// The warnings and errors the driver's runtime logged during the current soak.
+static DRIVER_LOG: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 /// One of the actors: applies the drivers' numbered messages and the numbers others send.
 #[actor]
@@ -147,11 +150,17 @@ async fn record(pool: AnyPool, recorded: Recorded, context: EffectContext) -> Re
     Ok(())
 }
 
-/// The actor that message `seq` of `source` is sent to: never `source` itself.
+/// The actor that message `seq` of `source` is sent to, never `source` itself: alternately
+/// its partner (actors 0 and 1, 2 and 3.. send to each other) and one further along.
 fn send_target(source: &str, seq: i64) -> String {
     let index = actor_index(source);
-    let offset = 1 + usize::try_from(seq / SEND_EVERY).expect("a positive seq") % (ACTORS - 1);
-    actor_name((index + offset) % ACTORS)
+    let round = usize::try_from(seq / SEND_EVERY).expect("a positive seq");
+    let target = if round % 2 == 1 {
+        index ^ 1
+    } else {
+        index + 1 + round % (ACTORS - 1)
+    };
+    actor_name(target % ACTORS)
 }
 
 fn actor_name(index: usize) -> String {
@@ -159,7 +168,9 @@ fn actor_name(index: usize) -> String {
 }
 
 fn actor_index(name: &str) -> usize {
-    name.trim_start_matches("a-").parse().expect("an actor name")
+    name.trim_start_matches("a-")
+        .parse()
+        .expect("an actor name")
 }
 
 /// A runtime builder on `database`, a PostgreSQL URL or a SQLite path.
@@ -194,12 +205,18 @@ fn with_effects(builder: Builder, pool: AnyPool) -> Builder {
     })
 }
 
-/// The child's entry point: a worker process on the parent's database, until killed.
+/// The child's entry point: a worker process on the parent's database, until killed. Its
+/// warnings, errors and panics go to its stderr, the supervisor's log file, one line each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_process() {
     let Ok(database) = std::env::var(DATABASE) else {
         return;
     };
+    tracing::subscriber::set_global_default(Warnings(|line| eprintln!("{line}")))
+        .expect("the worker's only subscriber");
+    std::panic::set_hook(Box::new(|panic| {
+        eprintln!("PANIC {} |", panic.to_string().replace('\n', " "));
+    }));
     let pool = application_pool(&database).await;
     let runtime = with_effects(builder(&database, 4), pool)
         .actor::<Counter>()
@@ -231,6 +248,10 @@ async fn on_postgres_four_worker_processes_killed_every_two_seconds_lose_nothing
 /// The whole soak on one database: schema, workers, drivers and kills, drain, checks.
 async fn soak(backend: &str, database: &str, workers: usize, logs: &Path) {
     let settings = Settings::from_env();
+    let _ = tracing::subscriber::set_global_default(Warnings(|line| {
+        DRIVER_LOG.lock().expect("the driver's log").push(line);
+    }));
+    DRIVER_LOG.lock().expect("the driver's log").clear();
     let pool = application_pool(database).await;
     create_tables(&pool, database.starts_with("postgres://")).await;
     let runtime = builder(database, 2 * DRIVERS as u32)
@@ -241,7 +262,7 @@ async fn soak(backend: &str, database: &str, workers: usize, logs: &Path) {
     let started = Instant::now();
     let drain_until = started + settings.chaos + settings.drain;
     let mut supervisor = Supervisor::start(database, workers, logs, settings.seed);
-    let drivers = Drivers::start(&runtime, drain_until);
+    let drivers = Drivers::start(&runtime, settings.call_timeout, drain_until);
     while started.elapsed() < settings.chaos || supervisor.kills < MIN_KILLS {
         tokio::time::sleep(KILL_EVERY).await;
         supervisor.kill_one().await;
@@ -267,30 +288,55 @@ async fn soak(backend: &str, database: &str, workers: usize, logs: &Path) {
     );
     errors.print(backend);
     figures.print_errors(backend);
-    assert!(supervisor.kills >= MIN_KILLS, "too few kills");
-    assert_eq!(crashes, 0, "a worker died without being killed");
-    assert_eq!(issued.unanswered, 0, "calls never answered");
-    assert!(figures.all_zero(), "chaos {backend}: {figures}");
+    print_log(backend, "the workers", supervisor.log_lines());
+    print_log(
+        backend,
+        "the driver",
+        take(&mut *DRIVER_LOG.lock().expect("the log")),
+    );
+    let mut failures = figures.failures();
+    if supervisor.kills < MIN_KILLS {
+        failures.push(format!("only {} kills", supervisor.kills));
+    }
+    if crashes > 0 {
+        failures.push(format!("{crashes} workers died without being killed"));
+    }
+    if issued.unanswered > 0 {
+        failures.push(format!("{} calls never answered", issued.unanswered));
+    }
+    assert!(
+        failures.is_empty(),
+        "chaos {backend}: {}",
+        failures.join(", ")
+    );
 }
 
-/// How long the soak runs and which workers die, from the environment.
+/// How long the soak runs, how long a sync call waits, and which workers die, from the
+/// environment.
 struct Settings {
     chaos: Duration,
     drain: Duration,
+    /// Short, so that sync calls do time out under the chaos and are retried by key.
+    call_timeout: Duration,
     seed: u64,
 }
 
 impl Settings {
     fn from_env() -> Self {
         let number = |name: &str| {
-            std::env::var(name)
-                .ok()
-                .map(|value| value.parse().unwrap_or_else(|_| panic!("{name} is a number")))
+            std::env::var(name).ok().map(|value| {
+                value
+                    .parse()
+                    .unwrap_or_else(|_| panic!("{name} is a number"))
+            })
         };
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
         Self {
             chaos: Duration::from_secs(number("CHAOS_SECONDS").unwrap_or(20)),
             drain: Duration::from_secs(number("CHAOS_DRAIN_SECONDS").unwrap_or(60)),
+            call_timeout: Duration::from_millis(number("CHAOS_CALL_TIMEOUT_MS").unwrap_or(100)),
             seed: number("CHAOS_SEED").unwrap_or(now.as_secs() ^ u64::from(now.subsec_nanos())),
         }
     }
@@ -384,25 +430,26 @@ impl Supervisor {
 
     fn restart_crashed(&mut self) {
         for index in 0..self.children.len() {
-            if let Ok(Some(status)) = self.children[index].try_wait() {
-                eprintln!("a worker exited by itself: {status}");
+            if let Ok(Some(_)) = self.children[index].try_wait() {
                 self.crashes += 1;
                 self.children[index] = self.spawn();
             }
         }
     }
 
-    /// Stops every worker; returns how many died on their own, with their log printed.
+    /// Stops every worker; returns how many died on their own.
     async fn stop(&mut self) -> u32 {
         self.restart_crashed();
         for child in &mut self.children {
             child.kill().await.expect("SIGKILL the worker");
         }
-        if self.crashes > 0 {
-            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            eprintln!("the workers' output:\n{log}");
-        }
         self.crashes
+    }
+
+    /// What the workers wrote to stderr: their warnings and errors, and any panic.
+    fn log_lines(&self) -> Vec<String> {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        log.lines().map(str::to_owned).collect()
     }
 }
 
@@ -426,14 +473,16 @@ struct Drivers {
 }
 
 impl Drivers {
-    /// Starts the drivers; a call still failing at `give_up` is abandoned.
-    fn start(runtime: &Runtime, give_up: Instant) -> Self {
+    /// Starts the drivers, whose sync calls time out after `timeout`; a call still failing
+    /// at `give_up` is abandoned.
+    fn start(runtime: &Runtime, timeout: Duration, give_up: Instant) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let errors = Arc::new(ErrorLog::default());
         let tasks = (0..DRIVERS)
             .map(|driver| {
                 let driver = Driver {
                     runtime: runtime.clone(),
+                    timeout,
                     actors: (driver..ACTORS).step_by(DRIVERS).collect(),
                     stop: Arc::clone(&stop),
                     give_up,
@@ -464,6 +513,7 @@ impl Drivers {
 /// One driver: issues its actors' messages 1, 2, 3.. in turn until told to stop.
 struct Driver {
     runtime: Runtime,
+    timeout: Duration,
     actors: Vec<usize>,
     stop: Arc<AtomicBool>,
     give_up: Instant,
@@ -493,7 +543,10 @@ impl Driver {
     /// message is dead) or as an enqueue (retried until the message is durable). False if
     /// it never returned before the drain deadline.
     async fn issue(&self, actor: usize, seq: i64) -> bool {
-        let reference = self.runtime.reference::<Counter>(actor_name(actor));
+        let reference = self
+            .runtime
+            .reference::<Counter>(actor_name(actor))
+            .timeout(self.timeout);
         let key = format!("{}/{seq}", actor_name(actor));
         loop {
             let outcome = if (actor as i64 + seq) % 2 == 0 {
@@ -574,33 +627,49 @@ impl ErrorLog {
 }
 
 /// Waits until no message is ready and no effect unfinished, or the deadline. Effects left
-/// running by a killed worker are free again only after their 5-minute lease: once nothing
-/// else is left, a runtime whose clock reads past the lease runs them. Returns how many
-/// effects it ran.
+/// running by a killed worker are free again only after their 5-minute lease: once no
+/// message is ready and no effect is due for the survivors, a runtime whose clock reads
+/// past the lease runs the rest. Returns how many effects it ran.
 async fn settle(pool: &AnyPool, database: &str, deadline: Instant) -> usize {
-    let late = with_effects(builder(database, 2), pool.clone())
-        .clock(PastTheLease)
-        .start()
-        .await
-        .expect("the late runtime starts");
+    let mut late = None;
     let mut reclaimed = 0;
     while Instant::now() < deadline {
         let ready_messages = scalar(pool, "solid_messages WHERE status = 'ready'").await;
-        let ready_effects = scalar(pool, "solid_effects WHERE status = 'ready'").await;
-        let running_effects = scalar(pool, "solid_effects WHERE status = 'running'").await;
-        if ready_messages + ready_effects + running_effects == 0 {
+        let unfinished_effects =
+            scalar(pool, "solid_effects WHERE status IN ('ready', 'running')").await;
+        if ready_messages + unfinished_effects == 0 {
             break;
         }
-        if ready_messages + ready_effects == 0 {
-            match late.testing().run_effects().await {
-                Ok(ran) => reclaimed += ran,
-                Err(error) => eprintln!("the late runtime failed to run effects: {error}"),
+        let now = Utc::now().timestamp_micros();
+        let due = format!("solid_effects WHERE status = 'ready' AND available_at <= {now}");
+        if ready_messages + scalar(pool, &due).await == 0 {
+            if late.is_none() {
+                late = past_the_lease(pool, database).await;
+            }
+            if let Some(late) = &late {
+                match late.testing().run_effects().await {
+                    Ok(ran) => reclaimed += ran,
+                    Err(error) => eprintln!("the late runtime failed to run effects: {error}"),
+                }
             }
         }
         tokio::time::sleep(POLL).await;
     }
-    late.close().await;
+    if let Some(late) = late {
+        late.close().await;
+    }
     reclaimed
+}
+
+/// A runtime that runs the effects, with a clock past their lease.
+async fn past_the_lease(pool: &AnyPool, database: &str) -> Option<Runtime> {
+    let started = with_effects(builder(database, 2), pool.clone())
+        .clock(PastTheLease)
+        .start()
+        .await;
+    started
+        .inspect_err(|error| eprintln!("the late runtime did not start: {error}"))
+        .ok()
 }
 
 /// The system clock, read past the effect lease.
@@ -667,10 +736,7 @@ impl Figures {
 
         let done_ids: HashSet<&str> = done.iter().map(|(id, _, _)| id.as_str()).collect();
         Self {
-            messages: Tally::of(
-                issued.numbers(1),
-                applied,
-            ),
+            messages: Tally::of(issued.numbers(1), applied),
             sends: Tally::of(
                 issued
                     .numbers(SEND_EVERY)
@@ -695,27 +761,32 @@ impl Figures {
             .await,
             effect_runs: scalar(pool, "effect_runs").await,
             dead_letters: scalar(pool, "solid_messages WHERE status = 'dead'").await,
-            recorded_errors: recorded.into_iter().fold(BTreeMap::new(), |mut errors, error| {
-                *errors.entry(error).or_default() += 1;
-                errors
-            }),
+            recorded_errors: recorded
+                .into_iter()
+                .fold(BTreeMap::new(), |mut errors, error| {
+                    *errors.entry(error).or_default() += 1;
+                    errors
+                }),
         }
     }
 
-    fn all_zero(&self) -> bool {
+    /// The figures that should be zero and are not.
+    fn failures(&self) -> Vec<String> {
         [
-            self.messages.lost,
-            self.messages.doubled,
-            self.messages.out_of_order,
-            self.sends.lost,
-            self.sends.doubled,
-            self.sends.out_of_order,
-            self.effects.lost,
-            self.effects.doubled,
-            self.effects_unrun,
+            ("messages lost", self.messages.lost),
+            ("messages doubled", self.messages.doubled),
+            ("messages out of order", self.messages.out_of_order),
+            ("sends lost", self.sends.lost),
+            ("sends doubled", self.sends.doubled),
+            ("sends out of order", self.sends.out_of_order),
+            ("effects missing", self.effects.lost),
+            ("effects doubled", self.effects.doubled),
+            ("effects unrun", self.effects_unrun),
         ]
-        .iter()
-        .all(|&figure| figure == 0)
+        .into_iter()
+        .filter(|&(_, figure)| figure > 0)
+        .map(|(what, figure)| format!("{what} {figure}"))
+        .collect()
     }
 
     fn print_errors(&self, backend: &str) {
@@ -813,4 +884,62 @@ fn the_tally_counts_what_is_lost_doubled_and_out_of_order() {
             out_of_order: 2,
         }
     );
+}
+
+/// Prints each kind of logged line (its level and message) once: how often, and the first.
+fn print_log(backend: &str, who: &str, lines: Vec<String>) {
+    let mut kinds: BTreeMap<String, (usize, String)> = BTreeMap::new();
+    for line in lines.into_iter().filter(|line| !line.is_empty()) {
+        let kind = line.split(" |").next().unwrap_or_default().to_owned();
+        kinds.entry(kind).or_insert_with(|| (0, line)).0 += 1;
+    }
+    for (count, first) in kinds.values() {
+        println!("chaos {backend}: {who} logged {count} times: {first}");
+    }
+}
+
+/// A tracing subscriber that hands each warning or error of the runtime, as one line, to
+/// its sink.
+struct Warnings(fn(String));
+
+impl tracing::Subscriber for Warnings {
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        *metadata.level() <= tracing::Level::WARN && metadata.target().starts_with("solid_objects")
+    }
+
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut line = Line::default();
+        event.record(&mut line);
+        let level = event.metadata().level();
+        (self.0)(format!("{level} {} |{}", line.message, line.fields));
+    }
+
+    fn enter(&self, _: &tracing::span::Id) {}
+
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// An event's message, and its other fields as ` name=value`.
+#[derive(Default)]
+struct Line {
+    message: String,
+    fields: String,
+}
+
+impl tracing::field::Visit for Line {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.message = format!("{value:?}");
+        } else {
+            self.fields += &format!(" {}={value:?}", field.name());
+        }
+    }
 }
