@@ -49,6 +49,8 @@ const MIN_KILLS: u32 = 10;
 const POLL: Duration = Duration::from_millis(200);
 /// How long a driver waits before it retries a call that failed.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
+/// How long closing a runtime may take: it waits for every connection to come back.
+const CLOSE_WAIT: Duration = Duration::from_secs(10);
 /// Past the runtime's effect lease (5 min): an effect claimed by a killed worker is free
 /// again for a runtime whose clock reads this much later.
 const PAST_THE_LEASE: Duration = Duration::from_secs(6 * 60);
@@ -272,7 +274,9 @@ async fn soak(backend: &str, database: &str, workers: usize, logs: &Path) {
     let reclaimed = settle(&pool, database, drain_until).await;
     let drained = started.elapsed() - chaos;
     let crashes = supervisor.stop().await;
-    runtime.close().await;
+    let closed = tokio::time::timeout(CLOSE_WAIT, runtime.close())
+        .await
+        .is_ok();
 
     let figures = Figures::read(&pool, &issued).await;
     pool.close().await;
@@ -303,6 +307,11 @@ async fn soak(backend: &str, database: &str, workers: usize, logs: &Path) {
     }
     if issued.unanswered > 0 {
         failures.push(format!("{} calls never answered", issued.unanswered));
+    }
+    if !closed {
+        failures.push(format!(
+            "the driver's runtime did not close in {CLOSE_WAIT:?}"
+        ));
     }
     assert!(
         failures.is_empty(),
@@ -541,36 +550,38 @@ impl Driver {
     /// Issues message `seq` to `actor` under its own key until the call returns: as a sync
     /// call (retried with the key after a timeout or a failed turn, until it returns or the
     /// message is dead) or as an enqueue (retried until the message is durable). False if
-    /// it never returned before the drain deadline.
+    /// it had not returned by the drain deadline.
     async fn issue(&self, actor: usize, seq: i64) -> bool {
+        let key = format!("{}/{seq}", actor_name(actor));
+        loop {
+            let attempt = self.attempt(actor, seq, &key);
+            let error = match tokio::time::timeout_at(self.give_up, attempt).await {
+                Err(_) => return false,
+                Ok(Ok(())) => return true,
+                Ok(Err(error)) => error,
+            };
+            self.errors.note(&error);
+            if matches!(
+                error,
+                Error::DeadLetter { .. } | Error::HandlerFailed { retry_at: None, .. }
+            ) {
+                return true;
+            }
+            tokio::time::sleep(RETRY_PAUSE).await;
+        }
+    }
+
+    /// One call: a sync call for every other number, an enqueue for the rest.
+    async fn attempt(&self, actor: usize, seq: i64, key: &str) -> Result<(), Error> {
         let reference = self
             .runtime
             .reference::<Counter>(actor_name(actor))
             .timeout(self.timeout);
-        let key = format!("{}/{seq}", actor_name(actor));
-        loop {
-            let outcome = if (actor as i64 + seq) % 2 == 0 {
-                let call = reference.clone().idempotency_key(&key);
-                call.apply(seq).await.map(drop)
-            } else {
-                let enqueue = reference.enqueue().idempotency_key(&key);
-                enqueue.apply(seq).await.map(drop)
-            };
-            let Err(error) = outcome else {
-                return true;
-            };
-            let dead = matches!(
-                error,
-                Error::DeadLetter { .. } | Error::HandlerFailed { retry_at: None, .. }
-            );
-            self.errors.note(&error);
-            if dead {
-                return true;
-            }
-            if Instant::now() >= self.give_up {
-                return false;
-            }
-            tokio::time::sleep(RETRY_PAUSE).await;
+        if (actor as i64 + seq) % 2 == 0 {
+            reference.idempotency_key(key).apply(seq).await.map(drop)
+        } else {
+            let enqueue = reference.enqueue().idempotency_key(key);
+            enqueue.apply(seq).await.map(drop)
         }
     }
 }
@@ -656,7 +667,12 @@ async fn settle(pool: &AnyPool, database: &str, deadline: Instant) -> usize {
         tokio::time::sleep(POLL).await;
     }
     if let Some(late) = late {
-        late.close().await;
+        if tokio::time::timeout(CLOSE_WAIT, late.close())
+            .await
+            .is_err()
+        {
+            eprintln!("the late runtime did not close in {CLOSE_WAIT:?}");
+        }
     }
     reclaimed
 }
@@ -701,6 +717,8 @@ struct Figures {
     effects_unrun: usize,
     effect_runs: i64,
     dead_letters: i64,
+    /// Messages still waiting in a mailbox when the drain ended.
+    queued: i64,
     /// Distinct errors recorded on messages and effects, with how often each occurred.
     recorded_errors: BTreeMap<String, usize>,
 }
@@ -761,6 +779,7 @@ impl Figures {
             .await,
             effect_runs: scalar(pool, "effect_runs").await,
             dead_letters: scalar(pool, "solid_messages WHERE status = 'dead'").await,
+            queued: scalar(pool, "solid_messages WHERE status = 'ready'").await,
             recorded_errors: recorded
                 .into_iter()
                 .fold(BTreeMap::new(), |mut errors, error| {
@@ -808,7 +827,8 @@ impl std::fmt::Display for Figures {
             f,
             "messages {} ({} applied by workers), lost {}, doubled {}, order violations {}; \
              sends {}, lost {}, doubled {}, order violations {}; \
-             effects {}, missing {}, doubled {}, unrun {} ({} runs); dead letters {}",
+             effects {}, missing {}, doubled {}, unrun {} ({} runs); dead letters {}, \
+             still queued {}",
             messages.expected,
             self.by_workers,
             messages.lost,
@@ -824,6 +844,7 @@ impl std::fmt::Display for Figures {
             self.effects_unrun,
             self.effect_runs,
             self.dead_letters,
+            self.queued,
         )
     }
 }
