@@ -1,20 +1,23 @@
 //! "Nothing wedges": the soak test of the whole runtime under crashes.
 //!
 //! Worker processes share one database (3 on a SQLite file, 4 on a PostgreSQL database)
-//! while the parent drives 50 actors with numbered messages, sync calls and enqueues mixed,
-//! each with its own idempotency key, and SIGKILLs a random worker every 2 s, restarting it.
+//! while the parent, the supervisor, drives 50 actors with numbered messages (sync calls
+//! and enqueues mixed, each with its own idempotency key, a sync call that fails or times
+//! out retried under its key) and SIGKILLs a random worker every 2 s, restarting it.
 //! Every turn writes `(actor, seq)` to the application table `applied` in its own
 //! transaction; every 5th sends `(source, seq)` to another actor, which writes it to
 //! `received`; every 3rd emits an effect whose handler writes its id to `effects_done`
 //! (one row per effect id) and logs each run in `effect_runs`. After the chaos the
 //! survivors drain everything, and the tables must show nothing lost, nothing applied
-//! twice, every actor's order exact, and every effect run.
+//! twice, every actor's order exact, and every effect run. One line per backend gives the
+//! figures; the errors the calls met and what the runtimes logged follow it.
 //!
 //! The workers are this test binary re-run as child processes that execute only
 //! `worker_process` (which does nothing unless the parent set `CHAOS_WORKER_DATABASE`).
-//! `CHAOS_SECONDS` (default 20) sets how long the chaos lasts per backend,
-//! `CHAOS_DRAIN_SECONDS` (default 60) how long the survivors get to finish, and
-//! `CHAOS_SEED` which workers are killed.
+//! The environment can change the defaults: `CHAOS_SECONDS` (20), how long the chaos
+//! lasts per backend; `CHAOS_DRAIN_SECONDS` (60), how long the survivors get to finish;
+//! `CHAOS_CALL_TIMEOUT_MS` (100), the sync calls' timeout; `CHAOS_SEED`, which workers
+//! die (printed with the figures).
 
 mod support;
 
@@ -256,68 +259,116 @@ async fn soak(backend: &str, database: &str, workers: usize, logs: &Path) {
     DRIVER_LOG.lock().expect("the driver's log").clear();
     let pool = application_pool(database).await;
     create_tables(&pool, database.starts_with("postgres://")).await;
-    let runtime = builder(database, 2 * DRIVERS as u32)
-        .start()
-        .await
-        .expect("the driver's runtime starts");
-
-    let started = Instant::now();
-    let drain_until = started + settings.chaos + settings.drain;
-    let mut supervisor = Supervisor::start(database, workers, logs, settings.seed);
-    let drivers = Drivers::start(&runtime, settings.call_timeout, drain_until);
-    while started.elapsed() < settings.chaos || supervisor.kills < MIN_KILLS {
-        tokio::time::sleep(KILL_EVERY).await;
-        supervisor.kill_one().await;
-    }
-    let chaos = started.elapsed();
-    let (issued, errors) = drivers.stop().await;
-    let reclaimed = settle(&pool, database, drain_until).await;
-    let drained = started.elapsed() - chaos;
-    let crashes = supervisor.stop().await;
-    let closed = tokio::time::timeout(CLOSE_WAIT, runtime.close())
-        .await
-        .is_ok();
-
-    let figures = Figures::read(&pool, &issued).await;
+    let run = Run::chaos(database, workers, logs, &settings, &pool).await;
+    let figures = Figures::read(&pool, &run.issued).await;
     pool.close().await;
-    println!(
-        "chaos {backend}: {workers} workers, {:.1} s of chaos (seed {}), drained in {:.1} s; \
-         {figures}; kills {}, worker crashes {crashes}, calls never answered {}, \
-         effects run again after their lease {reclaimed}",
-        chaos.as_secs_f64(),
-        settings.seed,
-        drained.as_secs_f64(),
-        supervisor.kills,
-        issued.unanswered,
-    );
-    errors.print(backend);
-    figures.print_errors(backend);
-    print_log(backend, "the workers", supervisor.log_lines());
-    print_log(
-        backend,
-        "the driver",
-        take(&mut *DRIVER_LOG.lock().expect("the log")),
-    );
-    let mut failures = figures.failures();
-    if supervisor.kills < MIN_KILLS {
-        failures.push(format!("only {} kills", supervisor.kills));
+    run.report(backend, &settings, &figures);
+}
+
+/// What happened while the workers were killed and then drained.
+struct Run {
+    workers: usize,
+    issued: Issued,
+    errors: Arc<ErrorLog>,
+    chaos: Duration,
+    drained: Duration,
+    kills: u32,
+    crashes: u32,
+    worker_log: Vec<String>,
+    /// Effects the late runtime ran past their lease.
+    reclaimed: usize,
+    /// Whether the driver's runtime closed, every connection back in its pool.
+    closed: bool,
+}
+
+impl Run {
+    /// Drives the actors while killing workers, then lets the survivors drain.
+    async fn chaos(
+        database: &str,
+        workers: usize,
+        logs: &Path,
+        settings: &Settings,
+        pool: &AnyPool,
+    ) -> Self {
+        let runtime = builder(database, 2 * DRIVERS as u32)
+            .start()
+            .await
+            .expect("the driver's runtime starts");
+        let started = Instant::now();
+        let drain_until = started + settings.chaos + settings.drain;
+        let mut supervisor = Supervisor::start(database, workers, logs, settings.seed);
+        let drivers = Drivers::start(&runtime, settings.call_timeout, drain_until);
+        while started.elapsed() < settings.chaos || supervisor.kills < MIN_KILLS {
+            tokio::time::sleep(KILL_EVERY).await;
+            supervisor.kill_one().await;
+        }
+        let chaos = started.elapsed();
+        let (issued, errors) = drivers.stop().await;
+        let reclaimed = settle(pool, database, drain_until).await;
+        let drained = started.elapsed() - chaos;
+        let crashes = supervisor.stop().await;
+        let closed = tokio::time::timeout(CLOSE_WAIT, runtime.close())
+            .await
+            .is_ok();
+        Self {
+            workers,
+            issued,
+            errors,
+            chaos,
+            drained,
+            kills: supervisor.kills,
+            crashes,
+            worker_log: supervisor.log_lines(),
+            reclaimed,
+            closed,
+        }
     }
-    if crashes > 0 {
-        failures.push(format!("{crashes} workers died without being killed"));
+
+    /// Prints the figures and what the calls and logs said; fails if anything went wrong.
+    fn report(self, backend: &str, settings: &Settings, figures: &Figures) {
+        println!(
+            "chaos {backend}: {} workers, {:.1} s of chaos (seed {}), drained in {:.1} s; \
+             {figures}; kills {}, worker crashes {}, calls never answered {}, \
+             effects run again after their lease {}",
+            self.workers,
+            self.chaos.as_secs_f64(),
+            settings.seed,
+            self.drained.as_secs_f64(),
+            self.kills,
+            self.crashes,
+            self.issued.unanswered,
+            self.reclaimed,
+        );
+        self.errors.print(backend);
+        figures.print_errors(backend);
+        print_log(backend, "the workers", self.worker_log);
+        let driver_log = take(&mut *DRIVER_LOG.lock().expect("the driver's log"));
+        print_log(backend, "the driver", driver_log);
+
+        let mut failures = figures.failures();
+        if self.kills < MIN_KILLS {
+            failures.push(format!("only {} kills", self.kills));
+        }
+        if self.crashes > 0 {
+            failures.push(format!(
+                "{} workers died without being killed",
+                self.crashes
+            ));
+        }
+        if self.issued.unanswered > 0 {
+            failures.push(format!("{} calls never answered", self.issued.unanswered));
+        }
+        if !self.closed {
+            failures.push(format!(
+                "the driver's runtime did not close in {CLOSE_WAIT:?}"
+            ));
+        }
+        assert!(
+            failures.is_empty(),
+            "chaos {backend}: {}",
+            failures.join(", ")
+        );
     }
-    if issued.unanswered > 0 {
-        failures.push(format!("{} calls never answered", issued.unanswered));
-    }
-    if !closed {
-        failures.push(format!(
-            "the driver's runtime did not close in {CLOSE_WAIT:?}"
-        ));
-    }
-    assert!(
-        failures.is_empty(),
-        "chaos {backend}: {}",
-        failures.join(", ")
-    );
 }
 
 /// How long the soak runs, how long a sync call waits, and which workers die, from the
@@ -437,6 +488,7 @@ impl Supervisor {
         self.children[victim] = self.spawn();
     }
 
+    /// Counts and restarts the workers that died on their own.
     fn restart_crashed(&mut self) {
         for index in 0..self.children.len() {
             if let Ok(Some(_)) = self.children[index].try_wait() {
@@ -448,9 +500,12 @@ impl Supervisor {
 
     /// Stops every worker; returns how many died on their own.
     async fn stop(&mut self) -> u32 {
-        self.restart_crashed();
         for child in &mut self.children {
-            child.kill().await.expect("SIGKILL the worker");
+            if let Ok(Some(_)) = child.try_wait() {
+                self.crashes += 1;
+            } else {
+                child.kill().await.expect("SIGKILL the worker");
+            }
         }
         self.crashes
     }
