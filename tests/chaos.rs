@@ -709,14 +709,10 @@ async fn settle(pool: &AnyPool, database: &str, deadline: Instant) -> usize {
         let now = Utc::now().timestamp_micros();
         let due = format!("solid_effects WHERE status = 'ready' AND available_at <= {now}");
         if ready_messages + scalar(pool, &due).await == 0 {
-            if late.is_none() {
-                late = past_the_lease(pool, database).await;
-            }
-            if let Some(late) = &late {
-                match late.testing().run_effects().await {
-                    Ok(ran) => reclaimed += ran,
-                    Err(error) => eprintln!("the late runtime failed to run effects: {error}"),
-                }
+            let reclaiming = reclaim(&mut late, pool, database);
+            match tokio::time::timeout_at(deadline, reclaiming).await {
+                Ok(ran) => reclaimed += ran,
+                Err(_) => break,
             }
         }
         tokio::time::sleep(POLL).await;
@@ -732,15 +728,25 @@ async fn settle(pool: &AnyPool, database: &str, deadline: Instant) -> usize {
     reclaimed
 }
 
-/// A runtime that runs the effects, with a clock past their lease.
-async fn past_the_lease(pool: &AnyPool, database: &str) -> Option<Runtime> {
-    let started = with_effects(builder(database, 2), pool.clone())
-        .clock(PastTheLease)
-        .start()
-        .await;
-    started
-        .inspect_err(|error| eprintln!("the late runtime did not start: {error}"))
-        .ok()
+/// Runs the due effects on the late runtime, whose clock reads past their lease (started
+/// the first time); returns how many ran.
+async fn reclaim(late: &mut Option<Runtime>, pool: &AnyPool, database: &str) -> usize {
+    if late.is_none() {
+        let started = with_effects(builder(database, 2), pool.clone())
+            .clock(PastTheLease)
+            .start()
+            .await;
+        *late = started
+            .inspect_err(|error| eprintln!("the late runtime did not start: {error}"))
+            .ok();
+    }
+    let Some(late) = late else {
+        return 0;
+    };
+    late.testing().run_effects().await.unwrap_or_else(|error| {
+        eprintln!("the late runtime failed to run effects: {error}");
+        0
+    })
 }
 
 /// The system clock, read past the effect lease.
