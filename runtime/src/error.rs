@@ -210,7 +210,8 @@ pub enum Error {
         limit: usize,
     },
 
-    /// A synchronous call did not finish within its timeout.
+    /// A synchronous call (or an enqueue, waiting for the database) did not finish within
+    /// its timeout.
     #[error(
         "{operation} on {actor_type} {actor_id:?} did not finish within {timeout:?}: {waiting_on}"
     )]

@@ -333,9 +333,23 @@ impl<A: Actor> Enqueue<A> {
             actor_type: A::TYPE_NAME,
             actor_id: &self.reference.id,
         };
+        let timeout = options.timeout;
         let enqueued = engine
             .enqueue(key, message.name(), &arguments, options)
-            .await?;
+            .await
+            .map_err(|error| match error {
+                busy if busy.is_busy() => Error::SyncTimeout {
+                    actor_type: A::TYPE_NAME,
+                    actor_id: self.reference.id.clone(),
+                    operation: message.name(),
+                    message_id: None,
+                    waiting_on: "the database, which other turns held until the timeout; \
+                                 nothing was enqueued"
+                        .to_owned(),
+                    timeout,
+                },
+                other => other,
+            })?;
         Ok(MessageRef::from_parts(
             runtime.clone(),
             A::TYPE_NAME,
