@@ -32,6 +32,16 @@ pub(crate) fn reference(actor: &ActorImpl, names: &Names) -> TokenStream {
         .iter()
         .filter(|operation| operation.kind == Kind::Command)
         .map(|operation| enqueue_method(operation, names));
+    let reminders: Vec<&Operation> = actor
+        .operations
+        .iter()
+        .filter(|operation| operation.kind == Kind::Reminder)
+        .collect();
+    let refusals = reminders.iter().map(|reminder| refusal(reminder, names));
+    let refused_methods: Vec<TokenStream> = reminders
+        .iter()
+        .map(|reminder| refused_method(reminder, names))
+        .collect();
     let enqueue_doc = format!(
         "Asynchronous calls to one [`{ident}`]: each command returns a `MessageRef` as soon as \
          its message is durable."
@@ -106,7 +116,11 @@ pub(crate) fn reference(actor: &ActorImpl, names: &Names) -> TokenStream {
             }
 
             #(#methods)*
+
+            #(#refused_methods)*
         }
+
+        #(#refusals)*
 
         #[doc = #enqueue_doc]
         #[derive(Debug)]
@@ -137,6 +151,54 @@ pub(crate) fn reference(actor: &ActorImpl, names: &Names) -> TokenStream {
             }
 
             #(#enqueue_methods)*
+
+            #(#refused_methods)*
+        }
+    }
+}
+
+/// The trait whose message says that a reminder is not called but scheduled. It has no
+/// implementation, so the bound that names it fails at the call, with its message.
+fn refusal_trait(reminder: &Operation, names: &Names) -> proc_macro2::Ident {
+    quote::format_ident!("{}{}IsAReminder", names.actor, reminder.variant())
+}
+
+/// The trait a refused call names in its error: what the reminder is and how to run it.
+fn refusal(reminder: &Operation, names: &Names) -> TokenStream {
+    let actor = &names.actor;
+    let message_enum = &names.message;
+    let name = &reminder.name;
+    let variant = reminder.variant();
+    let trait_ident = refusal_trait(reminder, names);
+    let message = format!("`{name}` is a reminder of `{actor}`: a reference cannot call it");
+    let label = format!("only `{actor}`'s own schedule runs `{name}`");
+    let note = format!(
+        "schedule it from one of `{actor}`'s handlers: `turn.schedule(at, key).{name}(..)`; \
+         in a test, deliver it: `runtime.testing().deliver::<{actor}>(id, \
+         {message_enum}::{variant} {{ .. }})`"
+    );
+    quote! {
+        #[doc(hidden)]
+        #[diagnostic::on_unimplemented(message = #message, label = #label, note = #note)]
+        pub trait #trait_ident {}
+    }
+}
+
+/// A method named like the reminder whose call fails to compile with the refusal's
+/// message: its bound holds for no type, and naming the receiver's lifetime defers the
+/// check to the call.
+fn refused_method(reminder: &Operation, names: &Names) -> TokenStream {
+    let name = &reminder.name;
+    let parameters = reminder.arguments.iter().map(caller_parameter);
+    let trait_ident = refusal_trait(reminder, names);
+    quote! {
+        #[doc(hidden)]
+        #[allow(unused_variables)]
+        pub fn #name<'r>(&'r self, #(#parameters),*) -> ::core::future::Ready<()>
+        where
+            &'r Self: #trait_ident,
+        {
+            ::core::future::ready(())
         }
     }
 }
