@@ -64,6 +64,11 @@
 //!
 //! SQLite (through sqlx, with the library bundled) is always built in.
 
+#[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+compile_error!(
+    "solid-objects needs a database: enable its `sqlite` feature (the default) or `postgres`"
+);
+
 mod actor;
 #[cfg(feature = "axum")]
 mod axum_response;
@@ -96,6 +101,8 @@ pub use message::{DeadLetter, MessageRef, MessageStatus};
 pub use policy::{AllowAll, Policy};
 pub use reference::{Enqueue, Reference};
 pub use runtime::{Builder, Runtime};
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use store::sqlite::Durability;
 pub use store::Stats;
 pub use testing::Testing;

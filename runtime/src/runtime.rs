@@ -1,7 +1,6 @@
 //! [`Runtime`], its [`Builder`], the process default, and the worker loop.
 
 use std::fmt;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
@@ -21,6 +20,7 @@ use crate::limits::{Limits, RetryPolicy};
 use crate::message::{DeadLetter, MessageRef};
 use crate::policy::{NoPolicy, Policy};
 use crate::reference::Reference;
+#[cfg(feature = "sqlite")]
 use crate::store::sqlite::{Durability, SqliteOptions, SqliteStore};
 use crate::store::{MessageLookup, Stats, Store};
 use crate::testing::Testing;
@@ -356,12 +356,14 @@ impl fmt::Debug for Runtime {
 
 /// Where a runtime keeps its actors.
 enum Database {
-    Sqlite(PathBuf),
+    #[cfg(feature = "sqlite")]
+    SqliteFile(std::path::PathBuf),
+    #[cfg(feature = "sqlite")]
+    SqlitePool(sqlx::SqlitePool),
     #[cfg(feature = "postgres")]
-    Postgres {
-        url: String,
-        connections: u32,
-    },
+    PostgresUrl { url: String, connections: u32 },
+    #[cfg(feature = "postgres")]
+    PostgresPool(sqlx::PgPool),
 }
 
 /// Configures and starts a [`Runtime`].
@@ -384,7 +386,9 @@ enum Database {
 #[must_use = "a builder does nothing until .start().await"]
 pub struct Builder {
     database: Option<Database>,
+    #[cfg(feature = "sqlite")]
     durability: Durability,
+    #[cfg(feature = "sqlite")]
     file_mode: u32,
     clock: Arc<dyn Clock>,
     policy: Option<Arc<dyn Policy>>,
@@ -403,7 +407,9 @@ impl Default for Builder {
     fn default() -> Self {
         Self {
             database: None,
+            #[cfg(feature = "sqlite")]
             durability: Durability::default(),
+            #[cfg(feature = "sqlite")]
             file_mode: 0o600,
             clock: Arc::new(SystemClock),
             policy: None,
@@ -422,9 +428,22 @@ impl Default for Builder {
 
 impl Builder {
     /// Keeps the actors in this SQLite file (created if missing; WAL; migrations applied at
-    /// start).
-    pub fn sqlite(mut self, path: impl Into<PathBuf>) -> Self {
-        self.database = Some(Database::Sqlite(path.into()));
+    /// start). The runtime opens one writer connection for every turn and a few readers.
+    #[cfg(feature = "sqlite")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+    pub fn sqlite(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.database = Some(Database::SqliteFile(path.into()));
+        self
+    }
+
+    /// Keeps the actors in the SQLite database of an application's own pool (migrations
+    /// applied at start; the runtime's tables are all named `solid_*`). Turns and reads
+    /// share the pool; a pool of one connection serves turns best (SQLite has one writer),
+    /// and the pool's options (journal mode, `synchronous`) are the application's.
+    #[cfg(feature = "sqlite")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+    pub fn sqlite_pool(mut self, pool: sqlx::SqlitePool) -> Self {
+        self.database = Some(Database::SqlitePool(pool));
         self
     }
 
@@ -433,16 +452,29 @@ impl Builder {
     /// may share one database: each turn locks its actor's row, and different actors run in
     /// parallel.
     #[cfg(feature = "postgres")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
     pub fn postgres(mut self, url: impl Into<String>, connections: u32) -> Self {
-        self.database = Some(Database::Postgres {
+        self.database = Some(Database::PostgresUrl {
             url: url.into(),
             connections: connections.max(1),
         });
         self
     }
 
+    /// Keeps the actors in the PostgreSQL database of an application's own pool
+    /// (migrations applied at start; the runtime's tables are all named `solid_*`). Each
+    /// turn holds one of its connections while it runs.
+    #[cfg(feature = "postgres")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+    pub fn postgres_pool(mut self, pool: sqlx::PgPool) -> Self {
+        self.database = Some(Database::PostgresPool(pool));
+        self
+    }
+
     /// How hard SQLite works to keep a commit through a power loss (default
-    /// [`Durability::Full`]).
+    /// [`Durability::Full`]); for a file the runtime opens.
+    #[cfg(feature = "sqlite")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
         self
@@ -451,6 +483,8 @@ impl Builder {
     /// The permission bits a new SQLite database file gets, and its `-wal` and `-shm` files
     /// with it (default `0o600`: readable and writable by its owner only). Unix only; an
     /// existing file keeps its own.
+    #[cfg(feature = "sqlite")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
     pub fn sqlite_file_mode(mut self, mode: u32) -> Self {
         self.file_mode = mode;
         self
@@ -565,20 +599,30 @@ impl Builder {
     /// process default only if [`set_default`](Builder::set_default) was called.
     pub async fn start(self) -> Result<Runtime> {
         let store: Arc<dyn Store> = match self.database {
-            None => return Err(Error::Config(
-                "no database: call .sqlite(path) (or .postgres(url, connections)) on the builder"
-                    .to_owned(),
-            )),
-            Some(Database::Sqlite(path)) => {
+            None => {
+                return Err(Error::Config(
+                    "no database: call .sqlite(path) or .postgres(url, connections) (or pass \
+                     a pool) on the builder"
+                        .to_owned(),
+                ))
+            }
+            #[cfg(feature = "sqlite")]
+            Some(Database::SqliteFile(path)) => {
                 let options = SqliteOptions {
                     durability: self.durability,
                     file_mode: self.file_mode,
                 };
                 Arc::new(SqliteStore::open(&path, options).await?)
             }
+            #[cfg(feature = "sqlite")]
+            Some(Database::SqlitePool(pool)) => Arc::new(SqliteStore::with_pool(pool).await?),
             #[cfg(feature = "postgres")]
-            Some(Database::Postgres { url, connections }) => {
+            Some(Database::PostgresUrl { url, connections }) => {
                 Arc::new(crate::store::postgres::PostgresStore::open(&url, connections).await?)
+            }
+            #[cfg(feature = "postgres")]
+            Some(Database::PostgresPool(pool)) => {
+                Arc::new(crate::store::postgres::PostgresStore::with_pool(pool).await?)
             }
         };
         let config = EngineConfig {

@@ -20,6 +20,7 @@ mod owned_transaction;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
 mod rows;
+#[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -456,6 +457,7 @@ pub(crate) trait Transaction: Send {
     fn poison(&mut self);
 
     /// The SQLite connection this transaction runs on, if it is SQLite.
+    #[cfg(feature = "sqlite")]
     fn sqlite(&mut self) -> Option<&mut sqlx::SqliteConnection> {
         None
     }

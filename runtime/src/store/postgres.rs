@@ -62,6 +62,11 @@ impl PostgresStore {
             .acquire_timeout(Duration::from_secs(3600))
             .connect(url)
             .await?;
+        Self::with_pool(pool).await
+    }
+
+    /// Uses an application's pool, and applies the migrations.
+    pub(crate) async fn with_pool(pool: PgPool) -> Result<Self> {
         migrate(&pool).await?;
         Ok(Self {
             readers: pool,

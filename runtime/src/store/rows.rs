@@ -3,8 +3,8 @@
 use sqlx::{ColumnIndex, Database, Decode, Row, Type};
 
 use super::{
-    ClaimedEffect, DeadEffectRecord, DueReminder, Instance, LockedActor, MessageRecord,
-    PendingEffects, StoredMessage, StoredStatus,
+    ClaimedEffect, DeadEffectRecord, DueReminder, Instance, MessageRecord, PendingEffects,
+    StoredMessage, StoredStatus,
 };
 use crate::error::{Error, Result};
 
@@ -46,7 +46,8 @@ where
 
 /// An actor's row (`state`, `revision`, both `NULL` if it has none) beside the head of its
 /// mailbox (the head's columns, `NULL` if it is empty), as one outer-joined row.
-pub(crate) fn locked_actor<R>(row: &R) -> Result<LockedActor>
+#[cfg(feature = "sqlite")]
+pub(crate) fn locked_actor<R>(row: &R) -> Result<super::LockedActor>
 where
     R: Row,
     for<'c> &'c str: ColumnIndex<R>,
@@ -63,7 +64,7 @@ where
         Some(_) => Some(stored_message(row)?),
         None => None,
     };
-    Ok(LockedActor { instance, head })
+    Ok(super::LockedActor { instance, head })
 }
 
 /// A whole message row.

@@ -108,6 +108,18 @@ impl SqliteStore {
     }
 }
 
+impl SqliteStore {
+    /// Uses an application's pool for turns and reads alike, and applies the migrations.
+    pub(crate) async fn with_pool(pool: SqlitePool) -> Result<Self> {
+        migrate(&pool).await?;
+        Ok(Self {
+            writer: pool.clone(),
+            readers: pool,
+            counters: Arc::default(),
+        })
+    }
+}
+
 /// Creates the database file with `mode` if it does not exist yet; SQLite gives its `-wal`
 /// and `-shm` files the database file's permissions.
 #[cfg(unix)]
