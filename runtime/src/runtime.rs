@@ -334,6 +334,7 @@ impl Builder {
     /// may share one database: each turn locks its actor's row, and different actors run in
     /// parallel.
     #[cfg(feature = "postgres")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
     pub fn postgres(mut self, url: impl Into<String>, connections: u32) -> Self {
         self.database = Some(Database::Postgres {
             url: url.into(),

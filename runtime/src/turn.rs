@@ -231,6 +231,7 @@ impl<A: Actor> Turn<A> {
     /// The turn's PostgreSQL connection, inside the turn's transaction; see
     /// [`sqlite`](Turn::sqlite).
     #[cfg(feature = "postgres")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
     pub async fn postgres(&mut self) -> Result<&mut sqlx::PgConnection> {
         self.behind_savepoint().await?.postgres().ok_or_else(|| {
             Error::Config("this runtime keeps its actors in SQLite: use turn.sqlite()".to_owned())
