@@ -60,9 +60,23 @@
 //!
 //! | flag | default | what it adds |
 //! |------|---------|--------------|
-//! | `postgres` | off | [`Builder::postgres`] and [`Turn::postgres`]: PostgreSQL as the backend, for many processes on many hosts |
+//! | `postgres` | off | [`Builder::postgres`][builder-postgres] and [`Turn::postgres`][turn-postgres]: PostgreSQL as the backend, for many processes on many hosts |
 //!
 //! SQLite (through sqlx, with the library bundled) is always built in.
+//!
+#![cfg_attr(
+    feature = "postgres",
+    doc = "[builder-postgres]: Builder::postgres",
+    doc = "[turn-postgres]: Turn::postgres"
+)]
+// Without the feature the methods do not exist here: link to the docs built with it.
+#![cfg_attr(
+    not(feature = "postgres"),
+    doc = "[builder-postgres]: https://docs.rs/solid-objects/latest/solid_objects/struct.Builder.html#method.postgres",
+    doc = "[turn-postgres]: https://docs.rs/solid-objects/latest/solid_objects/struct.Turn.html#method.postgres"
+)]
+// docs.rs builds with every feature and `--cfg docsrs`: feature-gated items carry a badge.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
 compile_error!(

@@ -30,12 +30,12 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (
         1,
         "actors",
-        include_str!("../../../migrations/postgres/0001_actors.sql"),
+        include_str!("../../migrations/postgres/0001_actors.sql"),
     ),
     (
         2,
         "effects",
-        include_str!("../../../migrations/postgres/0002_effects.sql"),
+        include_str!("../../migrations/postgres/0002_effects.sql"),
     ),
     (
         3,
