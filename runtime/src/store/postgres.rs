@@ -40,7 +40,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (
         3,
         "lock-free mailboxes",
-        include_str!("../../../migrations/postgres/0003_lock_free_mailboxes.sql"),
+        include_str!("../../migrations/postgres/0003_lock_free_mailboxes.sql"),
     ),
 ];
 

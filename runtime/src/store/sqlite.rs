@@ -38,7 +38,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (
         3,
         "lock-free mailboxes",
-        include_str!("../../../migrations/sqlite/0003_lock_free_mailboxes.sql"),
+        include_str!("../../migrations/sqlite/0003_lock_free_mailboxes.sql"),
     ),
 ];
 
