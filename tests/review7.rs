@@ -1227,3 +1227,95 @@ async fn a_commit_whose_acknowledgement_is_lost_never_runs_the_turn_twice() {
          left the counter at {value:?}; the messages: {messages:?}"
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// 10. PostgreSQL: callers that give up on a handler waiting in its own SQL
+// ---------------------------------------------------------------------------------------
+
+/// Takes a row of the application's own table in the turn's transaction.
+#[actor]
+#[derive(Default)]
+struct Grabber {
+    grabbed: u32,
+}
+
+#[actor]
+impl Grabber {
+    #[command]
+    async fn grab(&mut self, turn: &mut Turn<Self>) -> Result<u32, TurnError> {
+        sqlx::query("SELECT id FROM r7_app WHERE id = 1 FOR UPDATE")
+            .execute(turn.postgres().await?)
+            .await?;
+        self.grabbed += 1;
+        Ok(self.grabbed)
+    }
+}
+
+/// The issue: "A caller that gives up ... must leave no connection stuck behind that lock:
+/// bound the wait in the server ..., not by dropping a future mid-query." A handler's own
+/// SQL waits for an application lock; its caller gives up at its deadline (shorter than the
+/// turn timeout), and the engine abandons the turn by dropping its future mid-query and
+/// closing the connection. The pool forgets the connection at once, but the server session
+/// keeps waiting behind the lock (holding the actor's row lock) until `statement_timeout`
+/// (the 30 s turn timeout), so the server holds many more sessions than the pool's 4.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn callers_that_give_up_leave_no_session_waiting_in_the_server() {
+    let Some((_server, url)) = postgres().await else {
+        return;
+    };
+    let observer = sqlx::PgPool::connect(&url).await.unwrap();
+    sqlx::raw_sql("CREATE TABLE r7_app (id BIGINT PRIMARY KEY); INSERT INTO r7_app VALUES (1)")
+        .execute(&observer)
+        .await
+        .unwrap();
+    let runtime = postgres_runtime(&url, 4, &ManualClock::starting_now()).await;
+    // Another part of the application holds the row for a while.
+    let mut holder = observer.begin().await.unwrap();
+    sqlx::query("SELECT id FROM r7_app WHERE id = 1 FOR UPDATE")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+
+    let mut results = Vec::new();
+    for wave in 0..3 {
+        let barrier = Arc::new(tokio::sync::Barrier::new(4));
+        let mut calls = Vec::new();
+        for n in 0..4 {
+            let grabber = runtime
+                .reference::<Grabber>(format!("g{}", wave * 4 + n))
+                .timeout(Duration::from_millis(500));
+            let barrier = Arc::clone(&barrier);
+            calls.push(tokio::spawn(async move {
+                barrier.wait().await;
+                grabber.grab().await
+            }));
+        }
+        for call in calls {
+            results.push(within(30, "a call", call).await.unwrap());
+        }
+    }
+    let waiting = || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT COUNT(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&observer)
+        .await
+        .unwrap()
+    };
+    let cleared = eventually(Duration::from_secs(3), || async { waiting().await <= 0 }).await;
+    let still_waiting = waiting().await;
+    holder.rollback().await.unwrap();
+    runtime.close().await;
+    observer.close().await;
+
+    let gave_up = results
+        .iter()
+        .filter(|result| matches!(result, Err(Error::SyncTimeout { .. })))
+        .count();
+    assert!(
+        cleared,
+        "{gave_up} of 12 callers gave up (SyncTimeout), yet {still_waiting} server sessions \
+         (the pool has 4 connections) still wait behind the application's lock 3 s later"
+    );
+}
