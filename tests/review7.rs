@@ -1319,3 +1319,79 @@ async fn callers_that_give_up_leave_no_session_waiting_in_the_server() {
          (the pool has 4 connections) still wait behind the application's lock 3 s later"
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// 11. Fairness: messages of a newer build
+// ---------------------------------------------------------------------------------------
+
+/// A rolling deploy: a newer build enqueued a new operation for every user (10,150 actors
+/// of a type this build knows), and then a ready message arrives for another actor. This
+/// build leaves each unknown operation alone, but only after claiming it, and the claim
+/// query takes `100 + stalled` heads, oldest first, with the stalled set capped at 10,000
+/// entries: once it is full, every pass spends itself on the same unknown heads past the
+/// cap, and the ready message behind them is never reached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_builds_broadcast_never_starves_a_ready_message() {
+    let harness = Harness::new();
+    let runtime = Runtime::builder()
+        .sqlite(harness.path())
+        .durability(solid_objects::Durability::Normal)
+        .clock(harness.clock.clone())
+        .policy(AllowAll)
+        .actor::<Counter>()
+        .start()
+        .await
+        .unwrap();
+    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(harness.path());
+    let outside = sqlx::SqlitePool::connect_with(options).await.unwrap();
+    sqlx::raw_sql(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10150)
+         INSERT INTO solid_messages (actor_type, actor_id, operation, arguments, request_id,
+             status, attempts, available_at, created_at)
+         SELECT 'Counter', 'user-' || i, 'greet_in_the_new_way', '{}', 'broadcast-' || i,
+             'ready', 0, 0, 0 FROM n",
+    )
+    .execute(&outside)
+    .await
+    .unwrap();
+    let ready = runtime
+        .reference::<Counter>("ready")
+        .enqueue()
+        .bump()
+        .await
+        .unwrap();
+    let run = tokio::spawn({
+        let runtime = runtime.clone();
+        async move { runtime.run().await }
+    });
+
+    let noted = || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT COUNT(*) FROM solid_messages WHERE last_error LIKE 'waits for a build%'",
+        )
+        .fetch_one(&outside)
+        .await
+        .unwrap()
+    };
+    // Wait until the workers have looked at 10,000 unknown heads (each says why it waits),
+    // filling their stalled set; the ready message would have run long before if the
+    // workers ever reached it.
+    let capped = eventually(Duration::from_secs(400), || async {
+        noted().await >= 10_000 || ready.result().await.unwrap().is_some()
+    })
+    .await;
+    let served = eventually(Duration::from_secs(10), || async {
+        ready.result().await.unwrap().is_some()
+    })
+    .await;
+    let noted = noted().await;
+    runtime.shutdown();
+    run.abort();
+    outside.close().await;
+
+    assert!(
+        served,
+        "the ready message never ran, while the workers noted {noted} unknown heads (the \
+         stalled set filled: {capped})"
+    );
+}
