@@ -263,7 +263,9 @@ impl Mumbler {
     #[command]
     fn mumble(&mut self, turn: &mut Turn<Self>) -> Result<(), Failure> {
         ran(&format!("mumble:{}", turn.actor_id()));
-        Err(Failure::permanent("cannot parse input: unexpected byte \0 at 3"))
+        Err(Failure::permanent(
+            "cannot parse input: unexpected byte \0 at 3",
+        ))
     }
 }
 
@@ -417,11 +419,26 @@ async fn a_panicking_default_is_a_counted_attempt_and_does_not_wedge_the_workers
         .unwrap();
     // Three actors whose Default panics, ahead of a healthy one (more than there are
     // workers, so a worker cannot skip them all as claimed by the other).
-    let brittle = runtime.reference::<Brittle>("b1").enqueue().poke().await.unwrap();
+    let brittle = runtime
+        .reference::<Brittle>("b1")
+        .enqueue()
+        .poke()
+        .await
+        .unwrap();
     for id in ["b2", "b3"] {
-        runtime.reference::<Brittle>(id).enqueue().poke().await.unwrap();
+        runtime
+            .reference::<Brittle>(id)
+            .enqueue()
+            .poke()
+            .await
+            .unwrap();
     }
-    let healthy = runtime.reference::<Counter>("c").enqueue().bump().await.unwrap();
+    let healthy = runtime
+        .reference::<Counter>("c")
+        .enqueue()
+        .bump()
+        .await
+        .unwrap();
     let run = tokio::spawn({
         let runtime = runtime.clone();
         async move { runtime.run().await }
@@ -473,7 +490,13 @@ async fn a_panicking_default_reaches_callers_as_an_error_not_a_panic() {
     }
     let snapshot = tokio::spawn({
         let runtime = runtime.clone();
-        async move { runtime.reference::<Brittle>("b").snapshot().await.map(|_| ()) }
+        async move {
+            runtime
+                .reference::<Brittle>("b")
+                .snapshot()
+                .await
+                .map(|_| ())
+        }
     })
     .await;
     if snapshot.is_err() {
@@ -638,7 +661,12 @@ async fn upgrading_a_sqlite_database_keeps_delayed_messages_waiting() {
     let counter = runtime.reference::<Counter>("c");
     // The control: a message this build enqueues with a delay waits.
     let control = runtime.reference::<Counter>("control");
-    control.enqueue().delay(Duration::from_secs(3600)).bump().await.unwrap();
+    control
+        .enqueue()
+        .delay(Duration::from_secs(3600))
+        .bump()
+        .await
+        .unwrap();
     let ran = runtime.testing().drain().await;
     let value = counter.snapshot().await.unwrap().n;
     assert_eq!(control.snapshot().await.unwrap().n, 0, "the control ran");
@@ -693,7 +721,12 @@ async fn upgrading_a_postgres_database_keeps_delayed_messages_waiting() {
     let counter = runtime.reference::<Counter>("c");
     // The control: a message this build enqueues with a delay waits.
     let control = runtime.reference::<Counter>("control");
-    control.enqueue().delay(Duration::from_secs(3600)).bump().await.unwrap();
+    control
+        .enqueue()
+        .delay(Duration::from_secs(3600))
+        .bump()
+        .await
+        .unwrap();
     let ran = runtime.testing().drain().await;
     let value = counter.snapshot().await.unwrap().n;
     assert_eq!(control.snapshot().await.unwrap().n, 0, "the control ran");
@@ -900,7 +933,9 @@ async fn an_effect_failure_whose_text_holds_a_nul_byte_is_recorded_on_postgres()
         .policy(AllowAll)
         .effect(|charge: Charge, _: EffectContext| async move {
             ran(&format!("charge:{}", charge.tag));
-            Err(Failure::permanent("the provider answered: card \0 declined"))
+            Err(Failure::permanent(
+                "the provider answered: card \0 declined",
+            ))
         })
         .start()
         .await
@@ -1092,7 +1127,6 @@ async fn a_stale_effect_runner_cannot_overwrite_a_retried_effect() {
         dead.iter().map(|effect| &effect.error).collect::<Vec<_>>()
     );
 }
-
 
 // ---------------------------------------------------------------------------------------
 // 9. PostgreSQL: a commit whose answer is lost
