@@ -479,10 +479,6 @@ async fn workers_leave_an_undecodable_mailbox_alone_and_serve_the_other_actors()
     .await;
     let healthy = runtime.reference::<Journal>("healthy");
     let queued = healthy.enqueue().record("served").await.unwrap();
-    assert!(matches!(
-        runtime.testing().drain().await,
-        Err(Error::UnknownOperation { .. })
-    ));
 
     let worker = tokio::spawn({
         let runtime = runtime.clone();

@@ -324,7 +324,7 @@ async fn effects_nobody_handles_are_warned_about_once_and_listed() {
     harness.advance_minutes(2);
 
     for _ in 0..2 {
-        runtime.testing().report_unhandled_effects().await.unwrap();
+        runtime.testing().upkeep().await.unwrap();
     }
 
     let warnings = logs.text().matches("no handler in this process").count();

@@ -11,7 +11,10 @@ DROP INDEX solid_messages_available;
 -- Dropping the column drops the unique (actor_type, actor_id, sequence) constraint with it.
 ALTER TABLE solid_messages DROP COLUMN sequence;
 ALTER TABLE solid_messages ADD COLUMN retried_as BIGINT;
-UPDATE solid_messages SET available_at = 0 WHERE status = 'ready' AND attempts = 0;
+-- A message that was due when it was enqueued becomes available from time 0; one enqueued
+-- with a delay keeps its time.
+UPDATE solid_messages SET available_at = 0
+WHERE status = 'ready' AND attempts = 0 AND available_at <= created_at;
 
 -- The mailbox: an actor's ready messages in order; its head is the lowest id.
 CREATE INDEX solid_messages_mailbox

@@ -23,10 +23,15 @@ CREATE TABLE solid_messages_by_id (
 );
 
 -- Within one actor the old sequence numbers and the ids were allocated in the same order.
+-- A message that was due when it was enqueued becomes available from time 0; one enqueued
+-- with a delay keeps its time.
 INSERT INTO solid_messages_by_id (id, actor_type, actor_id, operation, arguments, request_id,
     idempotency_key, status, attempts, available_at, result, last_error, created_at, finished_at)
 SELECT id, actor_type, actor_id, operation, arguments, request_id, idempotency_key, status,
-    attempts, CASE WHEN status = 'ready' AND attempts = 0 THEN 0 ELSE available_at END, result,
+    attempts,
+    CASE WHEN status = 'ready' AND attempts = 0 AND available_at <= created_at THEN 0
+         ELSE available_at END,
+    result,
     last_error, created_at, finished_at
 FROM solid_messages;
 

@@ -19,10 +19,13 @@ use futures_util::FutureExt;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use tokio::sync::Semaphore;
+
 use crate::error::Result;
 use crate::failure::Failure;
 use crate::handled::panic_text;
 use crate::runtime::Runtime;
+use crate::store::ClaimedEffect;
 
 /// A kind of effect: a serialisable value with a stable stored name.
 ///
@@ -221,8 +224,12 @@ fn panicked(panic: &(dyn std::any::Any + Send)) -> Failure {
     ))
 }
 
-/// Claims and runs the due effects this runtime has handlers for, one at a time (each
-/// lease starts when its effect starts), up to `limit` of each kind; returns how many ran.
+/// How many effects one runtime's workers run at once; the rest wait for a later pass.
+pub(crate) const CONCURRENT_EFFECTS: usize = 16;
+
+/// Claims and runs, one after the other, the due effects this runtime has handlers for, up
+/// to `limit` of each kind (each lease starts when its effect starts); returns how many ran.
+/// The testing API's way: it returns once they ran.
 pub(crate) async fn run_due(runtime: &Runtime, limit: usize) -> Result<usize> {
     let engine = runtime.engine();
     let mut ran = 0;
@@ -231,20 +238,66 @@ pub(crate) async fn run_due(runtime: &Runtime, limit: usize) -> Result<usize> {
             let Some(claimed) = engine.claim_effect(name).await? else {
                 break;
             };
-            let context = EffectContext {
-                id: claimed.effect_id.clone(),
-                attempt: u32::try_from(claimed.attempts).unwrap_or(u32::MAX),
-                actor_type: claimed.actor_type.clone(),
-                actor_id: claimed.actor_id.clone(),
-                runtime: runtime.clone(),
-            };
-            let outcome = runner.run(&claimed.payload, context).await;
-            if let Err(failure) = &outcome {
-                tracing::warn!(effect = name, id = claimed.effect_id, %failure, "an effect failed");
-            }
-            engine.finish_effect(&claimed, outcome).await?;
+            run_claimed(runtime, name, &*runner, claimed).await?;
             ran += 1;
         }
     }
     Ok(ran)
+}
+
+/// Claims the due effects this runtime has handlers for and starts each in a task of its
+/// own, as many at once as `permits` allows, so that no handler (a hung one included) holds
+/// a worker; returns how many started. The workers' way.
+pub(crate) async fn start_due(runtime: &Runtime, permits: &Arc<Semaphore>) -> Result<usize> {
+    let engine = runtime.engine();
+    let mut started = 0;
+    for (name, runner) in engine.effect_runners() {
+        loop {
+            let Ok(permit) = Arc::clone(permits).try_acquire_owned() else {
+                return Ok(started);
+            };
+            let Some(claimed) = engine.claim_effect(name).await? else {
+                break;
+            };
+            let (runtime, runner) = (runtime.clone(), Arc::clone(&runner));
+            tokio::spawn(async move {
+                if let Err(error) = run_claimed(&runtime, name, &*runner, claimed).await {
+                    tracing::error!(effect = name, %error, "an effect's outcome was not recorded");
+                }
+                drop(permit);
+            });
+            started += 1;
+        }
+    }
+    Ok(started)
+}
+
+/// Runs one claimed effect's handler, for at most its lease (past that another runner may
+/// own it), and records how it went.
+async fn run_claimed(
+    runtime: &Runtime,
+    name: &'static str,
+    runner: &dyn EffectRunner,
+    claimed: ClaimedEffect,
+) -> Result<()> {
+    let engine = runtime.engine();
+    let context = EffectContext {
+        id: claimed.effect_id.clone(),
+        attempt: u32::try_from(claimed.attempts).unwrap_or(u32::MAX),
+        actor_type: claimed.actor_type.clone(),
+        actor_id: claimed.actor_id.clone(),
+        runtime: runtime.clone(),
+    };
+    let lease = engine.effect_lease();
+    let outcome = match tokio::time::timeout(lease, runner.run(&claimed.payload, context)).await {
+        Ok(outcome) => outcome,
+        Err(_) => Err(Failure::retryable(format!(
+            "the effect handler ran longer than its lease of {lease:?} and was abandoned"
+        ))),
+    };
+    if let Err(failure) = &outcome {
+        tracing::warn!(effect = name, id = claimed.effect_id, %failure, "an effect failed");
+    }
+    engine.finish_effect(&claimed, outcome).await?;
+    Ok(())
 }

@@ -418,8 +418,9 @@ pub(crate) fn is_busy_database_error(error: &sqlx::Error) -> bool {
     match error {
         sqlx::Error::PoolTimedOut => true,
         sqlx::Error::Database(database) => match database.code().as_deref() {
-            // PostgreSQL's SQLSTATE for lock_not_available.
-            Some("55P03") => true,
+            // PostgreSQL's lock_not_available (lock_timeout) and query_canceled
+            // (statement_timeout).
+            Some("55P03" | "57014") => true,
             // SQLite's (extended) result codes, shorter than a SQLSTATE: BUSY (5) and
             // LOCKED (6) in the low byte.
             Some(code) if code.len() < 5 => code

@@ -1,8 +1,10 @@
 //! What a handler produced, in the form the engine stores.
 
+use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::error::Rejection;
+use crate::codec::store_value;
+use crate::error::{Error, Rejection};
 use crate::failure::HandlerError;
 
 /// The outcome of one handler run, produced by the generated dispatch.
@@ -25,19 +27,21 @@ pub enum Handled {
 }
 
 impl Handled {
-    /// The outcome of a handler that returns `T`.
-    pub fn value<T: Serialize>(value: &T) -> Self {
-        match serde_json::to_string(value) {
+    /// The outcome of a handler that returns `T`: its result as it will be read back (a
+    /// result that would not read back, such as a float that is not a number, fails the
+    /// turn instead of completing it).
+    pub fn value<T: Serialize + DeserializeOwned>(value: &T) -> Self {
+        match store_value("result", "the handler", value) {
             Ok(json) => Self::Value(json),
             Err(error) => Self::Failed {
-                error: format!("the result cannot be serialised: {error}"),
-                retryable: false,
+                retryable: matches!(error, Error::Panicked { .. }),
+                error: error.to_string(),
             },
         }
     }
 
     /// The outcome of a handler that returns `Result<T, E>`.
-    pub fn result<T: Serialize, E: HandlerError>(result: Result<T, E>) -> Self {
+    pub fn result<T: Serialize + DeserializeOwned, E: HandlerError>(result: Result<T, E>) -> Self {
         match result {
             Ok(value) => Self::value(&value),
             Err(error) => error.into_handled(),

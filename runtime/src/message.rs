@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
 use crate::clock::IntoDuration;
-use crate::engine::{from_micros, Lock, Step};
+use crate::engine::{from_micros, read_until, Lock, Step};
 use crate::error::{Error, Rejection, Result};
 use crate::limits::{check_timeout, deadline_after};
 use crate::runtime::Runtime;
@@ -188,37 +188,44 @@ impl<T: DeserializeOwned> MessageRef<T> {
         let deadline = deadline_after(timeout);
         let engine = self.runtime.engine();
         let runner = engine.runner(&self.actor_type);
+        let mut waiting_on = "the database, whose connections were busy".to_owned();
         loop {
-            let record = self.record().await?;
+            let record = match read_until(deadline, self.record()).await {
+                Err(error) if error.is_busy() => break,
+                read => read?,
+            };
             if let Some(result) = self.outcome(&record)? {
                 return Ok(result);
             }
-            let step = match &runner {
+            let ran = match &runner {
                 Some(runner) => {
                     let lock = Lock::WaitUntil(deadline);
-                    Some(runner.run_next(engine, &self.actor_id, lock).await?)
+                    let step = runner.run_next(engine, &self.actor_id, lock).await?;
+                    waiting_on = step.waiting_on(self.id);
+                    matches!(step, Step::Ran(_))
                 }
-                None => None,
+                None => {
+                    waiting_on = format!(
+                        "this runtime does not run {} actors (Builder::actor::<T>() makes it); \
+                         a runtime that does runs it",
+                        self.actor_type
+                    );
+                    false
+                }
             };
             if Instant::now() >= deadline {
-                let waiting_on = match &step {
-                    None => format!(
-                        "this runtime does not run {} actors (Builder::actor::<T>() makes it);                          a runtime that does runs it",
-                        self.actor_type
-                    ),
-                    Some(step) => step.waiting_on(self.id),
-                };
-                return Err(Error::WaitTimeout {
-                    request_id: self.request_id.clone(),
-                    waiting_on,
-                    timeout,
-                });
+                break;
             }
-            if !matches!(step, Some(Step::Ran(_))) {
+            if !ran {
                 let pause = WAIT_POLL.min(deadline.saturating_duration_since(Instant::now()));
                 engine.wait_for_work(pause).await;
             }
         }
+        Err(Error::WaitTimeout {
+            request_id: self.request_id.clone(),
+            waiting_on,
+            timeout,
+        })
     }
 }
 

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::actor::{Actor, Operations};
 use crate::clock::IntoDuration;
-use crate::codec::{decode_operation, encode_operation, from_json, to_json};
+use crate::codec::{encode_operation, from_json, store_operation};
 use crate::engine::{CallOptions, EnqueueOptions};
 use crate::error::{Error, Result};
 use crate::handled::panic_text;
@@ -152,26 +152,13 @@ impl<A: Actor> Reference<A> {
                 operation: message.name().to_owned(),
             });
         }
-        let encoded = encode_operation(&message)?;
-        self.authorize(
-            &runtime,
-            RequestKind::Command,
-            encoded.name,
-            &encoded.arguments,
-        )?;
-        let arguments = to_json("arguments", &encoded.arguments)?;
+        let (stored, read_back) = store_operation(&message)?;
+        self.authorize(&runtime, RequestKind::Command, stored.name, &stored.value)?;
         runtime
             .engine()
             .limits()
-            .check(Payload::Arguments, encoded.name, arguments.len())?;
-        let read_back =
-            decode_operation::<A::Message>(A::TYPE_NAME, &self.id, encoded.name, &arguments, 0)
-                .map_err(|error| Error::UnreadablePayload {
-                    what: "arguments",
-                    operation: encoded.name.to_owned(),
-                    reason: error.to_string(),
-                })?;
-        Ok((runtime, read_back, arguments))
+            .check(Payload::Arguments, stored.name, stored.arguments.len())?;
+        Ok((runtime, read_back, stored.arguments))
     }
 
     /// How long a call through this reference may wait; under a millisecond is refused

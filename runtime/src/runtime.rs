@@ -28,8 +28,6 @@ use crate::testing::Testing;
 /// How many actors a worker pass takes, and how many turns one actor gets per pass.
 const ACTORS_PER_PASS: i64 = 100;
 const TURNS_PER_ACTOR: usize = 50;
-/// How many effects of each kind a worker pass runs, one claim at a time.
-const EFFECTS_PER_PASS: usize = 20;
 /// How long the supervisor waits before it starts a worker that stopped, at first and at
 /// most (doubling while workers keep stopping).
 const RESTART_PAUSE_MIN: Duration = Duration::from_millis(100);
@@ -37,8 +35,8 @@ const RESTART_PAUSE_MAX: Duration = Duration::from_secs(5);
 /// The idle poll interval of a worker starts here and doubles up to the maximum.
 const IDLE_POLL_MIN: Duration = Duration::from_millis(100);
 const IDLE_POLL_MAX: Duration = Duration::from_secs(1);
-/// How often (by the runtime's clock) the workers prune finished messages.
-const PRUNE_EVERY: chrono::TimeDelta = chrono::TimeDelta::hours(1);
+/// How often (by the runtime's clock) the workers do the upkeep: prune, report.
+const UPKEEP_EVERY: chrono::TimeDelta = chrono::TimeDelta::hours(1);
 
 /// A running solid-objects runtime: a database, a clock, a policy, and the actor types it
 /// runs. Cheap to clone; clones share everything.
@@ -64,8 +62,10 @@ struct Shared {
     workers: usize,
     closed: AtomicBool,
     shutdown: Notify,
-    /// When the workers last pruned finished messages.
-    last_prune: Mutex<Option<DateTime<Utc>>>,
+    /// When the workers last did the upkeep (pruning, reports).
+    last_upkeep: Mutex<Option<DateTime<Utc>>>,
+    /// How many more effects the workers may run at once.
+    effect_permits: Arc<tokio::sync::Semaphore>,
 }
 
 impl Runtime {
@@ -214,24 +214,23 @@ impl Runtime {
             .engine()
             .run_ready(ACTORS_PER_PASS, TURNS_PER_ACTOR, TurnErrors::LogAndStall)
             .await?;
-        let effects = crate::effect::run_due(self, EFFECTS_PER_PASS).await?;
-        if self.prune_due() {
-            let pruned = self.engine().prune().await?;
-            tracing::debug!(pruned, "pruned old messages and effects");
-            self.engine().report_unhandled_effects().await?;
+        let effects = crate::effect::start_due(self, &self.shared.effect_permits).await?;
+        if self.upkeep_due() {
+            self.engine().upkeep().await?;
         }
         Ok(fired + turns + effects > 0)
     }
 
-    /// Whether this worker should prune now (and if so, no other will for a while).
-    fn prune_due(&self) -> bool {
+    /// Whether this worker should do the hourly upkeep now (and if so, no other will for a
+    /// while).
+    fn upkeep_due(&self) -> bool {
         let now = self.engine().now();
         let mut last = self
             .shared
-            .last_prune
+            .last_upkeep
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let due = last.is_none_or(|last| now - last >= PRUNE_EVERY);
+        let due = last.is_none_or(|last| now - last >= UPKEEP_EVERY);
         if due {
             *last = Some(now);
         }
@@ -533,10 +532,12 @@ impl Builder {
     /// How long a claimed effect belongs to the worker running it (default 5 min), from
     /// when that effect starts. A worker that dies mid-effect leaves it to be claimed again
     /// once the lease runs out; a worker that finishes after its lease ran out records
-    /// nothing (the effect's new runner does). On PostgreSQL the lease runs on the database
-    /// server's clock.
+    /// nothing (the effect's new runner does), and a handler still running when its lease
+    /// ends is abandoned and its attempt counted as failed. On PostgreSQL the lease runs on
+    /// the database server's clock. Workers run up to 16 effects at once, each in a task of
+    /// its own.
     pub fn effect_lease(mut self, lease: impl IntoDuration) -> Self {
-        self.effect_lease = lease.into_duration();
+        self.effect_lease = lease.into_duration().max(Duration::from_millis(1));
         self
     }
 
@@ -654,7 +655,10 @@ impl Builder {
                 workers: self.workers,
                 closed: AtomicBool::new(false),
                 shutdown: Notify::new(),
-                last_prune: Mutex::new(None),
+                last_upkeep: Mutex::new(None),
+                effect_permits: Arc::new(tokio::sync::Semaphore::new(
+                    crate::effect::CONCURRENT_EFFECTS,
+                )),
             }),
         };
         if self.set_default {

@@ -74,10 +74,11 @@ impl<'r> Testing<'r> {
         }
     }
 
-    /// Warns, once per kind, about effects that waited over a minute with no handler in this
-    /// runtime, as the workers do with every hourly prune.
-    pub async fn report_unhandled_effects(&self) -> Result<()> {
-        self.runtime.engine().report_unhandled_effects().await
+    /// Does the workers' hourly upkeep now: prunes what is past its retention, warns (once
+    /// per kind) about effects that waited over a minute with no handler in this runtime,
+    /// and notes on messages whose operation this build does not know why they wait.
+    pub async fn upkeep(&self) -> Result<()> {
+        self.runtime.engine().upkeep().await
     }
 
     /// Delivers a message (a reminder's, say) to an actor as if it came from the mailbox,

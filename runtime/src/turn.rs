@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use chrono::{DateTime, Utc};
 
 use crate::actor::{Actor, Operations};
-use crate::codec::{encode_operation, EncodedOperation};
+use crate::codec::{store_operation, store_value, StoredOperation};
 use crate::effect::Effect;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -185,10 +185,7 @@ impl<A: Actor> Turn<A> {
     pub fn emit<E: Effect>(&mut self, effect: E) {
         self.effects.push(PendingEffect {
             name: E::NAME,
-            payload: serde_json::to_string(&effect).map_err(|source| Error::Encode {
-                what: "effect",
-                source,
-            }),
+            payload: store_value("effect", E::NAME, &effect),
         });
     }
 
@@ -430,7 +427,7 @@ pub(crate) struct PendingEffect {
 pub(crate) struct Outgoing {
     pub(crate) actor_type: &'static str,
     pub(crate) actor_id: String,
-    pub(crate) message: Result<EncodedOperation>,
+    pub(crate) message: Result<StoredOperation>,
     /// Makes the target's type known to this runtime, so its workers can run the message.
     pub(crate) register: fn(&Engine) -> Result<()>,
 }
@@ -449,7 +446,7 @@ impl<B: Actor> SendStage<B> {
         self.outbox.push(Outgoing {
             actor_type: B::TYPE_NAME,
             actor_id: self.actor_id,
-            message: encode_operation(&message),
+            message: store_operation(&message).map(|(stored, _)| stored),
             register: Engine::register::<B>,
         });
     }

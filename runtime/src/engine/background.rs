@@ -23,6 +23,9 @@ pub(crate) enum TurnErrors {
 /// is not an attempt (an operation this build does not know, the database gone).
 const STALL: Duration = Duration::from_secs(30);
 
+/// How many waiting heads of unknown operations one upkeep pass notes.
+const UNKNOWN_NOTED: i64 = 100;
+
 /// Each actor's newest finished messages with an idempotency key that retention keeps.
 pub(crate) const KEPT_IDEMPOTENCY_KEYS: i64 = 64;
 
@@ -47,9 +50,9 @@ impl Engine {
         Ok(due.len())
     }
 
-    /// Runs up to `turns_per_actor` turns for each of up to `actors` actors of the types
-    /// this runtime knows whose head message is due, and that no worker of this process
-    /// runs or has stalled; returns how many turns ran. A turn that fails with an error (not
+    /// Runs up to `turns_per_actor` turns for each of up to `actors` actors whose head
+    /// message is due and of an operation this runtime knows, and that no worker of this
+    /// process runs or has stalled; returns how many turns ran. A turn that fails with an error (not
     /// a failed attempt, which is counted) is returned, or, for workers, logged and its
     /// actor stalled.
     pub(crate) async fn run_ready(
@@ -63,7 +66,7 @@ impl Engine {
             .store
             .ready_actors(
                 micros(self.now()),
-                &self.registered_types(),
+                &self.known_operations(),
                 actors.saturating_add(stalled),
             )
             .await?;
@@ -145,6 +148,44 @@ impl Engine {
                  until a runtime that registers it (Builder::actor::<T>()) runs them"
             );
         }
+    }
+
+    /// The workers' hourly upkeep: prunes what is past its retention, warns about effects
+    /// no handler here runs, and notes why messages of unknown operations wait.
+    pub(crate) async fn upkeep(&self) -> Result<()> {
+        let pruned = self.prune().await?;
+        tracing::debug!(pruned, "pruned old messages and effects");
+        self.report_unhandled_effects().await?;
+        self.note_unknown_operations().await?;
+        Ok(())
+    }
+
+    /// Notes, on heads of mailboxes of known types whose operation this build does not know,
+    /// why they wait (a build that knows it runs them; workers here never claim them).
+    pub(crate) async fn note_unknown_operations(&self) -> Result<usize> {
+        let heads = self
+            .store
+            .unknown_operations(&self.known_operations(), &self.known_types(), UNKNOWN_NOTED)
+            .await?;
+        if heads.is_empty() {
+            return Ok(0);
+        }
+        let mut tx = self.begin(None).await?;
+        for head in &heads {
+            let why = Error::UnknownOperation {
+                actor_type: head.actor_type.clone(),
+                operation: head.operation.clone(),
+                message_id: head.id,
+            };
+            tracing::warn!(%why, "a message waits for a build that knows its operation");
+            tx.note_message(
+                head.id,
+                &format!("waits for a build that can run it: {why}"),
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(heads.len())
     }
 
     /// Deletes what is past its retention; returns how many rows.

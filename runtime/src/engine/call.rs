@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use super::failures::failed_progress;
 use super::running::{Delivery, Uncommitted};
-use super::{from_micros, micros, Engine, Lock, Outcome, Step};
+use super::{from_micros, micros, read_until, Engine, Lock, Outcome, Step};
 use crate::actor::{Actor, Operations};
 use crate::codec::decode_operation;
 use crate::error::{Error, Result};
@@ -91,6 +91,14 @@ impl Call<'_> {
     }
 }
 
+/// A synchronous call's fresh turn that failed outside its handler.
+struct FreshFailure<'a> {
+    /// The request id its message would have had, had the turn committed.
+    request_id: &'a str,
+    error: &'a str,
+    retryable: bool,
+}
+
 /// What one try at a synchronous call came to.
 enum Tried {
     /// The call has its answer.
@@ -137,7 +145,10 @@ impl Engine {
             match self.try_call::<A>(&call, next, &arguments, options).await {
                 Ok(Tried::Answered(answer)) => return answer,
                 Ok(Tried::Queued(message_id)) => {
-                    return self.run_until_done::<A>(&call, message_id).await
+                    return match self.run_until_done::<A>(&call, message_id).await {
+                        Err(error) if error.is_busy() => Err(call.busy(Some(message_id))),
+                        done => done,
+                    };
                 }
                 Ok(Tried::Conflict) if !call.past_deadline() => {}
                 Ok(Tried::Conflict) => return Err(call.busy(None)),
@@ -218,8 +229,13 @@ impl Engine {
                     .to_owned(),
             ))),
             Err(Uncommitted::Failed { error, retryable }) => {
+                let failure = FreshFailure {
+                    request_id: &request_id,
+                    error: &error,
+                    retryable,
+                };
                 let outcome = self
-                    .record_fresh_failure::<A>(call, arguments, options, &error, retryable)
+                    .record_fresh_failure::<A>(call, arguments, options, failure)
                     .await?;
                 Tried::Answered(call.result(outcome))
             }
@@ -227,15 +243,27 @@ impl Engine {
     }
 
     /// Stores the message of a synchronous call whose turn failed outside its handler, as
-    /// a failed first attempt: it retries (or is dead) like any other.
+    /// a failed first attempt: it retries (or is dead) like any other. If the turn did
+    /// commit (its commit's answer was lost), its message answers instead: it never runs
+    /// twice.
     async fn record_fresh_failure<A: Actor>(
         &self,
         call: &Call<'_>,
         arguments: &str,
         options: CallOptions<'_>,
-        error: &str,
-        retryable: bool,
+        failure: FreshFailure<'_>,
     ) -> Result<Outcome> {
+        let FreshFailure {
+            request_id,
+            error,
+            retryable,
+        } = failure;
+        let committed = self.store.message(MessageLookup::RequestId(request_id));
+        if let Some(record) = read_until(call.deadline, committed).await? {
+            if let Some(outcome) = Outcome::from_record(&record) {
+                return Ok(outcome);
+            }
+        }
         let now = self.now();
         let progress = failed_progress(
             now,
@@ -245,18 +273,35 @@ impl Engine {
             error,
             &self.config.retry,
         );
-        let request_id = uuid::Uuid::new_v4().to_string();
-        let mut tx = self.begin(None).await?;
+        // The same request id as the turn's: if that turn's commit lands after all, this
+        // insert conflicts with it, and the committed message answers.
         let message = NewMessage {
             operation: call.operation,
             arguments,
-            request_id: &request_id,
+            request_id,
             idempotency_key: options.idempotency_key,
             created_at: micros(now),
             progress,
         };
-        tx.insert_message(call.key, &message).await?;
-        tx.commit().await?;
+        let inserted = async {
+            let mut tx = self.begin(None).await?;
+            tx.insert_message(call.key, &message).await?;
+            tx.commit().await
+        };
+        match inserted.await {
+            Err(error) if error.is_conflict() => {
+                let committed = self.store.message(MessageLookup::RequestId(request_id));
+                if let Some(outcome) = read_until(call.deadline, committed)
+                    .await?
+                    .as_ref()
+                    .and_then(Outcome::from_record)
+                {
+                    return Ok(outcome);
+                }
+                return Err(error);
+            }
+            inserted => inserted?,
+        }
         self.wake();
         let retry_at = progress
             .finished_at
@@ -283,7 +328,8 @@ impl Engine {
                 Step::Ran(_) => continue,
                 waiting => waiting,
             };
-            if let Some(record) = self.store.message(MessageLookup::Id(message_id)).await? {
+            let lookup = self.store.message(MessageLookup::Id(message_id));
+            if let Some(record) = read_until(call.deadline, lookup).await? {
                 if let Some(outcome) = Outcome::from_record(&record) {
                     return call.result(outcome);
                 }
@@ -314,7 +360,10 @@ impl Engine {
         };
         let mut drained = false;
         loop {
-            let committed = self.store.read_actor(call.key).await?;
+            let committed = match read_until(call.deadline, self.store.read_actor(call.key)).await {
+                Err(error) if error.is_busy() => return Err(call.busy(None)),
+                read => read?,
+            };
             if committed.mailbox_empty || drained {
                 let instance = committed.instance.unwrap_or_default();
                 return self.answer::<A>(&call, &instance, query).await;

@@ -38,6 +38,11 @@ impl Engine {
             .collect()
     }
 
+    /// How long a claimed effect belongs to its runner.
+    pub(crate) fn effect_lease(&self) -> std::time::Duration {
+        self.config.effect_lease
+    }
+
     /// Claims one due effect named `name`, leased from now (by the lease clock: the database
     /// server's on PostgreSQL) for the runtime's effect lease.
     pub(crate) async fn claim_effect(&self, name: &str) -> Result<Option<ClaimedEffect>> {
@@ -87,7 +92,7 @@ impl Engine {
         };
         let mut tx = self.begin(None).await?;
         let recorded = tx
-            .finish_effect(effect.id, effect.attempts, &progress)
+            .finish_effect(effect.id, effect.claims, &progress)
             .await?;
         tx.commit().await?;
         if !recorded {

@@ -30,7 +30,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::actor::Actor;
+use crate::actor::{Actor, Operations};
 use crate::clock::Clock;
 use crate::effect::EffectRunner;
 use crate::error::{Error, Result};
@@ -81,6 +81,8 @@ pub(crate) struct Engine {
 struct RegisteredActor {
     type_id: TypeId,
     runner: Arc<dyn MailboxRunner>,
+    /// The stored names of its messages' operations (commands and reminders).
+    operations: &'static [&'static str],
 }
 
 /// What one turn did.
@@ -198,11 +200,21 @@ impl Engine {
     }
 
     /// The bounds of a transaction that ends by `deadline` (a caller's), or by the turn
-    /// timeout from now.
+    /// timeout from now. A caller's transaction bounds each statement by its deadline too,
+    /// so the server stops the SQL of a turn whose caller gave up.
     pub(crate) fn bounds(&self, deadline: Option<Instant>) -> Bounds {
-        Bounds {
-            deadline: deadline.unwrap_or_else(|| deadline_after(self.config.turn_timeout)),
-            statement: self.config.turn_timeout,
+        let turn = self.config.turn_timeout;
+        match deadline {
+            Some(deadline) => Bounds {
+                deadline,
+                statement: turn
+                    .min(deadline.saturating_duration_since(Instant::now()))
+                    .max(Duration::from_millis(1)),
+            },
+            None => Bounds {
+                deadline: deadline_after(turn),
+                statement: turn,
+            },
         }
     }
 
@@ -228,6 +240,7 @@ impl Engine {
             .or_insert_with(|| RegisteredActor {
                 type_id,
                 runner: Arc::new(TypedRunner::<A>(PhantomData)),
+                operations: <A::Message as Operations>::NAMES,
             });
         duplicate_check(known, type_id, A::TYPE_NAME)
     }
@@ -241,8 +254,24 @@ impl Engine {
             .map(|known| Arc::clone(&known.runner))
     }
 
+    /// The operations this runtime can run, as a JSON array of `"Type:operation"`: a
+    /// message of another type, or of an operation a newer build added, is not its to claim.
+    fn known_operations(&self) -> String {
+        let actors = self.actors.read().unwrap_or_else(PoisonError::into_inner);
+        let names: Vec<String> = actors
+            .iter()
+            .flat_map(|(actor_type, known)| {
+                known
+                    .operations
+                    .iter()
+                    .map(move |operation| format!("{actor_type}:{operation}"))
+            })
+            .collect();
+        serde_json::Value::from(names).to_string()
+    }
+
     /// The stored names of the actor types this runtime knows, as a JSON array.
-    fn registered_types(&self) -> String {
+    fn known_types(&self) -> String {
         let actors = self.actors.read().unwrap_or_else(PoisonError::into_inner);
         let names: Vec<&str> = actors.keys().copied().collect();
         serde_json::Value::from(names).to_string()
@@ -272,6 +301,17 @@ fn duplicate_check(known: &RegisteredActor, type_id: TypeId, name: &str) -> Resu
             name: name.to_owned(),
         })
     }
+}
+
+/// Runs a read for a caller, giving up at its deadline with an error that
+/// [`Error::is_busy`] recognises (a read dropped mid-way leaves nothing behind).
+pub(crate) async fn read_until<T>(
+    deadline: Instant,
+    read: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    tokio::time::timeout_at(deadline, read)
+        .await
+        .unwrap_or(Err(Error::Database(sqlx::Error::PoolTimedOut)))
 }
 
 /// Appends a ready message to an actor's mailbox inside `tx`, without taking that actor's

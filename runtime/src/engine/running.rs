@@ -12,7 +12,7 @@ use tracing::Instrument;
 use super::failures::failed_progress;
 use super::{append, from_micros, micros, Engine, Lock, Outcome, Step, TurnReport};
 use crate::actor::{Actor, Operations};
-use crate::codec::{check_readable, decode_operation, encode_operation, from_json, to_json};
+use crate::codec::{decode_operation, from_json, store_operation, store_value, to_json};
 use crate::error::{Error, Rejection, Result};
 use crate::handled::Handled;
 use crate::limits::{deadline_after, Payload};
@@ -218,7 +218,11 @@ impl Engine {
     ) -> Result<A> {
         match &instance.state {
             Some(json) => from_json("state", key.actor_type, key.actor_id, json),
-            None => Ok(A::default()),
+            // `Default` is user code too.
+            None => std::panic::catch_unwind(A::default).map_err(|panic| Error::Panicked {
+                during: format!("making the default state of {}", key.actor_type),
+                message: crate::handled::panic_text(&*panic).to_owned(),
+            }),
         }
     }
 
@@ -469,10 +473,8 @@ impl Engine {
     ) -> Result<Writes> {
         let limits = &self.config.limits;
         limits.check(Payload::Result, operation, result.len())?;
-        check_readable("result", operation, result, 0)?;
-        let state = to_json("state", state)?;
+        let state = store_value("state", operation, state)?;
         limits.check(Payload::State, operation, state.len())?;
-        check_readable("state", operation, &state, 0)?;
         let mut changes = turn.take_reminders();
         let mut seen = HashSet::new();
         changes.reverse();
@@ -486,15 +488,13 @@ impl Engine {
             .map(|change| match change {
                 ReminderChange::Schedule { key, at, message } => {
                     validate_key("reminder key", &key)?;
-                    let encoded = encode_operation(&message)?;
-                    let arguments = to_json("reminder arguments", &encoded.arguments)?;
-                    limits.check(Payload::Arguments, encoded.name, arguments.len())?;
-                    check_readable("reminder arguments", encoded.name, &arguments, 1)?;
+                    let (stored, _) = store_operation(&message)?;
+                    limits.check(Payload::Arguments, stored.name, stored.arguments.len())?;
                     Ok(ReminderOp::Upsert {
-                        name: encoded.name,
+                        name: stored.name,
                         key,
                         due_at: micros(at),
-                        arguments,
+                        arguments: stored.arguments,
                     })
                 }
                 ReminderChange::Cancel { name, key } => {
@@ -508,15 +508,13 @@ impl Engine {
             .into_iter()
             .map(|outgoing| {
                 validate_id(&outgoing.actor_id)?;
-                let encoded = outgoing.message?;
-                let arguments = to_json("arguments", &encoded.arguments)?;
-                limits.check(Payload::Arguments, encoded.name, arguments.len())?;
-                check_readable("arguments", encoded.name, &arguments, 1)?;
+                let stored = outgoing.message?;
+                limits.check(Payload::Arguments, stored.name, stored.arguments.len())?;
                 Ok(SendOp {
                     actor_type: outgoing.actor_type,
                     actor_id: outgoing.actor_id,
-                    operation: encoded.name,
-                    arguments,
+                    operation: stored.name,
+                    arguments: stored.arguments,
                     register: outgoing.register,
                 })
             })
@@ -527,7 +525,6 @@ impl Engine {
             .map(|effect| {
                 let payload = effect.payload?;
                 limits.check(Payload::Arguments, effect.name, payload.len())?;
-                check_readable("effect", effect.name, &payload, 0)?;
                 Ok((effect.name, payload))
             })
             .collect::<Result<_>>()?;

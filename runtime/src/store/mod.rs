@@ -142,6 +142,14 @@ pub(crate) struct CommittedActor {
     pub(crate) mailbox_empty: bool,
 }
 
+/// The head of a mailbox whose operation this build does not know.
+#[derive(Debug, Clone)]
+pub(crate) struct UnknownHead {
+    pub(crate) id: i64,
+    pub(crate) actor_type: String,
+    pub(crate) operation: String,
+}
+
 /// How to find one message.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum MessageLookup<'a> {
@@ -185,8 +193,7 @@ pub(crate) struct NewEffect<'a> {
     pub(crate) created_at: i64,
 }
 
-/// An effect a worker claimed (its attempts already counting this one, which is also the
-/// lease's token: finishing checks it).
+/// An effect a worker claimed (its attempts already counting this one).
 #[derive(Debug, Clone)]
 pub(crate) struct ClaimedEffect {
     pub(crate) id: i64,
@@ -195,6 +202,9 @@ pub(crate) struct ClaimedEffect {
     pub(crate) actor_id: String,
     pub(crate) payload: String,
     pub(crate) attempts: i64,
+    /// The claim's number, which never repeats for one effect: the lease's token, which
+    /// finishing checks.
+    pub(crate) claims: i64,
 }
 
 /// An effect that failed for good, for operators.
@@ -248,7 +258,8 @@ pub(crate) struct Bounds {
     /// for the actor's row lock (PostgreSQL).
     pub(crate) deadline: Instant,
     /// The longest one statement, or one wait inside the database, may last (the turn
-    /// timeout): PostgreSQL's `statement_timeout`, and a cap on any lock wait.
+    /// timeout, or less if the caller's deadline comes first): PostgreSQL's
+    /// `statement_timeout`, and a cap on any lock wait but the caller's wait for its actor.
     pub(crate) statement: Duration,
 }
 
@@ -256,9 +267,14 @@ impl Bounds {
     /// The time left until the deadline, at most one statement's bound and at least a
     /// millisecond (a zero would mean "no limit" to the databases).
     pub(crate) fn remaining(&self) -> Duration {
+        self.until_deadline().min(self.statement)
+    }
+
+    /// The time left until the deadline, at least a millisecond: how long a caller waits for
+    /// its actor's lock.
+    pub(crate) fn until_deadline(&self) -> Duration {
         self.deadline
             .saturating_duration_since(Instant::now())
-            .min(self.statement)
             .max(Duration::from_millis(1))
     }
 }
@@ -321,14 +337,23 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// Unfinished effects whose kind is not among `handled` (a JSON array of names), by kind.
     async fn unhandled_effects(&self, handled: &str) -> Result<Vec<PendingEffects>>;
 
-    /// Actors of the types in `types` (a JSON array of names) whose head message is due at
-    /// `now`, oldest head first, at most `limit` of them.
+    /// Actors whose head message is due at `now` and of an operation in `operations` (a JSON
+    /// array of `"Type:operation"`), oldest head first, at most `limit` of them.
     async fn ready_actors(
         &self,
         now: i64,
-        types: &str,
+        operations: &str,
         limit: i64,
     ) -> Result<Vec<(String, String)>>;
+
+    /// Heads of mailboxes of the types in `types` whose operation is not in `operations`
+    /// (JSON arrays, as above) and that carry no note yet, at most `limit`.
+    async fn unknown_operations(
+        &self,
+        operations: &str,
+        types: &str,
+        limit: i64,
+    ) -> Result<Vec<UnknownHead>>;
 
     /// The counters of work done so far.
     fn stats(&self) -> Stats;
@@ -416,12 +441,12 @@ pub(crate) trait Transaction: Send {
         lease: Duration,
     ) -> Result<Option<ClaimedEffect>>;
 
-    /// Records an effect's attempt, if it is still running under the lease `attempts`;
+    /// Records an effect's attempt, if it is still running under the claim `claims`;
     /// returns whether it did.
     async fn finish_effect(
         &mut self,
         id: i64,
-        attempts: i64,
+        claims: i64,
         progress: &EffectProgress<'_>,
     ) -> Result<bool>;
 

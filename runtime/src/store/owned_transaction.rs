@@ -45,16 +45,19 @@ pub(crate) struct OwnedTransaction<DB: Database> {
 }
 
 impl<DB: Database> OwnedTransaction<DB> {
-    /// Takes a connection (waiting for one until `deadline`) and begins with `statement`.
+    /// Takes a connection (waiting for one until `deadline`), calls `acquired`, and begins
+    /// with `statement`.
     pub(crate) async fn begin(
         pool: &Pool<DB>,
         deadline: Instant,
         statement: String,
+        acquired: impl FnOnce(),
     ) -> Result<Self> {
         let connection = match tokio::time::timeout_at(deadline, pool.acquire()).await {
             Ok(connection) => connection?,
             Err(_) => return Err(sqlx::Error::PoolTimedOut.into()),
         };
+        acquired();
         let mut transaction = Self {
             connection,
             phase: Phase::Beginning,

@@ -21,7 +21,7 @@ use super::{
     rows, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters, DeadEffectRecord, DueReminder,
     EffectProgress, Instance, InstanceWrite, LockedActor, MessageLookup, MessageProgress,
     MessageRecord, NewEffect, NewMessage, PendingEffects, ReminderWrite, Retention, Stats, Store,
-    StoredMessage, Transaction,
+    StoredMessage, Transaction, UnknownHead,
 };
 use crate::error::Result;
 
@@ -41,6 +41,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         3,
         "lock-free mailboxes",
         include_str!("../../migrations/postgres/0003_lock_free_mailboxes.sql"),
+    ),
+    (
+        4,
+        "effect claims",
+        include_str!("../../migrations/postgres/0004_effect_claims.sql"),
     ),
 ];
 
@@ -165,12 +170,16 @@ impl PostgresTransaction {
         Ok(row.is_some())
     }
 
-    async fn set_lock_timeout(&mut self, timeout: Duration) -> Result<()> {
+    /// Bounds the statements that follow, and their lock waits, by `timeout`.
+    async fn set_timeouts(&mut self, timeout: Duration) -> Result<()> {
         self.counters.statement();
-        sqlx::query("SELECT set_config('lock_timeout', $1, true)")
-            .bind(format!("{}ms", millis(timeout)))
-            .execute(&mut *self.tx)
-            .await?;
+        let timeout = format!("{}ms", millis(timeout));
+        sqlx::query(
+            "SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $1, true)",
+        )
+        .bind(timeout)
+        .execute(&mut *self.tx)
+        .await?;
         Ok(())
     }
 
@@ -203,6 +212,7 @@ sql_backend! {
     database: Postgres,
     skip_locked: " FOR UPDATE SKIP LOCKED",
     name_set: "(SELECT jsonb_array_elements_text($1::jsonb))",
+    name_set_2: "(SELECT jsonb_array_elements_text($2::jsonb))",
     lease_now: "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT",
     store_items: {
         async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>> {
@@ -213,7 +223,7 @@ sql_backend! {
                 "BEGIN; SET LOCAL lock_timeout = '{statement}ms'; \
                  SET LOCAL statement_timeout = '{statement}ms'"
             );
-            let tx = OwnedTransaction::begin(&self.readers, bounds.deadline, begin).await?;
+            let tx = OwnedTransaction::begin(&self.readers, bounds.deadline, begin, || {}).await?;
             Ok(Box::new(PostgresTransaction {
                 tx,
                 counters: Arc::clone(&self.counters),
@@ -247,12 +257,15 @@ sql_backend! {
             }
             // Wait for the turn elsewhere until the caller's deadline, inside the server: a
             // caller that gives up leaves no connection queued behind the lock.
-            let remaining = self.bounds.remaining();
-            self.set_lock_timeout(remaining).await?;
+            self.set_timeouts(self.bounds.until_deadline()).await?;
             self.create_instance(actor).await?;
             let instance = self.select_instance(actor, "FOR UPDATE").await?.unwrap_or_default();
-            self.set_lock_timeout(self.bounds.statement).await?;
+            self.set_timeouts(self.bounds.remaining()).await?;
             self.locked(actor, instance).await
+        }
+
+        fn poison(&mut self) {
+            self.tx.poison();
         }
 
         fn postgres(&mut self) -> Option<&mut PgConnection> {

@@ -4,7 +4,7 @@ use sqlx::{ColumnIndex, Database, Decode, Row, Type};
 
 use super::{
     ClaimedEffect, DeadEffectRecord, DueReminder, Instance, MessageRecord, PendingEffects,
-    StoredMessage, StoredStatus,
+    StoredMessage, StoredStatus, UnknownHead,
 };
 use crate::error::{Error, Result};
 
@@ -127,6 +127,21 @@ where
     Ok(keyed.into_iter().map(|(_, reminder)| reminder).collect())
 }
 
+/// The head of a mailbox whose operation is unknown: `id, actor_type, operation`.
+pub(crate) fn unknown_head<R>(row: &R) -> Result<UnknownHead>
+where
+    R: Row,
+    for<'c> &'c str: ColumnIndex<R>,
+    String: Columns<R::Database>,
+    i64: Columns<R::Database>,
+{
+    Ok(UnknownHead {
+        id: row.try_get("id")?,
+        actor_type: row.try_get("actor_type")?,
+        operation: row.try_get("operation")?,
+    })
+}
+
 /// `(actor_type, actor_id)` pairs.
 pub(crate) fn actors<R>(rows: &[R]) -> Result<Vec<(String, String)>>
 where
@@ -154,6 +169,7 @@ where
         actor_id: row.try_get("actor_id")?,
         payload: row.try_get("payload")?,
         attempts: row.try_get("attempts")?,
+        claims: row.try_get("claims")?,
     })
 }
 

@@ -3,6 +3,12 @@
 //! transaction begins and locks its actor, its connection accessor, whether claims
 //! `SKIP LOCKED`, how a JSON array of names becomes a set, and the clock leases run on.
 
+/// An error text as every backend stores it: PostgreSQL keeps no NUL byte in text, and an
+/// error's text (a handler's `Failure`, a panic message) is the user's.
+pub(crate) fn storable_text(text: &str) -> String {
+    text.replace('\0', "\u{fffd}")
+}
+
 /// `SELECT <every message column> FROM solid_messages WHERE <condition>`.
 macro_rules! select_message {
     ($condition:literal) => {
@@ -32,10 +38,11 @@ macro_rules! head_of_mailbox {
 ///   [`OwnedTransaction`](super::owned_transaction::OwnedTransaction)) and `counters`;
 /// - `database`: the sqlx database type;
 /// - `skip_locked`: appended to the subqueries that claim reminders and effects;
-/// - `name_set`: an SQL set of the names in the JSON array bound as `$1`;
+/// - `name_set`, `name_set_2`: an SQL set of the names in the JSON array bound as `$1`,
+///   and as `$2`;
 /// - `lease_now`: the current time of the clock leases run on, in microseconds;
 /// - then the backend's own `Store` items (`begin`, `close`) and `Transaction` items (the
-///   lock and the connection accessor).
+///   lock, `poison` and the connection accessor).
 macro_rules! sql_backend {
     (
         store: $store:ty,
@@ -44,6 +51,7 @@ macro_rules! sql_backend {
         database: $database:ty,
         skip_locked: $skip_locked:literal,
         name_set: $name_set:literal,
+        name_set_2: $name_set_2:literal,
         lease_now: $lease_now:literal,
         store_items: { $($store_item:item)* },
         transaction_items: { $($transaction_item:item)* }
@@ -135,12 +143,13 @@ macro_rules! sql_backend {
             async fn ready_actors(
                 &self,
                 now: i64,
-                types: &str,
+                operations: &str,
                 limit: i64,
             ) -> Result<Vec<(String, String)>> {
                 let rows = sqlx::query(concat!(
                     "SELECT m.actor_type, m.actor_id FROM solid_messages m
-                     WHERE m.status = 'ready' AND m.available_at <= $2 AND m.actor_type IN ",
+                     WHERE m.status = 'ready' AND m.available_at <= $2
+                       AND (m.actor_type || ':' || m.operation) IN ",
                     $name_set,
                     " AND NOT EXISTS (
                          SELECT 1 FROM solid_messages e
@@ -148,12 +157,39 @@ macro_rules! sql_backend {
                            AND e.status = 'ready' AND e.id < m.id)
                      ORDER BY m.id LIMIT $3"
                 ))
-                .bind(types)
+                .bind(operations)
                 .bind(now)
                 .bind(limit)
                 .fetch_all(&self.$readers)
                 .await?;
                 rows::actors(&rows)
+            }
+
+            async fn unknown_operations(
+                &self,
+                operations: &str,
+                types: &str,
+                limit: i64,
+            ) -> Result<Vec<UnknownHead>> {
+                let rows = sqlx::query(concat!(
+                    "SELECT m.id, m.actor_type, m.operation FROM solid_messages m
+                     WHERE m.status = 'ready' AND m.last_error IS NULL
+                       AND (m.actor_type || ':' || m.operation) NOT IN ",
+                    $name_set,
+                    " AND m.actor_type IN ",
+                    $name_set_2,
+                    " AND NOT EXISTS (
+                         SELECT 1 FROM solid_messages e
+                         WHERE e.actor_type = m.actor_type AND e.actor_id = m.actor_id
+                           AND e.status = 'ready' AND e.id < m.id)
+                     ORDER BY m.id LIMIT $3"
+                ))
+                .bind(operations)
+                .bind(types)
+                .bind(limit)
+                .fetch_all(&self.$readers)
+                .await?;
+                rows.iter().map(rows::unknown_head).collect()
             }
 
             fn stats(&self) -> Stats {
@@ -189,7 +225,7 @@ macro_rules! sql_backend {
                 .bind(progress.attempts)
                 .bind(progress.available_at)
                 .bind(progress.result)
-                .bind(progress.last_error)
+                .bind(progress.last_error.map($crate::store::shared::storable_text))
                 .bind(message.created_at)
                 .bind(progress.finished_at)
                 .fetch_one(&mut *self.tx)
@@ -214,7 +250,7 @@ macro_rules! sql_backend {
                 .bind(progress.attempts)
                 .bind(progress.available_at)
                 .bind(progress.result)
-                .bind(progress.last_error)
+                .bind(progress.last_error.map($crate::store::shared::storable_text))
                 .bind(progress.finished_at)
                 .bind(message_id)
                 .bind(attempts)
@@ -228,7 +264,7 @@ macro_rules! sql_backend {
                 sqlx::query(
                     "UPDATE solid_messages SET last_error = $1 WHERE id = $2 AND status = 'ready'",
                 )
-                .bind(note)
+                .bind($crate::store::shared::storable_text(note))
                 .bind(message_id)
                 .execute(&mut *self.tx)
                 .await?;
@@ -362,10 +398,12 @@ macro_rules! sql_backend {
                 lease: std::time::Duration,
             ) -> Result<Option<ClaimedEffect>> {
                 self.counters.statement();
-                let lease = i64::try_from(lease.as_micros()).unwrap_or(i64::MAX);
+                // Far enough for any lease, and far from overflowing the clock's microseconds.
+                const CENTURY_MICROS: i64 = 100 * 365 * 24 * 3600 * 1_000_000;
+                let lease = i64::try_from(lease.as_micros()).map_or(CENTURY_MICROS, |lease| lease.min(CENTURY_MICROS));
                 let claimed = sqlx::query(concat!(
                     "UPDATE solid_effects
-                     SET status = 'running', attempts = attempts + 1,
+                     SET status = 'running', attempts = attempts + 1, claims = claims + 1,
                          available_at = ", $lease_now, " + $3
                      WHERE id = (
                          SELECT id FROM solid_effects
@@ -374,7 +412,7 @@ macro_rules! sql_backend {
                              OR (status = 'running' AND available_at <= ", $lease_now, "))
                          ORDER BY available_at, id LIMIT 1",
                     $skip_locked,
-                    ") RETURNING id, effect_id, actor_type, actor_id, payload, attempts"
+                    ") RETURNING id, effect_id, actor_type, actor_id, payload, attempts, claims"
                 ))
                 .bind(name)
                 .bind(now)
@@ -387,21 +425,21 @@ macro_rules! sql_backend {
             async fn finish_effect(
                 &mut self,
                 id: i64,
-                attempts: i64,
+                claims: i64,
                 progress: &EffectProgress<'_>,
             ) -> Result<bool> {
                 self.counters.statement();
                 let finished = sqlx::query(
                     "UPDATE solid_effects
                      SET status = $1, available_at = $2, last_error = $3, finished_at = $4
-                     WHERE id = $5 AND status = 'running' AND attempts = $6",
+                     WHERE id = $5 AND status = 'running' AND claims = $6",
                 )
                 .bind(progress.status)
                 .bind(progress.available_at)
-                .bind(progress.last_error)
+                .bind(progress.last_error.map($crate::store::shared::storable_text))
                 .bind(progress.finished_at)
                 .bind(id)
-                .bind(attempts)
+                .bind(claims)
                 .execute(&mut *self.tx)
                 .await?;
                 Ok(finished.rows_affected() == 1)
@@ -511,10 +549,6 @@ macro_rules! sql_backend {
             async fn release_savepoint(&mut self) -> Result<()> {
                 self.counters.statement();
                 self.on_savepoint("RELEASE SAVEPOINT solid_turn").await
-            }
-
-            fn poison(&mut self) {
-                self.tx.poison();
             }
 
             async fn commit(self: Box<Self>) -> Result<()> {

@@ -7,6 +7,7 @@
 //! is waited for (`busy_timeout`) only until the caller's deadline.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,6 +21,7 @@ use super::{
     rows, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters, DeadEffectRecord, DueReminder,
     EffectProgress, InstanceWrite, LockedActor, MessageLookup, MessageProgress, MessageRecord,
     NewEffect, NewMessage, PendingEffects, ReminderWrite, Retention, Stats, Store, Transaction,
+    UnknownHead,
 };
 use crate::error::Result;
 
@@ -39,6 +41,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         3,
         "lock-free mailboxes",
         include_str!("../../migrations/sqlite/0003_lock_free_mailboxes.sql"),
+    ),
+    (
+        4,
+        "effect claims",
+        include_str!("../../migrations/sqlite/0004_effect_claims.sql"),
     ),
 ];
 
@@ -65,11 +72,19 @@ pub(crate) struct SqliteOptions {
     pub(crate) file_mode: u32,
 }
 
+/// How many SQLite virtual-machine steps run between two looks at the interrupt flag.
+const INTERRUPT_CHECK_EVERY: i32 = 1_000;
+
 /// The SQLite store.
 pub(crate) struct SqliteStore {
     writer: SqlitePool,
     readers: SqlitePool,
     counters: Arc<Counters>,
+    /// Set when a turn is abandoned (its handler ran past the turn timeout, or its caller
+    /// went away) while its own SQL may still run: the writer's progress handler then
+    /// interrupts that statement, so the writer is free again at once. Cleared when the
+    /// next transaction takes the writer.
+    interrupt: Arc<AtomicBool>,
 }
 
 impl SqliteStore {
@@ -87,12 +102,24 @@ impl SqliteStore {
             .synchronous(synchronous)
             .busy_timeout(BUSY_TIMEOUT)
             .foreign_keys(true);
+        let interrupt = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&interrupt);
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
             .min_connections(1)
             .acquire_timeout(Duration::from_secs(3600))
             .idle_timeout(None)
             .max_lifetime(None)
+            .after_connect(move |connection, _| {
+                let flag = Arc::clone(&flag);
+                Box::pin(async move {
+                    let mut handle = connection.lock_handle().await?;
+                    handle.set_progress_handler(INTERRUPT_CHECK_EVERY, move || {
+                        !flag.load(Ordering::Acquire)
+                    });
+                    Ok(())
+                })
+            })
             .connect_with(connect.clone())
             .await?;
         migrate(&writer).await?;
@@ -104,18 +131,22 @@ impl SqliteStore {
             writer,
             readers,
             counters: Arc::default(),
+            interrupt,
         })
     }
 }
 
 impl SqliteStore {
-    /// Uses an application's pool for turns and reads alike, and applies the migrations.
+    /// Uses an application's pool for turns and reads alike, and applies the migrations. Its
+    /// connections have no progress handler: a statement a handler left running is waited
+    /// for, not interrupted.
     pub(crate) async fn with_pool(pool: SqlitePool) -> Result<Self> {
         migrate(&pool).await?;
         Ok(Self {
             writer: pool.clone(),
             readers: pool,
             counters: Arc::default(),
+            interrupt: Arc::default(),
         })
     }
 }
@@ -177,6 +208,7 @@ async fn migrate(pool: &SqlitePool) -> Result<()> {
 struct SqliteTransaction {
     tx: OwnedTransaction<Sqlite>,
     counters: Arc<Counters>,
+    interrupt: Arc<AtomicBool>,
 }
 
 sql_backend! {
@@ -186,6 +218,7 @@ sql_backend! {
     database: Sqlite,
     skip_locked: "",
     name_set: "(SELECT value FROM json_each($1))",
+    name_set_2: "(SELECT value FROM json_each($2))",
     lease_now: "$2",
     store_items: {
         async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>> {
@@ -193,10 +226,15 @@ sql_backend! {
             // SQLite, so nothing is left waiting behind a caller that gave up.
             let busy = bounds.remaining().as_millis().min(i32::MAX as u128);
             let begin = format!("PRAGMA busy_timeout = {busy}; BEGIN IMMEDIATE");
-            let tx = OwnedTransaction::begin(&self.writer, bounds.deadline, begin).await?;
+            let interrupt = Arc::clone(&self.interrupt);
+            let tx = OwnedTransaction::begin(&self.writer, bounds.deadline, begin, || {
+                interrupt.store(false, Ordering::Release);
+            })
+            .await?;
             Ok(Box::new(SqliteTransaction {
                 tx,
                 counters: Arc::clone(&self.counters),
+                interrupt,
             }))
         }
 
@@ -227,6 +265,12 @@ sql_backend! {
             .fetch_one(&mut *self.tx)
             .await?;
             rows::locked_actor(&row).map(Some)
+        }
+
+        fn poison(&mut self) {
+            // Whatever the abandoned handler's SQL still runs is interrupted.
+            self.interrupt.store(true, Ordering::Release);
+            self.tx.poison();
         }
 
         fn sqlite(&mut self) -> Option<&mut SqliteConnection> {

@@ -1,6 +1,10 @@
-//! Review 7: adversarial tests of "Nothing wedges". Each test names a defect in the change
-//! and fails on it. Concurrency is forced with semaphores and barriers, never with sleeps, and
-//! every wait is bounded so that a wedge fails instead of hanging.
+//! Nothing wedges, at the edges an adversarial review found: values that serialise but do
+//! not read back (NaN), a panicking `Default`, a handler stuck in its own SQL, databases
+//! upgraded with delayed messages, callers whose deadline is shorter or longer than a turn,
+//! NUL bytes in error texts, huge and expired effect leases, a commit whose answer is lost,
+//! and a newer build's messages ahead of ready ones. Concurrency is forced with semaphores
+//! and barriers, never with sleeps, and every wait is bounded so that a wedge fails instead
+//! of hanging.
 
 mod support;
 
@@ -382,6 +386,11 @@ async fn a_send_whose_arguments_cannot_be_read_back_is_never_committed() {
     let sent = gauge.forward("target".to_owned(), 0.0, 0.0).await;
     runtime.testing().drain().await.ok();
     let dead = runtime.dead_letters(10).await.unwrap();
+    let target_dead: Vec<_> = dead
+        .iter()
+        .filter(|letter| letter.message.actor_id() == "target")
+        .map(|letter| &letter.error)
+        .collect();
     runtime.close().await;
 
     assert!(
@@ -389,11 +398,10 @@ async fn a_send_whose_arguments_cannot_be_read_back_is_never_committed() {
         "{at_the_door:?}"
     );
     assert!(
-        sent.is_err() && dead.is_empty(),
+        sent.is_err() && target_dead.is_empty(),
         "the sending turn committed arguments that cannot be read back: {sent:?}; the target \
-         got {} dead letter(s): {:?}",
-        dead.len(),
-        dead.iter().map(|letter| &letter.error).collect::<Vec<_>>()
+         got {} dead letter(s): {target_dead:?}",
+        target_dead.len(),
     );
 }
 
