@@ -22,6 +22,7 @@
 mod support;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::Write;
 use std::mem::take;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -322,9 +323,12 @@ impl Run {
         }
     }
 
-    /// Prints the figures and what the calls and logs said; fails if anything went wrong.
+    /// Prints the figures (to the process's stderr itself, past the test harness's capture,
+    /// so that every run shows them) and what the calls and logs said; fails if anything
+    /// went wrong.
     fn report(self, backend: &str, settings: &Settings, figures: &Figures) {
-        println!(
+        let _ = writeln!(
+            std::io::stderr().lock(),
             "chaos {backend}: {} workers, {:.1} s of chaos (seed {}), drained in {:.1} s; \
              {figures}; kills {}, worker crashes {}, calls never answered {}, \
              database errors at callers {}",

@@ -78,6 +78,11 @@
 // docs.rs builds with every feature and `--cfg docsrs`: feature-gated items carry a badge.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+/// The README's code, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
+
 #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
 compile_error!(
     "solid-objects needs a database: enable its `sqlite` feature (the default) or `postgres`"
