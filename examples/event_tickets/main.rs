@@ -46,13 +46,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     println!("10 buyers at once against 3 seats: {held} hold one");
+    assert_eq!(held, 3, "exactly as many holds as seats");
 
     clock.advance(Duration::from_secs(11 * 60));
     let fired = runtime.testing().run_due_reminders().await?;
-    println!(
-        "11 minutes later {fired} holds expired; {} seats are free again",
-        event.seats_available().await?
-    );
+    let free = event.seats_available().await?;
+    println!("11 minutes later {fired} holds expired; {free} seats are free again");
+    assert_eq!((fired, free), (3, 3), "every hold expired and gave its seat back");
     runtime.close().await;
     Ok(())
 }

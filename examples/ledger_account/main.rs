@@ -47,9 +47,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let balance = message.wait(Duration::from_secs(10)).await?;
         println!("{account} applied {entry_id}: balance {balance}");
     }
-    for account in ["alice", "bob"] {
+    for (account, expected) in [("alice", 25), ("bob", 0)] {
         let balance = LedgerAccount::reference(account).balance().await?;
         println!("{account}: {balance} cents");
+        assert_eq!(balance, expected, "{account}'s entries applied once each, in order");
     }
     runtime.shutdown();
     workers.await??;
