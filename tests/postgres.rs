@@ -439,3 +439,47 @@ async fn an_effect_claimed_by_two_processes_at_once_runs_once() {
         runtime.close().await;
     }
 }
+
+/// An application that already has a pool hands it over; the runtime's tables sit beside
+/// the application's own, and a turn writes both in one transaction.
+#[tokio::test]
+async fn a_runtime_on_the_applications_own_pool() {
+    let Some(TestDatabase {
+        url,
+        clock,
+        _server,
+    }) = TestDatabase::start().await
+    else {
+        return;
+    };
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    sqlx::query("CREATE TABLE notes (entry TEXT NOT NULL)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let runtime = Runtime::builder()
+        .postgres_pool(pool.clone())
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .start()
+        .await
+        .unwrap();
+
+    let journal = runtime.reference::<Journal>("j");
+    assert_eq!(journal.note("kept", true).await.unwrap(), 1);
+    runtime.close().await;
+
+    let notes: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM notes")
+        .fetch_one(&pool)
+        .await
+        .expect("closing the runtime leaves the application's pool open");
+    assert_eq!(notes, 1);
+    assert_eq!(
+        scalar(
+            &url,
+            "SELECT COUNT(*) FROM solid_messages WHERE status = 'completed'"
+        )
+        .await,
+        1
+    );
+}

@@ -503,3 +503,37 @@ async fn workers_leave_an_undecodable_mailbox_alone_and_serve_the_other_actors()
         1
     );
 }
+
+/// An application that already has a SQLite pool hands it over: the runtime's tables are
+/// created in that database, and its turns and reads run on the pool's connections.
+#[tokio::test]
+async fn a_runtime_on_the_applications_own_sqlite_pool() {
+    let harness = Harness::new();
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(harness.path())
+        .create_if_missing(true)
+        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal);
+    let pool = sqlx::sqlite::SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(options)
+        .await
+        .unwrap();
+    let runtime = Runtime::builder()
+        .sqlite_pool(pool.clone())
+        .clock(harness.clock.clone())
+        .policy(AllowAll)
+        .start()
+        .await
+        .unwrap();
+
+    let journal = runtime.reference::<Journal>("j-1");
+    assert_eq!(journal.record("one").await.unwrap(), 1);
+    assert_eq!(journal.entries().await.unwrap(), ["one"]);
+    runtime.close().await;
+
+    let stored: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM solid_messages")
+        .fetch_one(&pool)
+        .await
+        .expect("closing the runtime leaves the application's pool open");
+    assert_eq!(stored, 1);
+}

@@ -52,7 +52,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fired = runtime.testing().run_due_reminders().await?;
     let free = event.seats_available().await?;
     println!("11 minutes later {fired} holds expired; {free} seats are free again");
-    assert_eq!((fired, free), (3, 3), "every hold expired and gave its seat back");
+    assert_eq!(
+        (fired, free),
+        (3, 3),
+        "every hold expired and gave its seat back"
+    );
     runtime.close().await;
     Ok(())
 }

@@ -50,7 +50,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (account, expected) in [("alice", 25), ("bob", 0)] {
         let balance = LedgerAccount::reference(account).balance().await?;
         println!("{account}: {balance} cents");
-        assert_eq!(balance, expected, "{account}'s entries applied once each, in order");
+        assert_eq!(
+            balance, expected,
+            "{account}'s entries applied once each, in order"
+        );
     }
     runtime.shutdown();
     workers.await??;

@@ -308,7 +308,8 @@ impl Runtime {
         self.engine().wake();
     }
 
-    /// Shuts down and closes the database connections.
+    /// Shuts down and closes the database connections the runtime opened (a pool the
+    /// application passed in stays open).
     pub async fn close(&self) {
         self.shutdown();
         self.engine().store().close().await;

@@ -57,6 +57,8 @@ pub(crate) struct PostgresStore {
     /// One pool serves turns and reads alike.
     readers: PgPool,
     counters: Arc<Counters>,
+    /// Whether the runtime opened the pool (and so closes it), or the application did.
+    owns_pool: bool,
 }
 
 impl PostgresStore {
@@ -67,15 +69,20 @@ impl PostgresStore {
             .acquire_timeout(Duration::from_secs(3600))
             .connect(url)
             .await?;
-        Self::with_pool(pool).await
+        Ok(Self {
+            owns_pool: true,
+            ..Self::with_pool(pool).await?
+        })
     }
 
-    /// Uses an application's pool, and applies the migrations.
+    /// Uses an application's pool, and applies the migrations. Closing the runtime leaves
+    /// the pool open.
     pub(crate) async fn with_pool(pool: PgPool) -> Result<Self> {
         migrate(&pool).await?;
         Ok(Self {
             readers: pool,
             counters: Arc::default(),
+            owns_pool: false,
         })
     }
 }
@@ -232,7 +239,9 @@ sql_backend! {
         }
 
         async fn close(&self) {
-            self.readers.close().await;
+            if self.owns_pool {
+                self.readers.close().await;
+            }
         }
     },
     transaction_items: {

@@ -85,6 +85,8 @@ pub(crate) struct SqliteStore {
     /// interrupts that statement, so the writer is free again at once. Cleared when the
     /// next transaction takes the writer.
     interrupt: Arc<AtomicBool>,
+    /// Whether the runtime opened the pools (and so closes them), or the application did.
+    owns_pools: bool,
 }
 
 impl SqliteStore {
@@ -132,6 +134,7 @@ impl SqliteStore {
             readers,
             counters: Arc::default(),
             interrupt,
+            owns_pools: true,
         })
     }
 }
@@ -139,7 +142,7 @@ impl SqliteStore {
 impl SqliteStore {
     /// Uses an application's pool for turns and reads alike, and applies the migrations. Its
     /// connections have no progress handler: a statement a handler left running is waited
-    /// for, not interrupted.
+    /// for, not interrupted. Closing the runtime leaves the pool open.
     pub(crate) async fn with_pool(pool: SqlitePool) -> Result<Self> {
         migrate(&pool).await?;
         Ok(Self {
@@ -147,6 +150,7 @@ impl SqliteStore {
             readers: pool,
             counters: Arc::default(),
             interrupt: Arc::default(),
+            owns_pools: false,
         })
     }
 }
@@ -239,8 +243,10 @@ sql_backend! {
         }
 
         async fn close(&self) {
-            self.readers.close().await;
-            self.writer.close().await;
+            if self.owns_pools {
+                self.readers.close().await;
+                self.writer.close().await;
+            }
         }
     },
     transaction_items: {
