@@ -63,6 +63,17 @@ impl Order {
         Err(Failure::permanent("the payment service said no"))
     }
 
+    /// Asks the stock to reserve later, under a key: a duplicate run of this command (a late
+    /// or repeated delivery) sends nothing more.
+    #[command]
+    fn reserve_later(&mut self, turn: &mut Turn<Self>, sku: String, minutes: i64) {
+        let order_id = turn.actor_id().to_owned();
+        turn.send::<Stock>(sku)
+            .delay(TimeDelta::minutes(minutes))
+            .idempotency_key(format!("reserve/{order_id}"))
+            .reserve(order_id, 1);
+    }
+
     #[command]
     fn follow_up(&mut self) -> u32 {
         self.follow_ups += 1;
@@ -152,5 +163,41 @@ async fn a_worker_runs_what_other_actors_sent_even_if_nothing_referenced_the_tar
     assert_eq!(runtime.testing().drain().await.unwrap(), 2);
     let plum = runtime.reference::<Stock>("plum").snapshot().await.unwrap();
     assert_eq!(plum.reserved["o-1"], 3);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_delayed_send_waits_and_a_keyed_send_arrives_once() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let order = runtime.reference::<Order>("o-1");
+    let stock = runtime.reference::<Stock>("sku-1");
+
+    order.reserve_later("sku-1", 10).await.unwrap();
+    runtime
+        .testing()
+        .deliver::<Order>(
+            "o-1",
+            OrderMessage::ReserveLater {
+                sku: "sku-1".into(),
+                minutes: 10,
+            },
+        )
+        .await
+        .unwrap();
+    runtime.testing().drain().await.unwrap();
+    let before = stock.snapshot().await.unwrap().arrivals;
+    harness.advance_minutes(11);
+    runtime.testing().drain().await.unwrap();
+
+    assert!(
+        before.is_empty(),
+        "the delayed message ran early: {before:?}"
+    );
+    assert_eq!(stock.snapshot().await.unwrap().arrivals, ["o-1"]);
+    assert_eq!(
+        count(&harness, "solid_messages WHERE actor_id = 'sku-1'").await,
+        1
+    );
     runtime.close().await;
 }

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use chrono::{DateTime, Utc};
 
 use crate::actor::{Actor, Operations};
+use crate::clock::IntoDuration;
 use crate::codec::{store_operation, store_value, StoredOperation};
 use crate::effect::Effect;
 use crate::engine::Engine;
@@ -175,6 +176,7 @@ impl<A: Actor> Turn<A> {
         B::sender(SendStage {
             outbox: self.outbox.clone(),
             actor_id: actor_id.into(),
+            options: SendOptions::default(),
             target: PhantomData,
         })
     }
@@ -428,8 +430,17 @@ pub(crate) struct Outgoing {
     pub(crate) actor_type: &'static str,
     pub(crate) actor_id: String,
     pub(crate) message: Result<StoredOperation>,
+    pub(crate) options: SendOptions,
     /// Makes the target's type known to this runtime, so its workers can run the message.
     pub(crate) register: fn(&Engine) -> Result<()>,
+}
+
+/// When a sent message may run, and the key that makes it arrive once.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SendOptions {
+    pub(crate) available_at: Option<DateTime<Utc>>,
+    pub(crate) delay: Option<std::time::Duration>,
+    pub(crate) idempotency_key: Option<String>,
 }
 
 /// A message to another actor in the making; the generated sender names the command.
@@ -437,16 +448,37 @@ pub(crate) struct Outgoing {
 pub struct SendStage<B: Actor> {
     outbox: Staging<Outgoing>,
     actor_id: String,
+    options: SendOptions,
     target: PhantomData<fn() -> B>,
 }
 
 impl<B: Actor> SendStage<B> {
+    /// Not run before `delay` after the sending turn's time.
+    pub fn delay(mut self, delay: impl IntoDuration) -> Self {
+        self.options.delay = Some(delay.into_duration());
+        self
+    }
+
+    /// Not run before `at`.
+    pub fn available_at(mut self, at: DateTime<Utc>) -> Self {
+        self.options.available_at = Some(at);
+        self
+    }
+
+    /// At most one message per target and key: a turn that runs again (a duplicate
+    /// delivery, say) and sends under the same key delivers once.
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.options.idempotency_key = Some(key.into());
+        self
+    }
+
     /// Stages the message.
     pub fn stage(self, message: B::Message) {
         self.outbox.push(Outgoing {
             actor_type: B::TYPE_NAME,
             actor_id: self.actor_id,
             message: store_operation(&message).map(|(stored, _)| stored),
+            options: self.options,
             register: Engine::register::<B>,
         });
     }

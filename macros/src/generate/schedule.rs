@@ -106,6 +106,28 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
 
         #[allow(dead_code)]
         impl #sender {
+            /// Not run before `delay` after the sending turn's time.
+            pub fn delay(self, delay: impl ::solid_objects::IntoDuration) -> Self {
+                Self { stage: self.stage.delay(delay) }
+            }
+
+            /// Not run before `at`.
+            pub fn available_at(
+                self,
+                at: ::solid_objects::chrono::DateTime<::solid_objects::chrono::Utc>,
+            ) -> Self {
+                Self { stage: self.stage.available_at(at) }
+            }
+
+            /// At most one message per target and key: a turn that runs again and sends
+            /// under the same key delivers once.
+            pub fn idempotency_key(
+                self,
+                key: impl ::core::convert::Into<::std::string::String>,
+            ) -> Self {
+                Self { stage: self.stage.idempotency_key(key) }
+            }
+
             #(#send_methods)*
         }
     }

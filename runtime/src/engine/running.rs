@@ -10,12 +10,12 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::failures::failed_progress;
-use super::{append, from_micros, micros, Engine, Lock, Outcome, Step, TurnReport};
+use super::{from_micros, micros, Engine, Lock, Outcome, Step, TurnReport};
 use crate::actor::{Actor, Operations};
 use crate::codec::{decode_operation, from_json, store_operation, store_value, to_json};
 use crate::error::{Error, Rejection, Result};
 use crate::handled::Handled;
-use crate::limits::{deadline_after, Payload};
+use crate::limits::{deadline_after, later, Payload};
 use crate::store::{
     ActorKey, Instance, InstanceWrite, MessageProgress, NewEffect, NewMessage, ReminderWrite,
     StoredMessage, StoredStatus, Transaction,
@@ -86,6 +86,9 @@ struct SendOp {
     actor_id: String,
     operation: &'static str,
     arguments: String,
+    /// Microseconds; 0 for "now, whatever the clock says later".
+    available_at: i64,
+    idempotency_key: Option<String>,
     register: fn(&Engine) -> Result<()>,
 }
 
@@ -412,7 +415,17 @@ impl Engine {
                 actor_type: send.actor_type,
                 actor_id: &send.actor_id,
             };
-            append(tx, target, send.operation, &send.arguments, now, 0).await?;
+            let request_id = uuid::Uuid::new_v4().to_string();
+            let message = NewMessage {
+                operation: send.operation,
+                arguments: &send.arguments,
+                request_id: &request_id,
+                idempotency_key: send.idempotency_key.as_deref(),
+                created_at: now,
+                progress: MessageProgress::ready(0, send.available_at),
+            };
+            // A key already used for this target delivers nothing more.
+            tx.insert_message_once(target, &message).await?;
         }
         Ok(())
     }
@@ -510,11 +523,22 @@ impl Engine {
                 validate_id(&outgoing.actor_id)?;
                 let stored = outgoing.message?;
                 limits.check(Payload::Arguments, stored.name, stored.arguments.len())?;
+                let options = outgoing.options;
+                if let Some(key) = &options.idempotency_key {
+                    validate_key("idempotency key", key)?;
+                }
+                let at = match (options.available_at, options.delay) {
+                    (Some(at), _) => Some(at),
+                    (None, Some(delay)) => Some(later(turn.now(), delay)),
+                    (None, None) => None,
+                };
                 Ok(SendOp {
                     actor_type: outgoing.actor_type,
                     actor_id: outgoing.actor_id,
                     operation: stored.name,
                     arguments: stored.arguments,
+                    available_at: at.filter(|at| *at > turn.now()).map_or(0, micros),
+                    idempotency_key: options.idempotency_key,
                     register: outgoing.register,
                 })
             })

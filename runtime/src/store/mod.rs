@@ -385,6 +385,14 @@ pub(crate) trait Transaction: Send {
         message: &NewMessage<'_>,
     ) -> Result<i64>;
 
+    /// Inserts a message row unless its idempotency key is taken for this actor; returns its
+    /// id, or `None` if the key was taken.
+    async fn insert_message_once(
+        &mut self,
+        actor: ActorKey<'_, '_>,
+        message: &NewMessage<'_>,
+    ) -> Result<Option<i64>>;
+
     /// Records a message's progress, if it is still ready with `attempts` attempts (so a
     /// stale runner cannot overwrite newer progress); returns whether it did.
     async fn update_message(

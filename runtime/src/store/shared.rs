@@ -233,6 +233,40 @@ macro_rules! sql_backend {
                 Ok(id)
             }
 
+            async fn insert_message_once(
+                &mut self,
+                actor: ActorKey<'_, '_>,
+                message: &NewMessage<'_>,
+            ) -> Result<Option<i64>> {
+                self.counters.statement();
+                let progress = &message.progress;
+                let id = sqlx::query_scalar(
+                    "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
+                         request_id, idempotency_key, status, attempts, available_at, result,
+                         last_error, created_at, finished_at)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                     ON CONFLICT (actor_type, actor_id, idempotency_key)
+                         WHERE idempotency_key IS NOT NULL DO NOTHING
+                     RETURNING id",
+                )
+                .bind(actor.actor_type)
+                .bind(actor.actor_id)
+                .bind(message.operation)
+                .bind(message.arguments)
+                .bind(message.request_id)
+                .bind(message.idempotency_key)
+                .bind(progress.status.as_str())
+                .bind(progress.attempts)
+                .bind(progress.available_at)
+                .bind(progress.result)
+                .bind(progress.last_error.map($crate::store::shared::storable_text))
+                .bind(message.created_at)
+                .bind(progress.finished_at)
+                .fetch_optional(&mut *self.tx)
+                .await?;
+                Ok(id)
+            }
+
             async fn update_message(
                 &mut self,
                 message_id: i64,
