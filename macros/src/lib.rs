@@ -6,6 +6,7 @@ mod generate;
 mod model;
 mod parse;
 mod reject;
+mod rejection;
 
 use proc_macro::TokenStream;
 use quote::quote;
@@ -99,6 +100,19 @@ pub fn reminder(_args: TokenStream, input: TokenStream) -> TokenStream {
 pub fn reject(input: TokenStream) -> TokenStream {
     match syn::parse::<reject::RejectInput>(input).and_then(reject::RejectInput::expand) {
         Ok(tokens) => tokens.into(),
+        Err(error) => error.to_compile_error().into(),
+    }
+}
+
+/// Derives typed rejections from an enum: each variant is a rejection whose stored code is
+/// its name in snake_case (`NotEnoughSeats` -> `not_enough_seats`, or
+/// `#[rejection(code = "..")]`), whose message is `#[rejection(message = "Only {left} left")]`
+/// (the fields by name) or the code in words, and whose details are its fields. A command
+/// returns `Result<T, HoldError>`; a caller gets it back from `error.rejection::<HoldError>()`.
+#[proc_macro_derive(Rejection, attributes(rejection))]
+pub fn derive_rejection(input: TokenStream) -> TokenStream {
+    match syn::parse::<syn::DeriveInput>(input) {
+        Ok(input) => rejection::derive(&input).into(),
         Err(error) => error.to_compile_error().into(),
     }
 }

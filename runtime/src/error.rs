@@ -71,6 +71,35 @@ impl Rejection {
     }
 }
 
+/// A rejection enum: each variant a rejection with a stable code, its fields the details.
+/// Implemented by `#[derive(Rejection)]`; a command returns `Result<T, MyRejection>`, and a
+/// caller recovers it with [`Error::rejection`].
+///
+/// ```
+/// use solid_objects::prelude::*;
+///
+/// #[derive(Debug, PartialEq, Rejection)]
+/// enum HoldError {
+///     #[rejection(message = "Only {left} seats are left")]
+///     NotEnoughSeats { left: u32 },
+///     InvalidSeats,
+/// }
+///
+/// let error = Error::Rejected(TypedRejection::into_rejection(HoldError::NotEnoughSeats { left: 2 }));
+/// assert_eq!(error.to_string(), "rejected: not_enough_seats: Only 2 seats are left");
+/// assert_eq!(error.rejection::<HoldError>(), Some(HoldError::NotEnoughSeats { left: 2 }));
+/// ```
+pub trait TypedRejection: Sized {
+    /// The stored codes of the variants.
+    const CODES: &'static [&'static str];
+
+    /// The rejection as stored: its code, message and details.
+    fn into_rejection(self) -> Rejection;
+
+    /// The variant a stored rejection is, if its code is one of these and its details fit.
+    fn from_rejection(rejection: &Rejection) -> Option<Self>;
+}
+
 /// Whether a rejection code is snake_case: lowercase letters, digits and underscores,
 /// starting with a letter.
 fn is_snake_case(code: &str) -> bool {
@@ -379,6 +408,15 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// The typed rejection this error carries, if it is a rejection of one of `R`'s codes:
+    /// `match error.rejection::<HoldError>() { Some(HoldError::NotEnoughSeats { left }) => .. }`.
+    pub fn rejection<R: TypedRejection>(&self) -> Option<R> {
+        match self {
+            Self::Rejected(rejection) => R::from_rejection(rejection),
+            _ => None,
+        }
+    }
+
     /// A conflict with another transaction that running the whole turn again resolves: a
     /// deadlock or serialization failure (another application's locks), or a key taken by
     /// a concurrent writer.

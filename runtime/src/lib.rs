@@ -113,7 +113,7 @@ mod validate;
 pub use actor::{Actor, ActorState, Operations};
 pub use clock::{Clock, IntoDuration, ManualClock, SystemClock};
 pub use effect::{DeadEffect, Effect, EffectContext, UnhandledEffects};
-pub use error::{Error, Rejection, Result};
+pub use error::{Error, Rejection, Result, TypedRejection};
 pub use failure::{Failure, HandlerError, TurnError};
 pub use limits::{Limits, RetryPolicy};
 pub use message::{DeadLetter, MessageRef, MessageStatus};
@@ -128,7 +128,7 @@ pub use testing::Testing;
 pub use turn::Turn;
 pub use validate::{MAX_ACTOR_ID_BYTES, MAX_KEY_BYTES};
 
-pub use solid_objects_macros::{actor, command, query, reject, reminder};
+pub use solid_objects_macros::{actor, command, query, reject, reminder, Rejection};
 
 /// The chrono types a handler needs for times (`turn.now()` is a `DateTime<Utc>`).
 pub use chrono;
@@ -139,7 +139,7 @@ pub mod prelude {
     pub use crate::{
         actor, command, query, reject, reminder, AllowAll, Effect, EffectContext, Error, Failure,
         IntoDuration, ManualClock, MessageRef, MessageStatus, Policy, Rejection, Runtime, Turn,
-        TurnError,
+        TurnError, TypedRejection,
     };
     pub use serde_json::{json, Value};
 }
