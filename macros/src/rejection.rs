@@ -178,7 +178,7 @@ fn into_arm(variant: &RejectionVariant) -> TokenStream {
                 .collect();
             let values = named.named.iter().map(|field| {
                 let name = field.ident.as_ref();
-                quote_spanned!(field.ty.span()=> #json::to_value(&#name).ok())
+                quote_spanned!(field.ty.span()=> #json::to_value(&#name))
             });
             let keys = names.iter().map(|name| name.to_string());
             (
@@ -186,7 +186,7 @@ fn into_arm(variant: &RejectionVariant) -> TokenStream {
                 quote! {{
                     let mut details = #json::Map::new();
                     #(
-                        if let ::core::option::Option::Some(value) = #values {
+                        if let ::core::result::Result::Ok(value) = #values {
                             details.insert(::std::string::String::from(#keys), value);
                         }
                     )*
