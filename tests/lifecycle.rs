@@ -91,3 +91,203 @@ async fn a_typed_rejection_reaches_the_caller_as_its_own_enum() {
     assert!(matches!(&gone, Error::Rejected(rejection) if rejection.code == "sold_out"));
     runtime.close().await;
 }
+
+/// A subscription: renewed every day, ended by destroying it.
+#[actor]
+#[derive(Default)]
+struct Subscription {
+    plan: String,
+    renewals: Vec<i64>,
+    reminders_seen: u32,
+}
+
+#[actor]
+impl Subscription {
+    #[command]
+    fn start(&mut self, turn: &mut Turn<Self>, plan: String) -> u64 {
+        self.plan = plan;
+        turn.schedule(turn.now() + TimeDelta::minutes(5), "nudge")
+            .nudge();
+        turn.incarnation()
+    }
+
+    #[command]
+    fn renew_hourly(&mut self, turn: &mut Turn<Self>, all: bool) {
+        let builder = turn.schedule_every(TimeDelta::hours(1), "renewal");
+        let builder = if all {
+            builder.missed(Missed::All)
+        } else {
+            builder
+        };
+        builder.renew();
+    }
+
+    #[command]
+    fn stop_renewing(&mut self, turn: &mut Turn<Self>) {
+        turn.unschedule("renewal").renew();
+    }
+
+    #[command]
+    fn cancel(&mut self, turn: &mut Turn<Self>) -> usize {
+        turn.destroy();
+        self.renewals.len()
+    }
+
+    #[query]
+    fn plan(&self, turn: &Turn<Self>) -> (String, u64) {
+        (self.plan.clone(), turn.incarnation())
+    }
+
+    #[reminder]
+    fn nudge(&mut self) {
+        self.reminders_seen += 1;
+    }
+
+    #[reminder]
+    fn renew(&mut self, turn: &mut Turn<Self>) {
+        let at = turn
+            .scheduled_at()
+            .expect("a reminder's occurrence has its time");
+        self.renewals.push(at.timestamp());
+    }
+}
+
+#[tokio::test]
+async fn a_destroyed_actor_starts_a_new_incarnation_that_sees_nothing_of_the_old_one() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let subscription = runtime.reference::<Subscription>("s-1");
+    assert_eq!(subscription.start("gold").await.unwrap(), 1);
+    let queued = subscription.enqueue().start("late").await.unwrap();
+
+    subscription.destroy().await.unwrap();
+    harness.advance_minutes(10);
+    runtime.testing().run_due_reminders().await.unwrap();
+
+    assert!(matches!(
+        queued.status().await.unwrap(),
+        MessageStatus::Destroyed
+    ));
+    assert!(matches!(
+        queued.result().await,
+        Err(Error::Destroyed { .. })
+    ));
+    let state = subscription.snapshot().await.unwrap();
+    assert_eq!((state.plan.as_str(), state.reminders_seen), ("", 0));
+    assert_eq!(subscription.start("silver").await.unwrap(), 2);
+    assert_eq!(subscription.plan().await.unwrap(), ("silver".to_owned(), 2));
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_turn_that_destroys_its_actor_ends_its_pending_messages_and_reminders() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let subscription = runtime.reference::<Subscription>("s-1");
+    subscription.start("gold").await.unwrap();
+    subscription.renew_hourly(false).await.unwrap();
+    let cancel = subscription.enqueue().cancel().await.unwrap();
+    let after = subscription.enqueue().start("queued after").await.unwrap();
+
+    runtime.testing().drain().await.unwrap();
+    harness.advance_minutes(120);
+    let fired = runtime.testing().run_due_reminders().await.unwrap();
+
+    assert_eq!(cancel.result().await.unwrap(), Some(0));
+    assert!(
+        matches!(after.status().await.unwrap(), MessageStatus::Destroyed),
+        "a message queued behind the destroying turn is destroyed with the actor"
+    );
+    assert_eq!(fired, 0, "the old incarnation's reminders are gone");
+    let state = subscription.snapshot().await.unwrap();
+    assert_eq!(state.reminders_seen, 0);
+    assert!(state.renewals.is_empty());
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn destroying_is_denied_unless_the_policy_allows_it() {
+    struct CallsOnly;
+    impl Policy for CallsOnly {
+        fn authorize_message(
+            &self,
+            _request: &solid_objects::policy::Request<'_>,
+        ) -> Result<(), solid_objects::policy::Denied> {
+            Ok(())
+        }
+
+        fn authorize_query(
+            &self,
+            _request: &solid_objects::policy::Request<'_>,
+        ) -> Result<(), solid_objects::policy::Denied> {
+            Ok(())
+        }
+    }
+    let harness = Harness::new();
+    let runtime = Runtime::builder()
+        .sqlite(harness.path())
+        .policy(CallsOnly)
+        .start()
+        .await
+        .unwrap();
+    let subscription = runtime.reference::<Subscription>("s-1");
+    subscription.start("gold").await.unwrap();
+
+    let destroyed = subscription.destroy().await;
+
+    assert!(
+        matches!(destroyed, Err(Error::Unauthorized { .. })),
+        "{destroyed:?}"
+    );
+    assert_eq!(subscription.snapshot().await.unwrap().plan, "gold");
+    runtime.close().await;
+}
+
+async fn renewals_after_an_outage(all: bool) -> Vec<i64> {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let subscription = runtime.reference::<Subscription>("s-1");
+    subscription.renew_hourly(all).await.unwrap();
+    let start = harness.clock.now();
+    runtime.close().await;
+
+    harness.advance_minutes(10 * 60);
+    let runtime = harness.start().await;
+    let subscription = runtime.reference::<Subscription>("s-1");
+    runtime.testing().run_due_reminders().await.unwrap();
+    let renewals = subscription.snapshot().await.unwrap().renewals;
+    runtime.close().await;
+    renewals
+        .into_iter()
+        .map(|at| (at - start.timestamp()) / 3600)
+        .collect()
+}
+
+#[tokio::test]
+async fn an_hourly_reminder_after_a_ten_hour_outage_fires_once_or_ten_times_in_order() {
+    assert_eq!(renewals_after_an_outage(false).await, [10]);
+    assert_eq!(
+        renewals_after_an_outage(true).await,
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    );
+}
+
+#[tokio::test]
+async fn a_recurring_reminder_goes_on_until_it_is_cancelled() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let subscription = runtime.reference::<Subscription>("s-1");
+    subscription.renew_hourly(false).await.unwrap();
+
+    for _ in 0..3 {
+        harness.advance_minutes(60);
+        runtime.testing().run_due_reminders().await.unwrap();
+    }
+    subscription.stop_renewing().await.unwrap();
+    harness.advance_minutes(180);
+    let after_cancel = runtime.testing().run_due_reminders().await.unwrap();
+
+    assert_eq!(subscription.snapshot().await.unwrap().renewals.len(), 3);
+    assert_eq!(after_cancel, 0);
+    runtime.close().await;
+}

@@ -9,7 +9,7 @@ use syn::Type;
 use crate::errors::Errors;
 use crate::model::{ActorImpl, Kind, Operation, Receiver};
 
-/// Method names every generated reference already has.
+/// Method names every generated reference (or its enqueue builder) already has.
 const RESERVED: &[&str] = &[
     "snapshot",
     "id",
@@ -20,6 +20,10 @@ const RESERVED: &[&str] = &[
     "idempotency_key",
     "message_with_key",
     "as_reference",
+    "destroy",
+    "reminders",
+    "delay",
+    "available_at",
 ];
 
 /// Checks every operation; keeps the ones that pass.

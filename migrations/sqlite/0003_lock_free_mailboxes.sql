@@ -12,7 +12,8 @@ CREATE TABLE solid_messages_by_id (
     arguments       TEXT    NOT NULL,
     request_id      TEXT    NOT NULL UNIQUE,
     idempotency_key TEXT,
-    status          TEXT    NOT NULL CHECK (status IN ('ready', 'completed', 'rejected', 'dead')),
+    status          TEXT    NOT NULL
+        CHECK (status IN ('ready', 'completed', 'rejected', 'dead', 'destroyed')),
     attempts        INTEGER NOT NULL DEFAULT 0,
     available_at    INTEGER NOT NULL,
     result          TEXT,

@@ -30,6 +30,11 @@ pub trait ActorState: Default + Serialize + DeserializeOwned + Send + Sync + 'st
     /// Attempts before a failing message of this actor becomes a dead letter:
     /// `#[actor(max_attempts = 3)]`, or `None` for the runtime's [`RetryPolicy`](crate::RetryPolicy).
     const MAX_ATTEMPTS: Option<u32> = None;
+
+    /// The version of the state's shape: `#[actor(version = 3)]`, or 1. A stored state of
+    /// an older version goes through the actor's `#[migrate(from = n)]` functions when it is
+    /// read; one of a newer version is left alone (a newer build wrote it).
+    const VERSION: u32 = 1;
 }
 
 /// A set of operations (the commands and reminders of an actor, or its queries), in the

@@ -358,6 +358,15 @@ pub enum Error {
         limit: i64,
     },
 
+    /// The actor was destroyed before the message ran: it never will.
+    #[error("{actor_type} {actor_id:?} was destroyed before the message ran; it never will (the actor's next message starts a new incarnation)")]
+    Destroyed {
+        /// The stored type name of the actor.
+        actor_type: String,
+        /// The actor's id.
+        actor_id: String,
+    },
+
     /// No message has that id, request id or idempotency key.
     #[error("no such message")]
     MessageNotFound,

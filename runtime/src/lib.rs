@@ -125,7 +125,7 @@ pub use runtime::{Builder, Runtime};
 pub use store::sqlite::Durability;
 pub use store::Stats;
 pub use testing::Testing;
-pub use turn::Turn;
+pub use turn::{Missed, Turn};
 pub use validate::{MAX_ACTOR_ID_BYTES, MAX_KEY_BYTES};
 
 pub use solid_objects_macros::{actor, command, query, reject, reminder, Rejection};
@@ -138,8 +138,8 @@ pub mod prelude {
     pub use crate::chrono::{DateTime, TimeDelta, Utc};
     pub use crate::{
         actor, command, query, reject, reminder, AllowAll, Effect, EffectContext, Error, Failure,
-        IntoDuration, ManualClock, MessageRef, MessageStatus, Policy, Rejection, Runtime, Turn,
-        TurnError, TypedRejection,
+        IntoDuration, ManualClock, MessageRef, MessageStatus, Missed, Policy, Rejection, Runtime,
+        Turn, TurnError, TypedRejection,
     };
     pub use serde_json::{json, Value};
 }

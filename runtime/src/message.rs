@@ -43,6 +43,8 @@ pub enum MessageStatus {
         /// The last attempt's error.
         error: String,
     },
+    /// Its actor was destroyed before it ran; it never will.
+    Destroyed,
 }
 
 /// A message in a mailbox, with its typed result `T` once it has run.
@@ -148,6 +150,7 @@ impl<T> MessageRef<T> {
                 attempts: record.attempts,
                 error: record.last_error.unwrap_or_default(),
             },
+            StoredStatus::Destroyed => MessageStatus::Destroyed,
         })
     }
 }
@@ -172,6 +175,10 @@ impl<T: DeserializeOwned> MessageRef<T> {
                 request_id: self.request_id.clone(),
                 error: record.last_error.clone().unwrap_or_default(),
                 attempts: record.attempts,
+            }),
+            StoredStatus::Destroyed => Err(Error::Destroyed {
+                actor_type: self.actor_type.clone(),
+                actor_id: self.actor_id.clone(),
             }),
         }
     }

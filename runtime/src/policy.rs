@@ -12,6 +12,8 @@ pub enum RequestKind {
     Query,
     /// A read of the committed state without a message.
     Snapshot,
+    /// Destroying the actor: its state, reminders and unfinished messages.
+    Destroy,
 }
 
 /// A call as the policy sees it, before anything is written.
@@ -82,6 +84,15 @@ pub trait Policy: Send + Sync + 'static {
 
     /// Decides whether a query or a snapshot may read the actor.
     fn authorize_query(&self, request: &Request<'_>) -> Result<(), Denied>;
+
+    /// Decides whether `reference.destroy()` may destroy the actor. Denied unless the policy
+    /// says otherwise: a policy written before destroy existed allows none.
+    fn authorize_destroy(&self, request: &Request<'_>) -> Result<(), Denied> {
+        let _ = request;
+        Err(Denied::new(
+            "destroying actors is not authorised: implement Policy::authorize_destroy",
+        ))
+    }
 }
 
 /// Allows every call. Use it only where every caller is trusted.
@@ -94,6 +105,10 @@ impl Policy for AllowAll {
     }
 
     fn authorize_query(&self, _request: &Request<'_>) -> Result<(), Denied> {
+        Ok(())
+    }
+
+    fn authorize_destroy(&self, _request: &Request<'_>) -> Result<(), Denied> {
         Ok(())
     }
 }
@@ -111,6 +126,10 @@ impl Policy for NoPolicy {
     }
 
     fn authorize_query(&self, _request: &Request<'_>) -> Result<(), Denied> {
+        Err(Denied::new(NO_POLICY))
+    }
+
+    fn authorize_destroy(&self, _request: &Request<'_>) -> Result<(), Denied> {
         Err(Denied::new(NO_POLICY))
     }
 }

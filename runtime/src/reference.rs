@@ -122,6 +122,39 @@ impl<A: Actor> Reference<A> {
         runtime.engine().snapshot::<A>(&self.id).await
     }
 
+    /// Destroys the actor: its state, its reminders and its unfinished messages go (callers
+    /// waiting on those messages get [`Error::Destroyed`]); effects its turns already
+    /// committed still run. Its next message starts a new incarnation from the default
+    /// state. Waits for a turn of the actor in flight elsewhere, until the timeout.
+    /// Authorised by [`Policy::authorize_destroy`](crate::Policy::authorize_destroy), which
+    /// denies unless the policy allows it.
+    pub async fn destroy(&self) -> Result<()> {
+        refuse_inside_handler(A::TYPE_NAME, "destroy")?;
+        let runtime = self.prepare()?;
+        self.authorize(&runtime, RequestKind::Destroy, "destroy", &Value::Null)?;
+        let key = ActorKey {
+            actor_type: A::TYPE_NAME,
+            actor_id: &self.id,
+        };
+        let timeout = self.timeout_on(&runtime)?;
+        runtime
+            .engine()
+            .destroy(key, timeout)
+            .await
+            .map_err(|error| match error {
+                busy if busy.is_busy() => Error::SyncTimeout {
+                    actor_type: A::TYPE_NAME,
+                    actor_id: self.id.clone(),
+                    operation: "destroy",
+                    message_id: None,
+                    waiting_on: "the actor, whose current turn held it until the timeout"
+                        .to_owned(),
+                    timeout,
+                },
+                other => other,
+            })
+    }
+
     /// Runs a command synchronously and returns its result; used by the generated methods.
     #[doc(hidden)]
     pub async fn call<T: DeserializeOwned>(&self, message: A::Message) -> Result<T> {
@@ -227,6 +260,7 @@ impl<A: Actor> Reference<A> {
         let verdict = catch_unwind(AssertUnwindSafe(|| match kind {
             RequestKind::Command => policy.authorize_message(&request),
             RequestKind::Query | RequestKind::Snapshot => policy.authorize_query(&request),
+            RequestKind::Destroy => policy.authorize_destroy(&request),
         }))
         .unwrap_or_else(|panic| {
             Err(Denied::new(format!(

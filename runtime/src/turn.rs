@@ -25,6 +25,10 @@ pub struct Turn<A: Actor> {
     now: DateTime<Utc>,
     message_id: Option<i64>,
     attempt: u32,
+    incarnation: i64,
+    scheduled_at: Option<DateTime<Utc>>,
+    /// Whether the handler asked to destroy the actor when the turn commits.
+    destroy: bool,
     /// Staged by builders that hold no borrow of the turn, so a builder's arguments may read
     /// it (`turn.send::<B>(id).outbid(turn.actor_id().to_owned())`).
     reminders: Staging<ReminderChange<A::Message>>,
@@ -37,18 +41,27 @@ pub struct Turn<A: Actor> {
     savepoint: bool,
 }
 
+/// What the engine tells a turn about itself.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TurnFacts<'a> {
+    pub(crate) actor_id: &'a str,
+    pub(crate) now: DateTime<Utc>,
+    pub(crate) message_id: Option<i64>,
+    pub(crate) attempt: u32,
+    pub(crate) incarnation: i64,
+    pub(crate) scheduled_at: Option<DateTime<Utc>>,
+}
+
 impl<A: Actor> Turn<A> {
-    pub(crate) fn new(
-        actor_id: &str,
-        now: DateTime<Utc>,
-        message_id: Option<i64>,
-        attempt: u32,
-    ) -> Self {
+    pub(crate) fn new(facts: TurnFacts<'_>) -> Self {
         Self {
-            actor_id: actor_id.to_owned(),
-            now,
-            message_id,
-            attempt,
+            actor_id: facts.actor_id.to_owned(),
+            now: facts.now,
+            message_id: facts.message_id,
+            attempt: facts.attempt,
+            incarnation: facts.incarnation,
+            scheduled_at: facts.scheduled_at,
+            destroy: false,
             reminders: Staging::default(),
             outbox: Staging::default(),
             effects: Vec::new(),
@@ -65,6 +78,31 @@ impl<A: Actor> Turn<A> {
     /// The time of this turn, read once from the runtime's clock when it started.
     pub fn now(&self) -> DateTime<Utc> {
         self.now
+    }
+
+    /// Which life of the actor this is: 1 at first, one more after each
+    /// [`destroy`](Turn::destroy). A reminder of an earlier incarnation never runs on a later
+    /// one.
+    pub fn incarnation(&self) -> u64 {
+        u64::try_from(self.incarnation).unwrap_or_default()
+    }
+
+    /// For a reminder's turn, the time its occurrence was scheduled for (a recurring
+    /// reminder that caught up after downtime runs each occurrence with its own time).
+    pub fn scheduled_at(&self) -> Option<DateTime<Utc>> {
+        self.scheduled_at
+    }
+
+    /// Destroys the actor when this turn commits (and not at all if it rejects or fails):
+    /// its state, its reminders and its unfinished messages go (callers waiting on them get
+    /// [`Error::Destroyed`]), and its next message starts a new incarnation from the default
+    /// state. This turn's effects and sends still happen.
+    pub fn destroy(&mut self) {
+        self.destroy = true;
+    }
+
+    pub(crate) fn destroy_requested(&self) -> bool {
+        self.destroy
     }
 
     /// The id of the message this turn runs, once it is stored (`None` for a query, and for
@@ -120,6 +158,57 @@ impl<A: Actor> Turn<A> {
             reminders: self.reminders.clone(),
             at,
             key: key.into(),
+            every: None,
+        })
+    }
+
+    /// Schedules one of this actor's reminders every `interval` (a `Duration` or a
+    /// `TimeDelta`), the first time one interval from now, under `key`; scheduling the same
+    /// reminder and key again replaces it, `turn.unschedule(key).<reminder>()` stops it. Each
+    /// occurrence is an ordinary message, in order with the others, and
+    /// [`scheduled_at`](Turn::scheduled_at) tells it its time.
+    ///
+    /// Occurrences missed while no runtime ran fire once, as the latest
+    /// ([`Missed::Latest`], the default), or each in order with `.missed(Missed::All)`, up
+    /// to [`Missed::CATCH_UP`] of the most recent.
+    ///
+    /// ```
+    /// use solid_objects::prelude::*;
+    ///
+    /// #[actor]
+    /// #[derive(Default)]
+    /// pub struct Account {
+    ///     statements: u32,
+    /// }
+    ///
+    /// #[actor]
+    /// impl Account {
+    ///     #[command]
+    ///     pub fn open(&mut self, turn: &mut Turn<Self>) {
+    ///         turn.schedule_every(TimeDelta::days(1), "statement")
+    ///             .missed(Missed::All)
+    ///             .send_statement();
+    ///     }
+    ///
+    ///     #[reminder]
+    ///     fn send_statement(&mut self) {
+    ///         self.statements += 1;
+    ///     }
+    /// }
+    /// ```
+    pub fn schedule_every(
+        &mut self,
+        interval: impl IntoDuration,
+        key: impl Into<String>,
+    ) -> A::Schedule {
+        let interval = interval
+            .into_duration()
+            .max(std::time::Duration::from_millis(1));
+        A::schedule_builder(ScheduleStage {
+            reminders: self.reminders.clone(),
+            at: crate::limits::later(self.now, interval),
+            key: key.into(),
+            every: Some((interval, Missed::Latest)),
         })
     }
 
@@ -128,13 +217,24 @@ impl<A: Actor> Turn<A> {
     pub fn unschedule(&mut self, key: impl Into<String>) -> A::Unschedule {
         A::unschedule_builder(UnscheduleStage {
             reminders: self.reminders.clone(),
-            key: key.into(),
+            key: Some(key.into()),
         })
     }
 
-    /// Sends a command to another actor (or to this one): the message joins the tail of
-    /// that actor's mailbox when this turn commits, and not at all if it rejects or fails.
-    /// The builder has one method per `#[command]` of the target, with its exact arguments:
+    /// Cancels one of this actor's reminders under every key:
+    /// `turn.unschedule_all().expire()`.
+    pub fn unschedule_all(&mut self) -> A::Unschedule {
+        A::unschedule_builder(UnscheduleStage {
+            reminders: self.reminders.clone(),
+            key: None,
+        })
+    }
+
+    /// Sends a command to another actor (or to this one, with
+    /// [`send_to_self`](Turn::send_to_self)): the message joins the tail of that actor's
+    /// mailbox when this turn commits, and not at all if it rejects or fails. The builder has
+    /// one method per `#[command]` of the target, with its exact arguments, and takes
+    /// `.delay(d)`, `.available_at(at)` and `.idempotency_key(k)` before it:
     ///
     /// ```
     /// use solid_objects::prelude::*;
@@ -179,6 +279,13 @@ impl<A: Actor> Turn<A> {
             options: SendOptions::default(),
             target: PhantomData,
         })
+    }
+
+    /// Sends a command to this actor: it joins the tail of its own mailbox when this turn
+    /// commits (`turn.send_to_self().tick()`).
+    pub fn send_to_self(&mut self) -> A::Sender {
+        let actor_id = self.actor_id.clone();
+        self.send::<A>(actor_id)
     }
 
     /// Emits an effect: work outside the database that runs after this turn commits (and
@@ -291,16 +398,13 @@ impl<A: Actor> Turn<A> {
         Some((transaction, std::mem::take(&mut self.savepoint)))
     }
 
-    pub(crate) fn take_effects(&mut self) -> Vec<PendingEffect> {
-        std::mem::take(&mut self.effects)
-    }
-
-    pub(crate) fn take_outbox(&mut self) -> Vec<Outgoing> {
-        self.outbox.take()
-    }
-
-    pub(crate) fn take_reminders(&mut self) -> Vec<ReminderChange<A::Message>> {
-        self.reminders.take()
+    /// What the handler staged, closing the builders it may still hold.
+    pub(crate) fn close_staging(&mut self) -> Staged<A> {
+        Staged {
+            reminders: self.reminders.close(),
+            outbox: self.outbox.close(),
+            effects: std::mem::take(&mut self.effects),
+        }
     }
 }
 
@@ -310,6 +414,8 @@ impl<A: Actor> Drop for Turn<A> {
     /// SQL left on the connection, so it is closed rather than reused.
     fn drop(&mut self) {
         self.poison();
+        self.reminders.close();
+        self.outbox.close();
     }
 }
 
@@ -328,35 +434,78 @@ impl<A: Actor> fmt::Debug for Turn<A> {
     }
 }
 
+/// What a handler staged, taken from its turn once it returned.
+pub(crate) struct Staged<A: Actor> {
+    pub(crate) reminders: Vec<ReminderChange<A::Message>>,
+    pub(crate) outbox: Vec<Outgoing>,
+    pub(crate) effects: Vec<PendingEffect>,
+}
+
 /// A reminder change staged by a turn.
 pub(crate) enum ReminderChange<M> {
     Schedule {
         key: String,
         at: DateTime<Utc>,
         message: M,
+        /// For a recurring reminder: its interval, and what to do with missed occurrences.
+        every: Option<(std::time::Duration, Missed)>,
     },
+    /// Cancels the reminder under `key`, or under every key.
     Cancel {
         name: &'static str,
-        key: String,
+        key: Option<String>,
     },
 }
 
 impl<M: Operations> ReminderChange<M> {
-    /// The identity of the alarm this change touches: (reminder name, key).
-    pub(crate) fn alarm(&self) -> (&'static str, &str) {
+    /// The identity of the alarm this change touches: (reminder name, key; `None` for every
+    /// key).
+    pub(crate) fn alarm(&self) -> (&'static str, Option<&str>) {
         match self {
-            Self::Schedule { key, message, .. } => (message.name(), key),
-            Self::Cancel { name, key } => (name, key),
+            Self::Schedule { key, message, .. } => (message.name(), Some(key)),
+            Self::Cancel { name, key } => (name, key.as_deref()),
         }
     }
 }
 
-/// What builders stage for their turn: shared with the turn, not borrowed from it.
-pub(crate) struct Staging<T>(Arc<Mutex<Vec<T>>>);
+/// What a recurring reminder does with the occurrences it missed while no runtime ran.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Missed {
+    /// Fire once, as the latest missed occurrence. The default.
+    #[default]
+    Latest,
+    /// Fire each missed occurrence, in order, up to the [`CATCH_UP`](Missed::CATCH_UP) most
+    /// recent.
+    All,
+}
+
+impl Missed {
+    /// The most missed occurrences [`Missed::All`] fires after one outage.
+    pub const CATCH_UP: usize = 1_000;
+
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Latest => "latest",
+            Self::All => "all",
+        }
+    }
+
+    pub(crate) fn parse(stored: Option<&str>) -> Self {
+        match stored {
+            Some("all") => Self::All,
+            _ => Self::Latest,
+        }
+    }
+}
+
+/// What builders stage for their turn: shared with the turn, not borrowed from it. Closed
+/// (`None`) once the handler returned: a builder kept past its turn cannot stage anything.
+pub(crate) struct Staging<T>(Arc<Mutex<Option<Vec<T>>>>);
 
 impl<T> Default for Staging<T> {
     fn default() -> Self {
-        Self(Arc::default())
+        Self(Arc::new(Mutex::new(Some(Vec::new()))))
     }
 }
 
@@ -367,19 +516,33 @@ impl<T> Clone for Staging<T> {
 }
 
 impl<T> Staging<T> {
+    /// Stages `item`; a builder used after its turn ended is a bug in the handler, and
+    /// panics rather than drop what it stages without a word.
     fn push(&self, item: T) {
+        match &mut *self.0.lock().unwrap_or_else(PoisonError::into_inner) {
+            Some(staged) => staged.push(item),
+            None => panic!(
+                "a send or a schedule was staged after its turn ended: use the builder inside \
+                 the handler, before it returns"
+            ),
+        }
+    }
+
+    /// Everything staged, closing the staging.
+    fn close(&self) -> Vec<T> {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push(item);
-    }
-
-    fn take(&self) -> Vec<T> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner))
+            .take()
+            .unwrap_or_default()
     }
 
     fn len(&self) -> usize {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).len()
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map_or(0, Vec::len)
     }
 }
 
@@ -389,15 +552,25 @@ pub struct ScheduleStage<A: Actor> {
     reminders: Staging<ReminderChange<A::Message>>,
     at: DateTime<Utc>,
     key: String,
+    every: Option<(std::time::Duration, Missed)>,
 }
 
 impl<A: Actor> ScheduleStage<A> {
+    /// For a recurring reminder, what to do with occurrences missed while no runtime ran.
+    pub fn missed(mut self, missed: Missed) -> Self {
+        if let Some((_, was)) = &mut self.every {
+            *was = missed;
+        }
+        self
+    }
+
     /// Stages the reminder message.
     pub fn stage(self, message: A::Message) {
         self.reminders.push(ReminderChange::Schedule {
             key: self.key,
             at: self.at,
             message,
+            every: self.every,
         });
     }
 }
@@ -406,7 +579,7 @@ impl<A: Actor> ScheduleStage<A> {
 #[doc(hidden)]
 pub struct UnscheduleStage<A: Actor> {
     reminders: Staging<ReminderChange<A::Message>>,
-    key: String,
+    key: Option<String>,
 }
 
 impl<A: Actor> UnscheduleStage<A> {

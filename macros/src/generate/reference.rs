@@ -110,6 +110,12 @@ pub(crate) fn reference(actor: &ActorImpl, names: &Names) -> TokenStream {
                 self.inner.snapshot().await
             }
 
+            /// Destroys the actor (its state, reminders and unfinished messages); its next
+            /// message starts a new incarnation. Authorised by `Policy::authorize_destroy`.
+            pub async fn destroy(&self) -> ::solid_objects::Result<()> {
+                self.inner.destroy().await
+            }
+
             /// The untyped reference underneath, for code generic over actors.
             pub fn as_reference(&self) -> &::solid_objects::Reference<#ident> {
                 &self.inner

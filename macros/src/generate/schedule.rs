@@ -82,6 +82,12 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
 
         #[allow(dead_code)]
         impl #schedule {
+            /// For `turn.schedule_every(..)`: what to do with the occurrences missed while no
+            /// runtime ran (`Missed::Latest`, the default, or `Missed::All`).
+            pub fn missed(self, missed: ::solid_objects::Missed) -> Self {
+                Self { stage: self.stage.missed(missed) }
+            }
+
             #(#schedule_methods)*
         }
 

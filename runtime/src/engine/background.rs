@@ -5,10 +5,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{append, insert_bounded, micros, Engine, Enqueued, Lock, Step, MAP_CAPACITY};
+use super::{
+    append_firing, insert_bounded, micros, Engine, Enqueued, Firing, Lock, Step, MAP_CAPACITY,
+};
 use crate::error::{Error, Result};
 use crate::limits::earlier;
-use crate::store::{ActorKey, MessageLookup, MessageRecord, Retention, StoredStatus};
+use crate::store::{ActorKey, DueReminder, MessageLookup, MessageRecord, Retention, StoredStatus};
+use crate::turn::Missed;
 
 /// What [`Engine::run_ready`] does with a turn that fails with an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,17 +34,32 @@ pub(crate) const KEPT_IDEMPOTENCY_KEYS: i64 = 64;
 
 impl Engine {
     /// Turns up to `limit` reminders due at the clock's now into messages at the tail of
-    /// their actors' mailboxes; returns how many fired. Firing takes no actor's lock.
+    /// their actors' mailboxes (a recurring one into each occurrence it missed, or the
+    /// latest, and on to its next); returns how many reminders fired. Firing takes no
+    /// actor's lock.
     pub(crate) async fn fire_due_reminders(&self, limit: i64) -> Result<usize> {
         let mut tx = self.begin(None).await?;
         let now = micros(self.now());
-        let due = tx.take_due_reminders(now, limit).await?;
+        let due = tx.due_reminders(now, limit).await?;
         for reminder in &due {
             let key = ActorKey {
                 actor_type: &reminder.actor_type,
                 actor_id: &reminder.actor_id,
             };
-            append(&mut *tx, key, &reminder.name, &reminder.arguments, now, 0).await?;
+            let occurrences = Occurrences::of(reminder, now);
+            for scheduled_for in occurrences.fired() {
+                let firing = Firing {
+                    operation: &reminder.name,
+                    arguments: &reminder.arguments,
+                    incarnation: reminder.incarnation,
+                    scheduled_for,
+                };
+                append_firing(&mut *tx, key, &firing, now).await?;
+            }
+            match occurrences.next {
+                Some(next) => tx.reschedule_reminder(reminder.id, next).await?,
+                None => tx.delete_reminder_by_id(reminder.id).await?,
+            }
         }
         tx.commit().await?;
         if !due.is_empty() {
@@ -260,6 +278,55 @@ impl Engine {
         tx.commit().await?;
         self.wake();
         Ok((record, enqueued))
+    }
+}
+
+/// The occurrences of a due reminder that fire now, and when it is due next.
+#[derive(Debug, PartialEq, Eq)]
+struct Occurrences {
+    /// The first occurrence that fires, and the interval between them (0 for a one-shot).
+    first: i64,
+    every: i64,
+    count: usize,
+    /// When a recurring reminder is due next; `None` for a one-shot.
+    next: Option<i64>,
+}
+
+impl Occurrences {
+    fn of(reminder: &DueReminder, now: i64) -> Self {
+        let Some(every) = reminder.every.filter(|every| *every > 0) else {
+            return Self {
+                first: reminder.due_at,
+                every: 0,
+                count: 1,
+                next: None,
+            };
+        };
+        // Occurrences at due_at, due_at + every, ... up to now.
+        let missed = (now.saturating_sub(reminder.due_at) / every).saturating_add(1);
+        let next = reminder.due_at.saturating_add(missed.saturating_mul(every));
+        let last = next.saturating_sub(every);
+        let count = match Missed::parse(reminder.missed.as_deref()) {
+            Missed::All => usize::try_from(missed)
+                .unwrap_or(usize::MAX)
+                .min(Missed::CATCH_UP),
+            _ => 1,
+        };
+        let back = i64::try_from(count - 1).unwrap_or(i64::MAX);
+        Self {
+            first: last.saturating_sub(back.saturating_mul(every)),
+            every,
+            count,
+            next: Some(next),
+        }
+    }
+
+    /// The scheduled times of the occurrences that fire, oldest first.
+    fn fired(&self) -> impl Iterator<Item = i64> + '_ {
+        (0..self.count).map(|index| {
+            let index = i64::try_from(index).unwrap_or(i64::MAX);
+            self.first.saturating_add(index.saturating_mul(self.every))
+        })
     }
 }
 

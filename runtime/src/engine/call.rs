@@ -23,7 +23,7 @@ use crate::limits::deadline_after;
 use crate::store::{
     ActorKey, Instance, MessageLookup, MessageProgress, MessageRecord, NewMessage, Transaction,
 };
-use crate::turn::Turn;
+use crate::turn::{Turn, TurnFacts};
 
 /// How often a caller waiting on another task's turn looks at its message again, at most.
 const WAIT_POLL: Duration = Duration::from_millis(25);
@@ -282,6 +282,8 @@ impl Engine {
             idempotency_key: options.idempotency_key,
             created_at: micros(now),
             progress,
+            incarnation: None,
+            scheduled_for: None,
         };
         let inserted = async {
             let mut tx = self.begin(None).await?;
@@ -400,7 +402,14 @@ impl Engine {
         query: A::Query,
     ) -> Result<String> {
         let state: A = self.decode_state(call.key, instance)?;
-        let turn = Turn::<A>::new(call.key.actor_id, self.now(), None, 1);
+        let turn = Turn::<A>::new(TurnFacts {
+            actor_id: call.key.actor_id,
+            now: self.now(),
+            message_id: None,
+            attempt: 1,
+            incarnation: instance.incarnation,
+            scheduled_at: None,
+        });
         let deadline = call.deadline.min(deadline_after(self.config.turn_timeout));
         let answering = crate::handler_scope::as_handler(
             call.key.actor_type,
@@ -424,6 +433,19 @@ impl Engine {
             },
         };
         call.result(outcome)
+    }
+
+    /// Destroys an actor: waits for its lock (a turn elsewhere finishes first), deletes its
+    /// reminders, ends its unfinished messages as destroyed, and starts its next incarnation
+    /// from no state.
+    pub(crate) async fn destroy(&self, key: ActorKey<'_, '_>, timeout: Duration) -> Result<()> {
+        let deadline = deadline_after(timeout);
+        let mut tx = self.begin(Some(deadline)).await?;
+        tx.lock_actor(key, true).await?;
+        tx.destroy_actor(key, micros(self.now())).await?;
+        tx.commit().await?;
+        self.wake();
+        Ok(())
     }
 
     /// The actor's committed state, without a message; the default state if it has none.
@@ -526,6 +548,8 @@ impl Engine {
                     idempotency_key,
                     created_at: micros(self.now()),
                     progress: MessageProgress::ready(0, available_at),
+                    incarnation: None,
+                    scheduled_for: None,
                 },
             )
             .await?;

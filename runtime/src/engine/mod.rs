@@ -314,26 +314,35 @@ pub(crate) async fn read_until<T>(
         .unwrap_or(Err(Error::Database(sqlx::Error::PoolTimedOut)))
 }
 
-/// Appends a ready message to an actor's mailbox inside `tx`, without taking that actor's
-/// lock; returns its id. `available_at` 0 means "now, whatever the clock says later".
-pub(crate) async fn append(
+/// A fired reminder's message: which reminder, of which incarnation, for which occurrence.
+pub(crate) struct Firing<'a> {
+    pub(crate) operation: &'a str,
+    pub(crate) arguments: &'a str,
+    pub(crate) incarnation: i64,
+    /// The occurrence's scheduled time, in microseconds.
+    pub(crate) scheduled_for: i64,
+}
+
+/// Appends a fired reminder's message to its actor's mailbox inside `tx`, available now
+/// whatever the clock says later, without taking that actor's lock; returns its id.
+pub(crate) async fn append_firing(
     tx: &mut dyn Transaction,
     key: ActorKey<'_, '_>,
-    operation: &str,
-    arguments: &str,
+    firing: &Firing<'_>,
     now: i64,
-    available_at: i64,
 ) -> Result<i64> {
     let request_id = uuid::Uuid::new_v4().to_string();
     tx.insert_message(
         key,
         &NewMessage {
-            operation,
-            arguments,
+            operation: firing.operation,
+            arguments: firing.arguments,
             request_id: &request_id,
             idempotency_key: None,
             created_at: now,
-            progress: MessageProgress::ready(0, available_at),
+            progress: MessageProgress::ready(0, 0),
+            incarnation: Some(firing.incarnation),
+            scheduled_for: Some(firing.scheduled_for),
         },
     )
     .await

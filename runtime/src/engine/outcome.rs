@@ -17,6 +17,8 @@ pub(crate) enum Outcome {
         /// When the next attempt runs; `None` once the message is a dead letter.
         retry_at: Option<DateTime<Utc>>,
     },
+    /// Its actor was destroyed before it ran.
+    Destroyed,
 }
 
 impl Outcome {
@@ -26,6 +28,7 @@ impl Outcome {
             Self::Rejected(_) => "rejected",
             Self::Failed { retry_at: None, .. } => "dead",
             Self::Failed { .. } => "failed",
+            Self::Destroyed => "destroyed",
         }
     }
 
@@ -47,6 +50,7 @@ impl Outcome {
                 attempts: record.attempts,
                 retry_at: Some(from_micros(record.available_at)),
             }),
+            StoredStatus::Destroyed => Some(Self::Destroyed),
             StoredStatus::Ready => None,
         }
     }
@@ -72,6 +76,10 @@ impl Outcome {
                 error,
                 attempts,
                 retry_at,
+            }),
+            Self::Destroyed => Err(Error::Destroyed {
+                actor_type: actor_type.to_owned(),
+                actor_id: actor_id.to_owned(),
             }),
         }
     }

@@ -20,7 +20,7 @@ use crate::store::{
     ActorKey, Instance, InstanceWrite, MessageProgress, NewEffect, NewMessage, ReminderWrite,
     StoredMessage, StoredStatus, Transaction,
 };
-use crate::turn::{ReminderChange, Turn};
+use crate::turn::{Missed, ReminderChange, Staged, Turn, TurnFacts};
 use crate::validate::{validate_id, validate_key};
 
 /// How many times in a row a turn that conflicts with other transactions runs again at once
@@ -73,10 +73,13 @@ enum ReminderOp {
         key: String,
         due_at: i64,
         arguments: String,
+        /// For a recurring reminder: its interval in microseconds, and missed occurrences.
+        every: Option<(i64, Missed)>,
     },
     Delete {
         name: &'static str,
-        key: String,
+        /// `None`: every key.
+        key: Option<String>,
     },
 }
 
@@ -99,6 +102,16 @@ struct Writes {
     sends: Vec<SendOp>,
     /// Effects: (name, payload).
     effects: Vec<(&'static str, String)>,
+    /// Whether the turn destroys its actor (its state and reminders are then not written).
+    destroy: bool,
+}
+
+/// What a handler left when it returned a value: its state and what it staged.
+struct Completed<'s, A: Actor> {
+    state: &'s A,
+    staged: Staged<A>,
+    destroy: bool,
+    now: DateTime<Utc>,
 }
 
 /// What a turn commits, before the message row's fields are worked out.
@@ -160,6 +173,24 @@ impl Engine {
                 until: from_micros(head.available_at),
                 attempts: head.attempts,
             }));
+        }
+        if head
+            .incarnation
+            .is_some_and(|incarnation| incarnation != locked.instance.incarnation)
+        {
+            // A reminder of an earlier incarnation fired after its actor was destroyed.
+            let ended = MessageProgress {
+                status: StoredStatus::Destroyed,
+                finished_at: Some(micros(self.now())),
+                ..MessageProgress::ready(head.attempts, head.available_at)
+            };
+            if tx.update_message(head.id, head.attempts, &ended).await? {
+                tx.commit().await?;
+            }
+            return Ok(Attempted::Done(Step::Ran(TurnReport {
+                message_id: head.id,
+                outcome: Outcome::Destroyed,
+            })));
         }
         let message = decode_operation::<A::Message>(
             key.actor_type,
@@ -241,6 +272,10 @@ impl Engine {
         delivery: Delivery<'_, A::Message>,
         caller_deadline: Option<Instant>,
     ) -> Result<TurnReport, Uncommitted> {
+        let scheduled_at = match &delivery {
+            Delivery::Stored { head, .. } => head.scheduled_for.map(from_micros),
+            Delivery::Fresh { .. } => None,
+        };
         let (message, message_id, previous_attempts, fresh) = match delivery {
             Delivery::Fresh {
                 message,
@@ -269,7 +304,14 @@ impl Engine {
             let now_us = micros(now);
             let attempts = previous_attempts + 1;
             let attempt = u32::try_from(attempts).unwrap_or(u32::MAX);
-            let mut turn = Turn::<A>::new(key.actor_id, now, message_id, attempt);
+            let mut turn = Turn::<A>::new(TurnFacts {
+                actor_id: key.actor_id,
+                now,
+                message_id,
+                attempt,
+                incarnation: instance.incarnation,
+                scheduled_at,
+            });
             turn.attach(tx);
             let turn_deadline = deadline_after(self.config.turn_timeout);
             let handler_deadline =
@@ -301,6 +343,8 @@ impl Engine {
                     });
                 }
             };
+            let staged = turn.close_staging();
+            let destroy = turn.destroy_requested();
             let (mut tx, savepoint) = turn.detach().ok_or_else(|| Uncommitted::Failed {
                 error: "the turn's transaction was not returned".to_owned(),
                 retryable: true,
@@ -308,7 +352,13 @@ impl Engine {
             if let Handled::Transient(why) = handled {
                 return Err(Uncommitted::Conflict(why));
             }
-            let settled = self.settle(&state, &mut turn, handled, operation, attempts);
+            let completed = Completed {
+                state: &state,
+                staged,
+                destroy,
+                now,
+            };
+            let settled = self.settle(completed, handled, operation, attempts);
             if savepoint {
                 if matches!(settled.kind, SettledKind::Completed(_)) {
                     tx.release_savepoint().await?;
@@ -328,6 +378,8 @@ impl Engine {
                         idempotency_key,
                         created_at: now_us,
                         progress,
+                        incarnation: None,
+                        scheduled_for: None,
                     };
                     tx.insert_message(key, &new).await?
                 }
@@ -342,12 +394,19 @@ impl Engine {
                 (None, None) => unreachable!("a stored delivery carries its message id"),
             };
             if let Some(writes) = &settled.writes {
-                let write = InstanceWrite {
-                    state: &writes.state,
-                    revision: instance.revision + 1,
-                    updated_at: now_us,
-                };
-                tx.write_instance(key, &write).await?;
+                if writes.destroy {
+                    tx.destroy_actor(key, now_us).await?;
+                } else {
+                    let write = InstanceWrite {
+                        state: &writes.state,
+                        revision: instance.revision + 1,
+                        state_version: i64::from(A::VERSION),
+                        updated_at: now_us,
+                    };
+                    tx.write_instance(key, &write).await?;
+                    self.apply_reminders(&mut *tx, key, &writes.reminders, instance.incarnation)
+                        .await?;
+                }
                 self.apply_writes(&mut *tx, key, writes, now_us).await?;
             }
             tx.commit().await?;
@@ -369,8 +428,44 @@ impl Engine {
         A::MAX_ATTEMPTS.map_or(self.config.retry.max_attempts, i64::from)
     }
 
-    /// Writes a completed turn's reminders, effects and messages, none of which takes
-    /// another actor's lock.
+    /// Writes a completed turn's reminder changes, in the incarnation it ran in.
+    async fn apply_reminders(
+        &self,
+        tx: &mut dyn Transaction,
+        key: ActorKey<'_, '_>,
+        reminders: &[ReminderOp],
+        incarnation: i64,
+    ) -> Result<()> {
+        for change in reminders {
+            match change {
+                ReminderOp::Upsert {
+                    name,
+                    key: alarm,
+                    due_at,
+                    arguments,
+                    every,
+                } => {
+                    let write = ReminderWrite {
+                        name,
+                        key: alarm,
+                        due_at: *due_at,
+                        arguments,
+                        incarnation,
+                        every: every.map(|(interval, _)| interval),
+                        missed: every.map(|(_, missed)| missed.as_str()),
+                    };
+                    tx.upsert_reminder(key, &write).await?;
+                }
+                ReminderOp::Delete { name, key: alarm } => {
+                    tx.delete_reminder(key, name, alarm.as_deref()).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes a completed turn's effects and messages, none of which takes another actor's
+    /// lock.
     async fn apply_writes(
         &self,
         tx: &mut dyn Transaction,
@@ -378,27 +473,6 @@ impl Engine {
         writes: &Writes,
         now: i64,
     ) -> Result<()> {
-        for change in &writes.reminders {
-            match change {
-                ReminderOp::Upsert {
-                    name,
-                    key: alarm,
-                    due_at,
-                    arguments,
-                } => {
-                    let write = ReminderWrite {
-                        name,
-                        key: alarm,
-                        due_at: *due_at,
-                        arguments,
-                    };
-                    tx.upsert_reminder(key, &write).await?;
-                }
-                ReminderOp::Delete { name, key: alarm } => {
-                    tx.delete_reminder(key, name, alarm).await?;
-                }
-            }
-        }
         for (name, payload) in &writes.effects {
             let effect_id = uuid::Uuid::new_v4().to_string();
             let effect = NewEffect {
@@ -423,6 +497,8 @@ impl Engine {
                 idempotency_key: send.idempotency_key.as_deref(),
                 created_at: now,
                 progress: MessageProgress::ready(0, send.available_at),
+                incarnation: None,
+                scheduled_for: None,
             };
             // A key already used for this target delivers nothing more.
             tx.insert_message_once(target, &message).await?;
@@ -433,14 +509,13 @@ impl Engine {
     /// Turns what the handler produced into what the turn commits.
     fn settle<A: Actor>(
         &self,
-        state: &A,
-        turn: &mut Turn<A>,
+        completed: Completed<'_, A>,
         handled: Handled,
         operation: &str,
         attempts: i64,
     ) -> Settled {
         let kind = match handled {
-            Handled::Value(result) => match self.completion(state, turn, &result, operation) {
+            Handled::Value(result) => match self.completion(completed, &result, operation) {
                 Ok(writes) => {
                     return Settled {
                         kind: SettledKind::Completed(result),
@@ -479,45 +554,62 @@ impl Engine {
     /// readable back.
     fn completion<A: Actor>(
         &self,
-        state: &A,
-        turn: &mut Turn<A>,
+        completed: Completed<'_, A>,
         result: &str,
         operation: &str,
     ) -> Result<Writes> {
+        let Completed {
+            state,
+            staged,
+            destroy,
+            now,
+        } = completed;
         let limits = &self.config.limits;
         limits.check(Payload::Result, operation, result.len())?;
         let state = store_value("state", operation, state)?;
         limits.check(Payload::State, operation, state.len())?;
-        let mut changes = turn.take_reminders();
+        let mut changes = staged.reminders;
         let mut seen = HashSet::new();
         changes.reverse();
         changes.retain(|change| {
             let (name, key) = change.alarm();
-            seen.insert((name, key.to_owned()))
+            seen.insert((name, key.map(str::to_owned)))
         });
         changes.reverse();
         let reminders = changes
             .into_iter()
             .map(|change| match change {
-                ReminderChange::Schedule { key, at, message } => {
+                ReminderChange::Schedule {
+                    key,
+                    at,
+                    message,
+                    every,
+                } => {
                     validate_key("reminder key", &key)?;
                     let (stored, _) = store_operation(&message)?;
                     limits.check(Payload::Arguments, stored.name, stored.arguments.len())?;
+                    let every = every.map(|(interval, missed)| {
+                        let micros = i64::try_from(interval.as_micros()).unwrap_or(i64::MAX);
+                        (micros.max(1), missed)
+                    });
                     Ok(ReminderOp::Upsert {
                         name: stored.name,
                         key,
                         due_at: micros(at),
                         arguments: stored.arguments,
+                        every,
                     })
                 }
                 ReminderChange::Cancel { name, key } => {
-                    validate_key("reminder key", &key)?;
+                    if let Some(key) = &key {
+                        validate_key("reminder key", key)?;
+                    }
                     Ok(ReminderOp::Delete { name, key })
                 }
             })
             .collect::<Result<_>>()?;
-        let sends = turn
-            .take_outbox()
+        let sends = staged
+            .outbox
             .into_iter()
             .map(|outgoing| {
                 validate_id(&outgoing.actor_id)?;
@@ -529,7 +621,7 @@ impl Engine {
                 }
                 let at = match (options.available_at, options.delay) {
                     (Some(at), _) => Some(at),
-                    (None, Some(delay)) => Some(later(turn.now(), delay)),
+                    (None, Some(delay)) => Some(later(now, delay)),
                     (None, None) => None,
                 };
                 Ok(SendOp {
@@ -537,14 +629,14 @@ impl Engine {
                     actor_id: outgoing.actor_id,
                     operation: stored.name,
                     arguments: stored.arguments,
-                    available_at: at.filter(|at| *at > turn.now()).map_or(0, micros),
+                    available_at: at.filter(|at| *at > now).map_or(0, micros),
                     idempotency_key: options.idempotency_key,
                     register: outgoing.register,
                 })
             })
             .collect::<Result<_>>()?;
-        let effects = turn
-            .take_effects()
+        let effects = staged
+            .effects
             .into_iter()
             .map(|effect| {
                 let payload = effect.payload?;
@@ -557,6 +649,7 @@ impl Engine {
             reminders,
             sends,
             effects,
+            destroy,
         })
     }
 }

@@ -39,11 +39,27 @@ pub(crate) struct ActorKey<'t, 'i> {
 }
 
 /// An actor's row: its state.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(crate) struct Instance {
     /// The state as JSON; `None` until a turn first commits state.
     pub(crate) state: Option<String>,
     pub(crate) revision: i64,
+    /// Which life of the actor this is: destroying it starts the next.
+    pub(crate) incarnation: i64,
+    /// The version of the actor's state type that wrote `state`.
+    pub(crate) state_version: i64,
+}
+
+impl Default for Instance {
+    /// An actor never written: its first incarnation, no state.
+    fn default() -> Self {
+        Self {
+            state: None,
+            revision: 0,
+            incarnation: 1,
+            state_version: 1,
+        }
+    }
 }
 
 /// An actor locked by a transaction: its row and the head of its mailbox.
@@ -61,6 +77,8 @@ pub(crate) enum StoredStatus {
     Completed,
     Rejected,
     Dead,
+    /// Its actor was destroyed before it ran.
+    Destroyed,
 }
 
 impl StoredStatus {
@@ -70,13 +88,20 @@ impl StoredStatus {
             Self::Completed => "completed",
             Self::Rejected => "rejected",
             Self::Dead => "dead",
+            Self::Destroyed => "destroyed",
         }
     }
 
     pub(crate) fn parse(stored: &str) -> Option<Self> {
-        [Self::Ready, Self::Completed, Self::Rejected, Self::Dead]
-            .into_iter()
-            .find(|status| status.as_str() == stored)
+        [
+            Self::Ready,
+            Self::Completed,
+            Self::Rejected,
+            Self::Dead,
+            Self::Destroyed,
+        ]
+        .into_iter()
+        .find(|status| status.as_str() == stored)
     }
 }
 
@@ -88,6 +113,10 @@ pub(crate) struct StoredMessage {
     pub(crate) arguments: String,
     pub(crate) attempts: i64,
     pub(crate) available_at: i64,
+    /// The incarnation a fired reminder's message belongs to; `None`: the current one.
+    pub(crate) incarnation: Option<i64>,
+    /// For a reminder's message, the time its occurrence was scheduled for.
+    pub(crate) scheduled_for: Option<i64>,
 }
 
 /// How a message row stands after a write.
@@ -110,6 +139,9 @@ pub(crate) struct NewMessage<'a> {
     pub(crate) idempotency_key: Option<&'a str>,
     pub(crate) created_at: i64,
     pub(crate) progress: MessageProgress<'a>,
+    /// For a fired reminder: the incarnation it belongs to and its occurrence's time.
+    pub(crate) incarnation: Option<i64>,
+    pub(crate) scheduled_for: Option<i64>,
 }
 
 /// A message row as stored, for callers, operators and idempotency checks.
@@ -163,6 +195,7 @@ pub(crate) enum MessageLookup<'a> {
 pub(crate) struct InstanceWrite<'a> {
     pub(crate) state: &'a str,
     pub(crate) revision: i64,
+    pub(crate) state_version: i64,
     pub(crate) updated_at: i64,
 }
 
@@ -173,15 +206,25 @@ pub(crate) struct ReminderWrite<'a> {
     pub(crate) key: &'a str,
     pub(crate) due_at: i64,
     pub(crate) arguments: &'a str,
+    pub(crate) incarnation: i64,
+    /// For a recurring reminder: its interval in microseconds, and what to do with missed
+    /// occurrences (`latest` or `all`).
+    pub(crate) every: Option<i64>,
+    pub(crate) missed: Option<&'a str>,
 }
 
 /// A reminder taken from the store because it is due.
 #[derive(Debug, Clone)]
 pub(crate) struct DueReminder {
+    pub(crate) id: i64,
     pub(crate) actor_type: String,
     pub(crate) actor_id: String,
     pub(crate) name: String,
     pub(crate) arguments: String,
+    pub(crate) due_at: i64,
+    pub(crate) incarnation: i64,
+    pub(crate) every: Option<i64>,
+    pub(crate) missed: Option<String>,
 }
 
 /// An effect a turn emits, to insert with the turn.
@@ -422,16 +465,27 @@ pub(crate) trait Transaction: Send {
         reminder: &ReminderWrite<'_>,
     ) -> Result<()>;
 
-    /// Deletes the reminder with this name and key, if any.
+    /// Deletes the reminder with this name and key (every key, for `None`), if any.
     async fn delete_reminder(
         &mut self,
         actor: ActorKey<'_, '_>,
         name: &str,
-        key: &str,
+        key: Option<&str>,
     ) -> Result<()>;
 
-    /// Removes and returns up to `limit` reminders due at `now`, earliest first.
-    async fn take_due_reminders(&mut self, now: i64, limit: i64) -> Result<Vec<DueReminder>>;
+    /// Returns up to `limit` reminders due at `now`, earliest first, locked until commit
+    /// (skipping those another transaction holds).
+    async fn due_reminders(&mut self, now: i64, limit: i64) -> Result<Vec<DueReminder>>;
+
+    /// Deletes a fired one-shot reminder.
+    async fn delete_reminder_by_id(&mut self, id: i64) -> Result<()>;
+
+    /// Moves a fired recurring reminder to its next occurrence.
+    async fn reschedule_reminder(&mut self, id: i64, due_at: i64) -> Result<()>;
+
+    /// Ends the actor's current incarnation: deletes its reminders, ends its ready messages
+    /// as destroyed, and starts the next incarnation from no state.
+    async fn destroy_actor(&mut self, actor: ActorKey<'_, '_>, now: i64) -> Result<()>;
 
     /// Stores an effect the turn emitted, ready to run once the turn commits.
     async fn insert_effect(

@@ -47,6 +47,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "effect claims",
         include_str!("../../migrations/postgres/0004_effect_claims.sql"),
     ),
+    (
+        5,
+        "lifecycle",
+        include_str!("../../migrations/postgres/0005_lifecycle.sql"),
+    ),
 ];
 
 /// Serialises concurrent migrators (several processes starting at once).

@@ -24,6 +24,8 @@ where
     Ok(Instance {
         state: row.try_get("state")?,
         revision: row.try_get("revision")?,
+        incarnation: row.try_get("incarnation")?,
+        state_version: row.try_get("state_version")?,
     })
 }
 
@@ -34,6 +36,7 @@ where
     for<'c> &'c str: ColumnIndex<R>,
     String: Columns<R::Database>,
     i64: Columns<R::Database>,
+    Option<i64>: Columns<R::Database>,
 {
     Ok(StoredMessage {
         id: row.try_get("id")?,
@@ -41,6 +44,8 @@ where
         arguments: row.try_get("arguments")?,
         attempts: row.try_get("attempts")?,
         available_at: row.try_get("available_at")?,
+        incarnation: row.try_get("message_incarnation")?,
+        scheduled_for: row.try_get("scheduled_for")?,
     })
 }
 
@@ -56,9 +61,16 @@ where
     i64: Columns<R::Database>,
     Option<i64>: Columns<R::Database>,
 {
+    let fresh = Instance::default();
     let instance = Instance {
         state: row.try_get("state")?,
         revision: row.try_get::<Option<i64>, _>("revision")?.unwrap_or(0),
+        incarnation: row
+            .try_get::<Option<i64>, _>("incarnation")?
+            .unwrap_or(fresh.incarnation),
+        state_version: row
+            .try_get::<Option<i64>, _>("state_version")?
+            .unwrap_or(fresh.state_version),
     };
     let head = match row.try_get::<Option<i64>, _>("id")? {
         Some(_) => Some(stored_message(row)?),
@@ -102,29 +114,27 @@ where
     })
 }
 
-/// Reminders taken by `DELETE .. RETURNING`, earliest first (`RETURNING` has no order).
-pub(crate) fn due_reminders<R>(mut rows: Vec<R>) -> Result<Vec<DueReminder>>
+/// A due reminder.
+pub(crate) fn due_reminder<R>(row: &R) -> Result<DueReminder>
 where
     R: Row,
     for<'c> &'c str: ColumnIndex<R>,
     String: Columns<R::Database>,
+    Option<String>: Columns<R::Database>,
     i64: Columns<R::Database>,
+    Option<i64>: Columns<R::Database>,
 {
-    let mut keyed = rows
-        .drain(..)
-        .map(|row| {
-            let order: (i64, i64) = (row.try_get("due_at")?, row.try_get("id")?);
-            let reminder = DueReminder {
-                actor_type: row.try_get("actor_type")?,
-                actor_id: row.try_get("actor_id")?,
-                name: row.try_get("name")?,
-                arguments: row.try_get("arguments")?,
-            };
-            Ok((order, reminder))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    keyed.sort_by_key(|(order, _)| *order);
-    Ok(keyed.into_iter().map(|(_, reminder)| reminder).collect())
+    Ok(DueReminder {
+        id: row.try_get("id")?,
+        actor_type: row.try_get("actor_type")?,
+        actor_id: row.try_get("actor_id")?,
+        name: row.try_get("name")?,
+        arguments: row.try_get("arguments")?,
+        due_at: row.try_get("due_at")?,
+        incarnation: row.try_get("incarnation")?,
+        every: row.try_get("every_micros")?,
+        missed: row.try_get("missed")?,
+    })
 }
 
 /// The head of a mailbox whose operation is unknown: `id, actor_type, operation`.

@@ -25,7 +25,9 @@ macro_rules! select_message {
 /// The columns of a mailbox's head, and the condition that finds it.
 macro_rules! head_of_mailbox {
     () => {
-        "SELECT id, operation, arguments, attempts, available_at FROM solid_messages
+        "SELECT id, operation, arguments, attempts, available_at,
+                incarnation AS message_incarnation, scheduled_for
+         FROM solid_messages
          WHERE actor_type = $1 AND actor_id = $2 AND status = 'ready' ORDER BY id LIMIT 1"
     };
 }
@@ -56,7 +58,7 @@ macro_rules! sql_backend {
         store_items: { $($store_item:item)* },
         transaction_items: { $($transaction_item:item)* }
     ) => {
-        const SELECT_INSTANCE: &str = "SELECT state, revision
+        const SELECT_INSTANCE: &str = "SELECT state, revision, incarnation, state_version
              FROM solid_instances WHERE actor_type = $1 AND actor_id = $2";
 
         /// The query that finds one message.
@@ -211,8 +213,8 @@ macro_rules! sql_backend {
                 let id = sqlx::query_scalar(
                     "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
                          request_id, idempotency_key, status, attempts, available_at, result,
-                         last_error, created_at, finished_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                         last_error, created_at, finished_at, incarnation, scheduled_for)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
                      RETURNING id",
                 )
                 .bind(actor.actor_type)
@@ -228,6 +230,8 @@ macro_rules! sql_backend {
                 .bind(progress.last_error.map($crate::store::shared::storable_text))
                 .bind(message.created_at)
                 .bind(progress.finished_at)
+                .bind(message.incarnation)
+                .bind(message.scheduled_for)
                 .fetch_one(&mut *self.tx)
                 .await?;
                 Ok(id)
@@ -243,8 +247,8 @@ macro_rules! sql_backend {
                 let id = sqlx::query_scalar(
                     "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
                          request_id, idempotency_key, status, attempts, available_at, result,
-                         last_error, created_at, finished_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                         last_error, created_at, finished_at, incarnation, scheduled_for)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
                      ON CONFLICT (actor_type, actor_id, idempotency_key)
                          WHERE idempotency_key IS NOT NULL DO NOTHING
                      RETURNING id",
@@ -262,6 +266,8 @@ macro_rules! sql_backend {
                 .bind(progress.last_error.map($crate::store::shared::storable_text))
                 .bind(message.created_at)
                 .bind(progress.finished_at)
+                .bind(message.incarnation)
+                .bind(message.scheduled_for)
                 .fetch_optional(&mut *self.tx)
                 .await?;
                 Ok(id)
@@ -328,17 +334,20 @@ macro_rules! sql_backend {
             ) -> Result<()> {
                 self.counters.statement();
                 sqlx::query(
-                    "INSERT INTO solid_instances (actor_type, actor_id, state, revision, updated_at)
-                     VALUES ($1, $2, $3, $4, $5)
+                    "INSERT INTO solid_instances
+                         (actor_type, actor_id, state, revision, state_version, updated_at)
+                     VALUES ($1, $2, $3, $4, $5, $6)
                      ON CONFLICT (actor_type, actor_id) DO UPDATE SET
                          state = excluded.state,
                          revision = excluded.revision,
+                         state_version = excluded.state_version,
                          updated_at = excluded.updated_at",
                 )
                 .bind(actor.actor_type)
                 .bind(actor.actor_id)
                 .bind(write.state)
                 .bind(write.revision)
+                .bind(write.state_version)
                 .bind(write.updated_at)
                 .execute(&mut *self.tx)
                 .await?;
@@ -352,10 +361,14 @@ macro_rules! sql_backend {
             ) -> Result<()> {
                 self.counters.statement();
                 sqlx::query(
-                    "INSERT INTO solid_reminders (actor_type, actor_id, name, key, due_at, arguments)
-                     VALUES ($1, $2, $3, $4, $5, $6)
+                    "INSERT INTO solid_reminders
+                         (actor_type, actor_id, name, key, due_at, arguments, incarnation,
+                          every_micros, missed)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
                      ON CONFLICT (actor_type, actor_id, name, key) DO UPDATE SET
-                         due_at = excluded.due_at, arguments = excluded.arguments",
+                         due_at = excluded.due_at, arguments = excluded.arguments,
+                         incarnation = excluded.incarnation,
+                         every_micros = excluded.every_micros, missed = excluded.missed",
                 )
                 .bind(actor.actor_type)
                 .bind(actor.actor_id)
@@ -363,6 +376,9 @@ macro_rules! sql_backend {
                 .bind(reminder.key)
                 .bind(reminder.due_at)
                 .bind(reminder.arguments)
+                .bind(reminder.incarnation)
+                .bind(reminder.every)
+                .bind(reminder.missed)
                 .execute(&mut *self.tx)
                 .await?;
                 Ok(())
@@ -372,12 +388,13 @@ macro_rules! sql_backend {
                 &mut self,
                 actor: ActorKey<'_, '_>,
                 name: &str,
-                key: &str,
+                key: Option<&str>,
             ) -> Result<()> {
                 self.counters.statement();
                 sqlx::query(
                     "DELETE FROM solid_reminders
-                     WHERE actor_type = $1 AND actor_id = $2 AND name = $3 AND key = $4",
+                     WHERE actor_type = $1 AND actor_id = $2 AND name = $3
+                       AND ($4 IS NULL OR key = $4)",
                 )
                 .bind(actor.actor_type)
                 .bind(actor.actor_id)
@@ -388,19 +405,72 @@ macro_rules! sql_backend {
                 Ok(())
             }
 
-            async fn take_due_reminders(&mut self, now: i64, limit: i64) -> Result<Vec<DueReminder>> {
+            async fn due_reminders(&mut self, now: i64, limit: i64) -> Result<Vec<DueReminder>> {
                 self.counters.statement();
-                let taken = sqlx::query(concat!(
-                    "DELETE FROM solid_reminders WHERE id IN (
-                         SELECT id FROM solid_reminders WHERE due_at <= $1 ORDER BY due_at, id LIMIT $2",
-                    $skip_locked,
-                    ") RETURNING id, due_at, actor_type, actor_id, name, arguments"
+                let due = sqlx::query(concat!(
+                    "SELECT id, due_at, actor_type, actor_id, name, arguments, incarnation,
+                            every_micros, missed
+                     FROM solid_reminders WHERE due_at <= $1 ORDER BY due_at, id LIMIT $2",
+                    $skip_locked
                 ))
                 .bind(now)
                 .bind(limit)
                 .fetch_all(&mut *self.tx)
                 .await?;
-                rows::due_reminders(taken)
+                due.iter().map(rows::due_reminder).collect()
+            }
+
+            async fn delete_reminder_by_id(&mut self, id: i64) -> Result<()> {
+                self.counters.statement();
+                sqlx::query("DELETE FROM solid_reminders WHERE id = $1")
+                    .bind(id)
+                    .execute(&mut *self.tx)
+                    .await?;
+                Ok(())
+            }
+
+            async fn reschedule_reminder(&mut self, id: i64, due_at: i64) -> Result<()> {
+                self.counters.statement();
+                sqlx::query("UPDATE solid_reminders SET due_at = $1 WHERE id = $2")
+                    .bind(due_at)
+                    .bind(id)
+                    .execute(&mut *self.tx)
+                    .await?;
+                Ok(())
+            }
+
+            async fn destroy_actor(&mut self, actor: ActorKey<'_, '_>, now: i64) -> Result<()> {
+                self.counters.statement();
+                sqlx::query("DELETE FROM solid_reminders WHERE actor_type = $1 AND actor_id = $2")
+                    .bind(actor.actor_type)
+                    .bind(actor.actor_id)
+                    .execute(&mut *self.tx)
+                    .await?;
+                self.counters.statement();
+                sqlx::query(
+                    "UPDATE solid_messages SET status = 'destroyed', finished_at = $3
+                     WHERE actor_type = $1 AND actor_id = $2 AND status = 'ready'",
+                )
+                .bind(actor.actor_type)
+                .bind(actor.actor_id)
+                .bind(now)
+                .execute(&mut *self.tx)
+                .await?;
+                self.counters.statement();
+                sqlx::query(
+                    "INSERT INTO solid_instances (actor_type, actor_id, incarnation, updated_at)
+                     VALUES ($1, $2, 2, $3)
+                     ON CONFLICT (actor_type, actor_id) DO UPDATE SET
+                         state = NULL, revision = solid_instances.revision + 1,
+                         incarnation = solid_instances.incarnation + 1,
+                         updated_at = excluded.updated_at",
+                )
+                .bind(actor.actor_type)
+                .bind(actor.actor_id)
+                .bind(now)
+                .execute(&mut *self.tx)
+                .await?;
+                Ok(())
             }
 
             async fn insert_effect(

@@ -47,6 +47,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "effect claims",
         include_str!("../../migrations/sqlite/0004_effect_claims.sql"),
     ),
+    (
+        5,
+        "lifecycle",
+        include_str!("../../migrations/sqlite/0005_lifecycle.sql"),
+    ),
 ];
 
 /// How long a statement outside a caller's deadline waits for another process's write lock.
@@ -258,8 +263,9 @@ sql_backend! {
             // BEGIN IMMEDIATE already holds the database's write lock: no other turn runs.
             self.counters.statement();
             let row = sqlx::query(concat!(
-                "SELECT i.state, i.revision, h.id, h.operation, h.arguments, h.attempts,
-                        h.available_at
+                "SELECT i.state, i.revision, i.incarnation, i.state_version, h.id, h.operation,
+                        h.arguments, h.attempts, h.available_at, h.message_incarnation,
+                        h.scheduled_for
                  FROM (SELECT 1) AS one
                  LEFT JOIN solid_instances i ON i.actor_type = $1 AND i.actor_id = $2
                  LEFT JOIN (",
