@@ -328,10 +328,16 @@ async fn a_runtimes_own_effect_handler_reaches_that_runtime() {
         .expect("the workers ran the effect")
         .expect("an answer");
 
+    let own = runtime
+        .reference::<Counter>("c")
+        .snapshot()
+        .await
+        .unwrap()
+        .value;
     runtime.shutdown();
     let _ = tokio::time::timeout(Duration::from_secs(20), workers).await;
     runtime.close().await;
-    assert_eq!(answer, Ok(1));
+    assert_eq!((answer, own), (Ok(1), 1));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -512,5 +518,87 @@ async fn a_runtime_leaves_the_applications_sqlite_connections_as_it_found_them()
     assert_eq!(
         after, before,
         "the runtime left the application's connection with busy_timeout = {after} ms"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. The default runtime a builder sets is gone with the handle `start()` returned.
+// ---------------------------------------------------------------------------------------
+
+/// Issue 8: "which runtime it reaches must never surprise". `Builder::set_default()` says:
+/// "Makes the runtime the process default once it starts: `Actor::reference(id)` then
+/// reaches it." The process default is a weak handle (default_runtime.rs `DEFAULT`), which
+/// no public doc says: an application that starts its runtime with `.set_default()` and
+/// keeps no handle, because it only ever calls `Counter::reference(id)` (what set_default
+/// is for), finds no runtime at the very next call.
+///
+/// This test sets the process default; the others here do not rely on it (the effect test
+/// checks its own runtime's state).
+#[tokio::test]
+async fn a_runtime_started_as_the_default_is_reached_by_reference() {
+    let harness = Harness::new();
+    Runtime::builder()
+        .sqlite(harness.path())
+        .clock(harness.clock.clone())
+        .policy(AllowAll)
+        .set_default()
+        .start()
+        .await
+        .unwrap();
+
+    let added = Counter::reference("started-as-default").add(1).await;
+
+    assert!(matches!(added, Ok(1)), "{added:?}");
+}
+
+// ---------------------------------------------------------------------------------------
+// 7. A builder that outlives its turn stages into nothing, silently.
+// ---------------------------------------------------------------------------------------
+
+static ESCAPED: std::sync::Mutex<Option<CounterSender>> = std::sync::Mutex::new(None);
+
+#[actor]
+#[derive(Default)]
+struct Notifier {}
+
+#[actor]
+impl Notifier {
+    /// Keeps the sender to use once some outside work is done (a task, a callback).
+    #[command]
+    fn notify_later(&mut self, turn: &mut Turn<Self>) {
+        *ESCAPED.lock().unwrap() = Some(turn.send::<Counter>("notified"));
+    }
+}
+
+/// Issue 8 made the builders hold no borrow of the turn (turn.rs `Staging`, an `Arc` the
+/// builder shares with the turn). Before, a sender could not outlive its turn; now it is
+/// `'static + Send`, so it can be kept or moved into a task, and a command staged through
+/// it after the turn committed goes into an outbox nobody reads: no message, no error, no
+/// panic. `Turn` promises "Everything staged commits in the turn's transaction, or not at
+/// all (a rejection or a failure discards it)"; this one is neither committed nor refused.
+#[tokio::test]
+async fn a_send_staged_after_its_turn_is_never_silently_dropped() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    runtime
+        .reference::<Notifier>("n")
+        .notify_later()
+        .await
+        .unwrap();
+
+    let sender = ESCAPED.lock().unwrap().take().expect("the handler kept it");
+    let staged = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sender.add(1)));
+    runtime.testing().drain().await.unwrap();
+    let delivered = runtime
+        .reference::<Counter>("notified")
+        .snapshot()
+        .await
+        .unwrap()
+        .value;
+
+    runtime.close().await;
+    assert!(
+        staged.is_err() || delivered == 1,
+        "add(1) was staged after the turn: it neither arrived nor failed"
     );
 }
