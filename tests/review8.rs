@@ -148,15 +148,11 @@ async fn a_snapshot_from_inside_a_handler_does_not_wait_for_its_own_turn() {
     let runtime = on_a_pool_of_one(&harness).await;
     SNAPSHOT_RUNTIME.set(runtime.clone()).unwrap();
 
-    let audited = tokio::time::timeout(
-        AT_ONCE,
-        runtime.reference::<Auditor>("a").audit_snapshot(),
-    )
-    .await;
+    let audited =
+        tokio::time::timeout(AT_ONCE, runtime.reference::<Auditor>("a").audit_snapshot()).await;
 
-    let audited = audited.expect(
-        "snapshot() from inside a handler waited for the connection its own turn holds",
-    );
+    let audited = audited
+        .expect("snapshot() from inside a handler waited for the connection its own turn holds");
     let said = audited.unwrap();
     assert!(
         said == "read 0" || said.contains("CalledFromHandler"),
@@ -213,11 +209,8 @@ async fn a_synchronous_call_from_a_task_the_handler_awaits_fails_at_once() {
         .unwrap();
     SPAWNING_RUNTIME.set(runtime.clone()).unwrap();
 
-    let audited = tokio::time::timeout(
-        AT_ONCE,
-        runtime.reference::<Auditor>("a").audit_in_a_task(),
-    )
-    .await;
+    let audited =
+        tokio::time::timeout(AT_ONCE, runtime.reference::<Auditor>("a").audit_in_a_task()).await;
 
     let said = audited
         .expect("the call from the handler's task waited for the turn that runs the handler")
@@ -244,13 +237,11 @@ async fn the_fix_a_refusal_names_is_code_that_exists() {
         .unwrap();
     QUEUED.set(queued).unwrap();
 
-    let (asked, waited) = tokio::time::timeout(
-        AT_ONCE,
-        runtime.reference::<Auditor>("a").ask_and_wait(),
-    )
-    .await
-    .expect("refused at once")
-    .unwrap();
+    let (asked, waited) =
+        tokio::time::timeout(AT_ONCE, runtime.reference::<Auditor>("a").ask_and_wait())
+            .await
+            .expect("refused at once")
+            .unwrap();
 
     assert!(asked.contains("turn.send"), "{asked}");
     assert!(
@@ -601,4 +592,73 @@ async fn a_send_staged_after_its_turn_is_never_silently_dropped() {
         staged.is_err() || delivered == 1,
         "add(1) was staged after the turn: it neither arrived nor failed"
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// 8. The same on the real PostgreSQL server: turns that read from inside their handlers
+//    starve the pool their own turns hold.
+// ---------------------------------------------------------------------------------------
+
+static PG_RUNTIME: OnceLock<Runtime> = OnceLock::new();
+static PG_TOGETHER: std::sync::LazyLock<tokio::sync::Barrier> =
+    std::sync::LazyLock::new(|| tokio::sync::Barrier::new(2));
+
+#[actor]
+#[derive(Default)]
+struct Reporter {}
+
+#[actor]
+impl Reporter {
+    /// Reads another actor's committed state, once the other report's turn is running too.
+    #[command]
+    async fn report(&mut self) -> String {
+        let _ = tokio::time::timeout(Duration::from_secs(5), PG_TOGETHER.wait()).await;
+        let runtime = PG_RUNTIME.get().expect("the runtime");
+        match runtime.reference::<Counter>("other").snapshot().await {
+            Ok(counter) => format!("read {}", counter.value),
+            Err(error) => format!("{error:?}"),
+        }
+    }
+}
+
+/// Issue 8's refusal covers calls, enqueues, queries and waits, not `snapshot()` (nor
+/// `message_with_key`). On PostgreSQL each turn holds one pooled connection while its
+/// handler runs; two turns of two actors at once on a pool of two (`postgres(url, 2)`)
+/// hold both, and each handler's snapshot then waits for a connection (the runtime's pool
+/// waits up to an hour, postgres.rs `acquire_timeout`) until the turn timeout abandons both
+/// turns: the "waits on its own turn" trap, at the scale of the pool. The same happens with
+/// the default 16 connections under 16 concurrent turns. (With `postgres(url, 3)` this test
+/// passes: the reads themselves are fine.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_from_handlers_on_postgres_do_not_starve_the_pool_their_turns_hold() {
+    let Some(server) = support::postgres::PgServer::start() else {
+        return;
+    };
+    let url = server.database().await;
+    let runtime = Runtime::builder()
+        .postgres(url, 2)
+        .policy(AllowAll)
+        .sync_timeout(Duration::from_secs(120))
+        .turn_timeout(Duration::from_secs(120))
+        .start()
+        .await
+        .unwrap();
+    PG_RUNTIME.set(runtime.clone()).unwrap();
+
+    let reports = ["r-1", "r-2"].map(|id| {
+        let reporter = runtime.reference::<Reporter>(id);
+        tokio::spawn(async move { reporter.report().await })
+    });
+    let both = tokio::time::timeout(AT_ONCE, async {
+        let mut said = Vec::new();
+        for report in reports {
+            said.push(report.await.expect("the task ran").unwrap());
+        }
+        said
+    })
+    .await;
+
+    let said = both.expect("two handlers' snapshots waited for the connections their turns hold");
+    assert_eq!(said, ["read 0", "read 0"]);
+    runtime.shutdown();
 }

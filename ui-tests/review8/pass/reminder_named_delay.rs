@@ -14,7 +14,8 @@ pub struct Train {
 impl Train {
     #[command]
     pub fn depart(&mut self, turn: &mut Turn<Self>) {
-        turn.schedule(turn.now() + TimeDelta::minutes(5), "d").delay(5);
+        turn.schedule(turn.now() + TimeDelta::minutes(5), "d")
+            .delay(5);
     }
 
     #[reminder]
