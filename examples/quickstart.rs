@@ -140,7 +140,7 @@ async fn main() -> Outcome {
 
     let visits = runtime.reference::<Counter>("visits");
     match visits.take(100).await {
-        Err(Error::Rejected(rejection)) if rejection.code == "too_low" => {}
+        Err(Error::Rejected(rejection)) if rejection.code() == "too_low" => {}
         other => return Err(format!("taking 100 should be rejected, got {other:?}").into()),
     }
     check(

@@ -88,7 +88,7 @@ async fn a_typed_rejection_reaches_the_caller_as_its_own_enum() {
         gone.rejection::<HoldError>(),
         Some(HoldError::Gone("the show is sold out".to_owned()))
     );
-    assert!(matches!(&gone, Error::Rejected(rejection) if rejection.code == "sold_out"));
+    assert!(matches!(&gone, Error::Rejected(rejection) if rejection.code() == "sold_out"));
     runtime.close().await;
 }
 

@@ -9,7 +9,7 @@ use syn::Type;
 use crate::errors::Errors;
 use crate::model::{ActorImpl, Kind, Operation, Receiver};
 
-/// Method names every generated reference (or its enqueue builder) already has.
+/// Method names every generated reference already has.
 const RESERVED: &[&str] = &[
     "snapshot",
     "id",
@@ -21,10 +21,13 @@ const RESERVED: &[&str] = &[
     "message_with_key",
     "as_reference",
     "destroy",
-    "reminders",
-    "delay",
-    "available_at",
 ];
+
+/// Method names the builders a command's or a reminder's name also goes on already have: a
+/// command is on the enqueue builder and the sender (`delay`, `available_at`,
+/// `idempotency_key`), a reminder on the schedule builder (`missed`).
+const RESERVED_FOR_COMMANDS: &[&str] = &["delay", "available_at", "idempotency_key"];
+const RESERVED_FOR_REMINDERS: &[&str] = &["missed"];
 
 /// Checks every operation; keeps the ones that pass.
 pub(crate) fn actor_impl(actor: &mut ActorImpl, errors: &mut Errors) {
@@ -98,13 +101,31 @@ fn check_operation(operation: &Operation, actor: &syn::Ident, errors: &mut Error
             None => errors.at_span(turn.span, "name the actor of the turn: `Turn<Self>`"),
         }
     }
-    if RESERVED.contains(&operation.stored_name().as_str()) {
+    let stored = operation.stored_name();
+    if RESERVED.contains(&stored.as_str()) {
         errors.at_span(
             operation.span,
             format!(
                 "`{name}` is already a method of every actor reference; rename the operation \
                  (reserved: {})",
                 RESERVED.join(", ")
+            ),
+        );
+    }
+    let builder_names = match operation.kind {
+        Kind::Command => RESERVED_FOR_COMMANDS,
+        Kind::Reminder => RESERVED_FOR_REMINDERS,
+        Kind::Query => &[],
+    };
+    if builder_names.contains(&stored.as_str()) {
+        errors.at_span(
+            operation.span,
+            format!(
+                "`{name}` is already a method of the builder a {} goes on; rename it \
+                 (reserved for a {}: {})",
+                operation.kind.attribute(),
+                operation.kind.attribute(),
+                builder_names.join(", ")
             ),
         );
     }

@@ -57,7 +57,7 @@ impl RejectInput {
         }
         let message = self.message;
         Ok(quote! {
-            ::solid_objects::Rejection::checked(#code, ::std::format!(#message))
+            ::solid_objects::__private::rejection(#code, ::std::format!(#message))
         })
     }
 }

@@ -132,8 +132,8 @@ fn generate(ident: &Ident, variants: &[RejectionVariant]) -> TokenStream {
             fn from_rejection(
                 rejection: &::solid_objects::Rejection,
             ) -> ::core::option::Option<Self> {
-                let details = rejection.details.as_ref();
-                match rejection.code.as_str() {
+                let details = rejection.details();
+                match rejection.code() {
                     #(#from_arms)*
                     _ => ::core::option::Option::None,
                 }
@@ -209,7 +209,7 @@ fn into_arm(variant: &RejectionVariant) -> TokenStream {
     };
     quote! {
         #pattern => {
-            let rejection = ::solid_objects::Rejection::checked(#code, #message);
+            let rejection = ::solid_objects::__private::rejection(#code, #message);
             match #details {
                 ::core::option::Option::Some(details) => rejection.with_details(details),
                 ::core::option::Option::None => rejection,

@@ -4,7 +4,7 @@
 //!
 //! | error | status | body |
 //! |-------|--------|------|
-//! | `Rejected` | 409 Conflict | `{"code", "message", "details"}`, the rejection itself |
+//! | `Rejected` | 409 Conflict | `{"code", "message", "details"}`, the rejection itself (`details` is `null` when it has none) |
 //! | `Unauthorized` | 403 Forbidden | `{"code": "unauthorized", "message"}` |
 //! | `InvalidActorId`, `InvalidKey`, `PayloadTooLarge`, `UnreadablePayload`, `InvalidTimeout`, `IdempotencyConflict` | 400 Bad Request | `{"code", "message"}` |
 //! | `MailboxFull` | 429 Too Many Requests | `{"code": "mailbox_full", "message"}` |
@@ -37,7 +37,14 @@ fn status_and_body(error: &Error) -> (StatusCode, Value) {
         )
     };
     match error {
-        Error::Rejected(rejection) => (StatusCode::CONFLICT, json!(rejection)),
+        Error::Rejected(rejection) => (
+            StatusCode::CONFLICT,
+            json!({
+                "code": rejection.code(),
+                "message": rejection.message(),
+                "details": rejection.details(),
+            }),
+        ),
         Error::Unauthorized { .. } => brief(StatusCode::FORBIDDEN, "unauthorized"),
         Error::InvalidActorId { .. } => brief(StatusCode::BAD_REQUEST, "invalid_actor_id"),
         Error::InvalidKey { .. } => brief(StatusCode::BAD_REQUEST, "invalid_key"),
@@ -124,6 +131,16 @@ mod tests {
         for (error, expected) in cases {
             assert_eq!(respond(error).await.0, expected);
         }
+    }
+
+    #[tokio::test]
+    async fn a_rejection_without_details_still_has_the_key() {
+        let rejected = Rejection::checked("room_not_found", "No room 12");
+        let (_, body) = respond(Error::Rejected(rejected)).await;
+        assert_eq!(
+            body,
+            json!({"code": "room_not_found", "message": "No room 12", "details": null})
+        );
     }
 
     #[tokio::test]

@@ -14,11 +14,12 @@
 use std::future::Future;
 use std::sync::{Mutex, PoisonError};
 
-use crate::runtime::{Runtime, WeakRuntime};
+use crate::runtime::Runtime;
 
-/// The process default: a weak handle, so a default runtime that every handle dropped does
-/// not linger.
-static DEFAULT: Mutex<Option<WeakRuntime>> = Mutex::new(None);
+/// The process default. It keeps its runtime alive (a runtime started with
+/// `Builder::set_default()` whose handle the caller dropped is still reached) until another
+/// runtime becomes the default.
+static DEFAULT: Mutex<Option<Runtime>> = Mutex::new(None);
 
 tokio::task_local! {
     /// The runtime of the enclosing `Runtime::scope`, if any.
@@ -33,13 +34,12 @@ pub(crate) fn current() -> Option<Runtime> {
     DEFAULT
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .as_ref()
-        .and_then(WeakRuntime::upgrade)
+        .clone()
 }
 
 /// Makes `runtime` the process default.
 pub(crate) fn set(runtime: &Runtime) {
-    *DEFAULT.lock().unwrap_or_else(PoisonError::into_inner) = Some(runtime.downgrade());
+    *DEFAULT.lock().unwrap_or_else(PoisonError::into_inner) = Some(runtime.clone());
 }
 
 /// Runs `future` with `runtime` as the default of the references inside it.

@@ -289,7 +289,9 @@ async fn run_claimed(
         runtime: runtime.clone(),
     };
     let lease = engine.effect_lease();
-    let outcome = match tokio::time::timeout(lease, runner.run(&claimed.payload, context)).await {
+    // The handler runs inside the runtime's scope: `Actor::reference(id)` reaches it.
+    let running = runtime.scope(runner.run(&claimed.payload, context));
+    let outcome = match tokio::time::timeout(lease, running).await {
         Ok(outcome) => outcome,
         Err(_) => Err(Failure::retryable(format!(
             "the effect handler ran longer than its lease of {lease:?} and was abandoned"

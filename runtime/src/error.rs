@@ -16,18 +16,20 @@ use serde::{Deserialize, Serialize};
 /// use solid_objects::prelude::*;
 ///
 /// let rejection = reject!(not_enough_seats, "Only {} seats are left", 2);
-/// assert_eq!(rejection.code, "not_enough_seats");
-/// assert_eq!(rejection.message, "Only 2 seats are left");
+/// assert_eq!(rejection.code(), "not_enough_seats");
+/// assert_eq!(rejection.message(), "Only 2 seats are left");
 /// ```
+///
+/// Its code is always snake_case: the only ways to make one are [`reject!`] (checked at
+/// compile time), [`Rejection::new`] (checked when called) and `#[derive(Rejection)]`.
+///
+/// [`reject!`]: crate::reject
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rejection {
-    /// A stable, machine-readable code in snake_case, such as `not_enough_seats`.
-    pub code: String,
-    /// A sentence for the person who made the request.
-    pub message: String,
-    /// Optional structured details for the caller.
+    code: String,
+    message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub details: Option<serde_json::Value>,
+    details: Option<serde_json::Value>,
 }
 
 impl Rejection {
@@ -39,7 +41,7 @@ impl Rejection {
     /// use solid_objects::{Error, Rejection};
     ///
     /// let rejection = Rejection::new("room_not_found", "No room 12")?;
-    /// assert_eq!(rejection.code, "room_not_found");
+    /// assert_eq!(rejection.code(), "room_not_found");
     /// assert!(matches!(
     ///     Rejection::new("room not found", "No room 12"),
     ///     Err(Error::InvalidRejectionCode { .. })
@@ -55,13 +57,27 @@ impl Rejection {
     }
 
     /// A rejection whose code was checked already (by `reject!` at compile time).
-    #[doc(hidden)]
-    pub fn checked(code: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn checked(code: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             code: code.into(),
             message: message.into(),
             details: None,
         }
+    }
+
+    /// The stable, machine-readable code in snake_case, such as `not_enough_seats`.
+    pub fn code(&self) -> &str {
+        &self.code
+    }
+
+    /// The sentence for the person who made the request.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The structured details for the caller, if any.
+    pub fn details(&self) -> Option<&serde_json::Value> {
+        self.details.as_ref()
     }
 
     /// Attaches structured details for the caller.
@@ -185,9 +201,13 @@ pub enum Error {
         reason: String,
     },
 
-    /// A handler called an actor synchronously (or enqueued, or waited for a message): that
-    /// would wait for the very turn that runs the handler. Nothing was written.
-    #[error("the handler of {actor_type} {actor_id:?} called {operation} on {target_type} synchronously, which would wait for the turn that runs it; send it instead with turn.send::<{target_type}>(id).{operation}(..), which joins that mailbox when this turn commits")]
+    /// A handler called an actor through a reference (a call, an enqueue, a query, a
+    /// snapshot, a wait): that would wait for the very turn that runs the handler, or for
+    /// the connection it holds. Nothing was written. A handler reaches other actors by
+    /// sending them commands (`turn.send::<B>(id).command(..)`), and they answer by sending
+    /// back. (A task the handler spawns is not the handler and is not refused: it must not
+    /// make such calls while the handler awaits it either.)
+    #[error("the handler of {actor_type} {actor_id:?} used {operation} on {target_type} through a reference, which would wait for the turn that runs the handler; from a handler, send a command instead (turn.send::<{target_type}>(id).<command>(..), joining that mailbox when this turn commits) and have the target send back what the handler needs")]
     CalledFromHandler {
         /// The stored type name of the actor whose handler made the call.
         actor_type: &'static str,

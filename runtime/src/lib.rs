@@ -32,6 +32,8 @@
 //!     }
 //! }
 //!
+//! # #[cfg(not(feature = "sqlite"))] fn main() {}
+//! # #[cfg(feature = "sqlite")]
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Error> {
 //! # let dir = tempfile::tempdir().unwrap();
@@ -51,8 +53,8 @@
 //! - [`Runtime::builder`]: the database, clock, policy, limits and retries.
 //! - [`Turn`]: what a handler sees and stages with the turn: [`Turn::schedule`] for durable
 //!   reminders, [`Turn::send`] for messages to other actors, [`Turn::emit`] for
-//!   [effects](effect) run after the commit, [`Turn::sqlite`] for the application's own rows
-//!   in the turn's transaction.
+//!   [effects](effect) run after the commit, `Turn::sqlite` (or `Turn::postgres`) for the
+//!   application's own rows in the turn's transaction.
 //! - [`MessageRef`]: an enqueued message, its status and its result.
 //! - [`Runtime::testing`]: drive reminders and mailboxes by hand in tests.
 //!
@@ -60,9 +62,12 @@
 //!
 //! | flag | default | what it adds |
 //! |------|---------|--------------|
-//! | `postgres` | off | [`Builder::postgres`][builder-postgres] and [`Turn::postgres`][turn-postgres]: PostgreSQL as the backend, for many processes on many hosts |
+//! | `sqlite` | on | `Builder::sqlite`, `Builder::sqlite_pool` and `Turn::sqlite`: SQLite as the backend (through sqlx, with the library bundled), embedded in the process |
+//! | `postgres` | off | [`Builder::postgres`][builder-postgres], `Builder::postgres_pool` and [`Turn::postgres`][turn-postgres]: PostgreSQL as the backend, for many processes on many hosts |
+//! | `axum` | off | `Error` as an axum response (`IntoResponse`), with the HTTP status each error means |
 //!
-//! SQLite (through sqlx, with the library bundled) is always built in.
+//! At least one of `sqlite` and `postgres` is on; a PostgreSQL-only build
+//! (`default-features = false, features = ["postgres"]`) compiles no SQLite.
 //!
 #![cfg_attr(
     feature = "postgres",
@@ -79,8 +84,8 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 /// The README's code, compiled and run as doc tests.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
+#[cfg(all(doctest, feature = "sqlite"))]
+#[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
 #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
@@ -148,6 +153,11 @@ pub mod prelude {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::handled::Handled;
+
+    /// A rejection whose code `reject!` or `#[derive(Rejection)]` checked at compile time.
+    pub fn rejection(code: &'static str, message: impl Into<String>) -> crate::Rejection {
+        crate::Rejection::checked(code, message)
+    }
     pub use crate::turn::{ScheduleStage, SendStage, UnscheduleStage};
     pub use serde;
     pub use serde_json;

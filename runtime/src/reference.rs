@@ -15,11 +15,12 @@ use serde_json::Value;
 use crate::actor::{Actor, Operations};
 use crate::clock::IntoDuration;
 use crate::codec::{encode_operation, from_json, store_operation};
+use crate::engine::read_until;
 use crate::engine::{CallOptions, EnqueueOptions};
 use crate::error::{Error, Result};
 use crate::handled::panic_text;
 use crate::handler_scope::refuse_inside_handler;
-use crate::limits::{check_timeout, later, Payload};
+use crate::limits::{check_timeout, deadline_after, later, Payload};
 use crate::message::MessageRef;
 use crate::policy::{Denied, Request, RequestKind};
 use crate::runtime::Runtime;
@@ -87,6 +88,7 @@ impl<A: Actor> Reference<A> {
     /// Authorised as a query named `message_with_key`, with the key as its argument, and then
     /// as the command the message carries: only a caller allowed that command sees it.
     pub async fn message_with_key(&self, key: &str) -> Result<Option<MessageRef>> {
+        refuse_inside_handler(A::TYPE_NAME, "message_with_key")?;
         let runtime = self.prepare()?;
         validate_key("idempotency key", key)?;
         let arguments = serde_json::json!({ "key": key });
@@ -98,7 +100,9 @@ impl<A: Actor> Reference<A> {
             },
             key,
         );
-        let Some(record) = runtime.engine().store().message(lookup).await? else {
+        let deadline = deadline_after(self.timeout_on(&runtime)?);
+        let read = runtime.engine().store().message(lookup);
+        let Some(record) = read_until(deadline, read).await? else {
             return Ok(None);
         };
         // The message reveals a command's result (and lets its holder drive the mailbox
@@ -117,9 +121,11 @@ impl<A: Actor> Reference<A> {
     /// (an actor never written reads as its default state). Authorised as a query named
     /// `snapshot`.
     pub async fn snapshot(&self) -> Result<A> {
+        refuse_inside_handler(A::TYPE_NAME, "snapshot")?;
         let runtime = self.prepare()?;
         self.authorize(&runtime, RequestKind::Snapshot, "snapshot", &Value::Null)?;
-        runtime.engine().snapshot::<A>(&self.id).await
+        let deadline = deadline_after(self.timeout_on(&runtime)?);
+        read_until(deadline, runtime.engine().snapshot::<A>(&self.id)).await
     }
 
     /// Destroys the actor: its state, its reminders and its unfinished messages go (callers
@@ -263,10 +269,14 @@ impl<A: Actor> Reference<A> {
             RequestKind::Destroy => policy.authorize_destroy(&request),
         }))
         .unwrap_or_else(|panic| {
-            Err(Denied::new(format!(
-                "the policy panicked: {}",
-                panic_text(&*panic)
-            )))
+            // What a panic says is for the operator's log, not the caller.
+            tracing::error!(
+                actor_type = A::TYPE_NAME,
+                operation,
+                panic = panic_text(&*panic),
+                "the authorisation policy panicked; the call is denied"
+            );
+            Err(Denied::new("the authorisation policy failed"))
         });
         verdict.map_err(|denied| Error::Unauthorized {
             actor_type: A::TYPE_NAME,

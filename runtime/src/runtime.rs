@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -42,6 +42,7 @@ const UPKEEP_EVERY: chrono::TimeDelta = chrono::TimeDelta::hours(1);
 /// runs. Cheap to clone; clones share everything.
 ///
 /// ```no_run
+/// # #[cfg(feature = "sqlite")]
 /// # async fn example() -> Result<(), solid_objects::Error> {
 /// use solid_objects::{AllowAll, Runtime};
 ///
@@ -83,7 +84,9 @@ impl Runtime {
 
     /// Makes this runtime the process default: `Actor::reference(id)` reaches it from any
     /// task that is not inside another runtime's [`scope`](Runtime::scope). A runtime is the
-    /// default only when asked; the last one asked wins.
+    /// default only when asked; the last one asked wins, and the default stays alive (even
+    /// if every other handle was dropped) until another takes its place. The runtime's own
+    /// workers and effect handlers always reach their runtime.
     pub fn make_default(&self) {
         crate::default_runtime::set(self);
     }
@@ -110,6 +113,8 @@ impl Runtime {
     ///     }
     /// }
     ///
+    /// # #[cfg(not(feature = "sqlite"))] fn main() {}
+    /// # #[cfg(feature = "sqlite")]
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Error> {
     /// # let dir = tempfile::tempdir().unwrap();
@@ -126,10 +131,6 @@ impl Runtime {
     /// ```
     pub async fn scope<F: std::future::Future>(&self, future: F) -> F::Output {
         crate::default_runtime::scope(self.clone(), future).await
-    }
-
-    pub(crate) fn downgrade(&self) -> WeakRuntime {
-        WeakRuntime(Arc::downgrade(&self.shared))
     }
 
     /// A typed reference to the actor `A` with this id, on this runtime.
@@ -175,9 +176,11 @@ impl Runtime {
         Ok(())
     }
 
+    /// Starts a worker, inside this runtime's scope: code it runs (effect handlers) reaches
+    /// this runtime through `Actor::reference(id)`.
     fn spawn_worker(&self, workers: &mut JoinSet<()>) {
         let runtime = self.clone();
-        workers.spawn(async move { runtime.work().await });
+        workers.spawn(async move { runtime.scope(runtime.work()).await });
     }
 
     fn is_closed(&self) -> bool {
@@ -369,6 +372,7 @@ enum Database {
 /// Configures and starts a [`Runtime`].
 ///
 /// ```no_run
+/// # #[cfg(feature = "sqlite")]
 /// # async fn example() -> Result<(), solid_objects::Error> {
 /// use std::time::Duration;
 /// use solid_objects::{AllowAll, ManualClock, Runtime};
@@ -438,8 +442,11 @@ impl Builder {
 
     /// Keeps the actors in the SQLite database of an application's own pool (migrations
     /// applied at start; the runtime's tables are all named `solid_*`). Turns and reads
-    /// share the pool; a pool of one connection serves turns best (SQLite has one writer),
-    /// and the pool's options (journal mode, `synchronous`) are the application's.
+    /// share the pool; a pool of one connection serves turns best (SQLite has one writer).
+    /// The connections stay as the application set them (journal mode, `synchronous`,
+    /// `busy_timeout`): a wait for another process's write lock follows their busy timeout,
+    /// and a handler's statement still running when its turn is abandoned is waited for,
+    /// not interrupted.
     #[cfg(feature = "sqlite")]
     #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
     pub fn sqlite_pool(mut self, pool: sqlx::SqlitePool) -> Self {
@@ -567,6 +574,7 @@ impl Builder {
     /// struct SendReceipt { email: String }
     /// impl Effect for SendReceipt { const NAME: &'static str = "send_receipt"; }
     ///
+    /// # #[cfg(feature = "sqlite")]
     /// # async fn start() -> Result<(), solid_objects::Error> {
     /// let runtime = Runtime::builder()
     ///     .sqlite("shop.db")
@@ -666,14 +674,5 @@ impl Builder {
             runtime.make_default();
         }
         Ok(runtime)
-    }
-}
-
-/// A handle that does not keep a runtime alive.
-pub(crate) struct WeakRuntime(Weak<Shared>);
-
-impl WeakRuntime {
-    pub(crate) fn upgrade(&self) -> Option<Runtime> {
-        self.0.upgrade().map(|shared| Runtime { shared })
     }
 }

@@ -114,6 +114,8 @@ impl<'r> Testing<'r> {
     ///     }
     /// }
     ///
+    /// # #[cfg(not(feature = "sqlite"))] fn main() {}
+    /// # #[cfg(feature = "sqlite")]
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Error> {
     /// # let dir = tempfile::tempdir().unwrap();

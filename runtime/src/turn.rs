@@ -339,8 +339,9 @@ impl<A: Actor> Turn<A> {
         })
     }
 
-    /// The turn's PostgreSQL connection, inside the turn's transaction; see
-    /// [`sqlite`](Turn::sqlite).
+    /// The turn's PostgreSQL connection, inside the turn's transaction: the application's
+    /// own rows written here commit with the state, or not at all (a rejection or a failure
+    /// rolls them back). Handlers that use it are `async fn`.
     #[cfg(feature = "postgres")]
     #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
     pub async fn postgres(&mut self) -> Result<&mut sqlx::PgConnection> {

@@ -51,7 +51,7 @@ impl Harness {
 /// The code of the rejection a call ended with; panics on anything else.
 pub fn rejection_code<T: Debug>(result: Result<T, Error>) -> String {
     match result {
-        Err(Error::Rejected(rejection)) => rejection.code,
+        Err(Error::Rejected(rejection)) => rejection.code().to_owned(),
         other => panic!("expected a rejection, got {other:?}"),
     }
 }

@@ -54,7 +54,7 @@ async fn a_book_is_lent_once_and_the_loan_reads_back() -> Result<(), Error> {
     let Err(Error::Rejected(rejection)) = book.lend("ben").await else {
         panic!("a book already lent cannot be lent again");
     };
-    assert_eq!(rejection.code, "already_lent");
+    assert_eq!(rejection.code(), "already_lent");
     assert_eq!(
         book.loan().await?.map(|loan| loan.member),
         Some("ana".into())
@@ -127,6 +127,6 @@ async fn a_book_back_in_time_cancels_its_reminder_and_a_late_one_clears_it() -> 
     let Err(Error::Rejected(rejection)) = late.take_back("ben").await else {
         panic!("ben does not have the book");
     };
-    assert_eq!(rejection.code, "not_lent_to_member");
+    assert_eq!(rejection.code(), "not_lent_to_member");
     Ok(())
 }

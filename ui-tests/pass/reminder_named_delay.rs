@@ -1,6 +1,5 @@
-//! review8: a reminder may be named `delay` (or `available_at`): nothing reserves these
-//! names, yet the refused method generated for every reminder on `NameEnqueue` collides with
-//! the enqueue builder's own `delay`/`available_at` (E0592, duplicate definitions).
+//! A reminder may be named `delay` (or `available_at`): the enqueue builder keeps its own
+//! method of that name, and the reference refuses the reminder.
 
 use solid_objects::prelude::*;
 
