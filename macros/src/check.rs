@@ -7,7 +7,7 @@ use syn::visit::Visit;
 use syn::Type;
 
 use crate::errors::Errors;
-use crate::model::{ActorImpl, Kind, Operation, Receiver};
+use crate::model::{ActorImpl, Kind, Migration, Operation, Receiver};
 
 /// Method names every generated reference already has.
 const RESERVED: &[&str] = &[
@@ -37,6 +37,37 @@ pub(crate) fn actor_impl(actor: &mut ActorImpl, errors: &mut Errors) {
         check_operation(operation, &ident, errors);
         errors.len() == before
     });
+    check_migrations(&mut actor.migrations, errors);
+}
+
+/// The migrations form one chain, each from the version the one before leads to: no version
+/// twice, none skipped. (That the chain ends at the actor's version is checked where the
+/// version is known, by constants in the generated code.)
+fn check_migrations(migrations: &mut [Migration], errors: &mut Errors) {
+    migrations.sort_by_key(|migration| migration.from);
+    for pair in migrations.windows(2) {
+        let [earlier, later] = pair else { continue };
+        if later.from == earlier.from {
+            errors.at_span(
+                later.from_span,
+                format!(
+                    "`{}` and `{}` both migrate from version {}; keep one",
+                    earlier.name, later.name, later.from
+                ),
+            );
+        } else if later.from != earlier.from + 1 {
+            let missing = earlier.from + 1;
+            errors.at_span(
+                later.from_span,
+                format!(
+                    "the migrations skip version {missing}: `{}` leads to version {missing}, \
+                     but no migration reads it; add #[migrate(from = {missing})] (each \
+                     migration reads version n and returns version n + 1)",
+                    earlier.name
+                ),
+            );
+        }
+    }
 }
 
 fn check_operation(operation: &Operation, actor: &syn::Ident, errors: &mut Errors) {

@@ -94,6 +94,17 @@ pub fn reminder(_args: TokenStream, input: TokenStream) -> TokenStream {
     outside_actor("reminder", input)
 }
 
+/// Marks a function of an `#[actor]` impl block as the migration of a stored state from one
+/// version to the next: `#[migrate(from = 1)] fn from_v1(old: StateV1) -> Result<StateV2,
+/// MigrationError>`. It takes the old state (any deserialisable type, or a
+/// `serde_json::Value`) and returns the next version's (any serialisable type; the last
+/// migration returns `Self`), with or without a `Result`. The migrations run in order, in
+/// memory, whenever a state older than `#[actor(version = N)]` is read.
+#[proc_macro_attribute]
+pub fn migrate(_args: TokenStream, input: TokenStream) -> TokenStream {
+    outside_actor("migrate", input)
+}
+
 /// Builds a `Rejection`: `reject!(not_enough_seats, "Only {} seats are left", left)`. The code
 /// is an identifier in snake_case, checked at compile time; the rest is `format!` arguments.
 #[proc_macro]

@@ -10,6 +10,8 @@ pub(crate) struct ActorState {
     pub(crate) stored_name: String,
     /// `#[actor(max_attempts = N)]`.
     pub(crate) max_attempts: Option<u32>,
+    /// `#[actor(version = N)]`.
+    pub(crate) version: Option<u32>,
 }
 
 /// The impl block under `#[actor]`: the operations of one actor.
@@ -17,6 +19,18 @@ pub(crate) struct ActorImpl {
     /// The actor's struct name, from `impl Name`.
     pub(crate) ident: Ident,
     pub(crate) operations: Vec<Operation>,
+    pub(crate) migrations: Vec<Migration>,
+}
+
+/// One `#[migrate(from = n)]` function: reads a state stored at version `from`, returns
+/// version `from + 1`.
+pub(crate) struct Migration {
+    pub(crate) from: u32,
+    /// Where errors about the version point: the `from = n` literal.
+    pub(crate) from_span: Span,
+    pub(crate) name: Ident,
+    /// Whether it returns a `Result`.
+    pub(crate) fallible: bool,
 }
 
 /// The three kinds of operation.

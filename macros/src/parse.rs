@@ -1,6 +1,6 @@
 //! syn -> model: finds the actor's operations and records every malformed piece.
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Span, TokenStream};
 use syn::spanned::Spanned;
 use syn::{
     Attribute, FnArg, GenericArgument, ImplItem, ImplItemFn, ItemImpl, ItemStruct, Pat,
@@ -9,18 +9,30 @@ use syn::{
 
 use crate::errors::Errors;
 use crate::model::{
-    ActorImpl, ActorState, Argument, Kind, Operation, Receiver, Returns, TurnParameter,
+    ActorImpl, ActorState, Argument, Kind, Migration, Operation, Receiver, Returns, TurnParameter,
 };
 
 /// The options `#[actor(..)]` accepts on a struct.
-const STRUCT_OPTIONS: &str = "`name = \"...\"`, `max_attempts = N`";
+const STRUCT_OPTIONS: &str = "`name = \"...\"`, `max_attempts = N`, `version = N`";
 
 /// Reads `#[actor(name = "...")]` on the state struct.
 pub(crate) fn state(args: TokenStream, item: &ItemStruct, errors: &mut Errors) -> ActorState {
     let mut stored_name = None;
     let mut max_attempts = None;
+    let mut version = None;
     let parser = syn::meta::parser(|meta| {
-        if meta.path.is_ident("max_attempts") {
+        if meta.path.is_ident("version") {
+            let value: syn::LitInt = meta.value()?.parse()?;
+            let parsed: u32 = value.base10_parse()?;
+            if parsed == 0 {
+                return Err(syn::Error::new(
+                    value.span(),
+                    "versions start at 1 (the version of a state stored before it had one)",
+                ));
+            }
+            version = Some(parsed);
+            Ok(())
+        } else if meta.path.is_ident("max_attempts") {
             let value: syn::LitInt = meta.value()?.parse()?;
             let attempts: u32 = value.base10_parse()?;
             if attempts == 0 {
@@ -59,6 +71,7 @@ pub(crate) fn state(args: TokenStream, item: &ItemStruct, errors: &mut Errors) -
         ident: item.ident.clone(),
         stored_name: stored_name.unwrap_or_else(|| item.ident.to_string()),
         max_attempts,
+        version,
     }
 }
 
@@ -85,9 +98,26 @@ pub(crate) fn actor_impl(args: TokenStream, item: &mut ItemImpl, errors: &mut Er
         proc_macro2::Ident::new("InvalidActor", item.self_ty.span())
     });
     let mut operations = Vec::new();
+    let mut migrations = Vec::new();
     for member in &mut item.items {
         if let ImplItem::Fn(method) = member {
-            if let Some(kind) = take_kind(&mut method.attrs, errors) {
+            let from = take_migration(&mut method.attrs, errors);
+            let kind = take_kind(&mut method.attrs, errors);
+            if let Some((from, from_span)) = from {
+                if kind.is_some() {
+                    errors.at(
+                        &method.sig.ident,
+                        "a function is either an operation or a migration: move the migration \
+                         into a function of its own",
+                    );
+                    continue;
+                }
+                let before = errors.len();
+                let parsed = migration(from, from_span, method, errors);
+                if errors.len() == before {
+                    migrations.push(parsed);
+                }
+            } else if let Some(kind) = kind {
                 // A method whose shape is already wrong generates nothing, so its errors do
                 // not cascade into the generated code.
                 let before = errors.len();
@@ -98,7 +128,117 @@ pub(crate) fn actor_impl(args: TokenStream, item: &mut ItemImpl, errors: &mut Er
             }
         }
     }
-    ActorImpl { ident, operations }
+    ActorImpl {
+        ident,
+        operations,
+        migrations,
+    }
+}
+
+/// Removes `#[migrate(from = n)]` from a function's attributes, returning `n` and where it is
+/// written.
+fn take_migration(attrs: &mut Vec<Attribute>, errors: &mut Errors) -> Option<(u32, Span)> {
+    let mut found = None;
+    attrs.retain(|attr| {
+        if !is_attribute(attr, "migrate") {
+            return true;
+        }
+        if found.is_some() {
+            errors.at(
+                attr,
+                "a function migrates from one version; write #[migrate(from = n)] once",
+            );
+            return false;
+        }
+        let mut from = None;
+        let parsed = match &attr.meta {
+            syn::Meta::List(_) => attr.parse_nested_meta(|meta| {
+                if meta.path.is_ident("from") {
+                    let value: syn::LitInt = meta.value()?.parse()?;
+                    let version: u32 = value.base10_parse()?;
+                    if version == 0 {
+                        return Err(syn::Error::new(value.span(), "versions start at 1"));
+                    }
+                    from = Some((version, value.span()));
+                    Ok(())
+                } else {
+                    Err(meta.error(format!(
+                        "unknown #[migrate] option `{}`; the one option is `from = n`, the \
+                         version of the stored state the function reads",
+                        path_text(&meta.path)
+                    )))
+                }
+            }),
+            _ => Ok(()),
+        };
+        match (parsed, from) {
+            (Err(error), _) => errors.push(error),
+            (Ok(()), None) => errors.at(
+                attr,
+                "#[migrate] needs the version of the stored state it reads: \
+                 #[migrate(from = 1)]",
+            ),
+            (Ok(()), Some(from)) => found = Some(from),
+        }
+        false
+    });
+    found
+}
+
+/// A migration's shape: no `self`, one argument (the old state), a return value, not async
+/// or generic.
+fn migration(from: u32, from_span: Span, method: &ImplItemFn, errors: &mut Errors) -> Migration {
+    let sig = &method.sig;
+    let example = format!(
+        "`fn {}(old: StateV{from}) -> Result<StateV{}, MigrationError>`",
+        sig.ident,
+        from + 1
+    );
+    if let Some(receiver) = sig.receiver() {
+        errors.at(
+            receiver,
+            format!("a migration reads the stored state, not `self`: take it as the one argument, {example}"),
+        );
+    } else if sig.inputs.len() != 1 {
+        errors.at_span(
+            sig.ident.span(),
+            format!(
+                "a migration takes one argument, the state stored at version {from}: {example}"
+            ),
+        );
+    }
+    if let Some(asyncness) = &sig.asyncness {
+        errors.at(
+            asyncness,
+            "a migration runs while the state is read and cannot be async; compute the new \
+             state from the old one alone",
+        );
+    }
+    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+        errors.at(
+            &sig.generics,
+            "a migration cannot be generic: it reads one concrete type",
+        );
+    }
+    let fallible = match &sig.output {
+        ReturnType::Default => {
+            errors.at_span(
+                sig.ident.span(),
+                format!(
+                    "a migration returns the state of version {}: {example}",
+                    from + 1
+                ),
+            );
+            false
+        }
+        ReturnType::Type(_, ty) => result_ok_type(ty).is_some(),
+    };
+    Migration {
+        from,
+        from_span,
+        name: sig.ident.clone(),
+        fallible,
+    }
 }
 
 /// Removes `#[command]`, `#[query]` or `#[reminder]` from a method's attributes.

@@ -105,4 +105,12 @@ pub trait Actor: ActorState {
     /// Wraps a message staged for this actor in its typed sender.
     #[doc(hidden)]
     fn sender(stage: SendStage<Self>) -> Self::Sender;
+
+    /// The `#[migrate(from = n)]` step that reads a state stored at version `from` and
+    /// writes version `from + 1`, if the actor has one.
+    #[doc(hidden)]
+    fn migration(from: u32) -> Option<crate::migration::Migration> {
+        let _ = from;
+        None
+    }
 }

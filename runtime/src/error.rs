@@ -322,6 +322,52 @@ pub enum Error {
         source: serde_json::Error,
     },
 
+    /// The actor's state was stored by a newer build (its `#[actor(version = ..)]` is higher
+    /// than this build's). Nothing is read or changed: during a rolling deploy the message
+    /// waits for a build that reads it, uncounted, as a message of an unknown operation does.
+    #[error("the stored state of {actor_type} {actor_id:?} is version {stored}, newer than this build's version {current}; a newer build wrote it: let that build run this actor (nothing was changed)")]
+    StateFromNewerBuild {
+        /// The stored type name of the actor.
+        actor_type: String,
+        /// The actor's id.
+        actor_id: String,
+        /// The version stored with the state.
+        stored: i64,
+        /// This build's `#[actor(version = ..)]`.
+        current: u32,
+    },
+
+    /// The actor's state is older than this build's version, and the actor has no
+    /// `#[migrate(from = ..)]` for one of the versions between. Nothing is changed; the
+    /// message waits, uncounted, for a build that has the migration.
+    #[error("the stored state of {actor_type} {actor_id:?} is version {stored} and this build is version {current}, but it has no #[migrate(from = {from})]; add that migration (nothing was changed)")]
+    NoMigration {
+        /// The stored type name of the actor.
+        actor_type: String,
+        /// The actor's id.
+        actor_id: String,
+        /// The version stored with the state.
+        stored: i64,
+        /// The version no migration starts from.
+        from: i64,
+        /// This build's `#[actor(version = ..)]`.
+        current: u32,
+    },
+
+    /// A `#[migrate(from = ..)]` function returned an error or panicked. Inside a turn this
+    /// is a failed attempt, retried and then a dead letter like any other; nothing is stored.
+    #[error("the migration of {actor_type} {actor_id:?} from version {from} failed: {message}")]
+    MigrationFailed {
+        /// The stored type name of the actor.
+        actor_type: String,
+        /// The actor's id.
+        actor_id: String,
+        /// The version the failing migration starts from.
+        from: i64,
+        /// The migration's error or panic.
+        message: String,
+    },
+
     /// User code panicked outside a handler: a `Serialize` or `Deserialize` impl, or a
     /// policy. Inside a turn this is a failed attempt, retried like any other.
     #[error("{during} panicked: {message}")]

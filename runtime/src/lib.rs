@@ -107,6 +107,7 @@ mod handled;
 mod handler_scope;
 mod limits;
 mod message;
+pub mod migration;
 pub mod policy;
 mod reference;
 mod runtime;
@@ -122,6 +123,7 @@ pub use error::{Error, Rejection, Result, TypedRejection};
 pub use failure::{Failure, HandlerError, TurnError};
 pub use limits::{Limits, RetryPolicy};
 pub use message::{DeadLetter, MessageRef, MessageStatus};
+pub use migration::MigrationError;
 pub use policy::{AllowAll, Policy};
 pub use reference::{Enqueue, Reference};
 pub use runtime::{Builder, Runtime};
@@ -133,7 +135,7 @@ pub use testing::Testing;
 pub use turn::{Missed, Turn};
 pub use validate::{MAX_ACTOR_ID_BYTES, MAX_KEY_BYTES};
 
-pub use solid_objects_macros::{actor, command, query, reject, reminder, Rejection};
+pub use solid_objects_macros::{actor, command, migrate, query, reject, reminder, Rejection};
 
 /// The chrono types a handler needs for times (`turn.now()` is a `DateTime<Utc>`).
 pub use chrono;
@@ -142,9 +144,9 @@ pub use chrono;
 pub mod prelude {
     pub use crate::chrono::{DateTime, TimeDelta, Utc};
     pub use crate::{
-        actor, command, query, reject, reminder, AllowAll, Effect, EffectContext, Error, Failure,
-        IntoDuration, ManualClock, MessageRef, MessageStatus, Missed, Policy, Rejection, Runtime,
-        Turn, TurnError, TypedRejection,
+        actor, command, migrate, query, reject, reminder, AllowAll, Effect, EffectContext, Error,
+        Failure, IntoDuration, ManualClock, MessageRef, MessageStatus, MigrationError, Missed,
+        Policy, Rejection, Runtime, Turn, TurnError, TypedRejection,
     };
     pub use serde_json::{json, Value};
 }
@@ -158,6 +160,9 @@ pub mod __private {
     pub fn rejection(code: &'static str, message: impl Into<String>) -> crate::Rejection {
         crate::Rejection::checked(code, message)
     }
+    pub use crate::migration::{
+        fallible as migrate_fallible, infallible as migrate_infallible, Migration,
+    };
     pub use crate::turn::{ScheduleStage, SendStage, UnscheduleStage};
     pub use serde;
     pub use serde_json;

@@ -24,7 +24,7 @@ async fn caller() -> Option<i64> {
     match Wallet::reference("w-1").spend(5).await {
         Ok(left) => Some(left),
         Err(Error::Rejected(rejection)) => {
-            let _: &str = &rejection.code;
+            let _: &str = rejection.code();
             None
         }
         Err(_) => None,

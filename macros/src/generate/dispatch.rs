@@ -28,6 +28,7 @@ pub(crate) fn actor_trait(actor: &ActorImpl, names: &Names) -> TokenStream {
         .iter()
         .filter(|operation| !operation.kind.is_message())
         .map(|operation| arm(operation, query));
+    let migration = super::migrations::lookup(actor);
     quote! {
         impl ::solid_objects::Actor for #ident {
             type Message = #message;
@@ -78,6 +79,8 @@ pub(crate) fn actor_trait(actor: &ActorImpl, names: &Names) -> TokenStream {
             fn sender(stage: ::solid_objects::__private::SendStage<Self>) -> #sender {
                 #sender { stage }
             }
+
+            #migration
         }
     }
 }

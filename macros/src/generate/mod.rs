@@ -2,6 +2,7 @@
 
 mod dispatch;
 mod messages;
+mod migrations;
 mod reference;
 mod schedule;
 mod state;
@@ -47,11 +48,13 @@ pub(crate) fn actor_impl(actor: &ActorImpl) -> TokenStream {
     let dispatch = dispatch::actor_trait(actor, &names);
     let reference = reference::reference(actor, &names);
     let schedule = schedule::builders(actor, &names);
+    let migration_checks = migrations::checks(actor);
     quote! {
         #messages
         #dispatch
         #reference
         #schedule
+        #migration_checks
     }
 }
 

@@ -13,6 +13,9 @@ pub(crate) fn state(state: &ActorState, item: &ItemStruct) -> TokenStream {
     let max_attempts = state.max_attempts.map(|attempts| {
         quote!(const MAX_ATTEMPTS: ::core::option::Option<u32> = ::core::option::Option::Some(#attempts);)
     });
+    let version = state
+        .version
+        .map(|version| quote!(const VERSION: u32 = #version;));
     quote! {
         #[derive(
             ::solid_objects::__private::serde::Serialize,
@@ -24,6 +27,7 @@ pub(crate) fn state(state: &ActorState, item: &ItemStruct) -> TokenStream {
         impl ::solid_objects::ActorState for #ident {
             const TYPE_NAME: &'static str = #stored_name;
             #max_attempts
+            #version
         }
     }
 }

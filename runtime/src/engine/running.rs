@@ -12,7 +12,7 @@ use tracing::Instrument;
 use super::failures::failed_progress;
 use super::{from_micros, micros, Engine, Lock, Outcome, Step, TurnReport};
 use crate::actor::{Actor, Operations};
-use crate::codec::{decode_operation, from_json, store_operation, store_value, to_json};
+use crate::codec::{decode_operation, store_operation, store_value, to_json};
 use crate::error::{Error, Rejection, Result};
 use crate::handled::Handled;
 use crate::limits::{deadline_after, later, Payload};
@@ -217,6 +217,13 @@ impl Engine {
         };
         let state = match self.decode_state::<A>(key, &locked.instance) {
             Ok(state) => state,
+            // A state this build cannot read yet (a newer build wrote it, or no migration
+            // starts from its version) waits, uncounted, for a build that can.
+            Err(error @ (Error::StateFromNewerBuild { .. } | Error::NoMigration { .. })) => {
+                drop(tx);
+                self.note_waiting(head.id, &error).await?;
+                return Err(error);
+            }
             Err(error) => {
                 drop(tx);
                 let step = self
@@ -251,7 +258,7 @@ impl Engine {
         instance: &Instance,
     ) -> Result<A> {
         match &instance.state {
-            Some(json) => from_json("state", key.actor_type, key.actor_id, json),
+            Some(json) => crate::migration::to_current(key.actor_id, instance.state_version, json),
             // `Default` is user code too.
             None => std::panic::catch_unwind(A::default).map_err(|panic| Error::Panicked {
                 during: format!("making the default state of {}", key.actor_type),
