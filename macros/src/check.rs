@@ -21,6 +21,7 @@ const RESERVED: &[&str] = &[
     "message_with_key",
     "as_reference",
     "destroy",
+    "reminders",
 ];
 
 /// Method names the builders a command's or a reminder's name also goes on already have: a

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use crate::handled::Handled;
 use crate::reference::Reference;
+use crate::reminder::ReminderLookup;
 use crate::turn::{ScheduleStage, SendStage, Turn, UnscheduleStage};
 
 /// The durable state of an actor: the struct that carries `#[actor]`.
@@ -77,6 +78,11 @@ pub trait Actor: ActorState {
     type Unschedule;
     /// What `turn.send::<Self>(id)` returns in another actor's turn: one method per command.
     type Sender;
+    /// What `turn.reminder(key)` returns: one method per reminder, each telling when it is
+    /// due.
+    type ReminderLookup<'t>
+    where
+        Self: 't;
 
     /// Runs one message against the state.
     #[doc(hidden)]
@@ -105,6 +111,10 @@ pub trait Actor: ActorState {
     /// Wraps a message staged for this actor in its typed sender.
     #[doc(hidden)]
     fn sender(stage: SendStage<Self>) -> Self::Sender;
+
+    /// Wraps a reminder lookup in the actor's typed builder.
+    #[doc(hidden)]
+    fn reminder_lookup(stage: ReminderLookup<'_, Self>) -> Self::ReminderLookup<'_>;
 
     /// The `#[migrate(from = n)]` step that reads a state stored at version `from` and
     /// writes version `from + 1`, if the actor has one.

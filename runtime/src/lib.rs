@@ -110,6 +110,7 @@ mod message;
 pub mod migration;
 pub mod policy;
 mod reference;
+mod reminder;
 mod runtime;
 mod store;
 mod testing;
@@ -126,6 +127,7 @@ pub use message::{DeadLetter, MessageRef, MessageStatus};
 pub use migration::MigrationError;
 pub use policy::{AllowAll, Policy};
 pub use reference::{Enqueue, Reference};
+pub use reminder::ScheduledReminder;
 pub use runtime::{Builder, Runtime};
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
@@ -163,6 +165,7 @@ pub mod __private {
     pub use crate::migration::{
         fallible as migrate_fallible, infallible as migrate_infallible, Migration,
     };
+    pub use crate::reminder::ReminderLookup;
     pub use crate::turn::{ScheduleStage, SendStage, UnscheduleStage};
     pub use serde;
     pub use serde_json;

@@ -14,6 +14,8 @@ pub enum RequestKind {
     Snapshot,
     /// Destroying the actor: its state, reminders and unfinished messages.
     Destroy,
+    /// A listing of the actor's scheduled reminders, for operators.
+    Reminders,
 }
 
 /// A call as the policy sees it, before anything is written.

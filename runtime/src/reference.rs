@@ -23,6 +23,7 @@ use crate::handler_scope::refuse_inside_handler;
 use crate::limits::{check_timeout, deadline_after, later, Payload};
 use crate::message::MessageRef;
 use crate::policy::{Denied, Request, RequestKind};
+use crate::reminder::ScheduledReminder;
 use crate::runtime::Runtime;
 use crate::store::{ActorKey, MessageLookup};
 use crate::validate::{validate_id, validate_key};
@@ -126,6 +127,21 @@ impl<A: Actor> Reference<A> {
         self.authorize(&runtime, RequestKind::Snapshot, "snapshot", &Value::Null)?;
         let deadline = deadline_after(self.timeout_on(&runtime)?);
         read_until(deadline, runtime.engine().snapshot::<A>(&self.id)).await
+    }
+
+    /// The actor's scheduled reminders, the next due first, for operators: each one's name,
+    /// key and due time, and for a recurring one its interval. Authorised as a query named
+    /// `reminders`.
+    pub async fn reminders(&self) -> Result<Vec<ScheduledReminder>> {
+        refuse_inside_handler(A::TYPE_NAME, "reminders")?;
+        let runtime = self.prepare()?;
+        self.authorize(&runtime, RequestKind::Reminders, "reminders", &Value::Null)?;
+        let key = ActorKey {
+            actor_type: A::TYPE_NAME,
+            actor_id: &self.id,
+        };
+        let deadline = deadline_after(self.timeout_on(&runtime)?);
+        read_until(deadline, runtime.engine().reminders(key)).await
     }
 
     /// Destroys the actor: its state, its reminders and its unfinished messages go (callers
@@ -265,7 +281,9 @@ impl<A: Actor> Reference<A> {
         // The policy is user code: a panic in it denies the call.
         let verdict = catch_unwind(AssertUnwindSafe(|| match kind {
             RequestKind::Command => policy.authorize_message(&request),
-            RequestKind::Query | RequestKind::Snapshot => policy.authorize_query(&request),
+            RequestKind::Query | RequestKind::Snapshot | RequestKind::Reminders => {
+                policy.authorize_query(&request)
+            }
             RequestKind::Destroy => policy.authorize_destroy(&request),
         }))
         .unwrap_or_else(|panic| {

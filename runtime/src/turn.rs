@@ -12,7 +12,8 @@ use crate::codec::{store_operation, store_value, StoredOperation};
 use crate::effect::Effect;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::store::Transaction;
+use crate::reminder::ReminderLookup;
+use crate::store::{ActorKey, Transaction};
 
 /// The context of one turn: the actor's id, the turn's time, and the changes the handler
 /// stages to commit with the state.
@@ -219,6 +220,66 @@ impl<A: Actor> Turn<A> {
             reminders: self.reminders.clone(),
             key: Some(key.into()),
         })
+    }
+
+    /// Looks up one of this actor's reminders under `key`: the builder has one method per
+    /// `#[reminder]`, which says when it is due next (`None` if it is not scheduled),
+    /// counting what this turn has staged so far.
+    ///
+    /// ```
+    /// use solid_objects::prelude::*;
+    ///
+    /// #[actor]
+    /// #[derive(Default)]
+    /// pub struct Hold {
+    ///     extended: u32,
+    /// }
+    ///
+    /// #[actor]
+    /// impl Hold {
+    ///     /// Pushes the expiry back by ten minutes, once it is scheduled.
+    ///     #[command]
+    ///     pub async fn extend(&mut self, turn: &mut Turn<Self>) -> Result<bool, TurnError> {
+    ///         let Some(due) = turn.reminder("hold").expire().await? else {
+    ///             return Ok(false);
+    ///         };
+    ///         turn.schedule(due + TimeDelta::minutes(10), "hold").expire();
+    ///         self.extended += 1;
+    ///         Ok(true)
+    ///     }
+    ///
+    ///     #[reminder]
+    ///     fn expire(&mut self) {}
+    /// }
+    /// ```
+    pub fn reminder(&mut self, key: impl Into<String>) -> A::ReminderLookup<'_> {
+        A::reminder_lookup(ReminderLookup::new(self, key.into()))
+    }
+
+    /// When this actor's reminder `name` is due under `key`: what the turn staged last for
+    /// it, or else what is stored.
+    pub(crate) async fn reminder_due(
+        &mut self,
+        name: &'static str,
+        key: &str,
+    ) -> Result<Option<DateTime<Utc>>> {
+        if let Some(staged) = self.reminders.latest(name, key) {
+            return Ok(staged);
+        }
+        let transaction = self
+            .transaction
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_mut()
+            .ok_or_else(|| {
+                Error::Config("only commands and reminders run in a transaction".to_owned())
+            })?;
+        let actor = ActorKey {
+            actor_type: A::TYPE_NAME,
+            actor_id: &self.actor_id,
+        };
+        let due = transaction.reminder_due(actor, name, key).await?;
+        Ok(due.map(crate::engine::from_micros))
     }
 
     /// Cancels one of this actor's reminders under every key:
@@ -544,6 +605,28 @@ impl<T> Staging<T> {
             .unwrap_or_else(PoisonError::into_inner)
             .as_ref()
             .map_or(0, Vec::len)
+    }
+}
+
+impl<M: Operations> Staging<ReminderChange<M>> {
+    /// What the latest staged change of the reminder `name` under `key` leaves: its time
+    /// (`Some(Some(at))`), cancelled (`Some(None)`), or nothing staged (`None`).
+    fn latest(&self, name: &str, key: &str) -> Option<Option<DateTime<Utc>>> {
+        let staged = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        staged
+            .as_ref()?
+            .iter()
+            .rev()
+            .find_map(|change| match change {
+                ReminderChange::Schedule { at, .. } => {
+                    (change.alarm() == (name, Some(key))).then_some(Some(*at))
+                }
+                ReminderChange::Cancel {
+                    name: cancelled,
+                    key: cancelled_key,
+                } => (*cancelled == name && cancelled_key.as_deref().is_none_or(|k| k == key))
+                    .then_some(None),
+            })
     }
 }
 

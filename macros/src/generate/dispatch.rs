@@ -16,6 +16,7 @@ pub(crate) fn actor_trait(actor: &ActorImpl, names: &Names) -> TokenStream {
         schedule,
         unschedule,
         sender,
+        lookup,
         ..
     } = names;
     let message_arms = actor
@@ -37,6 +38,7 @@ pub(crate) fn actor_trait(actor: &ActorImpl, names: &Names) -> TokenStream {
             type Schedule = #schedule;
             type Unschedule = #unschedule;
             type Sender = #sender;
+            type ReminderLookup<'t> = #lookup<'t>;
 
             fn handle<'a>(
                 &'a mut self,
@@ -78,6 +80,12 @@ pub(crate) fn actor_trait(actor: &ActorImpl, names: &Names) -> TokenStream {
 
             fn sender(stage: ::solid_objects::__private::SendStage<Self>) -> #sender {
                 #sender { stage }
+            }
+
+            fn reminder_lookup(
+                stage: ::solid_objects::__private::ReminderLookup<'_, Self>,
+            ) -> #lookup<'_> {
+                #lookup { stage }
             }
 
             #migration

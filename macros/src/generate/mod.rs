@@ -24,6 +24,7 @@ pub(crate) struct Names {
     pub(crate) schedule: Ident,
     pub(crate) unschedule: Ident,
     pub(crate) sender: Ident,
+    pub(crate) lookup: Ident,
 }
 
 impl Names {
@@ -37,6 +38,7 @@ impl Names {
             schedule: format_ident!("{}Schedule", actor),
             unschedule: format_ident!("{}Unschedule", actor),
             sender: format_ident!("{}Sender", actor),
+            lookup: format_ident!("{}ReminderLookup", actor),
         }
     }
 }

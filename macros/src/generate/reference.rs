@@ -122,6 +122,14 @@ pub(crate) fn reference(actor: &ActorImpl, names: &Names) -> TokenStream {
                 self.inner.destroy().await
             }
 
+            /// The actor's scheduled reminders, the next due first, for operators.
+            /// Authorised as a query named `reminders`.
+            pub async fn reminders(
+                &self,
+            ) -> ::solid_objects::Result<::std::vec::Vec<::solid_objects::ScheduledReminder>> {
+                self.inner.reminders().await
+            }
+
             /// The untyped reference underneath, for code generic over actors.
             pub fn as_reference(&self) -> &::solid_objects::Reference<#ident> {
                 &self.inner

@@ -16,6 +16,7 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
         schedule,
         unschedule,
         sender,
+        lookup,
         ..
     } = names;
     let reminders: Vec<_> = actor
@@ -47,6 +48,26 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
             }
         }
     });
+    let lookup_methods = reminders.iter().map(|reminder| {
+        let name = &reminder.name;
+        let stored = reminder.stored_name();
+        let doc = format!(
+            "When the reminder `{name}` is due next under this key (`None` if it is not \
+             scheduled), counting what this turn staged."
+        );
+        quote! {
+            #[doc = #doc]
+            pub async fn #name(
+                self,
+            ) -> ::solid_objects::Result<
+                ::core::option::Option<
+                    ::solid_objects::chrono::DateTime<::solid_objects::chrono::Utc>,
+                >,
+            > {
+                self.stage.due(#stored).await
+            }
+        }
+    });
     let send_methods = actor
         .operations
         .iter()
@@ -69,6 +90,9 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
     );
     let schedule_doc = format!(
         "Schedules one of [`{ident}`]'s reminders: `turn.schedule(at, key).<reminder>(..)`."
+    );
+    let lookup_doc = format!(
+        "Looks up one of [`{ident}`]'s reminders: `turn.reminder(key).<reminder>().await`."
     );
     let unschedule_doc =
         format!("Cancels one of [`{ident}`]'s reminders: `turn.unschedule(key).<reminder>()`.");
@@ -101,6 +125,18 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
         #[allow(dead_code)]
         impl #unschedule {
             #(#unschedule_methods)*
+        }
+
+        #[doc = #lookup_doc]
+        #[must_use = "call one of the actor's reminders on it and await it"]
+        #[allow(private_interfaces)]
+        pub struct #lookup<'t> {
+            stage: ::solid_objects::__private::ReminderLookup<'t, #ident>,
+        }
+
+        #[allow(dead_code)]
+        impl #lookup<'_> {
+            #(#lookup_methods)*
         }
 
         #[doc = #sender_doc]

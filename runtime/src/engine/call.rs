@@ -20,10 +20,11 @@ use crate::codec::decode_operation;
 use crate::error::{Error, Result};
 use crate::handled::Handled;
 use crate::limits::deadline_after;
+use crate::reminder::ScheduledReminder;
 use crate::store::{
     ActorKey, Instance, MessageLookup, MessageProgress, MessageRecord, NewMessage, Transaction,
 };
-use crate::turn::{Turn, TurnFacts};
+use crate::turn::{Missed, Turn, TurnFacts};
 
 /// How often a caller waiting on another task's turn looks at its message again, at most.
 const WAIT_POLL: Duration = Duration::from_millis(25);
@@ -456,6 +457,26 @@ impl Engine {
         };
         let committed = self.store.read_actor(key).await?;
         self.decode_state(key, &committed.instance.unwrap_or_default())
+    }
+
+    /// The actor's scheduled reminders, the next due first.
+    pub(crate) async fn reminders(&self, key: ActorKey<'_, '_>) -> Result<Vec<ScheduledReminder>> {
+        let stored = self.store.reminders(key).await?;
+        Ok(stored
+            .into_iter()
+            .map(|reminder| ScheduledReminder {
+                due_at: from_micros(reminder.due_at),
+                every: reminder
+                    .every
+                    .and_then(|every| u64::try_from(every).ok())
+                    .map(std::time::Duration::from_micros),
+                missed: reminder
+                    .every
+                    .map(|_| Missed::parse(reminder.missed.as_deref())),
+                name: reminder.name,
+                key: reminder.key,
+            })
+            .collect())
     }
 
     /// Appends a message to the tail of the actor's mailbox without running it or taking

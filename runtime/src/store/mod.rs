@@ -227,6 +227,16 @@ pub(crate) struct DueReminder {
     pub(crate) missed: Option<String>,
 }
 
+/// A scheduled reminder as an operator lists it.
+#[derive(Debug, Clone)]
+pub(crate) struct ReminderRecord {
+    pub(crate) name: String,
+    pub(crate) key: String,
+    pub(crate) due_at: i64,
+    pub(crate) every: Option<i64>,
+    pub(crate) missed: Option<String>,
+}
+
 /// An effect a turn emits, to insert with the turn.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct NewEffect<'a> {
@@ -374,6 +384,9 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// The dead letters, oldest first, at most `limit`.
     async fn dead_letters(&self, limit: i64) -> Result<Vec<MessageRecord>>;
 
+    /// The actor's scheduled reminders, the next due first.
+    async fn reminders(&self, actor: ActorKey<'_, '_>) -> Result<Vec<ReminderRecord>>;
+
     /// The effects that failed for good, oldest first, at most `limit`.
     async fn dead_effects(&self, limit: i64) -> Result<Vec<DeadEffectRecord>>;
 
@@ -464,6 +477,14 @@ pub(crate) trait Transaction: Send {
         actor: ActorKey<'_, '_>,
         reminder: &ReminderWrite<'_>,
     ) -> Result<()>;
+
+    /// When the reminder with this name and key is due next, if it is scheduled.
+    async fn reminder_due(
+        &mut self,
+        actor: ActorKey<'_, '_>,
+        name: &str,
+        key: &str,
+    ) -> Result<Option<i64>>;
 
     /// Deletes the reminder with this name and key (every key, for `None`), if any.
     async fn delete_reminder(

@@ -20,8 +20,8 @@ use super::owned_transaction::OwnedTransaction;
 use super::{
     rows, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters, DeadEffectRecord, DueReminder,
     EffectProgress, Instance, InstanceWrite, LockedActor, MessageLookup, MessageProgress,
-    MessageRecord, NewEffect, NewMessage, PendingEffects, ReminderWrite, Retention, Stats, Store,
-    StoredMessage, Transaction, UnknownHead,
+    MessageRecord, NewEffect, NewMessage, PendingEffects, ReminderRecord, ReminderWrite, Retention,
+    Stats, Store, StoredMessage, Transaction, UnknownHead,
 };
 use crate::error::Result;
 

@@ -4,7 +4,7 @@ use sqlx::{ColumnIndex, Database, Decode, Row, Type};
 
 use super::{
     ClaimedEffect, DeadEffectRecord, DueReminder, Instance, MessageRecord, PendingEffects,
-    StoredMessage, StoredStatus, UnknownHead,
+    ReminderRecord, StoredMessage, StoredStatus, UnknownHead,
 };
 use crate::error::{Error, Result};
 
@@ -132,6 +132,25 @@ where
         arguments: row.try_get("arguments")?,
         due_at: row.try_get("due_at")?,
         incarnation: row.try_get("incarnation")?,
+        every: row.try_get("every_micros")?,
+        missed: row.try_get("missed")?,
+    })
+}
+
+/// A scheduled reminder: `name, key, due_at, every_micros, missed`.
+pub(crate) fn reminder<R>(row: &R) -> Result<ReminderRecord>
+where
+    R: Row,
+    for<'c> &'c str: ColumnIndex<R>,
+    String: Columns<R::Database>,
+    Option<String>: Columns<R::Database>,
+    i64: Columns<R::Database>,
+    Option<i64>: Columns<R::Database>,
+{
+    Ok(ReminderRecord {
+        name: row.try_get("name")?,
+        key: row.try_get("key")?,
+        due_at: row.try_get("due_at")?,
         every: row.try_get("every_micros")?,
         missed: row.try_get("missed")?,
     })

@@ -116,6 +116,18 @@ macro_rules! sql_backend {
                 rows.iter().map(rows::message).collect()
             }
 
+            async fn reminders(&self, actor: ActorKey<'_, '_>) -> Result<Vec<ReminderRecord>> {
+                let rows = sqlx::query(
+                    "SELECT name, key, due_at, every_micros, missed FROM solid_reminders
+                     WHERE actor_type = $1 AND actor_id = $2 ORDER BY due_at, name, key",
+                )
+                .bind(actor.actor_type)
+                .bind(actor.actor_id)
+                .fetch_all(&self.$readers)
+                .await?;
+                rows.iter().map(rows::reminder).collect()
+            }
+
             async fn dead_effects(&self, limit: i64) -> Result<Vec<DeadEffectRecord>> {
                 let rows = sqlx::query(
                     "SELECT id, effect_id, actor_type, actor_id, name, payload, attempts, last_error,
@@ -382,6 +394,26 @@ macro_rules! sql_backend {
                 .execute(&mut *self.tx)
                 .await?;
                 Ok(())
+            }
+
+            async fn reminder_due(
+                &mut self,
+                actor: ActorKey<'_, '_>,
+                name: &str,
+                key: &str,
+            ) -> Result<Option<i64>> {
+                self.counters.statement();
+                let due = sqlx::query_scalar(
+                    "SELECT due_at FROM solid_reminders
+                     WHERE actor_type = $1 AND actor_id = $2 AND name = $3 AND key = $4",
+                )
+                .bind(actor.actor_type)
+                .bind(actor.actor_id)
+                .bind(name)
+                .bind(key)
+                .fetch_optional(&mut *self.tx)
+                .await?;
+                Ok(due)
             }
 
             async fn delete_reminder(

@@ -20,8 +20,8 @@ use super::owned_transaction::OwnedTransaction;
 use super::{
     rows, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters, DeadEffectRecord, DueReminder,
     EffectProgress, InstanceWrite, LockedActor, MessageLookup, MessageProgress, MessageRecord,
-    NewEffect, NewMessage, PendingEffects, ReminderWrite, Retention, Stats, Store, Transaction,
-    UnknownHead,
+    NewEffect, NewMessage, PendingEffects, ReminderRecord, ReminderWrite, Retention, Stats, Store,
+    Transaction, UnknownHead,
 };
 use crate::error::Result;
 
