@@ -281,6 +281,7 @@ struct Charge {
 
 impl Effect for Charge {
     const NAME: &'static str = "charge";
+    type Output = ();
 }
 
 /// Emits charges.

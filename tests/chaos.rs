@@ -136,6 +136,7 @@ struct Recorded {
 
 impl Effect for Recorded {
     const NAME: &'static str = "recorded";
+    type Output = ();
 }
 
 /// The effect's handler: logs the run, then records the effect once per id.

@@ -22,6 +22,7 @@ struct ChargeCard {
 
 impl Effect for ChargeCard {
     const NAME: &'static str = "charge_card";
+    type Output = ();
 }
 
 /// Holds that become paid once the payment provider charged them.

@@ -369,6 +369,7 @@ struct Announce {
 
 impl solid_objects::Effect for Announce {
     const NAME: &'static str = "announce";
+    type Output = ();
 }
 
 /// A journal that announces its entries.

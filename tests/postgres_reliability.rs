@@ -611,6 +611,7 @@ struct Ping {
 
 impl Effect for Ping {
     const NAME: &'static str = "ping";
+    type Output = ();
 }
 
 /// Emits pings.

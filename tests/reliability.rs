@@ -372,6 +372,7 @@ struct Detonate {
 
 impl Effect for Detonate {
     const NAME: &'static str = "detonate";
+    type Output = ();
 }
 
 #[actor]
@@ -797,6 +798,7 @@ struct Charge {
 
 impl Effect for Charge {
     const NAME: &'static str = "charge";
+    type Output = ();
 }
 
 #[actor]
@@ -977,6 +979,7 @@ struct Doomed {}
 
 impl Effect for Doomed {
     const NAME: &'static str = "doomed";
+    type Output = ();
 }
 
 #[actor]

@@ -45,6 +45,7 @@ struct Notice {
 
 impl Effect for Notice {
     const NAME: &'static str = "notice";
+    type Output = ();
 }
 
 /// Stored text: JSON of many shapes, raw bytes, or brackets nested past what JSON reads.

@@ -292,6 +292,7 @@ struct Postcard {}
 
 impl Effect for Postcard {
     const NAME: &'static str = "postcard";
+    type Output = ();
 }
 
 #[actor]

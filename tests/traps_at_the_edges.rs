@@ -222,6 +222,7 @@ struct Ping {}
 
 impl Effect for Ping {
     const NAME: &'static str = "edge_ping";
+    type Output = ();
 }
 
 #[actor]

@@ -48,6 +48,7 @@ pub struct ChargeHold {
 
 impl solid_objects::Effect for ChargeHold {
     const NAME: &'static str = "charge_hold";
+    type Output = ();
 }
 
 /// One show's seats.

@@ -9,9 +9,11 @@ use std::future::Future;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::effect::Effect;
 use crate::handled::Handled;
 use crate::reference::Reference;
 use crate::reminder::ReminderLookup;
+use crate::reply::ReplyStage;
 use crate::turn::{ScheduleStage, SendStage, Turn, UnscheduleStage};
 
 /// The durable state of an actor: the struct that carries `#[actor]`.
@@ -83,6 +85,9 @@ pub trait Actor: ActorState {
     type ReminderLookup<'t>
     where
         Self: 't;
+    /// What `turn.emit(effect).on_success()` and `.on_failure()` return: one method per
+    /// command whose one argument is a `T`.
+    type EffectReply<E: Effect, T>;
 
     /// Runs one message against the state.
     #[doc(hidden)]
@@ -115,6 +120,10 @@ pub trait Actor: ActorState {
     /// Wraps a reminder lookup in the actor's typed builder.
     #[doc(hidden)]
     fn reminder_lookup(stage: ReminderLookup<'_, Self>) -> Self::ReminderLookup<'_>;
+
+    /// Wraps an effect's reply in the actor's typed builder.
+    #[doc(hidden)]
+    fn effect_reply<E: Effect, T>(stage: ReplyStage<Self, E, T>) -> Self::EffectReply<E, T>;
 
     /// The `#[migrate(from = n)]` step that reads a state stored at version `from` and
     /// writes version `from + 1`, if the actor has one.

@@ -17,17 +17,19 @@ use std::sync::Arc;
 
 use futures_util::FutureExt;
 use serde::de::DeserializeOwned;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use tokio::sync::Semaphore;
 
+use crate::codec::store_value;
 use crate::error::Result;
 use crate::failure::Failure;
 use crate::handled::panic_text;
 use crate::runtime::Runtime;
 use crate::store::ClaimedEffect;
 
-/// A kind of effect: a serialisable value with a stable stored name.
+/// A kind of effect: a serialisable value with a stable stored name, and what its handler
+/// returns when it succeeds.
 ///
 /// ```
 /// use serde::{Deserialize, Serialize};
@@ -39,8 +41,15 @@ use crate::store::ClaimedEffect;
 ///     cents: i64,
 /// }
 ///
+/// /// What the card processor answers.
+/// #[derive(Serialize, Deserialize)]
+/// struct Charged {
+///     charge_id: String,
+/// }
+///
 /// impl Effect for ChargeCard {
 ///     const NAME: &'static str = "charge_card";
+///     type Output = Charged;
 /// }
 /// ```
 #[diagnostic::on_unimplemented(
@@ -50,6 +59,26 @@ use crate::store::ClaimedEffect;
 pub trait Effect: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The name stored with each emitted effect; handlers are found by it.
     const NAME: &'static str;
+
+    /// What the handler returns when the effect succeeds: `()` for nothing, or a value the
+    /// emitting actor receives with [`Emitted::on_success`](crate::Emitted::on_success).
+    type Output: Serialize + DeserializeOwned + Send + 'static;
+}
+
+/// How an effect failed for good, as the command given to
+/// [`Emitted::on_failure`](crate::Emitted::on_failure) receives it: that command takes one
+/// argument of this type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct EffectFailure {
+    /// The effect's id ([`EffectContext::id`]).
+    pub effect_id: String,
+    /// The kind of effect ([`Effect::NAME`]).
+    pub name: String,
+    /// The last attempt's error.
+    pub error: String,
+    /// Attempts made.
+    pub attempts: u32,
 }
 
 /// What an effect handler knows besides the effect.
@@ -155,9 +184,9 @@ impl UnhandledEffects {
     }
 }
 
-/// The boxed future of a handler run.
+/// The boxed future of a handler run: the effect's output as JSON, or how it failed.
 pub(crate) type HandlerFuture =
-    Pin<Box<dyn Future<Output = std::result::Result<(), Failure>> + Send>>;
+    Pin<Box<dyn Future<Output = std::result::Result<String, Failure>> + Send>>;
 
 /// Runs stored effects of one kind.
 pub(crate) trait EffectRunner: Send + Sync {
@@ -185,7 +214,7 @@ impl<E, F, Fut> EffectRunner for TypedEffect<E, F>
 where
     E: Effect,
     F: Fn(E, EffectContext) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = std::result::Result<(), Failure>> + Send + 'static,
+    Fut: Future<Output = std::result::Result<E::Output, Failure>> + Send + 'static,
 {
     fn run(&self, payload: &str, context: EffectContext) -> HandlerFuture {
         // Decoding and the handler's synchronous part are user code too: a panic in either
@@ -202,10 +231,18 @@ where
         }));
         match started {
             Ok(Ok(running)) => Box::pin(async move {
-                AssertUnwindSafe(running)
+                let output = AssertUnwindSafe(running)
                     .catch_unwind()
                     .await
-                    .unwrap_or_else(|panic| Err(panicked(&*panic)))
+                    .unwrap_or_else(|panic| Err(panicked(&*panic)))?;
+                // The work is done: an output that cannot be stored is the handler's bug, and
+                // doing the work again would not mend it.
+                store_value("effect output", E::NAME, &output).map_err(|error| {
+                    Failure::permanent(format!(
+                        "the {} effect succeeded, but its output cannot be stored: {error}",
+                        E::NAME
+                    ))
+                })
             }),
             Ok(Err(failure)) => Box::pin(async move { Err(failure) }),
             Err(panic) => {

@@ -111,6 +111,7 @@ pub mod migration;
 pub mod policy;
 mod reference;
 mod reminder;
+mod reply;
 mod runtime;
 mod store;
 mod testing;
@@ -119,7 +120,7 @@ mod validate;
 
 pub use actor::{Actor, ActorState, Operations};
 pub use clock::{Clock, IntoDuration, ManualClock, SystemClock};
-pub use effect::{DeadEffect, Effect, EffectContext, UnhandledEffects};
+pub use effect::{DeadEffect, Effect, EffectContext, EffectFailure, UnhandledEffects};
 pub use error::{Error, Rejection, Result, TypedRejection};
 pub use failure::{Failure, HandlerError, TurnError};
 pub use limits::{Limits, RetryPolicy};
@@ -128,6 +129,7 @@ pub use migration::MigrationError;
 pub use policy::{AllowAll, Policy};
 pub use reference::{Enqueue, Reference};
 pub use reminder::ScheduledReminder;
+pub use reply::Emitted;
 pub use runtime::{Builder, Runtime};
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
@@ -146,9 +148,9 @@ pub use chrono;
 pub mod prelude {
     pub use crate::chrono::{DateTime, TimeDelta, Utc};
     pub use crate::{
-        actor, command, migrate, query, reject, reminder, AllowAll, Effect, EffectContext, Error,
-        Failure, IntoDuration, ManualClock, MessageRef, MessageStatus, MigrationError, Missed,
-        Policy, Rejection, Runtime, Turn, TurnError, TypedRejection,
+        actor, command, migrate, query, reject, reminder, AllowAll, Effect, EffectContext,
+        EffectFailure, Error, Failure, IntoDuration, ManualClock, MessageRef, MessageStatus,
+        MigrationError, Missed, Policy, Rejection, Runtime, Turn, TurnError, TypedRejection,
     };
     pub use serde_json::{json, Value};
 }
@@ -166,6 +168,7 @@ pub mod __private {
         fallible as migrate_fallible, infallible as migrate_infallible, Migration,
     };
     pub use crate::reminder::ReminderLookup;
+    pub use crate::reply::ReplyStage;
     pub use crate::turn::{ScheduleStage, SendStage, UnscheduleStage};
     pub use serde;
     pub use serde_json;

@@ -565,14 +565,19 @@ impl Builder {
 
     /// Runs the effects of kind `E` with `handler`, after the turns that emit them commit, at
     /// least once: a handler that returns a retryable [`Failure`](crate::Failure) (or
-    /// panics) is retried with the runtime's backoff, a permanent one ends the effect.
+    /// panics) is retried with the runtime's backoff, a permanent one ends the effect. What
+    /// it returns on success is the effect's [`Output`](Effect::Output), which
+    /// [`Emitted::on_success`](crate::Emitted::on_success) delivers to the emitting actor.
     ///
     /// ```no_run
     /// # use serde::{Deserialize, Serialize};
     /// # use solid_objects::{AllowAll, Effect, EffectContext, Failure, Runtime};
     /// #[derive(Serialize, Deserialize)]
     /// struct SendReceipt { email: String }
-    /// impl Effect for SendReceipt { const NAME: &'static str = "send_receipt"; }
+    /// impl Effect for SendReceipt {
+    ///     const NAME: &'static str = "send_receipt";
+    ///     type Output = ();
+    /// }
     ///
     /// # #[cfg(feature = "sqlite")]
     /// # async fn start() -> Result<(), solid_objects::Error> {
@@ -592,7 +597,9 @@ impl Builder {
     where
         E: Effect,
         F: Fn(E, EffectContext) -> Fut + Send + Sync + 'static,
-        Fut: std::future::Future<Output = std::result::Result<(), crate::Failure>> + Send + 'static,
+        Fut: std::future::Future<Output = std::result::Result<E::Output, crate::Failure>>
+            + Send
+            + 'static,
     {
         self.effects.push((E::NAME, TypedEffect::new(handler)));
         self

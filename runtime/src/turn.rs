@@ -13,6 +13,7 @@ use crate::effect::Effect;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::reminder::ReminderLookup;
+use crate::reply::{Emitted, StoredReply};
 use crate::store::{ActorKey, Transaction};
 
 /// The context of one turn: the actor's id, the turn's time, and the changes the handler
@@ -34,7 +35,7 @@ pub struct Turn<A: Actor> {
     /// it (`turn.send::<B>(id).outbid(turn.actor_id().to_owned())`).
     reminders: Staging<ReminderChange<A::Message>>,
     outbox: Staging<Outgoing>,
-    effects: Vec<PendingEffect>,
+    effects: Staging<PendingEffect>,
     /// The turn's transaction while the handler runs (commands and reminders only). The
     /// mutex only makes `&Turn` shareable; access goes through `&mut self`, never locking.
     transaction: Mutex<Option<Box<dyn Transaction>>>,
@@ -65,7 +66,7 @@ impl<A: Actor> Turn<A> {
             destroy: false,
             reminders: Staging::default(),
             outbox: Staging::default(),
-            effects: Vec::new(),
+            effects: Staging::default(),
             transaction: Mutex::new(None),
             savepoint: false,
         }
@@ -352,11 +353,17 @@ impl<A: Actor> Turn<A> {
     /// Emits an effect: work outside the database that runs after this turn commits (and
     /// never if it rejects or fails), at least once, by the handler registered with
     /// [`Builder::effect`](crate::Builder::effect). See [`effect`](crate::effect).
-    pub fn emit<E: Effect>(&mut self, effect: E) {
-        self.effects.push(PendingEffect {
+    ///
+    /// Its outcome can come back to this actor as a command: `turn.emit(charge)
+    /// .on_success().charged().on_failure().charge_failed()` (see [`Emitted`]).
+    pub fn emit<E: Effect>(&mut self, effect: E) -> Emitted<A, E> {
+        let index = self.effects.push(PendingEffect {
             name: E::NAME,
             payload: store_value("effect", E::NAME, &effect),
+            on_success: None,
+            on_failure: None,
         });
+        Emitted::new(self.effects.clone(), index)
     }
 
     /// The turn's SQLite connection, inside the turn's transaction: the application's own
@@ -465,7 +472,7 @@ impl<A: Actor> Turn<A> {
         Staged {
             reminders: self.reminders.close(),
             outbox: self.outbox.close(),
-            effects: std::mem::take(&mut self.effects),
+            effects: self.effects.close(),
         }
     }
 }
@@ -478,6 +485,7 @@ impl<A: Actor> Drop for Turn<A> {
         self.poison();
         self.reminders.close();
         self.outbox.close();
+        self.effects.close();
     }
 }
 
@@ -578,14 +586,30 @@ impl<T> Clone for Staging<T> {
 }
 
 impl<T> Staging<T> {
-    /// Stages `item`; a builder used after its turn ended is a bug in the handler, and
-    /// panics rather than drop what it stages without a word.
-    fn push(&self, item: T) {
+    /// Stages `item`, returning its place; a builder used after its turn ended is a bug in
+    /// the handler, and panics rather than drop what it stages without a word.
+    pub(crate) fn push(&self, item: T) -> usize {
+        self.update_all(|staged| {
+            staged.push(item);
+            staged.len() - 1
+        })
+    }
+
+    /// Changes the item staged at `index` (a reply named for an emitted effect).
+    pub(crate) fn update(&self, index: usize, change: impl FnOnce(&mut T)) {
+        self.update_all(|staged| {
+            if let Some(item) = staged.get_mut(index) {
+                change(item);
+            }
+        });
+    }
+
+    fn update_all<R>(&self, change: impl FnOnce(&mut Vec<T>) -> R) -> R {
         match &mut *self.0.lock().unwrap_or_else(PoisonError::into_inner) {
-            Some(staged) => staged.push(item),
+            Some(staged) => change(staged),
             None => panic!(
-                "a send or a schedule was staged after its turn ended: use the builder inside \
-                 the handler, before it returns"
+                "a send, a schedule or an effect's reply was staged after its turn ended: use \
+                 the builder inside the handler, before it returns"
             ),
         }
     }
@@ -676,10 +700,12 @@ impl<A: Actor> UnscheduleStage<A> {
     }
 }
 
-/// An effect a turn emits, serialised when staged.
+/// An effect a turn emits, serialised when staged, and the commands its outcome goes to.
 pub(crate) struct PendingEffect {
     pub(crate) name: &'static str,
     pub(crate) payload: Result<String>,
+    pub(crate) on_success: Option<StoredReply>,
+    pub(crate) on_failure: Option<StoredReply>,
 }
 
 /// A message a turn sends to an actor, encoded when staged.

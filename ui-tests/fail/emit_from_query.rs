@@ -7,6 +7,7 @@ pub struct Ping {}
 
 impl Effect for Ping {
     const NAME: &'static str = "ping";
+    type Output = ();
 }
 
 #[actor]

@@ -129,6 +129,7 @@ pub struct OverdueNotice {
 
 impl Effect for OverdueNotice {
     const NAME: &'static str = "overdue_notice";
+    type Output = ();
 }
 
 /// Where notices go: stands in for a mailer. Each notice is kept once per effect id, as an

@@ -17,6 +17,7 @@ pub(crate) fn actor_trait(actor: &ActorImpl, names: &Names) -> TokenStream {
         unschedule,
         sender,
         lookup,
+        reply,
         ..
     } = names;
     let message_arms = actor
@@ -39,6 +40,7 @@ pub(crate) fn actor_trait(actor: &ActorImpl, names: &Names) -> TokenStream {
             type Unschedule = #unschedule;
             type Sender = #sender;
             type ReminderLookup<'t> = #lookup<'t>;
+            type EffectReply<E: ::solid_objects::Effect, T> = #reply<E, T>;
 
             fn handle<'a>(
                 &'a mut self,
@@ -86,6 +88,12 @@ pub(crate) fn actor_trait(actor: &ActorImpl, names: &Names) -> TokenStream {
                 stage: ::solid_objects::__private::ReminderLookup<'_, Self>,
             ) -> #lookup<'_> {
                 #lookup { stage }
+            }
+
+            fn effect_reply<E: ::solid_objects::Effect, T>(
+                stage: ::solid_objects::__private::ReplyStage<Self, E, T>,
+            ) -> #reply<E, T> {
+                #reply { stage }
             }
 
             #migration

@@ -25,6 +25,7 @@ pub(crate) struct Names {
     pub(crate) unschedule: Ident,
     pub(crate) sender: Ident,
     pub(crate) lookup: Ident,
+    pub(crate) reply: Ident,
 }
 
 impl Names {
@@ -39,6 +40,7 @@ impl Names {
             unschedule: format_ident!("{}Unschedule", actor),
             sender: format_ident!("{}Sender", actor),
             lookup: format_ident!("{}ReminderLookup", actor),
+            reply: format_ident!("{}EffectReply", actor),
         }
     }
 }

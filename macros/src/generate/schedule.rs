@@ -17,6 +17,7 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
         unschedule,
         sender,
         lookup,
+        reply,
         ..
     } = names;
     let reminders: Vec<_> = actor
@@ -68,6 +69,32 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
             }
         }
     });
+    // One impl per command of one argument, on the builder of replies of that argument's
+    // type: a command that takes another type is not there to call.
+    let reply_impls = actor
+        .operations
+        .iter()
+        .filter(|operation| operation.kind == Kind::Command && operation.arguments.len() == 1)
+        .map(|command| {
+            let name = &command.name;
+            let stored = command.stored_name();
+            let argument = &command.arguments[0];
+            let field = argument
+                .name
+                .to_string()
+                .trim_start_matches("r#")
+                .to_owned();
+            let ty = &argument.ty;
+            let doc = format!("Delivers the effect's outcome to `{name}` as its `{field}`.");
+            quote! {
+                impl<E: ::solid_objects::Effect> #reply<E, #ty> {
+                    #[doc = #doc]
+                    pub fn #name(self) -> ::solid_objects::Emitted<#ident, E> {
+                        self.stage.stage(#stored, #field)
+                    }
+                }
+            }
+        });
     let send_methods = actor
         .operations
         .iter()
@@ -90,6 +117,11 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
     );
     let schedule_doc = format!(
         "Schedules one of [`{ident}`]'s reminders: `turn.schedule(at, key).<reminder>(..)`."
+    );
+    let reply_doc = format!(
+        "Names the command of [`{ident}`] an effect's outcome goes to: \
+         `turn.emit(effect).on_success().<command>()`; it has the commands whose one argument \
+         is a `T`."
     );
     let lookup_doc = format!(
         "Looks up one of [`{ident}`]'s reminders: `turn.reminder(key).<reminder>().await`."
@@ -126,6 +158,15 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
         impl #unschedule {
             #(#unschedule_methods)*
         }
+
+        #[doc = #reply_doc]
+        #[must_use = "call one of the actor's commands on it, or no reply is named"]
+        #[allow(private_interfaces)]
+        pub struct #reply<E: ::solid_objects::Effect, T> {
+            stage: ::solid_objects::__private::ReplyStage<#ident, E, T>,
+        }
+
+        #(#reply_impls)*
 
         #[doc = #lookup_doc]
         #[must_use = "call one of the actor's reminders on it and await it"]

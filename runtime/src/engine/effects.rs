@@ -4,10 +4,35 @@
 use std::sync::{Arc, PoisonError};
 
 use super::{insert_bounded, micros, Engine};
-use crate::effect::EffectRunner;
+use crate::effect::{EffectFailure, EffectRunner};
 use crate::error::{Error, Result};
 use crate::failure::Failure;
-use crate::store::{ClaimedEffect, EffectProgress, PendingEffects};
+use crate::limits::Payload;
+use crate::reply::StoredReply;
+use crate::store::{
+    ActorKey, ClaimedEffect, EffectProgress, MessageProgress, NewMessage, PendingEffects,
+};
+
+/// The longest error text an `EffectFailure` carries back to its actor, in bytes.
+const MAX_FAILURE_TEXT: usize = 4096;
+
+/// A command an effect's outcome goes back to its actor as.
+struct Reply {
+    operation: String,
+    arguments: String,
+}
+
+/// `text` cut to at most `max` bytes, at a character boundary.
+fn truncated(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
 
 /// How long an effect may wait with no process that handles it before this one warns.
 const UNHANDLED_AFTER: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
@@ -54,14 +79,23 @@ impl Engine {
         Ok(claimed)
     }
 
-    /// Records how an attempt at an effect went: done, retried with backoff, or dead. A
-    /// runner whose lease ran out (another runner claimed the effect since) records nothing.
+    /// Records how an attempt at an effect went: done, retried with backoff, or dead; a
+    /// final outcome the effect names a reply for enqueues that command to its actor in the
+    /// same transaction. A runner whose lease ran out (another runner claimed the effect
+    /// since) records nothing.
     pub(crate) async fn finish_effect(
         &self,
         effect: &ClaimedEffect,
-        outcome: std::result::Result<(), Failure>,
+        outcome: std::result::Result<String, Failure>,
     ) -> Result<bool> {
         let now = self.now();
+        let (outcome, success_reply) = match outcome {
+            Ok(output) => match self.success_reply(effect, &output) {
+                Ok(reply) => (Ok(()), reply),
+                Err(failure) => (Err(failure), None),
+            },
+            Err(failure) => (Err(failure), None),
+        };
         let error = outcome.as_ref().err().map(ToString::to_string);
         let retry = &self.config.retry;
         let retry_at = match &outcome {
@@ -90,11 +124,37 @@ impl Engine {
                 finished_at: Some(micros(now)),
             },
         };
+        let reply = match progress.status {
+            "done" => success_reply,
+            "dead" => self.failure_reply(effect, error.as_deref().unwrap_or_default()),
+            _ => None,
+        };
         let mut tx = self.begin(None).await?;
         let recorded = tx
             .finish_effect(effect.id, effect.claims, &progress)
             .await?;
+        if let (true, Some(reply)) = (recorded, &reply) {
+            let actor = ActorKey {
+                actor_type: &effect.actor_type,
+                actor_id: &effect.actor_id,
+            };
+            let request_id = uuid::Uuid::new_v4().to_string();
+            let message = NewMessage {
+                operation: &reply.operation,
+                arguments: &reply.arguments,
+                request_id: &request_id,
+                idempotency_key: None,
+                created_at: micros(now),
+                progress: MessageProgress::ready(0, 0),
+                incarnation: Some(effect.incarnation),
+                scheduled_for: None,
+            };
+            tx.insert_message(actor, &message).await?;
+        }
         tx.commit().await?;
+        if recorded && reply.is_some() {
+            self.wake();
+        }
         if !recorded {
             tracing::warn!(
                 effect_id = effect.effect_id,
@@ -103,6 +163,73 @@ impl Engine {
             );
         }
         Ok(recorded)
+    }
+
+    /// The command a succeeded effect's output goes to, if it names one. An output its
+    /// command cannot take (too large, or a reply that does not read) fails the effect for
+    /// good: doing the work again would not mend it.
+    fn success_reply(
+        &self,
+        effect: &ClaimedEffect,
+        output: &str,
+    ) -> std::result::Result<Option<Reply>, Failure> {
+        let Some(stored) = &effect.on_success else {
+            return Ok(None);
+        };
+        let built = serde_json::from_str::<StoredReply>(stored)
+            .map_err(|error| format!("its stored on_success reply does not read: {error}"))
+            .and_then(|reply| {
+                let output = serde_json::from_str(output).map_err(|error| error.to_string())?;
+                let arguments = reply.arguments(output).map_err(|error| error.to_string())?;
+                self.config
+                    .limits
+                    .check(Payload::Arguments, &reply.operation, arguments.len())
+                    .map_err(|error| error.to_string())?;
+                Ok(Reply {
+                    operation: reply.operation,
+                    arguments,
+                })
+            });
+        built.map(Some).map_err(|why| {
+            Failure::permanent(format!(
+                "the {} effect succeeded, but its output cannot go back to {} {:?}: {why}",
+                effect.name, effect.actor_type, effect.actor_id
+            ))
+        })
+    }
+
+    /// The command a dead effect's failure goes to, if it names one that can be built (an
+    /// unreadable reply is logged: the dead effect is there for operators either way).
+    fn failure_reply(&self, effect: &ClaimedEffect, error: &str) -> Option<Reply> {
+        let stored = effect.on_failure.as_deref()?;
+        let failure = EffectFailure {
+            effect_id: effect.effect_id.clone(),
+            name: effect.name.clone(),
+            error: truncated(error, MAX_FAILURE_TEXT).to_owned(),
+            attempts: u32::try_from(effect.attempts).unwrap_or(u32::MAX),
+        };
+        let built = serde_json::from_str::<StoredReply>(stored)
+            .map_err(|error| format!("its stored on_failure reply does not read: {error}"))
+            .and_then(|reply| {
+                let arguments = reply
+                    .failure_arguments(&failure)
+                    .map_err(|error| error.to_string())?;
+                Ok(Reply {
+                    operation: reply.operation,
+                    arguments,
+                })
+            });
+        match built {
+            Ok(reply) => Some(reply),
+            Err(why) => {
+                tracing::error!(
+                    effect_id = effect.effect_id,
+                    why,
+                    "a dead effect's failure cannot go back to its actor"
+                );
+                None
+            }
+        }
     }
 
     /// Makes a dead effect ready again with its attempts reset; false if it is not dead.

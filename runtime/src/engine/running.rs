@@ -16,6 +16,7 @@ use crate::codec::{decode_operation, store_operation, store_value, to_json};
 use crate::error::{Error, Rejection, Result};
 use crate::handled::Handled;
 use crate::limits::{deadline_after, later, Payload};
+use crate::reply::StoredReply;
 use crate::store::{
     ActorKey, Instance, InstanceWrite, MessageProgress, NewEffect, NewMessage, ReminderWrite,
     StoredMessage, StoredStatus, Transaction,
@@ -100,10 +101,17 @@ struct Writes {
     state: String,
     reminders: Vec<ReminderOp>,
     sends: Vec<SendOp>,
-    /// Effects: (name, payload).
-    effects: Vec<(&'static str, String)>,
+    effects: Vec<EffectOp>,
     /// Whether the turn destroys its actor (its state and reminders are then not written).
     destroy: bool,
+}
+
+/// An effect to insert: its kind, payload, and the stored replies to its outcome.
+struct EffectOp {
+    name: &'static str,
+    payload: String,
+    on_success: Option<String>,
+    on_failure: Option<String>,
 }
 
 /// What a handler left when it returned a value: its state and what it staged.
@@ -414,7 +422,8 @@ impl Engine {
                     self.apply_reminders(&mut *tx, key, &writes.reminders, instance.incarnation)
                         .await?;
                 }
-                self.apply_writes(&mut *tx, key, writes, now_us).await?;
+                self.apply_writes(&mut *tx, key, writes, now_us, instance.incarnation)
+                    .await?;
             }
             tx.commit().await?;
             self.wake();
@@ -479,14 +488,18 @@ impl Engine {
         key: ActorKey<'_, '_>,
         writes: &Writes,
         now: i64,
+        incarnation: i64,
     ) -> Result<()> {
-        for (name, payload) in &writes.effects {
+        for effect in &writes.effects {
             let effect_id = uuid::Uuid::new_v4().to_string();
             let effect = NewEffect {
                 effect_id: &effect_id,
-                name,
-                payload,
+                name: effect.name,
+                payload: &effect.payload,
                 created_at: now,
+                incarnation,
+                on_success: effect.on_success.as_deref(),
+                on_failure: effect.on_failure.as_deref(),
             };
             tx.insert_effect(key, &effect).await?;
         }
@@ -648,7 +661,20 @@ impl Engine {
             .map(|effect| {
                 let payload = effect.payload?;
                 limits.check(Payload::Arguments, effect.name, payload.len())?;
-                Ok((effect.name, payload))
+                Ok(EffectOp {
+                    name: effect.name,
+                    payload,
+                    on_success: effect
+                        .on_success
+                        .as_ref()
+                        .map(StoredReply::to_stored)
+                        .transpose()?,
+                    on_failure: effect
+                        .on_failure
+                        .as_ref()
+                        .map(StoredReply::to_stored)
+                        .transpose()?,
+                })
             })
             .collect::<Result<_>>()?;
         Ok(Writes {

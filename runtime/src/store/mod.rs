@@ -244,6 +244,9 @@ pub(crate) struct NewEffect<'a> {
     pub(crate) name: &'a str,
     pub(crate) payload: &'a str,
     pub(crate) created_at: i64,
+    pub(crate) incarnation: i64,
+    pub(crate) on_success: Option<&'a str>,
+    pub(crate) on_failure: Option<&'a str>,
 }
 
 /// An effect a worker claimed (its attempts already counting this one).
@@ -253,11 +256,17 @@ pub(crate) struct ClaimedEffect {
     pub(crate) effect_id: String,
     pub(crate) actor_type: String,
     pub(crate) actor_id: String,
+    pub(crate) name: String,
     pub(crate) payload: String,
     pub(crate) attempts: i64,
     /// The claim's number, which never repeats for one effect: the lease's token, which
     /// finishing checks.
     pub(crate) claims: i64,
+    /// The incarnation of the actor whose turn emitted it; its replies belong to it.
+    pub(crate) incarnation: i64,
+    /// The commands its outcome goes to, as stored (`StoredReply` JSON).
+    pub(crate) on_success: Option<String>,
+    pub(crate) on_failure: Option<String>,
 }
 
 /// An effect that failed for good, for operators.

@@ -189,6 +189,7 @@ where
     R: Row,
     for<'c> &'c str: ColumnIndex<R>,
     String: Columns<R::Database>,
+    Option<String>: Columns<R::Database>,
     i64: Columns<R::Database>,
 {
     Ok(ClaimedEffect {
@@ -196,9 +197,13 @@ where
         effect_id: row.try_get("effect_id")?,
         actor_type: row.try_get("actor_type")?,
         actor_id: row.try_get("actor_id")?,
+        name: row.try_get("name")?,
         payload: row.try_get("payload")?,
         attempts: row.try_get("attempts")?,
         claims: row.try_get("claims")?,
+        incarnation: row.try_get("incarnation")?,
+        on_success: row.try_get("on_success")?,
+        on_failure: row.try_get("on_failure")?,
     })
 }
 

@@ -513,8 +513,8 @@ macro_rules! sql_backend {
                 self.counters.statement();
                 sqlx::query(
                     "INSERT INTO solid_effects (effect_id, actor_type, actor_id, name, payload, status,
-                         available_at, created_at)
-                     VALUES ($1, $2, $3, $4, $5, 'ready', $6, $6)",
+                         available_at, created_at, incarnation, on_success, on_failure)
+                     VALUES ($1, $2, $3, $4, $5, 'ready', $6, $6, $7, $8, $9)",
                 )
                 .bind(effect.effect_id)
                 .bind(actor.actor_type)
@@ -522,6 +522,9 @@ macro_rules! sql_backend {
                 .bind(effect.name)
                 .bind(effect.payload)
                 .bind(effect.created_at)
+                .bind(effect.incarnation)
+                .bind(effect.on_success)
+                .bind(effect.on_failure)
                 .execute(&mut *self.tx)
                 .await?;
                 Ok(())
@@ -548,7 +551,8 @@ macro_rules! sql_backend {
                              OR (status = 'running' AND available_at <= ", $lease_now, "))
                          ORDER BY available_at, id LIMIT 1",
                     $skip_locked,
-                    ") RETURNING id, effect_id, actor_type, actor_id, payload, attempts, claims"
+                    ") RETURNING id, effect_id, actor_type, actor_id, name, payload, attempts, claims,
+                                incarnation, on_success, on_failure"
                 ))
                 .bind(name)
                 .bind(now)

@@ -1,0 +1,177 @@
+//! Effect outcomes back to the actor: `turn.emit(effect).on_success().<command>()` and
+//! `.on_failure().<command>()` name a command of the emitting actor that receives the
+//! effect's output, or its [`EffectFailure`], as its one argument. The command is enqueued
+//! in the transaction that records the effect's outcome, so it arrives once per outcome,
+//! and never for an effect whose turn did not commit.
+
+use std::marker::PhantomData;
+
+use serde::{Deserialize, Serialize};
+
+use crate::actor::Actor;
+use crate::codec::to_json;
+use crate::effect::{Effect, EffectFailure};
+use crate::error::Result;
+use crate::turn::{PendingEffect, Staging};
+
+/// An effect a turn emitted; name the commands its outcome is delivered to, or drop it.
+///
+/// ```
+/// use serde::{Deserialize, Serialize};
+/// use solid_objects::prelude::*;
+/// use solid_objects::EffectFailure;
+///
+/// #[derive(Serialize, Deserialize)]
+/// pub struct ChargeCard {
+///     cents: i64,
+/// }
+///
+/// #[derive(Serialize, Deserialize)]
+/// pub struct Charged {
+///     charge_id: String,
+/// }
+///
+/// impl Effect for ChargeCard {
+///     const NAME: &'static str = "charge_card";
+///     type Output = Charged;
+/// }
+///
+/// #[actor]
+/// #[derive(Default)]
+/// pub struct Order {
+///     status: String,
+/// }
+///
+/// #[actor]
+/// impl Order {
+///     #[command]
+///     pub fn pay(&mut self, turn: &mut Turn<Self>, cents: i64) {
+///         self.status = "charging".to_owned();
+///         turn.emit(ChargeCard { cents })
+///             .on_success()
+///             .charged()
+///             .on_failure()
+///             .charge_failed();
+///     }
+///
+///     #[command]
+///     pub fn charged(&mut self, receipt: Charged) {
+///         self.status = format!("paid by {}", receipt.charge_id);
+///     }
+///
+///     #[command]
+///     pub fn charge_failed(&mut self, failure: EffectFailure) {
+///         self.status = format!("unpaid: {}", failure.error);
+///     }
+/// }
+/// ```
+pub struct Emitted<A: Actor, E: Effect> {
+    stage: ReplyTarget,
+    kinds: PhantomData<fn() -> (A, E)>,
+}
+
+impl<A: Actor, E: Effect> Emitted<A, E> {
+    pub(crate) fn new(effects: Staging<PendingEffect>, index: usize) -> Self {
+        Self {
+            stage: ReplyTarget { effects, index },
+            kinds: PhantomData,
+        }
+    }
+
+    /// Names the command of this actor that receives the effect's
+    /// [`Output`](Effect::Output) once its handler succeeds: the builder has one method per
+    /// command whose one argument has that type.
+    pub fn on_success(self) -> A::EffectReply<E, E::Output> {
+        A::effect_reply(ReplyStage {
+            target: self.stage,
+            outcome: Outcome::Success,
+            kinds: PhantomData,
+        })
+    }
+
+    /// Names the command of this actor that receives an [`EffectFailure`] once the effect
+    /// failed for good (a permanent failure, or its last attempt): the builder has one
+    /// method per command whose one argument is an `EffectFailure`.
+    pub fn on_failure(self) -> A::EffectReply<E, EffectFailure> {
+        A::effect_reply(ReplyStage {
+            target: self.stage,
+            outcome: Outcome::Failure,
+            kinds: PhantomData,
+        })
+    }
+}
+
+/// The staged effect a reply is attached to.
+struct ReplyTarget {
+    effects: Staging<PendingEffect>,
+    index: usize,
+}
+
+/// The types a reply stage is for, without owning any of them.
+type Kinds<A, E, T> = PhantomData<fn() -> (A, E, T)>;
+
+#[derive(Clone, Copy)]
+enum Outcome {
+    Success,
+    Failure,
+}
+
+/// A reply in the making; the generated builder names the command (whose one argument is a
+/// `T`).
+#[doc(hidden)]
+pub struct ReplyStage<A: Actor, E: Effect, T> {
+    target: ReplyTarget,
+    outcome: Outcome,
+    kinds: Kinds<A, E, T>,
+}
+
+impl<A: Actor, E: Effect, T> ReplyStage<A, E, T> {
+    /// Delivers the outcome to `operation`, as its argument `argument`; returns the effect
+    /// for the other outcome's command.
+    pub fn stage(self, operation: &'static str, argument: &'static str) -> Emitted<A, E> {
+        let reply = StoredReply {
+            operation: operation.to_owned(),
+            argument: argument.to_owned(),
+        };
+        let outcome = self.outcome;
+        self.target
+            .effects
+            .update(self.target.index, |effect| match outcome {
+                Outcome::Success => effect.on_success = Some(reply),
+                Outcome::Failure => effect.on_failure = Some(reply),
+            });
+        Emitted {
+            stage: self.target,
+            kinds: PhantomData,
+        }
+    }
+}
+
+/// A reply as stored with its effect: the command, and the name of its one argument.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct StoredReply {
+    pub(crate) operation: String,
+    pub(crate) argument: String,
+}
+
+impl StoredReply {
+    pub(crate) fn to_stored(&self) -> Result<String> {
+        to_json("effect reply", self)
+    }
+
+    /// The command's arguments: `{"<argument>": value}`.
+    pub(crate) fn arguments(&self, value: serde_json::Value) -> Result<String> {
+        let mut arguments = serde_json::Map::new();
+        arguments.insert(self.argument.clone(), value);
+        to_json("effect reply arguments", &arguments)
+    }
+
+    /// The stored arguments of the failure command.
+    pub(crate) fn failure_arguments(&self, failure: &EffectFailure) -> Result<String> {
+        let value = serde_json::to_value(failure).map_err(|source| crate::Error::Encode {
+            what: "effect failure",
+            source,
+        })?;
+        self.arguments(value)
+    }
+}

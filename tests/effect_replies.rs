@@ -1,0 +1,375 @@
+//! Effect outcomes back to the actor: `turn.emit(e).on_success().<command>()` delivers the
+//! handler's output, `.on_failure().<command>()` an `EffectFailure` once the effect failed
+//! for good, each as an ordinary message enqueued in the transaction that records the
+//! outcome, in the incarnation that emitted the effect.
+
+mod support;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use solid_objects::prelude::*;
+use solid_objects::EffectFailure;
+use support::{count, execute, Harness};
+
+#[derive(Serialize, Deserialize)]
+struct ChargeCard {
+    cents: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Charged {
+    charge_id: String,
+    cents: i64,
+}
+
+impl Effect for ChargeCard {
+    const NAME: &'static str = "charge_card";
+    type Output = Charged;
+}
+
+#[derive(Serialize, Deserialize)]
+struct Notify;
+
+impl Effect for Notify {
+    const NAME: &'static str = "notify";
+    type Output = ();
+}
+
+#[actor]
+#[derive(Debug, Default)]
+struct Order {
+    log: Vec<String>,
+}
+
+#[actor]
+impl Order {
+    #[command]
+    fn pay(&mut self, turn: &mut Turn<Self>, cents: i64) -> Result<(), Rejection> {
+        if cents == 0 {
+            turn.emit(ChargeCard { cents }).on_success().charged();
+            return Err(reject!(nothing_to_pay, "Nothing to pay"));
+        }
+        turn.emit(ChargeCard { cents })
+            .on_success()
+            .charged()
+            .on_failure()
+            .charge_failed();
+        self.log.push(format!("charging {cents}"));
+        Ok(())
+    }
+
+    /// Emits without naming any reply.
+    #[command]
+    fn pay_quietly(&mut self, turn: &mut Turn<Self>, cents: i64) {
+        turn.emit(ChargeCard { cents });
+    }
+
+    #[command]
+    fn notify(&mut self, turn: &mut Turn<Self>) {
+        turn.emit(Notify).on_success().notified();
+    }
+
+    #[command]
+    fn note(&mut self, entry: String) {
+        self.log.push(entry);
+    }
+
+    #[command]
+    fn charged(&mut self, turn: &mut Turn<Self>, receipt: Charged) {
+        self.log.push(format!(
+            "paid {} by {} in incarnation {}",
+            receipt.cents,
+            receipt.charge_id,
+            turn.incarnation()
+        ));
+    }
+
+    #[command]
+    fn charge_failed(&mut self, failure: EffectFailure) {
+        self.log.push(format!(
+            "unpaid after {} attempt(s) of {}: {}",
+            failure.attempts, failure.name, failure.error
+        ));
+    }
+
+    #[command]
+    fn notified(&mut self, _done: ()) {
+        self.log.push("notified".to_owned());
+    }
+}
+
+/// A card processor whose first `failures` calls time out; a charge of 13 cents is
+/// declined for good, and one of 99 answers with an id too large to store.
+fn processor(harness: &Harness, failures: u32) -> impl std::future::Future<Output = Runtime> + '_ {
+    let failures = Arc::new(AtomicU32::new(failures));
+    async move {
+        Runtime::builder()
+            .sqlite(harness.path())
+            .clock(harness.clock.clone())
+            .policy(AllowAll)
+            .effect(move |charge: ChargeCard, context: EffectContext| {
+                let failures = Arc::clone(&failures);
+                async move {
+                    if charge.cents == 13 {
+                        return Err(Failure::permanent("card declined"));
+                    }
+                    if failures.load(Ordering::SeqCst) > 0 {
+                        failures.fetch_sub(1, Ordering::SeqCst);
+                        return Err(Failure::retryable("the processor timed out"));
+                    }
+                    let charge_id = if charge.cents == 99 {
+                        "x".repeat(2 * 1024 * 1024)
+                    } else {
+                        format!("ch-{}", context.attempt())
+                    };
+                    Ok(Charged {
+                        charge_id,
+                        cents: charge.cents,
+                    })
+                }
+            })
+            .effect(|_: Notify, _: EffectContext| async { Ok(()) })
+            .start()
+            .await
+            .expect("the runtime starts")
+    }
+}
+
+#[tokio::test]
+async fn the_output_of_a_succeeded_effect_reaches_the_command_named_for_it() {
+    let harness = Harness::new();
+    let runtime = processor(&harness, 0).await;
+    let order = runtime.reference::<Order>("o");
+    order.pay(250).await.unwrap();
+    order.note("after paying").await.unwrap();
+
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
+    runtime.testing().drain().await.unwrap();
+
+    assert_eq!(
+        order.snapshot().await.unwrap().log,
+        [
+            "charging 250",
+            "after paying",
+            "paid 250 by ch-1 in incarnation 1"
+        ]
+    );
+    // Once per outcome: nothing runs again, nothing more arrives.
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 0);
+    assert_eq!(count(&harness, "solid_messages").await, 3);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_retried_effect_replies_once_when_it_finally_succeeds() {
+    let harness = Harness::new();
+    let runtime = processor(&harness, 2).await;
+    let order = runtime.reference::<Order>("o");
+    order.pay(250).await.unwrap();
+
+    for _ in 0..3 {
+        runtime.testing().run_effects().await.unwrap();
+        runtime.testing().drain().await.unwrap();
+        harness.advance_minutes(10);
+    }
+
+    assert_eq!(
+        order.snapshot().await.unwrap().log,
+        ["charging 250", "paid 250 by ch-3 in incarnation 1"]
+    );
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn an_effect_that_fails_for_good_sends_its_failure_to_the_failure_command() {
+    let harness = Harness::new();
+    let runtime = processor(&harness, 0).await;
+    let order = runtime.reference::<Order>("o");
+    order.pay(13).await.unwrap();
+
+    runtime.testing().run_effects().await.unwrap();
+    runtime.testing().drain().await.unwrap();
+
+    assert_eq!(
+        order.snapshot().await.unwrap().log,
+        [
+            "charging 13",
+            "unpaid after 1 attempt(s) of charge_card: card declined"
+        ]
+    );
+    assert_eq!(runtime.dead_effects(10).await.unwrap().len(), 1);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn retryable_failures_reply_only_after_the_last_attempt() {
+    let harness = Harness::new();
+    let runtime = Runtime::builder()
+        .sqlite(harness.path())
+        .clock(harness.clock.clone())
+        .policy(AllowAll)
+        .retry(solid_objects::RetryPolicy::default().max_attempts(3))
+        .effect(|_: ChargeCard, _: EffectContext| async {
+            Err::<Charged, _>(Failure::retryable("the processor timed out"))
+        })
+        .start()
+        .await
+        .unwrap();
+    let order = runtime.reference::<Order>("o");
+    order.pay(250).await.unwrap();
+
+    let mut logs = Vec::new();
+    for _ in 0..3 {
+        runtime.testing().run_effects().await.unwrap();
+        runtime.testing().drain().await.unwrap();
+        logs.push(order.snapshot().await.unwrap().log.len());
+        harness.advance_minutes(60);
+    }
+
+    assert_eq!(
+        logs,
+        [1, 1, 2],
+        "the failure arrives after the third attempt only"
+    );
+    assert_eq!(
+        order.snapshot().await.unwrap().log[1],
+        "unpaid after 3 attempt(s) of charge_card: the processor timed out"
+    );
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn an_output_too_large_for_its_command_fails_the_effect_with_a_clear_error() {
+    let harness = Harness::new();
+    let runtime = processor(&harness, 0).await;
+    let order = runtime.reference::<Order>("o");
+    order.pay(99).await.unwrap();
+
+    runtime.testing().run_effects().await.unwrap();
+    runtime.testing().drain().await.unwrap();
+
+    let dead = runtime.dead_effects(10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert!(
+        dead[0].error.contains("its output cannot go back to Order"),
+        "{}",
+        dead[0].error
+    );
+    let log = order.snapshot().await.unwrap().log;
+    assert_eq!(log.len(), 2, "{log:?}");
+    assert!(log[1].starts_with("unpaid after 1 attempt(s)"), "{log:?}");
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_rejected_turn_emits_nothing_and_nothing_replies() {
+    let harness = Harness::new();
+    let runtime = processor(&harness, 0).await;
+    let order = runtime.reference::<Order>("o");
+
+    assert!(order.pay(0).await.is_err());
+
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 0);
+    assert_eq!(count(&harness, "solid_effects").await, 0);
+    assert_eq!(count(&harness, "solid_messages").await, 1);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn an_effect_without_replies_and_a_unit_output_work_as_before() {
+    let harness = Harness::new();
+    let runtime = processor(&harness, 0).await;
+    let order = runtime.reference::<Order>("o");
+    order.pay_quietly(250).await.unwrap();
+    order.notify().await.unwrap();
+
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 2);
+    runtime.testing().drain().await.unwrap();
+
+    assert_eq!(order.snapshot().await.unwrap().log, ["notified"]);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn the_reply_of_an_effect_from_a_destroyed_incarnation_never_lands_on_the_next() {
+    let harness = Harness::new();
+    let runtime = processor(&harness, 0).await;
+    let order = runtime.reference::<Order>("o");
+    order.pay(250).await.unwrap();
+    order.destroy().await.unwrap();
+    order.note("new incarnation").await.unwrap();
+
+    // The effect of the committed turn still runs; its reply belongs to incarnation 1.
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
+    runtime.testing().drain().await.unwrap();
+
+    assert_eq!(order.snapshot().await.unwrap().log, ["new incarnation"]);
+    let statuses: Vec<String> = sqlx_statuses(&harness).await;
+    assert_eq!(
+        statuses,
+        ["completed", "completed", "destroyed"],
+        "pay, note, the reply"
+    );
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_stored_reply_that_does_not_read_fails_the_effect_and_wedges_nothing() {
+    let harness = Harness::new();
+    let runtime = processor(&harness, 0).await;
+    let order = runtime.reference::<Order>("o");
+    order.pay(250).await.unwrap();
+    execute(&harness, "UPDATE solid_effects SET on_success = 'not json'").await;
+
+    runtime.testing().run_effects().await.unwrap();
+    runtime.testing().drain().await.unwrap();
+
+    let dead = runtime.dead_effects(10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert!(
+        dead[0]
+            .error
+            .contains("stored on_success reply does not read"),
+        "{}",
+        dead[0].error
+    );
+    // Its failure reply still reaches the actor, and the actor goes on.
+    order.note("later").await.unwrap();
+    let log = order.snapshot().await.unwrap().log;
+    assert_eq!(log.len(), 3, "{log:?}");
+    assert_eq!(log[2], "later");
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_reply_waits_in_the_mailbox_as_an_ordinary_message() {
+    let harness = Harness::new();
+    let runtime = processor(&harness, 0).await;
+    let order = runtime.reference::<Order>("o");
+    order.pay(250).await.unwrap();
+    runtime.testing().run_effects().await.unwrap();
+
+    let ready = sqlx_statuses(&harness).await;
+    runtime.testing().drain().await.unwrap();
+
+    assert_eq!(ready, ["completed", "ready"]);
+    assert!(matches!(
+        runtime.dead_letters(10).await.unwrap().as_slice(),
+        []
+    ));
+    runtime.close().await;
+}
+
+/// The statuses of every message, oldest first.
+async fn sqlx_statuses(harness: &Harness) -> Vec<String> {
+    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(harness.path());
+    let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+    let statuses = sqlx::query_scalar("SELECT status FROM solid_messages ORDER BY id")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    statuses
+}
