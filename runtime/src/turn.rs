@@ -216,6 +216,10 @@ impl<A: Actor> Turn<A> {
 
     /// Cancels one of this actor's reminders under `key`; the builder has one method per
     /// `#[reminder]`: `turn.unschedule(&hold_id).expire()`.
+    ///
+    /// It cancels what has not fired yet. An occurrence that already fired is a message in
+    /// the mailbox and still runs: one that fell due together with this turn's own reminder,
+    /// say, or the rest of a recurring reminder's caught-up occurrences.
     pub fn unschedule(&mut self, key: impl Into<String>) -> A::Unschedule {
         A::unschedule_builder(UnscheduleStage {
             reminders: self.reminders.clone(),
