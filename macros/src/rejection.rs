@@ -180,7 +180,7 @@ fn into_arm(variant: &RejectionVariant) -> TokenStream {
                 let name = field.ident.as_ref();
                 quote_spanned!(field.ty.span()=> #json::to_value(&#name))
             });
-            let keys = names.iter().map(|name| name.to_string());
+            let keys = names.iter().map(|name| field_key(name));
             (
                 quote!(Self::#ident { #(#names),* }),
                 quote! {{
@@ -219,6 +219,12 @@ fn into_arm(variant: &RejectionVariant) -> TokenStream {
 }
 
 /// `"code" => Some(Self::Variant { a: decoded, .. })`, `None` if the details do not fit.
+/// The key a named field is stored under in the details: its name as serde writes it
+/// (`r#type` is `type`).
+fn field_key(name: &Ident) -> String {
+    name.to_string().trim_start_matches("r#").to_owned()
+}
+
 fn from_arm(variant: &RejectionVariant) -> TokenStream {
     let ident = &variant.ident;
     let code = &variant.code;
@@ -228,7 +234,7 @@ fn from_arm(variant: &RejectionVariant) -> TokenStream {
         Fields::Named(named) => {
             let fields = named.named.iter().map(|field| {
                 let name = field.ident.as_ref();
-                let key = name.map(ToString::to_string).unwrap_or_default();
+                let key = name.map(field_key).unwrap_or_default();
                 quote_spanned!(field.ty.span()=>
                     #name: #json::from_value(details?.get(#key)?.clone()).ok()?
                 )

@@ -8,6 +8,8 @@
 //! | `Unauthorized` | 403 Forbidden | `{"code": "unauthorized", "message"}` |
 //! | `InvalidActorId`, `InvalidKey`, `PayloadTooLarge`, `UnreadablePayload`, `InvalidTimeout`, `IdempotencyConflict` | 400 Bad Request | `{"code", "message"}` |
 //! | `MailboxFull` | 429 Too Many Requests | `{"code": "mailbox_full", "message"}` |
+//! | `Destroyed` | 410 Gone | `{"code": "destroyed", "message"}` |
+//! | `StateFromNewerBuild`, `NoMigration` | 503 Service Unavailable | `{"code": "state_version", "message"}`: another build reads this actor |
 //! | `SyncTimeout`, `WaitTimeout` | 504 Gateway Timeout | `{"code": "timeout", "message"}` |
 //! | anything else | 500 Internal Server Error | `{"code": "internal", "message": "internal error"}` |
 
@@ -53,6 +55,10 @@ fn status_and_body(error: &Error) -> (StatusCode, Value) {
         Error::InvalidTimeout { .. } => brief(StatusCode::BAD_REQUEST, "invalid_timeout"),
         Error::IdempotencyConflict { .. } => brief(StatusCode::BAD_REQUEST, "idempotency_conflict"),
         Error::MailboxFull { .. } => brief(StatusCode::TOO_MANY_REQUESTS, "mailbox_full"),
+        Error::Destroyed { .. } => brief(StatusCode::GONE, "destroyed"),
+        Error::StateFromNewerBuild { .. } | Error::NoMigration { .. } => {
+            brief(StatusCode::SERVICE_UNAVAILABLE, "state_version")
+        }
         Error::SyncTimeout { .. } | Error::WaitTimeout { .. } => {
             brief(StatusCode::GATEWAY_TIMEOUT, "timeout")
         }
@@ -115,6 +121,22 @@ mod tests {
                     limit: 10,
                 },
                 StatusCode::TOO_MANY_REQUESTS,
+            ),
+            (
+                Error::Destroyed {
+                    actor_type: "Show".into(),
+                    actor_id: "s".into(),
+                },
+                StatusCode::GONE,
+            ),
+            (
+                Error::StateFromNewerBuild {
+                    actor_type: "Show".into(),
+                    actor_id: "s".into(),
+                    stored: 3,
+                    current: 2,
+                },
+                StatusCode::SERVICE_UNAVAILABLE,
             ),
             (
                 Error::SyncTimeout {

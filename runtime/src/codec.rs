@@ -82,6 +82,22 @@ pub(crate) fn decode_operation<O: Operations>(
     })
 }
 
+/// Whether stored arguments read back as JSON in the form an operation is decoded from
+/// (within serde_json's nesting limit), for a message whose actor type is not known here.
+pub(crate) fn check_readable(operation: &str, arguments: &str) -> Result<()> {
+    let name = serde_json::to_string(operation).map_err(|source| Error::Encode {
+        what: "operation name",
+        source,
+    })?;
+    let tagged = format!(r#"{{"operation":{name},"arguments":{arguments}}}"#);
+    serde_json::from_str::<serde_json::Value>(&tagged)
+        .map(drop)
+        .map_err(|source| Error::Encode {
+            what: "arguments",
+            source,
+        })
+}
+
 /// Serialises a value to the JSON text stored in a row.
 pub(crate) fn to_json<T: Serialize + ?Sized>(what: &'static str, value: &T) -> Result<String> {
     guarded("serialising", what, || serde_json::to_string(value))?

@@ -354,7 +354,8 @@ impl<A: Actor> Enqueue<A> {
     }
 
     /// Not run before `delay` from now (by the runtime's clock; a delay past the latest
-    /// time the runtime represents waits until then).
+    /// time the runtime represents waits until then). The message keeps its place in the
+    /// mailbox: the actor's later messages wait behind it until it has run.
     pub fn delay(mut self, delay: impl IntoDuration) -> Self {
         self.delay = Some(delay.into_duration());
         self

@@ -264,7 +264,10 @@ impl Runtime {
     }
 
     /// Runs a dead effect again (attempts reset, under the same effect id); false if it is
-    /// not dead, so retrying twice runs it once.
+    /// not dead, so retrying twice runs it once. An effect whose failure already went back
+    /// to its actor ([`Emitted::on_failure`](crate::Emitted::on_failure)) then reports its
+    /// new outcome too: a success after that failure reaches the `on_success` command, so an
+    /// actor that treats a failure as final says so in its state.
     pub async fn retry_effect(&self, id: i64) -> Result<bool> {
         self.engine().retry_effect(id).await
     }

@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::reminder::ReminderLookup;
 use crate::reply::{Emitted, StoredReply};
 use crate::store::{ActorKey, Transaction};
+use crate::validate::validate_key;
 
 /// The context of one turn: the actor's id, the turn's time, and the changes the handler
 /// stages to commit with the state.
@@ -268,6 +269,13 @@ impl<A: Actor> Turn<A> {
         name: &'static str,
         key: &str,
     ) -> Result<Option<DateTime<Utc>>> {
+        // Checked before the key reaches SQL: a key PostgreSQL refuses would abort the
+        // turn's transaction, an error the handler could not recover from.
+        validate_key("reminder key", key)?;
+        if self.destroy {
+            // The actor goes when this turn commits, and its reminders with it.
+            return Ok(None);
+        }
         if let Some(staged) = self.reminders.latest(name, key) {
             return Ok(staged);
         }

@@ -33,7 +33,7 @@ pub(crate) fn lookup(actor: &ActorImpl) -> TokenStream {
 }
 
 /// Compile-time checks: every migration reads a version below the actor's, and the last one
-/// leads to the actor's version.
+/// leads to the actor's version; an actor above version 1 has migrations.
 pub(crate) fn checks(actor: &ActorImpl) -> TokenStream {
     let ident = &actor.ident;
     let version = quote!(<#ident as ::solid_objects::ActorState>::VERSION);
@@ -54,17 +54,25 @@ pub(crate) fn checks(actor: &ActorImpl) -> TokenStream {
         .migrations
         .iter()
         .max_by_key(|migration| migration.from);
-    let reaches = last.map(|last| {
-        let leads_to = last.from + 1;
+    let Some(last) = last else {
         let message = format!(
-            "the migrations end at version {leads_to}, below the actor's version (#[actor(version \
-             = N)] on the struct): add #[migrate(from = {leads_to})], or lower the version to \
-             {leads_to}"
+            "`{ident}` has a version above 1 (#[actor(version = N)] on the struct) but no \
+             #[migrate(from = n)] function: states stored by earlier builds could never be \
+             read; add the migrations from version 1, or remove the version"
         );
-        quote_spanned! {last.from_span=>
-            const _: () = ::core::assert!(#leads_to >= #version, #message);
-        }
-    });
+        return quote_spanned! {ident.span()=>
+            const _: () = ::core::assert!(#version == 1, #message);
+        };
+    };
+    let leads_to = last.from + 1;
+    let message = format!(
+        "the migrations end at version {leads_to}, below the actor's version (#[actor(version \
+         = N)] on the struct): add #[migrate(from = {leads_to})], or lower the version to \
+         {leads_to}"
+    );
+    let reaches = quote_spanned! {last.from_span=>
+        const _: () = ::core::assert!(#leads_to >= #version, #message);
+    };
     quote! {
         #(#below)*
         #reaches

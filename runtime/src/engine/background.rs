@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::call::Origin;
 use super::{
     append_firing, insert_bounded, micros, Engine, Enqueued, Firing, Lock, Step, MAP_CAPACITY,
 };
@@ -271,7 +272,11 @@ impl Engine {
                 &record.operation,
                 &record.arguments,
                 record.idempotency_key.as_deref(),
-                0,
+                Origin {
+                    available_at: 0,
+                    incarnation: record.incarnation,
+                    scheduled_for: record.scheduled_for,
+                },
             )
             .await?;
         tx.link_retry(message_id, enqueued.message_id).await?;

@@ -193,7 +193,7 @@ impl Engine {
                     call.operation,
                     arguments,
                     options.idempotency_key,
-                    0,
+                    Origin::now(),
                 )
                 .await?;
             tx.commit().await?;
@@ -532,7 +532,10 @@ impl Engine {
                 operation,
                 arguments,
                 options.idempotency_key,
-                available_at,
+                Origin {
+                    available_at,
+                    ..Origin::now()
+                },
             )
             .await?;
         tx.commit().await?;
@@ -548,7 +551,7 @@ impl Engine {
         operation: &str,
         arguments: &str,
         idempotency_key: Option<&str>,
-        available_at: i64,
+        origin: Origin,
     ) -> Result<Enqueued> {
         let limit = self.config.limits.max_unfinished;
         if tx.count_ready(key, limit).await? >= limit {
@@ -568,9 +571,9 @@ impl Engine {
                     request_id: &request_id,
                     idempotency_key,
                     created_at: micros(self.now()),
-                    progress: MessageProgress::ready(0, available_at),
-                    incarnation: None,
-                    scheduled_for: None,
+                    progress: MessageProgress::ready(0, origin.available_at),
+                    incarnation: origin.incarnation,
+                    scheduled_for: origin.scheduled_for,
                 },
             )
             .await?;
@@ -578,6 +581,27 @@ impl Engine {
             message_id,
             request_id,
         })
+    }
+}
+
+/// When a message enqueued at the tail may run, and what it keeps of an earlier message
+/// (an operator's retry of a dead letter keeps a fired reminder's incarnation and time).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Origin {
+    /// Not before this time (microseconds; 0: now).
+    pub(super) available_at: i64,
+    pub(super) incarnation: Option<i64>,
+    pub(super) scheduled_for: Option<i64>,
+}
+
+impl Origin {
+    /// A new message, due now, of whichever incarnation is current.
+    pub(super) fn now() -> Self {
+        Self {
+            available_at: 0,
+            incarnation: None,
+            scheduled_for: None,
+        }
     }
 }
 

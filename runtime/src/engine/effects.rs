@@ -181,10 +181,7 @@ impl Engine {
             .and_then(|reply| {
                 let output = serde_json::from_str(output).map_err(|error| error.to_string())?;
                 let arguments = reply.arguments(output).map_err(|error| error.to_string())?;
-                self.config
-                    .limits
-                    .check(Payload::Arguments, &reply.operation, arguments.len())
-                    .map_err(|error| error.to_string())?;
+                self.check_reply(effect, &reply.operation, &arguments)?;
                 Ok(Reply {
                     operation: reply.operation,
                     arguments,
@@ -214,6 +211,7 @@ impl Engine {
                 let arguments = reply
                     .failure_arguments(&failure)
                     .map_err(|error| error.to_string())?;
+                self.check_reply(effect, &reply.operation, &arguments)?;
                 Ok(Reply {
                     operation: reply.operation,
                     arguments,
@@ -230,6 +228,26 @@ impl Engine {
                 None
             }
         }
+    }
+
+    /// Whether a reply can be stored: within the arguments limit, and read back as the
+    /// command it names (checked against the actor's commands when its type is known here,
+    /// as JSON otherwise): a reply committed unreadable would wait or die unseen.
+    fn check_reply(
+        &self,
+        effect: &ClaimedEffect,
+        operation: &str,
+        arguments: &str,
+    ) -> std::result::Result<(), String> {
+        self.config
+            .limits
+            .check(Payload::Arguments, operation, arguments.len())
+            .map_err(|error| error.to_string())?;
+        match self.runner(&effect.actor_type) {
+            Some(runner) => runner.check_command(operation, arguments),
+            None => crate::codec::check_readable(operation, arguments),
+        }
+        .map_err(|error| error.to_string())
     }
 
     /// Makes a dead effect ready again with its attempts reset; false if it is not dead.

@@ -282,6 +282,10 @@ impl Engine {
 #[async_trait]
 pub(crate) trait MailboxRunner: Send + Sync {
     async fn run_next(&self, engine: &Engine, actor_id: &str, lock: Lock) -> Result<Step>;
+
+    /// Whether a message about to be stored names one of the actor's commands and its
+    /// arguments read back as that command's.
+    fn check_command(&self, operation: &str, arguments: &str) -> Result<()>;
 }
 
 struct TypedRunner<A>(PhantomData<fn() -> A>);
@@ -290,6 +294,17 @@ struct TypedRunner<A>(PhantomData<fn() -> A>);
 impl<A: Actor> MailboxRunner for TypedRunner<A> {
     async fn run_next(&self, engine: &Engine, actor_id: &str, lock: Lock) -> Result<Step> {
         engine.run_next::<A>(actor_id, lock).await
+    }
+
+    fn check_command(&self, operation: &str, arguments: &str) -> Result<()> {
+        if <A::Message as Operations>::REMINDERS.contains(&operation) {
+            return Err(Error::Config(format!(
+                "`{operation}` is a reminder of {}, not a command",
+                A::TYPE_NAME
+            )));
+        }
+        crate::codec::decode_operation::<A::Message>(A::TYPE_NAME, "", operation, arguments, 0)
+            .map(drop)
     }
 }
 

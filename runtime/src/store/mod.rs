@@ -163,6 +163,10 @@ pub(crate) struct MessageRecord {
     pub(crate) finished_at: Option<i64>,
     /// The message an operator's retry of this dead letter enqueued.
     pub(crate) retried_as: Option<i64>,
+    /// For a fired reminder (or an effect's reply): the incarnation it belongs to, and the
+    /// time its occurrence was scheduled for.
+    pub(crate) incarnation: Option<i64>,
+    pub(crate) scheduled_for: Option<i64>,
 }
 
 /// An actor as committed, read without locking it.
@@ -304,7 +308,8 @@ pub(crate) struct EffectProgress<'a> {
 /// What retention deletes.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Retention {
-    /// Completed and rejected messages and done effects that finished before this time.
+    /// Completed, rejected and destroyed messages and done effects that finished before
+    /// this time.
     pub(crate) finished_before: i64,
     /// Dead letters and dead effects that died before this time (`None`: keep them).
     pub(crate) dead_before: Option<i64>,

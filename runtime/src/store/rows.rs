@@ -111,6 +111,8 @@ where
         created_at: row.try_get("created_at")?,
         finished_at: row.try_get("finished_at")?,
         retried_as: row.try_get("retried_as")?,
+        incarnation: row.try_get("incarnation")?,
+        scheduled_for: row.try_get("scheduled_for")?,
     })
 }
 

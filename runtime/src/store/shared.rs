@@ -15,7 +15,7 @@ macro_rules! select_message {
         concat!(
             "SELECT id, actor_type, actor_id, operation, arguments, request_id, idempotency_key,
                     status, attempts, available_at, result, last_error, created_at, finished_at,
-                    retried_as
+                    retried_as, incarnation, scheduled_for
              FROM solid_messages WHERE ",
             $condition
         )
@@ -632,7 +632,7 @@ macro_rules! sql_backend {
                 self.counters.statement();
                 let finished = sqlx::query(
                     "DELETE FROM solid_messages
-                     WHERE status IN ('completed', 'rejected') AND finished_at < $1
+                     WHERE status IN ('completed', 'rejected', 'destroyed') AND finished_at < $1
                        AND id NOT IN (
                          SELECT id FROM (
                            SELECT id, ROW_NUMBER() OVER (
