@@ -361,9 +361,9 @@ async fn the_10001st_unfinished_message_is_refused_and_nothing_is_written() {
         &harness,
         "WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i < 10001)
          INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
-             request_id, status, available_at, created_at)
+             request_id, status, attempts, available_at, created_at)
          SELECT 'Worklog', 'full', 'record', '{\"label\":\"queued\"}', 'r-' || i, 'ready',
-             9223372036854775807, 0
+             1, 9223372036854775807, 0
          FROM n;",
     )
     .await;

@@ -706,29 +706,36 @@ async fn a_clock_that_steps_back_never_blocks_the_mailbox() {
 }
 
 #[tokio::test]
-async fn a_sync_timeout_says_retry_only_when_the_message_failed() {
+async fn a_delayed_message_holds_back_no_call_and_its_wait_says_when_it_is_due() {
     let harness = Harness::new();
     let runtime = harness.start().await;
     let victim = runtime.reference::<Victim>("v");
-    victim
+    let later = victim
         .enqueue()
         .delay(Duration::from_secs(3600))
         .record("later")
         .await
         .unwrap();
 
-    let result = victim
+    let now = victim
         .clone()
         .timeout(Duration::from_millis(100))
         .record("now")
         .await;
+    let waited = later.wait(Duration::from_millis(20)).await;
 
-    match result {
-        Err(Error::SyncTimeout { waiting_on, .. }) => {
-            assert!(!waiting_on.contains("retry"), "{waiting_on}");
+    assert_eq!(now.unwrap(), 1);
+    match waited {
+        Err(Error::WaitTimeout { waiting_on, .. }) => {
+            assert!(
+                waiting_on.starts_with("it is not due until"),
+                "{waiting_on}"
+            );
         }
-        other => panic!("expected a sync timeout, got {other:?}"),
+        other => panic!("expected a wait timeout, got {other:?}"),
     }
+    harness.advance_minutes(61);
+    assert_eq!(later.wait(Duration::from_secs(5)).await.unwrap(), 2);
     runtime.close().await;
 }
 

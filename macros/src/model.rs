@@ -20,6 +20,9 @@ pub(crate) struct ActorImpl {
     pub(crate) ident: Ident,
     pub(crate) operations: Vec<Operation>,
     pub(crate) migrations: Vec<Migration>,
+    /// Whether any function carries `#[migrate]`, even one with errors (then no check of
+    /// the chain cascades from them).
+    pub(crate) migrates: bool,
 }
 
 /// One `#[migrate(from = n)]` function: reads a state stored at version `from`, returns

@@ -99,8 +99,13 @@ pub(crate) fn actor_impl(args: TokenStream, item: &mut ItemImpl, errors: &mut Er
     });
     let mut operations = Vec::new();
     let mut migrations = Vec::new();
+    let mut migrates = false;
     for member in &mut item.items {
         if let ImplItem::Fn(method) = member {
+            migrates |= method
+                .attrs
+                .iter()
+                .any(|attr| is_attribute(attr, "migrate"));
             let from = take_migration(&mut method.attrs, errors);
             let kind = take_kind(&mut method.attrs, errors);
             if let Some((from, from_span)) = from {
@@ -132,6 +137,7 @@ pub(crate) fn actor_impl(args: TokenStream, item: &mut ItemImpl, errors: &mut Er
         ident,
         operations,
         migrations,
+        migrates,
     }
 }
 

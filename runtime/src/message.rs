@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
 use crate::clock::IntoDuration;
-use crate::engine::{from_micros, read_until, Lock, Step};
+use crate::engine::{from_micros, micros, read_until, Lock, Step};
 use crate::error::{Error, Rejection, Result};
 use crate::limits::{check_timeout, deadline_after};
 use crate::runtime::Runtime;
@@ -204,11 +204,14 @@ impl<T: DeserializeOwned> MessageRef<T> {
             if let Some(result) = self.outcome(&record)? {
                 return Ok(result);
             }
+            // A message sent with a delay is not in line before it is due.
+            let not_due = (record.attempts == 0 && record.available_at > micros(engine.now()))
+                .then(|| format!("it is not due until {}", from_micros(record.available_at)));
             let ran = match &runner {
                 Some(runner) => {
                     let lock = Lock::WaitUntil(deadline);
                     let step = runner.run_next(engine, &self.actor_id, lock).await?;
-                    waiting_on = step.waiting_on(self.id);
+                    waiting_on = not_due.unwrap_or_else(|| step.waiting_on(self.id));
                     matches!(step, Step::Ran(_))
                 }
                 None => {

@@ -346,16 +346,16 @@ impl<A: Actor> Enqueue<A> {
         self
     }
 
-    /// Not run before `at` (by the runtime's clock); later messages of the actor wait behind
-    /// it.
+    /// Not run before `at` (by the runtime's clock). Until then it holds back none of the
+    /// actor's other messages: it takes its turn once it is due.
     pub fn available_at(mut self, at: DateTime<Utc>) -> Self {
         self.available_at = Some(at);
         self
     }
 
     /// Not run before `delay` from now (by the runtime's clock; a delay past the latest
-    /// time the runtime represents waits until then). The message keeps its place in the
-    /// mailbox: the actor's later messages wait behind it until it has run.
+    /// time the runtime represents waits until then). Until then it holds back none of the
+    /// actor's other messages: it takes its turn once it is due.
     pub fn delay(mut self, delay: impl IntoDuration) -> Self {
         self.delay = Some(delay.into_duration());
         self

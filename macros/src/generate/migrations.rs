@@ -55,6 +55,10 @@ pub(crate) fn checks(actor: &ActorImpl) -> TokenStream {
         .iter()
         .max_by_key(|migration| migration.from);
     let Some(last) = last else {
+        if actor.migrates {
+            // Every migration had errors of its own, already reported.
+            return TokenStream::new();
+        }
         let message = format!(
             "`{ident}` has a version above 1 (#[actor(version = N)] on the struct) but no \
              #[migrate(from = n)] function: states stored by earlier builds could never be \

@@ -189,10 +189,8 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
 
         #[allow(dead_code)]
         impl #sender {
-            /// Not run before `delay` after the sending turn's time. The message is in the
-            /// target's mailbox from the commit, in order: the target's later messages wait
-            /// behind it until it has run (schedule a reminder there for work that should
-            /// not hold the mailbox).
+            /// Not run before `delay` after the sending turn's time. Until then it holds
+            /// back none of the target's other messages: it takes its turn once it is due.
             pub fn delay(self, delay: impl ::solid_objects::IntoDuration) -> Self {
                 Self { stage: self.stage.delay(delay) }
             }

@@ -171,7 +171,7 @@ impl Engine {
         let mut tx = self.begin(Some(call.deadline)).await?;
         // Holding the actor's lock before the idempotency check makes two calls with one key
         // take turns, across processes.
-        let Some(locked) = tx.lock_actor(call.key, true).await? else {
+        let Some(locked) = tx.lock_actor(call.key, true, micros(self.now())).await? else {
             return Err(call.busy(None));
         };
         if let Some(key) = options.idempotency_key {
@@ -363,7 +363,12 @@ impl Engine {
         };
         let mut drained = false;
         loop {
-            let committed = match read_until(call.deadline, self.store.read_actor(call.key)).await {
+            let committed = match read_until(
+                call.deadline,
+                self.store.read_actor(call.key, micros(self.now())),
+            )
+            .await
+            {
                 Err(error) if error.is_busy() => return Err(call.busy(None)),
                 read => read?,
             };
@@ -442,7 +447,7 @@ impl Engine {
     pub(crate) async fn destroy(&self, key: ActorKey<'_, '_>, timeout: Duration) -> Result<()> {
         let deadline = deadline_after(timeout);
         let mut tx = self.begin(Some(deadline)).await?;
-        tx.lock_actor(key, true).await?;
+        tx.lock_actor(key, true, micros(self.now())).await?;
         tx.destroy_actor(key, micros(self.now())).await?;
         tx.commit().await?;
         self.wake();
@@ -455,7 +460,7 @@ impl Engine {
             actor_type: A::TYPE_NAME,
             actor_id,
         };
-        let committed = self.store.read_actor(key).await?;
+        let committed = self.store.read_actor(key, micros(self.now())).await?;
         self.decode_state(key, &committed.instance.unwrap_or_default())
     }
 

@@ -126,11 +126,8 @@ impl Step {
                 } else {
                     format!("message {ahead} ahead of it")
                 };
-                if *attempts > 0 {
-                    format!("{whose} failed {attempts} times and is retried at {until}")
-                } else {
-                    format!("{whose} is not due until {until}")
-                }
+                // Only a message that failed heads its mailbox before it is due.
+                format!("{whose} failed {attempts} times and is retried at {until}")
             }
             Self::Ran(_) | Self::Idle | Self::Busy => {
                 "the actor's earlier messages, which another task or process was running".to_owned()

@@ -169,7 +169,7 @@ impl Engine {
     /// One try at the actor's next message.
     async fn step<A: Actor>(&self, key: ActorKey<'static, '_>, lock: Lock) -> Result<Attempted> {
         let mut tx = self.begin(lock.deadline()).await?;
-        let Some(locked) = tx.lock_actor(key, lock.waits()).await? else {
+        let Some(locked) = tx.lock_actor(key, lock.waits(), micros(self.now())).await? else {
             return Ok(Attempted::Done(Step::Busy));
         };
         let Some(head) = locked.head else {

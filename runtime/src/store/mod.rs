@@ -390,7 +390,7 @@ pub(crate) trait Store: Send + Sync + 'static {
 
     /// Reads an actor's committed row and whether its mailbox is empty, outside any write
     /// transaction.
-    async fn read_actor(&self, actor: ActorKey<'_, '_>) -> Result<CommittedActor>;
+    async fn read_actor(&self, actor: ActorKey<'_, '_>, now: i64) -> Result<CommittedActor>;
 
     /// Reads one message, outside any write transaction.
     async fn message(&self, lookup: MessageLookup<'_>) -> Result<Option<MessageRecord>>;
@@ -441,11 +441,12 @@ pub(crate) trait Transaction: Send {
     /// of a new actor take turns) and reads the head of its mailbox. With `wait` it waits for
     /// a turn elsewhere until the transaction's deadline (then an error that
     /// [`Error::is_busy`](crate::error::Error::is_busy) recognises); without, it returns
-    /// `None` when another transaction holds the actor.
+    /// `None` when another transaction holds the actor. The head is as of `now`.
     async fn lock_actor(
         &mut self,
         actor: ActorKey<'_, '_>,
         wait: bool,
+        now: i64,
     ) -> Result<Option<LockedActor>>;
 
     /// Inserts a message row; returns its id.

@@ -197,11 +197,12 @@ impl PostgresTransaction {
 
     /// Reads the head of the actor's mailbox, after the lock (so with a snapshot that sees
     /// every turn of the actor that committed before it).
-    async fn head(&mut self, actor: ActorKey<'_, '_>) -> Result<Option<StoredMessage>> {
+    async fn head(&mut self, actor: ActorKey<'_, '_>, now: i64) -> Result<Option<StoredMessage>> {
         self.counters.statement();
         let row = sqlx::query(head_of_mailbox!())
             .bind(actor.actor_type)
             .bind(actor.actor_id)
+            .bind(now)
             .fetch_optional(&mut *self.tx)
             .await?;
         row.map(|row| rows::stored_message(&row)).transpose()
@@ -211,8 +212,9 @@ impl PostgresTransaction {
         &mut self,
         actor: ActorKey<'_, '_>,
         instance: Instance,
+        now: i64,
     ) -> Result<Option<LockedActor>> {
-        let head = self.head(actor).await?;
+        let head = self.head(actor, now).await?;
         Ok(Some(LockedActor { instance, head }))
     }
 }
@@ -254,9 +256,10 @@ sql_backend! {
             &mut self,
             actor: ActorKey<'_, '_>,
             wait: bool,
+            now: i64,
         ) -> Result<Option<LockedActor>> {
             if let Some(instance) = self.select_instance(actor, "FOR UPDATE SKIP LOCKED").await? {
-                return self.locked(actor, instance).await;
+                return self.locked(actor, instance, now).await;
             }
             // The row is missing, or another turn holds it.
             if !wait {
@@ -265,7 +268,7 @@ sql_backend! {
                 }
                 self.create_instance(actor).await?;
                 return match self.select_instance(actor, "FOR UPDATE SKIP LOCKED").await? {
-                    Some(instance) => self.locked(actor, instance).await,
+                    Some(instance) => self.locked(actor, instance, now).await,
                     None => Ok(None),
                 };
             }
@@ -275,7 +278,7 @@ sql_backend! {
             self.create_instance(actor).await?;
             let instance = self.select_instance(actor, "FOR UPDATE").await?.unwrap_or_default();
             self.set_timeouts(self.bounds.remaining()).await?;
-            self.locked(actor, instance).await
+            self.locked(actor, instance, now).await
         }
 
         fn poison(&mut self) {

@@ -22,13 +22,18 @@ macro_rules! select_message {
     };
 }
 
-/// The columns of a mailbox's head, and the condition that finds it.
+/// The columns of a mailbox's head, and the condition that finds it: its oldest ready message
+/// (`$1`, `$2`: the actor) that is due at `$3` or has been tried. A message sent or enqueued
+/// with a delay is not in line until it is due, so it holds back nothing; one waiting out its
+/// retry backoff is, and holds the messages behind it.
 macro_rules! head_of_mailbox {
     () => {
         "SELECT id, operation, arguments, attempts, available_at,
                 incarnation AS message_incarnation, scheduled_for
          FROM solid_messages
-         WHERE actor_type = $1 AND actor_id = $2 AND status = 'ready' ORDER BY id LIMIT 1"
+         WHERE actor_type = $1 AND actor_id = $2 AND status = 'ready'
+           AND (attempts > 0 OR available_at <= $3)
+         ORDER BY id LIMIT 1"
     };
 }
 
@@ -83,7 +88,7 @@ macro_rules! sql_backend {
         impl Store for $store {
             $($store_item)*
 
-            async fn read_actor(&self, actor: ActorKey<'_, '_>) -> Result<CommittedActor> {
+            async fn read_actor(&self, actor: ActorKey<'_, '_>, now: i64) -> Result<CommittedActor> {
                 let row = sqlx::query(SELECT_INSTANCE)
                     .bind(actor.actor_type)
                     .bind(actor.actor_id)
@@ -93,6 +98,7 @@ macro_rules! sql_backend {
                 let head = sqlx::query(head_of_mailbox!())
                     .bind(actor.actor_type)
                     .bind(actor.actor_id)
+                    .bind(now)
                     .fetch_optional(&self.$readers)
                     .await?;
                 Ok(CommittedActor {
@@ -168,7 +174,8 @@ macro_rules! sql_backend {
                     " AND NOT EXISTS (
                          SELECT 1 FROM solid_messages e
                          WHERE e.actor_type = m.actor_type AND e.actor_id = m.actor_id
-                           AND e.status = 'ready' AND e.id < m.id)
+                           AND e.status = 'ready' AND e.id < m.id
+                           AND (e.attempts > 0 OR e.available_at <= $2))
                      ORDER BY m.id LIMIT $3"
                 ))
                 .bind(operations)

@@ -266,6 +266,7 @@ sql_backend! {
             &mut self,
             actor: ActorKey<'_, '_>,
             _wait: bool,
+            now: i64,
         ) -> Result<Option<LockedActor>> {
             // BEGIN IMMEDIATE already holds the database's write lock: no other turn runs.
             self.counters.statement();
@@ -281,6 +282,7 @@ sql_backend! {
             ))
             .bind(actor.actor_type)
             .bind(actor.actor_id)
+            .bind(now)
             .fetch_one(&mut *self.tx)
             .await?;
             rows::locked_actor(&row).map(Some)
