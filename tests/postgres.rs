@@ -484,3 +484,66 @@ async fn a_runtime_on_the_applications_own_pool() {
         1
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_commit_in_one_process_wakes_the_idle_workers_of_another() {
+    let Some(db) = TestDatabase::start().await else {
+        return;
+    };
+    let caller = runtime(&db.url, &db.clock).await;
+    let workers = Runtime::builder()
+        .postgres(&db.url, 4)
+        .clock(db.clock.clone())
+        .policy(AllowAll)
+        .actor::<Journal>()
+        .workers(1)
+        .start()
+        .await
+        .unwrap();
+    let running = tokio::spawn({
+        let workers = workers.clone();
+        async move { workers.run().await }
+    });
+    let listening = eventually(Duration::from_secs(10), || async {
+        scalar(
+            &db.url,
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %solid_objects_work%'",
+        )
+        .await
+            == 1
+    })
+    .await;
+    assert!(listening, "the workers' runtime listens for work");
+    let before = workers.stats().work_notices;
+
+    let queued = caller
+        .reference::<Journal>("j")
+        .enqueue()
+        .record("from another process")
+        .await
+        .unwrap();
+
+    let noticed = eventually(Duration::from_secs(10), || async {
+        workers.stats().work_notices > before
+    })
+    .await;
+    assert!(
+        noticed,
+        "the enqueue's commit reached the other runtime as a notice"
+    );
+    // Only the other runtime's worker runs it (the caller runs no workers).
+    let ran = eventually(Duration::from_secs(10), || async {
+        matches!(queued.status().await, Ok(MessageStatus::Completed))
+    })
+    .await;
+    assert!(ran);
+    assert_eq!(
+        caller.stats().work_notices,
+        0,
+        "a runtime that does not run hears nothing"
+    );
+    workers.shutdown();
+    running.await.unwrap().unwrap();
+    workers.close().await;
+    caller.close().await;
+}

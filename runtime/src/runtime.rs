@@ -32,9 +32,12 @@ const TURNS_PER_ACTOR: usize = 50;
 /// most (doubling while workers keep stopping).
 const RESTART_PAUSE_MIN: Duration = Duration::from_millis(100);
 const RESTART_PAUSE_MAX: Duration = Duration::from_secs(5);
-/// The idle poll interval of a worker starts here and doubles up to the maximum.
+/// The idle poll interval of a worker starts here and doubles up to the maximum (1 s by
+/// default, `Builder::idle_poll`).
 const IDLE_POLL_MIN: Duration = Duration::from_millis(100);
-const IDLE_POLL_MAX: Duration = Duration::from_secs(1);
+/// How long the relay of PostgreSQL's work notices waits after an error before it listens
+/// again.
+const NOTICE_RETRY: Duration = Duration::from_secs(1);
 /// How often (by the runtime's clock) the workers do the upkeep: prune, report.
 const UPKEEP_EVERY: chrono::TimeDelta = chrono::TimeDelta::hours(1);
 
@@ -61,6 +64,7 @@ struct Shared {
     policy: Arc<dyn Policy>,
     sync_timeout: Duration,
     workers: usize,
+    idle_poll: Duration,
     closed: AtomicBool,
     shutdown: Notify,
     /// When the workers last did the upkeep (pruning, reports).
@@ -145,7 +149,9 @@ impl Runtime {
     /// ordinary mailbox messages, run the ready messages of the actor types this runtime
     /// knows (a busy actor yields after 50 turns so others are not starved), run due effects
     /// with their handlers, and prune old rows hourly. A commit in this process wakes an
-    /// idle worker at once; otherwise idle workers poll every 100 ms, backing off to 1 s.
+    /// idle worker at once, and on PostgreSQL so does a commit in any other process (the
+    /// workers `LISTEN` on a connection of their own); otherwise idle workers poll every
+    /// 100 ms, backing off to [`Builder::idle_poll`] (1 s).
     ///
     /// The workers are supervised: one that stops for any reason but shutdown (a panic in
     /// a custom [`Clock`], say) is logged and started again. Returns `Ok(())` only after
@@ -155,6 +161,8 @@ impl Runtime {
         for _ in 0..self.shared.workers {
             self.spawn_worker(&mut workers);
         }
+        // Ends with this call (the guard aborts it), whatever way it returns.
+        let _relay = AbortOnDrop(tokio::spawn(self.clone().relay_notices()).abort_handle());
         let mut restart_pause = RESTART_PAUSE_MIN;
         while let Some(stopped) = workers.join_next().await {
             if self.is_closed() {
@@ -183,6 +191,38 @@ impl Runtime {
         workers.spawn(async move { runtime.scope(runtime.work()).await });
     }
 
+    /// Wakes idle workers whenever the database says another process committed work.
+    async fn relay_notices(self) {
+        let mut notices = None;
+        while !self.is_closed() {
+            let waited = match &mut notices {
+                None => match self.engine().store().listen().await {
+                    Ok(Some(listening)) => {
+                        notices = Some(listening);
+                        continue;
+                    }
+                    // This database gives no notices: the workers poll.
+                    Ok(None) => return,
+                    Err(error) => Err(error),
+                },
+                Some(listening) => listening.next().await,
+            };
+            match waited {
+                Ok(()) => self.engine().wake(),
+                Err(_) if self.is_closed() => return,
+                Err(error) => {
+                    tracing::warn!(%error, "listening for work from other processes failed; \
+                        idle workers poll until it listens again");
+                    notices = None;
+                    tokio::select! {
+                        () = self.shared.shutdown.notified() => {}
+                        () = tokio::time::sleep(NOTICE_RETRY) => {}
+                    }
+                }
+            }
+        }
+    }
+
     fn is_closed(&self) -> bool {
         self.shared.closed.load(Ordering::Acquire)
     }
@@ -206,7 +246,7 @@ impl Runtime {
                 () = self.shared.shutdown.notified() => {}
                 () = self.engine().wait_for_work(idle) => {}
             }
-            idle = (idle * 2).min(IDLE_POLL_MAX);
+            idle = (idle * 2).min(self.shared.idle_poll);
         }
     }
 
@@ -405,6 +445,7 @@ pub struct Builder {
     turn_timeout: Duration,
     effect_lease: Duration,
     workers: usize,
+    idle_poll: Duration,
     registrations: Vec<fn(&Engine) -> Result<()>>,
     effects: Vec<(&'static str, Arc<dyn EffectRunner>)>,
     set_default: bool,
@@ -426,6 +467,7 @@ impl Default for Builder {
             turn_timeout: Duration::from_secs(30),
             effect_lease: Duration::from_secs(300),
             workers: 2,
+            idle_poll: Duration::from_secs(1),
             registrations: Vec::new(),
             effects: Vec::new(),
             set_default: false,
@@ -559,6 +601,16 @@ impl Builder {
         self
     }
 
+    /// The longest an idle worker sleeps before it looks for work again (default 1 s, at
+    /// least 100 ms; it starts at 100 ms and doubles while there is none). A commit in this
+    /// process wakes idle workers at once, and on PostgreSQL so does a commit in any process
+    /// (`LISTEN`/`NOTIFY`): polling is the fallback that finds work whose time came (a
+    /// reminder, a delayed message, a retry).
+    pub fn idle_poll(mut self, interval: impl IntoDuration) -> Self {
+        self.idle_poll = interval.into_duration().max(IDLE_POLL_MIN);
+        self
+    }
+
     /// Makes `A` known to the workers from the start. A process that only runs workers
     /// must name its actor types; a reference to a type registers it too.
     pub fn actor<A: Actor>(mut self) -> Self {
@@ -672,6 +724,7 @@ impl Builder {
                 policy,
                 sync_timeout: self.sync_timeout,
                 workers: self.workers,
+                idle_poll: self.idle_poll,
                 closed: AtomicBool::new(false),
                 shutdown: Notify::new(),
                 last_upkeep: Mutex::new(None),
@@ -684,5 +737,14 @@ impl Builder {
             runtime.make_default();
         }
         Ok(runtime)
+    }
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

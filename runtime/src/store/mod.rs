@@ -354,6 +354,9 @@ pub struct Stats {
     pub transactions: u64,
     /// SQL statements run inside write transactions, not counting BEGIN and COMMIT.
     pub statements: u64,
+    /// Notices of work committed by any process that reached this runtime's workers
+    /// (PostgreSQL's `LISTEN`; always 0 on SQLite, whose workers poll).
+    pub work_notices: u64,
 }
 
 /// The counters behind [`Stats`].
@@ -361,6 +364,7 @@ pub struct Stats {
 pub(crate) struct Counters {
     transactions: AtomicU64,
     statements: AtomicU64,
+    work_notices: AtomicU64,
 }
 
 impl Counters {
@@ -372,10 +376,16 @@ impl Counters {
         self.transactions.fetch_add(1, Ordering::Relaxed);
     }
 
+    #[cfg(feature = "postgres")]
+    pub(crate) fn work_notice(&self) {
+        self.work_notices.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn snapshot(&self) -> Stats {
         Stats {
             transactions: self.transactions.load(Ordering::Relaxed),
             statements: self.statements.load(Ordering::Relaxed),
+            work_notices: self.work_notices.load(Ordering::Relaxed),
         }
     }
 }
@@ -430,6 +440,18 @@ pub(crate) trait Store: Send + Sync + 'static {
 
     /// Closes the connections.
     async fn close(&self);
+
+    /// Notices of work committed by any process, for idle workers; `None` where the
+    /// database has none to give (SQLite: its workers poll, and commits in this process wake
+    /// them directly).
+    async fn listen(&self) -> Result<Option<Box<dyn WorkNotices>>>;
+}
+
+/// Notices that some process committed work.
+#[async_trait]
+pub(crate) trait WorkNotices: Send {
+    /// Waits for the next notice.
+    async fn next(&mut self) -> Result<()>;
 }
 
 /// One write transaction. Dropped without [`commit`](Transaction::commit), it rolls back; a

@@ -13,7 +13,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use async_trait::async_trait;
+use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use sqlx::{PgConnection, Postgres};
 
 use super::owned_transaction::OwnedTransaction;
@@ -21,7 +22,7 @@ use super::{
     rows, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters, DeadEffectRecord, DueReminder,
     EffectProgress, Instance, InstanceWrite, LockedActor, MessageLookup, MessageProgress,
     MessageRecord, NewEffect, NewMessage, PendingEffects, ReminderRecord, ReminderWrite, Retention,
-    Stats, Store, StoredMessage, Transaction, UnknownHead,
+    Stats, Store, StoredMessage, Transaction, UnknownHead, WorkNotices,
 };
 use crate::error::Result;
 
@@ -52,7 +53,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "lifecycle",
         include_str!("../../migrations/postgres/0005_lifecycle.sql"),
     ),
+    (
+        6,
+        "wake-up",
+        include_str!("../../migrations/postgres/0006_wake_up.sql"),
+    ),
 ];
+
+/// The channel a commit that leaves work notifies (by the triggers of migration 6).
+const WORK_CHANNEL: &str = "solid_objects_work";
 
 /// Serialises concurrent migrators (several processes starting at once).
 const MIGRATION_LOCK: i64 = 0x736f_6c69_645f_6f62;
@@ -250,6 +259,15 @@ sql_backend! {
                 self.readers.close().await;
             }
         }
+
+        async fn listen(&self) -> Result<Option<Box<dyn WorkNotices>>> {
+            let mut listener = PgListener::connect_with(&self.readers).await?;
+            listener.listen(WORK_CHANNEL).await?;
+            Ok(Some(Box::new(Notices {
+                listener,
+                counters: Arc::clone(&self.counters),
+            })))
+        }
     },
     transaction_items: {
         async fn lock_actor(
@@ -288,5 +306,21 @@ sql_backend! {
         fn postgres(&mut self) -> Option<&mut PgConnection> {
             Some(&mut *self.tx)
         }
+    }
+}
+
+/// `LISTEN` on a connection of its own, which reconnects (and listens again) by itself when
+/// it is lost.
+struct Notices {
+    listener: PgListener,
+    counters: Arc<Counters>,
+}
+
+#[async_trait]
+impl WorkNotices for Notices {
+    async fn next(&mut self) -> Result<()> {
+        self.listener.recv().await?;
+        self.counters.work_notice();
+        Ok(())
     }
 }

@@ -21,7 +21,7 @@ use super::{
     rows, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters, DeadEffectRecord, DueReminder,
     EffectProgress, InstanceWrite, LockedActor, MessageLookup, MessageProgress, MessageRecord,
     NewEffect, NewMessage, PendingEffects, ReminderRecord, ReminderWrite, Retention, Stats, Store,
-    Transaction, UnknownHead,
+    Transaction, UnknownHead, WorkNotices,
 };
 use crate::error::Result;
 
@@ -259,6 +259,10 @@ sql_backend! {
                 self.readers.close().await;
                 self.writer.close().await;
             }
+        }
+
+        async fn listen(&self) -> Result<Option<Box<dyn WorkNotices>>> {
+            Ok(None)
         }
     },
     transaction_items: {
