@@ -502,7 +502,8 @@ impl Builder {
     /// Keeps the actors in this PostgreSQL database (`postgres://user@host/db`; migrations
     /// applied at start), over a pool of `connections` connections. Any number of processes
     /// may share one database: each turn locks its actor's row, and different actors run in
-    /// parallel.
+    /// parallel. While [`Runtime::run`] runs, one of the connections listens for work
+    /// committed by other processes.
     #[cfg(feature = "postgres")]
     #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
     pub fn postgres(mut self, url: impl Into<String>, connections: u32) -> Self {
