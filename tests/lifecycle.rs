@@ -1,10 +1,13 @@
 //! Actors that live for years: typed rejections, destroy and incarnations, state versions
 //! and migrations, recurring reminders, and effects that report back to their actor.
 
+#[path = "subscription.rs"]
+mod subscription;
 mod support;
 
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
+use subscription::Subscription;
 use support::Harness;
 
 /// Why a hold is refused, as a caller can match on it.
@@ -90,66 +93,6 @@ async fn a_typed_rejection_reaches_the_caller_as_its_own_enum() {
     );
     assert!(matches!(&gone, Error::Rejected(rejection) if rejection.code() == "sold_out"));
     runtime.close().await;
-}
-
-/// A subscription: renewed every day, ended by destroying it.
-#[actor]
-#[derive(Default)]
-struct Subscription {
-    plan: String,
-    renewals: Vec<i64>,
-    reminders_seen: u32,
-}
-
-#[actor]
-impl Subscription {
-    #[command]
-    fn start(&mut self, turn: &mut Turn<Self>, plan: String) -> u64 {
-        self.plan = plan;
-        turn.schedule(turn.now() + TimeDelta::minutes(5), "nudge")
-            .nudge();
-        turn.incarnation()
-    }
-
-    #[command]
-    fn renew_hourly(&mut self, turn: &mut Turn<Self>, all: bool) {
-        let builder = turn.schedule_every(TimeDelta::hours(1), "renewal");
-        let builder = if all {
-            builder.missed(Missed::All)
-        } else {
-            builder
-        };
-        builder.renew();
-    }
-
-    #[command]
-    fn stop_renewing(&mut self, turn: &mut Turn<Self>) {
-        turn.unschedule("renewal").renew();
-    }
-
-    #[command]
-    fn cancel(&mut self, turn: &mut Turn<Self>) -> usize {
-        turn.destroy();
-        self.renewals.len()
-    }
-
-    #[query]
-    fn plan(&self, turn: &Turn<Self>) -> (String, u64) {
-        (self.plan.clone(), turn.incarnation())
-    }
-
-    #[reminder]
-    fn nudge(&mut self) {
-        self.reminders_seen += 1;
-    }
-
-    #[reminder]
-    fn renew(&mut self, turn: &mut Turn<Self>) {
-        let at = turn
-            .scheduled_at()
-            .expect("a reminder's occurrence has its time");
-        self.renewals.push(at.timestamp());
-    }
 }
 
 #[tokio::test]

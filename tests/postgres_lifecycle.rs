@@ -6,6 +6,8 @@
 //! `caller_process` (which does nothing unless the parent set `CALLER_DATABASE`). Time moves
 //! only through the runtimes' `ManualClock`.
 
+#[path = "subscription.rs"]
+mod subscription;
 mod support;
 
 use std::process::Stdio;
@@ -13,71 +15,11 @@ use std::time::Duration;
 
 use solid_objects::prelude::*;
 use sqlx::{Connection, PgConnection, PgPool};
+use subscription::Subscription;
 use support::eventually;
 use support::postgres::PgServer;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::ChildStdout;
-
-/// A subscription: renewed every hour, ended by destroying it (the actor of
-/// `tests/lifecycle.rs`, which runs the same features on SQLite).
-#[actor]
-#[derive(Default)]
-struct Subscription {
-    plan: String,
-    renewals: Vec<i64>,
-    reminders_seen: u32,
-}
-
-#[actor]
-impl Subscription {
-    #[command]
-    fn start(&mut self, turn: &mut Turn<Self>, plan: String) -> u64 {
-        self.plan = plan;
-        turn.schedule(turn.now() + TimeDelta::minutes(5), "nudge")
-            .nudge();
-        turn.incarnation()
-    }
-
-    #[command]
-    fn renew_hourly(&mut self, turn: &mut Turn<Self>, all: bool) {
-        let builder = turn.schedule_every(TimeDelta::hours(1), "renewal");
-        let builder = if all {
-            builder.missed(Missed::All)
-        } else {
-            builder
-        };
-        builder.renew();
-    }
-
-    #[command]
-    fn stop_renewing(&mut self, turn: &mut Turn<Self>) {
-        turn.unschedule("renewal").renew();
-    }
-
-    #[command]
-    fn cancel(&mut self, turn: &mut Turn<Self>) -> usize {
-        turn.destroy();
-        self.renewals.len()
-    }
-
-    #[query]
-    fn plan(&self, turn: &Turn<Self>) -> (String, u64) {
-        (self.plan.clone(), turn.incarnation())
-    }
-
-    #[reminder]
-    fn nudge(&mut self) {
-        self.reminders_seen += 1;
-    }
-
-    #[reminder]
-    fn renew(&mut self, turn: &mut Turn<Self>) {
-        let at = turn
-            .scheduled_at()
-            .expect("a reminder's occurrence has its time");
-        self.renewals.push(at.timestamp());
-    }
-}
 
 /// A throwaway server and the manual clock of the runtimes on it.
 struct Server {
