@@ -66,11 +66,7 @@ pub(crate) fn decode_operation<O: Operations>(
             message_id,
         });
     }
-    let name = serde_json::to_string(name).map_err(|source| Error::Encode {
-        what: "operation name",
-        source,
-    })?;
-    let tagged = format!(r#"{{"operation":{name},"arguments":{arguments}}}"#);
+    let tagged = tagged(name, arguments)?;
     guarded("deserialising", "arguments", || {
         serde_json::from_str(&tagged)
     })?
@@ -85,17 +81,21 @@ pub(crate) fn decode_operation<O: Operations>(
 /// Whether stored arguments read back as JSON in the form an operation is decoded from
 /// (within serde_json's nesting limit), for a message whose actor type is not known here.
 pub(crate) fn check_readable(operation: &str, arguments: &str) -> Result<()> {
-    let name = serde_json::to_string(operation).map_err(|source| Error::Encode {
-        what: "operation name",
-        source,
-    })?;
-    let tagged = format!(r#"{{"operation":{name},"arguments":{arguments}}}"#);
-    serde_json::from_str::<serde_json::Value>(&tagged)
+    serde_json::from_str::<serde_json::Value>(&tagged(operation, arguments)?)
         .map(drop)
         .map_err(|source| Error::Encode {
             what: "arguments",
             source,
         })
+}
+
+/// An operation's stored name and arguments in the form its enum deserialises from.
+fn tagged(operation: &str, arguments: &str) -> Result<String> {
+    let name = serde_json::to_string(operation).map_err(|source| Error::Encode {
+        what: "operation name",
+        source,
+    })?;
+    Ok(format!(r#"{{"operation":{name},"arguments":{arguments}}}"#))
 }
 
 /// Serialises a value to the JSON text stored in a row.

@@ -165,13 +165,4 @@ impl StoredReply {
         arguments.insert(self.argument.clone(), value);
         to_json("effect reply arguments", &arguments)
     }
-
-    /// The stored arguments of the failure command.
-    pub(crate) fn failure_arguments(&self, failure: &EffectFailure) -> Result<String> {
-        let value = serde_json::to_value(failure).map_err(|source| crate::Error::Encode {
-            what: "effect failure",
-            source,
-        })?;
-        self.arguments(value)
-    }
 }

@@ -279,14 +279,7 @@ impl<A: Actor> Turn<A> {
         if let Some(staged) = self.reminders.latest(name, key) {
             return Ok(staged);
         }
-        let transaction = self
-            .transaction
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_mut()
-            .ok_or_else(|| {
-                Error::Config("only commands and reminders run in a transaction".to_owned())
-            })?;
+        let transaction = lent(&mut self.transaction)?;
         let actor = ActorKey {
             actor_type: A::TYPE_NAME,
             actor_id: &self.actor_id,
@@ -433,14 +426,7 @@ impl<A: Actor> Turn<A> {
     /// The turn's transaction, with a savepoint taken before the handler's first own write.
     async fn behind_savepoint(&mut self) -> Result<&mut Box<dyn Transaction>> {
         let needs_savepoint = !self.savepoint;
-        let transaction = self
-            .transaction
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_mut()
-            .ok_or_else(|| {
-                Error::Config("only commands and reminders run in a transaction".to_owned())
-            })?;
+        let transaction = lent(&mut self.transaction)?;
         if needs_savepoint {
             transaction.savepoint().await?;
             self.savepoint = true;
@@ -514,6 +500,17 @@ impl<A: Actor> fmt::Debug for Turn<A> {
             .field("staged_effects", &self.effects.len())
             .finish()
     }
+}
+
+/// The transaction lent to a turn's handler: commands and reminders have one, queries none.
+fn lent(
+    transaction: &mut Mutex<Option<Box<dyn Transaction>>>,
+) -> Result<&mut Box<dyn Transaction>> {
+    transaction
+        .get_mut()
+        .unwrap_or_else(PoisonError::into_inner)
+        .as_mut()
+        .ok_or_else(|| Error::Config("only commands and reminders run in a transaction".to_owned()))
 }
 
 /// What a handler staged, taken from its turn once it returned.

@@ -176,17 +176,9 @@ impl Engine {
         let Some(stored) = &effect.on_success else {
             return Ok(None);
         };
-        let built = serde_json::from_str::<StoredReply>(stored)
-            .map_err(|error| format!("its stored on_success reply does not read: {error}"))
-            .and_then(|reply| {
-                let output = serde_json::from_str(output).map_err(|error| error.to_string())?;
-                let arguments = reply.arguments(output).map_err(|error| error.to_string())?;
-                self.check_reply(effect, &reply.operation, &arguments)?;
-                Ok(Reply {
-                    operation: reply.operation,
-                    arguments,
-                })
-            });
+        let built = serde_json::from_str(output)
+            .map_err(|error| error.to_string())
+            .and_then(|output| self.build_reply(effect, stored, "on_success", output));
         built.map(Some).map_err(|why| {
             Failure::permanent(format!(
                 "the {} effect succeeded, but its output cannot go back to {} {:?}: {why}",
@@ -205,18 +197,9 @@ impl Engine {
             error: truncated(error, MAX_FAILURE_TEXT).to_owned(),
             attempts: u32::try_from(effect.attempts).unwrap_or(u32::MAX),
         };
-        let built = serde_json::from_str::<StoredReply>(stored)
-            .map_err(|error| format!("its stored on_failure reply does not read: {error}"))
-            .and_then(|reply| {
-                let arguments = reply
-                    .failure_arguments(&failure)
-                    .map_err(|error| error.to_string())?;
-                self.check_reply(effect, &reply.operation, &arguments)?;
-                Ok(Reply {
-                    operation: reply.operation,
-                    arguments,
-                })
-            });
+        let built = serde_json::to_value(&failure)
+            .map_err(|error| error.to_string())
+            .and_then(|failure| self.build_reply(effect, stored, "on_failure", failure));
         match built {
             Ok(reply) => Some(reply),
             Err(why) => {
@@ -228,6 +211,27 @@ impl Engine {
                 None
             }
         }
+    }
+
+    /// The command `value` goes to as the one argument of the reply stored as `stored`
+    /// (the effect's `on_success` or `on_failure`), checked as [`check_reply`] checks it.
+    ///
+    /// [`check_reply`]: Engine::check_reply
+    fn build_reply(
+        &self,
+        effect: &ClaimedEffect,
+        stored: &str,
+        outcome: &str,
+        value: serde_json::Value,
+    ) -> std::result::Result<Reply, String> {
+        let reply = serde_json::from_str::<StoredReply>(stored)
+            .map_err(|error| format!("its stored {outcome} reply does not read: {error}"))?;
+        let arguments = reply.arguments(value).map_err(|error| error.to_string())?;
+        self.check_reply(effect, &reply.operation, &arguments)?;
+        Ok(Reply {
+            operation: reply.operation,
+            arguments,
+        })
     }
 
     /// Whether a reply can be stored: within the arguments limit, and read back as the
