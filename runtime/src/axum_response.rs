@@ -5,10 +5,11 @@
 //! | error | status | body |
 //! |-------|--------|------|
 //! | `Rejected` | 409 Conflict | `{"code", "message", "details"}`, the rejection itself (`details` is `null` when it has none) |
-//! | `Unauthorized` | 403 Forbidden | `{"code": "unauthorized", "message"}` |
+//! | `Unauthorized`, `AdministrationDenied` | 403 Forbidden | `{"code": "unauthorized", "message"}` |
 //! | `InvalidActorId`, `InvalidKey`, `PayloadTooLarge`, `UnreadablePayload`, `InvalidTimeout`, `IdempotencyConflict` | 400 Bad Request | `{"code", "message"}` |
 //! | `MailboxFull` | 429 Too Many Requests | `{"code": "mailbox_full", "message"}` |
 //! | `Destroyed` | 410 Gone | `{"code": "destroyed", "message"}` |
+//! | `Paused` | 503 Service Unavailable | `{"code": "paused", "message"}`: an operator paused the actor |
 //! | `StateFromNewerBuild`, `NoMigration` | 503 Service Unavailable | `{"code": "state_version", "message"}`: another build reads this actor |
 //! | `SyncTimeout`, `WaitTimeout` | 504 Gateway Timeout | `{"code": "timeout", "message"}` |
 //! | anything else | 500 Internal Server Error | `{"code": "internal", "message": "internal error"}` |
@@ -47,7 +48,9 @@ fn status_and_body(error: &Error) -> (StatusCode, Value) {
                 "details": rejection.details(),
             }),
         ),
-        Error::Unauthorized { .. } => brief(StatusCode::FORBIDDEN, "unauthorized"),
+        Error::Unauthorized { .. } | Error::AdministrationDenied { .. } => {
+            brief(StatusCode::FORBIDDEN, "unauthorized")
+        }
         Error::InvalidActorId { .. } => brief(StatusCode::BAD_REQUEST, "invalid_actor_id"),
         Error::InvalidKey { .. } => brief(StatusCode::BAD_REQUEST, "invalid_key"),
         Error::PayloadTooLarge { .. } => brief(StatusCode::BAD_REQUEST, "payload_too_large"),
@@ -56,6 +59,7 @@ fn status_and_body(error: &Error) -> (StatusCode, Value) {
         Error::IdempotencyConflict { .. } => brief(StatusCode::BAD_REQUEST, "idempotency_conflict"),
         Error::MailboxFull { .. } => brief(StatusCode::TOO_MANY_REQUESTS, "mailbox_full"),
         Error::Destroyed { .. } => brief(StatusCode::GONE, "destroyed"),
+        Error::Paused { .. } => brief(StatusCode::SERVICE_UNAVAILABLE, "paused"),
         Error::StateFromNewerBuild { .. } | Error::NoMigration { .. } => {
             brief(StatusCode::SERVICE_UNAVAILABLE, "state_version")
         }
@@ -128,6 +132,13 @@ mod tests {
                     actor_id: "s".into(),
                 },
                 StatusCode::GONE,
+            ),
+            (
+                Error::Paused {
+                    actor_type: "Show".into(),
+                    actor_id: "s".into(),
+                },
+                StatusCode::SERVICE_UNAVAILABLE,
             ),
             (
                 Error::StateFromNewerBuild {

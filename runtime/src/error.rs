@@ -157,6 +157,18 @@ pub enum Error {
         reason: String,
     },
 
+    /// The policy refused an administration call; nothing was read or written but the
+    /// audit row that says so.
+    #[error("{action} on {resource} is not authorised: {reason}")]
+    AdministrationDenied {
+        /// The action refused (`"pause"`, `"redrive"`, ...).
+        action: &'static str,
+        /// What it was asked of.
+        resource: String,
+        /// Why, from the policy.
+        reason: String,
+    },
+
     /// A rejection code that is not snake_case, given to [`Rejection::new`].
     #[error("the rejection code {code:?} must be snake_case (lowercase letters, digits and underscores, starting with a letter), such as \"not_enough_seats\"")]
     InvalidRejectionCode {
@@ -427,6 +439,16 @@ pub enum Error {
     /// The actor was destroyed before the message ran: it never will.
     #[error("{actor_type} {actor_id:?} was destroyed before the message ran; it never will (the actor's next message starts a new incarnation)")]
     Destroyed {
+        /// The stored type name of the actor.
+        actor_type: String,
+        /// The actor's id.
+        actor_id: String,
+    },
+
+    /// An operator paused the actor: it takes no calls and runs nothing until resumed
+    /// (messages already in its mailbox wait there).
+    #[error("{actor_type} {actor_id:?} is paused by an operator; try again after it is resumed (Admin::resume, or `solid-objects resume`)")]
+    Paused {
         /// The stored type name of the actor.
         actor_type: String,
         /// The actor's id.

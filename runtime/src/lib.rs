@@ -94,6 +94,7 @@ compile_error!(
 );
 
 mod actor;
+pub mod admin;
 #[cfg(feature = "axum")]
 mod axum_response;
 mod clock;

@@ -36,6 +36,92 @@ pub struct Request<'a> {
     pub context: Option<&'a Value>,
 }
 
+/// What an operator asks of [`Admin`](crate::admin::Admin).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AdminAction {
+    /// Counts of messages, effects and reminders, for `status`.
+    Status,
+    /// Listing actor types and actors.
+    ListActors,
+    /// Reading one actor: its state, mailbox, reminders and effects.
+    Inspect,
+    /// Listing dead letters.
+    ListDeadLetters,
+    /// Enqueueing one dead letter again.
+    RetryDeadLetter,
+    /// Enqueueing every dead letter that matches a filter again.
+    Redrive,
+    /// Listing effects.
+    ListEffects,
+    /// Running a dead effect again.
+    RetryEffect,
+    /// Listing scheduled reminders.
+    ListReminders,
+    /// Pausing an actor: it runs nothing until resumed.
+    Pause,
+    /// Resuming a paused actor.
+    Resume,
+    /// Counting what a prune would delete, deleting nothing.
+    PrunePreview,
+    /// Deleting finished rows past their retention.
+    Prune,
+    /// Reading the audit log of administration calls.
+    ReadAudit,
+    /// Checking the database: schema, settings, a write and read round trip, the clock.
+    Doctor,
+}
+
+impl AdminAction {
+    /// The action's name, as the audit log stores it (`"pause"`, `"redrive"`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Status => "status",
+            Self::ListActors => "list_actors",
+            Self::Inspect => "inspect",
+            Self::ListDeadLetters => "list_dead_letters",
+            Self::RetryDeadLetter => "retry_dead_letter",
+            Self::Redrive => "redrive",
+            Self::ListEffects => "list_effects",
+            Self::RetryEffect => "retry_effect",
+            Self::ListReminders => "list_reminders",
+            Self::Pause => "pause",
+            Self::Resume => "resume",
+            Self::PrunePreview => "prune_preview",
+            Self::Prune => "prune",
+            Self::ReadAudit => "read_audit",
+            Self::Doctor => "doctor",
+        }
+    }
+
+    /// Whether the action only reads: it changes no actor, message or effect.
+    pub fn is_read_only(self) -> bool {
+        !matches!(
+            self,
+            Self::RetryDeadLetter
+                | Self::Redrive
+                | Self::RetryEffect
+                | Self::Pause
+                | Self::Resume
+                | Self::Prune
+                | Self::Doctor
+        )
+    }
+}
+
+/// An administration call as the policy sees it, before anything is read or written.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct AdminRequest<'a> {
+    /// What is asked.
+    pub action: AdminAction,
+    /// What it is asked of: `"Type/id"` for one actor, `"message 42"`, `"effect 7"`, or a
+    /// filter's description such as `"dead letters type=Show operation=hold"`.
+    pub resource: &'a str,
+    /// The operator's context, given with [`Admin::context`](crate::admin::Admin::context).
+    pub context: Option<&'a Value>,
+}
+
 /// Why a policy refused a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Denied {
@@ -95,6 +181,16 @@ pub trait Policy: Send + Sync + 'static {
             "destroying actors is not authorised: implement Policy::authorize_destroy",
         ))
     }
+
+    /// Decides whether an operator may run an [`Admin`](crate::admin::Admin) call. Denied
+    /// unless the policy says otherwise; every call, allowed or denied, is written to the
+    /// audit table `solid_admin_events`.
+    fn authorize_administration(&self, request: &AdminRequest<'_>) -> Result<(), Denied> {
+        let _ = request;
+        Err(Denied::new(
+            "administration is not authorised: implement Policy::authorize_administration",
+        ))
+    }
 }
 
 /// Allows every call. Use it only where every caller is trusted.
@@ -111,6 +207,10 @@ impl Policy for AllowAll {
     }
 
     fn authorize_destroy(&self, _request: &Request<'_>) -> Result<(), Denied> {
+        Ok(())
+    }
+
+    fn authorize_administration(&self, _request: &AdminRequest<'_>) -> Result<(), Denied> {
         Ok(())
     }
 }
@@ -132,6 +232,10 @@ impl Policy for NoPolicy {
     }
 
     fn authorize_destroy(&self, _request: &Request<'_>) -> Result<(), Denied> {
+        Err(Denied::new(NO_POLICY))
+    }
+
+    fn authorize_administration(&self, _request: &AdminRequest<'_>) -> Result<(), Denied> {
         Err(Denied::new(NO_POLICY))
     }
 }

@@ -286,7 +286,7 @@ impl Runtime {
     /// and dead effects older than [`Limits::dead_retention`] (30 days by default; zero keeps
     /// them); returns how many rows were deleted. The workers run it hourly.
     pub async fn prune_finished(&self) -> Result<u64> {
-        self.engine().prune().await
+        Ok(self.engine().prune(true).await?.total())
     }
 
     /// Effects waiting to run whose kind has no handler in this runtime, by kind. If no
@@ -359,6 +359,14 @@ impl Runtime {
     pub async fn close(&self) {
         self.shutdown();
         self.engine().store().close().await;
+    }
+
+    /// The administration API: list, inspect, pause and resume actors, redrive dead
+    /// letters, prune; every call authorised by
+    /// [`Policy::authorize_administration`](crate::Policy::authorize_administration) and
+    /// audited. See [`admin`](crate::admin).
+    pub fn admin(&self) -> crate::admin::Admin {
+        crate::admin::Admin::new(self.clone())
     }
 
     /// Counts of the work done so far: transactions and statements.

@@ -9,6 +9,7 @@ use super::call::Origin;
 use super::{
     append_firing, insert_bounded, micros, Engine, Enqueued, Firing, Lock, Step, MAP_CAPACITY,
 };
+use crate::admin::PruneCounts;
 use crate::error::{Error, Result};
 use crate::limits::earlier;
 use crate::store::{ActorKey, DueReminder, MessageLookup, MessageRecord, Retention, StoredStatus};
@@ -172,7 +173,7 @@ impl Engine {
     /// The workers' hourly upkeep: prunes what is past its retention, warns about effects
     /// no handler here runs, and notes why messages of unknown operations wait.
     pub(crate) async fn upkeep(&self) -> Result<()> {
-        let pruned = self.prune().await?;
+        let pruned = self.prune(true).await?.total();
         tracing::debug!(pruned, "pruned old messages and effects");
         self.report_unhandled_effects().await?;
         self.note_unknown_operations().await?;
@@ -207,8 +208,9 @@ impl Engine {
         Ok(heads.len())
     }
 
-    /// Deletes what is past its retention; returns how many rows.
-    pub(crate) async fn prune(&self) -> Result<u64> {
+    /// Deletes what is past its retention (audit rows of administration calls included);
+    /// returns how many rows of each kind. Without `commit`, rolls back: a preview.
+    pub(crate) async fn prune(&self, commit: bool) -> Result<PruneCounts> {
         let now = self.now();
         let limits = &self.config.limits;
         let retention = Retention {
@@ -218,8 +220,11 @@ impl Engine {
             keep_keyed: KEPT_IDEMPOTENCY_KEYS,
         };
         let mut tx = self.begin(None).await?;
-        let pruned = tx.prune(&retention).await?;
-        tx.commit().await?;
+        let mut pruned = tx.prune(&retention).await?;
+        pruned.admin_events = tx.prune_admin_events(retention.finished_before).await?;
+        if commit {
+            tx.commit().await?;
+        }
         Ok(pruned)
     }
 
@@ -230,6 +235,45 @@ impl Engine {
         &self,
         message_id: i64,
     ) -> Result<(MessageRecord, Enqueued)> {
+        match self.retry_once(message_id).await? {
+            Retry::Enqueued(record, enqueued) => Ok((*record, enqueued)),
+            Retry::Already => {
+                // Retried already (maybe a moment ago, by another operator): answer with that.
+                let record = self
+                    .store
+                    .message(MessageLookup::Id(message_id))
+                    .await?
+                    .ok_or(Error::MessageNotFound)?;
+                let retry_id = record.retried_as.ok_or(Error::MessageNotFound)?;
+                let retry = self
+                    .store
+                    .message(MessageLookup::Id(retry_id))
+                    .await?
+                    .ok_or(Error::MessageNotFound)?;
+                let enqueued = Enqueued {
+                    message_id: retry.id,
+                    request_id: retry.request_id,
+                };
+                Ok((record, enqueued))
+            }
+        }
+    }
+
+    /// Enqueues a dead letter again unless it was retried already (or is no longer dead,
+    /// or was pruned): a redrive's step, which never retries one message twice. Returns
+    /// the new message's id.
+    pub(crate) async fn redrive_dead_letter(&self, message_id: i64) -> Result<Option<i64>> {
+        match self.retry_once(message_id).await {
+            Ok(Retry::Enqueued(_, enqueued)) => Ok(Some(enqueued.message_id)),
+            Ok(Retry::Already) | Err(Error::MessageNotFound | Error::NotDeadLetter { .. }) => {
+                Ok(None)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Enqueues a dead letter again, once.
+    async fn retry_once(&self, message_id: i64) -> Result<Retry> {
         let mut tx = self.begin(None).await?;
         let record = tx
             .message(MessageLookup::Id(message_id))
@@ -242,24 +286,7 @@ impl Engine {
             });
         }
         if !tx.release_dead_letter(message_id).await? {
-            // Retried already (maybe a moment ago, by another operator): answer with that.
-            drop(tx);
-            let record = self
-                .store
-                .message(MessageLookup::Id(message_id))
-                .await?
-                .ok_or(Error::MessageNotFound)?;
-            let retry_id = record.retried_as.ok_or(Error::MessageNotFound)?;
-            let retry = self
-                .store
-                .message(MessageLookup::Id(retry_id))
-                .await?
-                .ok_or(Error::MessageNotFound)?;
-            let enqueued = Enqueued {
-                message_id: retry.id,
-                request_id: retry.request_id,
-            };
-            return Ok((record, enqueued));
+            return Ok(Retry::Already);
         }
         let key = ActorKey {
             actor_type: &record.actor_type,
@@ -282,8 +309,16 @@ impl Engine {
         tx.link_retry(message_id, enqueued.message_id).await?;
         tx.commit().await?;
         self.wake();
-        Ok((record, enqueued))
+        Ok(Retry::Enqueued(Box::new(record), enqueued))
     }
+}
+
+/// What one retry of a dead letter did.
+enum Retry {
+    /// Enqueued it again as a new message.
+    Enqueued(Box<MessageRecord>, Enqueued),
+    /// An earlier retry had.
+    Already,
 }
 
 /// The occurrences of a due reminder that fire now, and when it is due next.

@@ -174,6 +174,9 @@ impl Engine {
         let Some(locked) = tx.lock_actor(call.key, true, micros(self.now())).await? else {
             return Err(call.busy(None));
         };
+        if locked.instance.paused {
+            return Err(paused(call.key));
+        }
         if let Some(key) = options.idempotency_key {
             let lookup = MessageLookup::IdempotencyKey(call.key, key);
             if let Some(existing) = tx.message(lookup).await? {
@@ -372,8 +375,11 @@ impl Engine {
                 Err(error) if error.is_busy() => return Err(call.busy(None)),
                 read => read?,
             };
+            let instance = committed.instance.unwrap_or_default();
+            if instance.paused {
+                return Err(paused(call.key));
+            }
             if committed.mailbox_empty || drained {
-                let instance = committed.instance.unwrap_or_default();
                 return self.answer::<A>(&call, &instance, query).await;
             }
             let step = self
@@ -447,7 +453,10 @@ impl Engine {
     pub(crate) async fn destroy(&self, key: ActorKey<'_, '_>, timeout: Duration) -> Result<()> {
         let deadline = deadline_after(timeout);
         let mut tx = self.begin(Some(deadline)).await?;
-        tx.lock_actor(key, true, micros(self.now())).await?;
+        let locked = tx.lock_actor(key, true, micros(self.now())).await?;
+        if locked.is_some_and(|locked| locked.instance.paused) {
+            return Err(paused(key));
+        }
         tx.destroy_actor(key, micros(self.now())).await?;
         tx.commit().await?;
         self.wake();
@@ -515,6 +524,9 @@ impl Engine {
         deadline: Instant,
     ) -> Result<Enqueued> {
         let mut tx = self.begin(Some(deadline)).await?;
+        if tx.is_paused(key).await? {
+            return Err(paused(key));
+        }
         if let Some(idempotency_key) = options.idempotency_key {
             let lookup = MessageLookup::IdempotencyKey(key, idempotency_key);
             if let Some(existing) = tx.message(lookup).await? {
@@ -611,6 +623,14 @@ impl Origin {
 }
 
 /// An idempotency key answers only for the same operation with the same arguments.
+/// The error a call on a paused actor gets.
+pub(super) fn paused(key: ActorKey<'_, '_>) -> Error {
+    Error::Paused {
+        actor_type: key.actor_type.to_owned(),
+        actor_id: key.actor_id.to_owned(),
+    }
+}
+
 fn same_request(
     existing: &MessageRecord,
     operation: &str,

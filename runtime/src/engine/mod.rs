@@ -216,7 +216,7 @@ impl Engine {
     }
 
     /// Begins a transaction within `bounds` of the caller's deadline (or the turn timeout).
-    async fn begin(&self, deadline: Option<Instant>) -> Result<Box<dyn Transaction>> {
+    pub(crate) async fn begin(&self, deadline: Option<Instant>) -> Result<Box<dyn Transaction>> {
         self.store.begin(self.bounds(deadline)).await
     }
 

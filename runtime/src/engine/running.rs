@@ -172,6 +172,13 @@ impl Engine {
         let Some(locked) = tx.lock_actor(key, lock.waits(), micros(self.now())).await? else {
             return Ok(Attempted::Done(Step::Busy));
         };
+        if locked.instance.paused {
+            // Paused after a worker listed it: workers leave it; a waiting caller hears why.
+            return match lock {
+                Lock::Skip => Ok(Attempted::Done(Step::Busy)),
+                Lock::WaitUntil(_) => Err(super::call::paused(key)),
+            };
+        }
         let Some(head) = locked.head else {
             return Ok(Attempted::Done(Step::Idle));
         };

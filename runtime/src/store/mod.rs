@@ -15,6 +15,8 @@
 
 #[macro_use]
 mod shared;
+#[macro_use]
+pub(crate) mod admin;
 
 mod owned_transaction;
 #[cfg(feature = "postgres")]
@@ -48,6 +50,8 @@ pub(crate) struct Instance {
     pub(crate) incarnation: i64,
     /// The version of the actor's state type that wrote `state`.
     pub(crate) state_version: i64,
+    /// Whether an operator paused the actor: it runs nothing until resumed.
+    pub(crate) paused: bool,
 }
 
 impl Default for Instance {
@@ -58,6 +62,7 @@ impl Default for Instance {
             revision: 0,
             incarnation: 1,
             state_version: 1,
+            paused: false,
         }
     }
 }
@@ -392,7 +397,7 @@ impl Counters {
 
 /// A database the runtime keeps its actors in.
 #[async_trait]
-pub(crate) trait Store: Send + Sync + 'static {
+pub(crate) trait Store: admin::AdminReads + Send + Sync + 'static {
     /// Starts a write transaction within `bounds`; on SQLite it holds the database's write
     /// lock. A wait past the deadline ends in an error that
     /// [`Error::is_busy`](crate::error::Error::is_busy) recognises.
@@ -458,7 +463,7 @@ pub(crate) trait WorkNotices: Send {
 /// transaction dropped while its state is unknown (in the middle of beginning, committing,
 /// or after a savepoint failed) closes its connection instead of returning it to the pool.
 #[async_trait]
-pub(crate) trait Transaction: Send {
+pub(crate) trait Transaction: admin::AdminWrites + Send {
     /// Locks the actor's row until commit (creating it first if missing, so that two callers
     /// of a new actor take turns) and reads the head of its mailbox. With `wait` it waits for
     /// a turn elsewhere until the transaction's deadline (then an error that
@@ -500,6 +505,9 @@ pub(crate) trait Transaction: Send {
 
     /// How many ready messages the actor has, counting at most `limit`.
     async fn count_ready(&mut self, actor: ActorKey<'_, '_>, limit: i64) -> Result<i64>;
+
+    /// Whether an operator paused the actor (without locking it).
+    async fn is_paused(&mut self, actor: ActorKey<'_, '_>) -> Result<bool>;
 
     /// Writes the actor's state, creating its row if needed.
     async fn write_instance(
@@ -586,7 +594,7 @@ pub(crate) trait Transaction: Send {
     async fn link_retry(&mut self, message_id: i64, retry_id: i64) -> Result<()>;
 
     /// Deletes what `retention` says; returns how many rows were deleted.
-    async fn prune(&mut self, retention: &Retention) -> Result<u64>;
+    async fn prune(&mut self, retention: &Retention) -> Result<crate::admin::PruneCounts>;
 
     /// Marks the point the handler's own SQL writes roll back to on a rejection or failure.
     async fn savepoint(&mut self) -> Result<()>;

@@ -58,6 +58,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "wake-up",
         include_str!("../../migrations/postgres/0006_wake_up.sql"),
     ),
+    (
+        7,
+        "administration",
+        include_str!("../../migrations/postgres/0007_administration.sql"),
+    ),
 ];
 
 /// The channel a commit that leaves work notifies (by the triggers of migration 6).
@@ -322,5 +327,43 @@ impl WorkNotices for Notices {
         self.listener.recv().await?;
         self.counters.work_notice();
         Ok(())
+    }
+}
+
+admin_backend! {
+    store: PostgresStore,
+    readers: readers,
+    transaction: PostgresTransaction,
+    reads: {
+        fn schema(&self) -> (&'static str, i64) {
+            ("postgres", MIGRATIONS.last().map_or(0, |migration| migration.0))
+        }
+
+        async fn settings(&self) -> Result<Vec<(String, String)>> {
+            let mut settings = Vec::new();
+            for name in [
+                "server_version",
+                "default_transaction_isolation",
+                "synchronous_commit",
+                "max_connections",
+                "TimeZone",
+            ] {
+                let value: String = sqlx::query_scalar("SELECT current_setting($1)")
+                    .bind(name)
+                    .fetch_one(&self.readers)
+                    .await?;
+                settings.push((name.to_owned(), value));
+            }
+            Ok(settings)
+        }
+
+        async fn database_micros(&self) -> Result<Option<i64>> {
+            let now = sqlx::query_scalar(
+                "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT",
+            )
+            .fetch_one(&self.readers)
+            .await?;
+            Ok(Some(now))
+        }
     }
 }

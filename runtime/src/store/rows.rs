@@ -13,19 +13,21 @@ pub(crate) trait Columns<DB: Database>: for<'r> Decode<'r, DB> + Type<DB> {}
 
 impl<DB: Database, T: for<'r> Decode<'r, DB> + Type<DB>> Columns<DB> for T {}
 
-/// `state, revision` of `solid_instances`.
+/// An actor's row of `solid_instances`.
 pub(crate) fn instance<R>(row: &R) -> Result<Instance>
 where
     R: Row,
     for<'c> &'c str: ColumnIndex<R>,
     Option<String>: Columns<R::Database>,
     i64: Columns<R::Database>,
+    Option<i64>: Columns<R::Database>,
 {
     Ok(Instance {
         state: row.try_get("state")?,
         revision: row.try_get("revision")?,
         incarnation: row.try_get("incarnation")?,
         state_version: row.try_get("state_version")?,
+        paused: row.try_get::<Option<i64>, _>("paused_at")?.is_some(),
     })
 }
 
@@ -71,6 +73,7 @@ where
         state_version: row
             .try_get::<Option<i64>, _>("state_version")?
             .unwrap_or(fresh.state_version),
+        paused: row.try_get::<Option<i64>, _>("paused_at")?.is_some(),
     };
     let head = match row.try_get::<Option<i64>, _>("id")? {
         Some(_) => Some(stored_message(row)?),

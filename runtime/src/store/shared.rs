@@ -63,7 +63,8 @@ macro_rules! sql_backend {
         store_items: { $($store_item:item)* },
         transaction_items: { $($transaction_item:item)* }
     ) => {
-        const SELECT_INSTANCE: &str = "SELECT state, revision, incarnation, state_version
+        const SELECT_INSTANCE: &str = "SELECT state, revision, incarnation, state_version,
+                    paused_at
              FROM solid_instances WHERE actor_type = $1 AND actor_id = $2";
 
         /// The query that finds one message.
@@ -176,6 +177,10 @@ macro_rules! sql_backend {
                          WHERE e.actor_type = m.actor_type AND e.actor_id = m.actor_id
                            AND e.status = 'ready' AND e.id < m.id
                            AND (e.attempts > 0 OR e.available_at <= $2))
+                       AND NOT EXISTS (
+                         SELECT 1 FROM solid_instances p
+                         WHERE p.actor_type = m.actor_type AND p.actor_id = m.actor_id
+                           AND p.paused_at IS NOT NULL)
                      ORDER BY m.id LIMIT $3"
                 ))
                 .bind(operations)
@@ -344,6 +349,19 @@ macro_rules! sql_backend {
                 .fetch_one(&mut *self.tx)
                 .await?;
                 Ok(count)
+            }
+
+            async fn is_paused(&mut self, actor: ActorKey<'_, '_>) -> Result<bool> {
+                self.counters.statement();
+                let paused = sqlx::query(
+                    "SELECT 1 FROM solid_instances
+                     WHERE actor_type = $1 AND actor_id = $2 AND paused_at IS NOT NULL",
+                )
+                .bind(actor.actor_type)
+                .bind(actor.actor_id)
+                .fetch_optional(&mut *self.tx)
+                .await?;
+                Ok(paused.is_some())
             }
 
             async fn write_instance(
@@ -635,7 +653,7 @@ macro_rules! sql_backend {
                 Ok(())
             }
 
-            async fn prune(&mut self, retention: &Retention) -> Result<u64> {
+            async fn prune(&mut self, retention: &Retention) -> Result<$crate::admin::PruneCounts> {
                 self.counters.statement();
                 let finished = sqlx::query(
                     "DELETE FROM solid_messages
@@ -661,7 +679,11 @@ macro_rules! sql_backend {
                 .bind(retention.finished_before)
                 .execute(&mut *self.tx)
                 .await?;
-                let mut pruned = finished.rows_affected() + done.rows_affected();
+                let mut pruned = $crate::admin::PruneCounts {
+                    finished_messages: finished.rows_affected(),
+                    done_effects: done.rows_affected(),
+                    ..Default::default()
+                };
                 if let Some(dead_before) = retention.dead_before {
                     self.counters.statement();
                     let dead_letters = sqlx::query(
@@ -677,7 +699,8 @@ macro_rules! sql_backend {
                     .bind(dead_before)
                     .execute(&mut *self.tx)
                     .await?;
-                    pruned += dead_letters.rows_affected() + dead_effects.rows_affected();
+                    pruned.dead_letters = dead_letters.rows_affected();
+                    pruned.dead_effects = dead_effects.rows_affected();
                 }
                 Ok(pruned)
             }

@@ -52,6 +52,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "lifecycle",
         include_str!("../../migrations/sqlite/0005_lifecycle.sql"),
     ),
+    (
+        7,
+        "administration",
+        include_str!("../../migrations/sqlite/0007_administration.sql"),
+    ),
 ];
 
 /// How long a statement outside a caller's deadline waits for another process's write lock.
@@ -275,7 +280,8 @@ sql_backend! {
             // BEGIN IMMEDIATE already holds the database's write lock: no other turn runs.
             self.counters.statement();
             let row = sqlx::query(concat!(
-                "SELECT i.state, i.revision, i.incarnation, i.state_version, h.id, h.operation,
+                "SELECT i.state, i.revision, i.incarnation, i.state_version, i.paused_at,
+                        h.id, h.operation,
                         h.arguments, h.attempts, h.available_at, h.message_incarnation,
                         h.scheduled_for
                  FROM (SELECT 1) AS one
@@ -300,6 +306,44 @@ sql_backend! {
 
         fn sqlite(&mut self) -> Option<&mut SqliteConnection> {
             Some(&mut *self.tx)
+        }
+    }
+}
+
+admin_backend! {
+    store: SqliteStore,
+    readers: readers,
+    transaction: SqliteTransaction,
+    reads: {
+        fn schema(&self) -> (&'static str, i64) {
+            ("sqlite", MIGRATIONS.last().map_or(0, |migration| migration.0))
+        }
+
+        async fn settings(&self) -> Result<Vec<(String, String)>> {
+            let version: String = sqlx::query_scalar("SELECT sqlite_version()")
+                .fetch_one(&self.readers)
+                .await?;
+            let journal_mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+                .fetch_one(&self.readers)
+                .await?;
+            let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous")
+                .fetch_one(&self.readers)
+                .await?;
+            let synchronous = match synchronous {
+                0 => "off",
+                1 => "normal",
+                2 => "full",
+                _ => "extra",
+            };
+            Ok(vec![
+                ("sqlite_version".to_owned(), version),
+                ("journal_mode".to_owned(), journal_mode),
+                ("synchronous".to_owned(), synchronous.to_owned()),
+            ])
+        }
+
+        async fn database_micros(&self) -> Result<Option<i64>> {
+            Ok(None)
         }
     }
 }

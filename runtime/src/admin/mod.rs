@@ -1,0 +1,634 @@
+//! The administration API: what an operator needs when an actor is stuck.
+//!
+//! [`Runtime::admin`] gives an [`Admin`], which lists actor types and actors, inspects one
+//! actor (its state, the head of its mailbox with its attempts and last error, its
+//! reminders and effects), lists and redrives dead letters, pauses and resumes actors, and
+//! previews and runs the prune. It works on stored rows only, so it needs none of the
+//! application's actor types: the `solid-objects` command-line tool (feature `cli`) is built
+//! on it.
+//!
+//! Every call is first put to [`Policy::authorize_administration`] (denied unless the
+//! application's policy allows it), and every call, allowed or denied, leaves a row in the
+//! audit table `solid_admin_events`: who (the [`context`](Admin::context) the operator gave),
+//! what, on which resource, when, and how it ended.
+//!
+//! ```no_run
+//! # async fn example(runtime: solid_objects::Runtime) -> solid_objects::Result<()> {
+//! use solid_objects::admin::DeadLetterFilter;
+//! use solid_objects::prelude::json;
+//!
+//! let admin = runtime.admin().context(json!({ "operator": "ana" }));
+//! admin.pause("SeatInventory", "show-42").await?;
+//! let stuck = admin.inspect("SeatInventory", "show-42").await?;
+//! println!("{stuck:#?}");
+//! let redriven = admin
+//!     .redrive(&DeadLetterFilter::new().actor_type("SeatInventory").operation("hold"))
+//!     .await?;
+//! println!("{} dead letters enqueued again", redriven.retried);
+//! admin.resume("SeatInventory", "show-42").await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! [`Runtime::admin`]: crate::Runtime::admin
+//! [`Policy::authorize_administration`]: crate::Policy::authorize_administration
+
+mod model;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Instant;
+
+use serde_json::{json, Value};
+
+pub use model::{
+    ActorDetails, ActorFilter, ActorPage, ActorSummary, ActorTypeSummary, AdminEvent,
+    DeadLetterFilter, DeadLetterSummary, DoctorReport, EffectFilter, EffectSummary, MailboxHead,
+    PruneCounts, Redriven, ReminderFilter, ReminderSummary, Status,
+};
+
+use crate::engine::{from_micros, micros};
+use crate::error::{Error, Result};
+use crate::policy::{AdminAction, AdminRequest, Denied};
+use crate::runtime::Runtime;
+use crate::store::admin::AdminEventWrite;
+use crate::store::{ActorKey, InstanceWrite, MessageLookup, StoredStatus};
+use crate::validate::validate_id;
+
+/// The most rows one listing returns.
+const MAX_PAGE: u32 = 1000;
+
+/// Rows per listing when the filter gives no limit.
+const DEFAULT_PAGE: u32 = 100;
+
+/// Dead letters a redrive enqueues per batch.
+const REDRIVE_BATCH: i64 = 100;
+
+/// The actor type of the doctor's scratch actor.
+const DOCTOR_TYPE: &str = "solid_objects.doctor";
+
+/// Clock skew past which the doctor reports a problem: leases and due times go wrong.
+const SKEW_WARNING_MS: i64 = 1000;
+
+/// The administration API of a runtime; see the [module docs](self).
+#[derive(Debug, Clone)]
+pub struct Admin {
+    runtime: Runtime,
+    context: Option<Value>,
+}
+
+impl Admin {
+    pub(crate) fn new(runtime: Runtime) -> Self {
+        Self {
+            runtime,
+            context: None,
+        }
+    }
+
+    /// Who is asking: given to the policy, and stored as the caller of each audit row.
+    pub fn context(mut self, context: Value) -> Self {
+        self.context = Some(context);
+        self
+    }
+
+    /// Counts of messages and effects by status, reminders (and how many are due), paused
+    /// actors, and when the oldest due message was enqueued.
+    pub async fn status(&self) -> Result<Status> {
+        self.audited(AdminAction::Status, "database".to_owned(), || async {
+            let now = micros(self.runtime.engine().now());
+            Ok((self.runtime.engine().store().status(now).await?, None))
+        })
+        .await
+    }
+
+    /// Every actor type with actors or messages: its actors, paused actors, ready messages
+    /// and dead letters.
+    pub async fn actor_types(&self) -> Result<Vec<ActorTypeSummary>> {
+        self.audited(AdminAction::ListActors, "actor types".to_owned(), || async {
+            Ok((self.runtime.engine().store().actor_types().await?, None))
+        })
+        .await
+    }
+
+    /// A page of actors matching `filter`, in (type, id) order, each with its mailbox depth,
+    /// last activity and paused flag. For the next page, pass the last actor to
+    /// [`ActorFilter::after`].
+    pub async fn actors(&self, filter: &ActorFilter) -> Result<ActorPage> {
+        let resource = describe(
+            "actors",
+            &[
+                ("type", filter.actor_type.as_deref()),
+                ("prefix", filter.id_prefix.as_deref()),
+            ],
+        );
+        self.audited(AdminAction::ListActors, resource, || async {
+            let limit = page(filter.limit);
+            let actors = self
+                .runtime
+                .engine()
+                .store()
+                .actors(filter, i64::from(limit))
+                .await?;
+            let more = actors.len() == limit as usize;
+            Ok((ActorPage { actors, more }, None))
+        })
+        .await
+    }
+
+    /// One actor: its row, committed state, mailbox head, reminders and unfinished or dead
+    /// effects; `None` if it has neither a row nor a message.
+    pub async fn inspect(&self, actor_type: &str, actor_id: &str) -> Result<Option<ActorDetails>> {
+        validate_id(actor_id)?;
+        let key = ActorKey {
+            actor_type,
+            actor_id,
+        };
+        self.audited(AdminAction::Inspect, resource(key), || async {
+            let store = self.runtime.engine().store();
+            let filter = ActorFilter {
+                actor_type: Some(actor_type.to_owned()),
+                id_prefix: Some(actor_id.to_owned()),
+                ..ActorFilter::default()
+            };
+            let summary = store
+                .actors(&filter, 1)
+                .await?
+                .into_iter()
+                .find(|actor| actor.actor_id == actor_id);
+            let Some(summary) = summary else {
+                return Ok((None, None));
+            };
+            let state = match store.state(key).await? {
+                Some(state) => Some(serde_json::from_str(&state).map_err(|error| {
+                    Error::Config(format!("the stored state does not read as JSON: {error}"))
+                })?),
+                None => None,
+            };
+            let reminders = ReminderFilter {
+                actor_type: Some(actor_type.to_owned()),
+                actor_id: Some(actor_id.to_owned()),
+                ..ReminderFilter::default()
+            };
+            let effects = EffectFilter {
+                actor_type: Some(actor_type.to_owned()),
+                actor_id: Some(actor_id.to_owned()),
+                ..EffectFilter::default()
+            };
+            let details = ActorDetails {
+                summary,
+                state,
+                head: store.oldest_ready(key).await?,
+                reminders: store
+                    .all_reminders(&reminders, i64::from(MAX_PAGE))
+                    .await?,
+                effects: store
+                    .effects(&effects, i64::from(MAX_PAGE))
+                    .await?
+                    .into_iter()
+                    .filter(|effect| effect.status != "done")
+                    .collect(),
+            };
+            Ok((Some(details), None))
+        })
+        .await
+    }
+
+    /// Dead letters matching `filter`, oldest first.
+    pub async fn dead_letters(&self, filter: &DeadLetterFilter) -> Result<Vec<DeadLetterSummary>> {
+        self.audited(
+            AdminAction::ListDeadLetters,
+            dead_letters_resource(filter),
+            || async {
+                let store = self.runtime.engine().store();
+                let ids = store
+                    .dead_letter_ids(filter, 0, i64::from(page(filter.limit)))
+                    .await?;
+                let mut letters = Vec::with_capacity(ids.len());
+                for id in ids {
+                    if let Some(record) = store.message(MessageLookup::Id(id)).await? {
+                        if record.status == StoredStatus::Dead {
+                            letters.push(DeadLetterSummary {
+                                message_id: record.id,
+                                arguments: serde_json::from_str(&record.arguments)
+                                    .unwrap_or(Value::String(record.arguments)),
+                                actor_type: record.actor_type,
+                                actor_id: record.actor_id,
+                                operation: record.operation,
+                                attempts: record.attempts,
+                                error: record.last_error.unwrap_or_default(),
+                                failed_at: record.finished_at.map(from_micros),
+                                retried_as: record.retried_as.filter(|&retry| retry > 0),
+                            });
+                        }
+                    }
+                }
+                Ok((letters, None))
+            },
+        )
+        .await
+    }
+
+    /// Enqueues one dead letter again, at the tail of its mailbox with its attempts reset
+    /// (as [`Runtime::retry_dead_letter`](crate::Runtime::retry_dead_letter)); returns the
+    /// new message's id. Retrying it again returns the same id.
+    pub async fn retry_dead_letter(&self, message_id: i64) -> Result<i64> {
+        self.audited(
+            AdminAction::RetryDeadLetter,
+            format!("message {message_id}"),
+            || async {
+                let (_, enqueued) = self.runtime.engine().retry_dead_letter(message_id).await?;
+                let details = json!({ "retried_as": enqueued.message_id });
+                Ok((enqueued.message_id, Some(details)))
+            },
+        )
+        .await
+    }
+
+    /// Enqueues again every dead letter that matches `filter` and was not retried yet, in
+    /// batches, oldest first. Idempotent: a second redrive with the same filter finds none
+    /// left (each dead letter is retried once, however many operators redrive at once).
+    pub async fn redrive(&self, filter: &DeadLetterFilter) -> Result<Redriven> {
+        let filter = DeadLetterFilter {
+            include_retried: false,
+            ..filter.clone()
+        };
+        self.audited(AdminAction::Redrive, dead_letters_resource(&filter), || async {
+            let engine = self.runtime.engine();
+            let mut redriven = Redriven {
+                retried: 0,
+                message_ids: Vec::new(),
+            };
+            let mut after = 0;
+            loop {
+                let ids = engine
+                    .store()
+                    .dead_letter_ids(&filter, after, REDRIVE_BATCH)
+                    .await?;
+                for &id in &ids {
+                    if let Some(enqueued) = engine.redrive_dead_letter(id).await? {
+                        redriven.retried += 1;
+                        redriven.message_ids.push(enqueued);
+                    }
+                }
+                match ids.last() {
+                    Some(&last) if ids.len() as i64 == REDRIVE_BATCH => after = last,
+                    _ => break,
+                }
+            }
+            let details = json!({ "retried": redriven.retried });
+            Ok((redriven, Some(details)))
+        })
+        .await
+    }
+
+    /// Effects matching `filter`, oldest first.
+    pub async fn effects(&self, filter: &EffectFilter) -> Result<Vec<EffectSummary>> {
+        let resource = describe(
+            "effects",
+            &[
+                ("status", filter.status.as_deref()),
+                ("type", filter.actor_type.as_deref()),
+                ("id", filter.actor_id.as_deref()),
+                ("name", filter.name.as_deref()),
+            ],
+        );
+        self.audited(AdminAction::ListEffects, resource, || async {
+            let effects = self
+                .runtime
+                .engine()
+                .store()
+                .effects(filter, i64::from(page(filter.limit)))
+                .await?;
+            Ok((effects, None))
+        })
+        .await
+    }
+
+    /// Runs a dead effect again (as [`Runtime::retry_effect`](crate::Runtime::retry_effect));
+    /// false if it is not dead.
+    pub async fn retry_effect(&self, id: i64) -> Result<bool> {
+        self.audited(AdminAction::RetryEffect, format!("effect {id}"), || async {
+            let retried = self.runtime.engine().retry_effect(id).await?;
+            Ok((retried, Some(json!({ "retried": retried }))))
+        })
+        .await
+    }
+
+    /// Scheduled reminders matching `filter`, the next due first.
+    pub async fn reminders(&self, filter: &ReminderFilter) -> Result<Vec<ReminderSummary>> {
+        let resource = describe(
+            "reminders",
+            &[
+                ("type", filter.actor_type.as_deref()),
+                ("id", filter.actor_id.as_deref()),
+            ],
+        );
+        self.audited(AdminAction::ListReminders, resource, || async {
+            let reminders = self
+                .runtime
+                .engine()
+                .store()
+                .all_reminders(filter, i64::from(page(filter.limit)))
+                .await?;
+            Ok((reminders, None))
+        })
+        .await
+    }
+
+    /// Pauses an actor: once this returns, no turn of it runs (a turn in flight finished
+    /// first), workers skip it, and calls get [`Error::Paused`]; messages for it (from other
+    /// actors, its reminders, earlier enqueues) wait in its mailbox. False if it was paused
+    /// already.
+    pub async fn pause(&self, actor_type: &str, actor_id: &str) -> Result<bool> {
+        self.set_paused(AdminAction::Pause, actor_type, actor_id)
+            .await
+    }
+
+    /// Resumes a paused actor: its mailbox runs again. False if it was not paused.
+    pub async fn resume(&self, actor_type: &str, actor_id: &str) -> Result<bool> {
+        self.set_paused(AdminAction::Resume, actor_type, actor_id)
+            .await
+    }
+
+    /// Counts what [`prune`](Admin::prune) would delete now, deleting nothing.
+    pub async fn prune_preview(&self) -> Result<PruneCounts> {
+        self.audited(AdminAction::PrunePreview, "database".to_owned(), || async {
+            let counts = self.runtime.engine().prune(false).await?;
+            Ok((counts, Some(json!(counts))))
+        })
+        .await
+    }
+
+    /// Deletes finished messages and done effects past [`Limits::retention`], dead letters
+    /// and dead effects past [`Limits::dead_retention`], and audit rows past the retention
+    /// (the workers do this hourly); returns how many of each.
+    ///
+    /// [`Limits::retention`]: crate::Limits::retention
+    /// [`Limits::dead_retention`]: crate::Limits::dead_retention
+    pub async fn prune(&self) -> Result<PruneCounts> {
+        self.audited(AdminAction::Prune, "database".to_owned(), || async {
+            let counts = self.runtime.engine().prune(true).await?;
+            Ok((counts, Some(json!(counts))))
+        })
+        .await
+    }
+
+    /// The audit log, newest first, at most `limit` rows (1 to 1000; 100 if zero).
+    pub async fn audit_log(&self, limit: u32) -> Result<Vec<AdminEvent>> {
+        self.audited(AdminAction::ReadAudit, "audit log".to_owned(), || async {
+            let events = self
+                .runtime
+                .engine()
+                .store()
+                .admin_events(i64::MAX, i64::from(page(limit)))
+                .await?;
+            Ok((events, None))
+        })
+        .await
+    }
+
+    /// Checks the database: the schema versions applied against the ones this build knows,
+    /// the settings that matter (SQLite's journal mode and synchronous, PostgreSQL's
+    /// isolation and version), a real write and read of a scratch actor (type
+    /// `solid_objects.doctor`, deleted afterwards), and the clock skew between this host and
+    /// PostgreSQL. What looks wrong is listed in [`DoctorReport::problems`].
+    pub async fn doctor(&self) -> Result<DoctorReport> {
+        self.audited(AdminAction::Doctor, "database".to_owned(), || async {
+            let report = self.examine().await?;
+            let details = json!({ "problems": report.problems });
+            Ok((report, Some(details)))
+        })
+        .await
+    }
+
+    async fn examine(&self) -> Result<DoctorReport> {
+        let engine = self.runtime.engine();
+        let store = engine.store();
+        let (backend, known_migration) = store.schema();
+        let applied_migrations = store.applied_migrations().await?;
+        let settings = store.settings().await?;
+        let mut problems = Vec::new();
+        match applied_migrations.iter().max() {
+            Some(&newest) if newest > known_migration => problems.push(format!(
+                "the database has schema version {newest}, newer than this build's \
+                 {known_migration}: upgrade this build"
+            )),
+            _ => {}
+        }
+        let setting = |name: &str| {
+            settings
+                .iter()
+                .find(|(setting, _)| setting == name)
+                .map(|(_, value)| value.as_str())
+        };
+        if setting("journal_mode").is_some_and(|mode| !mode.eq_ignore_ascii_case("wal")) {
+            problems.push("SQLite is not in WAL mode: readers block the writer".to_owned());
+        }
+        if setting("synchronous").is_some_and(|mode| mode == "off") {
+            problems.push("SQLite synchronous is off: a crash can lose committed turns".to_owned());
+        }
+        if setting("synchronous_commit").is_some_and(|mode| mode == "off") {
+            problems.push(
+                "PostgreSQL synchronous_commit is off: a crash can lose committed turns"
+                    .to_owned(),
+            );
+        }
+        let round_trip_micros = self.round_trip().await?;
+        let clock_skew_ms = store
+            .database_micros()
+            .await?
+            .map(|database| (database - micros(chrono::Utc::now())) / 1000);
+        if let Some(skew) = clock_skew_ms.filter(|skew| skew.abs() > SKEW_WARNING_MS) {
+            problems.push(format!(
+                "this host's clock is {skew} ms behind the database's (negative: ahead); \
+                 leases and due times assume clocks within a second"
+            ));
+        }
+        Ok(DoctorReport {
+            backend,
+            applied_migrations,
+            known_migration,
+            settings,
+            round_trip_micros,
+            clock_skew_ms,
+            problems,
+        })
+    }
+
+    /// Writes a scratch actor's state, reads it back through a read connection, deletes it;
+    /// returns how long that took.
+    async fn round_trip(&self) -> Result<u64> {
+        let engine = self.runtime.engine();
+        let probe = uuid::Uuid::new_v4().to_string();
+        let key = ActorKey {
+            actor_type: DOCTOR_TYPE,
+            actor_id: &probe,
+        };
+        let state = json!({ "probe": probe }).to_string();
+        let started = Instant::now();
+        let mut tx = engine.begin(None).await?;
+        let write = InstanceWrite {
+            state: &state,
+            revision: 1,
+            state_version: 1,
+            updated_at: micros(engine.now()),
+        };
+        tx.write_instance(key, &write).await?;
+        tx.commit().await?;
+        let read = engine.store().state(key).await?;
+        let mut tx = engine.begin(None).await?;
+        tx.delete_instance(key).await?;
+        tx.commit().await?;
+        if read.as_deref() != Some(state.as_str()) {
+            return Err(Error::Config(
+                "the doctor's scratch actor did not read back as written".to_owned(),
+            ));
+        }
+        Ok(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX))
+    }
+
+    async fn set_paused(&self, action: AdminAction, actor_type: &str, actor_id: &str) -> Result<bool> {
+        validate_id(actor_id)?;
+        let key = ActorKey {
+            actor_type,
+            actor_id,
+        };
+        let resource = resource(key);
+        self.authorize(action, &resource).await?;
+        let engine = self.runtime.engine();
+        let paused_at = (action == AdminAction::Pause).then(|| micros(engine.now()));
+        // The change and its audit row commit together.
+        let mut tx = engine.begin(None).await?;
+        let changed = tx.set_paused(key, paused_at).await?;
+        let details = json!({ "changed": changed }).to_string();
+        let caller = self.caller();
+        tx.record_admin_event(&AdminEventWrite {
+            at: micros(engine.now()),
+            caller: caller.as_deref(),
+            action: action.as_str(),
+            resource: &resource,
+            outcome: "allowed",
+            details: Some(&details),
+        })
+        .await?;
+        tx.commit().await?;
+        if paused_at.is_none() {
+            engine.wake();
+        }
+        Ok(changed)
+    }
+
+    /// Asks the policy, writes the audit row, runs `work`, and returns what it returned.
+    async fn audited<T, F, Fut>(&self, action: AdminAction, resource: String, work: F) -> Result<T>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<(T, Option<Value>)>>,
+    {
+        self.authorize(action, &resource).await?;
+        match work().await {
+            Ok((value, details)) => {
+                self.record(action, &resource, "allowed", details).await?;
+                Ok(value)
+            }
+            Err(error) => {
+                let details = json!({ "error": error.to_string() });
+                if let Err(audit) = self.record(action, &resource, "failed", Some(details)).await {
+                    tracing::warn!(%audit, action = action.as_str(), "the audit row of a failed administration call was not written");
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// Puts the call to the policy; a refusal is written to the audit table and returned.
+    async fn authorize(&self, action: AdminAction, resource: &str) -> Result<()> {
+        self.runtime.ensure_open()?;
+        let request = AdminRequest {
+            action,
+            resource,
+            context: self.context.as_ref(),
+        };
+        let policy = self.runtime.policy();
+        // The policy is user code: a panic in it denies the call.
+        let verdict = catch_unwind(AssertUnwindSafe(|| {
+            policy.authorize_administration(&request)
+        }))
+        .unwrap_or_else(|_| Err(Denied::new("the authorisation policy failed")));
+        let Err(denied) = verdict else {
+            return Ok(());
+        };
+        let details = json!({ "reason": denied.reason() });
+        self.record(action, resource, "denied", Some(details)).await?;
+        Err(Error::AdministrationDenied {
+            action: action.as_str(),
+            resource: resource.to_owned(),
+            reason: denied.reason().to_owned(),
+        })
+    }
+
+    /// Appends an audit row in a transaction of its own.
+    async fn record(
+        &self,
+        action: AdminAction,
+        resource: &str,
+        outcome: &str,
+        details: Option<Value>,
+    ) -> Result<()> {
+        let engine = self.runtime.engine();
+        let caller = self.caller();
+        let details = details.map(|details| details.to_string());
+        let mut tx = engine.begin(None).await?;
+        tx.record_admin_event(&AdminEventWrite {
+            at: micros(engine.now()),
+            caller: caller.as_deref(),
+            action: action.as_str(),
+            resource,
+            outcome,
+            details: details.as_deref(),
+        })
+        .await?;
+        tx.commit().await
+    }
+
+    fn caller(&self) -> Option<String> {
+        self.context.as_ref().map(Value::to_string)
+    }
+}
+
+/// `Type/id`, as audit rows name one actor.
+fn resource(key: ActorKey<'_, '_>) -> String {
+    format!("{}/{}", key.actor_type, key.actor_id)
+}
+
+/// A listing's resource: its name and the filters given, such as `actors type=Show`.
+fn describe(what: &str, filters: &[(&str, Option<&str>)]) -> String {
+    let mut resource = what.to_owned();
+    for (name, value) in filters {
+        if let Some(value) = value {
+            resource.push_str(&format!(" {name}={value}"));
+        }
+    }
+    resource
+}
+
+fn dead_letters_resource(filter: &DeadLetterFilter) -> String {
+    let since = filter.since.map(|at| at.to_rfc3339());
+    let until = filter.until.map(|at| at.to_rfc3339());
+    describe(
+        "dead letters",
+        &[
+            ("type", filter.actor_type.as_deref()),
+            ("operation", filter.operation.as_deref()),
+            ("error", filter.error_contains.as_deref()),
+            ("since", since.as_deref()),
+            ("until", until.as_deref()),
+        ],
+    )
+}
+
+/// A listing's page size: `limit` within 1 to [`MAX_PAGE`], [`DEFAULT_PAGE`] for zero.
+fn page(limit: u32) -> u32 {
+    match limit {
+        0 => DEFAULT_PAGE,
+        limit => limit.min(MAX_PAGE),
+    }
+}

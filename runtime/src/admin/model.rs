@@ -1,0 +1,387 @@
+//! What the administration API reads and returns: plain records, serialisable for scripts.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+/// One actor type: how many actors it has, and how much of its work waits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct ActorTypeSummary {
+    /// The stored type name.
+    pub actor_type: String,
+    /// Actors with a row or a ready message.
+    pub actors: i64,
+    /// Of those, how many an operator paused.
+    pub paused: i64,
+    /// Ready messages across its mailboxes.
+    pub ready_messages: i64,
+    /// Its dead letters.
+    pub dead_letters: i64,
+}
+
+/// One actor, as a listing shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct ActorSummary {
+    /// The stored type name.
+    pub actor_type: String,
+    /// The actor's id.
+    pub actor_id: String,
+    /// How many turns changed its state (0 before the first).
+    pub revision: i64,
+    /// Which life of the actor this is (destroying it starts the next).
+    pub incarnation: i64,
+    /// The version of its state type that wrote the stored state.
+    pub state_version: i64,
+    /// Ready messages in its mailbox.
+    pub mailbox_depth: i64,
+    /// When a turn last committed its state.
+    pub last_activity: Option<DateTime<Utc>>,
+    /// When an operator paused it; `None`: it runs.
+    pub paused_at: Option<DateTime<Utc>>,
+}
+
+/// Which actors [`Admin::actors`](super::Admin::actors) lists, a page at a time.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ActorFilter {
+    /// Only this type.
+    pub actor_type: Option<String>,
+    /// Only ids that start with this.
+    pub id_prefix: Option<String>,
+    /// Start after this actor (the last one of the previous page), in (type, id) order.
+    pub after: Option<(String, String)>,
+    /// At most this many (1 to 1000; 100 if zero).
+    pub limit: u32,
+}
+
+impl ActorFilter {
+    /// Every actor, 100 at a time.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Only actors of this type.
+    pub fn actor_type(mut self, actor_type: impl Into<String>) -> Self {
+        self.actor_type = Some(actor_type.into());
+        self
+    }
+
+    /// Only actors whose id starts with `prefix`.
+    pub fn id_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.id_prefix = Some(prefix.into());
+        self
+    }
+
+    /// The page after the actor `(actor_type, actor_id)`.
+    pub fn after(mut self, actor_type: impl Into<String>, actor_id: impl Into<String>) -> Self {
+        self.after = Some((actor_type.into(), actor_id.into()));
+        self
+    }
+
+    /// At most `limit` actors per page.
+    pub fn limit(mut self, limit: u32) -> Self {
+        self.limit = limit;
+        self
+    }
+}
+
+/// A page of actors; `next` is the filter for the page after it, if there may be one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct ActorPage {
+    /// The actors, in (type, id) order.
+    pub actors: Vec<ActorSummary>,
+    /// Whether more actors may follow (the page was full).
+    pub more: bool,
+}
+
+/// The message at the head of a mailbox: the next to run, or the one holding the rest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct MailboxHead {
+    /// The message's id.
+    pub message_id: i64,
+    /// Its operation.
+    pub operation: String,
+    /// Failed attempts so far.
+    pub attempts: i64,
+    /// The last attempt's error, or why it waits (an operation this build does not know).
+    pub last_error: Option<String>,
+    /// When it may run next: its next attempt after a failure, or its delay.
+    pub next_attempt_at: DateTime<Utc>,
+    /// When it was enqueued.
+    pub enqueued_at: DateTime<Utc>,
+}
+
+/// Everything about one actor an operator needs when it is stuck.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct ActorDetails {
+    /// Its row, as listings show it.
+    pub summary: ActorSummary,
+    /// Its committed state as JSON; `None` before its first turn.
+    pub state: Option<Value>,
+    /// The head of its mailbox.
+    pub head: Option<MailboxHead>,
+    /// Its scheduled reminders, the next due first.
+    pub reminders: Vec<ReminderSummary>,
+    /// Its effects that have not run to the end: waiting, running or dead.
+    pub effects: Vec<EffectSummary>,
+}
+
+/// A scheduled reminder of some actor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct ReminderSummary {
+    /// The actor's type.
+    pub actor_type: String,
+    /// The actor's id.
+    pub actor_id: String,
+    /// The reminder's name.
+    pub name: String,
+    /// Its key.
+    pub key: String,
+    /// When it is due.
+    pub due_at: DateTime<Utc>,
+    /// For a recurring reminder, its interval in milliseconds.
+    pub every_ms: Option<i64>,
+}
+
+/// Which reminders [`Admin::reminders`](super::Admin::reminders) lists.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReminderFilter {
+    /// Only this actor type.
+    pub actor_type: Option<String>,
+    /// Only this actor (with `actor_type`).
+    pub actor_id: Option<String>,
+    /// Only reminders due at or before this time (overdue ones, with now).
+    pub due_before: Option<DateTime<Utc>>,
+    /// At most this many (1 to 1000; 100 if zero), the next due first.
+    pub limit: u32,
+}
+
+/// An effect, as operators see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct EffectSummary {
+    /// Its row id (what `retry_effect` takes).
+    pub id: i64,
+    /// Its effect id, the key a handler deduplicates on.
+    pub effect_id: String,
+    /// The actor whose turn emitted it: its type.
+    pub actor_type: String,
+    /// And its id.
+    pub actor_id: String,
+    /// The effect's kind.
+    pub name: String,
+    /// `ready`, `running`, `done` or `dead`.
+    pub status: String,
+    /// Attempts made.
+    pub attempts: i64,
+    /// When it may run (ready), or when its runner's lease ends (running).
+    pub available_at: DateTime<Utc>,
+    /// The last attempt's error.
+    pub last_error: Option<String>,
+    /// When its turn committed it.
+    pub created_at: DateTime<Utc>,
+}
+
+/// Which effects [`Admin::effects`](super::Admin::effects) lists.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EffectFilter {
+    /// Only this status: `ready`, `running`, `done`, `dead`, or `pending` (ready or
+    /// running). Every status if `None`.
+    pub status: Option<String>,
+    /// Only this actor type.
+    pub actor_type: Option<String>,
+    /// Only this actor (with `actor_type`).
+    pub actor_id: Option<String>,
+    /// Only this kind.
+    pub name: Option<String>,
+    /// At most this many (1 to 1000; 100 if zero), oldest first.
+    pub limit: u32,
+}
+
+/// Which dead letters [`Admin::dead_letters`](super::Admin::dead_letters) lists and
+/// [`Admin::redrive`](super::Admin::redrive) enqueues again.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DeadLetterFilter {
+    /// Only this actor type.
+    pub actor_type: Option<String>,
+    /// Only this operation.
+    pub operation: Option<String>,
+    /// Only those whose last error contains this text.
+    pub error_contains: Option<String>,
+    /// Only those that died at or after this time.
+    pub since: Option<DateTime<Utc>>,
+    /// Only those that died before this time.
+    pub until: Option<DateTime<Utc>>,
+    /// Listing only: also those an operator already retried (a redrive never takes them).
+    pub include_retried: bool,
+    /// Listing only: at most this many (1 to 1000; 100 if zero), oldest first.
+    pub limit: u32,
+}
+
+impl DeadLetterFilter {
+    /// Every dead letter not retried yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Only this actor type.
+    pub fn actor_type(mut self, actor_type: impl Into<String>) -> Self {
+        self.actor_type = Some(actor_type.into());
+        self
+    }
+
+    /// Only this operation.
+    pub fn operation(mut self, operation: impl Into<String>) -> Self {
+        self.operation = Some(operation.into());
+        self
+    }
+
+    /// Only those whose last error contains `text`.
+    pub fn error_contains(mut self, text: impl Into<String>) -> Self {
+        self.error_contains = Some(text.into());
+        self
+    }
+
+    /// Only those that died in `[since, until)`.
+    pub fn between(mut self, since: DateTime<Utc>, until: DateTime<Utc>) -> Self {
+        self.since = Some(since);
+        self.until = Some(until);
+        self
+    }
+
+    /// At most `limit` per listing.
+    pub fn limit(mut self, limit: u32) -> Self {
+        self.limit = limit;
+        self
+    }
+}
+
+/// A dead letter, as operators list it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct DeadLetterSummary {
+    /// The message's id (what `retry_dead_letter` takes).
+    pub message_id: i64,
+    /// Its actor's type.
+    pub actor_type: String,
+    /// Its actor's id.
+    pub actor_id: String,
+    /// Its operation.
+    pub operation: String,
+    /// Its arguments.
+    pub arguments: Value,
+    /// Attempts made.
+    pub attempts: i64,
+    /// The last attempt's error.
+    pub error: String,
+    /// When it became a dead letter.
+    pub failed_at: Option<DateTime<Utc>>,
+    /// The message an operator's retry enqueued, if it was retried.
+    pub retried_as: Option<i64>,
+}
+
+/// What a redrive did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Redriven {
+    /// Dead letters enqueued again by this redrive.
+    pub retried: u64,
+    /// The new messages' ids, in the order they were enqueued.
+    pub message_ids: Vec<i64>,
+}
+
+/// How many rows a prune deletes (or, previewed, would delete).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct PruneCounts {
+    /// Completed, rejected and destroyed messages past the retention period.
+    pub finished_messages: u64,
+    /// Effects that ran, past the retention period.
+    pub done_effects: u64,
+    /// Dead letters past the dead retention period.
+    pub dead_letters: u64,
+    /// Dead effects past the dead retention period.
+    pub dead_effects: u64,
+    /// Audit rows of administration calls past the retention period.
+    pub admin_events: u64,
+}
+
+impl PruneCounts {
+    /// Every row counted.
+    pub fn total(&self) -> u64 {
+        self.finished_messages
+            + self.done_effects
+            + self.dead_letters
+            + self.dead_effects
+            + self.admin_events
+    }
+}
+
+/// How much work waits, for `status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Status {
+    /// Messages by status (`ready`, `completed`, `rejected`, `dead`, `destroyed`).
+    pub messages: Vec<(String, i64)>,
+    /// Effects by status (`ready`, `running`, `done`, `dead`).
+    pub effects: Vec<(String, i64)>,
+    /// Scheduled reminders.
+    pub reminders: i64,
+    /// Of those, how many are due now and not yet fired.
+    pub reminders_due: i64,
+    /// Actors an operator paused.
+    pub paused_actors: i64,
+    /// When the oldest message that is due now was enqueued: how far behind the workers are.
+    pub oldest_due_message_at: Option<DateTime<Utc>>,
+}
+
+/// One administration call, as the audit table `solid_admin_events` keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct AdminEvent {
+    /// Its row id; newer calls have larger ids.
+    pub id: i64,
+    /// When it was made.
+    pub at: DateTime<Utc>,
+    /// Who made it: the operator's context, as given to [`Admin::context`](super::Admin::context).
+    pub caller: Option<Value>,
+    /// The action's name (`"pause"`, `"redrive"`, ...).
+    pub action: String,
+    /// What it was asked of.
+    pub resource: String,
+    /// `allowed`, `denied` (by the policy) or `failed` (allowed, then an error).
+    pub outcome: String,
+    /// What it did or why it failed, as JSON.
+    pub details: Option<Value>,
+}
+
+/// What [`Admin::doctor`](super::Admin::doctor) found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct DoctorReport {
+    /// `sqlite` or `postgres`.
+    pub backend: &'static str,
+    /// The schema versions applied to this database.
+    pub applied_migrations: Vec<i64>,
+    /// The newest schema version this build knows.
+    pub known_migration: i64,
+    /// Settings that matter to the runtime, by name (server version, journal mode,
+    /// synchronous, isolation, ...).
+    pub settings: Vec<(String, String)>,
+    /// How long a write and read of a scratch actor took, in microseconds.
+    pub round_trip_micros: u64,
+    /// The database clock minus this host's clock, in milliseconds (PostgreSQL; `None` on
+    /// SQLite, which has this host's clock).
+    pub clock_skew_ms: Option<i64>,
+    /// What looks wrong, in words; empty when all is well.
+    pub problems: Vec<String>,
+}

@@ -1,0 +1,521 @@
+//! The SQL of the administration API: reads on the store's read connections, and the few
+//! writes (pausing, the audit log, the doctor's scratch row) inside a transaction, so they
+//! take the same turn-safe path as every other write. Every value is a bound parameter.
+
+use async_trait::async_trait;
+
+use super::ActorKey;
+use crate::admin::{
+    ActorFilter, ActorSummary, ActorTypeSummary, AdminEvent, DeadLetterFilter, EffectFilter,
+    EffectSummary, MailboxHead, ReminderFilter, ReminderSummary, Status,
+};
+use crate::error::Result;
+
+/// What the administration API reads, without locking anything.
+#[async_trait]
+pub(crate) trait AdminReads: Send + Sync {
+    /// Every actor type with actors or messages, by name.
+    async fn actor_types(&self) -> Result<Vec<ActorTypeSummary>>;
+
+    /// A page of actors, at most `limit`, in (type, id) order.
+    async fn actors(&self, filter: &ActorFilter, limit: i64) -> Result<Vec<ActorSummary>>;
+
+    /// The oldest ready message of an actor, due or not.
+    async fn oldest_ready(&self, actor: ActorKey<'_, '_>) -> Result<Option<MailboxHead>>;
+
+    /// An actor's committed state, if it has one.
+    async fn state(&self, actor: ActorKey<'_, '_>) -> Result<Option<String>>;
+
+    /// Reminders, the next due first.
+    async fn all_reminders(
+        &self,
+        filter: &ReminderFilter,
+        limit: i64,
+    ) -> Result<Vec<ReminderSummary>>;
+
+    /// Effects, oldest first.
+    async fn effects(&self, filter: &EffectFilter, limit: i64) -> Result<Vec<EffectSummary>>;
+
+    /// The ids of dead letters matching `filter` after `after_id`, oldest first.
+    async fn dead_letter_ids(
+        &self,
+        filter: &DeadLetterFilter,
+        after_id: i64,
+        limit: i64,
+    ) -> Result<Vec<i64>>;
+
+    /// Counts for `status`, with `now` for what is due.
+    async fn status(&self, now: i64) -> Result<Status>;
+
+    /// Audit rows older than `before_id`, newest first.
+    async fn admin_events(&self, before_id: i64, limit: i64) -> Result<Vec<AdminEvent>>;
+
+    /// The schema versions applied to the database.
+    async fn applied_migrations(&self) -> Result<Vec<i64>>;
+
+    /// The backend's name, and the newest schema version this build knows.
+    fn schema(&self) -> (&'static str, i64);
+
+    /// The settings that matter, by name.
+    async fn settings(&self) -> Result<Vec<(String, String)>>;
+
+    /// The database server's clock in microseconds, where it has its own.
+    async fn database_micros(&self) -> Result<Option<i64>>;
+}
+
+/// An audit row to write.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AdminEventWrite<'a> {
+    pub(crate) at: i64,
+    pub(crate) caller: Option<&'a str>,
+    pub(crate) action: &'a str,
+    pub(crate) resource: &'a str,
+    pub(crate) outcome: &'a str,
+    pub(crate) details: Option<&'a str>,
+}
+
+/// The administration API's writes, inside a transaction.
+#[async_trait]
+pub(crate) trait AdminWrites: Send {
+    /// Pauses (`paused_at` some) or resumes (`None`) an actor; false if it already was.
+    async fn set_paused(&mut self, actor: ActorKey<'_, '_>, paused_at: Option<i64>)
+        -> Result<bool>;
+
+    /// Appends an audit row.
+    async fn record_admin_event(&mut self, event: &AdminEventWrite<'_>) -> Result<()>;
+
+    /// Deletes audit rows older than `before`; returns how many.
+    async fn prune_admin_events(&mut self, before: i64) -> Result<u64>;
+
+    /// Deletes an actor's row (the doctor's scratch actor).
+    async fn delete_instance(&mut self, actor: ActorKey<'_, '_>) -> Result<()>;
+}
+
+/// A `LIKE` pattern that matches `text` anywhere, with `\` escaping the wildcards.
+pub(crate) fn contains_pattern(text: &str) -> String {
+    let mut pattern = String::with_capacity(text.len() + 2);
+    pattern.push('%');
+    for c in text.chars() {
+        if matches!(c, '\\' | '%' | '_') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
+}
+
+/// Every actor: those with a row, and those with only ready messages.
+macro_rules! every_actor {
+    () => {
+        "(SELECT actor_type, actor_id FROM solid_instances
+          UNION SELECT actor_type, actor_id FROM solid_messages WHERE status = 'ready') AS k
+         LEFT JOIN solid_instances i ON i.actor_type = k.actor_type AND i.actor_id = k.actor_id"
+    };
+}
+
+/// Implements [`AdminReads`] and [`AdminWrites`] for a backend from the shared statements;
+/// `reads` are the backend's own items (`schema`, `settings`, `database_micros`).
+macro_rules! admin_backend {
+    (
+        store: $store:ty,
+        readers: $readers:ident,
+        transaction: $transaction:ty,
+        reads: { $($read_item:item)* }
+    ) => {
+        mod admin_sql {
+            use sqlx::Row;
+
+            use super::*;
+            use $crate::admin::{
+                ActorFilter, ActorSummary, ActorTypeSummary, AdminEvent, DeadLetterFilter,
+                EffectFilter, EffectSummary, MailboxHead, ReminderFilter, ReminderSummary, Status,
+            };
+            use $crate::engine::from_micros;
+            use $crate::store::admin::{contains_pattern, AdminEventWrite, AdminReads, AdminWrites};
+
+            fn time(micros: Option<i64>) -> Option<chrono::DateTime<chrono::Utc>> {
+                micros.filter(|&micros| micros > 0).map(from_micros)
+            }
+
+            fn json(text: Option<String>) -> Option<serde_json::Value> {
+                text.map(|text| {
+                    serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))
+                })
+            }
+
+            #[async_trait::async_trait]
+            impl AdminReads for $store {
+                $($read_item)*
+
+                async fn actor_types(&self) -> Result<Vec<ActorTypeSummary>> {
+                    let rows = sqlx::query(concat!(
+                        "SELECT k.actor_type, COUNT(*) AS actors,
+                                SUM(CASE WHEN i.paused_at IS NULL THEN 0 ELSE 1 END) AS paused,
+                                (SELECT COUNT(*) FROM solid_messages m
+                                 WHERE m.actor_type = k.actor_type AND m.status = 'ready')
+                                    AS ready_messages,
+                                (SELECT COUNT(*) FROM solid_messages m
+                                 WHERE m.actor_type = k.actor_type AND m.status = 'dead')
+                                    AS dead_letters
+                         FROM ",
+                        every_actor!(),
+                        " GROUP BY k.actor_type ORDER BY k.actor_type"
+                    ))
+                    .fetch_all(&self.$readers)
+                    .await?;
+                    rows.iter()
+                        .map(|row| {
+                            Ok(ActorTypeSummary {
+                                actor_type: row.try_get("actor_type")?,
+                                actors: row.try_get("actors")?,
+                                paused: row.try_get::<Option<i64>, _>("paused")?.unwrap_or(0),
+                                ready_messages: row.try_get("ready_messages")?,
+                                dead_letters: row.try_get("dead_letters")?,
+                            })
+                        })
+                        .collect()
+                }
+
+                async fn actors(
+                    &self,
+                    filter: &ActorFilter,
+                    limit: i64,
+                ) -> Result<Vec<ActorSummary>> {
+                    let (after_type, after_id) = match &filter.after {
+                        Some((actor_type, actor_id)) => (Some(actor_type.as_str()), actor_id.as_str()),
+                        None => (None, ""),
+                    };
+                    let rows = sqlx::query(concat!(
+                        "SELECT k.actor_type, k.actor_id, i.revision, i.incarnation,
+                                i.state_version, i.updated_at, i.paused_at,
+                                (SELECT COUNT(*) FROM solid_messages m
+                                 WHERE m.actor_type = k.actor_type AND m.actor_id = k.actor_id
+                                   AND m.status = 'ready') AS depth
+                         FROM ",
+                        every_actor!(),
+                        " WHERE ($1 IS NULL OR k.actor_type = $1)
+                            AND ($2 IS NULL OR substr(k.actor_id, 1, length($2)) = $2)
+                            AND ($3 IS NULL OR k.actor_type > $3
+                                 OR (k.actor_type = $3 AND k.actor_id > $4))
+                          ORDER BY k.actor_type, k.actor_id LIMIT $5"
+                    ))
+                    .bind(filter.actor_type.as_deref())
+                    .bind(filter.id_prefix.as_deref())
+                    .bind(after_type)
+                    .bind(after_id)
+                    .bind(limit)
+                    .fetch_all(&self.$readers)
+                    .await?;
+                    rows.iter()
+                        .map(|row| {
+                            Ok(ActorSummary {
+                                actor_type: row.try_get("actor_type")?,
+                                actor_id: row.try_get("actor_id")?,
+                                revision: row.try_get::<Option<i64>, _>("revision")?.unwrap_or(0),
+                                incarnation: row
+                                    .try_get::<Option<i64>, _>("incarnation")?
+                                    .unwrap_or(1),
+                                state_version: row
+                                    .try_get::<Option<i64>, _>("state_version")?
+                                    .unwrap_or(1),
+                                mailbox_depth: row.try_get("depth")?,
+                                last_activity: time(row.try_get("updated_at")?),
+                                paused_at: time(row.try_get("paused_at")?),
+                            })
+                        })
+                        .collect()
+                }
+
+                async fn oldest_ready(
+                    &self,
+                    actor: ActorKey<'_, '_>,
+                ) -> Result<Option<MailboxHead>> {
+                    let row = sqlx::query(
+                        "SELECT id, operation, attempts, last_error, available_at, created_at
+                         FROM solid_messages
+                         WHERE actor_type = $1 AND actor_id = $2 AND status = 'ready'
+                         ORDER BY id LIMIT 1",
+                    )
+                    .bind(actor.actor_type)
+                    .bind(actor.actor_id)
+                    .fetch_optional(&self.$readers)
+                    .await?;
+                    row.map(|row| {
+                        Ok(MailboxHead {
+                            message_id: row.try_get("id")?,
+                            operation: row.try_get("operation")?,
+                            attempts: row.try_get("attempts")?,
+                            last_error: row.try_get("last_error")?,
+                            next_attempt_at: from_micros(row.try_get("available_at")?),
+                            enqueued_at: from_micros(row.try_get("created_at")?),
+                        })
+                    })
+                    .transpose()
+                }
+
+                async fn state(&self, actor: ActorKey<'_, '_>) -> Result<Option<String>> {
+                    let state = sqlx::query_scalar(
+                        "SELECT state FROM solid_instances WHERE actor_type = $1 AND actor_id = $2",
+                    )
+                    .bind(actor.actor_type)
+                    .bind(actor.actor_id)
+                    .fetch_optional(&self.$readers)
+                    .await?;
+                    Ok(state.flatten())
+                }
+
+                async fn all_reminders(
+                    &self,
+                    filter: &ReminderFilter,
+                    limit: i64,
+                ) -> Result<Vec<ReminderSummary>> {
+                    let rows = sqlx::query(
+                        "SELECT actor_type, actor_id, name, key, due_at, every_micros
+                         FROM solid_reminders
+                         WHERE ($1 IS NULL OR actor_type = $1) AND ($2 IS NULL OR actor_id = $2)
+                           AND ($3 IS NULL OR due_at <= $3)
+                         ORDER BY due_at, id LIMIT $4",
+                    )
+                    .bind(filter.actor_type.as_deref())
+                    .bind(filter.actor_id.as_deref())
+                    .bind(filter.due_before.map($crate::engine::micros))
+                    .bind(limit)
+                    .fetch_all(&self.$readers)
+                    .await?;
+                    rows.iter()
+                        .map(|row| {
+                            Ok(ReminderSummary {
+                                actor_type: row.try_get("actor_type")?,
+                                actor_id: row.try_get("actor_id")?,
+                                name: row.try_get("name")?,
+                                key: row.try_get("key")?,
+                                due_at: from_micros(row.try_get("due_at")?),
+                                every_ms: row
+                                    .try_get::<Option<i64>, _>("every_micros")?
+                                    .map(|every| every / 1000),
+                            })
+                        })
+                        .collect()
+                }
+
+                async fn effects(
+                    &self,
+                    filter: &EffectFilter,
+                    limit: i64,
+                ) -> Result<Vec<EffectSummary>> {
+                    let rows = sqlx::query(
+                        "SELECT id, effect_id, actor_type, actor_id, name, status, attempts,
+                                available_at, last_error, created_at
+                         FROM solid_effects
+                         WHERE ($1 IS NULL OR status = $1
+                                OR ($1 = 'pending' AND status IN ('ready', 'running')))
+                           AND ($2 IS NULL OR actor_type = $2) AND ($3 IS NULL OR actor_id = $3)
+                           AND ($4 IS NULL OR name = $4)
+                         ORDER BY id LIMIT $5",
+                    )
+                    .bind(filter.status.as_deref())
+                    .bind(filter.actor_type.as_deref())
+                    .bind(filter.actor_id.as_deref())
+                    .bind(filter.name.as_deref())
+                    .bind(limit)
+                    .fetch_all(&self.$readers)
+                    .await?;
+                    rows.iter()
+                        .map(|row| {
+                            Ok(EffectSummary {
+                                id: row.try_get("id")?,
+                                effect_id: row.try_get("effect_id")?,
+                                actor_type: row.try_get("actor_type")?,
+                                actor_id: row.try_get("actor_id")?,
+                                name: row.try_get("name")?,
+                                status: row.try_get("status")?,
+                                attempts: row.try_get("attempts")?,
+                                available_at: from_micros(row.try_get("available_at")?),
+                                last_error: row.try_get("last_error")?,
+                                created_at: from_micros(row.try_get("created_at")?),
+                            })
+                        })
+                        .collect()
+                }
+
+                async fn dead_letter_ids(
+                    &self,
+                    filter: &DeadLetterFilter,
+                    after_id: i64,
+                    limit: i64,
+                ) -> Result<Vec<i64>> {
+                    let ids = sqlx::query_scalar(
+                        "SELECT id FROM solid_messages
+                         WHERE status = 'dead' AND id > $1
+                           AND ($2 IS NULL OR actor_type = $2) AND ($3 IS NULL OR operation = $3)
+                           AND ($4 IS NULL OR last_error LIKE $4 ESCAPE '\\')
+                           AND ($5 IS NULL OR finished_at >= $5)
+                           AND ($6 IS NULL OR finished_at < $6)
+                           AND (retried_as IS NULL OR $7)
+                         ORDER BY id LIMIT $8",
+                    )
+                    .bind(after_id)
+                    .bind(filter.actor_type.as_deref())
+                    .bind(filter.operation.as_deref())
+                    .bind(filter.error_contains.as_deref().map(contains_pattern))
+                    .bind(filter.since.map($crate::engine::micros))
+                    .bind(filter.until.map($crate::engine::micros))
+                    .bind(filter.include_retried)
+                    .bind(limit)
+                    .fetch_all(&self.$readers)
+                    .await?;
+                    Ok(ids)
+                }
+
+                async fn status(&self, now: i64) -> Result<Status> {
+                    let counts = sqlx::query(
+                        "SELECT 'messages' AS kind, status, COUNT(*) AS count
+                         FROM solid_messages GROUP BY status
+                         UNION ALL
+                         SELECT 'effects' AS kind, status, COUNT(*) AS count
+                         FROM solid_effects GROUP BY status
+                         ORDER BY kind, status",
+                    )
+                    .fetch_all(&self.$readers)
+                    .await?;
+                    let mut status = Status::default();
+                    for row in &counts {
+                        let kind: String = row.try_get("kind")?;
+                        let count = (row.try_get("status")?, row.try_get("count")?);
+                        match kind.as_str() {
+                            "messages" => status.messages.push(count),
+                            _ => status.effects.push(count),
+                        }
+                    }
+                    let row = sqlx::query(
+                        "SELECT (SELECT COUNT(*) FROM solid_reminders) AS reminders,
+                                (SELECT COUNT(*) FROM solid_reminders WHERE due_at <= $1) AS due,
+                                (SELECT COUNT(*) FROM solid_instances WHERE paused_at IS NOT NULL)
+                                    AS paused,
+                                (SELECT MIN(created_at) FROM solid_messages
+                                 WHERE status = 'ready' AND available_at <= $1) AS oldest_due",
+                    )
+                    .bind(now)
+                    .fetch_one(&self.$readers)
+                    .await?;
+                    status.reminders = row.try_get("reminders")?;
+                    status.reminders_due = row.try_get("due")?;
+                    status.paused_actors = row.try_get("paused")?;
+                    status.oldest_due_message_at = time(row.try_get("oldest_due")?);
+                    Ok(status)
+                }
+
+                async fn admin_events(
+                    &self,
+                    before_id: i64,
+                    limit: i64,
+                ) -> Result<Vec<AdminEvent>> {
+                    let rows = sqlx::query(
+                        "SELECT id, at, caller, action, resource, outcome, details
+                         FROM solid_admin_events WHERE id < $1 ORDER BY id DESC LIMIT $2",
+                    )
+                    .bind(before_id)
+                    .bind(limit)
+                    .fetch_all(&self.$readers)
+                    .await?;
+                    rows.iter()
+                        .map(|row| {
+                            Ok(AdminEvent {
+                                id: row.try_get("id")?,
+                                at: from_micros(row.try_get("at")?),
+                                caller: json(row.try_get("caller")?),
+                                action: row.try_get("action")?,
+                                resource: row.try_get("resource")?,
+                                outcome: row.try_get("outcome")?,
+                                details: json(row.try_get("details")?),
+                            })
+                        })
+                        .collect()
+                }
+
+                async fn applied_migrations(&self) -> Result<Vec<i64>> {
+                    let versions = sqlx::query_scalar(
+                        "SELECT version FROM solid_schema_migrations ORDER BY version",
+                    )
+                    .fetch_all(&self.$readers)
+                    .await?;
+                    Ok(versions)
+                }
+            }
+
+            #[async_trait::async_trait]
+            impl AdminWrites for $transaction {
+                async fn set_paused(
+                    &mut self,
+                    actor: ActorKey<'_, '_>,
+                    paused_at: Option<i64>,
+                ) -> Result<bool> {
+                    self.counters.statement();
+                    let changed = match paused_at {
+                        Some(at) => sqlx::query(
+                            "INSERT INTO solid_instances (actor_type, actor_id, updated_at, paused_at)
+                             VALUES ($1, $2, 0, $3)
+                             ON CONFLICT (actor_type, actor_id) DO UPDATE
+                                 SET paused_at = excluded.paused_at
+                                 WHERE solid_instances.paused_at IS NULL",
+                        )
+                        .bind(actor.actor_type)
+                        .bind(actor.actor_id)
+                        .bind(at)
+                        .execute(&mut *self.tx)
+                        .await?,
+                        None => sqlx::query(
+                            "UPDATE solid_instances SET paused_at = NULL
+                             WHERE actor_type = $1 AND actor_id = $2 AND paused_at IS NOT NULL",
+                        )
+                        .bind(actor.actor_type)
+                        .bind(actor.actor_id)
+                        .execute(&mut *self.tx)
+                        .await?,
+                    };
+                    Ok(changed.rows_affected() == 1)
+                }
+
+                async fn record_admin_event(&mut self, event: &AdminEventWrite<'_>) -> Result<()> {
+                    self.counters.statement();
+                    sqlx::query(
+                        "INSERT INTO solid_admin_events
+                             (at, caller, action, resource, outcome, details)
+                         VALUES ($1, $2, $3, $4, $5, $6)",
+                    )
+                    .bind(event.at)
+                    .bind(event.caller.map($crate::store::shared::storable_text))
+                    .bind(event.action)
+                    .bind($crate::store::shared::storable_text(event.resource))
+                    .bind(event.outcome)
+                    .bind(event.details.map($crate::store::shared::storable_text))
+                    .execute(&mut *self.tx)
+                    .await?;
+                    Ok(())
+                }
+
+                async fn prune_admin_events(&mut self, before: i64) -> Result<u64> {
+                    self.counters.statement();
+                    let pruned = sqlx::query("DELETE FROM solid_admin_events WHERE at < $1")
+                        .bind(before)
+                        .execute(&mut *self.tx)
+                        .await?;
+                    Ok(pruned.rows_affected())
+                }
+
+                async fn delete_instance(&mut self, actor: ActorKey<'_, '_>) -> Result<()> {
+                    self.counters.statement();
+                    sqlx::query(
+                        "DELETE FROM solid_instances WHERE actor_type = $1 AND actor_id = $2",
+                    )
+                    .bind(actor.actor_type)
+                    .bind(actor.actor_id)
+                    .execute(&mut *self.tx)
+                    .await?;
+                    Ok(())
+                }
+            }
+        }
+    };
+}
