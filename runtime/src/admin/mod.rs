@@ -103,9 +103,11 @@ impl Admin {
     /// Every actor type with actors or messages: its actors, paused actors, ready messages
     /// and dead letters.
     pub async fn actor_types(&self) -> Result<Vec<ActorTypeSummary>> {
-        self.audited(AdminAction::ListActors, "actor types".to_owned(), || async {
-            Ok((self.runtime.engine().store().actor_types().await?, None))
-        })
+        self.audited(
+            AdminAction::ListActors,
+            "actor types".to_owned(),
+            || async { Ok((self.runtime.engine().store().actor_types().await?, None)) },
+        )
         .await
     }
 
@@ -177,9 +179,7 @@ impl Admin {
                 summary,
                 state,
                 head: store.oldest_ready(key).await?,
-                reminders: store
-                    .all_reminders(&reminders, i64::from(MAX_PAGE))
-                    .await?,
+                reminders: store.all_reminders(&reminders, i64::from(MAX_PAGE)).await?,
                 effects: store
                     .effects(&effects, i64::from(MAX_PAGE))
                     .await?
@@ -251,32 +251,36 @@ impl Admin {
             include_retried: false,
             ..filter.clone()
         };
-        self.audited(AdminAction::Redrive, dead_letters_resource(&filter), || async {
-            let engine = self.runtime.engine();
-            let mut redriven = Redriven {
-                retried: 0,
-                message_ids: Vec::new(),
-            };
-            let mut after = 0;
-            loop {
-                let ids = engine
-                    .store()
-                    .dead_letter_ids(&filter, after, REDRIVE_BATCH)
-                    .await?;
-                for &id in &ids {
-                    if let Some(enqueued) = engine.redrive_dead_letter(id).await? {
-                        redriven.retried += 1;
-                        redriven.message_ids.push(enqueued);
+        self.audited(
+            AdminAction::Redrive,
+            dead_letters_resource(&filter),
+            || async {
+                let engine = self.runtime.engine();
+                let mut redriven = Redriven {
+                    retried: 0,
+                    message_ids: Vec::new(),
+                };
+                let mut after = 0;
+                loop {
+                    let ids = engine
+                        .store()
+                        .dead_letter_ids(&filter, after, REDRIVE_BATCH)
+                        .await?;
+                    for &id in &ids {
+                        if let Some(enqueued) = engine.redrive_dead_letter(id).await? {
+                            redriven.retried += 1;
+                            redriven.message_ids.push(enqueued);
+                        }
+                    }
+                    match ids.last() {
+                        Some(&last) if ids.len() as i64 == REDRIVE_BATCH => after = last,
+                        _ => break,
                     }
                 }
-                match ids.last() {
-                    Some(&last) if ids.len() as i64 == REDRIVE_BATCH => after = last,
-                    _ => break,
-                }
-            }
-            let details = json!({ "retried": redriven.retried });
-            Ok((redriven, Some(details)))
-        })
+                let details = json!({ "retried": redriven.retried });
+                Ok((redriven, Some(details)))
+            },
+        )
         .await
     }
 
@@ -428,8 +432,7 @@ impl Admin {
         }
         if setting("synchronous_commit").is_some_and(|mode| mode == "off") {
             problems.push(
-                "PostgreSQL synchronous_commit is off: a crash can lose committed turns"
-                    .to_owned(),
+                "PostgreSQL synchronous_commit is off: a crash can lose committed turns".to_owned(),
             );
         }
         let round_trip_micros = self.round_trip().await?;
@@ -486,7 +489,12 @@ impl Admin {
         Ok(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX))
     }
 
-    async fn set_paused(&self, action: AdminAction, actor_type: &str, actor_id: &str) -> Result<bool> {
+    async fn set_paused(
+        &self,
+        action: AdminAction,
+        actor_type: &str,
+        actor_id: &str,
+    ) -> Result<bool> {
         validate_id(actor_id)?;
         let key = ActorKey {
             actor_type,
@@ -531,7 +539,10 @@ impl Admin {
             }
             Err(error) => {
                 let details = json!({ "error": error.to_string() });
-                if let Err(audit) = self.record(action, &resource, "failed", Some(details)).await {
+                if let Err(audit) = self
+                    .record(action, &resource, "failed", Some(details))
+                    .await
+                {
                     tracing::warn!(%audit, action = action.as_str(), "the audit row of a failed administration call was not written");
                 }
                 Err(error)
@@ -557,7 +568,8 @@ impl Admin {
             return Ok(());
         };
         let details = json!({ "reason": denied.reason() });
-        self.record(action, resource, "denied", Some(details)).await?;
+        self.record(action, resource, "denied", Some(details))
+            .await?;
         Err(Error::AdministrationDenied {
             action: action.as_str(),
             resource: resource.to_owned(),

@@ -163,6 +163,37 @@ pub struct ReminderFilter {
     pub limit: u32,
 }
 
+impl ReminderFilter {
+    /// Every reminder, the next 100 due.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Only reminders of this actor type.
+    pub fn actor_type(mut self, actor_type: impl Into<String>) -> Self {
+        self.actor_type = Some(actor_type.into());
+        self
+    }
+
+    /// Only reminders of this actor (give its type too).
+    pub fn actor_id(mut self, actor_id: impl Into<String>) -> Self {
+        self.actor_id = Some(actor_id.into());
+        self
+    }
+
+    /// Only reminders due at or before `at`.
+    pub fn due_before(mut self, at: DateTime<Utc>) -> Self {
+        self.due_before = Some(at);
+        self
+    }
+
+    /// At most `limit` reminders.
+    pub fn limit(mut self, limit: u32) -> Self {
+        self.limit = limit;
+        self
+    }
+}
+
 /// An effect, as operators see it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
@@ -204,6 +235,43 @@ pub struct EffectFilter {
     pub name: Option<String>,
     /// At most this many (1 to 1000; 100 if zero), oldest first.
     pub limit: u32,
+}
+
+impl EffectFilter {
+    /// Every effect, the oldest 100.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Only effects with this status: `ready`, `running`, `done`, `dead` or `pending`.
+    pub fn status(mut self, status: impl Into<String>) -> Self {
+        self.status = Some(status.into());
+        self
+    }
+
+    /// Only effects emitted by actors of this type.
+    pub fn actor_type(mut self, actor_type: impl Into<String>) -> Self {
+        self.actor_type = Some(actor_type.into());
+        self
+    }
+
+    /// Only effects emitted by this actor (give its type too).
+    pub fn actor_id(mut self, actor_id: impl Into<String>) -> Self {
+        self.actor_id = Some(actor_id.into());
+        self
+    }
+
+    /// Only effects of this kind.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// At most `limit` effects.
+    pub fn limit(mut self, limit: u32) -> Self {
+        self.limit = limit;
+        self
+    }
 }
 
 /// Which dead letters [`Admin::dead_letters`](super::Admin::dead_letters) lists and
@@ -255,6 +323,12 @@ impl DeadLetterFilter {
     pub fn between(mut self, since: DateTime<Utc>, until: DateTime<Utc>) -> Self {
         self.since = Some(since);
         self.until = Some(until);
+        self
+    }
+
+    /// Lists those an operator already retried too.
+    pub fn include_retried(mut self) -> Self {
+        self.include_retried = true;
         self
     }
 

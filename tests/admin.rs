@@ -1,0 +1,659 @@
+//! The administration API on SQLite and on a real PostgreSQL server: denied unless the
+//! policy allows it, every call audited, listing and inspecting actors, pause and resume,
+//! dead letters retried and redriven by filter, prune previewed then run, and the doctor.
+//! Time moves only through the manual clock.
+
+mod support;
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use solid_objects::admin::{ActorFilter, DeadLetterFilter, EffectFilter, ReminderFilter};
+use solid_objects::policy::{AdminAction, AdminRequest, Denied, Policy, Request};
+use solid_objects::prelude::*;
+use solid_objects::{Effect, Limits};
+use support::postgres::PgServer;
+
+/// A reminder to ring later.
+#[derive(Serialize, Deserialize)]
+struct Notify {
+    desk: String,
+}
+
+impl Effect for Notify {
+    const NAME: &'static str = "notify";
+    type Output = ();
+}
+
+/// A desk that counts, rings reminders, notifies, and breaks on demand.
+#[actor]
+#[derive(Default)]
+struct Desk {
+    total: i64,
+    rings: u32,
+    broken: bool,
+}
+
+#[actor]
+impl Desk {
+    #[command]
+    fn add(&mut self, n: i64) -> i64 {
+        self.total += n;
+        self.total
+    }
+
+    /// Schedules a ring in `minutes` and emits a notification.
+    #[command]
+    fn plan(&mut self, turn: &mut Turn<Self>, minutes: i64) {
+        turn.schedule(turn.now() + TimeDelta::minutes(minutes), "ring")
+            .ring();
+        turn.emit(Notify {
+            desk: turn.actor_id().to_owned(),
+        });
+    }
+
+    #[command]
+    fn set_broken(&mut self, broken: bool) {
+        self.broken = broken;
+    }
+
+    /// Fails for good while the desk is broken, with `why` as the error.
+    #[command]
+    fn fragile(&mut self, why: String) -> Result<i64, Failure> {
+        if self.broken {
+            return Err(Failure::permanent(why));
+        }
+        self.total += 1;
+        Ok(self.total)
+    }
+
+    /// Fails and retries (backoff) while the desk is broken.
+    #[command]
+    fn flaky(&mut self) -> Result<(), Failure> {
+        if self.broken {
+            return Err(Failure::retryable("the printer is jammed"));
+        }
+        Ok(())
+    }
+
+    #[reminder]
+    fn ring(&mut self) {
+        self.rings += 1;
+    }
+
+    #[query]
+    fn total(&self) -> i64 {
+        self.total
+    }
+
+    #[query]
+    fn rings(&self) -> u32 {
+        self.rings
+    }
+}
+
+/// An application's policy: its callers may call actors; it says nothing of
+/// administration, which is therefore denied.
+struct Application;
+
+impl Policy for Application {
+    fn authorize_message(&self, _request: &Request<'_>) -> Result<(), Denied> {
+        Ok(())
+    }
+
+    fn authorize_query(&self, _request: &Request<'_>) -> Result<(), Denied> {
+        Ok(())
+    }
+}
+
+/// The application's policy with operators: administration for a context naming one.
+struct WithOperators;
+
+impl Policy for WithOperators {
+    fn authorize_message(&self, _request: &Request<'_>) -> Result<(), Denied> {
+        Ok(())
+    }
+
+    fn authorize_query(&self, _request: &Request<'_>) -> Result<(), Denied> {
+        Ok(())
+    }
+
+    fn authorize_administration(&self, request: &AdminRequest<'_>) -> Result<(), Denied> {
+        let operator = request.context.and_then(|context| context.get("operator"));
+        match (operator, request.action) {
+            (Some(_), _) => Ok(()),
+            (None, AdminAction::Status) => Ok(()),
+            (None, _) => Err(Denied::new("operators only")),
+        }
+    }
+}
+
+/// A database on either backend, and the clock of the runtimes on it.
+enum Database {
+    Sqlite(tempfile::TempDir),
+    Postgres { _server: PgServer, url: String },
+}
+
+struct Setup {
+    database: Database,
+    clock: ManualClock,
+}
+
+impl Setup {
+    fn sqlite() -> Self {
+        Self {
+            database: Database::Sqlite(tempfile::tempdir().expect("a temp dir")),
+            clock: ManualClock::starting_now(),
+        }
+    }
+
+    /// `None` (the test skips) on a machine without PostgreSQL, outside CI.
+    async fn postgres() -> Option<Self> {
+        let server = PgServer::start()?;
+        let url = server.database().await;
+        Some(Self {
+            database: Database::Postgres {
+                _server: server,
+                url,
+            },
+            clock: ManualClock::starting_now(),
+        })
+    }
+
+    async fn runtime(&self, policy: impl Policy) -> Runtime {
+        self.builder().policy(policy).start().await.expect("starts")
+    }
+
+    fn builder(&self) -> solid_objects::Builder {
+        let builder = match &self.database {
+            Database::Sqlite(dir) => Runtime::builder().sqlite(dir.path().join("actors.db")),
+            Database::Postgres { url, .. } => Runtime::builder().postgres(url, 4),
+        };
+        builder
+            .clock(self.clock.clone())
+            .actor::<Desk>()
+            .sync_timeout(Duration::from_secs(30))
+    }
+
+    fn is_sqlite(&self) -> bool {
+        matches!(self.database, Database::Sqlite(_))
+    }
+}
+
+fn ana() -> Value {
+    json!({ "operator": "ana" })
+}
+
+/// Runs `scenario` on SQLite, and on PostgreSQL where the server binaries are.
+macro_rules! on_both_backends {
+    ($scenario:ident, $sqlite:ident, $postgres:ident) => {
+        #[tokio::test]
+        async fn $sqlite() {
+            $scenario(Setup::sqlite()).await;
+        }
+
+        #[tokio::test]
+        async fn $postgres() {
+            if let Some(setup) = Setup::postgres().await {
+                $scenario(setup).await;
+            }
+        }
+    };
+}
+
+on_both_backends!(
+    denied_by_default_and_audited,
+    administration_is_denied_by_default_and_every_call_is_audited_on_sqlite,
+    administration_is_denied_by_default_and_every_call_is_audited_on_postgres
+);
+on_both_backends!(
+    list_and_inspect,
+    actors_are_listed_by_type_and_prefix_in_pages_and_inspected_on_sqlite,
+    actors_are_listed_by_type_and_prefix_in_pages_and_inspected_on_postgres
+);
+on_both_backends!(
+    pause_and_resume,
+    a_paused_actor_runs_nothing_and_its_callers_hear_why_on_sqlite,
+    a_paused_actor_runs_nothing_and_its_callers_hear_why_on_postgres
+);
+on_both_backends!(
+    dead_letters_and_redrive,
+    dead_letters_are_listed_by_filter_and_redriven_once_on_sqlite,
+    dead_letters_are_listed_by_filter_and_redriven_once_on_postgres
+);
+on_both_backends!(
+    prune_preview_then_execute,
+    a_prune_preview_counts_and_deletes_nothing_then_the_prune_deletes_those_rows_on_sqlite,
+    a_prune_preview_counts_and_deletes_nothing_then_the_prune_deletes_those_rows_on_postgres
+);
+on_both_backends!(
+    doctor,
+    the_doctor_checks_schema_settings_and_a_round_trip_on_sqlite,
+    the_doctor_checks_schema_settings_and_a_round_trip_on_postgres
+);
+
+async fn denied_by_default_and_audited(setup: Setup) {
+    // A runtime without a policy, and one whose policy says nothing of administration.
+    let unconfigured = setup.builder().start().await.expect("starts");
+    let error = unconfigured.admin().status().await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::AdministrationDenied {
+                action: "status",
+                ..
+            }
+        ),
+        "{error}"
+    );
+    unconfigured.close().await;
+    let application = setup.runtime(Application).await;
+    let admin = application.admin().context(json!({ "user": "mallory" }));
+    let error = admin.pause("Desk", "d1").await.unwrap_err();
+    let Error::AdministrationDenied { reason, .. } = &error else {
+        panic!("expected a denial, got {error}");
+    };
+    assert!(reason.contains("authorize_administration"), "{reason}");
+    assert!(
+        admin.audit_log(10).await.is_err(),
+        "reading the log is administration too"
+    );
+    application.close().await;
+
+    // Nothing was paused; the operator's runtime reads the log: every refusal is there.
+    let operators = setup.runtime(WithOperators).await;
+    operators
+        .reference::<Desk>("d1")
+        .add(1)
+        .await
+        .expect("d1 runs");
+    let admin = operators.admin().context(ana());
+    let events = admin.audit_log(10).await.unwrap();
+    let seen: Vec<(&str, &str, &str)> = events
+        .iter()
+        .map(|event| {
+            (
+                event.action.as_str(),
+                event.resource.as_str(),
+                event.outcome.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("read_audit", "audit log", "denied"),
+            ("pause", "Desk/d1", "denied"),
+            ("status", "database", "denied"),
+        ]
+    );
+    assert_eq!(events[1].caller, Some(json!({ "user": "mallory" })));
+    assert_eq!(events[2].caller, None);
+
+    // Allowed calls are audited with their caller, once they are done (so a read of the
+    // log is in the next read).
+    let status = operators.admin().status().await.unwrap();
+    assert_eq!(status.paused_actors, 0);
+    assert!(admin.pause("Desk", "d1").await.unwrap());
+    let events = admin.audit_log(3).await.unwrap();
+    let seen: Vec<(&str, &str)> = events
+        .iter()
+        .map(|event| (event.action.as_str(), event.outcome.as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("pause", "allowed"),
+            ("status", "allowed"),
+            ("read_audit", "allowed")
+        ]
+    );
+    assert_eq!(events[0].caller, Some(ana()));
+    assert_eq!(events[0].details, Some(json!({ "changed": true })));
+    assert_eq!(events[1].caller, None);
+    // The same policy refuses a context without an operator, and says so in the log.
+    let error = operators.admin().resume("Desk", "d1").await.unwrap_err();
+    assert!(error.to_string().contains("operators only"), "{error}");
+    let latest = &admin.audit_log(1).await.unwrap()[0];
+    assert_eq!(
+        (latest.action.as_str(), latest.outcome.as_str()),
+        ("resume", "denied")
+    );
+    assert_eq!(latest.details, Some(json!({ "reason": "operators only" })));
+    operators.close().await;
+}
+
+async fn list_and_inspect(setup: Setup) {
+    let runtime = setup.runtime(WithOperators).await;
+    for id in ["alpha-1", "alpha-2", "beta-1"] {
+        runtime.reference::<Desk>(id).add(2).await.unwrap();
+    }
+    runtime.reference::<Desk>("alpha-1").plan(30).await.unwrap();
+    // An actor with only a message, enqueued for later, and one whose head keeps failing.
+    runtime
+        .reference::<Desk>("gamma-1")
+        .enqueue()
+        .delay(Duration::from_secs(3600))
+        .add(5)
+        .await
+        .unwrap();
+    let beta = runtime.reference::<Desk>("beta-1");
+    beta.set_broken(true).await.unwrap();
+    beta.enqueue().flaky().await.unwrap();
+    beta.enqueue().add(1).await.unwrap();
+    assert_eq!(
+        runtime.testing().drain().await.unwrap(),
+        1,
+        "flaky's first attempt"
+    );
+    let admin = runtime.admin().context(ana());
+
+    let types = admin.actor_types().await.unwrap();
+    assert_eq!(types.len(), 1);
+    assert_eq!(
+        (
+            types[0].actor_type.as_str(),
+            types[0].actors,
+            types[0].ready_messages
+        ),
+        ("Desk", 4, 3)
+    );
+
+    let first = admin
+        .actors(&ActorFilter::new().actor_type("Desk").limit(2))
+        .await
+        .unwrap();
+    let ids: Vec<&str> = first.actors.iter().map(|a| a.actor_id.as_str()).collect();
+    assert_eq!(ids, ["alpha-1", "alpha-2"]);
+    assert!(first.more);
+    let last = first.actors.last().unwrap();
+    let second = admin
+        .actors(
+            &ActorFilter::new()
+                .after(&last.actor_type, &last.actor_id)
+                .limit(2),
+        )
+        .await
+        .unwrap();
+    let ids: Vec<&str> = second.actors.iter().map(|a| a.actor_id.as_str()).collect();
+    assert_eq!(ids, ["beta-1", "gamma-1"]);
+    let beta_row = &second.actors[0];
+    assert_eq!((beta_row.mailbox_depth, beta_row.revision), (2, 2));
+    assert!(beta_row.last_activity.is_some());
+    assert_eq!(second.actors[1].mailbox_depth, 1);
+    assert_eq!(second.actors[1].last_activity, None);
+    let alphas = admin
+        .actors(&ActorFilter::new().id_prefix("alpha"))
+        .await
+        .unwrap();
+    assert_eq!(alphas.actors.len(), 2);
+    assert!(!alphas.more);
+    // A prefix is text, not a pattern.
+    let none = admin
+        .actors(&ActorFilter::new().id_prefix("%"))
+        .await
+        .unwrap();
+    assert!(none.actors.is_empty());
+
+    let alpha = admin.inspect("Desk", "alpha-1").await.unwrap().unwrap();
+    assert_eq!(
+        alpha.state,
+        Some(json!({ "total": 2, "rings": 0, "broken": false }))
+    );
+    assert_eq!(alpha.head, None);
+    assert_eq!(alpha.reminders.len(), 1);
+    assert_eq!(
+        (
+            alpha.reminders[0].name.as_str(),
+            alpha.reminders[0].key.as_str()
+        ),
+        ("ring", "ring")
+    );
+    assert_eq!(alpha.effects.len(), 1);
+    assert_eq!(
+        (
+            alpha.effects[0].name.as_str(),
+            alpha.effects[0].status.as_str()
+        ),
+        ("notify", "ready")
+    );
+
+    let beta = admin.inspect("Desk", "beta-1").await.unwrap().unwrap();
+    let head = beta.head.expect("beta's mailbox has a head");
+    assert_eq!((head.operation.as_str(), head.attempts), ("flaky", 1));
+    assert_eq!(head.last_error.as_deref(), Some("the printer is jammed"));
+    assert!(head.next_attempt_at > setup.clock.now());
+    assert_eq!(beta.summary.mailbox_depth, 2);
+
+    assert!(admin.inspect("Desk", "nobody").await.unwrap().is_none());
+    assert!(matches!(
+        admin.inspect("Desk", &"x".repeat(256)).await,
+        Err(Error::InvalidActorId { .. })
+    ));
+
+    let reminders = admin.reminders(&ReminderFilter::new()).await.unwrap();
+    assert_eq!(reminders.len(), 1);
+    assert_eq!(reminders[0].actor_id, "alpha-1");
+    let pending = EffectFilter::new().status("pending");
+    assert_eq!(admin.effects(&pending).await.unwrap().len(), 1);
+    let dead = EffectFilter::new().status("dead");
+    assert!(admin.effects(&dead).await.unwrap().is_empty());
+    let status = admin.status().await.unwrap();
+    assert_eq!(status.reminders, 1);
+    assert_eq!(status.reminders_due, 0);
+    assert!(status.messages.contains(&("ready".to_owned(), 3)));
+    assert!(status.effects.contains(&("ready".to_owned(), 1)));
+    runtime.close().await;
+}
+
+async fn pause_and_resume(setup: Setup) {
+    let runtime = setup.runtime(WithOperators).await;
+    let desk = runtime.reference::<Desk>("d1");
+    desk.add(1).await.unwrap();
+    desk.plan(5).await.unwrap();
+    desk.enqueue().add(10).await.unwrap();
+    let admin = runtime.admin().context(ana());
+    assert!(admin.pause("Desk", "d1").await.unwrap());
+    assert!(!admin.pause("Desk", "d1").await.unwrap(), "paused already");
+    // Pausing an actor that never ran works too: it never starts.
+    assert!(admin.pause("Desk", "fresh").await.unwrap());
+
+    let paused = |result: Result<_, Error>| matches!(result, Err(Error::Paused { .. }));
+    assert!(paused(desk.add(1).await.map(|_| ())));
+    assert!(paused(desk.total().await.map(|_| ())));
+    assert!(paused(desk.enqueue().add(1).await.map(|_| ())));
+    assert!(paused(
+        runtime.reference::<Desk>("fresh").add(1).await.map(|_| ())
+    ));
+    let error = desk.add(1).await.unwrap_err();
+    assert!(error.to_string().contains("resume"), "{error}");
+
+    // Its queued message and its reminder wait; other actors run.
+    let d2 = runtime.reference::<Desk>("d2");
+    d2.enqueue().add(3).await.unwrap();
+    setup.clock.advance(Duration::from_secs(600));
+    // Fires d1's reminder into its mailbox, then runs what it can: d2 only.
+    assert_eq!(runtime.testing().run_due_reminders().await.unwrap(), 1);
+    assert_eq!(d2.total().await.unwrap(), 3);
+    assert_eq!(runtime.testing().drain().await.unwrap(), 0);
+    let d1 = admin.inspect("Desk", "d1").await.unwrap().unwrap();
+    assert!(d1.summary.paused_at.is_some());
+    assert_eq!(
+        d1.summary.mailbox_depth, 2,
+        "the enqueued add and the fired ring"
+    );
+    assert_eq!(d1.state.unwrap()["total"], 1);
+    assert_eq!(admin.status().await.unwrap().paused_actors, 2);
+
+    assert!(admin.resume("Desk", "d1").await.unwrap());
+    assert!(
+        !admin.resume("Desk", "d1").await.unwrap(),
+        "running already"
+    );
+    assert_eq!(runtime.testing().drain().await.unwrap(), 2);
+    assert_eq!(desk.total().await.unwrap(), 11);
+    assert_eq!(desk.rings().await.unwrap(), 1);
+    assert_eq!(desk.add(1).await.unwrap(), 12);
+    let events = admin.audit_log(10).await.unwrap();
+    let pauses = events
+        .iter()
+        .filter(|event| event.action == "pause" || event.action == "resume")
+        .count();
+    assert_eq!(pauses, 5);
+    runtime.close().await;
+}
+
+async fn dead_letters_and_redrive(setup: Setup) {
+    let runtime = setup.runtime(WithOperators).await;
+    let desks = [
+        runtime.reference::<Desk>("d1"),
+        runtime.reference::<Desk>("d2"),
+    ];
+    for desk in &desks {
+        desk.set_broken(true).await.unwrap();
+    }
+    let failure = |result: Result<i64, Error>| result.unwrap_err().to_string();
+    failure(desks[0].fragile("gateway down: 502".to_owned()).await);
+    failure(desks[1].fragile("gateway down: 504".to_owned()).await);
+    failure(desks[1].fragile("card declined 100%_".to_owned()).await);
+    let admin = runtime.admin().context(ana());
+
+    let all = admin.dead_letters(&DeadLetterFilter::new()).await.unwrap();
+    assert_eq!(all.len(), 3);
+    assert_eq!(all[0].operation, "fragile");
+    assert_eq!(all[0].arguments, json!({ "why": "gateway down: 502" }));
+    let gateway = DeadLetterFilter::new()
+        .actor_type("Desk")
+        .operation("fragile")
+        .error_contains("gateway");
+    assert_eq!(admin.dead_letters(&gateway).await.unwrap().len(), 2);
+    // Wildcards in the text are text.
+    let literal = DeadLetterFilter::new().error_contains("100%_");
+    assert_eq!(admin.dead_letters(&literal).await.unwrap().len(), 1);
+    assert!(admin
+        .dead_letters(&DeadLetterFilter::new().error_contains("1_0"))
+        .await
+        .unwrap()
+        .is_empty());
+    let later = DeadLetterFilter::new().between(
+        setup.clock.now() + TimeDelta::minutes(1),
+        setup.clock.now() + TimeDelta::minutes(2),
+    );
+    assert!(admin.dead_letters(&later).await.unwrap().is_empty());
+
+    // Fixed: the gateway's dead letters go again, each once however often it is asked.
+    for desk in &desks {
+        desk.set_broken(false).await.unwrap();
+    }
+    let (first, second) = tokio::join!(admin.redrive(&gateway), admin.redrive(&gateway));
+    let (first, second) = (first.unwrap(), second.unwrap());
+    assert_eq!(first.retried + second.retried, 2);
+    assert_eq!(admin.redrive(&gateway).await.unwrap().retried, 0);
+    assert_eq!(runtime.testing().drain().await.unwrap(), 2);
+    assert_eq!(desks[0].total().await.unwrap(), 1);
+    assert_eq!(desks[1].total().await.unwrap(), 1);
+    let left = admin.dead_letters(&DeadLetterFilter::new()).await.unwrap();
+    assert_eq!(left.len(), 1, "retried ones are listed only when asked for");
+    let everything = DeadLetterFilter::new().include_retried();
+    let listed = admin.dead_letters(&everything).await.unwrap();
+    assert_eq!(listed.iter().filter(|l| l.retried_as.is_some()).count(), 2);
+
+    // One by one: the same new message however often.
+    let declined = left[0].message_id;
+    let retry = admin.retry_dead_letter(declined).await.unwrap();
+    assert_eq!(admin.retry_dead_letter(declined).await.unwrap(), retry);
+    assert!(admin
+        .dead_letters(&DeadLetterFilter::new())
+        .await
+        .unwrap()
+        .is_empty());
+    let redrive = admin
+        .audit_log(20)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|event| event.action == "redrive")
+        .unwrap();
+    assert_eq!(
+        redrive.resource,
+        "dead letters type=Desk operation=fragile error=gateway"
+    );
+    runtime.close().await;
+}
+
+async fn prune_preview_then_execute(setup: Setup) {
+    let limits = Limits::new()
+        .retention(Duration::from_secs(3600))
+        .dead_retention(Duration::from_secs(3600));
+    let runtime = setup
+        .builder()
+        .limits(limits)
+        .policy(WithOperators)
+        .start()
+        .await
+        .unwrap();
+    let desk = runtime.reference::<Desk>("d1");
+    for n in 0..3 {
+        desk.add(n).await.unwrap();
+    }
+    desk.set_broken(true).await.unwrap();
+    desk.fragile("down".to_owned()).await.unwrap_err();
+    let admin = runtime.admin().context(ana());
+    admin.status().await.unwrap();
+    setup.clock.advance(Duration::from_secs(2 * 3600));
+
+    let preview = admin.prune_preview().await.unwrap();
+    assert_eq!(preview.finished_messages, 4, "three adds and set_broken");
+    assert_eq!(preview.dead_letters, 1);
+    assert_eq!(preview.admin_events, 1, "the status call two hours ago");
+    assert_eq!(
+        admin.prune_preview().await.unwrap(),
+        preview,
+        "nothing was deleted"
+    );
+    let pruned = admin.prune().await.unwrap();
+    assert_eq!(pruned, preview);
+    assert_eq!(admin.prune_preview().await.unwrap().total(), 0);
+    assert!(admin
+        .dead_letters(&DeadLetterFilter::new())
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(desk.total().await.unwrap(), 3, "state is never pruned");
+    runtime.close().await;
+}
+
+async fn doctor(setup: Setup) {
+    let runtime = setup.runtime(WithOperators).await;
+    let report = runtime.admin().context(ana()).doctor().await.unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(
+        report.applied_migrations.last(),
+        Some(&report.known_migration)
+    );
+    assert_eq!(report.known_migration, 7);
+    let setting = |name: &str| {
+        report
+            .settings
+            .iter()
+            .find(|(setting, _)| setting == name)
+            .map(|(_, value)| value.clone())
+    };
+    if setup.is_sqlite() {
+        assert_eq!(report.backend, "sqlite");
+        assert_eq!(setting("journal_mode").as_deref(), Some("wal"));
+        assert_eq!(setting("synchronous").as_deref(), Some("full"));
+        assert_eq!(report.clock_skew_ms, None);
+    } else {
+        assert_eq!(report.backend, "postgres");
+        assert_eq!(
+            setting("default_transaction_isolation").as_deref(),
+            Some("read committed")
+        );
+        assert!(report.clock_skew_ms.unwrap().abs() < 1000);
+    }
+    // The scratch actor is gone.
+    let admin = runtime.admin().context(ana());
+    assert!(admin.actor_types().await.unwrap().is_empty());
+    runtime.close().await;
+}
