@@ -10,7 +10,7 @@ use serde_json::Value;
 pub struct ActorTypeSummary {
     /// The stored type name.
     pub actor_type: String,
-    /// Actors with a row or a ready message.
+    /// Actors with a row, a ready message or a dead letter.
     pub actors: i64,
     /// Of those, how many an operator paused.
     pub paused: i64,

@@ -105,11 +105,12 @@ pub(crate) fn contains_pattern(text: &str) -> String {
     pattern
 }
 
-/// Every actor: those with a row, and those with only ready messages.
+/// Every actor: those with a row, and those with only ready messages or dead letters.
 macro_rules! every_actor {
     () => {
         "(SELECT actor_type, actor_id FROM solid_instances
-          UNION SELECT actor_type, actor_id FROM solid_messages WHERE status = 'ready') AS k
+          UNION SELECT actor_type, actor_id FROM solid_messages
+          WHERE status IN ('ready', 'dead')) AS k
          LEFT JOIN solid_instances i ON i.actor_type = k.actor_type AND i.actor_id = k.actor_id"
     };
 }

@@ -1,0 +1,165 @@
+//! The command line: what each command takes.
+
+use clap::{Args, Parser, Subcommand};
+
+/// Operate solid-objects actors from their database: status, actors, dead letters,
+/// effects, reminders, pause and resume, prune, doctor.
+///
+/// Exit codes: 0 done; 1 an error (the database, a refused call); 2 bad usage; 3 not
+/// found (no such actor or message); 4 the doctor found problems.
+#[derive(Debug, Parser)]
+#[command(name = "solid-objects", version)]
+pub(crate) struct Cli {
+    /// The database: `sqlite://path/to/actors.db` (or a plain path) or `postgres://...`.
+    #[arg(long, env = "SOLID_OBJECTS_DATABASE_URL", global = true)]
+    pub(crate) database_url: Option<String>,
+
+    /// Print JSON for scripts instead of tables.
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Counts of messages and effects by status, reminders, paused actors, and the actor
+    /// types.
+    Status,
+    /// Lists actors with their mailbox depth, last activity and whether they are paused.
+    Actors(ActorsArgs),
+    /// Shows one actor: state, mailbox head, reminders, effects.
+    Inspect {
+        /// The actor's type, as stored.
+        actor_type: String,
+        /// The actor's id.
+        actor_id: String,
+    },
+    /// Lists dead letters, or retries or redrives them.
+    DeadLetters(DeadLettersArgs),
+    /// Lists effects.
+    Effects(EffectsArgs),
+    /// Lists scheduled reminders, the next due first.
+    Reminders(RemindersArgs),
+    /// Pauses an actor: workers skip it and callers get a "paused" error.
+    Pause {
+        /// The actor's type.
+        actor_type: String,
+        /// The actor's id.
+        actor_id: String,
+    },
+    /// Resumes a paused actor.
+    Resume {
+        /// The actor's type.
+        actor_type: String,
+        /// The actor's id.
+        actor_id: String,
+    },
+    /// Counts what is past its retention; with --execute, deletes it.
+    Prune {
+        /// Delete, not only count.
+        #[arg(long)]
+        execute: bool,
+    },
+    /// Checks the schema, the settings that matter, a write and read, and clock skew.
+    Doctor,
+    /// Shows the audit log of administration calls, newest first.
+    Audit {
+        /// At most this many rows.
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ActorsArgs {
+    /// Only this actor type.
+    #[arg(long = "type")]
+    pub(crate) actor_type: Option<String>,
+    /// Only ids that start with this.
+    #[arg(long)]
+    pub(crate) prefix: Option<String>,
+    /// The page after this actor, as TYPE/ID (the last line of the previous page).
+    #[arg(long)]
+    pub(crate) after: Option<String>,
+    /// At most this many actors.
+    #[arg(long, default_value_t = 100)]
+    pub(crate) limit: u32,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DeadLettersArgs {
+    #[command(subcommand)]
+    pub(crate) action: Option<DeadLetterAction>,
+    #[command(flatten)]
+    pub(crate) filter: DeadLetterFilterArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum DeadLetterAction {
+    /// Enqueues one dead letter again (again: the same new message).
+    Retry {
+        /// The dead letter's message id.
+        message_id: i64,
+    },
+    /// Enqueues again every dead letter matching the filter, once each.
+    Redrive(DeadLetterFilterArgs),
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub(crate) struct DeadLetterFilterArgs {
+    /// Only this actor type.
+    #[arg(long = "type")]
+    pub(crate) actor_type: Option<String>,
+    /// Only this operation.
+    #[arg(long)]
+    pub(crate) operation: Option<String>,
+    /// Only those whose last error contains this text.
+    #[arg(long)]
+    pub(crate) error: Option<String>,
+    /// Only those that died at or after this time (RFC 3339).
+    #[arg(long)]
+    pub(crate) since: Option<chrono::DateTime<chrono::Utc>>,
+    /// Only those that died before this time (RFC 3339).
+    #[arg(long)]
+    pub(crate) until: Option<chrono::DateTime<chrono::Utc>>,
+    /// Listing: at most this many.
+    #[arg(long, default_value_t = 100)]
+    pub(crate) limit: u32,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct EffectsArgs {
+    /// Only this status: ready, running, done, dead, or pending (ready or running).
+    #[arg(long, value_parser = ["ready", "running", "done", "dead", "pending"])]
+    pub(crate) status: Option<String>,
+    /// Only effects of actors of this type.
+    #[arg(long = "type")]
+    pub(crate) actor_type: Option<String>,
+    /// Only effects of this actor (with --type).
+    #[arg(long = "id")]
+    pub(crate) actor_id: Option<String>,
+    /// Only this kind of effect.
+    #[arg(long)]
+    pub(crate) name: Option<String>,
+    /// At most this many.
+    #[arg(long, default_value_t = 100)]
+    pub(crate) limit: u32,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RemindersArgs {
+    /// Only reminders of this actor type.
+    #[arg(long = "type")]
+    pub(crate) actor_type: Option<String>,
+    /// Only reminders of this actor (with --type).
+    #[arg(long = "id")]
+    pub(crate) actor_id: Option<String>,
+    /// Only reminders due now or earlier (overdue ones).
+    #[arg(long)]
+    pub(crate) due: bool,
+    /// At most this many.
+    #[arg(long, default_value_t = 100)]
+    pub(crate) limit: u32,
+}

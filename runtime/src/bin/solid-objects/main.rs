@@ -1,0 +1,503 @@
+//! `solid-objects`: the operator's command-line tool, over the administration API
+//! ([`solid_objects::admin`]). It works from the database URL alone, without the
+//! application's actor types, and every call it makes is written to the audit table with
+//! the operator's user and host as the caller.
+
+mod args;
+mod table;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use serde::Serialize;
+use serde_json::{json, Value};
+use solid_objects::admin::{ActorFilter, Admin, DeadLetterFilter, EffectFilter, ReminderFilter};
+use solid_objects::policy::{AdminRequest, Denied, Policy, Request};
+use solid_objects::{Error, Runtime};
+
+use args::{Cli, Command, DeadLetterAction, DeadLetterFilterArgs};
+use table::Table;
+
+/// What the exit code says.
+#[derive(Debug, Clone, Copy)]
+enum Exit {
+    Done = 0,
+    Failed = 1,
+    NotFound = 3,
+    Problems = 4,
+}
+
+/// Whoever holds the database URL may administer it; it calls no actor.
+struct Operator;
+
+impl Policy for Operator {
+    fn authorize_message(&self, _request: &Request<'_>) -> Result<(), Denied> {
+        Err(Denied::new("the command-line tool sends no messages"))
+    }
+
+    fn authorize_query(&self, _request: &Request<'_>) -> Result<(), Denied> {
+        Err(Denied::new(
+            "the command-line tool reads actors through the admin API",
+        ))
+    }
+
+    fn authorize_administration(&self, _request: &AdminRequest<'_>) -> Result<(), Denied> {
+        Ok(())
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::from(Exit::Failed as u8);
+        }
+    };
+    let exit = runtime.block_on(run(cli)).unwrap_or_else(|error| {
+        eprintln!("error: {error}");
+        Exit::Failed
+    });
+    ExitCode::from(exit as u8)
+}
+
+async fn run(cli: Cli) -> Result<Exit, String> {
+    let url = cli.database_url.clone().ok_or(
+        "no database: pass --database-url or set SOLID_OBJECTS_DATABASE_URL \
+         (sqlite://path/to/actors.db or postgres://...)",
+    )?;
+    let runtime = open(&url).await?;
+    let admin = runtime.admin().context(caller());
+    let exit = execute(&admin, cli.command, cli.json).await;
+    runtime.close().await;
+    exit.map_err(|error| error.to_string())
+}
+
+/// Opens the runtime on `url` without migrating a database that is not there.
+async fn open(url: &str) -> Result<Runtime, String> {
+    let builder = Runtime::builder().policy(Operator);
+    let builder = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        builder.postgres(url, 2)
+    } else {
+        let path = PathBuf::from(
+            url.strip_prefix("sqlite://")
+                .or_else(|| url.strip_prefix("sqlite:"))
+                .unwrap_or(url),
+        );
+        if !path.is_file() {
+            return Err(format!("no SQLite database at {}", path.display()));
+        }
+        builder.sqlite(path)
+    };
+    builder.start().await.map_err(|error| error.to_string())
+}
+
+/// Who is operating: the audit table's caller.
+fn caller() -> Value {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("USERNAME"))
+        .ok();
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|host| host.trim().to_owned());
+    json!({ "via": "solid-objects cli", "user": user, "host": host })
+}
+
+async fn execute(admin: &Admin, command: Command, as_json: bool) -> Result<Exit, Error> {
+    let out = Out { json: as_json };
+    match command {
+        Command::Status => {
+            let status = admin.status().await?;
+            let types = admin.actor_types().await?;
+            if out.json {
+                out.print_json(&json!({ "status": status, "actor_types": types }));
+            } else {
+                let mut counts = Table::new(&["KIND", "STATUS", "COUNT"]);
+                for (kind, rows) in [("messages", &status.messages), ("effects", &status.effects)] {
+                    for (state, count) in rows {
+                        counts.row(vec![kind.into(), state.clone(), count.to_string()]);
+                    }
+                }
+                counts.row(vec![
+                    "reminders".into(),
+                    "scheduled".into(),
+                    status.reminders.to_string(),
+                ]);
+                counts.row(vec![
+                    "reminders".into(),
+                    "due".into(),
+                    status.reminders_due.to_string(),
+                ]);
+                counts.row(vec![
+                    "actors".into(),
+                    "paused".into(),
+                    status.paused_actors.to_string(),
+                ]);
+                print!("{}", counts.render("nothing stored yet"));
+                if let Some(oldest) = status.oldest_due_message_at {
+                    println!("oldest due message enqueued at {oldest}");
+                }
+                let mut table = Table::new(&["TYPE", "ACTORS", "PAUSED", "READY", "DEAD"]);
+                for t in &types {
+                    table.row(vec![
+                        t.actor_type.clone(),
+                        t.actors.to_string(),
+                        t.paused.to_string(),
+                        t.ready_messages.to_string(),
+                        t.dead_letters.to_string(),
+                    ]);
+                }
+                print!("\n{}", table.render("no actors"));
+            }
+        }
+        Command::Actors(args) => {
+            let mut filter = ActorFilter::new().limit(args.limit);
+            if let Some(actor_type) = args.actor_type {
+                filter = filter.actor_type(actor_type);
+            }
+            if let Some(prefix) = args.prefix {
+                filter = filter.id_prefix(prefix);
+            }
+            if let Some(after) = args.after {
+                let (actor_type, actor_id) = after.split_once('/').unwrap_or((after.as_str(), ""));
+                filter = filter.after(actor_type, actor_id);
+            }
+            let page = admin.actors(&filter).await?;
+            if out.json {
+                out.print_json(&page);
+            } else {
+                let mut table =
+                    Table::new(&["TYPE", "ID", "DEPTH", "REVISION", "LAST ACTIVITY", "PAUSED"]);
+                for actor in &page.actors {
+                    table.row(vec![
+                        actor.actor_type.clone(),
+                        actor.actor_id.clone(),
+                        actor.mailbox_depth.to_string(),
+                        actor.revision.to_string(),
+                        time(actor.last_activity),
+                        actor
+                            .paused_at
+                            .map_or_else(String::new, |at| format!("since {at}")),
+                    ]);
+                }
+                print!("{}", table.render("no actors"));
+                if let (true, Some(last)) = (page.more, page.actors.last()) {
+                    println!("more: --after '{}/{}'", last.actor_type, last.actor_id);
+                }
+            }
+        }
+        Command::Inspect {
+            actor_type,
+            actor_id,
+        } => {
+            let Some(details) = admin.inspect(&actor_type, &actor_id).await? else {
+                eprintln!("no actor {actor_type}/{actor_id}");
+                return Ok(Exit::NotFound);
+            };
+            if out.json {
+                out.print_json(&details);
+            } else {
+                let actor = &details.summary;
+                println!("{}/{}", actor.actor_type, actor.actor_id);
+                println!(
+                    "revision {}, incarnation {}, state version {}",
+                    actor.revision, actor.incarnation, actor.state_version
+                );
+                println!("last activity: {}", time(actor.last_activity));
+                if let Some(at) = actor.paused_at {
+                    println!("PAUSED since {at}");
+                }
+                println!("mailbox: {} ready", actor.mailbox_depth);
+                if let Some(head) = &details.head {
+                    println!(
+                        "  head: message {} {} (attempts {}, next at {}){}",
+                        head.message_id,
+                        head.operation,
+                        head.attempts,
+                        head.next_attempt_at,
+                        head.last_error
+                            .as_ref()
+                            .map_or_else(String::new, |error| format!(": {error}"))
+                    );
+                }
+                let state = details.state.as_ref().map_or_else(
+                    || "none".to_owned(),
+                    |state| serde_json::to_string_pretty(state).unwrap_or_default(),
+                );
+                println!("state: {state}");
+                let mut reminders = Table::new(&["REMINDER", "KEY", "DUE AT"]);
+                for r in &details.reminders {
+                    reminders.row(vec![r.name.clone(), r.key.clone(), r.due_at.to_string()]);
+                }
+                print!("{}", reminders.render("no reminders"));
+                let mut effects =
+                    Table::new(&["EFFECT", "NAME", "STATUS", "ATTEMPTS", "LAST ERROR"]);
+                for e in &details.effects {
+                    effects.row(vec![
+                        e.id.to_string(),
+                        e.name.clone(),
+                        e.status.clone(),
+                        e.attempts.to_string(),
+                        e.last_error.clone().unwrap_or_default(),
+                    ]);
+                }
+                print!("{}", effects.render("no unfinished effects"));
+            }
+        }
+        Command::DeadLetters(args) => match args.action {
+            None => {
+                let letters = admin
+                    .dead_letters(&dead_letter_filter(&args.filter))
+                    .await?;
+                if out.json {
+                    out.print_json(&letters);
+                } else {
+                    let mut table = Table::new(&[
+                        "ID",
+                        "TYPE",
+                        "ACTOR",
+                        "OPERATION",
+                        "ATTEMPTS",
+                        "FAILED AT",
+                        "ERROR",
+                    ]);
+                    for letter in &letters {
+                        table.row(vec![
+                            letter.message_id.to_string(),
+                            letter.actor_type.clone(),
+                            letter.actor_id.clone(),
+                            letter.operation.clone(),
+                            letter.attempts.to_string(),
+                            time(letter.failed_at),
+                            letter.error.clone(),
+                        ]);
+                    }
+                    print!("{}", table.render("no dead letters"));
+                }
+            }
+            Some(DeadLetterAction::Retry { message_id }) => {
+                let retry = match admin.retry_dead_letter(message_id).await {
+                    Err(Error::MessageNotFound) => {
+                        eprintln!("no message {message_id}");
+                        return Ok(Exit::NotFound);
+                    }
+                    retried => retried?,
+                };
+                out.result(
+                    &json!({ "message_id": message_id, "retried_as": retry }),
+                    || format!("message {message_id} enqueued again as message {retry}"),
+                );
+            }
+            Some(DeadLetterAction::Redrive(filter)) => {
+                let redriven = admin.redrive(&dead_letter_filter(&filter)).await?;
+                out.result(&redriven, || {
+                    format!("{} dead letters enqueued again", redriven.retried)
+                });
+            }
+        },
+        Command::Effects(args) => {
+            let mut filter = EffectFilter::new().limit(args.limit);
+            if let Some(status) = args.status {
+                filter = filter.status(status);
+            }
+            if let Some(actor_type) = args.actor_type {
+                filter = filter.actor_type(actor_type);
+            }
+            if let Some(actor_id) = args.actor_id {
+                filter = filter.actor_id(actor_id);
+            }
+            if let Some(name) = args.name {
+                filter = filter.name(name);
+            }
+            let effects = admin.effects(&filter).await?;
+            if out.json {
+                out.print_json(&effects);
+            } else {
+                let mut table = Table::new(&[
+                    "ID",
+                    "NAME",
+                    "ACTOR",
+                    "STATUS",
+                    "ATTEMPTS",
+                    "CREATED AT",
+                    "LAST ERROR",
+                ]);
+                for e in &effects {
+                    table.row(vec![
+                        e.id.to_string(),
+                        e.name.clone(),
+                        format!("{}/{}", e.actor_type, e.actor_id),
+                        e.status.clone(),
+                        e.attempts.to_string(),
+                        e.created_at.to_string(),
+                        e.last_error.clone().unwrap_or_default(),
+                    ]);
+                }
+                print!("{}", table.render("no effects"));
+            }
+        }
+        Command::Reminders(args) => {
+            let mut filter = ReminderFilter::new().limit(args.limit);
+            if let Some(actor_type) = args.actor_type {
+                filter = filter.actor_type(actor_type);
+            }
+            if let Some(actor_id) = args.actor_id {
+                filter = filter.actor_id(actor_id);
+            }
+            if args.due {
+                filter = filter.due_before(chrono::Utc::now());
+            }
+            let reminders = admin.reminders(&filter).await?;
+            if out.json {
+                out.print_json(&reminders);
+            } else {
+                let mut table = Table::new(&["ACTOR", "REMINDER", "KEY", "DUE AT", "EVERY"]);
+                for r in &reminders {
+                    table.row(vec![
+                        format!("{}/{}", r.actor_type, r.actor_id),
+                        r.name.clone(),
+                        r.key.clone(),
+                        r.due_at.to_string(),
+                        r.every_ms
+                            .map_or_else(String::new, |every| format!("{every} ms")),
+                    ]);
+                }
+                print!("{}", table.render("no reminders"));
+            }
+        }
+        Command::Pause {
+            actor_type,
+            actor_id,
+        } => {
+            let changed = admin.pause(&actor_type, &actor_id).await?;
+            out.result(&json!({ "actor_type": actor_type, "actor_id": actor_id, "paused": true, "changed": changed }), || {
+                match changed {
+                    true => format!("paused {actor_type}/{actor_id}"),
+                    false => format!("{actor_type}/{actor_id} was paused already"),
+                }
+            });
+        }
+        Command::Resume {
+            actor_type,
+            actor_id,
+        } => {
+            let changed = admin.resume(&actor_type, &actor_id).await?;
+            out.result(&json!({ "actor_type": actor_type, "actor_id": actor_id, "paused": false, "changed": changed }), || {
+                match changed {
+                    true => format!("resumed {actor_type}/{actor_id}"),
+                    false => format!("{actor_type}/{actor_id} was not paused"),
+                }
+            });
+        }
+        Command::Prune { execute } => {
+            let counts = match execute {
+                true => admin.prune().await?,
+                false => admin.prune_preview().await?,
+            };
+            out.result(&json!({ "executed": execute, "counts": counts }), || {
+                let verb = if execute { "deleted" } else { "would delete (run with --execute)" };
+                format!(
+                    "{verb}: {} finished messages, {} done effects, {} dead letters, {} dead effects, {} audit rows",
+                    counts.finished_messages, counts.done_effects, counts.dead_letters, counts.dead_effects, counts.admin_events
+                )
+            });
+        }
+        Command::Doctor => {
+            let report = admin.doctor().await?;
+            if out.json {
+                out.print_json(&report);
+            } else {
+                println!("backend: {}", report.backend);
+                println!(
+                    "schema: applied {:?}, this build knows up to {}",
+                    report.applied_migrations, report.known_migration
+                );
+                for (name, value) in &report.settings {
+                    println!("{name}: {value}");
+                }
+                println!("write and read round trip: {} µs", report.round_trip_micros);
+                if let Some(skew) = report.clock_skew_ms {
+                    println!("clock skew (database minus this host): {skew} ms");
+                }
+                match report.problems.is_empty() {
+                    true => println!("no problems found"),
+                    false => report
+                        .problems
+                        .iter()
+                        .for_each(|problem| println!("PROBLEM: {problem}")),
+                }
+            }
+            if !report.problems.is_empty() {
+                return Ok(Exit::Problems);
+            }
+        }
+        Command::Audit { limit } => {
+            let events = admin.audit_log(limit).await?;
+            if out.json {
+                out.print_json(&events);
+            } else {
+                let mut table =
+                    Table::new(&["ID", "AT", "ACTION", "RESOURCE", "OUTCOME", "CALLER"]);
+                for e in &events {
+                    table.row(vec![
+                        e.id.to_string(),
+                        e.at.to_string(),
+                        e.action.clone(),
+                        e.resource.clone(),
+                        e.outcome.clone(),
+                        e.caller.as_ref().map_or_else(String::new, Value::to_string),
+                    ]);
+                }
+                print!("{}", table.render("no administration calls"));
+            }
+        }
+    }
+    Ok(Exit::Done)
+}
+
+/// How results are printed.
+struct Out {
+    json: bool,
+}
+
+impl Out {
+    fn print_json(&self, value: &impl Serialize) {
+        match serde_json::to_string_pretty(value) {
+            Ok(text) => println!("{text}"),
+            Err(error) => eprintln!("error: the result does not serialise: {error}"),
+        }
+    }
+
+    /// An action's result: `value` as JSON, or the sentence `human` says.
+    fn result(&self, value: &impl Serialize, human: impl FnOnce() -> String) {
+        match self.json {
+            true => self.print_json(value),
+            false => println!("{}", human()),
+        }
+    }
+}
+
+fn dead_letter_filter(args: &DeadLetterFilterArgs) -> DeadLetterFilter {
+    let mut filter = DeadLetterFilter::new().limit(args.limit);
+    if let Some(actor_type) = &args.actor_type {
+        filter = filter.actor_type(actor_type);
+    }
+    if let Some(operation) = &args.operation {
+        filter = filter.operation(operation);
+    }
+    if let Some(error) = &args.error {
+        filter = filter.error_contains(error);
+    }
+    filter.since = args.since;
+    filter.until = args.until;
+    filter
+}
+
+fn time(at: Option<chrono::DateTime<chrono::Utc>>) -> String {
+    at.map_or_else(|| "-".to_owned(), |at| at.to_string())
+}
