@@ -175,12 +175,13 @@ impl Engine {
             return Err(call.busy(None));
         };
         if locked.instance.paused {
+            Self::release(tx).await;
             return Err(paused(call.key));
         }
         if let Some(key) = options.idempotency_key {
             let lookup = MessageLookup::IdempotencyKey(call.key, key);
             if let Some(existing) = tx.message(lookup).await? {
-                drop(tx);
+                Self::release(tx).await;
                 same_request(&existing, call.operation, arguments, key)?;
                 return Ok(match Outcome::from_record(&existing) {
                     Some(outcome) => Tried::Answered(call.result(outcome)),
@@ -455,6 +456,7 @@ impl Engine {
         let mut tx = self.begin(Some(deadline)).await?;
         let locked = tx.lock_actor(key, true, micros(self.now())).await?;
         if locked.is_some_and(|locked| locked.instance.paused) {
+            Self::release(tx).await;
             return Err(paused(key));
         }
         tx.destroy_actor(key, micros(self.now())).await?;
@@ -525,12 +527,13 @@ impl Engine {
     ) -> Result<Enqueued> {
         let mut tx = self.begin(Some(deadline)).await?;
         if tx.is_paused(key).await? {
+            Self::release(tx).await;
             return Err(paused(key));
         }
         if let Some(idempotency_key) = options.idempotency_key {
             let lookup = MessageLookup::IdempotencyKey(key, idempotency_key);
             if let Some(existing) = tx.message(lookup).await? {
-                drop(tx);
+                Self::release(tx).await;
                 same_request(&existing, operation, arguments, idempotency_key)?;
                 return Ok(Enqueued {
                     message_id: existing.id,

@@ -220,6 +220,14 @@ impl Engine {
         self.store.begin(self.bounds(deadline)).await
     }
 
+    /// Ends a transaction that has nothing to commit, its locks released before this
+    /// returns (a failed rollback closes the connection instead).
+    pub(crate) async fn release(tx: Box<dyn Transaction>) {
+        if let Err(error) = tx.rollback().await {
+            tracing::debug!(%error, "a rollback failed; its connection is closed");
+        }
+    }
+
     /// Makes `A` known to this engine, so workers and the testing API can run its messages.
     pub(crate) fn register<A: Actor>(&self) -> Result<()> {
         let type_id = TypeId::of::<A>();

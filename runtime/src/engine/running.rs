@@ -174,15 +174,18 @@ impl Engine {
         };
         if locked.instance.paused {
             // Paused after a worker listed it: workers leave it; a waiting caller hears why.
+            Self::release(tx).await;
             return match lock {
                 Lock::Skip => Ok(Attempted::Done(Step::Busy)),
                 Lock::WaitUntil(_) => Err(super::call::paused(key)),
             };
         }
         let Some(head) = locked.head else {
+            Self::release(tx).await;
             return Ok(Attempted::Done(Step::Idle));
         };
         if head.available_at > micros(self.now()) {
+            Self::release(tx).await;
             return Ok(Attempted::Done(Step::Blocked {
                 message_id: head.id,
                 until: from_micros(head.available_at),
@@ -217,13 +220,13 @@ impl Engine {
         let message = match message {
             Ok(message) => message,
             Err(error @ Error::UnknownOperation { .. }) => {
-                drop(tx);
+                Self::release(tx).await;
                 self.note_waiting(head.id, &error).await?;
                 return Err(error);
             }
             // Arguments that do not decode never will: a dead letter at once.
             Err(error) => {
-                drop(tx);
+                Self::release(tx).await;
                 let step = self
                     .count_failure::<A>(key, &head, &error.to_string(), false)
                     .await?;
@@ -235,12 +238,12 @@ impl Engine {
             // A state this build cannot read yet (a newer build wrote it, or no migration
             // starts from its version) waits, uncounted, for a build that can.
             Err(error @ (Error::StateFromNewerBuild { .. } | Error::NoMigration { .. })) => {
-                drop(tx);
+                Self::release(tx).await;
                 self.note_waiting(head.id, &error).await?;
                 return Err(error);
             }
             Err(error) => {
-                drop(tx);
+                Self::release(tx).await;
                 let step = self
                     .count_failure::<A>(key, &head, &error.to_string(), true)
                     .await?;

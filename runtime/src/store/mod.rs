@@ -623,4 +623,9 @@ pub(crate) trait Transaction: admin::AdminWrites + Send {
 
     /// Commits.
     async fn commit(self: Box<Self>) -> Result<()>;
+
+    /// Rolls back now, so its locks are released before the caller goes on (dropping a
+    /// transaction rolls back too, but on PostgreSQL only once the pool gets the connection
+    /// back).
+    async fn rollback(self: Box<Self>) -> Result<()>;
 }

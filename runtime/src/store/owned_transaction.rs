@@ -9,8 +9,10 @@
 //! `BEGIN` to after `COMMIT`, and dropping the transaction in any state is safe:
 //!
 //! - open, in a known state: the rollback is queued on the connection (as sqlx does), which
-//!   then returns to the pool;
-//! - beginning, committing, or poisoned (a savepoint failed, a handler was abandoned): the
+//!   then returns to the pool; on PostgreSQL the queued rollback is sent only when the pool's
+//!   return task runs, so its locks outlive the drop by a task switch: code that is done
+//!   with a transaction and goes on calls [`OwnedTransaction::rollback`] instead;
+//! - beginning, ending, or poisoned (a savepoint failed, a handler was abandoned): the
 //!   connection's state is unknown, so it is closed instead of reused; closing rolls back
 //!   whatever it held, and the pool opens a fresh one.
 
@@ -30,8 +32,8 @@ enum Phase {
     Beginning,
     /// Inside the transaction, in a state the database reported.
     Open,
-    /// `COMMIT` was (or may have been) sent and has not answered.
-    Committing,
+    /// `COMMIT` or `ROLLBACK` was (or may have been) sent and has not answered.
+    Ending,
     /// Committed: nothing to undo.
     Done,
     /// In a state nobody knows: never reuse the connection.
@@ -86,8 +88,21 @@ impl<DB: Database> OwnedTransaction<DB> {
     /// Commits. If this future is dropped before the database answers, the connection is
     /// closed rather than reused.
     pub(crate) async fn commit(mut self) -> Result<()> {
-        self.phase = Phase::Committing;
+        self.phase = Phase::Ending;
         DB::TransactionManager::commit(&mut self.connection).await?;
+        self.phase = Phase::Done;
+        Ok(())
+    }
+
+    /// Rolls back now, releasing the transaction's locks before this returns. If this future
+    /// is dropped before the database answers, the connection is closed rather than reused.
+    pub(crate) async fn rollback(mut self) -> Result<()> {
+        if self.phase != Phase::Open {
+            // Poisoned: dropping closes the connection, which rolls back.
+            return Ok(());
+        }
+        self.phase = Phase::Ending;
+        DB::TransactionManager::rollback(&mut self.connection).await?;
         self.phase = Phase::Done;
         Ok(())
     }
@@ -117,7 +132,7 @@ impl<DB: Database> Drop for OwnedTransaction<DB> {
         match self.phase {
             Phase::Done => {}
             Phase::Open => DB::TransactionManager::start_rollback(&mut self.connection),
-            Phase::Beginning | Phase::Committing | Phase::Poisoned => {
+            Phase::Beginning | Phase::Ending | Phase::Poisoned => {
                 self.connection.close_on_drop();
             }
         }

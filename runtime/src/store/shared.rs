@@ -727,6 +727,10 @@ macro_rules! sql_backend {
                 this.counters.transaction();
                 Ok(())
             }
+
+            async fn rollback(self: Box<Self>) -> Result<()> {
+                self.tx.rollback().await
+            }
         }
 
         impl $transaction {
