@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::{Effect, EffectContext, MessageStatus};
-use sqlx::PgPool;
+use sqlx::{Connection, PgConnection, PgPool};
 use support::eventually;
 use support::postgres::PgServer;
 use tokio::sync::{Barrier, Notify};
@@ -889,5 +889,59 @@ async fn a_hung_handler_gives_up_its_row_lock_after_the_turn_timeout() {
         MessageStatus::Dead { attempts: 5, .. }
     ));
     assert_eq!(later.result().await.unwrap(), Some(1));
+    runtime.close().await;
+}
+
+/// Whether another session can lock the actor's row at once, asked from an OS thread of its
+/// own while this thread blocks: a test on a current-thread runtime then sees exactly what
+/// the runtime left behind when its call returned, with no task of it running meanwhile.
+fn row_is_free_while_this_thread_blocks(url: &str, actor_id: &str) -> bool {
+    let url = url.to_owned();
+    let actor_id = actor_id.to_owned();
+    std::thread::spawn(move || {
+        let probe = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        probe.block_on(async {
+            let mut connection = PgConnection::connect(&url).await.unwrap();
+            let mut tx = connection.begin().await.unwrap();
+            sqlx::query("SET LOCAL lock_timeout = '2s'")
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            sqlx::query("SELECT 1 FROM solid_instances WHERE actor_id = $1 FOR UPDATE")
+                .bind(&actor_id)
+                .execute(&mut *tx)
+                .await
+                .is_ok()
+        })
+    })
+    .join()
+    .unwrap()
+}
+
+/// A call that locks its actor and ends without a commit (here: the actor is paused) ends
+/// its transaction before it returns, so the actor's row is free at once, not when the
+/// pool gets the connection back; so is the row after a worker pass that ran the last
+/// message and found the mailbox empty. (A dropped transaction kept the row locked until a
+/// task switch later, and a drain right after could skip the actor: the likely cause of an
+/// intermittent failure of `moving_a_reminder_while_it_fires_never_deadlocks`.)
+#[tokio::test(flavor = "current_thread")]
+async fn an_actor_is_unlocked_when_a_call_or_pass_that_commits_nothing_returns() {
+    let Some((_server, url)) = database().await else {
+        return;
+    };
+    let clock = ManualClock::starting_now();
+    let runtime = runtime_on(&url, 4, &clock).await;
+    let bell = runtime.reference::<Bell>("b");
+    bell.enqueue().arm().await.unwrap();
+    assert_eq!(runtime.testing().drain().await.unwrap(), 1);
+    assert!(row_is_free_while_this_thread_blocks(&url, "b"));
+
+    runtime.admin().pause("Bell", "b").await.unwrap();
+    let paused = bell.arm().await;
+    assert!(matches!(paused, Err(Error::Paused { .. })), "{paused:?}");
+    assert!(row_is_free_while_this_thread_blocks(&url, "b"));
     runtime.close().await;
 }
