@@ -271,6 +271,8 @@ pub(crate) struct ClaimedEffect {
     /// The commands its outcome goes to, as stored (`StoredReply` JSON).
     pub(crate) on_success: Option<String>,
     pub(crate) on_failure: Option<String>,
+    /// When the turn that emitted it committed (by the runtime's clock).
+    pub(crate) created_at: i64,
 }
 
 /// An effect that failed for good, for operators.
@@ -425,6 +427,9 @@ pub(crate) trait Store: Send + Sync + 'static {
         operations: &str,
         limit: i64,
     ) -> Result<Vec<(String, String)>>;
+
+    /// How many unfinished (ready) messages each actor type has, for types that have any.
+    async fn mailbox_depths(&self) -> Result<Vec<(String, i64)>>;
 
     /// Heads of mailboxes of the types in `types` whose operation is not in `operations`
     /// (JSON arrays, as above) and that carry no note yet, at most `limit`.
