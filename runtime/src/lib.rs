@@ -108,6 +108,7 @@ mod handled;
 mod handler_scope;
 mod limits;
 mod message;
+pub mod metrics;
 pub mod migration;
 pub mod policy;
 mod reference;

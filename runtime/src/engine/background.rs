@@ -1,5 +1,6 @@
 //! The work of workers and operators: reminders, ready mailboxes, retention, dead letters.
 
+use std::collections::HashMap;
 use std::sync::PoisonError;
 use std::time::Duration;
 
@@ -43,12 +44,14 @@ impl Engine {
         let mut tx = self.begin(None).await?;
         let now = micros(self.now());
         let due = tx.due_reminders(now, limit).await?;
+        let mut fired = Vec::with_capacity(due.len());
         for reminder in &due {
             let key = ActorKey {
                 actor_type: &reminder.actor_type,
                 actor_id: &reminder.actor_id,
             };
             let occurrences = Occurrences::of(reminder, now);
+            fired.push(occurrences.count);
             for scheduled_for in occurrences.fired() {
                 let firing = Firing {
                     operation: &reminder.name,
@@ -67,6 +70,12 @@ impl Engine {
         if !due.is_empty() {
             self.wake();
         }
+        for (reminder, count) in due.iter().zip(fired) {
+            let (actor_type, name) = (&reminder.actor_type, &reminder.name);
+            crate::metrics::enqueued(actor_type, name, u64::try_from(count).unwrap_or(u64::MAX));
+            let late = crate::metrics::micros_between(reminder.due_at, now);
+            crate::metrics::reminder_lateness(actor_type, name, late);
+        }
         Ok(due.len())
     }
 
@@ -81,6 +90,7 @@ impl Engine {
         turns_per_actor: usize,
         errors: TurnErrors,
     ) -> Result<usize> {
+        self.sample_mailbox_depth().await?;
         let stalled = i64::try_from(self.stalled_count()).unwrap_or(i64::MAX);
         let ready = self
             .store
@@ -121,6 +131,35 @@ impl Engine {
             }
         }
         Ok(turns)
+    }
+
+    /// Records each registered actor type's unfinished messages in the metrics, if no pass
+    /// did in the last [`DEPTH_SAMPLE_EVERY`](crate::metrics::DEPTH_SAMPLE_EVERY).
+    async fn sample_mailbox_depth(&self) -> Result<()> {
+        {
+            let mut sampled = self
+                .depth_sampled
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let now = Instant::now();
+            if sampled.is_some_and(|at| now < at + crate::metrics::DEPTH_SAMPLE_EVERY) {
+                return Ok(());
+            }
+            *sampled = Some(now);
+        }
+        let depths: HashMap<String, i64> = self.store.mailbox_depths().await?.into_iter().collect();
+        let types: Vec<&'static str> = self
+            .actors
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .copied()
+            .collect();
+        for actor_type in types {
+            let depth = depths.get(actor_type).copied().unwrap_or(0);
+            crate::metrics::mailbox_depth(actor_type, depth);
+        }
+        Ok(())
     }
 
     fn stalled_count(&self) -> usize {
@@ -309,6 +348,7 @@ impl Engine {
         tx.link_retry(message_id, enqueued.message_id).await?;
         tx.commit().await?;
         self.wake();
+        crate::metrics::enqueued(&record.actor_type, &record.operation, 1);
         Ok(Retry::Enqueued(Box::new(record), enqueued))
     }
 }

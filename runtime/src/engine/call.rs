@@ -122,6 +122,23 @@ impl Engine {
         arguments: String,
         options: CallOptions<'_>,
     ) -> Result<String> {
+        let started = Instant::now();
+        let operation = message.name();
+        let answer = self
+            .call_until_answered::<A>(actor_id, message, arguments, options)
+            .await;
+        crate::metrics::call_duration(A::TYPE_NAME, operation, started.elapsed());
+        answer
+    }
+
+    /// The answer to a synchronous call.
+    async fn call_until_answered<A: Actor>(
+        &self,
+        actor_id: &str,
+        message: A::Message,
+        arguments: String,
+        options: CallOptions<'_>,
+    ) -> Result<String> {
         let call = Call {
             key: ActorKey {
                 actor_type: A::TYPE_NAME,
@@ -202,6 +219,7 @@ impl Engine {
                 .await?;
             tx.commit().await?;
             self.wake();
+            crate::metrics::enqueued(call.key.actor_type, call.operation, 1);
             return Ok(Tried::Queued(enqueued.message_id));
         }
         // A state that no longer decodes is the caller's error, and nothing is written.
@@ -314,11 +332,14 @@ impl Engine {
             .finished_at
             .is_none()
             .then(|| from_micros(progress.available_at));
-        Ok(Outcome::Failed {
+        let outcome = Outcome::Failed {
             error: error.to_owned(),
             attempts: 1,
             retry_at,
-        })
+        };
+        crate::metrics::enqueued(call.key.actor_type, call.operation, 1);
+        outcome.record(call.key.actor_type, call.operation);
+        Ok(outcome)
     }
 
     /// Runs the actor's turns until message `message_id` has run, or the call's deadline
@@ -351,6 +372,20 @@ impl Engine {
 
     /// An ordered read: runs the actor's earlier messages, then answers from its state.
     pub(crate) async fn ask<A: Actor>(
+        &self,
+        actor_id: &str,
+        query: A::Query,
+        timeout: Duration,
+    ) -> Result<String> {
+        let started = Instant::now();
+        let operation = query.name();
+        let answer = self.ask_until_answered::<A>(actor_id, query, timeout).await;
+        crate::metrics::call_duration(A::TYPE_NAME, operation, started.elapsed());
+        answer
+    }
+
+    /// The answer to an ordered read.
+    async fn ask_until_answered<A: Actor>(
         &self,
         actor_id: &str,
         query: A::Query,
@@ -560,6 +595,7 @@ impl Engine {
             .await?;
         tx.commit().await?;
         self.wake();
+        crate::metrics::enqueued(key.actor_type, operation, 1);
         Ok(enqueued)
     }
 

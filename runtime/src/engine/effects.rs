@@ -72,10 +72,13 @@ impl Engine {
     /// server's on PostgreSQL) for the runtime's effect lease.
     pub(crate) async fn claim_effect(&self, name: &str) -> Result<Option<ClaimedEffect>> {
         let mut tx = self.begin(None).await?;
-        let claimed = tx
-            .claim_effect(name, micros(self.now()), self.config.effect_lease)
-            .await?;
+        let now = micros(self.now());
+        let claimed = tx.claim_effect(name, now, self.config.effect_lease).await?;
         tx.commit().await?;
+        if let Some(effect) = &claimed {
+            let age = crate::metrics::micros_between(effect.created_at, now);
+            crate::metrics::effect_outbox_age(&effect.actor_type, &effect.name, age);
+        }
         Ok(claimed)
     }
 
@@ -152,8 +155,9 @@ impl Engine {
             tx.insert_message(actor, &message).await?;
         }
         tx.commit().await?;
-        if recorded && reply.is_some() {
+        if let (true, Some(reply)) = (recorded, &reply) {
             self.wake();
+            crate::metrics::enqueued(&effect.actor_type, &reply.operation, 1);
         }
         if !recorded {
             tracing::warn!(

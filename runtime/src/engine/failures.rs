@@ -78,13 +78,15 @@ impl Engine {
         self.wake();
         let retry_at =
             (progress.status == StoredStatus::Ready).then(|| from_micros(progress.available_at));
+        let outcome = Outcome::Failed {
+            error: error.to_owned(),
+            attempts,
+            retry_at,
+        };
+        outcome.record(key.actor_type, &head.operation);
         Ok(Step::Ran(TurnReport {
             message_id: head.id,
-            outcome: Outcome::Failed {
-                error: error.to_owned(),
-                attempts,
-                retry_at,
-            },
+            outcome,
         }))
     }
 

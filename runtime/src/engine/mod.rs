@@ -75,6 +75,8 @@ pub(crate) struct Engine {
     effects: RwLock<HashMap<&'static str, Arc<dyn EffectRunner>>>,
     /// Effect kinds already reported as having no handler here.
     reported_unhandled: Mutex<HashSet<String>>,
+    /// When a worker last sampled the mailbox depth for the metrics.
+    depth_sampled: Mutex<Option<Instant>>,
 }
 
 #[derive(Clone)]
@@ -161,6 +163,7 @@ impl Lock {
 
 impl Engine {
     pub(crate) fn new(store: Arc<dyn Store>, config: EngineConfig) -> Self {
+        crate::metrics::describe();
         Self {
             store,
             config,
@@ -171,6 +174,7 @@ impl Engine {
             stalled: Mutex::default(),
             effects: RwLock::default(),
             reported_unhandled: Mutex::default(),
+            depth_sampled: Mutex::default(),
         }
     }
 

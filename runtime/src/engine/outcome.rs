@@ -32,6 +32,19 @@ impl Outcome {
         }
     }
 
+    /// Counts this end (or failed attempt) of a message of `operation` in the metrics; a
+    /// message ended as destroyed counts nowhere.
+    pub(crate) fn record(&self, actor_type: &str, operation: &str) {
+        match self {
+            Self::Completed(_) => crate::metrics::completed(actor_type, operation),
+            Self::Rejected(_) => crate::metrics::rejected(actor_type, operation),
+            Self::Failed { retry_at, .. } => {
+                crate::metrics::failed(actor_type, operation, retry_at.is_none());
+            }
+            Self::Destroyed => {}
+        }
+    }
+
     /// The outcome stored in a message row: its end, or its last failed attempt, or `None`
     /// if it has not run yet.
     pub(crate) fn from_record(record: &MessageRecord) -> Option<Self> {

@@ -316,15 +316,19 @@ impl Engine {
             Delivery::Stored { head, message } => (message, Some(head.id), head.attempts, None),
         };
         let operation = message.name();
+        // OpenTelemetry's messaging conventions: the actor type is the destination.
         let span = tracing::info_span!(
             "turn",
-            actor_type = key.actor_type,
+            messaging.system = "solid_objects",
+            messaging.operation.type = "process",
+            messaging.destination.name = key.actor_type,
+            messaging.operation.name = operation,
+            messaging.message.id = message_id,
             actor_id = key.actor_id,
-            operation,
-            message_id,
             outcome = tracing::field::Empty,
         );
-        async move {
+        let started = Instant::now();
+        let ran = async move {
             let now = self.now();
             let now_us = micros(now);
             let attempts = previous_attempts + 1;
@@ -418,6 +422,7 @@ impl Engine {
                 }
                 (None, None) => unreachable!("a stored delivery carries its message id"),
             };
+            let mut delivered = Vec::new();
             if let Some(writes) = &settled.writes {
                 if writes.destroy {
                     tx.destroy_actor(key, now_us).await?;
@@ -432,7 +437,8 @@ impl Engine {
                     self.apply_reminders(&mut *tx, key, &writes.reminders, instance.incarnation)
                         .await?;
                 }
-                self.apply_writes(&mut *tx, key, writes, now_us, instance.incarnation)
+                delivered = self
+                    .apply_writes(&mut *tx, key, writes, now_us, instance.incarnation)
                     .await?;
             }
             tx.commit().await?;
@@ -440,13 +446,22 @@ impl Engine {
             let available_at = progress.available_at;
             let outcome = settled.into_outcome(available_at, finished);
             tracing::Span::current().record("outcome", outcome.label());
+            if fresh.is_some() {
+                crate::metrics::enqueued(key.actor_type, operation, 1);
+            }
+            outcome.record(key.actor_type, operation);
+            for (actor_type, operation) in delivered {
+                crate::metrics::enqueued(actor_type, operation, 1);
+            }
             Ok(TurnReport {
                 message_id,
                 outcome,
             })
         }
         .instrument(span)
-        .await
+        .await;
+        crate::metrics::turn_duration(key.actor_type, operation, started.elapsed());
+        ran
     }
 
     /// The attempts an actor's failing message gets before it becomes a dead letter.
@@ -491,7 +506,7 @@ impl Engine {
     }
 
     /// Writes a completed turn's effects and messages, none of which takes another actor's
-    /// lock.
+    /// lock; returns the actor type and operation of each message delivered.
     async fn apply_writes(
         &self,
         tx: &mut dyn Transaction,
@@ -499,7 +514,8 @@ impl Engine {
         writes: &Writes,
         now: i64,
         incarnation: i64,
-    ) -> Result<()> {
+    ) -> Result<Vec<(&'static str, &'static str)>> {
+        let mut delivered = Vec::new();
         for effect in &writes.effects {
             let effect_id = uuid::Uuid::new_v4().to_string();
             let effect = NewEffect {
@@ -531,9 +547,11 @@ impl Engine {
                 scheduled_for: None,
             };
             // A key already used for this target delivers nothing more.
-            tx.insert_message_once(target, &message).await?;
+            if tx.insert_message_once(target, &message).await?.is_some() {
+                delivered.push((send.actor_type, send.operation));
+            }
         }
-        Ok(())
+        Ok(delivered)
     }
 
     /// Turns what the handler produced into what the turn commits.

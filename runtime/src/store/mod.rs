@@ -276,6 +276,8 @@ pub(crate) struct ClaimedEffect {
     /// The commands its outcome goes to, as stored (`StoredReply` JSON).
     pub(crate) on_success: Option<String>,
     pub(crate) on_failure: Option<String>,
+    /// When the turn that emitted it committed (by the runtime's clock).
+    pub(crate) created_at: i64,
 }
 
 /// An effect that failed for good, for operators.
@@ -430,6 +432,9 @@ pub(crate) trait Store: admin::AdminReads + Send + Sync + 'static {
         operations: &str,
         limit: i64,
     ) -> Result<Vec<(String, String)>>;
+
+    /// How many unfinished (ready) messages each actor type has, for types that have any.
+    async fn mailbox_depths(&self) -> Result<Vec<(String, i64)>>;
 
     /// Heads of mailboxes of the types in `types` whose operation is not in `operations`
     /// (JSON arrays, as above) and that carry no note yet, at most `limit`.

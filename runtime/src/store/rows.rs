@@ -188,6 +188,19 @@ where
         .collect()
 }
 
+/// Unfinished messages by actor type: `actor_type, depth`.
+pub(crate) fn depths<R>(rows: &[R]) -> Result<Vec<(String, i64)>>
+where
+    R: Row,
+    for<'c> &'c str: ColumnIndex<R>,
+    String: Columns<R::Database>,
+    i64: Columns<R::Database>,
+{
+    rows.iter()
+        .map(|row| Ok((row.try_get("actor_type")?, row.try_get("depth")?)))
+        .collect()
+}
+
 /// An effect claimed by `UPDATE .. RETURNING`.
 pub(crate) fn claimed_effect<R>(row: &R) -> Result<ClaimedEffect>
 where
@@ -209,6 +222,7 @@ where
         incarnation: row.try_get("incarnation")?,
         on_success: row.try_get("on_success")?,
         on_failure: row.try_get("on_failure")?,
+        created_at: row.try_get("created_at")?,
     })
 }
 

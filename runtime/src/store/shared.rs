@@ -191,6 +191,16 @@ macro_rules! sql_backend {
                 rows::actors(&rows)
             }
 
+            async fn mailbox_depths(&self) -> Result<Vec<(String, i64)>> {
+                let rows = sqlx::query(
+                    "SELECT actor_type, COUNT(*) AS depth FROM solid_messages
+                     WHERE status = 'ready' GROUP BY actor_type",
+                )
+                .fetch_all(&self.$readers)
+                .await?;
+                rows::depths(&rows)
+            }
+
             async fn unknown_operations(
                 &self,
                 operations: &str,
@@ -577,7 +587,7 @@ macro_rules! sql_backend {
                          ORDER BY available_at, id LIMIT 1",
                     $skip_locked,
                     ") RETURNING id, effect_id, actor_type, actor_id, name, payload, attempts, claims,
-                                incarnation, on_success, on_failure"
+                                incarnation, on_success, on_failure, created_at"
                 ))
                 .bind(name)
                 .bind(now)
