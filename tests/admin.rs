@@ -279,23 +279,25 @@ async fn denied_by_default_and_audited(setup: Setup) {
             )
         })
         .collect();
+    // An allowed call's row is written before it acts: this read is in the log it reads.
     assert_eq!(
         seen,
         [
+            ("read_audit", "audit log", "allowed"),
             ("read_audit", "audit log", "denied"),
             ("pause", "Desk/d1", "denied"),
             ("status", "database", "denied"),
         ]
     );
-    assert_eq!(events[1].caller, Some(json!({ "user": "mallory" })));
-    assert_eq!(events[2].caller, None);
+    assert_eq!(events[0].caller, Some(ana()));
+    assert_eq!(events[2].caller, Some(json!({ "user": "mallory" })));
+    assert_eq!(events[3].caller, None);
 
-    // Allowed calls are audited with their caller, once they are done (so a read of the
-    // log is in the next read).
+    // Allowed calls then say how they ended, with their details.
     let status = operators.admin().status().await.unwrap();
     assert_eq!(status.paused_actors, 0);
     assert!(admin.pause("Desk", "d1").await.unwrap());
-    let events = admin.audit_log(3).await.unwrap();
+    let events = admin.audit_log(4).await.unwrap();
     let seen: Vec<(&str, &str)> = events
         .iter()
         .map(|event| (event.action.as_str(), event.outcome.as_str()))
@@ -303,18 +305,19 @@ async fn denied_by_default_and_audited(setup: Setup) {
     assert_eq!(
         seen,
         [
-            ("pause", "allowed"),
-            ("status", "allowed"),
-            ("read_audit", "allowed")
+            ("read_audit", "allowed"),
+            ("pause", "done"),
+            ("status", "done"),
+            ("read_audit", "done")
         ]
     );
-    assert_eq!(events[0].caller, Some(ana()));
-    assert_eq!(events[0].details, Some(json!({ "changed": true })));
-    assert_eq!(events[1].caller, None);
+    assert_eq!(events[1].caller, Some(ana()));
+    assert_eq!(events[1].details, Some(json!({ "changed": true })));
+    assert_eq!(events[2].caller, None);
     // The same policy refuses a context without an operator, and says so in the log.
     let error = operators.admin().resume("Desk", "d1").await.unwrap_err();
     assert!(error.to_string().contains("operators only"), "{error}");
-    let latest = &admin.audit_log(1).await.unwrap()[0];
+    let latest = &admin.audit_log(2).await.unwrap()[1];
     assert_eq!(
         (latest.action.as_str(), latest.outcome.as_str()),
         ("resume", "denied")

@@ -4,14 +4,17 @@
 ALTER TABLE solid_instances ADD COLUMN paused_at INTEGER;
 
 -- Every administration call, allowed or denied: who (the caller's context as JSON), what,
--- on which resource, when, and how it ended.
+-- on which resource, when, and how it ended. An allowed call's row is written before it
+-- acts ('allowed') and then says how it ended ('done' or 'failed'), so nothing it changed
+-- is ever without its row; a row still 'allowed' is a call interrupted before it knew.
 CREATE TABLE solid_admin_events (
     id       INTEGER PRIMARY KEY,
     at       INTEGER NOT NULL,
     caller   TEXT,
     action   TEXT    NOT NULL,
     resource TEXT    NOT NULL,
-    outcome  TEXT    NOT NULL CHECK (outcome IN ('allowed', 'denied', 'failed')),
+    outcome  TEXT    NOT NULL
+        CHECK (outcome IN ('allowed', 'denied', 'done', 'failed')),
     details  TEXT
 );
 

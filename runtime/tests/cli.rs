@@ -170,9 +170,11 @@ async fn operate(url: &str, runtime: &Runtime) {
     assert_eq!(doctor["known_migration"], 7);
 
     let audit = cli_json(url, &["audit", "--limit", "3"]).await;
-    assert_eq!(audit[0]["action"], "doctor");
-    assert_eq!(audit[0]["caller"]["via"], "solid-objects cli");
-    assert_eq!(audit[1]["action"], "prune_preview");
+    assert_eq!(audit[0]["action"], "read_audit");
+    assert_eq!(audit[1]["action"], "doctor");
+    assert_eq!(audit[1]["outcome"], "done");
+    assert_eq!(audit[1]["caller"]["via"], "solid-objects cli");
+    assert_eq!(audit[2]["action"], "prune_preview");
 
     // Human output, bad usage and the environment variable.
     let table = cli(url, &["actors"]).await;

@@ -10,7 +10,9 @@
 //! Every call is first put to [`Policy::authorize_administration`] (denied unless the
 //! application's policy allows it), and every call, allowed or denied, leaves a row in the
 //! audit table `solid_admin_events`: who (the [`context`](Admin::context) the operator gave),
-//! what, on which resource, when, and how it ended.
+//! what, on which resource, when, and how it ended. An allowed call's row is committed
+//! before the call acts (outcome `allowed`) and then says how it ended (`done` or
+//! `failed`): whatever a call changed has its row, even if the call was dropped midway.
 //!
 //! ```no_run
 //! # async fn example(runtime: solid_objects::Runtime) -> solid_objects::Result<()> {
@@ -46,13 +48,13 @@ pub use model::{
     PruneCounts, Redriven, ReminderFilter, ReminderSummary, Status,
 };
 
-use crate::engine::{from_micros, micros};
+use crate::engine::{from_micros, micros, Engine};
 use crate::error::{Error, Result};
 use crate::policy::{AdminAction, AdminRequest, Denied};
 use crate::runtime::Runtime;
 use crate::store::admin::AdminEventWrite;
 use crate::store::{ActorKey, InstanceWrite, MessageLookup, StoredStatus};
-use crate::validate::validate_id;
+use crate::validate::{validate_id, validate_key};
 
 /// The most rows one listing returns.
 const MAX_PAGE: u32 = 1000;
@@ -115,6 +117,15 @@ impl Admin {
     /// last activity and paused flag. For the next page, pass the last actor to
     /// [`ActorFilter::after`].
     pub async fn actors(&self, filter: &ActorFilter) -> Result<ActorPage> {
+        let after = filter.after.as_ref();
+        check_texts(&[
+            filter.actor_type.as_deref(),
+            filter.id_prefix.as_deref(),
+            after.map(|(actor_type, _)| actor_type.as_str()),
+        ])?;
+        if let Some((_, actor_id)) = after.filter(|(_, actor_id)| !actor_id.is_empty()) {
+            validate_id(actor_id)?;
+        }
         let resource = describe(
             "actors",
             &[
@@ -139,7 +150,7 @@ impl Admin {
     /// One actor: its row, committed state, mailbox head, reminders and unfinished or dead
     /// effects; `None` if it has neither a row nor a message.
     pub async fn inspect(&self, actor_type: &str, actor_id: &str) -> Result<Option<ActorDetails>> {
-        validate_id(actor_id)?;
+        check_actor(actor_type, actor_id)?;
         let key = ActorKey {
             actor_type,
             actor_id,
@@ -194,13 +205,14 @@ impl Admin {
 
     /// Dead letters matching `filter`, oldest first.
     pub async fn dead_letters(&self, filter: &DeadLetterFilter) -> Result<Vec<DeadLetterSummary>> {
+        check_dead_letter_filter(filter)?;
         self.audited(
             AdminAction::ListDeadLetters,
             dead_letters_resource(filter),
             || async {
                 let store = self.runtime.engine().store();
                 let ids = store
-                    .dead_letter_ids(filter, 0, i64::from(page(filter.limit)))
+                    .dead_letter_ids(filter, (0, i64::MAX), i64::from(page(filter.limit)))
                     .await?;
                 let mut letters = Vec::with_capacity(ids.len());
                 for id in ids {
@@ -243,10 +255,13 @@ impl Admin {
         .await
     }
 
-    /// Enqueues again every dead letter that matches `filter` and was not retried yet, in
-    /// batches, oldest first. Idempotent: a second redrive with the same filter finds none
-    /// left (each dead letter is retried once, however many operators redrive at once).
+    /// Enqueues again every dead letter that matches `filter`, was not retried yet and was
+    /// there when the redrive started (a retry that dies again is a new dead letter, left
+    /// for the next redrive), in batches, oldest first. Idempotent: each dead letter is
+    /// retried once, however many operators redrive at once. An error stops it; what it
+    /// enqueued so far stays enqueued, and running it again carries on.
     pub async fn redrive(&self, filter: &DeadLetterFilter) -> Result<Redriven> {
+        check_dead_letter_filter(filter)?;
         let filter = DeadLetterFilter {
             include_retried: false,
             ..filter.clone()
@@ -260,11 +275,12 @@ impl Admin {
                     retried: 0,
                     message_ids: Vec::new(),
                 };
+                let up_to = engine.store().newest_message_id().await?;
                 let mut after = 0;
                 loop {
                     let ids = engine
                         .store()
-                        .dead_letter_ids(&filter, after, REDRIVE_BATCH)
+                        .dead_letter_ids(&filter, (after, up_to), REDRIVE_BATCH)
                         .await?;
                     for &id in &ids {
                         if let Some(enqueued) = engine.redrive_dead_letter(id).await? {
@@ -286,6 +302,12 @@ impl Admin {
 
     /// Effects matching `filter`, oldest first.
     pub async fn effects(&self, filter: &EffectFilter) -> Result<Vec<EffectSummary>> {
+        check_texts(&[
+            filter.status.as_deref(),
+            filter.actor_type.as_deref(),
+            filter.actor_id.as_deref(),
+            filter.name.as_deref(),
+        ])?;
         let resource = describe(
             "effects",
             &[
@@ -319,6 +341,7 @@ impl Admin {
 
     /// Scheduled reminders matching `filter`, the next due first.
     pub async fn reminders(&self, filter: &ReminderFilter) -> Result<Vec<ReminderSummary>> {
+        check_texts(&[filter.actor_type.as_deref(), filter.actor_id.as_deref()])?;
         let resource = describe(
             "reminders",
             &[
@@ -457,8 +480,8 @@ impl Admin {
         })
     }
 
-    /// Writes a scratch actor's state, reads it back through a read connection, deletes it;
-    /// returns how long that took.
+    /// Writes a scratch actor's state and reads it back inside one transaction, then rolls
+    /// it back (so an interrupted doctor leaves nothing behind); returns how long that took.
     async fn round_trip(&self) -> Result<u64> {
         let engine = self.runtime.engine();
         let probe = uuid::Uuid::new_v4().to_string();
@@ -476,11 +499,9 @@ impl Admin {
             updated_at: micros(engine.now()),
         };
         tx.write_instance(key, &write).await?;
-        tx.commit().await?;
-        let read = engine.store().state(key).await?;
-        let mut tx = engine.begin(None).await?;
-        tx.delete_instance(key).await?;
-        tx.commit().await?;
+        let read = tx.lock_actor(key, true, micros(engine.now())).await?;
+        Engine::release(tx).await;
+        let read = read.and_then(|locked| locked.instance.state);
         if read.as_deref() != Some(state.as_str()) {
             return Err(Error::Config(
                 "the doctor's scratch actor did not read back as written".to_owned(),
@@ -495,59 +516,47 @@ impl Admin {
         actor_type: &str,
         actor_id: &str,
     ) -> Result<bool> {
-        validate_id(actor_id)?;
+        check_actor(actor_type, actor_id)?;
         let key = ActorKey {
             actor_type,
             actor_id,
         };
-        let resource = resource(key);
-        self.authorize(action, &resource).await?;
-        let engine = self.runtime.engine();
-        let paused_at = (action == AdminAction::Pause).then(|| micros(engine.now()));
-        // The change and its audit row commit together.
-        let mut tx = engine.begin(None).await?;
-        let changed = tx.set_paused(key, paused_at).await?;
-        let details = json!({ "changed": changed }).to_string();
-        let caller = self.caller();
-        tx.record_admin_event(&AdminEventWrite {
-            at: micros(engine.now()),
-            caller: caller.as_deref(),
-            action: action.as_str(),
-            resource: &resource,
-            outcome: "allowed",
-            details: Some(&details),
+        self.audited(action, resource(key), || async {
+            let engine = self.runtime.engine();
+            let paused_at = (action == AdminAction::Pause).then(|| micros(engine.now()));
+            let mut tx = engine.begin(None).await?;
+            let changed = tx.set_paused(key, paused_at).await?;
+            tx.commit().await?;
+            if paused_at.is_none() {
+                engine.wake();
+            }
+            Ok((changed, Some(json!({ "changed": changed }))))
         })
-        .await?;
-        tx.commit().await?;
-        if paused_at.is_none() {
-            engine.wake();
-        }
-        Ok(changed)
+        .await
     }
 
-    /// Asks the policy, writes the audit row, runs `work`, and returns what it returned.
+    /// Asks the policy, commits the audit row (`allowed`), runs `work`, records on the row
+    /// how it ended (`done`, with `work`'s details, or `failed`), and returns what `work`
+    /// returned.
     async fn audited<T, F, Fut>(&self, action: AdminAction, resource: String, work: F) -> Result<T>
     where
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = Result<(T, Option<Value>)>>,
     {
         self.authorize(action, &resource).await?;
-        match work().await {
-            Ok((value, details)) => {
-                self.record(action, &resource, "allowed", details).await?;
-                Ok(value)
-            }
+        let row = self.record(action, &resource, "allowed", None).await?;
+        let (outcome, details, result) = match work().await {
+            Ok((value, details)) => ("done", details, Ok(value)),
             Err(error) => {
                 let details = json!({ "error": error.to_string() });
-                if let Err(audit) = self
-                    .record(action, &resource, "failed", Some(details))
-                    .await
-                {
-                    tracing::warn!(%audit, action = action.as_str(), "the audit row of a failed administration call was not written");
-                }
-                Err(error)
+                ("failed", Some(details), Err(error))
             }
+        };
+        if let Err(audit) = self.finish(row, outcome, details).await {
+            // The row stays `allowed`: the log lacks how the call ended, not that it was made.
+            tracing::warn!(%audit, action = action.as_str(), "how an administration call ended was not written to its audit row");
         }
+        result
     }
 
     /// Puts the call to the policy; a refusal is written to the audit table and returned.
@@ -577,33 +586,67 @@ impl Admin {
         })
     }
 
-    /// Appends an audit row in a transaction of its own.
+    /// Appends an audit row in a transaction of its own; returns its id.
     async fn record(
         &self,
         action: AdminAction,
         resource: &str,
         outcome: &str,
         details: Option<Value>,
-    ) -> Result<()> {
+    ) -> Result<i64> {
         let engine = self.runtime.engine();
         let caller = self.caller();
         let details = details.map(|details| details.to_string());
         let mut tx = engine.begin(None).await?;
-        tx.record_admin_event(&AdminEventWrite {
-            at: micros(engine.now()),
-            caller: caller.as_deref(),
-            action: action.as_str(),
-            resource,
-            outcome,
-            details: details.as_deref(),
-        })
-        .await?;
+        let id = tx
+            .record_admin_event(&AdminEventWrite {
+                at: micros(engine.now()),
+                caller: caller.as_deref(),
+                action: action.as_str(),
+                resource,
+                outcome,
+                details: details.as_deref(),
+            })
+            .await?;
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    /// Records how an allowed call ended on its audit row.
+    async fn finish(&self, row: i64, outcome: &str, details: Option<Value>) -> Result<()> {
+        let details = details.map(|details| details.to_string());
+        let mut tx = self.runtime.engine().begin(None).await?;
+        tx.finish_admin_event(row, outcome, details.as_deref())
+            .await?;
         tx.commit().await
     }
 
     fn caller(&self) -> Option<String> {
         self.context.as_ref().map(Value::to_string)
     }
+}
+
+/// Checks an actor's type and id as calls check them: non-empty, at most 255 bytes, no NUL.
+fn check_actor(actor_type: &str, actor_id: &str) -> Result<()> {
+    validate_key("actor type", actor_type)?;
+    validate_id(actor_id)
+}
+
+/// Checks the texts of a filter: non-empty, at most 255 bytes, no NUL (which no database
+/// stores in text).
+fn check_texts(texts: &[Option<&str>]) -> Result<()> {
+    texts
+        .iter()
+        .flatten()
+        .try_for_each(|text| validate_key("filter", text))
+}
+
+fn check_dead_letter_filter(filter: &DeadLetterFilter) -> Result<()> {
+    check_texts(&[
+        filter.actor_type.as_deref(),
+        filter.operation.as_deref(),
+        filter.error_contains.as_deref(),
+    ])
 }
 
 /// `Type/id`, as audit rows name one actor.

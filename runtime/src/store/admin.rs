@@ -36,13 +36,16 @@ pub(crate) trait AdminReads: Send + Sync {
     /// Effects, oldest first.
     async fn effects(&self, filter: &EffectFilter, limit: i64) -> Result<Vec<EffectSummary>>;
 
-    /// The ids of dead letters matching `filter` after `after_id`, oldest first.
+    /// The ids of dead letters matching `filter` in `(after_id, up_to]`, oldest first.
     async fn dead_letter_ids(
         &self,
         filter: &DeadLetterFilter,
-        after_id: i64,
+        (after_id, up_to): (i64, i64),
         limit: i64,
     ) -> Result<Vec<i64>>;
+
+    /// The highest message id so far (0 for none): a message enqueued later has a higher one.
+    async fn newest_message_id(&self) -> Result<i64>;
 
     /// Counts for `status`, with `now` for what is due.
     async fn status(&self, now: i64) -> Result<Status>;
@@ -81,14 +84,19 @@ pub(crate) trait AdminWrites: Send {
     async fn set_paused(&mut self, actor: ActorKey<'_, '_>, paused_at: Option<i64>)
         -> Result<bool>;
 
-    /// Appends an audit row.
-    async fn record_admin_event(&mut self, event: &AdminEventWrite<'_>) -> Result<()>;
+    /// Appends an audit row; returns its id.
+    async fn record_admin_event(&mut self, event: &AdminEventWrite<'_>) -> Result<i64>;
+
+    /// Records how an allowed call ended on its audit row.
+    async fn finish_admin_event(
+        &mut self,
+        id: i64,
+        outcome: &str,
+        details: Option<&str>,
+    ) -> Result<()>;
 
     /// Deletes audit rows older than `before`; returns how many.
     async fn prune_admin_events(&mut self, before: i64) -> Result<u64>;
-
-    /// Deletes an actor's row (the doctor's scratch actor).
-    async fn delete_instance(&mut self, actor: ActorKey<'_, '_>) -> Result<()>;
 }
 
 /// A `LIKE` pattern that matches `text` anywhere, with `\` escaping the wildcards.
@@ -343,12 +351,12 @@ macro_rules! admin_backend {
                 async fn dead_letter_ids(
                     &self,
                     filter: &DeadLetterFilter,
-                    after_id: i64,
+                    (after_id, up_to): (i64, i64),
                     limit: i64,
                 ) -> Result<Vec<i64>> {
                     let ids = sqlx::query_scalar(
                         "SELECT id FROM solid_messages
-                         WHERE status = 'dead' AND id > $1
+                         WHERE status = 'dead' AND id > $1 AND id <= $9
                            AND ($2 IS NULL OR actor_type = $2) AND ($3 IS NULL OR operation = $3)
                            AND ($4 IS NULL OR last_error LIKE $4 ESCAPE '\\')
                            AND ($5 IS NULL OR finished_at >= $5)
@@ -364,9 +372,17 @@ macro_rules! admin_backend {
                     .bind(filter.until.map($crate::engine::micros))
                     .bind(filter.include_retried)
                     .bind(limit)
+                    .bind(up_to)
                     .fetch_all(&self.$readers)
                     .await?;
                     Ok(ids)
+                }
+
+                async fn newest_message_id(&self) -> Result<i64> {
+                    let newest: Option<i64> = sqlx::query_scalar("SELECT MAX(id) FROM solid_messages")
+                        .fetch_one(&self.$readers)
+                        .await?;
+                    Ok(newest.unwrap_or(0))
                 }
 
                 async fn status(&self, now: i64) -> Result<Status> {
@@ -478,12 +494,12 @@ macro_rules! admin_backend {
                     Ok(changed.rows_affected() == 1)
                 }
 
-                async fn record_admin_event(&mut self, event: &AdminEventWrite<'_>) -> Result<()> {
+                async fn record_admin_event(&mut self, event: &AdminEventWrite<'_>) -> Result<i64> {
                     self.counters.statement();
-                    sqlx::query(
+                    let id = sqlx::query_scalar(
                         "INSERT INTO solid_admin_events
                              (at, caller, action, resource, outcome, details)
-                         VALUES ($1, $2, $3, $4, $5, $6)",
+                         VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
                     )
                     .bind(event.at)
                     .bind(event.caller.map($crate::store::shared::storable_text))
@@ -491,8 +507,24 @@ macro_rules! admin_backend {
                     .bind($crate::store::shared::storable_text(event.resource))
                     .bind(event.outcome)
                     .bind(event.details.map($crate::store::shared::storable_text))
-                    .execute(&mut *self.tx)
+                    .fetch_one(&mut *self.tx)
                     .await?;
+                    Ok(id)
+                }
+
+                async fn finish_admin_event(
+                    &mut self,
+                    id: i64,
+                    outcome: &str,
+                    details: Option<&str>,
+                ) -> Result<()> {
+                    self.counters.statement();
+                    sqlx::query("UPDATE solid_admin_events SET outcome = $1, details = $2 WHERE id = $3")
+                        .bind(outcome)
+                        .bind(details.map($crate::store::shared::storable_text))
+                        .bind(id)
+                        .execute(&mut *self.tx)
+                        .await?;
                     Ok(())
                 }
 
@@ -503,18 +535,6 @@ macro_rules! admin_backend {
                         .execute(&mut *self.tx)
                         .await?;
                     Ok(pruned.rows_affected())
-                }
-
-                async fn delete_instance(&mut self, actor: ActorKey<'_, '_>) -> Result<()> {
-                    self.counters.statement();
-                    sqlx::query(
-                        "DELETE FROM solid_instances WHERE actor_type = $1 AND actor_id = $2",
-                    )
-                    .bind(actor.actor_type)
-                    .bind(actor.actor_id)
-                    .execute(&mut *self.tx)
-                    .await?;
-                    Ok(())
                 }
             }
         }

@@ -266,7 +266,13 @@ sql_backend! {
         }
 
         async fn listen(&self) -> Result<Option<Box<dyn WorkNotices>>> {
-            let mut listener = PgListener::connect_with(&self.readers).await?;
+            // A connection of its own, outside the pool the turns use: a listener holds its
+            // connection for good, and a pool of one would have none left for turns.
+            let options = (*self.readers.connect_options()).clone();
+            let own = PgPoolOptions::new()
+                .max_connections(1)
+                .connect_lazy_with(options);
+            let mut listener = PgListener::connect_with(&own).await?;
             listener.listen(WORK_CHANNEL).await?;
             Ok(Some(Box::new(Notices {
                 listener,
