@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 use crate::actor::Actor;
 use crate::clock::{Clock, IntoDuration, SystemClock};
 use crate::effect::{
-    DeadEffect, Effect, EffectContext, EffectRunner, TypedEffect, UnhandledEffects,
+    DeadEffect, Effect, EffectContext, EffectRunner, EffectTasks, TypedEffect, UnhandledEffects,
 };
 use crate::engine::{Engine, EngineConfig, TurnErrors};
 use crate::error::{Error, Result};
@@ -24,6 +24,11 @@ use crate::reference::Reference;
 use crate::store::sqlite::{Durability, SqliteOptions, SqliteStore};
 use crate::store::{MessageLookup, Stats, Store};
 use crate::testing::Testing;
+
+mod shutdown;
+
+pub use shutdown::ShutdownReport;
+use shutdown::Stopping;
 
 /// How many actors a worker pass takes, and how many turns one actor gets per pass.
 const ACTORS_PER_PASS: i64 = 100;
@@ -67,10 +72,14 @@ struct Shared {
     idle_poll: Duration,
     closed: AtomicBool,
     shutdown: Notify,
+    /// How long `run_until_signal` lets work in flight finish.
+    shutdown_deadline: Duration,
+    /// The runs of the workers, and whether to abandon their work.
+    stopping: Stopping,
     /// When the workers last did the upkeep (pruning, reports).
     last_upkeep: Mutex<Option<DateTime<Utc>>>,
-    /// How many more effects the workers may run at once.
-    effect_permits: Arc<tokio::sync::Semaphore>,
+    /// The effect handlers the workers started.
+    effect_tasks: EffectTasks,
 }
 
 impl Runtime {
@@ -155,8 +164,10 @@ impl Runtime {
     ///
     /// The workers are supervised: one that stops for any reason but shutdown (a panic in
     /// a custom [`Clock`], say) is logged and started again. Returns `Ok(())` only after
-    /// [`shutdown`](Runtime::shutdown).
+    /// [`shutdown`](Runtime::shutdown), once every worker finished what it was doing, or
+    /// once [`shutdown_with_deadline`](Runtime::shutdown_with_deadline) abandoned them.
     pub async fn run(&self) -> Result<()> {
+        let _running = self.shared.stopping.enter();
         let mut workers = JoinSet::new();
         for _ in 0..self.shared.workers {
             self.spawn_worker(&mut workers);
@@ -164,7 +175,17 @@ impl Runtime {
         // Ends with this call (the guard aborts it), whatever way it returns.
         let _relay = AbortOnDrop(tokio::spawn(self.clone().relay_notices()).abort_handle());
         let mut restart_pause = RESTART_PAUSE_MIN;
-        while let Some(stopped) = workers.join_next().await {
+        loop {
+            let stopped = tokio::select! {
+                stopped = workers.join_next() => stopped,
+                () = self.shared.stopping.abandoning() => {
+                    self.shared.stopping.abandon(&mut workers).await;
+                    break;
+                }
+            };
+            let Some(stopped) = stopped else {
+                break;
+            };
             if self.is_closed() {
                 continue;
             }
@@ -223,14 +244,22 @@ impl Runtime {
         }
     }
 
-    fn is_closed(&self) -> bool {
+    /// Whether [`shutdown`](Runtime::shutdown) (or [`close`](Runtime::close), or a shutdown
+    /// with a deadline) was asked: the runtime then refuses new calls and its workers claim
+    /// no more work. A readiness probe can report it.
+    pub fn is_closed(&self) -> bool {
         self.shared.closed.load(Ordering::Acquire)
     }
 
     /// One worker's loop.
     async fn work(&self) {
         let mut idle = IDLE_POLL_MIN;
-        while !self.is_closed() {
+        loop {
+            // Made before the check, so a shutdown from here on wakes this worker.
+            let shutdown = self.shared.shutdown.notified();
+            if self.is_closed() {
+                return;
+            }
             let worked = match self.work_once().await {
                 Ok(worked) => worked,
                 Err(error) => {
@@ -243,21 +272,28 @@ impl Runtime {
                 continue;
             }
             tokio::select! {
-                () = self.shared.shutdown.notified() => {}
+                () = shutdown => {}
                 () = self.engine().wait_for_work(idle) => {}
             }
             idle = (idle * 2).min(self.shared.idle_poll);
         }
     }
 
-    /// One worker pass; true if it did anything.
+    /// One worker pass; true if it did anything. Once the runtime shuts down it starts
+    /// nothing new: the turn in flight finishes, and no other.
     async fn work_once(&self) -> Result<bool> {
         let fired = self.engine().fire_due_reminders(ACTORS_PER_PASS).await?;
+        let stopping = || self.is_closed();
         let turns = self
             .engine()
-            .run_ready(ACTORS_PER_PASS, TURNS_PER_ACTOR, TurnErrors::LogAndStall)
+            .run_ready(
+                ACTORS_PER_PASS,
+                TURNS_PER_ACTOR,
+                TurnErrors::LogAndStall,
+                &stopping,
+            )
             .await?;
-        let effects = crate::effect::start_due(self, &self.shared.effect_permits).await?;
+        let effects = crate::effect::start_due(self, &self.shared.effect_tasks).await?;
         if self.upkeep_due() {
             self.engine().upkeep().await?;
         }
@@ -347,7 +383,8 @@ impl Runtime {
     }
 
     /// Asks [`run`](Runtime::run) to return and refuses new calls; committed work and queued
-    /// messages stay in the database.
+    /// messages stay in the database. The workers finish what they are doing first, however
+    /// long it takes; [`shutdown_with_deadline`](Runtime::shutdown_with_deadline) bounds that.
     pub fn shutdown(&self) {
         self.shared.closed.store(true, Ordering::Release);
         self.shared.shutdown.notify_waiters();
@@ -384,7 +421,7 @@ impl Runtime {
     }
 
     pub(crate) fn ensure_open(&self) -> Result<()> {
-        if self.shared.closed.load(Ordering::Acquire) {
+        if self.is_closed() {
             return Err(Error::Closed);
         }
         Ok(())
@@ -446,6 +483,7 @@ pub struct Builder {
     effect_lease: Duration,
     workers: usize,
     idle_poll: Duration,
+    shutdown_deadline: Duration,
     registrations: Vec<fn(&Engine) -> Result<()>>,
     effects: Vec<(&'static str, Arc<dyn EffectRunner>)>,
     set_default: bool,
@@ -468,6 +506,7 @@ impl Default for Builder {
             effect_lease: Duration::from_secs(300),
             workers: 2,
             idle_poll: Duration::from_secs(1),
+            shutdown_deadline: Duration::from_secs(30),
             registrations: Vec::new(),
             effects: Vec::new(),
             set_default: false,
@@ -612,6 +651,13 @@ impl Builder {
         self
     }
 
+    /// How long [`Runtime::run_until_signal`] lets the work in flight finish after a signal
+    /// before it abandons it (default 30 s); see [`Runtime::shutdown_with_deadline`].
+    pub fn shutdown_deadline(mut self, deadline: impl IntoDuration) -> Self {
+        self.shutdown_deadline = deadline.into_duration();
+        self
+    }
+
     /// Makes `A` known to the workers from the start. A process that only runs workers
     /// must name its actor types; a reference to a type registers it too.
     pub fn actor<A: Actor>(mut self) -> Self {
@@ -728,10 +774,10 @@ impl Builder {
                 idle_poll: self.idle_poll,
                 closed: AtomicBool::new(false),
                 shutdown: Notify::new(),
+                shutdown_deadline: self.shutdown_deadline,
+                stopping: Stopping::new(),
                 last_upkeep: Mutex::new(None),
-                effect_permits: Arc::new(tokio::sync::Semaphore::new(
-                    crate::effect::CONCURRENT_EFFECTS,
-                )),
+                effect_tasks: EffectTasks::new(),
             }),
         };
         if self.set_default {
