@@ -70,6 +70,8 @@ struct Shared {
     sync_timeout: Duration,
     workers: usize,
     idle_poll: Duration,
+    /// Whether `run` listens for work committed by other processes.
+    listen: bool,
     closed: AtomicBool,
     shutdown: Notify,
     /// How long `run_until_signal` lets work in flight finish.
@@ -214,6 +216,9 @@ impl Runtime {
 
     /// Wakes idle workers whenever the database says another process committed work.
     async fn relay_notices(self) {
+        if !self.shared.listen {
+            return;
+        }
         let mut notices = None;
         while !self.is_closed() {
             let waited = match &mut notices {
@@ -483,6 +488,7 @@ pub struct Builder {
     effect_lease: Duration,
     workers: usize,
     idle_poll: Duration,
+    listen: bool,
     shutdown_deadline: Duration,
     registrations: Vec<fn(&Engine) -> Result<()>>,
     effects: Vec<(&'static str, Arc<dyn EffectRunner>)>,
@@ -506,6 +512,7 @@ impl Default for Builder {
             effect_lease: Duration::from_secs(300),
             workers: 2,
             idle_poll: Duration::from_secs(1),
+            listen: true,
             shutdown_deadline: Duration::from_secs(30),
             registrations: Vec::new(),
             effects: Vec::new(),
@@ -542,7 +549,7 @@ impl Builder {
     /// applied at start), over a pool of `connections` connections. Any number of processes
     /// may share one database: each turn locks its actor's row, and different actors run in
     /// parallel. While [`Runtime::run`] runs, one of the connections listens for work
-    /// committed by other processes.
+    /// committed by other processes (unless [`listen(false)`](Builder::listen)).
     #[cfg(feature = "postgres")]
     #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
     pub fn postgres(mut self, url: impl Into<String>, connections: u32) -> Self {
@@ -648,6 +655,16 @@ impl Builder {
     /// reminder, a delayed message, a retry).
     pub fn idle_poll(mut self, interval: impl IntoDuration) -> Self {
         self.idle_poll = interval.into_duration().max(IDLE_POLL_MIN);
+        self
+    }
+
+    /// Whether [`Runtime::run`] listens for work committed by other processes (default
+    /// true; PostgreSQL only, where it takes one connection of its own). Without it, idle
+    /// workers find that work at their next poll ([`idle_poll`](Builder::idle_poll)); turn
+    /// it off where `LISTEN` is not available, such as behind a PgBouncer in transaction
+    /// pooling mode.
+    pub fn listen(mut self, listen: bool) -> Self {
+        self.listen = listen;
         self
     }
 
@@ -772,6 +789,7 @@ impl Builder {
                 sync_timeout: self.sync_timeout,
                 workers: self.workers,
                 idle_poll: self.idle_poll,
+                listen: self.listen,
                 closed: AtomicBool::new(false),
                 shutdown: Notify::new(),
                 shutdown_deadline: self.shutdown_deadline,
