@@ -40,6 +40,8 @@ const RESTART_PAUSE_MAX: Duration = Duration::from_secs(5);
 /// The idle poll interval of a worker starts here and doubles up to the maximum (1 s by
 /// default, `Builder::idle_poll`).
 const IDLE_POLL_MIN: Duration = Duration::from_millis(100);
+/// An idle worker that is not polling waits this long: until it is woken.
+const UNTIL_WOKEN: Duration = Duration::MAX;
 /// How long the relay of PostgreSQL's work notices waits after an error before it listens
 /// again.
 const NOTICE_RETRY: Duration = Duration::from_secs(1);
@@ -72,6 +74,8 @@ struct Shared {
     idle_poll: Duration,
     /// Whether `run` listens for work committed by other processes.
     listen: bool,
+    /// Held by the idle worker whose turn it is to poll the database.
+    poll_turn: tokio::sync::Mutex<()>,
     closed: AtomicBool,
     shutdown: Notify,
     /// How long `run_until_signal` lets work in flight finish.
@@ -162,7 +166,8 @@ impl Runtime {
     /// with their handlers, and prune old rows hourly. A commit in this process wakes an
     /// idle worker at once, and on PostgreSQL so does a commit in any other process (the
     /// workers `LISTEN` on a connection of their own); otherwise idle workers poll every
-    /// 100 ms, backing off to [`Builder::idle_poll`] (1 s).
+    /// 100 ms, backing off to [`Builder::idle_poll`] (1 s), taking turns: one idle worker
+    /// polls at a time.
     ///
     /// The workers are supervised: one that stops for any reason but shutdown (a panic in
     /// a custom [`Clock`], say) is logged and started again. Returns `Ok(())` only after
@@ -276,9 +281,17 @@ impl Runtime {
                 idle = IDLE_POLL_MIN;
                 continue;
             }
+            // Idle workers take turns to poll: the one holding the turn waits out its
+            // interval, the others wait for the turn (or to be woken), so an idle runtime
+            // looks at the database once per interval however many workers it runs.
+            let polling = async {
+                let _turn = self.shared.poll_turn.lock().await;
+                self.engine().wait_for_work(idle).await;
+            };
             tokio::select! {
                 () = shutdown => {}
-                () = self.engine().wait_for_work(idle) => {}
+                () = polling => {}
+                () = self.engine().wait_for_work(UNTIL_WOKEN) => {}
             }
             idle = (idle * 2).min(self.shared.idle_poll);
         }
@@ -649,7 +662,8 @@ impl Builder {
     }
 
     /// The longest an idle worker sleeps before it looks for work again (default 1 s, at
-    /// least 100 ms; it starts at 100 ms and doubles while there is none). A commit in this
+    /// least 100 ms; it starts at 100 ms and doubles while there is none; idle workers take
+    /// turns, so a runtime polls once per interval however many it runs). A commit in this
     /// process wakes idle workers at once, and on PostgreSQL so does a commit in any process
     /// (`LISTEN`/`NOTIFY`): polling is the fallback that finds work whose time came (a
     /// reminder, a delayed message, a retry).
@@ -790,6 +804,7 @@ impl Builder {
                 workers: self.workers,
                 idle_poll: self.idle_poll,
                 listen: self.listen,
+                poll_turn: tokio::sync::Mutex::new(()),
                 closed: AtomicBool::new(false),
                 shutdown: Notify::new(),
                 shutdown_deadline: self.shutdown_deadline,
