@@ -1,13 +1,26 @@
 //! Throughput of synchronous commands beside the raw SQL read-modify-write they replace, on
-//! the same SQLite file, in the same run.
+//! the same SQLite file, in the same run; then how fast idle workers wake up for work
+//! committed elsewhere, and what idle workers cost.
 //!
 //! `cargo run --release --example bench [-- OPERATIONS [POSTGRES_URL]]` (default 2000 per
 //! row; with a URL, PostgreSQL rows too). Each row prints operations per second for the
 //! framework and for hand-written SQL doing the same durable read-modify-write (one
-//! transaction per operation: read the row, locked, and write it back), and the process's
-//! peak resident memory at the end.
+//! transaction per operation: read the row, locked, and write it back). Then:
+//!
+//! - wake-up latency: runtime A runs 4 idle workers; runtime B, on a pool of its own and
+//!   running no workers, enqueues a message; the time from B's enqueue returning (its
+//!   commit done) to A's handler starting, p50 and p95 over `BENCH_WAKE_SAMPLES` (default
+//!   20) messages sent at random moments. A and B share this OS process but nothing in
+//!   memory: A learns of the message only through the database (PostgreSQL's
+//!   `LISTEN`/`NOTIFY`, or its workers' poll). On SQLite, and on PostgreSQL with
+//!   `Builder::listen(false)`, that is polling alone.
+//! - idle cost: the CPU time (user + system, from /proc/self/stat) this process uses over
+//!   `BENCH_IDLE_SECONDS` (default 20) while a runtime's 4 workers run with no work, as a
+//!   percentage of one core (the database server's own CPU is not counted).
+//!
+//! And the process's peak resident memory at the end.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use solid_objects::prelude::*;
@@ -32,7 +45,28 @@ impl Counter {
     }
 }
 
+/// Records when its handler starts, for the wake-up latency.
+#[actor]
+#[derive(Default)]
+pub struct Stamp {}
+
+#[actor]
+impl Stamp {
+    /// Tells the bench that a handler started, and when.
+    #[command]
+    pub fn stamp(&mut self) {
+        let started = STARTED.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(started) = &*started {
+            let _ = started.send(Instant::now());
+        }
+    }
+}
+
+/// Where `Stamp::stamp` reports the moments its handler starts.
+static STARTED: Mutex<Option<tokio::sync::mpsc::UnboundedSender<Instant>>> = Mutex::new(None);
+
 type Outcome = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+type Failed = Box<dyn std::error::Error + Send + Sync>;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 4)]
 async fn main() -> Outcome {
@@ -56,8 +90,195 @@ async fn main() -> Outcome {
             postgres_row(operations, &url, callers).await?;
         }
     }
+    let postgres = std::env::args().nth(2);
+    wake_up_rows(postgres.as_deref()).await?;
+    idle_rows(postgres.as_deref()).await?;
     println!("\npeak resident memory: {}", peak_memory());
     Ok(())
+}
+
+/// A runtime's database, for the wake-up and idle rows.
+#[derive(Clone, Copy)]
+enum Backend<'a> {
+    Sqlite(&'a std::path::Path),
+    Postgres { url: &'a str, listen: bool },
+}
+
+impl Backend<'_> {
+    fn builder(self) -> solid_objects::Builder {
+        let builder = match self {
+            Self::Sqlite(path) => Runtime::builder().sqlite(path),
+            Self::Postgres { url, listen } => Runtime::builder().postgres(url, 8).listen(listen),
+        };
+        builder.policy(AllowAll)
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Sqlite(_) => "SQLite (polling)",
+            Self::Postgres { listen: true, .. } => "PostgreSQL, LISTEN/NOTIFY",
+            Self::Postgres { listen: false, .. } => "PostgreSQL, polling only (listen(false))",
+        }
+    }
+}
+
+/// A setting from the environment, or its default.
+fn setting(name: &str, default: u64) -> Result<u64, Failed> {
+    match std::env::var(name) {
+        Ok(value) => Ok(value.parse()?),
+        Err(_) => Ok(default),
+    }
+}
+
+/// The wake-up latency rows: SQLite, and with a URL PostgreSQL with and without `LISTEN`.
+async fn wake_up_rows(postgres: Option<&str>) -> Outcome {
+    let samples = usize::try_from(setting("BENCH_WAKE_SAMPLES", 20)?)?.max(1);
+    println!(
+        "\nwake-up latency, {samples} messages: runtime B (own pool, no workers) enqueues; \
+         runtime A (4 idle workers, idle_poll 1 s) learns of it only through the database; \
+         from B's commit to A's handler starting (one OS process, two runtimes)"
+    );
+    println!("{:<44} {:>12} {:>12}", "backend", "p50", "p95");
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("wake.db");
+    let mut backends = vec![Backend::Sqlite(&path)];
+    if let Some(url) = postgres {
+        backends.push(Backend::Postgres { url, listen: true });
+        backends.push(Backend::Postgres { url, listen: false });
+    }
+    for backend in backends {
+        let mut latencies = wake_up(backend, samples).await?;
+        latencies.sort();
+        println!(
+            "{:<44} {:>12} {:>12}",
+            backend.name(),
+            format!("{:.1} ms", millis(percentile(&latencies, 50))),
+            format!("{:.1} ms", millis(percentile(&latencies, 95))),
+        );
+    }
+    Ok(())
+}
+
+/// Sends `samples` messages (after one to warm up) from B to A at random moments; returns
+/// each one's time from B's commit to A's handler starting.
+async fn wake_up(backend: Backend<'_>, samples: usize) -> Result<Vec<Duration>, Failed> {
+    let (started, mut starts) = tokio::sync::mpsc::unbounded_channel();
+    *STARTED.lock().unwrap_or_else(PoisonError::into_inner) = Some(started);
+    let workers = backend
+        .builder()
+        .actor::<Stamp>()
+        .workers(4)
+        .start()
+        .await?;
+    let running = tokio::spawn({
+        let workers = workers.clone();
+        async move { workers.run().await }
+    });
+    let sender = backend.builder().start().await?;
+    let stamp = sender.reference::<Stamp>("wake-up");
+    let mut gaps = Gaps(0x9e37_79b9_7f4a_7c15);
+    let mut latencies = Vec::with_capacity(samples);
+    for sample in 0..=samples {
+        // A random moment in A's idle cycle: its poll backs off from 100 ms to 1 s.
+        tokio::time::sleep(gaps.next()).await;
+        stamp.enqueue().stamp().await?;
+        let committed = Instant::now();
+        let handled = starts.recv().await.ok_or("the handler's channel closed")?;
+        if sample > 0 {
+            latencies.push(handled.saturating_duration_since(committed));
+        }
+    }
+    workers.shutdown_with_deadline(Duration::from_secs(5)).await;
+    running.await??;
+    workers.close().await;
+    sender.close().await;
+    Ok(latencies)
+}
+
+/// Pseudo-random pauses between 0 and 1.5 s (xorshift), the same in every run.
+struct Gaps(u64);
+
+impl Gaps {
+    fn next(&mut self) -> Duration {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        Duration::from_millis(self.0 % 1500)
+    }
+}
+
+/// The `percent`th percentile of sorted `values` (nearest rank).
+fn percentile(values: &[Duration], percent: usize) -> Duration {
+    let rank = (values.len() * percent).div_ceil(100).max(1);
+    values[rank - 1]
+}
+
+fn millis(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
+
+/// The idle cost rows: a runtime with 4 workers and no work, on SQLite and (with a URL) on
+/// PostgreSQL.
+async fn idle_rows(postgres: Option<&str>) -> Outcome {
+    let seconds = setting("BENCH_IDLE_SECONDS", 20)?.max(1);
+    println!(
+        "\nidle cost: this process's CPU time while a runtime's 4 workers run with no work, \
+         over {seconds} s (after 2 s to settle), % of one core"
+    );
+    println!("{:<44} {:>12}", "backend", "CPU");
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("idle.db");
+    let mut backends = vec![Backend::Sqlite(&path)];
+    if let Some(url) = postgres {
+        backends.push(Backend::Postgres { url, listen: true });
+    }
+    for backend in backends {
+        let runtime = backend
+            .builder()
+            .actor::<Counter>()
+            .workers(4)
+            .start()
+            .await?;
+        let running = tokio::spawn({
+            let runtime = runtime.clone();
+            async move { runtime.run().await }
+        });
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (cpu_before, before) = (cpu_time()?, Instant::now());
+        tokio::time::sleep(Duration::from_secs(seconds)).await;
+        let used = cpu_time()?.saturating_sub(cpu_before);
+        let share = used.as_secs_f64() / before.elapsed().as_secs_f64() * 100.0;
+        runtime.shutdown_with_deadline(Duration::from_secs(5)).await;
+        running.await??;
+        runtime.close().await;
+        let name = match backend {
+            Backend::Sqlite(_) => "SQLite",
+            Backend::Postgres { .. } => "PostgreSQL (listening)",
+        };
+        println!("{name:<44} {:>11.3}%", share);
+    }
+    Ok(())
+}
+
+/// The CPU time (user and system) this process has used, from /proc/self/stat (Linux), in
+/// clock ticks of 10 ms.
+fn cpu_time() -> Result<Duration, Failed> {
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    // The fields after the command name, which is in parentheses: the state is field 3,
+    // utime field 14 and stime field 15.
+    let after_name = stat
+        .rsplit_once(')')
+        .ok_or("an unexpected /proc/self/stat")?
+        .1;
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks: u64 = fields
+        .get(11..13)
+        .ok_or("an unexpected /proc/self/stat")?
+        .iter()
+        .map(|field| field.parse::<u64>())
+        .sum::<Result<u64, _>>()?;
+    // Linux reports these in USER_HZ, 100 per second.
+    Ok(Duration::from_millis(ticks * 10))
 }
 
 /// One workload: `callers` tasks, each on its own actor (and its own raw row).

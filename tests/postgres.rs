@@ -547,3 +547,51 @@ async fn a_commit_in_one_process_wakes_the_idle_workers_of_another() {
     workers.close().await;
     caller.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn workers_told_not_to_listen_find_work_from_another_process_by_polling() {
+    let Some(db) = TestDatabase::start().await else {
+        return;
+    };
+    let caller = runtime(&db.url, &db.clock).await;
+    let workers = Runtime::builder()
+        .postgres(&db.url, 4)
+        .clock(db.clock.clone())
+        .policy(AllowAll)
+        .actor::<Journal>()
+        .workers(1)
+        .listen(false)
+        .start()
+        .await
+        .unwrap();
+    let running = tokio::spawn({
+        let workers = workers.clone();
+        async move { workers.run().await }
+    });
+    let queued = caller
+        .reference::<Journal>("j")
+        .enqueue()
+        .record("from another process")
+        .await
+        .unwrap();
+
+    let ran = eventually(Duration::from_secs(10), || async {
+        matches!(queued.status().await, Ok(MessageStatus::Completed))
+    })
+    .await;
+    assert!(ran, "an idle worker's poll finds the message");
+    assert_eq!(workers.stats().work_notices, 0);
+    assert_eq!(
+        scalar(
+            &db.url,
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %solid_objects_work%'",
+        )
+        .await,
+        0,
+        "no connection listens"
+    );
+    workers.shutdown();
+    running.await.unwrap().unwrap();
+    workers.close().await;
+    caller.close().await;
+}

@@ -19,14 +19,16 @@ use futures_util::FutureExt;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use tokio::sync::Semaphore;
-
 use crate::codec::store_value;
 use crate::error::Result;
 use crate::failure::Failure;
 use crate::handled::panic_text;
 use crate::runtime::Runtime;
 use crate::store::ClaimedEffect;
+
+mod tasks;
+
+pub(crate) use tasks::EffectTasks;
 
 /// A kind of effect: a serialisable value with a stable stored name, and what its handler
 /// returns when it succeeds.
@@ -261,9 +263,6 @@ fn panicked(panic: &(dyn std::any::Any + Send)) -> Failure {
     ))
 }
 
-/// How many effects one runtime's workers run at once; the rest wait for a later pass.
-pub(crate) const CONCURRENT_EFFECTS: usize = 16;
-
 /// Claims and runs, one after the other, the due effects this runtime has handlers for, up
 /// to `limit` of each kind (each lease starts when its effect starts); returns how many ran.
 /// The testing API's way: it returns once they ran.
@@ -283,21 +282,25 @@ pub(crate) async fn run_due(runtime: &Runtime, limit: usize) -> Result<usize> {
 }
 
 /// Claims the due effects this runtime has handlers for and starts each in a task of its
-/// own, as many at once as `permits` allows, so that no handler (a hung one included) holds
-/// a worker; returns how many started. The workers' way.
-pub(crate) async fn start_due(runtime: &Runtime, permits: &Arc<Semaphore>) -> Result<usize> {
+/// own, as many at once as `tasks` allows, so that no handler (a hung one included) holds
+/// a worker; returns how many started. Once the runtime shuts down it claims no more. The
+/// workers' way.
+pub(crate) async fn start_due(runtime: &Runtime, tasks: &EffectTasks) -> Result<usize> {
     let engine = runtime.engine();
     let mut started = 0;
     for (name, runner) in engine.effect_runners() {
         loop {
-            let Ok(permit) = Arc::clone(permits).try_acquire_owned() else {
+            if runtime.is_closed() {
+                return Ok(started);
+            }
+            let Some(permit) = tasks.try_permit() else {
                 return Ok(started);
             };
             let Some(claimed) = engine.claim_effect(name).await? else {
                 break;
             };
             let (runtime, runner) = (runtime.clone(), Arc::clone(&runner));
-            tokio::spawn(async move {
+            tasks.spawn(async move {
                 if let Err(error) = run_claimed(&runtime, name, &*runner, claimed).await {
                     tracing::error!(effect = name, %error, "an effect's outcome was not recorded");
                 }

@@ -499,6 +499,11 @@ pub enum Error {
     /// The database failed.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+
+    /// [`Runtime::run_until_signal`](crate::Runtime::run_until_signal) could not listen for
+    /// the signals that stop it (SIGINT, SIGTERM); the workers did not start.
+    #[error("cannot listen for the shutdown signals: {0}")]
+    Signal(#[source] std::io::Error),
 }
 
 /// The result type of the runtime's calls.

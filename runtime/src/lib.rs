@@ -132,7 +132,7 @@ pub use policy::{AllowAll, Policy};
 pub use reference::{Enqueue, Reference};
 pub use reminder::ScheduledReminder;
 pub use reply::Emitted;
-pub use runtime::{Builder, Runtime};
+pub use runtime::{Builder, Runtime, ShutdownReport};
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use store::sqlite::Durability;

@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 use crate::actor::Actor;
 use crate::clock::{Clock, IntoDuration, SystemClock};
 use crate::effect::{
-    DeadEffect, Effect, EffectContext, EffectRunner, TypedEffect, UnhandledEffects,
+    DeadEffect, Effect, EffectContext, EffectRunner, EffectTasks, TypedEffect, UnhandledEffects,
 };
 use crate::engine::{Engine, EngineConfig, TurnErrors};
 use crate::error::{Error, Result};
@@ -25,6 +25,11 @@ use crate::store::sqlite::{Durability, SqliteOptions, SqliteStore};
 use crate::store::{MessageLookup, Stats, Store};
 use crate::testing::Testing;
 
+mod shutdown;
+
+pub use shutdown::ShutdownReport;
+use shutdown::Stopping;
+
 /// How many actors a worker pass takes, and how many turns one actor gets per pass.
 const ACTORS_PER_PASS: i64 = 100;
 const TURNS_PER_ACTOR: usize = 50;
@@ -35,6 +40,8 @@ const RESTART_PAUSE_MAX: Duration = Duration::from_secs(5);
 /// The idle poll interval of a worker starts here and doubles up to the maximum (1 s by
 /// default, `Builder::idle_poll`).
 const IDLE_POLL_MIN: Duration = Duration::from_millis(100);
+/// An idle worker that is not polling waits this long: until it is woken.
+const UNTIL_WOKEN: Duration = Duration::MAX;
 /// How long the relay of PostgreSQL's work notices waits after an error before it listens
 /// again.
 const NOTICE_RETRY: Duration = Duration::from_secs(1);
@@ -65,12 +72,20 @@ struct Shared {
     sync_timeout: Duration,
     workers: usize,
     idle_poll: Duration,
+    /// Whether `run` listens for work committed by other processes.
+    listen: bool,
+    /// Held by the idle worker whose turn it is to poll the database.
+    poll_turn: tokio::sync::Mutex<()>,
     closed: AtomicBool,
     shutdown: Notify,
+    /// How long `run_until_signal` lets work in flight finish.
+    shutdown_deadline: Duration,
+    /// The runs of the workers, and whether to abandon their work.
+    stopping: Stopping,
     /// When the workers last did the upkeep (pruning, reports).
     last_upkeep: Mutex<Option<DateTime<Utc>>>,
-    /// How many more effects the workers may run at once.
-    effect_permits: Arc<tokio::sync::Semaphore>,
+    /// The effect handlers the workers started.
+    effect_tasks: EffectTasks,
 }
 
 impl Runtime {
@@ -151,12 +166,15 @@ impl Runtime {
     /// with their handlers, and prune old rows hourly. A commit in this process wakes an
     /// idle worker at once, and on PostgreSQL so does a commit in any other process (the
     /// workers `LISTEN` on a connection of their own); otherwise idle workers poll every
-    /// 100 ms, backing off to [`Builder::idle_poll`] (1 s).
+    /// 100 ms, backing off to [`Builder::idle_poll`] (1 s), taking turns: one idle worker
+    /// polls at a time.
     ///
     /// The workers are supervised: one that stops for any reason but shutdown (a panic in
     /// a custom [`Clock`], say) is logged and started again. Returns `Ok(())` only after
-    /// [`shutdown`](Runtime::shutdown).
+    /// [`shutdown`](Runtime::shutdown), once every worker finished what it was doing, or
+    /// once [`shutdown_with_deadline`](Runtime::shutdown_with_deadline) abandoned them.
     pub async fn run(&self) -> Result<()> {
+        let _running = self.shared.stopping.enter();
         let mut workers = JoinSet::new();
         for _ in 0..self.shared.workers {
             self.spawn_worker(&mut workers);
@@ -164,7 +182,17 @@ impl Runtime {
         // Ends with this call (the guard aborts it), whatever way it returns.
         let _relay = AbortOnDrop(tokio::spawn(self.clone().relay_notices()).abort_handle());
         let mut restart_pause = RESTART_PAUSE_MIN;
-        while let Some(stopped) = workers.join_next().await {
+        loop {
+            let stopped = tokio::select! {
+                stopped = workers.join_next() => stopped,
+                () = self.shared.stopping.abandoning() => {
+                    self.shared.stopping.abandon(&mut workers).await;
+                    break;
+                }
+            };
+            let Some(stopped) = stopped else {
+                break;
+            };
             if self.is_closed() {
                 continue;
             }
@@ -193,6 +221,9 @@ impl Runtime {
 
     /// Wakes idle workers whenever the database says another process committed work.
     async fn relay_notices(self) {
+        if !self.shared.listen {
+            return;
+        }
         let mut notices = None;
         while !self.is_closed() {
             let waited = match &mut notices {
@@ -223,14 +254,22 @@ impl Runtime {
         }
     }
 
-    fn is_closed(&self) -> bool {
+    /// Whether [`shutdown`](Runtime::shutdown) (or [`close`](Runtime::close), or a shutdown
+    /// with a deadline) was asked: the runtime then refuses new calls and its workers claim
+    /// no more work. A readiness probe can report it.
+    pub fn is_closed(&self) -> bool {
         self.shared.closed.load(Ordering::Acquire)
     }
 
     /// One worker's loop.
     async fn work(&self) {
         let mut idle = IDLE_POLL_MIN;
-        while !self.is_closed() {
+        loop {
+            // Made before the check, so a shutdown from here on wakes this worker.
+            let shutdown = self.shared.shutdown.notified();
+            if self.is_closed() {
+                return;
+            }
             let worked = match self.work_once().await {
                 Ok(worked) => worked,
                 Err(error) => {
@@ -242,22 +281,37 @@ impl Runtime {
                 idle = IDLE_POLL_MIN;
                 continue;
             }
+            // Idle workers take turns to poll: the one holding the turn waits out its
+            // interval, the others wait for the turn (or to be woken), so an idle runtime
+            // looks at the database once per interval however many workers it runs.
+            let polling = async {
+                let _turn = self.shared.poll_turn.lock().await;
+                self.engine().wait_for_work(idle).await;
+            };
             tokio::select! {
-                () = self.shared.shutdown.notified() => {}
-                () = self.engine().wait_for_work(idle) => {}
+                () = shutdown => {}
+                () = polling => {}
+                () = self.engine().wait_for_work(UNTIL_WOKEN) => {}
             }
             idle = (idle * 2).min(self.shared.idle_poll);
         }
     }
 
-    /// One worker pass; true if it did anything.
+    /// One worker pass; true if it did anything. Once the runtime shuts down it starts
+    /// nothing new: the turn in flight finishes, and no other.
     async fn work_once(&self) -> Result<bool> {
         let fired = self.engine().fire_due_reminders(ACTORS_PER_PASS).await?;
+        let stopping = || self.is_closed();
         let turns = self
             .engine()
-            .run_ready(ACTORS_PER_PASS, TURNS_PER_ACTOR, TurnErrors::LogAndStall)
+            .run_ready(
+                ACTORS_PER_PASS,
+                TURNS_PER_ACTOR,
+                TurnErrors::LogAndStall,
+                &stopping,
+            )
             .await?;
-        let effects = crate::effect::start_due(self, &self.shared.effect_permits).await?;
+        let effects = crate::effect::start_due(self, &self.shared.effect_tasks).await?;
         if self.upkeep_due() {
             self.engine().upkeep().await?;
         }
@@ -347,7 +401,8 @@ impl Runtime {
     }
 
     /// Asks [`run`](Runtime::run) to return and refuses new calls; committed work and queued
-    /// messages stay in the database.
+    /// messages stay in the database. The workers finish what they are doing first, however
+    /// long it takes; [`shutdown_with_deadline`](Runtime::shutdown_with_deadline) bounds that.
     pub fn shutdown(&self) {
         self.shared.closed.store(true, Ordering::Release);
         self.shared.shutdown.notify_waiters();
@@ -392,7 +447,7 @@ impl Runtime {
     }
 
     pub(crate) fn ensure_open(&self) -> Result<()> {
-        if self.shared.closed.load(Ordering::Acquire) {
+        if self.is_closed() {
             return Err(Error::Closed);
         }
         Ok(())
@@ -454,6 +509,8 @@ pub struct Builder {
     effect_lease: Duration,
     workers: usize,
     idle_poll: Duration,
+    listen: bool,
+    shutdown_deadline: Duration,
     registrations: Vec<fn(&Engine) -> Result<()>>,
     effects: Vec<(&'static str, Arc<dyn EffectRunner>)>,
     set_default: bool,
@@ -476,6 +533,8 @@ impl Default for Builder {
             effect_lease: Duration::from_secs(300),
             workers: 2,
             idle_poll: Duration::from_secs(1),
+            listen: true,
+            shutdown_deadline: Duration::from_secs(30),
             registrations: Vec::new(),
             effects: Vec::new(),
             set_default: false,
@@ -511,7 +570,7 @@ impl Builder {
     /// applied at start), over a pool of `connections` connections. Any number of processes
     /// may share one database: each turn locks its actor's row, and different actors run in
     /// parallel. While [`Runtime::run`] runs, one of the connections listens for work
-    /// committed by other processes.
+    /// committed by other processes (unless [`listen(false)`](Builder::listen)).
     #[cfg(feature = "postgres")]
     #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
     pub fn postgres(mut self, url: impl Into<String>, connections: u32) -> Self {
@@ -611,12 +670,30 @@ impl Builder {
     }
 
     /// The longest an idle worker sleeps before it looks for work again (default 1 s, at
-    /// least 100 ms; it starts at 100 ms and doubles while there is none). A commit in this
+    /// least 100 ms; it starts at 100 ms and doubles while there is none; idle workers take
+    /// turns, so a runtime polls once per interval however many it runs). A commit in this
     /// process wakes idle workers at once, and on PostgreSQL so does a commit in any process
     /// (`LISTEN`/`NOTIFY`): polling is the fallback that finds work whose time came (a
     /// reminder, a delayed message, a retry).
     pub fn idle_poll(mut self, interval: impl IntoDuration) -> Self {
         self.idle_poll = interval.into_duration().max(IDLE_POLL_MIN);
+        self
+    }
+
+    /// Whether [`Runtime::run`] listens for work committed by other processes (default
+    /// true; PostgreSQL only, where it takes one connection of its own). Without it, idle
+    /// workers find that work at their next poll ([`idle_poll`](Builder::idle_poll)); turn
+    /// it off where `LISTEN` is not available, such as behind a PgBouncer in transaction
+    /// pooling mode.
+    pub fn listen(mut self, listen: bool) -> Self {
+        self.listen = listen;
+        self
+    }
+
+    /// How long [`Runtime::run_until_signal`] lets the work in flight finish after a signal
+    /// before it abandons it (default 30 s); see [`Runtime::shutdown_with_deadline`].
+    pub fn shutdown_deadline(mut self, deadline: impl IntoDuration) -> Self {
+        self.shutdown_deadline = deadline.into_duration();
         self
     }
 
@@ -734,12 +811,14 @@ impl Builder {
                 sync_timeout: self.sync_timeout,
                 workers: self.workers,
                 idle_poll: self.idle_poll,
+                listen: self.listen,
+                poll_turn: tokio::sync::Mutex::new(()),
                 closed: AtomicBool::new(false),
                 shutdown: Notify::new(),
+                shutdown_deadline: self.shutdown_deadline,
+                stopping: Stopping::new(),
                 last_upkeep: Mutex::new(None),
-                effect_permits: Arc::new(tokio::sync::Semaphore::new(
-                    crate::effect::CONCURRENT_EFFECTS,
-                )),
+                effect_tasks: EffectTasks::new(),
             }),
         };
         if self.set_default {

@@ -52,7 +52,7 @@ impl<'r> Testing<'r> {
         let mut turns = 0;
         loop {
             let ran = engine
-                .run_ready(BATCH, TURNS_PER_ACTOR, TurnErrors::Return)
+                .run_ready(BATCH, TURNS_PER_ACTOR, TurnErrors::Return, &|| false)
                 .await?;
             if ran == 0 {
                 return Ok(turns);

@@ -83,12 +83,13 @@ impl Engine {
     /// message is due and of an operation this runtime knows, and that no worker of this
     /// process runs or has stalled; returns how many turns ran. A turn that fails with an error (not
     /// a failed attempt, which is counted) is returned, or, for workers, logged and its
-    /// actor stalled.
+    /// actor stalled. It starts no turn once `stopping` says so (a runtime shutting down).
     pub(crate) async fn run_ready(
         &self,
         actors: i64,
         turns_per_actor: usize,
         errors: TurnErrors,
+        stopping: &(dyn Fn() -> bool + Sync),
     ) -> Result<usize> {
         self.sample_mailbox_depth().await?;
         let stalled = i64::try_from(self.stalled_count()).unwrap_or(i64::MAX);
@@ -113,6 +114,9 @@ impl Engine {
                 continue;
             };
             for _ in 0..turns_per_actor {
+                if stopping() {
+                    return Ok(turns);
+                }
                 match runner.run_next(self, &actor_id, Lock::Skip).await {
                     Ok(Step::Ran(_)) => turns += 1,
                     Ok(Step::Idle | Step::Blocked { .. } | Step::Busy) => break,

@@ -1,0 +1,238 @@
+//! Stopping a runtime's workers within a deadline: [`Runtime::shutdown_with_deadline`],
+//! [`Runtime::run_until_signal`], and the [`ShutdownReport`] they return.
+//!
+//! Work is abandoned by aborting the task that does it. A turn in flight then drops its
+//! transaction, which rolls back (see `store::owned_transaction`): nothing of the turn
+//! stays, and its message stays ready with its attempts as they were, for any runtime to run.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use super::Runtime;
+use crate::clock::IntoDuration;
+use crate::error::{Error, Result};
+use crate::limits::deadline_after;
+
+/// What a shutdown with a deadline had to abandon. Abandoned work is not lost: a turn rolls
+/// back and its message stays ready (no attempt counted) for any runtime on the database,
+/// and an abandoned effect runs again once its lease ([`Builder::effect_lease`]) runs out.
+///
+/// [`Builder::effect_lease`]: crate::Builder::effect_lease
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// Workers still busy (in a turn, say) at the deadline, whose work was abandoned.
+    pub abandoned_workers: usize,
+    /// Effect handlers still running at the deadline, abandoned.
+    pub abandoned_effects: usize,
+}
+
+impl ShutdownReport {
+    /// Whether everything in flight finished before the deadline.
+    pub fn is_clean(&self) -> bool {
+        self.abandoned_workers == 0 && self.abandoned_effects == 0
+    }
+}
+
+impl Runtime {
+    /// Shuts down ([`shutdown`](Runtime::shutdown): no new calls, no new claims) and waits
+    /// for the work in flight (the turns of [`run`](Runtime::run)'s workers and the effect
+    /// handlers they started) to finish, until `deadline` from now; then abandons what is
+    /// still running. Returns once `run` returned and no effect handler runs, with what was
+    /// abandoned. The database stays open: [`close`](Runtime::close) closes it.
+    ///
+    /// An abandoned turn rolls back and its message stays ready, with no attempt counted, so
+    /// another process (or this one, restarted) runs it; an abandoned effect runs again once
+    /// its lease runs out. Work is abandoned at an `.await`: a handler blocking its thread
+    /// is waited for. Keep `run` polled meanwhile (spawn it): dropping the `run` future
+    /// abandons its workers at once.
+    ///
+    /// ```no_run
+    /// # async fn example(runtime: solid_objects::Runtime) -> Result<(), solid_objects::Error> {
+    /// use std::time::Duration;
+    ///
+    /// let workers = tokio::spawn({
+    ///     let runtime = runtime.clone();
+    ///     async move { runtime.run().await }
+    /// });
+    /// // ... until it is time to stop ...
+    /// let report = runtime.shutdown_with_deadline(Duration::from_secs(10)).await;
+    /// if !report.is_clean() {
+    ///     tracing::warn!(?report, "abandoned work in flight; it runs again elsewhere");
+    /// }
+    /// workers.await.expect("the workers ran")?;
+    /// runtime.close().await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn shutdown_with_deadline(&self, deadline: impl IntoDuration) -> ShutdownReport {
+        let deadline = deadline_after(deadline.into_duration());
+        self.stop_by(tokio::time::sleep_until(deadline)).await
+    }
+
+    /// Runs the workers ([`run`](Runtime::run)) until the process gets SIGINT or SIGTERM
+    /// (Ctrl-C where there are no Unix signals), then shuts down with the deadline of
+    /// [`Builder::shutdown_deadline`](crate::Builder::shutdown_deadline) (30 s by default),
+    /// as [`shutdown_with_deadline`](Runtime::shutdown_with_deadline) does. A second signal
+    /// abandons the work in flight at once. If another handle shuts the runtime down first,
+    /// it returns when `run` does, with an empty report.
+    ///
+    /// ```no_run
+    /// # async fn example(runtime: solid_objects::Runtime) -> Result<(), solid_objects::Error> {
+    /// let report = runtime.run_until_signal().await?;
+    /// tracing::info!(?report, "stopped");
+    /// runtime.close().await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn run_until_signal(&self) -> Result<ShutdownReport> {
+        // Listening starts before any worker does: no signal is missed once work runs.
+        let mut signals = Signals::listen().map_err(Error::Signal)?;
+        let run = self.run();
+        tokio::pin!(run);
+        tokio::select! {
+            ran = &mut run => return ran.map(|()| ShutdownReport::default()),
+            () = signals.next() => {}
+        }
+        let deadline = deadline_after(self.shared.shutdown_deadline);
+        tracing::info!(
+            deadline = ?self.shared.shutdown_deadline,
+            "a signal asked the runtime to stop; the work in flight may finish until the deadline"
+        );
+        let abandon = async {
+            tokio::select! {
+                () = tokio::time::sleep_until(deadline) => {}
+                () = signals.next() => {}
+            }
+        };
+        let (ran, report) = tokio::join!(run, self.stop_by(abandon));
+        ran.map(|()| report)
+    }
+
+    /// Shuts down, waits for the work in flight until `deadline` resolves, then abandons
+    /// the rest.
+    async fn stop_by(&self, deadline: impl Future<Output = ()>) -> ShutdownReport {
+        self.shutdown();
+        let stopping = &self.shared.stopping;
+        let effects = &self.shared.effect_tasks;
+        let finished = async {
+            stopping.stopped().await;
+            effects.idle().await;
+        };
+        tokio::select! {
+            () = finished => return ShutdownReport::default(),
+            () = deadline => {}
+        }
+        stopping.abandon.send_replace(true);
+        stopping.stopped().await;
+        let abandoned_effects = effects.abandon();
+        effects.idle().await;
+        let report = ShutdownReport {
+            abandoned_workers: stopping.abandoned_workers.swap(0, Ordering::AcqRel),
+            abandoned_effects,
+        };
+        tracing::warn!(
+            ?report,
+            "the shutdown deadline passed: the work still in flight was abandoned and runs again \
+             elsewhere"
+        );
+        report
+    }
+}
+
+/// How a runtime's runs of the workers stop: how many run, whether to abandon their work,
+/// and how many workers were abandoned.
+pub(super) struct Stopping {
+    runs: watch::Sender<usize>,
+    abandon: watch::Sender<bool>,
+    abandoned_workers: AtomicUsize,
+}
+
+impl Stopping {
+    pub(super) fn new() -> Self {
+        Self {
+            runs: watch::Sender::new(0),
+            abandon: watch::Sender::new(false),
+            abandoned_workers: AtomicUsize::new(0),
+        }
+    }
+
+    /// Counts one run of the workers until the returned guard is dropped.
+    pub(super) fn enter(&self) -> Running<'_> {
+        self.runs.send_modify(|runs| *runs += 1);
+        Running(self)
+    }
+
+    /// Resolves once a shutdown's deadline passed and the work in flight is to be abandoned.
+    pub(super) async fn abandoning(&self) {
+        // `self` holds the sender, so the wait ends only when told to abandon.
+        let _ = self.abandon.subscribe().wait_for(|abandon| *abandon).await;
+    }
+
+    /// Aborts `workers` and waits until each is gone, counting those abandoned mid-way.
+    pub(super) async fn abandon(&self, workers: &mut JoinSet<()>) {
+        workers.abort_all();
+        let mut abandoned = 0;
+        while let Some(stopped) = workers.join_next().await {
+            if stopped.is_err_and(|stopped| stopped.is_cancelled()) {
+                abandoned += 1;
+            }
+        }
+        self.abandoned_workers
+            .fetch_add(abandoned, Ordering::AcqRel);
+    }
+
+    /// Resolves once no run of the workers is left.
+    async fn stopped(&self) {
+        let _ = self.runs.subscribe().wait_for(|runs| *runs == 0).await;
+    }
+}
+
+/// One run of the workers, counted while it lasts.
+pub(super) struct Running<'s>(&'s Stopping);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.runs.send_modify(|runs| *runs -= 1);
+    }
+}
+
+/// The signals that stop [`Runtime::run_until_signal`].
+struct Signals {
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Starts listening (from now on the signals no longer end the process).
+    #[cfg(unix)]
+    fn listen() -> std::io::Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Self {
+            terminate: signal(SignalKind::terminate())?,
+            interrupt: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    #[cfg(not(unix))]
+    fn listen() -> std::io::Result<Self> {
+        Ok(Self {})
+    }
+
+    /// Resolves at the next signal.
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.terminate.recv() => {}
+            _ = self.interrupt.recv() => {}
+        }
+        #[cfg(not(unix))]
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::error!(%error, "cannot listen for Ctrl-C; only a shutdown call stops the runtime");
+            std::future::pending::<()>().await;
+        }
+    }
+}
