@@ -5,6 +5,8 @@
 
 mod support;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -225,6 +227,11 @@ on_both_backends!(
     prune_preview_then_execute,
     a_prune_preview_counts_and_deletes_nothing_then_the_prune_deletes_those_rows_on_sqlite,
     a_prune_preview_counts_and_deletes_nothing_then_the_prune_deletes_those_rows_on_postgres
+);
+on_both_backends!(
+    dead_effects_and_retry,
+    dead_effects_are_listed_and_retried_once_on_sqlite,
+    dead_effects_are_listed_and_retried_once_on_postgres
 );
 on_both_backends!(
     doctor,
@@ -623,6 +630,80 @@ async fn prune_preview_then_execute(setup: Setup) {
         .unwrap()
         .is_empty());
     assert_eq!(desk.total().await.unwrap(), 3, "state is never pruned");
+    runtime.close().await;
+}
+
+async fn dead_effects_and_retry(setup: Setup) {
+    let mailer_up = Arc::new(AtomicBool::new(false));
+    let up = Arc::clone(&mailer_up);
+    let runtime = setup
+        .builder()
+        .policy(WithOperators)
+        .effect(move |_: Notify, _| {
+            let up = up.load(Ordering::SeqCst);
+            async move {
+                match up {
+                    true => Ok(()),
+                    false => Err(Failure::permanent("the mail server is down")),
+                }
+            }
+        })
+        .start()
+        .await
+        .unwrap();
+    runtime.reference::<Desk>("d1").plan(5).await.unwrap();
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
+    let admin = runtime.admin().context(ana());
+    let dead = admin
+        .effects(&EffectFilter::new().status("dead"))
+        .await
+        .unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(
+        (dead[0].name.as_str(), dead[0].actor_id.as_str()),
+        ("notify", "d1")
+    );
+    assert_eq!(
+        dead[0].last_error.as_deref(),
+        Some("the mail server is down")
+    );
+    let d1 = admin.inspect("Desk", "d1").await.unwrap().unwrap();
+    assert_eq!(d1.effects.len(), 1, "a dead effect shows on its actor");
+
+    mailer_up.store(true, Ordering::SeqCst);
+    assert!(admin.retry_effect(dead[0].id).await.unwrap());
+    assert!(
+        !admin.retry_effect(dead[0].id).await.unwrap(),
+        "not dead any more"
+    );
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
+    let done = admin
+        .effects(&EffectFilter::new().status("done"))
+        .await
+        .unwrap();
+    assert_eq!(done.len(), 1);
+    assert!(admin
+        .inspect("Desk", "d1")
+        .await
+        .unwrap()
+        .unwrap()
+        .effects
+        .is_empty());
+    let retries: Vec<_> = admin
+        .audit_log(20)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|event| event.action == "retry_effect")
+        .map(|event| (event.outcome, event.details))
+        .collect();
+    assert_eq!(
+        retries,
+        [
+            ("done".to_owned(), Some(json!({ "retried": false }))),
+            ("done".to_owned(), Some(json!({ "retried": true }))),
+        ]
+    );
     runtime.close().await;
 }
 
