@@ -40,8 +40,6 @@ const RESTART_PAUSE_MAX: Duration = Duration::from_secs(5);
 /// The idle poll interval of a worker starts here and doubles up to the maximum (1 s by
 /// default, `Builder::idle_poll`).
 const IDLE_POLL_MIN: Duration = Duration::from_millis(100);
-/// An idle worker that is not polling waits this long: until it is woken.
-const UNTIL_WOKEN: Duration = Duration::MAX;
 /// How long the relay of PostgreSQL's work notices waits after an error before it listens
 /// again.
 const NOTICE_RETRY: Duration = Duration::from_secs(1);
@@ -265,8 +263,10 @@ impl Runtime {
     async fn work(&self) {
         let mut idle = IDLE_POLL_MIN;
         loop {
-            // Made before the check, so a shutdown from here on wakes this worker.
+            // Made before the check and the pass, so a shutdown or a commit from here on
+            // wakes this worker.
             let shutdown = self.shared.shutdown.notified();
+            let woken = self.engine().woken();
             if self.is_closed() {
                 return;
             }
@@ -286,12 +286,12 @@ impl Runtime {
             // looks at the database once per interval however many workers it runs.
             let polling = async {
                 let _turn = self.shared.poll_turn.lock().await;
-                self.engine().wait_for_work(idle).await;
+                tokio::time::sleep(idle).await;
             };
             tokio::select! {
                 () = shutdown => {}
+                () = woken => {}
                 () = polling => {}
-                () = self.engine().wait_for_work(UNTIL_WOKEN) => {}
             }
             idle = (idle * 2).min(self.shared.idle_poll);
         }

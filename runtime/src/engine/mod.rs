@@ -195,6 +195,13 @@ impl Engine {
         self.wake.notify_waiters();
     }
 
+    /// A wake-up registered now: it completes at the next [`wake`](Self::wake) from here on,
+    /// even one that comes before it is first polled. A worker takes it before its pass, so
+    /// a commit during the pass is not lost.
+    pub(crate) fn woken(&self) -> tokio::sync::futures::Notified<'_> {
+        self.wake.notified()
+    }
+
     /// Waits until woken or until `timeout` passes.
     pub(crate) async fn wait_for_work(&self, timeout: Duration) {
         let _ = tokio::time::timeout(timeout, self.wake.notified()).await;

@@ -170,6 +170,8 @@ impl Engine {
     async fn step<A: Actor>(&self, key: ActorKey<'static, '_>, lock: Lock) -> Result<Attempted> {
         let mut tx = self.begin(lock.deadline()).await?;
         let Some(locked) = tx.lock_actor(key, lock.waits(), micros(self.now())).await? else {
+            // On PostgreSQL the skipped actor's row may have just been created.
+            Self::release(tx).await;
             return Ok(Attempted::Done(Step::Busy));
         };
         if locked.instance.paused {
@@ -204,6 +206,8 @@ impl Engine {
             };
             if tx.update_message(head.id, head.attempts, &ended).await? {
                 tx.commit().await?;
+            } else {
+                Self::release(tx).await;
             }
             return Ok(Attempted::Done(Step::Ran(TurnReport {
                 message_id: head.id,
@@ -379,6 +383,7 @@ impl Engine {
                 retryable: true,
             })?;
             if let Handled::Transient(why) = handled {
+                Self::release(tx).await;
                 return Err(Uncommitted::Conflict(why));
             }
             let completed = Completed {
@@ -414,6 +419,7 @@ impl Engine {
                 }
                 (None, Some(id)) => {
                     if !tx.update_message(id, previous_attempts, &progress).await? {
+                        Self::release(tx).await;
                         return Err(Uncommitted::Conflict(format!(
                             "message {id} was run by another turn meanwhile"
                         )));

@@ -48,7 +48,13 @@ impl Runtime {
     /// another process (or this one, restarted) runs it; an abandoned effect runs again once
     /// its lease runs out. Work is abandoned at an `.await`: a handler blocking its thread
     /// is waited for. Keep `run` polled meanwhile (spawn it): dropping the `run` future
-    /// abandons its workers at once.
+    /// abandons its workers at once. A worker counts as abandoned if it was still running
+    /// at the deadline, whether in a turn or waiting for the database.
+    ///
+    /// Calls in flight from callers (a sync call running its turn) belong to their callers'
+    /// futures, not to the runtime: they end by their own timeouts (the sync timeout), and
+    /// on SQLite, whose one writer such a turn holds, [`close`](Runtime::close) waits for
+    /// them. Stop taking requests before shutting down, or drop those futures.
     ///
     /// ```no_run
     /// # async fn example(runtime: solid_objects::Runtime) -> Result<(), solid_objects::Error> {
