@@ -389,9 +389,15 @@ async fn a_delayed_message_due_while_workers_wait_on_the_turn_runs_within_an_idl
         .bump()
         .await
         .unwrap();
+    let before = runtime.stats().transactions;
     let workers = run(&runtime);
-    // Let every worker back off to the longest poll.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Every idle pass commits its (empty) reminder pass: after eight, the workers have backed
+    // off to the longest poll and take turns.
+    let backed_off = eventually(Duration::from_secs(10), || async {
+        runtime.stats().transactions >= before + 8
+    })
+    .await;
+    assert!(backed_off, "the idle workers keep polling");
     harness.clock.advance(Duration::from_secs(61));
     let ran = eventually(Duration::from_millis(1000), || {
         let message = message.clone();

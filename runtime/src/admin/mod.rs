@@ -53,7 +53,7 @@ use crate::error::{Error, Result};
 use crate::policy::{AdminAction, AdminRequest, Denied};
 use crate::runtime::Runtime;
 use crate::store::admin::AdminEventWrite;
-use crate::store::{ActorKey, InstanceWrite, MessageLookup, StoredStatus};
+use crate::store::{ActorKey, InstanceWrite};
 use crate::validate::{validate_id, validate_key};
 
 /// The most rows one listing returns.
@@ -210,29 +210,27 @@ impl Admin {
             AdminAction::ListDeadLetters,
             dead_letters_resource(filter),
             || async {
-                let store = self.runtime.engine().store();
-                let ids = store
-                    .dead_letter_ids(filter, (0, i64::MAX), i64::from(page(filter.limit)))
+                let records = self
+                    .runtime
+                    .engine()
+                    .store()
+                    .dead_letters_matching(filter, (0, i64::MAX), i64::from(page(filter.limit)))
                     .await?;
-                let mut letters = Vec::with_capacity(ids.len());
-                for id in ids {
-                    if let Some(record) = store.message(MessageLookup::Id(id)).await? {
-                        if record.status == StoredStatus::Dead {
-                            letters.push(DeadLetterSummary {
-                                message_id: record.id,
-                                arguments: serde_json::from_str(&record.arguments)
-                                    .unwrap_or(Value::String(record.arguments)),
-                                actor_type: record.actor_type,
-                                actor_id: record.actor_id,
-                                operation: record.operation,
-                                attempts: record.attempts,
-                                error: record.last_error.unwrap_or_default(),
-                                failed_at: record.finished_at.map(from_micros),
-                                retried_as: record.retried_as.filter(|&retry| retry > 0),
-                            });
-                        }
-                    }
-                }
+                let letters = records
+                    .into_iter()
+                    .map(|record| DeadLetterSummary {
+                        message_id: record.id,
+                        arguments: serde_json::from_str(&record.arguments)
+                            .unwrap_or(Value::String(record.arguments)),
+                        actor_type: record.actor_type,
+                        actor_id: record.actor_id,
+                        operation: record.operation,
+                        attempts: record.attempts,
+                        error: record.last_error.unwrap_or_default(),
+                        failed_at: record.finished_at.map(from_micros),
+                        retried_as: record.retried_as.filter(|&retry| retry > 0),
+                    })
+                    .collect();
                 Ok((letters, None))
             },
         )
@@ -278,18 +276,18 @@ impl Admin {
                 let up_to = engine.store().newest_message_id().await?;
                 let mut after = 0;
                 loop {
-                    let ids = engine
+                    let batch = engine
                         .store()
-                        .dead_letter_ids(&filter, (after, up_to), REDRIVE_BATCH)
+                        .dead_letters_matching(&filter, (after, up_to), REDRIVE_BATCH)
                         .await?;
-                    for &id in &ids {
-                        if let Some(enqueued) = engine.redrive_dead_letter(id).await? {
+                    for letter in &batch {
+                        if let Some(enqueued) = engine.redrive_dead_letter(letter.id).await? {
                             redriven.retried += 1;
                             redriven.message_ids.push(enqueued);
                         }
                     }
-                    match ids.last() {
-                        Some(&last) if ids.len() as i64 == REDRIVE_BATCH => after = last,
+                    match batch.last() {
+                        Some(last) if batch.len() as i64 == REDRIVE_BATCH => after = last.id,
                         _ => break,
                     }
                 }

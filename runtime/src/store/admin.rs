@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 
-use super::ActorKey;
+use super::{ActorKey, MessageRecord};
 use crate::admin::{
     ActorFilter, ActorSummary, ActorTypeSummary, AdminEvent, DeadLetterFilter, EffectFilter,
     EffectSummary, MailboxHead, ReminderFilter, ReminderSummary, Status,
@@ -36,13 +36,13 @@ pub(crate) trait AdminReads: Send + Sync {
     /// Effects, oldest first.
     async fn effects(&self, filter: &EffectFilter, limit: i64) -> Result<Vec<EffectSummary>>;
 
-    /// The ids of dead letters matching `filter` in `(after_id, up_to]`, oldest first.
-    async fn dead_letter_ids(
+    /// The dead letters matching `filter` with ids in `(after_id, up_to]`, oldest first.
+    async fn dead_letters_matching(
         &self,
         filter: &DeadLetterFilter,
         (after_id, up_to): (i64, i64),
         limit: i64,
-    ) -> Result<Vec<i64>>;
+    ) -> Result<Vec<MessageRecord>>;
 
     /// The highest message id so far (0 for none): a message enqueued later has a higher one.
     async fn newest_message_id(&self) -> Result<i64>;
@@ -348,22 +348,21 @@ macro_rules! admin_backend {
                         .collect()
                 }
 
-                async fn dead_letter_ids(
+                async fn dead_letters_matching(
                     &self,
                     filter: &DeadLetterFilter,
                     (after_id, up_to): (i64, i64),
                     limit: i64,
-                ) -> Result<Vec<i64>> {
-                    let ids = sqlx::query_scalar(
-                        "SELECT id FROM solid_messages
-                         WHERE status = 'dead' AND id > $1 AND id <= $9
+                ) -> Result<Vec<MessageRecord>> {
+                    let rows = sqlx::query(select_message!(
+                        "status = 'dead' AND id > $1 AND id <= $9
                            AND ($2 IS NULL OR actor_type = $2) AND ($3 IS NULL OR operation = $3)
                            AND ($4 IS NULL OR last_error LIKE $4 ESCAPE '\\')
                            AND ($5 IS NULL OR finished_at >= $5)
                            AND ($6 IS NULL OR finished_at < $6)
                            AND (retried_as IS NULL OR $7)
-                         ORDER BY id LIMIT $8",
-                    )
+                         ORDER BY id LIMIT $8"
+                    ))
                     .bind(after_id)
                     .bind(filter.actor_type.as_deref())
                     .bind(filter.operation.as_deref())
@@ -375,7 +374,7 @@ macro_rules! admin_backend {
                     .bind(up_to)
                     .fetch_all(&self.$readers)
                     .await?;
-                    Ok(ids)
+                    rows.iter().map(rows::message).collect()
                 }
 
                 async fn newest_message_id(&self) -> Result<i64> {
