@@ -485,18 +485,19 @@ async fn a_runtime_on_the_applications_own_pool() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_commit_in_one_process_wakes_the_idle_workers_of_another() {
-    let Some(db) = TestDatabase::start().await else {
-        return;
-    };
-    let caller = runtime(&db.url, &db.clock).await;
+/// A runtime of its own on the database with one worker running, listening for other
+/// processes' work or not.
+async fn running_workers(
+    db: &TestDatabase,
+    listen: bool,
+) -> (Runtime, tokio::task::JoinHandle<Result<(), Error>>) {
     let workers = Runtime::builder()
         .postgres(&db.url, 4)
         .clock(db.clock.clone())
         .policy(AllowAll)
         .actor::<Journal>()
         .workers(1)
+        .listen(listen)
         .start()
         .await
         .unwrap();
@@ -504,13 +505,27 @@ async fn a_commit_in_one_process_wakes_the_idle_workers_of_another() {
         let workers = workers.clone();
         async move { workers.run().await }
     });
+    (workers, running)
+}
+
+/// How many connections `LISTEN` for work.
+async fn listeners(url: &str) -> i64 {
+    scalar(
+        url,
+        "SELECT COUNT(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %solid_objects_work%'",
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_commit_in_one_process_wakes_the_idle_workers_of_another() {
+    let Some(db) = TestDatabase::start().await else {
+        return;
+    };
+    let caller = runtime(&db.url, &db.clock).await;
+    let (workers, running) = running_workers(&db, true).await;
     let listening = eventually(Duration::from_secs(10), || async {
-        scalar(
-            &db.url,
-            "SELECT COUNT(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %solid_objects_work%'",
-        )
-        .await
-            == 1
+        listeners(&db.url).await == 1
     })
     .await;
     assert!(listening, "the workers' runtime listens for work");
@@ -554,20 +569,7 @@ async fn workers_told_not_to_listen_find_work_from_another_process_by_polling() 
         return;
     };
     let caller = runtime(&db.url, &db.clock).await;
-    let workers = Runtime::builder()
-        .postgres(&db.url, 4)
-        .clock(db.clock.clone())
-        .policy(AllowAll)
-        .actor::<Journal>()
-        .workers(1)
-        .listen(false)
-        .start()
-        .await
-        .unwrap();
-    let running = tokio::spawn({
-        let workers = workers.clone();
-        async move { workers.run().await }
-    });
+    let (workers, running) = running_workers(&db, false).await;
     let queued = caller
         .reference::<Journal>("j")
         .enqueue()
@@ -581,15 +583,7 @@ async fn workers_told_not_to_listen_find_work_from_another_process_by_polling() 
     .await;
     assert!(ran, "an idle worker's poll finds the message");
     assert_eq!(workers.stats().work_notices, 0);
-    assert_eq!(
-        scalar(
-            &db.url,
-            "SELECT COUNT(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %solid_objects_work%'",
-        )
-        .await,
-        0,
-        "no connection listens"
-    );
+    assert_eq!(listeners(&db.url).await, 0, "no connection listens");
     workers.shutdown();
     running.await.unwrap().unwrap();
     workers.close().await;

@@ -479,6 +479,32 @@ impl Postgres {
         value
     }
 
+    /// A runtime whose one worker runs, listens, and polls only every 10 minutes: it finds
+    /// work through notices alone.
+    async fn idle_listening_workers(
+        &self,
+    ) -> (Runtime, tokio::task::JoinHandle<Result<(), Error>>) {
+        let workers = self
+            .builder(4)
+            .workers(1)
+            .idle_poll(Duration::from_secs(600))
+            .start()
+            .await
+            .unwrap();
+        let running = tokio::spawn({
+            let workers = workers.clone();
+            async move { workers.run().await }
+        });
+        assert!(
+            eventually(Duration::from_secs(10), || async {
+                self.listening().await == 1
+            })
+            .await,
+            "the workers listen"
+        );
+        (workers, running)
+    }
+
     async fn listening(&self) -> i64 {
         self.scalar(
             "SELECT COUNT(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %solid_objects_work%'",
@@ -536,23 +562,7 @@ async fn a_killed_listen_connection_comes_back_and_notices_flow_again() {
         return;
     };
     let caller = db.builder(2).start().await.unwrap();
-    let workers = db
-        .builder(4)
-        .workers(1)
-        .idle_poll(Duration::from_secs(600))
-        .start()
-        .await
-        .unwrap();
-    let running = tokio::spawn({
-        let workers = workers.clone();
-        async move { workers.run().await }
-    });
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            db.listening().await == 1
-        })
-        .await
-    );
+    let (workers, running) = db.idle_listening_workers().await;
     let first = db
         .scalar(
             "SELECT MIN(pid)::BIGINT FROM pg_stat_activity \
@@ -609,23 +619,7 @@ async fn a_resume_from_another_runtime_wakes_idle_workers_on_postgres() {
         .unwrap();
     let admin = operator.admin().context(ana());
     assert!(admin.pause("Desk", "waiting").await.unwrap());
-    let workers = db
-        .builder(4)
-        .workers(1)
-        .idle_poll(Duration::from_secs(600))
-        .start()
-        .await
-        .unwrap();
-    let running = tokio::spawn({
-        let workers = workers.clone();
-        async move { workers.run().await }
-    });
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            db.listening().await == 1
-        })
-        .await
-    );
+    let (workers, running) = db.idle_listening_workers().await;
     let before = workers.stats().work_notices;
     assert!(admin.resume("Desk", "waiting").await.unwrap());
     let ran = eventually(Duration::from_secs(15), || async {
