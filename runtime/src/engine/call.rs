@@ -163,10 +163,7 @@ impl Engine {
             match self.try_call::<A>(&call, next, &arguments, options).await {
                 Ok(Tried::Answered(answer)) => return answer,
                 Ok(Tried::Queued(message_id)) => {
-                    return match self.run_until_done::<A>(&call, message_id).await {
-                        Err(error) if error.is_busy() => Err(call.busy(Some(message_id))),
-                        done => done,
-                    };
+                    return self.run_until_done::<A>(&call, message_id).await;
                 }
                 Ok(Tried::Conflict) if !call.past_deadline() => {}
                 Ok(Tried::Conflict) => return Err(call.busy(None)),
@@ -344,7 +341,31 @@ impl Engine {
 
     /// Runs the actor's turns until message `message_id` has run, or the call's deadline
     /// passes.
+    ///
+    /// A caller whose deadline passes while another turn holds the actor or the database
+    /// hears what the message waited on when it last looked, if it looked.
     async fn run_until_done<A: Actor>(&self, call: &Call<'_>, message_id: i64) -> Result<String> {
+        let mut waiting_on = None;
+        let ran = self
+            .wait_until_done::<A>(call, message_id, &mut waiting_on)
+            .await;
+        match ran {
+            Err(error) if error.is_busy() => Err(match waiting_on {
+                Some(waiting_on) => call.timed_out(Some(message_id), waiting_on),
+                None => call.busy(Some(message_id)),
+            }),
+            ran => ran,
+        }
+    }
+
+    /// The loop of [`Self::run_until_done`]; `waiting_on` keeps what the message waited on
+    /// at its last look.
+    async fn wait_until_done<A: Actor>(
+        &self,
+        call: &Call<'_>,
+        message_id: i64,
+        waiting_on: &mut Option<String>,
+    ) -> Result<String> {
         loop {
             let step = match self
                 .run_next::<A>(call.key.actor_id, Lock::WaitUntil(call.deadline))
@@ -356,6 +377,7 @@ impl Engine {
                 Step::Ran(_) => continue,
                 waiting => waiting,
             };
+            let waiting = waiting_on.insert(step.waiting_on(message_id));
             let lookup = self.store.message(MessageLookup::Id(message_id));
             if let Some(record) = read_until(call.deadline, lookup).await? {
                 if let Some(outcome) = Outcome::from_record(&record) {
@@ -365,7 +387,7 @@ impl Engine {
             let pause = WAIT_POLL.min(call.deadline.saturating_duration_since(Instant::now()));
             self.wait_for_work(pause).await;
             if call.past_deadline() {
-                return Err(call.timed_out(Some(message_id), step.waiting_on(message_id)));
+                return Err(call.timed_out(Some(message_id), waiting.clone()));
             }
         }
     }
