@@ -500,6 +500,25 @@ pub enum Error {
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
 
+    /// The SQLite transaction this turn shared with other turns
+    /// ([`GroupCommit`](crate::GroupCommit)) was rolled back because of another member:
+    /// nothing of this turn was kept, and running it again is safe (a call does so itself
+    /// until its deadline, a worker at its next pass).
+    #[error("the group commit this turn joined was rolled back ({reason}); nothing of it was kept: run it again")]
+    GroupRolledBack {
+        /// What rolled the group back.
+        reason: String,
+    },
+
+    /// The `COMMIT` of the SQLite transaction this turn shared with other turns
+    /// ([`GroupCommit`](crate::GroupCommit)) failed: look at the database's error; read the
+    /// message back (by idempotency key) to learn whether it ran.
+    #[error("the group commit this turn joined failed: {reason}")]
+    GroupCommitFailed {
+        /// The database's error.
+        reason: String,
+    },
+
     /// [`Runtime::run_until_signal`](crate::Runtime::run_until_signal) could not listen for
     /// the signals that stop it (SIGINT, SIGTERM); the workers did not start.
     #[error("cannot listen for the shutdown signals: {0}")]
@@ -529,6 +548,7 @@ impl Error {
                     || matches!(error, sqlx::Error::Database(database)
                         if database.kind() == sqlx::error::ErrorKind::UniqueViolation)
             }
+            Self::GroupRolledBack { .. } => true,
             _ => false,
         }
     }

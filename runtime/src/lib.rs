@@ -135,6 +135,9 @@ pub use reply::Emitted;
 pub use runtime::{Builder, Runtime, ShutdownReport};
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+pub use store::group_commit::GroupCommit;
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use store::sqlite::Durability;
 pub use store::Stats;
 pub use testing::Testing;

@@ -21,7 +21,10 @@ use crate::message::{DeadLetter, MessageRef};
 use crate::policy::{NoPolicy, Policy};
 use crate::reference::Reference;
 #[cfg(feature = "sqlite")]
-use crate::store::sqlite::{Durability, SqliteOptions, SqliteStore};
+use crate::store::{
+    group_commit::GroupCommit,
+    sqlite::{Durability, SqliteOptions, SqliteStore},
+};
 use crate::store::{MessageLookup, Stats, Store};
 use crate::testing::Testing;
 
@@ -499,6 +502,8 @@ pub struct Builder {
     #[cfg(feature = "sqlite")]
     durability: Durability,
     #[cfg(feature = "sqlite")]
+    group_commit: GroupCommit,
+    #[cfg(feature = "sqlite")]
     file_mode: u32,
     clock: Arc<dyn Clock>,
     policy: Option<Arc<dyn Policy>>,
@@ -522,6 +527,8 @@ impl Default for Builder {
             database: None,
             #[cfg(feature = "sqlite")]
             durability: Durability::default(),
+            #[cfg(feature = "sqlite")]
+            group_commit: GroupCommit::default(),
             #[cfg(feature = "sqlite")]
             file_mode: 0o600,
             clock: Arc::new(SystemClock),
@@ -597,6 +604,31 @@ impl Builder {
     #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
+        self
+    }
+
+    /// How turns that arrive together share one SQLite transaction and one fsync (default
+    /// [`GroupCommit::default`]: up to 64 turns, for up to 1 ms); for a file the runtime
+    /// opens. A lone caller never waits for a group; with many callers, each caller's commit
+    /// waits for the turns that joined its group after it, and a turn that fails or rejects
+    /// rolls back only its own part. [`GroupCommit::off`] gives every turn a transaction of
+    /// its own.
+    ///
+    /// ```
+    /// # #[cfg(feature = "sqlite")]
+    /// # fn configure() -> solid_objects::Builder {
+    /// use std::time::Duration;
+    /// use solid_objects::{GroupCommit, Runtime};
+    ///
+    /// Runtime::builder()
+    ///     .sqlite("orders.db")
+    ///     .group_commit(GroupCommit::default().max_turns(16).max_wait(Duration::from_micros(500)))
+    /// # }
+    /// ```
+    #[cfg(feature = "sqlite")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+    pub fn group_commit(mut self, group_commit: GroupCommit) -> Self {
+        self.group_commit = group_commit;
         self
     }
 
@@ -769,6 +801,7 @@ impl Builder {
                 let options = SqliteOptions {
                     durability: self.durability,
                     file_mode: self.file_mode,
+                    group_commit: self.group_commit,
                 };
                 Arc::new(SqliteStore::open(&path, options).await?)
             }

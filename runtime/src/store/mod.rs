@@ -18,6 +18,8 @@ mod shared;
 #[macro_use]
 pub(crate) mod admin;
 
+#[cfg(feature = "sqlite")]
+pub(crate) mod group_commit;
 mod owned_transaction;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
@@ -359,6 +361,9 @@ impl Bounds {
 pub struct Stats {
     /// Write transactions committed.
     pub transactions: u64,
+    /// Commits the database made durable: one per transaction, except on SQLite, where one
+    /// commit carries every transaction of its group ([`GroupCommit`](crate::GroupCommit)).
+    pub commits: u64,
     /// SQL statements run inside write transactions, not counting BEGIN and COMMIT.
     pub statements: u64,
     /// Notices of work committed by any process that reached this runtime's workers
@@ -370,6 +375,7 @@ pub struct Stats {
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     transactions: AtomicU64,
+    commits: AtomicU64,
     statements: AtomicU64,
     work_notices: AtomicU64,
 }
@@ -383,6 +389,10 @@ impl Counters {
         self.transactions.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub(crate) fn commit(&self) {
+        self.commits.fetch_add(1, Ordering::Relaxed);
+    }
+
     #[cfg(feature = "postgres")]
     pub(crate) fn work_notice(&self) {
         self.work_notices.fetch_add(1, Ordering::Relaxed);
@@ -391,6 +401,7 @@ impl Counters {
     pub(crate) fn snapshot(&self) -> Stats {
         Stats {
             transactions: self.transactions.load(Ordering::Relaxed),
+            commits: self.commits.load(Ordering::Relaxed),
             statements: self.statements.load(Ordering::Relaxed),
             work_notices: self.work_notices.load(Ordering::Relaxed),
         }

@@ -107,6 +107,13 @@ impl<DB: Database> OwnedTransaction<DB> {
         Ok(())
     }
 
+    /// Whether committing this transaction is a commit of its own (it is: the group commits
+    /// of SQLite's writer are another type).
+    #[cfg(feature = "postgres")]
+    pub(crate) fn commits_alone(&self) -> bool {
+        true
+    }
+
     /// Marks the connection as in an unknown state: it is closed when this is dropped.
     pub(crate) fn poison(&mut self) {
         self.phase = Phase::Poisoned;

@@ -733,8 +733,12 @@ macro_rules! sql_backend {
 
             async fn commit(self: Box<Self>) -> Result<()> {
                 let this = *self;
+                let alone = this.tx.commits_alone();
                 this.tx.commit().await?;
                 this.counters.transaction();
+                if alone {
+                    this.counters.commit();
+                }
                 Ok(())
             }
 

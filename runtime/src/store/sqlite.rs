@@ -1,10 +1,12 @@
 //! The SQLite backend: one writer connection for every turn, a few readers beside it.
 //!
 //! SQLite allows one writer at a time. Every turn therefore runs on the single writer
-//! connection, in a `BEGIN IMMEDIATE` transaction: callers queue for the connection in the
-//! pool instead of busy-waiting on the file lock. Snapshots and outcome reads use separate
-//! read connections, which WAL lets run beside the writer. Another process on the same file
-//! is waited for (`busy_timeout`) only until the caller's deadline.
+//! connection, in a `BEGIN IMMEDIATE` transaction: callers queue for the connection instead
+//! of busy-waiting on the file lock, and turns that queue together share one transaction and
+//! one fsync ([`group_commit`](super::group_commit)). Snapshots and outcome reads use
+//! separate read connections, which WAL lets run beside the writer. Another process on the
+//! same file is waited for (`busy_timeout`) only until the caller's deadline. On an
+//! application's own pool, each turn takes a connection and a transaction of its own.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,6 +18,7 @@ use sqlx::sqlite::{
 };
 use sqlx::{Sqlite, SqliteConnection};
 
+use super::group_commit::{GroupCommit, GroupMember, GroupWriter};
 use super::owned_transaction::OwnedTransaction;
 use super::{
     rows, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters, DeadEffectRecord, DueReminder,
@@ -80,14 +83,23 @@ pub(crate) struct SqliteOptions {
     pub(crate) durability: Durability,
     /// The permission bits of a database file the store creates (Unix).
     pub(crate) file_mode: u32,
+    pub(crate) group_commit: GroupCommit,
 }
 
 /// How many SQLite virtual-machine steps run between two looks at the interrupt flag.
 const INTERRUPT_CHECK_EVERY: i32 = 1_000;
 
+/// Where the store's write transactions run.
+enum Writer {
+    /// The runtime's own writer connection, with group commit.
+    Grouped(GroupWriter),
+    /// An application's pool: a connection and a transaction per turn.
+    Pooled(SqlitePool),
+}
+
 /// The SQLite store.
 pub(crate) struct SqliteStore {
-    writer: SqlitePool,
+    writer: Writer,
     readers: SqlitePool,
     counters: Arc<Counters>,
     /// Set when a turn is abandoned (its handler ran past the turn timeout, or its caller
@@ -95,9 +107,6 @@ pub(crate) struct SqliteStore {
     /// interrupts that statement, so the writer is free again at once. Cleared when the
     /// next transaction takes the writer.
     interrupt: Arc<AtomicBool>,
-    /// Whether the runtime opened the pools (and so closes and tunes them), or the
-    /// application did.
-    owns_pools: bool,
 }
 
 impl SqliteStore {
@@ -140,12 +149,17 @@ impl SqliteStore {
             .max_connections(4)
             .connect_with(connect.read_only(true))
             .await?;
+        let counters = Arc::<Counters>::default();
         Ok(Self {
-            writer,
+            writer: Writer::Grouped(GroupWriter::new(
+                writer,
+                options.group_commit,
+                Arc::clone(&interrupt),
+                Arc::clone(&counters),
+            )),
             readers,
-            counters: Arc::default(),
+            counters,
             interrupt,
-            owns_pools: true,
         })
     }
 }
@@ -158,11 +172,10 @@ impl SqliteStore {
     pub(crate) async fn with_pool(pool: SqlitePool) -> Result<Self> {
         migrate(&pool).await?;
         Ok(Self {
-            writer: pool.clone(),
+            writer: Writer::Pooled(pool.clone()),
             readers: pool,
             counters: Arc::default(),
             interrupt: Arc::default(),
-            owns_pools: false,
         })
     }
 }
@@ -220,9 +233,64 @@ async fn migrate(pool: &SqlitePool) -> Result<()> {
     Ok(())
 }
 
+/// A write transaction: a member of the writer's group, or a transaction of its own on an
+/// application's pool.
+enum WriteTransaction {
+    Grouped(GroupMember),
+    Pooled(OwnedTransaction<Sqlite>),
+}
+
+impl WriteTransaction {
+    async fn commit(self) -> Result<()> {
+        match self {
+            Self::Grouped(member) => member.commit().await,
+            Self::Pooled(tx) => tx.commit().await,
+        }
+    }
+
+    async fn rollback(self) -> Result<()> {
+        match self {
+            Self::Grouped(member) => member.rollback().await,
+            Self::Pooled(tx) => tx.rollback().await,
+        }
+    }
+
+    /// Whether committing it is a commit of its own, not a group's.
+    fn commits_alone(&self) -> bool {
+        matches!(self, Self::Pooled(_))
+    }
+
+    fn poison(&mut self) {
+        match self {
+            Self::Grouped(member) => member.poison(),
+            Self::Pooled(tx) => tx.poison(),
+        }
+    }
+}
+
+impl std::ops::Deref for WriteTransaction {
+    type Target = SqliteConnection;
+
+    fn deref(&self) -> &SqliteConnection {
+        match self {
+            Self::Grouped(member) => member.connection_ref(),
+            Self::Pooled(tx) => tx,
+        }
+    }
+}
+
+impl std::ops::DerefMut for WriteTransaction {
+    fn deref_mut(&mut self) -> &mut SqliteConnection {
+        match self {
+            Self::Grouped(member) => member.connection(),
+            Self::Pooled(tx) => tx,
+        }
+    }
+}
+
 /// A write transaction on the writer connection.
 struct SqliteTransaction {
-    tx: OwnedTransaction<Sqlite>,
+    tx: WriteTransaction,
     counters: Arc<Counters>,
     interrupt: Arc<AtomicBool>,
 }
@@ -241,17 +309,21 @@ sql_backend! {
             // Waits for another process's write lock end at the caller's deadline, inside
             // SQLite, so nothing is left waiting behind a caller that gave up. An
             // application's own connections keep the busy timeout it gave them.
-            let begin = if self.owns_pools {
+            let begin = if matches!(self.writer, Writer::Grouped(_)) {
                 let busy = bounds.remaining().as_millis().min(i32::MAX as u128);
                 format!("PRAGMA busy_timeout = {busy}; BEGIN IMMEDIATE")
             } else {
                 "BEGIN IMMEDIATE".to_owned()
             };
+            let tx = match &self.writer {
+                Writer::Grouped(writer) => {
+                    WriteTransaction::Grouped(writer.begin(bounds.deadline, begin).await?)
+                }
+                Writer::Pooled(pool) => WriteTransaction::Pooled(
+                    OwnedTransaction::begin(pool, bounds.deadline, begin, || {}).await?,
+                ),
+            };
             let interrupt = Arc::clone(&self.interrupt);
-            let tx = OwnedTransaction::begin(&self.writer, bounds.deadline, begin, || {
-                interrupt.store(false, Ordering::Release);
-            })
-            .await?;
             Ok(Box::new(SqliteTransaction {
                 tx,
                 counters: Arc::clone(&self.counters),
@@ -260,9 +332,10 @@ sql_backend! {
         }
 
         async fn close(&self) {
-            if self.owns_pools {
+            // An application's pools stay open.
+            if let Writer::Grouped(writer) = &self.writer {
+                writer.close().await;
                 self.readers.close().await;
-                self.writer.close().await;
             }
         }
 
