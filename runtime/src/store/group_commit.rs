@@ -101,6 +101,17 @@ enum GroupEnd {
     CommitFailed(String),
 }
 
+impl GroupEnd {
+    /// What a member hears.
+    fn into_result(self) -> Result<()> {
+        match self {
+            Self::Committed => Ok(()),
+            Self::RolledBack(why) => Err(rolled_back(&why)),
+            Self::CommitFailed(why) => Err(Error::GroupCommitFailed { reason: why }),
+        }
+    }
+}
+
 /// A group's open transaction.
 struct OpenGroup {
     /// Members that kept their work in the group and wait for its end.
@@ -182,18 +193,22 @@ impl GroupWriter {
         let mut member = GroupMember {
             writer: Some(writer),
             shared: Arc::clone(shared),
-            savepoint: false,
+            open: false,
             poisoned: false,
         };
         let writer = member.writer_mut();
         shared.recover(writer).await;
-        if writer.group.is_none() {
-            shared.begin_group(writer, deadline, begin).await?;
+        match &writer.group {
+            None => shared.begin_group(writer, deadline, begin).await?,
+            // The group's first member needs no savepoint: undoing it undoes the group.
+            Some(group) if group.members == 0 => {}
+            Some(_) => {
+                writer.in_doubt = true;
+                run(writer, "SAVEPOINT solid_member").await?;
+                writer.in_doubt = false;
+            }
         }
-        writer.in_doubt = true;
-        run(writer, "SAVEPOINT solid_member").await?;
-        writer.in_doubt = false;
-        member.savepoint = true;
+        member.open = true;
         Ok(member)
     }
 
@@ -217,8 +232,8 @@ impl Drop for GroupWriter {
 }
 
 impl Shared {
-    /// Makes the writer usable after a member that went away: rolls back an abandoned
-    /// savepoint, or, with the connection in doubt, rolls the group back and closes it.
+    /// Makes the writer usable after a member that went away: undoes the abandoned member,
+    /// or, with the connection in doubt, rolls the group back and closes it.
     async fn recover(&self, writer: &mut Writer) {
         if writer.in_doubt {
             self.discard(writer, "a statement of the group was cut off");
@@ -226,10 +241,7 @@ impl Shared {
         }
         if writer.abandoned {
             writer.abandoned = false;
-            writer.in_doubt = true;
-            let undone = run(writer, "ROLLBACK TO solid_member; RELEASE solid_member").await;
-            writer.in_doubt = false;
-            if let Err(error) = undone {
+            if let Err(error) = undo_member(writer).await {
                 self.discard(
                     writer,
                     &format!("rolling back a cancelled turn failed: {error}"),
@@ -290,6 +302,24 @@ impl Shared {
             || group.members >= self.limits.max_turns
             || group.began.elapsed() >= self.limits.max_wait
     }
+}
+
+/// Undoes the member that holds the writer: its savepoint, or, as the group's first member
+/// (none kept work in it yet), the whole group.
+async fn undo_member(writer: &mut Writer) -> Result<()> {
+    let first = writer.group.as_ref().is_none_or(|group| group.members == 0);
+    let sql = if first {
+        "ROLLBACK"
+    } else {
+        "ROLLBACK TO solid_member; RELEASE solid_member"
+    };
+    writer.in_doubt = true;
+    run(writer, sql).await?;
+    writer.in_doubt = false;
+    if first {
+        writer.group = None;
+    }
+    Ok(())
 }
 
 /// Commits the writer's group and says how it ended; on failure the connection is closed.
@@ -389,8 +419,8 @@ pub(crate) struct GroupMember {
     /// The writer, held from `SAVEPOINT` until the member commits or rolls back.
     writer: Option<OwnedMutexGuard<Writer>>,
     shared: Arc<Shared>,
-    /// Whether its savepoint was made (so there is something of its own to roll back).
-    savepoint: bool,
+    /// Whether it began (and so has work of its own to undo if it goes away).
+    open: bool,
     /// Its handler was abandoned mid-statement: the group cannot be trusted.
     poisoned: bool,
 }
@@ -431,25 +461,26 @@ impl GroupMember {
             .as_mut()
             .expect("an open member's group is open");
         group.members += 1;
-        let mut end = group.end.subscribe();
-        if self.shared.should_commit(group) {
-            // Its own task: a caller that goes away cannot cut the COMMIT off.
-            let counters = Arc::clone(&self.shared.counters);
-            tokio::spawn(async move { end_group(&mut writer, &counters).await });
-        } else {
+        if !self.shared.should_commit(group) {
+            let end = group.end.subscribe();
             drop(writer);
             self.shared.flush.notify_one();
+            return group_end(end).await;
         }
-        let ended = end.wait_for(Option::is_some).await.map(|end| end.clone());
-        match ended {
-            Ok(Some(GroupEnd::Committed)) => Ok(()),
-            Ok(Some(GroupEnd::RolledBack(why))) => Err(rolled_back(&why)),
-            Ok(Some(GroupEnd::CommitFailed(why))) => Err(Error::GroupCommitFailed { reason: why }),
-            Ok(None) | Err(_) => Err(Error::GroupCommitFailed {
-                reason: "the group's commit was abandoned (the runtime is shutting down)"
-                    .to_owned(),
-            }),
+        if group.members == 1 {
+            // Alone in its group: committing here is committing its own transaction, and a
+            // caller that goes away mid-COMMIT leaves only its own work in doubt (the next
+            // holder then closes the connection).
+            let group = writer.group.take().expect("the group is open");
+            let end = commit(&mut writer, &self.shared.counters).await;
+            group.end.send_replace(Some(end.clone()));
+            return end.into_result();
         }
+        // Its own task: a caller that goes away cannot cut off the other members' COMMIT.
+        let end = group.end.subscribe();
+        let counters = Arc::clone(&self.shared.counters);
+        tokio::spawn(async move { end_group(&mut writer, &counters).await });
+        group_end(end).await
     }
 
     /// Undoes the member's work and leaves the group to its other members.
@@ -460,30 +491,23 @@ impl GroupMember {
                 .discard(&mut writer, "a turn in it was abandoned mid-statement");
             return Ok(());
         }
-        writer.in_doubt = true;
-        let undone = run(
-            &mut writer,
-            "ROLLBACK TO solid_member; RELEASE solid_member",
-        )
-        .await;
-        writer.in_doubt = false;
-        if let Err(error) = undone {
+        if let Err(error) = undo_member(&mut writer).await {
             self.shared.discard(
                 &mut writer,
                 &format!("rolling back a turn's savepoint failed: {error}"),
             );
             return Err(error);
         }
-        let group = writer
-            .group
-            .as_ref()
-            .expect("an open member's group is open");
-        if self.shared.should_commit(group) {
-            let counters = Arc::clone(&self.shared.counters);
-            tokio::spawn(async move { end_group(&mut writer, &counters).await });
-        } else {
-            drop(writer);
-            self.shared.flush.notify_one();
+        match &writer.group {
+            Some(group) if self.shared.should_commit(group) => {
+                let counters = Arc::clone(&self.shared.counters);
+                tokio::spawn(async move { end_group(&mut writer, &counters).await });
+            }
+            Some(_) => {
+                drop(writer);
+                self.shared.flush.notify_one();
+            }
+            None => {}
         }
         Ok(())
     }
@@ -502,11 +526,22 @@ impl Drop for GroupMember {
         };
         if self.poisoned {
             writer.in_doubt = true;
-        } else if self.savepoint && !writer.in_doubt {
+        } else if self.open && !writer.in_doubt {
             writer.abandoned = true;
         }
         drop(writer);
         self.shared.flush.notify_one();
+    }
+}
+
+/// Waits for the group's end and says what its member hears.
+async fn group_end(mut end: watch::Receiver<Option<GroupEnd>>) -> Result<()> {
+    let ended = end.wait_for(Option::is_some).await.map(|end| end.clone());
+    match ended {
+        Ok(Some(end)) => end.into_result(),
+        Ok(None) | Err(_) => Err(Error::GroupCommitFailed {
+            reason: "the group's commit was abandoned (the runtime is shutting down)".to_owned(),
+        }),
     }
 }
 
