@@ -204,6 +204,8 @@ struct Measured {
     rate: f64,
     latencies: Vec<Duration>,
     errors: u64,
+    /// For the framework: its write transactions per database commit (group commit).
+    per_commit: Option<f64>,
 }
 
 /// A framework run and the raw run it is compared with, with the bytes each wrote per call.
@@ -253,8 +255,12 @@ fn print_line(
             format!("{:.2}", millis(percentile(&measured.latencies, percent)))
         }
     };
+    let grouped = measured
+        .per_commit
+        .map(|per_commit| format!("; {per_commit:.1} transactions per commit"))
+        .unwrap_or_default();
     println!(
-        "{workload:<40} {:>9.0} {base:>9} {ratio:>7} {target:>7} {:>8} {:>8} {:>6}  {note}",
+        "{workload:<40} {:>9.0} {base:>9} {ratio:>7} {target:>7} {:>8} {:>8} {:>6}  {note}{grouped}",
         measured.rate,
         latency(50),
         latency(99),
@@ -575,6 +581,7 @@ async fn framework_run(
     actors: usize,
     operations: usize,
 ) -> Result<(Measured, f64), Failed> {
+    let stats = runtime.clone();
     let runtime = runtime.clone();
     let prefix = prefix.to_owned();
     let call = move |index: usize| {
@@ -587,7 +594,13 @@ async fn framework_run(
     for actor in 0..actors {
         call(actor).await?;
     }
-    metered(meter, measure(callers, operations, call)).await
+    let before = stats.stats();
+    let (mut measured, written) = metered(meter, measure(callers, operations, call)).await?;
+    let after = stats.stats();
+    let commits = after.commits.saturating_sub(before.commits).max(1);
+    measured.per_commit =
+        Some(after.transactions.saturating_sub(before.transactions) as f64 / commits as f64);
+    Ok((measured, written))
 }
 
 /// Times `operations` hand-written turns from `callers` callers over `actors` rows (ids
@@ -684,6 +697,7 @@ where
         rate: succeeded as f64 / elapsed.as_secs_f64(),
         latencies,
         errors: errors.len() as u64,
+        per_commit: None,
     })
 }
 
@@ -736,6 +750,7 @@ async fn drain_row(raw_rate: f64) -> Outcome {
             rate: worked.rate(),
             latencies: Vec::new(),
             errors: queued.saturating_sub(total),
+            per_commit: Some(worked.per_commit),
         },
         Some(raw_rate),
         ">=3x",
@@ -779,6 +794,7 @@ async fn reminder_row() -> Outcome {
             rate: worked.rate(),
             latencies: Vec::new(),
             errors: armed.saturating_sub(worked.handled),
+            per_commit: Some(worked.per_commit),
         },
         None,
         "<=2 st",
@@ -803,6 +819,8 @@ struct Worked {
     handled: u64,
     /// Statements the runtime ran from `run()` until it shut down.
     statements: u64,
+    /// Its write transactions per database commit.
+    per_commit: f64,
 }
 
 impl Worked {
@@ -818,7 +836,7 @@ const STALL: Duration = Duration::from_secs(30);
 /// more times (or none has run for 30 s), then shuts it down.
 async fn work_off(builder: solid_objects::Builder, expected: u64) -> Result<Worked, Failed> {
     let runtime = builder.start().await?;
-    let statements = runtime.stats().statements;
+    let before = runtime.stats();
     let first = HANDLED.load(Ordering::Relaxed);
     let started = Instant::now();
     let running = tokio::spawn({
@@ -836,12 +854,14 @@ async fn work_off(builder: solid_objects::Builder, expected: u64) -> Result<Work
     let elapsed = started.elapsed();
     runtime.shutdown_with_deadline(Duration::from_secs(5)).await;
     running.await??;
-    let statements = runtime.stats().statements - statements;
+    let after = runtime.stats();
     runtime.close().await;
+    let commits = after.commits.saturating_sub(before.commits).max(1);
     Ok(Worked {
         elapsed,
         handled: seen - first,
-        statements,
+        statements: after.statements - before.statements,
+        per_commit: after.transactions.saturating_sub(before.transactions) as f64 / commits as f64,
     })
 }
 

@@ -250,8 +250,34 @@ async fn a_sync_command_on_a_warm_actor_is_one_transaction_of_four_statements() 
     let after = runtime.stats();
 
     assert_eq!(after.transactions - before.transactions, 1);
+    assert_eq!(after.commits - before.commits, 1);
     assert_eq!(after.statements - before.statements, 4);
     runtime.close().await;
+}
+
+#[tokio::test]
+async fn states_are_compressed_with_lz4_where_the_server_has_it() {
+    let Some(TestDatabase {
+        url,
+        clock,
+        _server,
+    }) = TestDatabase::start().await
+    else {
+        return;
+    };
+    let runtime = runtime(&url, &clock).await;
+    runtime.close().await;
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    // 'l' is lz4; the server this runs on (PostgreSQL 15 from Debian) is built with it.
+    let compression: String = sqlx::query_scalar(
+        "SELECT attcompression::text FROM pg_attribute
+         WHERE attrelid = 'solid_instances'::regclass AND attname = 'state'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    assert_eq!(compression, "l");
 }
 
 #[tokio::test]

@@ -221,7 +221,7 @@ impl Engine {
         }
         // A state that no longer decodes is the caller's error, and nothing is written.
         let state = self.decode_state::<A>(call.key, &locked.instance)?;
-        let request_id = uuid::Uuid::new_v4().to_string();
+        let request_id = crate::engine::new_request_id();
         let delivery = Delivery::Fresh {
             message,
             arguments,
@@ -639,7 +639,7 @@ impl Engine {
                 limit,
             });
         }
-        let request_id = uuid::Uuid::new_v4().to_string();
+        let request_id = crate::engine::new_request_id();
         let message_id = tx
             .insert_message(
                 key,

@@ -141,7 +141,7 @@ impl Engine {
                 actor_type: &effect.actor_type,
                 actor_id: &effect.actor_id,
             };
-            let request_id = uuid::Uuid::new_v4().to_string();
+            let request_id = crate::engine::new_request_id();
             let message = NewMessage {
                 operation: &reply.operation,
                 arguments: &reply.arguments,

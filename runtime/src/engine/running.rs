@@ -523,7 +523,7 @@ impl Engine {
     ) -> Result<Vec<(&'static str, &'static str)>> {
         let mut delivered = Vec::new();
         for effect in &writes.effects {
-            let effect_id = uuid::Uuid::new_v4().to_string();
+            let effect_id = crate::engine::new_request_id();
             let effect = NewEffect {
                 effect_id: &effect_id,
                 name: effect.name,
@@ -541,7 +541,7 @@ impl Engine {
                 actor_type: send.actor_type,
                 actor_id: &send.actor_id,
             };
-            let request_id = uuid::Uuid::new_v4().to_string();
+            let request_id = crate::engine::new_request_id();
             let message = NewMessage {
                 operation: send.operation,
                 arguments: &send.arguments,

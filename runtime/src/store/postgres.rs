@@ -63,6 +63,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "administration",
         include_str!("../../migrations/postgres/0007_administration.sql"),
     ),
+    (
+        8,
+        "state compression",
+        include_str!("../../migrations/postgres/0008_state_compression.sql"),
+    ),
 ];
 
 /// The channel a commit that leaves work notifies (by the triggers of migration 6).
