@@ -375,6 +375,11 @@ impl<A: Actor> Turn<A> {
     /// rows written here commit with the state, or not at all (a rejection or a failure
     /// rolls them back). Handlers that use it are `async fn`.
     ///
+    /// Never end the transaction from here (`COMMIT`, `ROLLBACK`, `RELEASE`): the turn then
+    /// fails, and on SQLite the transaction may be shared with other turns (group commit),
+    /// whose callers must read back what was kept. A `COMMIT` here keeps this turn's rows
+    /// although the turn fails and runs again.
+    ///
     /// ```
     /// use solid_objects::prelude::*;
     ///

@@ -108,6 +108,8 @@ enum Tried {
     Queued(i64),
     /// Another transaction got in the way: try again.
     Conflict,
+    /// The turn ran past its group commit's budget: try again outside any group.
+    OverBudget,
 }
 
 impl Engine {
@@ -149,6 +151,7 @@ impl Engine {
             deadline: deadline_after(options.timeout),
         };
         let mut message = Some(message);
+        let mut alone = false;
         loop {
             let next = match message.take() {
                 Some(message) => message,
@@ -160,11 +163,15 @@ impl Engine {
                     0,
                 )?,
             };
-            match self.try_call::<A>(&call, next, &arguments, options).await {
+            match self
+                .try_call::<A>(&call, next, &arguments, options, alone)
+                .await
+            {
                 Ok(Tried::Answered(answer)) => return answer,
                 Ok(Tried::Queued(message_id)) => {
                     return self.run_until_done::<A>(&call, message_id).await;
                 }
+                Ok(Tried::OverBudget) => alone = true,
                 Ok(Tried::Conflict) if !call.past_deadline() => {}
                 Ok(Tried::Conflict) => return Err(call.busy(None)),
                 Err(error) if error.is_busy() => return Err(call.busy(None)),
@@ -181,8 +188,9 @@ impl Engine {
         message: A::Message,
         arguments: &str,
         options: CallOptions<'_>,
+        alone: bool,
     ) -> Result<Tried> {
-        let mut tx = self.begin(Some(call.deadline)).await?;
+        let mut tx = self.begin_turn(Some(call.deadline), alone).await?;
         // Holding the actor's lock before the idempotency check makes two calls with one key
         // take turns, across processes.
         let Some(locked) = tx.lock_actor(call.key, true, micros(self.now())).await? else {
@@ -242,6 +250,20 @@ impl Engine {
         Ok(match ran {
             Ok(report) => Tried::Answered(call.result(report.outcome)),
             Err(Uncommitted::Conflict(_)) => Tried::Conflict,
+            Err(Uncommitted::OverBudget) => Tried::OverBudget,
+            Err(Uncommitted::InDoubt) => {
+                // Its group's connection is closed: no commit of it can land any more, so
+                // the message row says whether the turn was kept.
+                let committed = self.store.message(MessageLookup::RequestId(&request_id));
+                match read_until(call.deadline, committed)
+                    .await?
+                    .as_ref()
+                    .and_then(Outcome::from_record)
+                {
+                    Some(outcome) => Tried::Answered(call.result(outcome)),
+                    None => Tried::Conflict,
+                }
+            }
             Err(Uncommitted::Abandoned) => Tried::Answered(Err(call.timed_out(
                 None,
                 "its own turn, whose handler was still running at the timeout (nothing of it \

@@ -218,10 +218,12 @@ impl Engine {
                 statement: turn
                     .min(deadline.saturating_duration_since(Instant::now()))
                     .max(Duration::from_millis(1)),
+                alone: false,
             },
             None => Bounds {
                 deadline: deadline_after(turn),
                 statement: turn,
+                alone: false,
             },
         }
     }
@@ -229,6 +231,20 @@ impl Engine {
     /// Begins a transaction within `bounds` of the caller's deadline (or the turn timeout).
     pub(crate) async fn begin(&self, deadline: Option<Instant>) -> Result<Box<dyn Transaction>> {
         self.store.begin(self.bounds(deadline)).await
+    }
+
+    /// Begins a turn's transaction; `alone` keeps it out of any group commit (a turn that
+    /// ran past its group's budget runs again so).
+    pub(crate) async fn begin_turn(
+        &self,
+        deadline: Option<Instant>,
+        alone: bool,
+    ) -> Result<Box<dyn Transaction>> {
+        let bounds = Bounds {
+            alone,
+            ..self.bounds(deadline)
+        };
+        self.store.begin(bounds).await
     }
 
     /// Ends a transaction that has nothing to commit, its locks released before this

@@ -52,11 +52,20 @@ pub(super) enum Uncommitted {
     Abandoned,
     /// The turn failed: an attempt to count, and whether another may succeed.
     Failed { error: String, retryable: bool },
+    /// The turn joined a group commit and ran past the group's budget: undone so the
+    /// earlier members could commit, nothing counted; it runs again outside any group.
+    OverBudget,
+    /// Its group commit ended in doubt (another member ended the transaction itself, or the
+    /// `COMMIT` failed and the connection was closed): the turn was kept or not, and no later
+    /// commit can change which. Read back, then counted as nothing or run again.
+    InDoubt,
 }
 
 impl From<Error> for Uncommitted {
     fn from(error: Error) -> Self {
-        if error.is_conflict() {
+        if let Error::GroupCommitFailed { .. } = error {
+            Self::InDoubt
+        } else if error.is_conflict() {
             Self::Conflict(error.to_string())
         } else {
             Self::Failed {
@@ -145,10 +154,17 @@ impl Engine {
             actor_id,
         };
         let mut conflicts = 0;
+        let mut alone = false;
         loop {
-            let attempt = self.step::<A>(key, lock).await;
+            let attempt = self.step::<A>(key, lock, alone).await;
             match attempt {
                 Ok(Attempted::Done(step)) => return Ok(step),
+                Ok(Attempted::OverBudget) => alone = true,
+                Ok(Attempted::InDoubt) => {
+                    if lock.deadline().is_some_and(|at| Instant::now() >= at) {
+                        return Ok(Step::Busy);
+                    }
+                }
                 Ok(Attempted::Conflict { head, why }) => {
                     conflicts += 1;
                     let past_deadline = lock.deadline().is_some_and(|at| Instant::now() >= at);
@@ -167,8 +183,13 @@ impl Engine {
     }
 
     /// One try at the actor's next message.
-    async fn step<A: Actor>(&self, key: ActorKey<'static, '_>, lock: Lock) -> Result<Attempted> {
-        let mut tx = self.begin(lock.deadline()).await?;
+    async fn step<A: Actor>(
+        &self,
+        key: ActorKey<'static, '_>,
+        lock: Lock,
+        alone: bool,
+    ) -> Result<Attempted> {
+        let mut tx = self.begin_turn(lock.deadline(), alone).await?;
         let Some(locked) = tx.lock_actor(key, lock.waits(), micros(self.now())).await? else {
             // On PostgreSQL the skipped actor's row may have just been created.
             Self::release(tx).await;
@@ -264,6 +285,9 @@ impl Engine {
         let step = match ran {
             Ok(report) => Step::Ran(report),
             Err(Uncommitted::Conflict(why)) => return Ok(Attempted::Conflict { head, why }),
+            Err(Uncommitted::OverBudget) => return Ok(Attempted::OverBudget),
+            // The message's row says whether the turn was kept: the next try reads it.
+            Err(Uncommitted::InDoubt) => return Ok(Attempted::InDoubt),
             Err(Uncommitted::Abandoned) => Step::Busy,
             Err(Uncommitted::Failed { error, retryable }) => {
                 self.count_failure::<A>(key, &head, &error, retryable)
@@ -345,10 +369,11 @@ impl Engine {
                 incarnation: instance.incarnation,
                 scheduled_at,
             });
+            let budget = tx.group_budget();
             turn.attach(tx);
             let turn_deadline = deadline_after(self.config.turn_timeout);
-            let handler_deadline =
-                caller_deadline.map_or(turn_deadline, |at| at.min(turn_deadline));
+            let own_deadline = caller_deadline.map_or(turn_deadline, |at| at.min(turn_deadline));
+            let handler_deadline = budget.map_or(own_deadline, |at| at.min(own_deadline));
             let handling = crate::handler_scope::as_handler(
                 key.actor_type,
                 key.actor_id,
@@ -357,6 +382,14 @@ impl Engine {
             let handled = match tokio::time::timeout_at(handler_deadline, handling).await {
                 Ok(Ok(handled)) => handled,
                 Ok(Err(panic)) => Handled::panicked(&*panic),
+                Err(_) if handler_deadline < own_deadline => {
+                    // Over its group's budget: undone to its savepoint (after any statement
+                    // its handler left running), so the earlier members commit now.
+                    if let Some((tx, _)) = turn.detach() {
+                        Self::release(tx).await;
+                    }
+                    return Err(Uncommitted::OverBudget);
+                }
                 Err(_) => {
                     // The handler future is gone, maybe in the middle of its own SQL: the
                     // transaction's connection is closed, not reused.
@@ -727,6 +760,11 @@ enum Attempted {
     Done(Step),
     /// It conflicted with another transaction: try again.
     Conflict { head: StoredMessage, why: String },
+    /// It ran past its group commit's budget: try again outside any group.
+    OverBudget,
+    /// Its group commit ended in doubt: the next try reads whether it was kept (it waits
+    /// for the writer, which the group holds until it ends, or joins that same group).
+    InDoubt,
 }
 
 /// A short, growing pause before a conflicting turn runs again, so two turns that keep

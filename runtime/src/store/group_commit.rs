@@ -129,6 +129,9 @@ struct Writer {
     in_doubt: bool,
     /// A member went away with its savepoint open: roll it back before anything else.
     abandoned: bool,
+    /// How many transactions commit alone, ungrouped, after a group's `COMMIT` failed (a
+    /// deferred constraint one member broke, say): the member at fault then fails alone.
+    solo: usize,
 }
 
 /// What the store, its members and the flusher share.
@@ -166,6 +169,7 @@ impl GroupWriter {
                 group: None,
                 in_doubt: false,
                 abandoned: false,
+                solo: 0,
             })),
             pool,
             limits,
@@ -179,8 +183,14 @@ impl GroupWriter {
     }
 
     /// Joins the open group, or begins one with `begin` (waiting for the writer until
-    /// `deadline`).
-    pub(crate) async fn begin(&self, deadline: Instant, begin: String) -> Result<GroupMember> {
+    /// `deadline`). `alone`: commits the open group first and begins one of its own, whose
+    /// first member has no budget.
+    pub(crate) async fn begin(
+        &self,
+        deadline: Instant,
+        begin: String,
+        alone: bool,
+    ) -> Result<GroupMember> {
         let shared = &self.shared;
         let waiting = Waiting::enter(&shared.waiting);
         let locked = tokio::time::timeout_at(deadline, shared.writer.clone().lock_owned()).await;
@@ -193,21 +203,32 @@ impl GroupWriter {
         let mut member = GroupMember {
             writer: Some(writer),
             shared: Arc::clone(shared),
+            deadline,
+            budget: None,
             open: false,
             poisoned: false,
         };
         let writer = member.writer_mut();
         shared.recover(writer).await;
-        match &writer.group {
-            None => shared.begin_group(writer, deadline, begin).await?,
+        if alone {
+            end_group(writer, &shared.counters).await;
+        }
+        let joined = match &writer.group {
+            None => {
+                shared.begin_group(writer, deadline, begin).await?;
+                false
+            }
             // The group's first member needs no savepoint: undoing it undoes the group.
-            Some(group) if group.members == 0 => {}
+            Some(group) if group.members == 0 => false,
             Some(_) => {
                 writer.in_doubt = true;
                 run(writer, "SAVEPOINT solid_member").await?;
                 writer.in_doubt = false;
+                true
             }
-        }
+        };
+        // Earlier members wait for a member that joins them: it gets the group's time budget.
+        member.budget = joined.then(|| Instant::now() + shared.limits.max_wait);
         member.open = true;
         Ok(member)
     }
@@ -236,30 +257,15 @@ impl Shared {
     /// or, with the connection in doubt, rolls the group back and closes it.
     async fn recover(&self, writer: &mut Writer) {
         if writer.in_doubt {
-            self.discard(writer, "a statement of the group was cut off");
+            discard(writer, "a statement of the group was cut off").await;
             return;
         }
         if writer.abandoned {
             writer.abandoned = false;
             if let Err(error) = undo_member(writer).await {
-                self.discard(
-                    writer,
-                    &format!("rolling back a cancelled turn failed: {error}"),
-                );
+                let why = format!("rolling back a cancelled turn failed: {error}");
+                discard(writer, &why).await;
             }
-        }
-    }
-
-    /// Closes the connection (which rolls back what it held) and tells the group's members
-    /// that nothing of it was kept.
-    fn discard(&self, writer: &mut Writer, why: &str) {
-        close(writer);
-        writer.in_doubt = false;
-        writer.abandoned = false;
-        if let Some(group) = writer.group.take() {
-            group
-                .end
-                .send_replace(Some(GroupEnd::RolledBack(why.to_owned())));
         }
     }
 
@@ -284,7 +290,7 @@ impl Shared {
             // A BEGIN the database refused (another process holds the file) leaves no
             // transaction behind; anything else leaves the connection in doubt.
             if !error.is_busy() {
-                self.discard(writer, "its BEGIN failed");
+                discard(writer, "its BEGIN failed").await;
             }
             return Err(error);
         }
@@ -296,9 +302,13 @@ impl Shared {
         Ok(())
     }
 
-    /// Whether the group should commit now rather than wait for more members.
-    fn should_commit(&self, group: &OpenGroup) -> bool {
-        self.waiting.load(Ordering::Acquire) == 0
+    /// Whether the writer's group should commit now rather than wait for more members.
+    fn should_commit(&self, writer: &Writer) -> bool {
+        let Some(group) = &writer.group else {
+            return false;
+        };
+        writer.solo > 0
+            || self.waiting.load(Ordering::Acquire) == 0
             || group.members >= self.limits.max_turns
             || group.began.elapsed() >= self.limits.max_wait
     }
@@ -322,19 +332,76 @@ async fn undo_member(writer: &mut Writer) -> Result<()> {
     Ok(())
 }
 
-/// Commits the writer's group and says how it ended; on failure the connection is closed.
-async fn commit(writer: &mut Writer, counters: &Counters) -> GroupEnd {
+/// Closes the connection (which rolls back what it held) and tells the group's members how
+/// their work stands: nothing of it was kept if the connection is still inside the group's
+/// transaction; otherwise a handler ended that transaction itself (a `COMMIT` through
+/// `Turn::sqlite`, say), so members must read their messages back to learn what was kept.
+async fn discard(writer: &mut Writer, why: &str) {
+    let members = writer.group.as_ref().map_or(0, |group| group.members);
+    let end = if members == 0 || inside_transaction(writer).await {
+        GroupEnd::RolledBack(why.to_owned())
+    } else {
+        GroupEnd::CommitFailed(format!(
+            "{why}; a turn ended the group's transaction itself, so some of it may have been kept"
+        ))
+    };
+    close(writer);
+    writer.in_doubt = false;
+    writer.abandoned = false;
+    if let Some(group) = writer.group.take() {
+        group.end.send_replace(Some(end));
+    }
+}
+
+/// Whether the writer's connection is still inside a transaction: SQLite refuses a `BEGIN`
+/// there. (A `BEGIN` that succeeds is rolled back at once.)
+async fn inside_transaction(writer: &mut Writer) -> bool {
+    match run(writer, "BEGIN").await {
+        Ok(()) => {
+            let _ = run(writer, "ROLLBACK").await;
+            false
+        }
+        Err(Error::Database(sqlx::Error::Database(error))) => {
+            error.message().contains("within a transaction")
+        }
+        Err(_) => false,
+    }
+}
+
+/// Commits the writer's group. A `COMMIT` that fails (a deferred constraint, a full disk)
+/// is followed by a `ROLLBACK`: if that succeeds nothing was kept and the connection stays;
+/// if not, the connection is closed and the outcome is in doubt.
+async fn commit(writer: &mut Writer, counters: &Counters) -> std::result::Result<(), Failed> {
     writer.in_doubt = true;
     let committed = run(writer, "COMMIT").await;
     writer.in_doubt = false;
-    match committed {
-        Ok(()) => {
-            counters.commit();
-            GroupEnd::Committed
-        }
-        Err(error) => {
-            close(writer);
-            GroupEnd::CommitFailed(error.to_string())
+    let Err(error) = committed else {
+        counters.commit();
+        return Ok(());
+    };
+    writer.in_doubt = true;
+    let undone = run(writer, "ROLLBACK").await;
+    writer.in_doubt = false;
+    if undone.is_ok() {
+        Err(Failed::RolledBack(error))
+    } else {
+        close(writer);
+        Err(Failed::InDoubt(error))
+    }
+}
+
+/// How a group's `COMMIT` failed.
+enum Failed {
+    /// Nothing of the group was kept.
+    RolledBack(Error),
+    /// Whether the group was kept is unknown: its connection was closed.
+    InDoubt(Error),
+}
+
+impl Failed {
+    fn into_error(self) -> Error {
+        match self {
+            Self::RolledBack(error) | Self::InDoubt(error) => error,
         }
     }
 }
@@ -393,7 +460,20 @@ async fn end_group(writer: &mut Writer, counters: &Counters) {
             }
         }
     } else {
-        commit(writer, counters).await
+        match commit(writer, counters).await {
+            Ok(()) => GroupEnd::Committed,
+            // One member's own failure is its own: it hears the database's error.
+            Err(failed) if group.members == 1 => {
+                GroupEnd::CommitFailed(failed.into_error().to_string())
+            }
+            // The group was undone: its members run again, each committing alone for a
+            // while, so the member at fault fails alone.
+            Err(Failed::RolledBack(error)) => {
+                writer.solo = group.members;
+                GroupEnd::RolledBack(format!("its COMMIT failed: {error}"))
+            }
+            Err(Failed::InDoubt(error)) => GroupEnd::CommitFailed(error.to_string()),
+        }
     };
     group.end.send_replace(Some(end));
 }
@@ -419,6 +499,10 @@ pub(crate) struct GroupMember {
     /// The writer, held from `SAVEPOINT` until the member commits or rolls back.
     writer: Option<OwnedMutexGuard<Writer>>,
     shared: Arc<Shared>,
+    /// Its caller's deadline: how long it waits for its group's end.
+    deadline: Instant,
+    /// When it must be done by, having joined earlier members who wait for it.
+    budget: Option<Instant>,
     /// Whether it began (and so has work of its own to undo if it goes away).
     open: bool,
     /// Its handler was abandoned mid-statement: the group cannot be trusted.
@@ -432,6 +516,12 @@ impl GroupMember {
             .connection
             .as_deref_mut()
             .expect("a member holds the writer and its connection until it ends")
+    }
+
+    /// When this member must be done by for the sake of the earlier members of its group;
+    /// `None` as a group's first member.
+    pub(crate) fn budget(&self) -> Option<Instant> {
+        self.budget
     }
 
     /// The writer connection.
@@ -452,62 +542,77 @@ impl GroupMember {
     pub(crate) async fn commit(mut self) -> Result<()> {
         let mut writer = self.writer.take().expect("an open member holds the writer");
         if self.poisoned {
-            self.shared
-                .discard(&mut writer, "a turn in it was abandoned mid-statement");
-            return Err(rolled_back("a turn in it was abandoned mid-statement"));
+            let mut end = writer.group.as_ref().map(|group| group.end.subscribe());
+            discard(&mut writer, "a turn in it was abandoned mid-statement").await;
+            return match end.as_mut().map(|end| end.borrow_and_update().clone()) {
+                Some(Some(end)) => end.into_result(),
+                _ => Err(rolled_back("a turn in it was abandoned mid-statement")),
+            };
         }
-        let group = writer
+        writer
             .group
             .as_mut()
-            .expect("an open member's group is open");
-        group.members += 1;
-        if !self.shared.should_commit(group) {
-            let end = group.end.subscribe();
+            .expect("an open member's group is open")
+            .members += 1;
+        let commit_now = self.shared.should_commit(&writer);
+        writer.solo = writer.solo.saturating_sub(1);
+        let group = writer.group.as_ref().expect("the group is open");
+        let end = group.end.subscribe();
+        if !commit_now {
             drop(writer);
             self.shared.flush.notify_one();
-            return group_end(end).await;
-        }
-        if group.members == 1 {
+        } else if group.members == 1 {
             // Alone in its group: committing here is committing its own transaction, and a
             // caller that goes away mid-COMMIT leaves only its own work in doubt (the next
-            // holder then closes the connection).
+            // holder then closes the connection). Its failure is its own error.
             let group = writer.group.take().expect("the group is open");
-            let end = commit(&mut writer, &self.shared.counters).await;
-            group.end.send_replace(Some(end.clone()));
-            return end.into_result();
+            let committed = commit(&mut writer, &self.shared.counters).await;
+            let end = match &committed {
+                Ok(()) => GroupEnd::Committed,
+                Err(_) => GroupEnd::CommitFailed("its only member's COMMIT failed".to_owned()),
+            };
+            group.end.send_replace(Some(end));
+            return committed.map_err(Failed::into_error);
+        } else {
+            // Its own task: a caller that goes away cannot cut off the other members' COMMIT.
+            let counters = Arc::clone(&self.shared.counters);
+            tokio::spawn(async move { end_group(&mut writer, &counters).await });
         }
-        // Its own task: a caller that goes away cannot cut off the other members' COMMIT.
-        let end = group.end.subscribe();
-        let counters = Arc::clone(&self.shared.counters);
-        tokio::spawn(async move { end_group(&mut writer, &counters).await });
-        group_end(end).await
+        // A later member of the group may still run at the caller's deadline (up to its
+        // budget): the turn then commits with the group, or not, and the engine reads back
+        // which.
+        tokio::time::timeout_at(self.deadline, group_end(end))
+            .await
+            .unwrap_or_else(|_| {
+                Err(Error::GroupCommitFailed {
+                    reason: "its group had not committed by the caller's deadline; the turn \
+                             commits with it, or not"
+                        .to_owned(),
+                })
+            })
     }
 
     /// Undoes the member's work and leaves the group to its other members.
     pub(crate) async fn rollback(mut self) -> Result<()> {
         let mut writer = self.writer.take().expect("an open member holds the writer");
         if self.poisoned {
-            self.shared
-                .discard(&mut writer, "a turn in it was abandoned mid-statement");
+            discard(&mut writer, "a turn in it was abandoned mid-statement").await;
             return Ok(());
         }
         if let Err(error) = undo_member(&mut writer).await {
-            self.shared.discard(
-                &mut writer,
-                &format!("rolling back a turn's savepoint failed: {error}"),
-            );
+            let why = format!("rolling back a turn's savepoint failed: {error}");
+            discard(&mut writer, &why).await;
             return Err(error);
         }
-        match &writer.group {
-            Some(group) if self.shared.should_commit(group) => {
-                let counters = Arc::clone(&self.shared.counters);
-                tokio::spawn(async move { end_group(&mut writer, &counters).await });
-            }
-            Some(_) => {
-                drop(writer);
-                self.shared.flush.notify_one();
-            }
-            None => {}
+        if writer.group.is_none() {
+            return Ok(());
+        }
+        if self.shared.should_commit(&writer) {
+            let counters = Arc::clone(&self.shared.counters);
+            tokio::spawn(async move { end_group(&mut writer, &counters).await });
+        } else {
+            drop(writer);
+            self.shared.flush.notify_one();
         }
         Ok(())
     }

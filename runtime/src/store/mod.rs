@@ -337,6 +337,9 @@ pub(crate) struct Bounds {
     /// timeout, or less if the caller's deadline comes first): PostgreSQL's
     /// `statement_timeout`, and a cap on any lock wait but the caller's wait for its actor.
     pub(crate) statement: Duration,
+    /// Run outside any group commit (SQLite): a turn that ran past its group's budget once
+    /// runs again as the first of a group of its own, with no budget.
+    pub(crate) alone: bool,
 }
 
 impl Bounds {
@@ -624,6 +627,12 @@ pub(crate) trait Transaction: admin::AdminWrites + Send {
     /// Marks the connection as in an unknown state: it is closed, not reused, when the
     /// transaction is dropped.
     fn poison(&mut self);
+
+    /// When this transaction must be done by for the sake of the group commit it joined
+    /// (SQLite): earlier members wait for it. `None` outside a group, or as its first member.
+    fn group_budget(&self) -> Option<Instant> {
+        None
+    }
 
     /// The SQLite connection this transaction runs on, if it is SQLite.
     #[cfg(feature = "sqlite")]

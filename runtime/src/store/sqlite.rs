@@ -316,9 +316,9 @@ sql_backend! {
                 "BEGIN IMMEDIATE".to_owned()
             };
             let tx = match &self.writer {
-                Writer::Grouped(writer) => {
-                    WriteTransaction::Grouped(writer.begin(bounds.deadline, begin).await?)
-                }
+                Writer::Grouped(writer) => WriteTransaction::Grouped(
+                    writer.begin(bounds.deadline, begin, bounds.alone).await?,
+                ),
                 Writer::Pooled(pool) => WriteTransaction::Pooled(
                     OwnedTransaction::begin(pool, bounds.deadline, begin, || {}).await?,
                 ),
@@ -379,6 +379,13 @@ sql_backend! {
 
         fn sqlite(&mut self) -> Option<&mut SqliteConnection> {
             Some(&mut *self.tx)
+        }
+
+        fn group_budget(&self) -> Option<tokio::time::Instant> {
+            match &self.tx {
+                WriteTransaction::Grouped(member) => member.budget(),
+                WriteTransaction::Pooled(_) => None,
+            }
         }
     }
 }
