@@ -338,7 +338,9 @@ pub(crate) struct Bounds {
     /// `statement_timeout`, and a cap on any lock wait but the caller's wait for its actor.
     pub(crate) statement: Duration,
     /// Run outside any group commit (SQLite): a turn that ran past its group's budget once
-    /// runs again as the first of a group of its own, with no budget.
+    /// runs again as the first of a group of its own, with no budget. PostgreSQL has no
+    /// groups.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub(crate) alone: bool,
 }
 
