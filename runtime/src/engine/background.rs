@@ -1,5 +1,6 @@
 //! The work of workers and operators: reminders, ready mailboxes, retention, dead letters.
 
+use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::sync::PoisonError;
 use std::time::Duration;
@@ -101,21 +102,23 @@ impl Engine {
                 actors.saturating_add(stalled),
             )
             .await?;
-        let mut turns = 0;
-        for (actor_type, actor_id) in ready {
+        // Each actor's turns run in order; different actors' turns run side by side (as
+        // many as the store takes at once), so on SQLite they share group commits.
+        let passes = ready.into_iter().map(|(actor_type, actor_id)| async move {
             let Some(runner) = self.runner(&actor_type) else {
                 self.report_unknown_type(&actor_type, &actor_id);
-                continue;
+                return Ok(0);
             };
             if self.is_stalled(&actor_type, &actor_id) {
-                continue;
+                return Ok(0);
             }
             let Some(_claim) = Claim::take(self, &actor_type, &actor_id) else {
-                continue;
+                return Ok(0);
             };
+            let mut turns = 0;
             for _ in 0..turns_per_actor {
                 if stopping() {
-                    return Ok(turns);
+                    break;
                 }
                 match runner.run_next(self, &actor_id, Lock::Skip).await {
                     Ok(Step::Ran(_)) => turns += 1,
@@ -133,6 +136,13 @@ impl Engine {
                     }
                 }
             }
+            Ok(turns)
+        });
+        let mut passes =
+            futures_util::stream::iter(passes).buffer_unordered(self.store.concurrent_turns());
+        let mut turns = 0;
+        while let Some(ran) = passes.next().await {
+            turns += ran?;
         }
         Ok(turns)
     }

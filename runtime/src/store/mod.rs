@@ -464,6 +464,12 @@ pub(crate) trait Store: admin::AdminReads + Send + Sync + 'static {
     /// The counters of work done so far.
     fn stats(&self) -> Stats;
 
+    /// How many actors' turns one worker pass runs at once: on SQLite's writer with group
+    /// commit, turns that queue together share a commit; elsewhere one at a time.
+    fn concurrent_turns(&self) -> usize {
+        1
+    }
+
     /// Closes the connections.
     async fn close(&self);
 

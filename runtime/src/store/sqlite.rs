@@ -86,6 +86,10 @@ pub(crate) struct SqliteOptions {
     pub(crate) group_commit: GroupCommit,
 }
 
+/// How many actors' turns a worker pass runs at once on the writer: they queue for it
+/// together and share group commits.
+const CONCURRENT_TURNS: usize = 8;
+
 /// How many SQLite virtual-machine steps run between two looks at the interrupt flag.
 const INTERRUPT_CHECK_EVERY: i32 = 1_000;
 
@@ -329,6 +333,13 @@ sql_backend! {
                 counters: Arc::clone(&self.counters),
                 interrupt,
             }))
+        }
+
+        fn concurrent_turns(&self) -> usize {
+            match self.writer {
+                Writer::Grouped(_) => CONCURRENT_TURNS,
+                Writer::Pooled(_) => 1,
+            }
         }
 
         async fn close(&self) {
