@@ -457,6 +457,15 @@ async fn a_panicking_default_is_a_counted_attempt_and_does_not_wedge_the_workers
         healthy.result().await.unwrap().is_some()
     })
     .await;
+    // A worker pass runs several actors side by side: the healthy message may finish before
+    // the brittle one's failure is recorded.
+    eventually(Duration::from_secs(10), || async {
+        !matches!(
+            brittle.status().await.unwrap(),
+            MessageStatus::Ready { attempts: 0, .. }
+        )
+    })
+    .await;
     let brittle_status = brittle.status().await.unwrap();
     runtime.shutdown();
     let _ = within(10, "run() after shutdown", run).await;
