@@ -34,8 +34,9 @@
 //!    and the runtime's statements per message. The counters' sum is checked afterwards:
 //!    each message missing from it is an error.
 //! 7. Reminders: `BENCH_REMINDERS` (default 5,000) actors each arm one reminder due at
-//!    once; then a runtime on FULL runs 2 workers until all have rung; reminders per second
-//!    and the runtime's statements per reminder (target: at most 2).
+//!    once; a runtime on FULL that knows no actor fires them all (reminders per second and
+//!    its statements per reminder fired; target: at most 2), then one with 2 workers rings
+//!    them (turns per second and statements per turn).
 //! 8. 1 MB state: one actor holding a 1,000,000-byte string takes `BENCH_LARGE_CALLS`
 //!    (default 200) small commands from 1 caller, on SQLite FULL and (with a URL)
 //!    PostgreSQL (target: 200 calls/s on PostgreSQL).
@@ -43,11 +44,12 @@
 //! The enqueueing and arming of rows 6 and 7 run on `synchronous = NORMAL` and are not timed.
 //! Then:
 //!
-//! - written per call, for rows 1 to 5, framework against raw: on SQLite the bytes this
-//!   process passed to `write()` during the row (`wchar` in /proc/self/io: the WAL frames,
-//!   plus the checkpoints' copies into the database file, which are small beside them); on
-//!   PostgreSQL the growth of the server's WAL position (`pg_current_wal_lsn()`), which
-//!   counts anything else the server logged meanwhile too.
+//! - written per call, for rows 1 to 5, framework against raw: on SQLite the WAL frames
+//!   (one page each) appended per call, counted after the timed run over 4 windows of 64
+//!   calls with the same callers, each from a truncated WAL (`wal_checkpoint(TRUNCATE)`)
+//!   and read from the WAL file's size; on PostgreSQL the growth of the server's WAL
+//!   position (`pg_current_wal_lsn()`) during the timed run, which counts anything else the
+//!   server logged meanwhile too.
 //! - wake-up latency: runtime A runs 4 idle workers; runtime B, on a pool of its own and
 //!   running no workers, enqueues a message; the time from B's enqueue returning (its
 //!   commit done) to A's handler starting, p50 and p95 over `BENCH_WAKE_SAMPLES` (default
@@ -182,18 +184,35 @@ async fn main() -> Outcome {
         "{operations} calls per throughput row; rates per second, higher is better; \
          p50/p99: the framework's calls"
     );
+    let only = std::env::var("BENCH_ROWS").ok();
+    let runs = |rows: &str| {
+        only.as_deref()
+            .is_none_or(|only| only.split(',').any(|r| r == rows))
+    };
     print_header();
     let mut written = Vec::new();
-    let raw_full = sqlite_rows(operations, &mut written).await?;
-    if let Some(url) = &postgres {
-        postgres_rows(operations, url, &mut written).await?;
+    if runs("calls") || runs("drain") {
+        let raw_full = sqlite_rows(operations, &mut written).await?;
+        if let Some(url) = &postgres {
+            postgres_rows(operations, url, &mut written).await?;
+        }
+        if runs("drain") {
+            drain_row(raw_full).await?;
+        }
     }
-    drain_row(raw_full).await?;
-    reminder_row().await?;
-    large_state_rows(postgres.as_deref()).await?;
+    if runs("reminders") {
+        reminder_row().await?;
+    }
+    if runs("large") {
+        large_state_rows(postgres.as_deref()).await?;
+    }
     print_written(&written);
-    wake_up_rows(postgres.as_deref()).await?;
-    idle_rows(postgres.as_deref()).await?;
+    if runs("wake") {
+        wake_up_rows(postgres.as_deref()).await?;
+    }
+    if runs("idle") {
+        idle_rows(postgres.as_deref()).await?;
+    }
     println!("\npeak resident memory: {}", peak_memory());
     Ok(())
 }
@@ -363,7 +382,7 @@ async fn sqlite_pair(
         .await?;
     let (framework, framework_written) = framework_run(
         &runtime,
-        &mut Meter::Process,
+        &mut Meter::WalFile(dir.path().join("framework.db")),
         "c",
         callers,
         actors,
@@ -375,7 +394,7 @@ async fn sqlite_pair(
     let raw = raw_sqlite(&dir.path().join("raw.db"), durability).await?;
     let (raw, raw_written) = raw_run(
         vec![raw],
-        &mut Meter::Process,
+        &mut Meter::WalFile(dir.path().join("raw.db")),
         "c",
         callers,
         actors,
@@ -537,38 +556,71 @@ async fn postgres_turn(connection: &mut PgConnection, id: &str) -> Result<(), Fa
     Ok(())
 }
 
-/// Where a run's written bytes are read.
+/// How a run's writes are measured.
 enum Meter {
-    /// The bytes this process passed to `write()` (SQLite).
-    Process,
-    /// The server's WAL position, read on a connection of its own (PostgreSQL).
+    /// SQLite: the WAL frames (pages) that short runs after the timed one append to the
+    /// database's WAL, truncated before each.
+    WalFile(std::path::PathBuf),
+    /// PostgreSQL: the bytes the server's WAL position moves during the timed run, read on a
+    /// connection of its own.
     Wal(PgConnection),
 }
 
-impl Meter {
-    async fn read(&mut self) -> Result<u64, Failed> {
-        match self {
-            Self::Process => process_written(),
-            Self::Wal(connection) => {
-                let position: i64 = sqlx::query_scalar(
-                    "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint",
-                )
-                .fetch_one(connection)
-                .await?;
-                Ok(u64::try_from(position)?)
-            }
-        }
-    }
+/// Calls in each WAL-counting window: few enough that a window's frames stay below SQLite's
+/// automatic checkpoint (1,000 pages), which would restart the WAL mid-count.
+const WAL_WINDOW_CALLS: usize = 64;
+/// WAL-counting windows after each timed SQLite run.
+const WAL_WINDOWS: usize = 4;
+
+/// The position of the server's WAL, in bytes.
+async fn wal_position(connection: &mut PgConnection) -> Result<u64, Failed> {
+    let position: i64 =
+        sqlx::query_scalar("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint")
+            .fetch_one(connection)
+            .await?;
+    Ok(u64::try_from(position)?)
 }
 
-/// The bytes this process has passed to `write()` and its kin, from /proc/self/io (Linux).
-fn process_written() -> Result<u64, Failed> {
-    let io = std::fs::read_to_string("/proc/self/io")?;
-    let line = io
-        .lines()
-        .find_map(|line| line.strip_prefix("wchar:"))
-        .ok_or("no wchar in /proc/self/io")?;
-    Ok(line.trim().parse()?)
+/// The WAL frames per call that `call` appends to the SQLite database at `path`: the WAL is
+/// truncated, `WAL_WINDOW_CALLS` calls run from `callers` callers, and the WAL file's frames
+/// are counted, `WAL_WINDOWS` times.
+async fn wal_frames_per_call<F, Fut>(
+    path: &std::path::Path,
+    callers: usize,
+    call: F,
+) -> Result<f64, Failed>
+where
+    F: Fn(usize) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Outcome> + Send + 'static,
+{
+    let mut connection =
+        SqliteConnection::connect_with(&SqliteConnectOptions::new().filename(path)).await?;
+    let page_size: u64 = sqlx::query_scalar::<_, i64>("PRAGMA page_size")
+        .fetch_one(&mut connection)
+        .await?
+        .try_into()?;
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let (mut frames, mut calls) = (0, 0);
+    for _ in 0..WAL_WINDOWS {
+        let (busy, _, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)")
+            .fetch_one(&mut connection)
+            .await?;
+        if busy != 0 {
+            return Err("the WAL could not be truncated: a reader or writer is active".into());
+        }
+        let measured = measure(callers, WAL_WINDOW_CALLS, call.clone()).await?;
+        // A WAL file: a 32-byte header, then frames of a 24-byte header and one page.
+        let size = std::fs::metadata(&wal).map_or(0, |metadata| metadata.len());
+        let window = size.saturating_sub(32) / (page_size + 24);
+        if window >= 1_000 {
+            return Err("a WAL window reached the automatic checkpoint; use fewer calls".into());
+        }
+        frames += window;
+        calls += succeeded(&measured);
+    }
+    connection.close().await?;
+    Ok(frames as f64 / calls.max(1) as f64)
 }
 
 /// Times `operations` increments from `callers` callers over `actors` counters of
@@ -595,7 +647,7 @@ async fn framework_run(
         call(actor).await?;
     }
     let before = stats.stats();
-    let (mut measured, written) = metered(meter, measure(callers, operations, call)).await?;
+    let (mut measured, written) = metered(meter, callers, operations, call).await?;
     let after = stats.stats();
     let commits = after.commits.saturating_sub(before.commits).max(1);
     measured.per_commit =
@@ -617,7 +669,7 @@ async fn raw_run<C, T, Fut>(
 ) -> Result<(Measured, f64), Failed>
 where
     C: Send + 'static,
-    T: Fn(Arc<tokio::sync::Mutex<C>>, String) -> Fut + Send + Sync + 'static,
+    T: Fn(Arc<tokio::sync::Mutex<C>>, String) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Outcome> + Send + 'static,
 {
     let connections: Vec<_> = connections
@@ -634,20 +686,35 @@ where
     for actor in 0..actors {
         call(actor).await?;
     }
-    metered(meter, measure(callers, operations, call)).await
+    metered(meter, callers, operations, call).await
 }
 
-/// Runs `run`, reading `meter` before and after; returns what it returned and the bytes
-/// written per successful call.
-async fn metered(
+/// Times `operations` calls of `call` from `callers` callers; returns them and what each
+/// successful call wrote, as `meter` measures it.
+async fn metered<F, Fut>(
     meter: &mut Meter,
-    run: impl Future<Output = Result<Measured, Failed>>,
-) -> Result<(Measured, f64), Failed> {
-    let before = meter.read().await?;
-    let measured = run.await?;
-    let written = meter.read().await?.saturating_sub(before);
-    let per_call = written as f64 / succeeded(&measured).max(1) as f64;
-    Ok((measured, per_call))
+    callers: usize,
+    operations: usize,
+    call: F,
+) -> Result<(Measured, f64), Failed>
+where
+    F: Fn(usize) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Outcome> + Send + 'static,
+{
+    match meter {
+        Meter::WalFile(path) => {
+            let measured = measure(callers, operations, call.clone()).await?;
+            let frames = wal_frames_per_call(path, callers, call).await?;
+            Ok((measured, frames))
+        }
+        Meter::Wal(connection) => {
+            let before = wal_position(connection).await?;
+            let measured = measure(callers, operations, call).await?;
+            let written = wal_position(connection).await?.saturating_sub(before);
+            let per_call = written as f64 / succeeded(&measured).max(1) as f64;
+            Ok((measured, per_call))
+        }
+    }
 }
 
 /// Runs `operations` calls spread over `callers` tasks released together: caller `c` makes
@@ -762,7 +829,8 @@ async fn drain_row(raw_rate: f64) -> Outcome {
     Ok(())
 }
 
-/// Row 7: due reminders rung by 2 workers on SQLite FULL, and the statements each cost.
+/// Row 7: due reminders on SQLite FULL: fired by a runtime that knows no actor (so its
+/// passes only fire, and its statements are the firing's alone), then rung by 2 workers.
 async fn reminder_row() -> Outcome {
     let reminders = usize::try_from(setting("BENCH_REMINDERS", 5_000)?)?;
     let dir = tempfile::tempdir()?;
@@ -784,22 +852,46 @@ async fn reminder_row() -> Outcome {
     .await?;
     setup.close().await;
     let armed = succeeded(&armed);
-    let builder = sqlite_builder(&path, Durability::Full)
-        .actor::<Alarm>()
-        .workers(2);
-    let worked = work_off(builder, armed).await?;
+
+    let firing = sqlite_builder(&path, Durability::Full).start().await?;
+    let before = firing.stats();
+    let started = Instant::now();
+    let fired = u64::try_from(firing.testing().run_due_reminders().await?)?;
+    let elapsed = started.elapsed();
+    let after = firing.stats();
+    firing.close().await;
     print_line(
-        &format!("reminders, 2 workers, {armed} due"),
+        &format!("reminders fired, {armed} due"),
         &Measured {
-            rate: worked.rate(),
+            rate: fired as f64 / elapsed.as_secs_f64(),
             latencies: Vec::new(),
-            errors: armed.saturating_sub(worked.handled),
-            per_commit: Some(worked.per_commit),
+            errors: armed.saturating_sub(fired),
+            per_commit: None,
         },
         None,
         "<=2 st",
         &format!(
-            "reminders/s; {:.2} statements per reminder",
+            "reminders/s; {:.3} statements per reminder fired",
+            after.statements.saturating_sub(before.statements) as f64 / fired.max(1) as f64
+        ),
+    );
+
+    let builder = sqlite_builder(&path, Durability::Full)
+        .actor::<Alarm>()
+        .workers(2);
+    let worked = work_off(builder, fired).await?;
+    print_line(
+        &format!("reminders rung, 2 workers, {fired} fired"),
+        &Measured {
+            rate: worked.rate(),
+            latencies: Vec::new(),
+            errors: fired.saturating_sub(worked.handled),
+            per_commit: Some(worked.per_commit),
+        },
+        None,
+        "",
+        &format!(
+            "turns/s; {:.2} statements per turn",
             worked.statements as f64 / worked.handled.max(1) as f64
         ),
     );
@@ -902,8 +994,9 @@ async fn large_state_rows(postgres: Option<&str>) -> Outcome {
 /// The bytes written per call by rows 1 to 5.
 fn print_written(written: &[Written]) {
     println!(
-        "\nwritten per call, bytes: SQLite, what this process passed to write() (WAL frames \
-         and checkpoints); PostgreSQL, the growth of the server's WAL position"
+        "\nwritten per call: SQLite, WAL frames (pages) appended, counted over {} calls after \
+         the timed run; PostgreSQL, bytes of the server's WAL position",
+        WAL_WINDOWS * WAL_WINDOW_CALLS
     );
     println!(
         "{:<40} {:>9} {:>9} {:>7} {:>7}",
@@ -911,7 +1004,7 @@ fn print_written(written: &[Written]) {
     );
     for line in written {
         println!(
-            "{:<40} {:>9.0} {:>9.0} {:>6.2}x {:>7}",
+            "{:<40} {:>9.2} {:>9.2} {:>6.2}x {:>7}",
             line.workload,
             line.framework,
             line.raw,

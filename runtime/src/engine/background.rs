@@ -8,13 +8,14 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::call::Origin;
-use super::{
-    append_firing, insert_bounded, micros, Engine, Enqueued, Firing, Lock, Step, MAP_CAPACITY,
-};
+use super::{insert_bounded, micros, new_request_id, Engine, Enqueued, Lock, Step, MAP_CAPACITY};
 use crate::admin::PruneCounts;
 use crate::error::{Error, Result};
 use crate::limits::earlier;
-use crate::store::{ActorKey, DueReminder, MessageLookup, MessageRecord, Retention, StoredStatus};
+use crate::store::{
+    ActorKey, DueReminder, MessageLookup, MessageProgress, MessageRecord, NewMessage, Retention,
+    StoredStatus,
+};
 use crate::turn::Missed;
 
 /// What [`Engine::run_ready`] does with a turn that fails with an error.
@@ -45,33 +46,39 @@ impl Engine {
         let mut tx = self.begin(None).await?;
         let now = micros(self.now());
         let due = tx.due_reminders(now, limit).await?;
-        let mut fired = Vec::with_capacity(due.len());
-        for reminder in &due {
+        let occurrences: Vec<Occurrences> = due
+            .iter()
+            .map(|reminder| Occurrences::of(reminder, now))
+            .collect();
+        let request_ids: Vec<String> = occurrences
+            .iter()
+            .flat_map(Occurrences::fired)
+            .map(|_| new_request_id())
+            .collect();
+        let mut request_ids = request_ids.iter();
+        let mut messages = Vec::with_capacity(request_ids.len());
+        let (mut finished, mut moved) = (Vec::new(), Vec::new());
+        for (reminder, occurrences) in due.iter().zip(&occurrences) {
             let key = ActorKey {
                 actor_type: &reminder.actor_type,
                 actor_id: &reminder.actor_id,
             };
-            let occurrences = Occurrences::of(reminder, now);
-            fired.push(occurrences.count);
-            for scheduled_for in occurrences.fired() {
-                let firing = Firing {
-                    operation: &reminder.name,
-                    arguments: &reminder.arguments,
-                    incarnation: reminder.incarnation,
-                    scheduled_for,
-                };
-                append_firing(&mut *tx, key, &firing, now).await?;
+            for (scheduled_for, request_id) in occurrences.fired().zip(&mut request_ids) {
+                messages.push((key, fired_message(reminder, request_id, scheduled_for, now)));
             }
             match occurrences.next {
-                Some(next) => tx.reschedule_reminder(reminder.id, next).await?,
-                None => tx.delete_reminder_by_id(reminder.id).await?,
+                Some(next) => moved.push((reminder.id, next)),
+                None => finished.push(reminder.id),
             }
         }
+        tx.insert_messages(&messages).await?;
+        tx.settle_reminders(&finished, &moved).await?;
         tx.commit().await?;
         if !due.is_empty() {
             self.wake();
         }
-        for (reminder, count) in due.iter().zip(fired) {
+        for (reminder, occurrences) in due.iter().zip(&occurrences) {
+            let count = occurrences.count;
             let (actor_type, name) = (&reminder.actor_type, &reminder.name);
             crate::metrics::enqueued(actor_type, name, u64::try_from(count).unwrap_or(u64::MAX));
             let late = crate::metrics::micros_between(reminder.due_at, now);
@@ -373,6 +380,26 @@ enum Retry {
     Enqueued(Box<MessageRecord>, Enqueued),
     /// An earlier retry had.
     Already,
+}
+
+/// The message a reminder's occurrence appends to its actor's mailbox: available now
+/// whatever the clock says later, for the incarnation that scheduled it.
+fn fired_message<'a>(
+    reminder: &'a DueReminder,
+    request_id: &'a str,
+    scheduled_for: i64,
+    now: i64,
+) -> NewMessage<'a> {
+    NewMessage {
+        operation: &reminder.name,
+        arguments: &reminder.arguments,
+        request_id,
+        idempotency_key: None,
+        created_at: now,
+        progress: MessageProgress::ready(0, 0),
+        incarnation: Some(reminder.incarnation),
+        scheduled_for: Some(scheduled_for),
+    }
 }
 
 /// The occurrences of a due reminder that fire now, and when it is due next.

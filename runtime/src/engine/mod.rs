@@ -35,7 +35,7 @@ use crate::clock::Clock;
 use crate::effect::EffectRunner;
 use crate::error::{Error, Result};
 use crate::limits::{deadline_after, Limits, RetryPolicy};
-use crate::store::{ActorKey, Bounds, MessageProgress, NewMessage, Store, Transaction};
+use crate::store::{Bounds, Store, Transaction};
 
 pub(crate) use background::TurnErrors;
 pub(crate) use call::{CallOptions, EnqueueOptions, Enqueued};
@@ -359,40 +359,6 @@ pub(crate) async fn read_until<T>(
     tokio::time::timeout_at(deadline, read)
         .await
         .unwrap_or(Err(Error::Database(sqlx::Error::PoolTimedOut)))
-}
-
-/// A fired reminder's message: which reminder, of which incarnation, for which occurrence.
-pub(crate) struct Firing<'a> {
-    pub(crate) operation: &'a str,
-    pub(crate) arguments: &'a str,
-    pub(crate) incarnation: i64,
-    /// The occurrence's scheduled time, in microseconds.
-    pub(crate) scheduled_for: i64,
-}
-
-/// Appends a fired reminder's message to its actor's mailbox inside `tx`, available now
-/// whatever the clock says later, without taking that actor's lock; returns its id.
-pub(crate) async fn append_firing(
-    tx: &mut dyn Transaction,
-    key: ActorKey<'_, '_>,
-    firing: &Firing<'_>,
-    now: i64,
-) -> Result<i64> {
-    let request_id = crate::engine::new_request_id();
-    tx.insert_message(
-        key,
-        &NewMessage {
-            operation: firing.operation,
-            arguments: firing.arguments,
-            request_id: &request_id,
-            idempotency_key: None,
-            created_at: now,
-            progress: MessageProgress::ready(0, 0),
-            incarnation: Some(firing.incarnation),
-            scheduled_for: Some(firing.scheduled_for),
-        },
-    )
-    .await
 }
 
 /// Inserts into a set that holds at most [`MAP_CAPACITY`] entries; false if it was there

@@ -510,6 +510,13 @@ pub(crate) trait Transaction: admin::AdminWrites + Send {
         message: &NewMessage<'_>,
     ) -> Result<i64>;
 
+    /// Inserts message rows whose ids ascend in the order given, in one statement per few
+    /// hundred rows.
+    async fn insert_messages(
+        &mut self,
+        messages: &[(ActorKey<'_, '_>, NewMessage<'_>)],
+    ) -> Result<()>;
+
     /// Inserts a message row unless its idempotency key is taken for this actor; returns its
     /// id, or `None` if the key was taken.
     async fn insert_message_once(
@@ -570,11 +577,10 @@ pub(crate) trait Transaction: admin::AdminWrites + Send {
     /// (skipping those another transaction holds).
     async fn due_reminders(&mut self, now: i64, limit: i64) -> Result<Vec<DueReminder>>;
 
-    /// Deletes a fired one-shot reminder.
-    async fn delete_reminder_by_id(&mut self, id: i64) -> Result<()>;
-
-    /// Moves a fired recurring reminder to its next occurrence.
-    async fn reschedule_reminder(&mut self, id: i64, due_at: i64) -> Result<()>;
+    /// Settles fired reminders in a statement or two however many they are: deletes the
+    /// one-shots (`finished`, by id) and moves each recurring one to its next occurrence
+    /// (`moved`, as `(id, due_at)`).
+    async fn settle_reminders(&mut self, finished: &[i64], moved: &[(i64, i64)]) -> Result<()>;
 
     /// Ends the actor's current incarnation: deletes its reminders, ends its ready messages
     /// as destroyed, and starts the next incarnation from no state.

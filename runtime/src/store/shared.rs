@@ -9,6 +9,13 @@ pub(crate) fn storable_text(text: &str) -> String {
     text.replace('\0', "\u{fffd}")
 }
 
+/// Most message rows one statement inserts: 15 bound values each, well inside SQLite's
+/// 32,766 and PostgreSQL's 65,535 per statement.
+pub(crate) const MESSAGES_PER_INSERT: usize = 500;
+
+/// Most reminders one statement deletes or moves.
+pub(crate) const ROWS_PER_SETTLE: usize = 1_000;
+
 /// `SELECT <every message column> FROM solid_messages WHERE <condition>`.
 macro_rules! select_message {
     ($condition:literal) => {
@@ -83,6 +90,37 @@ macro_rules! sql_backend {
                 .bind(actor.actor_id)
                 .bind(key),
             }
+        }
+
+        /// `INSERT INTO solid_messages (..) VALUES (..), ..` with one row per message, to be
+        /// finished (`RETURNING`, `ON CONFLICT`) by the caller.
+        fn message_insert<'q>(
+            messages: &[(ActorKey<'q, 'q>, NewMessage<'q>)],
+        ) -> sqlx::QueryBuilder<'q, $database> {
+            let mut insert = sqlx::QueryBuilder::new(
+                "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
+                     request_id, idempotency_key, status, attempts, available_at, result,
+                     last_error, created_at, finished_at, incarnation, scheduled_for) ",
+            );
+            insert.push_values(messages, |mut row, (actor, message)| {
+                let progress = &message.progress;
+                row.push_bind(actor.actor_type)
+                    .push_bind(actor.actor_id)
+                    .push_bind(message.operation)
+                    .push_bind(message.arguments)
+                    .push_bind(message.request_id)
+                    .push_bind(message.idempotency_key)
+                    .push_bind(progress.status.as_str())
+                    .push_bind(progress.attempts)
+                    .push_bind(progress.available_at)
+                    .push_bind(progress.result)
+                    .push_bind(progress.last_error.map($crate::store::shared::storable_text))
+                    .push_bind(message.created_at)
+                    .push_bind(progress.finished_at)
+                    .push_bind(message.incarnation)
+                    .push_bind(message.scheduled_for);
+            });
+            insert
         }
 
         #[async_trait::async_trait]
@@ -243,32 +281,22 @@ macro_rules! sql_backend {
                 message: &NewMessage<'_>,
             ) -> Result<i64> {
                 self.counters.statement();
-                let progress = &message.progress;
-                let id = sqlx::query_scalar(
-                    "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
-                         request_id, idempotency_key, status, attempts, available_at, result,
-                         last_error, created_at, finished_at, incarnation, scheduled_for)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-                     RETURNING id",
-                )
-                .bind(actor.actor_type)
-                .bind(actor.actor_id)
-                .bind(message.operation)
-                .bind(message.arguments)
-                .bind(message.request_id)
-                .bind(message.idempotency_key)
-                .bind(progress.status.as_str())
-                .bind(progress.attempts)
-                .bind(progress.available_at)
-                .bind(progress.result)
-                .bind(progress.last_error.map($crate::store::shared::storable_text))
-                .bind(message.created_at)
-                .bind(progress.finished_at)
-                .bind(message.incarnation)
-                .bind(message.scheduled_for)
-                .fetch_one(&mut *self.tx)
-                .await?;
+                let row = [(actor, *message)];
+                let mut insert = message_insert(&row);
+                insert.push(" RETURNING id");
+                let id = insert.build_query_scalar().fetch_one(&mut *self.tx).await?;
                 Ok(id)
+            }
+
+            async fn insert_messages(
+                &mut self,
+                messages: &[(ActorKey<'_, '_>, NewMessage<'_>)],
+            ) -> Result<()> {
+                for rows in messages.chunks($crate::store::shared::MESSAGES_PER_INSERT) {
+                    self.counters.statement();
+                    message_insert(rows).build().execute(&mut *self.tx).await?;
+                }
+                Ok(())
             }
 
             async fn insert_message_once(
@@ -277,33 +305,14 @@ macro_rules! sql_backend {
                 message: &NewMessage<'_>,
             ) -> Result<Option<i64>> {
                 self.counters.statement();
-                let progress = &message.progress;
-                let id = sqlx::query_scalar(
-                    "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
-                         request_id, idempotency_key, status, attempts, available_at, result,
-                         last_error, created_at, finished_at, incarnation, scheduled_for)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-                     ON CONFLICT (actor_type, actor_id, idempotency_key)
+                let row = [(actor, *message)];
+                let mut insert = message_insert(&row);
+                insert.push(
+                    " ON CONFLICT (actor_type, actor_id, idempotency_key)
                          WHERE idempotency_key IS NOT NULL DO NOTHING
                      RETURNING id",
-                )
-                .bind(actor.actor_type)
-                .bind(actor.actor_id)
-                .bind(message.operation)
-                .bind(message.arguments)
-                .bind(message.request_id)
-                .bind(message.idempotency_key)
-                .bind(progress.status.as_str())
-                .bind(progress.attempts)
-                .bind(progress.available_at)
-                .bind(progress.result)
-                .bind(progress.last_error.map($crate::store::shared::storable_text))
-                .bind(message.created_at)
-                .bind(progress.finished_at)
-                .bind(message.incarnation)
-                .bind(message.scheduled_for)
-                .fetch_optional(&mut *self.tx)
-                .await?;
+                );
+                let id = insert.build_query_scalar().fetch_optional(&mut *self.tx).await?;
                 Ok(id)
             }
 
@@ -487,22 +496,38 @@ macro_rules! sql_backend {
                 due.iter().map(rows::due_reminder).collect()
             }
 
-            async fn delete_reminder_by_id(&mut self, id: i64) -> Result<()> {
-                self.counters.statement();
-                sqlx::query("DELETE FROM solid_reminders WHERE id = $1")
-                    .bind(id)
-                    .execute(&mut *self.tx)
-                    .await?;
-                Ok(())
-            }
-
-            async fn reschedule_reminder(&mut self, id: i64, due_at: i64) -> Result<()> {
-                self.counters.statement();
-                sqlx::query("UPDATE solid_reminders SET due_at = $1 WHERE id = $2")
-                    .bind(due_at)
-                    .bind(id)
-                    .execute(&mut *self.tx)
-                    .await?;
+            async fn settle_reminders(
+                &mut self,
+                finished: &[i64],
+                moved: &[(i64, i64)],
+            ) -> Result<()> {
+                for ids in finished.chunks($crate::store::shared::ROWS_PER_SETTLE) {
+                    self.counters.statement();
+                    let mut delete = sqlx::QueryBuilder::<$database>::new(
+                        "DELETE FROM solid_reminders WHERE id IN (",
+                    );
+                    let mut list = delete.separated(", ");
+                    for id in ids {
+                        list.push_bind(*id);
+                    }
+                    delete.push(")");
+                    delete.build().execute(&mut *self.tx).await?;
+                }
+                for moves in moved.chunks($crate::store::shared::ROWS_PER_SETTLE) {
+                    self.counters.statement();
+                    let mut update =
+                        sqlx::QueryBuilder::<$database>::new("WITH moved (id, due_at) AS (");
+                    update.push_values(moves, |mut row, (id, due_at)| {
+                        row.push_bind(*id).push_bind(*due_at);
+                    });
+                    update.push(
+                        ") UPDATE solid_reminders
+                         SET due_at = (SELECT moved.due_at FROM moved
+                                       WHERE moved.id = solid_reminders.id)
+                         WHERE id IN (SELECT id FROM moved)",
+                    );
+                    update.build().execute(&mut *self.tx).await?;
+                }
                 Ok(())
             }
 
