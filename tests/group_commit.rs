@@ -8,7 +8,6 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -17,6 +16,7 @@ use solid_objects::prelude::*;
 use solid_objects::GroupCommit;
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, Connection};
+use support::steps::{completed, create_steps, grouped, stored_steps};
 use support::{eventually, together, Harness};
 
 const DATABASE: &str = "GROUP_WORKER_DATABASE";
@@ -95,71 +95,16 @@ fn note_ran(log: &Path, actor: &str, n: u32) -> std::io::Result<usize> {
 
 /// A runtime on the harness's file whose groups stay open for `max_wait`.
 async fn start(harness: &Harness, grouping: GroupCommit) -> Runtime {
-    Runtime::builder()
-        .sqlite(harness.path())
-        .clock(harness.clock.clone())
-        .group_commit(grouping)
-        .policy(AllowAll)
+    grouped(harness, grouping)
         .start()
         .await
         .expect("the runtime starts")
 }
 
-async fn create_steps(path: &Path) {
-    let mut connection = SqliteConnectOptions::new()
-        .filename(path)
-        .create_if_missing(true)
-        .connect()
-        .await
-        .unwrap();
-    sqlx::query("CREATE TABLE IF NOT EXISTS steps (actor TEXT NOT NULL, n INTEGER NOT NULL)")
-        .execute(&mut connection)
-        .await
-        .unwrap();
-    connection.close().await.unwrap();
-}
-
-/// The application rows per actor, in insertion order.
-async fn stored_steps(path: &Path) -> BTreeMap<String, Vec<u32>> {
-    let mut connection = SqliteConnectOptions::new()
-        .filename(path)
-        .connect()
-        .await
-        .unwrap();
-    let rows: Vec<(String, u32)> = sqlx::query_as("SELECT actor, n FROM steps ORDER BY rowid")
-        .fetch_all(&mut connection)
-        .await
-        .unwrap();
-    connection.close().await.unwrap();
-    let mut steps = BTreeMap::<String, Vec<u32>>::new();
-    for (actor, n) in rows {
-        steps.entry(actor).or_default().push(n);
-    }
-    steps
-}
-
-/// How many messages of each actor completed.
-async fn completed(path: &Path) -> BTreeMap<String, i64> {
-    let mut connection = SqliteConnectOptions::new()
-        .filename(path)
-        .connect()
-        .await
-        .unwrap();
-    let rows: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT actor_id, COUNT(*) FROM solid_messages WHERE status = 'completed'
-         GROUP BY actor_id",
-    )
-    .fetch_all(&mut connection)
-    .await
-    .unwrap();
-    connection.close().await.unwrap();
-    rows.into_iter().collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixteen_callers_over_many_actors_share_commits_and_every_step_is_kept_in_order() {
     let harness = Harness::new();
-    create_steps(&harness.path()).await;
+    create_steps(&harness.path(), "").await;
     let grouping = GroupCommit::default().max_wait(Duration::from_millis(200));
     let runtime = start(&harness, grouping).await;
     let before = runtime.stats();
@@ -200,7 +145,7 @@ async fn sixteen_callers_over_many_actors_share_commits_and_every_step_is_kept_i
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn with_group_commit_off_every_transaction_is_a_commit() {
     let harness = Harness::new();
-    create_steps(&harness.path()).await;
+    create_steps(&harness.path(), "").await;
     let runtime = start(&harness, GroupCommit::off()).await;
     let before = runtime.stats();
     together(8, |caller| {
@@ -221,7 +166,7 @@ async fn with_group_commit_off_every_transaction_is_a_commit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_turn_that_rejects_inside_a_group_undoes_only_its_own_part() {
     let harness = Harness::new();
-    create_steps(&harness.path()).await;
+    create_steps(&harness.path(), "").await;
     let grouping = GroupCommit::default().max_wait(Duration::from_millis(200));
     let runtime = start(&harness, grouping).await;
     let answers = together(16, |caller| {
@@ -264,7 +209,7 @@ async fn a_turn_that_rejects_inside_a_group_undoes_only_its_own_part() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn calls_dropped_inside_groups_keep_all_or_nothing_and_the_writer_stays_usable() {
     let harness = Harness::new();
-    create_steps(&harness.path()).await;
+    create_steps(&harness.path(), "").await;
     let grouping = GroupCommit::default().max_wait(Duration::from_millis(50));
     let runtime = start(&harness, grouping).await;
     together(16, |caller| {
@@ -291,7 +236,7 @@ async fn calls_dropped_inside_groups_keep_all_or_nothing_and_the_writer_stays_us
             .unwrap();
         assert_eq!(&state, steps, "{actor}: state and rows differ");
         assert_eq!(
-            completed.get(actor).copied(),
+            completed.get(actor).map(|(count, _)| *count),
             Some(steps.len() as i64),
             "{actor}"
         );
@@ -351,7 +296,7 @@ struct Killed {
 async fn kill_during_a_group(hang_after: usize) -> Killed {
     let harness = Harness::new();
     let path = harness.path();
-    create_steps(&path).await;
+    create_steps(&path, "").await;
     let runtime = start(&harness, GroupCommit::default()).await;
     for n in 1..=8 {
         for actor in 0..10 {
@@ -401,7 +346,7 @@ async fn kill_during_a_group(hang_after: usize) -> Killed {
             "{actor}: state and rows differ after the kill"
         );
         assert_eq!(
-            done.get(actor).copied(),
+            done.get(actor).map(|(count, _)| *count),
             Some(steps.len() as i64),
             "{actor}"
         );

@@ -18,6 +18,7 @@ use solid_objects::prelude::*;
 use solid_objects::GroupCommit;
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, Connection};
+use support::steps::{completed, create_steps, grouped, stored_steps};
 use support::{eventually, together, Harness};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
@@ -142,59 +143,16 @@ async fn insert_step(turn: &mut Turn<Probe>, n: u32) -> Result<(), TurnError> {
     Ok(())
 }
 
-async fn open(path: &Path) -> sqlx::SqliteConnection {
-    SqliteConnectOptions::new()
-        .filename(path)
-        .create_if_missing(true)
-        .foreign_keys(true)
-        .connect()
-        .await
-        .unwrap()
-}
-
 async fn create_tables(path: &Path) {
-    let mut connection = open(path).await;
-    sqlx::raw_sql(
-        "CREATE TABLE IF NOT EXISTS steps (actor TEXT NOT NULL, n INTEGER NOT NULL);
-         CREATE TABLE IF NOT EXISTS parents (id INTEGER PRIMARY KEY);
+    create_steps(
+        path,
+        "CREATE TABLE IF NOT EXISTS parents (id INTEGER PRIMARY KEY);
          CREATE TABLE IF NOT EXISTS children (
              id INTEGER PRIMARY KEY,
              parent INTEGER NOT NULL REFERENCES parents (id) DEFERRABLE INITIALLY DEFERRED);
          CREATE TABLE IF NOT EXISTS blobs (data BLOB)",
     )
-    .execute(&mut connection)
-    .await
-    .unwrap();
-    connection.close().await.unwrap();
-}
-
-/// The application rows per actor, in insertion order.
-async fn stored_steps(path: &Path) -> BTreeMap<String, Vec<u32>> {
-    let mut connection = open(path).await;
-    let rows: Vec<(String, u32)> = sqlx::query_as("SELECT actor, n FROM steps ORDER BY rowid")
-        .fetch_all(&mut connection)
-        .await
-        .unwrap();
-    connection.close().await.unwrap();
-    let mut steps = BTreeMap::<String, Vec<u32>>::new();
-    for (actor, n) in rows {
-        steps.entry(actor).or_default().push(n);
-    }
-    steps
-}
-
-/// Completed messages per actor, and each actor's attempts over its completed messages.
-async fn completed(path: &Path) -> BTreeMap<String, (i64, i64)> {
-    let mut connection = open(path).await;
-    let rows: Vec<(String, i64, i64)> = sqlx::query_as(
-        "SELECT actor_id, COUNT(*), SUM(attempts) FROM solid_messages
-         WHERE status = 'completed' GROUP BY actor_id",
-    )
-    .fetch_all(&mut connection)
-    .await
-    .unwrap();
-    connection.close().await.unwrap();
-    rows.into_iter().map(|(a, c, s)| (a, (c, s))).collect()
+    .await;
 }
 
 async fn start(harness: &Harness, grouping: GroupCommit) -> Runtime {
@@ -202,12 +160,7 @@ async fn start(harness: &Harness, grouping: GroupCommit) -> Runtime {
 }
 
 fn builder(harness: &Harness, grouping: GroupCommit) -> solid_objects::Builder {
-    Runtime::builder()
-        .sqlite(harness.path())
-        .clock(harness.clock.clone())
-        .group_commit(grouping)
-        .policy(AllowAll)
-        .actor::<Probe>()
+    grouped(harness, grouping).actor::<Probe>()
 }
 
 /// Another connection takes the file's write lock within a second, writes and commits.

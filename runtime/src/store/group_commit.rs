@@ -303,6 +303,19 @@ impl Shared {
     }
 
     /// Whether the writer's group should commit now rather than wait for more members.
+    /// Leaves the writer to the group's other members: if the group is `due`, ends it in a
+    /// task of its own (a caller that goes away cannot cut off the others' COMMIT); else
+    /// leaves it open and wakes the flusher, which ends it once no turn waits to join.
+    fn pass_on(&self, mut writer: OwnedMutexGuard<Writer>, due: bool) {
+        if due {
+            let counters = Arc::clone(&self.counters);
+            tokio::spawn(async move { end_group(&mut writer, &counters).await });
+        } else {
+            drop(writer);
+            self.flush.notify_one();
+        }
+    }
+
     fn should_commit(&self, writer: &Writer) -> bool {
         let Some(group) = &writer.group else {
             return false;
@@ -558,10 +571,7 @@ impl GroupMember {
         writer.solo = writer.solo.saturating_sub(1);
         let group = writer.group.as_ref().expect("the group is open");
         let end = group.end.subscribe();
-        if !commit_now {
-            drop(writer);
-            self.shared.flush.notify_one();
-        } else if group.members == 1 {
+        if commit_now && group.members == 1 {
             // Alone in its group: committing here is committing its own transaction, and a
             // caller that goes away mid-COMMIT leaves only its own work in doubt (the next
             // holder then closes the connection). Its failure is its own error.
@@ -573,11 +583,8 @@ impl GroupMember {
             };
             group.end.send_replace(Some(end));
             return committed.map_err(Failed::into_error);
-        } else {
-            // Its own task: a caller that goes away cannot cut off the other members' COMMIT.
-            let counters = Arc::clone(&self.shared.counters);
-            tokio::spawn(async move { end_group(&mut writer, &counters).await });
         }
+        self.shared.pass_on(writer, commit_now);
         // A later member of the group may still run at the caller's deadline (up to its
         // budget): the turn then commits with the group, or not, and the engine reads back
         // which.
@@ -604,15 +611,9 @@ impl GroupMember {
             discard(&mut writer, &why).await;
             return Err(error);
         }
-        if writer.group.is_none() {
-            return Ok(());
-        }
-        if self.shared.should_commit(&writer) {
-            let counters = Arc::clone(&self.shared.counters);
-            tokio::spawn(async move { end_group(&mut writer, &counters).await });
-        } else {
-            drop(writer);
-            self.shared.flush.notify_one();
+        if writer.group.is_some() {
+            let due = self.shared.should_commit(&writer);
+            self.shared.pass_on(writer, due);
         }
         Ok(())
     }
