@@ -10,6 +10,8 @@ mod support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use solid_objects::prelude::*;
@@ -108,6 +110,18 @@ async fn sixteen_callers_over_many_actors_share_commits_and_every_step_is_kept_i
     let grouping = GroupCommit::default().max_wait(Duration::from_millis(200));
     let runtime = start(&harness, grouping).await;
     let before = runtime.stats();
+    let done = Arc::new(AtomicBool::new(false));
+    let most_waiting = tokio::spawn({
+        let (runtime, done) = (runtime.clone(), Arc::clone(&done));
+        async move {
+            let mut most = 0;
+            while !done.load(Ordering::Acquire) {
+                most = most.max(runtime.stats().waiting_for_writer);
+                tokio::task::yield_now().await;
+            }
+            most
+        }
+    });
     let answers = together(16, |caller| {
         let runtime = runtime.clone();
         async move {
@@ -121,6 +135,15 @@ async fn sixteen_callers_over_many_actors_share_commits_and_every_step_is_kept_i
     })
     .await;
     let after = runtime.stats();
+    done.store(true, Ordering::Release);
+    assert!(
+        most_waiting.await.unwrap() > 0,
+        "sixteen callers, and none was seen waiting for the writer"
+    );
+    assert_eq!(
+        after.waiting_for_writer, 0,
+        "nobody waits once all answered"
+    );
     assert!(answers.iter().flatten().all(Result::is_ok), "{answers:?}");
     let transactions = after.transactions - before.transactions;
     let commits = after.commits - before.commits;

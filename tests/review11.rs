@@ -202,12 +202,19 @@ fn open_gate(id: &str) {
     gate(id).release.add_permits(1_000);
 }
 
-/// Spawns `call`, then waits a little so that it queues on the writer before the next one.
+/// Spawns `call` and waits (at most 10 s) until one more transaction waits for `runtime`'s
+/// writer: it has queued there, ahead of the next one.
 async fn queue<T: Send + 'static>(
+    runtime: &Runtime,
     call: impl std::future::Future<Output = T> + Send + 'static,
 ) -> JoinHandle<T> {
+    let queued = runtime.stats().waiting_for_writer + 1;
     let handle = tokio::spawn(call);
-    tokio::time::sleep(Duration::from_millis(40)).await;
+    let waiting = eventually(Duration::from_secs(10), || async {
+        runtime.stats().waiting_for_writer >= queued
+    })
+    .await;
+    assert!(waiting, "the call never queued for the writer");
     handle
 }
 
@@ -260,13 +267,13 @@ where
             let probe = runtime
                 .reference::<Probe>(format!("{prefix}-bad"))
                 .timeout(Duration::from_secs(20));
-            bad_handle = Some(queue(bad(probe)).await);
+            bad_handle = Some(queue(runtime, bad(probe)).await);
         }
         let id = format!("{prefix}-good-{i}");
         let probe = runtime
             .reference::<Probe>(id.as_str())
             .timeout(Duration::from_secs(20));
-        good.push((id, queue(async move { probe.step(1).await }).await));
+        good.push((id, queue(runtime, async move { probe.step(1).await }).await));
     }
     open_gate(&hold_id);
     let mut answers = vec![(hold_id.clone(), held.await.unwrap())];
@@ -354,13 +361,13 @@ async fn with_default_grouping_a_fast_call_does_not_wait_for_a_slow_turn_behind_
         let slow = runtime
             .reference::<Probe>("default-slow")
             .timeout(Duration::from_secs(10));
-        let fast_call = queue(async move {
+        let fast_call = queue(&runtime, async move {
             let started = Instant::now();
             let answer = fast.step(round).await;
             (answer, started.elapsed())
         })
         .await;
-        let slow_call = queue(async move { slow.slow_step(1_000, round).await }).await;
+        let slow_call = queue(&runtime, async move { slow.slow_step(1_000, round).await }).await;
         let opened = Instant::now();
         open_gate(&format!("default-hold-{round}"));
         held.await.unwrap().unwrap();
@@ -826,7 +833,10 @@ async fn close_while_a_group_is_open_with_waiters() {
         let probe = runtime
             .reference::<Probe>(id.as_str())
             .timeout(Duration::from_secs(10));
-        calls.push((id, queue(async move { probe.step(1).await }).await));
+        calls.push((
+            id,
+            queue(&runtime, async move { probe.step(1).await }).await,
+        ));
     }
     let closing = tokio::spawn({
         let runtime = runtime.clone();

@@ -16,7 +16,7 @@
 //! a task of its own, so no caller's cancellation can interrupt it. A flusher task commits a
 //! group that its members left open for waiters who then went away.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -139,8 +139,6 @@ struct Shared {
     writer: Arc<tokio::sync::Mutex<Writer>>,
     pool: SqlitePool,
     limits: GroupCommit,
-    /// Transactions waiting for the writer's mutex (the flusher is not one).
-    waiting: AtomicUsize,
     /// Set when a group was left open for waiters: the flusher makes sure it ends.
     flush: Notify,
     counters: Arc<Counters>,
@@ -173,7 +171,6 @@ impl GroupWriter {
             })),
             pool,
             limits,
-            waiting: AtomicUsize::new(0),
             flush: Notify::new(),
             counters,
             interrupt,
@@ -192,7 +189,7 @@ impl GroupWriter {
         alone: bool,
     ) -> Result<GroupMember> {
         let shared = &self.shared;
-        let waiting = Waiting::enter(&shared.waiting);
+        let waiting = shared.counters.wait_for_writer();
         let locked = tokio::time::timeout_at(deadline, shared.writer.clone().lock_owned()).await;
         drop(waiting);
         let Ok(writer) = locked else {
@@ -321,7 +318,7 @@ impl Shared {
             return false;
         };
         writer.solo > 0
-            || self.waiting.load(Ordering::Acquire) == 0
+            || !self.counters.writer_awaited()
             || group.members >= self.limits.max_turns
             || group.began.elapsed() >= self.limits.max_wait
     }
@@ -489,22 +486,6 @@ async fn end_group(writer: &mut Writer, counters: &Counters) {
         }
     };
     group.end.send_replace(Some(end));
-}
-
-/// Counts a transaction waiting for the writer while it exists.
-struct Waiting<'a>(&'a AtomicUsize);
-
-impl<'a> Waiting<'a> {
-    fn enter(count: &'a AtomicUsize) -> Self {
-        count.fetch_add(1, Ordering::AcqRel);
-        Self(count)
-    }
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
 }
 
 /// One transaction of a group: a savepoint on the writer, which it holds until it ends.

@@ -374,6 +374,9 @@ pub struct Stats {
     /// Notices of work committed by any process that reached this runtime's workers
     /// (PostgreSQL's `LISTEN`; always 0 on SQLite, whose workers poll).
     pub work_notices: u64,
+    /// Transactions waiting for SQLite's writer at this moment, a gauge (0 on PostgreSQL,
+    /// and on an application's own SQLite pool, whose waits are sqlx's).
+    pub waiting_for_writer: u64,
 }
 
 /// The counters behind [`Stats`].
@@ -383,6 +386,7 @@ pub(crate) struct Counters {
     commits: AtomicU64,
     statements: AtomicU64,
     work_notices: AtomicU64,
+    waiting_for_writer: AtomicU64,
 }
 
 impl Counters {
@@ -403,13 +407,38 @@ impl Counters {
         self.work_notices.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts a transaction waiting for the writer until the guard drops.
+    #[cfg(feature = "sqlite")]
+    pub(crate) fn wait_for_writer(&self) -> WaitingForWriter<'_> {
+        self.waiting_for_writer.fetch_add(1, Ordering::AcqRel);
+        WaitingForWriter(self)
+    }
+
+    /// Whether any transaction waits for the writer.
+    #[cfg(feature = "sqlite")]
+    pub(crate) fn writer_awaited(&self) -> bool {
+        self.waiting_for_writer.load(Ordering::Acquire) > 0
+    }
+
     pub(crate) fn snapshot(&self) -> Stats {
         Stats {
             transactions: self.transactions.load(Ordering::Relaxed),
             commits: self.commits.load(Ordering::Relaxed),
             statements: self.statements.load(Ordering::Relaxed),
             work_notices: self.work_notices.load(Ordering::Relaxed),
+            waiting_for_writer: self.waiting_for_writer.load(Ordering::Acquire),
         }
+    }
+}
+
+/// A transaction counted as waiting for the writer while it exists.
+#[cfg(feature = "sqlite")]
+pub(crate) struct WaitingForWriter<'c>(&'c Counters);
+
+#[cfg(feature = "sqlite")]
+impl Drop for WaitingForWriter<'_> {
+    fn drop(&mut self) {
+        self.0.waiting_for_writer.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
