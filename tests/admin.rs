@@ -214,6 +214,11 @@ on_both_backends!(
     actors_are_listed_by_type_and_prefix_in_pages_and_inspected_on_postgres
 );
 on_both_backends!(
+    overview_and_messages,
+    the_overview_shows_where_work_waits_and_one_message_reads_by_id_on_sqlite,
+    the_overview_shows_where_work_waits_and_one_message_reads_by_id_on_postgres
+);
+on_both_backends!(
     pause_and_resume,
     a_paused_actor_runs_nothing_and_its_callers_hear_why_on_sqlite,
     a_paused_actor_runs_nothing_and_its_callers_hear_why_on_postgres
@@ -745,5 +750,91 @@ async fn doctor(setup: Setup) {
     // The scratch actor is gone.
     let admin = runtime.admin().context(ana());
     assert!(admin.actor_types().await.unwrap().is_empty());
+    runtime.close().await;
+}
+
+/// The overview's counts, busiest mailboxes, last hour and reminder lateness; one message by
+/// id; an actor's recent messages, newest first.
+async fn overview_and_messages(setup: Setup) {
+    let runtime = setup.runtime(WithOperators).await;
+    let admin = runtime.admin().context(ana());
+    let start = setup.clock.now();
+    let desk = runtime.reference::<Desk>("d-1");
+    desk.add(1).await.unwrap();
+    desk.plan(5).await.unwrap();
+    desk.set_broken(true).await.unwrap();
+    desk.fragile("down".to_owned()).await.unwrap_err();
+    for (id, queued) in [("d-2", 3), ("d-3", 1)] {
+        for _ in 0..queued {
+            runtime
+                .reference::<Desk>(id)
+                .enqueue()
+                .add(1)
+                .await
+                .unwrap();
+        }
+    }
+    setup.clock.advance(Duration::from_secs(10 * 60));
+
+    assert!(
+        runtime.admin().overview(10).await.is_err(),
+        "denied without an operator"
+    );
+    let overview = admin.overview(10).await.unwrap();
+    assert_eq!(overview.now, setup.clock.now());
+    let busiest: Vec<(&str, i64)> = overview
+        .busiest
+        .iter()
+        .map(|mailbox| (mailbox.actor_id.as_str(), mailbox.ready))
+        .collect();
+    assert_eq!(busiest, [("d-2", 3), ("d-3", 1)]);
+    assert_eq!(
+        overview.finished_last_hour,
+        [("completed".to_owned(), 3), ("dead".to_owned(), 1)]
+    );
+    assert_eq!(
+        overview.status.oldest_due_reminder_at,
+        Some(start + TimeDelta::minutes(5)),
+        "the ring is 5 minutes late"
+    );
+    assert_eq!(overview.actor_types.len(), 1);
+    assert_eq!(overview.actor_types[0].ready_messages, 4);
+    assert_eq!(admin.overview(1).await.unwrap().busiest.len(), 1, "top 1");
+
+    let details = admin.inspect("Desk", "d-1").await.unwrap().unwrap();
+    let recent: Vec<(&str, &str)> = details
+        .recent_messages
+        .iter()
+        .map(|message| (message.operation.as_str(), message.status.as_str()))
+        .collect();
+    assert_eq!(
+        recent,
+        [
+            ("fragile", "dead"),
+            ("set_broken", "completed"),
+            ("plan", "completed"),
+            ("add", "completed"),
+        ]
+    );
+    let dead = details.recent_messages[0].message_id;
+    let message = admin.message(dead).await.unwrap().unwrap();
+    assert_eq!(message.status, "dead");
+    assert_eq!(message.last_error.as_deref(), Some("down"));
+    let retried = admin.retry_dead_letter(dead).await.unwrap();
+    assert_eq!(
+        admin.message(dead).await.unwrap().unwrap().retried_as,
+        Some(retried)
+    );
+    let retry = admin.message(retried).await.unwrap().unwrap();
+    assert_eq!((retry.status.as_str(), retry.attempts), ("ready", 0));
+    assert_eq!(admin.message(i64::MAX).await.unwrap(), None);
+
+    setup.clock.advance(Duration::from_secs(2 * 3600));
+    let later = admin.overview(10).await.unwrap();
+    assert!(later.finished_last_hour.is_empty(), "{later:?}");
+    // The newest row is the audit read itself; the one before it, the overview.
+    let overview_row = &admin.audit_log(2).await.unwrap()[1];
+    assert_eq!(overview_row.action, "overview");
+    assert_eq!(overview_row.caller, Some(ana()));
     runtime.close().await;
 }

@@ -32,7 +32,7 @@ impl IntoResponse for Error {
 }
 
 /// The status an error means and the body the client sees.
-fn status_and_body(error: &Error) -> (StatusCode, Value) {
+pub(crate) fn status_and_body(error: &Error) -> (StatusCode, Value) {
     let brief = |status: StatusCode, code: &str| {
         (
             status,

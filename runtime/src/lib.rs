@@ -65,6 +65,7 @@
 //! | `sqlite` | on | `Builder::sqlite`, `Builder::sqlite_pool` and `Turn::sqlite`: SQLite as the backend (through sqlx, with the library bundled), embedded in the process |
 //! | `postgres` | off | [`Builder::postgres`][builder-postgres], `Builder::postgres_pool` and [`Turn::postgres`][turn-postgres]: PostgreSQL as the backend, for many processes on many hosts |
 //! | `axum` | off | `Error` as an axum response (`IntoResponse`), with the HTTP status each error means |
+//! | `dashboard` | off | [`dashboard::router`][dashboard]: the operators' web dashboard, an axum `Router` of server-rendered pages to mount behind the application's authentication |
 //!
 //! At least one of `sqlite` and `postgres` is on; a PostgreSQL-only build
 //! (`default-features = false, features = ["postgres"]`) compiles no SQLite.
@@ -73,6 +74,11 @@
     feature = "postgres",
     doc = "[builder-postgres]: Builder::postgres",
     doc = "[turn-postgres]: Turn::postgres"
+)]
+#![cfg_attr(feature = "dashboard", doc = "[dashboard]: dashboard::router")]
+#![cfg_attr(
+    not(feature = "dashboard"),
+    doc = "[dashboard]: https://docs.rs/solid-objects/latest/solid_objects/dashboard/fn.router.html"
 )]
 // Without the feature the methods do not exist here: link to the docs built with it.
 #![cfg_attr(
@@ -99,6 +105,8 @@ pub mod admin;
 mod axum_response;
 mod clock;
 mod codec;
+#[cfg(feature = "dashboard")]
+pub mod dashboard;
 mod default_runtime;
 pub mod effect;
 mod engine;

@@ -42,6 +42,8 @@ pub struct Request<'a> {
 pub enum AdminAction {
     /// Counts of messages, effects and reminders, for `status`.
     Status,
+    /// The overview: the counts, actor types, busiest mailboxes and the last hour's work.
+    Overview,
     /// Listing actor types and actors.
     ListActors,
     /// Reading one actor: its state, mailbox, reminders and effects.
@@ -77,6 +79,7 @@ impl AdminAction {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Status => "status",
+            Self::Overview => "overview",
             Self::ListActors => "list_actors",
             Self::Inspect => "inspect",
             Self::ListDeadLetters => "list_dead_letters",

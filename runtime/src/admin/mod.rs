@@ -44,8 +44,9 @@ use serde_json::{json, Value};
 
 pub use model::{
     ActorDetails, ActorFilter, ActorPage, ActorSummary, ActorTypeSummary, AdminEvent,
-    DeadLetterFilter, DeadLetterSummary, DoctorReport, EffectFilter, EffectSummary, MailboxHead,
-    PruneCounts, Redriven, ReminderFilter, ReminderSummary, Status,
+    DeadLetterFilter, DeadLetterSummary, DoctorReport, EffectFilter, EffectSummary, MailboxDepth,
+    MailboxHead, MessageSummary, Overview, PruneCounts, Redriven, ReminderFilter, ReminderSummary,
+    Status,
 };
 
 use crate::engine::{from_micros, micros, Engine};
@@ -53,14 +54,37 @@ use crate::error::{Error, Result};
 use crate::policy::{AdminAction, AdminRequest, Denied};
 use crate::runtime::Runtime;
 use crate::store::admin::AdminEventWrite;
-use crate::store::{ActorKey, InstanceWrite};
+use crate::store::{ActorKey, InstanceWrite, MessageLookup, MessageRecord};
 use crate::validate::{validate_id, validate_key};
+
+/// A stored message as operators see it.
+fn message_summary(record: MessageRecord) -> MessageSummary {
+    MessageSummary {
+        message_id: record.id,
+        actor_type: record.actor_type,
+        actor_id: record.actor_id,
+        operation: record.operation,
+        status: record.status.as_str().to_owned(),
+        attempts: record.attempts,
+        last_error: record.last_error,
+        enqueued_at: from_micros(record.created_at),
+        finished_at: record.finished_at.map(from_micros),
+        retried_as: record.retried_as.filter(|&retry| retry > 0),
+    }
+}
 
 /// The most rows one listing returns.
 const MAX_PAGE: u32 = 1000;
 
 /// Rows per listing when the filter gives no limit.
 const DEFAULT_PAGE: u32 = 100;
+
+/// An actor's recent messages that `inspect` returns.
+const RECENT_MESSAGES: i64 = 20;
+
+/// How many of the newest messages (of every actor) `inspect` looks through for an actor's
+/// recent ones: the read stays bounded however large the table grows.
+const RECENT_SCAN: i64 = 10_000;
 
 /// Dead letters a redrive enqueues per batch.
 const REDRIVE_BATCH: i64 = 100;
@@ -99,6 +123,42 @@ impl Admin {
             let now = micros(self.runtime.engine().now());
             Ok((self.runtime.engine().store().status(now).await?, None))
         })
+        .await
+    }
+
+    /// The first page of an operator's dashboard in one call (one audit row): the counts of
+    /// [`status`](Self::status), every actor type, the `top` busiest mailboxes (1 to 1000;
+    /// 100 if zero), and the messages that finished in the last hour, by status.
+    pub async fn overview(&self, top: u32) -> Result<Overview> {
+        self.audited(AdminAction::Overview, "database".to_owned(), || async {
+            let engine = self.runtime.engine();
+            let store = engine.store();
+            let now = micros(engine.now());
+            let hour_ago = now.saturating_sub(3_600_000_000);
+            let overview = Overview {
+                now: from_micros(now),
+                status: store.status(now).await?,
+                actor_types: store.actor_types().await?,
+                busiest: store.busiest_mailboxes(i64::from(page(top))).await?,
+                finished_last_hour: store.finished_since(hour_ago).await?,
+            };
+            Ok((overview, None))
+        })
+        .await
+    }
+
+    /// One message, whatever its status; `None` if there is no such message (or it was
+    /// pruned).
+    pub async fn message(&self, message_id: i64) -> Result<Option<MessageSummary>> {
+        self.audited(
+            AdminAction::Inspect,
+            format!("message {message_id}"),
+            || async {
+                let store = self.runtime.engine().store();
+                let record = store.message(MessageLookup::Id(message_id)).await?;
+                Ok((record.map(message_summary), None))
+            },
+        )
         .await
     }
 
@@ -147,8 +207,8 @@ impl Admin {
         .await
     }
 
-    /// One actor: its row, committed state, mailbox head, reminders and unfinished or dead
-    /// effects; `None` if it has neither a row nor a message.
+    /// One actor: its row, committed state, mailbox head, reminders, unfinished or dead
+    /// effects and recent messages; `None` if it has neither a row nor a message.
     pub async fn inspect(&self, actor_type: &str, actor_id: &str) -> Result<Option<ActorDetails>> {
         check_actor(actor_type, actor_id)?;
         let key = ActorKey {
@@ -196,6 +256,16 @@ impl Admin {
                     .await?
                     .into_iter()
                     .filter(|effect| effect.status != "done")
+                    .collect(),
+                recent_messages: store
+                    .recent_messages(
+                        key,
+                        store.newest_message_id().await?.saturating_sub(RECENT_SCAN),
+                        RECENT_MESSAGES,
+                    )
+                    .await?
+                    .into_iter()
+                    .map(message_summary)
                     .collect(),
             };
             Ok((Some(details), None))

@@ -129,6 +129,63 @@ pub struct ActorDetails {
     pub reminders: Vec<ReminderSummary>,
     /// Its effects that have not run to the end: waiting, running or dead.
     pub effects: Vec<EffectSummary>,
+    /// Its newest messages, newest first: at most 20, found among the newest 10,000
+    /// messages of every actor (a bounded read, whatever the table's size).
+    pub recent_messages: Vec<MessageSummary>,
+}
+
+/// One message, as operators see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct MessageSummary {
+    /// The message's id.
+    pub message_id: i64,
+    /// Its actor's type.
+    pub actor_type: String,
+    /// Its actor's id.
+    pub actor_id: String,
+    /// Its operation.
+    pub operation: String,
+    /// `ready`, `completed`, `rejected`, `dead` or `destroyed`.
+    pub status: String,
+    /// Failed attempts.
+    pub attempts: i64,
+    /// The last attempt's error, or why it waits.
+    pub last_error: Option<String>,
+    /// When it was enqueued.
+    pub enqueued_at: DateTime<Utc>,
+    /// When it finished; `None` while it is ready.
+    pub finished_at: Option<DateTime<Utc>>,
+    /// For a dead letter an operator retried: the message the retry enqueued.
+    pub retried_as: Option<i64>,
+}
+
+/// An actor's count of ready messages, for the busiest mailboxes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct MailboxDepth {
+    /// The actor's type.
+    pub actor_type: String,
+    /// The actor's id.
+    pub actor_id: String,
+    /// Ready messages in its mailbox.
+    pub ready: i64,
+}
+
+/// What an operator's first page shows: how much work waits and where.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Overview {
+    /// The runtime clock's time when it was read.
+    pub now: DateTime<Utc>,
+    /// The counts of [`Admin::status`](super::Admin::status).
+    pub status: Status,
+    /// Every actor type with its actors, ready messages and dead letters.
+    pub actor_types: Vec<ActorTypeSummary>,
+    /// The actors with the most ready messages, the deepest first.
+    pub busiest: Vec<MailboxDepth>,
+    /// Messages that finished in the last hour, by status.
+    pub finished_last_hour: Vec<(String, i64)>,
 }
 
 /// A scheduled reminder of some actor.
@@ -416,6 +473,8 @@ pub struct Status {
     pub paused_actors: i64,
     /// When the oldest message that is due now was enqueued: how far behind the workers are.
     pub oldest_due_message_at: Option<DateTime<Utc>>,
+    /// When the most overdue reminder that has not fired was due: how late reminders are.
+    pub oldest_due_reminder_at: Option<DateTime<Utc>>,
 }
 
 /// One administration call, as the audit table `solid_admin_events` keeps it.

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use super::{ActorKey, MessageRecord};
 use crate::admin::{
     ActorFilter, ActorSummary, ActorTypeSummary, AdminEvent, DeadLetterFilter, EffectFilter,
-    EffectSummary, MailboxHead, ReminderFilter, ReminderSummary, Status,
+    EffectSummary, MailboxDepth, MailboxHead, ReminderFilter, ReminderSummary, Status,
 };
 use crate::error::Result;
 
@@ -46,6 +46,20 @@ pub(crate) trait AdminReads: Send + Sync {
 
     /// The highest message id so far (0 for none): a message enqueued later has a higher one.
     async fn newest_message_id(&self) -> Result<i64>;
+
+    /// An actor's messages with ids above `after_id`, newest first, at most `limit`.
+    async fn recent_messages(
+        &self,
+        actor: ActorKey<'_, '_>,
+        after_id: i64,
+        limit: i64,
+    ) -> Result<Vec<MessageRecord>>;
+
+    /// The actors with the most ready messages, the deepest first, at most `limit`.
+    async fn busiest_mailboxes(&self, limit: i64) -> Result<Vec<MailboxDepth>>;
+
+    /// Messages that finished at or after `since`, by status.
+    async fn finished_since(&self, since: i64) -> Result<Vec<(String, i64)>>;
 
     /// Counts for `status`, with `now` for what is due.
     async fn status(&self, now: i64) -> Result<Status>;
@@ -138,7 +152,8 @@ macro_rules! admin_backend {
             use super::*;
             use $crate::admin::{
                 ActorFilter, ActorSummary, ActorTypeSummary, AdminEvent, DeadLetterFilter,
-                EffectFilter, EffectSummary, MailboxHead, ReminderFilter, ReminderSummary, Status,
+                EffectFilter, EffectSummary, MailboxDepth, MailboxHead, ReminderFilter,
+                ReminderSummary, Status,
             };
             use $crate::engine::from_micros;
             use $crate::store::admin::{contains_pattern, AdminEventWrite, AdminReads, AdminWrites};
@@ -384,6 +399,56 @@ macro_rules! admin_backend {
                     Ok(newest.unwrap_or(0))
                 }
 
+                async fn recent_messages(
+                    &self,
+                    actor: ActorKey<'_, '_>,
+                    after_id: i64,
+                    limit: i64,
+                ) -> Result<Vec<MessageRecord>> {
+                    let rows = sqlx::query(select_message!(
+                        "id > $3 AND actor_type = $1 AND actor_id = $2 ORDER BY id DESC LIMIT $4"
+                    ))
+                    .bind(actor.actor_type)
+                    .bind(actor.actor_id)
+                    .bind(after_id)
+                    .bind(limit)
+                    .fetch_all(&self.$readers)
+                    .await?;
+                    rows.iter().map(rows::message).collect()
+                }
+
+                async fn busiest_mailboxes(&self, limit: i64) -> Result<Vec<MailboxDepth>> {
+                    let rows = sqlx::query(
+                        "SELECT actor_type, actor_id, COUNT(*) AS ready FROM solid_messages
+                         WHERE status = 'ready' GROUP BY actor_type, actor_id
+                         ORDER BY ready DESC, actor_type, actor_id LIMIT $1",
+                    )
+                    .bind(limit)
+                    .fetch_all(&self.$readers)
+                    .await?;
+                    rows.iter()
+                        .map(|row| {
+                            Ok(MailboxDepth {
+                                actor_type: row.try_get("actor_type")?,
+                                actor_id: row.try_get("actor_id")?,
+                                ready: row.try_get("ready")?,
+                            })
+                        })
+                        .collect()
+                }
+
+                async fn finished_since(&self, since: i64) -> Result<Vec<(String, i64)>> {
+                    let rows = sqlx::query_as(
+                        "SELECT status, COUNT(*) FROM solid_messages
+                         WHERE status <> 'ready' AND finished_at >= $1
+                         GROUP BY status ORDER BY status",
+                    )
+                    .bind(since)
+                    .fetch_all(&self.$readers)
+                    .await?;
+                    Ok(rows)
+                }
+
                 async fn status(&self, now: i64) -> Result<Status> {
                     let counts = sqlx::query(
                         "SELECT 'messages' AS kind, status, COUNT(*) AS count
@@ -410,7 +475,8 @@ macro_rules! admin_backend {
                                 (SELECT COUNT(*) FROM solid_instances WHERE paused_at IS NOT NULL)
                                     AS paused,
                                 (SELECT MIN(created_at) FROM solid_messages
-                                 WHERE status = 'ready' AND available_at <= $1) AS oldest_due",
+                                 WHERE status = 'ready' AND available_at <= $1) AS oldest_due,
+                                (SELECT MIN(due_at) FROM solid_reminders) AS next_reminder",
                     )
                     .bind(now)
                     .fetch_one(&self.$readers)
@@ -419,6 +485,8 @@ macro_rules! admin_backend {
                     status.reminders_due = row.try_get("due")?;
                     status.paused_actors = row.try_get("paused")?;
                     status.oldest_due_message_at = time(row.try_get("oldest_due")?);
+                    let next_reminder: Option<i64> = row.try_get("next_reminder")?;
+                    status.oldest_due_reminder_at = time(next_reminder.filter(|due| *due <= now));
                     Ok(status)
                 }
 

@@ -1,0 +1,408 @@
+//! The dashboard's HTML, rendered with maud (every value escaped): a layout and one
+//! function per page.
+
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use maud::{html, Markup, DOCTYPE};
+use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+
+use crate::admin::{
+    ActorDetails, DeadLetterSummary, MessageSummary, Overview, Redriven, ReminderSummary,
+};
+
+const STYLE: &str = "
+body { font: 14px/1.4 system-ui, sans-serif; margin: 0 2em 2em; color: #1d2330; }
+nav { padding: .8em 0; border-bottom: 1px solid #ccd; margin-bottom: 1em; }
+nav a { margin-right: 1.2em; }
+table { border-collapse: collapse; margin: .4em 0 1.4em; }
+th, td { text-align: left; padding: .25em .8em .25em 0; border-bottom: 1px solid #e4e6ee; vertical-align: top; }
+th { font-weight: 600; }
+.num { text-align: right; font-variant-numeric: tabular-nums; }
+.status-dead, .status-rejected { color: #b3261e; }
+.status-completed { color: #1e7b34; }
+pre { background: #f4f5f9; padding: .8em; overflow: auto; max-height: 24em; }
+form.inline { display: inline; }
+button { cursor: pointer; }
+.notice { background: #fff4d6; padding: .5em .8em; }
+";
+
+/// The page around every body: title, style sheet and navigation.
+fn layout(base: &str, title: &str, refresh: bool, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                @if refresh {
+                    meta http-equiv="refresh" content="2";
+                }
+                title { (title) " · solid-objects" }
+                style { (STYLE) }
+            }
+            body {
+                nav {
+                    a href={ (base) "/" } { "Overview" }
+                    a href={ (base) "/dead-letters" } { "Dead letters" }
+                }
+                h1 { (title) }
+                (body)
+            }
+        }
+    }
+}
+
+/// The link to an actor's page.
+pub(super) fn actor_link(base: &str, actor_type: &str, actor_id: &str) -> String {
+    format!(
+        "{base}/actors/{}/{}",
+        utf8_percent_encode(actor_type, NON_ALPHANUMERIC),
+        utf8_percent_encode(actor_id, NON_ALPHANUMERIC)
+    )
+}
+
+fn time(at: DateTime<Utc>) -> String {
+    at.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+}
+
+fn maybe_time(at: Option<DateTime<Utc>>) -> String {
+    at.map_or_else(|| "-".to_owned(), time)
+}
+
+/// How long ago `then` was, in words a person reads at a glance.
+fn ago(now: DateTime<Utc>, then: DateTime<Utc>) -> String {
+    let seconds = (now - then).num_seconds().max(0);
+    match seconds {
+        0..60 => format!("{seconds} s"),
+        60..3600 => format!("{} min", seconds / 60),
+        3600..86_400 => format!("{} h", seconds / 3600),
+        _ => format!("{} d", seconds / 86_400),
+    }
+}
+
+fn counts(rows: &[(String, i64)]) -> Markup {
+    html! {
+        table {
+            @for (status, count) in rows {
+                tr {
+                    td class={ "status-" (status) } { (status) }
+                    td class="num" { (count) }
+                }
+            }
+            @if rows.is_empty() {
+                tr { td { "none" } }
+            }
+        }
+    }
+}
+
+fn retry_button(base: &str, message_id: i64) -> Markup {
+    html! {
+        form.inline method="post" action={ (base) "/dead-letters/" (message_id) "/retry" } {
+            button type="submit" { "Retry" }
+        }
+    }
+}
+
+fn dead_letter_rows(base: &str, letters: &[DeadLetterSummary]) -> Markup {
+    html! {
+        table {
+            tr {
+                th { "message" } th { "actor" } th { "operation" } th { "attempts" }
+                th { "error" } th { "failed at" } th {}
+            }
+            @for letter in letters {
+                tr {
+                    td { a href={ (base) "/messages/" (letter.message_id) } { "#" (letter.message_id) } }
+                    td {
+                        a href=(actor_link(base, &letter.actor_type, &letter.actor_id)) {
+                            (letter.actor_type) " " (letter.actor_id)
+                        }
+                    }
+                    td { (letter.operation) }
+                    td class="num" { (letter.attempts) }
+                    td { (letter.error) }
+                    td { (maybe_time(letter.failed_at)) }
+                    td {
+                        @match letter.retried_as {
+                            Some(retry) => a href={ (base) "/messages/" (retry) } { "retried as #" (retry) },
+                            None => (retry_button(base, letter.message_id)),
+                        }
+                    }
+                }
+            }
+        }
+        @if letters.is_empty() {
+            p { "No dead letters." }
+        }
+    }
+}
+
+/// The first page: counts, actor types, busiest mailboxes, the last hour, dead letters.
+pub(super) fn overview(base: &str, overview: &Overview, dead: &[DeadLetterSummary]) -> Markup {
+    let status = &overview.status;
+    let body = html! {
+        h2 { "Messages" }
+        (counts(&status.messages))
+        p {
+            "Oldest message due and waiting: "
+            @match status.oldest_due_message_at {
+                Some(at) => { "enqueued " (ago(overview.now, at)) " ago" },
+                None => "none",
+            }
+        }
+        h2 { "Finished in the last hour" }
+        (counts(&overview.finished_last_hour))
+        h2 { "Effects" }
+        (counts(&status.effects))
+        h2 { "Reminders" }
+        p {
+            (status.reminders) " scheduled, " (status.reminders_due) " due; "
+            @match status.oldest_due_reminder_at {
+                Some(at) => { "the most overdue is " (ago(overview.now, at)) " late" },
+                None => "none late",
+            }
+            ". " (status.paused_actors) " actors paused."
+        }
+        h2 { "Actor types" }
+        table {
+            tr { th { "type" } th { "actors" } th { "paused" } th { "ready messages" } th { "dead letters" } }
+            @for kind in &overview.actor_types {
+                tr {
+                    td { (kind.actor_type) }
+                    td class="num" { (kind.actors) }
+                    td class="num" { (kind.paused) }
+                    td class="num" { (kind.ready_messages) }
+                    td class="num" {
+                        a href={ (base) "/dead-letters?actor_type=" (utf8_percent_encode(&kind.actor_type, NON_ALPHANUMERIC)) } {
+                            (kind.dead_letters)
+                        }
+                    }
+                }
+            }
+        }
+        h2 { "Busiest mailboxes" }
+        table {
+            tr { th { "actor" } th { "ready messages" } }
+            @for mailbox in &overview.busiest {
+                tr {
+                    td {
+                        a href=(actor_link(base, &mailbox.actor_type, &mailbox.actor_id)) {
+                            (mailbox.actor_type) " " (mailbox.actor_id)
+                        }
+                    }
+                    td class="num" { (mailbox.ready) }
+                }
+            }
+        }
+        h2 { "Newest dead letters" }
+        (dead_letter_rows(base, dead))
+    };
+    layout(base, "Overview", false, body)
+}
+
+fn reminder_rows(reminders: &[ReminderSummary]) -> Markup {
+    html! {
+        table {
+            tr { th { "name" } th { "key" } th { "due" } th { "every" } }
+            @for reminder in reminders {
+                tr {
+                    td { (reminder.name) }
+                    td { (reminder.key) }
+                    td { (time(reminder.due_at)) }
+                    td {
+                        @match reminder.every_ms {
+                            Some(every) => { (every / 1000) " s" },
+                            None => "once",
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn message_rows(base: &str, messages: &[MessageSummary]) -> Markup {
+    html! {
+        table {
+            tr { th { "message" } th { "operation" } th { "status" } th { "attempts" } th { "enqueued" } th { "finished" } }
+            @for message in messages {
+                tr {
+                    td { a href={ (base) "/messages/" (message.message_id) } { "#" (message.message_id) } }
+                    td { (message.operation) }
+                    td class={ "status-" (message.status) } { (message.status) }
+                    td class="num" { (message.attempts) }
+                    td { (time(message.enqueued_at)) }
+                    td { (maybe_time(message.finished_at)) }
+                }
+            }
+        }
+    }
+}
+
+/// One actor: its row, pause or resume, state, head, reminders, effects, recent messages.
+pub(super) fn actor(base: &str, details: &ActorDetails) -> Markup {
+    let summary = &details.summary;
+    let link = actor_link(base, &summary.actor_type, &summary.actor_id);
+    let state = details
+        .state
+        .as_ref()
+        .map(|state| serde_json::to_string_pretty(state).unwrap_or_default());
+    let body = html! {
+        table {
+            tr { th { "revision" } td { (summary.revision) } }
+            tr { th { "incarnation" } td { (summary.incarnation) } }
+            tr { th { "state version" } td { (summary.state_version) } }
+            tr { th { "ready messages" } td { (summary.mailbox_depth) } }
+            tr { th { "last activity" } td { (maybe_time(summary.last_activity)) } }
+            tr {
+                th { "paused" }
+                td {
+                    @match summary.paused_at {
+                        Some(at) => {
+                            "since " (time(at)) " "
+                            form.inline method="post" action={ (link) "/resume" } {
+                                button type="submit" { "Resume" }
+                            }
+                        },
+                        None => {
+                            "no "
+                            form.inline method="post" action={ (link) "/pause" } {
+                                button type="submit" { "Pause" }
+                            }
+                        },
+                    }
+                }
+            }
+        }
+        h2 { "State" }
+        @match state {
+            Some(state) => pre { (state) },
+            None => p { "No state yet." },
+        }
+        h2 { "Head of the mailbox" }
+        @match &details.head {
+            Some(head) => table {
+                tr { th { "message" } td { a href={ (base) "/messages/" (head.message_id) } { "#" (head.message_id) } } }
+                tr { th { "operation" } td { (head.operation) } }
+                tr { th { "attempts" } td { (head.attempts) } }
+                tr { th { "last error" } td { (head.last_error.as_deref().unwrap_or("-")) } }
+                tr { th { "next attempt" } td { (time(head.next_attempt_at)) } }
+                tr { th { "enqueued" } td { (time(head.enqueued_at)) } }
+            },
+            None => p { "The mailbox is empty." },
+        }
+        h2 { "Reminders" }
+        (reminder_rows(&details.reminders))
+        h2 { "Effects not done" }
+        table {
+            tr { th { "effect" } th { "name" } th { "status" } th { "attempts" } th { "last error" } }
+            @for effect in &details.effects {
+                tr {
+                    td { (effect.id) }
+                    td { (effect.name) }
+                    td class={ "status-" (effect.status) } { (effect.status) }
+                    td class="num" { (effect.attempts) }
+                    td { (effect.last_error.as_deref().unwrap_or("-")) }
+                }
+            }
+        }
+        h2 { "Recent messages" }
+        (message_rows(base, &details.recent_messages))
+    };
+    let title = format!("{} {}", summary.actor_type, summary.actor_id);
+    layout(base, &title, false, body)
+}
+
+/// One message; it refreshes itself every 2 s while it waits to run.
+pub(super) fn message(base: &str, message: &MessageSummary) -> Markup {
+    let waiting = message.status == "ready";
+    let body = html! {
+        table {
+            tr {
+                th { "actor" }
+                td {
+                    a href=(actor_link(base, &message.actor_type, &message.actor_id)) {
+                        (message.actor_type) " " (message.actor_id)
+                    }
+                }
+            }
+            tr { th { "operation" } td { (message.operation) } }
+            tr { th { "status" } td class={ "status-" (message.status) } id="status" { (message.status) } }
+            tr { th { "attempts" } td { (message.attempts) } }
+            tr { th { "last error" } td { (message.last_error.as_deref().unwrap_or("-")) } }
+            tr { th { "enqueued" } td { (time(message.enqueued_at)) } }
+            tr { th { "finished" } td { (maybe_time(message.finished_at)) } }
+            @if let Some(retry) = message.retried_as {
+                tr { th { "retried as" } td { a href={ (base) "/messages/" (retry) } { "#" (retry) } } }
+            }
+        }
+        @if message.status == "dead" && message.retried_as.is_none() {
+            (retry_button(base, message.message_id))
+        }
+    };
+    let title = format!("Message #{}", message.message_id);
+    layout(base, &title, waiting, body)
+}
+
+/// Dead letters matching the filter, with a form to change it and one to redrive them all.
+pub(super) fn dead_letters(
+    base: &str,
+    [actor_type, operation, error]: [&str; 3],
+    letters: &[DeadLetterSummary],
+) -> Markup {
+    let waiting = letters
+        .iter()
+        .filter(|letter| letter.retried_as.is_none())
+        .count();
+    let body = html! {
+        form method="get" action={ (base) "/dead-letters" } {
+            label { "type " input name="actor_type" value=(actor_type); }
+            " "
+            label { "operation " input name="operation" value=(operation); }
+            " "
+            label { "error contains " input name="error" value=(error); }
+            " "
+            button type="submit" { "Filter" }
+        }
+        (dead_letter_rows(base, letters))
+        @if waiting > 0 {
+            form method="post" action={ (base) "/dead-letters/redrive" } {
+                input type="hidden" name="actor_type" value=(actor_type);
+                input type="hidden" name="operation" value=(operation);
+                input type="hidden" name="error" value=(error);
+                button type="submit" { "Retry every matching dead letter (" (waiting) " shown)" }
+            }
+        }
+    };
+    layout(base, "Dead letters", false, body)
+}
+
+/// What a redrive enqueued.
+pub(super) fn redriven(base: &str, redriven: &Redriven) -> Markup {
+    let body = html! {
+        p.notice { (redriven.retried) " dead letters enqueued again." }
+        ul {
+            @for id in &redriven.message_ids {
+                li { a href={ (base) "/messages/" (id) } { "#" (id) } }
+            }
+        }
+    };
+    layout(base, "Redrive", false, body)
+}
+
+/// A page for an actor or message that is not there.
+pub(super) fn missing(base: &str, what: &str) -> Markup {
+    let body = html! { p { "There is no " (what) "." } };
+    layout(base, "Not found", false, body)
+}
+
+/// An error page: the status and what to do.
+pub(super) fn failure(status: StatusCode, message: &str) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head { meta charset="utf-8"; title { (status) } style { (STYLE) } }
+            body { h1 { (status) } p { (message) } }
+        }
+    }
+}
