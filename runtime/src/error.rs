@@ -321,6 +321,17 @@ pub enum Error {
         message_id: i64,
     },
 
+    /// A stored reminder row cannot be fired: a column does not read as its type, or its
+    /// interval or catch-up policy is not one the runtime writes. It is left as it is, and
+    /// the other reminders fire.
+    #[error("the stored reminder {id} cannot be fired: {reason}; correct or delete its row in solid_reminders (nothing was changed, and the other reminders fire)")]
+    UnreadableReminder {
+        /// The reminder row's id.
+        id: i64,
+        /// What does not read.
+        reason: String,
+    },
+
     /// A stored payload (state, arguments or result) does not deserialise into the Rust types.
     #[error("the stored {what} of {actor_type} {actor_id:?} does not deserialise: {source}; make the type accept the stored form (for example with #[serde(default)]) and retry")]
     Decode {

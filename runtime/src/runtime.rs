@@ -303,7 +303,15 @@ impl Runtime {
     /// One worker pass; true if it did anything. Once the runtime shuts down it starts
     /// nothing new: the turn in flight finishes, and no other.
     async fn work_once(&self) -> Result<bool> {
-        let fired = self.engine().fire_due_reminders(ACTORS_PER_PASS).await?;
+        // Reminders that cannot fire (the database gone, say) hold back no mailbox: the
+        // pass runs them anyway, and fails there if the database is gone.
+        let fired = match self.engine().fire_due_reminders(ACTORS_PER_PASS).await {
+            Ok(fired) => fired.count,
+            Err(error) => {
+                tracing::error!(%error, "firing due reminders failed; the mailboxes run anyway");
+                0
+            }
+        };
         let stopping = || self.is_closed();
         let turns = self
             .engine()

@@ -4,10 +4,12 @@
 //! the mailboxes, and delivers messages directly (as a late or duplicate delivery would),
 //! without workers and without sleeping.
 
+use std::collections::HashSet;
+
 use crate::actor::Actor;
 use crate::codec::{encode_operation, to_json};
 use crate::engine::TurnErrors;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 use crate::validate::validate_id;
 
@@ -29,19 +31,32 @@ impl<'r> Testing<'r> {
     }
 
     /// Fires every reminder due at the clock's now as a mailbox message, then drains the
-    /// mailboxes; returns how many reminders fired.
+    /// mailboxes; returns how many reminders fired. A stored reminder that cannot be fired
+    /// ([`Error::UnreadableReminder`](crate::Error::UnreadableReminder)) is left as it is
+    /// and returned as the error, after the others fired and ran.
     pub async fn run_due_reminders(&self) -> Result<usize> {
         let engine = self.runtime.engine();
         let mut fired = 0;
+        let (mut first_unreadable, mut unreadable_ids) = (None, HashSet::new());
         loop {
             let batch = engine.fire_due_reminders(BATCH).await?;
-            fired += batch;
-            if batch == 0 {
+            fired += batch.count;
+            let mut more_unreadable = false;
+            for error in batch.unreadable {
+                if let Error::UnreadableReminder { id, .. } = error {
+                    more_unreadable |= unreadable_ids.insert(id);
+                }
+                first_unreadable.get_or_insert(error);
+            }
+            if batch.count == 0 && !more_unreadable {
                 break;
             }
         }
         self.drain().await?;
-        Ok(fired)
+        match first_unreadable {
+            Some(error) => Err(error),
+            None => Ok(fired),
+        }
     }
 
     /// Runs queued messages that are due at the clock's now until none is left; returns how

@@ -576,9 +576,15 @@ impl Missed {
     }
 
     pub(crate) fn parse(stored: Option<&str>) -> Self {
+        stored.and_then(Self::read).unwrap_or_default()
+    }
+
+    /// The policy a stored name stands for; `None` for a name the runtime never writes.
+    pub(crate) fn read(stored: &str) -> Option<Self> {
         match stored {
-            Some("all") => Self::All,
-            _ => Self::Latest,
+            "all" => Some(Self::All),
+            "latest" => Some(Self::Latest),
+            _ => None,
         }
     }
 }

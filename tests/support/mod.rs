@@ -3,8 +3,11 @@
 
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod postgres;
 pub mod steps;
+
+pub use postgres::free_port;
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -131,3 +134,4 @@ async fn connect(harness: &Harness) -> sqlx::SqlitePool {
         .await
         .expect("the database opens")
 }
+

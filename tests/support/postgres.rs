@@ -3,7 +3,6 @@
 //! machine (`/usr/lib/postgresql/*/bin`, or `PG_BIN`); as root they run as the `postgres`
 //! user, since PostgreSQL refuses to run as root.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -176,8 +175,9 @@ fn chown_to_postgres(dir: &Path) {
     );
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
+/// A loopback port nothing listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .map(|address| address.port())
         .expect("a free loopback port")

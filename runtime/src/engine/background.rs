@@ -18,6 +18,15 @@ use crate::store::{
 };
 use crate::turn::Missed;
 
+/// What one firing of due reminders did.
+#[derive(Debug)]
+pub(crate) struct Fired {
+    /// Reminders fired.
+    pub(crate) count: usize,
+    /// Rows that did not read ([`Error::UnreadableReminder`]), left as they are.
+    pub(crate) unreadable: Vec<Error>,
+}
+
 /// What [`Engine::run_ready`] does with a turn that fails with an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TurnErrors {
@@ -40,12 +49,20 @@ pub(crate) const KEPT_IDEMPOTENCY_KEYS: i64 = 64;
 impl Engine {
     /// Turns up to `limit` reminders due at the clock's now into messages at the tail of
     /// their actors' mailboxes (a recurring one into each occurrence it missed, or the
-    /// latest, and on to its next); returns how many reminders fired. Firing takes no
-    /// actor's lock.
-    pub(crate) async fn fire_due_reminders(&self, limit: i64) -> Result<usize> {
+    /// latest, and on to its next), every actor's in the order they were scheduled; returns
+    /// how many fired, and the rows that did not read (logged, left as they are, and left
+    /// alone for a while). Firing takes no actor's lock.
+    pub(crate) async fn fire_due_reminders(&self, limit: i64) -> Result<Fired> {
         let mut tx = self.begin(None).await?;
         let now = micros(self.now());
-        let due = tx.due_reminders(now, limit).await?;
+        let skip = self.unreadable_reminder_ids();
+        let (mut due, mut unreadable) = (Vec::new(), Vec::new());
+        for row in tx.due_reminders(now, limit, &skip).await? {
+            match row {
+                Ok(reminder) => due.push(reminder),
+                Err(error) => unreadable.push(error),
+            }
+        }
         let occurrences: Vec<Occurrences> = due
             .iter()
             .map(|reminder| Occurrences::of(reminder, now))
@@ -71,6 +88,9 @@ impl Engine {
                 None => finished.push(reminder.id),
             }
         }
+        // Each actor's occurrences in the order they were scheduled, whichever reminder
+        // they belong to (the sort is stable: ties keep the reminders' due order).
+        messages.sort_by_key(|(_, message)| message.scheduled_for);
         tx.insert_messages(&messages).await?;
         tx.settle_reminders(&finished, &moved).await?;
         tx.commit().await?;
@@ -84,7 +104,40 @@ impl Engine {
             let late = crate::metrics::micros_between(reminder.due_at, now);
             crate::metrics::reminder_lateness(actor_type, name, late);
         }
-        Ok(due.len())
+        for error in &unreadable {
+            if let Error::UnreadableReminder { id, .. } = error {
+                self.leave_unreadable_reminder(*id);
+            }
+            tracing::error!(%error, "a due reminder was not fired; workers try it again in {STALL:?}");
+        }
+        Ok(Fired {
+            count: due.len(),
+            unreadable,
+        })
+    }
+
+    /// The ids of the reminder rows firing leaves alone now, as a JSON array of strings.
+    fn unreadable_reminder_ids(&self) -> String {
+        let mut unreadable = self
+            .unreadable_reminders
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        unreadable.retain(|_, until| *until > now);
+        let ids: Vec<String> = unreadable.keys().map(i64::to_string).collect();
+        serde_json::Value::from(ids).to_string()
+    }
+
+    /// Leaves a reminder row that did not read alone for [`STALL`], so it neither fails
+    /// every pass nor holds back the reminders due after it.
+    fn leave_unreadable_reminder(&self, id: i64) {
+        let mut unreadable = self
+            .unreadable_reminders
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if unreadable.len() < MAP_CAPACITY {
+            unreadable.insert(id, Instant::now() + STALL);
+        }
     }
 
     /// Runs up to `turns_per_actor` turns for each of up to `actors` actors whose head

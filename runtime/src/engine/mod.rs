@@ -71,6 +71,8 @@ pub(crate) struct Engine {
     unknown_types: Mutex<HashSet<String>>,
     /// Actors whose last turn failed with an error, and until when workers skip them.
     stalled: Mutex<HashMap<(String, String), Instant>>,
+    /// Reminder rows that did not read, and until when firing leaves them alone.
+    unreadable_reminders: Mutex<HashMap<i64, Instant>>,
     /// The effect handlers, by effect name.
     effects: RwLock<HashMap<&'static str, Arc<dyn EffectRunner>>>,
     /// Effect kinds already reported as having no handler here.
@@ -172,6 +174,7 @@ impl Engine {
             claims: Mutex::default(),
             unknown_types: Mutex::default(),
             stalled: Mutex::default(),
+            unreadable_reminders: Mutex::default(),
             effects: RwLock::default(),
             reported_unhandled: Mutex::default(),
             depth_sampled: Mutex::default(),

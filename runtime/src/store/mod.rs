@@ -603,8 +603,15 @@ pub(crate) trait Transaction: admin::AdminWrites + Send {
     ) -> Result<()>;
 
     /// Returns up to `limit` reminders due at `now`, earliest first, locked until commit
-    /// (skipping those another transaction holds).
-    async fn due_reminders(&mut self, now: i64, limit: i64) -> Result<Vec<DueReminder>>;
+    /// (skipping those another transaction holds, and those whose ids are in `skip`, a JSON
+    /// array of ids as strings); a row that does not read is an
+    /// [`Error::UnreadableReminder`](crate::Error::UnreadableReminder) in its place.
+    async fn due_reminders(
+        &mut self,
+        now: i64,
+        limit: i64,
+        skip: &str,
+    ) -> Result<Vec<Result<DueReminder>>>;
 
     /// Settles fired reminders in a statement or two however many they are: deletes the
     /// one-shots (`finished`, by id) and moves each recurring one to its next occurrence

@@ -7,6 +7,7 @@ use super::{
     ReminderRecord, StoredMessage, StoredStatus, UnknownHead,
 };
 use crate::error::{Error, Result};
+use crate::turn::Missed;
 
 /// The columns every backend decodes: text, integers and their `NULL`able forms.
 pub(crate) trait Columns<DB: Database>: for<'r> Decode<'r, DB> + Type<DB> {}
@@ -120,7 +121,11 @@ where
 }
 
 /// A due reminder.
-pub(crate) fn due_reminder<R>(row: &R) -> Result<DueReminder>
+///
+/// The outer error is a row without an id (nothing can be said of it); the inner one, a
+/// row whose other columns do not read, or whose interval (not positive) or catch-up policy
+/// (not one the runtime writes) it could not fire as scheduled.
+pub(crate) fn due_reminder<R>(row: &R) -> Result<Result<DueReminder>>
 where
     R: Row,
     for<'c> &'c str: ColumnIndex<R>,
@@ -129,17 +134,33 @@ where
     i64: Columns<R::Database>,
     Option<i64>: Columns<R::Database>,
 {
-    Ok(DueReminder {
-        id: row.try_get("id")?,
-        actor_type: row.try_get("actor_type")?,
-        actor_id: row.try_get("actor_id")?,
-        name: row.try_get("name")?,
-        arguments: row.try_get("arguments")?,
-        due_at: row.try_get("due_at")?,
-        incarnation: row.try_get("incarnation")?,
-        every: row.try_get("every_micros")?,
-        missed: row.try_get("missed")?,
-    })
+    let id: i64 = row.try_get("id")?;
+    let read = || -> std::result::Result<DueReminder, String> {
+        let column = |error: sqlx::Error| error.to_string();
+        let reminder = DueReminder {
+            id,
+            actor_type: row.try_get("actor_type").map_err(column)?,
+            actor_id: row.try_get("actor_id").map_err(column)?,
+            name: row.try_get("name").map_err(column)?,
+            arguments: row.try_get("arguments").map_err(column)?,
+            due_at: row.try_get("due_at").map_err(column)?,
+            incarnation: row.try_get("incarnation").map_err(column)?,
+            every: row.try_get("every_micros").map_err(column)?,
+            missed: row.try_get("missed").map_err(column)?,
+        };
+        if let Some(every) = reminder.every.filter(|every| *every <= 0) {
+            return Err(format!(
+                "its interval is {every} microseconds, not positive"
+            ));
+        }
+        if let Some(missed) = &reminder.missed {
+            Missed::read(missed).ok_or_else(|| {
+                format!("its catch-up policy {missed:?} is not one the runtime writes")
+            })?;
+        }
+        Ok(reminder)
+    };
+    Ok(read().map_err(|reason| Error::UnreadableReminder { id, reason }))
 }
 
 /// A scheduled reminder: `name, key, due_at, every_micros, missed`.

@@ -11,7 +11,37 @@ pub(crate) fn storable_text(text: &str) -> String {
 
 /// Most message rows one statement inserts: 15 bound values each, well inside SQLite's
 /// 32,766 and PostgreSQL's 65,535 per statement.
-pub(crate) const MESSAGES_PER_INSERT: usize = 500;
+const MESSAGES_PER_INSERT: usize = 500;
+
+/// Most bytes of arguments one multi-row insert carries (a single larger row goes alone):
+/// a statement stays far below what a server takes in one message (1 GB on PostgreSQL).
+const ARGUMENT_BYTES_PER_INSERT: usize = 8 << 20;
+
+/// `messages` cut into consecutive runs that one insert statement each carries: at most
+/// [`MESSAGES_PER_INSERT`] rows and, unless one row alone exceeds it,
+/// [`ARGUMENT_BYTES_PER_INSERT`] bytes of arguments.
+pub(crate) fn insert_batches<'m, 'a, T>(
+    messages: &'m [(T, super::NewMessage<'a>)],
+) -> impl Iterator<Item = &'m [(T, super::NewMessage<'a>)]> {
+    let mut rest = messages;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut bytes = 0;
+        let mut end = 0;
+        while end < rest.len().min(MESSAGES_PER_INSERT) {
+            bytes += rest[end].1.arguments.len();
+            if end > 0 && bytes > ARGUMENT_BYTES_PER_INSERT {
+                break;
+            }
+            end += 1;
+        }
+        let (batch, after) = rest.split_at(end);
+        rest = after;
+        Some(batch)
+    })
+}
 
 /// Most reminders one statement deletes or moves.
 pub(crate) const ROWS_PER_SETTLE: usize = 1_000;
@@ -292,7 +322,7 @@ macro_rules! sql_backend {
                 &mut self,
                 messages: &[(ActorKey<'_, '_>, NewMessage<'_>)],
             ) -> Result<()> {
-                for rows in messages.chunks($crate::store::shared::MESSAGES_PER_INSERT) {
+                for rows in $crate::store::shared::insert_batches(messages) {
                     self.counters.statement();
                     message_insert(rows).build().execute(&mut *self.tx).await?;
                 }
@@ -481,14 +511,23 @@ macro_rules! sql_backend {
                 Ok(())
             }
 
-            async fn due_reminders(&mut self, now: i64, limit: i64) -> Result<Vec<DueReminder>> {
+            async fn due_reminders(
+                &mut self,
+                now: i64,
+                limit: i64,
+                skip: &str,
+            ) -> Result<Vec<Result<DueReminder>>> {
                 self.counters.statement();
                 let due = sqlx::query(concat!(
                     "SELECT id, due_at, actor_type, actor_id, name, arguments, incarnation,
                             every_micros, missed
-                     FROM solid_reminders WHERE due_at <= $1 ORDER BY due_at, id LIMIT $2",
+                     FROM solid_reminders
+                     WHERE due_at <= $2 AND CAST(id AS TEXT) NOT IN ",
+                    $name_set,
+                    " ORDER BY due_at, id LIMIT $3",
                     $skip_locked
                 ))
+                .bind(skip)
                 .bind(now)
                 .bind(limit)
                 .fetch_all(&mut *self.tx)
@@ -786,4 +825,44 @@ macro_rules! sql_backend {
             }
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{MessageProgress, NewMessage};
+
+    fn message(arguments: &str) -> ((), NewMessage<'_>) {
+        let message = NewMessage {
+            operation: "ring",
+            arguments,
+            request_id: "r",
+            idempotency_key: None,
+            created_at: 0,
+            progress: MessageProgress::ready(0, 0),
+            incarnation: None,
+            scheduled_for: None,
+        };
+        ((), message)
+    }
+
+    fn sizes(messages: &[((), NewMessage<'_>)]) -> Vec<usize> {
+        insert_batches(messages).map(<[_]>::len).collect()
+    }
+
+    #[test]
+    fn inserts_are_cut_by_rows_and_by_argument_bytes() {
+        let small: Vec<_> = (0..1_234).map(|_| message("{}")).collect();
+        assert_eq!(sizes(&small), [500, 500, 234]);
+        assert!(sizes(&[]).is_empty());
+
+        // 8 MiB of arguments per occurrence (an application may raise the limit that far):
+        // one row per statement, never the gigabyte that 140 of them would make at once.
+        let big = "x".repeat(ARGUMENT_BYTES_PER_INSERT);
+        let large: Vec<_> = (0..140).map(|_| message(&big)).collect();
+        assert_eq!(sizes(&large), vec![1; 140]);
+        let half = "x".repeat(ARGUMENT_BYTES_PER_INSERT / 2);
+        let halves: Vec<_> = (0..5).map(|_| message(&half)).collect();
+        assert_eq!(sizes(&halves), [2, 2, 1]);
+    }
 }
