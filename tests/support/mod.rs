@@ -134,4 +134,3 @@ async fn connect(harness: &Harness) -> sqlx::SqlitePool {
         .await
         .expect("the database opens")
 }
-

@@ -24,6 +24,10 @@ pre { background: #f4f5f9; padding: .8em; overflow: auto; max-height: 24em; }
 form.inline { display: inline; }
 button { cursor: pointer; }
 .notice { background: #fff4d6; padding: .5em .8em; }
+.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(240px, 1fr)); gap: 1em; }
+.card { border: 1px solid #e4e6ee; border-radius: 6px; padding: 0 1em; }
+h1 { margin: .2em 0 .6em; }
+h2 { font-size: 1.1em; }
 ";
 
 /// The page around every body: title, style sheet and navigation.
@@ -141,61 +145,81 @@ fn dead_letter_rows(base: &str, letters: &[DeadLetterSummary]) -> Markup {
 pub(super) fn overview(base: &str, overview: &Overview, dead: &[DeadLetterSummary]) -> Markup {
     let status = &overview.status;
     let body = html! {
-        h2 { "Messages" }
-        (counts(&status.messages))
-        p {
-            "Oldest message due and waiting: "
-            @match status.oldest_due_message_at {
-                Some(at) => { "enqueued " (ago(overview.now, at)) " ago" },
-                None => "none",
-            }
-        }
-        h2 { "Finished in the last hour" }
-        (counts(&overview.finished_last_hour))
-        h2 { "Effects" }
-        (counts(&status.effects))
-        h2 { "Reminders" }
-        p {
-            (status.reminders) " scheduled, " (status.reminders_due) " due; "
-            @match status.oldest_due_reminder_at {
-                Some(at) => { "the most overdue is " (ago(overview.now, at)) " late" },
-                None => "none late",
-            }
-            ". " (status.paused_actors) " actors paused."
-        }
-        h2 { "Actor types" }
-        table {
-            tr { th { "type" } th { "actors" } th { "paused" } th { "ready messages" } th { "dead letters" } }
-            @for kind in &overview.actor_types {
-                tr {
-                    td { (kind.actor_type) }
-                    td class="num" { (kind.actors) }
-                    td class="num" { (kind.paused) }
-                    td class="num" { (kind.ready_messages) }
-                    td class="num" {
-                        a href={ (base) "/dead-letters?actor_type=" (utf8_percent_encode(&kind.actor_type, NON_ALPHANUMERIC)) } {
-                            (kind.dead_letters)
-                        }
+        div.cards {
+            section.card {
+                h2 { "Messages" }
+                (counts(&status.messages))
+                p {
+                    "Oldest due and waiting: "
+                    @match status.oldest_due_message_at {
+                        Some(at) => { "enqueued " (ago(overview.now, at)) " ago" },
+                        None => "none",
                     }
                 }
             }
-        }
-        h2 { "Busiest mailboxes" }
-        table {
-            tr { th { "actor" } th { "ready messages" } }
-            @for mailbox in &overview.busiest {
-                tr {
-                    td {
-                        a href=(actor_link(base, &mailbox.actor_type, &mailbox.actor_id)) {
-                            (mailbox.actor_type) " " (mailbox.actor_id)
-                        }
+            section.card {
+                h2 { "Finished in the last hour" }
+                (counts(&overview.finished_last_hour))
+            }
+            section.card {
+                h2 { "Effects" }
+                (counts(&status.effects))
+            }
+            section.card {
+                h2 { "Reminders" }
+                p {
+                    (status.reminders) " scheduled, " (status.reminders_due) " due; "
+                    @match status.oldest_due_reminder_at {
+                        Some(at) => { "the most overdue is " (ago(overview.now, at)) " late" },
+                        None => "none late",
                     }
-                    td class="num" { (mailbox.ready) }
+                    "."
                 }
+                p { (status.paused_actors) " actors paused." }
             }
         }
         h2 { "Newest dead letters" }
         (dead_letter_rows(base, dead))
+        div.cards {
+            section {
+                h2 { "Actor types" }
+                table {
+                    tr { th { "type" } th { "actors" } th { "paused" } th { "ready" } th { "dead letters" } }
+                    @for kind in &overview.actor_types {
+                        tr {
+                            td { (kind.actor_type) }
+                            td class="num" { (kind.actors) }
+                            td class="num" { (kind.paused) }
+                            td class="num" { (kind.ready_messages) }
+                            td class="num" {
+                                a href={ (base) "/dead-letters?actor_type=" (utf8_percent_encode(&kind.actor_type, NON_ALPHANUMERIC)) } {
+                                    (kind.dead_letters)
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            section {
+                h2 { "Busiest mailboxes" }
+                table {
+                    tr { th { "actor" } th { "ready messages" } }
+                    @for mailbox in &overview.busiest {
+                        tr {
+                            td {
+                                a href=(actor_link(base, &mailbox.actor_type, &mailbox.actor_id)) {
+                                    (mailbox.actor_type) " " (mailbox.actor_id)
+                                }
+                            }
+                            td class="num" { (mailbox.ready) }
+                        }
+                    }
+                }
+                @if overview.busiest.is_empty() {
+                    p { "Every mailbox is empty." }
+                }
+            }
+        }
     };
     layout(base, "Overview", false, body)
 }
