@@ -24,7 +24,9 @@
 //!    against raw with 16 callers on 1 row.
 //! 3. FULL, 16 callers over 100 actors (call `i` goes to actor `i % 100`), against raw with
 //!    16 callers over 100 rows.
-//! 4. `synchronous = NORMAL`, 1 caller, and 16 callers over 100 actors, against raw NORMAL.
+//! 4. `synchronous = NORMAL`, 1 caller, and 16 callers over 100 actors, against raw NORMAL;
+//!    the 1-caller row also against the raw turn on rusqlite (SQLite called on the caller's
+//!    thread, no worker-thread hand-offs): the driver's limit.
 //! 5. With a URL, PostgreSQL: 1 caller, and 16 callers over 100 actors (a runtime of 16
 //!    connections), against raw with as many connections as callers (`SELECT ... FOR
 //!    UPDATE`, update, log row).
@@ -336,6 +338,14 @@ async fn sqlite_rows(operations: usize, written: &mut Vec<Written>) -> Result<f6
         ">=1.5x",
         &raw_note("raw NORMAL, 1 caller", &normal_one.raw),
     );
+    let driver = rusqlite_rate(normal, operations).await?;
+    print_line(
+        "  the same, against rusqlite",
+        &normal_one.framework,
+        Some(driver),
+        "",
+        "raw NORMAL on rusqlite, 1 caller: the same turn without sqlx's worker thread",
+    );
     let normal_spread = sqlite_pair(normal, CALLERS, SPREAD, operations).await?;
     print_line(
         "SQLite NORMAL, 16 callers, 100 actors",
@@ -441,6 +451,62 @@ async fn raw_sqlite(
     .execute(&mut connection)
     .await?;
     Ok(connection)
+}
+
+/// The raw turn's rate on rusqlite, which calls SQLite on the caller's own thread (here a
+/// blocking one): what a driver without sqlx's worker-thread hand-offs reaches.
+async fn rusqlite_rate(durability: Durability, operations: usize) -> Result<f64, Failed> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("rusqlite.db");
+    let synchronous = match durability {
+        Durability::Normal => "NORMAL",
+        _ => "FULL",
+    };
+    let elapsed = tokio::task::spawn_blocking(move || -> Result<Duration, rusqlite::Error> {
+        let mut connection = rusqlite::Connection::open(&path)?;
+        connection.busy_timeout(Duration::from_secs(5))?;
+        connection.pragma_update(None, "journal_mode", "WAL")?;
+        connection.pragma_update(None, "synchronous", synchronous)?;
+        connection.pragma_update(None, "foreign_keys", true)?;
+        connection.execute_batch(
+            "CREATE TABLE raw_counters (id TEXT PRIMARY KEY, value INTEGER NOT NULL);
+             CREATE TABLE raw_log (id INTEGER PRIMARY KEY, counter_id TEXT NOT NULL,
+                                   at INTEGER NOT NULL, value INTEGER NOT NULL);",
+        )?;
+        let mut turn = || -> Result<(), rusqlite::Error> {
+            let tx =
+                connection.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let value: Option<i64> = tx
+                .prepare_cached("SELECT value FROM raw_counters WHERE id = ?1")?
+                .query_row(["c-0"], |row| row.get(0))
+                .map(Some)
+                .or_else(|error| match error {
+                    rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                    error => Err(error),
+                })?;
+            let value = value.unwrap_or(0) + 1;
+            tx.prepare_cached(
+                "INSERT INTO raw_counters (id, value) VALUES (?1, ?2)
+                 ON CONFLICT (id) DO UPDATE SET value = excluded.value",
+            )?
+            .execute(rusqlite::params!["c-0", value])?;
+            tx.prepare_cached("INSERT INTO raw_log (counter_id, at, value) VALUES (?1, ?2, ?3)")?
+                .execute(rusqlite::params![
+                    "c-0",
+                    chrono::Utc::now().timestamp_millis(),
+                    value
+                ])?;
+            tx.commit()
+        };
+        turn()?;
+        let started = Instant::now();
+        for _ in 0..operations {
+            turn()?;
+        }
+        Ok(started.elapsed())
+    })
+    .await??;
+    Ok(operations as f64 / elapsed.as_secs_f64())
 }
 
 /// One hand-written durable turn on SQLite: read the counter, write it back, log it.
