@@ -127,6 +127,7 @@ mod store;
 mod testing;
 mod turn;
 mod validate;
+mod watch;
 
 pub use actor::{Actor, ActorState, Operations};
 pub use clock::{Clock, IntoDuration, ManualClock, SystemClock};
@@ -151,6 +152,7 @@ pub use store::Stats;
 pub use testing::Testing;
 pub use turn::{Missed, Turn};
 pub use validate::{MAX_ACTOR_ID_BYTES, MAX_KEY_BYTES};
+pub use watch::{Watch, Watched};
 
 pub use solid_objects_macros::{actor, command, migrate, query, reject, reminder, Rejection};
 
@@ -164,6 +166,7 @@ pub mod prelude {
         actor, command, migrate, query, reject, reminder, AllowAll, Effect, EffectContext,
         EffectFailure, Error, Failure, IntoDuration, ManualClock, MessageRef, MessageStatus,
         MigrationError, Missed, Policy, Rejection, Runtime, Turn, TurnError, TypedRejection,
+        Watched,
     };
     pub use serde_json::{json, Value};
 }

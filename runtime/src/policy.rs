@@ -16,6 +16,8 @@ pub enum RequestKind {
     Destroy,
     /// A listing of the actor's scheduled reminders, for operators.
     Reminders,
+    /// Watching the actor: its committed states, as they are committed.
+    Subscription,
 }
 
 /// A call as the policy sees it, before anything is written.
@@ -185,6 +187,16 @@ pub trait Policy: Send + Sync + 'static {
         ))
     }
 
+    /// Decides whether [`Reference::watch`](crate::Reference::watch) may follow the actor's
+    /// committed states (the request's operation is `"watch"`). Denied unless the policy
+    /// says otherwise: a policy written before watching existed allows none.
+    fn authorize_subscription(&self, request: &Request<'_>) -> Result<(), Denied> {
+        let _ = request;
+        Err(Denied::new(
+            "watching actors is not authorised: implement Policy::authorize_subscription",
+        ))
+    }
+
     /// Decides whether an operator may run an [`Admin`](crate::admin::Admin) call. Denied
     /// unless the policy says otherwise; every call, allowed or denied, is written to the
     /// audit table `solid_admin_events`.
@@ -213,6 +225,10 @@ impl Policy for AllowAll {
         Ok(())
     }
 
+    fn authorize_subscription(&self, _request: &Request<'_>) -> Result<(), Denied> {
+        Ok(())
+    }
+
     fn authorize_administration(&self, _request: &AdminRequest<'_>) -> Result<(), Denied> {
         Ok(())
     }
@@ -235,6 +251,10 @@ impl Policy for NoPolicy {
     }
 
     fn authorize_destroy(&self, _request: &Request<'_>) -> Result<(), Denied> {
+        Err(Denied::new(NO_POLICY))
+    }
+
+    fn authorize_subscription(&self, _request: &Request<'_>) -> Result<(), Denied> {
         Err(Denied::new(NO_POLICY))
     }
 

@@ -251,7 +251,7 @@ impl<A: Actor> Reference<A> {
     }
 
     /// The runtime this call goes to, with the actor type known to it and the id checked.
-    fn prepare(&self) -> Result<Runtime> {
+    pub(crate) fn prepare(&self) -> Result<Runtime> {
         let runtime = match &self.runtime {
             Some(runtime) => runtime.clone(),
             None => Runtime::current().ok_or(Error::NoRuntime)?,
@@ -262,7 +262,7 @@ impl<A: Actor> Reference<A> {
         Ok(runtime)
     }
 
-    fn authorize(
+    pub(crate) fn authorize(
         &self,
         runtime: &Runtime,
         kind: RequestKind,
@@ -285,6 +285,7 @@ impl<A: Actor> Reference<A> {
                 policy.authorize_query(&request)
             }
             RequestKind::Destroy => policy.authorize_destroy(&request),
+            RequestKind::Subscription => policy.authorize_subscription(&request),
         }))
         .unwrap_or_else(|panic| {
             // What a panic says is for the operator's log, not the caller.

@@ -43,6 +43,8 @@ const RESTART_PAUSE_MAX: Duration = Duration::from_secs(5);
 /// The idle poll interval of a worker starts here and doubles up to the maximum (1 s by
 /// default, `Builder::idle_poll`).
 const IDLE_POLL_MIN: Duration = Duration::from_millis(100);
+/// The shortest interval at which watchers poll for other processes' commits.
+const WATCH_POLL_MIN: Duration = Duration::from_millis(10);
 /// How long the relay of PostgreSQL's work notices waits after an error before it listens
 /// again.
 const NOTICE_RETRY: Duration = Duration::from_secs(1);
@@ -418,6 +420,7 @@ impl Runtime {
         self.shared.closed.store(true, Ordering::Release);
         self.shared.shutdown.notify_waiters();
         self.engine().wake();
+        self.engine().close_watches();
     }
 
     /// Shuts down and closes the database connections the runtime opened (a pool the
@@ -523,6 +526,7 @@ pub struct Builder {
     workers: usize,
     idle_poll: Duration,
     listen: bool,
+    watch_poll: Duration,
     shutdown_deadline: Duration,
     registrations: Vec<fn(&Engine) -> Result<()>>,
     effects: Vec<(&'static str, Arc<dyn EffectRunner>)>,
@@ -549,6 +553,7 @@ impl Default for Builder {
             workers: 2,
             idle_poll: Duration::from_secs(1),
             listen: true,
+            watch_poll: Duration::from_secs(1),
             shutdown_deadline: Duration::from_secs(30),
             registrations: Vec::new(),
             effects: Vec::new(),
@@ -721,12 +726,24 @@ impl Builder {
     }
 
     /// Whether [`Runtime::run`] listens for work committed by other processes (default
-    /// true; PostgreSQL only, where it takes one connection of its own). Without it, idle
-    /// workers find that work at their next poll ([`idle_poll`](Builder::idle_poll)); turn
-    /// it off where `LISTEN` is not available, such as behind a PgBouncer in transaction
+    /// true; PostgreSQL only, where it takes one connection of its own), and watchers for
+    /// states they commit (one more connection while any actor is watched). Without it,
+    /// idle workers find that work at their next poll ([`idle_poll`](Builder::idle_poll))
+    /// and watchers those states at theirs ([`watch_poll`](Builder::watch_poll)); turn it
+    /// off where `LISTEN` is not available, such as behind a PgBouncer in transaction
     /// pooling mode.
     pub fn listen(mut self, listen: bool) -> Self {
         self.listen = listen;
+        self
+    }
+
+    /// How often watchers ([`Reference::watch`](crate::Reference::watch)) look for states
+    /// that other processes committed, where no notice tells them (default 1 s, at least
+    /// 10 ms): on SQLite, one read of every watched actor's revision per interval. Commits in
+    /// this process reach watchers at once, and on PostgreSQL (with
+    /// [`listen`](Builder::listen) on) so do those of every process.
+    pub fn watch_poll(mut self, interval: impl IntoDuration) -> Self {
+        self.watch_poll = interval.into_duration().max(WATCH_POLL_MIN);
         self
     }
 
@@ -830,6 +847,8 @@ impl Builder {
             retry: self.retry,
             turn_timeout: self.turn_timeout,
             effect_lease: self.effect_lease,
+            watch_poll: self.watch_poll,
+            listen: self.listen,
         };
         let engine = Engine::new(store, config);
         let policy = self.policy.unwrap_or_else(|| {

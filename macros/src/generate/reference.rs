@@ -16,7 +16,7 @@ pub(crate) fn reference(actor: &ActorImpl, names: &Names) -> TokenStream {
     } = names;
     let doc = format!(
         "A typed reference to one [`{ident}`]: one method per command and query, plus \
-         `snapshot()`, `id()`, `timeout(..)` and `context(..)`."
+         `snapshot()`, `watch()`, `id()`, `timeout(..)` and `context(..)`."
     );
     let constructor_doc = format!(
         "A reference to the `{ident}` with this id, through the runtime of the enclosing \
@@ -120,6 +120,23 @@ pub(crate) fn reference(actor: &ActorImpl, names: &Names) -> TokenStream {
             /// message starts a new incarnation. Authorised by `Policy::authorize_destroy`.
             pub async fn destroy(&self) -> ::solid_objects::Result<()> {
                 self.inner.destroy().await
+            }
+
+            /// Watches the actor: its committed state now, then each later one in revision
+            /// order, ending with `Watched::Destroyed` if it is destroyed. Authorised by
+            /// `Policy::authorize_subscription`. See `Reference::watch`.
+            pub fn watch(&self) -> ::solid_objects::Watch<#ident> {
+                self.inner.watch()
+            }
+
+            /// Watches what `project` makes of each committed state, skipping revisions
+            /// whose projection did not change. See `Reference::watch_with`.
+            pub fn watch_with<V, F>(&self, project: F) -> ::solid_objects::Watch<V>
+            where
+                F: ::core::ops::Fn(&#ident) -> V + ::core::marker::Send + 'static,
+                V: ::core::cmp::PartialEq + ::core::clone::Clone + ::core::marker::Send + 'static,
+            {
+                self.inner.watch_with(project)
             }
 
             /// The actor's scheduled reminders, the next due first, for operators.

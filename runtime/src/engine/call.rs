@@ -541,6 +541,7 @@ impl Engine {
         tx.destroy_actor(key, micros(self.now())).await?;
         tx.commit().await?;
         self.wake();
+        self.state_committed(key);
         Ok(())
     }
 

@@ -17,6 +17,7 @@ mod effects;
 mod failures;
 mod outcome;
 mod running;
+mod watchers;
 
 use std::any::TypeId;
 use std::collections::{HashMap, HashSet};
@@ -40,6 +41,7 @@ use crate::store::{Bounds, Store, Transaction};
 pub(crate) use background::TurnErrors;
 pub(crate) use call::{CallOptions, EnqueueOptions, Enqueued};
 pub(crate) use outcome::{stored_rejection, Outcome};
+pub(crate) use watchers::{shut_down, Subscription};
 
 /// How many entries the engine's in-memory maps hold at most, so that nothing a database or
 /// a caller does can grow them without bound.
@@ -55,6 +57,10 @@ pub(crate) struct EngineConfig {
     pub(crate) turn_timeout: Duration,
     /// How long a claimed effect belongs to its runner.
     pub(crate) effect_lease: Duration,
+    /// How often watchers poll for commits of other processes where none are notified.
+    pub(crate) watch_poll: Duration,
+    /// Whether watchers `LISTEN` for other processes' commits where the database can.
+    pub(crate) listen: bool,
 }
 
 /// Runs turns against a store.
@@ -79,6 +85,8 @@ pub(crate) struct Engine {
     reported_unhandled: Mutex<HashSet<String>>,
     /// When a worker last sampled the mailbox depth for the metrics.
     depth_sampled: Mutex<Option<Instant>>,
+    /// The watched actors, told of every commit that changes a state.
+    watchers: Arc<watchers::Watchers>,
 }
 
 #[derive(Clone)]
@@ -166,6 +174,7 @@ impl Lock {
 impl Engine {
     pub(crate) fn new(store: Arc<dyn Store>, config: EngineConfig) -> Self {
         crate::metrics::describe();
+        let watchers = Arc::new(watchers::Watchers::new(config.watch_poll, config.listen));
         Self {
             store,
             config,
@@ -178,7 +187,29 @@ impl Engine {
             effects: RwLock::default(),
             reported_unhandled: Mutex::default(),
             depth_sampled: Mutex::default(),
+            watchers,
         }
+    }
+
+    /// Tells the actor's watchers that a commit changed its state; called only after the
+    /// commit returned.
+    fn state_committed(&self, key: ActorKey<'_, '_>) {
+        self.watchers.committed(key);
+    }
+
+    /// A new watcher of an actor.
+    pub(crate) fn subscribe(&self, actor_type: &'static str, actor_id: &str) -> Subscription {
+        self.watchers.subscribe(&self.store, actor_type, actor_id)
+    }
+
+    /// A receiver that turns true once the runtime shuts down.
+    pub(crate) fn closing(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.watchers.closing()
+    }
+
+    /// Ends every watch (the runtime shuts down).
+    pub(crate) fn close_watches(&self) {
+        self.watchers.close();
     }
 
     pub(crate) fn store(&self) -> &dyn Store {

@@ -298,7 +298,7 @@ impl Engine {
     }
 
     /// Decodes the actor's stored state (the default state if it has none).
-    pub(super) fn decode_state<A: Actor>(
+    pub(crate) fn decode_state<A: Actor>(
         &self,
         key: ActorKey<'static, '_>,
         instance: &Instance,
@@ -482,6 +482,9 @@ impl Engine {
             }
             tx.commit().await?;
             self.wake();
+            if settled.writes.is_some() {
+                self.state_committed(key);
+            }
             let available_at = progress.available_at;
             let outcome = settled.into_outcome(available_at, finished);
             tracing::Span::current().record("outcome", outcome.label());

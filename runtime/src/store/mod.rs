@@ -56,6 +56,33 @@ pub(crate) struct Instance {
     pub(crate) paused: bool,
 }
 
+impl Instance {
+    /// Where this row stands: its incarnation and revision.
+    pub(crate) fn version(&self) -> Version {
+        Version {
+            incarnation: self.incarnation,
+            revision: self.revision,
+        }
+    }
+}
+
+/// Where an actor's committed state stands: which life of the actor, and which revision in
+/// it. A later commit is greater: a turn adds one to the revision, and destroying an actor
+/// adds one to its incarnation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Version {
+    pub(crate) incarnation: i64,
+    pub(crate) revision: i64,
+}
+
+/// A notice that some process committed a state of an actor.
+#[derive(Debug, Clone)]
+pub(crate) struct StateNotice {
+    pub(crate) actor_type: String,
+    pub(crate) actor_id: String,
+    pub(crate) version: Version,
+}
+
 impl Default for Instance {
     /// An actor never written: its first incarnation, no state.
     fn default() -> Self {
@@ -454,6 +481,21 @@ pub(crate) trait Store: admin::AdminReads + Send + Sync + 'static {
     /// transaction.
     async fn read_actor(&self, actor: ActorKey<'_, '_>, now: i64) -> Result<CommittedActor>;
 
+    /// Reads an actor's committed row (`None` if it has none), outside any write
+    /// transaction and without its mailbox.
+    async fn read_instance(&self, actor: ActorKey<'_, '_>) -> Result<Option<Instance>>;
+
+    /// The versions of those of `actors` (a JSON array of `[type, id]` pairs) that have a
+    /// row, in one read.
+    async fn versions(&self, actors: &str) -> Result<Vec<StateNotice>>;
+
+    /// Notices of the states any process commits, for watchers; `None` where the database
+    /// has none to give (SQLite: watchers poll the revisions, and commits in this process
+    /// reach them directly).
+    async fn listen_states(&self) -> Result<Option<Box<dyn StateNotices>>> {
+        Ok(None)
+    }
+
     /// Reads one message, outside any write transaction.
     async fn message(&self, lookup: MessageLookup<'_>) -> Result<Option<MessageRecord>>;
 
@@ -513,6 +555,14 @@ pub(crate) trait Store: admin::AdminReads + Send + Sync + 'static {
 pub(crate) trait WorkNotices: Send {
     /// Waits for the next notice.
     async fn next(&mut self) -> Result<()>;
+}
+
+/// Notices of states committed by any process.
+#[async_trait]
+pub(crate) trait StateNotices: Send {
+    /// Waits for the next notice; `None` when notices may have been lost (the connection
+    /// dropped, and the next call connects again).
+    async fn next(&mut self) -> Result<Option<StateNotice>>;
 }
 
 /// One write transaction. Dropped without [`commit`](Transaction::commit), it rolls back; a

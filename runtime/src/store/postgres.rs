@@ -22,7 +22,8 @@ use super::{
     rows, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters, DeadEffectRecord, DueReminder,
     EffectProgress, Instance, InstanceWrite, LockedActor, MessageLookup, MessageProgress,
     MessageRecord, NewEffect, NewMessage, PendingEffects, ReminderRecord, ReminderWrite, Retention,
-    Stats, Store, StoredMessage, Transaction, UnknownHead, WorkNotices,
+    StateNotice, StateNotices, Stats, Store, StoredMessage, Transaction, UnknownHead, Version,
+    WorkNotices,
 };
 use crate::error::Result;
 
@@ -68,10 +69,19 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "state compression",
         include_str!("../../migrations/postgres/0008_state_compression.sql"),
     ),
+    (
+        9,
+        "state notices",
+        include_str!("../../migrations/postgres/0009_state_notices.sql"),
+    ),
 ];
 
 /// The channel a commit that leaves work notifies (by the triggers of migration 6).
 const WORK_CHANNEL: &str = "solid_objects_work";
+
+/// The channel a commit that changes an actor's state notifies with `[type, id, incarnation,
+/// revision]` (by the triggers of migration 9), for watchers.
+const STATE_CHANNEL: &str = "solid_objects_state";
 
 /// Serialises concurrent migrators (several processes starting at once).
 const MIGRATION_LOCK: i64 = 0x736f_6c69_645f_6f62;
@@ -108,6 +118,21 @@ impl PostgresStore {
             counters: Arc::default(),
             owns_pool: false,
         })
+    }
+}
+
+impl PostgresStore {
+    /// `LISTEN` on `channel`, on a connection of its own outside the pool the turns use: a
+    /// listener holds its connection for good, and a pool of one would have none left for
+    /// turns.
+    async fn listener(&self, channel: &str) -> Result<PgListener> {
+        let options = (*self.readers.connect_options()).clone();
+        let own = PgPoolOptions::new()
+            .max_connections(1)
+            .connect_lazy_with(options);
+        let mut listener = PgListener::connect_with(&own).await?;
+        listener.listen(channel).await?;
+        Ok(listener)
     }
 }
 
@@ -271,18 +296,28 @@ sql_backend! {
         }
 
         async fn listen(&self) -> Result<Option<Box<dyn WorkNotices>>> {
-            // A connection of its own, outside the pool the turns use: a listener holds its
-            // connection for good, and a pool of one would have none left for turns.
-            let options = (*self.readers.connect_options()).clone();
-            let own = PgPoolOptions::new()
-                .max_connections(1)
-                .connect_lazy_with(options);
-            let mut listener = PgListener::connect_with(&own).await?;
-            listener.listen(WORK_CHANNEL).await?;
+            let listener = self.listener(WORK_CHANNEL).await?;
             Ok(Some(Box::new(Notices {
                 listener,
                 counters: Arc::clone(&self.counters),
             })))
+        }
+
+        async fn versions(&self, actors: &str) -> Result<Vec<StateNotice>> {
+            let rows = sqlx::query(
+                "SELECT i.actor_type, i.actor_id, i.incarnation, i.revision
+                 FROM jsonb_array_elements($1::jsonb) AS j(pair)
+                 JOIN solid_instances i ON i.actor_type = j.pair->>0 AND i.actor_id = j.pair->>1",
+            )
+            .bind(actors)
+            .fetch_all(&self.readers)
+            .await?;
+            rows.iter().map(rows::state_notice).collect()
+        }
+
+        async fn listen_states(&self) -> Result<Option<Box<dyn StateNotices>>> {
+            let listener = self.listener(STATE_CHANNEL).await?;
+            Ok(Some(Box::new(StateListener { listener })))
         }
     },
     transaction_items: {
@@ -338,6 +373,40 @@ impl WorkNotices for Notices {
         self.listener.recv().await?;
         self.counters.work_notice();
         Ok(())
+    }
+}
+
+/// `LISTEN` for committed states on a connection of its own.
+struct StateListener {
+    listener: PgListener,
+}
+
+#[async_trait]
+impl StateNotices for StateListener {
+    async fn next(&mut self) -> Result<Option<StateNotice>> {
+        loop {
+            // `None`: the connection was lost (notices sent meanwhile are gone); the next
+            // call connects and listens again.
+            let Some(notification) = self.listener.try_recv().await? else {
+                return Ok(None);
+            };
+            let payload = notification.payload();
+            match serde_json::from_str::<(String, String, i64, i64)>(payload) {
+                Ok((actor_type, actor_id, incarnation, revision)) => {
+                    return Ok(Some(StateNotice {
+                        actor_type,
+                        actor_id,
+                        version: Version {
+                            incarnation,
+                            revision,
+                        },
+                    }))
+                }
+                Err(error) => {
+                    tracing::warn!(%error, payload, "a state notice that does not read; ignored");
+                }
+            }
+        }
     }
 }
 

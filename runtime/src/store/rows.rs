@@ -4,7 +4,7 @@ use sqlx::{ColumnIndex, Database, Decode, Row, Type};
 
 use super::{
     ClaimedEffect, DeadEffectRecord, DueReminder, Instance, MessageRecord, PendingEffects,
-    ReminderRecord, StoredMessage, StoredStatus, UnknownHead,
+    ReminderRecord, StateNotice, StoredMessage, StoredStatus, UnknownHead, Version,
 };
 use crate::error::{Error, Result};
 use crate::turn::Missed;
@@ -29,6 +29,24 @@ where
         incarnation: row.try_get("incarnation")?,
         state_version: row.try_get("state_version")?,
         paused: row.try_get::<Option<i64>, _>("paused_at")?.is_some(),
+    })
+}
+
+/// An actor's version, from the columns `actor_type`, `actor_id`, `incarnation`, `revision`.
+pub(crate) fn state_notice<R>(row: &R) -> Result<StateNotice>
+where
+    R: Row,
+    for<'c> &'c str: ColumnIndex<R>,
+    String: Columns<R::Database>,
+    i64: Columns<R::Database>,
+{
+    Ok(StateNotice {
+        actor_type: row.try_get("actor_type")?,
+        actor_id: row.try_get("actor_id")?,
+        version: Version {
+            incarnation: row.try_get("incarnation")?,
+            revision: row.try_get("revision")?,
+        },
     })
 }
 

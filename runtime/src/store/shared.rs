@@ -176,6 +176,15 @@ macro_rules! sql_backend {
                 })
             }
 
+            async fn read_instance(&self, actor: ActorKey<'_, '_>) -> Result<Option<Instance>> {
+                let row = sqlx::query(SELECT_INSTANCE)
+                    .bind(actor.actor_type)
+                    .bind(actor.actor_id)
+                    .fetch_optional(&self.$readers)
+                    .await?;
+                row.map(|row| rows::instance(&row)).transpose()
+            }
+
             async fn message(&self, lookup: MessageLookup<'_>) -> Result<Option<MessageRecord>> {
                 let row = lookup_query(lookup).fetch_optional(&self.$readers).await?;
                 row.map(|row| rows::message(&row)).transpose()

@@ -22,9 +22,9 @@ use super::group_commit::{GroupCommit, GroupMember, GroupWriter};
 use super::owned_transaction::OwnedTransaction;
 use super::{
     rows, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters, DeadEffectRecord, DueReminder,
-    EffectProgress, InstanceWrite, LockedActor, MessageLookup, MessageProgress, MessageRecord,
-    NewEffect, NewMessage, PendingEffects, ReminderRecord, ReminderWrite, Retention, Stats, Store,
-    Transaction, UnknownHead, WorkNotices,
+    EffectProgress, Instance, InstanceWrite, LockedActor, MessageLookup, MessageProgress, MessageRecord,
+    NewEffect, NewMessage, PendingEffects, ReminderRecord, ReminderWrite, Retention, StateNotice,
+    Stats, Store, Transaction, UnknownHead, WorkNotices,
 };
 use crate::error::Result;
 
@@ -352,6 +352,19 @@ sql_backend! {
 
         async fn listen(&self) -> Result<Option<Box<dyn WorkNotices>>> {
             Ok(None)
+        }
+
+        async fn versions(&self, actors: &str) -> Result<Vec<StateNotice>> {
+            let rows = sqlx::query(
+                "SELECT i.actor_type, i.actor_id, i.incarnation, i.revision
+                 FROM json_each($1) AS j
+                 JOIN solid_instances i ON i.actor_type = json_extract(j.value, '$[0]')
+                                       AND i.actor_id = json_extract(j.value, '$[1]')",
+            )
+            .bind(actors)
+            .fetch_all(&self.readers)
+            .await?;
+            rows.iter().map(rows::state_notice).collect()
         }
     },
     transaction_items: {
