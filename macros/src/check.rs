@@ -22,6 +22,8 @@ const RESERVED: &[&str] = &[
     "as_reference",
     "destroy",
     "reminders",
+    "watch",
+    "watch_with",
 ];
 
 /// Method names the builders a command's or a reminder's name also goes on already have: a

@@ -247,13 +247,12 @@ where
 
     fn project(&mut self, actor_id: &str, state: A) -> Result<Option<V>> {
         // The projection is user code: a panic is an error item, never a panic here.
-        let view =
-            catch_unwind(AssertUnwindSafe(|| (self.project)(&state))).map_err(|panic| {
-                Error::Panicked {
-                    during: format!("the projection of a watch of {} {actor_id:?}", A::TYPE_NAME),
-                    message: panic_text(&*panic).to_owned(),
-                }
-            })?;
+        let view = catch_unwind(AssertUnwindSafe(|| (self.project)(&state))).map_err(|panic| {
+            Error::Panicked {
+                during: format!("the projection of a watch of {} {actor_id:?}", A::TYPE_NAME),
+                message: panic_text(&*panic).to_owned(),
+            }
+        })?;
         if self.last.as_ref() == Some(&view) {
             return Ok(None);
         }

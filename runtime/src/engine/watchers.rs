@@ -70,7 +70,8 @@ impl ActorWatch {
     }
 
     fn poke(&self) {
-        self.pokes.send_modify(|count| *count = count.wrapping_add(1));
+        self.pokes
+            .send_modify(|count| *count = count.wrapping_add(1));
     }
 }
 
@@ -288,7 +289,9 @@ pub(crate) struct Subscription {
 
 impl Subscription {
     fn pokes(&mut self) -> &mut watch::Receiver<u64> {
-        self.pokes.as_mut().expect("a live subscription has its receiver")
+        self.pokes
+            .as_mut()
+            .expect("a live subscription has its receiver")
     }
 
     /// Waits for the next commit this runtime hears of.

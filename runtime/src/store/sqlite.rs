@@ -22,9 +22,9 @@ use super::group_commit::{GroupCommit, GroupMember, GroupWriter};
 use super::owned_transaction::OwnedTransaction;
 use super::{
     rows, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters, DeadEffectRecord, DueReminder,
-    EffectProgress, Instance, InstanceWrite, LockedActor, MessageLookup, MessageProgress, MessageRecord,
-    NewEffect, NewMessage, PendingEffects, ReminderRecord, ReminderWrite, Retention, StateNotice,
-    Stats, Store, Transaction, UnknownHead, WorkNotices,
+    EffectProgress, Instance, InstanceWrite, LockedActor, MessageLookup, MessageProgress,
+    MessageRecord, NewEffect, NewMessage, PendingEffects, ReminderRecord, ReminderWrite, Retention,
+    StateNotice, Stats, Store, Transaction, UnknownHead, WorkNotices,
 };
 use crate::error::Result;
 
