@@ -636,3 +636,72 @@ async fn turns_undone_inside_group_commits_are_never_seen() {
     );
     runtime.close().await;
 }
+
+/// The next chunk of a response body, as text, within [`SOON`].
+async fn chunk(
+    body: &mut (impl futures_util::Stream<Item = Result<axum::body::Bytes, axum::Error>> + Unpin),
+) -> Option<String> {
+    use futures_util::StreamExt;
+    let next = tokio::time::timeout(SOON, body.next())
+        .await
+        .expect("the body answers in time");
+    next.map(|bytes| String::from_utf8(bytes.expect("a chunk").to_vec()).expect("text"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_watch_as_server_sent_events_sends_states_then_the_destroy_event() {
+    use axum::response::IntoResponse;
+
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let counter = runtime.reference::<Counter>("c");
+    counter.add(2).await.unwrap();
+    let sse = counter
+        .watch_with(|counter| counter.value)
+        .into_sse()
+        .await
+        .unwrap();
+    let response = sse.into_response();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let mut body = response.into_body().into_data_stream();
+    assert_eq!(
+        chunk(&mut body).await.unwrap(),
+        "event: state\nid: 1\ndata: {\"incarnation\":1,\"revision\":1,\"value\":2}\n\n"
+    );
+    counter.add(3).await.unwrap();
+    assert_eq!(
+        chunk(&mut body).await.unwrap(),
+        "event: state\nid: 2\ndata: {\"incarnation\":1,\"revision\":2,\"value\":5}\n\n"
+    );
+    counter.close().await.unwrap();
+    assert_eq!(
+        chunk(&mut body).await.unwrap(),
+        "event: destroyed\ndata: {\"incarnation\":1}\n\n"
+    );
+    assert_eq!(
+        chunk(&mut body).await,
+        None,
+        "the events end with the actor's life"
+    );
+    runtime.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_denied_watch_as_server_sent_events_is_a_403() {
+    use axum::response::IntoResponse;
+
+    let harness = Harness::new();
+    let runtime = Runtime::builder()
+        .sqlite(harness.path())
+        .policy(CallersOnly)
+        .start()
+        .await
+        .unwrap();
+    let denied = runtime.reference::<Counter>("c").watch().into_sse().await;
+    let response = denied
+        .map(IntoResponse::into_response)
+        .unwrap_or_else(IntoResponse::into_response);
+    assert_eq!(response.status(), 403);
+    runtime.close().await;
+}

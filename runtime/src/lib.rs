@@ -64,7 +64,7 @@
 //! |------|---------|--------------|
 //! | `sqlite` | on | `Builder::sqlite`, `Builder::sqlite_pool` and `Turn::sqlite`: SQLite as the backend (through sqlx, with the library bundled), embedded in the process |
 //! | `postgres` | off | [`Builder::postgres`][builder-postgres], `Builder::postgres_pool` and [`Turn::postgres`][turn-postgres]: PostgreSQL as the backend, for many processes on many hosts |
-//! | `axum` | off | `Error` as an axum response (`IntoResponse`), with the HTTP status each error means |
+//! | `axum` | off | `Error` as an axum response (`IntoResponse`), with the HTTP status each error means, and `Watch::into_sse`: a watch as server-sent events |
 //! | `dashboard` | off | [`dashboard::router`][dashboard]: the operators' web dashboard, an axum `Router` of server-rendered pages to mount behind the application's authentication |
 //!
 //! At least one of `sqlite` and `postgres` is on; a PostgreSQL-only build
@@ -103,6 +103,8 @@ mod actor;
 pub mod admin;
 #[cfg(feature = "axum")]
 mod axum_response;
+#[cfg(feature = "axum")]
+mod axum_sse;
 mod clock;
 mod codec;
 #[cfg(feature = "dashboard")]
