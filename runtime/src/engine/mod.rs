@@ -36,7 +36,7 @@ use crate::clock::Clock;
 use crate::effect::EffectRunner;
 use crate::error::{Error, Result};
 use crate::limits::{deadline_after, Limits, RetryPolicy};
-use crate::store::{Bounds, Store, Transaction};
+use crate::store::{ActorKey, Bounds, Store, Transaction};
 
 pub(crate) use background::TurnErrors;
 pub(crate) use call::{CallOptions, EnqueueOptions, Enqueued};
