@@ -19,39 +19,14 @@
 //! runtime refuses is 400, a call that waited too long 504.
 
 mod show;
+mod web;
 
 use std::net::{Ipv4Addr, SocketAddr};
 
-use axum::extract::{Path, State};
-use axum::http::header;
-use axum::response::{Html, IntoResponse};
-use axum::routing::{get, post};
-use axum::Router;
-use solid_objects::policy::{Denied, Request};
 use solid_objects::prelude::*;
 
 use show::Show;
-
-/// The show the page opens with, and its number of seats.
-const SHOW: &str = "opening-night";
-const SEATS: u32 = 40;
-
-/// Visitors may call the shows and watch them; nobody may destroy one.
-struct Visitors;
-
-impl Policy for Visitors {
-    fn authorize_message(&self, _: &Request<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-
-    fn authorize_query(&self, _: &Request<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-
-    fn authorize_subscription(&self, _: &Request<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-}
+use web::{Visitors, SEATS, SHOW};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -69,12 +44,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         async move { runtime.run().await }
     });
 
-    let app = Router::new()
-        .route("/", get(page))
-        .route("/shows/{show}/seats", get(seats))
-        .route("/shows/{show}/seats/{seat}/hold", post(hold))
-        .route("/shows/{show}/holds/{hold_id}/confirm", post(confirm))
-        .with_state(runtime.clone());
+    let app = web::app(runtime.clone());
     let port = match std::env::var("LIVE_SEATS_PORT") {
         Ok(port) => port.parse()?,
         Err(_) => 3000,
@@ -95,43 +65,4 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     workers.await??;
     runtime.close().await;
     Ok(())
-}
-
-/// The page: the seat map, live.
-async fn page() -> Html<String> {
-    Html(include_str!("page.html").replace("{{SHOW}}", SHOW))
-}
-
-/// The seat map of a show as server-sent events: the map now, then each change.
-async fn seats(
-    State(runtime): State<Runtime>,
-    Path(show): Path<String>,
-) -> Result<impl IntoResponse, Error> {
-    runtime
-        .reference::<Show>(show)
-        .watch_with(Show::view)
-        .into_sse()
-        .await
-}
-
-async fn hold(
-    State(runtime): State<Runtime>,
-    Path((show, seat)): Path<(String, u32)>,
-) -> Result<impl IntoResponse, Error> {
-    let hold = runtime.reference::<Show>(show).hold(seat).await?;
-    Ok(json(&hold))
-}
-
-async fn confirm(
-    State(runtime): State<Runtime>,
-    Path((show, hold_id)): Path<(String, String)>,
-) -> Result<impl IntoResponse, Error> {
-    let seat = runtime.reference::<Show>(show).confirm(hold_id).await?;
-    Ok(json(&json!({ "seat": seat })))
-}
-
-/// A JSON response.
-fn json(value: &impl serde::Serialize) -> impl IntoResponse {
-    let body = serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned());
-    ([(header::CONTENT_TYPE, "application/json")], body)
 }
