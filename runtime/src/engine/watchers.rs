@@ -5,7 +5,10 @@
 //! read, which the actor's watchers share. A commit in this process pokes the entry after its
 //! `COMMIT` returned (never from inside a transaction or a group member's savepoint, which
 //! may still roll back); commits in other processes reach it through PostgreSQL's
-//! `NOTIFY`, or, on SQLite, through one poll of the watched actors' revisions per interval.
+//! `NOTIFY`, and through one poll of the watched actors' revisions per interval (SQLite's
+//! only way; on PostgreSQL the net under the notices). On PostgreSQL only watched actors
+//! notify (a notifying commit takes a database-wide lock): a runtime that listens keeps a
+//! lease on each actor it watches in `solid_watched`.
 //!
 //! Nothing here makes a commit wait or grows with the number of commits: a poke overwrites
 //! the last one, and a watcher that was slow reads only the newest state when it comes
@@ -13,9 +16,9 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 
 use crate::error::Result;
 use crate::store::{ActorKey, Instance, StateNotice, Store, Version};
@@ -25,12 +28,21 @@ use crate::store::{ActorKey, Instance, StateNotice, Store, Version};
 const LISTEN_RETRY: Duration = Duration::from_secs(1);
 /// How many actors one poll of revisions asks about at once.
 const POLL_BATCH: usize = 500;
+/// How long a runtime's lease on the actors it watches lasts (renewed a third of the way,
+/// and whenever the set of watched actors changes): a runtime that died stops their notices
+/// within this.
+const WATCH_LEASE: Duration = Duration::from_secs(60);
 
 type Key = (String, String);
 
 /// The watched actors of one runtime.
 pub(crate) struct Watchers {
+    /// This runtime's id in the leases on watched actors.
+    id: String,
     actors: Mutex<Actors>,
+    /// Woken when an actor is first watched or no longer watched: the follower renews the
+    /// leases, or stops.
+    changed: Arc<Notify>,
     /// Set once the runtime shuts down: every watch ends.
     closed: watch::Sender<bool>,
     /// How often commits of other processes are polled for where they are not notified.
@@ -42,6 +54,8 @@ pub(crate) struct Watchers {
 #[derive(Default)]
 struct Actors {
     entries: HashMap<Key, Arc<ActorWatch>>,
+    /// Bumped whenever an actor is first watched or no longer watched.
+    generation: u64,
     /// Whether the task that follows other processes' commits runs.
     following: bool,
 }
@@ -78,7 +92,9 @@ impl ActorWatch {
 impl Watchers {
     pub(crate) fn new(poll: Duration, listen: bool) -> Self {
         Self {
+            id: crate::engine::new_request_id(),
             actors: Mutex::default(),
+            changed: Arc::default(),
             closed: watch::Sender::new(false),
             poll,
             listen,
@@ -124,18 +140,29 @@ impl Watchers {
     ) -> Subscription {
         let key = (actor_type.to_owned(), actor_id.to_owned());
         let mut actors = self.actors();
-        let entry = actors.entries.entry(key.clone()).or_insert_with(|| {
-            Arc::new(ActorWatch {
-                pokes: watch::Sender::new(0),
-                known: Mutex::default(),
-                latest: tokio::sync::Mutex::new(None),
-            })
-        });
-        let entry = Arc::clone(entry);
+        let entry = match actors.entries.get(&key) {
+            Some(entry) => Arc::clone(entry),
+            None => {
+                let entry = Arc::new(ActorWatch {
+                    pokes: watch::Sender::new(0),
+                    known: Mutex::default(),
+                    latest: tokio::sync::Mutex::new(None),
+                });
+                actors.entries.insert(key.clone(), Arc::clone(&entry));
+                actors.generation = actors.generation.wrapping_add(1);
+                self.changed.notify_one();
+                entry
+            }
+        };
         let pokes = entry.pokes.subscribe();
         if !actors.following && !*self.closed.borrow() {
             actors.following = true;
-            let follower = follow(Arc::downgrade(self), Arc::clone(store), self.closing());
+            let follower = follow(
+                Arc::downgrade(self),
+                Arc::clone(store),
+                self.closing(),
+                Arc::clone(&self.changed),
+            );
             tokio::spawn(follower);
         }
         Subscription {
@@ -172,6 +199,35 @@ impl Watchers {
         }
     }
 
+    /// Renews this runtime's lease on the actors it watches, if the set changed since
+    /// `announced` or a third of the lease went by; `announced` is then this announcement.
+    async fn announce(&self, store: &dyn Store, announced: &mut Option<(u64, Instant)>) {
+        let (generation, keys) = {
+            let actors = self.actors();
+            let keys: Vec<&Key> = actors.entries.keys().collect();
+            let keys = serde_json::to_string(&keys).unwrap_or_else(|_| "[]".to_owned());
+            (actors.generation, keys)
+        };
+        let due = announced
+            .is_none_or(|(last, at)| last != generation || at.elapsed() >= WATCH_LEASE / 3);
+        if !due {
+            return;
+        }
+        match store.announce_watched(&self.id, &keys, WATCH_LEASE).await {
+            Ok(()) => *announced = Some((generation, Instant::now())),
+            Err(error) => {
+                tracing::debug!(%error, "renewing the leases on watched actors failed; trying again");
+            }
+        }
+    }
+
+    /// Gives up this runtime's leases: it watches nothing any more.
+    async fn withdraw(&self, store: &dyn Store) {
+        if let Err(error) = store.announce_watched(&self.id, "[]", WATCH_LEASE).await {
+            tracing::debug!(%error, "giving up the leases on watched actors failed; they run out");
+        }
+    }
+
     /// Reads the versions of every watched actor and pokes those that moved.
     async fn refresh(&self, store: &dyn Store) -> Result<()> {
         let keys: Vec<Key> = self.actors().entries.keys().cloned().collect();
@@ -185,11 +241,14 @@ impl Watchers {
 }
 
 /// Follows the commits of other processes while any actor is watched: `LISTEN` where the
-/// database notifies (PostgreSQL), else a poll of the watched actors' revisions.
+/// database notifies (PostgreSQL, with a lease on each watched actor so that its commits
+/// notify), and a poll of the watched actors' revisions every interval, which also catches
+/// a commit whose notice could not reach this runtime (one that began before a lease).
 async fn follow(
     watchers: Weak<Watchers>,
     store: Arc<dyn Store>,
     mut closed: watch::Receiver<bool>,
+    changed: Arc<Notify>,
 ) {
     let (poll, listen) = match watchers.upgrade() {
         Some(watchers) => (watchers.poll, watchers.listen),
@@ -197,6 +256,7 @@ async fn follow(
     };
     let mut notices = None;
     let mut listening = listen;
+    let mut announced = None;
     loop {
         if listening && notices.is_none() {
             match store.listen_states().await {
@@ -214,39 +274,47 @@ async fn follow(
                 }
             }
         }
+        if notices.is_some() {
+            match watchers.upgrade() {
+                Some(watchers) => watchers.announce(&*store, &mut announced).await,
+                None => return,
+            }
+        }
         let pause = if notices.is_some() || !listening {
             poll
         } else {
             LISTEN_RETRY.min(poll)
         };
-        tokio::select! {
-            () = shut_down(&mut closed) => return,
+        let stop = tokio::select! {
+            () = shut_down(&mut closed) => true,
             notice = next_notice(&mut notices) => match notice {
                 Ok(Some(notice)) => match watchers.upgrade() {
-                    Some(watchers) => watchers.noticed(&[notice]),
-                    None => return,
+                    Some(watchers) => {
+                        watchers.noticed(&[notice]);
+                        false
+                    }
+                    None => true,
                 },
                 // Notices may have been lost while the connection was down.
-                Ok(None) => {
-                    if !refresh(&watchers, &*store).await {
-                        return;
-                    }
-                }
+                Ok(None) => !refresh(&watchers, &*store).await,
                 Err(error) => {
                     tracing::warn!(%error, "listening for committed states failed; listening again");
                     notices = None;
+                    false
                 }
             },
-            () = tokio::time::sleep(pause) => {
-                // Listening, a quiet interval only checks that someone still watches.
-                if notices.is_none() && !refresh(&watchers, &*store).await {
-                    return;
-                }
+            () = tokio::time::sleep(pause) => !refresh(&watchers, &*store).await,
+            // An actor watched or left: renew the leases (above), or stop (below).
+            () = changed.notified() => false,
+        };
+        let Some(live) = watchers.upgrade() else {
+            return;
+        };
+        if stop || live.stop_if_unwatched() {
+            if announced.is_some() {
+                live.withdraw(&*store).await;
             }
-        }
-        match watchers.upgrade() {
-            Some(watchers) if !watchers.stop_if_unwatched() => {}
-            _ => return,
+            return;
         }
     }
 }
@@ -345,6 +413,8 @@ impl Drop for Subscription {
                 .is_some_and(|entry| Arc::ptr_eq(entry, &self.entry));
             if ours {
                 actors.entries.remove(&self.key);
+                actors.generation = actors.generation.wrapping_add(1);
+                self.watchers.changed.notify_one();
             }
         }
     }

@@ -496,6 +496,19 @@ pub(crate) trait Store: admin::AdminReads + Send + Sync + 'static {
         Ok(None)
     }
 
+    /// Says that the runtime `watcher` listens for the commits of `actors` (a JSON array of
+    /// `[type, id]` pairs, every actor it watches) for `lease` from now, so their commits
+    /// notify; forgets the actors it no longer watches, and the leases that ran out. Nothing
+    /// where commits are not notified (SQLite).
+    async fn announce_watched(
+        &self,
+        _watcher: &str,
+        _actors: &str,
+        _lease: Duration,
+    ) -> Result<()> {
+        Ok(())
+    }
+
     /// Reads one message, outside any write transaction.
     async fn message(&self, lookup: MessageLookup<'_>) -> Result<Option<MessageRecord>>;
 

@@ -319,6 +319,42 @@ sql_backend! {
             let listener = self.listener(STATE_CHANNEL).await?;
             Ok(Some(Box::new(StateListener { listener })))
         }
+
+        async fn announce_watched(
+            &self,
+            watcher: &str,
+            actors: &str,
+            lease: Duration,
+        ) -> Result<()> {
+            // One statement: renew (or add) this watcher's rows for `actors`, and delete its
+            // other rows and every row whose lease ran out, on the server's clock.
+            sqlx::query(
+                "WITH keys AS (
+                     SELECT DISTINCT j.pair->>0 AS actor_type, j.pair->>1 AS actor_id
+                     FROM jsonb_array_elements($2::jsonb) AS j(pair)
+                 ),
+                 clock AS (
+                     SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT AS now
+                 ),
+                 gone AS (
+                     DELETE FROM solid_watched w USING clock
+                     WHERE (w.watcher = $1 OR w.expires_at <= clock.now)
+                       AND NOT (w.watcher = $1 AND EXISTS (
+                           SELECT 1 FROM keys k
+                           WHERE k.actor_type = w.actor_type AND k.actor_id = w.actor_id))
+                 )
+                 INSERT INTO solid_watched (actor_type, actor_id, watcher, expires_at)
+                 SELECT k.actor_type, k.actor_id, $1, clock.now + $3 FROM keys k, clock
+                 ON CONFLICT (actor_type, actor_id, watcher)
+                     DO UPDATE SET expires_at = excluded.expires_at",
+            )
+            .bind(watcher)
+            .bind(actors)
+            .bind(i64::try_from(lease.as_micros()).unwrap_or(i64::MAX))
+            .execute(&self.readers)
+            .await?;
+            Ok(())
+        }
     },
     transaction_items: {
         async fn lock_actor(
