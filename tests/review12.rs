@@ -61,7 +61,11 @@ async fn review12_watching_an_invalid_id_is_an_error_item_then_ends() {
     for id in ["", "a\0b", &"x".repeat(100_000)] {
         let mut watch = runtime.reference::<Counter>(id).watch();
         let first = next(&mut watch).await;
-        assert!(matches!(first, Some(Err(_))), "id of {} bytes: {first:?}", id.len());
+        assert!(
+            matches!(first, Some(Err(_))),
+            "id of {} bytes: {first:?}",
+            id.len()
+        );
         assert!(next(&mut watch).await.is_none());
     }
     runtime.close().await;
@@ -75,12 +79,20 @@ async fn review12_a_watch_begun_before_the_actor_exists_sees_its_first_commit() 
     let mut watch = counter.watch();
     assert_eq!(
         next(&mut watch).await.unwrap().unwrap(),
-        Watched::State { value: Counter { value: 0 }, incarnation: 1, revision: 0 }
+        Watched::State {
+            value: Counter { value: 0 },
+            incarnation: 1,
+            revision: 0
+        }
     );
     counter.add(3).await.unwrap();
     assert_eq!(
         next(&mut watch).await.unwrap().unwrap(),
-        Watched::State { value: Counter { value: 3 }, incarnation: 1, revision: 1 }
+        Watched::State {
+            value: Counter { value: 3 },
+            incarnation: 1,
+            revision: 1
+        }
     );
     runtime.close().await;
 }
@@ -92,7 +104,10 @@ async fn review12_destroy_then_recreate_before_the_watcher_reads_is_destroyed_on
     let counter = runtime.reference::<Counter>("phoenix");
     counter.add(1).await.unwrap();
     let mut watch = counter.watch();
-    assert!(matches!(next(&mut watch).await, Some(Ok(Watched::State { revision: 1, .. }))));
+    assert!(matches!(
+        next(&mut watch).await,
+        Some(Ok(Watched::State { revision: 1, .. }))
+    ));
     counter.close().await.unwrap();
     counter.add(5).await.unwrap();
     counter.close().await.unwrap();
@@ -116,11 +131,18 @@ async fn review12_the_follower_task_ends_when_the_last_watch_is_dropped() {
     let before = metrics.num_alive_tasks();
     for round in 0..20 {
         let mut watch = counter.watch();
-        assert!(matches!(next(&mut watch).await, Some(Ok(_))), "round {round}");
+        assert!(
+            matches!(next(&mut watch).await, Some(Ok(_))),
+            "round {round}"
+        );
         drop(watch);
     }
     let settled = eventually(SOON, || async { metrics.num_alive_tasks() <= before }).await;
-    assert!(settled, "tasks before {before}, after {}", metrics.num_alive_tasks());
+    assert!(
+        settled,
+        "tasks before {before}, after {}",
+        metrics.num_alive_tasks()
+    );
     runtime.close().await;
 }
 
@@ -133,11 +155,17 @@ async fn review12_close_does_not_hang_while_a_server_sent_events_stream_is_open(
     let sse = counter.watch().into_sse().await.unwrap();
     let response = sse.into_response();
     let reading = tokio::spawn(async move {
-        axum::body::to_bytes(response.into_body(), 1 << 20).await.map(|b| b.len())
+        axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .map(|b| b.len())
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
-    tokio::time::timeout(SOON, runtime.close()).await.expect("close does not hang");
-    let body = tokio::time::timeout(SOON, reading).await.expect("the SSE body ends");
+    tokio::time::timeout(SOON, runtime.close())
+        .await
+        .expect("close does not hang");
+    let body = tokio::time::timeout(SOON, reading)
+        .await
+        .expect("the SSE body ends");
     assert!(body.unwrap().is_ok());
 }
 
@@ -169,7 +197,9 @@ async fn bump(connection: &mut sqlx::PgConnection, id: &str) {
 /// not at the next poll (an hour here).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn review12_on_postgres_a_commit_right_after_the_first_item_reaches_the_watch() {
-    let Some(server) = PgServer::start() else { return };
+    let Some(server) = PgServer::start() else {
+        return;
+    };
     let url = server.database().await;
     let runtime = pg_runtime(&url).await;
     // The follower is already running for another actor.
@@ -182,7 +212,10 @@ async fn review12_on_postgres_a_commit_right_after_the_first_item_reaches_the_wa
         let counter = runtime.reference::<Counter>(&id);
         counter.add(1).await.unwrap();
         let mut watch = counter.watch();
-        assert!(matches!(next(&mut watch).await, Some(Ok(Watched::State { revision: 1, .. }))));
+        assert!(matches!(
+            next(&mut watch).await,
+            Some(Ok(Watched::State { revision: 1, .. }))
+        ));
         bump(&mut other, &id).await;
         match tokio::time::timeout(Duration::from_secs(3), watch.next()).await {
             Ok(Some(Ok(Watched::State { revision: 2, .. }))) => {}
@@ -190,13 +223,18 @@ async fn review12_on_postgres_a_commit_right_after_the_first_item_reaches_the_wa
             Err(_) => missed.push(id),
         }
     }
-    assert!(missed.is_empty(), "commits by another process not seen within 3 s: {missed:?}");
+    assert!(
+        missed.is_empty(),
+        "commits by another process not seen within 3 s: {missed:?}"
+    );
     runtime.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn review12_on_postgres_one_runtime_dropping_its_watch_leaves_the_others_notices() {
-    let Some(server) = PgServer::start() else { return };
+    let Some(server) = PgServer::start() else {
+        return;
+    };
     let url = server.database().await;
     let a = pg_runtime(&url).await;
     let b = pg_runtime(&url).await;
@@ -218,7 +256,10 @@ async fn review12_on_postgres_one_runtime_dropping_its_watch_leaves_the_others_n
     drop(watch_b);
     assert!(eventually(SOON, || async { count().await == 1 }).await);
     bump(&mut other, "shared").await;
-    assert!(matches!(next(&mut watch_a).await, Some(Ok(Watched::State { revision: 2, .. }))));
+    assert!(matches!(
+        next(&mut watch_a).await,
+        Some(Ok(Watched::State { revision: 2, .. }))
+    ));
     a.close().await;
     b.close().await;
 }
@@ -243,7 +284,9 @@ impl Policy for Operators {
 }
 
 async fn as_ana(mut request: Request, next: Next) -> Response {
-    request.extensions_mut().insert(Operator(json!({ "operator": "ana" })));
+    request
+        .extensions_mut()
+        .insert(Operator(json!({ "operator": "ana" })));
     next.run(request).await
 }
 
@@ -267,7 +310,9 @@ async fn dash_runtime(dir: &tempfile::TempDir) -> Runtime {
 async fn send(app: Router, request: Request<Body>) -> (StatusCode, String) {
     let response = app.oneshot(request).await.unwrap();
     let status = response.status();
-    let body = axum::body::to_bytes(response.into_body(), 1 << 22).await.unwrap();
+    let body = axum::body::to_bytes(response.into_body(), 1 << 22)
+        .await
+        .unwrap();
     (status, String::from_utf8_lossy(&body).into_owned())
 }
 
@@ -282,10 +327,20 @@ async fn review12_dashboard_refuses_cross_site_posts_in_every_origin_variant() {
     runtime.reference::<Counter>("c").add(1).await.unwrap();
     let variants: Vec<Vec<(&str, &str)>> = vec![
         vec![("origin", "null")],
-        vec![("origin", "http://127.0.0.1:9999"), ("host", "127.0.0.1:8080")],
+        vec![
+            ("origin", "http://127.0.0.1:9999"),
+            ("host", "127.0.0.1:8080"),
+        ],
         vec![("origin", "https://evil.example")],
-        vec![("origin", "http://127.0.0.1:8080.evil.example"), ("host", "127.0.0.1:8080")],
-        vec![("sec-fetch-site", "cross-site"), ("origin", "http://127.0.0.1:8080"), ("host", "127.0.0.1:8080")],
+        vec![
+            ("origin", "http://127.0.0.1:8080.evil.example"),
+            ("host", "127.0.0.1:8080"),
+        ],
+        vec![
+            ("sec-fetch-site", "cross-site"),
+            ("origin", "http://127.0.0.1:8080"),
+            ("host", "127.0.0.1:8080"),
+        ],
         vec![("sec-fetch-site", "CROSS-SITE")],
     ];
     for headers in variants {
@@ -316,7 +371,10 @@ async fn review12_dashboard_bad_ids_are_client_errors_and_escaped() {
         "/ops/actors/Counter/..%2F..%2Fetc".to_owned(),
     ] {
         let (status, body) = send(app(&runtime), get(&uri)).await;
-        assert!(status != StatusCode::INTERNAL_SERVER_ERROR, "{uri}: {status} {body}");
+        assert!(
+            status != StatusCode::INTERNAL_SERVER_ERROR,
+            "{uri}: {status} {body}"
+        );
         assert!(!body.contains("<script>"), "{uri}: unescaped: {body}");
     }
     // A pause of a too-long id or a NUL id.
@@ -326,7 +384,11 @@ async fn review12_dashboard_bad_ids_are_client_errors_and_escaped() {
             .body(Body::empty())
             .unwrap();
         let (status, body) = send(app(&runtime), request).await;
-        assert!(status.is_client_error(), "pause {}: {status} {body}", id.len());
+        assert!(
+            status.is_client_error(),
+            "pause {}: {status} {body}",
+            id.len()
+        );
     }
     // A failure text with markup, on the dead letters page and the message page.
     counter.fail().await.unwrap_err();
@@ -359,8 +421,17 @@ async fn review12_dashboard_retry_of_a_completed_message_is_a_client_error_not_a
         same_origin_post(&format!("/ops/dead-letters/{completed}/retry")),
     )
     .await;
-    let shown = body.split("<h1>").nth(1).unwrap_or(&body).chars().take(300).collect::<String>();
-    assert!(status.is_client_error(), "retry of completed #{completed}: {status}: {shown}");
+    let shown = body
+        .split("<h1>")
+        .nth(1)
+        .unwrap_or(&body)
+        .chars()
+        .take(300)
+        .collect::<String>();
+    assert!(
+        status.is_client_error(),
+        "retry of completed #{completed}: {status}: {shown}"
+    );
     runtime.close().await;
 }
 
@@ -369,8 +440,18 @@ async fn review12_dashboard_retry_of_a_completed_message_is_a_client_error_not_a
 async fn review12_dashboard_retry_of_an_unknown_message_is_not_found_not_a_500() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = dash_runtime(&dir).await;
-    let (status, body) = send(app(&runtime), same_origin_post("/ops/dead-letters/999999/retry")).await;
-    let shown = body.split("<h1>").nth(1).unwrap_or(&body).chars().take(300).collect::<String>();
+    let (status, body) = send(
+        app(&runtime),
+        same_origin_post("/ops/dead-letters/999999/retry"),
+    )
+    .await;
+    let shown = body
+        .split("<h1>")
+        .nth(1)
+        .unwrap_or(&body)
+        .chars()
+        .take(300)
+        .collect::<String>();
     assert_eq!(status, StatusCode::NOT_FOUND, "{shown}");
     runtime.close().await;
 }
@@ -381,7 +462,16 @@ async fn review12_dashboard_pause_of_an_unknown_actor_type_is_a_client_error() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = dash_runtime(&dir).await;
     let (status, body) = send(app(&runtime), same_origin_post("/ops/actors/Nope/x/pause")).await;
-    let shown = body.split("<h1>").nth(1).unwrap_or(&body).chars().take(300).collect::<String>();
-    assert!(status.is_client_error() || status.is_redirection(), "{status}: {shown}");
+    let shown = body
+        .split("<h1>")
+        .nth(1)
+        .unwrap_or(&body)
+        .chars()
+        .take(300)
+        .collect::<String>();
+    assert!(
+        status.is_client_error() || status.is_redirection(),
+        "{status}: {shown}"
+    );
     runtime.close().await;
 }

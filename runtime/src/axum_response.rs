@@ -8,6 +8,8 @@
 //! | `Unauthorized`, `AdministrationDenied` | 403 Forbidden | `{"code": "unauthorized", "message"}` |
 //! | `InvalidActorId`, `InvalidKey`, `PayloadTooLarge`, `UnreadablePayload`, `InvalidTimeout`, `IdempotencyConflict` | 400 Bad Request | `{"code", "message"}` |
 //! | `MailboxFull` | 429 Too Many Requests | `{"code": "mailbox_full", "message"}` |
+//! | `MessageNotFound` | 404 Not Found | `{"code": "not_found", "message"}` |
+//! | `NotDeadLetter` | 409 Conflict | `{"code": "not_dead_letter", "message"}`: only a dead letter is retried |
 //! | `Destroyed` | 410 Gone | `{"code": "destroyed", "message"}` |
 //! | `Paused` | 503 Service Unavailable | `{"code": "paused", "message"}`: an operator paused the actor |
 //! | `StateFromNewerBuild`, `NoMigration` | 503 Service Unavailable | `{"code": "state_version", "message"}`: another build reads this actor |
@@ -58,6 +60,8 @@ pub(crate) fn status_and_body(error: &Error) -> (StatusCode, Value) {
         Error::InvalidTimeout { .. } => brief(StatusCode::BAD_REQUEST, "invalid_timeout"),
         Error::IdempotencyConflict { .. } => brief(StatusCode::BAD_REQUEST, "idempotency_conflict"),
         Error::MailboxFull { .. } => brief(StatusCode::TOO_MANY_REQUESTS, "mailbox_full"),
+        Error::MessageNotFound => brief(StatusCode::NOT_FOUND, "not_found"),
+        Error::NotDeadLetter { .. } => brief(StatusCode::CONFLICT, "not_dead_letter"),
         Error::Destroyed { .. } => brief(StatusCode::GONE, "destroyed"),
         Error::Paused { .. } => brief(StatusCode::SERVICE_UNAVAILABLE, "paused"),
         Error::StateFromNewerBuild { .. } | Error::NoMigration { .. } => {
@@ -125,6 +129,14 @@ mod tests {
                     limit: 10,
                 },
                 StatusCode::TOO_MANY_REQUESTS,
+            ),
+            (Error::MessageNotFound, StatusCode::NOT_FOUND),
+            (
+                Error::NotDeadLetter {
+                    message_id: 1,
+                    status: "completed",
+                },
+                StatusCode::CONFLICT,
             ),
             (
                 Error::Destroyed {
