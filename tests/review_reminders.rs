@@ -220,73 +220,80 @@ async fn a_poison_reminder_row_does_not_stop_the_workers_running_messages_on_sql
 // 3. Bad stored reminder rows change things silently instead of giving an error.
 // ---------------------------------------------------------------------------------------
 
-/// A recurring reminder whose stored interval is negative (a bad row): firing treats it as
-/// a one-shot, rings it once and deletes it, instead of reporting the row and changing
-/// nothing.
-#[tokio::test]
-async fn a_reminder_with_a_negative_interval_is_an_error_not_a_deletion_on_sqlite() {
+/// What firing did with an hourly Missed::All reminder whose row `tamper` (SQL) changed:
+/// its result, the rows left, the row's `due_at` before and after, and what rang.
+struct Tampered {
+    fired: Result<usize, Error>,
+    left: i64,
+    due_at: (i64, i64),
+    rang: Vec<(String, DateTime<Utc>)>,
+}
+
+async fn fire_tampered(tamper: &str) -> Tampered {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("a.db");
     let clock = ManualClock::starting_now();
     let runtime = sqlite(&path, &clock).start().await.unwrap();
-    let bell = runtime.reference::<Bell>("negative");
+    let bell = runtime.reference::<Bell>("tampered");
     bell.every("hourly", 60, true).await.unwrap();
     let pool = raw_sqlite(&path).await;
-    sqlx::query("UPDATE solid_reminders SET every_micros = -3600000000")
-        .execute(&pool)
-        .await
-        .unwrap();
-    clock.advance(Duration::from_secs(2 * 3600));
+    sqlx::query(tamper).execute(&pool).await.unwrap();
+    let due_at = || async {
+        sqlx::query_scalar("SELECT COALESCE(MAX(due_at), 0) FROM solid_reminders")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+    let before: i64 = due_at().await;
+    clock.advance(Duration::from_secs(3 * 3600 + 60));
     let fired = runtime.testing().run_due_reminders().await;
     let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM solid_reminders")
         .fetch_one(&pool)
         .await
         .unwrap();
+    let after: i64 = due_at().await;
     pool.close().await;
-    assert!(
-        fired.is_err() && left == 1,
-        "a bad stored interval gives an error and changes nothing: fired {fired:?}, \
-         reminders left {left}, rang {:?}",
-        bell.rang().await.unwrap()
-    );
+    let rang = bell.rang().await.unwrap();
     runtime.close().await;
+    Tampered {
+        fired,
+        left,
+        due_at: (before, after),
+        rang,
+    }
+}
+
+/// A recurring reminder whose stored interval is negative (a bad row): firing treated it as
+/// a one-shot, rang it once and deleted it, instead of reporting the row and changing
+/// nothing.
+#[tokio::test]
+async fn a_reminder_with_a_negative_interval_is_an_error_not_a_deletion_on_sqlite() {
+    let tampered = fire_tampered("UPDATE solid_reminders SET every_micros = -3600000000").await;
+    assert!(
+        tampered.fired.is_err() && tampered.left == 1 && tampered.rang.is_empty(),
+        "a bad stored interval gives an error and changes nothing: fired {:?}, reminders \
+         left {}, rang {:?}",
+        tampered.fired,
+        tampered.left,
+        tampered.rang
+    );
 }
 
 /// A recurring reminder whose stored `missed` is not one the runtime writes ('ALL'): firing
-/// reads it as Missed::Latest, drops the missed occurrences and moves the row on, instead of
-/// reporting the row and changing nothing.
+/// read it as Missed::Latest, dropped the missed occurrences and moved the row on, instead
+/// of reporting the row and changing nothing.
 #[tokio::test]
 async fn a_reminder_with_an_unknown_missed_policy_is_an_error_on_sqlite() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("a.db");
-    let clock = ManualClock::starting_now();
-    let runtime = sqlite(&path, &clock).start().await.unwrap();
-    let bell = runtime.reference::<Bell>("unknown-missed");
-    bell.every("hourly", 60, true).await.unwrap();
-    let pool = raw_sqlite(&path).await;
-    sqlx::query("UPDATE solid_reminders SET missed = 'ALL'")
-        .execute(&pool)
-        .await
-        .unwrap();
-    let due_before: i64 = sqlx::query_scalar("SELECT due_at FROM solid_reminders")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    clock.advance(Duration::from_secs(3 * 3600 + 60));
-    let fired = runtime.testing().run_due_reminders().await;
-    let due_after: i64 = sqlx::query_scalar("SELECT due_at FROM solid_reminders")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    pool.close().await;
+    let tampered = fire_tampered("UPDATE solid_reminders SET missed = 'ALL'").await;
+    let (before, after) = tampered.due_at;
     assert!(
-        fired.is_err() && due_after == due_before,
+        tampered.fired.is_err() && after == before && tampered.rang.is_empty(),
         "a missed policy the runtime cannot read gives an error and changes nothing: fired \
-         {fired:?}, due_at moved by {} h, rang {:?}",
-        (due_after - due_before) / 3_600_000_000,
-        bell.rang().await.unwrap()
+         {:?}, due_at moved by {} h, rang {:?}",
+        tampered.fired,
+        (after - before) / 3_600_000_000,
+        tampered.rang
     );
-    runtime.close().await;
 }
 
 // ---------------------------------------------------------------------------------------
