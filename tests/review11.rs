@@ -70,7 +70,8 @@ impl Probe {
         Ok(self.steps.len())
     }
 
-    /// Step `n`, after `millis` of sleep inside the turn.
+    /// Step `n`, after `millis` of sleep inside the turn (its gate's `entered` gets a permit
+    /// as it starts).
     #[command]
     async fn slow_step(
         &mut self,
@@ -78,6 +79,7 @@ impl Probe {
         millis: u64,
         n: u32,
     ) -> Result<usize, TurnError> {
+        gate(turn.actor_id()).entered.add_permits(1);
         tokio::time::sleep(Duration::from_millis(millis)).await;
         insert_step(turn, n).await?;
         self.steps.push(n);
@@ -189,13 +191,19 @@ async fn hold_writer(runtime: &Runtime, id: &str) -> JoinHandle<Result<usize, Er
         .reference::<Probe>(id)
         .timeout(Duration::from_secs(30));
     let held = tokio::spawn(async move { probe.hold().await });
+    entered(id).await;
+    held
+}
+
+/// Waits (at most 10 s) until a turn of actor `id` entered its handler (`hold` or
+/// `slow_step`): it holds the writer.
+async fn entered(id: &str) {
     let gate = gate(id);
-    tokio::time::timeout(Duration::from_secs(10), gate.entered.acquire())
-        .await
-        .expect("the hold turn runs")
+    let permit = tokio::time::timeout(Duration::from_secs(10), gate.entered.acquire()).await;
+    permit
+        .expect("the turn entered its handler")
         .unwrap()
         .forget();
-    held
 }
 
 fn open_gate(id: &str) {
@@ -329,7 +337,7 @@ async fn a_fast_call_is_not_held_past_its_deadline_by_a_slow_turn_that_joined_it
         let answer = fast.slow_step(50, 1).await;
         (answer, started.elapsed())
     });
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    entered("deadline-fast").await;
     let slow_call = tokio::spawn(async move { slow.slow_step(2_000, 1).await });
     let (answer, took) = fast_call.await.unwrap();
     slow_call.await.unwrap().unwrap();
@@ -657,7 +665,7 @@ async fn a_group_left_open_for_a_waiter_that_timed_out_commits_promptly() {
             let answer = first.slow_step(50, round + 1).await;
             (answer, started.elapsed())
         });
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        entered("open-a").await;
         let waiting = tokio::spawn(async move { waiter.step(round + 1).await });
         let (answer, took) = first_call.await.unwrap();
         let _ = waiting.await.unwrap();
@@ -783,7 +791,13 @@ async fn shutdown_with_deadline_under_load_leaves_whole_turns_and_a_free_file() 
             .await
         }
     });
-    tokio::time::sleep(Duration::from_millis(30)).await;
+    // Under load: workers and callers have committed turns.
+    let busy = runtime.stats().transactions + 20;
+    let loaded = eventually(Duration::from_secs(10), || async {
+        runtime.stats().transactions >= busy
+    })
+    .await;
+    assert!(loaded, "no load before the shutdown");
     let stopping = Instant::now();
     let _report = runtime
         .shutdown_with_deadline(Duration::from_millis(50))
@@ -846,7 +860,8 @@ async fn close_while_a_group_is_open_with_waiters() {
             started.elapsed()
         }
     });
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    let closing_begun = eventually(Duration::from_secs(10), || async { runtime.is_closed() }).await;
+    assert!(closing_begun, "close did not begin");
     open_gate("close-hold");
     let _ = held.await.unwrap();
     let took = tokio::time::timeout(Duration::from_secs(10), closing)

@@ -10,6 +10,7 @@ use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
+use futures_util::StreamExt;
 use solid_objects::dashboard::{self, Operator};
 use solid_objects::policy::{AdminRequest, Denied, Policy, Request as CallRequest};
 use solid_objects::prelude::*;
@@ -126,7 +127,6 @@ async fn review12_the_follower_task_ends_when_the_last_watch_is_dropped() {
     let runtime = harness.start().await;
     let counter = runtime.reference::<Counter>("c");
     counter.add(1).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
     let metrics = tokio::runtime::Handle::current().metrics();
     let before = metrics.num_alive_tasks();
     for round in 0..20 {
@@ -153,13 +153,19 @@ async fn review12_close_does_not_hang_while_a_server_sent_events_stream_is_open(
     let counter = runtime.reference::<Counter>("c");
     counter.add(1).await.unwrap();
     let sse = counter.watch().into_sse().await.unwrap();
-    let response = sse.into_response();
+    // The stream is being read: its first event (the current state) has arrived.
+    let mut body = sse.into_response().into_body().into_data_stream();
+    let first = tokio::time::timeout(SOON, body.next())
+        .await
+        .expect("the first event");
+    assert!(first.is_some_and(|chunk| chunk.is_ok()));
     let reading = tokio::spawn(async move {
-        axum::body::to_bytes(response.into_body(), 1 << 20)
-            .await
-            .map(|b| b.len())
+        let mut read = 0;
+        while let Some(chunk) = body.next().await {
+            read += chunk.map_err(|error| error.to_string())?.len();
+        }
+        Ok::<_, String>(read)
     });
-    tokio::time::sleep(Duration::from_millis(200)).await;
     tokio::time::timeout(SOON, runtime.close())
         .await
         .expect("close does not hang");
