@@ -158,12 +158,7 @@ macro_rules! sql_backend {
             $($store_item)*
 
             async fn read_actor(&self, actor: ActorKey<'_, '_>, now: i64) -> Result<CommittedActor> {
-                let row = sqlx::query(SELECT_INSTANCE)
-                    .bind(actor.actor_type)
-                    .bind(actor.actor_id)
-                    .fetch_optional(&self.$readers)
-                    .await?;
-                let instance = row.map(|row| rows::instance(&row)).transpose()?;
+                let instance = self.read_instance(actor).await?;
                 let head = sqlx::query(head_of_mailbox!())
                     .bind(actor.actor_type)
                     .bind(actor.actor_id)
