@@ -584,10 +584,23 @@ pub(crate) fn is_transient_database_error(error: &sqlx::Error) -> bool {
 }
 
 /// Whether a database error is a wait that ran out (SQLite busy or locked, PostgreSQL's
-/// `lock_timeout`, or no pooled connection in time).
+/// `lock_timeout`, MySQL's `innodb_lock_wait_timeout` and statement time limits, or no
+/// pooled connection in time).
 pub(crate) fn is_busy_database_error(error: &sqlx::Error) -> bool {
     match error {
         sqlx::Error::PoolTimedOut => true,
+        #[cfg(feature = "mysql")]
+        sqlx::Error::Database(database)
+            if database
+                .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+                .is_some() =>
+        {
+            // Lock wait timeout (1205), MariaDB's max_statement_time (1969), MySQL's
+            // max_execution_time (3024).
+            database
+                .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+                .is_some_and(|mysql| matches!(mysql.number(), 1205 | 1969 | 3024))
+        }
         sqlx::Error::Database(database) => match database.code().as_deref() {
             // PostgreSQL's lock_not_available (lock_timeout) and query_canceled
             // (statement_timeout).

@@ -64,10 +64,11 @@
 //! |------|---------|--------------|
 //! | `sqlite` | on | `Builder::sqlite`, `Builder::sqlite_pool` and `Turn::sqlite`: SQLite as the backend (through sqlx, with the library bundled), embedded in the process |
 //! | `postgres` | off | [`Builder::postgres`][builder-postgres], `Builder::postgres_pool` and [`Turn::postgres`][turn-postgres]: PostgreSQL as the backend, for many processes on many hosts |
+//! | `mysql` | off | `Builder::mysql`, `Builder::mysql_pool` and `Turn::mysql`: MySQL 8 or MariaDB 10.6 (or later) as the backend, for many processes on many hosts |
 //! | `axum` | off | `Error` as an axum response (`IntoResponse`), with the HTTP status each error means, and `Watch::into_sse`: a watch as server-sent events |
 //! | `dashboard` | off | [`dashboard::router`][dashboard]: the operators' web dashboard, an axum `Router` of server-rendered pages to mount behind the application's authentication |
 //!
-//! At least one of `sqlite` and `postgres` is on; a PostgreSQL-only build
+//! At least one of `sqlite`, `postgres` and `mysql` is on; a PostgreSQL-only build
 //! (`default-features = false, features = ["postgres"]`) compiles no SQLite.
 //!
 #![cfg_attr(
@@ -94,9 +95,10 @@
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
-#[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+#[cfg(not(any(feature = "sqlite", feature = "postgres", feature = "mysql")))]
 compile_error!(
-    "solid-objects needs a database: enable its `sqlite` feature (the default) or `postgres`"
+    "solid-objects needs a database: enable its `sqlite` feature (the default), `postgres` \
+     or `mysql`"
 );
 
 mod actor;

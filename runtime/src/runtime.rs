@@ -487,6 +487,10 @@ enum Database {
     PostgresUrl { url: String, connections: u32 },
     #[cfg(feature = "postgres")]
     PostgresPool(sqlx::PgPool),
+    #[cfg(feature = "mysql")]
+    MySqlUrl { url: String, connections: u32 },
+    #[cfg(feature = "mysql")]
+    MySqlPool(sqlx::MySqlPool),
 }
 
 /// Configures and starts a [`Runtime`].
@@ -608,6 +612,31 @@ impl Builder {
     #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
     pub fn postgres_pool(mut self, pool: sqlx::PgPool) -> Self {
         self.database = Some(Database::PostgresPool(pool));
+        self
+    }
+
+    /// Keeps the actors in this MySQL 8 or MariaDB (10.6 or later) database
+    /// (`mysql://user:password@host/database`; migrations applied at start), over a pool of
+    /// `connections` connections. Any number of processes may share one database: each turn
+    /// locks its actor's row (InnoDB, READ COMMITTED), and different actors run in parallel.
+    /// MySQL has no `LISTEN`: idle workers find work from other processes by polling.
+    #[cfg(feature = "mysql")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
+    pub fn mysql(mut self, url: impl Into<String>, connections: u32) -> Self {
+        self.database = Some(Database::MySqlUrl {
+            url: url.into(),
+            connections: connections.max(1),
+        });
+        self
+    }
+
+    /// Keeps the actors in the MySQL or MariaDB database of an application's own pool
+    /// (migrations applied at start; the runtime's tables are all named `solid_*`). Each
+    /// turn holds one of its connections while it runs.
+    #[cfg(feature = "mysql")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
+    pub fn mysql_pool(mut self, pool: sqlx::MySqlPool) -> Self {
+        self.database = Some(Database::MySqlPool(pool));
         self
     }
 
@@ -839,6 +868,14 @@ impl Builder {
             #[cfg(feature = "postgres")]
             Some(Database::PostgresPool(pool)) => {
                 Arc::new(crate::store::postgres::PostgresStore::with_pool(pool).await?)
+            }
+            #[cfg(feature = "mysql")]
+            Some(Database::MySqlUrl { url, connections }) => {
+                Arc::new(crate::store::mysql::MySqlStore::open(&url, connections).await?)
+            }
+            #[cfg(feature = "mysql")]
+            Some(Database::MySqlPool(pool)) => {
+                Arc::new(crate::store::mysql::MySqlStore::with_pool(pool).await?)
             }
         };
         let config = EngineConfig {

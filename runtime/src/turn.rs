@@ -428,6 +428,21 @@ impl<A: Actor> Turn<A> {
         })
     }
 
+    /// The turn's MySQL (or MariaDB) connection, inside the turn's transaction: the
+    /// application's own rows written here commit with the state, or not at all. Handlers
+    /// that use it are `async fn`.
+    #[cfg(feature = "mysql")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
+    pub async fn mysql(&mut self) -> Result<&mut sqlx::MySqlConnection> {
+        self.behind_savepoint().await?.mysql().ok_or_else(|| {
+            Error::Config(
+                "this runtime does not keep its actors in MySQL: use turn.sqlite() or \
+                 turn.postgres()"
+                    .to_owned(),
+            )
+        })
+    }
+
     /// The turn's transaction, with a savepoint taken before the handler's first own write.
     async fn behind_savepoint(&mut self) -> Result<&mut Box<dyn Transaction>> {
         let needs_savepoint = !self.savepoint;

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod mariadb;
 pub mod postgres;
 pub mod steps;
 

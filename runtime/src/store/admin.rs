@@ -141,14 +141,15 @@ macro_rules! every_actor {
 /// `reads` are the backend's own items (`schema`, `settings`, `database_micros`).
 macro_rules! admin_backend {
     (
+        dialect: $dialect:ident,
+        query: $query:path,
+        query_scalar: $query_scalar:path,
         store: $store:ty,
         readers: $readers:ident,
         transaction: $transaction:ty,
         reads: { $($read_item:item)* }
     ) => {
         mod admin_sql {
-            use sqlx::Row;
-
             use super::*;
             use $crate::admin::{
                 ActorFilter, ActorSummary, ActorTypeSummary, AdminEvent, DeadLetterFilter,
@@ -173,9 +174,9 @@ macro_rules! admin_backend {
                 $($read_item)*
 
                 async fn actor_types(&self) -> Result<Vec<ActorTypeSummary>> {
-                    let rows = sqlx::query(concat!(
+                    let rows = $query(concat!(
                         "SELECT k.actor_type, COUNT(*) AS actors,
-                                SUM(CASE WHEN i.paused_at IS NULL THEN 0 ELSE 1 END) AS paused,
+                                COUNT(i.paused_at) AS paused,
                                 (SELECT COUNT(*) FROM solid_messages m
                                  WHERE m.actor_type = k.actor_type AND m.status = 'ready')
                                     AS ready_messages,
@@ -191,11 +192,11 @@ macro_rules! admin_backend {
                     rows.iter()
                         .map(|row| {
                             Ok(ActorTypeSummary {
-                                actor_type: row.try_get("actor_type")?,
-                                actors: row.try_get("actors")?,
-                                paused: row.try_get::<Option<i64>, _>("paused")?.unwrap_or(0),
-                                ready_messages: row.try_get("ready_messages")?,
-                                dead_letters: row.try_get("dead_letters")?,
+                                actor_type: $crate::store::rows::get(row, "actor_type")?,
+                                actors: $crate::store::rows::get(row, "actors")?,
+                                paused: $crate::store::rows::get::<Option<i64>, _, _>(row, "paused")?.unwrap_or(0),
+                                ready_messages: $crate::store::rows::get(row, "ready_messages")?,
+                                dead_letters: $crate::store::rows::get(row, "dead_letters")?,
                             })
                         })
                         .collect()
@@ -210,7 +211,7 @@ macro_rules! admin_backend {
                         Some((actor_type, actor_id)) => (Some(actor_type.as_str()), actor_id.as_str()),
                         None => (None, ""),
                     };
-                    let rows = sqlx::query(concat!(
+                    let rows = $query(concat!(
                         "SELECT k.actor_type, k.actor_id, i.revision, i.incarnation,
                                 i.state_version, i.updated_at, i.paused_at,
                                 (SELECT COUNT(*) FROM solid_messages m
@@ -234,18 +235,16 @@ macro_rules! admin_backend {
                     rows.iter()
                         .map(|row| {
                             Ok(ActorSummary {
-                                actor_type: row.try_get("actor_type")?,
-                                actor_id: row.try_get("actor_id")?,
-                                revision: row.try_get::<Option<i64>, _>("revision")?.unwrap_or(0),
-                                incarnation: row
-                                    .try_get::<Option<i64>, _>("incarnation")?
+                                actor_type: $crate::store::rows::get(row, "actor_type")?,
+                                actor_id: $crate::store::rows::get(row, "actor_id")?,
+                                revision: $crate::store::rows::get::<Option<i64>, _, _>(row, "revision")?.unwrap_or(0),
+                                incarnation: $crate::store::rows::get::<Option<i64>, _, _>(row, "incarnation")?
                                     .unwrap_or(1),
-                                state_version: row
-                                    .try_get::<Option<i64>, _>("state_version")?
+                                state_version: $crate::store::rows::get::<Option<i64>, _, _>(row, "state_version")?
                                     .unwrap_or(1),
-                                mailbox_depth: row.try_get("depth")?,
-                                last_activity: time(row.try_get("updated_at")?),
-                                paused_at: time(row.try_get("paused_at")?),
+                                mailbox_depth: $crate::store::rows::get(row, "depth")?,
+                                last_activity: time($crate::store::rows::get(row, "updated_at")?),
+                                paused_at: time($crate::store::rows::get(row, "paused_at")?),
                             })
                         })
                         .collect()
@@ -255,7 +254,7 @@ macro_rules! admin_backend {
                     &self,
                     actor: ActorKey<'_, '_>,
                 ) -> Result<Option<MailboxHead>> {
-                    let row = sqlx::query(
+                    let row = $query(
                         "SELECT id, operation, attempts, last_error, available_at, created_at
                          FROM solid_messages
                          WHERE actor_type = $1 AND actor_id = $2 AND status = 'ready'
@@ -266,20 +265,21 @@ macro_rules! admin_backend {
                     .fetch_optional(&self.$readers)
                     .await?;
                     row.map(|row| {
+                        let row = &row;
                         Ok(MailboxHead {
-                            message_id: row.try_get("id")?,
-                            operation: row.try_get("operation")?,
-                            attempts: row.try_get("attempts")?,
-                            last_error: row.try_get("last_error")?,
-                            next_attempt_at: from_micros(row.try_get("available_at")?),
-                            enqueued_at: from_micros(row.try_get("created_at")?),
+                            message_id: $crate::store::rows::get(row, "id")?,
+                            operation: $crate::store::rows::get(row, "operation")?,
+                            attempts: $crate::store::rows::get(row, "attempts")?,
+                            last_error: $crate::store::rows::get(row, "last_error")?,
+                            next_attempt_at: from_micros($crate::store::rows::get(row, "available_at")?),
+                            enqueued_at: from_micros($crate::store::rows::get(row, "created_at")?),
                         })
                     })
                     .transpose()
                 }
 
                 async fn state(&self, actor: ActorKey<'_, '_>) -> Result<Option<String>> {
-                    let state = sqlx::query_scalar(
+                    let state = $query_scalar(
                         "SELECT state FROM solid_instances WHERE actor_type = $1 AND actor_id = $2",
                     )
                     .bind(actor.actor_type)
@@ -294,8 +294,8 @@ macro_rules! admin_backend {
                     filter: &ReminderFilter,
                     limit: i64,
                 ) -> Result<Vec<ReminderSummary>> {
-                    let rows = sqlx::query(
-                        "SELECT actor_type, actor_id, name, key, due_at, every_micros
+                    let rows = $query(
+                        "SELECT actor_type, actor_id, name, \"key\", due_at, every_micros
                          FROM solid_reminders
                          WHERE ($1 IS NULL OR actor_type = $1) AND ($2 IS NULL OR actor_id = $2)
                            AND ($3 IS NULL OR due_at <= $3)
@@ -310,13 +310,12 @@ macro_rules! admin_backend {
                     rows.iter()
                         .map(|row| {
                             Ok(ReminderSummary {
-                                actor_type: row.try_get("actor_type")?,
-                                actor_id: row.try_get("actor_id")?,
-                                name: row.try_get("name")?,
-                                key: row.try_get("key")?,
-                                due_at: from_micros(row.try_get("due_at")?),
-                                every_ms: row
-                                    .try_get::<Option<i64>, _>("every_micros")?
+                                actor_type: $crate::store::rows::get(row, "actor_type")?,
+                                actor_id: $crate::store::rows::get(row, "actor_id")?,
+                                name: $crate::store::rows::get(row, "name")?,
+                                key: $crate::store::rows::get(row, "key")?,
+                                due_at: from_micros($crate::store::rows::get(row, "due_at")?),
+                                every_ms: $crate::store::rows::get::<Option<i64>, _, _>(row, "every_micros")?
                                     .map(|every| every / 1000),
                             })
                         })
@@ -328,7 +327,7 @@ macro_rules! admin_backend {
                     filter: &EffectFilter,
                     limit: i64,
                 ) -> Result<Vec<EffectSummary>> {
-                    let rows = sqlx::query(
+                    let rows = $query(
                         "SELECT id, effect_id, actor_type, actor_id, name, status, attempts,
                                 available_at, last_error, created_at
                          FROM solid_effects
@@ -348,16 +347,16 @@ macro_rules! admin_backend {
                     rows.iter()
                         .map(|row| {
                             Ok(EffectSummary {
-                                id: row.try_get("id")?,
-                                effect_id: row.try_get("effect_id")?,
-                                actor_type: row.try_get("actor_type")?,
-                                actor_id: row.try_get("actor_id")?,
-                                name: row.try_get("name")?,
-                                status: row.try_get("status")?,
-                                attempts: row.try_get("attempts")?,
-                                available_at: from_micros(row.try_get("available_at")?),
-                                last_error: row.try_get("last_error")?,
-                                created_at: from_micros(row.try_get("created_at")?),
+                                id: $crate::store::rows::get(row, "id")?,
+                                effect_id: $crate::store::rows::get(row, "effect_id")?,
+                                actor_type: $crate::store::rows::get(row, "actor_type")?,
+                                actor_id: $crate::store::rows::get(row, "actor_id")?,
+                                name: $crate::store::rows::get(row, "name")?,
+                                status: $crate::store::rows::get(row, "status")?,
+                                attempts: $crate::store::rows::get(row, "attempts")?,
+                                available_at: from_micros($crate::store::rows::get(row, "available_at")?),
+                                last_error: $crate::store::rows::get(row, "last_error")?,
+                                created_at: from_micros($crate::store::rows::get(row, "created_at")?),
                             })
                         })
                         .collect()
@@ -369,7 +368,7 @@ macro_rules! admin_backend {
                     (after_id, up_to): (i64, i64),
                     limit: i64,
                 ) -> Result<Vec<MessageRecord>> {
-                    let rows = sqlx::query(select_message!(
+                    let rows = $query(select_message!(
                         "status = 'dead' AND id > $1 AND id <= $9
                            AND ($2 IS NULL OR actor_type = $2) AND ($3 IS NULL OR operation = $3)
                            AND ($4 IS NULL OR last_error LIKE $4 ESCAPE '\\')
@@ -393,7 +392,7 @@ macro_rules! admin_backend {
                 }
 
                 async fn newest_message_id(&self) -> Result<i64> {
-                    let newest: Option<i64> = sqlx::query_scalar("SELECT MAX(id) FROM solid_messages")
+                    let newest: Option<i64> = $query_scalar("SELECT MAX(id) FROM solid_messages")
                         .fetch_one(&self.$readers)
                         .await?;
                     Ok(newest.unwrap_or(0))
@@ -405,7 +404,7 @@ macro_rules! admin_backend {
                     after_id: i64,
                     limit: i64,
                 ) -> Result<Vec<MessageRecord>> {
-                    let rows = sqlx::query(select_message!(
+                    let rows = $query(select_message!(
                         "id > $3 AND actor_type = $1 AND actor_id = $2 ORDER BY id DESC LIMIT $4"
                     ))
                     .bind(actor.actor_type)
@@ -418,7 +417,7 @@ macro_rules! admin_backend {
                 }
 
                 async fn busiest_mailboxes(&self, limit: i64) -> Result<Vec<MailboxDepth>> {
-                    let rows = sqlx::query(
+                    let rows = $query(
                         "SELECT actor_type, actor_id, COUNT(*) AS ready FROM solid_messages
                          WHERE status = 'ready' GROUP BY actor_type, actor_id
                          ORDER BY ready DESC, actor_type, actor_id LIMIT $1",
@@ -429,28 +428,35 @@ macro_rules! admin_backend {
                     rows.iter()
                         .map(|row| {
                             Ok(MailboxDepth {
-                                actor_type: row.try_get("actor_type")?,
-                                actor_id: row.try_get("actor_id")?,
-                                ready: row.try_get("ready")?,
+                                actor_type: $crate::store::rows::get(row, "actor_type")?,
+                                actor_id: $crate::store::rows::get(row, "actor_id")?,
+                                ready: $crate::store::rows::get(row, "ready")?,
                             })
                         })
                         .collect()
                 }
 
                 async fn finished_since(&self, since: i64) -> Result<Vec<(String, i64)>> {
-                    let rows = sqlx::query_as(
-                        "SELECT status, COUNT(*) FROM solid_messages
+                    let rows = $query(
+                        "SELECT status, COUNT(*) AS count FROM solid_messages
                          WHERE status <> 'ready' AND finished_at >= $1
                          GROUP BY status ORDER BY status",
                     )
                     .bind(since)
                     .fetch_all(&self.$readers)
                     .await?;
-                    Ok(rows)
+                    rows.iter()
+                        .map(|row| {
+                            Ok((
+                                $crate::store::rows::get(row, "status")?,
+                                $crate::store::rows::get(row, "count")?,
+                            ))
+                        })
+                        .collect()
                 }
 
                 async fn status(&self, now: i64) -> Result<Status> {
-                    let counts = sqlx::query(
+                    let counts = $query(
                         "SELECT 'messages' AS kind, status, COUNT(*) AS count
                          FROM solid_messages GROUP BY status
                          UNION ALL
@@ -462,14 +468,14 @@ macro_rules! admin_backend {
                     .await?;
                     let mut status = Status::default();
                     for row in &counts {
-                        let kind: String = row.try_get("kind")?;
-                        let count = (row.try_get("status")?, row.try_get("count")?);
+                        let kind: String = $crate::store::rows::get(row, "kind")?;
+                        let count = ($crate::store::rows::get(row, "status")?, $crate::store::rows::get(row, "count")?);
                         match kind.as_str() {
                             "messages" => status.messages.push(count),
                             _ => status.effects.push(count),
                         }
                     }
-                    let row = sqlx::query(
+                    let row = $query(
                         "SELECT (SELECT COUNT(*) FROM solid_reminders) AS reminders,
                                 (SELECT COUNT(*) FROM solid_reminders WHERE due_at <= $1) AS due,
                                 (SELECT COUNT(*) FROM solid_instances WHERE paused_at IS NOT NULL)
@@ -481,11 +487,12 @@ macro_rules! admin_backend {
                     .bind(now)
                     .fetch_one(&self.$readers)
                     .await?;
-                    status.reminders = row.try_get("reminders")?;
-                    status.reminders_due = row.try_get("due")?;
-                    status.paused_actors = row.try_get("paused")?;
-                    status.oldest_due_message_at = time(row.try_get("oldest_due")?);
-                    let next_reminder: Option<i64> = row.try_get("next_reminder")?;
+                    let row = &row;
+                    status.reminders = $crate::store::rows::get(row, "reminders")?;
+                    status.reminders_due = $crate::store::rows::get(row, "due")?;
+                    status.paused_actors = $crate::store::rows::get(row, "paused")?;
+                    status.oldest_due_message_at = time($crate::store::rows::get(row, "oldest_due")?);
+                    let next_reminder: Option<i64> = $crate::store::rows::get(row, "next_reminder")?;
                     status.oldest_due_reminder_at = time(next_reminder.filter(|due| *due <= now));
                     Ok(status)
                 }
@@ -495,7 +502,7 @@ macro_rules! admin_backend {
                     before_id: i64,
                     limit: i64,
                 ) -> Result<Vec<AdminEvent>> {
-                    let rows = sqlx::query(
+                    let rows = $query(
                         "SELECT id, at, caller, action, resource, outcome, details
                          FROM solid_admin_events WHERE id < $1 ORDER BY id DESC LIMIT $2",
                     )
@@ -506,20 +513,20 @@ macro_rules! admin_backend {
                     rows.iter()
                         .map(|row| {
                             Ok(AdminEvent {
-                                id: row.try_get("id")?,
-                                at: from_micros(row.try_get("at")?),
-                                caller: json(row.try_get("caller")?),
-                                action: row.try_get("action")?,
-                                resource: row.try_get("resource")?,
-                                outcome: row.try_get("outcome")?,
-                                details: json(row.try_get("details")?),
+                                id: $crate::store::rows::get(row, "id")?,
+                                at: from_micros($crate::store::rows::get(row, "at")?),
+                                caller: json($crate::store::rows::get(row, "caller")?),
+                                action: $crate::store::rows::get(row, "action")?,
+                                resource: $crate::store::rows::get(row, "resource")?,
+                                outcome: $crate::store::rows::get(row, "outcome")?,
+                                details: json($crate::store::rows::get(row, "details")?),
                             })
                         })
                         .collect()
                 }
 
                 async fn applied_migrations(&self) -> Result<Vec<i64>> {
-                    let versions = sqlx::query_scalar(
+                    let versions = $query_scalar(
                         "SELECT version FROM solid_schema_migrations ORDER BY version",
                     )
                     .fetch_all(&self.$readers)
@@ -537,46 +544,65 @@ macro_rules! admin_backend {
                 ) -> Result<bool> {
                     self.counters.statement();
                     let changed = match paused_at {
-                        Some(at) => sqlx::query(
-                            "INSERT INTO solid_instances (actor_type, actor_id, updated_at, paused_at)
-                             VALUES ($1, $2, 0, $3)
-                             ON CONFLICT (actor_type, actor_id) DO UPDATE
-                                 SET paused_at = excluded.paused_at
-                                 WHERE solid_instances.paused_at IS NULL",
+                        Some(at) => dialect!($dialect,
+                            standard: $query(
+                                "INSERT INTO solid_instances
+                                     (actor_type, actor_id, updated_at, paused_at)
+                                 VALUES ($1, $2, 0, $3)
+                                 ON CONFLICT (actor_type, actor_id) DO UPDATE
+                                     SET paused_at = excluded.paused_at
+                                     WHERE solid_instances.paused_at IS NULL",
+                            ),
+                            // MySQL counts an updated row twice and an unchanged one not at
+                            // all: a row that was already paused stays as it was.
+                            mysql: $query(
+                                "INSERT INTO solid_instances
+                                     (actor_type, actor_id, updated_at, paused_at)
+                                 VALUES ($1, $2, 0, $3)
+                                 ON DUPLICATE KEY UPDATE
+                                     paused_at = COALESCE(solid_instances.paused_at, $3)",
+                            ),
                         )
                         .bind(actor.actor_type)
                         .bind(actor.actor_id)
                         .bind(at)
                         .execute(&mut *self.tx)
-                        .await?,
-                        None => sqlx::query(
+                        .await?
+                        .rows_affected()
+                        .min(1),
+                        None => $query(
                             "UPDATE solid_instances SET paused_at = NULL
                              WHERE actor_type = $1 AND actor_id = $2 AND paused_at IS NOT NULL",
                         )
                         .bind(actor.actor_type)
                         .bind(actor.actor_id)
                         .execute(&mut *self.tx)
-                        .await?,
+                        .await?
+                        .rows_affected(),
                     };
-                    Ok(changed.rows_affected() == 1)
+                    Ok(changed == 1)
                 }
 
                 async fn record_admin_event(&mut self, event: &AdminEventWrite<'_>) -> Result<i64> {
                     self.counters.statement();
-                    let id = sqlx::query_scalar(
-                        "INSERT INTO solid_admin_events
-                             (at, caller, action, resource, outcome, details)
-                         VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
-                    )
+                    let insert = $query(dialect!($dialect,
+                        standard: "INSERT INTO solid_admin_events
+                                       (at, caller, action, resource, outcome, details)
+                                   VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+                        mysql: "INSERT INTO solid_admin_events
+                                    (at, caller, action, resource, outcome, details)
+                                VALUES ($1, $2, $3, $4, $5, $6)",
+                    ))
                     .bind(event.at)
                     .bind(event.caller.map($crate::store::shared::storable_text))
                     .bind(event.action)
                     .bind($crate::store::shared::storable_text(event.resource))
                     .bind(event.outcome)
-                    .bind(event.details.map($crate::store::shared::storable_text))
-                    .fetch_one(&mut *self.tx)
-                    .await?;
-                    Ok(id)
+                    .bind(event.details.map($crate::store::shared::storable_text));
+                    dialect!($dialect,
+                        standard: Ok(sqlx::Row::try_get(&insert.fetch_one(&mut *self.tx).await?, 0)?),
+                        mysql: $crate::store::mysql::inserted_id(&insert.execute(&mut *self.tx).await?),
+                    )
                 }
 
                 async fn finish_admin_event(
@@ -586,7 +612,7 @@ macro_rules! admin_backend {
                     details: Option<&str>,
                 ) -> Result<()> {
                     self.counters.statement();
-                    sqlx::query("UPDATE solid_admin_events SET outcome = $1, details = $2 WHERE id = $3")
+                    $query("UPDATE solid_admin_events SET outcome = $1, details = $2 WHERE id = $3")
                         .bind(outcome)
                         .bind(details.map($crate::store::shared::storable_text))
                         .bind(id)
@@ -597,7 +623,7 @@ macro_rules! admin_backend {
 
                 async fn prune_admin_events(&mut self, before: i64) -> Result<u64> {
                     self.counters.statement();
-                    let pruned = sqlx::query("DELETE FROM solid_admin_events WHERE at < $1")
+                    let pruned = $query("DELETE FROM solid_admin_events WHERE at < $1")
                         .bind(before)
                         .execute(&mut *self.tx)
                         .await?;

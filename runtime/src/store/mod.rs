@@ -1,10 +1,10 @@
 //! The only place SQL lives: two small traits, one file per backend.
 //!
 //! The engine speaks in rows ([`Instance`], [`StoredMessage`], ...) and never in SQL text, so
-//! a backend is one file implementing [`Store`] and [`Transaction`]. SQLite and PostgreSQL
-//! share their statements (`shared.rs`, `$N` placeholders) and row decoding (`rows.rs`), and
-//! each adds only how a transaction begins, how it locks its actor, and how it reads the
-//! clock that leases run on. Times are microseconds since the Unix epoch, always passed as
+//! a backend is one file implementing [`Store`] and [`Transaction`]. The backends share their
+//! statements (`shared.rs`, `$N` placeholders, which the MySQL backend spells for MySQL) and
+//! row decoding (`rows.rs`), and each adds only how a transaction begins, how it locks its
+//! actor, and how it reads the clock that leases run on. Times are microseconds since the Unix epoch, always passed as
 //! parameters.
 //!
 //! A mailbox is ordered by message id. Only an actor's own turns lock its row in
@@ -20,6 +20,8 @@ pub(crate) mod admin;
 
 #[cfg(feature = "sqlite")]
 pub(crate) mod group_commit;
+#[cfg(feature = "mysql")]
+pub(crate) mod mysql;
 mod owned_transaction;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
@@ -756,6 +758,12 @@ pub(crate) trait Transaction: admin::AdminWrites + Send {
     /// The PostgreSQL connection this transaction runs on, if it is PostgreSQL.
     #[cfg(feature = "postgres")]
     fn postgres(&mut self) -> Option<&mut sqlx::PgConnection> {
+        None
+    }
+
+    /// The connection, on MySQL and MariaDB.
+    #[cfg(feature = "mysql")]
+    fn mysql(&mut self) -> Option<&mut sqlx::MySqlConnection> {
         None
     }
 

@@ -109,7 +109,7 @@ impl<DB: Database> OwnedTransaction<DB> {
 
     /// Whether committing this transaction is a commit of its own (it is: the group commits
     /// of SQLite's writer are another type).
-    #[cfg(feature = "postgres")]
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
     pub(crate) fn commits_alone(&self) -> bool {
         true
     }

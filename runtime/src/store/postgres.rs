@@ -264,6 +264,9 @@ impl PostgresTransaction {
 }
 
 sql_backend! {
+    dialect: standard,
+    query: sqlx::query,
+    query_scalar: sqlx::query_scalar,
     store: PostgresStore,
     readers: readers,
     transaction: PostgresTransaction,
@@ -271,6 +274,7 @@ sql_backend! {
     skip_locked: " FOR UPDATE SKIP LOCKED",
     name_set: "(SELECT jsonb_array_elements_text($1::jsonb))",
     name_set_2: "(SELECT jsonb_array_elements_text($2::jsonb))",
+    type_operation: "(m.actor_type || ':' || m.operation)",
     lease_now: "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT",
     store_items: {
         async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>> {
@@ -447,6 +451,9 @@ impl StateNotices for StateListener {
 }
 
 admin_backend! {
+    dialect: standard,
+    query: sqlx::query,
+    query_scalar: sqlx::query_scalar,
     store: PostgresStore,
     readers: readers,
     transaction: PostgresTransaction,

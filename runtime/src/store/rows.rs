@@ -1,6 +1,6 @@
 //! Rows to values, shared by every backend: the column names are the same everywhere.
 
-use sqlx::{ColumnIndex, Database, Decode, Row, Type};
+use sqlx::{ColumnIndex, Database, Row};
 
 use super::{
     ClaimedEffect, DeadEffectRecord, DueReminder, Instance, MessageRecord, PendingEffects,
@@ -9,26 +9,67 @@ use super::{
 use crate::error::{Error, Result};
 use crate::turn::Missed;
 
-/// The columns every backend decodes: text, integers and their `NULL`able forms.
-pub(crate) trait Columns<DB: Database>: for<'r> Decode<'r, DB> + Type<DB> {}
+/// A column's value, read by name or position: text, integers and their `NULL`able forms.
+///
+/// MySQL marks text in a binary collation (`utf8mb4_nopad_bin`, which keeps ids byte-exact)
+/// as binary, and sqlx reads no binary column as a `String`: the MySQL backend reads text
+/// through its own [`Text`](super::mysql::Text) instead.
+pub(crate) trait Column<DB: Database>: Sized {
+    fn get<R, I>(row: &R, index: I) -> sqlx::Result<Self>
+    where
+        R: Row<Database = DB>,
+        I: ColumnIndex<R>;
+}
 
-impl<DB: Database, T: for<'r> Decode<'r, DB> + Type<DB>> Columns<DB> for T {}
+/// Columns read the way sqlx reads them.
+macro_rules! decoded_columns {
+    ($database:ty: $($value:ty),*) => {
+        $(
+            impl Column<$database> for $value {
+                fn get<R, I>(row: &R, index: I) -> sqlx::Result<Self>
+                where
+                    R: Row<Database = $database>,
+                    I: ColumnIndex<R>,
+                {
+                    row.try_get(index)
+                }
+            }
+        )*
+    };
+}
+
+#[cfg(feature = "sqlite")]
+decoded_columns!(sqlx::Sqlite: i64, Option<i64>, String, Option<String>);
+#[cfg(feature = "postgres")]
+decoded_columns!(sqlx::Postgres: i64, Option<i64>, String, Option<String>);
+#[cfg(feature = "mysql")]
+decoded_columns!(sqlx::MySql: i64, Option<i64>);
+
+/// One column of `row`.
+pub(crate) fn get<T, R, I>(row: &R, index: I) -> sqlx::Result<T>
+where
+    R: Row,
+    I: ColumnIndex<R>,
+    T: Column<R::Database>,
+{
+    T::get(row, index)
+}
 
 /// An actor's row of `solid_instances`.
 pub(crate) fn instance<R>(row: &R) -> Result<Instance>
 where
     R: Row,
     for<'c> &'c str: ColumnIndex<R>,
-    Option<String>: Columns<R::Database>,
-    i64: Columns<R::Database>,
-    Option<i64>: Columns<R::Database>,
+    Option<String>: Column<R::Database>,
+    i64: Column<R::Database>,
+    Option<i64>: Column<R::Database>,
 {
     Ok(Instance {
-        state: row.try_get("state")?,
-        revision: row.try_get("revision")?,
-        incarnation: row.try_get("incarnation")?,
-        state_version: row.try_get("state_version")?,
-        paused: row.try_get::<Option<i64>, _>("paused_at")?.is_some(),
+        state: get(row, "state")?,
+        revision: get(row, "revision")?,
+        incarnation: get(row, "incarnation")?,
+        state_version: get(row, "state_version")?,
+        paused: get::<Option<i64>, _, _>(row, "paused_at")?.is_some(),
     })
 }
 
@@ -37,15 +78,15 @@ pub(crate) fn state_notice<R>(row: &R) -> Result<StateNotice>
 where
     R: Row,
     for<'c> &'c str: ColumnIndex<R>,
-    String: Columns<R::Database>,
-    i64: Columns<R::Database>,
+    String: Column<R::Database>,
+    i64: Column<R::Database>,
 {
     Ok(StateNotice {
-        actor_type: row.try_get("actor_type")?,
-        actor_id: row.try_get("actor_id")?,
+        actor_type: get(row, "actor_type")?,
+        actor_id: get(row, "actor_id")?,
         version: Version {
-            incarnation: row.try_get("incarnation")?,
-            revision: row.try_get("revision")?,
+            incarnation: get(row, "incarnation")?,
+            revision: get(row, "revision")?,
         },
     })
 }
@@ -55,18 +96,18 @@ pub(crate) fn stored_message<R>(row: &R) -> Result<StoredMessage>
 where
     R: Row,
     for<'c> &'c str: ColumnIndex<R>,
-    String: Columns<R::Database>,
-    i64: Columns<R::Database>,
-    Option<i64>: Columns<R::Database>,
+    String: Column<R::Database>,
+    i64: Column<R::Database>,
+    Option<i64>: Column<R::Database>,
 {
     Ok(StoredMessage {
-        id: row.try_get("id")?,
-        operation: row.try_get("operation")?,
-        arguments: row.try_get("arguments")?,
-        attempts: row.try_get("attempts")?,
-        available_at: row.try_get("available_at")?,
-        incarnation: row.try_get("message_incarnation")?,
-        scheduled_for: row.try_get("scheduled_for")?,
+        id: get(row, "id")?,
+        operation: get(row, "operation")?,
+        arguments: get(row, "arguments")?,
+        attempts: get(row, "attempts")?,
+        available_at: get(row, "available_at")?,
+        incarnation: get(row, "message_incarnation")?,
+        scheduled_for: get(row, "scheduled_for")?,
     })
 }
 
@@ -77,24 +118,21 @@ pub(crate) fn locked_actor<R>(row: &R) -> Result<super::LockedActor>
 where
     R: Row,
     for<'c> &'c str: ColumnIndex<R>,
-    String: Columns<R::Database>,
-    Option<String>: Columns<R::Database>,
-    i64: Columns<R::Database>,
-    Option<i64>: Columns<R::Database>,
+    String: Column<R::Database>,
+    Option<String>: Column<R::Database>,
+    i64: Column<R::Database>,
+    Option<i64>: Column<R::Database>,
 {
     let fresh = Instance::default();
     let instance = Instance {
-        state: row.try_get("state")?,
-        revision: row.try_get::<Option<i64>, _>("revision")?.unwrap_or(0),
-        incarnation: row
-            .try_get::<Option<i64>, _>("incarnation")?
-            .unwrap_or(fresh.incarnation),
-        state_version: row
-            .try_get::<Option<i64>, _>("state_version")?
+        state: get(row, "state")?,
+        revision: get::<Option<i64>, _, _>(row, "revision")?.unwrap_or(0),
+        incarnation: get::<Option<i64>, _, _>(row, "incarnation")?.unwrap_or(fresh.incarnation),
+        state_version: get::<Option<i64>, _, _>(row, "state_version")?
             .unwrap_or(fresh.state_version),
-        paused: row.try_get::<Option<i64>, _>("paused_at")?.is_some(),
+        paused: get::<Option<i64>, _, _>(row, "paused_at")?.is_some(),
     };
-    let head = match row.try_get::<Option<i64>, _>("id")? {
+    let head = match get::<Option<i64>, _, _>(row, "id")? {
         Some(_) => Some(stored_message(row)?),
         None => None,
     };
@@ -106,35 +144,35 @@ pub(crate) fn message<R>(row: &R) -> Result<MessageRecord>
 where
     R: Row,
     for<'c> &'c str: ColumnIndex<R>,
-    String: Columns<R::Database>,
-    Option<String>: Columns<R::Database>,
-    i64: Columns<R::Database>,
-    Option<i64>: Columns<R::Database>,
+    String: Column<R::Database>,
+    Option<String>: Column<R::Database>,
+    i64: Column<R::Database>,
+    Option<i64>: Column<R::Database>,
 {
-    let status: String = row.try_get("status")?;
-    let id: i64 = row.try_get("id")?;
+    let status: String = get(row, "status")?;
+    let id: i64 = get(row, "id")?;
     Ok(MessageRecord {
         id,
-        actor_type: row.try_get("actor_type")?,
-        actor_id: row.try_get("actor_id")?,
-        operation: row.try_get("operation")?,
-        arguments: row.try_get("arguments")?,
-        request_id: row.try_get("request_id")?,
-        idempotency_key: row.try_get("idempotency_key")?,
+        actor_type: get(row, "actor_type")?,
+        actor_id: get(row, "actor_id")?,
+        operation: get(row, "operation")?,
+        arguments: get(row, "arguments")?,
+        request_id: get(row, "request_id")?,
+        idempotency_key: get(row, "idempotency_key")?,
         status: StoredStatus::parse(&status).ok_or_else(|| {
             Error::Database(sqlx::Error::Protocol(format!(
                 "message {id} has an unknown status {status:?}"
             )))
         })?,
-        attempts: row.try_get("attempts")?,
-        available_at: row.try_get("available_at")?,
-        result: row.try_get("result")?,
-        last_error: row.try_get("last_error")?,
-        created_at: row.try_get("created_at")?,
-        finished_at: row.try_get("finished_at")?,
-        retried_as: row.try_get("retried_as")?,
-        incarnation: row.try_get("incarnation")?,
-        scheduled_for: row.try_get("scheduled_for")?,
+        attempts: get(row, "attempts")?,
+        available_at: get(row, "available_at")?,
+        result: get(row, "result")?,
+        last_error: get(row, "last_error")?,
+        created_at: get(row, "created_at")?,
+        finished_at: get(row, "finished_at")?,
+        retried_as: get(row, "retried_as")?,
+        incarnation: get(row, "incarnation")?,
+        scheduled_for: get(row, "scheduled_for")?,
     })
 }
 
@@ -147,24 +185,24 @@ pub(crate) fn due_reminder<R>(row: &R) -> Result<Result<DueReminder>>
 where
     R: Row,
     for<'c> &'c str: ColumnIndex<R>,
-    String: Columns<R::Database>,
-    Option<String>: Columns<R::Database>,
-    i64: Columns<R::Database>,
-    Option<i64>: Columns<R::Database>,
+    String: Column<R::Database>,
+    Option<String>: Column<R::Database>,
+    i64: Column<R::Database>,
+    Option<i64>: Column<R::Database>,
 {
-    let id: i64 = row.try_get("id")?;
+    let id: i64 = get(row, "id")?;
     let read = || -> std::result::Result<DueReminder, String> {
         let column = |error: sqlx::Error| error.to_string();
         let reminder = DueReminder {
             id,
-            actor_type: row.try_get("actor_type").map_err(column)?,
-            actor_id: row.try_get("actor_id").map_err(column)?,
-            name: row.try_get("name").map_err(column)?,
-            arguments: row.try_get("arguments").map_err(column)?,
-            due_at: row.try_get("due_at").map_err(column)?,
-            incarnation: row.try_get("incarnation").map_err(column)?,
-            every: row.try_get("every_micros").map_err(column)?,
-            missed: row.try_get("missed").map_err(column)?,
+            actor_type: get(row, "actor_type").map_err(column)?,
+            actor_id: get(row, "actor_id").map_err(column)?,
+            name: get(row, "name").map_err(column)?,
+            arguments: get(row, "arguments").map_err(column)?,
+            due_at: get(row, "due_at").map_err(column)?,
+            incarnation: get(row, "incarnation").map_err(column)?,
+            every: get(row, "every_micros").map_err(column)?,
+            missed: get(row, "missed").map_err(column)?,
         };
         if let Some(every) = reminder.every.filter(|every| *every <= 0) {
             return Err(format!(
@@ -186,17 +224,17 @@ pub(crate) fn reminder<R>(row: &R) -> Result<ReminderRecord>
 where
     R: Row,
     for<'c> &'c str: ColumnIndex<R>,
-    String: Columns<R::Database>,
-    Option<String>: Columns<R::Database>,
-    i64: Columns<R::Database>,
-    Option<i64>: Columns<R::Database>,
+    String: Column<R::Database>,
+    Option<String>: Column<R::Database>,
+    i64: Column<R::Database>,
+    Option<i64>: Column<R::Database>,
 {
     Ok(ReminderRecord {
-        name: row.try_get("name")?,
-        key: row.try_get("key")?,
-        due_at: row.try_get("due_at")?,
-        every: row.try_get("every_micros")?,
-        missed: row.try_get("missed")?,
+        name: get(row, "name")?,
+        key: get(row, "key")?,
+        due_at: get(row, "due_at")?,
+        every: get(row, "every_micros")?,
+        missed: get(row, "missed")?,
     })
 }
 
@@ -205,13 +243,13 @@ pub(crate) fn unknown_head<R>(row: &R) -> Result<UnknownHead>
 where
     R: Row,
     for<'c> &'c str: ColumnIndex<R>,
-    String: Columns<R::Database>,
-    i64: Columns<R::Database>,
+    String: Column<R::Database>,
+    i64: Column<R::Database>,
 {
     Ok(UnknownHead {
-        id: row.try_get("id")?,
-        actor_type: row.try_get("actor_type")?,
-        operation: row.try_get("operation")?,
+        id: get(row, "id")?,
+        actor_type: get(row, "actor_type")?,
+        operation: get(row, "operation")?,
     })
 }
 
@@ -220,10 +258,10 @@ pub(crate) fn actors<R>(rows: &[R]) -> Result<Vec<(String, String)>>
 where
     R: Row,
     for<'c> &'c str: ColumnIndex<R>,
-    String: Columns<R::Database>,
+    String: Column<R::Database>,
 {
     rows.iter()
-        .map(|row| Ok((row.try_get("actor_type")?, row.try_get("actor_id")?)))
+        .map(|row| Ok((get(row, "actor_type")?, get(row, "actor_id")?)))
         .collect()
 }
 
@@ -232,11 +270,11 @@ pub(crate) fn depths<R>(rows: &[R]) -> Result<Vec<(String, i64)>>
 where
     R: Row,
     for<'c> &'c str: ColumnIndex<R>,
-    String: Columns<R::Database>,
-    i64: Columns<R::Database>,
+    String: Column<R::Database>,
+    i64: Column<R::Database>,
 {
     rows.iter()
-        .map(|row| Ok((row.try_get("actor_type")?, row.try_get("depth")?)))
+        .map(|row| Ok((get(row, "actor_type")?, get(row, "depth")?)))
         .collect()
 }
 
@@ -245,23 +283,23 @@ pub(crate) fn claimed_effect<R>(row: &R) -> Result<ClaimedEffect>
 where
     R: Row,
     for<'c> &'c str: ColumnIndex<R>,
-    String: Columns<R::Database>,
-    Option<String>: Columns<R::Database>,
-    i64: Columns<R::Database>,
+    String: Column<R::Database>,
+    Option<String>: Column<R::Database>,
+    i64: Column<R::Database>,
 {
     Ok(ClaimedEffect {
-        id: row.try_get("id")?,
-        effect_id: row.try_get("effect_id")?,
-        actor_type: row.try_get("actor_type")?,
-        actor_id: row.try_get("actor_id")?,
-        name: row.try_get("name")?,
-        payload: row.try_get("payload")?,
-        attempts: row.try_get("attempts")?,
-        claims: row.try_get("claims")?,
-        incarnation: row.try_get("incarnation")?,
-        on_success: row.try_get("on_success")?,
-        on_failure: row.try_get("on_failure")?,
-        created_at: row.try_get("created_at")?,
+        id: get(row, "id")?,
+        effect_id: get(row, "effect_id")?,
+        actor_type: get(row, "actor_type")?,
+        actor_id: get(row, "actor_id")?,
+        name: get(row, "name")?,
+        payload: get(row, "payload")?,
+        attempts: get(row, "attempts")?,
+        claims: get(row, "claims")?,
+        incarnation: get(row, "incarnation")?,
+        on_success: get(row, "on_success")?,
+        on_failure: get(row, "on_failure")?,
+        created_at: get(row, "created_at")?,
     })
 }
 
@@ -270,13 +308,13 @@ pub(crate) fn pending_effects<R>(row: &R) -> Result<PendingEffects>
 where
     R: Row,
     for<'c> &'c str: ColumnIndex<R>,
-    String: Columns<R::Database>,
-    i64: Columns<R::Database>,
+    String: Column<R::Database>,
+    i64: Column<R::Database>,
 {
     Ok(PendingEffects {
-        name: row.try_get("name")?,
-        count: row.try_get("count")?,
-        oldest_created_at: row.try_get("oldest_created_at")?,
+        name: get(row, "name")?,
+        count: get(row, "count")?,
+        oldest_created_at: get(row, "oldest_created_at")?,
     })
 }
 
@@ -285,20 +323,20 @@ pub(crate) fn dead_effect<R>(row: &R) -> Result<DeadEffectRecord>
 where
     R: Row,
     for<'c> &'c str: ColumnIndex<R>,
-    String: Columns<R::Database>,
-    Option<String>: Columns<R::Database>,
-    i64: Columns<R::Database>,
-    Option<i64>: Columns<R::Database>,
+    String: Column<R::Database>,
+    Option<String>: Column<R::Database>,
+    i64: Column<R::Database>,
+    Option<i64>: Column<R::Database>,
 {
     Ok(DeadEffectRecord {
-        id: row.try_get("id")?,
-        effect_id: row.try_get("effect_id")?,
-        actor_type: row.try_get("actor_type")?,
-        actor_id: row.try_get("actor_id")?,
-        name: row.try_get("name")?,
-        payload: row.try_get("payload")?,
-        attempts: row.try_get("attempts")?,
-        last_error: row.try_get("last_error")?,
-        finished_at: row.try_get("finished_at")?,
+        id: get(row, "id")?,
+        effect_id: get(row, "effect_id")?,
+        actor_type: get(row, "actor_type")?,
+        actor_id: get(row, "actor_id")?,
+        name: get(row, "name")?,
+        payload: get(row, "payload")?,
+        attempts: get(row, "attempts")?,
+        last_error: get(row, "last_error")?,
+        finished_at: get(row, "finished_at")?,
     })
 }

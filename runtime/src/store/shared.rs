@@ -59,6 +59,44 @@ macro_rules! select_message {
     };
 }
 
+/// The query (built by `$query`, `sqlx::query` or the MySQL backend's) that finds one
+/// message.
+macro_rules! lookup_query {
+    ($query:path, $lookup:expr) => {
+        match $lookup {
+            MessageLookup::Id(id) => $query(select_message!("id = $1")).bind(id),
+            MessageLookup::RequestId(request_id) => {
+                $query(select_message!("request_id = $1")).bind(request_id)
+            }
+            MessageLookup::IdempotencyKey(actor, key) => $query(select_message!(
+                "actor_type = $1 AND actor_id = $2 AND idempotency_key = $3"
+            ))
+            .bind(actor.actor_type)
+            .bind(actor.actor_id)
+            .bind(key),
+        }
+    };
+}
+
+/// One of two forms of a statement (or of the code around it), by the backend's dialect:
+/// `standard` (PostgreSQL and SQLite) or `mysql`. The other form is never compiled.
+macro_rules! dialect {
+    (standard, standard: $standard:expr, mysql: $mysql:expr $(,)?) => {
+        $standard
+    };
+    (mysql, standard: $standard:expr, mysql: $mysql:expr $(,)?) => {
+        $mysql
+    };
+}
+
+/// An actor's row (`$1`, `$2`: the actor).
+macro_rules! select_instance {
+    () => {
+        "SELECT state, revision, incarnation, state_version, paused_at
+         FROM solid_instances WHERE actor_type = $1 AND actor_id = $2"
+    };
+}
+
 /// The columns of a mailbox's head, and the condition that finds it: its oldest ready message
 /// (`$1`, `$2`: the actor) that is due at `$3` or has been tried. A message sent or enqueued
 /// with a delay is not in line until it is due, so it holds back nothing; one waiting out its
@@ -77,6 +115,10 @@ macro_rules! head_of_mailbox {
 /// Implements [`Store`](super::Store) and [`Transaction`](super::Transaction) for a
 /// backend's store and transaction types from the shared statements.
 ///
+/// - `dialect`: `standard` (PostgreSQL and SQLite) or `mysql`, for the few statements whose
+///   form differs (see [`dialect!`]);
+/// - `query`, `query_scalar`: sqlx's functions, or the MySQL backend's (which spell the
+///   statements for MySQL);
 /// - `store`: the store type, with a `counters` field and the read pool in field `readers`;
 /// - `transaction`: the transaction type, with fields `tx` (an
 ///   [`OwnedTransaction`](super::owned_transaction::OwnedTransaction)) and `counters`;
@@ -84,11 +126,15 @@ macro_rules! head_of_mailbox {
 /// - `skip_locked`: appended to the subqueries that claim reminders and effects;
 /// - `name_set`, `name_set_2`: an SQL set of the names in the JSON array bound as `$1`,
 ///   and as `$2`;
+/// - `type_operation`: a message's `actor_type:operation`, from the alias `m`;
 /// - `lease_now`: the current time of the clock leases run on, in microseconds;
 /// - then the backend's own `Store` items (`begin`, `close`) and `Transaction` items (the
 ///   lock, `poison` and the connection accessor).
 macro_rules! sql_backend {
     (
+        dialect: $dialect:ident,
+        query: $query:path,
+        query_scalar: $query_scalar:path,
         store: $store:ty,
         readers: $readers:ident,
         transaction: $transaction:ty,
@@ -96,31 +142,12 @@ macro_rules! sql_backend {
         skip_locked: $skip_locked:literal,
         name_set: $name_set:literal,
         name_set_2: $name_set_2:literal,
+        type_operation: $type_operation:literal,
         lease_now: $lease_now:literal,
         store_items: { $($store_item:item)* },
         transaction_items: { $($transaction_item:item)* }
     ) => {
-        const SELECT_INSTANCE: &str = "SELECT state, revision, incarnation, state_version,
-                    paused_at
-             FROM solid_instances WHERE actor_type = $1 AND actor_id = $2";
-
-        /// The query that finds one message.
-        fn lookup_query(
-            lookup: MessageLookup<'_>,
-        ) -> sqlx::query::Query<'_, $database, <$database as sqlx::Database>::Arguments<'_>> {
-            match lookup {
-                MessageLookup::Id(id) => sqlx::query(select_message!("id = $1")).bind(id),
-                MessageLookup::RequestId(request_id) => {
-                    sqlx::query(select_message!("request_id = $1")).bind(request_id)
-                }
-                MessageLookup::IdempotencyKey(actor, key) => sqlx::query(select_message!(
-                    "actor_type = $1 AND actor_id = $2 AND idempotency_key = $3"
-                ))
-                .bind(actor.actor_type)
-                .bind(actor.actor_id)
-                .bind(key),
-            }
-        }
+        const SELECT_INSTANCE: &str = select_instance!();
 
         /// `INSERT INTO solid_messages (..) VALUES (..), ..` with one row per message, to be
         /// finished (`RETURNING`, `ON CONFLICT`) by the caller.
@@ -159,7 +186,7 @@ macro_rules! sql_backend {
 
             async fn read_actor(&self, actor: ActorKey<'_, '_>, now: i64) -> Result<CommittedActor> {
                 let instance = self.read_instance(actor).await?;
-                let head = sqlx::query(head_of_mailbox!())
+                let head = $query(head_of_mailbox!())
                     .bind(actor.actor_type)
                     .bind(actor.actor_id)
                     .bind(now)
@@ -172,7 +199,7 @@ macro_rules! sql_backend {
             }
 
             async fn read_instance(&self, actor: ActorKey<'_, '_>) -> Result<Option<Instance>> {
-                let row = sqlx::query(SELECT_INSTANCE)
+                let row = $query(SELECT_INSTANCE)
                     .bind(actor.actor_type)
                     .bind(actor.actor_id)
                     .fetch_optional(&self.$readers)
@@ -181,12 +208,12 @@ macro_rules! sql_backend {
             }
 
             async fn message(&self, lookup: MessageLookup<'_>) -> Result<Option<MessageRecord>> {
-                let row = lookup_query(lookup).fetch_optional(&self.$readers).await?;
+                let row = lookup_query!($query, lookup).fetch_optional(&self.$readers).await?;
                 row.map(|row| rows::message(&row)).transpose()
             }
 
             async fn dead_letters(&self, limit: i64) -> Result<Vec<MessageRecord>> {
-                let rows = sqlx::query(select_message!(
+                let rows = $query(select_message!(
                     "status = 'dead' ORDER BY finished_at, id LIMIT $1"
                 ))
                 .bind(limit)
@@ -196,9 +223,9 @@ macro_rules! sql_backend {
             }
 
             async fn reminders(&self, actor: ActorKey<'_, '_>) -> Result<Vec<ReminderRecord>> {
-                let rows = sqlx::query(
-                    "SELECT name, key, due_at, every_micros, missed FROM solid_reminders
-                     WHERE actor_type = $1 AND actor_id = $2 ORDER BY due_at, name, key",
+                let rows = $query(
+                    "SELECT name, \"key\", due_at, every_micros, missed FROM solid_reminders
+                     WHERE actor_type = $1 AND actor_id = $2 ORDER BY due_at, name, \"key\"",
                 )
                 .bind(actor.actor_type)
                 .bind(actor.actor_id)
@@ -208,7 +235,7 @@ macro_rules! sql_backend {
             }
 
             async fn dead_effects(&self, limit: i64) -> Result<Vec<DeadEffectRecord>> {
-                let rows = sqlx::query(
+                let rows = $query(
                     "SELECT id, effect_id, actor_type, actor_id, name, payload, attempts, last_error,
                             finished_at
                      FROM solid_effects WHERE status = 'dead' ORDER BY finished_at, id LIMIT $1",
@@ -220,7 +247,7 @@ macro_rules! sql_backend {
             }
 
             async fn unhandled_effects(&self, handled: &str) -> Result<Vec<PendingEffects>> {
-                let rows = sqlx::query(concat!(
+                let rows = $query(concat!(
                     "SELECT name, COUNT(*) AS count, MIN(created_at) AS oldest_created_at
                      FROM solid_effects
                      WHERE status IN ('ready', 'running') AND name NOT IN ",
@@ -239,10 +266,12 @@ macro_rules! sql_backend {
                 operations: &str,
                 limit: i64,
             ) -> Result<Vec<(String, String)>> {
-                let rows = sqlx::query(concat!(
+                let rows = $query(concat!(
                     "SELECT m.actor_type, m.actor_id FROM solid_messages m
                      WHERE m.status = 'ready' AND m.available_at <= $2
-                       AND (m.actor_type || ':' || m.operation) IN ",
+                       AND ",
+                    $type_operation,
+                    " IN ",
                     $name_set,
                     " AND NOT EXISTS (
                          SELECT 1 FROM solid_messages e
@@ -264,7 +293,7 @@ macro_rules! sql_backend {
             }
 
             async fn mailbox_depths(&self) -> Result<Vec<(String, i64)>> {
-                let rows = sqlx::query(
+                let rows = $query(
                     "SELECT actor_type, COUNT(*) AS depth FROM solid_messages
                      WHERE status = 'ready' GROUP BY actor_type",
                 )
@@ -279,10 +308,12 @@ macro_rules! sql_backend {
                 types: &str,
                 limit: i64,
             ) -> Result<Vec<UnknownHead>> {
-                let rows = sqlx::query(concat!(
+                let rows = $query(concat!(
                     "SELECT m.id, m.actor_type, m.operation FROM solid_messages m
                      WHERE m.status = 'ready' AND m.last_error IS NULL
-                       AND (m.actor_type || ':' || m.operation) NOT IN ",
+                       AND ",
+                    $type_operation,
+                    " NOT IN ",
                     $name_set,
                     " AND m.actor_type IN ",
                     $name_set_2,
@@ -317,9 +348,16 @@ macro_rules! sql_backend {
                 self.counters.statement();
                 let row = [(actor, *message)];
                 let mut insert = message_insert(&row);
-                insert.push(" RETURNING id");
-                let id = insert.build_query_scalar().fetch_one(&mut *self.tx).await?;
-                Ok(id)
+                dialect!($dialect,
+                    standard: {
+                        insert.push(" RETURNING id");
+                        Ok(insert.build_query_scalar().fetch_one(&mut *self.tx).await?)
+                    },
+                    mysql: {
+                        let inserted = insert.build().execute(&mut *self.tx).await?;
+                        $crate::store::mysql::inserted_id(&inserted)
+                    },
+                )
             }
 
             async fn insert_messages(
@@ -341,13 +379,26 @@ macro_rules! sql_backend {
                 self.counters.statement();
                 let row = [(actor, *message)];
                 let mut insert = message_insert(&row);
-                insert.push(
-                    " ON CONFLICT (actor_type, actor_id, idempotency_key)
-                         WHERE idempotency_key IS NOT NULL DO NOTHING
-                     RETURNING id",
-                );
-                let id = insert.build_query_scalar().fetch_optional(&mut *self.tx).await?;
-                Ok(id)
+                dialect!($dialect,
+                    standard: {
+                        insert.push(
+                            " ON CONFLICT (actor_type, actor_id, idempotency_key)
+                                 WHERE idempotency_key IS NOT NULL DO NOTHING
+                             RETURNING id",
+                        );
+                        Ok(insert.build_query_scalar().fetch_optional(&mut *self.tx).await?)
+                    },
+                    mysql: {
+                        // A taken key updates nothing and inserts nothing: no id.
+                        insert.push(" ON DUPLICATE KEY UPDATE id = id");
+                        let inserted = insert.build().execute(&mut *self.tx).await?;
+                        if inserted.rows_affected() == 0 {
+                            Ok(None)
+                        } else {
+                            $crate::store::mysql::inserted_id(&inserted).map(Some)
+                        }
+                    },
+                )
             }
 
             async fn update_message(
@@ -357,7 +408,7 @@ macro_rules! sql_backend {
                 progress: &MessageProgress<'_>,
             ) -> Result<bool> {
                 self.counters.statement();
-                let updated = sqlx::query(
+                let updated = $query(
                     "UPDATE solid_messages
                      SET status = $1, attempts = $2, available_at = $3, result = $4, last_error = $5,
                          finished_at = $6
@@ -378,7 +429,7 @@ macro_rules! sql_backend {
 
             async fn note_message(&mut self, message_id: i64, note: &str) -> Result<()> {
                 self.counters.statement();
-                sqlx::query(
+                $query(
                     "UPDATE solid_messages SET last_error = $1 WHERE id = $2 AND status = 'ready'",
                 )
                 .bind($crate::store::shared::storable_text(note))
@@ -390,7 +441,7 @@ macro_rules! sql_backend {
 
             async fn count_ready(&mut self, actor: ActorKey<'_, '_>, limit: i64) -> Result<i64> {
                 self.counters.statement();
-                let count = sqlx::query_scalar(
+                let count = $query_scalar(
                     "SELECT COUNT(*) FROM (
                          SELECT 1 FROM solid_messages
                          WHERE actor_type = $1 AND actor_id = $2 AND status = 'ready' LIMIT $3
@@ -406,7 +457,7 @@ macro_rules! sql_backend {
 
             async fn is_paused(&mut self, actor: ActorKey<'_, '_>) -> Result<bool> {
                 self.counters.statement();
-                let paused = sqlx::query(
+                let paused = $query(
                     "SELECT 1 FROM solid_instances
                      WHERE actor_type = $1 AND actor_id = $2 AND paused_at IS NOT NULL",
                 )
@@ -423,7 +474,7 @@ macro_rules! sql_backend {
                 write: &InstanceWrite<'_>,
             ) -> Result<()> {
                 self.counters.statement();
-                sqlx::query(
+                $query(
                     "INSERT INTO solid_instances
                          (actor_type, actor_id, state, revision, state_version, updated_at)
                      VALUES ($1, $2, $3, $4, $5, $6)
@@ -450,12 +501,12 @@ macro_rules! sql_backend {
                 reminder: &ReminderWrite<'_>,
             ) -> Result<()> {
                 self.counters.statement();
-                sqlx::query(
+                $query(
                     "INSERT INTO solid_reminders
-                         (actor_type, actor_id, name, key, due_at, arguments, incarnation,
+                         (actor_type, actor_id, name, \"key\", due_at, arguments, incarnation,
                           every_micros, missed)
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-                     ON CONFLICT (actor_type, actor_id, name, key) DO UPDATE SET
+                     ON CONFLICT (actor_type, actor_id, name, \"key\") DO UPDATE SET
                          due_at = excluded.due_at, arguments = excluded.arguments,
                          incarnation = excluded.incarnation,
                          every_micros = excluded.every_micros, missed = excluded.missed",
@@ -481,9 +532,9 @@ macro_rules! sql_backend {
                 key: &str,
             ) -> Result<Option<i64>> {
                 self.counters.statement();
-                let due = sqlx::query_scalar(
+                let due = $query_scalar(
                     "SELECT due_at FROM solid_reminders
-                     WHERE actor_type = $1 AND actor_id = $2 AND name = $3 AND key = $4",
+                     WHERE actor_type = $1 AND actor_id = $2 AND name = $3 AND \"key\" = $4",
                 )
                 .bind(actor.actor_type)
                 .bind(actor.actor_id)
@@ -501,10 +552,10 @@ macro_rules! sql_backend {
                 key: Option<&str>,
             ) -> Result<()> {
                 self.counters.statement();
-                sqlx::query(
+                $query(
                     "DELETE FROM solid_reminders
                      WHERE actor_type = $1 AND actor_id = $2 AND name = $3
-                       AND ($4 IS NULL OR key = $4)",
+                       AND ($4 IS NULL OR \"key\" = $4)",
                 )
                 .bind(actor.actor_type)
                 .bind(actor.actor_id)
@@ -522,7 +573,7 @@ macro_rules! sql_backend {
                 skip: &str,
             ) -> Result<Vec<Result<DueReminder>>> {
                 self.counters.statement();
-                let due = sqlx::query(concat!(
+                let due = $query(concat!(
                     "SELECT id, due_at, actor_type, actor_id, name, arguments, incarnation,
                             every_micros, missed
                      FROM solid_reminders
@@ -558,17 +609,44 @@ macro_rules! sql_backend {
                 }
                 for moves in moved.chunks($crate::store::shared::ROWS_PER_SETTLE) {
                     self.counters.statement();
-                    let mut update =
-                        sqlx::QueryBuilder::<$database>::new("WITH moved (id, due_at) AS (");
-                    update.push_values(moves, |mut row, (id, due_at)| {
-                        row.push_bind(*id).push_bind(*due_at);
-                    });
-                    update.push(
-                        ") UPDATE solid_reminders
-                         SET due_at = (SELECT moved.due_at FROM moved
-                                       WHERE moved.id = solid_reminders.id)
-                         WHERE id IN (SELECT id FROM moved)",
+                    let update = dialect!($dialect,
+                        standard: {
+                            let mut update = sqlx::QueryBuilder::<$database>::new(
+                                "WITH moved (id, due_at) AS (",
+                            );
+                            update.push_values(moves, |mut row, (id, due_at)| {
+                                row.push_bind(*id).push_bind(*due_at);
+                            });
+                            update.push(
+                                ") UPDATE solid_reminders
+                                 SET due_at = (SELECT moved.due_at FROM moved
+                                               WHERE moved.id = solid_reminders.id)
+                                 WHERE id IN (SELECT id FROM moved)",
+                            );
+                            update
+                        },
+                        mysql: {
+                            // No common table expression before an UPDATE: a derived table
+                            // of the moves, joined.
+                            let mut update = sqlx::QueryBuilder::<$database>::new(
+                                "UPDATE solid_reminders JOIN (",
+                            );
+                            let mut rows = update.separated(" UNION ALL ");
+                            for (id, due_at) in moves {
+                                rows.push("SELECT ")
+                                    .push_bind_unseparated(*id)
+                                    .push_unseparated(" AS id, ")
+                                    .push_bind_unseparated(*due_at)
+                                    .push_unseparated(" AS due_at");
+                            }
+                            update.push(
+                                ") AS moved ON moved.id = solid_reminders.id
+                                 SET solid_reminders.due_at = moved.due_at",
+                            );
+                            update
+                        },
                     );
+                    let mut update = update;
                     update.build().execute(&mut *self.tx).await?;
                 }
                 Ok(())
@@ -576,13 +654,13 @@ macro_rules! sql_backend {
 
             async fn destroy_actor(&mut self, actor: ActorKey<'_, '_>, now: i64) -> Result<()> {
                 self.counters.statement();
-                sqlx::query("DELETE FROM solid_reminders WHERE actor_type = $1 AND actor_id = $2")
+                $query("DELETE FROM solid_reminders WHERE actor_type = $1 AND actor_id = $2")
                     .bind(actor.actor_type)
                     .bind(actor.actor_id)
                     .execute(&mut *self.tx)
                     .await?;
                 self.counters.statement();
-                sqlx::query(
+                $query(
                     "UPDATE solid_messages SET status = 'destroyed', finished_at = $3
                      WHERE actor_type = $1 AND actor_id = $2 AND status = 'ready'",
                 )
@@ -592,7 +670,7 @@ macro_rules! sql_backend {
                 .execute(&mut *self.tx)
                 .await?;
                 self.counters.statement();
-                sqlx::query(
+                $query(
                     "INSERT INTO solid_instances (actor_type, actor_id, incarnation, updated_at)
                      VALUES ($1, $2, 2, $3)
                      ON CONFLICT (actor_type, actor_id) DO UPDATE SET
@@ -614,7 +692,7 @@ macro_rules! sql_backend {
                 effect: &NewEffect<'_>,
             ) -> Result<()> {
                 self.counters.statement();
-                sqlx::query(
+                $query(
                     "INSERT INTO solid_effects (effect_id, actor_type, actor_id, name, payload, status,
                          available_at, created_at, incarnation, on_success, on_failure)
                      VALUES ($1, $2, $3, $4, $5, 'ready', $6, $6, $7, $8, $9)",
@@ -643,25 +721,72 @@ macro_rules! sql_backend {
                 // Far enough for any lease, and far from overflowing the clock's microseconds.
                 const CENTURY_MICROS: i64 = 100 * 365 * 24 * 3600 * 1_000_000;
                 let lease = i64::try_from(lease.as_micros()).map_or(CENTURY_MICROS, |lease| lease.min(CENTURY_MICROS));
-                let claimed = sqlx::query(concat!(
-                    "UPDATE solid_effects
-                     SET status = 'running', attempts = attempts + 1, claims = claims + 1,
-                         available_at = ", $lease_now, " + $3
-                     WHERE id = (
-                         SELECT id FROM solid_effects
-                         WHERE name = $1 AND (
-                             (status = 'ready' AND available_at <= $2)
-                             OR (status = 'running' AND available_at <= ", $lease_now, "))
-                         ORDER BY available_at, id LIMIT 1",
-                    $skip_locked,
-                    ") RETURNING id, effect_id, actor_type, actor_id, name, payload, attempts, claims,
-                                incarnation, on_success, on_failure, created_at"
-                ))
-                .bind(name)
-                .bind(now)
-                .bind(lease)
-                .fetch_optional(&mut *self.tx)
-                .await?;
+                let claimed = dialect!($dialect,
+                    standard: {
+                        $query(concat!(
+                            "UPDATE solid_effects
+                             SET status = 'running', attempts = attempts + 1, claims = claims + 1,
+                                 available_at = ", $lease_now, " + $3
+                             WHERE id = (
+                                 SELECT id FROM solid_effects
+                                 WHERE name = $1 AND (
+                                     (status = 'ready' AND available_at <= $2)
+                                     OR (status = 'running' AND available_at <= ", $lease_now, "))
+                                 ORDER BY available_at, id LIMIT 1",
+                            $skip_locked,
+                            ") RETURNING id, effect_id, actor_type, actor_id, name, payload,
+                                         attempts, claims, incarnation, on_success, on_failure,
+                                         created_at"
+                        ))
+                        .bind(name)
+                        .bind(now)
+                        .bind(lease)
+                        .fetch_optional(&mut *self.tx)
+                        .await?
+                    },
+                    mysql: {
+                        // An UPDATE cannot read the table it writes: the effect is locked
+                        // first, then claimed, then read.
+                        let id: Option<i64> = $query_scalar(concat!(
+                            "SELECT id FROM solid_effects
+                             WHERE name = $1 AND (
+                                 (status = 'ready' AND available_at <= $2)
+                                 OR (status = 'running' AND available_at <= ", $lease_now, "))
+                             ORDER BY available_at, id LIMIT 1",
+                            $skip_locked
+                        ))
+                        .bind(name)
+                        .bind(now)
+                        .fetch_optional(&mut *self.tx)
+                        .await?;
+                        match id {
+                            None => None,
+                            Some(id) => {
+                                self.counters.statement();
+                                $query(concat!(
+                                    "UPDATE solid_effects
+                                     SET status = 'running', attempts = attempts + 1,
+                                         claims = claims + 1, available_at = ", $lease_now, " + $1
+                                     WHERE id = $2"
+                                ))
+                                .bind(lease)
+                                .bind(id)
+                                .execute(&mut *self.tx)
+                                .await?;
+                                self.counters.statement();
+                                $query(
+                                    "SELECT id, effect_id, actor_type, actor_id, name, payload,
+                                            attempts, claims, incarnation, on_success, on_failure,
+                                            created_at
+                                     FROM solid_effects WHERE id = $1",
+                                )
+                                .bind(id)
+                                .fetch_optional(&mut *self.tx)
+                                .await?
+                            }
+                        }
+                    },
+                );
                 claimed.map(|row| rows::claimed_effect(&row)).transpose()
             }
 
@@ -672,7 +797,7 @@ macro_rules! sql_backend {
                 progress: &EffectProgress<'_>,
             ) -> Result<bool> {
                 self.counters.statement();
-                let finished = sqlx::query(
+                let finished = $query(
                     "UPDATE solid_effects
                      SET status = $1, available_at = $2, last_error = $3, finished_at = $4
                      WHERE id = $5 AND status = 'running' AND claims = $6",
@@ -690,7 +815,7 @@ macro_rules! sql_backend {
 
             async fn revive_effect(&mut self, id: i64, now: i64) -> Result<bool> {
                 self.counters.statement();
-                let revived = sqlx::query(
+                let revived = $query(
                     "UPDATE solid_effects
                      SET status = 'ready', attempts = 0, available_at = $2, last_error = NULL,
                          finished_at = NULL
@@ -705,13 +830,13 @@ macro_rules! sql_backend {
 
             async fn message(&mut self, lookup: MessageLookup<'_>) -> Result<Option<MessageRecord>> {
                 self.counters.statement();
-                let row = lookup_query(lookup).fetch_optional(&mut *self.tx).await?;
+                let row = lookup_query!($query, lookup).fetch_optional(&mut *self.tx).await?;
                 row.map(|row| rows::message(&row)).transpose()
             }
 
             async fn release_dead_letter(&mut self, message_id: i64) -> Result<bool> {
                 self.counters.statement();
-                let released = sqlx::query(
+                let released = $query(
                     "UPDATE solid_messages SET idempotency_key = NULL, retried_as = 0
                      WHERE id = $1 AND status = 'dead' AND retried_as IS NULL",
                 )
@@ -723,7 +848,7 @@ macro_rules! sql_backend {
 
             async fn link_retry(&mut self, message_id: i64, retry_id: i64) -> Result<()> {
                 self.counters.statement();
-                sqlx::query("UPDATE solid_messages SET retried_as = $1 WHERE id = $2")
+                $query("UPDATE solid_messages SET retried_as = $1 WHERE id = $2")
                     .bind(retry_id)
                     .bind(message_id)
                     .execute(&mut *self.tx)
@@ -733,7 +858,7 @@ macro_rules! sql_backend {
 
             async fn prune(&mut self, retention: &Retention) -> Result<$crate::admin::PruneCounts> {
                 self.counters.statement();
-                let finished = sqlx::query(
+                let finished = $query(
                     "DELETE FROM solid_messages
                      WHERE status IN ('completed', 'rejected', 'destroyed') AND finished_at < $1
                        AND id NOT IN (
@@ -751,7 +876,7 @@ macro_rules! sql_backend {
                 .execute(&mut *self.tx)
                 .await?;
                 self.counters.statement();
-                let done = sqlx::query(
+                let done = $query(
                     "DELETE FROM solid_effects WHERE status = 'done' AND finished_at < $1",
                 )
                 .bind(retention.finished_before)
@@ -764,14 +889,14 @@ macro_rules! sql_backend {
                 };
                 if let Some(dead_before) = retention.dead_before {
                     self.counters.statement();
-                    let dead_letters = sqlx::query(
+                    let dead_letters = $query(
                         "DELETE FROM solid_messages WHERE status = 'dead' AND finished_at < $1",
                     )
                     .bind(dead_before)
                     .execute(&mut *self.tx)
                     .await?;
                     self.counters.statement();
-                    let dead_effects = sqlx::query(
+                    let dead_effects = $query(
                         "DELETE FROM solid_effects WHERE status = 'dead' AND finished_at < $1",
                     )
                     .bind(dead_before)
@@ -820,7 +945,7 @@ macro_rules! sql_backend {
             /// holds any more (a handler may have ended it behind the runtime's back), so
             /// its connection is not reused.
             async fn on_savepoint(&mut self, sql: &'static str) -> Result<()> {
-                let done = sqlx::query(sql).execute(&mut *self.tx).await;
+                let done = $query(sql).execute(&mut *self.tx).await;
                 if done.is_err() {
                     self.tx.poison();
                 }

@@ -300,6 +300,9 @@ struct SqliteTransaction {
 }
 
 sql_backend! {
+    dialect: standard,
+    query: sqlx::query,
+    query_scalar: sqlx::query_scalar,
     store: SqliteStore,
     readers: readers,
     transaction: SqliteTransaction,
@@ -307,6 +310,7 @@ sql_backend! {
     skip_locked: "",
     name_set: "(SELECT value FROM json_each($1))",
     name_set_2: "(SELECT value FROM json_each($2))",
+    type_operation: "(m.actor_type || ':' || m.operation)",
     lease_now: "$2",
     store_items: {
         async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>> {
@@ -415,6 +419,9 @@ sql_backend! {
 }
 
 admin_backend! {
+    dialect: standard,
+    query: sqlx::query,
+    query_scalar: sqlx::query_scalar,
     store: SqliteStore,
     readers: readers,
     transaction: SqliteTransaction,

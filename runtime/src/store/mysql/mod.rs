@@ -1,0 +1,471 @@
+//! The MySQL and MariaDB backend: a pool of connections, one actor's row lock per turn.
+//!
+//! It works as the PostgreSQL backend does. A turn runs in one InnoDB transaction at READ
+//! COMMITTED and locks its actor's row (`SELECT .. FOR UPDATE`), so two processes never run
+//! the same actor at once while different actors run in parallel. Workers skip actors whose
+//! row another turn holds, and claim due reminders and effects with `SKIP LOCKED` (MySQL
+//! 8.0 and MariaDB 10.6 have it). A process that dies mid-turn loses its connection, and the
+//! server rolls the turn back. Lock waits are bounded by `innodb_lock_wait_timeout` (whole
+//! seconds) and, on MariaDB, statements by `max_statement_time`. Effect leases run on the
+//! server's clock.
+//!
+//! The statements are the ones the other backends share, spelled for MySQL by
+//! [`statement`]; the few whose form differs (no `RETURNING`, no `ON CONFLICT .. DO
+//! NOTHING`, no `UPDATE` that reads its own table) are written beside the shared ones.
+//! There is no `LISTEN`: idle workers and watchers poll.
+
+mod statement;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::error::BoxDynError;
+use sqlx::mysql::{
+    MySqlConnection, MySqlPool, MySqlPoolOptions, MySqlQueryResult, MySqlTypeInfo, MySqlValueRef,
+};
+use sqlx::{ColumnIndex, Decode, Executor, MySql, Row, Type, TypeInfo};
+
+pub(crate) use self::statement::{query, query_scalar};
+use super::owned_transaction::OwnedTransaction;
+use super::rows::{self, Column};
+use super::{
+    ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters, DeadEffectRecord, DueReminder,
+    EffectProgress, Instance, InstanceWrite, LockedActor, MessageLookup, MessageProgress,
+    MessageRecord, NewEffect, NewMessage, PendingEffects, ReminderRecord, ReminderWrite, Retention,
+    StateNotice, Stats, Store, StoredMessage, Transaction, UnknownHead, WorkNotices,
+};
+use crate::error::{Error, Result};
+
+/// The schema, applied in order at start; each entry runs once per database.
+const MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "schema",
+    include_str!("../../../migrations/mysql/0001_schema.sql"),
+)];
+
+/// The collation the migrations name: MariaDB's binary collation without padding.
+const NO_PAD_BINARY: &str = "utf8mb4_nopad_bin";
+
+/// MySQL 8's binary collation without padding, where the server has no [`NO_PAD_BINARY`].
+const MYSQL_NO_PAD_BINARY: &str = "utf8mb4_0900_bin";
+
+/// Serialises concurrent migrators (several processes starting at once).
+const MIGRATION_LOCK: &str = "solid_objects_migrations";
+
+/// Which server speaks: they differ in how a statement's time is bounded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flavor {
+    MariaDb,
+    MySql,
+}
+
+/// The MySQL store.
+pub(crate) struct MySqlStore {
+    /// One pool serves turns and reads alike.
+    readers: MySqlPool,
+    counters: Arc<Counters>,
+    flavor: Flavor,
+    /// Whether the runtime opened the pool (and so closes it), or the application did.
+    owns_pool: bool,
+}
+
+impl MySqlStore {
+    /// Connects with up to `connections` connections and applies the migrations.
+    pub(crate) async fn open(url: &str, connections: u32) -> Result<Self> {
+        let pool = MySqlPoolOptions::new()
+            .max_connections(connections)
+            .acquire_timeout(Duration::from_secs(3600))
+            .connect(url)
+            .await?;
+        Ok(Self {
+            owns_pool: true,
+            ..Self::with_pool(pool).await?
+        })
+    }
+
+    /// Uses an application's pool, and applies the migrations. Closing the runtime leaves
+    /// the pool open.
+    pub(crate) async fn with_pool(pool: MySqlPool) -> Result<Self> {
+        let version: String = sqlx::query_scalar("SELECT VERSION()")
+            .fetch_one(&pool)
+            .await?;
+        let flavor = if version.contains("MariaDB") {
+            Flavor::MariaDb
+        } else {
+            Flavor::MySql
+        };
+        migrate(&pool).await?;
+        Ok(Self {
+            readers: pool,
+            counters: Arc::default(),
+            flavor,
+            owns_pool: false,
+        })
+    }
+
+    /// The statement that begins a turn's transaction: its isolation, and its bounds.
+    fn begin_statement(&self, bounds: &Bounds) -> String {
+        format!(
+            "{}; SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION",
+            self.flavor.bound_statements(bounds.statement)
+        )
+    }
+}
+
+impl Flavor {
+    /// `SET SESSION` statements that end each lock wait, and on MariaDB each statement,
+    /// within `timeout`.
+    fn bound_statements(self, timeout: Duration) -> String {
+        let seconds = whole_seconds(timeout);
+        match self {
+            Self::MariaDb => format!(
+                "SET SESSION innodb_lock_wait_timeout = {seconds}, \
+                 max_statement_time = {:.3}",
+                timeout.as_secs_f64().max(0.001)
+            ),
+            Self::MySql => format!("SET SESSION innodb_lock_wait_timeout = {seconds}"),
+        }
+    }
+}
+
+/// A duration as `innodb_lock_wait_timeout` takes it: whole seconds, rounded up, at least
+/// one.
+fn whole_seconds(duration: Duration) -> u64 {
+    duration
+        .as_secs()
+        .saturating_add(u64::from(duration.subsec_nanos() > 0))
+        .clamp(1, 1 << 30)
+}
+
+/// Applies the migrations this database has not seen yet, under a named lock. MySQL commits
+/// each DDL statement by itself, so a migration is written to be run again whole if a
+/// process dies inside it (`CREATE TABLE IF NOT EXISTS`).
+async fn migrate(pool: &MySqlPool) -> Result<()> {
+    // A named lock belongs to its connection: this one is never returned to the pool, so
+    // the lock goes with it whatever happens to this future.
+    let mut connection = pool.acquire().await?.detach();
+    let locked: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK(?, 3600)")
+        .bind(MIGRATION_LOCK)
+        .fetch_one(&mut connection)
+        .await?;
+    if locked != Some(1) {
+        return Err(Error::Config(format!(
+            "another process held the migration lock {MIGRATION_LOCK:?} for an hour"
+        )));
+    }
+    sqlx::raw_sql(
+        "CREATE TABLE IF NOT EXISTS solid_schema_migrations (
+            version BIGINT PRIMARY KEY, description VARCHAR(255) NOT NULL,
+            applied_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6))",
+    )
+    .execute(&mut connection)
+    .await?;
+    let has_no_pad_binary: Option<i64> =
+        sqlx::query_scalar("SELECT 1 FROM information_schema.COLLATIONS WHERE COLLATION_NAME = ?")
+            .bind(NO_PAD_BINARY)
+            .fetch_optional(&mut connection)
+            .await?;
+    for (version, description, sql) in MIGRATIONS {
+        let applied: Option<i64> =
+            sqlx::query_scalar("SELECT version FROM solid_schema_migrations WHERE version = ?")
+                .bind(version)
+                .fetch_optional(&mut connection)
+                .await?;
+        if applied.is_none() {
+            let sql = match has_no_pad_binary {
+                Some(_) => (*sql).to_owned(),
+                None => sql.replace(NO_PAD_BINARY, MYSQL_NO_PAD_BINARY),
+            };
+            sqlx::raw_sql(&sql).execute(&mut connection).await?;
+            sqlx::query("INSERT INTO solid_schema_migrations (version, description) VALUES (?, ?)")
+                .bind(version)
+                .bind(description)
+                .execute(&mut connection)
+                .await?;
+        }
+    }
+    sqlx::query("SELECT RELEASE_LOCK(?)")
+        .bind(MIGRATION_LOCK)
+        .execute(&mut connection)
+        .await?;
+    sqlx::Connection::close(connection).await?;
+    Ok(())
+}
+
+/// The id an `INSERT` gave its (first) row.
+pub(crate) fn inserted_id(inserted: &MySqlQueryResult) -> Result<i64> {
+    i64::try_from(inserted.last_insert_id()).map_err(|_| {
+        Error::Database(sqlx::Error::Protocol(format!(
+            "an inserted id {} beyond BIGINT",
+            inserted.last_insert_id()
+        )))
+    })
+}
+
+/// Text as this backend stores it: sqlx reads no column that MySQL marks binary as a
+/// `String`, and MySQL marks every column in a binary collation so. This reads any text or
+/// binary column whose bytes are UTF-8.
+struct Text(String);
+
+impl Type<MySql> for Text {
+    fn type_info() -> MySqlTypeInfo {
+        <String as Type<MySql>>::type_info()
+    }
+
+    fn compatible(ty: &MySqlTypeInfo) -> bool {
+        matches!(
+            ty.name(),
+            "CHAR"
+                | "VARCHAR"
+                | "TINYTEXT"
+                | "TEXT"
+                | "MEDIUMTEXT"
+                | "LONGTEXT"
+                | "BINARY"
+                | "VARBINARY"
+                | "TINYBLOB"
+                | "BLOB"
+                | "MEDIUMBLOB"
+                | "LONGBLOB"
+        )
+    }
+}
+
+impl<'r> Decode<'r, MySql> for Text {
+    fn decode(value: MySqlValueRef<'r>) -> Result<Self, BoxDynError> {
+        let bytes = <&[u8] as Decode<MySql>>::decode(value)?;
+        Ok(Self(std::str::from_utf8(bytes)?.to_owned()))
+    }
+}
+
+impl Column<MySql> for String {
+    fn get<R, I>(row: &R, index: I) -> sqlx::Result<Self>
+    where
+        R: Row<Database = MySql>,
+        I: ColumnIndex<R>,
+    {
+        row.try_get::<Text, _>(index).map(|text| text.0)
+    }
+}
+
+impl Column<MySql> for Option<String> {
+    fn get<R, I>(row: &R, index: I) -> sqlx::Result<Self>
+    where
+        R: Row<Database = MySql>,
+        I: ColumnIndex<R>,
+    {
+        row.try_get::<Option<Text>, _>(index)
+            .map(|text| text.map(|text| text.0))
+    }
+}
+
+/// A transaction on one pooled connection.
+struct MySqlTransaction {
+    tx: OwnedTransaction<MySql>,
+    counters: Arc<Counters>,
+    bounds: Bounds,
+    flavor: Flavor,
+}
+
+impl MySqlTransaction {
+    /// The actor's row, locked (`FOR UPDATE`), or skipped if another turn holds it.
+    async fn select_instance(
+        &mut self,
+        actor: ActorKey<'_, '_>,
+        skip_locked: bool,
+    ) -> Result<Option<Instance>> {
+        self.counters.statement();
+        let sql = if skip_locked {
+            concat!(select_instance!(), " FOR UPDATE SKIP LOCKED")
+        } else {
+            concat!(select_instance!(), " FOR UPDATE")
+        };
+        let row = query(sql)
+            .bind(actor.actor_type)
+            .bind(actor.actor_id)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        row.map(|row| rows::instance(&row)).transpose()
+    }
+
+    /// Creates the actor's row if it is missing (waiting, within the lock timeout, for a
+    /// transaction elsewhere that is creating it).
+    async fn create_instance(&mut self, actor: ActorKey<'_, '_>) -> Result<()> {
+        self.counters.statement();
+        sqlx::query(
+            "INSERT INTO solid_instances (actor_type, actor_id, updated_at) VALUES (?, ?, 0)
+             ON DUPLICATE KEY UPDATE actor_type = actor_type",
+        )
+        .bind(actor.actor_type)
+        .bind(actor.actor_id)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(())
+    }
+
+    async fn instance_exists(&mut self, actor: ActorKey<'_, '_>) -> Result<bool> {
+        self.counters.statement();
+        let row =
+            sqlx::query("SELECT 1 FROM solid_instances WHERE actor_type = ? AND actor_id = ?")
+                .bind(actor.actor_type)
+                .bind(actor.actor_id)
+                .fetch_optional(&mut *self.tx)
+                .await?;
+        Ok(row.is_some())
+    }
+
+    /// Bounds the statements that follow, and their lock waits, by `timeout`.
+    async fn set_timeouts(&mut self, timeout: Duration) -> Result<()> {
+        self.counters.statement();
+        let bounds = self.flavor.bound_statements(timeout);
+        self.tx.execute(bounds.as_str()).await?;
+        Ok(())
+    }
+
+    /// Reads the head of the actor's mailbox, after the lock.
+    async fn head(&mut self, actor: ActorKey<'_, '_>, now: i64) -> Result<Option<StoredMessage>> {
+        self.counters.statement();
+        let row = query(head_of_mailbox!())
+            .bind(actor.actor_type)
+            .bind(actor.actor_id)
+            .bind(now)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        row.map(|row| rows::stored_message(&row)).transpose()
+    }
+
+    async fn locked(
+        &mut self,
+        actor: ActorKey<'_, '_>,
+        instance: Instance,
+        now: i64,
+    ) -> Result<Option<LockedActor>> {
+        let head = self.head(actor, now).await?;
+        Ok(Some(LockedActor { instance, head }))
+    }
+}
+
+sql_backend! {
+    dialect: mysql,
+    query: query,
+    query_scalar: query_scalar,
+    store: MySqlStore,
+    readers: readers,
+    transaction: MySqlTransaction,
+    database: MySql,
+    skip_locked: " FOR UPDATE SKIP LOCKED",
+    name_set: "(SELECT j.name FROM JSON_TABLE($1, '$[*]'
+                   COLUMNS (name VARCHAR(1024) CHARACTER SET utf8mb4 PATH '$')) AS j)",
+    name_set_2: "(SELECT j.name FROM JSON_TABLE($2, '$[*]'
+                     COLUMNS (name VARCHAR(1024) CHARACTER SET utf8mb4 PATH '$')) AS j)",
+    type_operation: "CONCAT(m.actor_type, ':', m.operation)",
+    lease_now: "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)",
+    store_items: {
+        async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>> {
+            // One round trip: the bounds and the isolation travel with the BEGIN.
+            let begin = self.begin_statement(&bounds);
+            let tx = OwnedTransaction::begin(&self.readers, bounds.deadline, begin, || {}).await?;
+            Ok(Box::new(MySqlTransaction {
+                tx,
+                counters: Arc::clone(&self.counters),
+                bounds,
+                flavor: self.flavor,
+            }))
+        }
+
+        async fn close(&self) {
+            if self.owns_pool {
+                self.readers.close().await;
+            }
+        }
+
+        async fn listen(&self) -> Result<Option<Box<dyn WorkNotices>>> {
+            Ok(None)
+        }
+
+        async fn versions(&self, actors: &str) -> Result<Vec<StateNotice>> {
+            let rows = query(
+                "SELECT i.actor_type, i.actor_id, i.incarnation, i.revision
+                 FROM JSON_TABLE($1, '$[*]' COLUMNS (
+                     actor_type VARCHAR(255) CHARACTER SET utf8mb4 PATH '$[0]',
+                     actor_id VARCHAR(1024) CHARACTER SET utf8mb4 PATH '$[1]')) AS j
+                 JOIN solid_instances i ON i.actor_type = j.actor_type AND i.actor_id = j.actor_id",
+            )
+            .bind(actors)
+            .fetch_all(&self.readers)
+            .await?;
+            rows.iter().map(rows::state_notice).collect()
+        }
+    },
+    transaction_items: {
+        async fn lock_actor(
+            &mut self,
+            actor: ActorKey<'_, '_>,
+            wait: bool,
+            now: i64,
+        ) -> Result<Option<LockedActor>> {
+            if let Some(instance) = self.select_instance(actor, true).await? {
+                return self.locked(actor, instance, now).await;
+            }
+            // The row is missing, or another turn holds it.
+            if !wait {
+                if self.instance_exists(actor).await? {
+                    return Ok(None);
+                }
+                self.create_instance(actor).await?;
+                return match self.select_instance(actor, true).await? {
+                    Some(instance) => self.locked(actor, instance, now).await,
+                    None => Ok(None),
+                };
+            }
+            // Wait for the turn elsewhere until the caller's deadline, inside the server.
+            self.set_timeouts(self.bounds.until_deadline()).await?;
+            self.create_instance(actor).await?;
+            let instance = self.select_instance(actor, false).await?.unwrap_or_default();
+            self.set_timeouts(self.bounds.remaining()).await?;
+            self.locked(actor, instance, now).await
+        }
+
+        fn poison(&mut self) {
+            self.tx.poison();
+        }
+
+        fn mysql(&mut self) -> Option<&mut MySqlConnection> {
+            Some(&mut *self.tx)
+        }
+    }
+}
+
+admin_backend! {
+    dialect: mysql,
+    query: query,
+    query_scalar: query_scalar,
+    store: MySqlStore,
+    readers: readers,
+    transaction: MySqlTransaction,
+    reads: {
+        fn schema(&self) -> (&'static str, i64) {
+            ("mysql", MIGRATIONS.last().map_or(0, |migration| migration.0))
+        }
+
+        async fn settings(&self) -> Result<Vec<(String, String)>> {
+            let rows = sqlx::raw_sql(
+                "SHOW VARIABLES WHERE Variable_name IN ('version', 'transaction_isolation',
+                     'tx_isolation', 'innodb_flush_log_at_trx_commit', 'max_connections',
+                     'max_allowed_packet', 'time_zone')",
+            )
+            .fetch_all(&self.readers)
+            .await?;
+            rows.iter()
+                .map(|row| Ok((rows::get(row, 0)?, rows::get(row, 1)?)))
+                .collect()
+        }
+
+        async fn database_micros(&self) -> Result<Option<i64>> {
+            let now = sqlx::query_scalar("SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)")
+                .fetch_one(&self.readers)
+                .await?;
+            Ok(Some(now))
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! A throwaway MariaDB server: `mariadb-install-db` into a temp dir, `mariadbd` on a free
+//! loopback port, killed when dropped (and, through a watchdog shell, when the test process
+//! ends without dropping it). The binaries come from the machine (`mariadb-server`).
+//!
+//! [`MariaDb::shared`] is one server for every test of a process (each test takes a
+//! database of its own); [`MariaDb::start`] is a server of the test's own, for tests that
+//! restart or kill it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use super::postgres::free_port;
+
+/// A running server; killed on drop.
+pub struct MariaDb {
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+static DATABASES: AtomicU32 = AtomicU32::new(0);
+
+impl MariaDb {
+    /// Starts a server. Without MariaDB on the machine it returns `None` (the test then says
+    /// it skipped), except under CI (`CI` set), where it panics.
+    pub fn start() -> Option<Self> {
+        let Some(server) = binary("mariadbd") else {
+            let missing = "MariaDB not found (mariadbd); install mariadb-server to run this test";
+            assert!(std::env::var_os("CI").is_none(), "{missing}");
+            eprintln!("skipped: {missing}");
+            return None;
+        };
+        let install = binary("mariadb-install-db").expect("mariadb-install-db beside mariadbd");
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let data = dir.path().join("data");
+        let installed = Command::new(install)
+            .args(["--no-defaults", "--auth-root-authentication-method=normal"])
+            .args(["--skip-test-db", "--user=root"])
+            .arg(format!("--datadir={}", path(&data)))
+            .output()
+            .expect("mariadb-install-db runs");
+        assert!(
+            installed.status.success(),
+            "mariadb-install-db failed: {}",
+            String::from_utf8_lossy(&installed.stderr)
+        );
+        let port = free_port();
+        let mariadb = Self { dir, port };
+        // The watchdog kills the server once this process is gone: a shared server is
+        // never dropped.
+        let watchdog = format!(
+            "\"$0\" \"$@\" & server=$!; echo $server > {pid}; \
+             while kill -0 {parent} 2>/dev/null && kill -0 $server 2>/dev/null; do sleep 1; done; \
+             kill -9 $server 2>/dev/null",
+            pid = path(&mariadb.pid_file()),
+            parent = std::process::id(),
+        );
+        Command::new("sh")
+            .args(["-c", &watchdog])
+            .arg(server)
+            .args(["--no-defaults", "--user=root", "--skip-grant-tables"])
+            .arg(format!("--datadir={}", path(&data)))
+            .arg(format!("--port={port}"))
+            .arg("--bind-address=127.0.0.1")
+            .arg(format!(
+                "--socket={}",
+                path(&mariadb.dir.path().join("sock"))
+            ))
+            .arg(format!(
+                "--log-error={}",
+                path(&mariadb.dir.path().join("error.log"))
+            ))
+            .args([
+                "--innodb-buffer-pool-size=64M",
+                "--innodb-log-file-size=32M",
+                "--innodb-flush-log-at-trx-commit=2",
+                "--skip-name-resolve",
+                "--max-connections=400",
+                "--max-allowed-packet=64M",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("mariadbd starts");
+        mariadb.wait_until_ready();
+        Some(mariadb)
+    }
+
+    /// One server for every test of this process.
+    pub fn shared() -> Option<&'static Self> {
+        static SHARED: OnceLock<Option<MariaDb>> = OnceLock::new();
+        SHARED.get_or_init(Self::start).as_ref()
+    }
+
+    /// A new, empty database on this server; returns its URL.
+    pub async fn database(&self) -> String {
+        let name = format!(
+            "test_{}_{}",
+            std::process::id(),
+            DATABASES.fetch_add(1, Ordering::Relaxed)
+        );
+        let admin = sqlx::MySqlPool::connect(&self.url(""))
+            .await
+            .expect("the server accepts connections");
+        sqlx::raw_sql(&format!("CREATE DATABASE {name}"))
+            .execute(&admin)
+            .await
+            .expect("CREATE DATABASE");
+        admin.close().await;
+        self.url(&name)
+    }
+
+    fn url(&self, database: &str) -> String {
+        format!("mysql://root@127.0.0.1:{}/{database}", self.port)
+    }
+
+    fn pid_file(&self) -> PathBuf {
+        self.dir.path().join("server.pid")
+    }
+
+    fn wait_until_ready(&self) {
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "mariadbd did not listen within a minute: {}",
+                std::fs::read_to_string(self.dir.path().join("error.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for MariaDb {
+    fn drop(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(self.pid_file()) {
+            let _ = Command::new("kill").args(["-9", pid.trim()]).status();
+        }
+    }
+}
+
+fn path(path: &Path) -> &str {
+    path.to_str().expect("a UTF-8 temp path")
+}
+
+/// A MariaDB program on the PATH or in /usr/sbin, /usr/bin.
+fn binary(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.exists())
+}
