@@ -225,10 +225,9 @@ async fn a_payment_is_staged_as_an_effect_and_confirms_the_hold_after_it_runs() 
 
     let harness = Harness::new();
     let charged = Arc::new(Mutex::new(Vec::new()));
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
-        .clock(harness.clock.clone())
-        .policy(solid_objects::AllowAll)
+    let runtime = harness
+        .builder()
+        .await
         .effect({
             let charged = Arc::clone(&charged);
             move |charge: inventory::ChargeHold, context: solid_objects::EffectContext| {

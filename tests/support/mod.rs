@@ -19,10 +19,14 @@ use std::time::Duration;
 use solid_objects::prelude::*;
 use tokio::sync::Barrier;
 
-/// A database file and a clock that outlive any one runtime.
+/// A database and a clock that outlive any one runtime: a SQLite file in a temp dir, or,
+/// with `SOLID_TEST_DATABASE=mariadb`, a database of its own on the process's throwaway
+/// MariaDB server (how CI runs the guides' suites on MySQL).
 pub struct Harness {
     dir: tempfile::TempDir,
     pub clock: ManualClock,
+    on_mariadb: bool,
+    mariadb: tokio::sync::OnceCell<String>,
 }
 
 impl Harness {
@@ -30,19 +34,49 @@ impl Harness {
         Self {
             dir: tempfile::tempdir().expect("a temp dir"),
             clock: ManualClock::starting_now(),
+            on_mariadb: std::env::var("SOLID_TEST_DATABASE").is_ok_and(|name| name == "mariadb"),
+            mariadb: tokio::sync::OnceCell::new(),
         }
     }
 
+    /// The SQLite file (on SQLite).
     pub fn path(&self) -> PathBuf {
         self.dir.path().join("actors.db")
     }
 
-    /// A runtime on the harness's file and clock that allows every call.
+    /// Whether the harness's database is MariaDB.
+    pub fn on_mariadb(&self) -> bool {
+        self.on_mariadb
+    }
+
+    /// The database's URL, for sqlx's `Any` driver.
+    pub async fn url(&self) -> String {
+        if self.on_mariadb {
+            let url = self.mariadb.get_or_init(|| async {
+                let server = mariadb::MariaDb::shared()
+                    .expect("SOLID_TEST_DATABASE=mariadb needs MariaDB (mariadb-server)");
+                server.database().await
+            });
+            url.await.clone()
+        } else {
+            format!("sqlite://{}?mode=rwc", self.path().display())
+        }
+    }
+
+    /// A builder on the harness's database and clock that allows every call.
+    pub async fn builder(&self) -> solid_objects::Builder {
+        let builder = if self.on_mariadb {
+            Runtime::builder().mysql(self.url().await, 8)
+        } else {
+            Runtime::builder().sqlite(self.path())
+        };
+        builder.clock(self.clock.clone()).policy(AllowAll)
+    }
+
+    /// A runtime on the harness's database and clock that allows every call.
     pub async fn start(&self) -> Runtime {
-        Runtime::builder()
-            .sqlite(self.path())
-            .clock(self.clock.clone())
-            .policy(AllowAll)
+        self.builder()
+            .await
             .start()
             .await
             .expect("the runtime starts")
@@ -127,11 +161,10 @@ pub async fn execute(harness: &Harness, sql: &str) {
     pool.close().await;
 }
 
-async fn connect(harness: &Harness) -> sqlx::SqlitePool {
-    let options = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(harness.path())
-        .create_if_missing(true);
-    sqlx::SqlitePool::connect_with(options)
+/// A pool on the harness's database, whichever it is.
+pub async fn connect(harness: &Harness) -> sqlx::AnyPool {
+    sqlx::any::install_default_drivers();
+    sqlx::AnyPool::connect(&harness.url().await)
         .await
         .expect("the database opens")
 }
