@@ -3,7 +3,7 @@
 //!
 //! The worker is this test binary itself, re-run as a child process that executes only
 //! `worker_process` (which does nothing unless the parent set `CRASH_WORKER_DATABASE`, a
-//! SQLite path or a PostgreSQL URL). Both backends are tested.
+//! SQLite path, a PostgreSQL URL or a MySQL URL). Every backend is tested.
 
 mod support;
 
@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use solid_objects::prelude::*;
 use solid_objects::MessageStatus;
+use support::mariadb::MariaDb;
 use support::postgres::PgServer;
 use support::{eventually, Harness};
 
@@ -39,11 +40,16 @@ impl Stepper {
                 .bind(n)
                 .execute(turn.sqlite().await?)
                 .await?;
-        } else {
+        } else if turn.postgres().await.is_ok() {
             let n = i64::from(n);
             sqlx::query(INSERT)
                 .bind(n)
                 .execute(turn.postgres().await?)
+                .await?;
+        } else {
+            sqlx::query("INSERT INTO steps (n) VALUES (?)")
+                .bind(n)
+                .execute(turn.mysql().await?)
                 .await?;
         }
         self.steps.push(n);
@@ -61,18 +67,24 @@ async fn worker_process() {
     let Ok(database) = std::env::var(DATABASE) else {
         return;
     };
-    let builder = if database.starts_with("postgres://") {
-        Runtime::builder().postgres(database, 4)
-    } else {
-        Runtime::builder().sqlite(database)
-    };
-    let runtime = builder
+    let runtime = builder_for(&database)
         .policy(AllowAll)
         .actor::<Stepper>()
         .start()
         .await
         .expect("the child's runtime starts");
     runtime.run().await.expect("the workers run");
+}
+
+/// A builder on a SQLite path, a PostgreSQL URL or a MySQL URL.
+fn builder_for(database: &str) -> solid_objects::Builder {
+    if database.starts_with("postgres://") {
+        Runtime::builder().postgres(database, 4)
+    } else if database.starts_with("mysql://") {
+        Runtime::builder().mysql(database, 4)
+    } else {
+        Runtime::builder().sqlite(database)
+    }
 }
 
 fn spawn_worker(database: &str, marker: &Path) -> std::process::Child {
@@ -99,12 +111,7 @@ struct Backend {
 
 impl Backend {
     async fn runtime(&self) -> Runtime {
-        let builder = if self.database.starts_with("postgres://") {
-            Runtime::builder().postgres(&self.database, 4)
-        } else {
-            Runtime::builder().sqlite(&self.database)
-        };
-        builder
+        builder_for(&self.database)
             .clock(self.clock.clone())
             .policy(AllowAll)
             .start()
@@ -132,7 +139,7 @@ impl Backend {
     }
 
     fn any_url(&self) -> String {
-        if self.database.starts_with("postgres://") {
+        if self.database.contains("://") {
             self.database.clone()
         } else {
             format!("sqlite://{}?mode=rwc", self.database)
@@ -170,7 +177,7 @@ async fn killed_mid_turn(backend: Backend, marker: &Path) {
         MessageStatus::Ready { attempts: 0, .. }
     ));
 
-    // PostgreSQL releases the dead worker's row lock once it notices the closed connection.
+    // The server releases the dead worker's row lock once it notices the closed connection.
     let ran = std::sync::atomic::AtomicUsize::new(0);
     let drained = eventually(Duration::from_secs(10), || async {
         let turns = runtime.testing().drain().await.unwrap();
@@ -198,6 +205,19 @@ async fn on_sqlite_a_worker_killed_mid_turn_loses_the_turn_and_the_message_runs_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_postgres_a_worker_killed_mid_turn_loses_the_turn_and_the_message_runs_after_restart() {
     let Some(server) = PgServer::start() else {
+        return;
+    };
+    let marker_dir = tempfile::tempdir().unwrap();
+    let backend = Backend {
+        database: server.database().await,
+        clock: ManualClock::starting_now(),
+    };
+    killed_mid_turn(backend, &marker_dir.path().join("hang")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_mariadb_a_worker_killed_mid_turn_loses_the_turn_and_the_message_runs_after_restart() {
+    let Some(server) = MariaDb::start() else {
         return;
     };
     let marker_dir = tempfile::tempdir().unwrap();
