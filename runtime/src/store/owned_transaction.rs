@@ -44,6 +44,9 @@ enum Phase {
 pub(crate) struct OwnedTransaction<DB: Database> {
     connection: PoolConnection<DB>,
     phase: Phase,
+    /// Close the connection, rather than queue a rollback, if the transaction is dropped
+    /// while open: see [`OwnedTransaction::close_if_abandoned`].
+    close_if_abandoned: bool,
 }
 
 impl<DB: Database> OwnedTransaction<DB> {
@@ -63,6 +66,7 @@ impl<DB: Database> OwnedTransaction<DB> {
         let mut transaction = Self {
             connection,
             phase: Phase::Beginning,
+            close_if_abandoned: false,
         };
         let begun =
             DB::TransactionManager::begin(&mut transaction.connection, Some(Cow::Owned(statement)))
@@ -114,6 +118,17 @@ impl<DB: Database> OwnedTransaction<DB> {
         true
     }
 
+    /// Closes the connection if the transaction is dropped while open, as if it were
+    /// poisoned. sqlx's MySQL connection can lose its place in the protocol when a
+    /// statement's future is dropped, and the pool's check of a returned connection then
+    /// waits for a reply that never comes, holding a pool slot for good; a closed connection
+    /// holds nothing, and the server rolls its transaction back.
+    #[cfg(feature = "mysql")]
+    pub(crate) fn close_if_abandoned(mut self) -> Self {
+        self.close_if_abandoned = true;
+        self
+    }
+
     /// Marks the connection as in an unknown state: it is closed when this is dropped.
     pub(crate) fn poison(&mut self) {
         self.phase = Phase::Poisoned;
@@ -138,8 +153,10 @@ impl<DB: Database> Drop for OwnedTransaction<DB> {
     fn drop(&mut self) {
         match self.phase {
             Phase::Done => {}
-            Phase::Open => DB::TransactionManager::start_rollback(&mut self.connection),
-            Phase::Beginning | Phase::Ending | Phase::Poisoned => {
+            Phase::Open if !self.close_if_abandoned => {
+                DB::TransactionManager::start_rollback(&mut self.connection);
+            }
+            Phase::Open | Phase::Beginning | Phase::Ending | Phase::Poisoned => {
                 self.connection.close_on_drop();
             }
         }

@@ -24,8 +24,9 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
 use futures_util::future::BoxFuture;
-use sqlx::mysql::{MySqlArguments, MySqlQueryResult, MySqlRow};
-use sqlx::{Executor, MySql};
+use sqlx::mysql::{MySqlArguments, MySqlConnection, MySqlPool, MySqlQueryResult, MySqlRow};
+use sqlx::pool::PoolConnection;
+use sqlx::MySql;
 
 use crate::store::rows::Column;
 
@@ -232,48 +233,130 @@ impl<'q> Query<'q> {
         query
     }
 
-    pub(crate) fn execute<'e, 'c: 'e, E>(
+    pub(crate) fn execute<'e>(
         self,
-        executor: E,
+        on: impl Into<On<'e>>,
     ) -> BoxFuture<'e, sqlx::Result<MySqlQueryResult>>
     where
         'q: 'e,
-        E: 'e + Executor<'c, Database = MySql>,
     {
-        Box::pin(async move { self.spelled().execute(executor).await })
+        let on = on.into();
+        Box::pin(async move {
+            match on {
+                On::Connection(connection) => self.spelled().execute(connection).await,
+                On::Pool(pool) => {
+                    let mut connection = Borrowed::acquire(pool).await?;
+                    let done = self.spelled().execute(connection.get()).await;
+                    connection.finish(done)
+                }
+            }
+        })
     }
 
-    pub(crate) fn fetch_one<'e, 'c: 'e, E>(
+    pub(crate) fn fetch_optional<'e>(
         self,
-        executor: E,
-    ) -> BoxFuture<'e, sqlx::Result<MySqlRow>>
-    where
-        'q: 'e,
-        E: 'e + Executor<'c, Database = MySql>,
-    {
-        Box::pin(async move { self.spelled().fetch_one(executor).await })
-    }
-
-    pub(crate) fn fetch_optional<'e, 'c: 'e, E>(
-        self,
-        executor: E,
+        on: impl Into<On<'e>>,
     ) -> BoxFuture<'e, sqlx::Result<Option<MySqlRow>>>
     where
         'q: 'e,
-        E: 'e + Executor<'c, Database = MySql>,
     {
-        Box::pin(async move { self.spelled().fetch_optional(executor).await })
+        let on = on.into();
+        Box::pin(async move {
+            match on {
+                On::Connection(connection) => self.spelled().fetch_optional(connection).await,
+                On::Pool(pool) => {
+                    let mut connection = Borrowed::acquire(pool).await?;
+                    let done = self.spelled().fetch_optional(connection.get()).await;
+                    connection.finish(done)
+                }
+            }
+        })
     }
 
-    pub(crate) fn fetch_all<'e, 'c: 'e, E>(
+    pub(crate) fn fetch_one<'e>(
         self,
-        executor: E,
+        on: impl Into<On<'e>>,
+    ) -> BoxFuture<'e, sqlx::Result<MySqlRow>>
+    where
+        'q: 'e,
+    {
+        let fetched = self.fetch_optional(on);
+        Box::pin(async move { fetched.await?.ok_or(sqlx::Error::RowNotFound) })
+    }
+
+    pub(crate) fn fetch_all<'e>(
+        self,
+        on: impl Into<On<'e>>,
     ) -> BoxFuture<'e, sqlx::Result<Vec<MySqlRow>>>
     where
         'q: 'e,
-        E: 'e + Executor<'c, Database = MySql>,
     {
-        Box::pin(async move { self.spelled().fetch_all(executor).await })
+        let on = on.into();
+        Box::pin(async move {
+            match on {
+                On::Connection(connection) => self.spelled().fetch_all(connection).await,
+                On::Pool(pool) => {
+                    let mut connection = Borrowed::acquire(pool).await?;
+                    let done = self.spelled().fetch_all(connection.get()).await;
+                    connection.finish(done)
+                }
+            }
+        })
+    }
+}
+
+/// Where a query runs: on a turn's connection, or on one taken from the pool for it alone.
+pub(crate) enum On<'e> {
+    Connection(&'e mut MySqlConnection),
+    Pool(&'e MySqlPool),
+}
+
+impl<'e> From<&'e mut MySqlConnection> for On<'e> {
+    fn from(connection: &'e mut MySqlConnection) -> Self {
+        Self::Connection(connection)
+    }
+}
+
+impl<'e> From<&'e MySqlPool> for On<'e> {
+    fn from(pool: &'e MySqlPool) -> Self {
+        Self::Pool(pool)
+    }
+}
+
+/// A connection taken from the pool for one query. If the query's future is dropped before
+/// it finishes, the connection is closed rather than returned: sqlx's MySQL connection can
+/// lose its place in the protocol when a statement's future is dropped, and the pool's
+/// check of a returned connection then waits for a reply that never comes, holding a pool
+/// slot for good.
+struct Borrowed {
+    connection: PoolConnection<MySql>,
+    finished: bool,
+}
+
+impl Borrowed {
+    async fn acquire(pool: &MySqlPool) -> sqlx::Result<Self> {
+        Ok(Self {
+            connection: pool.acquire().await?,
+            finished: false,
+        })
+    }
+
+    fn get(&mut self) -> &mut MySqlConnection {
+        &mut self.connection
+    }
+
+    /// The query ran to its end: the connection goes back to the pool.
+    fn finish<T>(mut self, done: sqlx::Result<T>) -> sqlx::Result<T> {
+        self.finished = true;
+        done
+    }
+}
+
+impl Drop for Borrowed {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.connection.close_on_drop();
+        }
     }
 }
 
@@ -302,40 +385,37 @@ impl<'q, O> Mapped<'q, O> {
         self
     }
 
-    pub(crate) fn fetch_one<'e, 'c: 'e, E>(self, executor: E) -> BoxFuture<'e, sqlx::Result<O>>
+    pub(crate) fn fetch_one<'e>(self, on: impl Into<On<'e>>) -> BoxFuture<'e, sqlx::Result<O>>
     where
         'q: 'e,
         O: Send + 'e,
-        E: 'e + Executor<'c, Database = MySql>,
     {
-        Box::pin(async move { (self.map)(&self.query.fetch_one(executor).await?) })
+        let map = self.map;
+        let fetched = self.query.fetch_one(on);
+        Box::pin(async move { map(&fetched.await?) })
     }
 
-    pub(crate) fn fetch_optional<'e, 'c: 'e, E>(
+    pub(crate) fn fetch_optional<'e>(
         self,
-        executor: E,
+        on: impl Into<On<'e>>,
     ) -> BoxFuture<'e, sqlx::Result<Option<O>>>
     where
         'q: 'e,
         O: Send + 'e,
-        E: 'e + Executor<'c, Database = MySql>,
     {
-        Box::pin(async move {
-            let row = self.query.fetch_optional(executor).await?;
-            row.as_ref().map(self.map).transpose()
-        })
+        let map = self.map;
+        let fetched = self.query.fetch_optional(on);
+        Box::pin(async move { fetched.await?.as_ref().map(map).transpose() })
     }
 
-    pub(crate) fn fetch_all<'e, 'c: 'e, E>(self, executor: E) -> BoxFuture<'e, sqlx::Result<Vec<O>>>
+    pub(crate) fn fetch_all<'e>(self, on: impl Into<On<'e>>) -> BoxFuture<'e, sqlx::Result<Vec<O>>>
     where
         'q: 'e,
         O: Send + 'e,
-        E: 'e + Executor<'c, Database = MySql>,
     {
-        Box::pin(async move {
-            let rows = self.query.fetch_all(executor).await?;
-            rows.iter().map(self.map).collect()
-        })
+        let map = self.map;
+        let fetched = self.query.fetch_all(on);
+        Box::pin(async move { fetched.await?.iter().map(map).collect() })
     }
 }
 
