@@ -34,6 +34,7 @@ use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::{Builder, Effect, EffectContext};
 use sqlx::AnyPool;
+use support::mariadb::MariaDb;
 use support::postgres::PgServer;
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
@@ -107,7 +108,7 @@ impl Counter {
     }
 }
 
-/// Runs `sql`, bound to `texts` and then `numbers`, on the turn's connection (either
+/// Runs `sql`, bound to `texts` and then `numbers`, on the turn's connection (any
 /// backend).
 async fn execute(
     turn: &mut Turn<Counter>,
@@ -119,12 +120,24 @@ async fn execute(
         let query = texts.iter().fold(sqlx::query(sql), |q, text| q.bind(*text));
         let query = numbers.iter().fold(query, |q, number| q.bind(*number));
         query.execute(turn.sqlite().await?).await?;
-    } else {
+    } else if turn.postgres().await.is_ok() {
         let query = texts.iter().fold(sqlx::query(sql), |q, text| q.bind(*text));
         let query = numbers.iter().fold(query, |q, number| q.bind(*number));
         query.execute(turn.postgres().await?).await?;
+    } else {
+        let sql = positional(sql);
+        let query = texts
+            .iter()
+            .fold(sqlx::query(&sql), |q, text| q.bind(*text));
+        let query = numbers.iter().fold(query, |q, number| q.bind(*number));
+        query.execute(turn.mysql().await?).await?;
     }
     Ok(())
+}
+
+/// `sql` with MySQL's placeholders: its `$1`, `$2`, .. (in order, each once) as `?`.
+fn positional(sql: &str) -> String {
+    (1..=9).fold(sql.to_owned(), |sql, n| sql.replace(&format!("${n}"), "?"))
 }
 
 /// The effect a turn emits every 3rd message.
@@ -141,19 +154,26 @@ impl Effect for Recorded {
 
 /// The effect's handler: logs the run, then records the effect once per id.
 async fn record(pool: AnyPool, recorded: Recorded, context: EffectContext) -> Result<(), Failure> {
-    sqlx::query("INSERT INTO effect_runs (effect_id) VALUES ($1)")
+    let mysql = pool.connect_options().database_url.scheme() == "mysql";
+    let (run, done) = if mysql {
+        (
+            "INSERT INTO effect_runs (effect_id) VALUES (?)",
+            "INSERT IGNORE INTO effects_done (effect_id, actor, seq) VALUES (?, ?, ?)",
+        )
+    } else {
+        (
+            "INSERT INTO effect_runs (effect_id) VALUES ($1)",
+            "INSERT INTO effects_done (effect_id, actor, seq) VALUES ($1, $2, $3) \
+             ON CONFLICT (effect_id) DO NOTHING",
+        )
+    };
+    sqlx::query(run).bind(context.id()).execute(&pool).await?;
+    sqlx::query(done)
         .bind(context.id())
+        .bind(recorded.actor)
+        .bind(recorded.seq)
         .execute(&pool)
         .await?;
-    sqlx::query(
-        "INSERT INTO effects_done (effect_id, actor, seq) VALUES ($1, $2, $3) \
-         ON CONFLICT (effect_id) DO NOTHING",
-    )
-    .bind(context.id())
-    .bind(recorded.actor)
-    .bind(recorded.seq)
-    .execute(&pool)
-    .await?;
     Ok(())
 }
 
@@ -180,10 +200,12 @@ fn actor_index(name: &str) -> usize {
         .expect("an actor name")
 }
 
-/// A runtime builder on `database`, a PostgreSQL URL or a SQLite path.
+/// A runtime builder on `database`, a PostgreSQL or MySQL URL or a SQLite path.
 fn builder(database: &str, connections: u32) -> Builder {
     let builder = if database.starts_with("postgres://") {
         Runtime::builder().postgres(database, connections)
+    } else if database.starts_with("mysql://") {
+        Runtime::builder().mysql(database, connections)
     } else {
         Runtime::builder().sqlite(database)
     };
@@ -193,7 +215,7 @@ fn builder(database: &str, connections: u32) -> Builder {
 /// The same database for sqlx's `Any` driver: the application's own connections.
 async fn application_pool(database: &str) -> AnyPool {
     sqlx::any::install_default_drivers();
-    let url = if database.starts_with("postgres://") {
+    let url = if database.contains("://") {
         database.to_owned()
     } else {
         format!("sqlite://{database}?mode=rwc")
@@ -253,6 +275,17 @@ async fn on_postgres_four_worker_processes_killed_every_two_seconds_lose_nothing
     soak("postgres", &database, 4, dir.path()).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_mariadb_four_worker_processes_killed_every_two_seconds_lose_nothing() {
+    let _turn = SOAKS.lock().await;
+    let Some(server) = MariaDb::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let database = server.database().await;
+    soak("mariadb", &database, 4, dir.path()).await;
+}
+
 /// The whole soak on one database: schema, workers, drivers and kills, drain, checks.
 async fn soak(backend: &str, database: &str, workers: usize, logs: &Path) {
     let settings = Settings::from_env();
@@ -261,7 +294,7 @@ async fn soak(backend: &str, database: &str, workers: usize, logs: &Path) {
     }));
     DRIVER_LOG.lock().expect("the driver's log").clear();
     let pool = application_pool(database).await;
-    create_tables(&pool, database.starts_with("postgres://")).await;
+    create_tables(&pool, backend).await;
     let run = Run::chaos(database, workers, logs, &settings, &pool).await;
     let figures = Figures::read(&pool, &run.issued).await;
     pool.close().await;
@@ -415,25 +448,26 @@ impl Settings {
 
 /// The application's tables: what turns applied and received (with their order of
 /// application), which effects ran (once per id) and every run.
-async fn create_tables(pool: &AnyPool, postgres: bool) {
-    let id = if postgres {
-        "BIGSERIAL PRIMARY KEY"
-    } else {
-        "INTEGER PRIMARY KEY AUTOINCREMENT"
+async fn create_tables(pool: &AnyPool, backend: &str) {
+    let (id, text) = match backend {
+        "postgres" => ("BIGSERIAL PRIMARY KEY", "TEXT"),
+        "mariadb" => ("BIGINT AUTO_INCREMENT PRIMARY KEY", "VARCHAR(255)"),
+        _ => ("INTEGER PRIMARY KEY AUTOINCREMENT", "TEXT"),
     };
     let tables = [
         format!(
-            "CREATE TABLE applied (id {id}, actor TEXT NOT NULL, seq BIGINT NOT NULL, \
+            "CREATE TABLE applied (id {id}, actor {text} NOT NULL, seq BIGINT NOT NULL, \
              process BIGINT NOT NULL)"
         ),
         format!(
-            "CREATE TABLE received (id {id}, target TEXT NOT NULL, source TEXT NOT NULL, \
+            "CREATE TABLE received (id {id}, target {text} NOT NULL, source {text} NOT NULL, \
              seq BIGINT NOT NULL)"
         ),
-        "CREATE TABLE effects_done (effect_id TEXT PRIMARY KEY, actor TEXT NOT NULL, \
-         seq BIGINT NOT NULL)"
-            .to_owned(),
-        "CREATE TABLE effect_runs (effect_id TEXT NOT NULL)".to_owned(),
+        format!(
+            "CREATE TABLE effects_done (effect_id {text} PRIMARY KEY, actor {text} NOT NULL, \
+             seq BIGINT NOT NULL)"
+        ),
+        format!("CREATE TABLE effect_runs (effect_id {text} NOT NULL)"),
     ];
     for table in tables {
         sqlx::query(&table)

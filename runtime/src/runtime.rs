@@ -277,6 +277,12 @@ impl Runtime {
             }
             let worked = match self.work_once().await {
                 Ok(worked) => worked,
+                // A deadlock the database broke (InnoDB reports one rather than wait) is
+                // the next pass's to retry.
+                Err(error) if error.is_conflict() => {
+                    tracing::warn!(%error, "a worker pass met a conflict; retrying");
+                    false
+                }
                 Err(error) => {
                     tracing::error!(%error, "a worker pass failed; retrying");
                     false
