@@ -65,8 +65,14 @@
 //!
 //! And the process's peak resident memory at the end.
 //!
-//! `BENCH_ROWS` (a comma-separated list of `calls`, `postgres`, `drain`, `reminders`,
-//! `large`, `wake`, `idle`) runs only those rows; `drain` runs `calls` too, for its baseline.
+//! With `BENCH_MYSQL_URL` (`mysql://...`, MySQL 8 or MariaDB), row 5's workloads and row 8
+//! run on that server too, against the same raw turn in MySQL's form (`SELECT ... FOR
+//! UPDATE`, `INSERT ... ON DUPLICATE KEY UPDATE`, log row); written per call is the growth of
+//! InnoDB's redo log sequence number.
+//!
+//! `BENCH_ROWS` (a comma-separated list of `calls`, `postgres`, `mysql`, `drain`,
+//! `reminders`, `large`, `wake`, `idle`) runs only those rows; `drain` runs `calls` too, for
+//! its baseline.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -75,6 +81,7 @@ use std::time::{Duration, Instant};
 
 use solid_objects::prelude::*;
 use solid_objects::Durability;
+use sqlx::mysql::MySqlConnection;
 use sqlx::postgres::PgConnection;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqliteSynchronous};
 use sqlx::Connection;
@@ -205,6 +212,10 @@ async fn main() -> Outcome {
     if let Some(url) = postgres.as_deref().filter(|_| runs("postgres")) {
         postgres_rows(operations, url, &mut written).await?;
     }
+    let mysql = std::env::var("BENCH_MYSQL_URL").ok();
+    if let Some(url) = mysql.as_deref().filter(|_| runs("mysql")) {
+        mysql_rows(operations, url, &mut written).await?;
+    }
     if let Some(raw_full) = raw_full.filter(|_| runs("drain")) {
         drain_row(raw_full).await?;
     }
@@ -212,7 +223,7 @@ async fn main() -> Outcome {
         reminder_row().await?;
     }
     if runs("large") {
-        large_state_rows(postgres.as_deref()).await?;
+        large_state_rows(postgres.as_deref(), mysql.as_deref()).await?;
     }
     print_written(&written);
     if runs("wake") {
@@ -537,9 +548,6 @@ async fn sqlite_turn(connection: &mut SqliteConnection, id: &str) -> Result<(), 
 
 /// Row 5: PostgreSQL, 1 caller and 16 callers over 100 actors.
 async fn postgres_rows(operations: usize, url: &str, written: &mut Vec<Written>) -> Outcome {
-    // The actors and raw rows of earlier runs stay in the database: this run's have ids of
-    // their own.
-    let run = format!("{}", chrono::Utc::now().timestamp_millis());
     let mut meter = Meter::Wal(PgConnection::connect(url).await?);
     let mut setup = PgConnection::connect(url).await?;
     sqlx::raw_sql(
@@ -550,49 +558,119 @@ async fn postgres_rows(operations: usize, url: &str, written: &mut Vec<Written>)
     .execute(&mut setup)
     .await?;
     setup.close().await?;
-    for (callers, actors, workload, target) in [
-        (1, 1, "PostgreSQL, 1 caller, 1 actor", ""),
-        (
-            CALLERS,
-            SPREAD,
-            "PostgreSQL, 16 callers, 100 actors",
-            ">=0.9x",
-        ),
-    ] {
-        let prefix = format!("pg-{run}-{callers}");
-        let runtime = Runtime::builder()
-            .postgres(url, 16)
-            .policy(AllowAll)
-            .start()
-            .await?;
+    let server = Server {
+        name: "PostgreSQL",
+        prefix: "pg",
+        target: ">=0.9x",
+        builder: Box::new(move || Runtime::builder().postgres(url, 16)),
+    };
+    server_rows(
+        server,
+        &mut meter,
+        operations,
+        written,
+        || PgConnection::connect(url),
+        |connection, id| async move { postgres_turn(&mut *connection.lock().await, &id).await },
+    )
+    .await
+}
+
+/// The MySQL rows (with `BENCH_MYSQL_URL`): row 5's two workloads on MySQL or MariaDB.
+async fn mysql_rows(operations: usize, url: &str, written: &mut Vec<Written>) -> Outcome {
+    let mut meter = Meter::Redo(MySqlConnection::connect(url).await?);
+    let mut setup = MySqlConnection::connect(url).await?;
+    sqlx::raw_sql(
+        "CREATE TABLE IF NOT EXISTS bench_raw_counters (id VARCHAR(255) PRIMARY KEY,
+             value BIGINT NOT NULL) DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+         CREATE TABLE IF NOT EXISTS bench_raw_log (id BIGINT AUTO_INCREMENT PRIMARY KEY,
+             counter_id VARCHAR(255) NOT NULL, at TIMESTAMP(6) NOT NULL, value BIGINT NOT NULL)
+             DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;",
+    )
+    .execute(&mut setup)
+    .await?;
+    setup.close().await?;
+    let server = Server {
+        name: "MySQL",
+        prefix: "my",
+        target: "",
+        builder: Box::new(move || Runtime::builder().mysql(url, 16)),
+    };
+    server_rows(
+        server,
+        &mut meter,
+        operations,
+        written,
+        || MySqlConnection::connect(url),
+        |connection, id| async move { mysql_turn(&mut *connection.lock().await, &id).await },
+    )
+    .await
+}
+
+/// A database server's rows: its name, the prefix of its actors' ids, the 16-caller row's
+/// target, and builders on it.
+struct Server<'u> {
+    name: &'static str,
+    prefix: &'static str,
+    target: &'static str,
+    builder: Box<dyn Fn() -> solid_objects::Builder + 'u>,
+}
+
+/// 1 caller, and 16 callers over 100 actors, on a server: the framework (a runtime of 16
+/// connections) against raw turns on as many connections as callers.
+async fn server_rows<C, Connect, ConnectFut, T, Fut>(
+    server: Server<'_>,
+    meter: &mut Meter,
+    operations: usize,
+    written: &mut Vec<Written>,
+    connect: Connect,
+    turn: T,
+) -> Outcome
+where
+    C: Send + 'static,
+    Connect: Fn() -> ConnectFut,
+    ConnectFut: Future<Output = Result<C, sqlx::Error>>,
+    T: Fn(Arc<tokio::sync::Mutex<C>>, String) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Outcome> + Send + 'static,
+{
+    // The actors and raw rows of earlier runs stay in the database: this run's have ids of
+    // their own.
+    let run = format!("{}", chrono::Utc::now().timestamp_millis());
+    for (callers, actors, target) in [(1, 1, ""), (CALLERS, SPREAD, server.target)] {
+        let workload = if callers == 1 {
+            format!("{}, 1 caller, 1 actor", server.name)
+        } else {
+            format!("{}, {callers} callers, {actors} actors", server.name)
+        };
+        let prefix = format!("{}-{run}-{callers}", server.prefix);
+        let runtime = (server.builder)().policy(AllowAll).start().await?;
         let (framework, framework_written) =
-            framework_run(&runtime, &mut meter, &prefix, callers, actors, operations).await?;
+            framework_run(&runtime, meter, &prefix, callers, actors, operations).await?;
         runtime.close().await;
         // The baseline holds one connection per caller, as pgbench does, outside any pool
         // (the runtime's pool checks a connection on each acquire; that is its own cost).
         let mut connections = Vec::with_capacity(callers);
         for _ in 0..callers {
-            connections.push(PgConnection::connect(url).await?);
+            connections.push(connect().await?);
         }
         let (raw, raw_written) = raw_run(
             connections,
-            &mut meter,
+            meter,
             &prefix,
             callers,
             actors,
             operations,
-            |connection, id| async move { postgres_turn(&mut *connection.lock().await, &id).await },
+            turn.clone(),
         )
         .await?;
         print_line(
-            workload,
+            &workload,
             &framework,
             Some(raw.rate),
             target,
             &raw_note(&format!("raw, {callers} connection(s)"), &raw),
         );
         written.push(Written {
-            workload: workload.to_owned(),
+            workload,
             framework: framework_written,
             raw: raw_written,
             target: "",
@@ -628,6 +706,32 @@ async fn postgres_turn(connection: &mut PgConnection, id: &str) -> Result<(), Fa
     Ok(())
 }
 
+/// One hand-written durable turn on MySQL: read the counter locked, write it back, log it.
+async fn mysql_turn(connection: &mut MySqlConnection, id: &str) -> Result<(), Failed> {
+    let mut tx = connection.begin().await?;
+    let value: Option<i64> =
+        sqlx::query_scalar("SELECT value FROM bench_raw_counters WHERE id = ? FOR UPDATE")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+    let value = value.unwrap_or(0) + 1;
+    sqlx::query(
+        "INSERT INTO bench_raw_counters (id, value) VALUES (?, ?)
+         ON DUPLICATE KEY UPDATE value = VALUES(value)",
+    )
+    .bind(id)
+    .bind(value)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query("INSERT INTO bench_raw_log (counter_id, at, value) VALUES (?, NOW(6), ?)")
+        .bind(id)
+        .bind(value)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
 /// How a run's writes are measured.
 enum Meter {
     /// SQLite: the WAL frames (pages) that short runs after the timed one append to the
@@ -636,6 +740,8 @@ enum Meter {
     /// PostgreSQL: the bytes the server's WAL position moves during the timed run, read on a
     /// connection of its own.
     Wal(PgConnection),
+    /// MySQL: the bytes InnoDB's redo log sequence number moves during the timed run.
+    Redo(MySqlConnection),
 }
 
 /// Calls in each WAL-counting window: few enough that a window's frames stay below SQLite's
@@ -651,6 +757,22 @@ async fn wal_position(connection: &mut PgConnection) -> Result<u64, Failed> {
             .fetch_one(connection)
             .await?;
     Ok(u64::try_from(position)?)
+}
+
+/// InnoDB's redo log sequence number, in bytes (`Innodb_lsn_current` on MariaDB,
+/// `Innodb_redo_log_current_lsn` on MySQL 8).
+async fn redo_position(connection: &mut MySqlConnection) -> Result<u64, Failed> {
+    let rows = sqlx::raw_sql(
+        "SHOW GLOBAL STATUS
+         WHERE Variable_name IN ('Innodb_lsn_current', 'Innodb_redo_log_current_lsn')",
+    )
+    .fetch_all(connection)
+    .await?;
+    let row = rows
+        .first()
+        .ok_or("the server shows no redo log position")?;
+    let value: String = sqlx::Row::try_get(row, 1)?;
+    Ok(value.parse()?)
 }
 
 /// The WAL frames per call that `call` appends to the SQLite database at `path`: the WAL is
@@ -783,6 +905,13 @@ where
             let before = wal_position(connection).await?;
             let measured = measure(callers, operations, call).await?;
             let written = wal_position(connection).await?.saturating_sub(before);
+            let per_call = written as f64 / succeeded(&measured).max(1) as f64;
+            Ok((measured, per_call))
+        }
+        Meter::Redo(connection) => {
+            let before = redo_position(connection).await?;
+            let measured = measure(callers, operations, call).await?;
+            let written = redo_position(connection).await?.saturating_sub(before);
             let per_call = written as f64 / succeeded(&measured).max(1) as f64;
             Ok((measured, per_call))
         }
@@ -1030,7 +1159,7 @@ async fn work_off(builder: solid_objects::Builder, expected: u64) -> Result<Work
 }
 
 /// Row 8: small commands to an actor whose state holds 1 MB.
-async fn large_state_rows(postgres: Option<&str>) -> Outcome {
+async fn large_state_rows(postgres: Option<&str>, mysql: Option<&str>) -> Outcome {
     let calls = usize::try_from(setting("BENCH_LARGE_CALLS", 200)?)?;
     let dir = tempfile::tempdir()?;
     let mut rows = vec![(
@@ -1041,6 +1170,10 @@ async fn large_state_rows(postgres: Option<&str>) -> Outcome {
     if let Some(url) = postgres {
         let builder = Runtime::builder().postgres(url, 16).policy(AllowAll);
         rows.push(("PostgreSQL, 1 MB state, 1 caller", builder, ">=200/s"));
+    }
+    if let Some(url) = mysql {
+        let builder = Runtime::builder().mysql(url, 16).policy(AllowAll);
+        rows.push(("MySQL, 1 MB state, 1 caller", builder, ""));
     }
     for (workload, builder, target) in rows {
         let runtime = builder.start().await?;
@@ -1063,11 +1196,12 @@ async fn large_state_rows(postgres: Option<&str>) -> Outcome {
     Ok(())
 }
 
-/// The bytes written per call by rows 1 to 5.
+/// The bytes written per call by rows 1 to 5 and the MySQL rows.
 fn print_written(written: &[Written]) {
     println!(
         "\nwritten per call: SQLite, WAL frames (pages) appended, counted over {} calls after \
-         the timed run; PostgreSQL, bytes of the server's WAL position",
+         the timed run; PostgreSQL, bytes of the server's WAL position; MySQL, bytes of \
+         InnoDB's redo log sequence number",
         WAL_WINDOWS * WAL_WINDOW_CALLS
     );
     println!(

@@ -10,10 +10,21 @@ use ledger::{EntryKind, LedgerAccount, LedgerAccountMessage};
 use solid_objects::prelude::*;
 use support::{count, eventually, rejection_code, Harness};
 
+/// The ledger's `ledger_entries` table in MySQL's form, for the run on MariaDB.
+const LEDGER_ENTRIES_MYSQL: &str = "
+    CREATE TABLE IF NOT EXISTS ledger_entries (
+        id           BIGINT       NOT NULL AUTO_INCREMENT PRIMARY KEY,
+        account_id   VARCHAR(255) NOT NULL,
+        entry_id     VARCHAR(255) NOT NULL,
+        kind         VARCHAR(16)  NOT NULL,
+        amount_cents BIGINT       NOT NULL,
+        UNIQUE (account_id, entry_id)
+    ) DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin";
+
 /// A runtime on a database that has the application's `ledger_entries` table.
 async fn ledger_runtime(harness: &Harness) -> Runtime {
     if harness.on_mariadb() {
-        support::execute(harness, ledger::LEDGER_ENTRIES_MYSQL).await;
+        support::execute(harness, LEDGER_ENTRIES_MYSQL).await;
     } else {
         ledger::migrate(&harness.path()).await.unwrap();
     }

@@ -21,18 +21,6 @@ pub const LEDGER_ENTRIES: &str = "
         UNIQUE (account_id, entry_id)
     )";
 
-/// The same table in MySQL's form (the ordered-jobs guide's tests run the ledger on MariaDB
-/// too).
-pub const LEDGER_ENTRIES_MYSQL: &str = "
-    CREATE TABLE IF NOT EXISTS ledger_entries (
-        id           BIGINT       NOT NULL AUTO_INCREMENT PRIMARY KEY,
-        account_id   VARCHAR(255) NOT NULL,
-        entry_id     VARCHAR(255) NOT NULL,
-        kind         VARCHAR(16)  NOT NULL,
-        amount_cents BIGINT       NOT NULL,
-        UNIQUE (account_id, entry_id)
-    ) DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin";
-
 /// Whether an entry was applied to an account.
 const APPLIED: &str = "SELECT COUNT(*) FROM ledger_entries WHERE account_id = ? AND entry_id = ?";
 

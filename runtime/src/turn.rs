@@ -412,7 +412,9 @@ impl<A: Actor> Turn<A> {
     pub async fn sqlite(&mut self) -> Result<&mut sqlx::SqliteConnection> {
         self.behind_savepoint().await?.sqlite().ok_or_else(|| {
             Error::Config(
-                "this runtime keeps its actors in PostgreSQL: use turn.postgres()".to_owned(),
+                "this runtime does not keep its actors in SQLite: use turn.postgres() or \
+                 turn.mysql()"
+                    .to_owned(),
             )
         })
     }
@@ -424,7 +426,11 @@ impl<A: Actor> Turn<A> {
     #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
     pub async fn postgres(&mut self) -> Result<&mut sqlx::PgConnection> {
         self.behind_savepoint().await?.postgres().ok_or_else(|| {
-            Error::Config("this runtime keeps its actors in SQLite: use turn.sqlite()".to_owned())
+            Error::Config(
+                "this runtime does not keep its actors in PostgreSQL: use turn.sqlite() or \
+                 turn.mysql()"
+                    .to_owned(),
+            )
         })
     }
 

@@ -7,7 +7,7 @@
 //! restart or kill it.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -18,6 +18,8 @@ use super::postgres::free_port;
 pub struct MariaDb {
     dir: tempfile::TempDir,
     port: u16,
+    /// The shell that runs the server and kills it once this process is gone.
+    watchdog: Option<Child>,
 }
 
 static DATABASES: AtomicU32 = AtomicU32::new(0);
@@ -47,7 +49,11 @@ impl MariaDb {
             String::from_utf8_lossy(&installed.stderr)
         );
         let port = free_port();
-        let mariadb = Self { dir, port };
+        let mut mariadb = Self {
+            dir,
+            port,
+            watchdog: None,
+        };
         // The watchdog kills the server once this process is gone: a shared server is
         // never dropped.
         let watchdog = format!(
@@ -57,7 +63,7 @@ impl MariaDb {
             pid = path(&mariadb.pid_file()),
             parent = std::process::id(),
         );
-        Command::new("sh")
+        let watchdog = Command::new("sh")
             .args(["-c", &watchdog])
             .arg(server)
             .args(["--no-defaults", "--user=root", "--skip-grant-tables"])
@@ -85,6 +91,7 @@ impl MariaDb {
             .stderr(Stdio::null())
             .spawn()
             .expect("mariadbd starts");
+        mariadb.watchdog = Some(watchdog);
         mariadb.wait_until_ready();
         Some(mariadb)
     }
@@ -138,6 +145,10 @@ impl Drop for MariaDb {
     fn drop(&mut self) {
         if let Ok(pid) = std::fs::read_to_string(self.pid_file()) {
             let _ = Command::new("kill").args(["-9", pid.trim()]).status();
+        }
+        // With the server gone, the watchdog's loop ends.
+        if let Some(mut watchdog) = self.watchdog.take() {
+            let _ = watchdog.wait();
         }
     }
 }

@@ -10,7 +10,8 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "solid-objects", version)]
 pub(crate) struct Cli {
-    /// The database: `sqlite://path/to/actors.db` (or a plain path) or `postgres://...`.
+    /// The database: `sqlite://path/to/actors.db` (or a plain path), `postgres://...` or
+    /// `mysql://...`.
     #[arg(long, env = "SOLID_OBJECTS_DATABASE_URL", global = true)]
     pub(crate) database_url: Option<String>,
 

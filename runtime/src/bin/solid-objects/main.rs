@@ -69,7 +69,7 @@ fn main() -> ExitCode {
 async fn run(cli: Cli) -> Result<Exit, String> {
     let url = cli.database_url.clone().ok_or(
         "no database: pass --database-url or set SOLID_OBJECTS_DATABASE_URL \
-         (sqlite://path/to/actors.db or postgres://...)",
+         (sqlite://path/to/actors.db, postgres://... or mysql://...)",
     )?;
     let runtime = open(&url).await?;
     let admin = runtime.admin().context(caller());
@@ -83,6 +83,8 @@ async fn open(url: &str) -> Result<Runtime, String> {
     let builder = Runtime::builder().policy(Operator);
     let builder = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         builder.postgres(url, 2)
+    } else if url.starts_with("mysql://") {
+        builder.mysql(url, 2)
     } else {
         let path = PathBuf::from(
             url.strip_prefix("sqlite://")
