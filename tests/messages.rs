@@ -152,9 +152,9 @@ async fn a_worker_runs_what_other_actors_sent_even_if_nothing_referenced_the_tar
         .unwrap();
     runtime.close().await;
 
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
-        .policy(AllowAll)
+    let runtime = harness
+        .builder()
+        .await
         .actor::<Stock>()
         .actor::<Order>()
         .start()

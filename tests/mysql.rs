@@ -486,3 +486,28 @@ async fn idle_workers_find_work_from_another_process_by_polling() {
     workers.close().await;
     caller.close().await;
 }
+
+/// An operator's pause and resume say whether they changed anything: MySQL counts a row an
+/// upsert found unchanged as affected (sqlx asks it to count found rows), which must not
+/// read as "paused".
+#[tokio::test]
+async fn pausing_or_resuming_twice_changes_nothing_the_second_time() {
+    let Some(TestDatabase { url, clock }) = TestDatabase::start().await else {
+        return;
+    };
+    let runtime = runtime(&url, &clock).await;
+    runtime
+        .reference::<Journal>("j")
+        .record("one")
+        .await
+        .unwrap();
+    let admin = runtime.admin();
+
+    assert!(admin.pause("Journal", "j").await.unwrap());
+    assert!(!admin.pause("Journal", "j").await.unwrap());
+    assert!(admin.pause("Journal", "never-called").await.unwrap());
+    assert!(!admin.pause("Journal", "never-called").await.unwrap());
+    assert!(admin.resume("Journal", "j").await.unwrap());
+    assert!(!admin.resume("Journal", "j").await.unwrap());
+    runtime.close().await;
+}

@@ -553,23 +553,32 @@ macro_rules! admin_backend {
                                      SET paused_at = excluded.paused_at
                                      WHERE solid_instances.paused_at IS NULL",
                             ),
-                            // MySQL counts an updated row twice and an unchanged one not at
-                            // all: a row that was already paused stays as it was.
-                            mysql: $query(
-                                "INSERT INTO solid_instances
-                                     (actor_type, actor_id, updated_at, paused_at)
-                                 VALUES ($1, $2, 0, $3)
-                                 ON DUPLICATE KEY UPDATE
-                                     paused_at = COALESCE(solid_instances.paused_at, $3)",
-                            ),
+                            // MySQL counts a row an upsert found unchanged as affected: the
+                            // row is made sure of first, then paused if it runs.
+                            mysql: {
+                                self.counters.statement();
+                                $query(
+                                    "INSERT INTO solid_instances (actor_type, actor_id, updated_at)
+                                     VALUES ($1, $2, 0)
+                                     ON DUPLICATE KEY UPDATE actor_type = actor_type",
+                                )
+                                .bind(actor.actor_type)
+                                .bind(actor.actor_id)
+                                .execute(&mut *self.tx)
+                                .await?;
+                                $query(
+                                    "UPDATE solid_instances SET paused_at = $3
+                                     WHERE actor_type = $1 AND actor_id = $2
+                                       AND paused_at IS NULL",
+                                )
+                            },
                         )
                         .bind(actor.actor_type)
                         .bind(actor.actor_id)
                         .bind(at)
                         .execute(&mut *self.tx)
                         .await?
-                        .rows_affected()
-                        .min(1),
+                        .rows_affected(),
                         None => $query(
                             "UPDATE solid_instances SET paused_at = NULL
                              WHERE actor_type = $1 AND actor_id = $2 AND paused_at IS NOT NULL",

@@ -389,10 +389,11 @@ macro_rules! sql_backend {
                         Ok(insert.build_query_scalar().fetch_optional(&mut *self.tx).await?)
                     },
                     mysql: {
-                        // A taken key updates nothing and inserts nothing: no id.
+                        // A taken key inserts nothing, and so gives no id (its row counts
+                        // as affected: sqlx asks MySQL to count the rows it found).
                         insert.push(" ON DUPLICATE KEY UPDATE id = id");
                         let inserted = insert.build().execute(&mut *self.tx).await?;
-                        if inserted.rows_affected() == 0 {
+                        if inserted.last_insert_id() == 0 {
                             Ok(None)
                         } else {
                             $crate::store::mysql::inserted_id(&inserted).map(Some)
