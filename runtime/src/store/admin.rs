@@ -113,13 +113,14 @@ pub(crate) trait AdminWrites: Send {
     async fn prune_admin_events(&mut self, before: i64) -> Result<u64>;
 }
 
-/// A `LIKE` pattern that matches `text` anywhere, with `\` escaping the wildcards.
+/// A `LIKE` pattern that matches `text` anywhere, with `!` escaping the wildcards (and
+/// itself): a backslash would read differently under MySQL's `NO_BACKSLASH_ESCAPES`.
 pub(crate) fn contains_pattern(text: &str) -> String {
     let mut pattern = String::with_capacity(text.len() + 2);
     pattern.push('%');
     for c in text.chars() {
-        if matches!(c, '\\' | '%' | '_') {
-            pattern.push('\\');
+        if matches!(c, '!' | '%' | '_') {
+            pattern.push('!');
         }
         pattern.push(c);
     }
@@ -371,7 +372,7 @@ macro_rules! admin_backend {
                     let rows = $query(select_message!(
                         "status = 'dead' AND id > $1 AND id <= $9
                            AND ($2 IS NULL OR actor_type = $2) AND ($3 IS NULL OR operation = $3)
-                           AND ($4 IS NULL OR last_error LIKE $4 ESCAPE '\\')
+                           AND ($4 IS NULL OR last_error LIKE $4 ESCAPE '!')
                            AND ($5 IS NULL OR finished_at >= $5)
                            AND ($6 IS NULL OR finished_at < $6)
                            AND (retried_as IS NULL OR $7)

@@ -98,6 +98,53 @@ impl<DB: Database> OwnedTransaction<DB> {
         Ok(())
     }
 
+    /// Commits, then runs `after` on the connection: what puts back the session settings the
+    /// transaction's `BEGIN` changed (MySQL has no settings that end with a transaction). If
+    /// `after` fails, or this future is dropped before it answers, the connection is closed
+    /// rather than reused with the transaction's settings.
+    #[cfg(feature = "mysql")]
+    pub(crate) async fn commit_then(mut self, after: &str) -> Result<()>
+    where
+        for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    {
+        self.phase = Phase::Ending;
+        DB::TransactionManager::commit(&mut self.connection).await?;
+        self.restore(after).await;
+        Ok(())
+    }
+
+    /// Rolls back, then runs `after` on the connection, as [`commit_then`] does.
+    ///
+    /// [`commit_then`]: OwnedTransaction::commit_then
+    #[cfg(feature = "mysql")]
+    pub(crate) async fn rollback_then(mut self, after: &str) -> Result<()>
+    where
+        for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    {
+        if self.phase != Phase::Open {
+            return Ok(());
+        }
+        self.phase = Phase::Ending;
+        DB::TransactionManager::rollback(&mut self.connection).await?;
+        self.restore(after).await;
+        Ok(())
+    }
+
+    /// After the transaction ended: runs `after`, and reuses the connection only if it ran.
+    #[cfg(feature = "mysql")]
+    async fn restore(&mut self, after: &str)
+    where
+        for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    {
+        self.phase = Phase::Poisoned;
+        if sqlx::Executor::execute(&mut *self.connection, after)
+            .await
+            .is_ok()
+        {
+            self.phase = Phase::Done;
+        }
+    }
+
     /// Rolls back now, releasing the transaction's locks before this returns. If this future
     /// is dropped before the database answers, the connection is closed rather than reused.
     pub(crate) async fn rollback(mut self) -> Result<()> {

@@ -928,7 +928,13 @@ macro_rules! sql_backend {
             async fn commit(self: Box<Self>) -> Result<()> {
                 let this = *self;
                 let alone = this.tx.commits_alone();
-                this.tx.commit().await?;
+                dialect!($dialect,
+                    standard: this.tx.commit().await?,
+                    mysql: {
+                        let restore = this.flavor.restore_statement();
+                        this.tx.commit_then(restore).await?
+                    },
+                );
                 this.counters.transaction();
                 if alone {
                     this.counters.commit();
@@ -937,7 +943,13 @@ macro_rules! sql_backend {
             }
 
             async fn rollback(self: Box<Self>) -> Result<()> {
-                self.tx.rollback().await
+                dialect!($dialect,
+                    standard: self.tx.rollback().await,
+                    mysql: {
+                        let restore = self.flavor.restore_statement();
+                        self.tx.rollback_then(restore).await
+                    },
+                )
             }
         }
 

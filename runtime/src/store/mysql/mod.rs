@@ -103,16 +103,42 @@ impl MySqlStore {
         })
     }
 
-    /// The statement that begins a turn's transaction: its isolation, and its bounds.
+    /// The statement that begins a turn's transaction: the session's own bounds kept aside,
+    /// the turn's set, its isolation, and the transaction.
     fn begin_statement(&self, bounds: &Bounds) -> String {
         format!(
-            "{}; SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION",
+            "{}; {}; SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION",
+            self.flavor.keep_statement(),
             self.flavor.bound_statements(bounds.statement)
         )
     }
 }
 
 impl Flavor {
+    /// Keeps the session's own bounds in user variables, for [`Flavor::restore_statement`]:
+    /// MySQL has no setting that ends with the transaction (PostgreSQL's `SET LOCAL`), and a
+    /// pooled connection (the application's, say) must not keep a turn's bounds.
+    fn keep_statement(self) -> &'static str {
+        match self {
+            Self::MariaDb => {
+                "SET @solid_lock_wait = @@SESSION.innodb_lock_wait_timeout, \
+                 @solid_statement_time = @@SESSION.max_statement_time"
+            }
+            Self::MySql => "SET @solid_lock_wait = @@SESSION.innodb_lock_wait_timeout",
+        }
+    }
+
+    /// Puts back the session's own bounds after the transaction ends.
+    fn restore_statement(self) -> &'static str {
+        match self {
+            Self::MariaDb => {
+                "SET SESSION innodb_lock_wait_timeout = @solid_lock_wait, \
+                 max_statement_time = @solid_statement_time"
+            }
+            Self::MySql => "SET SESSION innodb_lock_wait_timeout = @solid_lock_wait",
+        }
+    }
+
     /// `SET SESSION` statements that end each lock wait, and on MariaDB each statement,
     /// within `timeout`.
     fn bound_statements(self, timeout: Duration) -> String {

@@ -11,7 +11,9 @@
 //! | `excluded.state` | `VALUES(state)` |
 //! | `length(x)` (characters) | `CHAR_LENGTH(x)` (MySQL's `LENGTH` counts bytes) |
 //! | `CAST(x AS TEXT)` | `CAST(x AS CHAR CHARACTER SET utf8mb4) COLLATE utf8mb4_bin` |
-//! | `'\'` (a backslash in a literal) | `'\\'` |
+//!
+//! Literals are kept as they are; the shared statements hold no backslash in a literal, which
+//! MySQL would read differently by its `sql_mode` (`NO_BACKSLASH_ESCAPES`).
 //!
 //! What needs more than a spelling (`RETURNING`, `ON CONFLICT .. DO NOTHING`, an `UPDATE`
 //! that reads its own table) is written for MySQL in its own form beside the shared one.
@@ -60,7 +62,7 @@ pub(crate) fn spell(sql: &str) -> Spelled {
     while let Some(c) = rest.chars().next() {
         if c == '\'' {
             let end = literal_end(rest);
-            out.push_str(&rest[..end].replace('\\', "\\\\"));
+            out.push_str(&rest[..end]);
             rest = &rest[end..];
         } else if c == '"' {
             let end = rest[1..].find('"').map_or(rest.len(), |end| end + 2);
@@ -439,11 +441,11 @@ mod tests {
     }
 
     #[test]
-    fn literals_keep_their_dollars_and_double_their_backslashes() {
-        let spelled = spell("SELECT '$[*]', 'it''s $1' FROM t WHERE x LIKE $1 ESCAPE '\\'");
+    fn literals_keep_their_dollars_and_quotes() {
+        let spelled = spell("SELECT '$[*]', 'it''s $1' FROM t WHERE x LIKE $1 ESCAPE '!'");
         assert_eq!(
             spelled.sql,
-            "SELECT '$[*]', 'it''s $1' FROM t WHERE x LIKE ? ESCAPE '\\\\'"
+            "SELECT '$[*]', 'it''s $1' FROM t WHERE x LIKE ? ESCAPE '!'"
         );
         assert_eq!(spelled.order, [0]);
     }

@@ -1,0 +1,662 @@
+//! The server backends against real servers: several runtimes on one database stand for
+//! several processes on several hosts. Each case runs on PostgreSQL (a server of its own per
+//! test) and on MySQL (a database of its own on the process's throwaway MariaDB), as
+//! `<case>::on_postgres` and `<case>::on_mariadb`; the cases of one backend alone follow.
+
+#[path = "../examples/seat_inventory/inventory.rs"]
+mod inventory;
+mod support;
+
+use std::time::Duration;
+
+use inventory::SeatInventory;
+use solid_objects::prelude::*;
+use support::mariadb::MariaDb;
+use support::postgres::PgServer;
+use support::{eventually, rejection_code, together};
+
+/// An actor that records what ran, in order, and writes an application row when asked.
+#[actor]
+#[derive(Default)]
+struct Journal {
+    entries: Vec<String>,
+}
+
+#[actor]
+impl Journal {
+    #[command]
+    fn record(&mut self, entry: String) -> usize {
+        self.entries.push(entry);
+        self.entries.len()
+    }
+
+    #[command]
+    async fn note(
+        &mut self,
+        turn: &mut Turn<Self>,
+        entry: String,
+        keep: bool,
+    ) -> Result<usize, TurnError> {
+        if turn.postgres().await.is_ok() {
+            sqlx::query("INSERT INTO notes (entry) VALUES ($1)")
+                .bind(&entry)
+                .execute(turn.postgres().await?)
+                .await?;
+        } else {
+            sqlx::query("INSERT INTO notes (entry) VALUES (?)")
+                .bind(&entry)
+                .execute(turn.mysql().await?)
+                .await?;
+        }
+        if !keep {
+            return Err(reject!(withdrawn, "The note {entry} is withdrawn").into());
+        }
+        Ok(self.record(entry))
+    }
+}
+
+/// A fresh database, and a manual clock for the runtimes on it.
+struct TestDatabase {
+    url: String,
+    clock: ManualClock,
+    /// PostgreSQL's server, stopped when the test ends; MariaDB's lives as long as the
+    /// process.
+    _postgres: Option<PgServer>,
+}
+
+impl TestDatabase {
+    /// A database on a throwaway PostgreSQL server; `None` (the test skips) on a machine
+    /// without PostgreSQL, outside CI.
+    async fn postgres() -> Option<Self> {
+        let server = PgServer::start()?;
+        Some(Self {
+            url: server.database().await,
+            clock: ManualClock::starting_now(),
+            _postgres: Some(server),
+        })
+    }
+
+    /// A database on the process's throwaway MariaDB server; `None` (the test skips) on a
+    /// machine without MariaDB, outside CI.
+    async fn mariadb() -> Option<Self> {
+        Some(Self {
+            url: MariaDb::shared()?.database().await,
+            clock: ManualClock::starting_now(),
+            _postgres: None,
+        })
+    }
+
+    fn on_postgres(&self) -> bool {
+        self.url.starts_with("postgres://")
+    }
+}
+
+/// A case on every server backend: `$name::on_postgres` and `$name::on_mariadb` run the body
+/// with a fresh database of each.
+macro_rules! on_servers {
+    (
+        $(#[$attribute:meta])*
+        async fn $name:ident($db:ident: TestDatabase) $body:block
+    ) => {
+        mod $name {
+            use super::*;
+
+            $(#[$attribute])*
+            async fn on_postgres() {
+                if let Some(db) = TestDatabase::postgres().await {
+                    case(db).await;
+                }
+            }
+
+            $(#[$attribute])*
+            async fn on_mariadb() {
+                if let Some(db) = TestDatabase::mariadb().await {
+                    case(db).await;
+                }
+            }
+
+            async fn case($db: TestDatabase) $body
+        }
+    };
+}
+
+/// A builder on the database `url` names (PostgreSQL or MySQL), with `connections`.
+fn builder(url: &str, connections: u32) -> solid_objects::Builder {
+    if url.starts_with("postgres://") {
+        Runtime::builder().postgres(url, connections)
+    } else {
+        Runtime::builder().mysql(url, connections)
+    }
+}
+
+async fn runtime(url: &str, clock: &ManualClock) -> Runtime {
+    builder(url, 8)
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .start()
+        .await
+        .expect("the runtime starts on the server")
+}
+
+/// An application's own pool on the database, for either server.
+async fn application_pool(url: &str) -> sqlx::AnyPool {
+    sqlx::any::install_default_drivers();
+    sqlx::AnyPool::connect(url).await.unwrap()
+}
+
+async fn scalar(url: &str, sql: &str) -> i64 {
+    let pool = application_pool(url).await;
+    let value = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
+    pool.close().await;
+    value
+}
+
+on_servers! {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn eight_holds_through_two_processes_against_five_seats_hold_exactly_five(db: TestDatabase) {
+        let TestDatabase { url, clock, .. } = db;
+        let first = runtime(&url, &clock).await;
+        let second = runtime(&url, &clock).await;
+        first
+            .reference::<SeatInventory>("show")
+            .open_show(5)
+            .await
+            .unwrap();
+
+        let results = together(8, |buyer| {
+            let runtime = if buyer % 2 == 0 { &first } else { &second };
+            let show = runtime.reference::<SeatInventory>("show");
+            async move {
+                show.hold(format!("h-{buyer}"), format!("b-{buyer}"), 1)
+                    .await
+            }
+        })
+        .await;
+
+        let held = results.iter().filter(|result| result.is_ok()).count();
+        let rejected: Vec<String> = results
+            .into_iter()
+            .filter(|result| result.is_err())
+            .map(rejection_code)
+            .collect();
+        assert_eq!(held, 5);
+        assert_eq!(rejected, vec!["not_enough_seats"; 3]);
+        assert_eq!(
+            second
+                .reference::<SeatInventory>("show")
+                .seats_left()
+                .await
+                .unwrap(),
+            0
+        );
+        first.close().await;
+        second.close().await;
+    }
+}
+
+on_servers! {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn workers_in_two_processes_share_the_actors_and_keep_each_ones_order(db: TestDatabase) {
+        let TestDatabase { url, clock, .. } = db;
+        let caller = runtime(&url, &clock).await;
+        for round in 0..5 {
+            for actor in 0..4 {
+                caller
+                    .reference::<Journal>(format!("j-{actor}"))
+                    .enqueue()
+                    .record(format!("{actor}-{round}"))
+                    .await
+                    .unwrap();
+            }
+        }
+        let workers: Vec<Runtime> = [runtime(&url, &clock).await, runtime(&url, &clock).await].into();
+        let running: Vec<_> = workers
+            .iter()
+            .cloned()
+            .map(|runtime| {
+                tokio::spawn(async move {
+                    let _ = runtime.reference::<Journal>("j-0");
+                    runtime.run().await
+                })
+            })
+            .collect();
+
+        let done = eventually(Duration::from_secs(30), || {
+            let url = url.clone();
+            async move {
+                scalar(
+                    &url,
+                    "SELECT COUNT(*) FROM solid_messages WHERE status = 'completed'",
+                )
+                .await
+                    == 20
+            }
+        })
+        .await;
+        for runtime in &workers {
+            runtime.shutdown();
+        }
+        for worker in running {
+            worker.await.unwrap().unwrap();
+        }
+
+        assert!(done, "the workers did not finish");
+        for actor in 0..4 {
+            let journal = caller.reference::<Journal>(format!("j-{actor}"));
+            let expected: Vec<String> = (0..5).map(|round| format!("{actor}-{round}")).collect();
+            assert_eq!(journal.snapshot().await.unwrap().entries, expected);
+        }
+        caller.close().await;
+    }
+}
+
+on_servers! {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn an_overdue_reminder_fires_once_after_a_restart_even_with_two_processes_racing(db: TestDatabase) {
+        let TestDatabase { url, clock, .. } = db;
+        let before = runtime(&url, &clock).await;
+        let show = before.reference::<SeatInventory>("show");
+        show.open_show(5).await.unwrap();
+        show.hold("h-1", "ana", 2).await.unwrap();
+        before.close().await;
+
+        clock.advance(Duration::from_secs(16 * 60));
+        let first = runtime(&url, &clock).await;
+        let second = runtime(&url, &clock).await;
+        let _ = first.reference::<SeatInventory>("show");
+        let _ = second.reference::<SeatInventory>("show");
+        let fired = together(2, |process| {
+            let runtime = if process == 0 {
+                first.clone()
+            } else {
+                second.clone()
+            };
+            async move { runtime.testing().run_due_reminders().await.unwrap() }
+        })
+        .await;
+
+        assert_eq!(fired.iter().sum::<usize>(), 1);
+        let show = first.reference::<SeatInventory>("show");
+        assert_eq!(show.seats_left().await.unwrap(), 5);
+        assert!(show.snapshot().await.unwrap().holds.is_empty());
+        first.close().await;
+        second.close().await;
+    }
+}
+
+on_servers! {
+    /// Lock the actor's row, read its mailbox's head (after the lock, so the read sees every
+    /// turn that committed before it), insert the message, write the state.
+    #[tokio::test]
+    async fn a_sync_command_on_a_warm_actor_is_one_transaction_of_four_statements(db: TestDatabase) {
+        let TestDatabase { url, clock, .. } = db;
+        let runtime = runtime(&url, &clock).await;
+        let journal = runtime.reference::<Journal>("j");
+        journal.record("warm-up").await.unwrap();
+
+        let before = runtime.stats();
+        journal.record("measured").await.unwrap();
+        let after = runtime.stats();
+
+        assert_eq!(after.transactions - before.transactions, 1);
+        assert_eq!(after.commits - before.commits, 1);
+        assert_eq!(after.statements - before.statements, 4);
+        runtime.close().await;
+    }
+}
+
+#[tokio::test]
+async fn states_are_compressed_with_lz4_where_the_server_has_it() {
+    let Some(db) = TestDatabase::postgres().await else {
+        return;
+    };
+    let runtime = runtime(&db.url, &db.clock).await;
+    runtime.close().await;
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    // 'l' is lz4; the server this runs on (PostgreSQL 15 from Debian) is built with it.
+    let compression: String = sqlx::query_scalar(
+        "SELECT attcompression::text FROM pg_attribute
+         WHERE attrelid = 'solid_instances'::regclass AND attname = 'state'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    assert_eq!(compression, "l");
+}
+
+on_servers! {
+    #[tokio::test]
+    async fn application_rows_commit_with_the_turn_or_roll_back_with_a_rejection(db: TestDatabase) {
+        let TestDatabase { url, clock, .. } = db;
+        let runtime = runtime(&url, &clock).await;
+        let pool = application_pool(&url).await;
+        sqlx::query("CREATE TABLE notes (entry TEXT NOT NULL)")
+            .execute(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+        let journal = runtime.reference::<Journal>("j");
+
+        assert_eq!(journal.note("kept", true).await.unwrap(), 1);
+        assert_eq!(
+            rejection_code(journal.note("dropped", false).await),
+            "withdrawn"
+        );
+
+        assert_eq!(scalar(&url, "SELECT COUNT(*) FROM notes").await, 1);
+        assert_eq!(journal.snapshot().await.unwrap().entries, ["kept"]);
+        runtime.close().await;
+    }
+}
+
+on_servers! {
+    #[tokio::test]
+    async fn a_call_waits_for_a_turn_held_elsewhere_only_until_its_timeout(db: TestDatabase) {
+        let TestDatabase { url, clock, .. } = db;
+        let runtime = runtime(&url, &clock).await;
+        let journal = runtime.reference::<Journal>("j");
+        journal.record("first").await.unwrap();
+        let other_process = application_pool(&url).await;
+        let mut turn_elsewhere = other_process.begin().await.unwrap();
+        sqlx::query("SELECT 1 FROM solid_instances WHERE actor_id = 'j' FOR UPDATE")
+            .execute(&mut *turn_elsewhere)
+            .await
+            .unwrap();
+
+        let result = journal
+            .clone()
+            .timeout(Duration::from_millis(300))
+            .record("second")
+            .await;
+
+        let Err(Error::SyncTimeout {
+            message_id: None,
+            waiting_on,
+            ..
+        }) = &result
+        else {
+            panic!("expected a SyncTimeout before enqueueing, got {result:?}");
+        };
+        assert!(waiting_on.contains("held"), "{waiting_on}");
+        turn_elsewhere.rollback().await.unwrap();
+        other_process.close().await;
+        assert_eq!(scalar(&url, "SELECT COUNT(*) FROM solid_messages").await, 1);
+        assert_eq!(journal.record("third").await.unwrap(), 2);
+        runtime.close().await;
+    }
+}
+
+on_servers! {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_calls_with_one_idempotency_key_run_once_across_processes(db: TestDatabase) {
+        let TestDatabase { url, clock, .. } = db;
+        let first = runtime(&url, &clock).await;
+        let second = runtime(&url, &clock).await;
+
+        let results = together(6, |call| {
+            let runtime = if call % 2 == 0 { &first } else { &second };
+            let journal = runtime.reference::<Journal>("j").idempotency_key("once");
+            async move { journal.record("only once").await.unwrap() }
+        })
+        .await;
+
+        assert_eq!(results, vec![1; 6]);
+        assert_eq!(
+            first
+                .reference::<Journal>("j")
+                .snapshot()
+                .await
+                .unwrap()
+                .entries,
+            ["only once"]
+        );
+        assert_eq!(scalar(&url, "SELECT COUNT(*) FROM solid_messages").await, 1);
+        first.close().await;
+        second.close().await;
+    }
+}
+
+/// Tells the world a journal entry was kept.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Announce {
+    entry: String,
+}
+
+impl solid_objects::Effect for Announce {
+    const NAME: &'static str = "announce";
+    type Output = ();
+}
+
+/// A journal that announces its entries.
+#[actor]
+#[derive(Default)]
+struct Herald {
+    announced: u32,
+}
+
+#[actor]
+impl Herald {
+    #[command]
+    fn keep(&mut self, turn: &mut Turn<Self>, entry: String) {
+        turn.emit(Announce { entry });
+    }
+}
+
+on_servers! {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn an_effect_claimed_by_two_processes_at_once_runs_once(db: TestDatabase) {
+        let TestDatabase { url, clock, .. } = db;
+        let runs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut processes = Vec::new();
+        for _ in 0..2 {
+            let runs = std::sync::Arc::clone(&runs);
+            let runtime = builder(&url, 4)
+                .clock(clock.clone())
+                .policy(AllowAll)
+                .effect(
+                    move |announce: Announce, context: solid_objects::EffectContext| {
+                        let runs = std::sync::Arc::clone(&runs);
+                        async move {
+                            runs.lock()
+                                .unwrap()
+                                .push((announce.entry, context.id().to_owned()));
+                            Ok::<(), Failure>(())
+                        }
+                    },
+                )
+                .start()
+                .await
+                .unwrap();
+            processes.push(runtime);
+        }
+        processes[0]
+            .reference::<Herald>("h")
+            .keep("first")
+            .await
+            .unwrap();
+
+        let ran = together(2, |process| {
+            let runtime = processes[process].clone();
+            async move { runtime.testing().run_effects().await.unwrap() }
+        })
+        .await;
+
+        assert_eq!(ran.iter().sum::<usize>(), 1);
+        assert_eq!(runs.lock().unwrap().len(), 1);
+        assert_eq!(runs.lock().unwrap()[0].0, "first");
+        for runtime in processes {
+            runtime.close().await;
+        }
+    }
+}
+
+on_servers! {
+    /// An application that already has a pool hands it over; the runtime's tables sit beside
+    /// the application's own, and a turn writes both in one transaction.
+    #[tokio::test]
+    async fn a_runtime_on_the_applications_own_pool(db: TestDatabase) {
+        let TestDatabase { url, clock, .. } = db;
+        let pool = application_pool(&url).await;
+        sqlx::query("CREATE TABLE notes (entry TEXT NOT NULL)")
+            .execute(&pool)
+            .await
+            .unwrap();
+        // The application's pool, of the backend's own type.
+        let builder = if url.starts_with("postgres://") {
+            Runtime::builder().postgres_pool(sqlx::PgPool::connect(&url).await.unwrap())
+        } else {
+            Runtime::builder().mysql_pool(sqlx::MySqlPool::connect(&url).await.unwrap())
+        };
+        let runtime = builder
+            .clock(clock.clone())
+            .policy(AllowAll)
+            .start()
+            .await
+            .unwrap();
+
+        let journal = runtime.reference::<Journal>("j");
+        assert_eq!(journal.note("kept", true).await.unwrap(), 1);
+        runtime.close().await;
+
+        let notes: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM notes")
+            .fetch_one(&pool)
+            .await
+            .expect("closing the runtime leaves the application's pool open");
+        assert_eq!(notes, 1);
+        assert_eq!(
+            scalar(
+                &url,
+                "SELECT COUNT(*) FROM solid_messages WHERE status = 'completed'"
+            )
+            .await,
+            1
+        );
+    }
+}
+
+/// A runtime of its own on the database with one worker running, listening for other
+/// processes' work or not.
+async fn running_workers(
+    db: &TestDatabase,
+    listen: bool,
+) -> (Runtime, tokio::task::JoinHandle<Result<(), Error>>) {
+    let workers = builder(&db.url, 4)
+        .clock(db.clock.clone())
+        .policy(AllowAll)
+        .actor::<Journal>()
+        .workers(1)
+        .listen(listen)
+        .start()
+        .await
+        .unwrap();
+    let running = tokio::spawn({
+        let workers = workers.clone();
+        async move { workers.run().await }
+    });
+    (workers, running)
+}
+
+/// How many connections `LISTEN` for work.
+async fn listeners(url: &str) -> i64 {
+    scalar(
+        url,
+        "SELECT COUNT(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %solid_objects_work%'",
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_commit_in_one_process_wakes_the_idle_workers_of_another() {
+    let Some(db) = TestDatabase::postgres().await else {
+        return;
+    };
+    let caller = runtime(&db.url, &db.clock).await;
+    let (workers, running) = running_workers(&db, true).await;
+    let listening = eventually(Duration::from_secs(10), || async {
+        listeners(&db.url).await == 1
+    })
+    .await;
+    assert!(listening, "the workers' runtime listens for work");
+    let before = workers.stats().work_notices;
+
+    let queued = caller
+        .reference::<Journal>("j")
+        .enqueue()
+        .record("from another process")
+        .await
+        .unwrap();
+
+    let noticed = eventually(Duration::from_secs(10), || async {
+        workers.stats().work_notices > before
+    })
+    .await;
+    assert!(
+        noticed,
+        "the enqueue's commit reached the other runtime as a notice"
+    );
+    // Only the other runtime's worker runs it (the caller runs no workers).
+    let ran = eventually(Duration::from_secs(10), || async {
+        matches!(queued.status().await, Ok(MessageStatus::Completed))
+    })
+    .await;
+    assert!(ran);
+    assert_eq!(
+        caller.stats().work_notices,
+        0,
+        "a runtime that does not run hears nothing"
+    );
+    workers.shutdown();
+    running.await.unwrap().unwrap();
+    workers.close().await;
+    caller.close().await;
+}
+
+on_servers! {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn workers_told_not_to_listen_find_work_from_another_process_by_polling(
+        db: TestDatabase
+    ) {
+        let caller = runtime(&db.url, &db.clock).await;
+        let (workers, running) = running_workers(&db, false).await;
+        let queued = caller
+            .reference::<Journal>("j")
+            .enqueue()
+            .record("from another process")
+            .await
+            .unwrap();
+
+        let ran = eventually(Duration::from_secs(10), || async {
+            matches!(queued.status().await, Ok(MessageStatus::Completed))
+        })
+        .await;
+        assert!(ran, "an idle worker's poll finds the message");
+        assert_eq!(workers.stats().work_notices, 0);
+        if db.on_postgres() {
+            assert_eq!(listeners(&db.url).await, 0, "no connection listens");
+        }
+        workers.shutdown();
+        running.await.unwrap().unwrap();
+        workers.close().await;
+        caller.close().await;
+    }
+}
+
+on_servers! {
+    /// An operator's pause and resume say whether they changed anything (on MySQL, an upsert
+    /// that finds its row unchanged still counts it as affected: sqlx asks for found rows).
+    #[tokio::test]
+    async fn pausing_or_resuming_twice_changes_nothing_the_second_time(db: TestDatabase) {
+        let runtime = runtime(&db.url, &db.clock).await;
+        runtime.reference::<Journal>("j").record("one").await.unwrap();
+        let admin = runtime.admin();
+
+        assert!(admin.pause("Journal", "j").await.unwrap());
+        assert!(!admin.pause("Journal", "j").await.unwrap());
+        assert!(admin.pause("Journal", "never-called").await.unwrap());
+        assert!(!admin.pause("Journal", "never-called").await.unwrap());
+        assert!(admin.resume("Journal", "j").await.unwrap());
+        assert!(!admin.resume("Journal", "j").await.unwrap());
+        runtime.close().await;
+    }
+}
