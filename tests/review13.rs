@@ -95,13 +95,22 @@ async fn pausing_a_paused_actor_reports_it_was_paused_already() {
     assert!(admin.pause("Ledger", "p1").await.unwrap(), "first pause");
     let again = admin.pause("Ledger", "p1").await.unwrap();
     assert!(admin.resume("Ledger", "p1").await.unwrap(), "first resume");
-    assert!(!admin.resume("Ledger", "p1").await.unwrap(), "second resume");
+    assert!(
+        !admin.resume("Ledger", "p1").await.unwrap(),
+        "second resume"
+    );
     // Never-ran actor: paused twice.
     assert!(admin.pause("Ledger", "fresh").await.unwrap());
     let fresh_again = admin.pause("Ledger", "fresh").await.unwrap();
     runtime.close().await;
-    assert!(!again, "a second pause of a paused actor must report false (paused already)");
-    assert!(!fresh_again, "a second pause of a paused fresh actor must report false");
+    assert!(
+        !again,
+        "a second pause of a paused actor must report false (paused already)"
+    );
+    assert!(
+        !fresh_again,
+        "a second pause of a paused fresh actor must report false"
+    );
 }
 
 /// An idempotent send whose key was used already must deliver nothing: on MySQL
@@ -112,7 +121,11 @@ async fn an_idempotent_send_whose_key_is_taken_is_not_counted_as_enqueued() {
         return;
     };
     // First: what the server reports for the backend's statement form.
-    let pool = MySqlPoolOptions::new().max_connections(1).connect(&url).await.unwrap();
+    let pool = MySqlPoolOptions::new()
+        .max_connections(1)
+        .connect(&url)
+        .await
+        .unwrap();
     pool.execute("CREATE TABLE dup (id BIGINT AUTO_INCREMENT PRIMARY KEY, k VARCHAR(10) UNIQUE)")
         .await
         .unwrap();
@@ -171,7 +184,11 @@ async fn a_turns_statement_bounds_do_not_outlive_the_turn_on_the_pool() {
     let Some((url, clock)) = database().await else {
         return;
     };
-    let pool = MySqlPoolOptions::new().max_connections(1).connect(&url).await.unwrap();
+    let pool = MySqlPoolOptions::new()
+        .max_connections(1)
+        .connect(&url)
+        .await
+        .unwrap();
     let before: (f64, i64) = sqlx::query_as(
         "SELECT CAST(@@session.max_statement_time AS DOUBLE), \
          CAST(@@session.innodb_lock_wait_timeout AS SIGNED)",
@@ -244,7 +261,10 @@ async fn the_dead_letter_filter_works_under_no_backslash_escapes() {
     let found = runtime.admin().dead_letters(&filter).await;
     runtime.close().await;
     pool.close().await;
-    assert_eq!(found.map(|found| found.len()).map_err(|e| e.to_string()), Ok(1));
+    assert_eq!(
+        found.map(|found| found.len()).map_err(|e| e.to_string()),
+        Ok(1)
+    );
 }
 
 /// Ids, keys differing by trailing spaces, case, normalisation or ignorable characters are
@@ -256,8 +276,27 @@ async fn near_identical_ids_and_keys_stay_distinct() {
     };
     let runtime = runtime(&url, &clock).await;
     let ids = [
-        "a", "a ", "A", "a\t", "\u{e9}", "e\u{301}", "a\u{200b}", "ß", "ss", "'", "\\", "$1", "?",
-        "%", "_", "\"x\"", "`", "a\\%", "😀", "ﬁ", "fi",
+        "a",
+        "a ",
+        "A",
+        "a\t",
+        "\u{e9}",
+        "e\u{301}",
+        "a\u{200b}",
+        "ß",
+        "ss",
+        "'",
+        "\\",
+        "$1",
+        "?",
+        "%",
+        "_",
+        "\"x\"",
+        "`",
+        "a\\%",
+        "😀",
+        "ﬁ",
+        "fi",
     ];
     for id in ids {
         let got = tokio::time::timeout(SOON, runtime.reference::<Ledger>(id).record(id))
@@ -268,38 +307,68 @@ async fn near_identical_ids_and_keys_stay_distinct() {
     }
     for id in ids {
         assert_eq!(
-            runtime.reference::<Ledger>(id).snapshot().await.unwrap().entries,
+            runtime
+                .reference::<Ledger>(id)
+                .snapshot()
+                .await
+                .unwrap()
+                .entries,
             vec![id.to_owned()]
         );
     }
     // Idempotency keys.
     let ledger = runtime.reference::<Ledger>("keys");
     for key in ["k", "k ", "K", "\u{e9}", "e\u{301}"] {
-        ledger.clone().idempotency_key(key).record(key).await.unwrap();
+        ledger
+            .clone()
+            .idempotency_key(key)
+            .record(key)
+            .await
+            .unwrap();
     }
     assert_eq!(ledger.count().await.unwrap(), 5);
     // Multibyte limits: 255 bytes work, 256 are a typed error with nothing written.
     let at_limit = format!("{}a", "\u{e9}".repeat(127));
     assert_eq!(at_limit.len(), 255);
-    runtime.reference::<Ledger>(at_limit.clone()).record("x").await.unwrap();
+    runtime
+        .reference::<Ledger>(at_limit.clone())
+        .record("x")
+        .await
+        .unwrap();
     let over = format!("{}ab", "\u{e9}".repeat(127));
-    let error = runtime.reference::<Ledger>(over).record("x").await.unwrap_err();
+    let error = runtime
+        .reference::<Ledger>(over)
+        .record("x")
+        .await
+        .unwrap_err();
     assert!(matches!(error, Error::InvalidActorId { .. }), "{error:?}");
     let emoji_limit = format!("{}abc", "😀".repeat(63));
     assert_eq!(emoji_limit.len(), 255);
-    runtime.reference::<Ledger>(emoji_limit.clone()).record("x").await.unwrap();
+    runtime
+        .reference::<Ledger>(emoji_limit.clone())
+        .record("x")
+        .await
+        .unwrap();
 
     // Admin's prefix filter: multibyte, wildcard characters are text.
     let admin = runtime.admin();
     let prefix = |p: &str| ActorFilter::new().actor_type("Ledger").id_prefix(p);
     let page = admin.actors(&prefix("\u{e9}")).await.unwrap();
     let found: Vec<_> = page.actors.iter().map(|a| a.actor_id.clone()).collect();
-    assert_eq!(found, vec!["\u{e9}".to_owned(), at_limit.clone()], "prefix é");
+    assert_eq!(
+        found,
+        vec!["\u{e9}".to_owned(), at_limit.clone()],
+        "prefix é"
+    );
     let page = admin.actors(&prefix("%")).await.unwrap();
     assert_eq!(page.actors.len(), 1, "prefix %");
     let page = admin.actors(&prefix("a")).await.unwrap();
     let found: Vec<_> = page.actors.iter().map(|a| a.actor_id.clone()).collect();
-    assert_eq!(found, vec!["a", "a\t", "a ", "a\\%", "a\u{200b}"], "prefix a");
+    assert_eq!(
+        found,
+        vec!["a", "a\t", "a ", "a\\%", "a\u{200b}"],
+        "prefix a"
+    );
     let page = admin.actors(&prefix("😀")).await.unwrap();
     assert_eq!(page.actors.len(), 2, "prefix emoji");
     runtime.close().await;
@@ -313,7 +382,13 @@ async fn dead_letter_text_filters_treat_wildcards_and_backslashes_as_text() {
     };
     let runtime = runtime(&url, &clock).await;
     let ledger = runtime.reference::<Ledger>("d");
-    for why in ["50% off_now", "50x offanow", "path C:\\temp\\x", "path C:temp", "it's \"$1\" ?"] {
+    for why in [
+        "50% off_now",
+        "50x offanow",
+        "path C:\\temp\\x",
+        "path C:temp",
+        "it's \"$1\" ?",
+    ] {
         let _ = ledger.fragile(why).await;
     }
     let admin = runtime.admin();
@@ -358,9 +433,15 @@ async fn dropped_reads_never_wedge_a_small_pool() {
         let _ = tokio::time::timeout(budget, admin.resume("Ledger", "other")).await;
     }
     let next = tokio::time::timeout(SOON, ledger.record("after")).await;
-    assert!(matches!(next, Ok(Ok(_))), "a call after dropped reads: {next:?}");
+    assert!(
+        matches!(next, Ok(Ok(_))),
+        "a call after dropped reads: {next:?}"
+    );
     let read = tokio::time::timeout(SOON, admin.actors(&ActorFilter::new())).await;
-    assert!(matches!(read, Ok(Ok(_))), "an admin read after dropped reads: {read:?}");
+    assert!(
+        matches!(read, Ok(Ok(_))),
+        "an admin read after dropped reads: {read:?}"
+    );
     runtime.close().await;
 }
 
@@ -394,13 +475,19 @@ async fn racing_starts_and_a_half_run_migration() {
         runtime.reference::<Ledger>("m").record("x").await.unwrap();
         runtime.close().await;
     }
-    assert_eq!(scalar(&url, "SELECT COUNT(*) FROM solid_schema_migrations").await, 1);
+    assert_eq!(
+        scalar(&url, "SELECT COUNT(*) FROM solid_schema_migrations").await,
+        1
+    );
 
     // Half-run: the bookkeeping table and two of the schema's tables, no version row.
     let (half, clock) = database().await.unwrap();
     let pool = sqlx::MySqlPool::connect(&half).await.unwrap();
     let schema = include_str!("../migrations/mysql/0001_schema.sql");
-    let statements: Vec<&str> = schema.split(";\n").filter(|s| s.contains("CREATE")).collect();
+    let statements: Vec<&str> = schema
+        .split(";\n")
+        .filter(|s| s.contains("CREATE"))
+        .collect();
     for statement in &statements[..2] {
         sqlx::query(statement).execute(&pool).await.unwrap();
     }
@@ -430,20 +517,24 @@ async fn hostile_stored_state_is_a_clear_error_and_changes_nothing() {
         .execute(&pool)
         .await
         .unwrap();
-    let revision_before: i64 = sqlx::query_scalar("SELECT revision FROM solid_instances WHERE actor_id = 'h'")
-        .fetch_one(&pool)
+    let revision_before: i64 =
+        sqlx::query_scalar("SELECT revision FROM solid_instances WHERE actor_id = 'h'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    let error = tokio::time::timeout(SOON, ledger.record("y"))
         .await
         .unwrap();
-    let error = tokio::time::timeout(SOON, ledger.record("y")).await.unwrap();
     eprintln!("hostile state: {error:?}");
     assert!(error.is_err());
     let snapshot = tokio::time::timeout(SOON, ledger.snapshot()).await.unwrap();
     assert!(snapshot.is_err());
-    let (state, revision): (String, i64) =
-        sqlx::query_as("SELECT CAST(state AS CHAR), revision FROM solid_instances WHERE actor_id = 'h'")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+    let (state, revision): (String, i64) = sqlx::query_as(
+        "SELECT CAST(state AS CHAR), revision FROM solid_instances WHERE actor_id = 'h'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
     assert_eq!((state.as_str(), revision), ("{not json", revision_before));
     // Another actor is unaffected.
     tokio::time::timeout(SOON, runtime.reference::<Ledger>("ok").record("x"))
@@ -471,14 +562,21 @@ async fn payloads_at_the_limits() {
             .unwrap();
     }
     let over = "\u{e9}".repeat((1 << 20) / 2 + 64);
-    let error = tokio::time::timeout(SOON, ledger.record(over)).await.unwrap().unwrap_err();
+    let error = tokio::time::timeout(SOON, ledger.record(over))
+        .await
+        .unwrap()
+        .unwrap_err();
     eprintln!("over: {error}");
     // A 5th entry still fits 5 MiB; a 6th pushes state past it: refused, nothing written.
-    tokio::time::timeout(SOON, ledger.record(entry.clone())).await.unwrap().unwrap();
-    let result = tokio::time::timeout(SOON, ledger.record(entry.clone())).await.unwrap();
+    tokio::time::timeout(SOON, ledger.record(entry.clone()))
+        .await
+        .unwrap()
+        .unwrap();
+    let result = tokio::time::timeout(SOON, ledger.record(entry.clone()))
+        .await
+        .unwrap();
     eprintln!("state past limit: {result:?}");
     assert!(result.is_err());
     assert_eq!(ledger.count().await.unwrap(), 5);
     runtime.close().await;
 }
-
