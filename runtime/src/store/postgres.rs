@@ -185,47 +185,6 @@ struct PostgresTransaction {
 }
 
 impl PostgresTransaction {
-    async fn select_instance(
-        &mut self,
-        actor: ActorKey<'_, '_>,
-        lock: &str,
-    ) -> Result<Option<Instance>> {
-        self.counters.statement();
-        let sql = format!("{SELECT_INSTANCE} {lock}");
-        let row = sqlx::query(&sql)
-            .bind(actor.actor_type)
-            .bind(actor.actor_id)
-            .fetch_optional(&mut *self.tx)
-            .await?;
-        row.map(|row| rows::instance(&row)).transpose()
-    }
-
-    /// Creates the actor's row if it is missing (waiting, within the lock timeout, for a
-    /// transaction elsewhere that is creating it).
-    async fn create_instance(&mut self, actor: ActorKey<'_, '_>) -> Result<()> {
-        self.counters.statement();
-        sqlx::query(
-            "INSERT INTO solid_instances (actor_type, actor_id, updated_at) VALUES ($1, $2, 0)
-             ON CONFLICT (actor_type, actor_id) DO NOTHING",
-        )
-        .bind(actor.actor_type)
-        .bind(actor.actor_id)
-        .execute(&mut *self.tx)
-        .await?;
-        Ok(())
-    }
-
-    async fn instance_exists(&mut self, actor: ActorKey<'_, '_>) -> Result<bool> {
-        self.counters.statement();
-        let row =
-            sqlx::query("SELECT 1 FROM solid_instances WHERE actor_type = $1 AND actor_id = $2")
-                .bind(actor.actor_type)
-                .bind(actor.actor_id)
-                .fetch_optional(&mut *self.tx)
-                .await?;
-        Ok(row.is_some())
-    }
-
     /// Bounds the statements that follow, and their lock waits, by `timeout`.
     async fn set_timeouts(&mut self, timeout: Duration) -> Result<()> {
         self.counters.statement();
@@ -238,29 +197,12 @@ impl PostgresTransaction {
         .await?;
         Ok(())
     }
+}
 
-    /// Reads the head of the actor's mailbox, after the lock (so with a snapshot that sees
-    /// every turn of the actor that committed before it).
-    async fn head(&mut self, actor: ActorKey<'_, '_>, now: i64) -> Result<Option<StoredMessage>> {
-        self.counters.statement();
-        let row = sqlx::query(head_of_mailbox!())
-            .bind(actor.actor_type)
-            .bind(actor.actor_id)
-            .bind(now)
-            .fetch_optional(&mut *self.tx)
-            .await?;
-        row.map(|row| rows::stored_message(&row)).transpose()
-    }
-
-    async fn locked(
-        &mut self,
-        actor: ActorKey<'_, '_>,
-        instance: Instance,
-        now: i64,
-    ) -> Result<Option<LockedActor>> {
-        let head = self.head(actor, now).await?;
-        Ok(Some(LockedActor { instance, head }))
-    }
+row_locks! {
+    dialect: standard,
+    query: sqlx::query,
+    transaction: PostgresTransaction
 }
 
 sql_backend! {
@@ -367,27 +309,7 @@ sql_backend! {
             wait: bool,
             now: i64,
         ) -> Result<Option<LockedActor>> {
-            if let Some(instance) = self.select_instance(actor, "FOR UPDATE SKIP LOCKED").await? {
-                return self.locked(actor, instance, now).await;
-            }
-            // The row is missing, or another turn holds it.
-            if !wait {
-                if self.instance_exists(actor).await? {
-                    return Ok(None);
-                }
-                self.create_instance(actor).await?;
-                return match self.select_instance(actor, "FOR UPDATE SKIP LOCKED").await? {
-                    Some(instance) => self.locked(actor, instance, now).await,
-                    None => Ok(None),
-                };
-            }
-            // Wait for the turn elsewhere until the caller's deadline, inside the server: a
-            // caller that gives up leaves no connection queued behind the lock.
-            self.set_timeouts(self.bounds.until_deadline()).await?;
-            self.create_instance(actor).await?;
-            let instance = self.select_instance(actor, "FOR UPDATE").await?.unwrap_or_default();
-            self.set_timeouts(self.bounds.remaining()).await?;
-            self.locked(actor, instance, now).await
+            self.lock_row(actor, wait, now).await
         }
 
         fn poison(&mut self) {

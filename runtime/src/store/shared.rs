@@ -112,6 +112,129 @@ macro_rules! head_of_mailbox {
     };
 }
 
+/// The row lock of the server backends (PostgreSQL, MySQL): a turn locks its actor's row
+/// (`SELECT .. FOR UPDATE`), skips the actor if another turn holds it, or waits for it until
+/// the caller's deadline, inside the server, so that a caller that gives up leaves no
+/// connection queued behind the lock. Implements `lock_row` and its statements on the
+/// backend's transaction type, which has `tx`, `counters` and `bounds`, and its own
+/// `set_timeouts` (how it bounds the statements that follow, and their lock waits).
+#[cfg_attr(
+    not(any(feature = "postgres", feature = "mysql")),
+    allow(unused_macros)
+)]
+macro_rules! row_locks {
+    (dialect: $dialect:ident, query: $query:path, transaction: $transaction:ty) => {
+        impl $transaction {
+            /// Locks the actor's row (creating it if missing), and reads its mailbox's head;
+            /// `None` if another turn holds it and the caller does not `wait`.
+            async fn lock_row(
+                &mut self,
+                actor: ActorKey<'_, '_>,
+                wait: bool,
+                now: i64,
+            ) -> Result<Option<LockedActor>> {
+                if let Some(instance) = self.select_instance(actor, true).await? {
+                    return self.locked(actor, instance, now).await;
+                }
+                // The row is missing, or another turn holds it.
+                if !wait {
+                    if self.instance_exists(actor).await? {
+                        return Ok(None);
+                    }
+                    self.create_instance(actor).await?;
+                    return match self.select_instance(actor, true).await? {
+                        Some(instance) => self.locked(actor, instance, now).await,
+                        None => Ok(None),
+                    };
+                }
+                self.set_timeouts(self.bounds.until_deadline()).await?;
+                self.create_instance(actor).await?;
+                let instance = self.select_instance(actor, false).await?.unwrap_or_default();
+                self.set_timeouts(self.bounds.remaining()).await?;
+                self.locked(actor, instance, now).await
+            }
+
+            /// The actor's row, locked; with `skip_locked`, `None` if another turn holds it.
+            async fn select_instance(
+                &mut self,
+                actor: ActorKey<'_, '_>,
+                skip_locked: bool,
+            ) -> Result<Option<Instance>> {
+                self.counters.statement();
+                let sql = if skip_locked {
+                    concat!(select_instance!(), " FOR UPDATE SKIP LOCKED")
+                } else {
+                    concat!(select_instance!(), " FOR UPDATE")
+                };
+                let row = $query(sql)
+                    .bind(actor.actor_type)
+                    .bind(actor.actor_id)
+                    .fetch_optional(&mut *self.tx)
+                    .await?;
+                row.map(|row| rows::instance(&row)).transpose()
+            }
+
+            /// Creates the actor's row if it is missing (waiting, within the lock timeout,
+            /// for a transaction elsewhere that is creating it).
+            async fn create_instance(&mut self, actor: ActorKey<'_, '_>) -> Result<()> {
+                self.counters.statement();
+                $query(dialect!($dialect,
+                    standard: "INSERT INTO solid_instances (actor_type, actor_id, updated_at)
+                               VALUES ($1, $2, 0)
+                               ON CONFLICT (actor_type, actor_id) DO NOTHING",
+                    mysql: "INSERT INTO solid_instances (actor_type, actor_id, updated_at)
+                            VALUES ($1, $2, 0)
+                            ON DUPLICATE KEY UPDATE actor_type = actor_type",
+                ))
+                .bind(actor.actor_type)
+                .bind(actor.actor_id)
+                .execute(&mut *self.tx)
+                .await?;
+                Ok(())
+            }
+
+            async fn instance_exists(&mut self, actor: ActorKey<'_, '_>) -> Result<bool> {
+                self.counters.statement();
+                let row = $query(
+                    "SELECT 1 FROM solid_instances WHERE actor_type = $1 AND actor_id = $2",
+                )
+                .bind(actor.actor_type)
+                .bind(actor.actor_id)
+                .fetch_optional(&mut *self.tx)
+                .await?;
+                Ok(row.is_some())
+            }
+
+            /// Reads the head of the actor's mailbox, after the lock (so with a snapshot that
+            /// sees every turn of the actor that committed before it).
+            async fn head(
+                &mut self,
+                actor: ActorKey<'_, '_>,
+                now: i64,
+            ) -> Result<Option<StoredMessage>> {
+                self.counters.statement();
+                let row = $query(head_of_mailbox!())
+                    .bind(actor.actor_type)
+                    .bind(actor.actor_id)
+                    .bind(now)
+                    .fetch_optional(&mut *self.tx)
+                    .await?;
+                row.map(|row| rows::stored_message(&row)).transpose()
+            }
+
+            async fn locked(
+                &mut self,
+                actor: ActorKey<'_, '_>,
+                instance: Instance,
+                now: i64,
+            ) -> Result<Option<LockedActor>> {
+                let head = self.head(actor, now).await?;
+                Ok(Some(LockedActor { instance, head }))
+            }
+        }
+    };
+}
+
 /// Implements [`Store`](super::Store) and [`Transaction`](super::Transaction) for a
 /// backend's store and transaction types from the shared statements.
 ///

@@ -294,52 +294,6 @@ struct MySqlTransaction {
 }
 
 impl MySqlTransaction {
-    /// The actor's row, locked (`FOR UPDATE`), or skipped if another turn holds it.
-    async fn select_instance(
-        &mut self,
-        actor: ActorKey<'_, '_>,
-        skip_locked: bool,
-    ) -> Result<Option<Instance>> {
-        self.counters.statement();
-        let sql = if skip_locked {
-            concat!(select_instance!(), " FOR UPDATE SKIP LOCKED")
-        } else {
-            concat!(select_instance!(), " FOR UPDATE")
-        };
-        let row = query(sql)
-            .bind(actor.actor_type)
-            .bind(actor.actor_id)
-            .fetch_optional(&mut *self.tx)
-            .await?;
-        row.map(|row| rows::instance(&row)).transpose()
-    }
-
-    /// Creates the actor's row if it is missing (waiting, within the lock timeout, for a
-    /// transaction elsewhere that is creating it).
-    async fn create_instance(&mut self, actor: ActorKey<'_, '_>) -> Result<()> {
-        self.counters.statement();
-        sqlx::query(
-            "INSERT INTO solid_instances (actor_type, actor_id, updated_at) VALUES (?, ?, 0)
-             ON DUPLICATE KEY UPDATE actor_type = actor_type",
-        )
-        .bind(actor.actor_type)
-        .bind(actor.actor_id)
-        .execute(&mut *self.tx)
-        .await?;
-        Ok(())
-    }
-
-    async fn instance_exists(&mut self, actor: ActorKey<'_, '_>) -> Result<bool> {
-        self.counters.statement();
-        let row =
-            sqlx::query("SELECT 1 FROM solid_instances WHERE actor_type = ? AND actor_id = ?")
-                .bind(actor.actor_type)
-                .bind(actor.actor_id)
-                .fetch_optional(&mut *self.tx)
-                .await?;
-        Ok(row.is_some())
-    }
-
     /// Bounds the statements that follow, and their lock waits, by `timeout`.
     async fn set_timeouts(&mut self, timeout: Duration) -> Result<()> {
         self.counters.statement();
@@ -347,28 +301,12 @@ impl MySqlTransaction {
         self.tx.execute(bounds.as_str()).await?;
         Ok(())
     }
+}
 
-    /// Reads the head of the actor's mailbox, after the lock.
-    async fn head(&mut self, actor: ActorKey<'_, '_>, now: i64) -> Result<Option<StoredMessage>> {
-        self.counters.statement();
-        let row = query(head_of_mailbox!())
-            .bind(actor.actor_type)
-            .bind(actor.actor_id)
-            .bind(now)
-            .fetch_optional(&mut *self.tx)
-            .await?;
-        row.map(|row| rows::stored_message(&row)).transpose()
-    }
-
-    async fn locked(
-        &mut self,
-        actor: ActorKey<'_, '_>,
-        instance: Instance,
-        now: i64,
-    ) -> Result<Option<LockedActor>> {
-        let head = self.head(actor, now).await?;
-        Ok(Some(LockedActor { instance, head }))
-    }
+row_locks! {
+    dialect: mysql,
+    query: query,
+    transaction: MySqlTransaction
 }
 
 sql_backend! {
@@ -432,26 +370,7 @@ sql_backend! {
             wait: bool,
             now: i64,
         ) -> Result<Option<LockedActor>> {
-            if let Some(instance) = self.select_instance(actor, true).await? {
-                return self.locked(actor, instance, now).await;
-            }
-            // The row is missing, or another turn holds it.
-            if !wait {
-                if self.instance_exists(actor).await? {
-                    return Ok(None);
-                }
-                self.create_instance(actor).await?;
-                return match self.select_instance(actor, true).await? {
-                    Some(instance) => self.locked(actor, instance, now).await,
-                    None => Ok(None),
-                };
-            }
-            // Wait for the turn elsewhere until the caller's deadline, inside the server.
-            self.set_timeouts(self.bounds.until_deadline()).await?;
-            self.create_instance(actor).await?;
-            let instance = self.select_instance(actor, false).await?.unwrap_or_default();
-            self.set_timeouts(self.bounds.remaining()).await?;
-            self.locked(actor, instance, now).await
+            self.lock_row(actor, wait, now).await
         }
 
         fn poison(&mut self) {
