@@ -14,6 +14,7 @@ use solid_objects::policy::{Denied, Request};
 use solid_objects::prelude::*;
 use solid_objects::{GroupCommit, Watch};
 use sqlx::Connection;
+use support::mariadb::MariaDb;
 use support::postgres::PgServer;
 use support::{eventually, execute, together, Harness};
 
@@ -99,10 +100,12 @@ impl Policy for CallersOnly {
     }
 }
 
-/// Where a test keeps its actors: a SQLite file, or a database on a throwaway PostgreSQL.
+/// Where a test keeps its actors: a SQLite file, or a database on a throwaway PostgreSQL or
+/// MariaDB (where watchers poll, as on SQLite).
 enum Backend {
     Sqlite(Harness),
     Postgres { url: String, _server: PgServer },
+    MariaDb { url: String },
 }
 
 impl Backend {
@@ -119,10 +122,17 @@ impl Backend {
         })
     }
 
+    /// `None` (the test skips) on a machine without MariaDB, outside CI.
+    async fn mariadb() -> Option<Self> {
+        Some(Self::MariaDb {
+            url: MariaDb::shared()?.database().await,
+        })
+    }
+
     fn database(&self) -> String {
         match self {
             Self::Sqlite(harness) => harness.path().display().to_string(),
-            Self::Postgres { url, .. } => url.clone(),
+            Self::Postgres { url, .. } | Self::MariaDb { url } => url.clone(),
         }
     }
 
@@ -135,11 +145,13 @@ impl Backend {
     }
 }
 
-/// A runtime's builder on `database` (a SQLite path or a PostgreSQL URL), polling for other
-/// processes' commits every 20 ms where they are not notified.
+/// A runtime's builder on `database` (a SQLite path, or a PostgreSQL or MySQL URL), polling
+/// for other processes' commits every 20 ms where they are not notified.
 fn builder(database: &str) -> solid_objects::Builder {
     let builder = if database.starts_with("postgres://") {
         Runtime::builder().postgres(database, 8)
+    } else if database.starts_with("mysql://") {
+        Runtime::builder().mysql(database, 8)
     } else {
         Runtime::builder().sqlite(database)
     };
@@ -338,6 +350,13 @@ async fn on_postgres_a_watch_gives_the_current_state_then_each_commit_in_revisio
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_mariadb_a_watch_gives_the_current_state_then_each_commit_in_revision_order() {
+    if let Some(backend) = Backend::mariadb().await {
+        order(backend).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn on_sqlite_a_slow_watcher_skips_to_the_newest_state() {
     slow_watcher_skips(Backend::sqlite()).await;
 }
@@ -345,6 +364,13 @@ async fn on_sqlite_a_slow_watcher_skips_to_the_newest_state() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn on_postgres_a_slow_watcher_skips_to_the_newest_state() {
     if let Some(backend) = Backend::postgres().await {
+        slow_watcher_skips(backend).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_mariadb_a_slow_watcher_skips_to_the_newest_state() {
+    if let Some(backend) = Backend::mariadb().await {
         slow_watcher_skips(backend).await;
     }
 }
@@ -362,6 +388,13 @@ async fn on_postgres_a_commit_by_another_process_is_seen() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_mariadb_a_commit_by_another_process_is_seen() {
+    if let Some(backend) = Backend::mariadb().await {
+        second_process(backend).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn on_sqlite_destroying_the_actor_ends_the_watch_with_the_destroy_event() {
     destroyed(Backend::sqlite()).await;
 }
@@ -374,6 +407,13 @@ async fn on_postgres_destroying_the_actor_ends_the_watch_with_the_destroy_event(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_mariadb_destroying_the_actor_ends_the_watch_with_the_destroy_event() {
+    if let Some(backend) = Backend::mariadb().await {
+        destroyed(backend).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn on_sqlite_a_rejected_or_failed_turn_is_never_seen() {
     rolled_back_turns_are_never_seen(Backend::sqlite()).await;
 }
@@ -381,6 +421,13 @@ async fn on_sqlite_a_rejected_or_failed_turn_is_never_seen() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn on_postgres_a_rejected_or_failed_turn_is_never_seen() {
     if let Some(backend) = Backend::postgres().await {
+        rolled_back_turns_are_never_seen(backend).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_mariadb_a_rejected_or_failed_turn_is_never_seen() {
+    if let Some(backend) = Backend::mariadb().await {
         rolled_back_turns_are_never_seen(backend).await;
     }
 }
