@@ -4,6 +4,6 @@
 #[test]
 fn ui() {
     let cases = trybuild::TestCases::new();
-    cases.compile_fail("ui-tests/fail/*.rs");
-    cases.pass("ui-tests/pass/*.rs");
+    cases.compile_fail("fail/*.rs");
+    cases.pass("pass/*.rs");
 }
