@@ -239,6 +239,83 @@ async fn an_effect_whose_worker_died_runs_again_when_its_lease_runs_out() {
     runtime.close().await;
 }
 
+/// A running effect keeps its lease while its handler runs: its runner renews it every
+/// third of the lease, so a handler that outlives the lease it was claimed with is not run
+/// a second time by another runner, and its own outcome is recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_effect_renews_its_lease_and_is_not_run_twice() {
+    let harness = Harness::new();
+    if harness.on_mariadb() {
+        // There leases run on the server's clock: tests/mysql_reliability.rs has
+        // a_running_effect_keeps_its_lease_past_the_first.
+        return;
+    }
+    let lease = Duration::from_millis(300);
+    let runs = Arc::new(AtomicU32::new(0));
+    let entered = Arc::new(tokio::sync::Semaphore::new(0));
+    let release = Arc::new(tokio::sync::Notify::new());
+    let start = || async {
+        let (runs, entered, release) = (runs.clone(), entered.clone(), release.clone());
+        harness
+            .builder()
+            .await
+            .effect_lease(lease)
+            .effect(move |_: ChargeCard, _: EffectContext| {
+                let (runs, entered, release) = (runs.clone(), entered.clone(), release.clone());
+                async move {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    entered.add_permits(1);
+                    release.notified().await;
+                    Ok(())
+                }
+            })
+            .start()
+            .await
+            .unwrap()
+    };
+    let first = start().await;
+    let second = start().await;
+    first
+        .reference::<Checkout>("c-1")
+        .hold("h-1", 300)
+        .await
+        .unwrap();
+    let running = tokio::spawn({
+        let first = first.clone();
+        async move { first.testing().run_effects().await }
+    });
+    entered.acquire().await.unwrap().forget();
+
+    // Far past the lease it was claimed with; its runner renews it from the new time.
+    harness.clock.advance(Duration::from_secs(60));
+    let renewed = eventually(Duration::from_secs(10), || async {
+        let now = harness.clock.now().timestamp_micros();
+        let leased = format!("solid_effects WHERE status = 'running' AND available_at > {now}");
+        count(&harness, &leased).await == 1
+    })
+    .await;
+    assert!(renewed, "the running effect's lease was not renewed");
+    assert_eq!(
+        second.testing().run_effects().await.unwrap(),
+        0,
+        "another runner took an effect whose handler is running"
+    );
+    release.notify_one();
+    assert_eq!(running.await.unwrap().unwrap(), 1);
+
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        count(
+            &harness,
+            "solid_effects WHERE status = 'done' AND attempts = 1"
+        )
+        .await,
+        1
+    );
+    first.close().await;
+    second.close().await;
+}
+
 #[tokio::test]
 async fn a_permanent_failure_ends_the_effect_until_an_operator_retries_it() {
     let harness = Harness::new();
