@@ -121,9 +121,9 @@ impl Patient {
     }
 
     #[command]
-    fn sickened(&mut self, failure: solid_objects::EffectFailure) {
+    fn sickened(&mut self, failure: solid_objects::EffectFailure<Poison>) {
         self.failures
-            .push(format!("{} after {}", failure.name, failure.attempts));
+            .push(format!("{} {} after {}", failure.name, failure.effect.dose, failure.attempts));
     }
 }
 
@@ -290,7 +290,7 @@ async fn killed_on_every_attempt(backend: Backend, marker: &Path, lease: Option<
     assert_eq!(dead[0].attempts, 2);
     runtime.testing().drain().await.unwrap();
     let state = runtime.reference::<Patient>(&patient).snapshot().await.unwrap();
-    assert_eq!(state.failures, ["poison after 2"]);
+    assert_eq!(state.failures, ["poison 1 after 2"]);
     runtime.close().await;
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
-use solid_objects::{Effect, EffectContext};
+use solid_objects::{Effect, EffectContext, RetryPolicy};
 use support::{count, eventually, execute, rejection_code, Harness};
 
 /// Charge a card for a hold.
@@ -314,6 +314,79 @@ async fn a_running_effect_renews_its_lease_and_is_not_run_twice() {
     );
     first.close().await;
     second.close().await;
+}
+
+/// A flaky delivery whose kind gets two attempts, whatever the runtime's policy says.
+#[derive(Serialize, Deserialize)]
+struct Deliver {
+    parcel: String,
+}
+
+impl Effect for Deliver {
+    const NAME: &'static str = "deliver";
+    type Output = ();
+
+    fn retry_policy() -> Option<RetryPolicy> {
+        Some(RetryPolicy::new().max_attempts(2))
+    }
+}
+
+/// Sends parcels.
+#[actor]
+#[derive(Default)]
+struct Depot {}
+
+#[actor]
+impl Depot {
+    #[command]
+    fn send(&mut self, turn: &mut Turn<Self>, parcel: String) {
+        turn.emit(Deliver { parcel });
+    }
+}
+
+/// An effect kind's own retry policy decides its attempts (here 2 of the runtime's 5), and
+/// its handler is told which attempt it runs, of how many, and whether it is the last.
+#[tokio::test]
+async fn an_effect_kind_has_its_own_retry_policy_and_its_handler_knows_the_last_attempt() {
+    let harness = Harness::new();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let runtime = harness
+        .builder()
+        .await
+        .retry(RetryPolicy::new().max_attempts(5))
+        .effect({
+            let seen = Arc::clone(&seen);
+            move |_: Deliver, context: EffectContext| {
+                let seen = Arc::clone(&seen);
+                async move {
+                    seen.lock().unwrap().push((
+                        context.attempt(),
+                        context.max_attempts(),
+                        context.is_last_attempt(),
+                    ));
+                    Err::<(), _>(Failure::retryable("the courier did not come"))
+                }
+            }
+        })
+        .start()
+        .await
+        .unwrap();
+    runtime
+        .reference::<Depot>("d")
+        .send("p-1".to_owned())
+        .await
+        .unwrap();
+
+    for _ in 0..4 {
+        runtime.testing().run_effects().await.unwrap();
+        harness.advance_minutes(10);
+    }
+
+    assert_eq!(*seen.lock().unwrap(), [(1, 2, false), (2, 2, true)]);
+    let dead = runtime.dead_effects(10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].attempts, 2);
+    runtime.close().await;
 }
 
 #[tokio::test]

@@ -98,12 +98,15 @@ pub trait Effect: Serialize + DeserializeOwned + Send + Sync + 'static {
     }
 }
 
-/// How an effect failed for good, as the command given to
+/// How an effect `E` failed for good, as the command given to
 /// [`Emitted::on_failure`](crate::Emitted::on_failure) receives it: that command takes one
 /// argument of this type.
+///
+/// It carries the effect itself and its id ([`Emitted::id`](crate::Emitted::id)), so the
+/// actor can tell which of its effects failed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
-pub struct EffectFailure {
+pub struct EffectFailure<E> {
     /// The effect's id ([`EffectContext::id`]).
     pub effect_id: String,
     /// The kind of effect ([`Effect::NAME`]).
@@ -112,6 +115,8 @@ pub struct EffectFailure {
     pub error: String,
     /// Attempts made.
     pub attempts: u32,
+    /// The effect, as it was emitted.
+    pub effect: E,
 }
 
 /// What an effect handler knows besides the effect.

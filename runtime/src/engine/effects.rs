@@ -279,13 +279,16 @@ impl Engine {
     /// unreadable reply is logged: the dead effect is there for operators either way).
     fn failure_reply(&self, effect: &ClaimedEffect, error: &str, attempts: i64) -> Option<Reply> {
         let stored = effect.on_failure.as_deref()?;
-        let failure = EffectFailure {
-            effect_id: effect.effect_id.clone(),
-            name: effect.name.clone(),
-            error: truncated(error, MAX_FAILURE_TEXT).to_owned(),
-            attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
-        };
-        let built = serde_json::to_value(&failure)
+        let built = serde_json::from_str(&effect.payload)
+            .and_then(|payload: serde_json::Value| {
+                serde_json::to_value(EffectFailure {
+                    effect_id: effect.effect_id.clone(),
+                    name: effect.name.clone(),
+                    error: truncated(error, MAX_FAILURE_TEXT).to_owned(),
+                    attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+                    effect: payload,
+                })
+            })
             .map_err(|error| error.to_string())
             .and_then(|failure| self.build_reply(effect, stored, "on_failure", failure));
         match built {
