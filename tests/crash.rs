@@ -122,8 +122,10 @@ impl Patient {
 
     #[command]
     fn sickened(&mut self, failure: solid_objects::EffectFailure<Poison>) {
-        self.failures
-            .push(format!("{} {} after {}", failure.name, failure.effect.dose, failure.attempts));
+        self.failures.push(format!(
+            "{} {} after {}",
+            failure.name, failure.effect.dose, failure.attempts
+        ));
     }
 }
 
@@ -226,7 +228,11 @@ async fn poison_runtime(backend: &Backend, lease: Option<Duration>) -> Runtime {
 async fn killed_mid_effect(backend: Backend, marker: &Path, lease: Option<Duration>) {
     let patient = format!("killed-once-{}", backend.clock.now().timestamp_micros());
     let runtime = poison_runtime(&backend, lease).await;
-    runtime.reference::<Patient>(&patient).take(1).await.unwrap();
+    runtime
+        .reference::<Patient>(&patient)
+        .take(1)
+        .await
+        .unwrap();
     runtime.close().await;
     assert_eq!(kill_mid_effect(&backend, marker, lease), 1);
 
@@ -265,7 +271,11 @@ async fn killed_mid_effect(backend: Backend, marker: &Path, lease: Option<Durati
 async fn killed_on_every_attempt(backend: Backend, marker: &Path, lease: Option<Duration>) {
     let patient = format!("killed-twice-{}", backend.clock.now().timestamp_micros());
     let runtime = poison_runtime(&backend, lease).await;
-    runtime.reference::<Patient>(&patient).take(1).await.unwrap();
+    runtime
+        .reference::<Patient>(&patient)
+        .take(1)
+        .await
+        .unwrap();
     runtime.close().await;
     for attempt in 1..=2 {
         assert_eq!(kill_mid_effect(&backend, marker, lease), attempt);
@@ -289,7 +299,11 @@ async fn killed_on_every_attempt(backend: Backend, marker: &Path, lease: Option<
     let dead = runtime.dead_effects(10).await.unwrap();
     assert_eq!(dead[0].attempts, 2);
     runtime.testing().drain().await.unwrap();
-    let state = runtime.reference::<Patient>(&patient).snapshot().await.unwrap();
+    let state = runtime
+        .reference::<Patient>(&patient)
+        .snapshot()
+        .await
+        .unwrap();
     assert_eq!(state.failures, ["poison 1 after 2"]);
     runtime.close().await;
 }

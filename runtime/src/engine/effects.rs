@@ -117,7 +117,11 @@ impl Engine {
                  finished (its process was killed, ran out of memory or lost the database) and \
                  its lease ran out"
             );
-            tracing::warn!(effect = name, id = effect.effect_id, "an effect is dead: {error}");
+            tracing::warn!(
+                effect = name,
+                id = effect.effect_id,
+                "an effect is dead: {error}"
+            );
             let dead = Outcome {
                 progress: EffectProgress {
                     status: "dead",
