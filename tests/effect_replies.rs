@@ -1,5 +1,6 @@
 //! Effect outcomes back to the actor: `turn.emit(e).on_success().<command>()` delivers the
-//! handler's output, `.on_failure().<command>()` an `EffectFailure` once the effect failed
+//! handler's output, `.on_failure().<command>()` an `EffectFailure<E>` (which carries the
+//! effect, and the id `turn.emit(..).id()` gave the emitting turn) once the effect failed
 //! for good, each as an ordinary message enqueued in the transaction that records the
 //! outcome, in the incarnation that emitted the effect.
 
@@ -41,6 +42,10 @@ impl Effect for Notify {
 #[derive(Debug, Default)]
 struct Order {
     log: Vec<String>,
+    /// The ids of the charges emitted, in order.
+    charging: Vec<String>,
+    /// The charges that failed for good: their ids and amounts.
+    unpaid: Vec<(String, i64)>,
 }
 
 #[actor]
@@ -51,11 +56,9 @@ impl Order {
             turn.emit(ChargeCard { cents }).on_success().charged();
             return Err(reject!(nothing_to_pay, "Nothing to pay"));
         }
-        turn.emit(ChargeCard { cents })
-            .on_success()
-            .charged()
-            .on_failure()
-            .charge_failed();
+        let emitted = turn.emit(ChargeCard { cents });
+        self.charging.push(emitted.id().to_owned());
+        emitted.on_success().charged().on_failure().charge_failed();
         self.log.push(format!("charging {cents}"));
         Ok(())
     }
@@ -87,7 +90,9 @@ impl Order {
     }
 
     #[command]
-    fn charge_failed(&mut self, failure: EffectFailure) {
+    fn charge_failed(&mut self, failure: EffectFailure<ChargeCard>) {
+        self.unpaid
+            .push((failure.effect_id.clone(), failure.effect.cents));
         self.log.push(format!(
             "unpaid after {} attempt(s) of {}: {}",
             failure.attempts, failure.name, failure.error
@@ -192,14 +197,22 @@ async fn an_effect_that_fails_for_good_sends_its_failure_to_the_failure_command(
     runtime.testing().run_effects().await.unwrap();
     runtime.testing().drain().await.unwrap();
 
+    let state = order.snapshot().await.unwrap();
     assert_eq!(
-        order.snapshot().await.unwrap().log,
+        state.log,
         [
             "charging 13",
             "unpaid after 1 attempt(s) of charge_card: card declined"
         ]
     );
-    assert_eq!(runtime.dead_effects(10).await.unwrap().len(), 1);
+    let dead = runtime.dead_effects(10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(
+        state.unpaid,
+        [(state.charging[0].clone(), 13)],
+        "the failure reply carries the effect and the id its turn got from emit"
+    );
+    assert_eq!(dead[0].effect_id, state.charging[0]);
     runtime.close().await;
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
-use solid_objects::{Effect, EffectContext};
+use solid_objects::{Effect, EffectContext, RetryPolicy};
 use support::{count, eventually, execute, rejection_code, Harness};
 
 /// Charge a card for a hold.
@@ -236,6 +236,156 @@ async fn an_effect_whose_worker_died_runs_again_when_its_lease_runs_out() {
         .await,
         1
     );
+    runtime.close().await;
+}
+
+/// A running effect keeps its lease while its handler runs: its runner renews it every
+/// third of the lease, so a handler that outlives the lease it was claimed with is not run
+/// a second time by another runner, and its own outcome is recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_effect_renews_its_lease_and_is_not_run_twice() {
+    let harness = Harness::new();
+    if harness.on_mariadb() {
+        // There leases run on the server's clock: tests/mysql_reliability.rs has
+        // a_running_effect_keeps_its_lease_past_the_first.
+        return;
+    }
+    let lease = Duration::from_millis(300);
+    let runs = Arc::new(AtomicU32::new(0));
+    let entered = Arc::new(tokio::sync::Semaphore::new(0));
+    let release = Arc::new(tokio::sync::Notify::new());
+    let start = || async {
+        let (runs, entered, release) = (runs.clone(), entered.clone(), release.clone());
+        harness
+            .builder()
+            .await
+            .effect_lease(lease)
+            .effect(move |_: ChargeCard, _: EffectContext| {
+                let (runs, entered, release) = (runs.clone(), entered.clone(), release.clone());
+                async move {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    entered.add_permits(1);
+                    release.notified().await;
+                    Ok(())
+                }
+            })
+            .start()
+            .await
+            .unwrap()
+    };
+    let first = start().await;
+    let second = start().await;
+    first
+        .reference::<Checkout>("c-1")
+        .hold("h-1", 300)
+        .await
+        .unwrap();
+    let running = tokio::spawn({
+        let first = first.clone();
+        async move { first.testing().run_effects().await }
+    });
+    entered.acquire().await.unwrap().forget();
+
+    // Far past the lease it was claimed with; its runner renews it from the new time.
+    harness.clock.advance(Duration::from_secs(60));
+    let renewed = eventually(Duration::from_secs(10), || async {
+        let now = harness.clock.now().timestamp_micros();
+        let leased = format!("solid_effects WHERE status = 'running' AND available_at > {now}");
+        count(&harness, &leased).await == 1
+    })
+    .await;
+    assert!(renewed, "the running effect's lease was not renewed");
+    assert_eq!(
+        second.testing().run_effects().await.unwrap(),
+        0,
+        "another runner took an effect whose handler is running"
+    );
+    release.notify_one();
+    assert_eq!(running.await.unwrap().unwrap(), 1);
+
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        count(
+            &harness,
+            "solid_effects WHERE status = 'done' AND attempts = 1"
+        )
+        .await,
+        1
+    );
+    first.close().await;
+    second.close().await;
+}
+
+/// A flaky delivery whose kind gets two attempts, whatever the runtime's policy says.
+#[derive(Serialize, Deserialize)]
+struct Deliver {
+    parcel: String,
+}
+
+impl Effect for Deliver {
+    const NAME: &'static str = "deliver";
+    type Output = ();
+
+    fn retry_policy() -> Option<RetryPolicy> {
+        Some(RetryPolicy::new().max_attempts(2))
+    }
+}
+
+/// Sends parcels.
+#[actor]
+#[derive(Default)]
+struct Depot {}
+
+#[actor]
+impl Depot {
+    #[command]
+    fn send(&mut self, turn: &mut Turn<Self>, parcel: String) {
+        turn.emit(Deliver { parcel });
+    }
+}
+
+/// An effect kind's own retry policy decides its attempts (here 2 of the runtime's 5), and
+/// its handler is told which attempt it runs, of how many, and whether it is the last.
+#[tokio::test]
+async fn an_effect_kind_has_its_own_retry_policy_and_its_handler_knows_the_last_attempt() {
+    let harness = Harness::new();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let runtime = harness
+        .builder()
+        .await
+        .retry(RetryPolicy::new().max_attempts(5))
+        .effect({
+            let seen = Arc::clone(&seen);
+            move |_: Deliver, context: EffectContext| {
+                let seen = Arc::clone(&seen);
+                async move {
+                    seen.lock().unwrap().push((
+                        context.attempt(),
+                        context.max_attempts(),
+                        context.is_last_attempt(),
+                    ));
+                    Err::<(), _>(Failure::retryable("the courier did not come"))
+                }
+            }
+        })
+        .start()
+        .await
+        .unwrap();
+    runtime
+        .reference::<Depot>("d")
+        .send("p-1".to_owned())
+        .await
+        .unwrap();
+
+    for _ in 0..4 {
+        runtime.testing().run_effects().await.unwrap();
+        harness.advance_minutes(10);
+    }
+
+    assert_eq!(*seen.lock().unwrap(), [(1, 2, false), (2, 2, true)]);
+    let dead = runtime.dead_effects(10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].attempts, 2);
     runtime.close().await;
 }
 

@@ -61,7 +61,7 @@ impl Till {
             .on_success()
             .fetched()
             .on_failure()
-            .failed();
+            .fetch_failed();
     }
 
     #[command]
@@ -70,7 +70,7 @@ impl Till {
             .on_success()
             .charged()
             .on_failure()
-            .failed();
+            .charge_failed();
     }
 
     #[command]
@@ -84,7 +84,13 @@ impl Till {
     }
 
     #[command]
-    fn failed(&mut self, failure: EffectFailure) {
+    fn fetch_failed(&mut self, failure: EffectFailure<FetchTree>) {
+        self.log
+            .push(format!("failed {}: {}", failure.name, failure.error));
+    }
+
+    #[command]
+    fn charge_failed(&mut self, failure: EffectFailure<Charge>) {
         self.log
             .push(format!("failed {}: {}", failure.name, failure.error));
     }

@@ -23,6 +23,7 @@ use crate::codec::store_value;
 use crate::error::Result;
 use crate::failure::Failure;
 use crate::handled::panic_text;
+use crate::limits::RetryPolicy;
 use crate::runtime::Runtime;
 use crate::store::ClaimedEffect;
 
@@ -65,14 +66,47 @@ pub trait Effect: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// What the handler returns when the effect succeeds: `()` for nothing, or a value the
     /// emitting actor receives with [`Emitted::on_success`](crate::Emitted::on_success).
     type Output: Serialize + DeserializeOwned + Send + 'static;
+
+    /// How effects of this kind are retried: `None` (the default) for the runtime's
+    /// [`RetryPolicy`] ([`Builder::retry`](crate::Builder::retry)).
+    ///
+    /// An attempt counts whether its handler failed or its runner died (its lease ran out);
+    /// after `max_attempts` of them the effect is dead and its failure reply is sent.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use serde::{Deserialize, Serialize};
+    /// use solid_objects::{chrono::TimeDelta, Effect, RetryPolicy};
+    ///
+    /// #[derive(Serialize, Deserialize)]
+    /// struct SendEmail {
+    ///     to: String,
+    /// }
+    ///
+    /// impl Effect for SendEmail {
+    ///     const NAME: &'static str = "send_email";
+    ///     type Output = ();
+    ///
+    ///     fn retry_policy() -> Option<RetryPolicy> {
+    ///         Some(RetryPolicy::new().max_attempts(10).base_delay(TimeDelta::seconds(5)))
+    ///     }
+    /// }
+    /// ```
+    fn retry_policy() -> Option<RetryPolicy> {
+        None
+    }
 }
 
-/// How an effect failed for good, as the command given to
+/// How an effect `E` failed for good, as the command given to
 /// [`Emitted::on_failure`](crate::Emitted::on_failure) receives it: that command takes one
 /// argument of this type.
+///
+/// It carries the effect itself and its id ([`Emitted::id`](crate::Emitted::id)), so the
+/// actor can tell which of its effects failed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
-pub struct EffectFailure {
+pub struct EffectFailure<E> {
     /// The effect's id ([`EffectContext::id`]).
     pub effect_id: String,
     /// The kind of effect ([`Effect::NAME`]).
@@ -81,6 +115,8 @@ pub struct EffectFailure {
     pub error: String,
     /// Attempts made.
     pub attempts: u32,
+    /// The effect, as it was emitted.
+    pub effect: E,
 }
 
 /// What an effect handler knows besides the effect.
@@ -88,6 +124,7 @@ pub struct EffectFailure {
 pub struct EffectContext {
     pub(crate) id: String,
     pub(crate) attempt: u32,
+    pub(crate) max_attempts: u32,
     pub(crate) actor_type: String,
     pub(crate) actor_id: String,
     pub(crate) runtime: Runtime,
@@ -103,6 +140,18 @@ impl EffectContext {
     /// Which attempt this is: 1 the first time.
     pub fn attempt(&self) -> u32 {
         self.attempt
+    }
+
+    /// How many attempts the effect gets: its kind's [`Effect::retry_policy`], or the
+    /// runtime's.
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+
+    /// Whether this is the effect's last attempt: if it fails (or its runner dies), the
+    /// effect is dead and its failure reply is sent.
+    pub fn is_last_attempt(&self) -> bool {
+        self.attempt >= self.max_attempts
     }
 
     /// The stored type name of the actor whose turn emitted it.
@@ -195,6 +244,9 @@ pub(crate) trait EffectRunner: Send + Sync {
     /// Decodes the payload and runs the handler; a panic or an undecodable payload is a
     /// failure.
     fn run(&self, payload: &str, context: EffectContext) -> HandlerFuture;
+
+    /// The kind's own retry policy ([`Effect::retry_policy`]), if it has one.
+    fn retry(&self) -> Option<RetryPolicy>;
 }
 
 /// The handler of effect `E`.
@@ -252,6 +304,10 @@ where
                 Box::pin(async move { Err(failure) })
             }
         }
+    }
+
+    fn retry(&self) -> Option<RetryPolicy> {
+        E::retry_policy()
     }
 }
 
@@ -312,8 +368,9 @@ pub(crate) async fn start_due(runtime: &Runtime, tasks: &EffectTasks) -> Result<
     Ok(started)
 }
 
-/// Runs one claimed effect's handler, for at most its lease (past that another runner may
-/// own it), and records how it went.
+/// Runs one claimed effect's handler, for at most the effect timeout, renewing its lease
+/// every third of it while the handler runs, and records how it went (if the lease is
+/// still this runner's then: a stale runner's outcome is discarded).
 async fn run_claimed(
     runtime: &Runtime,
     name: &'static str,
@@ -321,22 +378,46 @@ async fn run_claimed(
     claimed: ClaimedEffect,
 ) -> Result<()> {
     let engine = runtime.engine();
+    let max_attempts = engine.effect_retry(name).max_attempts;
     let context = EffectContext {
         id: claimed.effect_id.clone(),
         attempt: u32::try_from(claimed.attempts).unwrap_or(u32::MAX),
+        max_attempts: u32::try_from(max_attempts).unwrap_or(u32::MAX),
         actor_type: claimed.actor_type.clone(),
         actor_id: claimed.actor_id.clone(),
         runtime: runtime.clone(),
     };
-    let lease = engine.effect_lease();
+    let timeout = engine.effect_timeout();
     // The handler runs inside the runtime's scope: `Actor::reference(id)` reaches it.
     let running = runtime.scope(runner.run(&claimed.payload, context));
-    let outcome = match tokio::time::timeout(lease, running).await {
-        Ok(outcome) => outcome,
-        Err(_) => Err(Failure::retryable(format!(
-            "the effect handler ran longer than its lease of {lease:?} and was abandoned"
-        ))),
+    let running = tokio::time::timeout(timeout, running);
+    tokio::pin!(running);
+    let lease = engine.effect_lease();
+    let mut renewals = tokio::time::interval_at(tokio::time::Instant::now() + lease / 3, lease / 3);
+    renewals.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut renewing = true;
+    let outcome = loop {
+        tokio::select! {
+            finished = &mut running => break finished,
+            _ = renewals.tick(), if renewing => match engine.renew_effect(&claimed).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    // Another runner owns it now: this outcome will be discarded.
+                    renewing = false;
+                }
+                Err(error) => {
+                    tracing::warn!(effect = name, id = claimed.effect_id, %error,
+                        "an effect's lease was not renewed; trying again");
+                }
+            },
+        }
     };
+    let outcome = outcome.unwrap_or_else(|_| {
+        Err(Failure::retryable(format!(
+            "the effect handler ran longer than the effect timeout of {timeout:?} and was \
+             abandoned"
+        )))
+    });
     if let Err(failure) = &outcome {
         tracing::warn!(effect = name, id = claimed.effect_id, %failure, "an effect failed");
     }

@@ -1,6 +1,6 @@
 //! Effect outcomes back to the actor: `turn.emit(effect).on_success().<command>()` and
 //! `.on_failure().<command>()` name a command of the emitting actor that receives the
-//! effect's output, or its [`EffectFailure`], as its one argument. The command is enqueued
+//! effect's output, or its [`EffectFailure`] (which carries the effect), as its one argument. The command is enqueued
 //! in the transaction that records the effect's outcome, so it arrives once per outcome,
 //! and never for an effect whose turn did not commit.
 
@@ -60,8 +60,8 @@ use crate::turn::{PendingEffect, Staging};
 ///     }
 ///
 ///     #[command]
-///     pub fn charge_failed(&mut self, failure: EffectFailure) {
-///         self.status = format!("unpaid: {}", failure.error);
+///     pub fn charge_failed(&mut self, failure: EffectFailure<ChargeCard>) {
+///         self.status = format!("{} cents unpaid: {}", failure.effect.cents, failure.error);
 ///     }
 /// }
 /// ```
@@ -71,11 +71,22 @@ pub struct Emitted<A: Actor, E: Effect> {
 }
 
 impl<A: Actor, E: Effect> Emitted<A, E> {
-    pub(crate) fn new(effects: Staging<PendingEffect>, index: usize) -> Self {
+    pub(crate) fn new(effects: Staging<PendingEffect>, index: usize, effect_id: String) -> Self {
         Self {
-            stage: ReplyTarget { effects, index },
+            stage: ReplyTarget {
+                effects,
+                index,
+                effect_id,
+            },
             kinds: PhantomData,
         }
+    }
+
+    /// The effect's id: the [`EffectContext::id`](crate::EffectContext::id) its handler
+    /// gets and the [`EffectFailure::effect_id`] its failure reply carries, for the actor to
+    /// keep (which of its effects is which). It exists once the turn commits.
+    pub fn id(&self) -> &str {
+        &self.stage.effect_id
     }
 
     /// Names the command of this actor that receives the effect's
@@ -89,10 +100,11 @@ impl<A: Actor, E: Effect> Emitted<A, E> {
         })
     }
 
-    /// Names the command of this actor that receives an [`EffectFailure`] once the effect
-    /// failed for good (a permanent failure, or its last attempt): the builder has one
-    /// method per command whose one argument is an `EffectFailure`.
-    pub fn on_failure(self) -> A::EffectReply<E, EffectFailure> {
+    /// Names the command of this actor that receives an [`EffectFailure<E>`] once the
+    /// effect failed for good (a permanent failure, or its last attempt): the builder has
+    /// one method per command whose one argument is an `EffectFailure<E>`, which carries the
+    /// effect itself.
+    pub fn on_failure(self) -> A::EffectReply<E, EffectFailure<E>> {
         A::effect_reply(ReplyStage {
             target: self.stage,
             outcome: Outcome::Failure,
@@ -105,6 +117,7 @@ impl<A: Actor, E: Effect> Emitted<A, E> {
 struct ReplyTarget {
     effects: Staging<PendingEffect>,
     index: usize,
+    effect_id: String,
 }
 
 /// The types a reply stage is for, without owning any of them.

@@ -533,6 +533,7 @@ pub struct Builder {
     retry: RetryPolicy,
     turn_timeout: Duration,
     effect_lease: Duration,
+    effect_timeout: Duration,
     workers: usize,
     idle_poll: Duration,
     listen: bool,
@@ -559,7 +560,8 @@ impl Default for Builder {
             limits: Limits::default(),
             retry: RetryPolicy::default(),
             turn_timeout: Duration::from_secs(30),
-            effect_lease: Duration::from_secs(300),
+            effect_lease: Duration::from_secs(30),
+            effect_timeout: Duration::from_secs(300),
             workers: 2,
             idle_poll: Duration::from_secs(1),
             listen: true,
@@ -730,15 +732,24 @@ impl Builder {
         self
     }
 
-    /// How long a claimed effect belongs to the worker running it (default 5 min), from
-    /// when that effect starts. A worker that dies mid-effect leaves it to be claimed again
-    /// once the lease runs out; a worker that finishes after its lease ran out records
-    /// nothing (the effect's new runner does), and a handler still running when its lease
-    /// ends is abandoned and its attempt counted as failed. On PostgreSQL the lease runs on
-    /// the database server's clock. Workers run up to 16 effects at once, each in a task of
-    /// its own.
+    /// How long a claimed effect belongs to the worker running it without a renewal
+    /// (default 30 s). While its handler runs, the worker renews the lease every third of
+    /// it, so live work is not run twice; a worker that dies mid-effect (killed, out of
+    /// memory) renews nothing, and its effect is claimed again, as its next attempt, once the
+    /// lease runs out. A worker that finishes after its lease ran out records nothing (the
+    /// effect's new runner does). On PostgreSQL and MySQL the lease runs on the database
+    /// server's clock. Workers run up to 16 effects at once, each in a task of its own.
     pub fn effect_lease(mut self, lease: impl IntoDuration) -> Self {
         self.effect_lease = lease.into_duration().max(Duration::from_millis(1));
+        self
+    }
+
+    /// How long an effect handler may run (default 5 min): one still running then is
+    /// abandoned and its attempt counted as failed (and retried), so a handler that hangs
+    /// (a network call without a timeout) does not hold its lease and a worker's place for
+    /// ever.
+    pub fn effect_timeout(mut self, timeout: impl IntoDuration) -> Self {
+        self.effect_timeout = timeout.into_duration().max(Duration::from_millis(1));
         self
     }
 
@@ -890,6 +901,7 @@ impl Builder {
             retry: self.retry,
             turn_timeout: self.turn_timeout,
             effect_lease: self.effect_lease,
+            effect_timeout: self.effect_timeout,
             watch_poll: self.watch_poll,
             listen: self.listen,
         };

@@ -360,15 +360,18 @@ impl<A: Actor> Turn<A> {
     /// [`Builder::effect`](crate::Builder::effect). See [`effect`](crate::effect).
     ///
     /// Its outcome can come back to this actor as a command: `turn.emit(charge)
-    /// .on_success().charged().on_failure().charge_failed()` (see [`Emitted`]).
+    /// .on_success().charged().on_failure().charge_failed()` (see [`Emitted`]), and
+    /// [`Emitted::id`] is the effect's id, to keep (the failure reply names it).
     pub fn emit<E: Effect>(&mut self, effect: E) -> Emitted<A, E> {
+        let effect_id = uuid::Uuid::now_v7().to_string();
         let index = self.effects.push(PendingEffect {
+            effect_id: effect_id.clone(),
             name: E::NAME,
             payload: store_value("effect", E::NAME, &effect),
             on_success: None,
             on_failure: None,
         });
-        Emitted::new(self.effects.clone(), index)
+        Emitted::new(self.effects.clone(), index, effect_id)
     }
 
     /// The turn's SQLite connection, inside the turn's transaction: the application's own
@@ -743,6 +746,9 @@ impl<A: Actor> UnscheduleStage<A> {
 
 /// An effect a turn emits, serialised when staged, and the commands its outcome goes to.
 pub(crate) struct PendingEffect {
+    /// The effect's id ([`EffectContext::id`](crate::EffectContext::id)), chosen when it is
+    /// emitted.
+    pub(crate) effect_id: String,
     pub(crate) name: &'static str,
     pub(crate) payload: Result<String>,
     pub(crate) on_success: Option<StoredReply>,

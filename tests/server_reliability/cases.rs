@@ -620,8 +620,24 @@ impl EffectProbe {
 
 /// A runtime whose ping handler reports to `probe`.
 async fn pinging_runtime(url: &str, clock: ManualClock, probe: &'static EffectProbe) -> Runtime {
-    backend::builder(url, 8)
-        .clock(clock)
+    pinging(backend::builder(url, 8).clock(clock), probe).await
+}
+
+/// A runtime whose ping handler reports to `probe`, with an effect lease of `lease`.
+async fn pinging_runtime_leased(
+    url: &str,
+    probe: &'static EffectProbe,
+    lease: Duration,
+) -> Runtime {
+    let builder = backend::builder(url, 8)
+        .clock(ManualClock::starting_now())
+        .effect_lease(lease);
+    pinging(builder, probe).await
+}
+
+/// Starts `builder` with a ping handler that reports to `probe`.
+async fn pinging(builder: solid_objects::Builder, probe: &'static EffectProbe) -> Runtime {
+    builder
         .policy(AllowAll)
         .effect(move |_: Ping, context: EffectContext| async move {
             probe
@@ -670,6 +686,58 @@ async fn effect_lease_uses_the_database_clock() {
     assert!(matches!(ran, Ok(1)), "{ran:?}");
     on_time.close().await;
     ahead.close().await;
+}
+
+static RENEWAL_PROBE: EffectProbe = EffectProbe::new();
+
+/// A running effect's runner renews its lease (by the server's clock) while the handler
+/// runs: once the lease it was claimed with has run out, another host still cannot take it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_running_effect_keeps_its_lease_past_the_first() {
+    let Some((_server, url)) = database().await else {
+        return;
+    };
+    let lease = Duration::from_millis(600);
+    let runner = pinging_runtime_leased(&url, &RENEWAL_PROBE, lease).await;
+    let other = pinging_runtime_leased(&url, &RENEWAL_PROBE, lease).await;
+    let observer = backend::observer(&url).await;
+    runner.reference::<Herald>("h").ping(1).await.unwrap();
+
+    let running = tokio::spawn({
+        let runner = runner.clone();
+        async move { runner.testing().run_effects().await }
+    });
+    RENEWAL_PROBE.pause.entered().await;
+    let claimed_until = scalar(&observer, "SELECT MAX(available_at) FROM solid_effects").await;
+    // A renewal after the first lease ran out leases it past the first lease's end plus
+    // another lease.
+    let past_first = i64::try_from(lease.as_micros()).unwrap() + claimed_until;
+    let renewed_late = eventually(Duration::from_secs(20), || {
+        let observer = observer.clone();
+        async move {
+            let sql = format!(
+                "SELECT COUNT(*) FROM solid_effects \
+                 WHERE status = 'running' AND available_at > {past_first}"
+            );
+            scalar(&observer, &sql).await == 1
+        }
+    })
+    .await;
+    let stolen = within(30, "the other host's pass", other.testing().run_effects()).await;
+    let begun_meanwhile = RENEWAL_PROBE.begun();
+    RENEWAL_PROBE.pause.release();
+    let ran = within(30, "the slow effect", running).await.unwrap();
+
+    assert!(renewed_late, "the running effect's lease was not renewed");
+    assert!(
+        matches!(stolen, Ok(0)),
+        "the other host ran {stolen:?} effects; the handler began {begun_meanwhile:?}"
+    );
+    assert_eq!(begun_meanwhile.len(), 1, "{begun_meanwhile:?}");
+    assert!(matches!(ran, Ok(1)), "{ran:?}");
+    observer.close().await;
+    runner.close().await;
+    other.close().await;
 }
 
 static BATCH_PROBE: EffectProbe = EffectProbe::new();

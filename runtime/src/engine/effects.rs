@@ -7,14 +7,21 @@ use super::{insert_bounded, micros, Engine};
 use crate::effect::{EffectFailure, EffectRunner};
 use crate::error::{Error, Result};
 use crate::failure::Failure;
-use crate::limits::Payload;
+use crate::limits::{Payload, RetryPolicy};
 use crate::reply::StoredReply;
 use crate::store::{
     ActorKey, ClaimedEffect, EffectProgress, MessageProgress, NewMessage, PendingEffects,
+    Transaction,
 };
 
 /// The longest error text an `EffectFailure` carries back to its actor, in bytes.
 const MAX_FAILURE_TEXT: usize = 4096;
+
+/// Where an attempt leaves an effect, and the command it sends back to its actor.
+struct Outcome<'a> {
+    progress: EffectProgress<'a>,
+    reply: Option<Reply>,
+}
 
 /// A command an effect's outcome goes back to its actor as.
 struct Reply {
@@ -63,23 +70,82 @@ impl Engine {
             .collect()
     }
 
-    /// How long a claimed effect belongs to its runner.
+    /// How long a claimed effect belongs to its runner without a renewal.
     pub(crate) fn effect_lease(&self) -> std::time::Duration {
         self.config.effect_lease
     }
 
+    /// How long an effect handler may run before it is abandoned.
+    pub(crate) fn effect_timeout(&self) -> std::time::Duration {
+        self.config.effect_timeout
+    }
+
+    /// How effects named `name` are retried: their kind's own policy, or the runtime's.
+    pub(crate) fn effect_retry(&self, name: &str) -> RetryPolicy {
+        self.effects
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .and_then(|runner| runner.retry())
+            .unwrap_or(self.config.retry)
+    }
+
     /// Claims one due effect named `name`, leased from now (by the lease clock: the database
-    /// server's on PostgreSQL) for the runtime's effect lease.
+    /// server's on PostgreSQL and MySQL) for the runtime's effect lease.
+    ///
+    /// A claim that finds no attempt left (the effect's runner died on its last attempt and
+    /// its lease ran out: a reclaimed lease is an attempt) makes the effect dead and sends
+    /// its failure reply instead, and looks for the next.
     pub(crate) async fn claim_effect(&self, name: &str) -> Result<Option<ClaimedEffect>> {
+        let max_attempts = self.effect_retry(name).max_attempts;
+        loop {
+            let mut tx = self.begin(None).await?;
+            let now = micros(self.now());
+            let Some(effect) = tx.claim_effect(name, now, self.config.effect_lease).await? else {
+                tx.commit().await?;
+                return Ok(None);
+            };
+            if effect.attempts <= max_attempts {
+                tx.commit().await?;
+                let age = crate::metrics::micros_between(effect.created_at, now);
+                crate::metrics::effect_outbox_age(&effect.actor_type, &effect.name, age);
+                return Ok(Some(effect));
+            }
+            let attempts = effect.attempts - 1;
+            let error = format!(
+                "the runner of its last attempt ({attempts} of {max_attempts}) stopped before it \
+                 finished (its process was killed, ran out of memory or lost the database) and \
+                 its lease ran out"
+            );
+            tracing::warn!(
+                effect = name,
+                id = effect.effect_id,
+                "an effect is dead: {error}"
+            );
+            let dead = Outcome {
+                progress: EffectProgress {
+                    status: "dead",
+                    attempts,
+                    available_at: now,
+                    last_error: Some(&error),
+                    finished_at: Some(now),
+                },
+                reply: self.failure_reply(&effect, &error, attempts),
+            };
+            self.record_effect(tx, &effect, dead).await?;
+        }
+    }
+
+    /// Extends the lease of an effect this runner is running; false if it is not its any
+    /// more (its lease ran out and another runner claimed it, or an operator changed it).
+    pub(crate) async fn renew_effect(&self, effect: &ClaimedEffect) -> Result<bool> {
         let mut tx = self.begin(None).await?;
         let now = micros(self.now());
-        let claimed = tx.claim_effect(name, now, self.config.effect_lease).await?;
+        let renewed = tx
+            .renew_effect(effect.id, effect.claims, now, self.config.effect_lease)
+            .await?;
         tx.commit().await?;
-        if let Some(effect) = &claimed {
-            let age = crate::metrics::micros_between(effect.created_at, now);
-            crate::metrics::effect_outbox_age(&effect.actor_type, &effect.name, age);
-        }
-        Ok(claimed)
+        Ok(renewed)
     }
 
     /// Records how an attempt at an effect went: done, retried with backoff, or dead; a
@@ -100,7 +166,7 @@ impl Engine {
             Err(failure) => (Err(failure), None),
         };
         let error = outcome.as_ref().err().map(ToString::to_string);
-        let retry = &self.config.retry;
+        let retry = self.effect_retry(&effect.name);
         let retry_at = match &outcome {
             Err(failure) if failure.is_retryable() => {
                 retry.next_attempt_at(now, effect.attempts, retry.max_attempts)
@@ -110,18 +176,21 @@ impl Engine {
         let progress = match (&outcome, retry_at) {
             (Ok(()), _) => EffectProgress {
                 status: "done",
+                attempts: effect.attempts,
                 available_at: micros(now),
                 last_error: None,
                 finished_at: Some(micros(now)),
             },
             (Err(_), Some(at)) => EffectProgress {
                 status: "ready",
+                attempts: effect.attempts,
                 available_at: micros(at),
                 last_error: error.as_deref(),
                 finished_at: None,
             },
             (Err(_), None) => EffectProgress {
                 status: "dead",
+                attempts: effect.attempts,
                 available_at: micros(now),
                 last_error: error.as_deref(),
                 finished_at: Some(micros(now)),
@@ -129,10 +198,36 @@ impl Engine {
         };
         let reply = match progress.status {
             "done" => success_reply,
-            "dead" => self.failure_reply(effect, error.as_deref().unwrap_or_default()),
+            "dead" => self.failure_reply(
+                effect,
+                error.as_deref().unwrap_or_default(),
+                effect.attempts,
+            ),
             _ => None,
         };
-        let mut tx = self.begin(None).await?;
+        let tx = self.begin(None).await?;
+        let recorded = self
+            .record_effect(tx, effect, Outcome { progress, reply })
+            .await?;
+        if !recorded {
+            tracing::warn!(
+                effect_id = effect.effect_id,
+                "an effect's lease ran out before its handler finished; another runner owns it \
+                 now and this outcome is discarded"
+            );
+        }
+        Ok(recorded)
+    }
+
+    /// Writes an attempt's outcome in `tx` and commits it, if the effect still runs under
+    /// its claim, with the reply the outcome sends; returns whether it did.
+    async fn record_effect(
+        &self,
+        mut tx: Box<dyn Transaction>,
+        effect: &ClaimedEffect,
+        outcome: Outcome<'_>,
+    ) -> Result<bool> {
+        let Outcome { progress, reply } = outcome;
         let recorded = tx
             .finish_effect(effect.id, effect.claims, &progress)
             .await?;
@@ -147,7 +242,7 @@ impl Engine {
                 arguments: &reply.arguments,
                 request_id: &request_id,
                 idempotency_key: None,
-                created_at: micros(now),
+                created_at: progress.available_at,
                 progress: MessageProgress::ready(0, 0),
                 incarnation: Some(effect.incarnation),
                 scheduled_for: None,
@@ -158,13 +253,6 @@ impl Engine {
         if let (true, Some(reply)) = (recorded, &reply) {
             self.wake();
             crate::metrics::enqueued(&effect.actor_type, &reply.operation, 1);
-        }
-        if !recorded {
-            tracing::warn!(
-                effect_id = effect.effect_id,
-                "an effect's lease ran out before its handler finished; another runner owns it \
-                 now and this outcome is discarded"
-            );
         }
         Ok(recorded)
     }
@@ -193,15 +281,18 @@ impl Engine {
 
     /// The command a dead effect's failure goes to, if it names one that can be built (an
     /// unreadable reply is logged: the dead effect is there for operators either way).
-    fn failure_reply(&self, effect: &ClaimedEffect, error: &str) -> Option<Reply> {
+    fn failure_reply(&self, effect: &ClaimedEffect, error: &str, attempts: i64) -> Option<Reply> {
         let stored = effect.on_failure.as_deref()?;
-        let failure = EffectFailure {
-            effect_id: effect.effect_id.clone(),
-            name: effect.name.clone(),
-            error: truncated(error, MAX_FAILURE_TEXT).to_owned(),
-            attempts: u32::try_from(effect.attempts).unwrap_or(u32::MAX),
-        };
-        let built = serde_json::to_value(&failure)
+        let built = serde_json::from_str(&effect.payload)
+            .and_then(|payload: serde_json::Value| {
+                serde_json::to_value(EffectFailure {
+                    effect_id: effect.effect_id.clone(),
+                    name: effect.name.clone(),
+                    error: truncated(error, MAX_FAILURE_TEXT).to_owned(),
+                    attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+                    effect: payload,
+                })
+            })
             .map_err(|error| error.to_string())
             .and_then(|failure| self.build_reply(effect, stored, "on_failure", failure));
         match built {

@@ -55,8 +55,10 @@ pub(crate) struct EngineConfig {
     pub(crate) retry: RetryPolicy,
     /// How long a handler may run before it is abandoned and its attempt counted.
     pub(crate) turn_timeout: Duration,
-    /// How long a claimed effect belongs to its runner.
+    /// How long a claimed effect belongs to its runner without a renewal.
     pub(crate) effect_lease: Duration,
+    /// How long an effect handler may run before it is abandoned and its attempt counted.
+    pub(crate) effect_timeout: Duration,
     /// How often watchers poll for commits of other processes where none are notified.
     pub(crate) watch_poll: Duration,
     /// Whether watchers `LISTEN` for other processes' commits where the database can.

@@ -117,6 +117,7 @@ struct Writes {
 
 /// An effect to insert: its kind, payload, and the stored replies to its outcome.
 struct EffectOp {
+    effect_id: String,
     name: &'static str,
     payload: String,
     on_success: Option<String>,
@@ -559,9 +560,8 @@ impl Engine {
     ) -> Result<Vec<(&'static str, &'static str)>> {
         let mut delivered = Vec::new();
         for effect in &writes.effects {
-            let effect_id = crate::engine::new_request_id();
             let effect = NewEffect {
-                effect_id: &effect_id,
+                effect_id: &effect.effect_id,
                 name: effect.name,
                 payload: &effect.payload,
                 created_at: now,
@@ -732,6 +732,7 @@ impl Engine {
                 let payload = effect.payload?;
                 limits.check(Payload::Arguments, effect.name, payload.len())?;
                 Ok(EffectOp {
+                    effect_id: effect.effect_id,
                     name: effect.name,
                     payload,
                     on_success: effect

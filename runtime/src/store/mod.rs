@@ -338,6 +338,8 @@ pub(crate) struct PendingEffects {
 pub(crate) struct EffectProgress<'a> {
     /// `ready` (to retry at `available_at`), `done` or `dead`.
     pub(crate) status: &'static str,
+    /// Attempts made (a claim that found no attempt left does not count).
+    pub(crate) attempts: i64,
     pub(crate) available_at: i64,
     pub(crate) last_error: Option<&'a str>,
     pub(crate) finished_at: Option<i64>,
@@ -702,6 +704,16 @@ pub(crate) trait Transaction: admin::AdminWrites + Send {
         now: i64,
         lease: Duration,
     ) -> Result<Option<ClaimedEffect>>;
+
+    /// Extends the lease of an effect still running under the claim `claims` to `lease`
+    /// from now (by the lease clock); returns whether it is still that claim's.
+    async fn renew_effect(
+        &mut self,
+        id: i64,
+        claims: i64,
+        now: i64,
+        lease: Duration,
+    ) -> Result<bool>;
 
     /// Records an effect's attempt, if it is still running under the claim `claims`;
     /// returns whether it did.

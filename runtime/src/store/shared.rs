@@ -3,6 +3,13 @@
 //! transaction begins and locks its actor, its connection accessor, whether claims
 //! `SKIP LOCKED`, how a JSON array of names becomes a set, and the clock leases run on.
 
+/// A lease in microseconds, to add to the lease clock in SQL: saturated at a century, far
+/// enough for any lease and far from overflowing the clock's microseconds.
+pub(crate) fn lease_micros(lease: std::time::Duration) -> i64 {
+    const CENTURY_MICROS: i64 = 100 * 365 * 24 * 3600 * 1_000_000;
+    i64::try_from(lease.as_micros()).map_or(CENTURY_MICROS, |lease| lease.min(CENTURY_MICROS))
+}
+
 /// An error text as every backend stores it: PostgreSQL keeps no NUL byte in text, and an
 /// error's text (a handler's `Failure`, a panic message) is the user's.
 pub(crate) fn storable_text(text: &str) -> String {
@@ -842,9 +849,7 @@ macro_rules! sql_backend {
                 lease: std::time::Duration,
             ) -> Result<Option<ClaimedEffect>> {
                 self.counters.statement();
-                // Far enough for any lease, and far from overflowing the clock's microseconds.
-                const CENTURY_MICROS: i64 = 100 * 365 * 24 * 3600 * 1_000_000;
-                let lease = i64::try_from(lease.as_micros()).map_or(CENTURY_MICROS, |lease| lease.min(CENTURY_MICROS));
+                let lease = $crate::store::shared::lease_micros(lease);
                 let claimed = dialect!($dialect,
                     standard: {
                         $query(concat!(
@@ -914,6 +919,29 @@ macro_rules! sql_backend {
                 claimed.map(|row| rows::claimed_effect(&row)).transpose()
             }
 
+            async fn renew_effect(
+                &mut self,
+                id: i64,
+                claims: i64,
+                now: i64,
+                lease: std::time::Duration,
+            ) -> Result<bool> {
+                self.counters.statement();
+                let lease = $crate::store::shared::lease_micros(lease);
+                // `$2`, the runtime's time, is the lease clock on SQLite only.
+                let renewed = $query(concat!(
+                    "UPDATE solid_effects SET available_at = ", $lease_now, " + $3
+                     WHERE id = $1 AND status = 'running' AND claims = $4"
+                ))
+                .bind(id)
+                .bind(now)
+                .bind(lease)
+                .bind(claims)
+                .execute(&mut *self.tx)
+                .await?;
+                Ok(renewed.rows_affected() == 1)
+            }
+
             async fn finish_effect(
                 &mut self,
                 id: i64,
@@ -923,7 +951,8 @@ macro_rules! sql_backend {
                 self.counters.statement();
                 let finished = $query(
                     "UPDATE solid_effects
-                     SET status = $1, available_at = $2, last_error = $3, finished_at = $4
+                     SET status = $1, available_at = $2, last_error = $3, finished_at = $4,
+                         attempts = $7
                      WHERE id = $5 AND status = 'running' AND claims = $6",
                 )
                 .bind(progress.status)
@@ -932,6 +961,7 @@ macro_rules! sql_backend {
                 .bind(progress.finished_at)
                 .bind(id)
                 .bind(claims)
+                .bind(progress.attempts)
                 .execute(&mut *self.tx)
                 .await?;
                 Ok(finished.rows_affected() == 1)
