@@ -437,27 +437,51 @@ fn links(page: &str) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn under_a_nested_mount_every_link_of_every_page_leads_to_a_page() {
+async fn wherever_it_is_mounted_every_link_of_every_page_leads_to_a_page() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = runtime(&dir).await;
     let letter = dead_letter(&runtime, "t-1").await;
-    for page in [
-        "/ops".to_owned(),
-        "/ops/dead-letters".to_owned(),
-        "/ops/actors/Till/t-1".to_owned(),
-        format!("/ops/messages/{letter}"),
-    ] {
-        let (status, _, body) = send(app(&runtime, false), get(&page)).await;
-        assert_eq!(status, StatusCode::OK, "{page}: {body}");
-        let links = links(&body);
-        assert!(links.len() >= 2, "{page}: {links:?}");
-        for link in links {
-            let (status, _, target) = send(app(&runtime, false), get(&link)).await;
-            assert_eq!(status, StatusCode::OK, "{page} links to {link}: {target}");
-            assert!(
-                target.contains("· solid-objects</title>"),
-                "{link}: {target}"
-            );
+    let dashboard = || dashboard::router(runtime.clone()).layer(axum::middleware::from_fn(as_ana));
+    let mounts = [
+        ("/ops", Router::new().nest("/ops", dashboard())),
+        (
+            "/admin/ops",
+            Router::new().nest("/admin", Router::new().nest("/ops", dashboard())),
+        ),
+        ("", Router::new().merge(dashboard())),
+    ];
+    for (base, app) in mounts {
+        let overview = if base.is_empty() { "/" } else { base };
+        let redrive = Request::post(format!("{base}/dead-letters/redrive"))
+            .header("sec-fetch-site", "same-origin")
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(Body::from("actor_type=Nobody"))
+            .unwrap();
+        let mut pages = vec![("the redrive's result".to_owned(), redrive)];
+        for page in [
+            overview.to_owned(),
+            format!("{base}/dead-letters"),
+            format!("{base}/actors/Till/t-1"),
+            format!("{base}/actors/Till/nobody"),
+            format!("{base}/messages/{letter}"),
+        ] {
+            pages.push((page.clone(), get(&page)));
+        }
+        for (page, request) in pages {
+            let (status, _, body) = send(app.clone(), request).await;
+            assert_eq!(status, StatusCode::OK, "{page}: {body}");
+            let links = links(&body);
+            assert!(links.len() >= 2, "{page}: {links:?}");
+            for link in links {
+                let under_the_mount = link == overview || link.starts_with(&format!("{base}/"));
+                assert!(under_the_mount, "{page}: {link}");
+                let (status, _, target) = send(app.clone(), get(&link)).await;
+                assert_eq!(status, StatusCode::OK, "{page} links to {link}: {target}");
+                assert!(
+                    target.contains("· solid-objects</title>"),
+                    "{link}: {target}"
+                );
+            }
         }
     }
     runtime.close().await;
@@ -673,6 +697,7 @@ async fn in_a_browser_under_a_nested_mount_every_link_and_button_works_and_no_fr
         base.clone(),
         format!("{base}/dead-letters"),
         format!("{base}/actors/Till/t-1"),
+        format!("{base}/actors/Till/nobody"),
         format!("{base}/messages/{from_overview}"),
     ] {
         client.goto(&page).await.unwrap();
