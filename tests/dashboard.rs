@@ -1,8 +1,9 @@
 //! The operators' dashboard (feature `dashboard`): denied unless the policy allows the
 //! operator, every page and button audited under the operator the application's middleware
-//! names, links that follow the mount point, values escaped, posts from other sites refused;
-//! and, in headless Chromium, a dead letter listed, retried with its button and seen
-//! completed.
+//! names, links that follow the mount point, values escaped, every response closed to frames
+//! and scripts, posts without proof that the dashboard sent them refused; and, in headless
+//! Chromium under a nested mount, a dead letter retried with its button and seen completed,
+//! and every navigation link and button clicked on every page.
 
 mod support;
 
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 use axum::Router;
@@ -129,6 +130,44 @@ async fn send(app: Router, request: Request<Body>) -> (StatusCode, Option<String
         .await
         .unwrap();
     (status, location, String::from_utf8(body.to_vec()).unwrap())
+}
+
+/// Sends `request` to `app`; returns the status and the response's headers.
+async fn send_for_headers(app: Router, request: Request<Body>) -> (StatusCode, HeaderMap) {
+    let response = app.oneshot(request).await.unwrap();
+    (response.status(), response.headers().clone())
+}
+
+/// Asserts that `headers` keep the response out of every frame, run no script, are not
+/// sniffed into another type, and send a referrer only to the dashboard's own origin.
+fn assert_secured(what: &str, headers: &HeaderMap) {
+    let value = |name: &str| {
+        headers
+            .get(name)
+            .map(|value| value.to_str().unwrap().to_owned())
+            .unwrap_or_else(|| panic!("{what}: no {name} in {headers:?}"))
+    };
+    let policy = value("content-security-policy");
+    let directives: Vec<(&str, &str)> = policy
+        .split(';')
+        .filter_map(|directive| directive.trim().split_once(' '))
+        .collect();
+    let directive = |name: &str| {
+        directives
+            .iter()
+            .find(|(directive, _)| *directive == name)
+            .map(|(_, value)| value.trim())
+    };
+    assert_eq!(
+        directive("frame-ancestors"),
+        Some("'none'"),
+        "{what}: {policy}"
+    );
+    let scripts = directive("script-src").or(directive("default-src"));
+    assert_eq!(scripts, Some("'none'"), "{what}: {policy}");
+    assert_eq!(value("x-frame-options"), "DENY", "{what}");
+    assert_eq!(value("x-content-type-options"), "nosniff", "{what}");
+    assert_eq!(value("referrer-policy"), "same-origin", "{what}");
 }
 
 fn get(uri: &str) -> Request<Body> {
@@ -260,6 +299,195 @@ async fn a_post_from_another_site_is_refused_and_changes_nothing() {
 }
 
 #[tokio::test]
+async fn every_response_pages_redirects_and_errors_is_closed_to_frames_and_scripts() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = runtime(&dir).await;
+    let letter = dead_letter(&runtime, "t-1").await;
+    let cases = [
+        ("the overview", false, get("/ops"), StatusCode::OK),
+        (
+            "dead letters",
+            false,
+            get("/ops/dead-letters"),
+            StatusCode::OK,
+        ),
+        (
+            "an actor",
+            false,
+            get("/ops/actors/Till/t-1"),
+            StatusCode::OK,
+        ),
+        (
+            "a missing message",
+            false,
+            get("/ops/messages/999999"),
+            StatusCode::OK,
+        ),
+        (
+            "a pause's redirect",
+            false,
+            post("/ops/actors/Till/t-1/pause", "same-origin"),
+            StatusCode::SEE_OTHER,
+        ),
+        (
+            "a cross-site retry",
+            false,
+            post(&format!("/ops/dead-letters/{letter}/retry"), "cross-site"),
+            StatusCode::FORBIDDEN,
+        ),
+        ("a denied page", true, get("/ops"), StatusCode::FORBIDDEN),
+        (
+            "a bad id",
+            false,
+            get("/ops/messages/x"),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            "a button's address opened",
+            false,
+            get("/ops/actors/Till/t-1/pause"),
+            StatusCode::METHOD_NOT_ALLOWED,
+        ),
+    ];
+    for (what, anonymous, request, expected) in cases {
+        let (status, headers) = send_for_headers(app(&runtime, anonymous), request).await;
+        assert_eq!(status, expected, "{what}");
+        assert_secured(what, &headers);
+    }
+    runtime.close().await;
+}
+
+/// A form posted to `uri` with exactly these `headers` (and the form's content type).
+fn post_with(uri: &str, headers: &[(&str, &str)], body: &'static str) -> Request<Body> {
+    let mut request =
+        Request::post(uri).header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.body(Body::from(body)).unwrap()
+}
+
+#[tokio::test]
+async fn a_post_without_proof_that_the_dashboard_sent_it_is_refused_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = runtime(&dir).await;
+    let letter = dead_letter(&runtime, "t-1").await;
+    let admin = runtime.admin().context(json!({ "operator": "auditor" }));
+    runtime
+        .reference::<Till>("t-2")
+        .unplug(false)
+        .await
+        .unwrap();
+    admin.pause("Till", "t-2").await.unwrap();
+    let unproven: [&[(&str, &str)]; 5] = [
+        &[],
+        &[(header::REFERER.as_str(), "https://evil.example/page")],
+        &[
+            (header::REFERER.as_str(), "http://127.0.0.1:8080/ops"),
+            (header::HOST.as_str(), "127.0.0.1:8080"),
+        ],
+        &[("sec-fetch-site", "none")],
+        &[
+            ("sec-fetch-site", "cross-site"),
+            (header::ORIGIN.as_str(), "http://127.0.0.1:8080"),
+            (header::HOST.as_str(), "127.0.0.1:8080"),
+        ],
+    ];
+    let retry = format!("/ops/dead-letters/{letter}/retry");
+    for headers in unproven {
+        for (uri, body) in [
+            ("/ops/actors/Till/t-1/pause", ""),
+            ("/ops/actors/Till/t-2/resume", ""),
+            (retry.as_str(), ""),
+            ("/ops/dead-letters/redrive", "actor_type=Till"),
+        ] {
+            let request = post_with(uri, headers, body);
+            let (status, _, page) = send(app(&runtime, false), request).await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "{uri} {headers:?}: {page}");
+            assert!(page.contains("open the dashboard"), "{page}");
+        }
+    }
+    let t1 = admin.inspect("Till", "t-1").await.unwrap().unwrap();
+    assert_eq!(t1.summary.paused_at, None, "t-1 was paused");
+    let t2 = admin.inspect("Till", "t-2").await.unwrap().unwrap();
+    assert!(t2.summary.paused_at.is_some(), "t-2 was resumed");
+    let message = admin.message(letter).await.unwrap().unwrap();
+    assert_eq!(message.retried_as, None, "the dead letter was retried");
+
+    // An `Origin` that is the host is proof enough, as is `Sec-Fetch-Site: same-origin`.
+    let same_origin = [
+        (header::ORIGIN.as_str(), "http://127.0.0.1:8080"),
+        (header::HOST.as_str(), "127.0.0.1:8080"),
+    ];
+    let pause = post_with("/ops/actors/Till/t-1/pause", &same_origin, "");
+    let (status, location, _) = send(app(&runtime, false), pause).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(location.as_deref(), Some("/ops/actors/Till/t%2D1"));
+    let t1 = admin.inspect("Till", "t-1").await.unwrap().unwrap();
+    assert!(t1.summary.paused_at.is_some(), "t-1 is paused");
+    runtime.close().await;
+}
+
+/// The `href`s of a page, in order.
+fn links(page: &str) -> Vec<String> {
+    page.split("href=\"")
+        .skip(1)
+        .map(|rest| rest.split('"').next().unwrap().replace("&amp;", "&"))
+        .collect()
+}
+
+#[tokio::test]
+async fn wherever_it_is_mounted_every_link_of_every_page_leads_to_a_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = runtime(&dir).await;
+    let letter = dead_letter(&runtime, "t-1").await;
+    let dashboard = || dashboard::router(runtime.clone()).layer(axum::middleware::from_fn(as_ana));
+    let mounts = [
+        ("/ops", Router::new().nest("/ops", dashboard())),
+        (
+            "/admin/ops",
+            Router::new().nest("/admin", Router::new().nest("/ops", dashboard())),
+        ),
+        ("", Router::new().merge(dashboard())),
+    ];
+    for (base, app) in mounts {
+        let overview = if base.is_empty() { "/" } else { base };
+        let redrive = Request::post(format!("{base}/dead-letters/redrive"))
+            .header("sec-fetch-site", "same-origin")
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(Body::from("actor_type=Nobody"))
+            .unwrap();
+        let mut pages = vec![("the redrive's result".to_owned(), redrive)];
+        for page in [
+            overview.to_owned(),
+            format!("{base}/dead-letters"),
+            format!("{base}/actors/Till/t-1"),
+            format!("{base}/actors/Till/nobody"),
+            format!("{base}/messages/{letter}"),
+        ] {
+            pages.push((page.clone(), get(&page)));
+        }
+        for (page, request) in pages {
+            let (status, _, body) = send(app.clone(), request).await;
+            assert_eq!(status, StatusCode::OK, "{page}: {body}");
+            let links = links(&body);
+            assert!(links.len() >= 2, "{page}: {links:?}");
+            for link in links {
+                let under_the_mount = link == overview || link.starts_with(&format!("{base}/"));
+                assert!(under_the_mount, "{page}: {link}");
+                let (status, _, target) = send(app.clone(), get(&link)).await;
+                assert_eq!(status, StatusCode::OK, "{page} links to {link}: {target}");
+                assert!(
+                    target.contains("· solid-objects</title>"),
+                    "{link}: {target}"
+                );
+            }
+        }
+    }
+    runtime.close().await;
+}
+
+#[tokio::test]
 async fn a_redrive_from_the_filtered_page_retries_only_what_matches() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = runtime(&dir).await;
@@ -346,6 +574,229 @@ async fn in_a_browser_a_dead_letter_is_retried_with_its_button_and_seen_complete
         2,
         "the retried sale ran once: this is the second"
     );
+
+    browser.close().await;
+    server.abort();
+    runtime.shutdown();
+    workers.await.unwrap().unwrap();
+    runtime.close().await;
+}
+
+/// The status line and headers of `GET path` from the server at `address`, as a plain
+/// HTTP/1.1 client (no browser) reads them.
+async fn response_head(address: std::net::SocketAddr, path: &str) -> (String, HeaderMap) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.unwrap();
+    let response = String::from_utf8_lossy(&response);
+    let (head, _) = response.split_once("\r\n\r\n").expect("a response head");
+    let mut lines = head.split("\r\n");
+    let status = lines.next().unwrap().to_owned();
+    let headers = lines
+        .map(|line| {
+            let (name, value) = line.split_once(':').expect("a header line");
+            (
+                header::HeaderName::from_bytes(name.trim().as_bytes()).unwrap(),
+                header::HeaderValue::from_str(value.trim()).unwrap(),
+            )
+        })
+        .collect();
+    (status, headers)
+}
+
+/// Clicks the element `locator` finds and waits until the page it leads to has loaded a
+/// dashboard page (its title ends with the dashboard's name); returns that page's title, or
+/// panics with where the click led.
+async fn click_through(client: &fantoccini::Client, locator: Locator<'_>, what: &str) -> String {
+    client.find(locator).await.unwrap().click().await.unwrap();
+    title_of_dashboard_page(client, what).await
+}
+
+/// The title of the page the browser shows once it is a dashboard page; panics with the URL
+/// and the page when it does not become one.
+async fn title_of_dashboard_page(client: &fantoccini::Client, what: &str) -> String {
+    let loaded = eventually(Duration::from_secs(10), || async {
+        client
+            .title()
+            .await
+            .is_ok_and(|title| title.ends_with("· solid-objects"))
+    })
+    .await;
+    let url = client.current_url().await.unwrap();
+    let source = client.source().await.unwrap_or_default();
+    assert!(
+        loaded,
+        "{what} led to {url}, not a dashboard page: {source}"
+    );
+    assert!(
+        url.path().starts_with("/admin/ops"),
+        "{what} left the mount: {url}"
+    );
+    client.title().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_browser_under_a_nested_mount_every_link_and_button_works_and_no_frame_shows_it() {
+    let Some(browser) = Browser::start().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = runtime(&dir).await;
+    let from_overview = dead_letter(&runtime, "t-1").await;
+    let from_message = dead_letter(&runtime, "t-2").await;
+    let from_list = dead_letter(&runtime, "t-3").await;
+    dead_letter(&runtime, "t-4").await;
+    let workers = tokio::spawn({
+        let runtime = runtime.clone();
+        async move { runtime.run().await }
+    });
+    // The dashboard two routers down (at /admin/ops), next to a page of the application's
+    // own that tries to show it in a frame.
+    let framing = "<!DOCTYPE html><title>framing</title><iframe src=\"/admin/ops\"></iframe>";
+    let app = Router::new().nest("/admin", app(&runtime, false)).route(
+        "/framed",
+        axum::routing::get(move || async move { axum::response::Html(framing) }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let client = &browser.client;
+    let base = format!("http://{address}/admin/ops");
+
+    // What any HTTP client reads: the headers on a page and on an error.
+    for (path, status) in [("/admin/ops", "200"), ("/admin/ops/messages/x", "400")] {
+        let (line, headers) = response_head(address, path).await;
+        assert!(line.contains(status), "{path}: {line}");
+        assert_secured(path, &headers);
+    }
+
+    // No frame shows a dashboard page, not even one of the same origin.
+    client
+        .goto(&format!("http://{address}/framed"))
+        .await
+        .unwrap();
+    let framed = "const frame = document.querySelector('iframe'); \
+                  try { return frame.contentDocument ? frame.contentDocument.title : 'blocked'; } \
+                  catch (error) { return 'blocked'; }";
+    let shown = || async {
+        let title = client.execute(framed, vec![]).await.unwrap();
+        title.as_str().unwrap_or_default().to_owned()
+    };
+    let settled = eventually(Duration::from_secs(10), || async {
+        !shown().await.is_empty()
+    })
+    .await;
+    assert!(settled, "the frame never loaded");
+    assert_eq!(shown().await, "blocked", "a frame showed the dashboard");
+
+    // Every link of every page leads to a dashboard page under the mount.
+    for page in [
+        base.clone(),
+        format!("{base}/dead-letters"),
+        format!("{base}/actors/Till/t-1"),
+        format!("{base}/actors/Till/nobody"),
+        format!("{base}/messages/{from_overview}"),
+    ] {
+        client.goto(&page).await.unwrap();
+        let count = client.find_all(Locator::Css("a")).await.unwrap().len();
+        assert!(count >= 2, "{page} has {count} links");
+        for index in 0..count {
+            client.goto(&page).await.unwrap();
+            let link = client
+                .find_all(Locator::Css("a"))
+                .await
+                .unwrap()
+                .remove(index);
+            let text = link.text().await.unwrap();
+            link.click().await.unwrap();
+            let what = format!("the link {text:?} of {page}");
+            let title = title_of_dashboard_page(client, &what).await;
+            if text == "Overview" || text == "Dead letters" {
+                assert_eq!(title, format!("{text} · solid-objects"), "{what}");
+            }
+        }
+    }
+    browser.screenshot("dashboard-nested-overview").await;
+
+    // Pause, then Resume, on the actor's page.
+    client
+        .goto(&format!("{base}/actors/Till/t-1"))
+        .await
+        .unwrap();
+    let title = click_through(
+        client,
+        Locator::Css("form[action$='/pause'] button"),
+        "Pause",
+    )
+    .await;
+    assert_eq!(title, "Till t-1 · solid-objects");
+    let title = click_through(
+        client,
+        Locator::Css("form[action$='/resume'] button"),
+        "Resume",
+    )
+    .await;
+    assert_eq!(title, "Till t-1 · solid-objects");
+    client
+        .find(Locator::Css("form[action$='/pause'] button"))
+        .await
+        .expect("resumed: the Pause button is back");
+
+    // Retry from the overview, from the message's page and from the dead letters' page.
+    let retry =
+        |letter: i64| format!("form[action='/admin/ops/dead-letters/{letter}/retry'] button");
+    client.goto(&base).await.unwrap();
+    let title = click_through(client, Locator::Css(&retry(from_overview)), "Retry").await;
+    assert!(title.starts_with("Message #"), "{title}");
+    client
+        .goto(&format!("{base}/messages/{from_message}"))
+        .await
+        .unwrap();
+    let title = click_through(client, Locator::Css(&retry(from_message)), "Retry").await;
+    assert!(title.starts_with("Message #"), "{title}");
+    client.goto(&format!("{base}/dead-letters")).await.unwrap();
+    client
+        .find(Locator::Css("input[name='error']"))
+        .await
+        .unwrap()
+        .send_keys("reader")
+        .await
+        .unwrap();
+    let title = click_through(client, Locator::Css("form[method='get'] button"), "Filter").await;
+    assert_eq!(title, "Dead letters · solid-objects");
+    let url = client.current_url().await.unwrap();
+    assert_eq!(
+        url.query(),
+        Some("actor_type=&operation=&error=reader"),
+        "{url}"
+    );
+    let title = click_through(client, Locator::Css(&retry(from_list)), "Retry").await;
+    assert!(title.starts_with("Message #"), "{title}");
+
+    // Redrive what is left (t-4), then follow the link to what it enqueued.
+    client
+        .goto(&format!("{base}/dead-letters?error=reader"))
+        .await
+        .unwrap();
+    let redrive = Locator::Css("form[action$='/dead-letters/redrive'] button");
+    let title = click_through(client, redrive, "Redrive").await;
+    assert_eq!(title, "Redrive · solid-objects");
+    let title = click_through(client, Locator::Css("li a"), "a redriven message").await;
+    assert!(title.starts_with("Message #"), "{title}");
+    let completed = eventually(Duration::from_secs(20), || async {
+        runtime
+            .admin()
+            .context(json!({ "operator": "auditor" }))
+            .dead_letters(&DeadLetterFilter::new().actor_type("Till"))
+            .await
+            .unwrap()
+            .is_empty()
+    })
+    .await;
+    assert!(completed, "every retried and redriven sale ran");
 
     browser.close().await;
     server.abort();

@@ -15,9 +15,25 @@
 //! [`Policy::authorize_administration`](crate::Policy::authorize_administration) (denied
 //! unless the application's policy allows it) and written to the audit table. Who is asking
 //! is the [`Operator`] the application's authentication middleware puts in the request's
-//! extensions. Buttons post plain HTML forms (no JavaScript); a post that a browser marks as
-//! coming from another site (`Sec-Fetch-Site`, or an `Origin` other than the `Host`) is
-//! refused, so another site cannot make an operator's browser press them.
+//! extensions.
+//!
+//! Buttons post plain HTML forms (no JavaScript), and a post changes something only with
+//! proof that one of the dashboard's own pages sent it: the browser's
+//! `Sec-Fetch-Site: same-origin`, or (from a browser that does not send that header) an
+//! `Origin` whose host is the request's `Host`. Any other post is refused with 403 before it
+//! reaches the administration API: one from another site, one that names only a `Referer`,
+//! and one with no provenance at all (a script, `curl`). Scripts use the
+//! [administration API](crate::admin) or the `solid-objects` command-line tool instead.
+//! Behind a reverse proxy, pass the browser's `Host` through (nginx:
+//! `proxy_set_header Host $host;`) so that the `Origin` matches it.
+//!
+//! Every response of the router (pages, redirects, errors) carries headers that keep it out
+//! of frames and run nothing: `Content-Security-Policy` (no script, no frame ancestors,
+//! forms post only to the dashboard's origin), `X-Frame-Options: DENY`,
+//! `X-Content-Type-Options: nosniff` and `Referrer-Policy: same-origin`. So another site can
+//! neither press the Pause, Retry and Redrive buttons through an operator's browser nor show
+//! them in a frame to be clicked. (A path that is none of its pages is the application's
+//! router's to answer, with its fallback.)
 //!
 //! ```no_run
 //! # async fn example(runtime: solid_objects::Runtime) -> std::io::Result<()> {
@@ -46,7 +62,7 @@ use std::convert::Infallible;
 
 use axum::extract::{FromRequestParts, OriginalUri, Path, Query, Request};
 use axum::http::request::Parts;
-use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
@@ -77,8 +93,31 @@ pub fn router(runtime: Runtime) -> Router {
         .route("/dead-letters", get(dead_letters))
         .route("/dead-letters/redrive", post(redrive))
         .route("/dead-letters/{message_id}/retry", post(retry))
-        .layer(axum::middleware::from_fn(refuse_cross_site_posts))
+        .layer(axum::middleware::from_fn(refuse_posts_from_elsewhere))
+        .layer(axum::middleware::from_fn(secure))
         .with_state(runtime)
+}
+
+/// The `Content-Security-Policy` of every response: nothing loads and no script runs (the
+/// pages' one inline style sheet aside: maud escapes every value, so no markup reaches it),
+/// forms post only to the dashboard's origin, and no page may be framed.
+const SECURITY_POLICY: &str = "default-src 'none'; script-src 'none'; \
+     style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// Adds the headers that keep every response out of frames and run nothing in it, whatever
+/// produced it (a page, a redirect, an error, a refusal).
+async fn secure(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (header::CONTENT_SECURITY_POLICY, SECURITY_POLICY),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::REFERRER_POLICY, "same-origin"),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    response
 }
 
 /// What every handler needs: the administration API as the operator, and the path the
@@ -245,44 +284,47 @@ async fn redrive(console: Console, Form(filter): Form<Filter>) -> Page {
     ))
 }
 
-/// Refuses a post that a browser says comes from another site, before any handler runs.
-async fn refuse_cross_site_posts(request: Request, next: Next) -> Response {
+/// Refuses a post that does not prove it was sent by one of the dashboard's own pages,
+/// before any handler runs.
+async fn refuse_posts_from_elsewhere(request: Request, next: Next) -> Response {
     let safe = matches!(*request.method(), Method::GET | Method::HEAD);
-    if !safe && is_cross_site(request.headers()) {
-        let message =
-            "This form was posted from another site; open the dashboard and use it there.";
+    if !safe && !sent_by_the_dashboard(request.headers(), request.uri()) {
+        let message = "This form did not come from the dashboard's own pages (the browser sent \
+                       neither Sec-Fetch-Site: same-origin nor an Origin of this host); open the \
+                       dashboard and use it there. Scripts use the administration API or the \
+                       solid-objects command-line tool.";
         let page = pages::failure(StatusCode::FORBIDDEN, message);
         return (StatusCode::FORBIDDEN, Html(page.into_string())).into_response();
     }
     next.run(request).await
 }
 
-/// Whether the browser marks the request as sent by another site: `Sec-Fetch-Site` (sent by
-/// current browsers) other than `same-origin` or `none`, else an `Origin` whose host is not
-/// the request's `Host`. Clients that send neither (scripts, `curl`) are not browsers
-/// acting for a page.
-fn is_cross_site(headers: &HeaderMap) -> bool {
+/// Whether the browser vouches that a page of the request's own origin sent it:
+/// `Sec-Fetch-Site: same-origin` (current browsers send it, and no page can forge it), or,
+/// without that header, an `Origin` whose host is the request's `Host` (its authority under
+/// HTTP/2). Nothing else is proof: not a `Referer`, nor a request that carries neither
+/// header.
+fn sent_by_the_dashboard(headers: &HeaderMap, uri: &Uri) -> bool {
     if let Some(site) = headers.get("sec-fetch-site") {
-        return !matches!(site.as_bytes(), b"same-origin" | b"none");
+        return site.as_bytes() == b"same-origin";
     }
-    let Some(origin) = headers.get(header::ORIGIN) else {
-        return false;
-    };
-    let origin_host = origin
-        .to_str()
-        .ok()
+    let origin_host = headers
+        .get(header::ORIGIN)
+        .and_then(|origin| origin.to_str().ok())
         .and_then(|origin| origin.split_once("://"))
         .map(|(_, host)| host);
     let host = headers
         .get(header::HOST)
-        .and_then(|host| host.to_str().ok());
-    origin_host.is_none() || origin_host != host
+        .and_then(|host| host.to_str().ok())
+        .or_else(|| uri.authority().map(|authority| authority.as_str()));
+    match (origin_host, host) {
+        (Some(origin_host), Some(host)) => origin_host.eq_ignore_ascii_case(host),
+        _ => false,
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use axum::http::HeaderValue;
-
     use super::*;
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
@@ -298,22 +340,31 @@ mod tests {
     }
 
     #[test]
-    fn posts_from_another_site_are_told_apart() {
-        assert!(!is_cross_site(&headers(&[])), "curl");
-        assert!(!is_cross_site(&headers(&[(
-            "sec-fetch-site",
-            "same-origin"
-        )])));
-        assert!(is_cross_site(&headers(&[("sec-fetch-site", "cross-site")])));
-        assert!(is_cross_site(&headers(&[("sec-fetch-site", "same-site")])));
-        assert!(!is_cross_site(&headers(&[
+    fn only_a_post_from_the_dashboards_own_origin_is_proven() {
+        let proven = |pairs: &[(&'static str, &'static str)]| {
+            sent_by_the_dashboard(&headers(pairs), &Uri::from_static("/"))
+        };
+        assert!(!proven(&[]), "curl");
+        assert!(proven(&[("sec-fetch-site", "same-origin")]));
+        assert!(!proven(&[("sec-fetch-site", "none")]));
+        assert!(!proven(&[("sec-fetch-site", "cross-site")]));
+        assert!(!proven(&[("sec-fetch-site", "same-site")]));
+        assert!(proven(&[
             ("origin", "http://127.0.0.1:8080"),
             ("host", "127.0.0.1:8080"),
-        ])));
-        assert!(is_cross_site(&headers(&[
+        ]));
+        assert!(!proven(&[
             ("origin", "https://evil.example"),
             ("host", "127.0.0.1:8080"),
-        ])));
-        assert!(is_cross_site(&headers(&[("origin", "null")])));
+        ]));
+        assert!(!proven(&[("origin", "null"), ("host", "127.0.0.1:8080")]));
+        assert!(!proven(&[("origin", "http://127.0.0.1:8080")]), "no host");
+        assert!(!proven(&[
+            ("referer", "http://127.0.0.1:8080/ops"),
+            ("host", "127.0.0.1:8080"),
+        ]));
+        let http2 = Uri::from_static("https://ops.example/dead-letters/redrive");
+        let origin = headers(&[("origin", "https://ops.example")]);
+        assert!(sent_by_the_dashboard(&origin, &http2));
     }
 }

@@ -45,13 +45,23 @@ fn layout(base: &str, title: &str, refresh: bool, body: Markup) -> Markup {
             }
             body {
                 nav {
-                    a href={ (base) "/" } { "Overview" }
+                    a href=(overview_link(base)) { "Overview" }
                     a href={ (base) "/dead-letters" } { "Dead letters" }
                 }
                 h1 { (title) }
                 (body)
             }
         }
+    }
+}
+
+/// The link to the overview: the mount point itself (`/ops`, not `/ops/`, which a router
+/// nested at `/ops` does not answer), or `/` at the root.
+fn overview_link(base: &str) -> &str {
+    if base.is_empty() {
+        "/"
+    } else {
+        base
     }
 }
 
