@@ -59,13 +59,19 @@ pub(crate) enum SchemaMode {
 ///
 /// [`Error::SchemaFromNewerBuild`]: crate::Error::SchemaFromNewerBuild
 /// [`Error::SchemaOutOfDate`]: crate::Error::SchemaOutOfDate
-pub(crate) fn require_current(applied: Option<Vec<i64>>, known: &[(i64, &str, &str)]) -> Result<()> {
-    let applied = match applied {
-        Some(applied) if !applied.is_empty() => applied,
-        _ => return Err(crate::Error::NoSchema),
+pub(crate) fn require_current(
+    applied: Option<Vec<i64>>,
+    known: &[(i64, &str, &str)],
+) -> Result<()> {
+    let Some(applied) = applied else {
+        return Err(crate::Error::NoSchema);
     };
     let newest = applied.iter().copied().max().unwrap_or_default();
-    let newest_known = known.iter().map(|(version, ..)| *version).max().unwrap_or_default();
+    let newest_known = known
+        .iter()
+        .map(|(version, ..)| *version)
+        .max()
+        .unwrap_or_default();
     if newest > newest_known {
         return Err(crate::Error::SchemaFromNewerBuild {
             applied: newest,

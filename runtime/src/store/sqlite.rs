@@ -193,7 +193,9 @@ impl SqliteStore {
     pub(crate) async fn with_pool(pool: SqlitePool, schema: SchemaMode) -> Result<Self> {
         match schema {
             SchemaMode::Migrate => migrate(&pool).await?,
-            SchemaMode::RequireCurrent => super::require_current(applied(&pool).await?, MIGRATIONS)?,
+            SchemaMode::RequireCurrent => {
+                super::require_current(applied(&pool).await?, MIGRATIONS)?
+            }
         }
         Ok(Self {
             writer: Writer::Pooled(pool.clone()),

@@ -59,9 +59,9 @@ impl From<Error> for Failure {
     fn from(error: Error) -> Self {
         let exit = match error {
             Error::Unreachable { .. } => Exit::Unreachable,
-            Error::NoSchema | Error::SchemaOutOfDate { .. } | Error::SchemaFromNewerBuild { .. } => {
-                Exit::NotOurs
-            }
+            Error::NoSchema
+            | Error::SchemaOutOfDate { .. }
+            | Error::SchemaFromNewerBuild { .. } => Exit::NotOurs,
             _ => Exit::Failed,
         };
         Self::new(exit, error.to_string())
@@ -147,14 +147,20 @@ async fn run(cli: Cli, out: &mut Out) -> Result<Exit, Failure> {
 
 /// Creates or upgrades the schema, on the command that says so; a schema from a newer
 /// build is refused as by every other command.
-async fn migrate(target: &Target<'_>, connect_timeout: Duration, out: &mut Out) -> Result<Exit, Failure> {
+async fn migrate(
+    target: &Target<'_>,
+    connect_timeout: Duration,
+    out: &mut Out,
+) -> Result<Exit, Failure> {
     let current = match target.needs_creating() {
         true => Err(Error::NoSchema),
-        false => target
-            .builder(connect_timeout)
-            .apply_migrations(false)
-            .start()
-            .await,
+        false => {
+            target
+                .builder(connect_timeout)
+                .apply_migrations(false)
+                .start()
+                .await
+        }
     };
     let migrated = match current {
         Ok(runtime) => {
@@ -371,9 +377,12 @@ async fn execute(admin: &Admin, command: Command, out: &mut Out) -> Result<Exit,
             } else {
                 let actor = &details.summary;
                 say!(out, "{}/{}", actor.actor_type, actor.actor_id);
-                say!(out, 
+                say!(
+                    out,
                     "revision {}, incarnation {}, state version {}",
-                    actor.revision, actor.incarnation, actor.state_version
+                    actor.revision,
+                    actor.incarnation,
+                    actor.state_version
                 );
                 say!(out, "last activity: {}", time(actor.last_activity));
                 if let Some(at) = actor.paused_at {
@@ -381,7 +390,8 @@ async fn execute(admin: &Admin, command: Command, out: &mut Out) -> Result<Exit,
                 }
                 say!(out, "mailbox: {} ready", actor.mailbox_depth);
                 if let Some(head) = &details.head {
-                    say!(out, 
+                    say!(
+                        out,
                         "  head: message {} {} (attempts {}, next at {}){}",
                         head.message_id,
                         head.operation,
@@ -580,14 +590,20 @@ async fn execute(admin: &Admin, command: Command, out: &mut Out) -> Result<Exit,
                 out.print_json(&report);
             } else {
                 say!(out, "backend: {}", report.backend);
-                say!(out, 
+                say!(
+                    out,
                     "schema: applied {:?}, this build knows up to {}",
-                    report.applied_migrations, report.known_migration
+                    report.applied_migrations,
+                    report.known_migration
                 );
                 for (name, value) in &report.settings {
                     say!(out, "{name}: {value}");
                 }
-                say!(out, "write and read round trip: {} µs", report.round_trip_micros);
+                say!(
+                    out,
+                    "write and read round trip: {} µs",
+                    report.round_trip_micros
+                );
                 if let Some(skew) = report.clock_skew_ms {
                     say!(out, "clock skew (database minus this host): {skew} ms");
                 }

@@ -21,7 +21,8 @@ use std::time::Duration;
 
 use sqlx::error::BoxDynError;
 use sqlx::mysql::{
-    MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOptions, MySqlQueryResult, MySqlTypeInfo, MySqlValueRef,
+    MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOptions, MySqlQueryResult,
+    MySqlTypeInfo, MySqlValueRef,
 };
 use sqlx::{ColumnIndex, Connection, Decode, Executor, MySql, Row, Type, TypeInfo};
 
@@ -30,10 +31,11 @@ use super::connect::{connect_within, Endpoint};
 use super::owned_transaction::OwnedTransaction;
 use super::rows::{self, Column};
 use super::{
-    require_current, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters, DeadEffectRecord, DueReminder,
-    EffectProgress, Instance, InstanceWrite, LockedActor, MessageLookup, MessageProgress,
-    MessageRecord, NewEffect, NewMessage, PendingEffects, ReminderRecord, ReminderWrite, Retention,
-    SchemaMode, StateNotice, Stats, Store, StoredMessage, Transaction, UnknownHead, WorkNotices,
+    require_current, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters, DeadEffectRecord,
+    DueReminder, EffectProgress, Instance, InstanceWrite, LockedActor, MessageLookup,
+    MessageProgress, MessageRecord, NewEffect, NewMessage, PendingEffects, ReminderRecord,
+    ReminderWrite, Retention, SchemaMode, StateNotice, Stats, Store, StoredMessage, Transaction,
+    UnknownHead, WorkNotices,
 };
 use crate::error::{Error, Result};
 
