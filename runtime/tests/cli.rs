@@ -474,7 +474,10 @@ async fn output_into_a_closed_pipe_ends_quietly() {
             .arg(&url)
             .args(args)
             .stdout(writer)
-            .output()
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+            .wait_with_output()
             .await
             .unwrap();
         assert_eq!(
