@@ -540,8 +540,9 @@ pub enum Error {
         known: i64,
     },
 
-    /// The database's solid-objects schema has migrations this build does not know: a newer
-    /// build wrote it, and this one refuses to operate it; nothing was written.
+    /// The database's solid-objects schema has migrations this build does not know (a newer
+    /// build migrated it), and the runtime was told to operate only its own schema
+    /// ([`Builder::apply_migrations`](crate::Builder::apply_migrations)); nothing was written.
     #[error("the database's solid-objects schema is at migration {applied}, newer than this build knows ({known}); nothing was written: use a build at least as new as the one that migrated it")]
     SchemaFromNewerBuild {
         /// The newest migration the database has.

@@ -285,14 +285,20 @@ async fn a_server_that_does_not_answer_fails_every_command_within_the_connect_ti
         for scheme in ["postgres", "mysql"] {
             let url = format!("{scheme}://operator:s3cret-pw@127.0.0.1:{port}/app");
             // The timeout from the environment, and from the flag.
-            let runs: [(&[&str], &[(&str, &str)]); 2] = [
-                (&["status"], &[("SOLID_OBJECTS_CONNECT_TIMEOUT", "0.5")]),
-                (&["pause", "Desk", "d1", "--connect-timeout", "0.5"], &[]),
+            let runs = [
+                (
+                    vec!["status"],
+                    vec![("SOLID_OBJECTS_CONNECT_TIMEOUT", "0.5")],
+                ),
+                (
+                    vec!["pause", "Desk", "d1", "--connect-timeout", "0.5"],
+                    vec![],
+                ),
             ];
             for (args, env) in runs {
                 let started = Instant::now();
                 let output =
-                    tokio::time::timeout(Duration::from_secs(20), cli_with_env(&url, args, env))
+                    tokio::time::timeout(Duration::from_secs(20), cli_with_env(&url, &args, &env))
                         .await
                         .unwrap_or_else(|_| {
                             panic!("{scheme} on {what}: {args:?} still waits after 20 s")
