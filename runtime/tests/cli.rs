@@ -224,6 +224,19 @@ async fn the_cli_operates_a_postgres_database_end_to_end() {
         return;
     };
     let url = server.database().await;
+    // A database no runtime has used: the commands create nothing in it.
+    for args in [&["status"][..], &["pause", "Desk", "d1"]] {
+        refused(&url, args, "no solid-objects schema").await;
+    }
+    let tables: i64 = {
+        use sqlx::Connection;
+        let mut connection = sqlx::PgConnection::connect(&url).await.unwrap();
+        sqlx::query_scalar("SELECT COUNT(*) FROM pg_tables WHERE tablename LIKE 'solid%'")
+            .fetch_one(&mut connection)
+            .await
+            .unwrap()
+    };
+    assert_eq!(tables, 0);
     let runtime = application(Runtime::builder().postgres(&url, 4)).await;
     operate(&url, &runtime).await;
     runtime.close().await;
