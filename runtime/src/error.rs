@@ -509,7 +509,7 @@ pub enum Error {
 
     /// The database server did not let the runtime connect within the connect timeout: it
     /// refused the connection (nothing listens on that port) or never answered.
-    #[error("cannot connect to {backend} at {host}:{port}: {reason} within the connect timeout of {timeout:?}; check that the server runs and that the URL names its host and port, or raise Builder::connect_timeout")]
+    #[error("cannot connect to {backend} at {host}:{port} within the connect timeout of {timeout:?}: {reason}; check that the server runs and that the URL names its host and port, or raise the connect timeout (Builder::connect_timeout, or the command line's --connect-timeout)")]
     Unreachable {
         /// `PostgreSQL` or `MySQL`.
         backend: &'static str,

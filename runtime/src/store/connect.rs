@@ -64,7 +64,7 @@ pub(crate) async fn connect_within<C: Connection>(
         };
         if !refused || Instant::now() + backoff >= deadline {
             let reason = match refused {
-                true => "it refused the connection (nothing listens on that port?)",
+                true => "it refused the connection (does anything listen on that port?)",
                 false => "it did not answer",
             };
             return Err(endpoint.unreachable(reason.to_owned(), timeout));
