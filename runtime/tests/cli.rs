@@ -460,6 +460,31 @@ async fn the_cli_writes_nothing_to_a_database_that_is_not_this_builds() {
     runtime.close().await;
     refused(&newer_url, &["migrate"], "newer than this build").await;
 
+    // A database as the build before migration 7 (administration) left it: only `migrate`
+    // upgrades it.
+    let older = dir.path().join("older.db");
+    application(Runtime::builder().sqlite(&older))
+        .await
+        .close()
+        .await;
+    execute_sql(
+        &older,
+        "DROP INDEX solid_messages_dead;
+         DROP TABLE solid_admin_events;
+         ALTER TABLE solid_instances DROP COLUMN paused_at;
+         DELETE FROM solid_schema_migrations WHERE version = 7",
+    )
+    .await;
+    let older_url = format!("sqlite://{}", older.display());
+    for args in commands {
+        refused(&older_url, args, "older than this build").await;
+    }
+    assert_eq!(cli_json(&older_url, &["migrate"]).await["migrated"], true);
+    assert_eq!(
+        cli_json(&older_url, &["pause", "Desk", "d1"]).await["changed"],
+        true
+    );
+
     // `migrate` says it creates the schema, and does; the other commands then work.
     for url in [&theirs_url, &empty_url] {
         let migrated = cli_json(url, &["migrate"]).await;
