@@ -660,3 +660,100 @@ on_servers! {
         runtime.close().await;
     }
 }
+
+/// A server that does not answer fails `start` within the connect timeout, with an error
+/// that names its host and port, whether nothing listens on the port, the port is bound
+/// and never accepts, or it accepts and never writes.
+#[tokio::test]
+async fn a_server_that_does_not_answer_fails_start_within_the_connect_timeout() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed_port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let never_accepts = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let says_nothing = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let says_nothing_port = says_nothing.local_addr().unwrap().port();
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = says_nothing.accept().await {
+            held.push(stream);
+        }
+    });
+    let ports = [
+        ("a closed port", closed_port),
+        (
+            "a port that never accepts",
+            never_accepts.local_addr().unwrap().port(),
+        ),
+        ("a port that accepts and says nothing", says_nothing_port),
+    ];
+    for (what, port) in ports {
+        for scheme in ["postgres", "mysql"] {
+            let url = format!("{scheme}://app:s3cret-pw@127.0.0.1:{port}/app");
+            let started = std::time::Instant::now();
+            let start = builder(&url, 2)
+                .connect_timeout(Duration::from_millis(300))
+                .policy(AllowAll)
+                .start();
+            let error = tokio::time::timeout(Duration::from_secs(20), start)
+                .await
+                .unwrap_or_else(|_| panic!("{scheme} on {what}: start still waits after 20 s"))
+                .expect_err("nothing answers");
+            assert!(
+                matches!(&error, Error::Unreachable { host, port: named, .. }
+                    if host == "127.0.0.1" && *named == port),
+                "{scheme} on {what}: {error:?}"
+            );
+            let message = error.to_string();
+            assert!(message.contains(&format!("127.0.0.1:{port}")), "{message}");
+            assert!(!message.contains("s3cret-pw"), "{message}");
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "{scheme} on {what}: {:?}",
+                started.elapsed()
+            );
+        }
+    }
+    holder.abort();
+}
+
+on_servers! {
+    /// A runtime told not to apply migrations (as the command-line tool starts) writes
+    /// nothing to a database without the schema, and refuses one whose schema lacks
+    /// migrations or has a newer build's; on this build's schema it starts.
+    #[tokio::test]
+    async fn a_runtime_that_may_not_migrate_starts_only_on_this_builds_schema(db: TestDatabase) {
+        let tables = match db.on_postgres() {
+            true => "SELECT COUNT(*) FROM information_schema.tables
+                     WHERE table_schema = current_schema() AND table_name LIKE 'solid%'",
+            false => "SELECT COUNT(*) FROM information_schema.tables
+                      WHERE table_schema = DATABASE() AND table_name LIKE 'solid%'",
+        };
+        let operator = || builder(&db.url, 2).policy(AllowAll).apply_migrations(false);
+        let refused = operator().start().await;
+        assert!(matches!(refused, Err(Error::NoSchema)), "{refused:?}");
+        assert_eq!(scalar(&db.url, tables).await, 0, "no table was created");
+
+        runtime(&db.url, &db.clock).await.close().await;
+        operator().start().await.expect("this build's schema").close().await;
+
+        let pool = application_pool(&db.url).await;
+        sqlx::query(
+            "INSERT INTO solid_schema_migrations (version, description) VALUES (999, 'newer')",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        let newer = operator().start().await;
+        assert!(
+            matches!(newer, Err(Error::SchemaFromNewerBuild { applied: 999, .. })),
+            "{newer:?}"
+        );
+        sqlx::query("DELETE FROM solid_schema_migrations").execute(&pool).await.unwrap();
+        let older = operator().start().await;
+        assert!(
+            matches!(older, Err(Error::SchemaOutOfDate { applied: 0, .. })),
+            "{older:?}"
+        );
+        pool.close().await;
+    }
+}

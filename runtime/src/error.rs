@@ -507,6 +507,50 @@ pub enum Error {
     #[error("invalid configuration: {0}")]
     Config(String),
 
+    /// The database server did not let the runtime connect within the connect timeout: it
+    /// refused the connection (nothing listens on that port) or never answered.
+    #[error("cannot connect to {backend} at {host}:{port} within the connect timeout of {timeout:?}: {reason}; check that the server runs and that the URL names its host and port, or raise the connect timeout (Builder::connect_timeout, or the command line's --connect-timeout)")]
+    Unreachable {
+        /// `PostgreSQL` or `MySQL`.
+        backend: &'static str,
+        /// The host the URL names (or the socket path).
+        host: String,
+        /// The port the URL names.
+        port: u16,
+        /// What happened: it refused the connection, or it did not answer.
+        reason: String,
+        /// The connect timeout that ran out.
+        timeout: Duration,
+    },
+
+    /// The database has no solid-objects tables, and the runtime was told not to create
+    /// them ([`Builder::apply_migrations`](crate::Builder::apply_migrations)); nothing was
+    /// written.
+    #[error("the database has no solid-objects schema (no solid_schema_migrations table): it is not one a solid-objects runtime has used, or the URL names the wrong database; nothing was written (start the application's runtime, or run `solid-objects migrate`, to create the schema)")]
+    NoSchema,
+
+    /// The database's solid-objects schema lacks migrations this build has, and the runtime
+    /// was told not to apply them ([`Builder::apply_migrations`](crate::Builder::apply_migrations));
+    /// nothing was written.
+    #[error("the database's solid-objects schema is at migration {applied}, older than this build's {known}; nothing was written (start the application's runtime, or run `solid-objects migrate`, to upgrade it)")]
+    SchemaOutOfDate {
+        /// The newest migration the database has (0 for none).
+        applied: i64,
+        /// The newest migration this build knows.
+        known: i64,
+    },
+
+    /// The database's solid-objects schema has migrations this build does not know (a newer
+    /// build migrated it), and the runtime was told to operate only its own schema
+    /// ([`Builder::apply_migrations`](crate::Builder::apply_migrations)); nothing was written.
+    #[error("the database's solid-objects schema is at migration {applied}, newer than this build knows ({known}); nothing was written: use a build at least as new as the one that migrated it")]
+    SchemaFromNewerBuild {
+        /// The newest migration the database has.
+        applied: i64,
+        /// The newest migration this build knows.
+        known: i64,
+    },
+
     /// The database failed.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),

@@ -25,7 +25,7 @@ use crate::store::{
     group_commit::GroupCommit,
     sqlite::{Durability, SqliteOptions, SqliteStore},
 };
-use crate::store::{MessageLookup, Stats, Store};
+use crate::store::{MessageLookup, SchemaMode, Stats, Store};
 use crate::testing::Testing;
 
 mod shutdown;
@@ -539,6 +539,8 @@ pub struct Builder {
     listen: bool,
     watch_poll: Duration,
     shutdown_deadline: Duration,
+    connect_timeout: Duration,
+    apply_migrations: bool,
     registrations: Vec<fn(&Engine) -> Result<()>>,
     effects: Vec<(&'static str, Arc<dyn EffectRunner>)>,
     set_default: bool,
@@ -567,6 +569,8 @@ impl Default for Builder {
             listen: true,
             watch_poll: Duration::from_secs(1),
             shutdown_deadline: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(10),
+            apply_migrations: true,
             registrations: Vec::new(),
             effects: Vec::new(),
             set_default: false,
@@ -723,6 +727,34 @@ impl Builder {
         self
     }
 
+    /// How long [`start`](Builder::start) waits for a PostgreSQL or MySQL server to take its
+    /// first connection (default 10 s).
+    ///
+    /// A server that refuses the connection is tried again until then (it may be starting);
+    /// one that never answers (a host that drops packets, a port that accepts and stays
+    /// silent) is given up on then. Either way `start` fails with
+    /// [`Error::Unreachable`](crate::Error::Unreachable), which names the host and port.
+    pub fn connect_timeout(mut self, timeout: impl IntoDuration) -> Self {
+        self.connect_timeout = timeout.into_duration().max(Duration::from_millis(1));
+        self
+    }
+
+    /// Whether [`start`](Builder::start) creates the schema and applies the migrations this
+    /// build has (default true: an application's runtime keeps its schema up to date).
+    ///
+    /// With `false`, `start` writes nothing to a database whose schema is not exactly this
+    /// build's, and fails instead: with [`Error::NoSchema`](crate::Error::NoSchema) on a
+    /// database (or SQLite file) no solid-objects runtime has used, with
+    /// [`Error::SchemaOutOfDate`](crate::Error::SchemaOutOfDate) on one that lacks
+    /// migrations, and with [`Error::SchemaFromNewerBuild`](crate::Error::SchemaFromNewerBuild)
+    /// on one a newer build migrated. A tool that only inspects or operates a database, as
+    /// the `solid-objects` command does, starts this way; on SQLite it also never creates
+    /// the file.
+    pub fn apply_migrations(mut self, apply: bool) -> Self {
+        self.apply_migrations = apply;
+        self
+    }
+
     /// How long a handler may run (default 30 s). A handler still running then is
     /// abandoned: its turn rolls back, its connection is closed, and the attempt counts as
     /// failed, so one hung handler cannot hold the SQLite writer or a PostgreSQL row lock.
@@ -859,6 +891,10 @@ impl Builder {
     /// Opens the database, applies the migrations and starts the runtime. It becomes the
     /// process default only if [`set_default`](Builder::set_default) was called.
     pub async fn start(self) -> Result<Runtime> {
+        let schema = match self.apply_migrations {
+            true => SchemaMode::Migrate,
+            false => SchemaMode::RequireCurrent,
+        };
         let store: Arc<dyn Store> = match self.database {
             None => {
                 return Err(Error::Config(
@@ -873,26 +909,41 @@ impl Builder {
                     durability: self.durability,
                     file_mode: self.file_mode,
                     group_commit: self.group_commit,
+                    schema,
                 };
                 Arc::new(SqliteStore::open(&path, options).await?)
             }
             #[cfg(feature = "sqlite")]
-            Some(Database::SqlitePool(pool)) => Arc::new(SqliteStore::with_pool(pool).await?),
-            #[cfg(feature = "postgres")]
-            Some(Database::PostgresUrl { url, connections }) => {
-                Arc::new(crate::store::postgres::PostgresStore::open(&url, connections).await?)
+            Some(Database::SqlitePool(pool)) => {
+                Arc::new(SqliteStore::with_pool(pool, schema).await?)
             }
+            #[cfg(feature = "postgres")]
+            Some(Database::PostgresUrl { url, connections }) => Arc::new(
+                crate::store::postgres::PostgresStore::open(
+                    &url,
+                    connections,
+                    self.connect_timeout,
+                    schema,
+                )
+                .await?,
+            ),
             #[cfg(feature = "postgres")]
             Some(Database::PostgresPool(pool)) => {
-                Arc::new(crate::store::postgres::PostgresStore::with_pool(pool).await?)
+                Arc::new(crate::store::postgres::PostgresStore::with_pool(pool, schema).await?)
             }
             #[cfg(feature = "mysql")]
-            Some(Database::MySqlUrl { url, connections }) => {
-                Arc::new(crate::store::mysql::MySqlStore::open(&url, connections).await?)
-            }
+            Some(Database::MySqlUrl { url, connections }) => Arc::new(
+                crate::store::mysql::MySqlStore::open(
+                    &url,
+                    connections,
+                    self.connect_timeout,
+                    schema,
+                )
+                .await?,
+            ),
             #[cfg(feature = "mysql")]
             Some(Database::MySqlPool(pool)) => {
-                Arc::new(crate::store::mysql::MySqlStore::with_pool(pool).await?)
+                Arc::new(crate::store::mysql::MySqlStore::with_pool(pool, schema).await?)
             }
         };
         let config = EngineConfig {

@@ -1,6 +1,8 @@
 //! The `solid-objects` binary end to end, as an operator runs it: against a real SQLite
 //! file and a real PostgreSQL server that an application's runtime wrote, with `--json`
-//! output parsed and exit codes checked.
+//! output parsed and exit codes checked; against servers that do not answer, databases
+//! that are not this build's (where it writes nothing), closed pipes, and URLs that hold a
+//! password (which it never prints).
 #![cfg(feature = "cli")]
 
 #[path = "../../tests/support/postgres.rs"]
@@ -8,7 +10,7 @@
 mod postgres;
 
 use std::process::Output;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
@@ -56,11 +58,20 @@ impl Desk {
 /// Runs the binary on `url` with `args`, leaving the test's runtime free meanwhile (the
 /// application's connections finish their work while the binary runs).
 async fn cli(url: &str, args: &[&str]) -> Output {
+    cli_with_env(url, args, &[]).await
+}
+
+/// Runs the binary as [`cli`] does, with `env` set (a process still running when the
+/// returned future is dropped is killed).
+async fn cli_with_env(url: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_solid-objects"))
         .arg("--database-url")
         .arg(url)
         .args(args)
         .env_remove("SOLID_OBJECTS_DATABASE_URL")
+        .env_remove("SOLID_OBJECTS_CONNECT_TIMEOUT")
+        .envs(env.iter().copied())
+        .kill_on_drop(true)
         .output()
         .await
         .expect("the binary runs")
@@ -213,7 +224,362 @@ async fn the_cli_operates_a_postgres_database_end_to_end() {
         return;
     };
     let url = server.database().await;
+    // A database no runtime has used: the commands create nothing in it.
+    for args in [&["status"][..], &["pause", "Desk", "d1"]] {
+        refused(&url, args, "no solid-objects schema").await;
+    }
+    let tables: i64 = {
+        use sqlx::Connection;
+        let mut connection = sqlx::PgConnection::connect(&url).await.unwrap();
+        sqlx::query_scalar("SELECT COUNT(*) FROM pg_tables WHERE tablename LIKE 'solid%'")
+            .fetch_one(&mut connection)
+            .await
+            .unwrap()
+    };
+    assert_eq!(tables, 0);
     let runtime = application(Runtime::builder().postgres(&url, 4)).await;
     operate(&url, &runtime).await;
     runtime.close().await;
+}
+
+/// Loopback ports where no database server answers, each as its test needs it until this
+/// is dropped: one closed, one bound but never accepting (the kernel completes the
+/// handshake, and nothing more comes), one that accepts and never writes.
+struct SilentPorts {
+    closed: u16,
+    _never_accepts: std::net::TcpListener,
+    never_accepts: u16,
+    says_nothing: u16,
+    holder: tokio::task::JoinHandle<()>,
+}
+
+impl SilentPorts {
+    async fn start() -> Self {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let closed_port = closed.local_addr().unwrap().port();
+        drop(closed);
+        let never_accepts = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let says_nothing = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let says_nothing_port = says_nothing.local_addr().unwrap().port();
+        let holder = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = says_nothing.accept().await {
+                held.push(stream);
+            }
+        });
+        Self {
+            closed: closed_port,
+            never_accepts: never_accepts.local_addr().unwrap().port(),
+            _never_accepts: never_accepts,
+            says_nothing: says_nothing_port,
+            holder,
+        }
+    }
+
+    fn ports(&self) -> [(&'static str, u16); 3] {
+        [
+            ("a closed port", self.closed),
+            ("a port that never accepts", self.never_accepts),
+            ("a port that accepts and says nothing", self.says_nothing),
+        ]
+    }
+}
+
+impl Drop for SilentPorts {
+    fn drop(&mut self) {
+        self.holder.abort();
+    }
+}
+
+#[tokio::test]
+async fn a_server_that_does_not_answer_fails_every_command_within_the_connect_timeout() {
+    let silent = SilentPorts::start().await;
+    for (what, port) in silent.ports() {
+        for scheme in ["postgres", "mysql"] {
+            let url = format!("{scheme}://operator:s3cret-pw@127.0.0.1:{port}/app");
+            // The timeout from the environment, and from the flag.
+            let runs = [
+                (
+                    vec!["status"],
+                    vec![("SOLID_OBJECTS_CONNECT_TIMEOUT", "0.5")],
+                ),
+                (
+                    vec!["pause", "Desk", "d1", "--connect-timeout", "0.5"],
+                    vec![],
+                ),
+            ];
+            for (args, env) in runs {
+                let started = Instant::now();
+                let output =
+                    tokio::time::timeout(Duration::from_secs(20), cli_with_env(&url, &args, &env))
+                        .await
+                        .unwrap_or_else(|_| {
+                            panic!("{scheme} on {what}: {args:?} still waits after 20 s")
+                        });
+                let stderr = String::from_utf8_lossy(&output.stderr);
+                assert_eq!(
+                    output.status.code(),
+                    Some(5),
+                    "{scheme} on {what}: {stderr}"
+                );
+                assert!(
+                    stderr.contains(&format!("127.0.0.1:{port}")),
+                    "{scheme} on {what}: {stderr}"
+                );
+                assert!(!stderr.contains("s3cret-pw"), "{stderr}");
+                assert!(
+                    started.elapsed() < Duration::from_secs(10),
+                    "{scheme} on {what}: {args:?} took {:?}",
+                    started.elapsed()
+                );
+            }
+        }
+    }
+}
+
+/// Runs `args` on `url`, expects exit code 6 (not a database this build operates) and an
+/// error that says `why`.
+async fn refused(url: &str, args: &[&str], why: &str) {
+    let output = cli(url, args).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(6), "{args:?}: {stderr}");
+    assert!(stderr.contains(why), "{args:?}: {stderr}");
+}
+
+/// The names of the tables in the SQLite file at `path`, read without writing.
+async fn tables(path: &std::path::Path) -> Vec<String> {
+    use sqlx::Connection;
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(path)
+        .read_only(true);
+    let mut connection = sqlx::SqliteConnection::connect_with(&options)
+        .await
+        .unwrap();
+    let names = sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table'")
+        .fetch_all(&mut connection)
+        .await
+        .unwrap();
+    connection.close().await.unwrap();
+    names
+}
+
+/// Runs `sql` on the SQLite file at `path`.
+async fn execute_sql(path: &std::path::Path, sql: &str) {
+    use sqlx::Connection;
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true);
+    let mut connection = sqlx::SqliteConnection::connect_with(&options)
+        .await
+        .unwrap();
+    sqlx::raw_sql(sql).execute(&mut connection).await.unwrap();
+    connection.close().await.unwrap();
+}
+
+/// Whether the SQLite file at `path` has a `-wal` or `-shm` file beside it.
+fn has_companions(path: &std::path::Path) -> bool {
+    ["-wal", "-shm"].iter().any(|suffix| {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        std::path::Path::new(&name).exists()
+    })
+}
+
+#[tokio::test]
+async fn the_cli_writes_nothing_to_a_database_that_is_not_this_builds() {
+    let dir = tempfile::tempdir().unwrap();
+    let commands: [&[&str]; 5] = [
+        &["status"],
+        &["actors"],
+        &["pause", "Desk", "d1"],
+        &["prune", "--execute"],
+        &["doctor"],
+    ];
+
+    // A file of no bytes, which SQLite would take for an empty database.
+    let empty = dir.path().join("empty.db");
+    std::fs::File::create(&empty).unwrap();
+    let empty_url = format!("sqlite://{}", empty.display());
+    for args in commands {
+        refused(&empty_url, args, "empty file").await;
+    }
+    assert_eq!(std::fs::metadata(&empty).unwrap().len(), 0);
+    assert!(!has_companions(&empty));
+
+    // Another application's database, with no solid-objects schema.
+    let theirs = dir.path().join("theirs.db");
+    execute_sql(
+        &theirs,
+        "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)",
+    )
+    .await;
+    let before = std::fs::read(&theirs).unwrap();
+    let theirs_url = format!("sqlite://{}", theirs.display());
+    for args in commands {
+        refused(&theirs_url, args, "no solid-objects schema").await;
+    }
+    assert_eq!(
+        std::fs::read(&theirs).unwrap(),
+        before,
+        "nothing was written"
+    );
+    assert_eq!(tables(&theirs).await, ["customers"]);
+
+    // A database a newer build migrated.
+    let newer = dir.path().join("newer.db");
+    application(Runtime::builder().sqlite(&newer))
+        .await
+        .close()
+        .await;
+    execute_sql(
+        &newer,
+        "INSERT INTO solid_schema_migrations (version, description, applied_at)
+         VALUES (999, 'from a newer build', datetime('now'))",
+    )
+    .await;
+    let newer_url = format!("sqlite://{}", newer.display());
+    for args in commands {
+        refused(&newer_url, args, "newer than this build").await;
+    }
+    let runtime = Runtime::builder()
+        .sqlite(&newer)
+        .actor::<Desk>()
+        .policy(AllowAll)
+        .start()
+        .await
+        .unwrap();
+    let audit = runtime.admin().audit_log(10).await.unwrap();
+    assert_eq!(audit.len(), 1, "only this read is audited: {audit:?}");
+    let d1 = runtime
+        .admin()
+        .inspect("Desk", "d1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(d1.summary.paused_at, None, "the pause was refused");
+    runtime.close().await;
+    refused(&newer_url, &["migrate"], "newer than this build").await;
+
+    // A database as the build before migration 7 (administration) left it: only `migrate`
+    // upgrades it.
+    let older = dir.path().join("older.db");
+    application(Runtime::builder().sqlite(&older))
+        .await
+        .close()
+        .await;
+    execute_sql(
+        &older,
+        "DROP INDEX solid_messages_dead;
+         DROP TABLE solid_admin_events;
+         ALTER TABLE solid_instances DROP COLUMN paused_at;
+         DELETE FROM solid_schema_migrations WHERE version = 7",
+    )
+    .await;
+    let older_url = format!("sqlite://{}", older.display());
+    for args in commands {
+        refused(&older_url, args, "older than this build").await;
+    }
+    assert_eq!(cli_json(&older_url, &["migrate"]).await["migrated"], true);
+    assert_eq!(
+        cli_json(&older_url, &["pause", "Desk", "d1"]).await["changed"],
+        true
+    );
+
+    // `migrate` says it creates the schema, and does; the other commands then work.
+    for url in [&theirs_url, &empty_url] {
+        let migrated = cli_json(url, &["migrate"]).await;
+        assert_eq!(migrated["migrated"], true);
+        let again = cli_json(url, &["migrate"]).await;
+        assert_eq!(again["migrated"], false);
+        assert_eq!(cli_json(url, &["status"]).await["actor_types"], json!([]));
+    }
+    assert!(tables(&theirs).await.contains(&"customers".to_owned()));
+}
+
+#[tokio::test]
+async fn output_into_a_closed_pipe_ends_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("actors.db");
+    application(Runtime::builder().sqlite(&path))
+        .await
+        .close()
+        .await;
+    let url = format!("sqlite://{}", path.display());
+    for args in [
+        &["dead-letters", "--json"][..],
+        &["status"],
+        &["inspect", "Desk", "d1"],
+    ] {
+        // As `| head -1` leaves it once it has its line: nobody reads the pipe.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_solid-objects"))
+            .arg("--database-url")
+            .arg(&url)
+            .args(args)
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+            .wait_with_output()
+            .await
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&output.stderr),
+            "",
+            "{args:?} ends quietly"
+        );
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{args:?}: the command's own code"
+        );
+    }
+}
+
+#[tokio::test]
+async fn no_password_is_ever_printed() {
+    let secret_url = "postgres://operator:s3cret-pw@db.example/app";
+    let help = tokio::process::Command::new(env!("CARGO_BIN_EXE_solid-objects"))
+        .arg("--help")
+        .env("SOLID_OBJECTS_DATABASE_URL", secret_url)
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert_eq!(help.status.code(), Some(0));
+    assert!(text.contains("SOLID_OBJECTS_DATABASE_URL"), "{text}");
+    assert!(!text.contains("s3cret-pw"), "{text}");
+    // The exit codes are documented where the operator looks.
+    for code in [
+        "5 the database server",
+        "6 not a database this build operates",
+    ] {
+        assert!(text.contains(code), "{text}");
+    }
+
+    let silent = SilentPorts::start().await;
+    let port = silent.closed;
+    let mistyped = [
+        format!("postgress://operator:s3cret-pw@127.0.0.1:{port}/app"),
+        "postgres:/operator:s3cret-pw@127.0.0.1/app".to_owned(),
+        "operator:s3cret-pw@127.0.0.1/app".to_owned(),
+        "postgres://operator:s3cret-pw@127.0.0.1:notaport/app".to_owned(),
+        "mysql://operator:s3cret-pw@[::1/app".to_owned(),
+        format!("postgres://operator:s3cret-pw@127.0.0.1:{port}/app?sslmode=sometimes"),
+        format!("postgres://operator:s3cret-pw@127.0.0.1:{port}/app"),
+        format!("mysql://operator:s3cret-pw@127.0.0.1:{port}/app"),
+    ];
+    for url in &mistyped {
+        let output = cli_with_env(
+            url,
+            &["status"],
+            &[("SOLID_OBJECTS_CONNECT_TIMEOUT", "0.2")],
+        )
+        .await;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_ne!(output.status.code(), Some(0), "{url}");
+        assert!(stderr.starts_with("error: "), "{url}: {stderr}");
+        assert!(!stderr.contains("s3cret-pw"), "{url}: {stderr}");
+    }
 }

@@ -18,6 +18,8 @@ mod shared;
 #[macro_use]
 pub(crate) mod admin;
 
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) mod connect;
 #[cfg(feature = "sqlite")]
 pub(crate) mod group_commit;
 #[cfg(feature = "mysql")]
@@ -36,6 +38,54 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use crate::error::Result;
+
+/// What a store does, as it opens, with the solid-objects schema the database holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SchemaMode {
+    /// Creates it, or applies the migrations it lacks: what an application's runtime does.
+    Migrate,
+    /// Writes nothing to a database whose schema is not exactly this build's: one without
+    /// the schema, one that lacks migrations and one from a newer build are refused.
+    RequireCurrent,
+}
+
+/// Whether a database whose `solid_schema_migrations` table holds `applied` (`None`: there
+/// is no such table) has exactly the migrations of `known`, this build's.
+///
+/// # Errors
+///
+/// [`Error::NoSchema`](crate::Error::NoSchema), [`Error::SchemaFromNewerBuild`] or
+/// [`Error::SchemaOutOfDate`], as the case is.
+///
+/// [`Error::SchemaFromNewerBuild`]: crate::Error::SchemaFromNewerBuild
+/// [`Error::SchemaOutOfDate`]: crate::Error::SchemaOutOfDate
+pub(crate) fn require_current(
+    applied: Option<Vec<i64>>,
+    known: &[(i64, &str, &str)],
+) -> Result<()> {
+    let Some(applied) = applied else {
+        return Err(crate::Error::NoSchema);
+    };
+    let newest = applied.iter().copied().max().unwrap_or_default();
+    let newest_known = known
+        .iter()
+        .map(|(version, ..)| *version)
+        .max()
+        .unwrap_or_default();
+    if newest > newest_known {
+        return Err(crate::Error::SchemaFromNewerBuild {
+            applied: newest,
+            known: newest_known,
+        });
+    }
+    if known.iter().any(|(version, ..)| !applied.contains(version)) {
+        return Err(crate::Error::SchemaOutOfDate {
+            applied: newest,
+            known: newest_known,
+        });
+    }
+    Ok(())
+}
 
 /// The address of one actor.
 #[derive(Debug, Clone, Copy)]

@@ -14,16 +14,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
-use sqlx::{PgConnection, Postgres};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
+use sqlx::{Connection, PgConnection, Postgres};
 
+use super::connect::{connect_within, Endpoint};
 use super::owned_transaction::OwnedTransaction;
 use super::{
-    rows, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters, DeadEffectRecord, DueReminder,
-    EffectProgress, Instance, InstanceWrite, LockedActor, MessageLookup, MessageProgress,
-    MessageRecord, NewEffect, NewMessage, PendingEffects, ReminderRecord, ReminderWrite, Retention,
-    StateNotice, StateNotices, Stats, Store, StoredMessage, Transaction, UnknownHead, Version,
-    WorkNotices,
+    require_current, rows, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters,
+    DeadEffectRecord, DueReminder, EffectProgress, Instance, InstanceWrite, LockedActor,
+    MessageLookup, MessageProgress, MessageRecord, NewEffect, NewMessage, PendingEffects,
+    ReminderRecord, ReminderWrite, Retention, SchemaMode, StateNotice, StateNotices, Stats, Store,
+    StoredMessage, Transaction, UnknownHead, Version, WorkNotices,
 };
 use crate::error::Result;
 
@@ -96,23 +97,43 @@ pub(crate) struct PostgresStore {
 }
 
 impl PostgresStore {
-    /// Connects with up to `connections` connections and applies the migrations.
-    pub(crate) async fn open(url: &str, connections: u32) -> Result<Self> {
+    /// Connects with up to `connections` connections, the first within `connect_timeout`,
+    /// and applies the migrations (or, with [`SchemaMode::RequireCurrent`], checks them).
+    pub(crate) async fn open(
+        url: &str,
+        connections: u32,
+        connect_timeout: Duration,
+        schema: SchemaMode,
+    ) -> Result<Self> {
+        let options: PgConnectOptions = url.parse()?;
+        let endpoint = Endpoint {
+            backend: "PostgreSQL",
+            host: options.get_socket().map_or_else(
+                || options.get_host().to_owned(),
+                |socket| socket.display().to_string(),
+            ),
+            port: options.get_port(),
+        };
+        let first: PgConnection = connect_within(&options, &endpoint, connect_timeout).await?;
+        // The server answers: the pool opens its own connections from here on.
+        let _ = tokio::time::timeout(connect_timeout, first.close()).await;
         let pool = PgPoolOptions::new()
             .max_connections(connections)
             .acquire_timeout(Duration::from_secs(3600))
-            .connect(url)
-            .await?;
+            .connect_lazy_with(options);
         Ok(Self {
             owns_pool: true,
-            ..Self::with_pool(pool).await?
+            ..Self::with_pool(pool, schema).await?
         })
     }
 
-    /// Uses an application's pool, and applies the migrations. Closing the runtime leaves
-    /// the pool open.
-    pub(crate) async fn with_pool(pool: PgPool) -> Result<Self> {
-        migrate(&pool).await?;
+    /// Uses an application's pool, and applies the migrations (or, with
+    /// [`SchemaMode::RequireCurrent`], checks them). Closing the runtime leaves the pool open.
+    pub(crate) async fn with_pool(pool: PgPool, schema: SchemaMode) -> Result<Self> {
+        match schema {
+            SchemaMode::Migrate => migrate(&pool).await?,
+            SchemaMode::RequireCurrent => require_current(applied(&pool).await?, MIGRATIONS)?,
+        }
         Ok(Self {
             readers: pool,
             counters: Arc::default(),
@@ -134,6 +155,21 @@ impl PostgresStore {
         listener.listen(channel).await?;
         Ok(listener)
     }
+}
+
+/// The migrations this database has applied; `None` if it has no solid-objects schema.
+async fn applied(pool: &PgPool) -> Result<Option<Vec<i64>>> {
+    let exists: bool =
+        sqlx::query_scalar("SELECT to_regclass('solid_schema_migrations') IS NOT NULL")
+            .fetch_one(pool)
+            .await?;
+    if !exists {
+        return Ok(None);
+    }
+    let versions = sqlx::query_scalar("SELECT version FROM solid_schema_migrations")
+        .fetch_all(pool)
+        .await?;
+    Ok(Some(versions))
 }
 
 /// Applies the migrations this database has not seen yet, under an advisory lock.

@@ -24,7 +24,7 @@ use super::{
     rows, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters, DeadEffectRecord, DueReminder,
     EffectProgress, Instance, InstanceWrite, LockedActor, MessageLookup, MessageProgress,
     MessageRecord, NewEffect, NewMessage, PendingEffects, ReminderRecord, ReminderWrite, Retention,
-    StateNotice, Stats, Store, Transaction, UnknownHead, WorkNotices,
+    SchemaMode, StateNotice, Stats, Store, Transaction, UnknownHead, WorkNotices,
 };
 use crate::error::Result;
 
@@ -84,6 +84,7 @@ pub(crate) struct SqliteOptions {
     /// The permission bits of a database file the store creates (Unix).
     pub(crate) file_mode: u32,
     pub(crate) group_commit: GroupCommit,
+    pub(crate) schema: SchemaMode,
 }
 
 /// How many actors' turns a worker pass runs at once on the writer: they queue for it
@@ -114,9 +115,22 @@ pub(crate) struct SqliteStore {
 }
 
 impl SqliteStore {
-    /// Opens (creating if needed) the database file and applies the migrations.
+    /// Opens (creating if needed) the database file and applies the migrations; with
+    /// [`SchemaMode::RequireCurrent`], first checks them on a read-only connection, and
+    /// neither creates the file nor writes to it unless they are this build's.
     pub(crate) async fn open(path: &Path, options: SqliteOptions) -> Result<Self> {
-        create_private(path, options.file_mode)?;
+        match options.schema {
+            SchemaMode::Migrate => create_private(path, options.file_mode)?,
+            SchemaMode::RequireCurrent => {
+                let reader = SqlitePoolOptions::new()
+                    .max_connections(1)
+                    .connect_with(SqliteConnectOptions::new().filename(path).read_only(true))
+                    .await?;
+                let applied = applied(&reader).await;
+                reader.close().await;
+                super::require_current(applied?, MIGRATIONS)?;
+            }
+        }
         let synchronous = match options.durability {
             Durability::Full => SqliteSynchronous::Full,
             Durability::Normal => SqliteSynchronous::Normal,
@@ -148,7 +162,9 @@ impl SqliteStore {
             })
             .connect_with(connect.clone())
             .await?;
-        migrate(&writer).await?;
+        if options.schema == SchemaMode::Migrate {
+            migrate(&writer).await?;
+        }
         let readers = SqlitePoolOptions::new()
             .max_connections(4)
             .connect_with(connect.read_only(true))
@@ -169,12 +185,18 @@ impl SqliteStore {
 }
 
 impl SqliteStore {
-    /// Uses an application's pool for turns and reads alike, and applies the migrations. Its
+    /// Uses an application's pool for turns and reads alike, and applies the migrations (or,
+    /// with [`SchemaMode::RequireCurrent`], checks them). Its
     /// connections are left as the application set them: no progress handler (a statement
     /// a handler left running is waited for, not interrupted), and their own busy timeout
     /// for another process's write lock. Closing the runtime leaves the pool open.
-    pub(crate) async fn with_pool(pool: SqlitePool) -> Result<Self> {
-        migrate(&pool).await?;
+    pub(crate) async fn with_pool(pool: SqlitePool, schema: SchemaMode) -> Result<Self> {
+        match schema {
+            SchemaMode::Migrate => migrate(&pool).await?,
+            SchemaMode::RequireCurrent => {
+                super::require_current(applied(&pool).await?, MIGRATIONS)?
+            }
+        }
         Ok(Self {
             writer: Writer::Pooled(pool.clone()),
             readers: pool,
@@ -204,6 +226,23 @@ fn create_private(path: &Path, mode: u32) -> Result<()> {
 #[cfg(not(unix))]
 fn create_private(_path: &Path, _mode: u32) -> Result<()> {
     Ok(())
+}
+
+/// The migrations this database has applied; `None` if it has no solid-objects schema.
+async fn applied(pool: &SqlitePool) -> Result<Option<Vec<i64>>> {
+    let tables: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM sqlite_master
+         WHERE type = 'table' AND name = 'solid_schema_migrations'",
+    )
+    .fetch_one(pool)
+    .await?;
+    if tables == 0 {
+        return Ok(None);
+    }
+    let versions = sqlx::query_scalar("SELECT version FROM solid_schema_migrations")
+        .fetch_all(pool)
+        .await?;
+    Ok(Some(versions))
 }
 
 /// Applies the migrations this database has not seen yet, each in its own transaction.

@@ -1,19 +1,45 @@
 //! The command line: what each command takes.
 
+use std::time::Duration;
+
 use clap::{Args, Parser, Subcommand};
 
 /// Operate solid-objects actors from their database: status, actors, dead letters,
 /// effects, reminders, pause and resume, prune, doctor.
 ///
+/// No command but `migrate` creates or changes the solid-objects schema: on a database
+/// without it, or with a schema older or newer than this build, a command writes nothing
+/// and exits with 6.
+///
 /// Exit codes: 0 done; 1 an error (the database, a refused call); 2 bad usage; 3 not
-/// found (no such actor or message); 4 the doctor found problems.
+/// found (no such actor or message); 4 the doctor found problems; 5 the database server
+/// refused the connection or did not answer within the connect timeout; 6 not a database
+/// this build operates (an empty file, no solid-objects schema, or a schema older or
+/// newer than this build), nothing written. Output into a pipe closed early (`| head`)
+/// ends quietly: the rest is dropped and the exit code is the command's own.
 #[derive(Debug, Parser)]
 #[command(name = "solid-objects", version)]
 pub(crate) struct Cli {
     /// The database: `sqlite://path/to/actors.db` (or a plain path), `postgres://...` or
     /// `mysql://...`.
-    #[arg(long, env = "SOLID_OBJECTS_DATABASE_URL", global = true)]
+    #[arg(
+        long,
+        env = "SOLID_OBJECTS_DATABASE_URL",
+        hide_env_values = true,
+        global = true
+    )]
     pub(crate) database_url: Option<String>,
+
+    /// How long to wait for a PostgreSQL or MySQL server to take the connection, in
+    /// seconds.
+    #[arg(
+        long,
+        env = "SOLID_OBJECTS_CONNECT_TIMEOUT",
+        default_value = "10",
+        value_parser = seconds,
+        global = true
+    )]
+    pub(crate) connect_timeout: Duration,
 
     /// Print JSON for scripts instead of tables.
     #[arg(long, global = true)]
@@ -21,6 +47,14 @@ pub(crate) struct Cli {
 
     #[command(subcommand)]
     pub(crate) command: Command,
+}
+
+/// A positive number of seconds, such as `10` or `0.5`.
+fn seconds(text: &str) -> Result<Duration, String> {
+    match text.parse::<f64>().map(Duration::try_from_secs_f64) {
+        Ok(Ok(duration)) if !duration.is_zero() => Ok(duration),
+        _ => Err(format!("{text:?} is not a positive number of seconds")),
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -65,6 +99,10 @@ pub(crate) enum Command {
     },
     /// Checks the schema, the settings that matter, a write and read, and clock skew.
     Doctor,
+    /// Creates the solid-objects schema in this database (and a SQLite file that is missing
+    /// or empty), or applies the migrations this build has that it lacks: what the
+    /// application's runtime does when it starts.
+    Migrate,
     /// Shows the audit log of administration calls, newest first.
     Audit {
         /// At most this many rows.

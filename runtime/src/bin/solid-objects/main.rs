@@ -6,26 +6,66 @@
 mod args;
 mod table;
 
+use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Parser;
 use serde::Serialize;
 use serde_json::{json, Value};
 use solid_objects::admin::{ActorFilter, Admin, DeadLetterFilter, EffectFilter, ReminderFilter};
 use solid_objects::policy::{AdminRequest, Denied, Policy, Request};
-use solid_objects::{Error, Runtime};
+use solid_objects::{Builder, Error, Runtime};
 
 use args::{Cli, Command, DeadLetterAction, DeadLetterFilterArgs};
 use table::Table;
 
-/// What the exit code says.
+/// Adds a line to the command's output, as `println!` would print it.
+macro_rules! say {
+    ($out:expr, $($arg:tt)*) => {
+        $out.line(format_args!($($arg)*))
+    };
+}
+
+/// What the exit code says (the `--help` text lists them).
 #[derive(Debug, Clone, Copy)]
 enum Exit {
     Done = 0,
     Failed = 1,
     NotFound = 3,
     Problems = 4,
+    Unreachable = 5,
+    NotOurs = 6,
+}
+
+/// Why a command did not run: the exit code and the sentence for the operator.
+struct Failure {
+    exit: Exit,
+    message: String,
+}
+
+impl Failure {
+    fn new(exit: Exit, message: impl Into<String>) -> Self {
+        Self {
+            exit,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(error: Error) -> Self {
+        let exit = match error {
+            Error::Unreachable { .. } => Exit::Unreachable,
+            Error::NoSchema
+            | Error::SchemaOutOfDate { .. }
+            | Error::SchemaFromNewerBuild { .. } => Exit::NotOurs,
+            _ => Exit::Failed,
+        };
+        Self::new(exit, error.to_string())
+    }
 }
 
 /// Whoever holds the database URL may administer it; it calls no actor.
@@ -49,54 +89,186 @@ impl Policy for Operator {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_current_thread()
+    let mut out = Out {
+        json: cli.json,
+        text: String::new(),
+    };
+    let exit = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: cannot start the async runtime: {error}");
-            return ExitCode::from(Exit::Failed as u8);
-        }
+        Ok(runtime) => runtime.block_on(run(cli, &mut out)),
+        Err(error) => Err(Failure::new(
+            Exit::Failed,
+            format!("cannot start the async runtime: {error}"),
+        )),
     };
-    let exit = runtime.block_on(run(cli)).unwrap_or_else(|error| {
-        eprintln!("error: {error}");
-        Exit::Failed
+    let exit = exit.unwrap_or_else(|failure| {
+        complain(format_args!("error: {}", failure.message));
+        failure.exit
     });
+    // A reader that closed the pipe early (`| head`) wanted no more: the rest is dropped.
+    let exit = match out.flush() {
+        Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => {
+            complain(format_args!("error: cannot write the output: {error}"));
+            Exit::Failed
+        }
+        _ => exit,
+    };
     ExitCode::from(exit as u8)
 }
 
-async fn run(cli: Cli) -> Result<Exit, String> {
-    let url = cli.database_url.clone().ok_or(
-        "no database: pass --database-url or set SOLID_OBJECTS_DATABASE_URL \
-         (sqlite://path/to/actors.db, postgres://... or mysql://...)",
-    )?;
-    let runtime = open(&url).await?;
-    let admin = runtime.admin().context(caller());
-    let exit = execute(&admin, cli.command, cli.json).await;
-    runtime.close().await;
-    exit.map_err(|error| error.to_string())
+/// Writes a line to standard error, if it is still open.
+fn complain(line: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr(), "{line}");
 }
 
-/// Opens the runtime on `url` without migrating a database that is not there.
-async fn open(url: &str) -> Result<Runtime, String> {
-    let builder = Runtime::builder().policy(Operator);
-    let builder = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        builder.postgres(url, 2)
-    } else if url.starts_with("mysql://") {
-        builder.mysql(url, 2)
-    } else {
-        let path = PathBuf::from(
-            url.strip_prefix("sqlite://")
-                .or_else(|| url.strip_prefix("sqlite:"))
-                .unwrap_or(url),
-        );
-        if !path.is_file() {
-            return Err(format!("no SQLite database at {}", path.display()));
+async fn run(cli: Cli, out: &mut Out) -> Result<Exit, Failure> {
+    let url = cli.database_url.clone().ok_or(Failure::new(
+        Exit::Failed,
+        "no database: pass --database-url or set SOLID_OBJECTS_DATABASE_URL \
+         (sqlite://path/to/actors.db, postgres://... or mysql://...)",
+    ))?;
+    let target = Target::of(&url)?;
+    if let Command::Migrate = cli.command {
+        return migrate(&target, cli.connect_timeout, out).await;
+    }
+    target.require_file()?;
+    let runtime = target
+        .builder(cli.connect_timeout)
+        .apply_migrations(false)
+        .start()
+        .await?;
+    let admin = runtime.admin().context(caller());
+    let exit = execute(&admin, cli.command, out).await;
+    runtime.close().await;
+    Ok(exit?)
+}
+
+/// Creates or upgrades the schema, on the command that says so; a schema from a newer
+/// build is refused as by every other command.
+async fn migrate(
+    target: &Target<'_>,
+    connect_timeout: Duration,
+    out: &mut Out,
+) -> Result<Exit, Failure> {
+    let current = match target.needs_creating() {
+        true => Err(Error::NoSchema),
+        false => {
+            target
+                .builder(connect_timeout)
+                .apply_migrations(false)
+                .start()
+                .await
         }
-        builder.sqlite(path)
     };
-    builder.start().await.map_err(|error| error.to_string())
+    let migrated = match current {
+        Ok(runtime) => {
+            runtime.close().await;
+            false
+        }
+        Err(Error::NoSchema | Error::SchemaOutOfDate { .. }) => {
+            target.builder(connect_timeout).start().await?.close().await;
+            true
+        }
+        Err(error) => return Err(error.into()),
+    };
+    out.result(&json!({ "migrated": migrated }), || match migrated {
+        true => "the solid-objects schema is now this build's".to_owned(),
+        false => "the solid-objects schema was this build's already: nothing to do".to_owned(),
+    });
+    Ok(Exit::Done)
+}
+
+/// The database a URL names.
+enum Target<'u> {
+    Postgres(&'u str),
+    MySql(&'u str),
+    Sqlite(PathBuf),
+}
+
+impl<'u> Target<'u> {
+    /// Reads `url`; an error never repeats the URL, which may hold a password.
+    fn of(url: &'u str) -> Result<Self, Failure> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            return Ok(Self::Postgres(url));
+        }
+        if url.starts_with("mysql://") {
+            return Ok(Self::MySql(url));
+        }
+        if let Some(path) = url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+        {
+            return Ok(Self::Sqlite(PathBuf::from(path)));
+        }
+        match url.split_once(':') {
+            // A scheme of two letters or more (`C:/..` is a Windows path).
+            Some((scheme, _))
+                if scheme.len() > 1
+                    && scheme
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) =>
+            {
+                Err(Failure::new(
+                    Exit::Failed,
+                    format!(
+                        "cannot read the database URL (scheme {scheme:?}): write \
+                         sqlite://path/to/actors.db, postgres://user@host/db or \
+                         mysql://user@host/db"
+                    ),
+                ))
+            }
+            _ => Ok(Self::Sqlite(PathBuf::from(url))),
+        }
+    }
+
+    /// Whether this is a SQLite file of no bytes, which SQLite would take for an empty
+    /// database.
+    fn is_empty_file(&self) -> bool {
+        matches!(self, Self::Sqlite(path) if path.metadata().is_ok_and(|file| file.len() == 0))
+    }
+
+    /// Whether this is a SQLite file that is missing or empty: `migrate` creates it.
+    fn needs_creating(&self) -> bool {
+        matches!(self, Self::Sqlite(path) if !path.exists()) || self.is_empty_file()
+    }
+
+    /// A builder on this database, for the operator.
+    fn builder(&self, connect_timeout: Duration) -> Builder {
+        let builder = Runtime::builder()
+            .policy(Operator)
+            .connect_timeout(connect_timeout);
+        match self {
+            Self::Postgres(url) => builder.postgres(*url, 2),
+            Self::MySql(url) => builder.mysql(*url, 2),
+            Self::Sqlite(path) => builder.sqlite(path),
+        }
+    }
+
+    /// Refuses a SQLite file that is missing or empty (only `migrate` creates one).
+    fn require_file(&self) -> Result<(), Failure> {
+        let Self::Sqlite(path) = self else {
+            return Ok(());
+        };
+        if !path.is_file() {
+            return Err(Failure::new(
+                Exit::Failed,
+                format!("no SQLite database at {}", path.display()),
+            ));
+        }
+        if self.is_empty_file() {
+            return Err(Failure::new(
+                Exit::NotOurs,
+                format!(
+                    "{} is an empty file (0 bytes), not a solid-objects database; nothing was \
+                     written (run `solid-objects migrate` to make it one)",
+                    path.display()
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Who is operating: the audit table's caller.
@@ -110,8 +282,7 @@ fn caller() -> Value {
     json!({ "via": "solid-objects cli", "user": user, "host": host })
 }
 
-async fn execute(admin: &Admin, command: Command, as_json: bool) -> Result<Exit, Error> {
-    let out = Out { json: as_json };
+async fn execute(admin: &Admin, command: Command, out: &mut Out) -> Result<Exit, Error> {
     match command {
         Command::Status => {
             let status = admin.status().await?;
@@ -140,9 +311,9 @@ async fn execute(admin: &Admin, command: Command, as_json: bool) -> Result<Exit,
                     "paused".into(),
                     status.paused_actors.to_string(),
                 ]);
-                print!("{}", counts.render("nothing stored yet"));
+                out.text(&counts.render("nothing stored yet"));
                 if let Some(oldest) = status.oldest_due_message_at {
-                    println!("oldest due message enqueued at {oldest}");
+                    say!(out, "oldest due message enqueued at {oldest}");
                 }
                 let mut table = Table::new(&["TYPE", "ACTORS", "PAUSED", "READY", "DEAD"]);
                 for t in &types {
@@ -154,7 +325,7 @@ async fn execute(admin: &Admin, command: Command, as_json: bool) -> Result<Exit,
                         t.dead_letters.to_string(),
                     ]);
                 }
-                print!("\n{}", table.render("no actors"));
+                out.text(&format!("\n{}", table.render("no actors")));
             }
         }
         Command::Actors(args) => {
@@ -187,9 +358,9 @@ async fn execute(admin: &Admin, command: Command, as_json: bool) -> Result<Exit,
                             .map_or_else(String::new, |at| format!("since {at}")),
                     ]);
                 }
-                print!("{}", table.render("no actors"));
+                out.text(&table.render("no actors"));
                 if let (true, Some(last)) = (page.more, page.actors.last()) {
-                    println!("more: --after '{}/{}'", last.actor_type, last.actor_id);
+                    say!(out, "more: --after '{}/{}'", last.actor_type, last.actor_id);
                 }
             }
         }
@@ -198,25 +369,29 @@ async fn execute(admin: &Admin, command: Command, as_json: bool) -> Result<Exit,
             actor_id,
         } => {
             let Some(details) = admin.inspect(&actor_type, &actor_id).await? else {
-                eprintln!("no actor {actor_type}/{actor_id}");
+                complain(format_args!("no actor {actor_type}/{actor_id}"));
                 return Ok(Exit::NotFound);
             };
             if out.json {
                 out.print_json(&details);
             } else {
                 let actor = &details.summary;
-                println!("{}/{}", actor.actor_type, actor.actor_id);
-                println!(
+                say!(out, "{}/{}", actor.actor_type, actor.actor_id);
+                say!(
+                    out,
                     "revision {}, incarnation {}, state version {}",
-                    actor.revision, actor.incarnation, actor.state_version
+                    actor.revision,
+                    actor.incarnation,
+                    actor.state_version
                 );
-                println!("last activity: {}", time(actor.last_activity));
+                say!(out, "last activity: {}", time(actor.last_activity));
                 if let Some(at) = actor.paused_at {
-                    println!("PAUSED since {at}");
+                    say!(out, "PAUSED since {at}");
                 }
-                println!("mailbox: {} ready", actor.mailbox_depth);
+                say!(out, "mailbox: {} ready", actor.mailbox_depth);
                 if let Some(head) = &details.head {
-                    println!(
+                    say!(
+                        out,
                         "  head: message {} {} (attempts {}, next at {}){}",
                         head.message_id,
                         head.operation,
@@ -231,12 +406,12 @@ async fn execute(admin: &Admin, command: Command, as_json: bool) -> Result<Exit,
                     || "none".to_owned(),
                     |state| serde_json::to_string_pretty(state).unwrap_or_default(),
                 );
-                println!("state: {state}");
+                say!(out, "state: {state}");
                 let mut reminders = Table::new(&["REMINDER", "KEY", "DUE AT"]);
                 for r in &details.reminders {
                     reminders.row(vec![r.name.clone(), r.key.clone(), r.due_at.to_string()]);
                 }
-                print!("{}", reminders.render("no reminders"));
+                out.text(&reminders.render("no reminders"));
                 let mut effects =
                     Table::new(&["EFFECT", "NAME", "STATUS", "ATTEMPTS", "LAST ERROR"]);
                 for e in &details.effects {
@@ -248,7 +423,7 @@ async fn execute(admin: &Admin, command: Command, as_json: bool) -> Result<Exit,
                         e.last_error.clone().unwrap_or_default(),
                     ]);
                 }
-                print!("{}", effects.render("no unfinished effects"));
+                out.text(&effects.render("no unfinished effects"));
             }
         }
         Command::DeadLetters(args) => match args.action {
@@ -279,13 +454,13 @@ async fn execute(admin: &Admin, command: Command, as_json: bool) -> Result<Exit,
                             letter.error.clone(),
                         ]);
                     }
-                    print!("{}", table.render("no dead letters"));
+                    out.text(&table.render("no dead letters"));
                 }
             }
             Some(DeadLetterAction::Retry { message_id }) => {
                 let retry = match admin.retry_dead_letter(message_id).await {
                     Err(Error::MessageNotFound) => {
-                        eprintln!("no message {message_id}");
+                        complain(format_args!("no message {message_id}"));
                         return Ok(Exit::NotFound);
                     }
                     retried => retried?,
@@ -340,7 +515,7 @@ async fn execute(admin: &Admin, command: Command, as_json: bool) -> Result<Exit,
                         e.last_error.clone().unwrap_or_default(),
                     ]);
                 }
-                print!("{}", table.render("no effects"));
+                out.text(&table.render("no effects"));
             }
         }
         Command::Reminders(args) => {
@@ -369,7 +544,7 @@ async fn execute(admin: &Admin, command: Command, as_json: bool) -> Result<Exit,
                             .map_or_else(String::new, |every| format!("{every} ms")),
                     ]);
                 }
-                print!("{}", table.render("no reminders"));
+                out.text(&table.render("no reminders"));
             }
         }
         Command::Pause {
@@ -414,30 +589,37 @@ async fn execute(admin: &Admin, command: Command, as_json: bool) -> Result<Exit,
             if out.json {
                 out.print_json(&report);
             } else {
-                println!("backend: {}", report.backend);
-                println!(
+                say!(out, "backend: {}", report.backend);
+                say!(
+                    out,
                     "schema: applied {:?}, this build knows up to {}",
-                    report.applied_migrations, report.known_migration
+                    report.applied_migrations,
+                    report.known_migration
                 );
                 for (name, value) in &report.settings {
-                    println!("{name}: {value}");
+                    say!(out, "{name}: {value}");
                 }
-                println!("write and read round trip: {} µs", report.round_trip_micros);
+                say!(
+                    out,
+                    "write and read round trip: {} µs",
+                    report.round_trip_micros
+                );
                 if let Some(skew) = report.clock_skew_ms {
-                    println!("clock skew (database minus this host): {skew} ms");
+                    say!(out, "clock skew (database minus this host): {skew} ms");
                 }
                 match report.problems.is_empty() {
-                    true => println!("no problems found"),
+                    true => say!(out, "no problems found"),
                     false => report
                         .problems
                         .iter()
-                        .for_each(|problem| println!("PROBLEM: {problem}")),
+                        .for_each(|problem| say!(out, "PROBLEM: {problem}")),
                 }
             }
             if !report.problems.is_empty() {
                 return Ok(Exit::Problems);
             }
         }
+        Command::Migrate => unreachable!("`migrate` runs before the runtime starts"),
         Command::Audit { limit } => {
             let events = admin.audit_log(limit).await?;
             if out.json {
@@ -455,32 +637,52 @@ async fn execute(admin: &Admin, command: Command, as_json: bool) -> Result<Exit,
                         e.caller.as_ref().map_or_else(String::new, Value::to_string),
                     ]);
                 }
-                print!("{}", table.render("no administration calls"));
+                out.text(&table.render("no administration calls"));
             }
         }
     }
     Ok(Exit::Done)
 }
 
-/// How results are printed.
+/// The command's output, kept until it ends and then written at once (see `main`).
 struct Out {
     json: bool,
+    text: String,
 }
 
 impl Out {
-    fn print_json(&self, value: &impl Serialize) {
+    /// Adds `line` and a newline.
+    fn line(&mut self, line: std::fmt::Arguments<'_>) {
+        let _ = writeln!(self.text, "{line}");
+    }
+
+    /// Adds `text` as it is.
+    fn text(&mut self, text: &str) {
+        self.text.push_str(text);
+    }
+
+    fn print_json(&mut self, value: &impl Serialize) {
         match serde_json::to_string_pretty(value) {
-            Ok(text) => println!("{text}"),
-            Err(error) => eprintln!("error: the result does not serialise: {error}"),
+            Ok(text) => say!(self, "{text}"),
+            Err(error) => complain(format_args!(
+                "error: the result does not serialise: {error}"
+            )),
         }
     }
 
     /// An action's result: `value` as JSON, or the sentence `human` says.
-    fn result(&self, value: &impl Serialize, human: impl FnOnce() -> String) {
+    fn result(&mut self, value: &impl Serialize, human: impl FnOnce() -> String) {
         match self.json {
             true => self.print_json(value),
-            false => println!("{}", human()),
+            false => say!(self, "{}", human()),
         }
+    }
+
+    /// Writes the output to standard output.
+    fn flush(&self) -> std::io::Result<()> {
+        let mut stdout = std::io::stdout().lock();
+        stdout.write_all(self.text.as_bytes())?;
+        stdout.flush()
     }
 }
 

@@ -21,18 +21,21 @@ use std::time::Duration;
 
 use sqlx::error::BoxDynError;
 use sqlx::mysql::{
-    MySqlConnection, MySqlPool, MySqlPoolOptions, MySqlQueryResult, MySqlTypeInfo, MySqlValueRef,
+    MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOptions, MySqlQueryResult,
+    MySqlTypeInfo, MySqlValueRef,
 };
-use sqlx::{ColumnIndex, Decode, Executor, MySql, Row, Type, TypeInfo};
+use sqlx::{ColumnIndex, Connection, Decode, Executor, MySql, Row, Type, TypeInfo};
 
 pub(crate) use self::statement::{query, query_scalar};
+use super::connect::{connect_within, Endpoint};
 use super::owned_transaction::OwnedTransaction;
 use super::rows::{self, Column};
 use super::{
-    ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters, DeadEffectRecord, DueReminder,
-    EffectProgress, Instance, InstanceWrite, LockedActor, MessageLookup, MessageProgress,
-    MessageRecord, NewEffect, NewMessage, PendingEffects, ReminderRecord, ReminderWrite, Retention,
-    StateNotice, Stats, Store, StoredMessage, Transaction, UnknownHead, WorkNotices,
+    require_current, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters, DeadEffectRecord,
+    DueReminder, EffectProgress, Instance, InstanceWrite, LockedActor, MessageLookup,
+    MessageProgress, MessageRecord, NewEffect, NewMessage, PendingEffects, ReminderRecord,
+    ReminderWrite, Retention, SchemaMode, StateNotice, Stats, Store, StoredMessage, Transaction,
+    UnknownHead, WorkNotices,
 };
 use crate::error::{Error, Result};
 
@@ -70,22 +73,39 @@ pub(crate) struct MySqlStore {
 }
 
 impl MySqlStore {
-    /// Connects with up to `connections` connections and applies the migrations.
-    pub(crate) async fn open(url: &str, connections: u32) -> Result<Self> {
+    /// Connects with up to `connections` connections, the first within `connect_timeout`,
+    /// and applies the migrations (or, with [`SchemaMode::RequireCurrent`], checks them).
+    pub(crate) async fn open(
+        url: &str,
+        connections: u32,
+        connect_timeout: Duration,
+        schema: SchemaMode,
+    ) -> Result<Self> {
+        let options: MySqlConnectOptions = url.parse()?;
+        let endpoint = Endpoint {
+            backend: "MySQL",
+            host: options.get_socket().map_or_else(
+                || options.get_host().to_owned(),
+                |socket| socket.display().to_string(),
+            ),
+            port: options.get_port(),
+        };
+        let first: MySqlConnection = connect_within(&options, &endpoint, connect_timeout).await?;
+        // The server answers: the pool opens its own connections from here on.
+        let _ = tokio::time::timeout(connect_timeout, first.close()).await;
         let pool = MySqlPoolOptions::new()
             .max_connections(connections)
             .acquire_timeout(Duration::from_secs(3600))
-            .connect(url)
-            .await?;
+            .connect_lazy_with(options);
         Ok(Self {
             owns_pool: true,
-            ..Self::with_pool(pool).await?
+            ..Self::with_pool(pool, schema).await?
         })
     }
 
-    /// Uses an application's pool, and applies the migrations. Closing the runtime leaves
-    /// the pool open.
-    pub(crate) async fn with_pool(pool: MySqlPool) -> Result<Self> {
+    /// Uses an application's pool, and applies the migrations (or, with
+    /// [`SchemaMode::RequireCurrent`], checks them). Closing the runtime leaves the pool open.
+    pub(crate) async fn with_pool(pool: MySqlPool, schema: SchemaMode) -> Result<Self> {
         let version: String = sqlx::query_scalar("SELECT VERSION()")
             .fetch_one(&pool)
             .await?;
@@ -94,7 +114,10 @@ impl MySqlStore {
         } else {
             Flavor::MySql
         };
-        migrate(&pool).await?;
+        match schema {
+            SchemaMode::Migrate => migrate(&pool).await?,
+            SchemaMode::RequireCurrent => require_current(applied(&pool).await?, MIGRATIONS)?,
+        }
         Ok(Self {
             readers: pool,
             counters: Arc::default(),
@@ -161,6 +184,23 @@ fn whole_seconds(duration: Duration) -> u64 {
         .as_secs()
         .saturating_add(u64::from(duration.subsec_nanos() > 0))
         .clamp(1, 1 << 30)
+}
+
+/// The migrations this database has applied; `None` if it has no solid-objects schema.
+async fn applied(pool: &MySqlPool) -> Result<Option<Vec<i64>>> {
+    let tables: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM information_schema.tables
+         WHERE table_schema = DATABASE() AND table_name = 'solid_schema_migrations'",
+    )
+    .fetch_one(pool)
+    .await?;
+    if tables == 0 {
+        return Ok(None);
+    }
+    let versions = sqlx::query_scalar("SELECT version FROM solid_schema_migrations")
+        .fetch_all(pool)
+        .await?;
+    Ok(Some(versions))
 }
 
 /// Applies the migrations this database has not seen yet, under a named lock. MySQL commits

@@ -1,0 +1,75 @@
+//! Opening a server database within bounded time, and checking the schema it holds.
+//!
+//! The rule its functions obey: a runtime's first connection to a server is opened here,
+//! under the builder's connect timeout, so that a server that refuses or never answers fails
+//! start-up with an error naming its host and port instead of leaving start-up waiting on the
+//! pool (whose acquire timeout is long: turns bound their own waits). Nothing here writes.
+
+use std::time::Duration;
+
+use sqlx::Connection;
+use tokio::time::Instant;
+
+use crate::error::{Error, Result};
+
+/// The longest pause between two tries of a server that refused the connection.
+const MOST_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Where a server is, as errors name it (never with the URL's password).
+#[derive(Debug, Clone)]
+pub(crate) struct Endpoint {
+    /// `PostgreSQL` or `MySQL`.
+    pub(crate) backend: &'static str,
+    /// The host, or the path of the socket.
+    pub(crate) host: String,
+    pub(crate) port: u16,
+}
+
+impl Endpoint {
+    fn unreachable(&self, reason: String, timeout: Duration) -> Error {
+        Error::Unreachable {
+            backend: self.backend,
+            host: self.host.clone(),
+            port: self.port,
+            reason,
+            timeout,
+        }
+    }
+}
+
+/// Opens one connection with `options` within `timeout`. A refused connection is tried
+/// again until then (the server may be starting); a server that accepts and never answers,
+/// or that refused until the end, fails with [`Error::Unreachable`], as does any other I/O
+/// failure; what the server itself answers (a wrong password, say) is returned as it is.
+pub(crate) async fn connect_within<C: Connection>(
+    options: &C::Options,
+    endpoint: &Endpoint,
+    timeout: Duration,
+) -> Result<C> {
+    let deadline = Instant::now() + timeout;
+    let mut backoff = Duration::from_millis(10);
+    loop {
+        let refused = match tokio::time::timeout_at(deadline, C::connect_with(options)).await {
+            Ok(Ok(connection)) => return Ok(connection),
+            Ok(Err(sqlx::Error::Io(error)))
+                if error.kind() == std::io::ErrorKind::ConnectionRefused =>
+            {
+                true
+            }
+            Ok(Err(sqlx::Error::Io(error))) => {
+                return Err(endpoint.unreachable(error.to_string(), timeout))
+            }
+            Ok(Err(error)) => return Err(error.into()),
+            Err(_) => false,
+        };
+        if !refused || Instant::now() + backoff >= deadline {
+            let reason = match refused {
+                true => "it refused the connection (does anything listen on that port?)",
+                false => "it did not answer",
+            };
+            return Err(endpoint.unreachable(reason.to_owned(), timeout));
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MOST_BACKOFF);
+    }
+}
