@@ -61,6 +61,12 @@ impl Worklog {
         Err(Failure::permanent("this can never work"))
     }
 
+    /// Rejects with a code made at run time, which `Rejection::new` checks.
+    #[command]
+    fn reject_with(&mut self, code: String) -> Result<(), TurnError> {
+        Err(Rejection::new(code, "Refused")?.into())
+    }
+
     #[command]
     async fn note_then_reject(
         &mut self,
@@ -228,6 +234,45 @@ async fn a_permanent_failure_is_dead_at_once_and_max_attempts_can_be_set_per_act
     harness.clock.advance(Duration::from_secs(1));
     runtime.testing().drain().await.unwrap();
     assert_eq!(runtime.dead_letters(10).await.unwrap().len(), 2);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_rejection_code_that_is_not_snake_case_is_dead_at_once() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+
+    let failed = worklog.reject_with("Not Snake".to_owned()).await;
+    match &failed {
+        Err(Error::HandlerFailed {
+            attempts: 1,
+            retry_at: None,
+            error,
+            ..
+        }) => assert!(error.contains("must be snake_case"), "{error}"),
+        other => panic!("a code that can never pass is a dead letter at once, not {other:?}"),
+    }
+    let dead = runtime.dead_letters(10).await.unwrap();
+    assert_eq!(dead.len(), 1, "dead after one attempt, not retried");
+
+    // Enqueued, the worker's first attempt is its last too.
+    let queued = worklog
+        .enqueue()
+        .reject_with("Also-Not".to_owned())
+        .await
+        .unwrap();
+    runtime.testing().drain().await.unwrap();
+    match queued.status().await.unwrap() {
+        MessageStatus::Dead { attempts: 1, error } => {
+            assert!(error.contains("\"Also-Not\""), "{error}");
+        }
+        other => panic!("expected a dead letter after one attempt, got {other:?}"),
+    }
+
+    // A snake_case code is an ordinary rejection.
+    let rejected = worklog.reject_with("refused".to_owned()).await;
+    assert_eq!(rejection_code(rejected), "refused");
     runtime.close().await;
 }
 

@@ -170,6 +170,9 @@ pub enum Error {
     },
 
     /// A rejection code that is not snake_case, given to [`Rejection::new`].
+    ///
+    /// Returned with `?` from a handler, it is a permanent [`Failure`](crate::Failure): no
+    /// attempt makes a different code, so the message is a dead letter at once.
     #[error("the rejection code {code:?} must be snake_case (lowercase letters, digits and underscores, starting with a letter), such as \"not_enough_seats\"")]
     InvalidRejectionCode {
         /// The refused code.
