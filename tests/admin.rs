@@ -490,7 +490,10 @@ async fn paused_while_a_call_waits(setup: Setup) {
         details.is_some_and(|details| details.summary.mailbox_depth == 2)
     })
     .await;
-    assert!(committed, "the call's message is committed behind the failed one");
+    assert!(
+        committed,
+        "the call's message is committed behind the failed one"
+    );
     assert!(admin.pause("Desk", "d1").await.unwrap());
 
     let heard = calling.await.unwrap();

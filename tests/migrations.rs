@@ -250,12 +250,14 @@ async fn a_call_queued_behind_a_waiting_message_says_it_is_queued_and_runs_once(
 
     // The call's message is committed behind the waiting one before the state is read.
     let refused = wallet.deposit(7).await;
-    let Err(error @ Error::Queued {
-        message_id,
-        request_id,
-        reason,
-        ..
-    }) = &refused
+    let Err(
+        error @ Error::Queued {
+            message_id,
+            request_id,
+            reason,
+            ..
+        },
+    ) = &refused
     else {
         panic!("a call whose message is committed must say it is queued, not {refused:?}");
     };

@@ -286,8 +286,14 @@ async fn a_call_behind_a_message_that_waits_for_a_retry_times_out_and_says_why()
     assert!(journal.snapshot().await.unwrap().entries.is_empty());
     // Its message is committed: the error says it is still queued and names it, to wait for.
     let text = error.to_string();
-    assert!(text.contains("message 2") && text.contains("still queued"), "{text}");
-    let request_id = request_id.as_deref().expect("the timeout names the request");
+    assert!(
+        text.contains("message 2") && text.contains("still queued"),
+        "{text}"
+    );
+    let request_id = request_id
+        .as_deref()
+        .expect("the timeout names the request")
+        .as_str();
     assert_eq!(error.queued_request_id(), Some(request_id));
     let queued = runtime.message(request_id).await.unwrap().unwrap();
     assert_eq!(queued.id(), 2);

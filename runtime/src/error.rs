@@ -281,7 +281,7 @@ pub enum Error {
     /// still queued and runs later. Calling again would run it twice: wait for it instead,
     /// with [`Runtime::message`](crate::Runtime::message) and its `request_id`.
     #[error("{operation} on {actor_type} {actor_id:?} did not finish within {timeout:?}: {waiting_on}{}",
-        queued_note(*message_id, request_id.as_deref()))]
+        queued_note(*message_id, request_id.as_deref().map(String::as_str)))]
     SyncTimeout {
         /// The stored type name of the actor.
         actor_type: &'static str,
@@ -292,8 +292,9 @@ pub enum Error {
         /// The message's id, if it was enqueued (it then still runs later).
         message_id: Option<i64>,
         /// The message's request id, if it was enqueued: what
-        /// [`Runtime::message`](crate::Runtime::message) finds it by.
-        request_id: Option<String>,
+        /// [`Runtime::message`](crate::Runtime::message) finds it by. (Boxed, to keep
+        /// [`Error`] small.)
+        request_id: Option<Box<String>>,
         /// What the call was waiting on when the time ran out.
         waiting_on: String,
         /// The timeout that ran out.
@@ -613,7 +614,7 @@ impl Error {
     pub fn queued_request_id(&self) -> Option<&str> {
         match self {
             Self::Queued { request_id, .. } => Some(request_id),
-            Self::SyncTimeout { request_id, .. } => request_id.as_deref(),
+            Self::SyncTimeout { request_id, .. } => request_id.as_deref().map(String::as_str),
             _ => None,
         }
     }

@@ -70,7 +70,7 @@ impl Call<'_> {
             actor_id: self.key.actor_id.to_owned(),
             operation: self.operation,
             message_id: queued.map(|queued| queued.message_id),
-            request_id: queued.map(|queued| queued.request_id.clone()),
+            request_id: queued.map(|queued| Box::new(queued.request_id.clone())),
             waiting_on,
             timeout: self.timeout,
         }
@@ -387,11 +387,7 @@ impl Engine {
     /// whose deadline passes hears what it waited on when it last looked, if it looked;
     /// any other error (a state this build cannot read yet, an earlier message it does not
     /// know, a pause, a database error) comes as [`Error::Queued`].
-    async fn run_until_done<A: Actor>(
-        &self,
-        call: &Call<'_>,
-        queued: &Enqueued,
-    ) -> Result<String> {
+    async fn run_until_done<A: Actor>(&self, call: &Call<'_>, queued: &Enqueued) -> Result<String> {
         let mut waiting_on = None;
         let ran = self
             .wait_until_done::<A>(call, queued, &mut waiting_on)
