@@ -148,6 +148,50 @@ async fn a_message_that_fails_twice_holds_back_later_ones_then_all_run_in_order(
 }
 
 #[tokio::test]
+async fn a_sync_call_whose_handler_fails_names_its_queued_message_to_wait_for() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+
+    // The failed attempt is committed with the message, which is retried later: the caller
+    // is told which message to wait for, since calling again would record it twice.
+    let failed = worklog.flaky("once".to_owned(), 1).await.unwrap_err();
+    let text = failed.to_string();
+    assert!(
+        text.contains("retried at") && text.contains("do not call again"),
+        "{text}"
+    );
+    let Error::HandlerFailed {
+        retry_at: Some(_),
+        request_id: Some(request_id),
+        ..
+    } = &failed
+    else {
+        panic!("expected a failed attempt to retry, got {failed:?}");
+    };
+    assert!(text.contains(request_id.as_str()), "{text}");
+    assert_eq!(failed.queued_request_id(), Some(request_id.as_str()));
+    let queued = runtime
+        .message(request_id)
+        .await
+        .unwrap()
+        .expect("the error names a message that exists")
+        .typed::<usize>();
+    assert_eq!(ready_attempts(&queued).await.0, 1);
+
+    harness.clock.advance(Duration::from_secs(60));
+    runtime.testing().drain().await.unwrap();
+    assert_eq!(queued.result().await.unwrap(), Some(1));
+    assert_eq!(worklog.log().await.unwrap(), ["once"], "recorded once");
+
+    // A permanent failure names its message too, now a dead letter.
+    let dead = worklog.invalid().await.unwrap_err();
+    assert!(dead.to_string().contains("is now a dead letter"), "{dead}");
+    assert_eq!(dead.queued_request_id(), None, "nothing left to wait for");
+    runtime.close().await;
+}
+
+#[tokio::test]
 async fn a_message_that_always_fails_becomes_a_dead_letter_after_five_attempts() {
     let harness = Harness::new();
     let runtime = harness.start().await;

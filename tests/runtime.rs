@@ -49,6 +49,11 @@ impl Journal {
     fn entries(&self) -> Vec<String> {
         self.entries.clone()
     }
+
+    #[query]
+    fn entry_count_then_panic(&self) -> usize {
+        panic!("the query broke after {} entries", self.entries.len())
+    }
 }
 
 /// Another actor type that claims the same stored name.
@@ -186,6 +191,31 @@ async fn a_query_reads_in_order_and_leaves_no_message_row() {
 
     assert_eq!(journal.entries().await.unwrap(), vec!["one"]);
 
+    assert_eq!(count(&harness, "solid_messages").await, messages);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_panicking_query_fails_without_claiming_a_message_it_never_had() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let journal = runtime.reference::<Journal>("j-1");
+    journal.record("one").await.unwrap();
+    let messages = count(&harness, "solid_messages").await;
+
+    let failed = journal.entry_count_then_panic().await.unwrap_err();
+
+    assert!(
+        matches!(failed, Error::HandlerFailed { retry_at: None, .. }),
+        "{failed:?}"
+    );
+    let text = failed.to_string();
+    assert!(text.contains("the query broke after 1 entries"), "{text}");
+    assert!(
+        !text.contains("dead letter"),
+        "a query has no message: {text}"
+    );
+    assert_eq!(runtime.dead_letters(10).await.unwrap().len(), 0);
     assert_eq!(count(&harness, "solid_messages").await, messages);
     runtime.close().await;
 }

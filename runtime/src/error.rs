@@ -327,8 +327,13 @@ pub enum Error {
     },
 
     /// The handler panicked or failed; its changes were rolled back.
+    ///
+    /// A call's failed attempt is committed with its message: with a `retry_at`, the message
+    /// is still queued and runs again then (calling again would run it twice: wait for it
+    /// with [`Runtime::message`](crate::Runtime::message) and its `request_id`); without, it
+    /// is a dead letter. A query's failure has no message and no request id.
     #[error("{operation} on {actor_type} {actor_id:?} failed (attempt {attempts}): {error}{}",
-        match retry_at { Some(at) => format!("; it is retried at {at}"), None => "; it is now a dead letter".to_owned() })]
+        failed_note(*retry_at, request_id.as_deref().map(String::as_str)))]
     HandlerFailed {
         /// The stored type name of the actor.
         actor_type: &'static str,
@@ -342,6 +347,10 @@ pub enum Error {
         attempts: i64,
         /// When the next attempt runs, or `None` when the message became a dead letter.
         retry_at: Option<chrono::DateTime<chrono::Utc>>,
+        /// The request id of the call's message, which
+        /// [`Runtime::message`](crate::Runtime::message) finds it by; `None` for a query.
+        /// (Boxed, to keep [`Error`] small.)
+        request_id: Option<Box<String>>,
     },
 
     /// A stored message names an operation this actor type does not have. It is left in
@@ -581,6 +590,26 @@ pub enum Error {
 /// The result type of the runtime's calls.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// What a failed call says of its message: retried (and so still queued, named), or dead; a
+/// query has none.
+fn failed_note(
+    retry_at: Option<chrono::DateTime<chrono::Utc>>,
+    request_id: Option<&str>,
+) -> String {
+    match (retry_at, request_id) {
+        (Some(at), Some(request_id)) => format!(
+            "; it is retried at {at}: its message (request id {request_id}) is still queued: do \
+             not call again, which would run it twice: wait for it with \
+             runtime.message({request_id:?})"
+        ),
+        (Some(at), None) => format!("; it is retried at {at}"),
+        (None, Some(request_id)) => {
+            format!("; its message (request id {request_id}) is now a dead letter")
+        }
+        (None, None) => "; a query stores nothing and is not retried".to_owned(),
+    }
+}
+
 /// What a timed-out call says of its message: nothing if it had none, else that it is queued.
 fn queued_note(message_id: Option<i64>, request_id: Option<&str>) -> String {
     match (message_id, request_id) {
@@ -608,13 +637,19 @@ impl Error {
     }
 
     /// The request id of the call's message if this error came after the message was
-    /// committed and it is still queued ([`Error::Queued`], or a [`Error::SyncTimeout`] with
-    /// a message): wait for it with [`Runtime::message`](crate::Runtime::message) rather
-    /// than call again, which would run it twice.
+    /// committed and it is still queued ([`Error::Queued`], a [`Error::SyncTimeout`] with a
+    /// message, or a [`Error::HandlerFailed`] to be retried): wait for it with
+    /// [`Runtime::message`](crate::Runtime::message) rather than call again, which would run
+    /// it twice.
     pub fn queued_request_id(&self) -> Option<&str> {
         match self {
             Self::Queued { request_id, .. } => Some(request_id),
             Self::SyncTimeout { request_id, .. } => request_id.as_deref().map(String::as_str),
+            Self::HandlerFailed {
+                request_id,
+                retry_at: Some(_),
+                ..
+            } => request_id.as_deref().map(String::as_str),
             _ => None,
         }
     }

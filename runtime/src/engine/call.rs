@@ -103,8 +103,14 @@ impl Call<'_> {
         Instant::now() >= self.deadline
     }
 
-    fn result(&self, outcome: Outcome) -> Result<String> {
-        outcome.into_result(self.key.actor_type, self.key.actor_id, self.operation)
+    /// The caller's view of an outcome; `request_id` is its message's (`None` for a query).
+    fn result(&self, outcome: Outcome, request_id: Option<&str>) -> Result<String> {
+        outcome.into_result(
+            self.key.actor_type,
+            self.key.actor_id,
+            self.operation,
+            request_id,
+        )
     }
 }
 
@@ -222,7 +228,9 @@ impl Engine {
                 Self::release(tx).await;
                 same_request(&existing, call.operation, arguments, key)?;
                 return Ok(match Outcome::from_record(&existing) {
-                    Some(outcome) => Tried::Answered(call.result(outcome)),
+                    Some(outcome) => {
+                        Tried::Answered(call.result(outcome, Some(&existing.request_id)))
+                    }
                     None => Tried::Queued(Enqueued {
                         message_id: existing.id,
                         request_id: existing.request_id,
@@ -267,7 +275,7 @@ impl Engine {
             )
             .await;
         Ok(match ran {
-            Ok(report) => Tried::Answered(call.result(report.outcome)),
+            Ok(report) => Tried::Answered(call.result(report.outcome, Some(&request_id))),
             Err(Uncommitted::Conflict(_)) => Tried::Conflict,
             Err(Uncommitted::OverBudget) => Tried::OverBudget,
             Err(Uncommitted::InDoubt) => {
@@ -279,7 +287,7 @@ impl Engine {
                     .as_ref()
                     .and_then(Outcome::from_record)
                 {
-                    Some(outcome) => Tried::Answered(call.result(outcome)),
+                    Some(outcome) => Tried::Answered(call.result(outcome, Some(&request_id))),
                     None => Tried::Conflict,
                 }
             }
@@ -298,7 +306,7 @@ impl Engine {
                 let outcome = self
                     .record_fresh_failure::<A>(call, arguments, options, failure)
                     .await?;
-                Tried::Answered(call.result(outcome))
+                Tried::Answered(call.result(outcome, Some(&request_id)))
             }
         })
     }
@@ -393,7 +401,7 @@ impl Engine {
             .wait_until_done::<A>(call, queued, &mut waiting_on)
             .await;
         match ran {
-            Ok(outcome) => call.result(outcome),
+            Ok(outcome) => call.result(outcome, Some(&queued.request_id)),
             Err(error) if error.is_busy() => Err(match waiting_on {
                 Some(waiting_on) => call.timed_out(Some(queued), waiting_on),
                 None => call.busy(Some(queued)),
@@ -548,7 +556,7 @@ impl Engine {
                 retry_at: None,
             },
         };
-        call.result(outcome)
+        call.result(outcome, None)
     }
 
     /// Destroys an actor: waits for its lock (a turn elsewhere finishes first), deletes its
