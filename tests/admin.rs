@@ -224,6 +224,11 @@ on_both_backends!(
     a_paused_actor_runs_nothing_and_its_callers_hear_why_on_postgres
 );
 on_both_backends!(
+    paused_while_a_call_waits,
+    a_call_waiting_behind_a_message_when_its_actor_is_paused_hears_its_message_is_queued_on_sqlite,
+    a_call_waiting_behind_a_message_when_its_actor_is_paused_hears_its_message_is_queued_on_postgres
+);
+on_both_backends!(
     dead_letters_and_redrive,
     dead_letters_are_listed_by_filter_and_redriven_once_on_sqlite,
     dead_letters_are_listed_by_filter_and_redriven_once_on_postgres
@@ -458,6 +463,65 @@ async fn list_and_inspect(setup: Setup) {
     assert_eq!(status.reminders_due, 0);
     assert!(status.messages.contains(&("ready".to_owned(), 3)));
     assert!(status.effects.contains(&("ready".to_owned(), 1)));
+    runtime.close().await;
+}
+
+/// A call whose message is committed behind one waiting out its retry waits; an operator
+/// pauses the actor: the call stops waiting, and says its message is queued (calling again
+/// after the resume would add twice).
+async fn paused_while_a_call_waits(setup: Setup) {
+    let runtime = setup.runtime(WithOperators).await;
+    let admin = runtime.admin().context(ana());
+    let desk = runtime.reference::<Desk>("d1");
+    desk.set_broken(true).await.unwrap();
+    assert!(matches!(
+        desk.flaky().await,
+        Err(Error::HandlerFailed {
+            retry_at: Some(_),
+            ..
+        })
+    ));
+    let calling = tokio::spawn({
+        let desk = desk.clone().timeout(Duration::from_secs(30));
+        async move { desk.add(5).await }
+    });
+    let committed = support::eventually(Duration::from_secs(10), || async {
+        let details = admin.inspect("Desk", "d1").await.unwrap();
+        details.is_some_and(|details| details.summary.mailbox_depth == 2)
+    })
+    .await;
+    assert!(
+        committed,
+        "the call's message is committed behind the failed one"
+    );
+    assert!(admin.pause("Desk", "d1").await.unwrap());
+
+    let heard = calling.await.unwrap();
+    let Err(Error::Queued {
+        request_id, reason, ..
+    }) = &heard
+    else {
+        panic!("a call whose message is committed must say it is queued, not {heard:?}");
+    };
+    assert!(matches!(**reason, Error::Paused { .. }), "{reason:?}");
+
+    // Resumed, the queued message runs once, after the failing one is dead.
+    assert!(admin.resume("Desk", "d1").await.unwrap());
+    let queued = runtime
+        .message(request_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .typed::<i64>();
+    for _ in 0..10 {
+        setup.clock.advance(Duration::from_secs(24 * 3600));
+        runtime.testing().drain().await.unwrap();
+        if queued.result().await.unwrap().is_some() {
+            break;
+        }
+    }
+    assert_eq!(queued.result().await.unwrap(), Some(5));
+    assert_eq!(desk.total().await.unwrap(), 5);
     runtime.close().await;
 }
 

@@ -61,6 +61,12 @@ impl Worklog {
         Err(Failure::permanent("this can never work"))
     }
 
+    /// Rejects with a code made at run time, which `Rejection::new` checks.
+    #[command]
+    fn reject_with(&mut self, code: String) -> Result<(), TurnError> {
+        Err(Rejection::new(code, "Refused")?.into())
+    }
+
     #[command]
     async fn note_then_reject(
         &mut self,
@@ -138,6 +144,50 @@ async fn a_message_that_fails_twice_holds_back_later_ones_then_all_run_in_order(
     assert_eq!(flaky.result().await.unwrap(), Some(1));
     assert_eq!(b.result().await.unwrap(), Some(2));
     assert_eq!(worklog.log().await.unwrap(), ["a", "b", "c"]);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_sync_call_whose_handler_fails_names_its_queued_message_to_wait_for() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+
+    // The failed attempt is committed with the message, which is retried later: the caller
+    // is told which message to wait for, since calling again would record it twice.
+    let failed = worklog.flaky("once".to_owned(), 1).await.unwrap_err();
+    let text = failed.to_string();
+    assert!(
+        text.contains("retried at") && text.contains("do not call again"),
+        "{text}"
+    );
+    let Error::HandlerFailed {
+        retry_at: Some(_),
+        request_id: Some(request_id),
+        ..
+    } = &failed
+    else {
+        panic!("expected a failed attempt to retry, got {failed:?}");
+    };
+    assert!(text.contains(request_id.as_str()), "{text}");
+    assert_eq!(failed.queued_request_id(), Some(request_id.as_str()));
+    let queued = runtime
+        .message(request_id)
+        .await
+        .unwrap()
+        .expect("the error names a message that exists")
+        .typed::<usize>();
+    assert_eq!(ready_attempts(&queued).await.0, 1);
+
+    harness.clock.advance(Duration::from_secs(60));
+    runtime.testing().drain().await.unwrap();
+    assert_eq!(queued.result().await.unwrap(), Some(1));
+    assert_eq!(worklog.log().await.unwrap(), ["once"], "recorded once");
+
+    // A permanent failure names its message too, now a dead letter.
+    let dead = worklog.invalid().await.unwrap_err();
+    assert!(dead.to_string().contains("is now a dead letter"), "{dead}");
+    assert_eq!(dead.queued_request_id(), None, "nothing left to wait for");
     runtime.close().await;
 }
 
@@ -228,6 +278,45 @@ async fn a_permanent_failure_is_dead_at_once_and_max_attempts_can_be_set_per_act
     harness.clock.advance(Duration::from_secs(1));
     runtime.testing().drain().await.unwrap();
     assert_eq!(runtime.dead_letters(10).await.unwrap().len(), 2);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_rejection_code_that_is_not_snake_case_is_dead_at_once() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+
+    let failed = worklog.reject_with("Not Snake".to_owned()).await;
+    match &failed {
+        Err(Error::HandlerFailed {
+            attempts: 1,
+            retry_at: None,
+            error,
+            ..
+        }) => assert!(error.contains("must be snake_case"), "{error}"),
+        other => panic!("a code that can never pass is a dead letter at once, not {other:?}"),
+    }
+    let dead = runtime.dead_letters(10).await.unwrap();
+    assert_eq!(dead.len(), 1, "dead after one attempt, not retried");
+
+    // Enqueued, the worker's first attempt is its last too.
+    let queued = worklog
+        .enqueue()
+        .reject_with("Also-Not".to_owned())
+        .await
+        .unwrap();
+    runtime.testing().drain().await.unwrap();
+    match queued.status().await.unwrap() {
+        MessageStatus::Dead { attempts: 1, error } => {
+            assert!(error.contains("\"Also-Not\""), "{error}");
+        }
+        other => panic!("expected a dead letter after one attempt, got {other:?}"),
+    }
+
+    // A snake_case code is an ordinary rejection.
+    let rejected = worklog.reject_with("refused".to_owned()).await;
+    assert_eq!(rejection_code(rejected), "refused");
     runtime.close().await;
 }
 

@@ -240,6 +240,102 @@ async fn a_state_from_a_newer_build_is_left_alone_and_its_messages_wait_uncounte
 }
 
 #[tokio::test]
+async fn a_call_queued_behind_a_waiting_message_says_it_is_queued_and_runs_once() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let future_state = r#"{"holder": "cy", "cents": 1, "history": [], "loyalty": 9}"#;
+    store(&harness, "Wallet", "w", 4, future_state).await;
+    let wallet = runtime.reference::<Wallet>("w");
+    let waiting = wallet.enqueue().deposit(5).await.unwrap();
+
+    // The call's message is committed behind the waiting one before the state is read.
+    let refused = wallet.deposit(7).await;
+    let Err(
+        error @ Error::Queued {
+            message_id,
+            request_id,
+            reason,
+            ..
+        },
+    ) = &refused
+    else {
+        panic!("a call whose message is committed must say it is queued, not {refused:?}");
+    };
+    assert!(
+        matches!(
+            **reason,
+            Error::StateFromNewerBuild {
+                stored: 4,
+                current: 3,
+                ..
+            }
+        ),
+        "{reason:?}"
+    );
+    let text = error.to_string();
+    assert!(!text.contains("nothing was changed"), "{text}");
+    assert!(text.contains(&format!("message {message_id}")), "{text}");
+    assert_eq!(error.queued_request_id(), Some(request_id.as_str()));
+    let queued = runtime
+        .message(request_id)
+        .await
+        .unwrap()
+        .expect("the error names a message that exists")
+        .typed::<u64>();
+    assert_eq!(queued.id(), *message_id);
+    assert!(matches!(
+        queued.status().await.unwrap(),
+        MessageStatus::Ready { attempts: 0, .. }
+    ));
+
+    // A newer build (here: the state rolled back to one this build reads) runs both, each
+    // once: the caller that heard "queued" waits instead of calling again.
+    execute(
+        &harness,
+        r#"UPDATE solid_instances SET state = '{"holder": "cy", "cents": 1}', state_version = 3"#,
+    )
+    .await;
+    runtime.testing().drain().await.unwrap();
+    assert_eq!(waiting.result().await.unwrap(), Some(6));
+    assert_eq!(queued.result().await.unwrap(), Some(13));
+    assert_eq!(wallet.balance().await.unwrap(), ("cy".to_owned(), 13));
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_call_queued_behind_a_message_no_migration_reads_says_it_is_queued() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    store(&harness, "Tally", "t", 1, r#"{"count": 4}"#).await;
+    let tally = runtime.reference::<Tally>("t");
+    tally.enqueue().add().await.unwrap();
+
+    let refused = tally.add().await;
+    let Err(Error::Queued {
+        message_id, reason, ..
+    }) = &refused
+    else {
+        panic!("a call whose message is committed must say it is queued, not {refused:?}");
+    };
+    assert!(
+        matches!(**reason, Error::NoMigration { from: 1, .. }),
+        "{reason:?}"
+    );
+    assert_eq!(*message_id, 2);
+    assert_eq!(
+        stored(&harness, "t").await,
+        (r#"{"count": 4}"#.to_owned(), 1)
+    );
+
+    // With a state at version 2, the one migration there is reads it, and each queued
+    // message runs once.
+    execute(&harness, "UPDATE solid_instances SET state_version = 2").await;
+    runtime.testing().drain().await.unwrap();
+    assert_eq!(stored(&harness, "t").await.0, r#"{"count":6}"#);
+    runtime.close().await;
+}
+
+#[tokio::test]
 async fn a_state_no_migration_reads_waits_uncounted() {
     let harness = Harness::new();
     let runtime = harness.start().await;

@@ -590,7 +590,8 @@ async fn an_unknown_operation_waits_for_a_build_that_knows_it_and_says_why() {
         "workers leave it for a build that knows it"
     );
     assert!(
-        matches!(called, Err(Error::UnknownOperation { .. })),
+        matches!(&called, Err(Error::Queued { reason, .. })
+            if matches!(**reason, Error::UnknownOperation { .. })),
         "{called:?}"
     );
     match status_of(&runtime, "r-vanished").await {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use solid_objects::prelude::*;
-use solid_objects::{Limits, MAX_ACTOR_ID_BYTES};
+use solid_objects::{Limits, MessageStatus, MAX_ACTOR_ID_BYTES};
 use support::{count, execute, together, Harness};
 
 /// An actor that records entries and can be told to fail.
@@ -48,6 +48,11 @@ impl Journal {
     #[query]
     fn entries(&self) -> Vec<String> {
         self.entries.clone()
+    }
+
+    #[query]
+    fn entry_count_then_panic(&self) -> usize {
+        panic!("the query broke after {} entries", self.entries.len())
     }
 }
 
@@ -191,6 +196,31 @@ async fn a_query_reads_in_order_and_leaves_no_message_row() {
 }
 
 #[tokio::test]
+async fn a_panicking_query_fails_without_claiming_a_message_it_never_had() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let journal = runtime.reference::<Journal>("j-1");
+    journal.record("one").await.unwrap();
+    let messages = count(&harness, "solid_messages").await;
+
+    let failed = journal.entry_count_then_panic().await.unwrap_err();
+
+    assert!(
+        matches!(failed, Error::HandlerFailed { retry_at: None, .. }),
+        "{failed:?}"
+    );
+    let text = failed.to_string();
+    assert!(text.contains("the query broke after 1 entries"), "{text}");
+    assert!(
+        !text.contains("dead letter"),
+        "a query has no message: {text}"
+    );
+    assert_eq!(runtime.dead_letters(10).await.unwrap().len(), 0);
+    assert_eq!(count(&harness, "solid_messages").await, messages);
+    runtime.close().await;
+}
+
+#[tokio::test]
 async fn a_snapshot_of_an_unknown_actor_is_its_default_state_and_creates_nothing() {
     let harness = Harness::new();
     let runtime = harness.start().await;
@@ -270,17 +300,33 @@ async fn a_call_behind_a_message_that_waits_for_a_retry_times_out_and_says_why()
         .record("behind")
         .await;
 
-    let Err(Error::SyncTimeout {
-        message_id,
-        waiting_on,
-        ..
-    }) = &result
+    let Err(
+        error @ Error::SyncTimeout {
+            message_id,
+            request_id,
+            waiting_on,
+            ..
+        },
+    ) = &result
     else {
         panic!("expected SyncTimeout, got {result:?}");
     };
     assert_eq!(*message_id, Some(2));
     assert!(waiting_on.contains("message 1"), "{waiting_on}");
     assert!(journal.snapshot().await.unwrap().entries.is_empty());
+    // Its message is committed: the error says it is still queued and names it, to wait for.
+    let text = error.to_string();
+    assert!(
+        text.contains("message 2") && text.contains("still queued"),
+        "{text}"
+    );
+    let request_id = request_id
+        .as_deref()
+        .expect("the timeout names the request")
+        .as_str();
+    assert_eq!(error.queued_request_id(), Some(request_id));
+    let queued = runtime.message(request_id).await.unwrap().unwrap();
+    assert_eq!(queued.id(), 2);
     runtime.close().await;
 }
 
@@ -327,11 +373,26 @@ async fn an_unknown_operation_in_a_stored_row_is_a_clear_error_and_is_left_alone
         .record("two")
         .await;
 
+    // The call's own message is committed behind it: the error says so and names it.
+    let Err(Error::Queued {
+        message_id: 3,
+        request_id,
+        reason,
+        ..
+    }) = &result
+    else {
+        panic!("expected the call's message queued behind the unknown one, got {result:?}");
+    };
     assert!(
-        matches!(&result, Err(Error::UnknownOperation { operation, message_id: 2, .. }) if operation == "vanished"),
-        "{result:?}"
+        matches!(&**reason, Error::UnknownOperation { operation, message_id: 2, .. } if operation == "vanished"),
+        "{reason:?}"
     );
     assert_eq!(journal.snapshot().await.unwrap().entries, vec!["one"]);
+    let queued = runtime.message(request_id).await.unwrap().unwrap();
+    assert!(matches!(
+        queued.status().await.unwrap(),
+        MessageStatus::Ready { attempts: 0, .. }
+    ));
     runtime.close().await;
 }
 

@@ -102,6 +102,12 @@ impl Job {
         Ok(self.runs)
     }
 
+    /// Fails, to be retried later: a message that holds back the ones behind it.
+    #[command]
+    fn not_yet(&mut self) -> Result<u32, Failure> {
+        Err(Failure::retryable("not yet"))
+    }
+
     /// In the child process: writes its mark, tells the parent (the marker file), and
     /// finishes only once its runtime is shutting down.
     #[command]
@@ -276,6 +282,45 @@ async fn a_turn_in_flight_finishes_within_the_deadline_commits_and_nothing_new_s
     );
     assert_eq!(backend.marks().await, 1);
     runtime.close().await;
+}
+
+/// A call waiting behind a message in its retry backoff when its runtime closes hears that
+/// its message is queued, and which: a fresh runtime on the same database finds it ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_waiting_when_its_runtime_closes_hears_its_message_is_queued() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Backend::sqlite(&dir.path().join("actors.db"));
+    backend
+        .execute("CREATE TABLE marks (gate TEXT NOT NULL)")
+        .await;
+    let runtime = backend.runtime().await;
+    let job = runtime.reference::<Job>("waiting");
+    assert!(job.not_yet().await.is_err());
+    let calling = tokio::spawn({
+        let job = job.clone().timeout(Duration::from_secs(60));
+        async move { job.work("waiting").await }
+    });
+    let committed = eventually(Duration::from_secs(10), || async {
+        let messages = runtime.admin().actor_types().await.unwrap();
+        messages.iter().any(|summary| summary.ready_messages == 2)
+    })
+    .await;
+    assert!(
+        committed,
+        "the call's message is committed behind the failed one"
+    );
+
+    runtime.close().await;
+    let heard = calling.await.unwrap();
+    let Err(Error::Queued { request_id, .. }) = &heard else {
+        panic!("a call whose message is committed must say it is queued, not {heard:?}");
+    };
+
+    let fresh = backend.runtime().await;
+    let queued = status(&fresh, request_id).await;
+    assert!(is_ready_unattempted(&queued), "{queued:?}");
+    assert_eq!(backend.marks().await, 0);
+    fresh.close().await;
 }
 
 /// A turn whose handler never ends is abandoned at the deadline; then a fresh runtime on

@@ -14,6 +14,7 @@
 //! | `Paused` | 503 Service Unavailable | `{"code": "paused", "message"}`: an operator paused the actor |
 //! | `StateFromNewerBuild`, `NoMigration` | 503 Service Unavailable | `{"code": "state_version", "message"}`: another build reads this actor |
 //! | `SyncTimeout`, `WaitTimeout` | 504 Gateway Timeout | `{"code": "timeout", "message"}` |
+//! | `Queued` | 202 Accepted | `{"code": "queued", "message", "message_id", "request_id"}`: the request is in the mailbox and runs later; asking again would run it twice |
 //! | anything else | 500 Internal Server Error | `{"code": "internal", "message": "internal error"}` |
 
 use axum_core::response::{IntoResponse, Response};
@@ -70,6 +71,19 @@ pub(crate) fn status_and_body(error: &Error) -> (StatusCode, Value) {
         Error::SyncTimeout { .. } | Error::WaitTimeout { .. } => {
             brief(StatusCode::GATEWAY_TIMEOUT, "timeout")
         }
+        Error::Queued {
+            message_id,
+            request_id,
+            ..
+        } => (
+            StatusCode::ACCEPTED,
+            json!({
+                "code": "queued",
+                "message": error.to_string(),
+                "message_id": message_id,
+                "request_id": request_id,
+            }),
+        ),
         _ => (
             StatusCode::INTERNAL_SERVER_ERROR,
             json!({ "code": "internal", "message": "internal error" }),
@@ -167,6 +181,7 @@ mod tests {
                     actor_id: "s".into(),
                     operation: "hold",
                     message_id: None,
+                    request_id: None,
                     waiting_on: "the actor".into(),
                     timeout: Duration::from_secs(5),
                 },
@@ -176,6 +191,26 @@ mod tests {
         for (error, expected) in cases {
             assert_eq!(respond(error).await.0, expected);
         }
+    }
+
+    #[tokio::test]
+    async fn a_queued_call_is_accepted_and_names_its_message() {
+        let queued = Error::Queued {
+            actor_type: "Show",
+            actor_id: "s".into(),
+            operation: "hold",
+            message_id: 7,
+            request_id: "r-7".into(),
+            reason: Box::new(Error::Paused {
+                actor_type: "Show".into(),
+                actor_id: "s".into(),
+            }),
+        };
+        let (status, body) = respond(queued).await;
+        assert_eq!(status, StatusCode::ACCEPTED);
+        assert_eq!(body["code"], "queued");
+        assert_eq!(body["message_id"], 7);
+        assert_eq!(body["request_id"], "r-7");
     }
 
     #[tokio::test]

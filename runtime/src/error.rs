@@ -170,6 +170,9 @@ pub enum Error {
     },
 
     /// A rejection code that is not snake_case, given to [`Rejection::new`].
+    ///
+    /// Returned with `?` from a handler, it is a permanent [`Failure`](crate::Failure): no
+    /// attempt makes a different code, so the message is a dead letter at once.
     #[error("the rejection code {code:?} must be snake_case (lowercase letters, digits and underscores, starting with a letter), such as \"not_enough_seats\"")]
     InvalidRejectionCode {
         /// The refused code.
@@ -273,9 +276,12 @@ pub enum Error {
 
     /// A synchronous call (or an enqueue, waiting for the database) did not finish within
     /// its timeout.
-    #[error(
-        "{operation} on {actor_type} {actor_id:?} did not finish within {timeout:?}: {waiting_on}"
-    )]
+    ///
+    /// With a `message_id`, the call's message was committed before the time ran out: it is
+    /// still queued and runs later. Calling again would run it twice: wait for it instead,
+    /// with [`Runtime::message`](crate::Runtime::message) and its `request_id`.
+    #[error("{operation} on {actor_type} {actor_id:?} did not finish within {timeout:?}: {waiting_on}{}",
+        queued_note(*message_id, request_id.as_deref().map(String::as_str)))]
     SyncTimeout {
         /// The stored type name of the actor.
         actor_type: &'static str,
@@ -285,15 +291,49 @@ pub enum Error {
         operation: &'static str,
         /// The message's id, if it was enqueued (it then still runs later).
         message_id: Option<i64>,
+        /// The message's request id, if it was enqueued: what
+        /// [`Runtime::message`](crate::Runtime::message) finds it by. (Boxed, to keep
+        /// [`Error`] small.)
+        request_id: Option<Box<String>>,
         /// What the call was waiting on when the time ran out.
         waiting_on: String,
         /// The timeout that ran out.
         timeout: Duration,
     },
 
+    /// The call's message was committed to the actor's mailbox, but the call stopped waiting
+    /// for it before it ran, for the `reason` given: the message is still queued and runs
+    /// later (once the reason is gone).
+    ///
+    /// Calling again would run it twice. Wait for it instead: `runtime.message(request_id)`
+    /// finds it ([`Runtime::message`](crate::Runtime::message)), and its
+    /// [`MessageRef::wait`](crate::MessageRef::wait) gives its result.
+    #[error("{operation} on {actor_type} {actor_id:?} is queued as message {message_id} (request id {request_id}) and runs later, but the call stopped waiting for it: {reason}; do not call again, which would run it twice: wait for it with runtime.message({request_id:?})")]
+    Queued {
+        /// The stored type name of the actor.
+        actor_type: &'static str,
+        /// The actor's id.
+        actor_id: String,
+        /// The operation that was called.
+        operation: &'static str,
+        /// The id of the queued message.
+        message_id: i64,
+        /// Its request id, which [`Runtime::message`](crate::Runtime::message) finds it by.
+        request_id: String,
+        /// Why the call stopped waiting: a state this build cannot read yet, an earlier
+        /// message of an operation it does not know, a pause, a database error...
+        #[source]
+        reason: Box<Error>,
+    },
+
     /// The handler panicked or failed; its changes were rolled back.
+    ///
+    /// A call's failed attempt is committed with its message: with a `retry_at`, the message
+    /// is still queued and runs again then (calling again would run it twice: wait for it
+    /// with [`Runtime::message`](crate::Runtime::message) and its `request_id`); without, it
+    /// is a dead letter. A query's failure has no message and no request id.
     #[error("{operation} on {actor_type} {actor_id:?} failed (attempt {attempts}): {error}{}",
-        match retry_at { Some(at) => format!("; it is retried at {at}"), None => "; it is now a dead letter".to_owned() })]
+        failed_note(*retry_at, request_id.as_deref().map(String::as_str)))]
     HandlerFailed {
         /// The stored type name of the actor.
         actor_type: &'static str,
@@ -307,6 +347,10 @@ pub enum Error {
         attempts: i64,
         /// When the next attempt runs, or `None` when the message became a dead letter.
         retry_at: Option<chrono::DateTime<chrono::Utc>>,
+        /// The request id of the call's message, which
+        /// [`Runtime::message`](crate::Runtime::message) finds it by; `None` for a query.
+        /// (Boxed, to keep [`Error`] small.)
+        request_id: Option<Box<String>>,
     },
 
     /// A stored message names an operation this actor type does not have. It is left in
@@ -348,7 +392,11 @@ pub enum Error {
     /// The actor's state was stored by a newer build (its `#[actor(version = ..)]` is higher
     /// than this build's). Nothing is read or changed: during a rolling deploy the message
     /// waits for a build that reads it, uncounted, as a message of an unknown operation does.
-    #[error("the stored state of {actor_type} {actor_id:?} is version {stored}, newer than this build's version {current}; a newer build wrote it: let that build run this actor (nothing was changed)")]
+    ///
+    /// A call that gets this error wrote nothing; a call whose message was already queued
+    /// (behind an earlier message, or under its idempotency key) gets [`Error::Queued`]
+    /// with this as its reason instead.
+    #[error("the stored state of {actor_type} {actor_id:?} is version {stored}, newer than this build's version {current}; a newer build wrote it: let that build run this actor (this build left the state as it is)")]
     StateFromNewerBuild {
         /// The stored type name of the actor.
         actor_type: String,
@@ -363,7 +411,10 @@ pub enum Error {
     /// The actor's state is older than this build's version, and the actor has no
     /// `#[migrate(from = ..)]` for one of the versions between. Nothing is changed; the
     /// message waits, uncounted, for a build that has the migration.
-    #[error("the stored state of {actor_type} {actor_id:?} is version {stored} and this build is version {current}, but it has no #[migrate(from = {from})]; add that migration (nothing was changed)")]
+    ///
+    /// A call that gets this error wrote nothing; a call whose message was already queued
+    /// gets [`Error::Queued`] with this as its reason instead.
+    #[error("the stored state of {actor_type} {actor_id:?} is version {stored} and this build is version {current}, but it has no #[migrate(from = {from})]; add that migration (this build left the state as it is)")]
     NoMigration {
         /// The stored type name of the actor.
         actor_type: String,
@@ -583,12 +634,66 @@ pub enum Error {
 /// The result type of the runtime's calls.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// What a failed call says of its message: retried (and so still queued, named), or dead; a
+/// query has none.
+fn failed_note(
+    retry_at: Option<chrono::DateTime<chrono::Utc>>,
+    request_id: Option<&str>,
+) -> String {
+    match (retry_at, request_id) {
+        (Some(at), Some(request_id)) => format!(
+            "; it is retried at {at}: its message (request id {request_id}) is still queued: do \
+             not call again, which would run it twice: wait for it with \
+             runtime.message({request_id:?})"
+        ),
+        (Some(at), None) => format!("; it is retried at {at}"),
+        (None, Some(request_id)) => {
+            format!("; its message (request id {request_id}) is now a dead letter")
+        }
+        (None, None) => "; a query stores nothing and is not retried".to_owned(),
+    }
+}
+
+/// What a timed-out call says of its message: nothing if it had none, else that it is queued.
+fn queued_note(message_id: Option<i64>, request_id: Option<&str>) -> String {
+    match (message_id, request_id) {
+        (Some(id), Some(request_id)) => format!(
+            "; its message {id} (request id {request_id}) is still queued and runs later: do \
+             not call again, which would run it twice: wait for it with \
+             runtime.message({request_id:?})"
+        ),
+        (Some(id), None) => format!(
+            "; its message {id} is still queued and runs later: do not call again, which \
+             would run it twice"
+        ),
+        (None, _) => String::new(),
+    }
+}
+
 impl Error {
     /// The typed rejection this error carries, if it is a rejection of one of `R`'s codes:
     /// `match error.rejection::<HoldError>() { Some(HoldError::NotEnoughSeats { left }) => .. }`.
     pub fn rejection<R: TypedRejection>(&self) -> Option<R> {
         match self {
             Self::Rejected(rejection) => R::from_rejection(rejection),
+            _ => None,
+        }
+    }
+
+    /// The request id of the call's message if this error came after the message was
+    /// committed and it is still queued ([`Error::Queued`], a [`Error::SyncTimeout`] with a
+    /// message, or a [`Error::HandlerFailed`] to be retried): wait for it with
+    /// [`Runtime::message`](crate::Runtime::message) rather than call again, which would run
+    /// it twice.
+    pub fn queued_request_id(&self) -> Option<&str> {
+        match self {
+            Self::Queued { request_id, .. } => Some(request_id),
+            Self::SyncTimeout { request_id, .. } => request_id.as_deref().map(String::as_str),
+            Self::HandlerFailed {
+                request_id,
+                retry_at: Some(_),
+                ..
+            } => request_id.as_deref().map(String::as_str),
             _ => None,
         }
     }

@@ -77,9 +77,12 @@ impl From<sqlx::Error> for Failure {
 }
 
 impl From<Error> for Failure {
+    /// Retryable, except a rejection code that is not snake_case: the same handler makes
+    /// the same code on every attempt, so it is permanent (a dead letter at once).
     fn from(error: Error) -> Self {
         match error {
             Error::Database(error) => error.into(),
+            error @ Error::InvalidRejectionCode { .. } => Self::permanent(error),
             other => Self::retryable(other),
         }
     }

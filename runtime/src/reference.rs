@@ -169,6 +169,7 @@ impl<A: Actor> Reference<A> {
                     actor_id: self.id.clone(),
                     operation: "destroy",
                     message_id: None,
+                    request_id: None,
                     waiting_on: "the actor, whose current turn held it until the timeout"
                         .to_owned(),
                     timeout,
@@ -394,6 +395,7 @@ impl<A: Actor> Enqueue<A> {
                     actor_id: self.reference.id.clone(),
                     operation: message.name(),
                     message_id: None,
+                    request_id: None,
                     waiting_on: "the database, which other turns held until the timeout; \
                                  nothing was enqueued"
                         .to_owned(),

@@ -62,21 +62,37 @@ struct Call<'a> {
 }
 
 impl Call<'_> {
-    fn timed_out(&self, message_id: Option<i64>, waiting_on: String) -> Error {
+    /// What a caller whose deadline passed hears; `queued` is its message, if it was
+    /// committed (it then still runs later, and the error names it).
+    fn timed_out(&self, queued: Option<&Enqueued>, waiting_on: String) -> Error {
         Error::SyncTimeout {
             actor_type: self.key.actor_type,
             actor_id: self.key.actor_id.to_owned(),
             operation: self.operation,
-            message_id,
+            message_id: queued.map(|queued| queued.message_id),
+            request_id: queued.map(|queued| Box::new(queued.request_id.clone())),
             waiting_on,
             timeout: self.timeout,
         }
     }
 
+    /// What a caller that stopped waiting for its committed message hears: it is queued,
+    /// named, and `reason` is why the call could not wait for it.
+    fn queued(&self, queued: &Enqueued, reason: Error) -> Error {
+        Error::Queued {
+            actor_type: self.key.actor_type,
+            actor_id: self.key.actor_id.to_owned(),
+            operation: self.operation,
+            message_id: queued.message_id,
+            request_id: queued.request_id.clone(),
+            reason: Box::new(reason),
+        }
+    }
+
     /// What a caller that found the database or the actor busy until its deadline hears.
-    fn busy(&self, message_id: Option<i64>) -> Error {
+    fn busy(&self, queued: Option<&Enqueued>) -> Error {
         self.timed_out(
-            message_id,
+            queued,
             "the actor or the database, which other turns (in this or another process) held \
              until the timeout"
                 .to_owned(),
@@ -87,8 +103,14 @@ impl Call<'_> {
         Instant::now() >= self.deadline
     }
 
-    fn result(&self, outcome: Outcome) -> Result<String> {
-        outcome.into_result(self.key.actor_type, self.key.actor_id, self.operation)
+    /// The caller's view of an outcome; `request_id` is its message's (`None` for a query).
+    fn result(&self, outcome: Outcome, request_id: Option<&str>) -> Result<String> {
+        outcome.into_result(
+            self.key.actor_type,
+            self.key.actor_id,
+            self.operation,
+            request_id,
+        )
     }
 }
 
@@ -105,7 +127,7 @@ enum Tried {
     /// The call has its answer.
     Answered(Result<String>),
     /// Its message is in the mailbox: run the mailbox until it has run.
-    Queued(i64),
+    Queued(Enqueued),
     /// Another transaction got in the way: try again.
     Conflict,
     /// The turn ran past its group commit's budget: try again outside any group.
@@ -168,8 +190,8 @@ impl Engine {
                 .await
             {
                 Ok(Tried::Answered(answer)) => return answer,
-                Ok(Tried::Queued(message_id)) => {
-                    return self.run_until_done::<A>(&call, message_id).await;
+                Ok(Tried::Queued(queued)) => {
+                    return self.run_until_done::<A>(&call, &queued).await;
                 }
                 Ok(Tried::OverBudget) => alone = true,
                 Ok(Tried::Conflict) if !call.past_deadline() => {}
@@ -206,8 +228,13 @@ impl Engine {
                 Self::release(tx).await;
                 same_request(&existing, call.operation, arguments, key)?;
                 return Ok(match Outcome::from_record(&existing) {
-                    Some(outcome) => Tried::Answered(call.result(outcome)),
-                    None => Tried::Queued(existing.id),
+                    Some(outcome) => {
+                        Tried::Answered(call.result(outcome, Some(&existing.request_id)))
+                    }
+                    None => Tried::Queued(Enqueued {
+                        message_id: existing.id,
+                        request_id: existing.request_id,
+                    }),
                 });
             }
         }
@@ -225,7 +252,7 @@ impl Engine {
             tx.commit().await?;
             self.wake();
             crate::metrics::enqueued(call.key.actor_type, call.operation, 1);
-            return Ok(Tried::Queued(enqueued.message_id));
+            return Ok(Tried::Queued(enqueued));
         }
         // A state that no longer decodes is the caller's error, and nothing is written.
         let state = self.decode_state::<A>(call.key, &locked.instance)?;
@@ -248,7 +275,7 @@ impl Engine {
             )
             .await;
         Ok(match ran {
-            Ok(report) => Tried::Answered(call.result(report.outcome)),
+            Ok(report) => Tried::Answered(call.result(report.outcome, Some(&request_id))),
             Err(Uncommitted::Conflict(_)) => Tried::Conflict,
             Err(Uncommitted::OverBudget) => Tried::OverBudget,
             Err(Uncommitted::InDoubt) => {
@@ -260,7 +287,7 @@ impl Engine {
                     .as_ref()
                     .and_then(Outcome::from_record)
                 {
-                    Some(outcome) => Tried::Answered(call.result(outcome)),
+                    Some(outcome) => Tried::Answered(call.result(outcome, Some(&request_id))),
                     None => Tried::Conflict,
                 }
             }
@@ -279,7 +306,7 @@ impl Engine {
                 let outcome = self
                     .record_fresh_failure::<A>(call, arguments, options, failure)
                     .await?;
-                Tried::Answered(call.result(outcome))
+                Tried::Answered(call.result(outcome, Some(&request_id)))
             }
         })
     }
@@ -361,40 +388,45 @@ impl Engine {
         Ok(outcome)
     }
 
-    /// Runs the actor's turns until message `message_id` has run, or the call's deadline
-    /// passes.
+    /// Runs the actor's turns until the call's committed message `queued` has run, or the
+    /// call's deadline passes.
     ///
-    /// A caller whose deadline passes while another turn holds the actor or the database
-    /// hears what the message waited on when it last looked, if it looked.
-    async fn run_until_done<A: Actor>(&self, call: &Call<'_>, message_id: i64) -> Result<String> {
+    /// The message is committed, so every error but its own outcome names it: a caller
+    /// whose deadline passes hears what it waited on when it last looked, if it looked;
+    /// any other error (a state this build cannot read yet, an earlier message it does not
+    /// know, a pause, a database error) comes as [`Error::Queued`].
+    async fn run_until_done<A: Actor>(&self, call: &Call<'_>, queued: &Enqueued) -> Result<String> {
         let mut waiting_on = None;
         let ran = self
-            .wait_until_done::<A>(call, message_id, &mut waiting_on)
+            .wait_until_done::<A>(call, queued, &mut waiting_on)
             .await;
         match ran {
+            Ok(outcome) => call.result(outcome, Some(&queued.request_id)),
             Err(error) if error.is_busy() => Err(match waiting_on {
-                Some(waiting_on) => call.timed_out(Some(message_id), waiting_on),
-                None => call.busy(Some(message_id)),
+                Some(waiting_on) => call.timed_out(Some(queued), waiting_on),
+                None => call.busy(Some(queued)),
             }),
-            ran => ran,
+            Err(error @ Error::SyncTimeout { .. }) => Err(error),
+            Err(reason) => Err(call.queued(queued, reason)),
         }
     }
 
-    /// The loop of [`Self::run_until_done`]; `waiting_on` keeps what the message waited on
-    /// at its last look.
+    /// The loop of [`Self::run_until_done`], to the message's outcome; `waiting_on` keeps
+    /// what the message waited on at its last look.
     async fn wait_until_done<A: Actor>(
         &self,
         call: &Call<'_>,
-        message_id: i64,
+        queued: &Enqueued,
         waiting_on: &mut Option<String>,
-    ) -> Result<String> {
+    ) -> Result<Outcome> {
+        let message_id = queued.message_id;
         loop {
             let step = match self
                 .run_next::<A>(call.key.actor_id, Lock::WaitUntil(call.deadline))
                 .await?
             {
                 Step::Ran(report) if report.message_id == message_id => {
-                    return call.result(report.outcome);
+                    return Ok(report.outcome);
                 }
                 Step::Ran(_) => continue,
                 waiting => waiting,
@@ -403,13 +435,13 @@ impl Engine {
             let lookup = self.store.message(MessageLookup::Id(message_id));
             if let Some(record) = read_until(call.deadline, lookup).await? {
                 if let Some(outcome) = Outcome::from_record(&record) {
-                    return call.result(outcome);
+                    return Ok(outcome);
                 }
             }
             let pause = WAIT_POLL.min(call.deadline.saturating_duration_since(Instant::now()));
             self.wait_for_work(pause).await;
             if call.past_deadline() {
-                return Err(call.timed_out(Some(message_id), waiting.clone()));
+                return Err(call.timed_out(Some(queued), waiting.clone()));
             }
         }
     }
@@ -524,7 +556,7 @@ impl Engine {
                 retry_at: None,
             },
         };
-        call.result(outcome)
+        call.result(outcome, None)
     }
 
     /// Destroys an actor: waits for its lock (a turn elsewhere finishes first), deletes its

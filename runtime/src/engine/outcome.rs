@@ -68,12 +68,14 @@ impl Outcome {
         }
     }
 
-    /// The caller's view: the result JSON, or the error.
+    /// The caller's view: the result JSON, or the error; `request_id` is the call's
+    /// message's (`None` for a query, which has none).
     pub(crate) fn into_result(
         self,
         actor_type: &'static str,
         actor_id: &str,
         operation: &'static str,
+        request_id: Option<&str>,
     ) -> Result<String> {
         match self {
             Self::Completed(result) => Ok(result),
@@ -89,6 +91,7 @@ impl Outcome {
                 error,
                 attempts,
                 retry_at,
+                request_id: request_id.map(|request_id| Box::new(request_id.to_owned())),
             }),
             Self::Destroyed => Err(Error::Destroyed {
                 actor_type: actor_type.to_owned(),
