@@ -288,6 +288,63 @@ async fn calls_dropped_inside_groups_keep_all_or_nothing_and_the_writer_stays_us
     runtime.close().await;
 }
 
+/// A call that stops waiting while its group has not committed yet cannot know whether its
+/// turn will be kept: it must not say nothing of it was kept. Every call whose step was kept
+/// either returned it, or returned an error that names its message's request id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_call_that_times_out_while_its_group_commits_names_its_message_if_the_turn_is_kept() {
+    let harness = Harness::new();
+    create_steps(&harness.path(), "").await;
+    // Groups stay open longer than any call waits, so callers time out inside them.
+    let grouping = GroupCommit::default().max_wait(Duration::from_millis(20));
+    let runtime = start(&harness, grouping).await;
+    let answers = Arc::new(std::sync::Mutex::new(Vec::new()));
+    together(16, |caller| {
+        let answers = answers.clone();
+        let actor = format!("t-{}", caller % 8);
+        let runtime = runtime.clone();
+        async move {
+            for round in 1..=30u32 {
+                let n = round * 100 + caller as u32;
+                let timeout = Duration::from_micros(u64::from((n * 7919) % 6000) + 500);
+                let tally = runtime.reference::<Tally>(actor.as_str()).timeout(timeout);
+                let answer = tally.step(n).await;
+                answers.lock().unwrap().push((actor.clone(), n, answer));
+            }
+        }
+    })
+    .await;
+    // Let every open group end, then read what was kept.
+    let tally = runtime.reference::<Tally>("after");
+    assert_eq!(tally.step(1).await.unwrap(), 1);
+    let stored = stored_steps(&harness.path()).await;
+    let answers = std::mem::take(&mut *answers.lock().unwrap());
+    let mut named = 0;
+    for (actor, n, answer) in answers {
+        let kept = stored.get(&actor).is_some_and(|steps| steps.contains(&n));
+        match answer {
+            Ok(_) => assert!(kept, "{actor} step {n} returned Ok but was not kept"),
+            Err(error) => match error.queued_request_id() {
+                Some(request_id) => {
+                    named += 1;
+                    let message = runtime.message(request_id).await.unwrap();
+                    assert!(
+                        message.is_some() || !kept,
+                        "{actor} step {n} was kept, but the request id its call's error named \
+                         finds no message ({error})"
+                    );
+                }
+                None => assert!(
+                    !kept,
+                    "{actor} step {n} was kept, but its call's error named no message: {error}"
+                ),
+            },
+        }
+    }
+    println!("calls whose error named their message: {named}");
+    runtime.close().await;
+}
+
 /// The crash test's child: workers that drain the parent's messages in groups, noting every
 /// handler that ran; one handler hangs once enough ran before it.
 #[tokio::test]

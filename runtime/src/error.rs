@@ -291,8 +291,9 @@ pub enum Error {
         operation: &'static str,
         /// The message's id, if it was enqueued (it then still runs later).
         message_id: Option<i64>,
-        /// The message's request id, if it was enqueued: what
-        /// [`Runtime::message`](crate::Runtime::message) finds it by. (Boxed, to keep
+        /// The message's request id, if it was enqueued, or if its turn joined a group commit
+        /// that had not ended at the timeout (the turn is then kept if that group commits):
+        /// what [`Runtime::message`](crate::Runtime::message) finds it by. (Boxed, to keep
         /// [`Error`] small.)
         request_id: Option<Box<String>>,
         /// What the call was waiting on when the time ran out.
@@ -654,7 +655,8 @@ fn failed_note(
     }
 }
 
-/// What a timed-out call says of its message: nothing if it had none, else that it is queued.
+/// What a timed-out call says of its message: nothing if it had none, that it is queued if it
+/// was, and how to learn whether it was kept if its group commit had not ended.
 fn queued_note(message_id: Option<i64>, request_id: Option<&str>) -> String {
     match (message_id, request_id) {
         (Some(id), Some(request_id)) => format!(
@@ -666,7 +668,12 @@ fn queued_note(message_id: Option<i64>, request_id: Option<&str>) -> String {
             "; its message {id} is still queued and runs later: do not call again, which \
              would run it twice"
         ),
-        (None, _) => String::new(),
+        (None, Some(request_id)) => format!(
+            "; do not call again before looking its message up with \
+             runtime.message({request_id:?}): found, it was kept and runs or ran once; not found \
+             once the group has ended, nothing of it was kept"
+        ),
+        (None, None) => String::new(),
     }
 }
 

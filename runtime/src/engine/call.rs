@@ -99,6 +99,23 @@ impl Call<'_> {
         )
     }
 
+    /// What a caller hears when its turn joined a group commit whose outcome it could not
+    /// learn by its deadline: the turn is kept if the group commits, and `request_id` finds
+    /// its message then.
+    fn in_doubt(&self, request_id: &str) -> Error {
+        Error::SyncTimeout {
+            actor_type: self.key.actor_type,
+            actor_id: self.key.actor_id.to_owned(),
+            operation: self.operation,
+            message_id: None,
+            request_id: Some(Box::new(request_id.to_owned())),
+            waiting_on: "the group commit its turn joined, which had not ended; the turn is \
+                         kept if that group commits"
+                .to_owned(),
+            timeout: self.timeout,
+        }
+    }
+
     fn past_deadline(&self) -> bool {
         Instant::now() >= self.deadline
     }
@@ -249,7 +266,12 @@ impl Engine {
                     Origin::now(),
                 )
                 .await?;
-            tx.commit().await?;
+            if let Err(error) = tx.commit().await {
+                return match error {
+                    Error::GroupCommitFailed { .. } => Err(call.in_doubt(&enqueued.request_id)),
+                    error => Err(error),
+                };
+            }
             self.wake();
             crate::metrics::enqueued(call.key.actor_type, call.operation, 1);
             return Ok(Tried::Queued(enqueued));
@@ -279,16 +301,19 @@ impl Engine {
             Err(Uncommitted::Conflict(_)) => Tried::Conflict,
             Err(Uncommitted::OverBudget) => Tried::OverBudget,
             Err(Uncommitted::InDoubt) => {
-                // Its group's connection is closed: no commit of it can land any more, so
-                // the message row says whether the turn was kept.
+                // Its group either closed its connection after a failed COMMIT, or had not
+                // committed by the caller's deadline and may still commit: a message row
+                // found now answers, and none found is no proof that none will be.
                 let committed = self.store.message(MessageLookup::RequestId(&request_id));
                 match read_until(call.deadline, committed)
-                    .await?
+                    .await
+                    .ok()
+                    .flatten()
                     .as_ref()
                     .and_then(Outcome::from_record)
                 {
                     Some(outcome) => Tried::Answered(call.result(outcome, Some(&request_id))),
-                    None => Tried::Conflict,
+                    None => Tried::Answered(Err(call.in_doubt(&request_id))),
                 }
             }
             Err(Uncommitted::Abandoned) => Tried::Answered(Err(call.timed_out(
