@@ -438,3 +438,53 @@ async fn workers_run_effects() {
     assert!(paid, "the workers did not run the effect");
     assert_eq!(provider.charges.lock().unwrap().len(), 1);
 }
+
+/// An effect handler that calls actors (each call a turn on the database) while its
+/// runner renews its lease: a renewal must not wait for a transaction the handler holds
+/// and cannot finish while the renewal waits (the handler is not polled meanwhile).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_renewal_does_not_wedge_a_handler_that_calls_actors() {
+    let harness = Harness::new();
+    let calls = Arc::new(AtomicU32::new(0));
+    let runtime = harness
+        .builder()
+        .await
+        // Renewed every 5 ms: renewals fall while the handler's calls run their turns.
+        .effect_lease(Duration::from_millis(15))
+        .effect({
+            let calls = Arc::clone(&calls);
+            move |charge: ChargeCard, context: EffectContext| {
+                let calls = Arc::clone(&calls);
+                async move {
+                    let checkout = context.runtime().reference::<Checkout>(context.actor_id());
+                    for _ in 0..200 {
+                        checkout.paid(charge.hold_id.clone()).await?;
+                        calls.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Ok(())
+                }
+            }
+        })
+        .start()
+        .await
+        .unwrap();
+    runtime
+        .reference::<Checkout>("c-1")
+        .hold("h-1", 300)
+        .await
+        .unwrap();
+
+    let ran = tokio::time::timeout(Duration::from_secs(60), runtime.testing().run_effects()).await;
+    assert!(
+        ran.is_ok(),
+        "the effect wedged after {} of its 200 calls: a renewal waits for the writer its \
+         own (unpolled) handler holds",
+        calls.load(Ordering::SeqCst)
+    );
+    assert_eq!(ran.unwrap().unwrap(), 1);
+    assert_eq!(
+        count(&harness, "solid_effects WHERE status = 'done' AND attempts = 1").await,
+        1
+    );
+    runtime.close().await;
+}
