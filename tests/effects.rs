@@ -488,3 +488,51 @@ async fn a_lease_renewal_does_not_wedge_a_handler_that_calls_actors() {
     );
     runtime.close().await;
 }
+
+/// A runtime whose effects get `attempts` attempts, and whose provider fails `failures`
+/// times first.
+async fn start_with_attempts(harness: &Harness, provider: &Arc<Provider>, attempts: u32) -> Runtime {
+    let provider = Arc::clone(provider);
+    harness
+        .builder()
+        .await
+        .retry(RetryPolicy::new().max_attempts(attempts))
+        .effect(move |charge: ChargeCard, context: EffectContext| {
+            let provider = Arc::clone(&provider);
+            async move { provider.charge(context.id(), charge.cents) }
+        })
+        .start()
+        .await
+        .unwrap()
+}
+
+/// A deploy lowers the retry policy while an effect waits for its next attempt: the effect
+/// is dead (its attempts are used up), but its error must still say why it failed, not
+/// that its runner was killed (it was not), overwriting the handler's real error.
+#[tokio::test]
+async fn an_effect_dead_because_the_policy_was_lowered_keeps_its_real_error() {
+    let harness = Harness::new();
+    let provider = Arc::new(Provider::default());
+    provider.failures_left.store(1, Ordering::SeqCst);
+    let runtime = start_with_attempts(&harness, &provider, 5).await;
+    runtime
+        .reference::<Checkout>("c-1")
+        .hold("h-1", 300)
+        .await
+        .unwrap();
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
+    runtime.close().await;
+
+    let runtime = start_with_attempts(&harness, &provider, 1).await;
+    harness.advance_minutes(10);
+    runtime.testing().run_effects().await.unwrap();
+    let dead = runtime.dead_effects(10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].attempts, 1);
+    assert!(
+        dead[0].error.contains("the provider timed out") && !dead[0].error.contains("killed"),
+        "the dead effect's error is not true: {:?}",
+        dead[0].error
+    );
+    runtime.close().await;
+}
