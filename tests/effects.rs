@@ -536,3 +536,63 @@ async fn an_effect_dead_because_the_policy_was_lowered_keeps_its_real_error() {
     );
     runtime.close().await;
 }
+
+/// A shutdown whose deadline abandons a running effect: ShutdownReport says "an abandoned
+/// effect runs again once its lease runs out". On its last attempt (here its only one) the
+/// abandoned run is counted as a runner that died, and the effect is dead without ever
+/// having failed, while an abandoned turn counts no attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_effect_abandoned_by_a_shutdown_runs_again_even_on_its_last_attempt() {
+    let harness = Harness::new();
+    if harness.on_mariadb() {
+        // The lease runs on the server's clock there.
+        return;
+    }
+    let entered = Arc::new(tokio::sync::Semaphore::new(0));
+    let runtime = harness
+        .builder()
+        .await
+        .retry(RetryPolicy::new().max_attempts(1))
+        .effect({
+            let entered = Arc::clone(&entered);
+            move |_: ChargeCard, _: EffectContext| {
+                let entered = Arc::clone(&entered);
+                async move {
+                    entered.add_permits(1);
+                    std::future::pending::<()>().await;
+                    Ok(())
+                }
+            }
+        })
+        .start()
+        .await
+        .unwrap();
+    runtime
+        .reference::<Checkout>("c-1")
+        .hold("h-1", 300)
+        .await
+        .unwrap();
+    let workers = tokio::spawn({
+        let runtime = runtime.clone();
+        async move { runtime.run().await }
+    });
+    entered.acquire().await.unwrap().forget();
+    let report = runtime
+        .shutdown_with_deadline(Duration::from_millis(100))
+        .await;
+    assert_eq!(report.abandoned_effects, 1);
+    workers.await.unwrap().unwrap();
+    runtime.close().await;
+
+    let provider = Arc::new(Provider::default());
+    let runtime = start_with_attempts(&harness, &provider, 1).await;
+    harness.advance_minutes(10);
+    runtime.testing().run_effects().await.unwrap();
+    let dead = runtime.dead_effects(10).await.unwrap();
+    assert!(
+        dead.is_empty() && provider.calls.lock().unwrap().len() == 1,
+        "the abandoned effect did not run again: it is dead with {:?}",
+        dead.iter().map(|dead| &dead.error).collect::<Vec<_>>()
+    );
+    runtime.close().await;
+}
