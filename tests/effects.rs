@@ -596,3 +596,66 @@ async fn an_effect_abandoned_by_a_shutdown_runs_again_even_on_its_last_attempt()
     );
     runtime.close().await;
 }
+
+/// A ping whose kind's policy was built with its public field at zero attempts.
+#[derive(Serialize, Deserialize)]
+struct Ping;
+
+impl Effect for Ping {
+    const NAME: &'static str = "ping";
+    type Output = ();
+
+    fn retry_policy() -> Option<RetryPolicy> {
+        let mut policy = RetryPolicy::new();
+        policy.max_attempts = 0;
+        Some(policy)
+    }
+}
+
+#[actor]
+#[derive(Default)]
+struct Pinger {}
+
+#[actor]
+impl Pinger {
+    #[command]
+    fn ping(&mut self, turn: &mut Turn<Self>) {
+        turn.emit(Ping);
+    }
+}
+
+/// A policy of zero attempts (its field is public; `max_attempts(0)` means 1): a message
+/// under such a policy still runs once, an effect must too, not die unrun with "its last
+/// attempt (0 of 0) stopped before it finished".
+#[tokio::test]
+async fn an_effect_kind_with_zero_attempts_still_runs_once() {
+    let harness = Harness::new();
+    let runs = Arc::new(AtomicU32::new(0));
+    let runtime = harness
+        .builder()
+        .await
+        .effect({
+            let runs = Arc::clone(&runs);
+            move |_: Ping, _: EffectContext| {
+                let runs = Arc::clone(&runs);
+                async move {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    Ok(())
+                }
+            }
+        })
+        .start()
+        .await
+        .unwrap();
+    runtime.reference::<Pinger>("p").ping().await.unwrap();
+    runtime.testing().run_effects().await.unwrap();
+    let dead: Vec<_> = runtime
+        .dead_effects(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|dead| dead.error)
+        .collect();
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the handler never ran: {dead:?}");
+    runtime.close().await;
+}
