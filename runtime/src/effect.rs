@@ -393,24 +393,30 @@ async fn run_claimed(
     let running = tokio::time::timeout(timeout, running);
     tokio::pin!(running);
     let lease = engine.effect_lease();
-    let mut renewals = tokio::time::interval_at(tokio::time::Instant::now() + lease / 3, lease / 3);
-    renewals.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut renewing = true;
-    let outcome = loop {
-        tokio::select! {
-            finished = &mut running => break finished,
-            _ = renewals.tick(), if renewing => match engine.renew_effect(&claimed).await {
+    // The renewals run beside the handler, never instead of it: a renewal waiting for a
+    // connection (SQLite's one writer) must not stop the handler that holds it from
+    // finishing its transaction.
+    let renewing = async {
+        let mut renewals =
+            tokio::time::interval_at(tokio::time::Instant::now() + lease / 3, lease / 3);
+        renewals.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            renewals.tick().await;
+            match engine.renew_effect(&claimed).await {
                 Ok(true) => {}
-                Ok(false) => {
-                    // Another runner owns it now: this outcome will be discarded.
-                    renewing = false;
-                }
+                // Another runner owns it now: this outcome will be discarded.
+                Ok(false) => return std::future::pending::<()>().await,
                 Err(error) => {
                     tracing::warn!(effect = name, id = claimed.effect_id, %error,
                         "an effect's lease was not renewed; trying again");
                 }
-            },
+            }
         }
+    };
+    tokio::pin!(renewing);
+    let outcome = tokio::select! {
+        finished = &mut running => finished,
+        () = &mut renewing => unreachable!("the renewals end only when the handler does"),
     };
     let outcome = outcome.unwrap_or_else(|_| {
         Err(Failure::retryable(format!(
