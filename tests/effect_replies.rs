@@ -408,9 +408,7 @@ struct Shipment {
 impl Shipment {
     #[command]
     fn label(&mut self, turn: &mut Turn<Self>, text: String) {
-        turn.emit(PrintLabel { text })
-            .on_failure()
-            .label_failed();
+        turn.emit(PrintLabel { text }).on_failure().label_failed();
     }
 
     #[command]

@@ -483,15 +483,22 @@ async fn a_lease_renewal_does_not_wedge_a_handler_that_calls_actors() {
     );
     assert_eq!(ran.unwrap().unwrap(), 1);
     assert_eq!(
-        count(&harness, "solid_effects WHERE status = 'done' AND attempts = 1").await,
+        count(
+            &harness,
+            "solid_effects WHERE status = 'done' AND attempts = 1"
+        )
+        .await,
         1
     );
     runtime.close().await;
 }
 
-/// A runtime whose effects get `attempts` attempts, and whose provider fails `failures`
-/// times first.
-async fn start_with_attempts(harness: &Harness, provider: &Arc<Provider>, attempts: u32) -> Runtime {
+/// A runtime whose effects get `attempts` attempts, each a call to `provider`.
+async fn start_with_attempts(
+    harness: &Harness,
+    provider: &Arc<Provider>,
+    attempts: u32,
+) -> Runtime {
     let provider = Arc::clone(provider);
     harness
         .builder()
@@ -656,6 +663,10 @@ async fn an_effect_kind_with_zero_attempts_still_runs_once() {
         .into_iter()
         .map(|dead| dead.error)
         .collect();
-    assert_eq!(runs.load(Ordering::SeqCst), 1, "the handler never ran: {dead:?}");
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        1,
+        "the handler never ran: {dead:?}"
+    );
     runtime.close().await;
 }
