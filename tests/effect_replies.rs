@@ -386,3 +386,68 @@ async fn sqlx_statuses(harness: &Harness) -> Vec<String> {
     pool.close().await;
     statuses
 }
+
+/// Prints a label: the printer refuses every label.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct PrintLabel {
+    text: String,
+}
+
+impl Effect for PrintLabel {
+    const NAME: &'static str = "print_label";
+    type Output = ();
+}
+
+#[actor]
+#[derive(Debug, Default)]
+struct Shipment {
+    failed: Vec<usize>,
+}
+
+#[actor]
+impl Shipment {
+    #[command]
+    fn label(&mut self, turn: &mut Turn<Self>, text: String) {
+        turn.emit(PrintLabel { text }).on_failure().label_failed();
+    }
+
+    #[command]
+    fn label_failed(&mut self, failure: EffectFailure<PrintLabel>) {
+        self.failed.push(failure.effect.text.len());
+    }
+}
+
+/// The failure reply carries the effect; an effect that was small enough to emit must be
+/// small enough to come back in its failure reply, or its actor never learns it failed.
+#[tokio::test]
+async fn the_failure_reply_of_an_effect_near_the_arguments_limit_still_arrives() {
+    let harness = Harness::new();
+    let limit = 16 * 1024;
+    let runtime = Runtime::builder()
+        .sqlite(harness.path())
+        .clock(harness.clock.clone())
+        .policy(AllowAll)
+        .limits(solid_objects::Limits::new().max_arguments_bytes(limit))
+        .effect(|_: PrintLabel, _: EffectContext| async {
+            Err::<(), _>(Failure::permanent("the printer is out of ink"))
+        })
+        .start()
+        .await
+        .unwrap();
+    let shipment = runtime.reference::<Shipment>("s");
+    // The command's arguments and the effect both fit the limit.
+    let text = "x".repeat(limit - 20);
+    shipment.label(text.clone()).await.unwrap();
+
+    runtime.testing().run_effects().await.unwrap();
+    runtime.testing().drain().await.unwrap();
+
+    assert_eq!(runtime.dead_effects(10).await.unwrap().len(), 1);
+    assert_eq!(
+        shipment.snapshot().await.unwrap().failed,
+        [text.len()],
+        "the effect died, but its failure reply (the effect plus the error) was over the \
+         arguments limit and was dropped: the actor never learns"
+    );
+    runtime.close().await;
+}

@@ -438,3 +438,235 @@ async fn workers_run_effects() {
     assert!(paid, "the workers did not run the effect");
     assert_eq!(provider.charges.lock().unwrap().len(), 1);
 }
+
+/// An effect handler that calls actors (each call a turn on the database) while its
+/// runner renews its lease: a renewal must not wait for a transaction the handler holds
+/// and cannot finish while the renewal waits (the handler is not polled meanwhile).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_renewal_does_not_wedge_a_handler_that_calls_actors() {
+    let harness = Harness::new();
+    let calls = Arc::new(AtomicU32::new(0));
+    let runtime = harness
+        .builder()
+        .await
+        // Renewed every 5 ms: renewals fall while the handler's calls run their turns.
+        .effect_lease(Duration::from_millis(15))
+        .effect({
+            let calls = Arc::clone(&calls);
+            move |charge: ChargeCard, context: EffectContext| {
+                let calls = Arc::clone(&calls);
+                async move {
+                    let checkout = context.runtime().reference::<Checkout>(context.actor_id());
+                    for _ in 0..200 {
+                        checkout.paid(charge.hold_id.clone()).await?;
+                        calls.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Ok(())
+                }
+            }
+        })
+        .start()
+        .await
+        .unwrap();
+    runtime
+        .reference::<Checkout>("c-1")
+        .hold("h-1", 300)
+        .await
+        .unwrap();
+
+    let ran = tokio::time::timeout(Duration::from_secs(60), runtime.testing().run_effects()).await;
+    assert!(
+        ran.is_ok(),
+        "the effect wedged after {} of its 200 calls: a renewal waits for the writer its \
+         own (unpolled) handler holds",
+        calls.load(Ordering::SeqCst)
+    );
+    assert_eq!(ran.unwrap().unwrap(), 1);
+    assert_eq!(
+        count(
+            &harness,
+            "solid_effects WHERE status = 'done' AND attempts = 1"
+        )
+        .await,
+        1
+    );
+    runtime.close().await;
+}
+
+/// A runtime whose effects get `attempts` attempts, each a call to `provider`.
+async fn start_with_attempts(
+    harness: &Harness,
+    provider: &Arc<Provider>,
+    attempts: u32,
+) -> Runtime {
+    let provider = Arc::clone(provider);
+    harness
+        .builder()
+        .await
+        .retry(RetryPolicy::new().max_attempts(attempts))
+        .effect(move |charge: ChargeCard, context: EffectContext| {
+            let provider = Arc::clone(&provider);
+            async move { provider.charge(context.id(), charge.cents) }
+        })
+        .start()
+        .await
+        .unwrap()
+}
+
+/// A deploy lowers the retry policy while an effect waits for its next attempt: the effect
+/// is dead (its attempts are used up), but its error must still say why it failed, not
+/// that its runner was killed (it was not), overwriting the handler's real error.
+#[tokio::test]
+async fn an_effect_dead_because_the_policy_was_lowered_keeps_its_real_error() {
+    let harness = Harness::new();
+    let provider = Arc::new(Provider::default());
+    provider.failures_left.store(1, Ordering::SeqCst);
+    let runtime = start_with_attempts(&harness, &provider, 5).await;
+    runtime
+        .reference::<Checkout>("c-1")
+        .hold("h-1", 300)
+        .await
+        .unwrap();
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
+    runtime.close().await;
+
+    let runtime = start_with_attempts(&harness, &provider, 1).await;
+    harness.advance_minutes(10);
+    runtime.testing().run_effects().await.unwrap();
+    let dead = runtime.dead_effects(10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].attempts, 1);
+    assert!(
+        dead[0].error.contains("the provider timed out") && !dead[0].error.contains("killed"),
+        "the dead effect's error is not true: {:?}",
+        dead[0].error
+    );
+    runtime.close().await;
+}
+
+/// A shutdown whose deadline abandons a running effect: ShutdownReport says "an abandoned
+/// effect runs again once its lease runs out". On its last attempt (here its only one) the
+/// abandoned run is counted as a runner that died, and the effect is dead without ever
+/// having failed, while an abandoned turn counts no attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_effect_abandoned_by_a_shutdown_runs_again_even_on_its_last_attempt() {
+    let harness = Harness::new();
+    if harness.on_mariadb() {
+        // The lease runs on the server's clock there.
+        return;
+    }
+    let entered = Arc::new(tokio::sync::Semaphore::new(0));
+    let runtime = harness
+        .builder()
+        .await
+        .retry(RetryPolicy::new().max_attempts(1))
+        .effect({
+            let entered = Arc::clone(&entered);
+            move |_: ChargeCard, _: EffectContext| {
+                let entered = Arc::clone(&entered);
+                async move {
+                    entered.add_permits(1);
+                    std::future::pending::<()>().await;
+                    Ok(())
+                }
+            }
+        })
+        .start()
+        .await
+        .unwrap();
+    runtime
+        .reference::<Checkout>("c-1")
+        .hold("h-1", 300)
+        .await
+        .unwrap();
+    let workers = tokio::spawn({
+        let runtime = runtime.clone();
+        async move { runtime.run().await }
+    });
+    entered.acquire().await.unwrap().forget();
+    let report = runtime
+        .shutdown_with_deadline(Duration::from_millis(100))
+        .await;
+    assert_eq!(report.abandoned_effects, 1);
+    workers.await.unwrap().unwrap();
+    runtime.close().await;
+
+    let provider = Arc::new(Provider::default());
+    let runtime = start_with_attempts(&harness, &provider, 1).await;
+    harness.advance_minutes(10);
+    runtime.testing().run_effects().await.unwrap();
+    let dead = runtime.dead_effects(10).await.unwrap();
+    assert!(
+        dead.is_empty() && provider.calls.lock().unwrap().len() == 1,
+        "the abandoned effect did not run again: it is dead with {:?}",
+        dead.iter().map(|dead| &dead.error).collect::<Vec<_>>()
+    );
+    runtime.close().await;
+}
+
+/// A ping whose kind's policy was built with its public field at zero attempts.
+#[derive(Serialize, Deserialize)]
+struct Ping;
+
+impl Effect for Ping {
+    const NAME: &'static str = "ping";
+    type Output = ();
+
+    fn retry_policy() -> Option<RetryPolicy> {
+        let mut policy = RetryPolicy::new();
+        policy.max_attempts = 0;
+        Some(policy)
+    }
+}
+
+#[actor]
+#[derive(Default)]
+struct Pinger {}
+
+#[actor]
+impl Pinger {
+    #[command]
+    fn ping(&mut self, turn: &mut Turn<Self>) {
+        turn.emit(Ping);
+    }
+}
+
+/// A policy of zero attempts (its field is public; `max_attempts(0)` means 1): a message
+/// under such a policy still runs once, an effect must too, not die unrun with "its last
+/// attempt (0 of 0) stopped before it finished".
+#[tokio::test]
+async fn an_effect_kind_with_zero_attempts_still_runs_once() {
+    let harness = Harness::new();
+    let runs = Arc::new(AtomicU32::new(0));
+    let runtime = harness
+        .builder()
+        .await
+        .effect({
+            let runs = Arc::clone(&runs);
+            move |_: Ping, _: EffectContext| {
+                let runs = Arc::clone(&runs);
+                async move {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    Ok(())
+                }
+            }
+        })
+        .start()
+        .await
+        .unwrap();
+    runtime.reference::<Pinger>("p").ping().await.unwrap();
+    runtime.testing().run_effects().await.unwrap();
+    let dead: Vec<_> = runtime
+        .dead_effects(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|dead| dead.error)
+        .collect();
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        1,
+        "the handler never ran: {dead:?}"
+    );
+    runtime.close().await;
+}

@@ -396,22 +396,39 @@ async fn run_claimed(
     let mut renewals = tokio::time::interval_at(tokio::time::Instant::now() + lease / 3, lease / 3);
     renewals.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut renewing = true;
+    // A renewal runs beside the handler, never instead of it: one waiting for a connection
+    // (SQLite's one writer) must not stop the handler that holds it from finishing. Once
+    // started, a renewal is awaited to its end, not dropped in the middle of its
+    // transaction.
+    let mut renewal: Option<std::pin::Pin<Box<dyn Future<Output = Result<bool>> + Send + '_>>> =
+        None;
     let outcome = loop {
         tokio::select! {
             finished = &mut running => break finished,
-            _ = renewals.tick(), if renewing => match engine.renew_effect(&claimed).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    // Another runner owns it now: this outcome will be discarded.
-                    renewing = false;
+            _ = renewals.tick(), if renewing && renewal.is_none() => {
+                renewal = Some(Box::pin(engine.renew_effect(&claimed)));
+            }
+            renewed = async { renewal.as_mut().expect("a renewal runs").await },
+                if renewal.is_some() =>
+            {
+                renewal = None;
+                match renewed {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        // Another runner owns it now: this outcome will be discarded.
+                        renewing = false;
+                    }
+                    Err(error) => {
+                        tracing::warn!(effect = name, id = claimed.effect_id, %error,
+                            "an effect's lease was not renewed; trying again");
+                    }
                 }
-                Err(error) => {
-                    tracing::warn!(effect = name, id = claimed.effect_id, %error,
-                        "an effect's lease was not renewed; trying again");
-                }
-            },
+            }
         }
     };
+    if let Some(renewal) = renewal {
+        let _ = renewal.await;
+    }
     let outcome = outcome.unwrap_or_else(|_| {
         Err(Failure::retryable(format!(
             "the effect handler ran longer than the effect timeout of {timeout:?} and was \

@@ -82,12 +82,16 @@ impl Engine {
 
     /// How effects named `name` are retried: their kind's own policy, or the runtime's.
     pub(crate) fn effect_retry(&self, name: &str) -> RetryPolicy {
-        self.effects
+        let mut retry = self
+            .effects
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .get(name)
             .and_then(|runner| runner.retry())
-            .unwrap_or(self.config.retry)
+            .unwrap_or(self.config.retry);
+        // Its field is public: an effect gets at least one attempt, as a message does.
+        retry.max_attempts = retry.max_attempts.max(1);
+        retry
     }
 
     /// Claims one due effect named `name`, leased from now (by the lease clock: the database
