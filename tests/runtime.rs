@@ -537,3 +537,26 @@ async fn a_runtime_on_the_applications_own_sqlite_pool() {
         .expect("closing the runtime leaves the application's pool open");
     assert_eq!(stored, 1);
 }
+
+#[tokio::test]
+async fn the_runtime_reads_its_own_clock_as_handlers_do() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    assert_eq!(runtime.now(), harness.clock.now());
+    harness.advance_minutes(90);
+    assert_eq!(
+        runtime.now(),
+        harness.clock.now(),
+        "the runtime's now moves with its manual clock, not the system's"
+    );
+
+    let journal = runtime.reference::<Journal>("j-1");
+    journal.ping_in(5).await.unwrap();
+    let reminders = journal.reminders().await.unwrap();
+    assert_eq!(
+        reminders[0].due_at,
+        runtime.now() + TimeDelta::minutes(5),
+        "a handler's turn.now() is the runtime's now"
+    );
+    runtime.close().await;
+}
