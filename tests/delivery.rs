@@ -115,7 +115,7 @@ async fn a_message_that_fails_twice_holds_back_later_ones_then_all_run_in_order(
     let b = worklog.enqueue().record("b").await.unwrap();
     worklog.enqueue().record("c").await.unwrap();
 
-    assert_eq!(runtime.testing().drain().await.unwrap(), 1);
+    assert_eq!(runtime.testing().drain().await.unwrap().turns, 1);
     let (attempts, retry_at) = ready_attempts(&flaky).await;
     assert_eq!(attempts, 1);
     assert_eq!((retry_at - start).num_seconds(), 1);
@@ -127,14 +127,14 @@ async fn a_message_that_fails_twice_holds_back_later_ones_then_all_run_in_order(
     assert!(worklog.snapshot().await.unwrap().log.is_empty());
 
     harness.clock.advance(Duration::from_secs(1));
-    assert_eq!(runtime.testing().drain().await.unwrap(), 1);
+    assert_eq!(runtime.testing().drain().await.unwrap().turns, 1);
     let (attempts, retry_at) = ready_attempts(&flaky).await;
     assert_eq!(attempts, 2);
     assert_eq!((retry_at - start).num_seconds(), 1 + 2);
     assert!(worklog.snapshot().await.unwrap().log.is_empty());
 
     harness.clock.advance(Duration::from_secs(2));
-    assert_eq!(runtime.testing().drain().await.unwrap(), 3);
+    assert_eq!(runtime.testing().drain().await.unwrap().turns, 3);
     assert_eq!(flaky.result().await.unwrap(), Some(1));
     assert_eq!(b.result().await.unwrap(), Some(2));
     assert_eq!(worklog.log().await.unwrap(), ["a", "b", "c"]);
@@ -190,7 +190,7 @@ async fn a_message_that_always_fails_becomes_a_dead_letter_after_five_attempts()
         again.id(),
         "retrying twice enqueues one message"
     );
-    assert_eq!(runtime.testing().drain().await.unwrap(), 1);
+    assert_eq!(runtime.testing().drain().await.unwrap().turns, 1);
     assert_eq!(worklog.log().await.unwrap(), ["after", "x"]);
     runtime.close().await;
 }
@@ -315,9 +315,9 @@ async fn a_delayed_message_waits_for_its_time() {
         .await
         .unwrap();
 
-    assert_eq!(runtime.testing().drain().await.unwrap(), 0);
+    assert_eq!(runtime.testing().drain().await.unwrap().turns, 0);
     harness.clock.advance(Duration::from_secs(30));
-    assert_eq!(runtime.testing().drain().await.unwrap(), 1);
+    assert_eq!(runtime.testing().drain().await.unwrap().turns, 1);
     assert_eq!(later.result().await.unwrap(), Some(1));
     runtime.close().await;
 }

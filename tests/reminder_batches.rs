@@ -116,8 +116,16 @@ async fn fire_in_batches(backend: impl Fn() -> solid_objects::Builder) {
     }
 
     clock.advance(Duration::from_secs(3600));
-    assert_eq!(firing.testing().run_due_reminders().await.unwrap(), HOURLY);
-    assert_eq!(with_alarm.testing().drain().await.unwrap(), HOURLY);
+    assert_eq!(
+        firing
+            .testing()
+            .run_due_reminders()
+            .await
+            .unwrap()
+            .occurrences_fired,
+        HOURLY
+    );
+    assert_eq!(with_alarm.testing().drain().await.unwrap().turns, HOURLY);
     with_alarm.close().await;
     firing.close().await;
 }

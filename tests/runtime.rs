@@ -155,6 +155,67 @@ async fn a_policy_sees_the_operation_its_arguments_and_the_callers_context() {
     runtime.close().await;
 }
 
+/// Reads calls as the journal's typed messages and queries, never as operation names.
+struct TypedJournalPolicy;
+
+impl solid_objects::Policy for TypedJournalPolicy {
+    fn authorize_message(
+        &self,
+        request: &solid_objects::policy::Request<'_>,
+    ) -> Result<(), solid_objects::policy::Denied> {
+        match request.message::<Journal>() {
+            Some(JournalMessage::Record { entry }) if entry != "forbidden" => Ok(()),
+            Some(other) => Err(solid_objects::policy::Denied::new(format!(
+                "not {}",
+                solid_objects::Operations::name(&other)
+            ))),
+            None => Err(solid_objects::policy::Denied::new("not a journal command")),
+        }
+    }
+
+    fn authorize_query(
+        &self,
+        request: &solid_objects::policy::Request<'_>,
+    ) -> Result<(), solid_objects::policy::Denied> {
+        assert!(
+            request.message::<Journal>().is_none(),
+            "a query is not a command"
+        );
+        match request.query::<Journal>() {
+            Some(JournalQuery::Entries {}) => Ok(()),
+            None => Err(solid_objects::policy::Denied::new("not a journal query")),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_policy_can_match_calls_as_the_actors_typed_messages_and_queries() {
+    let harness = Harness::new();
+    let runtime = Runtime::builder()
+        .sqlite(harness.path())
+        .policy(TypedJournalPolicy)
+        .start()
+        .await
+        .unwrap();
+    let journal = runtime.reference::<Journal>("j-1");
+    assert_eq!(journal.record("allowed").await.unwrap(), 1);
+    assert_eq!(journal.entries().await.unwrap(), ["allowed"]);
+    match journal.record("forbidden").await {
+        Err(Error::Unauthorized { reason, .. }) => assert_eq!(reason, "not record"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    match journal.ping_in(5).await {
+        Err(Error::Unauthorized { reason, .. }) => assert_eq!(reason, "not ping_in"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // A snapshot is no query: the policy above does not allow it.
+    assert!(matches!(
+        journal.snapshot().await,
+        Err(Error::Unauthorized { .. })
+    ));
+    runtime.close().await;
+}
+
 #[tokio::test]
 async fn a_sync_command_on_a_warm_actor_is_one_transaction_of_few_statements() {
     let harness = Harness::new();
@@ -352,7 +413,7 @@ async fn a_message_for_an_actor_type_the_runtime_does_not_know_stays_queued() {
     )
     .await;
 
-    assert_eq!(runtime.testing().drain().await.unwrap(), 0);
+    assert_eq!(runtime.testing().drain().await.unwrap().turns, 0);
     assert_eq!(
         count(&harness, "solid_messages WHERE status = 'ready'").await,
         1

@@ -305,7 +305,7 @@ async fn abandoned_at_the_deadline(backend: Backend, gate_name: &str) {
     );
     assert_eq!(backend.marks().await, 0, "the abandoned turn rolled back");
     assert_eq!(
-        second.testing().drain().await.unwrap(),
+        second.testing().drain().await.unwrap().turns,
         1,
         "the first runtime holds no lock"
     );
@@ -477,17 +477,17 @@ async fn closed_completes_when_the_runtime_shuts_down_and_stops_an_axum_server()
         .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let router = axum::Router::new().route("/", axum::routing::get(|| async { "up" }));
-    let server = tokio::spawn(
-        axum::serve(listener, router)
-            .with_graceful_shutdown(runtime.closed())
-            .into_future(),
-    );
+    let serving = axum::serve(listener, router).with_graceful_shutdown(runtime.closed());
+    let server = tokio::spawn(async move { serving.await });
     assert!(
         runtime.closed().now_or_never().is_none(),
         "an open runtime is not closed"
     );
     tokio::task::yield_now().await;
-    assert!(!server.is_finished(), "the server runs while the runtime is open");
+    assert!(
+        !server.is_finished(),
+        "the server runs while the runtime is open"
+    );
 
     runtime.shutdown();
     tokio::time::timeout(Duration::from_secs(30), server)

@@ -366,7 +366,8 @@ impl Runtime {
                 TurnErrors::LogAndStall,
                 &stopping,
             )
-            .await?;
+            .await?
+            .turns;
         let effects = crate::effect::start_due(self, &self.shared.effect_tasks).await?;
         if self.upkeep_due() {
             self.engine().upkeep().await?;
