@@ -87,7 +87,12 @@ async fn on_postgres_a_destroyed_actor_starts_incarnation_two_that_sees_nothing_
 
     subscription.destroy().await.unwrap();
     server.advance_minutes(10);
-    let fired = runtime.testing().run_due_reminders().await.unwrap();
+    let fired = runtime
+        .testing()
+        .run_due_reminders()
+        .await
+        .unwrap()
+        .occurrences_fired;
 
     assert_eq!(fired, 0, "the first incarnation's nudge never fires");
     assert!(matches!(
@@ -174,9 +179,14 @@ async fn on_postgres_a_turn_that_destroys_its_actor_ends_its_pending_messages_an
     let cancel = subscription.enqueue().cancel().await.unwrap();
     let after = subscription.enqueue().start("queued after").await.unwrap();
 
-    let turns = runtime.testing().drain().await.unwrap();
+    let turns = runtime.testing().drain().await.unwrap().turns;
     server.advance_minutes(120);
-    let fired = runtime.testing().run_due_reminders().await.unwrap();
+    let fired = runtime
+        .testing()
+        .run_due_reminders()
+        .await
+        .unwrap()
+        .occurrences_fired;
 
     assert_eq!(turns, 1, "only the destroying turn ran");
     assert_eq!(
@@ -317,7 +327,12 @@ async fn on_postgres_a_recurring_reminder_survives_a_restart_and_goes_on_until_i
     );
     subscription.stop_renewing().await.unwrap();
     server.advance_minutes(180);
-    let after_cancel = runtime.testing().run_due_reminders().await.unwrap();
+    let after_cancel = runtime
+        .testing()
+        .run_due_reminders()
+        .await
+        .unwrap()
+        .occurrences_fired;
 
     assert_eq!(
         fired,
@@ -487,7 +502,7 @@ async fn caller_process() {
                 Err(error) => format!("failed {error}"),
             },
             "drain" => match runtime.testing().drain().await {
-                Ok(turns) => format!("drained {turns}"),
+                Ok(ran) => format!("drained {}", ran.turns),
                 Err(error) => format!("failed {error}"),
             },
             other => panic!("an unknown mode {other:?}"),
