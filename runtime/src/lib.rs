@@ -153,8 +153,11 @@ pub use store::group_commit::GroupCommit;
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use store::sqlite::Durability;
 pub use store::Stats;
-#[cfg(feature = "test-support")]
-#[cfg_attr(docsrs, doc(cfg(feature = "test-support")))]
+#[cfg(all(feature = "test-support", any(feature = "postgres", feature = "mysql")))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(all(feature = "test-support", any(feature = "postgres", feature = "mysql"))))
+)]
 pub use testing::TestDatabase;
 pub use testing::{Drained, FailedTurn, Testing};
 pub use turn::{Missed, Turn};

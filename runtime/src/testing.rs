@@ -4,7 +4,7 @@
 //! the mailboxes, and delivers messages directly (as a late or duplicate delivery would),
 //! without workers and without sleeping.
 
-#[cfg(feature = "test-support")]
+#[cfg(all(feature = "test-support", any(feature = "postgres", feature = "mysql")))]
 mod database;
 
 use std::collections::HashSet;
@@ -17,7 +17,7 @@ use crate::runtime::Runtime;
 use crate::store::MessageLookup;
 use crate::validate::validate_id;
 
-#[cfg(feature = "test-support")]
+#[cfg(all(feature = "test-support", any(feature = "postgres", feature = "mysql")))]
 pub use database::TestDatabase;
 
 /// How many reminders one firing pass takes, how many actors one drain pass visits, and how

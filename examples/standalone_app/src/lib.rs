@@ -165,7 +165,11 @@ pub async fn start(
 
 /// Starts the library's runtime on the database `builder` names (its tests pass a
 /// PostgreSQL or MySQL database of their own).
-pub async fn start_on(builder: Builder, clock: impl Clock, outbox: Outbox) -> Result<Runtime, Error> {
+pub async fn start_on(
+    builder: Builder,
+    clock: impl Clock,
+    outbox: Outbox,
+) -> Result<Runtime, Error> {
     builder
         .clock(clock)
         .policy(AllowAll)

@@ -22,8 +22,8 @@ struct Library {
 }
 
 enum Database {
-    Sqlite(TempDir),
-    Server(TestDatabase),
+    Sqlite { _dir: TempDir },
+    Server { _database: TestDatabase },
 }
 
 async fn library() -> Library {
@@ -35,13 +35,18 @@ async fn library() -> Library {
                 .await
                 .expect("a database of this test's own on the server");
             let runtime = start_on(database.builder(4), clock.clone(), outbox.clone()).await;
-            (runtime, Database::Server(database))
+            (
+                runtime,
+                Database::Server {
+                    _database: database,
+                },
+            )
         }
         Err(_) => {
             let dir = tempfile::tempdir().expect("a temporary directory");
             let path = dir.path().join("library.db");
             let runtime = start(path, clock.clone(), outbox.clone()).await;
-            (runtime, Database::Sqlite(dir))
+            (runtime, Database::Sqlite { _dir: dir })
         }
     };
     Library {
