@@ -196,6 +196,50 @@ async fn a_message_that_always_fails_becomes_a_dead_letter_after_five_attempts()
 }
 
 #[tokio::test]
+async fn a_drain_reports_each_failed_attempt_and_each_dead_letter_it_ran() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let impatient = runtime.reference::<Impatient>("i");
+    let failing = impatient.enqueue().fail().await.unwrap();
+    let worklog = runtime.reference::<Worklog>("w");
+    worklog.enqueue().record("fine").await.unwrap();
+
+    let first = runtime.testing().drain().await.unwrap();
+    assert_eq!((first.turns, first.completed), (2, 1), "{first:?}");
+    assert!(!first.is_clean());
+    assert!(first.dead.is_empty(), "{first:?}");
+    assert_eq!(first.failed.len(), 1, "{first:?}");
+    let failed = &first.failed[0];
+    assert_eq!(
+        (
+            failed.actor_type.as_str(),
+            failed.actor_id.as_str(),
+            failed.operation.as_str(),
+            failed.message_id,
+            failed.attempts,
+            failed.error.as_str()
+        ),
+        ("Impatient", "i", "fail", failing.id(), 1, "no")
+    );
+
+    harness.clock.advance(Duration::from_secs(60));
+    let second = runtime.testing().drain().await.unwrap();
+    assert_eq!((second.turns, second.completed), (1, 0));
+    assert!(second.failed.is_empty(), "{second:?}");
+    assert_eq!(
+        second.dead.len(),
+        1,
+        "the last attempt made it a dead letter"
+    );
+    assert_eq!(
+        (second.dead[0].message_id, second.dead[0].attempts),
+        (failing.id(), 2)
+    );
+    assert!(runtime.testing().drain().await.unwrap().is_clean());
+    runtime.close().await;
+}
+
+#[tokio::test]
 async fn a_permanent_failure_is_dead_at_once_and_max_attempts_can_be_set_per_actor() {
     let harness = Harness::new();
     let runtime = harness.start().await;
