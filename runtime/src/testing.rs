@@ -30,22 +30,24 @@ const TURNS_PER_ACTOR: usize = 1000;
 /// it fired, the turns, and every turn that did not complete.
 ///
 /// A turn that fails is not an error of the testing call: it is counted here, in
-/// [`failed`](Drained::failed) while it waits for its retry and in [`dead`](Drained::dead) once it
-/// is a dead letter. Assert on them (or on [`is_clean`](Drained::is_clean)) so a test does not
-/// pass over a handler that broke.
+/// [`failed`](Drained::failed) while it waits for its retry and in [`dead`](Drained::dead)
+/// once it is a dead letter. Assert on them (or on [`is_clean`](Drained::is_clean)) so a
+/// test does not pass over a handler that broke.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Drained {
     /// Reminder occurrences fired as mailbox messages: one per occurrence, so a recurring
     /// reminder that catches up on three missed occurrences counts three (0 for a drain).
     pub occurrences_fired: usize,
-    /// Turns that ran, whatever their outcome (a failed attempt counts as a turn).
+    /// Turns that ran, whatever their outcome: completed, rejected, destroyed, failed and
+    /// dead add up to it.
     pub turns: usize,
     /// Turns whose handler returned a result.
     pub completed: usize,
     /// Turns whose handler rejected the message.
     pub rejected: usize,
-    /// Messages whose actor was destroyed before they ran (ended without a turn).
+    /// Messages ended as destroyed because their actor was destroyed before they ran (no
+    /// handler ran).
     pub destroyed: usize,
     /// Failed attempts whose message waits for its retry.
     pub failed: Vec<FailedTurn>,
