@@ -1057,7 +1057,13 @@ async fn reminder_row() -> Outcome {
     let firing = sqlite_builder(&path, Durability::Full).start().await?;
     let before = firing.stats();
     let started = Instant::now();
-    let fired = u64::try_from(firing.testing().run_due_reminders().await?)?;
+    let fired = u64::try_from(
+        firing
+            .testing()
+            .run_due_reminders()
+            .await?
+            .occurrences_fired,
+    )?;
     let elapsed = started.elapsed();
     let after = firing.stats();
     firing.close().await;

@@ -150,9 +150,17 @@ async fn main() -> Outcome {
     proved("a rejected call returned too_low and changed nothing");
 
     visits.set_alarm(10).await?;
-    let early = runtime.testing().run_due_reminders().await?;
+    let early = runtime
+        .testing()
+        .run_due_reminders()
+        .await?
+        .occurrences_fired;
     clock.advance(Duration::from_secs(10 * 60));
-    let due = runtime.testing().run_due_reminders().await?;
+    let due = runtime
+        .testing()
+        .run_due_reminders()
+        .await?
+        .occurrences_fired;
     let rung = visits.snapshot().await?.alarms_rung;
     check(
         (early, due, rung) == (0, 1, 1),

@@ -412,7 +412,7 @@ async fn killed_mid_turn(backend: Backend, marker: &Path) {
     // The server releases the dead worker's row lock once it notices the closed connection.
     let ran = std::sync::atomic::AtomicUsize::new(0);
     let drained = eventually(Duration::from_secs(10), || async {
-        let turns = runtime.testing().drain().await.unwrap();
+        let turns = runtime.testing().drain().await.unwrap().turns;
         ran.fetch_add(turns, std::sync::atomic::Ordering::Relaxed) + turns > 0
     })
     .await;

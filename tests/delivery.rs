@@ -121,7 +121,7 @@ async fn a_message_that_fails_twice_holds_back_later_ones_then_all_run_in_order(
     let b = worklog.enqueue().record("b").await.unwrap();
     worklog.enqueue().record("c").await.unwrap();
 
-    assert_eq!(runtime.testing().drain().await.unwrap(), 1);
+    assert_eq!(runtime.testing().drain().await.unwrap().turns, 1);
     let (attempts, retry_at) = ready_attempts(&flaky).await;
     assert_eq!(attempts, 1);
     assert_eq!((retry_at - start).num_seconds(), 1);
@@ -133,14 +133,14 @@ async fn a_message_that_fails_twice_holds_back_later_ones_then_all_run_in_order(
     assert!(worklog.snapshot().await.unwrap().log.is_empty());
 
     harness.clock.advance(Duration::from_secs(1));
-    assert_eq!(runtime.testing().drain().await.unwrap(), 1);
+    assert_eq!(runtime.testing().drain().await.unwrap().turns, 1);
     let (attempts, retry_at) = ready_attempts(&flaky).await;
     assert_eq!(attempts, 2);
     assert_eq!((retry_at - start).num_seconds(), 1 + 2);
     assert!(worklog.snapshot().await.unwrap().log.is_empty());
 
     harness.clock.advance(Duration::from_secs(2));
-    assert_eq!(runtime.testing().drain().await.unwrap(), 3);
+    assert_eq!(runtime.testing().drain().await.unwrap().turns, 3);
     assert_eq!(flaky.result().await.unwrap(), Some(1));
     assert_eq!(b.result().await.unwrap(), Some(2));
     assert_eq!(worklog.log().await.unwrap(), ["a", "b", "c"]);
@@ -240,8 +240,52 @@ async fn a_message_that_always_fails_becomes_a_dead_letter_after_five_attempts()
         again.id(),
         "retrying twice enqueues one message"
     );
-    assert_eq!(runtime.testing().drain().await.unwrap(), 1);
+    assert_eq!(runtime.testing().drain().await.unwrap().turns, 1);
     assert_eq!(worklog.log().await.unwrap(), ["after", "x"]);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_drain_reports_each_failed_attempt_and_each_dead_letter_it_ran() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let impatient = runtime.reference::<Impatient>("i");
+    let failing = impatient.enqueue().fail().await.unwrap();
+    let worklog = runtime.reference::<Worklog>("w");
+    worklog.enqueue().record("fine").await.unwrap();
+
+    let first = runtime.testing().drain().await.unwrap();
+    assert_eq!((first.turns, first.completed), (2, 1), "{first:?}");
+    assert!(!first.is_clean());
+    assert!(first.dead.is_empty(), "{first:?}");
+    assert_eq!(first.failed.len(), 1, "{first:?}");
+    let failed = &first.failed[0];
+    assert_eq!(
+        (
+            failed.actor_type.as_str(),
+            failed.actor_id.as_str(),
+            failed.operation.as_str(),
+            failed.message_id,
+            failed.attempts,
+            failed.error.as_str()
+        ),
+        ("Impatient", "i", "fail", failing.id(), 1, "no")
+    );
+
+    harness.clock.advance(Duration::from_secs(60));
+    let second = runtime.testing().drain().await.unwrap();
+    assert_eq!((second.turns, second.completed), (1, 0));
+    assert!(second.failed.is_empty(), "{second:?}");
+    assert_eq!(
+        second.dead.len(),
+        1,
+        "the last attempt made it a dead letter"
+    );
+    assert_eq!(
+        (second.dead[0].message_id, second.dead[0].attempts),
+        (failing.id(), 2)
+    );
+    assert!(runtime.testing().drain().await.unwrap().is_clean());
     runtime.close().await;
 }
 
@@ -404,9 +448,9 @@ async fn a_delayed_message_waits_for_its_time() {
         .await
         .unwrap();
 
-    assert_eq!(runtime.testing().drain().await.unwrap(), 0);
+    assert_eq!(runtime.testing().drain().await.unwrap().turns, 0);
     harness.clock.advance(Duration::from_secs(30));
-    assert_eq!(runtime.testing().drain().await.unwrap(), 1);
+    assert_eq!(runtime.testing().drain().await.unwrap().turns, 1);
     assert_eq!(later.result().await.unwrap(), Some(1));
     runtime.close().await;
 }

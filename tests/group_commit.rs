@@ -437,7 +437,7 @@ async fn kill_during_a_group(hang_after: usize) -> Killed {
 
     // After the restart every message runs, once.
     let drained = runtime.testing().drain().await.unwrap();
-    assert_eq!(drained, 80 - kept, "every message not kept runs once");
+    assert_eq!(drained.turns, 80 - kept, "every message not kept runs once");
     let stored = stored_steps(&path).await;
     for actor in 0..10 {
         let name = format!("t-{actor}");

@@ -134,7 +134,12 @@ async fn a_turn_that_destroys_its_actor_ends_its_pending_messages_and_reminders(
 
     runtime.testing().drain().await.unwrap();
     harness.advance_minutes(120);
-    let fired = runtime.testing().run_due_reminders().await.unwrap();
+    let fired = runtime
+        .testing()
+        .run_due_reminders()
+        .await
+        .unwrap()
+        .occurrences_fired;
 
     assert_eq!(cancel.result().await.unwrap(), Some(0));
     assert!(
@@ -228,7 +233,12 @@ async fn a_recurring_reminder_goes_on_until_it_is_cancelled() {
     }
     subscription.stop_renewing().await.unwrap();
     harness.advance_minutes(180);
-    let after_cancel = runtime.testing().run_due_reminders().await.unwrap();
+    let after_cancel = runtime
+        .testing()
+        .run_due_reminders()
+        .await
+        .unwrap()
+        .occurrences_fired;
 
     assert_eq!(subscription.snapshot().await.unwrap().renewals.len(), 3);
     assert_eq!(after_cancel, 0);

@@ -97,7 +97,7 @@ async fn a_turn_sends_its_messages_when_it_commits_and_they_run_in_order() {
         "three reservations and two follow-ups wait in their mailboxes"
     );
 
-    assert_eq!(runtime.testing().drain().await.unwrap(), 5);
+    assert_eq!(runtime.testing().drain().await.unwrap().turns, 5);
     let apple = runtime
         .reference::<Stock>("apple")
         .snapshot()
@@ -137,7 +137,7 @@ async fn a_rejected_or_failed_turn_sends_nothing() {
         count(&harness, "solid_messages WHERE actor_type = 'Stock'").await,
         0
     );
-    assert_eq!(runtime.testing().drain().await.unwrap(), 0);
+    assert_eq!(runtime.testing().drain().await.unwrap().turns, 0);
     runtime.close().await;
 }
 
@@ -160,7 +160,7 @@ async fn a_worker_runs_what_other_actors_sent_even_if_nothing_referenced_the_tar
         .start()
         .await
         .unwrap();
-    assert_eq!(runtime.testing().drain().await.unwrap(), 2);
+    assert_eq!(runtime.testing().drain().await.unwrap().turns, 2);
     let plum = runtime.reference::<Stock>("plum").snapshot().await.unwrap();
     assert_eq!(plum.reserved["o-1"], 3);
     runtime.close().await;

@@ -160,19 +160,27 @@ async fn messages_turns_calls_reminders_and_effects_are_counted_by_actor_type_an
     for amount in [1, 2, 3] {
         meter.enqueue().add(amount).await.unwrap();
     }
-    assert_eq!(runtime.testing().drain().await.unwrap(), 3);
+    assert_eq!(runtime.testing().drain().await.unwrap().turns, 3);
     // Two synchronous calls on an empty mailbox: one completes, one is rejected.
     assert_eq!(meter.add(4).await.unwrap(), 10);
     assert_eq!(rejection_code(meter.add(0).await), "not_positive");
     // A failing command: a failed attempt, then (after its backoff) its last, dead.
     assert!(meter.fail().await.is_err());
     harness.clock.advance(Duration::from_secs(1));
-    assert_eq!(runtime.testing().drain().await.unwrap(), 1);
+    assert_eq!(runtime.testing().drain().await.unwrap().turns, 1);
     assert_eq!(runtime.dead_letters(10).await.unwrap().len(), 1);
     // A reminder due in a minute fires 30 seconds late and sends a message to a Bell.
     meter.ring_later().await.unwrap();
     harness.clock.advance(Duration::from_secs(90));
-    assert_eq!(runtime.testing().run_due_reminders().await.unwrap(), 1);
+    assert_eq!(
+        runtime
+            .testing()
+            .run_due_reminders()
+            .await
+            .unwrap()
+            .occurrences_fired,
+        1
+    );
     assert_eq!(
         runtime
             .reference::<Bell>("front")
@@ -186,7 +194,7 @@ async fn messages_turns_calls_reminders_and_effects_are_counted_by_actor_type_an
     meter.ping().await.unwrap();
     harness.clock.advance(Duration::from_secs(10));
     assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
-    assert_eq!(runtime.testing().drain().await.unwrap(), 1);
+    assert_eq!(runtime.testing().drain().await.unwrap().turns, 1);
     // A query: a synchronous call, and no message.
     assert_eq!(meter.total().await.unwrap(), 10);
 

@@ -474,3 +474,184 @@ async fn a_v1_state_that_is_not_what_the_migration_expects_fails_counted() {
     }
     runtime.close().await;
 }
+
+/// The first build of a hold: its reminder carries the expiry as Unix seconds.
+#[actor(name = "Hold")]
+#[derive(Default)]
+struct HoldV1 {
+    expired: bool,
+}
+
+#[actor]
+impl HoldV1 {
+    #[command]
+    fn place(&mut self, turn: &mut Turn<Self>, hold_id: String) {
+        let at = turn.now() + TimeDelta::minutes(15);
+        turn.schedule(at, &hold_id)
+            .expire(hold_id.clone(), at.timestamp());
+    }
+
+    #[reminder]
+    fn expire(&mut self, hold_id: String, expires_at: i64) {
+        let _ = (hold_id, expires_at);
+        self.expired = true;
+    }
+}
+
+/// The second build changed the reminder's argument to a `DateTime`: the reminders the
+/// first build stored no longer decode.
+#[actor(name = "Hold")]
+#[derive(Default)]
+struct HoldV2 {
+    expired: bool,
+}
+
+#[actor]
+impl HoldV2 {
+    #[command]
+    fn place(&mut self, turn: &mut Turn<Self>, hold_id: String) {
+        let at = turn.now() + TimeDelta::minutes(15);
+        turn.schedule(at, &hold_id).expire(hold_id.clone(), at);
+    }
+
+    #[reminder]
+    fn expire(&mut self, hold_id: String, expires_at: DateTime<Utc>) {
+        let _ = (hold_id, expires_at);
+        self.expired = true;
+    }
+}
+
+/// The change done as the state-versions guide says: the stored operation stays with its
+/// old arguments, and the new form is a new operation.
+#[actor(name = "Hold")]
+#[derive(Default)]
+struct HoldV3 {
+    expired: bool,
+}
+
+#[actor]
+impl HoldV3 {
+    #[command]
+    fn place(&mut self, turn: &mut Turn<Self>, hold_id: String) {
+        let at = turn.now() + TimeDelta::minutes(15);
+        turn.schedule(at, &hold_id).expire_at(hold_id.clone(), at);
+    }
+
+    /// Kept for the reminders earlier builds stored.
+    #[reminder]
+    fn expire(&mut self, hold_id: String, expires_at: i64) {
+        let at = DateTime::from_timestamp(expires_at, 0).unwrap_or_default();
+        self.expire_at(hold_id, at);
+    }
+
+    #[reminder]
+    fn expire_at(&mut self, hold_id: String, expires_at: DateTime<Utc>) {
+        let _ = (hold_id, expires_at);
+        self.expired = true;
+    }
+}
+
+/// A runtime of one build of the hold on the harness's database.
+async fn hold_build<A: solid_objects::Actor>(harness: &Harness) -> Runtime {
+    harness.builder().await.actor::<A>().start().await.unwrap()
+}
+
+#[tokio::test]
+async fn reminders_an_older_build_stored_that_a_new_build_cannot_decode_are_listed_before_it_runs()
+{
+    let harness = Harness::new();
+    let first = hold_build::<HoldV1>(&harness).await;
+    first
+        .reference::<HoldV1>("show-1")
+        .place("h-1")
+        .await
+        .unwrap();
+    first.close().await;
+
+    let second = hold_build::<HoldV2>(&harness).await;
+    let undecodable = second.admin().undecodable(0).await.unwrap();
+    assert_eq!(undecodable.len(), 1, "{undecodable:?}");
+    let row = &undecodable[0];
+    assert_eq!(row.kind, solid_objects::admin::StoredKind::Reminder);
+    assert_eq!(
+        (
+            row.actor_type.as_str(),
+            row.actor_id.as_str(),
+            row.operation.as_str()
+        ),
+        ("Hold", "show-1", "expire")
+    );
+    assert!(row.error.contains("does not deserialise"), "{}", row.error);
+    let doctor = second.admin().doctor().await.unwrap();
+    assert_eq!(doctor.checked_actor_types, ["Hold"]);
+    assert_eq!(doctor.undecodable, undecodable);
+    assert!(
+        doctor
+            .problems
+            .iter()
+            .any(|problem| problem.contains("does not decode with this build")),
+        "{:?}",
+        doctor.problems
+    );
+
+    // Deployed anyway: the reminder fires and its message is a dead letter at once, and
+    // the testing API says so rather than passing.
+    harness.advance_minutes(16);
+    let ran = second.testing().run_due_reminders().await.unwrap();
+    assert_eq!((ran.occurrences_fired, ran.turns, ran.completed), (1, 1, 0));
+    assert!(!ran.is_clean());
+    assert!(ran.failed.is_empty(), "{:?}", ran.failed);
+    assert_eq!(ran.dead.len(), 1, "{ran:?}");
+    let dead = &ran.dead[0];
+    assert_eq!(
+        (
+            dead.actor_id.as_str(),
+            dead.operation.as_str(),
+            dead.attempts
+        ),
+        ("show-1", "expire", 1)
+    );
+    assert!(
+        dead.error.contains("does not deserialise"),
+        "{}",
+        dead.error
+    );
+    assert!(
+        !second
+            .reference::<HoldV2>("show-1")
+            .snapshot()
+            .await
+            .unwrap()
+            .expired
+    );
+    second.close().await;
+}
+
+#[tokio::test]
+async fn a_build_that_keeps_the_old_reminder_decodes_what_earlier_builds_stored() {
+    let harness = Harness::new();
+    let first = hold_build::<HoldV1>(&harness).await;
+    first
+        .reference::<HoldV1>("show-1")
+        .place("h-1")
+        .await
+        .unwrap();
+    first.close().await;
+
+    let third = hold_build::<HoldV3>(&harness).await;
+    assert_eq!(third.admin().undecodable(0).await.unwrap(), []);
+    assert_eq!(third.admin().doctor().await.unwrap().undecodable, []);
+    harness.advance_minutes(16);
+    let ran = third.testing().run_due_reminders().await.unwrap();
+    assert!(ran.is_clean(), "{ran:?}");
+    assert_eq!((ran.occurrences_fired, ran.completed), (1, 1));
+    assert!(
+        third
+            .reference::<HoldV3>("show-1")
+            .snapshot()
+            .await
+            .unwrap()
+            .expired
+    );
+    third.close().await;
+}

@@ -129,7 +129,7 @@ async fn a_too_large_withdrawal_is_rejected_and_the_deposit_after_it_applies() {
         .await
         .unwrap();
 
-    assert_eq!(runtime.testing().drain().await.unwrap(), 2);
+    assert_eq!(runtime.testing().drain().await.unwrap().turns, 2);
 
     assert_eq!(
         rejection_code(withdrawal.result().await),
@@ -217,7 +217,15 @@ async fn the_statement_reminder_runs_after_the_runtime_is_reopened() {
         account.snapshot().await.unwrap().statement_balance_cents,
         None
     );
-    assert_eq!(runtime.testing().run_due_reminders().await.unwrap(), 1);
+    assert_eq!(
+        runtime
+            .testing()
+            .run_due_reminders()
+            .await
+            .unwrap()
+            .occurrences_fired,
+        1
+    );
 
     assert_eq!(
         account.snapshot().await.unwrap().statement_balance_cents,

@@ -87,7 +87,12 @@ async fn on_postgres_a_destroyed_actor_starts_incarnation_two_that_sees_nothing_
 
     subscription.destroy().await.unwrap();
     server.advance_minutes(10);
-    let fired = runtime.testing().run_due_reminders().await.unwrap();
+    let fired = runtime
+        .testing()
+        .run_due_reminders()
+        .await
+        .unwrap()
+        .occurrences_fired;
 
     assert_eq!(fired, 0, "the first incarnation's nudge never fires");
     assert!(matches!(
@@ -125,7 +130,12 @@ async fn on_postgres_a_destroyed_actor_starts_incarnation_two_that_sees_nothing_
     assert_eq!((state.plan.as_str(), state.reminders_seen), ("silver", 0));
     server.advance_minutes(5);
     assert_eq!(
-        runtime.testing().run_due_reminders().await.unwrap(),
+        runtime
+            .testing()
+            .run_due_reminders()
+            .await
+            .unwrap()
+            .occurrences_fired,
         1,
         "the second incarnation's own nudge fires"
     );
@@ -156,14 +166,27 @@ async fn on_postgres_a_turn_that_destroys_its_actor_ends_its_pending_messages_an
     subscription.start("gold").await.unwrap();
     subscription.renew_hourly(false).await.unwrap();
     server.advance_minutes(60);
-    assert_eq!(runtime.testing().run_due_reminders().await.unwrap(), 2);
+    assert_eq!(
+        runtime
+            .testing()
+            .run_due_reminders()
+            .await
+            .unwrap()
+            .occurrences_fired,
+        2
+    );
     assert_eq!(subscription.snapshot().await.unwrap().renewals.len(), 1);
     let cancel = subscription.enqueue().cancel().await.unwrap();
     let after = subscription.enqueue().start("queued after").await.unwrap();
 
-    let turns = runtime.testing().drain().await.unwrap();
+    let turns = runtime.testing().drain().await.unwrap().turns;
     server.advance_minutes(120);
-    let fired = runtime.testing().run_due_reminders().await.unwrap();
+    let fired = runtime
+        .testing()
+        .run_due_reminders()
+        .await
+        .unwrap()
+        .occurrences_fired;
 
     assert_eq!(turns, 1, "only the destroying turn ran");
     assert_eq!(
@@ -210,10 +233,27 @@ async fn renewals_after_an_outage(server: &Server, all: bool) -> (Vec<i64>, Vec<
     server.advance_minutes(10 * 60);
     let runtime = server.runtime(&url).await;
     let subscription = runtime.reference::<Subscription>("s-1");
-    assert_eq!(runtime.testing().run_due_reminders().await.unwrap(), 1);
+    assert_eq!(
+        runtime
+            .testing()
+            .run_due_reminders()
+            .await
+            .unwrap()
+            .occurrences_fired,
+        if all { 10 } else { 1 },
+        "one occurrence fired, or each of the ten missed ones"
+    );
     let after_outage = subscription.snapshot().await.unwrap().renewals;
     server.advance_minutes(60);
-    assert_eq!(runtime.testing().run_due_reminders().await.unwrap(), 1);
+    assert_eq!(
+        runtime
+            .testing()
+            .run_due_reminders()
+            .await
+            .unwrap()
+            .occurrences_fired,
+        1
+    );
     let an_hour_later = subscription.snapshot().await.unwrap().renewals;
     runtime.close().await;
     let hours = |renewals: Vec<i64>| {
@@ -255,19 +295,45 @@ async fn on_postgres_a_recurring_reminder_survives_a_restart_and_goes_on_until_i
     let mut fired = Vec::new();
     for _ in 0..2 {
         server.advance_minutes(60);
-        fired.push(runtime.testing().run_due_reminders().await.unwrap());
+        fired.push(
+            runtime
+                .testing()
+                .run_due_reminders()
+                .await
+                .unwrap()
+                .occurrences_fired,
+        );
     }
     runtime.close().await;
 
     let runtime = server.runtime(&url).await;
     let subscription = runtime.reference::<Subscription>("s-1");
     server.advance_minutes(30);
-    fired.push(runtime.testing().run_due_reminders().await.unwrap());
+    fired.push(
+        runtime
+            .testing()
+            .run_due_reminders()
+            .await
+            .unwrap()
+            .occurrences_fired,
+    );
     server.advance_minutes(30);
-    fired.push(runtime.testing().run_due_reminders().await.unwrap());
+    fired.push(
+        runtime
+            .testing()
+            .run_due_reminders()
+            .await
+            .unwrap()
+            .occurrences_fired,
+    );
     subscription.stop_renewing().await.unwrap();
     server.advance_minutes(180);
-    let after_cancel = runtime.testing().run_due_reminders().await.unwrap();
+    let after_cancel = runtime
+        .testing()
+        .run_due_reminders()
+        .await
+        .unwrap()
+        .occurrences_fired;
 
     assert_eq!(
         fired,
@@ -437,7 +503,7 @@ async fn caller_process() {
                 Err(error) => format!("failed {error}"),
             },
             "drain" => match runtime.testing().drain().await {
-                Ok(turns) => format!("drained {turns}"),
+                Ok(ran) => format!("drained {}", ran.turns),
                 Err(error) => format!("failed {error}"),
             },
             other => panic!("an unknown mode {other:?}"),

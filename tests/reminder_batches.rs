@@ -79,15 +79,26 @@ async fn fire_in_batches(backend: impl Fn() -> solid_objects::Builder) {
     let before = firing.stats().statements;
     let fired = firing.testing().run_due_reminders().await.unwrap();
     let statements = firing.stats().statements - before;
-    assert_eq!(fired, ONE_SHOTS + HOURLY, "each due reminder fired once");
+    assert_eq!(
+        fired.occurrences_fired,
+        ONE_SHOTS + HOURLY * 5,
+        "each due occurrence fired once, and counts once"
+    );
     // Batches of 1,000: [take, 2 inserts, delete], [take, insert, delete, move], [take].
     assert_eq!(
-        statements, 9,
-        "{fired} reminders (1,215 messages) fired in a handful of statements"
+        statements,
+        9,
+        "{} reminders (1,215 messages) fired in a handful of statements",
+        ONE_SHOTS + HOURLY
     );
 
     let ran = with_alarm.testing().drain().await.unwrap();
-    assert_eq!(ran, ONE_SHOTS + HOURLY * 5, "every occurrence ran once");
+    assert_eq!(
+        ran.turns,
+        ONE_SHOTS + HOURLY * 5,
+        "every occurrence ran once"
+    );
+    assert!(ran.is_clean(), "{:?}", ran.dead);
     for index in (0..ONE_SHOTS).step_by(97) {
         let alarm = with_alarm.reference::<Alarm>(format!("once-{index}"));
         let minutes = i64::try_from(index % 7).unwrap() + 1;
@@ -116,8 +127,16 @@ async fn fire_in_batches(backend: impl Fn() -> solid_objects::Builder) {
     }
 
     clock.advance(Duration::from_secs(3600));
-    assert_eq!(firing.testing().run_due_reminders().await.unwrap(), HOURLY);
-    assert_eq!(with_alarm.testing().drain().await.unwrap(), HOURLY);
+    assert_eq!(
+        firing
+            .testing()
+            .run_due_reminders()
+            .await
+            .unwrap()
+            .occurrences_fired,
+        HOURLY
+    );
+    assert_eq!(with_alarm.testing().drain().await.unwrap().turns, HOURLY);
     with_alarm.close().await;
     firing.close().await;
 }

@@ -122,9 +122,25 @@ async fn a_handler_reads_when_a_reminder_is_due_and_moves_it() {
     );
 
     harness.advance_minutes(20);
-    assert_eq!(runtime.testing().run_due_reminders().await.unwrap(), 0);
+    assert_eq!(
+        runtime
+            .testing()
+            .run_due_reminders()
+            .await
+            .unwrap()
+            .occurrences_fired,
+        0
+    );
     harness.advance_minutes(5);
-    assert_eq!(runtime.testing().run_due_reminders().await.unwrap(), 1);
+    assert_eq!(
+        runtime
+            .testing()
+            .run_due_reminders()
+            .await
+            .unwrap()
+            .occurrences_fired,
+        1
+    );
     assert_eq!(counter.expires_at("h-1").await.unwrap(), None, "it fired");
 
     counter.hold("h-3", 5).await.unwrap();
@@ -183,7 +199,15 @@ async fn unschedule_all_cancels_every_key_of_one_reminder_only() {
         .collect();
     assert_eq!(left, ["digest"]);
     harness.advance_minutes(60);
-    assert_eq!(runtime.testing().run_due_reminders().await.unwrap(), 1);
+    assert_eq!(
+        runtime
+            .testing()
+            .run_due_reminders()
+            .await
+            .unwrap()
+            .occurrences_fired,
+        1
+    );
     let state = counter.snapshot().await.unwrap();
     assert!(state.expired.is_empty());
     assert_eq!(state.digests, 1);

@@ -491,7 +491,7 @@ async fn metrics_count_nothing_of_an_abandoned_turn_and_one_failure_per_timeout(
         .start()
         .await
         .unwrap();
-    assert_eq!(second.testing().drain().await.unwrap(), 1);
+    assert_eq!(second.testing().drain().await.unwrap().turns, 1);
     assert_eq!(message.typed::<u32>().result().await.unwrap(), Some(1));
     second
         .reference::<Metered>("h")
@@ -499,9 +499,9 @@ async fn metrics_count_nothing_of_an_abandoned_turn_and_one_failure_per_timeout(
         .hang()
         .await
         .unwrap();
-    assert_eq!(second.testing().drain().await.unwrap(), 1);
+    assert_eq!(second.testing().drain().await.unwrap().turns, 1);
     assert_eq!(
-        second.testing().drain().await.unwrap(),
+        second.testing().drain().await.unwrap().turns,
         0,
         "the retry is not due"
     );

@@ -330,7 +330,15 @@ async fn a_dead_reminder_of_a_destroyed_incarnation_retried_by_an_operator_runs_
     let meter = runtime.reference::<Meter>("m");
     assert_eq!(meter.install(true).await.unwrap(), 1);
     harness.advance_minutes(60);
-    assert_eq!(runtime.testing().run_due_reminders().await.unwrap(), 1);
+    assert_eq!(
+        runtime
+            .testing()
+            .run_due_reminders()
+            .await
+            .unwrap()
+            .occurrences_fired,
+        1
+    );
     let dead = runtime.dead_letters(10).await.unwrap();
     assert_eq!(dead.len(), 1, "incarnation 1's occurrence failed for good");
 

@@ -246,7 +246,11 @@ async fn fire_tampered(tamper: &str) -> Tampered {
     };
     let before: i64 = due_at().await;
     clock.advance(Duration::from_secs(3 * 3600 + 60));
-    let fired = runtime.testing().run_due_reminders().await;
+    let fired = runtime
+        .testing()
+        .run_due_reminders()
+        .await
+        .map(|ran| ran.occurrences_fired);
     let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM solid_reminders")
         .fetch_one(&pool)
         .await
@@ -306,7 +310,7 @@ async fn many_recurring_move(runtime: &Runtime, clock: &ManualClock, count: usiz
     let start = clock.now();
     clock.advance(Duration::from_secs(3600 + 60));
     let fired = runtime.testing().run_due_reminders().await.unwrap();
-    assert_eq!(fired, count);
+    assert_eq!(fired.occurrences_fired, count);
     assert_eq!(bell.rang().await.unwrap().len(), count);
     let reminders = bell.reminders().await.unwrap();
     assert_eq!(reminders.len(), count);
@@ -367,7 +371,11 @@ async fn fire_twice_at_once(builder: impl Fn() -> solid_objects::Builder, clock:
     let barrier = Arc::new(Barrier::new(2));
     let fire = |runtime: Runtime, barrier: Arc<Barrier>| async move {
         barrier.wait().await;
-        runtime.testing().run_due_reminders().await
+        runtime
+            .testing()
+            .run_due_reminders()
+            .await
+            .map(|ran| ran.occurrences_fired)
     };
     let (fa, fb) = tokio::join!(
         tokio::spawn(fire(a.clone(), barrier.clone())),

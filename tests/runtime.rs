@@ -160,6 +160,67 @@ async fn a_policy_sees_the_operation_its_arguments_and_the_callers_context() {
     runtime.close().await;
 }
 
+/// Reads calls as the journal's typed messages and queries, never as operation names.
+struct TypedJournalPolicy;
+
+impl solid_objects::Policy for TypedJournalPolicy {
+    fn authorize_message(
+        &self,
+        request: &solid_objects::policy::Request<'_>,
+    ) -> Result<(), solid_objects::policy::Denied> {
+        match request.message::<Journal>() {
+            Some(JournalMessage::Record { entry }) if entry != "forbidden" => Ok(()),
+            Some(other) => Err(solid_objects::policy::Denied::new(format!(
+                "not {}",
+                solid_objects::Operations::name(&other)
+            ))),
+            None => Err(solid_objects::policy::Denied::new("not a journal command")),
+        }
+    }
+
+    fn authorize_query(
+        &self,
+        request: &solid_objects::policy::Request<'_>,
+    ) -> Result<(), solid_objects::policy::Denied> {
+        assert!(
+            request.message::<Journal>().is_none(),
+            "a query is not a command"
+        );
+        match request.query::<Journal>() {
+            Some(JournalQuery::Entries {}) => Ok(()),
+            None => Err(solid_objects::policy::Denied::new("not a journal query")),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_policy_can_match_calls_as_the_actors_typed_messages_and_queries() {
+    let harness = Harness::new();
+    let runtime = Runtime::builder()
+        .sqlite(harness.path())
+        .policy(TypedJournalPolicy)
+        .start()
+        .await
+        .unwrap();
+    let journal = runtime.reference::<Journal>("j-1");
+    assert_eq!(journal.record("allowed").await.unwrap(), 1);
+    assert_eq!(journal.entries().await.unwrap(), ["allowed"]);
+    match journal.record("forbidden").await {
+        Err(Error::Unauthorized { reason, .. }) => assert_eq!(reason, "not record"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    match journal.ping_in(5).await {
+        Err(Error::Unauthorized { reason, .. }) => assert_eq!(reason, "not ping_in"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // A snapshot is no query: the policy above does not allow it.
+    assert!(matches!(
+        journal.snapshot().await,
+        Err(Error::Unauthorized { .. })
+    ));
+    runtime.close().await;
+}
+
 #[tokio::test]
 async fn a_sync_command_on_a_warm_actor_is_one_transaction_of_few_statements() {
     let harness = Harness::new();
@@ -413,7 +474,7 @@ async fn a_message_for_an_actor_type_the_runtime_does_not_know_stays_queued() {
     )
     .await;
 
-    assert_eq!(runtime.testing().drain().await.unwrap(), 0);
+    assert_eq!(runtime.testing().drain().await.unwrap().turns, 0);
     assert_eq!(
         count(&harness, "solid_messages WHERE status = 'ready'").await,
         1
@@ -597,4 +658,27 @@ async fn a_runtime_on_the_applications_own_sqlite_pool() {
         .await
         .expect("closing the runtime leaves the application's pool open");
     assert_eq!(stored, 1);
+}
+
+#[tokio::test]
+async fn the_runtime_reads_its_own_clock_as_handlers_do() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    assert_eq!(runtime.now(), harness.clock.now());
+    harness.advance_minutes(90);
+    assert_eq!(
+        runtime.now(),
+        harness.clock.now(),
+        "the runtime's now moves with its manual clock, not the system's"
+    );
+
+    let journal = runtime.reference::<Journal>("j-1");
+    journal.ping_in(5).await.unwrap();
+    let reminders = journal.reminders().await.unwrap();
+    assert_eq!(
+        reminders[0].due_at,
+        runtime.now() + TimeDelta::minutes(5),
+        "a handler's turn.now() is the runtime's now"
+    );
+    runtime.close().await;
 }

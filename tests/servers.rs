@@ -271,7 +271,7 @@ on_servers! {
             } else {
                 second.clone()
             };
-            async move { runtime.testing().run_due_reminders().await.unwrap() }
+            async move { runtime.testing().run_due_reminders().await.unwrap().occurrences_fired }
         })
         .await;
 
@@ -755,5 +755,77 @@ on_servers! {
             "{older:?}"
         );
         pool.close().await;
+    }
+}
+
+on_servers! {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_test_database_of_its_own_holds_only_its_tests_reminders_and_is_dropped(db: TestDatabase) {
+        let TestDatabase { url, clock, .. } = db;
+        let first = solid_objects::TestDatabase::create(&url).await.unwrap();
+        let second = solid_objects::TestDatabase::create(&url).await.unwrap();
+        assert_ne!(first.url(), second.url());
+        let start = |database: &solid_objects::TestDatabase| {
+            database.builder(4).clock(clock.clone()).policy(AllowAll).start()
+        };
+        let (one, two) = (start(&first).await.unwrap(), start(&second).await.unwrap());
+        for runtime in [&one, &two] {
+            let show = runtime.reference::<SeatInventory>("show");
+            show.open_show(5).await.unwrap();
+            show.hold("h-1", "ana", 2).await.unwrap();
+        }
+        clock.advance(Duration::from_secs(16 * 60));
+
+        let ran = one.testing().run_due_reminders().await.unwrap();
+        assert_eq!(
+            (ran.occurrences_fired, ran.completed),
+            (1, 1),
+            "only this test's own reminder fires"
+        );
+        let (own, other) = (
+            one.reference::<SeatInventory>("show"),
+            two.reference::<SeatInventory>("show"),
+        );
+        assert_eq!(own.reminders().await.unwrap(), []);
+        assert_eq!(
+            other.reminders().await.unwrap().len(),
+            1,
+            "the other test's reminder is its own to fire"
+        );
+        assert_eq!(two.testing().run_due_reminders().await.unwrap().occurrences_fired, 1);
+
+        one.close().await;
+        two.close().await;
+        let (first_name, second_name) = (first.name().to_owned(), second.name().to_owned());
+        first.drop_database().await.unwrap();
+        drop(second);
+        for name in [first_name, second_name] {
+            assert!(!database_exists(&url, &name).await, "{name} was dropped");
+        }
+    }
+}
+
+/// Whether the server of `url` has a database called `name`.
+async fn database_exists(url: &str, name: &str) -> bool {
+    if url.starts_with("postgres://") {
+        let pool = sqlx::PgPool::connect(url).await.unwrap();
+        let found: Option<i32> = sqlx::query_scalar("SELECT 1 FROM pg_database WHERE datname = $1")
+            .bind(name)
+            .fetch_optional(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+        found.is_some()
+    } else {
+        let pool = sqlx::MySqlPool::connect(url).await.unwrap();
+        let found: Option<String> = sqlx::query_scalar(
+            "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?",
+        )
+        .bind(name)
+        .fetch_optional(&pool)
+        .await
+        .unwrap();
+        pool.close().await;
+        found.is_some()
     }
 }

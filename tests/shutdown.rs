@@ -350,7 +350,7 @@ async fn abandoned_at_the_deadline(backend: Backend, gate_name: &str) {
     );
     assert_eq!(backend.marks().await, 0, "the abandoned turn rolled back");
     assert_eq!(
-        second.testing().drain().await.unwrap(),
+        second.testing().drain().await.unwrap().turns,
         1,
         "the first runtime holds no lock"
     );
@@ -506,5 +506,44 @@ async fn run_until_signal_ends_on_sigterm_after_its_turn_in_flight_commits() {
 
     assert_eq!(message.typed::<u32>().result().await.unwrap(), Some(1));
     assert_eq!(backend.marks().await, 1);
+    runtime.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_completes_when_the_runtime_shuts_down_and_stops_an_axum_server() {
+    use futures_util::FutureExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = Runtime::builder()
+        .sqlite(dir.path().join("actors.db"))
+        .policy(AllowAll)
+        .start()
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let router = axum::Router::new().route("/", axum::routing::get(|| async { "up" }));
+    let serving = axum::serve(listener, router).with_graceful_shutdown(runtime.closed());
+    let server = tokio::spawn(async move { serving.await });
+    assert!(
+        runtime.closed().now_or_never().is_none(),
+        "an open runtime is not closed"
+    );
+    tokio::task::yield_now().await;
+    assert!(
+        !server.is_finished(),
+        "the server runs while the runtime is open"
+    );
+
+    runtime.shutdown();
+    tokio::time::timeout(Duration::from_secs(30), server)
+        .await
+        .expect("the server stops once the runtime shuts down")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        runtime.closed().now_or_never(),
+        Some(()),
+        "a closed runtime's closed() completes at once"
+    );
     runtime.close().await;
 }

@@ -261,7 +261,11 @@ async fn place(lot: &AuctionRef, bidder: &str, cents: u64) -> Outcome<Result<u64
 /// Moves the manual clock and fires what fell due; returns how many reminders fired.
 async fn advance(runtime: &Runtime, clock: &ManualClock, minutes: i64) -> Outcome<usize> {
     clock.advance(TimeDelta::minutes(minutes));
-    let fired = runtime.testing().run_due_reminders().await?;
+    let fired = runtime
+        .testing()
+        .run_due_reminders()
+        .await?
+        .occurrences_fired;
     println!("  {minutes} min later: {fired} reminder(s) fired");
     Ok(fired)
 }

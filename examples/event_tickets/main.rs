@@ -49,7 +49,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert_eq!(held, 3, "exactly as many holds as seats");
 
     clock.advance(Duration::from_secs(11 * 60));
-    let fired = runtime.testing().run_due_reminders().await?;
+    let fired = runtime
+        .testing()
+        .run_due_reminders()
+        .await?
+        .occurrences_fired;
     let free = event.seats_available().await?;
     println!("11 minutes later {fired} holds expired; {free} seats are free again");
     assert_eq!(

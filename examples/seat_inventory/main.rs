@@ -67,13 +67,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("ana is confirmed; {} left", show.seats_left().await?);
 
     clock.advance(Duration::from_secs(16 * 60));
-    let fired = runtime.testing().run_due_reminders().await?;
+    let fired = runtime
+        .testing()
+        .run_due_reminders()
+        .await?
+        .occurrences_fired;
     println!(
         "16 minutes later, {fired} reminders fired; {} left",
         show.seats_left().await?
     );
     clock.advance(Duration::from_secs(5 * 60));
-    let fired = runtime.testing().run_due_reminders().await?;
+    let fired = runtime
+        .testing()
+        .run_due_reminders()
+        .await?
+        .occurrences_fired;
     println!(
         "21 minutes later, {fired} reminder fired; {} left",
         show.seats_left().await?

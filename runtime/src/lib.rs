@@ -153,7 +153,13 @@ pub use store::group_commit::GroupCommit;
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use store::sqlite::Durability;
 pub use store::Stats;
-pub use testing::Testing;
+#[cfg(all(feature = "test-support", any(feature = "postgres", feature = "mysql")))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(all(feature = "test-support", any(feature = "postgres", feature = "mysql"))))
+)]
+pub use testing::TestDatabase;
+pub use testing::{Drained, FailedTurn, Testing};
 pub use turn::{Missed, Turn};
 pub use validate::{MAX_ACTOR_ID_BYTES, MAX_KEY_BYTES};
 pub use watch::{Watch, Watched};

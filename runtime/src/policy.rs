@@ -2,6 +2,8 @@
 
 use serde_json::Value;
 
+use crate::actor::{Actor, Operations};
+
 /// What kind of call a [`Request`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -36,6 +38,80 @@ pub struct Request<'a> {
     pub arguments: &'a Value,
     /// The caller's context, given per call with `.context(..)` on the reference.
     pub context: Option<&'a Value>,
+}
+
+impl Request<'_> {
+    /// The call as a command (or reminder) of actor `A`, decoded into its message enum;
+    /// `None` if the call is for another actor type, is not a command, or does not decode.
+    ///
+    /// Match on the enum's variants rather than on [`operation`](Request::operation)'s
+    /// name: a renamed command is then a compile error in the policy, not a silent change
+    /// of what is allowed.
+    ///
+    /// ```
+    /// use solid_objects::policy::{Denied, Policy, Request};
+    /// use solid_objects::prelude::*;
+    ///
+    /// #[actor]
+    /// #[derive(Default)]
+    /// pub struct Dock {
+    ///     berths: u32,
+    /// }
+    ///
+    /// #[actor]
+    /// impl Dock {
+    ///     #[command]
+    ///     pub fn moor(&mut self, ship: String) -> u32 {
+    ///         self.berths += 1;
+    ///         self.berths
+    ///     }
+    ///
+    ///     #[command]
+    ///     pub fn close(&mut self) {}
+    /// }
+    ///
+    /// /// Anyone may moor; only the harbour master closes a dock.
+    /// struct Harbour;
+    ///
+    /// impl Policy for Harbour {
+    ///     fn authorize_message(&self, request: &Request<'_>) -> Result<(), Denied> {
+    ///         let master = request.context.and_then(|context| context.get("master")).is_some();
+    ///         match request.message::<Dock>() {
+    ///             Some(DockMessage::Moor { .. }) => Ok(()),
+    ///             Some(DockMessage::Close {}) if master => Ok(()),
+    ///             _ => Err(Denied::new("not allowed")),
+    ///         }
+    ///     }
+    ///
+    ///     fn authorize_query(&self, _request: &Request<'_>) -> Result<(), Denied> {
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
+    pub fn message<A: Actor>(&self) -> Option<A::Message> {
+        match self.kind {
+            RequestKind::Command => self.decode::<A, A::Message>(),
+            _ => None,
+        }
+    }
+
+    /// The call as a query of actor `A`, decoded into its query enum; `None` if the call is
+    /// for another actor type, is not a query, or does not decode.
+    pub fn query<A: Actor>(&self) -> Option<A::Query> {
+        match self.kind {
+            RequestKind::Query => self.decode::<A, A::Query>(),
+            _ => None,
+        }
+    }
+
+    fn decode<A: Actor, O: Operations>(&self) -> Option<O> {
+        if self.actor_type != A::TYPE_NAME || !O::NAMES.contains(&self.operation) {
+            return None;
+        }
+        let tagged =
+            serde_json::json!({ "operation": self.operation, "arguments": self.arguments });
+        serde_json::from_value(tagged).ok()
+    }
 }
 
 /// What an operator asks of [`Admin`](crate::admin::Admin).
@@ -74,6 +150,8 @@ pub enum AdminAction {
     ReadAudit,
     /// Checking the database: schema, settings, a write and read round trip, the clock.
     Doctor,
+    /// Listing the stored messages and reminders this build cannot decode.
+    ListUndecodable,
 }
 
 impl AdminAction {
@@ -96,6 +174,7 @@ impl AdminAction {
             Self::Prune => "prune",
             Self::ReadAudit => "read_audit",
             Self::Doctor => "doctor",
+            Self::ListUndecodable => "list_undecodable",
         }
     }
 

@@ -264,6 +264,43 @@ impl Runtime {
         self.shared.closed.load(Ordering::Acquire)
     }
 
+    /// Completes once the runtime is closed ([`shutdown`](Runtime::shutdown),
+    /// [`close`](Runtime::close), a shutdown with a deadline, or a signal to
+    /// [`run_until_signal`](Runtime::run_until_signal)), at once if it is already.
+    ///
+    /// Hand it to a web server to stop taking requests when the runtime stops, as axum's
+    /// `with_graceful_shutdown` takes it:
+    ///
+    /// ```no_run
+    /// # #[cfg(feature = "axum")]
+    /// # async fn serve(runtime: solid_objects::Runtime, router: axum::Router) -> std::io::Result<()> {
+    /// let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+    /// axum::serve(listener, router)
+    ///     .with_graceful_shutdown(runtime.closed())
+    ///     .await
+    /// # }
+    /// ```
+    pub fn closed(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let runtime = self.clone();
+        async move {
+            loop {
+                // Made before the check, so a shutdown from here on completes it.
+                let shutdown = runtime.shared.shutdown.notified();
+                if runtime.is_closed() {
+                    return;
+                }
+                shutdown.await;
+            }
+        }
+    }
+
+    /// The time on the runtime's clock ([`Builder::clock`]): what handlers read as
+    /// [`Turn::now`](crate::Turn::now) and what reminders fall due by, so code outside a
+    /// handler (a web handler computing a deadline, a test) reads the same time.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.engine().now()
+    }
+
     /// One worker's loop.
     async fn work(&self) {
         let mut idle = IDLE_POLL_MIN;
@@ -329,7 +366,8 @@ impl Runtime {
                 TurnErrors::LogAndStall,
                 &stopping,
             )
-            .await?;
+            .await?
+            .turns;
         let effects = crate::effect::start_due(self, &self.shared.effect_tasks).await?;
         if self.upkeep_due() {
             self.engine().upkeep().await?;

@@ -4,20 +4,91 @@
 //! the mailboxes, and delivers messages directly (as a late or duplicate delivery would),
 //! without workers and without sleeping.
 
+#[cfg(all(feature = "test-support", any(feature = "postgres", feature = "mysql")))]
+mod database;
+
 use std::collections::HashSet;
 
 use crate::actor::Actor;
 use crate::codec::{encode_operation, to_json};
-use crate::engine::TurnErrors;
+use crate::engine::{Outcome, Pass, TurnErrors};
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
+use crate::store::MessageLookup;
 use crate::validate::validate_id;
+
+#[cfg(all(feature = "test-support", any(feature = "postgres", feature = "mysql")))]
+pub use database::TestDatabase;
 
 /// How many reminders one firing pass takes, how many actors one drain pass visits, and how
 /// many effects of each kind one pass runs.
 const BATCH: i64 = 1000;
 /// Turns one actor gets per drain pass before the others get theirs.
 const TURNS_PER_ACTOR: usize = 1000;
+
+/// What [`Testing::run_due_reminders`] or [`Testing::drain`] ran: the reminder occurrences
+/// it fired, the turns, and every turn that did not complete.
+///
+/// A turn that fails is not an error of the testing call: it is counted here, in
+/// [`failed`](Drained::failed) while it waits for its retry and in [`dead`](Drained::dead)
+/// once it is a dead letter. Assert on them (or on [`is_clean`](Drained::is_clean)) so a
+/// test does not pass over a handler that broke.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Drained {
+    /// Reminder occurrences fired as mailbox messages: one per occurrence, so a recurring
+    /// reminder that catches up on three missed occurrences counts three (0 for a drain).
+    pub occurrences_fired: usize,
+    /// Turns that ran, whatever their outcome: completed, rejected, destroyed, failed and
+    /// dead add up to it.
+    pub turns: usize,
+    /// Turns whose handler returned a result.
+    pub completed: usize,
+    /// Turns whose handler rejected the message.
+    pub rejected: usize,
+    /// Messages ended as destroyed because their actor was destroyed before they ran (no
+    /// handler ran).
+    pub destroyed: usize,
+    /// Failed attempts whose message waits for its retry.
+    pub failed: Vec<FailedTurn>,
+    /// Failed attempts after which the message became a dead letter.
+    pub dead: Vec<FailedTurn>,
+}
+
+impl Drained {
+    /// Whether no turn failed: nothing waits for a retry and nothing became a dead letter.
+    pub fn is_clean(&self) -> bool {
+        self.failed.is_empty() && self.dead.is_empty()
+    }
+
+    fn add(&mut self, other: Drained) {
+        self.occurrences_fired += other.occurrences_fired;
+        self.turns += other.turns;
+        self.completed += other.completed;
+        self.rejected += other.rejected;
+        self.destroyed += other.destroyed;
+        self.failed.extend(other.failed);
+        self.dead.extend(other.dead);
+    }
+}
+
+/// One failed attempt of a turn the testing API ran, in [`Drained::failed`] or [`Drained::dead`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FailedTurn {
+    /// The actor's stored type name.
+    pub actor_type: String,
+    /// The actor's id.
+    pub actor_id: String,
+    /// The message's operation (a reminder's name for a fired reminder).
+    pub operation: String,
+    /// The message's id, for [`Runtime::retry_dead_letter`] or the admin API.
+    pub message_id: i64,
+    /// Its failed attempts so far, this one included.
+    pub attempts: i64,
+    /// What failed: the handler's error or panic, or arguments that do not decode.
+    pub error: String,
+}
 
 /// The testing API of a runtime, from [`Runtime::testing`].
 #[derive(Debug)]
@@ -31,10 +102,16 @@ impl<'r> Testing<'r> {
     }
 
     /// Fires every reminder due at the clock's now as a mailbox message, then drains the
-    /// mailboxes; returns how many reminders fired. A stored reminder that cannot be fired
+    /// mailboxes; returns the occurrences fired and what the drain ran, with the turns that
+    /// failed or became dead letters. A stored reminder that cannot be fired
     /// ([`Error::UnreadableReminder`](crate::Error::UnreadableReminder)) is left as it is
     /// and returned as the error, after the others fired and ran.
-    pub async fn run_due_reminders(&self) -> Result<usize> {
+    ///
+    /// # Errors
+    ///
+    /// An unreadable reminder, as above; the database's errors; and those of
+    /// [`drain`](Testing::drain).
+    pub async fn run_due_reminders(&self) -> Result<Drained> {
         let engine = self.runtime.engine();
         let mut fired = 0;
         let (mut first_unreadable, mut unreadable_ids) = (None, HashSet::new());
@@ -52,28 +129,87 @@ impl<'r> Testing<'r> {
                 break;
             }
         }
-        self.drain().await?;
+        let mut ran = self.drain().await?;
+        ran.occurrences_fired = fired;
         match first_unreadable {
             Some(error) => Err(error),
-            None => Ok(fired),
+            None => Ok(ran),
         }
     }
 
-    /// Runs queued messages that are due at the clock's now until none is left; returns how
-    /// many turns ran. Messages of actor types this runtime does not know stay queued; a turn
-    /// that fails with an error (a stored message that does not decode, say) is returned.
-    pub async fn drain(&self) -> Result<usize> {
+    /// Runs queued messages that are due at the clock's now until none is left; returns the
+    /// turns that ran and how they ended: a failed attempt (its retry waits for its backoff)
+    /// is in [`Drained::failed`], a message that became a dead letter (arguments that no longer
+    /// decode become one at once) in [`Drained::dead`]. Messages of actor types this runtime
+    /// does not know stay queued.
+    ///
+    /// # Errors
+    ///
+    /// A turn that could not be attempted at all (an operation this build does not know,
+    /// state from a newer build), and the database's errors.
+    pub async fn drain(&self) -> Result<Drained> {
         let engine = self.runtime.engine();
-        let mut turns = 0;
+        let mut ran = Drained::default();
         loop {
-            let ran = engine
+            let pass = engine
                 .run_ready(BATCH, TURNS_PER_ACTOR, TurnErrors::Return, &|| false)
                 .await?;
-            if ran == 0 {
-                return Ok(turns);
+            if pass.turns == 0 {
+                return Ok(ran);
             }
-            turns += ran;
+            ran.add(self.ran(pass).await?);
         }
+    }
+
+    /// What one pass of the engine ran, with each failed turn's operation.
+    async fn ran(&self, pass: Pass) -> Result<Drained> {
+        let mut ran = Drained {
+            turns: pass.turns,
+            completed: pass.turns - pass.uncompleted.len(),
+            ..Drained::default()
+        };
+        for (actor_type, actor_id, report) in pass.uncompleted {
+            let (error, attempts, retry_at) = match report.outcome {
+                Outcome::Completed(_) => {
+                    ran.completed += 1;
+                    continue;
+                }
+                Outcome::Rejected(_) => {
+                    ran.rejected += 1;
+                    continue;
+                }
+                Outcome::Destroyed => {
+                    ran.destroyed += 1;
+                    continue;
+                }
+                Outcome::Failed {
+                    error,
+                    attempts,
+                    retry_at,
+                } => (error, attempts, retry_at),
+            };
+            let operation = self
+                .runtime
+                .engine()
+                .store()
+                .message(MessageLookup::Id(report.message_id))
+                .await?
+                .map(|record| record.operation)
+                .unwrap_or_default();
+            let failed = FailedTurn {
+                actor_type,
+                actor_id,
+                operation,
+                message_id: report.message_id,
+                attempts,
+                error,
+            };
+            match retry_at {
+                Some(_) => ran.failed.push(failed),
+                None => ran.dead.push(failed),
+            }
+        }
+        Ok(ran)
     }
 
     /// Runs the effects due at the clock's now with their handlers until none is left (a

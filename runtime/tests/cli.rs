@@ -178,6 +178,11 @@ async fn operate(url: &str, runtime: &Runtime) {
     );
     let doctor = cli_json(url, &["doctor"]).await;
     assert_eq!(doctor["problems"], json!([]));
+    assert_eq!(
+        (&doctor["checked_actor_types"], &doctor["undecodable"]),
+        (&json!([]), &json!([])),
+        "the tool knows no actor types, so it decodes no stored arguments"
+    );
     // PostgreSQL has migrations 8 (lz4 for states) and 9 (state notices for watchers),
     // which SQLite has no use for.
     let known = if url.starts_with("postgres") { 9 } else { 7 };

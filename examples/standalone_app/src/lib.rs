@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
-use solid_objects::{Clock, Effect, EffectContext};
+use solid_objects::{Builder, Clock, Effect, EffectContext};
 
 /// How long a member may keep a book.
 pub const LOAN: TimeDelta = TimeDelta::days(14);
@@ -160,8 +160,17 @@ pub async fn start(
     clock: impl Clock,
     outbox: Outbox,
 ) -> Result<Runtime, Error> {
-    Runtime::builder()
-        .sqlite(path)
+    start_on(Runtime::builder().sqlite(path), clock, outbox).await
+}
+
+/// Starts the library's runtime on the database `builder` names (its tests pass a
+/// PostgreSQL or MySQL database of their own).
+pub async fn start_on(
+    builder: Builder,
+    clock: impl Clock,
+    outbox: Outbox,
+) -> Result<Runtime, Error> {
+    builder
         .clock(clock)
         .policy(AllowAll)
         .actor::<Book>()

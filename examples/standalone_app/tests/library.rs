@@ -1,31 +1,59 @@
 //! The library's actors under the runtime's testing API: a manual clock, due reminders fired
 //! by hand, mailboxes drained, effects run, and nothing left to a sleep.
+//!
+//! Each test has a database of its own: a temporary SQLite file, or, with
+//! `LIBRARY_TEST_SERVER` set to a PostgreSQL or MySQL server URL
+//! (`postgres://postgres@localhost/postgres`), a database created on that server for the
+//! test and dropped after it, so tests running side by side never fire each other's
+//! reminders.
 
 use std::time::Duration;
 
-use solid_objects::{Error, ManualClock, Runtime};
-use standalone_app::{Book, LOAN, Loan, Member, Outbox, OverdueNotice, start};
+use solid_objects::{Error, ManualClock, Runtime, TestDatabase};
+use standalone_app::{Book, LOAN, Loan, Member, Outbox, OverdueNotice, start, start_on};
 use tempfile::TempDir;
 
 struct Library {
-    _dir: TempDir,
     clock: ManualClock,
     outbox: Outbox,
     runtime: Runtime,
+    /// The test's database, removed when the test ends.
+    _database: Database,
+}
+
+enum Database {
+    Sqlite { _dir: TempDir },
+    Server { _database: TestDatabase },
 }
 
 async fn library() -> Library {
-    let dir = tempfile::tempdir().expect("a temporary directory");
     let clock = ManualClock::starting_now();
     let outbox = Outbox::default();
-    let runtime = start(dir.path().join("library.db"), clock.clone(), outbox.clone())
-        .await
-        .expect("the runtime starts");
+    let (runtime, database) = match std::env::var("LIBRARY_TEST_SERVER") {
+        Ok(server) => {
+            let database = TestDatabase::create(&server)
+                .await
+                .expect("a database of this test's own on the server");
+            let runtime = start_on(database.builder(4), clock.clone(), outbox.clone()).await;
+            (
+                runtime,
+                Database::Server {
+                    _database: database,
+                },
+            )
+        }
+        Err(_) => {
+            let dir = tempfile::tempdir().expect("a temporary directory");
+            let path = dir.path().join("library.db");
+            let runtime = start(path, clock.clone(), outbox.clone()).await;
+            (runtime, Database::Sqlite { _dir: dir })
+        }
+    };
     Library {
-        _dir: dir,
         clock,
         outbox,
-        runtime,
+        runtime: runtime.expect("the runtime starts"),
+        _database: database,
     }
 }
 
@@ -72,12 +100,12 @@ async fn the_due_reminder_marks_the_loan_and_tells_the_member_once() -> Result<(
 
     // Not due yet: nothing fires.
     library.clock.advance(Duration::from_secs(60 * 60));
-    assert_eq!(testing.run_due_reminders().await?, 0);
+    assert_eq!(testing.run_due_reminders().await?.occurrences_fired, 0);
     assert!(!book.loan().await?.expect("lent").overdue);
 
     // Past the due date: the reminder fires, its message to the member is drained.
     library.clock.advance(past_due());
-    assert_eq!(testing.run_due_reminders().await?, 1);
+    assert_eq!(testing.run_due_reminders().await?.occurrences_fired, 1);
     assert!(book.loan().await?.expect("lent").overdue);
     assert_eq!(ana.overdue_books().await?, vec!["dune-1".to_owned()]);
 
@@ -104,19 +132,19 @@ async fn a_book_back_in_time_cancels_its_reminder_and_a_late_one_clears_it() -> 
     early.lend("ana").await?;
     early.take_back("ana").await?;
     assert_eq!(
-        testing.drain().await?,
+        testing.drain().await?.turns,
         1,
         "the member hears that the book came back"
     );
     library.clock.advance(past_due());
-    assert_eq!(testing.run_due_reminders().await?, 0);
+    assert_eq!(testing.run_due_reminders().await?.occurrences_fired, 0);
     assert_eq!(early.loan().await?, None);
 
     // Back late: the member's overdue list empties again.
     let late = library.runtime.reference::<Book>("emma-1");
     late.lend("ana").await?;
     library.clock.advance(past_due());
-    assert_eq!(testing.run_due_reminders().await?, 1);
+    assert_eq!(testing.run_due_reminders().await?.occurrences_fired, 1);
     assert_eq!(ana.overdue_books().await?, vec!["emma-1".to_owned()]);
     late.take_back("ana").await?;
     testing.drain().await?;

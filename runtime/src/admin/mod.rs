@@ -46,7 +46,7 @@ pub use model::{
     ActorDetails, ActorFilter, ActorPage, ActorSummary, ActorTypeSummary, AdminEvent,
     DeadLetterFilter, DeadLetterSummary, DoctorReport, EffectFilter, EffectSummary, MailboxDepth,
     MailboxHead, MessageSummary, Overview, PruneCounts, Redriven, ReminderFilter, ReminderSummary,
-    Status,
+    Status, StoredKind, Undecodable,
 };
 
 use crate::engine::{from_micros, micros, Engine};
@@ -85,6 +85,12 @@ const RECENT_MESSAGES: i64 = 20;
 /// How many of the newest messages (of every actor) `inspect` looks through for an actor's
 /// recent ones: the read stays bounded however large the table grows.
 const RECENT_SCAN: i64 = 10_000;
+
+/// Stored rows read per page while looking for those this build cannot decode.
+const DECODE_PAGE: i64 = 1000;
+
+/// Undecodable rows the doctor lists.
+const DOCTOR_UNDECODABLE: usize = 100;
 
 /// Dead letters a redrive enqueues per batch.
 const REDRIVE_BATCH: i64 = 100;
@@ -485,7 +491,11 @@ impl Admin {
     /// the settings that matter (SQLite's journal mode and synchronous, PostgreSQL's
     /// isolation and version), a real write and read of a scratch actor (type
     /// `solid_objects.doctor`, deleted afterwards), and the clock skew between this host and
-    /// PostgreSQL. What looks wrong is listed in [`DoctorReport::problems`].
+    /// PostgreSQL. It also decodes every unfinished message and scheduled reminder of the
+    /// actor types this runtime registered with this build's operations, and lists those that
+    /// do not decode ([`DoctorReport::undecodable`]): run it from a new build against the
+    /// database before deploying it. What looks wrong is listed in
+    /// [`DoctorReport::problems`].
     pub async fn doctor(&self) -> Result<DoctorReport> {
         self.audited(AdminAction::Doctor, "database".to_owned(), || async {
             let report = self.examine().await?;
@@ -537,6 +547,20 @@ impl Admin {
                  leases and due times assume clocks within a second"
             ));
         }
+        let checked_actor_types = engine.registered_types();
+        let undecodable = self.find_undecodable(DOCTOR_UNDECODABLE).await?;
+        for row in &undecodable {
+            let kind = match row.kind {
+                StoredKind::Message => "message",
+                StoredKind::Reminder => "reminder",
+            };
+            problems.push(format!(
+                "{kind} {} ({} {}/{}) does not decode with this build: {}; keep the old \
+                 operation or accept the old arguments (serde aliases, defaults) before \
+                 deploying it",
+                row.id, row.operation, row.actor_type, row.actor_id, row.error
+            ));
+        }
         Ok(DoctorReport {
             backend,
             applied_migrations,
@@ -544,8 +568,68 @@ impl Admin {
             settings,
             round_trip_micros,
             clock_skew_ms,
+            checked_actor_types,
+            undecodable,
             problems,
         })
+    }
+
+    /// The unfinished messages and scheduled reminders of the actor types this runtime
+    /// registered ([`Builder::actor`](crate::Builder::actor), or a reference) whose operation
+    /// or arguments this build cannot decode, at most `limit` (1 to 1000; 100 if zero).
+    ///
+    /// Stored arguments are a format: a reminder scheduled by an older build fires with the
+    /// arguments that build wrote, and a message that does not decode becomes a dead letter
+    /// at once. Run this from the build about to be deployed, on the database it will run
+    /// on, before it takes any work; rows of types it did not register are not checked.
+    pub async fn undecodable(&self, limit: u32) -> Result<Vec<Undecodable>> {
+        let limit = usize::try_from(page(limit)).unwrap_or(usize::MAX);
+        self.audited(
+            AdminAction::ListUndecodable,
+            "stored arguments".to_owned(),
+            || async { Ok((self.find_undecodable(limit).await?, None)) },
+        )
+        .await
+    }
+
+    /// Decodes every unfinished message, then every scheduled reminder, of a registered
+    /// type, until `limit` do not decode.
+    async fn find_undecodable(&self, limit: usize) -> Result<Vec<Undecodable>> {
+        let engine = self.runtime.engine();
+        let store = engine.store();
+        let mut found = Vec::new();
+        for kind in [StoredKind::Message, StoredKind::Reminder] {
+            let mut after_id = 0;
+            while found.len() < limit {
+                let rows = match kind {
+                    StoredKind::Message => store.pending_arguments(after_id, DECODE_PAGE).await?,
+                    StoredKind::Reminder => store.reminder_arguments(after_id, DECODE_PAGE).await?,
+                };
+                let Some(last) = rows.last() else {
+                    break;
+                };
+                after_id = last.id;
+                for row in rows {
+                    let Some(runner) = engine.runner(&row.actor_type) else {
+                        continue;
+                    };
+                    if let Err(error) =
+                        runner.check_stored(&row.actor_id, &row.operation, &row.arguments)
+                    {
+                        found.push(Undecodable {
+                            kind,
+                            id: row.id,
+                            actor_type: row.actor_type,
+                            actor_id: row.actor_id,
+                            operation: row.operation,
+                            error: error.to_string(),
+                        });
+                    }
+                }
+            }
+        }
+        found.truncate(limit);
+        Ok(found)
     }
 
     /// Writes a scratch actor's state and reads it back inside one transaction, then rolls

@@ -515,6 +515,44 @@ pub struct DoctorReport {
     /// The database clock minus this host's clock, in milliseconds (PostgreSQL; `None` on
     /// SQLite, which has this host's clock).
     pub clock_skew_ms: Option<i64>,
+    /// The actor types whose stored messages and reminders were checked against this
+    /// build: the types this runtime registered (none in the command-line tool, which knows
+    /// no application's types).
+    pub checked_actor_types: Vec<String>,
+    /// Unfinished messages and scheduled reminders of those types that this build cannot
+    /// decode (at most 100): each would become a dead letter (or wait) once it runs here.
+    pub undecodable: Vec<Undecodable>,
     /// What looks wrong, in words; empty when all is well.
     pub problems: Vec<String>,
+}
+
+/// A stored message or reminder whose operation or arguments this build cannot decode,
+/// from [`Admin::undecodable`](super::Admin::undecodable) and the doctor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Undecodable {
+    /// Whether it is an unfinished message or a scheduled reminder.
+    pub kind: StoredKind,
+    /// The message's id, or the reminder row's.
+    pub id: i64,
+    /// The actor's type.
+    pub actor_type: String,
+    /// The actor's id.
+    pub actor_id: String,
+    /// The operation (the reminder's name, for a reminder).
+    pub operation: String,
+    /// Why it does not decode: an operation this build does not have, or arguments that do
+    /// not read as its parameters.
+    pub error: String,
+}
+
+/// What kind of stored row an [`Undecodable`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum StoredKind {
+    /// An unfinished message in a mailbox.
+    Message,
+    /// A scheduled reminder, not fired yet.
+    Reminder,
 }

@@ -8,7 +8,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::call::Origin;
-use super::{insert_bounded, micros, new_request_id, Engine, Enqueued, Lock, Step, MAP_CAPACITY};
+use super::{
+    insert_bounded, micros, new_request_id, Engine, Enqueued, Lock, Outcome, Step, TurnReport,
+    MAP_CAPACITY,
+};
 use crate::admin::PruneCounts;
 use crate::error::{Error, Result};
 use crate::limits::earlier;
@@ -21,10 +24,28 @@ use crate::turn::Missed;
 /// What one firing of due reminders did.
 #[derive(Debug)]
 pub(crate) struct Fired {
-    /// Reminders fired.
+    /// Occurrences fired: one message each (a recurring reminder that missed several may
+    /// fire several).
     pub(crate) count: usize,
     /// Rows that did not read ([`Error::UnreadableReminder`]), left as they are.
     pub(crate) unreadable: Vec<Error>,
+}
+
+/// What one [`Engine::run_ready`] ran: how many turns, and how those that did not complete
+/// ended.
+#[derive(Debug, Default)]
+pub(crate) struct Pass {
+    /// Turns that ran (failed attempts counted), whatever their outcome.
+    pub(crate) turns: usize,
+    /// The turns that did not complete (rejected, failed, dead, or destroyed), by actor.
+    pub(crate) uncompleted: Vec<(String, String, TurnReport)>,
+}
+
+impl Pass {
+    fn add(&mut self, other: Pass) {
+        self.turns += other.turns;
+        self.uncompleted.extend(other.uncompleted);
+    }
 }
 
 /// What [`Engine::run_ready`] does with a turn that fails with an error.
@@ -111,7 +132,7 @@ impl Engine {
             tracing::error!(%error, "a due reminder was not fired; workers try it again in {STALL:?}");
         }
         Ok(Fired {
-            count: due.len(),
+            count: occurrences.iter().map(|fired| fired.count).sum(),
             unreadable,
         })
     }
@@ -142,7 +163,8 @@ impl Engine {
 
     /// Runs up to `turns_per_actor` turns for each of up to `actors` actors whose head
     /// message is due and of an operation this runtime knows, and that no worker of this
-    /// process runs or has stalled; returns how many turns ran. A turn that fails with an error (not
+    /// process runs or has stalled; returns how many turns ran and how those that did not
+    /// complete ended. A turn that fails with an error (not
     /// a failed attempt, which is counted) is returned, or, for workers, logged and its
     /// actor stalled. It starts no turn once `stopping` says so (a runtime shutting down).
     pub(crate) async fn run_ready(
@@ -151,7 +173,7 @@ impl Engine {
         turns_per_actor: usize,
         errors: TurnErrors,
         stopping: &(dyn Fn() -> bool + Sync),
-    ) -> Result<usize> {
+    ) -> Result<Pass> {
         self.sample_mailbox_depth().await?;
         let stalled = i64::try_from(self.stalled_count()).unwrap_or(i64::MAX);
         let ready = self
@@ -165,23 +187,29 @@ impl Engine {
         // Each actor's turns run in order; different actors' turns run side by side (as
         // many as the store takes at once), so on SQLite they share group commits.
         let passes = ready.into_iter().map(|(actor_type, actor_id)| async move {
+            let mut pass = Pass::default();
             let Some(runner) = self.runner(&actor_type) else {
                 self.report_unknown_type(&actor_type, &actor_id);
-                return Ok(0);
+                return Ok(pass);
             };
             if self.is_stalled(&actor_type, &actor_id) {
-                return Ok(0);
+                return Ok(pass);
             }
             let Some(_claim) = Claim::take(self, &actor_type, &actor_id) else {
-                return Ok(0);
+                return Ok(pass);
             };
-            let mut turns = 0;
             for _ in 0..turns_per_actor {
                 if stopping() {
                     break;
                 }
                 match runner.run_next(self, &actor_id, Lock::Skip).await {
-                    Ok(Step::Ran(_)) => turns += 1,
+                    Ok(Step::Ran(report)) => {
+                        pass.turns += 1;
+                        if !matches!(report.outcome, Outcome::Completed(_)) {
+                            let ended = (actor_type.clone(), actor_id.clone(), report);
+                            pass.uncompleted.push(ended);
+                        }
+                    }
                     Ok(Step::Idle | Step::Blocked { .. } | Step::Busy) => break,
                     Err(error) if errors == TurnErrors::Return => return Err(error),
                     Err(error) => {
@@ -196,15 +224,15 @@ impl Engine {
                     }
                 }
             }
-            Ok(turns)
+            Ok(pass)
         });
         let mut passes =
             futures_util::stream::iter(passes).buffer_unordered(self.store.concurrent_turns());
-        let mut turns = 0;
+        let mut all = Pass::default();
         while let Some(ran) = passes.next().await {
-            turns += ran?;
+            all.add(ran?);
         }
-        Ok(turns)
+        Ok(all)
     }
 
     /// Records each registered actor type's unfinished messages in the metrics, if no pass

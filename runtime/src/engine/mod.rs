@@ -38,7 +38,7 @@ use crate::error::{Error, Result};
 use crate::limits::{deadline_after, Limits, RetryPolicy};
 use crate::store::{ActorKey, Bounds, Store, Transaction};
 
-pub(crate) use background::TurnErrors;
+pub(crate) use background::{Pass, TurnErrors};
 pub(crate) use call::{CallOptions, EnqueueOptions, Enqueued};
 pub(crate) use outcome::{stored_rejection, Outcome};
 pub(crate) use watchers::{shut_down, Subscription};
@@ -339,6 +339,14 @@ impl Engine {
     }
 
     /// The stored names of the actor types this runtime knows, as a JSON array.
+    /// The stored names of the actor types this runtime registered, sorted.
+    pub(crate) fn registered_types(&self) -> Vec<String> {
+        let actors = self.actors.read().unwrap_or_else(PoisonError::into_inner);
+        let mut names: Vec<String> = actors.keys().map(|name| (*name).to_owned()).collect();
+        names.sort();
+        names
+    }
+
     fn known_types(&self) -> String {
         let actors = self.actors.read().unwrap_or_else(PoisonError::into_inner);
         let names: Vec<&str> = actors.keys().copied().collect();
@@ -354,6 +362,10 @@ pub(crate) trait MailboxRunner: Send + Sync {
     /// Whether a message about to be stored names one of the actor's commands and its
     /// arguments read back as that command's.
     fn check_command(&self, operation: &str, arguments: &str) -> Result<()>;
+
+    /// Whether a stored message or reminder of this actor (any operation) decodes as one
+    /// of this build's operations; the error says why not.
+    fn check_stored(&self, actor_id: &str, operation: &str, arguments: &str) -> Result<()>;
 }
 
 struct TypedRunner<A>(PhantomData<fn() -> A>);
@@ -371,8 +383,18 @@ impl<A: Actor> MailboxRunner for TypedRunner<A> {
                 A::TYPE_NAME
             )));
         }
-        crate::codec::decode_operation::<A::Message>(A::TYPE_NAME, "", operation, arguments, 0)
-            .map(drop)
+        self.check_stored("", operation, arguments)
+    }
+
+    fn check_stored(&self, actor_id: &str, operation: &str, arguments: &str) -> Result<()> {
+        crate::codec::decode_operation::<A::Message>(
+            A::TYPE_NAME,
+            actor_id,
+            operation,
+            arguments,
+            0,
+        )
+        .map(drop)
     }
 }
 

@@ -47,6 +47,14 @@ pub(crate) trait AdminReads: Send + Sync {
     /// The highest message id so far (0 for none): a message enqueued later has a higher one.
     async fn newest_message_id(&self) -> Result<i64>;
 
+    /// The unfinished (ready) messages with ids above `after_id`, by id, at most `limit`:
+    /// what a build must decode to run them.
+    async fn pending_arguments(&self, after_id: i64, limit: i64) -> Result<Vec<StoredArguments>>;
+
+    /// The scheduled reminders with ids above `after_id`, by id, at most `limit`, with the
+    /// reminder's name as the operation: what a build must decode when they fire.
+    async fn reminder_arguments(&self, after_id: i64, limit: i64) -> Result<Vec<StoredArguments>>;
+
     /// An actor's messages with ids above `after_id`, newest first, at most `limit`.
     async fn recent_messages(
         &self,
@@ -128,6 +136,19 @@ pub(crate) fn contains_pattern(text: &str) -> String {
     pattern
 }
 
+/// A stored operation and its arguments (a ready message's, or a scheduled reminder's).
+#[derive(Debug)]
+pub(crate) struct StoredArguments {
+    /// The message's or the reminder's row id.
+    pub(crate) id: i64,
+    pub(crate) actor_type: String,
+    pub(crate) actor_id: String,
+    /// The operation (a reminder's name).
+    pub(crate) operation: String,
+    /// The arguments as stored (JSON text).
+    pub(crate) arguments: String,
+}
+
 /// Every actor: those with a row, and those with only ready messages or dead letters.
 macro_rules! every_actor {
     () => {
@@ -158,7 +179,10 @@ macro_rules! admin_backend {
                 ReminderSummary, Status,
             };
             use $crate::engine::from_micros;
-            use $crate::store::admin::{contains_pattern, AdminEventWrite, AdminReads, AdminWrites};
+            use $crate::store::admin::{
+                contains_pattern, AdminEventWrite, AdminReads, AdminWrites, StoredArguments,
+            };
+
 
             fn time(micros: Option<i64>) -> Option<chrono::DateTime<chrono::Utc>> {
                 micros.filter(|&micros| micros > 0).map(from_micros)
@@ -397,6 +421,39 @@ macro_rules! admin_backend {
                         .fetch_one(&self.$readers)
                         .await?;
                     Ok(newest.unwrap_or(0))
+                }
+
+                async fn pending_arguments(
+                    &self,
+                    after_id: i64,
+                    limit: i64,
+                ) -> Result<Vec<StoredArguments>> {
+                    let rows = $query(
+                        "SELECT id, actor_type, actor_id, operation, arguments
+                         FROM solid_messages WHERE status = 'ready' AND id > $1
+                         ORDER BY id LIMIT $2",
+                    )
+                    .bind(after_id)
+                    .bind(limit)
+                    .fetch_all(&self.$readers)
+                    .await?;
+                    rows.iter().map($crate::store::rows::stored_arguments).collect()
+                }
+
+                async fn reminder_arguments(
+                    &self,
+                    after_id: i64,
+                    limit: i64,
+                ) -> Result<Vec<StoredArguments>> {
+                    let rows = $query(
+                        "SELECT id, actor_type, actor_id, name AS operation, arguments
+                         FROM solid_reminders WHERE id > $1 ORDER BY id LIMIT $2",
+                    )
+                    .bind(after_id)
+                    .bind(limit)
+                    .fetch_all(&self.$readers)
+                    .await?;
+                    rows.iter().map($crate::store::rows::stored_arguments).collect()
                 }
 
                 async fn recent_messages(

@@ -55,6 +55,23 @@ where
     T::get(row, index)
 }
 
+/// A ready message's or a scheduled reminder's operation and arguments.
+pub(crate) fn stored_arguments<R>(row: &R) -> Result<super::admin::StoredArguments>
+where
+    R: Row,
+    for<'c> &'c str: ColumnIndex<R>,
+    String: Column<R::Database>,
+    i64: Column<R::Database>,
+{
+    Ok(super::admin::StoredArguments {
+        id: get(row, "id")?,
+        actor_type: get(row, "actor_type")?,
+        actor_id: get(row, "actor_id")?,
+        operation: get(row, "operation")?,
+        arguments: get(row, "arguments")?,
+    })
+}
+
 /// An actor's row of `solid_instances`.
 pub(crate) fn instance<R>(row: &R) -> Result<Instance>
 where

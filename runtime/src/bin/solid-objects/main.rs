@@ -607,6 +607,17 @@ async fn execute(admin: &Admin, command: Command, out: &mut Out) -> Result<Exit,
                 if let Some(skew) = report.clock_skew_ms {
                     say!(out, "clock skew (database minus this host): {skew} ms");
                 }
+                match report.checked_actor_types.is_empty() {
+                    true => println!(
+                        "stored arguments: not checked (this tool knows no actor types; call \
+                         Admin::doctor or Admin::undecodable from the application's build, \
+                         with its actor types registered, to check a deploy)"
+                    ),
+                    false => println!(
+                        "stored arguments checked for: {}",
+                        report.checked_actor_types.join(", ")
+                    ),
+                }
                 match report.problems.is_empty() {
                     true => say!(out, "no problems found"),
                     false => report

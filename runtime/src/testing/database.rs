@@ -1,0 +1,246 @@
+//! A database of its own for each test on a PostgreSQL or MySQL server (feature
+//! `test-support`): tests that share a server do not see each other's actors, messages or
+//! reminders.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::runtime::{Builder, Runtime};
+
+/// How long creating or dropping a test database may wait for the server.
+const SERVER_WAIT: Duration = Duration::from_secs(30);
+
+/// A database created for one test on a PostgreSQL or MySQL (MariaDB) server, dropped when
+/// the value is dropped (or by [`drop_database`](TestDatabase::drop_database)).
+///
+/// [`Testing::run_due_reminders`](crate::Testing::run_due_reminders) fires every due
+/// reminder in its database, and [`Testing::drain`](crate::Testing::drain) runs every ready
+/// message: tests that share one database run each other's work. Give each test its own.
+///
+/// ```no_run
+/// # async fn example() -> Result<(), solid_objects::Error> {
+/// use solid_objects::{AllowAll, ManualClock, TestDatabase};
+///
+/// // A server the tests may create databases on, such as
+/// // postgres://postgres@localhost/postgres or mysql://root@localhost/mysql.
+/// let server = std::env::var("TEST_DATABASE_SERVER").expect("a server URL");
+/// let database = TestDatabase::create(&server).await?;
+/// let runtime = database
+///     .builder(4)
+///     .clock(ManualClock::starting_now())
+///     .policy(AllowAll)
+///     .start()
+///     .await?;
+/// // ... the test ...
+/// runtime.close().await;
+/// database.drop_database().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct TestDatabase {
+    /// The server URL it was created through, to drop it through.
+    server_url: String,
+    /// Its own URL.
+    url: String,
+    name: String,
+    dropped: bool,
+}
+
+/// The backends a test database can be created on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Server {
+    Postgres,
+    MySql,
+}
+
+impl TestDatabase {
+    /// Creates a database with a fresh name (`solid_test_` and a random suffix) on the server
+    /// of `server_url` (`postgres://..` or `mysql://..`, naming a database the user may
+    /// connect to and a user who may create databases).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for a URL of another scheme or of a backend this build left out
+    /// (features `postgres`, `mysql`), or for a server that does not answer within 30 s;
+    /// the server's error if it refuses.
+    pub async fn create(server_url: &str) -> Result<Self> {
+        let server = Server::of(server_url)?;
+        let name = format!("solid_test_{}", uuid::Uuid::new_v4().simple());
+        let url = with_database(server_url, &name)?;
+        let create = match server {
+            Server::Postgres => format!("CREATE DATABASE \"{name}\""),
+            Server::MySql => format!("CREATE DATABASE `{name}`"),
+        };
+        execute(server, server_url, &create).await?;
+        Ok(Self {
+            server_url: server_url.to_owned(),
+            url,
+            name,
+            dropped: false,
+        })
+    }
+
+    /// The database's URL: the server's, naming this database.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The database's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// A runtime builder on this database over a pool of `connections` connections; add the
+    /// clock and the policy, then start it.
+    pub fn builder(&self, connections: u32) -> Builder {
+        let builder = Runtime::builder();
+        match Server::of(&self.url) {
+            #[cfg(feature = "postgres")]
+            Ok(Server::Postgres) => builder.postgres(&self.url, connections),
+            #[cfg(feature = "mysql")]
+            Ok(Server::MySql) => builder.mysql(&self.url, connections),
+            // Unreachable: `create` accepted the URL.
+            _ => {
+                let _ = connections;
+                builder
+            }
+        }
+    }
+
+    /// Drops the database, ending any connection still open on it; call it after closing
+    /// the runtime ([`Runtime::close`]) to see an error the drop on `Drop` would only log.
+    ///
+    /// # Errors
+    ///
+    /// The server's, or [`Error::Config`] if it does not answer within 30 s.
+    pub async fn drop_database(mut self) -> Result<()> {
+        self.dropped = true;
+        drop_named(&self.server_url, &self.name).await
+    }
+}
+
+impl Drop for TestDatabase {
+    /// Drops the database if [`drop_database`](TestDatabase::drop_database) did not, on a
+    /// thread of its own (a test's async runtime may be a single thread, and busy).
+    fn drop(&mut self) {
+        if self.dropped {
+            return;
+        }
+        let (server_url, name) = (self.server_url.clone(), self.name.clone());
+        let dropping = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|error| Error::Config(format!("cannot start a runtime: {error}")))?;
+            runtime.block_on(drop_named(&server_url, &name))
+        });
+        match dropping.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
+                tracing::warn!(database = %self.name, %error, "the test database was not dropped");
+            }
+            Err(_) => {
+                tracing::warn!(database = %self.name, "dropping the test database panicked");
+            }
+        }
+    }
+}
+
+impl Server {
+    fn of(url: &str) -> Result<Self> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(Self::Postgres)
+        } else if url.starts_with("mysql://") {
+            Ok(Self::MySql)
+        } else {
+            Err(Error::Config(
+                "a test database needs a postgres:// or mysql:// server URL".to_owned(),
+            ))
+        }
+    }
+}
+
+async fn drop_named(server_url: &str, name: &str) -> Result<()> {
+    let server = Server::of(server_url)?;
+    let drop = match server {
+        Server::Postgres => format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"),
+        Server::MySql => format!("DROP DATABASE IF EXISTS `{name}`"),
+    };
+    execute(server, server_url, &drop).await
+}
+
+/// Runs one statement on its own connection to the server, within [`SERVER_WAIT`].
+async fn execute(server: Server, server_url: &str, statement: &str) -> Result<()> {
+    let run = async {
+        match server {
+            #[cfg(feature = "postgres")]
+            Server::Postgres => {
+                use sqlx::Connection;
+                let mut connection = sqlx::PgConnection::connect(server_url).await?;
+                sqlx::raw_sql(statement).execute(&mut connection).await?;
+                connection.close().await?;
+                Ok(())
+            }
+            #[cfg(feature = "mysql")]
+            Server::MySql => {
+                use sqlx::Connection;
+                let mut connection = sqlx::MySqlConnection::connect(server_url).await?;
+                sqlx::raw_sql(statement).execute(&mut connection).await?;
+                connection.close().await?;
+                Ok(())
+            }
+            #[allow(unreachable_patterns)]
+            _ => Err(Error::Config(format!(
+                "this build has no {server:?} backend: enable the solid-objects feature `{}`",
+                match server {
+                    Server::Postgres => "postgres",
+                    Server::MySql => "mysql",
+                }
+            ))),
+        }
+    };
+    tokio::time::timeout(SERVER_WAIT, run).await.map_err(|_| {
+        Error::Config(format!(
+            "the test database server did not answer within {SERVER_WAIT:?}"
+        ))
+    })?
+}
+
+/// The server URL with its database replaced by `name`, its query kept.
+fn with_database(server_url: &str, name: &str) -> Result<String> {
+    let (base, query) = match server_url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (server_url, None),
+    };
+    let authority_start = base.find("://").map(|at| at + 3).ok_or_else(|| {
+        Error::Config("a test database server URL needs a scheme (postgres://..)".to_owned())
+    })?;
+    let host_end = base[authority_start..]
+        .find('/')
+        .map_or(base.len(), |at| authority_start + at);
+    let mut url = format!("{}/{name}", &base[..host_end]);
+    if let Some(query) = query {
+        url.push('?');
+        url.push_str(query);
+    }
+    Ok(url)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_database;
+
+    #[test]
+    fn the_database_of_a_server_url_is_replaced_and_its_query_kept() {
+        let url = |server: &str| with_database(server, "t1").unwrap();
+        assert_eq!(
+            url("postgres://u:p@h:5432/postgres"),
+            "postgres://u:p@h:5432/t1"
+        );
+        assert_eq!(url("mysql://root@h"), "mysql://root@h/t1");
+        assert_eq!(
+            url("postgres://u@h/db?sslmode=disable"),
+            "postgres://u@h/t1?sslmode=disable"
+        );
+    }
+}
