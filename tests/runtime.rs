@@ -188,6 +188,9 @@ impl solid_objects::Policy for TypedJournalPolicy {
         );
         match request.query::<Journal>() {
             Some(JournalQuery::Entries {}) => Ok(()),
+            Some(JournalQuery::EntryCountThenPanic {}) => Err(solid_objects::policy::Denied::new(
+                "entry_count_then_panic is for the failure tests",
+            )),
             None => Err(solid_objects::policy::Denied::new("not a journal query")),
         }
     }
