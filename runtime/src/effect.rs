@@ -330,7 +330,8 @@ pub(crate) async fn run_due(runtime: &Runtime, limit: usize) -> Result<usize> {
             let Some(claimed) = engine.claim_effect(name).await? else {
                 break;
             };
-            run_claimed(runtime, name, &*runner, claimed).await?;
+            // The testing API's run is its caller's: nothing abandons it but dropping it.
+            run_claimed(runtime, name, &*runner, claimed, std::future::pending()).await?;
             ran += 1;
         }
     }
@@ -356,8 +357,10 @@ pub(crate) async fn start_due(runtime: &Runtime, tasks: &EffectTasks) -> Result<
                 break;
             };
             let (runtime, runner) = (runtime.clone(), Arc::clone(&runner));
+            let abandoning = tasks.abandoning();
             tasks.spawn(async move {
-                if let Err(error) = run_claimed(&runtime, name, &*runner, claimed).await {
+                let ran = run_claimed(&runtime, name, &*runner, claimed, abandoning).await;
+                if let Err(error) = ran {
                     tracing::error!(effect = name, %error, "an effect's outcome was not recorded");
                 }
                 drop(permit);
@@ -368,14 +371,21 @@ pub(crate) async fn start_due(runtime: &Runtime, tasks: &EffectTasks) -> Result<
     Ok(started)
 }
 
+/// How long a runner that a shutdown stops may take to give its effect's lease back; past it
+/// the lease runs out by itself (and the attempt counts).
+const RELEASE_BOUND: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Runs one claimed effect's handler, for at most the effect timeout, renewing its lease
 /// every third of it while the handler runs, and records how it went (if the lease is
-/// still this runner's then: a stale runner's outcome is discarded).
+/// still this runner's then: a stale runner's outcome is discarded). If `abandoning`
+/// resolves first (a shutdown's deadline passed), the handler is dropped and the lease given
+/// back with the attempt not counted.
 async fn run_claimed(
     runtime: &Runtime,
     name: &'static str,
     runner: &dyn EffectRunner,
     claimed: ClaimedEffect,
+    abandoning: impl Future<Output = ()>,
 ) -> Result<()> {
     let engine = runtime.engine();
     let max_attempts = engine.effect_retry(name).max_attempts;
@@ -402,9 +412,11 @@ async fn run_claimed(
     // transaction.
     let mut renewal: Option<std::pin::Pin<Box<dyn Future<Output = Result<bool>> + Send + '_>>> =
         None;
+    tokio::pin!(abandoning);
     let outcome = loop {
         tokio::select! {
-            finished = &mut running => break finished,
+            finished = &mut running => break Some(finished),
+            () = &mut abandoning => break None,
             _ = renewals.tick(), if renewing && renewal.is_none() => {
                 renewal = Some(Box::pin(engine.renew_effect(&claimed)));
             }
@@ -425,6 +437,26 @@ async fn run_claimed(
                 }
             }
         }
+    };
+    let Some(outcome) = outcome else {
+        let release = async {
+            if let Some(renewal) = renewal {
+                let _ = renewal.await;
+            }
+            engine.release_effect(&claimed).await
+        };
+        return match tokio::time::timeout(RELEASE_BOUND, release).await {
+            Ok(released) => released.map(drop),
+            Err(_) => {
+                tracing::warn!(
+                    effect = name,
+                    id = claimed.effect_id,
+                    "an abandoned effect's lease was not given back in time; it runs again once \
+                     the lease runs out, and that attempt counts"
+                );
+                Ok(())
+            }
+        };
     };
     if let Some(renewal) = renewal {
         let _ = renewal.await;

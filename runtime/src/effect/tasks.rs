@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 /// How many effects one runtime's workers run at once; the rest wait for a later pass.
@@ -14,6 +14,7 @@ const CONCURRENT_EFFECTS: u32 = 16;
 pub(crate) struct EffectTasks {
     permits: Arc<Semaphore>,
     tasks: Mutex<JoinSet<()>>,
+    abandon: watch::Sender<bool>,
 }
 
 impl EffectTasks {
@@ -21,6 +22,16 @@ impl EffectTasks {
         Self {
             permits: Arc::new(Semaphore::new(CONCURRENT_EFFECTS as usize)),
             tasks: Mutex::default(),
+            abandon: watch::Sender::new(false),
+        }
+    }
+
+    /// Resolves once a shutdown abandons the effects still running: a task then stops its
+    /// handler and gives its lease back.
+    pub(crate) fn abandoning(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut abandon = self.abandon.subscribe();
+        async move {
+            let _ = abandon.wait_for(|abandon| *abandon).await;
         }
     }
 
@@ -42,12 +53,12 @@ impl EffectTasks {
         let _all = self.permits.acquire_many(CONCURRENT_EFFECTS).await;
     }
 
-    /// Aborts the effect tasks still running; returns how many there were.
+    /// Tells the effect tasks still running to stop their handlers and give their leases
+    /// back; returns how many there were.
     pub(crate) fn abandon(&self) -> usize {
         let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
         while tasks.try_join_next().is_some() {}
-        let running = tasks.len();
-        tasks.abort_all();
-        running
+        self.abandon.send_replace(true);
+        tasks.len()
     }
 }

@@ -152,6 +152,17 @@ impl Engine {
         Ok(renewed)
     }
 
+    /// Gives back the lease of an effect this runner stops running before it finishes (a
+    /// shutdown abandons it): it is ready again at once with this attempt not counted, as
+    /// an abandoned turn counts none; false if it was not this runner's any more.
+    pub(crate) async fn release_effect(&self, effect: &ClaimedEffect) -> Result<bool> {
+        let mut tx = self.begin(None).await?;
+        let now = micros(self.now());
+        let released = tx.release_effect(effect.id, effect.claims, now).await?;
+        tx.commit().await?;
+        Ok(released)
+    }
+
     /// Records how an attempt at an effect went: done, retried with backoff, or dead; a
     /// final outcome the effect names a reply for enqueues that command to its actor in the
     /// same transaction. A runner whose lease ran out (another runner claimed the effect

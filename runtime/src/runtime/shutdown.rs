@@ -16,9 +16,13 @@ use crate::clock::IntoDuration;
 use crate::error::{Error, Result};
 use crate::limits::deadline_after;
 
-/// What a shutdown with a deadline had to abandon. Abandoned work is not lost: a turn rolls
-/// back and its message stays ready (no attempt counted) for any runtime on the database,
-/// and an abandoned effect runs again once its lease ([`Builder::effect_lease`]) runs out.
+/// What a shutdown with a deadline had to abandon.
+///
+/// Abandoned work is not lost: a turn rolls back and its message stays ready (no attempt
+/// counted) for any runtime on the database, and an abandoned effect's runner gives its lease
+/// back, so the effect is ready again at once with no attempt counted either. If the lease
+/// cannot be given back within a moment (the database is gone), the effect runs again once
+/// its lease ([`Builder::effect_lease`]) runs out, and that attempt counts.
 ///
 /// [`Builder::effect_lease`]: crate::Builder::effect_lease
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -45,8 +49,8 @@ impl Runtime {
     /// abandoned. The database stays open: [`close`](Runtime::close) closes it.
     ///
     /// An abandoned turn rolls back and its message stays ready, with no attempt counted, so
-    /// another process (or this one, restarted) runs it; an abandoned effect runs again once
-    /// its lease runs out. Work is abandoned at an `.await`: a handler blocking its thread
+    /// another process (or this one, restarted) runs it; an abandoned effect's lease is given
+    /// back, with no attempt counted either, so it runs again at once elsewhere. Work is abandoned at an `.await`: a handler blocking its thread
     /// is waited for. Keep `run` polled meanwhile (spawn it): dropping the `run` future
     /// abandons its workers at once. A worker counts as abandoned if it was still running
     /// at the deadline, whether in a turn or waiting for the database.

@@ -765,6 +765,11 @@ pub(crate) trait Transaction: admin::AdminWrites + Send {
         lease: Duration,
     ) -> Result<bool>;
 
+    /// Gives back the lease of an effect still running under the claim `claims` whose
+    /// runner stops before it finishes (a shutdown abandoned it): ready again at `now`, its
+    /// attempt not counted; returns whether it was still that claim's.
+    async fn release_effect(&mut self, id: i64, claims: i64, now: i64) -> Result<bool>;
+
     /// Records an effect's attempt, if it is still running under the claim `claims`;
     /// returns whether it did.
     async fn finish_effect(

@@ -942,6 +942,21 @@ macro_rules! sql_backend {
                 Ok(renewed.rows_affected() == 1)
             }
 
+            async fn release_effect(&mut self, id: i64, claims: i64, now: i64) -> Result<bool> {
+                self.counters.statement();
+                let released = $query(
+                    "UPDATE solid_effects
+                     SET status = 'ready', attempts = attempts - 1, available_at = $2
+                     WHERE id = $1 AND status = 'running' AND claims = $3",
+                )
+                .bind(id)
+                .bind(now)
+                .bind(claims)
+                .execute(&mut *self.tx)
+                .await?;
+                Ok(released.rows_affected() == 1)
+            }
+
             async fn finish_effect(
                 &mut self,
                 id: i64,
