@@ -418,7 +418,10 @@ impl Shipment {
 }
 
 /// The failure reply carries the effect; an effect that was small enough to emit must be
-/// small enough to come back in its failure reply, or its actor never learns it failed.
+/// small enough to come back in its failure reply, or its actor never learns it failed. An
+/// effect that names a failure reply leaves 512 bytes of the arguments limit for the
+/// failure's envelope (an effect that does not is refused when emitted, and nothing of its
+/// turn is kept), and the failure's error text is cut to the room that is left.
 #[tokio::test]
 async fn the_failure_reply_of_an_effect_near_the_arguments_limit_still_arrives() {
     let harness = Harness::new();
@@ -429,20 +432,40 @@ async fn the_failure_reply_of_an_effect_near_the_arguments_limit_still_arrives()
         .policy(AllowAll)
         .limits(solid_objects::Limits::new().max_arguments_bytes(limit))
         .effect(|_: PrintLabel, _: EffectContext| async {
-            Err::<(), _>(Failure::permanent("the printer is out of ink"))
+            Err::<(), _>(Failure::permanent(
+                "the printer is out of ink. ".repeat(200),
+            ))
         })
         .start()
         .await
         .unwrap();
     let shipment = runtime.reference::<Shipment>("s");
-    // The command's arguments and the effect both fit the limit.
-    let text = "x".repeat(limit - 20);
+
+    // Over the limit once the failure's room is counted: the turn fails for good (its
+    // message is a dead letter), and nothing of it is kept.
+    let too_big = shipment.label("x".repeat(limit - 100)).await.unwrap_err();
+    assert!(
+        too_big
+            .to_string()
+            .contains("whose failure reply carries it back")
+            && too_big
+                .to_string()
+                .contains("over the limit of 15872 bytes"),
+        "{too_big}"
+    );
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 0);
+    assert!(shipment.snapshot().await.unwrap().failed.is_empty());
+
+    // The command's arguments and the effect both fit the limit, with the failure's room.
+    let text = "x".repeat(limit - 512 - 40);
     shipment.label(text.clone()).await.unwrap();
 
     runtime.testing().run_effects().await.unwrap();
     runtime.testing().drain().await.unwrap();
 
-    assert_eq!(runtime.dead_effects(10).await.unwrap().len(), 1);
+    let dead = runtime.dead_effects(10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert!(dead[0].error.starts_with("the printer is out of ink"));
     assert_eq!(
         shipment.snapshot().await.unwrap().failed,
         [text.len()],

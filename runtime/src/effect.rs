@@ -98,6 +98,11 @@ pub trait Effect: Serialize + DeserializeOwned + Send + Sync + 'static {
     }
 }
 
+/// Bytes of the arguments limit an effect with a failure reply leaves for the failure's
+/// envelope (its id, name, attempts and error): the reply carries the effect back, and must
+/// fit the limit the effect itself was checked against.
+pub(crate) const FAILURE_REPLY_ROOM: usize = 512;
+
 /// How an effect `E` failed for good, as the command given to
 /// [`Emitted::on_failure`](crate::Emitted::on_failure) receives it: that command takes one
 /// argument of this type.
@@ -111,7 +116,8 @@ pub struct EffectFailure<E> {
     pub effect_id: String,
     /// The kind of effect ([`Effect::NAME`]).
     pub name: String,
-    /// The last attempt's error.
+    /// The last attempt's error: at most 4 KiB of it, and less if the effect leaves less
+    /// room under the arguments limit.
     pub error: String,
     /// Attempts made.
     pub attempts: u32,

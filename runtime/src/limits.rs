@@ -12,7 +12,9 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Limits {
-    /// The largest arguments of one operation, as JSON bytes (default 1 MiB).
+    /// The largest arguments of one operation, as JSON bytes (default 1 MiB); an emitted
+    /// effect is held to it too, with 512 bytes left over if it names a failure reply (which
+    /// carries the effect back).
     pub max_arguments_bytes: usize,
     /// The largest result of one operation, as JSON bytes (default 1 MiB).
     pub max_result_bytes: usize,

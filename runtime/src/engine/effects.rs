@@ -115,12 +115,14 @@ impl Engine {
                 crate::metrics::effect_outbox_age(&effect.actor_type, &effect.name, age);
                 return Ok(Some(effect));
             }
+            // The claim took over a runner's lease that ran out (its error says so), or the
+            // retry policy was lowered below the attempts it had made (its error is its own).
             let attempts = effect.attempts - 1;
-            let error = format!(
-                "the runner of its last attempt ({attempts} of {max_attempts}) stopped before it \
-                 finished (its process was killed, ran out of memory or lost the database) and \
-                 its lease ran out"
-            );
+            let last = effect
+                .last_error
+                .as_deref()
+                .unwrap_or("it has no error recorded");
+            let error = format!("no attempt left after {attempts} of {max_attempts}: {last}");
             tracing::warn!(
                 effect = name,
                 id = effect.effect_id,
@@ -298,18 +300,42 @@ impl Engine {
     /// unreadable reply is logged: the dead effect is there for operators either way).
     fn failure_reply(&self, effect: &ClaimedEffect, error: &str, attempts: i64) -> Option<Reply> {
         let stored = effect.on_failure.as_deref()?;
-        let built = serde_json::from_str(&effect.payload)
-            .and_then(|payload: serde_json::Value| {
-                serde_json::to_value(EffectFailure {
-                    effect_id: effect.effect_id.clone(),
-                    name: effect.name.clone(),
-                    error: truncated(error, MAX_FAILURE_TEXT).to_owned(),
-                    attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
-                    effect: payload,
+        let limit = self.config.limits.max_arguments_bytes;
+        let failure = |text: &str| {
+            serde_json::from_str(&effect.payload)
+                .and_then(|payload: serde_json::Value| {
+                    serde_json::to_value(EffectFailure {
+                        effect_id: effect.effect_id.clone(),
+                        name: effect.name.clone(),
+                        error: text.to_owned(),
+                        attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+                        effect: payload,
+                    })
                 })
-            })
-            .map_err(|error| error.to_string())
-            .and_then(|failure| self.build_reply(effect, stored, "on_failure", failure));
+                .map_err(|error| error.to_string())
+        };
+        let built = serde_json::from_str::<StoredReply>(stored)
+            .map_err(|error| format!("its stored on_failure reply does not read: {error}"))
+            .and_then(|reply| {
+                // The effect fit the arguments limit with room for the failure's envelope
+                // when it was emitted; the error's text is cut to whatever room is left, so
+                // the failure always goes back.
+                let mut text = truncated(error, MAX_FAILURE_TEXT);
+                loop {
+                    let arguments = reply
+                        .arguments(failure(text)?)
+                        .map_err(|error| error.to_string())?;
+                    let over = arguments.len().saturating_sub(limit);
+                    if over == 0 || text.is_empty() {
+                        self.check_reply(effect, &reply.operation, &arguments)?;
+                        break Ok(Reply {
+                            operation: reply.operation,
+                            arguments,
+                        });
+                    }
+                    text = truncated(text, text.len().saturating_sub(over));
+                }
+            });
         match built {
             Ok(reply) => Some(reply),
             Err(why) => {

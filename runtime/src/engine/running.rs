@@ -731,6 +731,17 @@ impl Engine {
             .map(|effect| {
                 let payload = effect.payload?;
                 limits.check(Payload::Arguments, effect.name, payload.len())?;
+                // A failure reply carries the effect back: it must fit the limit too.
+                let room = crate::effect::FAILURE_REPLY_ROOM;
+                if effect.on_failure.is_some() && payload.len() + room > limits.max_arguments_bytes
+                {
+                    return Err(Error::PayloadTooLarge {
+                        what: "effect (whose failure reply carries it back, in 512 bytes more)",
+                        operation: effect.name.to_owned(),
+                        size: payload.len(),
+                        limit: limits.max_arguments_bytes.saturating_sub(room),
+                    });
+                }
                 Ok(EffectOp {
                     effect_id: effect.effect_id,
                     name: effect.name,

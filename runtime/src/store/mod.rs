@@ -359,6 +359,9 @@ pub(crate) struct ClaimedEffect {
     pub(crate) on_failure: Option<String>,
     /// When the turn that emitted it committed (by the runtime's clock).
     pub(crate) created_at: i64,
+    /// The error of its last attempt: a failure the handler returned, or, if this claim
+    /// took it over from a runner whose lease ran out, that that runner stopped.
+    pub(crate) last_error: Option<String>,
 }
 
 /// An effect that failed for good, for operators.

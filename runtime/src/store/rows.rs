@@ -317,6 +317,7 @@ where
         on_success: get(row, "on_success")?,
         on_failure: get(row, "on_failure")?,
         created_at: get(row, "created_at")?,
+        last_error: get(row, "last_error")?,
     })
 }
 

@@ -10,6 +10,11 @@ pub(crate) fn lease_micros(lease: std::time::Duration) -> i64 {
     i64::try_from(lease.as_micros()).map_or(CENTURY_MICROS, |lease| lease.min(CENTURY_MICROS))
 }
 
+/// The error a claim records on an effect it takes over from a runner whose lease ran out:
+/// what is known of that attempt.
+pub(crate) const RUNNER_STOPPED: &str = "its runner stopped before it finished (its process \
+    was killed, ran out of memory or lost the database) and its lease ran out";
+
 /// An error text as every backend stores it: PostgreSQL keeps no NUL byte in text, and an
 /// error's text (a handler's `Failure`, a panic message) is the user's.
 pub(crate) fn storable_text(text: &str) -> String {
@@ -854,7 +859,9 @@ macro_rules! sql_backend {
                     standard: {
                         $query(concat!(
                             "UPDATE solid_effects
-                             SET status = 'running', attempts = attempts + 1, claims = claims + 1,
+                             SET last_error = CASE WHEN status = 'running' THEN $4
+                                                   ELSE last_error END,
+                                 status = 'running', attempts = attempts + 1, claims = claims + 1,
                                  available_at = ", $lease_now, " + $3
                              WHERE id = (
                                  SELECT id FROM solid_effects
@@ -865,11 +872,12 @@ macro_rules! sql_backend {
                             $skip_locked,
                             ") RETURNING id, effect_id, actor_type, actor_id, name, payload,
                                          attempts, claims, incarnation, on_success, on_failure,
-                                         created_at"
+                                         created_at, last_error"
                         ))
                         .bind(name)
                         .bind(now)
                         .bind(lease)
+                        .bind($crate::store::shared::RUNNER_STOPPED)
                         .fetch_optional(&mut *self.tx)
                         .await?
                     },
@@ -892,21 +900,26 @@ macro_rules! sql_backend {
                             None => None,
                             Some(id) => {
                                 self.counters.statement();
+                                // MySQL assigns left to right, each seeing the ones
+                                // before: last_error reads the status before the claim.
                                 $query(concat!(
                                     "UPDATE solid_effects
-                                     SET status = 'running', attempts = attempts + 1,
+                                     SET last_error = CASE WHEN status = 'running' THEN $3
+                                                           ELSE last_error END,
+                                         status = 'running', attempts = attempts + 1,
                                          claims = claims + 1, available_at = ", $lease_now, " + $1
                                      WHERE id = $2"
                                 ))
                                 .bind(lease)
                                 .bind(id)
+                                .bind($crate::store::shared::RUNNER_STOPPED)
                                 .execute(&mut *self.tx)
                                 .await?;
                                 self.counters.statement();
                                 $query(
                                     "SELECT id, effect_id, actor_type, actor_id, name, payload,
                                             attempts, claims, incarnation, on_success, on_failure,
-                                            created_at
+                                            created_at, last_error
                                      FROM solid_effects WHERE id = $1",
                                 )
                                 .bind(id)
