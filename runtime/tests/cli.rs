@@ -588,3 +588,59 @@ async fn no_password_is_ever_printed() {
         assert!(!stderr.contains("s3cret-pw"), "{url}: {stderr}");
     }
 }
+
+/// Runs `args` on `url` with standard output into a pipe nobody reads (as `| head -1`
+/// leaves it), and returns the exit code and what it wrote to standard error.
+async fn into_a_closed_pipe(url: &str, args: &[&str]) -> (Option<i32>, String) {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_solid-objects"))
+        .arg("--database-url")
+        .arg(url)
+        .args(args)
+        .env_remove("SOLID_OBJECTS_DATABASE_URL")
+        .env_remove("SOLID_OBJECTS_CONNECT_TIMEOUT")
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+        .wait_with_output()
+        .await
+        .unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn every_command_that_prints_ends_quietly_into_a_closed_pipe() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("actors.db");
+    application(Runtime::builder().sqlite(&path))
+        .await
+        .close()
+        .await;
+    let url = format!("sqlite://{}", path.display());
+    let commands: [&[&str]; 12] = [
+        &["status"],
+        &["actors"],
+        &["inspect", "Desk", "d1"],
+        &["dead-letters"],
+        &["effects"],
+        &["reminders"],
+        &["prune"],
+        &["doctor"],
+        &["doctor", "--json"],
+        &["audit"],
+        &["pause", "Desk", "d1"],
+        &["migrate"],
+    ];
+    for args in commands {
+        let expected = cli(&url, args).await.status.code();
+        let (code, stderr) = into_a_closed_pipe(&url, args).await;
+        assert_eq!(stderr, "", "{args:?} ends quietly");
+        assert_eq!(code, expected, "{args:?}: the command's own code");
+    }
+}
+
