@@ -644,3 +644,44 @@ async fn every_command_that_prints_ends_quietly_into_a_closed_pipe() {
     }
 }
 
+#[tokio::test]
+async fn a_huge_connect_timeout_is_a_long_wait_not_a_crash() {
+    // A port that takes the connection and closes it at once: the connection fails at
+    // once, whatever the timeout.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let closer = tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            drop(stream);
+        }
+    });
+    for scheme in ["postgres", "mysql"] {
+        let url = format!("{scheme}://operator:s3cret-pw@127.0.0.1:{port}/app");
+        for timeout in ["1e19", "18446744073"] {
+            let output = tokio::time::timeout(
+                Duration::from_secs(20),
+                cli(&url, &["status", "--connect-timeout", timeout]),
+            )
+            .await
+            .expect("the command ends");
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert!(!stderr.contains("panicked"), "{scheme}, {timeout} s: {stderr}");
+            assert_eq!(output.status.code(), Some(5), "{scheme}, {timeout} s: {stderr}");
+        }
+        // The builder takes any duration too.
+        let started = Runtime::builder()
+            .policy(AllowAll)
+            .postgres(&url.replace("mysql://", "postgres://"), 1)
+            .connect_timeout(Duration::MAX)
+            .apply_migrations(false)
+            .start()
+            .await;
+        assert!(
+            matches!(started, Err(Error::Unreachable { .. })),
+            "{:?}",
+            started.err()
+        );
+    }
+    closer.abort();
+}
+
