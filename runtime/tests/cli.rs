@@ -685,3 +685,79 @@ async fn a_huge_connect_timeout_is_a_long_wait_not_a_crash() {
     closer.abort();
 }
 
+/// A TCP proxy to `target` that forwards the first connection it takes and holds every
+/// later one without a word: a server that answered once and then stopped answering (a
+/// network partition, a server that hangs).
+async fn answers_once(target: u16) -> (u16, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        let mut first = true;
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            if std::mem::take(&mut first) {
+                tokio::spawn(async move {
+                    let mut outbound = tokio::net::TcpStream::connect(("127.0.0.1", target))
+                        .await
+                        .unwrap();
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                });
+            } else {
+                held.push(inbound);
+            }
+        }
+    });
+    (port, task)
+}
+
+#[tokio::test]
+async fn a_server_that_stops_answering_after_the_first_connection_fails_within_the_connect_timeout(
+) {
+    let Some(server) = postgres::PgServer::start() else {
+        return;
+    };
+    let url = server.database().await;
+    application(Runtime::builder().postgres(&url, 2))
+        .await
+        .close()
+        .await;
+    let real_port: u16 = url
+        .rsplit_once(':')
+        .unwrap()
+        .1
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // The command line.
+    let (port, proxy) = answers_once(real_port).await;
+    let through = url.replace(&format!(":{real_port}/"), &format!(":{port}/"));
+    let started = Instant::now();
+    let output = tokio::time::timeout(
+        Duration::from_secs(30),
+        cli(&through, &["status", "--connect-timeout", "1"]),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("status still waits after 30 s with a connect timeout of 1 s"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(5), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    proxy.abort();
+    // And the builder's start().
+    let (port, proxy) = answers_once(real_port).await;
+    let through = url.replace(&format!(":{real_port}/"), &format!(":{port}/"));
+    let started = tokio::time::timeout(
+        Duration::from_secs(30),
+        Runtime::builder()
+            .policy(AllowAll)
+            .postgres(&through, 2)
+            .connect_timeout(Duration::from_secs(1))
+            .start(),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("start() still waits after 30 s with a connect timeout of 1 s"));
+    assert!(matches!(started, Err(Error::Unreachable { .. })), "{:?}", started.err());
+    proxy.abort();
+}
+
