@@ -761,3 +761,21 @@ async fn a_server_that_stops_answering_after_the_first_connection_fails_within_t
     proxy.abort();
 }
 
+#[tokio::test]
+async fn a_database_url_in_quotes_or_after_a_space_is_not_printed() {
+    // As `docker run --env-file` passes `SOLID_OBJECTS_DATABASE_URL="postgres://..."`: the
+    // quotes are part of the value. And a value pasted after a space.
+    for url in [
+        "\"postgres://operator:s3cret-pw@db.example/app\"",
+        "'mysql://operator:s3cret-pw@db.example/app'",
+        " postgres://operator:s3cret-pw@db.example/app",
+        "<postgres://operator:s3cret-pw@db.example/app>",
+    ] {
+        for args in [&["status"][..], &["pause", "Desk", "d1"]] {
+            let output = cli(url, args).await;
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert_ne!(output.status.code(), Some(0), "{url}");
+            assert!(!stderr.contains("s3cret-pw"), "{url:?} {args:?}: {stderr}");
+        }
+    }
+}
