@@ -608,12 +608,14 @@ async fn execute(admin: &Admin, command: Command, out: &mut Out) -> Result<Exit,
                     say!(out, "clock skew (database minus this host): {skew} ms");
                 }
                 match report.checked_actor_types.is_empty() {
-                    true => println!(
+                    true => say!(
+                        out,
                         "stored arguments: not checked (this tool knows no actor types; call \
                          Admin::doctor or Admin::undecodable from the application's build, \
                          with its actor types registered, to check a deploy)"
                     ),
-                    false => println!(
+                    false => say!(
+                        out,
                         "stored arguments checked for: {}",
                         report.checked_actor_types.join(", ")
                     ),
