@@ -804,3 +804,53 @@ async fn in_a_browser_under_a_nested_mount_every_link_and_button_works_and_no_fr
     workers.await.unwrap().unwrap();
     runtime.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_browser_the_link_to_an_actor_whose_id_is_a_dot_segment_leads_to_that_actor() {
+    let Some(browser) = Browser::start().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = runtime(&dir).await;
+    // Valid actor ids (non-empty, no NUL) that a URL parser takes for path segments.
+    for id in ["..", ".", "%2e%2e"] {
+        dead_letter(&runtime, id).await;
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let app = app(&runtime, false);
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let client = &browser.client;
+    for id in ["..", ".", "%2e%2e"] {
+        client
+            .goto(&format!("http://{address}/ops/dead-letters"))
+            .await
+            .unwrap();
+        let links = client.find_all(Locator::Css("td a")).await.unwrap();
+        let mut target = None;
+        for link in links {
+            if link.text().await.unwrap().trim() == format!("Till {id}").as_str() {
+                target = Some(link);
+            }
+        }
+        let target = target.unwrap_or_else(|| panic!("no link to actor {id}"));
+        let href = target.attr("href").await.unwrap();
+        target.click().await.unwrap();
+        let loaded = eventually(Duration::from_secs(10), || async {
+            client
+                .title()
+                .await
+                .is_ok_and(|title| title.ends_with("· solid-objects"))
+        })
+        .await;
+        let url = client.current_url().await.unwrap();
+        let title = client.title().await.unwrap_or_default();
+        assert!(
+            loaded && title.contains(id) && url.path().starts_with("/ops/actors/Till/"),
+            "the link to actor {id:?} ({href:?}) led to {url} (title {title:?})"
+        );
+    }
+    browser.close().await;
+    server.abort();
+    runtime.close().await;
+}
