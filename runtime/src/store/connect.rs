@@ -46,7 +46,12 @@ pub(crate) async fn connect_within<C: Connection>(
     endpoint: &Endpoint,
     timeout: Duration,
 ) -> Result<C> {
-    let deadline = Instant::now() + timeout;
+    // A timeout past what the clock can count (`Duration::MAX`) waits as long as it can,
+    // a century, rather than overflowing the instant.
+    let deadline = Instant::now()
+        .checked_add(timeout)
+        .or_else(|| Instant::now().checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
+        .unwrap_or_else(Instant::now);
     let mut backoff = Duration::from_millis(10);
     loop {
         let refused = match tokio::time::timeout_at(deadline, C::connect_with(options)).await {
