@@ -219,6 +219,14 @@ impl<'u> Target<'u> {
                     ),
                 ))
             }
+            // A URL behind quotes, a space or a bracket (`docker --env-file` keeps the
+            // quotes): not a path, and not to be echoed as one.
+            _ if url.contains("://") => Err(Failure::new(
+                Exit::Failed,
+                "cannot read the database URL: it does not start with its scheme (quotes, \
+                 spaces or brackets around it?); write sqlite://path/to/actors.db, \
+                 postgres://user@host/db or mysql://user@host/db",
+            )),
             _ => Ok(Self::Sqlite(PathBuf::from(url))),
         }
     }
