@@ -665,8 +665,15 @@ async fn a_huge_connect_timeout_is_a_long_wait_not_a_crash() {
             .await
             .expect("the command ends");
             let stderr = String::from_utf8_lossy(&output.stderr);
-            assert!(!stderr.contains("panicked"), "{scheme}, {timeout} s: {stderr}");
-            assert_eq!(output.status.code(), Some(5), "{scheme}, {timeout} s: {stderr}");
+            assert!(
+                !stderr.contains("panicked"),
+                "{scheme}, {timeout} s: {stderr}"
+            );
+            assert_eq!(
+                output.status.code(),
+                Some(5),
+                "{scheme}, {timeout} s: {stderr}"
+            );
         }
         // The builder takes any duration too.
         let started = Runtime::builder()
@@ -711,8 +718,8 @@ async fn answers_once(target: u16) -> (u16, tokio::task::JoinHandle<()>) {
 }
 
 #[tokio::test]
-async fn a_server_that_stops_answering_after_the_first_connection_fails_within_the_connect_timeout(
-) {
+async fn a_server_that_stops_answering_after_the_first_connection_fails_within_the_connect_timeout()
+{
     let Some(server) = postgres::PgServer::start() else {
         return;
     };
@@ -742,7 +749,11 @@ async fn a_server_that_stops_answering_after_the_first_connection_fails_within_t
     .unwrap_or_else(|_| panic!("status still waits after 30 s with a connect timeout of 1 s"));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(5), "{stderr}");
-    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
     proxy.abort();
     // And the builder's start().
     let (port, proxy) = answers_once(real_port).await;
@@ -757,7 +768,11 @@ async fn a_server_that_stops_answering_after_the_first_connection_fails_within_t
     )
     .await
     .unwrap_or_else(|_| panic!("start() still waits after 30 s with a connect timeout of 1 s"));
-    assert!(matches!(started, Err(Error::Unreachable { .. })), "{:?}", started.err());
+    assert!(
+        matches!(started, Err(Error::Unreachable { .. })),
+        "{:?}",
+        started.err()
+    );
     proxy.abort();
 }
 
