@@ -1,9 +1,10 @@
 //! Opening a server database within bounded time, and checking the schema it holds.
 //!
-//! The rule its functions obey: a runtime's first connection to a server is opened here,
-//! under the builder's connect timeout, so that a server that refuses or never answers fails
-//! start-up with an error naming its host and port instead of leaving start-up waiting on the
-//! pool (whose acquire timeout is long: turns bound their own waits). Nothing here writes.
+//! The rule its functions obey: a runtime's first connection to a server, and then the first
+//! connection of the pool it builds, are opened here under the builder's connect timeout, so
+//! that a server that refuses or never answers (or answers once, then stops) fails start-up
+//! with an error naming its host and port instead of leaving start-up waiting on the pool
+//! (whose acquire timeout is long: turns bound their own waits). Nothing here writes.
 
 use std::time::Duration;
 
@@ -34,6 +35,25 @@ impl Endpoint {
             reason,
             timeout,
         }
+    }
+}
+
+/// Opens the first connection of a pool built on a server that answered, within `timeout`,
+/// and leaves it idle in the pool for start-up's statements: a server that answered one
+/// connection and not the next fails here with [`Error::Unreachable`].
+pub(crate) async fn first_of_pool<DB: sqlx::Database>(
+    pool: &sqlx::Pool<DB>,
+    endpoint: &Endpoint,
+    timeout: Duration,
+) -> Result<()> {
+    match tokio::time::timeout(timeout, pool.acquire()).await {
+        Ok(Ok(_connection)) => Ok(()),
+        Ok(Err(sqlx::Error::Io(error))) => Err(endpoint.unreachable(error.to_string(), timeout)),
+        Ok(Err(error)) => Err(error.into()),
+        Err(_) => Err(endpoint.unreachable(
+            "it answered a first connection, then did not answer the next".to_owned(),
+            timeout,
+        )),
     }
 }
 

@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use sqlx::{Connection, PgConnection, Postgres};
 
-use super::connect::{connect_within, Endpoint};
+use super::connect::{connect_within, first_of_pool, Endpoint};
 use super::owned_transaction::OwnedTransaction;
 use super::{
     require_current, rows, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters,
@@ -121,6 +121,7 @@ impl PostgresStore {
             .max_connections(connections)
             .acquire_timeout(Duration::from_secs(3600))
             .connect_lazy_with(options);
+        first_of_pool(&pool, &endpoint, connect_timeout).await?;
         Ok(Self {
             owns_pool: true,
             ..Self::with_pool(pool, schema).await?

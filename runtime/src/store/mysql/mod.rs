@@ -27,7 +27,7 @@ use sqlx::mysql::{
 use sqlx::{ColumnIndex, Connection, Decode, Executor, MySql, Row, Type, TypeInfo};
 
 pub(crate) use self::statement::{query, query_scalar};
-use super::connect::{connect_within, Endpoint};
+use super::connect::{connect_within, first_of_pool, Endpoint};
 use super::owned_transaction::OwnedTransaction;
 use super::rows::{self, Column};
 use super::{
@@ -97,6 +97,7 @@ impl MySqlStore {
             .max_connections(connections)
             .acquire_timeout(Duration::from_secs(3600))
             .connect_lazy_with(options);
+        first_of_pool(&pool, &endpoint, connect_timeout).await?;
         Ok(Self {
             owns_pool: true,
             ..Self::with_pool(pool, schema).await?
