@@ -530,3 +530,50 @@ async fn snapshots_from_handlers_on_postgres_do_not_starve_the_pool_their_turns_
     }
     runtime.shutdown();
 }
+
+/// A charge that fails on its first attempt (the bank timed out) and succeeds on its retry.
+#[actor]
+#[derive(Default)]
+struct Charger {
+    charged: u32,
+}
+
+#[actor]
+impl Charger {
+    #[command]
+    fn charge(&mut self, turn: &mut Turn<Self>) -> Result<u32, Failure> {
+        if turn.attempt() == 1 {
+            return Err(Failure::retryable("the bank timed out"));
+        }
+        self.charged += 1;
+        Ok(self.charged)
+    }
+}
+
+/// A call whose first attempt failed is committed and retried later (HandlerFailed with a
+/// retry_at and a request id): through axum it must not be a bare 500 "internal error",
+/// which tells the HTTP client nothing was kept, so it sends the request again and the
+/// charge runs twice. The response names the queued message, as Queued's 202 does.
+#[tokio::test]
+async fn a_failed_call_to_be_retried_names_its_queued_message_in_the_http_response() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let error = runtime
+        .reference::<Charger>("card")
+        .charge()
+        .await
+        .expect_err("the first attempt fails");
+    let request_id = error
+        .queued_request_id()
+        .expect("the failed attempt is committed and retried")
+        .to_owned();
+    assert!(runtime.message(&request_id).await.unwrap().is_some());
+
+    let (status, body) = body_of(error.into_response()).await;
+
+    runtime.close().await;
+    assert!(
+        status != 500 && body["request_id"] == request_id.as_str(),
+        "a committed, queued call answers {status} naming no message: {body}"
+    );
+}
