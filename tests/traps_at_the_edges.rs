@@ -577,3 +577,30 @@ async fn a_failed_call_to_be_retried_names_its_queued_message_in_the_http_respon
         "a committed, queued call answers {status} naming no message: {body}"
     );
 }
+
+/// A call whose message is queued but whose wait ended on a database error is Queued (202):
+/// its body must leak no more than a bare database error's 500 does ("internal error"), but
+/// its message is the error's whole text, reason included.
+#[tokio::test]
+async fn a_queued_response_leaks_nothing_of_a_database_error() {
+    let internal = "connection to 10.0.0.7:5432 refused for role app_owner";
+    let database = || Error::Database(sqlx::Error::Protocol(internal.to_owned()));
+    let (status, body) = body_of(database().into_response()).await;
+    assert_eq!(status, 500);
+    assert!(!body.to_string().contains("10.0.0.7"), "{body}");
+
+    let queued = Error::Queued {
+        actor_type: "Counter",
+        actor_id: "c".to_owned(),
+        operation: "add",
+        message_id: 7,
+        request_id: "r-7".to_owned(),
+        reason: Box::new(database()),
+    };
+    let (status, body) = body_of(queued.into_response()).await;
+    assert_eq!(status, 202);
+    assert!(
+        !body.to_string().contains("10.0.0.7"),
+        "the 202 body leaks the database error: {body}"
+    );
+}
