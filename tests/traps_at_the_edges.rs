@@ -604,3 +604,28 @@ async fn a_queued_response_leaks_nothing_of_a_database_error() {
         "the 202 body leaks the database error: {body}"
     );
 }
+
+/// A call that timed out after its message was committed (SyncTimeout naming a request id)
+/// is still queued and runs later; a 504 `timeout` tells an HTTP client to try again, and its
+/// body carries no `request_id` to look the message up by (only prose, which also tells a
+/// web client to call `runtime.message`).
+#[tokio::test]
+async fn a_timed_out_call_whose_message_is_queued_names_it_in_the_http_response() {
+    let timed_out = Error::SyncTimeout {
+        actor_type: "Counter",
+        actor_id: "c".to_owned(),
+        operation: "add",
+        message_id: Some(7),
+        request_id: Some(Box::new("r-7".to_owned())),
+        waiting_on: "the actor".to_owned(),
+        timeout: Duration::from_secs(5),
+    };
+    assert_eq!(timed_out.queued_request_id(), Some("r-7"));
+
+    let (status, body) = body_of(timed_out.into_response()).await;
+
+    assert!(
+        body["request_id"] == "r-7",
+        "a queued call's {status} response has no request_id: {body}"
+    );
+}
