@@ -862,3 +862,18 @@ on_servers! {
         );
     }
 }
+
+on_servers! {
+    /// Secrets stay secret: a TestDatabase's Debug (what `dbg!`, `{:?}` in an assertion
+    /// message or a test's panic prints) holds no password of the server URL.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_test_database_prints_no_password(db: TestDatabase) {
+        let TestDatabase { url, .. } = db;
+        // Both throwaway servers accept any password (trust; skip-grant-tables).
+        let with_password = url.replacen("@", ":hunter2@", 1);
+        let database = solid_objects::TestDatabase::create(&with_password).await.unwrap();
+        let printed = format!("{database:?}");
+        database.drop_database().await.unwrap();
+        assert!(!printed.contains("hunter2"), "{printed}");
+    }
+}
