@@ -642,3 +642,38 @@ async fn a_call_whose_result_does_not_decode_names_its_completed_message() {
     );
     runtime.close().await;
 }
+
+/// A keyed call whose message is already queued under its key (an earlier call that timed
+/// out, or an enqueue) finds that message, and is then told of the pause as `Queued` naming
+/// it, as it is of a state from a newer build: its message is committed. It hears a bare
+/// `Paused` ("try again after it is resumed"), which names no message.
+#[tokio::test]
+async fn a_keyed_call_on_a_paused_actor_whose_message_is_queued_names_it() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+    let queued = worklog
+        .enqueue()
+        .idempotency_key("k-paused")
+        .record("once")
+        .await
+        .unwrap();
+    assert!(runtime.admin().pause("Worklog", "w").await.unwrap());
+
+    let error = worklog
+        .as_reference()
+        .clone()
+        .idempotency_key("k-paused")
+        .call::<usize>(WorklogMessage::Record {
+            label: "once".to_owned(),
+        })
+        .await
+        .expect_err("the actor is paused");
+
+    runtime.close().await;
+    assert_eq!(
+        error.queued_request_id(),
+        Some(queued.request_id()),
+        "the call's message is queued under its key, but the error names none: {error}"
+    );
+}
