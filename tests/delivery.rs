@@ -601,3 +601,79 @@ async fn an_id_over_the_limit_is_refused_for_enqueues_too() {
     assert!(matches!(result, Err(Error::InvalidActorId { .. })));
     runtime.close().await;
 }
+
+/// A call whose message ran, but whose result does not read back as the type the caller
+/// asked for (a result stored by an older build under the caller's idempotency key, or a
+/// `Reference::call` of the wrong type), must not tell the caller to "retry" without naming
+/// the message: the message is committed and completed, so a retry under a new key runs it
+/// twice. The error names its request id, or says that the message ran.
+#[tokio::test]
+async fn a_call_whose_result_does_not_decode_names_its_completed_message() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+
+    let error = worklog
+        .as_reference()
+        .clone()
+        .idempotency_key("k-decode")
+        .call::<String>(WorklogMessage::Record {
+            label: "once".to_owned(),
+        })
+        .await
+        .expect_err("a usize does not read back as a String");
+    let text = error.to_string();
+    let message = worklog
+        .message_with_key("k-decode")
+        .await
+        .unwrap()
+        .expect("the call's message was committed");
+    assert!(
+        matches!(
+            message.status().await.unwrap(),
+            MessageStatus::Completed
+        ),
+        "the message ran"
+    );
+    assert_eq!(worklog.log().await.unwrap(), ["once"]);
+    assert!(
+        text.contains(message.request_id()) || !text.contains("retry"),
+        "the error tells the caller to retry a call whose message ran, naming no message: {text}"
+    );
+    runtime.close().await;
+}
+
+/// A keyed call whose message is already queued under its key (an earlier call that timed
+/// out, or an enqueue) finds that message, and is then told of the pause as `Queued` naming
+/// it, as it is of a state from a newer build: its message is committed. It hears a bare
+/// `Paused` ("try again after it is resumed"), which names no message.
+#[tokio::test]
+async fn a_keyed_call_on_a_paused_actor_whose_message_is_queued_names_it() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+    let queued = worklog
+        .enqueue()
+        .idempotency_key("k-paused")
+        .record("once")
+        .await
+        .unwrap();
+    assert!(runtime.admin().pause("Worklog", "w").await.unwrap());
+
+    let error = worklog
+        .as_reference()
+        .clone()
+        .idempotency_key("k-paused")
+        .call::<usize>(WorklogMessage::Record {
+            label: "once".to_owned(),
+        })
+        .await
+        .expect_err("the actor is paused");
+
+    runtime.close().await;
+    assert_eq!(
+        error.queued_request_id(),
+        Some(queued.request_id()),
+        "the call's message is queued under its key, but the error names none: {error}"
+    );
+}

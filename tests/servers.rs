@@ -829,3 +829,51 @@ async fn database_exists(url: &str, name: &str) -> bool {
         found.is_some()
     }
 }
+
+on_servers! {
+    /// TestDatabase::drop_database says it ends any connection still open on the database:
+    /// with an application's transaction still open on it (a runtime's turn in flight, a
+    /// pool a test forgot to close), the drop finishes, and the database is gone.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_test_database_is_dropped_while_a_transaction_is_still_open_on_it(db: TestDatabase) {
+        let TestDatabase { url, clock, .. } = db;
+        let database = solid_objects::TestDatabase::create(&url).await.unwrap();
+        let runtime = database.builder(2).clock(clock.clone()).policy(AllowAll).start().await.unwrap();
+        runtime.reference::<SeatInventory>("show").open_show(5).await.unwrap();
+        let pool = application_pool(database.url()).await;
+        let mut open = pool.begin().await.unwrap();
+        sqlx::query("SELECT COUNT(*) FROM solid_messages")
+            .fetch_one(&mut *open)
+            .await
+            .unwrap();
+        let name = database.name().to_owned();
+
+        let started = std::time::Instant::now();
+        let dropped = database.drop_database().await;
+        let took = started.elapsed();
+
+        let exists = database_exists(&url, &name).await;
+        drop(open);
+        runtime.close().await;
+        assert!(
+            dropped.is_ok() && !exists && took < Duration::from_secs(10),
+            "drop_database with a transaction open on it: {dropped:?} after {took:?}; database \
+             still there: {exists}"
+        );
+    }
+}
+
+on_servers! {
+    /// Secrets stay secret: a TestDatabase's Debug (what `dbg!`, `{:?}` in an assertion
+    /// message or a test's panic prints) holds no password of the server URL.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_test_database_prints_no_password(db: TestDatabase) {
+        let TestDatabase { url, .. } = db;
+        // Both throwaway servers accept any password (trust; skip-grant-tables).
+        let with_password = url.replacen("@", ":hunter2@", 1);
+        let database = solid_objects::TestDatabase::create(&with_password).await.unwrap();
+        let printed = format!("{database:?}");
+        database.drop_database().await.unwrap();
+        assert!(!printed.contains("hunter2"), "{printed}");
+    }
+}

@@ -530,3 +530,102 @@ async fn snapshots_from_handlers_on_postgres_do_not_starve_the_pool_their_turns_
     }
     runtime.shutdown();
 }
+
+/// A charge that fails on its first attempt (the bank timed out) and succeeds on its retry.
+#[actor]
+#[derive(Default)]
+struct Charger {
+    charged: u32,
+}
+
+#[actor]
+impl Charger {
+    #[command]
+    fn charge(&mut self, turn: &mut Turn<Self>) -> Result<u32, Failure> {
+        if turn.attempt() == 1 {
+            return Err(Failure::retryable("the bank timed out"));
+        }
+        self.charged += 1;
+        Ok(self.charged)
+    }
+}
+
+/// A call whose first attempt failed is committed and retried later (HandlerFailed with a
+/// retry_at and a request id): through axum it must not be a bare 500 "internal error",
+/// which tells the HTTP client nothing was kept, so it sends the request again and the
+/// charge runs twice. The response names the queued message, as Queued's 202 does.
+#[tokio::test]
+async fn a_failed_call_to_be_retried_names_its_queued_message_in_the_http_response() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let error = runtime
+        .reference::<Charger>("card")
+        .charge()
+        .await
+        .expect_err("the first attempt fails");
+    let request_id = error
+        .queued_request_id()
+        .expect("the failed attempt is committed and retried")
+        .to_owned();
+    assert!(runtime.message(&request_id).await.unwrap().is_some());
+
+    let (status, body) = body_of(error.into_response()).await;
+
+    runtime.close().await;
+    assert!(
+        status != 500 && body["request_id"] == request_id.as_str(),
+        "a committed, queued call answers {status} naming no message: {body}"
+    );
+}
+
+/// A call whose message is queued but whose wait ended on a database error is Queued (202):
+/// its body must leak no more than a bare database error's 500 does ("internal error"), but
+/// its message is the error's whole text, reason included.
+#[tokio::test]
+async fn a_queued_response_leaks_nothing_of_a_database_error() {
+    let internal = "connection to 10.0.0.7:5432 refused for role app_owner";
+    let database = || Error::Database(sqlx::Error::Protocol(internal.to_owned()));
+    let (status, body) = body_of(database().into_response()).await;
+    assert_eq!(status, 500);
+    assert!(!body.to_string().contains("10.0.0.7"), "{body}");
+
+    let queued = Error::Queued {
+        actor_type: "Counter",
+        actor_id: "c".to_owned(),
+        operation: "add",
+        message_id: 7,
+        request_id: "r-7".to_owned(),
+        reason: Box::new(database()),
+    };
+    let (status, body) = body_of(queued.into_response()).await;
+    assert_eq!(status, 202);
+    assert!(
+        !body.to_string().contains("10.0.0.7"),
+        "the 202 body leaks the database error: {body}"
+    );
+}
+
+/// A call that timed out after its message was committed (SyncTimeout naming a request id)
+/// is still queued and runs later; a 504 `timeout` tells an HTTP client to try again, and its
+/// body carries no `request_id` to look the message up by (only prose, which also tells a
+/// web client to call `runtime.message`).
+#[tokio::test]
+async fn a_timed_out_call_whose_message_is_queued_names_it_in_the_http_response() {
+    let timed_out = Error::SyncTimeout {
+        actor_type: "Counter",
+        actor_id: "c".to_owned(),
+        operation: "add",
+        message_id: Some(7),
+        request_id: Some(Box::new("r-7".to_owned())),
+        waiting_on: "the actor".to_owned(),
+        timeout: Duration::from_secs(5),
+    };
+    assert_eq!(timed_out.queued_request_id(), Some("r-7"));
+
+    let (status, body) = body_of(timed_out.into_response()).await;
+
+    assert!(
+        body["request_id"] == "r-7",
+        "a queued call's {status} response has no request_id: {body}"
+    );
+}

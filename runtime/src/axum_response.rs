@@ -13,8 +13,8 @@
 //! | `Destroyed` | 410 Gone | `{"code": "destroyed", "message"}` |
 //! | `Paused` | 503 Service Unavailable | `{"code": "paused", "message"}`: an operator paused the actor |
 //! | `StateFromNewerBuild`, `NoMigration` | 503 Service Unavailable | `{"code": "state_version", "message"}`: another build reads this actor |
-//! | `SyncTimeout`, `WaitTimeout` | 504 Gateway Timeout | `{"code": "timeout", "message"}` |
-//! | `Queued` | 202 Accepted | `{"code": "queued", "message", "message_id", "request_id"}`: the request is in the mailbox and runs later; asking again would run it twice |
+//! | `SyncTimeout`, `WaitTimeout` | 504 Gateway Timeout | `{"code": "timeout", "message"}`, with `message_id` and `request_id` when the call's message is queued and runs later |
+//! | `Queued`, and `HandlerFailed` to be retried | 202 Accepted | `{"code": "queued", "message", "message_id", "request_id"}`: the request is in the mailbox and runs later; asking again would run it twice (why the call stopped waiting goes to the server's log, not the client) |
 //! | anything else | 500 Internal Server Error | `{"code": "internal", "message": "internal error"}` |
 
 use axum_core::response::{IntoResponse, Response};
@@ -28,10 +28,30 @@ impl IntoResponse for Error {
         let (status, body) = status_and_body(&self);
         if status == StatusCode::INTERNAL_SERVER_ERROR {
             tracing::error!(error = %self, "a request failed");
+        } else if status == StatusCode::ACCEPTED {
+            tracing::warn!(error = %self, "a request is queued and runs later");
         }
         let body = serde_json::to_vec(&body).unwrap_or_default();
         (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
     }
+}
+
+/// A request whose message is committed and runs later: 202, naming it. Its message says
+/// nothing of why the call stopped waiting (a database error, a handler's failure), which is
+/// the server's to log.
+fn queued(message_id: Option<i64>, request_id: &str) -> (StatusCode, Value) {
+    (
+        StatusCode::ACCEPTED,
+        json!({
+            "code": "queued",
+            "message": format!(
+                "the request is queued (request id {request_id}) and runs later; do not send \
+                 it again, which would run it twice"
+            ),
+            "message_id": message_id,
+            "request_id": request_id,
+        }),
+    )
 }
 
 /// The status an error means and the body the client sees.
@@ -68,6 +88,19 @@ pub(crate) fn status_and_body(error: &Error) -> (StatusCode, Value) {
         Error::StateFromNewerBuild { .. } | Error::NoMigration { .. } => {
             brief(StatusCode::SERVICE_UNAVAILABLE, "state_version")
         }
+        Error::SyncTimeout {
+            message_id,
+            request_id: Some(request_id),
+            ..
+        } => (
+            StatusCode::GATEWAY_TIMEOUT,
+            json!({
+                "code": "timeout",
+                "message": error.to_string(),
+                "message_id": message_id,
+                "request_id": request_id.as_str(),
+            }),
+        ),
         Error::SyncTimeout { .. } | Error::WaitTimeout { .. } => {
             brief(StatusCode::GATEWAY_TIMEOUT, "timeout")
         }
@@ -75,15 +108,14 @@ pub(crate) fn status_and_body(error: &Error) -> (StatusCode, Value) {
             message_id,
             request_id,
             ..
-        } => (
-            StatusCode::ACCEPTED,
-            json!({
-                "code": "queued",
-                "message": error.to_string(),
-                "message_id": message_id,
-                "request_id": request_id,
-            }),
-        ),
+        } => queued(Some(*message_id), request_id),
+        // A failed attempt committed with its message, which is retried later: the request
+        // is queued (its error is the server's, like any internal error).
+        Error::HandlerFailed {
+            retry_at: Some(_),
+            request_id: Some(request_id),
+            ..
+        } => queued(None, request_id),
         _ => (
             StatusCode::INTERNAL_SERVER_ERROR,
             json!({ "code": "internal", "message": "internal error" }),

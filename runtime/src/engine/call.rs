@@ -235,10 +235,8 @@ impl Engine {
         let Some(locked) = tx.lock_actor(call.key, true, micros(self.now())).await? else {
             return Err(call.busy(None));
         };
-        if locked.instance.paused {
-            Self::release(tx).await;
-            return Err(paused(call.key));
-        }
+        // A message already committed under the call's key is looked up first: if it is
+        // queued, waiting for it hears the pause as Queued, naming it.
         if let Some(key) = options.idempotency_key {
             let lookup = MessageLookup::IdempotencyKey(call.key, key);
             if let Some(existing) = tx.message(lookup).await? {
@@ -254,6 +252,10 @@ impl Engine {
                     }),
                 });
             }
+        }
+        if locked.instance.paused {
+            Self::release(tx).await;
+            return Err(paused(call.key));
         }
         if locked.head.is_some() {
             let enqueued = self

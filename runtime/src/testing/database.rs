@@ -36,7 +36,6 @@ const SERVER_WAIT: Duration = Duration::from_secs(30);
 /// database.drop_database().await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug)]
 pub struct TestDatabase {
     /// The server URL it was created through, to drop it through.
     server_url: String,
@@ -44,6 +43,16 @@ pub struct TestDatabase {
     url: String,
     name: String,
     dropped: bool,
+}
+
+/// Its name and whether it was dropped: never its URLs, which may hold the server's password.
+impl std::fmt::Debug for TestDatabase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestDatabase")
+            .field("name", &self.name)
+            .field("dropped", &self.dropped)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The backends a test database can be created on.
