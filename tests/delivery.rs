@@ -629,10 +629,7 @@ async fn a_call_whose_result_does_not_decode_names_its_completed_message() {
         .unwrap()
         .expect("the call's message was committed");
     assert!(
-        matches!(
-            message.status().await.unwrap(),
-            MessageStatus::Completed
-        ),
+        matches!(message.status().await.unwrap(), MessageStatus::Completed),
         "the message ran"
     );
     assert_eq!(worklog.log().await.unwrap(), ["once"]);

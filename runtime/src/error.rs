@@ -377,6 +377,21 @@ pub enum Error {
         reason: String,
     },
 
+    /// A command ran and its result was committed, but the result does not deserialise into
+    /// the type the caller reads it as (a build that stored it in another form, say): the
+    /// message is not run again, and calling again would run the command twice.
+    #[error("{operation} on {actor_type} {actor_id:?} ran and its result was committed, but the result does not deserialise: {source}; do not call again, which would run it twice: make the result type accept the stored form (for example with #[serde(default)])")]
+    ResultUnreadable {
+        /// The stored type name of the actor.
+        actor_type: &'static str,
+        /// The actor's id.
+        actor_id: String,
+        /// The command that ran.
+        operation: &'static str,
+        /// The serde error.
+        source: serde_json::Error,
+    },
+
     /// A stored payload (state, arguments or result) does not deserialise into the Rust types.
     #[error("the stored {what} of {actor_type} {actor_id:?} does not deserialise: {source}; make the type accept the stored form (for example with #[serde(default)]) and retry")]
     Decode {

@@ -189,11 +189,21 @@ impl<A: Actor> Reference<A> {
             timeout: self.timeout_on(&runtime)?,
             idempotency_key: self.idempotency_key.as_deref(),
         };
+        let operation = message.name();
         let result = runtime
             .engine()
             .call::<A>(&self.id, message, arguments, options)
             .await?;
-        from_json("result", A::TYPE_NAME, &self.id, &result)
+        // The command ran: a result that does not read must not read as "retry".
+        from_json("result", A::TYPE_NAME, &self.id, &result).map_err(|error| match error {
+            Error::Decode { source, .. } => Error::ResultUnreadable {
+                actor_type: A::TYPE_NAME,
+                actor_id: self.id.clone(),
+                operation,
+                source,
+            },
+            error => error,
+        })
     }
 
     /// Checks a command at the door, before anything is written: the caller may send it (a

@@ -191,6 +191,7 @@ async fn overview(console: Console) -> Page {
 }
 
 async fn actor(console: Console, Path((actor_type, actor_id)): Path<(String, String)>) -> Page {
+    let actor_id = pages::id_from_segment(actor_id);
     let details = console.admin.inspect(&actor_type, &actor_id).await?;
     let page = match details {
         Some(details) => pages::actor(&console.base, &details),
@@ -203,6 +204,7 @@ async fn pause(
     console: Console,
     Path((actor_type, actor_id)): Path<(String, String)>,
 ) -> Result<Redirect, Failed> {
+    let actor_id = pages::id_from_segment(actor_id);
     console.admin.pause(&actor_type, &actor_id).await?;
     Ok(Redirect::to(&pages::actor_link(
         &console.base,
@@ -215,6 +217,7 @@ async fn resume(
     console: Console,
     Path((actor_type, actor_id)): Path<(String, String)>,
 ) -> Result<Redirect, Failed> {
+    let actor_id = pages::id_from_segment(actor_id);
     console.admin.resume(&actor_type, &actor_id).await?;
     Ok(Redirect::to(&pages::actor_link(
         &console.base,

@@ -70,8 +70,33 @@ pub(super) fn actor_link(base: &str, actor_type: &str, actor_id: &str) -> String
     format!(
         "{base}/actors/{}/{}",
         utf8_percent_encode(actor_type, NON_ALPHANUMERIC),
-        utf8_percent_encode(actor_id, NON_ALPHANUMERIC)
+        utf8_percent_encode(&id_segment(actor_id), NON_ALPHANUMERIC)
     )
+}
+
+/// Whether a path segment is `.` or `..` behind any number of `~`.
+fn is_dots_behind_tildes(segment: &str) -> bool {
+    matches!(segment.trim_start_matches('~'), "." | "..")
+}
+
+/// An actor id as its path segment: browsers resolve a `.` or `..` segment away, written
+/// out or percent-encoded, so such an id (and one that is already `~`s before `.` or `..`)
+/// gets one more `~` in front; [`id_from_segment`] takes it off.
+fn id_segment(actor_id: &str) -> std::borrow::Cow<'_, str> {
+    if is_dots_behind_tildes(actor_id) {
+        format!("~{actor_id}").into()
+    } else {
+        actor_id.into()
+    }
+}
+
+/// The actor id a path segment stands for (see [`id_segment`]).
+pub(super) fn id_from_segment(segment: String) -> String {
+    if segment.starts_with('~') && is_dots_behind_tildes(&segment) {
+        segment[1..].to_owned()
+    } else {
+        segment
+    }
 }
 
 fn time(at: DateTime<Utc>) -> String {

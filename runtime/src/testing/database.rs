@@ -173,9 +173,48 @@ async fn drop_named(server_url: &str, name: &str) -> Result<()> {
     let server = Server::of(server_url)?;
     let drop = match server {
         Server::Postgres => format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"),
+        #[cfg(feature = "mysql")]
+        Server::MySql => {
+            // MySQL has no FORCE: a connection still in a transaction on the database holds
+            // a metadata lock the DROP would wait for, so those connections are ended first.
+            return tokio::time::timeout(SERVER_WAIT, drop_on_mysql(server_url, name))
+                .await
+                .map_err(|_| {
+                    Error::Config(format!(
+                        "the test database server did not answer within {SERVER_WAIT:?}"
+                    ))
+                })?;
+        }
+        #[cfg(not(feature = "mysql"))]
         Server::MySql => format!("DROP DATABASE IF EXISTS `{name}`"),
     };
     execute(server, server_url, &drop).await
+}
+
+/// Ends the other connections using database `name` on a MySQL server, then drops it.
+#[cfg(feature = "mysql")]
+async fn drop_on_mysql(server_url: &str, name: &str) -> Result<()> {
+    use sqlx::Connection;
+    let mut connection = sqlx::MySqlConnection::connect(server_url).await?;
+    // MySQL and MariaDB type the id differently: read it as a signed integer on both.
+    let sessions: Vec<i64> = sqlx::query_scalar(
+        "SELECT CAST(ID AS SIGNED) FROM information_schema.PROCESSLIST
+         WHERE DB = ? AND ID <> CONNECTION_ID()",
+    )
+    .bind(name)
+    .fetch_all(&mut connection)
+    .await?;
+    for session in sessions {
+        // A session that ended meanwhile is no error.
+        let _ = sqlx::raw_sql(&format!("KILL CONNECTION {session}"))
+            .execute(&mut connection)
+            .await;
+    }
+    sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS `{name}`"))
+        .execute(&mut connection)
+        .await?;
+    connection.close().await?;
+    Ok(())
 }
 
 /// Runs one statement on its own connection to the server, within [`SERVER_WAIT`].
