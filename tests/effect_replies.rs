@@ -1,7 +1,7 @@
-//! Effect outcomes back to the actor: `turn.emit(e).on_success().<command>()` delivers the
-//! handler's output, `.on_failure().<command>()` an `EffectFailure` once the effect failed
-//! for good, each as an ordinary message enqueued in the transaction that records the
-//! outcome, in the incarnation that emitted the effect.
+//! Effect outcomes back to the actor: `turn.emit(e).on_success().<reply>()` delivers the
+//! handler's output, `.on_failure().<reply>()` an `EffectFailure` once the effect failed
+//! for good, each as a message enqueued in the transaction that records the outcome, in the
+//! incarnation that emitted the effect; no caller can send a `#[reply]` itself.
 
 mod support;
 
@@ -76,7 +76,7 @@ impl Order {
         self.log.push(entry);
     }
 
-    #[command]
+    #[reply]
     fn charged(&mut self, turn: &mut Turn<Self>, receipt: Charged) {
         self.log.push(format!(
             "paid {} by {} in incarnation {}",
@@ -86,7 +86,7 @@ impl Order {
         ));
     }
 
-    #[command]
+    #[reply]
     fn charge_failed(&mut self, failure: EffectFailure) {
         self.log.push(format!(
             "unpaid after {} attempt(s) of {}: {}",
@@ -94,7 +94,7 @@ impl Order {
         ));
     }
 
-    #[command]
+    #[reply]
     fn notified(&mut self, _done: ()) {
         self.log.push("notified".to_owned());
     }
@@ -359,6 +359,37 @@ async fn a_reply_waits_in_the_mailbox_as_an_ordinary_message() {
         runtime.dead_letters(10).await.unwrap().as_slice(),
         []
     ));
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_caller_cannot_forge_an_effect_reply_and_nothing_is_written() {
+    let harness = Harness::new();
+    let runtime = processor(&harness, 0).await;
+    let order = runtime.reference::<Order>("o");
+    let forged = || OrderMessage::Charged {
+        receipt: Charged {
+            charge_id: "forged".to_owned(),
+            cents: 250,
+        },
+    };
+
+    // The typed reference has no `charged` to call; the untyped one is refused at the door.
+    let called = order.as_reference().call::<()>(forged()).await;
+    let enqueued = order.as_reference().enqueue_builder().send::<()>(forged()).await;
+
+    for refused in [called.map(drop), enqueued.map(drop)] {
+        let error = refused.expect_err("a forged reply must be refused");
+        assert!(
+            matches!(&error, Error::ReplyNotCallable { actor_type: "Order", operation } if operation == "charged"),
+            "{error}"
+        );
+        assert!(
+            error.to_string().contains("only the runtime delivers it"),
+            "{error}"
+        );
+    }
+    assert_eq!(count(&harness, "solid_messages").await, 0);
     runtime.close().await;
 }
 

@@ -73,17 +73,17 @@ impl Till {
             .failed();
     }
 
-    #[command]
+    #[reply]
     fn fetched(&mut self, tree: Value) {
         self.log.push(format!("fetched depth {}", depth_of(&tree)));
     }
 
-    #[command]
+    #[reply]
     fn charged(&mut self, receipt: Receipt) {
         self.log.push(format!("charged {}", receipt.charge_id));
     }
 
-    #[command]
+    #[reply]
     fn failed(&mut self, failure: EffectFailure) {
         self.log
             .push(format!("failed {}: {}", failure.name, failure.error));

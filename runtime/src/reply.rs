@@ -54,12 +54,12 @@ use crate::turn::{PendingEffect, Staging};
 ///             .charge_failed();
 ///     }
 ///
-///     #[command]
+///     #[reply]
 ///     pub fn charged(&mut self, receipt: Charged) {
 ///         self.status = format!("paid by {}", receipt.charge_id);
 ///     }
 ///
-///     #[command]
+///     #[reply]
 ///     pub fn charge_failed(&mut self, failure: EffectFailure) {
 ///         self.status = format!("unpaid: {}", failure.error);
 ///     }

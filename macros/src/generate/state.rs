@@ -2,12 +2,14 @@
 
 use proc_macro2::TokenStream;
 use quote::quote;
-use syn::ItemStruct;
+use syn::spanned::Spanned;
+use syn::{ItemStruct, LitStr};
 
 use crate::model::ActorState;
 
 /// Re-emits the struct with serde derived for it, and implements `ActorState`.
 pub(crate) fn state(state: &ActorState, item: &ItemStruct) -> TokenStream {
+    let item = with_checked_fields(item);
     let ident = &state.ident;
     let stored_name = &state.stored_name;
     let max_attempts = state.max_attempts.map(|attempts| {
@@ -30,4 +32,22 @@ pub(crate) fn state(state: &ActorState, item: &ItemStruct) -> TokenStream {
             #version
         }
     }
+}
+
+/// Each field without serde attributes of its own goes through `state_field`, serde's own
+/// form under a bound whose message, spanned on the field's type, says what a field without
+/// serde impls needs (rather than errors inside serde's generated code).
+fn with_checked_fields(item: &ItemStruct) -> ItemStruct {
+    let mut item = item.clone();
+    for field in &mut item.fields {
+        if field.attrs.iter().any(|attr| attr.path().is_ident("serde")) {
+            continue;
+        }
+        let with = LitStr::new(
+            "::solid_objects::__private::state_field",
+            field.ty.span(),
+        );
+        field.attrs.push(syn::parse_quote!(#[serde(with = #with)]));
+    }
+    item
 }
