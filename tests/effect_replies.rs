@@ -376,7 +376,11 @@ async fn a_caller_cannot_forge_an_effect_reply_and_nothing_is_written() {
 
     // The typed reference has no `charged` to call; the untyped one is refused at the door.
     let called = order.as_reference().call::<()>(forged()).await;
-    let enqueued = order.as_reference().enqueue_builder().send::<()>(forged()).await;
+    let enqueued = order
+        .as_reference()
+        .enqueue_builder()
+        .send::<()>(forged())
+        .await;
 
     for refused in [called.map(drop), enqueued.map(drop)] {
         let error = refused.expect_err("a forged reply must be refused");

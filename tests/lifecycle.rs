@@ -14,9 +14,7 @@ use support::Harness;
 #[derive(Debug, PartialEq, Rejection)]
 enum HoldError {
     #[rejection(message = "Only {left} seats are left")]
-    NotEnoughSeats {
-        left: u32,
-    },
+    NotEnoughSeats { left: u32 },
     #[rejection(status = 422)]
     InvalidSeats,
     #[rejection(code = "sold_out")]

@@ -288,6 +288,20 @@ mod tests {
     }
 
     #[test]
+    fn a_reply_takes_the_outcome_as_its_one_argument() {
+        let (names, errors) = checked(parse_quote! {
+            impl Order {
+                #[reply] fn charged(&mut self, turn: &mut Turn<Self>, receipt: Charged) {}
+                #[reply] fn refunded(&mut self, id: String, cents: i64) {}
+                #[reply] fn nothing(&mut self) {}
+                #[reply] fn peeked(&self, receipt: Charged) {}
+            }
+        });
+        assert_eq!(names, ["charged"]);
+        assert_eq!(errors, 3);
+    }
+
+    #[test]
     fn the_turn_must_come_first_and_belong_to_this_actor() {
         let (names, errors) = checked(parse_quote! {
             impl Show {

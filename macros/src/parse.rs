@@ -468,3 +468,32 @@ fn path_text(path: &syn::Path) -> String {
         .collect::<Vec<_>>()
         .join("::")
 }
+
+#[cfg(test)]
+mod tests {
+    use quote::quote;
+    use syn::parse_quote;
+
+    use crate::errors::Errors;
+
+    #[test]
+    fn a_serde_derive_on_the_state_is_an_error_and_is_removed() {
+        let mut item: syn::ItemStruct = parse_quote! {
+            #[derive(Default, Serialize, serde::Deserialize, Clone)]
+            #[derive(Debug)]
+            struct Counter { count: u32 }
+        };
+        let mut errors = Errors::default();
+        super::state(quote!(), &mut item, &mut errors);
+        assert_eq!(errors.len(), 2);
+        let derives: Vec<String> = item
+            .attrs
+            .iter()
+            .map(|attr| quote!(#attr).to_string())
+            .collect();
+        assert_eq!(
+            derives,
+            ["# [derive (Default , Clone)]", "# [derive (Debug)]"]
+        );
+    }
+}

@@ -195,7 +195,8 @@ fn into_arm(variant: &RejectionVariant) -> TokenStream {
                 .collect();
             let values = named.named.iter().map(|field| {
                 let name = field.ident.as_ref();
-                quote_spanned!(field.ty.span()=> ::solid_objects::__private::detail_to_value(&#name))
+                let ty = &field.ty;
+                quote_spanned!(ty.span()=> ::solid_objects::__private::detail_to_value::<#ty>(&#name))
             });
             let keys = names.iter().map(|name| field_key(name));
             (
@@ -216,8 +217,9 @@ fn into_arm(variant: &RejectionVariant) -> TokenStream {
                 .map(|index| format_ident!("field_{index}"))
                 .collect();
             let values = unnamed.unnamed.iter().zip(&names).map(|(field, name)| {
-                quote_spanned!(field.ty.span()=>
-                    ::solid_objects::__private::detail_to_value(&#name).unwrap_or_default()
+                let ty = &field.ty;
+                quote_spanned!(ty.span()=>
+                    ::solid_objects::__private::detail_to_value::<#ty>(&#name).unwrap_or_default()
                 )
             });
             (
@@ -257,8 +259,9 @@ fn from_arm(variant: &RejectionVariant) -> TokenStream {
             let fields = named.named.iter().map(|field| {
                 let name = field.ident.as_ref();
                 let key = name.map(field_key).unwrap_or_default();
-                quote_spanned!(field.ty.span()=>
-                    #name: ::solid_objects::__private::detail_from_value(
+                let ty = &field.ty;
+                quote_spanned!(ty.span()=>
+                    #name: ::solid_objects::__private::detail_from_value::<#ty>(
                         details?.get(#key)?.clone(),
                     ).ok()?
                 )
@@ -267,8 +270,9 @@ fn from_arm(variant: &RejectionVariant) -> TokenStream {
         }
         Fields::Unnamed(unnamed) => {
             let fields = unnamed.unnamed.iter().enumerate().map(|(index, field)| {
-                quote_spanned!(field.ty.span()=>
-                    ::solid_objects::__private::detail_from_value(
+                let ty = &field.ty;
+                quote_spanned!(ty.span()=>
+                    ::solid_objects::__private::detail_from_value::<#ty>(
                         details?.get(#index)?.clone(),
                     ).ok()?
                 )

@@ -192,14 +192,14 @@ pub mod __private {
     pub fn with_status(rejection: crate::Rejection, status: u16) -> crate::Rejection {
         rejection.with_checked_status(status)
     }
-    pub use crate::stored_field::{
-        detail_from_value, detail_to_value, state_field, RejectionDetail, StateField,
-    };
     pub use crate::migration::{
         fallible as migrate_fallible, infallible as migrate_infallible, Migration,
     };
     pub use crate::reminder::ReminderLookup;
     pub use crate::reply::ReplyStage;
+    pub use crate::stored_field::{
+        detail_from_value, detail_to_value, state_field, RejectionDetail, StateField,
+    };
     pub use crate::turn::{ScheduleStage, SendStage, UnscheduleStage};
     pub use serde;
     pub use serde_json;

@@ -239,9 +239,7 @@ fn refusal(operation: &Operation, names: &Names) -> TokenStream {
         )
     } else {
         (
-            format!(
-                "`{name}` is a reminder of `{actor}`: only `{actor}`'s own schedule runs it"
-            ),
+            format!("`{name}` is a reminder of `{actor}`: only `{actor}`'s own schedule runs it"),
             "a reminder is scheduled, not called or sent".to_owned(),
             format!(
                 "schedule it from one of `{actor}`'s handlers: \
@@ -269,7 +267,11 @@ pub(crate) enum Refused {
 /// A method named like the reminder or reply whose call fails to compile with the
 /// refusal's message: its bound holds for no type, and naming the receiver's lifetime
 /// defers the check to the call.
-pub(crate) fn refused_method(operation: &Operation, names: &Names, refused: Refused) -> TokenStream {
+pub(crate) fn refused_method(
+    operation: &Operation,
+    names: &Names,
+    refused: Refused,
+) -> TokenStream {
     let name = &operation.name;
     let cfgs = &operation.cfgs;
     let parameters = operation.arguments.iter().map(caller_parameter);
