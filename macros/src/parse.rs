@@ -79,7 +79,7 @@ pub(crate) fn state(args: TokenStream, item: &mut ItemStruct, errors: &mut Error
 /// `#[actor]` derives serde for the state: a `Serialize` or `Deserialize` in the struct's own
 /// `#[derive(..)]` is an error at that name, and is removed so that rustc adds no second,
 /// conflicting impl to it.
-fn remove_serde_derives(attrs: &mut Vec<Attribute>, errors: &mut Errors) {
+fn remove_serde_derives(attrs: &mut [Attribute], errors: &mut Errors) {
     for attr in attrs.iter_mut() {
         if !attr.path().is_ident("derive") {
             continue;
