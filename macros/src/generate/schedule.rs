@@ -123,6 +123,42 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
                 }
             }
         });
+    // A command named where a reply goes fails with a message that says to mark it
+    // #[reply] (rather than rustc's bare "no method named .. found").
+    let commands_named_as_replies = actor
+        .operations
+        .iter()
+        .filter(|operation| operation.kind == Kind::Command)
+        .map(|command| {
+            let name = &command.name;
+            let cfgs = &command.cfgs;
+            let trait_ident = quote::format_ident!("{}__{}__IsACommand", ident, command.variant());
+            let message = format!(
+                "`{name}` is a command of `{ident}`, not a reply: only a `#[reply]` receives \
+                 an effect's outcome"
+            );
+            let label = format!("mark `{name}` with #[reply] instead of #[command]");
+            let note = "a reply is delivered by the runtime only, so no caller can forge the \
+                        outcome; a command can be called by anyone the policy lets through";
+            quote! {
+                #(#cfgs)*
+                #[doc(hidden)]
+                #[allow(non_camel_case_types)]
+                #[diagnostic::on_unimplemented(message = #message, label = #label, note = #note)]
+                pub trait #trait_ident {}
+
+                #(#cfgs)*
+                #[allow(dead_code)]
+                impl<E: ::solid_objects::Effect, T> #reply<E, T> {
+                    #[doc(hidden)]
+                    pub fn #name<'r>(&'r self)
+                    where
+                        &'r Self: #trait_ident,
+                    {
+                    }
+                }
+            }
+        });
     // A reminder or reply is not sent either: its name fails with the message that says
     // why (unless the sender has a method of that name).
     let refused_send_methods = actor
@@ -188,6 +224,8 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
         }
 
         #(#reply_impls)*
+
+        #(#commands_named_as_replies)*
 
         #[doc = #lookup_doc]
         #[must_use = "call one of the actor's reminders on it and await it"]
