@@ -120,7 +120,7 @@ impl Patient {
         turn.emit(Poison { dose }).on_failure().sickened();
     }
 
-    #[command]
+    #[reply]
     fn sickened(&mut self, failure: solid_objects::EffectFailure<Poison>) {
         self.failures.push(format!(
             "{} {} after {}",

@@ -1,8 +1,8 @@
-//! Effect outcomes back to the actor: `turn.emit(e).on_success().<command>()` delivers the
-//! handler's output, `.on_failure().<command>()` an `EffectFailure<E>` (which carries the
+//! Effect outcomes back to the actor: `turn.emit(e).on_success().<reply>()` delivers the
+//! handler's output, `.on_failure().<reply>()` an `EffectFailure<E>` (which carries the
 //! effect, and the id `turn.emit(..).id()` gave the emitting turn) once the effect failed
-//! for good, each as an ordinary message enqueued in the transaction that records the
-//! outcome, in the incarnation that emitted the effect.
+//! for good, each as a message enqueued in the transaction that records the outcome, in the
+//! incarnation that emitted the effect; no caller can send a `#[reply]` itself.
 
 mod support;
 
@@ -79,7 +79,7 @@ impl Order {
         self.log.push(entry);
     }
 
-    #[command]
+    #[reply]
     fn charged(&mut self, turn: &mut Turn<Self>, receipt: Charged) {
         self.log.push(format!(
             "paid {} by {} in incarnation {}",
@@ -89,7 +89,7 @@ impl Order {
         ));
     }
 
-    #[command]
+    #[reply]
     fn charge_failed(&mut self, failure: EffectFailure<ChargeCard>) {
         self.unpaid
             .push((failure.effect_id.clone(), failure.effect.cents));
@@ -99,7 +99,7 @@ impl Order {
         ));
     }
 
-    #[command]
+    #[reply]
     fn notified(&mut self, _done: ()) {
         self.log.push("notified".to_owned());
     }
@@ -375,6 +375,41 @@ async fn a_reply_waits_in_the_mailbox_as_an_ordinary_message() {
     runtime.close().await;
 }
 
+#[tokio::test]
+async fn a_caller_cannot_forge_an_effect_reply_and_nothing_is_written() {
+    let harness = Harness::new();
+    let runtime = processor(&harness, 0).await;
+    let order = runtime.reference::<Order>("o");
+    let forged = || OrderMessage::Charged {
+        receipt: Charged {
+            charge_id: "forged".to_owned(),
+            cents: 250,
+        },
+    };
+
+    // The typed reference has no `charged` to call; the untyped one is refused at the door.
+    let called = order.as_reference().call::<()>(forged()).await;
+    let enqueued = order
+        .as_reference()
+        .enqueue_builder()
+        .send::<()>(forged())
+        .await;
+
+    for refused in [called.map(drop), enqueued.map(drop)] {
+        let error = refused.expect_err("a forged reply must be refused");
+        assert!(
+            matches!(&error, Error::ReplyNotCallable { actor_type: "Order", operation } if operation == "charged"),
+            "{error}"
+        );
+        assert!(
+            error.to_string().contains("only the runtime delivers it"),
+            "{error}"
+        );
+    }
+    assert_eq!(count(&harness, "solid_messages").await, 0);
+    runtime.close().await;
+}
+
 /// The statuses of every message, oldest first.
 async fn sqlx_statuses(harness: &Harness) -> Vec<String> {
     let options = sqlx::sqlite::SqliteConnectOptions::new().filename(harness.path());
@@ -411,7 +446,7 @@ impl Shipment {
         turn.emit(PrintLabel { text }).on_failure().label_failed();
     }
 
-    #[command]
+    #[reply]
     fn label_failed(&mut self, failure: EffectFailure<PrintLabel>) {
         self.failed.push(failure.effect.text.len());
     }

@@ -14,9 +14,8 @@ use support::Harness;
 #[derive(Debug, PartialEq, Rejection)]
 enum HoldError {
     #[rejection(message = "Only {left} seats are left")]
-    NotEnoughSeats {
-        left: u32,
-    },
+    NotEnoughSeats { left: u32 },
+    #[rejection(status = 422)]
     InvalidSeats,
     #[rejection(code = "sold_out")]
     Gone(String),
@@ -92,6 +91,31 @@ async fn a_typed_rejection_reaches_the_caller_as_its_own_enum() {
         Some(HoldError::Gone("the show is sold out".to_owned()))
     );
     assert!(matches!(&gone, Error::Rejected(rejection) if rejection.code() == "sold_out"));
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_typed_rejection_answers_http_with_the_status_its_variant_names() {
+    use axum_core::response::IntoResponse;
+
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let venue = runtime.reference::<Venue>("v");
+    venue.open(3).await.unwrap();
+
+    let invalid = venue.hold(-1).await.unwrap_err();
+    // Read back from the stored result, as a later reader or an idempotent replay sees it.
+    let queued = venue.enqueue().hold(-2).await.unwrap();
+    queued.wait(TimeDelta::seconds(5)).await.unwrap_err();
+    let stored = queued.result().await.unwrap_err();
+    let too_many = venue.hold(5).await.unwrap_err();
+
+    let statuses = [invalid, stored, too_many].map(|error| error.into_response().status().as_u16());
+    assert_eq!(
+        statuses,
+        [422, 422, 409],
+        "#[rejection(status = 422)] answers 422, a variant without a status 409"
+    );
     runtime.close().await;
 }
 

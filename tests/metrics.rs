@@ -65,7 +65,7 @@ impl Meter {
         turn.emit(Announce).on_success().pinged();
     }
 
-    #[command]
+    #[reply]
     fn pinged(&mut self, _done: ()) {}
 
     #[query]

@@ -73,23 +73,23 @@ impl Till {
             .charge_failed();
     }
 
-    #[command]
+    #[reply]
     fn fetched(&mut self, tree: Value) {
         self.log.push(format!("fetched depth {}", depth_of(&tree)));
     }
 
-    #[command]
+    #[reply]
     fn charged(&mut self, receipt: Receipt) {
         self.log.push(format!("charged {}", receipt.charge_id));
     }
 
-    #[command]
+    #[reply]
     fn fetch_failed(&mut self, failure: EffectFailure<FetchTree>) {
         self.log
             .push(format!("failed {}: {}", failure.name, failure.error));
     }
 
-    #[command]
+    #[reply]
     fn charge_failed(&mut self, failure: EffectFailure<Charge>) {
         self.log
             .push(format!("failed {}: {}", failure.name, failure.error));

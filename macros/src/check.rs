@@ -87,7 +87,7 @@ fn check_operation(operation: &Operation, actor: &syn::Ident, errors: &mut Error
         ),
         (true, Receiver::Shared) => errors.at_span(
             operation.span,
-            format!("#[reminder] `{name}` takes `&mut self`, like a command"),
+            format!("#[{attribute}] `{name}` takes `&mut self`, like a command"),
         ),
         (false, Receiver::Mutable) => errors.at_span(
             operation.span,
@@ -146,10 +146,20 @@ fn check_operation(operation: &Operation, actor: &syn::Ident, errors: &mut Error
             ),
         );
     }
+    if operation.kind == Kind::Reply && operation.arguments.len() != 1 {
+        errors.at_span(
+            operation.span,
+            format!(
+                "#[reply] `{name}` receives an effect's outcome as its one argument (after \
+                 `&mut self` and the turn): `fn {name}(&mut self, receipt: Charged)` for an \
+                 effect whose `Output` is `Charged`"
+            ),
+        );
+    }
     let builder_names = match operation.kind {
         Kind::Command => RESERVED_FOR_COMMANDS,
         Kind::Reminder => RESERVED_FOR_REMINDERS,
-        Kind::Query => &[],
+        Kind::Query | Kind::Reply => &[],
     };
     if builder_names.contains(&stored.as_str()) {
         errors.at_span(
@@ -275,6 +285,20 @@ mod tests {
             }
         });
         assert_eq!((names.len(), errors), (2, 0));
+    }
+
+    #[test]
+    fn a_reply_takes_the_outcome_as_its_one_argument() {
+        let (names, errors) = checked(parse_quote! {
+            impl Order {
+                #[reply] fn charged(&mut self, turn: &mut Turn<Self>, receipt: Charged) {}
+                #[reply] fn refunded(&mut self, id: String, cents: i64) {}
+                #[reply] fn nothing(&mut self) {}
+                #[reply] fn peeked(&self, receipt: Charged) {}
+            }
+        });
+        assert_eq!(names, ["charged"]);
+        assert_eq!(errors, 3);
     }
 
     #[test]

@@ -21,8 +21,8 @@ use crate::errors::Errors;
 /// `#[actor(name = "shows")]` (default: the struct's name). The struct must implement
 /// `Default`: a new actor starts from it.
 ///
-/// On `impl Name { .. }`, the methods marked `#[command]`, `#[query]` or `#[reminder]`
-/// become the actor's operations; it generates the message enums `NameMessage` and
+/// On `impl Name { .. }`, the methods marked `#[command]`, `#[query]`, `#[reminder]` or
+/// `#[reply]` become the actor's operations; it generates the message enums `NameMessage` and
 /// `NameQuery`, the typed reference `NameRef` (from `Name::reference(id)`), and the schedule
 /// builders used by `turn.schedule(at, key)` and `turn.unschedule(key)`.
 #[proc_macro_attribute]
@@ -34,8 +34,8 @@ pub fn actor(args: TokenStream, input: TokenStream) -> TokenStream {
     };
     let mut errors = Errors::default();
     let output = match item {
-        Item::Struct(item) => {
-            let state = parse::state(args, &item, &mut errors);
+        Item::Struct(mut item) => {
+            let state = parse::state(args, &mut item, &mut errors);
             generate::state(&state, &item)
         }
         Item::Impl(item) if item.trait_.is_some() => {
@@ -92,6 +92,19 @@ pub fn query(_args: TokenStream, input: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn reminder(_args: TokenStream, input: TokenStream) -> TokenStream {
     outside_actor("reminder", input)
+}
+
+/// Marks a method of an `#[actor]` impl block as an effect reply: it receives the outcome of
+/// an effect the actor emitted, named with `turn.emit(effect).on_success().name()` (or
+/// `.on_failure()`), as its one argument.
+///
+/// Only the runtime delivers it: no reference, enqueue or other actor's turn can call it (a
+/// compile error, and a typed reference's untyped form is refused at the door with
+/// `Error::ReplyNotCallable`), so no caller can forge an outcome such as "paid". It takes
+/// `&mut self`, optionally `turn: &mut Turn<Self>`, and the one argument.
+#[proc_macro_attribute]
+pub fn reply(_args: TokenStream, input: TokenStream) -> TokenStream {
+    outside_actor("reply", input)
 }
 
 /// Marks a function of an `#[actor]` impl block as the migration of a stored state from one

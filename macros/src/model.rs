@@ -36,23 +36,32 @@ pub(crate) struct Migration {
     pub(crate) fallible: bool,
 }
 
-/// The three kinds of operation.
+/// The four kinds of operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     Command,
     Query,
     Reminder,
+    /// An effect's outcome, delivered by the runtime only.
+    Reply,
 }
 
 impl Kind {
-    pub(crate) const ALL: [Kind; 3] = [Kind::Command, Kind::Query, Kind::Reminder];
+    pub(crate) const ALL: [Kind; 4] = [Kind::Command, Kind::Query, Kind::Reminder, Kind::Reply];
 
     pub(crate) fn attribute(self) -> &'static str {
         match self {
             Kind::Command => "command",
             Kind::Query => "query",
             Kind::Reminder => "reminder",
+            Kind::Reply => "reply",
         }
+    }
+
+    /// Whether only the runtime runs it (a reminder from the actor's schedule, a reply with
+    /// an effect's outcome): no reference, enqueue or sender offers it.
+    pub(crate) fn is_internal(self) -> bool {
+        matches!(self, Kind::Reminder | Kind::Reply)
     }
 
     /// Whether the operation is a durable message (and so takes `&mut self`).
@@ -92,12 +101,14 @@ pub(crate) enum Returns {
     Result(Type),
 }
 
-/// One `#[command]`, `#[query]` or `#[reminder]` method.
+/// One `#[command]`, `#[query]`, `#[reminder]` or `#[reply]` method.
 pub(crate) struct Operation {
     pub(crate) kind: Kind,
     pub(crate) name: Ident,
     pub(crate) vis: Visibility,
     pub(crate) docs: Vec<Attribute>,
+    /// The method's `#[cfg(..)]` attributes, carried onto everything generated for it.
+    pub(crate) cfgs: Vec<Attribute>,
     pub(crate) is_async: bool,
     pub(crate) receiver: Receiver,
     pub(crate) turn: Option<TurnParameter>,

@@ -15,8 +15,9 @@ use crate::model::{
 /// The options `#[actor(..)]` accepts on a struct.
 const STRUCT_OPTIONS: &str = "`name = \"...\"`, `max_attempts = N`, `version = N`";
 
-/// Reads `#[actor(name = "...")]` on the state struct.
-pub(crate) fn state(args: TokenStream, item: &ItemStruct, errors: &mut Errors) -> ActorState {
+/// Reads `#[actor(name = "...")]` on the state struct, removing any serde derive of its own.
+pub(crate) fn state(args: TokenStream, item: &mut ItemStruct, errors: &mut Errors) -> ActorState {
+    remove_serde_derives(&mut item.attrs, errors);
     let mut stored_name = None;
     let mut max_attempts = None;
     let mut version = None;
@@ -72,6 +73,41 @@ pub(crate) fn state(args: TokenStream, item: &ItemStruct, errors: &mut Errors) -
         stored_name: stored_name.unwrap_or_else(|| item.ident.to_string()),
         max_attempts,
         version,
+    }
+}
+
+/// `#[actor]` derives serde for the state: a `Serialize` or `Deserialize` in the struct's own
+/// `#[derive(..)]` is an error at that name, and is removed so that rustc adds no second,
+/// conflicting impl to it.
+fn remove_serde_derives(attrs: &mut [Attribute], errors: &mut Errors) {
+    for attr in attrs.iter_mut() {
+        if !attr.path().is_ident("derive") {
+            continue;
+        }
+        let Ok(derived) = attr.parse_args_with(
+            syn::punctuated::Punctuated::<syn::Path, syn::Token![,]>::parse_terminated,
+        ) else {
+            continue;
+        };
+        let (serde, kept): (Vec<syn::Path>, Vec<syn::Path>) =
+            derived.into_iter().partition(|path| {
+                path.segments.last().is_some_and(|segment| {
+                    segment.ident == "Serialize" || segment.ident == "Deserialize"
+                })
+            });
+        if serde.is_empty() {
+            continue;
+        }
+        for path in &serde {
+            errors.at(
+                path,
+                format!(
+                    "`#[actor]` derives serde for the state; remove the derive of `{}`",
+                    path_text(path)
+                ),
+            );
+        }
+        *attr = syn::parse_quote_spanned!(attr.pound_token.span=> #[derive(#(#kept),*)]);
     }
 }
 
@@ -247,7 +283,7 @@ fn migration(from: u32, from_span: Span, method: &ImplItemFn, errors: &mut Error
     }
 }
 
-/// Removes `#[command]`, `#[query]` or `#[reminder]` from a method's attributes.
+/// Removes `#[command]`, `#[query]`, `#[reminder]` or `#[reply]` from a method's attributes.
 fn take_kind(attrs: &mut Vec<Attribute>, errors: &mut Errors) -> Option<Kind> {
     let mut found: Option<Kind> = None;
     attrs.retain(|attr| {
@@ -356,6 +392,12 @@ fn operation(kind: Kind, method: &ImplItemFn, errors: &mut Errors) -> Operation 
             .filter(|attr| attr.path().is_ident("doc"))
             .cloned()
             .collect(),
+        cfgs: method
+            .attrs
+            .iter()
+            .filter(|attr| attr.path().is_ident("cfg"))
+            .cloned()
+            .collect(),
         is_async: sig.asyncness.is_some(),
         receiver,
         turn,
@@ -425,4 +467,33 @@ fn path_text(path: &syn::Path) -> String {
         .map(|segment| segment.ident.to_string())
         .collect::<Vec<_>>()
         .join("::")
+}
+
+#[cfg(test)]
+mod tests {
+    use quote::quote;
+    use syn::parse_quote;
+
+    use crate::errors::Errors;
+
+    #[test]
+    fn a_serde_derive_on_the_state_is_an_error_and_is_removed() {
+        let mut item: syn::ItemStruct = parse_quote! {
+            #[derive(Default, Serialize, serde::Deserialize, Clone)]
+            #[derive(Debug)]
+            struct Counter { count: u32 }
+        };
+        let mut errors = Errors::default();
+        super::state(quote!(), &mut item, &mut errors);
+        assert_eq!(errors.len(), 2);
+        let derives: Vec<String> = item
+            .attrs
+            .iter()
+            .map(|attr| quote!(#attr).to_string())
+            .collect();
+        assert_eq!(
+            derives,
+            ["# [derive (Default , Clone)]", "# [derive (Debug)]"]
+        );
+    }
 }

@@ -15,6 +15,8 @@ struct RejectionVariant {
     code: String,
     code_span: Span,
     message: Option<LitStr>,
+    /// `#[rejection(status = 404)]`: the HTTP status of the axum response.
+    status: Option<u16>,
     fields: Fields,
 }
 
@@ -53,6 +55,7 @@ pub(crate) fn derive(input: &DeriveInput) -> TokenStream {
 fn parse_variant(variant: &Variant, errors: &mut Errors) -> Option<RejectionVariant> {
     let mut code = (snake_case(&variant.ident.to_string()), variant.ident.span());
     let mut message = None;
+    let mut status = None;
     for attr in variant
         .attrs
         .iter()
@@ -66,10 +69,23 @@ fn parse_variant(variant: &Variant, errors: &mut Errors) -> Option<RejectionVari
             } else if meta.path.is_ident("message") {
                 message = Some(meta.value()?.parse()?);
                 Ok(())
+            } else if meta.path.is_ident("status") {
+                let value: syn::LitInt = meta.value()?.parse()?;
+                match value.base10_parse::<u16>() {
+                    Ok(code) if (400..=499).contains(&code) => {
+                        status = Some(code);
+                        Ok(())
+                    }
+                    _ => Err(syn::Error::new(
+                        value.span(),
+                        "a rejection's status is a client error, 400 to 499 (such as 404 or \
+                         422); without one, the response is 409 Conflict",
+                    )),
+                }
             } else {
                 Err(meta.error(
-                    "unknown option of #[rejection]: the options are `code = \"snake_case\"` \
-                     and `message = \"text with {field}s\"`",
+                    "unknown option of #[rejection]: the options are `code = \"snake_case\"`, \
+                     `message = \"text with {field}s\"` and `status = 404` (the HTTP status)",
                 ))
             }
         });
@@ -82,6 +98,7 @@ fn parse_variant(variant: &Variant, errors: &mut Errors) -> Option<RejectionVari
         code: code.0,
         code_span: code.1,
         message,
+        status,
         fields: variant.fields.clone(),
     })
 }
@@ -178,7 +195,8 @@ fn into_arm(variant: &RejectionVariant) -> TokenStream {
                 .collect();
             let values = named.named.iter().map(|field| {
                 let name = field.ident.as_ref();
-                quote_spanned!(field.ty.span()=> #json::to_value(&#name))
+                let ty = &field.ty;
+                quote_spanned!(ty.span()=> ::solid_objects::__private::detail_to_value::<#ty>(&#name))
             });
             let keys = names.iter().map(|name| field_key(name));
             (
@@ -199,7 +217,10 @@ fn into_arm(variant: &RejectionVariant) -> TokenStream {
                 .map(|index| format_ident!("field_{index}"))
                 .collect();
             let values = unnamed.unnamed.iter().zip(&names).map(|(field, name)| {
-                quote_spanned!(field.ty.span()=> #json::to_value(&#name).unwrap_or_default())
+                let ty = &field.ty;
+                quote_spanned!(ty.span()=>
+                    ::solid_objects::__private::detail_to_value::<#ty>(&#name).unwrap_or_default()
+                )
             });
             (
                 quote!(Self::#ident(#(#names),*)),
@@ -207,9 +228,13 @@ fn into_arm(variant: &RejectionVariant) -> TokenStream {
             )
         }
     };
+    let status = variant.status.map(|status| {
+        quote!(let rejection = ::solid_objects::__private::with_status(rejection, #status);)
+    });
     quote! {
         #pattern => {
             let rejection = ::solid_objects::__private::rejection(#code, #message);
+            #status
             match #details {
                 ::core::option::Option::Some(details) => rejection.with_details(details),
                 ::core::option::Option::None => rejection,
@@ -228,23 +253,28 @@ fn field_key(name: &Ident) -> String {
 fn from_arm(variant: &RejectionVariant) -> TokenStream {
     let ident = &variant.ident;
     let code = &variant.code;
-    let json = quote!(::solid_objects::__private::serde_json);
     let build = match &variant.fields {
         Fields::Unit => quote!(::core::option::Option::Some(Self::#ident)),
         Fields::Named(named) => {
             let fields = named.named.iter().map(|field| {
                 let name = field.ident.as_ref();
                 let key = name.map(field_key).unwrap_or_default();
-                quote_spanned!(field.ty.span()=>
-                    #name: #json::from_value(details?.get(#key)?.clone()).ok()?
+                let ty = &field.ty;
+                quote_spanned!(ty.span()=>
+                    #name: ::solid_objects::__private::detail_from_value::<#ty>(
+                        details?.get(#key)?.clone(),
+                    ).ok()?
                 )
             });
             quote!(::core::option::Option::Some(Self::#ident { #(#fields),* }))
         }
         Fields::Unnamed(unnamed) => {
             let fields = unnamed.unnamed.iter().enumerate().map(|(index, field)| {
-                quote_spanned!(field.ty.span()=>
-                    #json::from_value(details?.get(#index)?.clone()).ok()?
+                let ty = &field.ty;
+                quote_spanned!(ty.span()=>
+                    ::solid_objects::__private::detail_from_value::<#ty>(
+                        details?.get(#index)?.clone(),
+                    ).ok()?
                 )
             });
             quote!(::core::option::Option::Some(Self::#ident(#(#fields),*)))

@@ -50,12 +50,21 @@ pub trait Operations: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// them, never a caller.
     const REMINDERS: &'static [&'static str] = &[];
 
+    /// The names of the operations that are effect replies (`#[reply]`): only the runtime
+    /// delivers them, with an effect's outcome, never a caller.
+    const REPLIES: &'static [&'static str] = &[];
+
     /// This operation's name, as stored.
     fn name(&self) -> &'static str;
 
     /// Whether this operation is a reminder.
     fn is_reminder(&self) -> bool {
         Self::REMINDERS.contains(&self.name())
+    }
+
+    /// Whether this operation is an effect reply.
+    fn is_reply(&self) -> bool {
+        Self::REPLIES.contains(&self.name())
     }
 }
 
@@ -68,7 +77,7 @@ pub trait Operations: Serialize + DeserializeOwned + Send + Sync + 'static {
     note = "put `#[actor]` on the struct and on an `impl {Self}` block whose methods carry #[command], #[query] or #[reminder]"
 )]
 pub trait Actor: ActorState {
-    /// The durable messages: one variant per `#[command]` and `#[reminder]`.
+    /// The durable messages: one variant per `#[command]`, `#[reminder]` and `#[reply]`.
     type Message: Operations;
     /// The ordered reads: one variant per `#[query]`.
     type Query: Operations;
@@ -86,7 +95,7 @@ pub trait Actor: ActorState {
     where
         Self: 't;
     /// What `turn.emit(effect).on_success()` and `.on_failure()` return: one method per
-    /// command whose one argument is a `T`.
+    /// `#[reply]` whose one argument is a `T`.
     type EffectReply<E: Effect, T>;
 
     /// Runs one message against the state.

@@ -4,7 +4,7 @@
 //!
 //! | error | status | body |
 //! |-------|--------|------|
-//! | `Rejected` | 409 Conflict | `{"code", "message", "details"}`, the rejection itself (`details` is `null` when it has none) |
+//! | `Rejected` | 409 Conflict, or the variant's `#[rejection(status = ..)]` | `{"code", "message", "details"}`, the rejection itself (`details` is `null` when it has none) |
 //! | `Unauthorized`, `AdministrationDenied` | 403 Forbidden | `{"code": "unauthorized", "message"}` |
 //! | `InvalidActorId`, `InvalidKey`, `PayloadTooLarge`, `UnreadablePayload`, `InvalidTimeout`, `IdempotencyConflict` | 400 Bad Request | `{"code", "message"}` |
 //! | `MailboxFull` | 429 Too Many Requests | `{"code": "mailbox_full", "message"}` |
@@ -64,7 +64,10 @@ pub(crate) fn status_and_body(error: &Error) -> (StatusCode, Value) {
     };
     match error {
         Error::Rejected(rejection) => (
-            StatusCode::CONFLICT,
+            rejection
+                .status()
+                .and_then(|status| StatusCode::from_u16(status).ok())
+                .unwrap_or(StatusCode::CONFLICT),
             json!({
                 "code": rejection.code(),
                 "message": rejection.message(),

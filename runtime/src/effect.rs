@@ -8,6 +8,12 @@
 //! at least once: a handler that fails is retried with backoff, a worker that dies mid-effect
 //! leaves it to be claimed again when the lease runs out. Pass
 //! [`EffectContext::id`] to the outside service as its idempotency key.
+//!
+//! Its outcome can come back to the actor as a message to one of its `#[reply]` operations
+//! (see [`Emitted`](crate::Emitted)). Only the runtime delivers a reply: calling one through
+//! a reference, an `enqueue()` or `turn.send` is a compile error, and the untyped reference
+//! refuses one at the door with [`Error::ReplyNotCallable`](crate::Error::ReplyNotCallable),
+//! so no caller can forge an outcome.
 
 use std::future::Future;
 use std::marker::PhantomData;

@@ -30,6 +30,8 @@ pub struct Rejection {
     message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     details: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    status: Option<u16>,
 }
 
 impl Rejection {
@@ -62,7 +64,15 @@ impl Rejection {
             code: code.into(),
             message: message.into(),
             details: None,
+            status: None,
         }
+    }
+
+    /// The same rejection answered over HTTP with `status` (a 4xx code that
+    /// `#[rejection(status = ..)]` checked at compile time).
+    pub(crate) fn with_checked_status(mut self, status: u16) -> Self {
+        self.status = Some(status);
+        self
     }
 
     /// The stable, machine-readable code in snake_case, such as `not_enough_seats`.
@@ -84,6 +94,16 @@ impl Rejection {
     pub fn with_details(mut self, details: serde_json::Value) -> Self {
         self.details = Some(details);
         self
+    }
+
+    /// The HTTP status this rejection names for the axum response (feature `axum`), if any.
+    ///
+    /// A variant of a `#[derive(Rejection)]` enum names one with
+    /// `#[rejection(status = 404)]`; a rejection that names none is answered with
+    /// 409 Conflict. The status is stored with the rejection, so a caller that reads the
+    /// result later (an enqueued call, an idempotent replay) gets the same one.
+    pub fn status(&self) -> Option<u16> {
+        self.status
     }
 }
 
@@ -242,6 +262,18 @@ pub enum Error {
         /// The stored type name of the actor.
         actor_type: &'static str,
         /// The reminder.
+        operation: String,
+    },
+
+    /// An effect reply was called like a command. Only the runtime delivers a `#[reply]`,
+    /// with the outcome of an effect its actor emitted, so no caller can forge one: name it
+    /// with `turn.emit(effect).on_success().<reply>()`, or deliver it in a test with
+    /// `runtime.testing().deliver(..)`.
+    #[error("{operation} is an effect reply of {actor_type}: only the runtime delivers it, with the outcome of an effect the actor emitted; name it with turn.emit(effect).on_success() or .on_failure(), or use runtime.testing().deliver(..) in tests")]
+    ReplyNotCallable {
+        /// The stored type name of the actor.
+        actor_type: &'static str,
+        /// The reply.
         operation: String,
     },
 

@@ -128,6 +128,7 @@ mod reminder;
 mod reply;
 mod runtime;
 mod store;
+mod stored_field;
 mod testing;
 mod turn;
 mod validate;
@@ -164,7 +165,9 @@ pub use turn::{Missed, Turn};
 pub use validate::{MAX_ACTOR_ID_BYTES, MAX_KEY_BYTES};
 pub use watch::{Watch, Watched};
 
-pub use solid_objects_macros::{actor, command, migrate, query, reject, reminder, Rejection};
+pub use solid_objects_macros::{
+    actor, command, migrate, query, reject, reminder, reply, Rejection,
+};
 
 /// The chrono types a handler needs for times (`turn.now()` is a `DateTime<Utc>`).
 pub use chrono;
@@ -173,7 +176,7 @@ pub use chrono;
 pub mod prelude {
     pub use crate::chrono::{DateTime, TimeDelta, Utc};
     pub use crate::{
-        actor, command, migrate, query, reject, reminder, AllowAll, Effect, EffectContext,
+        actor, command, migrate, query, reject, reminder, reply, AllowAll, Effect, EffectContext,
         EffectFailure, Error, Failure, IntoDuration, ManualClock, MessageRef, MessageStatus,
         MigrationError, Missed, Policy, Rejection, Runtime, Turn, TurnError, TypedRejection,
         Watched,
@@ -190,11 +193,19 @@ pub mod __private {
     pub fn rejection(code: &'static str, message: impl Into<String>) -> crate::Rejection {
         crate::Rejection::checked(code, message)
     }
+
+    /// A rejection with the HTTP status `#[rejection(status = ..)]` checked at compile time.
+    pub fn with_status(rejection: crate::Rejection, status: u16) -> crate::Rejection {
+        rejection.with_checked_status(status)
+    }
     pub use crate::migration::{
         fallible as migrate_fallible, infallible as migrate_infallible, Migration,
     };
     pub use crate::reminder::ReminderLookup;
     pub use crate::reply::ReplyStage;
+    pub use crate::stored_field::{
+        detail_from_value, detail_to_value, state_field, RejectionDetail, StateField,
+    };
     pub use crate::turn::{ScheduleStage, SendStage, UnscheduleStage};
     pub use serde;
     pub use serde_json;

@@ -207,13 +207,20 @@ impl<A: Actor> Reference<A> {
     }
 
     /// Checks a command at the door, before anything is written: the caller may send it (a
-    /// command, not a reminder, that the policy allows), and its arguments are within the
-    /// limit and read back as the same operation. Returns the message as it will be read.
+    /// command, not a reminder or an effect reply, that the policy allows), and its arguments
+    /// are within the limit and read back as the same operation. Returns the message as it
+    /// will be read.
     fn admit(&self, message: A::Message) -> Result<(Runtime, A::Message, String)> {
         refuse_inside_handler(A::TYPE_NAME, message.name())?;
         let runtime = self.prepare()?;
         if message.is_reminder() {
             return Err(Error::NotCallable {
+                actor_type: A::TYPE_NAME,
+                operation: message.name().to_owned(),
+            });
+        }
+        if message.is_reply() {
+            return Err(Error::ReplyNotCallable {
                 actor_type: A::TYPE_NAME,
                 operation: message.name().to_owned(),
             });

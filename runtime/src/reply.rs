@@ -1,8 +1,15 @@
-//! Effect outcomes back to the actor: `turn.emit(effect).on_success().<command>()` and
-//! `.on_failure().<command>()` name a command of the emitting actor that receives the
-//! effect's output, or its [`EffectFailure`] (which carries the effect), as its one argument. The command is enqueued
-//! in the transaction that records the effect's outcome, so it arrives once per outcome,
-//! and never for an effect whose turn did not commit.
+//! Effect outcomes back to the actor: `turn.emit(effect).on_success().<reply>()` and
+//! `.on_failure().<reply>()` name a `#[reply]` of the emitting actor that receives the
+//! effect's output, or its [`EffectFailure`] (which carries the effect), as its one argument.
+//! The reply is enqueued in the transaction that records the effect's outcome, so it arrives
+//! once per outcome, and never for an effect whose turn did not commit.
+//!
+//! Only the runtime delivers a reply, so no caller can forge an outcome such as "paid": a
+//! reply called through a reference, its `enqueue()` or another actor's `turn.send` is a
+//! compile error, and a reply message passed to the untyped [`Reference`](crate::Reference)
+//! is refused at the door with [`Error::ReplyNotCallable`](crate::Error::ReplyNotCallable),
+//! before anything is written. Tests deliver one with
+//! [`Testing::deliver`](crate::Testing::deliver).
 
 use std::marker::PhantomData;
 
@@ -14,7 +21,7 @@ use crate::effect::{Effect, EffectFailure};
 use crate::error::Result;
 use crate::turn::{PendingEffect, Staging};
 
-/// An effect a turn emitted; name the commands its outcome is delivered to, or drop it.
+/// An effect a turn emitted; name the replies its outcome is delivered to, or drop it.
 ///
 /// ```
 /// use serde::{Deserialize, Serialize};
@@ -54,12 +61,12 @@ use crate::turn::{PendingEffect, Staging};
 ///             .charge_failed();
 ///     }
 ///
-///     #[command]
+///     #[reply]
 ///     pub fn charged(&mut self, receipt: Charged) {
 ///         self.status = format!("paid by {}", receipt.charge_id);
 ///     }
 ///
-///     #[command]
+///     #[reply]
 ///     pub fn charge_failed(&mut self, failure: EffectFailure<ChargeCard>) {
 ///         self.status = format!("{} cents unpaid: {}", failure.effect.cents, failure.error);
 ///     }
@@ -89,9 +96,9 @@ impl<A: Actor, E: Effect> Emitted<A, E> {
         &self.stage.effect_id
     }
 
-    /// Names the command of this actor that receives the effect's
+    /// Names the `#[reply]` of this actor that receives the effect's
     /// [`Output`](Effect::Output) once its handler succeeds: the builder has one method per
-    /// command whose one argument has that type.
+    /// reply whose one argument has that type.
     pub fn on_success(self) -> A::EffectReply<E, E::Output> {
         A::effect_reply(ReplyStage {
             target: self.stage,
@@ -100,9 +107,9 @@ impl<A: Actor, E: Effect> Emitted<A, E> {
         })
     }
 
-    /// Names the command of this actor that receives an [`EffectFailure<E>`] once the
+    /// Names the `#[reply]` of this actor that receives an [`EffectFailure<E>`] once the
     /// effect failed for good (a permanent failure, or its last attempt): the builder has
-    /// one method per command whose one argument is an `EffectFailure<E>`, which carries the
+    /// one method per reply whose one argument is an `EffectFailure<E>`, which carries the
     /// effect itself.
     pub fn on_failure(self) -> A::EffectReply<E, EffectFailure<E>> {
         A::effect_reply(ReplyStage {
@@ -129,8 +136,8 @@ enum Outcome {
     Failure,
 }
 
-/// A reply in the making; the generated builder names the command (whose one argument is a
-/// `T`).
+/// A reply in the making; the generated builder names the `#[reply]` (whose one argument is
+/// a `T`).
 #[doc(hidden)]
 pub struct ReplyStage<A: Actor, E: Effect, T> {
     target: ReplyTarget,

@@ -359,7 +359,7 @@ impl<A: Actor> Turn<A> {
     /// never if it rejects or fails), at least once, by the handler registered with
     /// [`Builder::effect`](crate::Builder::effect). See [`effect`](crate::effect).
     ///
-    /// Its outcome can come back to this actor as a command: `turn.emit(charge)
+    /// Its outcome can come back to this actor as a `#[reply]`: `turn.emit(charge)
     /// .on_success().charged().on_failure().charge_failed()` (see [`Emitted`]), and
     /// [`Emitted::id`] is the effect's id, to keep (the failure reply names it).
     pub fn emit<E: Effect>(&mut self, effect: E) -> Emitted<A, E> {

@@ -516,8 +516,7 @@ async fn output_into_a_closed_pipe_ends_quietly() {
         &["inspect", "Desk", "d1"],
     ] {
         // As `| head -1` leaves it once it has its line: nobody reads the pipe.
-        let (reader, writer) = std::io::pipe().unwrap();
-        drop(reader);
+        let writer = closed_pipe();
         let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_solid-objects"))
             .arg("--database-url")
             .arg(&url)
@@ -589,11 +588,19 @@ async fn no_password_is_ever_printed() {
     }
 }
 
+/// A writing end whose reading end is closed, as `| head -1` leaves a pipe once it has its
+/// line: a write into it fails with a broken pipe. (A socket pair: `std::io::pipe` is newer
+/// than the crates' minimum Rust.)
+fn closed_pipe() -> std::process::Stdio {
+    let (reader, writer) = std::os::unix::net::UnixStream::pair().unwrap();
+    drop(reader);
+    std::process::Stdio::from(std::os::fd::OwnedFd::from(writer))
+}
+
 /// Runs `args` on `url` with standard output into a pipe nobody reads (as `| head -1`
 /// leaves it), and returns the exit code and what it wrote to standard error.
 async fn into_a_closed_pipe(url: &str, args: &[&str]) -> (Option<i32>, String) {
-    let (reader, writer) = std::io::pipe().unwrap();
-    drop(reader);
+    let writer = closed_pipe();
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_solid-objects"))
         .arg("--database-url")
         .arg(url)
@@ -678,7 +685,7 @@ async fn a_huge_connect_timeout_is_a_long_wait_not_a_crash() {
         // The builder takes any duration too.
         let started = Runtime::builder()
             .policy(AllowAll)
-            .postgres(&url.replace("mysql://", "postgres://"), 1)
+            .postgres(url.replace("mysql://", "postgres://"), 1)
             .connect_timeout(Duration::MAX)
             .apply_migrations(false)
             .start()

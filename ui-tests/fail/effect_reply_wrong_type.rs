@@ -32,13 +32,13 @@ impl Order {
         turn.emit(ChargeCard { cents }).on_failure().charged();
     }
 
-    #[command]
+    #[reply]
     pub fn charged(&mut self, receipt: Charged) {
         let _ = receipt.charge_id;
         self.paid = true;
     }
 
-    #[command]
+    #[reply]
     pub fn refunded(&mut self, cents: i64) {
         let _ = cents;
         self.paid = false;

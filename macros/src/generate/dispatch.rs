@@ -121,7 +121,9 @@ fn arm(operation: &Operation, enum_ident: &syn::Ident) -> TokenStream {
             quote_spanned!(span=> ::solid_objects::__private::Handled::result(#call))
         }
     };
+    let cfgs = &operation.cfgs;
     quote! {
+        #(#cfgs)*
         #enum_ident::#variant { #(#fields),* } => #handled,
     }
 }

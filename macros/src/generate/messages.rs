@@ -14,7 +14,7 @@ pub(crate) fn enums(actor: &ActorImpl, names: &Names) -> TokenStream {
         .iter()
         .partition(|operation| operation.kind.is_message());
     let message_doc = format!(
-        "The durable messages of [`{}`]: one variant per command and reminder.",
+        "The durable messages of [`{}`]: one variant per command, reminder and reply.",
         names.actor
     );
     let query_doc = format!("The queries of [`{}`]: one variant per query.", names.actor);
@@ -30,27 +30,33 @@ fn operation_enum(ident: &Ident, doc: &str, operations: &[&Operation]) -> TokenS
     let variants = operations.iter().map(|operation| {
         let variant = operation.variant();
         let stored = operation.stored_name();
+        let cfgs = &operation.cfgs;
         let fields = operation.arguments.iter().map(|argument| {
             let name = &argument.name;
             let ty = &argument.ty;
             quote_spanned!(ty.span()=> #name: #ty)
         });
         quote! {
+            #(#cfgs)*
             #[serde(rename = #stored)]
             #[allow(missing_docs)]
             #variant { #(#fields),* }
         }
     });
-    let stored_names: Vec<String> = operations.iter().map(|o| o.stored_name()).collect();
-    let reminder_names: Vec<String> = operations
+    let stored_names = operations.iter().map(|operation| stored_name(operation));
+    let reminder_names = operations
         .iter()
         .filter(|operation| operation.kind == Kind::Reminder)
-        .map(|operation| operation.stored_name())
-        .collect();
+        .map(|operation| stored_name(operation));
+    let reply_names = operations
+        .iter()
+        .filter(|operation| operation.kind == Kind::Reply)
+        .map(|operation| stored_name(operation));
     let name_arms = operations.iter().map(|operation| {
         let variant = operation.variant();
         let stored = operation.stored_name();
-        quote!(Self::#variant { .. } => #stored)
+        let cfgs = &operation.cfgs;
+        quote!(#(#cfgs)* Self::#variant { .. } => #stored)
     });
     quote! {
         #[doc = #doc]
@@ -71,12 +77,20 @@ fn operation_enum(ident: &Ident, doc: &str, operations: &[&Operation]) -> TokenS
         impl ::solid_objects::Operations for #ident {
             const NAMES: &'static [&'static str] = &[#(#stored_names),*];
             const REMINDERS: &'static [&'static str] = &[#(#reminder_names),*];
+            const REPLIES: &'static [&'static str] = &[#(#reply_names),*];
 
             fn name(&self) -> &'static str {
                 match *self {
-                    #(#name_arms),*
+                    #(#name_arms,)*
                 }
             }
         }
     }
+}
+
+/// An element of a list of stored names, under the operation's `#[cfg(..)]`.
+fn stored_name(operation: &Operation) -> TokenStream {
+    let stored = operation.stored_name();
+    let cfgs = &operation.cfgs;
+    quote!(#(#cfgs)* #stored)
 }

@@ -25,29 +25,31 @@ pub(crate) fn reference(actor: &ActorImpl, names: &Names) -> TokenStream {
     let methods = actor
         .operations
         .iter()
-        .filter(|operation| operation.kind != Kind::Reminder)
+        .filter(|operation| !operation.kind.is_internal())
         .map(|operation| method(operation, names));
     let enqueue_methods = actor
         .operations
         .iter()
         .filter(|operation| operation.kind == Kind::Command)
         .map(|operation| enqueue_method(operation, names));
-    let reminders: Vec<&Operation> = actor
+    // Reminders and replies are run by the runtime only: a method of their name fails to
+    // compile with a message that says so.
+    let internal: Vec<&Operation> = actor
         .operations
         .iter()
-        .filter(|operation| operation.kind == Kind::Reminder)
+        .filter(|operation| operation.kind.is_internal())
         .collect();
-    let refusals = reminders.iter().map(|reminder| refusal(reminder, names));
-    let refused_methods: Vec<TokenStream> = reminders
+    let refusals = internal.iter().map(|operation| refusal(operation, names));
+    let refused_methods: Vec<TokenStream> = internal
         .iter()
-        .map(|reminder| refused_method(reminder, names))
+        .map(|operation| refused_method(operation, names, Refused::Awaited))
         .collect();
     // The enqueue builder has its own `delay`, `available_at` and `idempotency_key`: a
-    // reminder of that name keeps the builder's method there.
-    let refused_enqueue_methods = reminders
+    // reminder or reply of that name keeps the builder's method there.
+    let refused_enqueue_methods = internal
         .iter()
-        .filter(|reminder| !ENQUEUE_OPTIONS.contains(&reminder.stored_name().as_str()))
-        .map(|reminder| refused_method(reminder, names));
+        .filter(|operation| !BUILDER_OPTIONS.contains(&operation.stored_name().as_str()))
+        .map(|operation| refused_method(operation, names, Refused::Awaited));
     let enqueue_doc = format!(
         "Asynchronous calls to one [`{ident}`]: each command returns a `MessageRef` as soon as \
          its message is durable."
@@ -194,32 +196,59 @@ pub(crate) fn reference(actor: &ActorImpl, names: &Names) -> TokenStream {
     }
 }
 
-/// The methods of the generated enqueue builder besides the commands.
-pub(crate) const ENQUEUE_OPTIONS: &[&str] = &["idempotency_key", "available_at", "delay"];
+/// The methods of the generated enqueue builder and sender besides the commands.
+pub(crate) const BUILDER_OPTIONS: &[&str] = &["idempotency_key", "available_at", "delay"];
 
-/// The trait whose message says that a reminder is not called but scheduled. It has no
-/// implementation, so the bound that names it fails at the call, with its message.
-fn refusal_trait(reminder: &Operation, names: &Names) -> proc_macro2::Ident {
+/// The trait whose message says that a reminder or a reply is run by the runtime, not
+/// called or sent. It has no implementation, so the bound that names it fails at the call,
+/// with its message.
+fn refusal_trait(operation: &Operation, names: &Names) -> proc_macro2::Ident {
     // The double underscores keep two actors' names apart (`Order` + `LineExpire` and
     // `OrderLine` + `Expire`): no CamelCase name holds them.
-    quote::format_ident!("{}__{}__IsAReminder", names.actor, reminder.variant())
+    let what = if operation.kind == Kind::Reply {
+        "IsAnEffectReply"
+    } else {
+        "IsAReminder"
+    };
+    quote::format_ident!("{}__{}__{}", names.actor, operation.variant(), what)
 }
 
-/// The trait a refused call names in its error: what the reminder is and how to run it.
-fn refusal(reminder: &Operation, names: &Names) -> TokenStream {
+/// The trait a refused call names in its error: what the operation is and how it runs.
+fn refusal(operation: &Operation, names: &Names) -> TokenStream {
     let actor = &names.actor;
     let message_enum = &names.message;
-    let name = &reminder.name;
-    let variant = reminder.variant();
-    let trait_ident = refusal_trait(reminder, names);
-    let message = format!("`{name}` is a reminder of `{actor}`: a reference cannot call it");
-    let label = format!("only `{actor}`'s own schedule runs `{name}`");
-    let note = format!(
-        "schedule it from one of `{actor}`'s handlers: `turn.schedule(at, key).{name}(..)`; \
-         in a test, deliver it: `runtime.testing().deliver::<{actor}>(id, \
+    let name = &operation.name;
+    let variant = operation.variant();
+    let cfgs = &operation.cfgs;
+    let trait_ident = refusal_trait(operation, names);
+    let deliver = format!(
+        "in a test, deliver it: `runtime.testing().deliver::<{actor}>(id, \
          {message_enum}::{variant} {{ .. }})`"
     );
+    let (message, label, note) = if operation.kind == Kind::Reply {
+        (
+            format!(
+                "`{name}` is an effect reply of `{actor}`: only the runtime delivers it, with \
+                 the outcome of an effect `{actor}` emitted"
+            ),
+            "a reply is not called or sent, so no caller can forge an outcome".to_owned(),
+            format!(
+                "name it in one of `{actor}`'s handlers: \
+                 `turn.emit(effect).on_success().{name}()` or `.on_failure().{name}()`; {deliver}"
+            ),
+        )
+    } else {
+        (
+            format!("`{name}` is a reminder of `{actor}`: only `{actor}`'s own schedule runs it"),
+            "a reminder is scheduled, not called or sent".to_owned(),
+            format!(
+                "schedule it from one of `{actor}`'s handlers: \
+                 `turn.schedule(at, key).{name}(..)`; {deliver}"
+            ),
+        )
+    };
     quote! {
+        #(#cfgs)*
         #[doc(hidden)]
         #[allow(non_camel_case_types)]
         #[diagnostic::on_unimplemented(message = #message, label = #label, note = #note)]
@@ -227,21 +256,42 @@ fn refusal(reminder: &Operation, names: &Names) -> TokenStream {
     }
 }
 
-/// A method named like the reminder whose call fails to compile with the refusal's
-/// message: its bound holds for no type, and naming the receiver's lifetime defers the
-/// check to the call.
-fn refused_method(reminder: &Operation, names: &Names) -> TokenStream {
-    let name = &reminder.name;
-    let parameters = reminder.arguments.iter().map(caller_parameter);
-    let trait_ident = refusal_trait(reminder, names);
+/// How a refused method would have been used: awaited (a reference's call, an enqueue) or
+/// not (a sender's, which stages).
+#[derive(Clone, Copy)]
+pub(crate) enum Refused {
+    Awaited,
+    Staged,
+}
+
+/// A method named like the reminder or reply whose call fails to compile with the
+/// refusal's message: its bound holds for no type, and naming the receiver's lifetime
+/// defers the check to the call.
+pub(crate) fn refused_method(
+    operation: &Operation,
+    names: &Names,
+    refused: Refused,
+) -> TokenStream {
+    let name = &operation.name;
+    let cfgs = &operation.cfgs;
+    let parameters = operation.arguments.iter().map(caller_parameter);
+    let trait_ident = refusal_trait(operation, names);
+    let (output, body) = match refused {
+        Refused::Awaited => (
+            quote!(-> ::core::future::Ready<()>),
+            quote!(::core::future::ready(())),
+        ),
+        Refused::Staged => (TokenStream::new(), TokenStream::new()),
+    };
     quote! {
+        #(#cfgs)*
         #[doc(hidden)]
         #[allow(unused_variables)]
-        pub fn #name<'r>(&'r self, #(#parameters),*) -> ::core::future::Ready<()>
+        pub fn #name<'r>(&'r self, #(#parameters),*) #output
         where
             &'r Self: #trait_ident,
         {
-            ::core::future::ready(())
+            #body
         }
     }
 }
@@ -250,6 +300,7 @@ fn enqueue_method(operation: &Operation, names: &Names) -> TokenStream {
     let name = &operation.name;
     let vis = &operation.vis;
     let docs = &operation.docs;
+    let cfgs = &operation.cfgs;
     let variant = operation.variant();
     let message_enum = &names.message;
     let parameters = operation.arguments.iter().map(caller_parameter);
@@ -258,6 +309,7 @@ fn enqueue_method(operation: &Operation, names: &Names) -> TokenStream {
         Returns::Value(ty) | Returns::Result(ty) => ty,
     };
     quote! {
+        #(#cfgs)*
         #(#docs)*
         #vis async fn #name(
             &self,
@@ -272,6 +324,7 @@ fn method(operation: &Operation, names: &Names) -> TokenStream {
     let name = &operation.name;
     let vis = &operation.vis;
     let docs = &operation.docs;
+    let cfgs = &operation.cfgs;
     let variant = operation.variant();
     let parameters = operation.arguments.iter().map(caller_parameter);
     let fields = operation.arguments.iter().map(caller_field);
@@ -287,6 +340,7 @@ fn method(operation: &Operation, names: &Names) -> TokenStream {
     let message = quote!(#enum_ident::#variant { #(#fields),* });
     let body = quote_spanned!(operation.returns_span=> self.inner.#entry(#message).await);
     quote! {
+        #(#cfgs)*
         #(#docs)*
         #vis async fn #name(&self, #(#parameters),*) -> ::solid_objects::Result<#ok> {
             #body

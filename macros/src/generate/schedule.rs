@@ -4,6 +4,7 @@
 use proc_macro2::TokenStream;
 use quote::quote;
 
+use super::reference::{refused_method, Refused, BUILDER_OPTIONS};
 use super::{caller_field, caller_parameter, Names};
 use crate::model::{ActorImpl, Kind};
 
@@ -31,7 +32,9 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
         let parameters = reminder.arguments.iter().map(caller_parameter);
         let fields = reminder.arguments.iter().map(caller_field);
         let doc = format!("Schedules the reminder `{name}` with these arguments.");
+        let cfgs = &reminder.cfgs;
         quote! {
+            #(#cfgs)*
             #[doc = #doc]
             pub fn #name(self, #(#parameters),*) {
                 self.stage.stage(#message::#variant { #(#fields),* });
@@ -42,7 +45,9 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
         let name = &reminder.name;
         let stored = reminder.stored_name();
         let doc = format!("Cancels the reminder `{name}` under this key.");
+        let cfgs = &reminder.cfgs;
         quote! {
+            #(#cfgs)*
             #[doc = #doc]
             pub fn #name(self) {
                 self.stage.stage(#stored);
@@ -56,7 +61,9 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
             "When the reminder `{name}` is due next under this key (`None` if it is not \
              scheduled), counting what this turn staged."
         );
+        let cfgs = &reminder.cfgs;
         quote! {
+            #(#cfgs)*
             #[doc = #doc]
             pub async fn #name(
                 self,
@@ -69,12 +76,12 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
             }
         }
     });
-    // One impl per command of one argument, on the builder of replies of that argument's
-    // type: a command that takes another type is not there to call.
+    // One impl per reply (of one argument, as checked), on the builder of replies of that
+    // argument's type: a reply that takes another type is not there to call.
     let reply_impls = actor
         .operations
         .iter()
-        .filter(|operation| operation.kind == Kind::Command && operation.arguments.len() == 1)
+        .filter(|operation| operation.kind == Kind::Reply && operation.arguments.len() == 1)
         .map(|command| {
             let name = &command.name;
             let stored = command.stored_name();
@@ -86,7 +93,9 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
                 .to_owned();
             let ty = &argument.ty;
             let doc = format!("Delivers the effect's outcome to `{name}` as its `{field}`.");
+            let cfgs = &command.cfgs;
             quote! {
+                #(#cfgs)*
                 impl<E: ::solid_objects::Effect> #reply<E, #ty> {
                     #[doc = #doc]
                     pub fn #name(self) -> ::solid_objects::Emitted<#ident, E> {
@@ -105,13 +114,61 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
             let parameters = command.arguments.iter().map(caller_parameter);
             let fields = command.arguments.iter().map(caller_field);
             let doc = format!("Sends `{name}` when the sending turn commits.");
+            let cfgs = &command.cfgs;
             quote! {
+                #(#cfgs)*
                 #[doc = #doc]
                 pub fn #name(self, #(#parameters),*) {
                     self.stage.stage(#message::#variant { #(#fields),* });
                 }
             }
         });
+    // A command named where a reply goes fails with a message that says to mark it
+    // #[reply] (rather than rustc's bare "no method named .. found").
+    let commands_named_as_replies = actor
+        .operations
+        .iter()
+        .filter(|operation| operation.kind == Kind::Command)
+        .map(|command| {
+            let name = &command.name;
+            let cfgs = &command.cfgs;
+            let trait_ident = quote::format_ident!("{}__{}__IsACommand", ident, command.variant());
+            let message = format!(
+                "`{name}` is a command of `{ident}`, not a reply: only a `#[reply]` receives \
+                 an effect's outcome"
+            );
+            let label = format!("mark `{name}` with #[reply] instead of #[command]");
+            let note = "a reply is delivered by the runtime only, so no caller can forge the \
+                        outcome; a command can be called by anyone the policy lets through";
+            quote! {
+                #(#cfgs)*
+                #[doc(hidden)]
+                #[allow(non_camel_case_types)]
+                #[diagnostic::on_unimplemented(message = #message, label = #label, note = #note)]
+                pub trait #trait_ident {}
+
+                #(#cfgs)*
+                #[allow(dead_code)]
+                impl<E: ::solid_objects::Effect, T> #reply<E, T> {
+                    #[doc(hidden)]
+                    pub fn #name<'r>(&'r self)
+                    where
+                        &'r Self: #trait_ident,
+                    {
+                    }
+                }
+            }
+        });
+    // A reminder or reply is not sent either: its name fails with the message that says
+    // why (unless the sender has a method of that name).
+    let refused_send_methods = actor
+        .operations
+        .iter()
+        .filter(|operation| {
+            operation.kind.is_internal()
+                && !BUILDER_OPTIONS.contains(&operation.stored_name().as_str())
+        })
+        .map(|operation| refused_method(operation, names, Refused::Staged));
     let sender_doc = format!(
         "Sends a command to a [`{ident}`] from another turn: `turn.send::<{ident}>(id).<command>(..)`."
     );
@@ -119,9 +176,9 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
         "Schedules one of [`{ident}`]'s reminders: `turn.schedule(at, key).<reminder>(..)`."
     );
     let reply_doc = format!(
-        "Names the command of [`{ident}`] an effect's outcome goes to: \
-         `turn.emit(effect).on_success().<command>()`; it has the commands whose one argument \
-         is a `T`."
+        "Names the reply of [`{ident}`] an effect's outcome goes to: \
+         `turn.emit(effect).on_success().<reply>()`; it has the `#[reply]` operations whose \
+         one argument is a `T`."
     );
     let lookup_doc = format!(
         "Looks up one of [`{ident}`]'s reminders: `turn.reminder(key).<reminder>().await`."
@@ -160,13 +217,15 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
         }
 
         #[doc = #reply_doc]
-        #[must_use = "call one of the actor's commands on it, or no reply is named"]
+        #[must_use = "call one of the actor's replies on it, or no reply is named"]
         #[allow(private_interfaces)]
         pub struct #reply<E: ::solid_objects::Effect, T> {
             stage: ::solid_objects::__private::ReplyStage<#ident, E, T>,
         }
 
         #(#reply_impls)*
+
+        #(#commands_named_as_replies)*
 
         #[doc = #lookup_doc]
         #[must_use = "call one of the actor's reminders on it and await it"]
@@ -213,6 +272,8 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
             }
 
             #(#send_methods)*
+
+            #(#refused_send_methods)*
         }
     }
 }

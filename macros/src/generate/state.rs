@@ -1,13 +1,15 @@
 //! The state struct: serde derives and the `ActorState` impl.
 
 use proc_macro2::TokenStream;
-use quote::quote;
-use syn::ItemStruct;
+use quote::{quote, ToTokens};
+use syn::spanned::Spanned;
+use syn::{ItemStruct, LitStr};
 
 use crate::model::ActorState;
 
 /// Re-emits the struct with serde derived for it, and implements `ActorState`.
 pub(crate) fn state(state: &ActorState, item: &ItemStruct) -> TokenStream {
+    let item = with_checked_fields(item);
     let ident = &state.ident;
     let stored_name = &state.stored_name;
     let max_attempts = state.max_attempts.map(|attempts| {
@@ -30,4 +32,41 @@ pub(crate) fn state(state: &ActorState, item: &ItemStruct) -> TokenStream {
             #version
         }
     }
+}
+
+/// Each field without serde attributes of its own goes through `state_field`, serde's own
+/// form under a bound whose message, spanned on the field's type, says what a field without
+/// serde impls needs (rather than errors inside serde's generated code). The field's type is
+/// named in the path, so rustc checks the bound there; a type that names `Self` (which in
+/// serde's generated code would be another type) is left to serde.
+fn with_checked_fields(item: &ItemStruct) -> ItemStruct {
+    let mut item = item.clone();
+    for field in &mut item.fields {
+        if field.attrs.iter().any(|attr| attr.path().is_ident("serde")) || names_self(&field.ty) {
+            continue;
+        }
+        let ty = field.ty.to_token_stream();
+        let path = |function: &str| {
+            LitStr::new(
+                &format!("::solid_objects::__private::state_field::{function}::<{ty}, _>"),
+                field.ty.span(),
+            )
+        };
+        let (serialize, deserialize) = (path("serialize"), path("deserialize"));
+        field.attrs.push(syn::parse_quote!(
+            #[serde(serialize_with = #serialize, deserialize_with = #deserialize)]
+        ));
+    }
+    item
+}
+
+fn names_self(ty: &syn::Type) -> bool {
+    fn walk(tokens: TokenStream) -> bool {
+        tokens.into_iter().any(|token| match token {
+            proc_macro2::TokenTree::Ident(ident) => ident == "Self",
+            proc_macro2::TokenTree::Group(group) => walk(group.stream()),
+            _ => false,
+        })
+    }
+    walk(ty.to_token_stream())
 }
