@@ -303,9 +303,12 @@ impl Engine {
             Err(Uncommitted::Conflict(_)) => Tried::Conflict,
             Err(Uncommitted::OverBudget) => Tried::OverBudget,
             Err(Uncommitted::InDoubt) => {
-                // Its group either closed its connection after a failed COMMIT, or had not
-                // committed by the caller's deadline and may still commit: a message row
-                // found now answers, and none found is no proof that none will be.
+                // Its group either closed its connection after a failed COMMIT (then no
+                // commit of it can land any more), or had not committed by the caller's
+                // deadline and may still commit: a message row found now answers; none found
+                // before the deadline (when only a closed connection ends a group in doubt)
+                // means the turn was not kept and runs again, and none found after it is no
+                // proof that none will be.
                 let committed = self.store.message(MessageLookup::RequestId(&request_id));
                 match read_until(call.deadline, committed)
                     .await
@@ -315,6 +318,7 @@ impl Engine {
                     .and_then(Outcome::from_record)
                 {
                     Some(outcome) => Tried::Answered(call.result(outcome, Some(&request_id))),
+                    None if !call.past_deadline() => Tried::Conflict,
                     None => Tried::Answered(Err(call.in_doubt(&request_id))),
                 }
             }
