@@ -51,6 +51,16 @@ impl Caller {
             Err(other) => format!("the wrong error: {other:?}"),
         }
     }
+
+    /// Calls another actor synchronously and passes the refusal on with `?`.
+    #[command]
+    async fn call_another_with_question_mark(&mut self) -> Result<u32, Failure> {
+        let other = RUNTIME
+            .get()
+            .expect("the runtime")
+            .reference::<Counter>("other");
+        Ok(other.add(1).await?)
+    }
 }
 
 #[tokio::test]
@@ -77,6 +87,23 @@ async fn a_synchronous_call_from_inside_a_handler_fails_at_once_and_says_to_send
     assert_eq!(
         count(&harness, "solid_messages WHERE actor_id = 'other'").await,
         0
+    );
+
+    // Passed on with `?`, the refusal is a failure no retry can fix: dead at once.
+    let passed_on = runtime
+        .reference::<Caller>("caller")
+        .call_another_with_question_mark()
+        .await;
+    assert!(
+        matches!(
+            &passed_on,
+            Err(Error::HandlerFailed {
+                attempts: 1,
+                retry_at: None,
+                ..
+            })
+        ),
+        "{passed_on:?}"
     );
     runtime.close().await;
 }

@@ -241,7 +241,8 @@ pub enum Error {
     /// the connection it holds. Nothing was written. A handler reaches other actors by
     /// sending them commands (`turn.send::<B>(id).command(..)`), and they answer by sending
     /// back. (A task the handler spawns is not the handler and is not refused: it must not
-    /// make such calls while the handler awaits it either.)
+    /// make such calls while the handler awaits it either.) Passed on from the handler with
+    /// `?`, it is a permanent failure: its message is a dead letter at once.
     #[error("the handler of {actor_type} {actor_id:?} used {operation} on {target_type} through a reference, which would wait for the turn that runs the handler; from a handler, send a command instead (turn.send::<{target_type}>(id).<command>(..), joining that mailbox when this turn commits) and have the target send back what the handler needs")]
     CalledFromHandler {
         /// The stored type name of the actor whose handler made the call.

@@ -77,12 +77,17 @@ impl From<sqlx::Error> for Failure {
 }
 
 impl From<Error> for Failure {
-    /// Retryable, except a rejection code that is not snake_case: the same handler makes
-    /// the same code on every attempt, so it is permanent (a dead letter at once).
+    /// Retryable, except the mistakes the same handler makes again on every attempt, which
+    /// are permanent (a dead letter at once): a rejection code that is not snake_case, a
+    /// synchronous call from inside a handler, and a call of an operation no caller may call
+    /// (a reminder or an effect reply).
     fn from(error: Error) -> Self {
         match error {
             Error::Database(error) => error.into(),
-            error @ Error::InvalidRejectionCode { .. } => Self::permanent(error),
+            error @ (Error::InvalidRejectionCode { .. }
+            | Error::CalledFromHandler { .. }
+            | Error::NotCallable { .. }
+            | Error::ReplyNotCallable { .. }) => Self::permanent(error),
             other => Self::retryable(other),
         }
     }
