@@ -1,5 +1,5 @@
 //! Throughput, latency and cost of the framework beside the fastest honest hand-written
-//! equivalent, measured in the same run, with the targets of issue 11 beside each ratio.
+//! equivalent, measured in the same run, with its target beside each ratio.
 //!
 //! `cargo run --release --example bench [-- OPERATIONS [POSTGRES_URL]]`: OPERATIONS calls
 //! per throughput row (default 2000); with a URL, the PostgreSQL rows too.
