@@ -38,10 +38,31 @@ impl Endpoint {
     }
 }
 
+/// Opens a pool of up to `connections` connections to the server `options` name: its
+/// first connection within `timeout` ([`connect_within`]), then the pool's own first
+/// connection within `timeout` too ([`first_of_pool`]), which it keeps idle for start-up's
+/// statements. Later acquires wait long: turns bound their own waits.
+pub(crate) async fn open_pool<DB: sqlx::Database>(
+    options: <DB::Connection as Connection>::Options,
+    endpoint: &Endpoint,
+    connections: u32,
+    timeout: Duration,
+) -> Result<sqlx::Pool<DB>> {
+    let first: DB::Connection = connect_within(&options, endpoint, timeout).await?;
+    // The server answers: the pool opens its own connections from here on.
+    let _ = tokio::time::timeout(timeout, first.close()).await;
+    let pool = sqlx::pool::PoolOptions::<DB>::new()
+        .max_connections(connections)
+        .acquire_timeout(Duration::from_secs(3600))
+        .connect_lazy_with(options);
+    first_of_pool(&pool, endpoint, timeout).await?;
+    Ok(pool)
+}
+
 /// Opens the first connection of a pool built on a server that answered, within `timeout`,
 /// and leaves it idle in the pool for start-up's statements: a server that answered one
 /// connection and not the next fails here with [`Error::Unreachable`].
-pub(crate) async fn first_of_pool<DB: sqlx::Database>(
+async fn first_of_pool<DB: sqlx::Database>(
     pool: &sqlx::Pool<DB>,
     endpoint: &Endpoint,
     timeout: Duration,
@@ -61,7 +82,7 @@ pub(crate) async fn first_of_pool<DB: sqlx::Database>(
 /// again until then (the server may be starting); a server that accepts and never answers,
 /// or that refused until the end, fails with [`Error::Unreachable`], as does any other I/O
 /// failure; what the server itself answers (a wrong password, say) is returned as it is.
-pub(crate) async fn connect_within<C: Connection>(
+async fn connect_within<C: Connection>(
     options: &C::Options,
     endpoint: &Endpoint,
     timeout: Duration,

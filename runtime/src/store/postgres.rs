@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
-use sqlx::{Connection, PgConnection, Postgres};
+use sqlx::{PgConnection, Postgres};
 
-use super::connect::{connect_within, first_of_pool, Endpoint};
+use super::connect::{open_pool, Endpoint};
 use super::owned_transaction::OwnedTransaction;
 use super::{
     require_current, rows, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters,
@@ -114,14 +114,7 @@ impl PostgresStore {
             ),
             port: options.get_port(),
         };
-        let first: PgConnection = connect_within(&options, &endpoint, connect_timeout).await?;
-        // The server answers: the pool opens its own connections from here on.
-        let _ = tokio::time::timeout(connect_timeout, first.close()).await;
-        let pool = PgPoolOptions::new()
-            .max_connections(connections)
-            .acquire_timeout(Duration::from_secs(3600))
-            .connect_lazy_with(options);
-        first_of_pool(&pool, &endpoint, connect_timeout).await?;
+        let pool = open_pool(options, &endpoint, connections, connect_timeout).await?;
         Ok(Self {
             owns_pool: true,
             ..Self::with_pool(pool, schema).await?

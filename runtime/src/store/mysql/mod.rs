@@ -21,13 +21,12 @@ use std::time::Duration;
 
 use sqlx::error::BoxDynError;
 use sqlx::mysql::{
-    MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOptions, MySqlQueryResult,
-    MySqlTypeInfo, MySqlValueRef,
+    MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlQueryResult, MySqlTypeInfo, MySqlValueRef,
 };
-use sqlx::{ColumnIndex, Connection, Decode, Executor, MySql, Row, Type, TypeInfo};
+use sqlx::{ColumnIndex, Decode, Executor, MySql, Row, Type, TypeInfo};
 
 pub(crate) use self::statement::{query, query_scalar};
-use super::connect::{connect_within, first_of_pool, Endpoint};
+use super::connect::{open_pool, Endpoint};
 use super::owned_transaction::OwnedTransaction;
 use super::rows::{self, Column};
 use super::{
@@ -90,14 +89,7 @@ impl MySqlStore {
             ),
             port: options.get_port(),
         };
-        let first: MySqlConnection = connect_within(&options, &endpoint, connect_timeout).await?;
-        // The server answers: the pool opens its own connections from here on.
-        let _ = tokio::time::timeout(connect_timeout, first.close()).await;
-        let pool = MySqlPoolOptions::new()
-            .max_connections(connections)
-            .acquire_timeout(Duration::from_secs(3600))
-            .connect_lazy_with(options);
-        first_of_pool(&pool, &endpoint, connect_timeout).await?;
+        let pool = open_pool(options, &endpoint, connections, connect_timeout).await?;
         Ok(Self {
             owns_pool: true,
             ..Self::with_pool(pool, schema).await?
