@@ -1,0 +1,873 @@
+//! Upgrades keep every stored row: a database written by an earlier release opens on this
+//! build, migrates, and runs what it holds with the outcomes that release promised.
+//!
+//! `tests/fixtures/<release>/` holds what one release wrote (a SQLite file, a PostgreSQL dump
+//! and a MariaDB dump), each made by [`write_fixtures_of_this_build`] from the actors below at
+//! a fixed time on a manual clock. The reading tests load every release's fixture into a
+//! fresh database, start this build on it (which applies the schema migrations), and check
+//! each kind of row: states of older versions, queued, delayed, completed, rejected and dead
+//! messages, idempotency keys, keyed and recurring reminders, pending, done and dead effects
+//! with their replies, a paused actor and the audit log. The actors and what the writer does
+//! with them stay as they are: the reader expects exactly what they wrote.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde::{Deserialize, Serialize};
+use solid_objects::admin::{ActorFilter, DeadLetterFilter, EffectFilter, ReminderFilter};
+use solid_objects::prelude::*;
+use solid_objects::{Builder, Drained};
+use support::mariadb::MariaDb;
+use support::postgres::PgServer;
+
+/// The manual clock's time while the fixtures were written; each reading test starts there.
+fn written_at() -> DateTime<Utc> {
+    "2026-01-05T09:00:00Z".parse().expect("a valid time")
+}
+
+/// The caller the writer's administration calls name, to find their audit rows.
+fn fixture_operator() -> Value {
+    json!({ "operator": "fixture writer" })
+}
+
+/// The account as the first version of its state stored it: the owner and whole euros.
+#[actor(name = "Account")]
+#[derive(Default)]
+struct AccountV1 {
+    owner: String,
+    balance: u64,
+}
+
+#[actor]
+impl AccountV1 {
+    #[command]
+    fn open(&mut self, owner: String, balance: u64) {
+        (self.owner, self.balance) = (owner, balance);
+    }
+}
+
+/// The second version of the account's state: the owner became the holder.
+#[actor(name = "Account", version = 2)]
+#[derive(Default)]
+struct AccountV2 {
+    holder: String,
+    balance: u64,
+}
+
+#[actor]
+impl AccountV2 {
+    #[migrate(from = 1)]
+    fn from_v1(old: Value) -> Result<Value, MigrationError> {
+        rename_owner(old)
+    }
+
+    #[command]
+    fn open(&mut self, holder: String, balance: u64) {
+        (self.holder, self.balance) = (holder, balance);
+    }
+}
+
+/// Renames a version 1 account's owner to the holder, in the stored JSON.
+fn rename_owner(mut old: Value) -> Result<Value, MigrationError> {
+    let account = old
+        .as_object_mut()
+        .ok_or("a version 1 account is an object")?;
+    let owner = account
+        .remove("owner")
+        .ok_or("a version 1 account has an owner")?;
+    account.insert("holder".to_owned(), owner);
+    Ok(old)
+}
+
+/// The account's current state, version 3: cents, and what happened to it.
+#[actor(name = "Account", version = 3)]
+#[derive(Debug, Default, PartialEq)]
+struct Account {
+    holder: String,
+    cents: u64,
+    history: Vec<String>,
+}
+
+#[actor]
+impl Account {
+    #[migrate(from = 1)]
+    fn from_v1(old: Value) -> Result<Value, MigrationError> {
+        rename_owner(old)
+    }
+
+    /// Counts the balance in cents.
+    #[migrate(from = 2)]
+    fn to_cents(old: AccountV2) -> Account {
+        Account {
+            holder: old.holder,
+            cents: old.balance * 100,
+            history: vec!["migrated".to_owned()],
+        }
+    }
+
+    #[command]
+    fn open(&mut self, holder: String, cents: u64) {
+        (self.holder, self.cents) = (holder, cents);
+        self.history.push("open".to_owned());
+    }
+
+    #[command]
+    fn deposit(&mut self, cents: u64) -> u64 {
+        self.cents += cents;
+        self.history.push(format!("deposit {cents}"));
+        self.cents
+    }
+}
+
+/// Postings under a limit: a negative amount is rejected, one over the limit fails for good.
+#[actor]
+#[derive(Debug, Default, PartialEq)]
+struct Ledger {
+    limit: i64,
+    entries: Vec<(String, i64)>,
+}
+
+#[actor]
+impl Ledger {
+    #[command]
+    fn set_limit(&mut self, cents: i64) {
+        self.limit = cents;
+    }
+
+    #[command]
+    fn post(&mut self, entry: String, cents: i64) -> Result<i64, TurnError> {
+        if cents < 0 {
+            return Err(reject!(negative_amount, "{entry} is negative").into());
+        }
+        if cents > self.limit {
+            let error = format!("{entry} is over the limit of {}", self.limit);
+            return Err(Failure::permanent(error).into());
+        }
+        self.entries.push((entry, cents));
+        Ok(self.total())
+    }
+
+    #[query]
+    fn total(&self) -> i64 {
+        self.entries.iter().map(|(_, cents)| cents).sum()
+    }
+}
+
+/// Keyed one-off reminders and two recurring ones; each firing is noted with its time.
+#[actor]
+#[derive(Debug, Default, PartialEq)]
+struct Alarm {
+    rung: Vec<String>,
+    hourly: Vec<String>,
+    quarterly: Vec<String>,
+}
+
+/// A reminder occurrence's time, as the alarm notes it.
+fn occurrence<A: solid_objects::Actor>(turn: &Turn<A>) -> String {
+    let at = turn.scheduled_at().unwrap_or_else(|| turn.now());
+    at.format("%H:%M").to_string()
+}
+
+#[actor]
+impl Alarm {
+    #[command]
+    fn arm(&mut self, turn: &mut Turn<Self>, label: String, minutes: i64) {
+        let at = turn.now() + TimeDelta::minutes(minutes);
+        turn.schedule(at, label.clone()).ring(label);
+    }
+
+    #[command]
+    fn start_ticking(&mut self, turn: &mut Turn<Self>) {
+        turn.schedule_every(TimeDelta::hours(1), "hourly").tick();
+        turn.schedule_every(TimeDelta::minutes(15), "quarterly")
+            .missed(Missed::All)
+            .chime();
+    }
+
+    #[reminder]
+    fn ring(&mut self, turn: &mut Turn<Self>, label: String) {
+        self.rung.push(format!("{label} {}", occurrence(turn)));
+    }
+
+    #[reminder]
+    fn tick(&mut self, turn: &mut Turn<Self>) {
+        self.hourly.push(occurrence(turn));
+    }
+
+    #[reminder]
+    fn chime(&mut self, turn: &mut Turn<Self>) {
+        self.quarterly.push(occurrence(turn));
+    }
+}
+
+/// A parcel handed to the carrier: an effect whose output is the carrier's label.
+#[derive(Serialize, Deserialize)]
+struct ShipParcel {
+    parcel: String,
+}
+
+/// What the carrier answers.
+#[derive(Debug, Serialize, Deserialize)]
+struct Label {
+    tracking: String,
+}
+
+impl Effect for ShipParcel {
+    const NAME: &'static str = "ship_parcel";
+    type Output = Label;
+}
+
+/// Ships parcels through an effect and notes each outcome its replies bring back.
+#[actor]
+#[derive(Debug, Default, PartialEq)]
+struct Shipment {
+    shipped: Vec<String>,
+    unshipped: Vec<String>,
+}
+
+#[actor]
+impl Shipment {
+    #[command]
+    fn ship(&mut self, turn: &mut Turn<Self>, parcel: String) {
+        turn.emit(ShipParcel { parcel })
+            .on_success()
+            .shipped()
+            .on_failure()
+            .not_shipped();
+    }
+
+    #[reply]
+    fn shipped(&mut self, label: Label) {
+        self.shipped.push(label.tracking);
+    }
+
+    #[reply]
+    fn not_shipped(&mut self, failure: EffectFailure<ShipParcel>) {
+        let parcel = failure.effect.parcel;
+        self.unshipped.push(format!("{parcel}: {}", failure.error));
+    }
+}
+
+/// A builder for one backend's database, on the fixture's clock, allowing every call.
+fn on_clock(builder: Builder, clock: &ManualClock) -> Builder {
+    builder
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .actor::<Account>()
+        .actor::<Ledger>()
+        .actor::<Alarm>()
+        .actor::<Shipment>()
+}
+
+/// The carrier: labels every parcel, except the one named `refused`, which it refuses for
+/// good.
+fn carrier(builder: Builder, refused: &'static str) -> Builder {
+    builder.effect(move |ship: ShipParcel, _: EffectContext| async move {
+        if ship.parcel == refused {
+            return Err(Failure::permanent("the carrier refused it"));
+        }
+        Ok(Label {
+            tracking: format!("track-{}", ship.parcel),
+        })
+    })
+}
+
+/// Writes the fixture's rows through the actors, at [`written_at`]; `database` gives a
+/// builder on the database (called once per runtime: each state version has its own).
+async fn write_rows(database: impl Fn() -> Builder) {
+    let clock = ManualClock::new(written_at());
+    // Each earlier state version, through a runtime of its own (two types with one stored
+    // name cannot share a runtime).
+    let first = database().clock(clock.clone()).policy(AllowAll);
+    let first = first.start().await.expect("the runtime starts");
+    let account = first.reference::<AccountV1>("acc-1");
+    account.open("ann", 12).await.expect("acc-1 opens");
+    first.close().await;
+    let second = database().clock(clock.clone()).policy(AllowAll);
+    let second = second.start().await.expect("the runtime starts");
+    let account = second.reference::<AccountV2>("acc-2");
+    account.open("bob", 7).await.expect("acc-2 opens");
+    second.close().await;
+
+    let runtime = carrier(on_clock(database(), &clock), "lost")
+        .start()
+        .await
+        .expect("the runtime starts");
+    let account = runtime.reference::<Account>("acc-3");
+    account.open("cy", 300).await.expect("acc-3 opens");
+    account.deposit(5).await.expect("acc-3 takes a deposit");
+
+    // What runs in the writer: completed, rejected and dead messages, a done effect and
+    // its reply, then a dead effect whose failure reply stays queued.
+    let ledger = runtime.reference::<Ledger>("main");
+    ledger.set_limit(500).await.expect("the limit is set");
+    let invoice = ledger.clone().idempotency_key("inv-1");
+    assert_eq!(invoice.post("invoice 1", 100).await.expect("posted"), 100);
+    let keyed = ledger.enqueue().idempotency_key("inv-2");
+    keyed.post("invoice 2", 200).await.expect("enqueued");
+    let refund = ledger.clone().idempotency_key("refund-1");
+    let refused = refund.post("refund", -5).await;
+    assert_eq!(support::rejection_code(refused), "negative_amount");
+    ledger.enqueue().post("rent", 900).await.expect("enqueued");
+    let frozen = runtime.reference::<Ledger>("frozen");
+    frozen.set_limit(100).await.expect("the limit is set");
+    assert_eq!(frozen.post("deposit", 10).await.expect("posted"), 10);
+    let alarm = runtime.reference::<Alarm>("tower");
+    alarm.arm("wake", 30).await.expect("armed");
+    alarm.arm("noon", 180).await.expect("armed");
+    alarm.start_ticking().await.expect("ticking");
+    let depot = runtime.reference::<Shipment>("depot");
+    depot.ship("p-1").await.expect("shipped");
+    let testing = runtime.testing();
+    let drained = testing.drain().await.expect("the mailboxes drain");
+    assert_eq!((drained.turns, drained.dead.len()), (1, 1), "{drained:?}");
+    assert_eq!(testing.run_effects().await.expect("effects run"), 1);
+    let drained = testing.drain().await.expect("the reply runs");
+    assert_eq!((drained.completed, drained.is_clean()), (1, true));
+    let returns = runtime.reference::<Shipment>("returns");
+    returns.ship("lost").await.expect("shipped");
+    assert_eq!(testing.run_effects().await.expect("effects run"), 1);
+
+    // What waits for the next build: queued and delayed messages, a pending effect, a
+    // queued message of a paused actor.
+    depot.ship("p-2").await.expect("shipped");
+    runtime
+        .reference::<Account>("acc-1")
+        .enqueue()
+        .deposit(50)
+        .await
+        .expect("enqueued");
+    let keyed = ledger.enqueue().idempotency_key("inv-3");
+    keyed.post("invoice 3", 50).await.expect("enqueued");
+    let later = ledger.enqueue().delay(TimeDelta::hours(2));
+    later.post("late fee", 25).await.expect("enqueued");
+    frozen.enqueue().post("held", 20).await.expect("enqueued");
+    let admin = runtime.admin().context(fixture_operator());
+    assert!(admin.pause("Ledger", "frozen").await.expect("paused"));
+    runtime.close().await;
+}
+
+/// Opens a database loaded from a fixture with this build, checks every row the writer
+/// left, and runs what is pending.
+async fn open_and_run(database: Builder, fixture: &str) {
+    let clock = ManualClock::new(written_at());
+    let runtime = carrier(on_clock(database, &clock), "nothing")
+        .start()
+        .await
+        .unwrap_or_else(|error| panic!("{fixture}: this build opens it: {error}"));
+    let admin = runtime.admin();
+
+    let doctor = admin.doctor().await.expect("the doctor runs");
+    assert_eq!(
+        doctor.undecodable,
+        [],
+        "{fixture}: every stored row decodes"
+    );
+    let status = admin.status().await.expect("the status reads");
+    assert_eq!(
+        status.messages,
+        counts(&[
+            ("completed", 16),
+            ("dead", 1),
+            ("ready", 5),
+            ("rejected", 1)
+        ]),
+        "{fixture}: every message is there"
+    );
+    assert_eq!(
+        status.effects,
+        counts(&[("dead", 1), ("done", 1), ("ready", 1)]),
+        "{fixture}: every effect is there"
+    );
+    assert_eq!(
+        (status.reminders, status.paused_actors),
+        (4, 1),
+        "{fixture}"
+    );
+
+    check_listings(&runtime, fixture).await;
+    check_states(&runtime, fixture).await;
+    check_idempotency_keys(&runtime, fixture).await;
+
+    // The queued messages run: a deposit on a state of version 1, a keyed posting, and the
+    // failure reply of the dead effect. The delayed one and the paused actor's wait.
+    let drained = runtime
+        .testing()
+        .drain()
+        .await
+        .expect("the mailboxes drain");
+    assert_eq!(
+        (drained.completed, drained.is_clean()),
+        (3, true),
+        "{fixture}"
+    );
+    let acc_1 = runtime.reference::<Account>("acc-1").snapshot().await;
+    assert_eq!(
+        acc_1.expect("acc-1 reads"),
+        account("ann", 1250, &["migrated", "deposit 50"])
+    );
+    let versions = state_versions(&runtime, "Account").await;
+    assert_eq!(versions, [3, 2, 3], "{fixture}: the turn stored version 3");
+    let ledger = runtime.reference::<Ledger>("main");
+    assert_eq!(ledger.total().await.expect("the total reads"), 350);
+    // A call again under a completed message's key answers with its stored result.
+    let again = ledger.clone().idempotency_key("inv-1");
+    assert_eq!(again.post("invoice 1", 100).await.expect("answered"), 100);
+    assert_eq!(ledger.total().await.expect("the total reads"), 350);
+
+    // The pending effect runs, its reply arrives; the dead one runs again and succeeds.
+    let testing = runtime.testing();
+    assert_eq!(testing.run_effects().await.expect("effects run"), 1);
+    assert_eq!(testing.drain().await.expect("the reply runs").completed, 1);
+    let dead = admin.effects(&EffectFilter::new().status("dead")).await;
+    let dead = dead.expect("dead effects list");
+    assert!(admin.retry_effect(dead[0].id).await.expect("retried"));
+    assert_eq!(testing.run_effects().await.expect("effects run"), 1);
+    assert_eq!(testing.drain().await.expect("the reply runs").completed, 1);
+    let depot = runtime.reference::<Shipment>("depot").snapshot().await;
+    assert_eq!(
+        depot.expect("the depot reads"),
+        Shipment {
+            shipped: vec!["track-p-1".to_owned(), "track-p-2".to_owned()],
+            unshipped: vec![],
+        }
+    );
+    let returns = runtime.reference::<Shipment>("returns").snapshot().await;
+    assert_eq!(
+        returns.expect("the returns read"),
+        Shipment {
+            shipped: vec!["track-lost".to_owned()],
+            unshipped: vec!["lost: the carrier refused it".to_owned()],
+        }
+    );
+
+    // The dead letter, retried once the limit allows it, completes.
+    ledger.set_limit(1000).await.expect("the limit is raised");
+    let letters = admin.dead_letters(&DeadLetterFilter::new()).await;
+    let retried = admin.retry_dead_letter(letters.expect("dead letters list")[0].message_id);
+    let retried = retried.await.expect("the dead letter is enqueued again");
+    assert_eq!(testing.drain().await.expect("it runs").completed, 1);
+    let message = runtime.admin().message(retried).await.expect("it reads");
+    assert_eq!(message.expect("it is there").status, "completed");
+    assert_eq!(ledger.total().await.expect("the total reads"), 1250);
+
+    // Time moves past the due reminders and the delayed message.
+    clock.advance(std::time::Duration::from_secs(130 * 60));
+    let fired = testing
+        .run_due_reminders()
+        .await
+        .expect("the reminders fire");
+    assert_eq!(
+        (fired.occurrences_fired, fired.completed, fired.is_clean()),
+        (10, 11, true),
+        "{fixture}: {fired:?}"
+    );
+    assert_eq!(ledger.total().await.expect("the total reads"), 1275);
+    let alarm = runtime.reference::<Alarm>("tower").snapshot().await;
+    let quarterly = [
+        "09:15", "09:30", "09:45", "10:00", "10:15", "10:30", "10:45", "11:00",
+    ];
+    assert_eq!(
+        alarm.expect("the alarm reads"),
+        Alarm {
+            rung: vec!["wake 09:30".to_owned()],
+            hourly: vec!["11:00".to_owned()],
+            quarterly: quarterly.map(str::to_owned).to_vec(),
+        }
+    );
+    let reminders = reminders(&runtime).await;
+    let expected = [
+        ("chime", "quarterly", "11:15", Some(15 * 60_000)),
+        ("ring", "noon", "12:00", None),
+        ("tick", "hourly", "12:00", Some(60 * 60_000)),
+    ];
+    assert_eq!(reminders, expected.map(reminder), "{fixture}");
+
+    // The paused actor stays paused until an operator resumes it.
+    let frozen = runtime.reference::<Ledger>("frozen");
+    assert!(matches!(frozen.total().await, Err(Error::Paused { .. })));
+    assert_eq!(
+        testing.drain().await.expect("nothing runs"),
+        Drained::default()
+    );
+    assert!(admin.resume("Ledger", "frozen").await.expect("resumed"));
+    assert_eq!(testing.drain().await.expect("it runs").completed, 1);
+    assert_eq!(frozen.total().await.expect("the total reads"), 30);
+    runtime.close().await;
+}
+
+/// Counts by status, as the status lists them.
+fn counts(counts: &[(&str, i64)]) -> Vec<(String, i64)> {
+    counts
+        .iter()
+        .map(|&(status, count)| (status.to_owned(), count))
+        .collect()
+}
+
+/// An account's state.
+fn account(holder: &str, cents: u64, history: &[&str]) -> Account {
+    Account {
+        holder: holder.to_owned(),
+        cents,
+        history: history.iter().map(|entry| (*entry).to_owned()).collect(),
+    }
+}
+
+/// The stored state versions of an actor type's actors, in id order.
+async fn state_versions(runtime: &Runtime, actor_type: &str) -> Vec<i64> {
+    let filter = ActorFilter::new().actor_type(actor_type);
+    let page = runtime.admin().actors(&filter).await.expect("actors list");
+    page.actors
+        .iter()
+        .map(|actor| actor.state_version)
+        .collect()
+}
+
+/// A reminder as [`reminders`] lists it: name, key, due time of day, interval in ms.
+type ListedReminder = (String, String, String, Option<i64>);
+
+/// A reminder as [`reminders`] lists it, from string slices.
+fn reminder((name, key, due, every): (&str, &str, &str, Option<i64>)) -> ListedReminder {
+    (name.to_owned(), key.to_owned(), due.to_owned(), every)
+}
+
+/// The alarm's reminders as the admin API lists them, the next due first (then by name).
+async fn reminders(runtime: &Runtime) -> Vec<ListedReminder> {
+    let filter = ReminderFilter::new().actor_type("Alarm");
+    let listed = runtime.admin().reminders(&filter).await;
+    let mut listed: Vec<_> = listed
+        .expect("reminders list")
+        .into_iter()
+        .map(|reminder| {
+            let due = reminder.due_at.format("%H:%M").to_string();
+            (reminder.name, reminder.key, due, reminder.every_ms)
+        })
+        .collect();
+    listed.sort_by(|a, b| (&a.2, &a.0).cmp(&(&b.2, &b.0)));
+    listed
+}
+
+/// The operators' listings show every row the writer left, as it left them.
+async fn check_listings(runtime: &Runtime, fixture: &str) {
+    let admin = runtime.admin();
+    let letters = admin.dead_letters(&DeadLetterFilter::new()).await;
+    let letters = letters.expect("dead letters list");
+    assert_eq!(letters.len(), 1, "{fixture}: {letters:?}");
+    let letter = &letters[0];
+    assert_eq!(
+        (&*letter.actor_type, &*letter.actor_id, &*letter.operation),
+        ("Ledger", "main", "post")
+    );
+    assert_eq!(letter.arguments, json!({ "entry": "rent", "cents": 900 }));
+    assert_eq!(letter.attempts, 1);
+    assert!(
+        letter.error.contains("rent is over the limit of 500"),
+        "{letter:?}"
+    );
+    assert_eq!(letter.failed_at, Some(written_at()));
+
+    let effects = admin.effects(&EffectFilter::new()).await;
+    let effects: Vec<_> = effects
+        .expect("effects list")
+        .into_iter()
+        .map(|effect| {
+            let error = effect.last_error.unwrap_or_default();
+            (
+                effect.actor_id,
+                effect.name,
+                effect.status,
+                effect.attempts,
+                error,
+            )
+        })
+        .collect();
+    let error = "the carrier refused it";
+    let expected = [
+        ("depot", "ship_parcel", "done", 1, ""),
+        ("returns", "ship_parcel", "dead", 1, error),
+        ("depot", "ship_parcel", "ready", 0, ""),
+    ];
+    let expected = expected.map(|(id, name, status, attempts, error)| {
+        (
+            id.to_owned(),
+            name.to_owned(),
+            status.to_owned(),
+            attempts,
+            error.to_owned(),
+        )
+    });
+    assert_eq!(effects, expected, "{fixture}");
+
+    let reminders = reminders(runtime).await;
+    let expected = [
+        ("chime", "quarterly", "09:15", Some(15 * 60_000)),
+        ("ring", "wake", "09:30", None),
+        ("tick", "hourly", "10:00", Some(60 * 60_000)),
+        ("ring", "noon", "12:00", None),
+    ];
+    assert_eq!(reminders, expected.map(reminder), "{fixture}");
+
+    let ledgers = ActorFilter::new().actor_type("Ledger");
+    let ledgers = admin.actors(&ledgers).await.expect("actors list").actors;
+    let paused: Vec<_> = ledgers
+        .iter()
+        .map(|ledger| (&*ledger.actor_id, ledger.paused_at))
+        .collect();
+    assert_eq!(paused, [("frozen", Some(written_at())), ("main", None)]);
+
+    let events = admin.audit_log(1000).await.expect("the audit log reads");
+    let written: Vec<_> = events
+        .iter()
+        .filter(|event| event.caller.as_ref() == Some(&fixture_operator()))
+        .map(|event| (&*event.action, &*event.resource, &*event.outcome, event.at))
+        .collect();
+    let resource = "Ledger/frozen";
+    assert_eq!(
+        written,
+        [("pause", resource, "done", written_at())],
+        "{fixture}: {events:?}"
+    );
+}
+
+/// States of every version read as this build's, with their migrations run in memory.
+async fn check_states(runtime: &Runtime, fixture: &str) {
+    let versions = state_versions(runtime, "Account").await;
+    assert_eq!(versions, [1, 2, 3], "{fixture}: each account's version");
+    let expected = [
+        ("acc-1", account("ann", 1200, &["migrated"])),
+        ("acc-2", account("bob", 700, &["migrated"])),
+        ("acc-3", account("cy", 305, &["open", "deposit 5"])),
+    ];
+    for (id, state) in expected {
+        let read = runtime.reference::<Account>(id).snapshot().await;
+        assert_eq!(read.expect("the account reads"), state, "{fixture}: {id}");
+    }
+    let versions = state_versions(runtime, "Account").await;
+    assert_eq!(
+        versions,
+        [1, 2, 3],
+        "{fixture}: reading migrates in memory only"
+    );
+    let ledger = runtime.reference::<Ledger>("main").snapshot().await;
+    let entries = [("invoice 1", 100), ("invoice 2", 200)];
+    assert_eq!(
+        ledger.expect("the ledger reads"),
+        Ledger {
+            limit: 500,
+            entries: entries
+                .map(|(entry, cents)| (entry.to_owned(), cents))
+                .to_vec(),
+        },
+        "{fixture}"
+    );
+}
+
+/// The idempotency keys the writer used still find their messages and deduplicate.
+async fn check_idempotency_keys(runtime: &Runtime, fixture: &str) {
+    let ledger = runtime.reference::<Ledger>("main");
+    let stored = |key: &'static str| {
+        let ledger = ledger.clone();
+        async move {
+            let message = ledger.message_with_key(key).await.expect("it reads");
+            message.unwrap_or_else(|| panic!("{fixture}: the message of {key} is kept"))
+        }
+    };
+    let first = stored("inv-1").await.typed::<i64>();
+    assert_eq!(first.result().await.expect("its result reads"), Some(100));
+    let refund = stored("refund-1").await;
+    assert_eq!(
+        support::rejection_code(refund.result().await),
+        "negative_amount"
+    );
+
+    let second = stored("inv-2").await;
+    let enqueued = ledger.enqueue().idempotency_key("inv-2");
+    let enqueued = enqueued.post("invoice 2", 200).await.expect("enqueued");
+    assert_eq!(enqueued.id(), second.id(), "{fixture}: the stored message");
+    assert_eq!(
+        enqueued.result().await.expect("its result reads"),
+        Some(300)
+    );
+    let conflicting = ledger.enqueue().idempotency_key("inv-2");
+    let conflicting = conflicting.post("invoice 2", 201).await;
+    assert!(
+        matches!(conflicting, Err(Error::IdempotencyConflict { .. })),
+        "{fixture}: {conflicting:?}"
+    );
+    // The queued one is found again under its key, and still waits.
+    let third = stored("inv-3").await;
+    let queued = ledger.enqueue().idempotency_key("inv-3");
+    let queued = queued.post("invoice 3", 50).await.expect("enqueued");
+    assert_eq!(queued.id(), third.id());
+    assert!(matches!(
+        queued.status().await.expect("it reads"),
+        MessageStatus::Ready { attempts: 0, .. }
+    ));
+    let entries = ledger.snapshot().await.expect("the ledger reads").entries;
+    assert_eq!(entries.len(), 2, "{fixture}: nothing ran again");
+}
+
+/// The fixtures of every release, oldest first: the folders under tests/fixtures.
+fn releases() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut releases: Vec<PathBuf> = std::fs::read_dir(&root)
+        .expect("tests/fixtures is there")
+        .map(|entry| entry.expect("a fixture folder").path())
+        .filter(|path| path.is_dir())
+        .collect();
+    releases.sort();
+    assert!(
+        releases.iter().any(|path| path.ends_with("0.1.0")),
+        "the first release's fixtures are kept"
+    );
+    releases
+}
+
+/// A program of the machine's PostgreSQL: in `PG_BIN`, or the newest
+/// `/usr/lib/postgresql/*/bin`, as the throwaway server's.
+fn postgres_program(name: &str) -> PathBuf {
+    if let Some(bin) = std::env::var_os("PG_BIN") {
+        return PathBuf::from(bin).join(name);
+    }
+    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .expect("PostgreSQL is installed")
+        .map(|entry| entry.expect("a version").path().join("bin").join(name))
+        .filter(|program| program.exists())
+        .collect();
+    versions.sort();
+    versions
+        .pop()
+        .unwrap_or_else(|| panic!("{name} is installed"))
+}
+
+/// Runs a program to its end; panics with its error output if it fails.
+fn run(command: &mut Command) -> Vec<u8> {
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|error| panic!("{command:?} cannot run: {error}"));
+    assert!(
+        output.status.success(),
+        "{command:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
+}
+
+/// The host, port and database of a MariaDB URL of the throwaway server.
+fn mariadb_address(url: &str) -> (String, String, String) {
+    let address = url.strip_prefix("mysql://root@").expect("a root URL");
+    let (host, database) = address.split_once('/').expect("a database");
+    let (host, port) = host.split_once(':').expect("a port");
+    (host.to_owned(), port.to_owned(), database.to_owned())
+}
+
+/// The `mariadb` or `mariadb-dump` command with `options`, on the database of `url`.
+fn mariadb_command(program: &str, options: &[&str], url: &str) -> Command {
+    let (host, port, database) = mariadb_address(url);
+    let mut command = Command::new(program);
+    command.args(["--no-defaults", "--protocol=tcp", "--user=root"]);
+    command
+        .arg(format!("--host={host}"))
+        .arg(format!("--port={port}"));
+    command.args(options).arg(database);
+    command
+}
+
+#[tokio::test]
+async fn sqlite_files_of_every_release_open_migrate_and_run() {
+    for release in releases() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let path = dir.path().join("actors.db");
+        std::fs::copy(release.join("sqlite.db"), &path).expect("the fixture copies");
+        let fixture = format!("{}/sqlite.db", release.display());
+        open_and_run(Runtime::builder().sqlite(path), &fixture).await;
+    }
+}
+
+#[tokio::test]
+async fn postgres_dumps_of_every_release_load_migrate_and_run() {
+    let Some(server) = PgServer::start() else {
+        return;
+    };
+    for release in releases() {
+        let url = server.database().await;
+        let dump = release.join("postgres.sql");
+        run(Command::new(postgres_program("psql"))
+            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-f"])
+            .arg(&dump)
+            .arg(&url));
+        let fixture = dump.display().to_string();
+        open_and_run(Runtime::builder().postgres(url, 4), &fixture).await;
+    }
+}
+
+#[tokio::test]
+async fn mariadb_dumps_of_every_release_load_migrate_and_run() {
+    let Some(server) = MariaDb::start() else {
+        return;
+    };
+    for release in releases() {
+        let url = server.database().await;
+        let dump = release.join("mariadb.sql");
+        let file = std::fs::File::open(&dump).expect("the dump opens");
+        let mut load = mariadb_command("mariadb", &[], &url);
+        let output = load.stdin(file).output().expect("mariadb runs");
+        assert!(
+            output.status.success(),
+            "loading {} failed: {}",
+            dump.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let fixture = dump.display().to_string();
+        open_and_run(Runtime::builder().mysql(url, 4), &fixture).await;
+    }
+}
+
+/// Writes this build's fixtures into `tests/fixtures/<version>/` (the package's version):
+/// run it once on each release, and commit what it wrote (see tests/fixtures/README.md).
+#[tokio::test]
+#[ignore = "writes the fixtures of a new release"]
+async fn write_fixtures_of_this_build() {
+    let release = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(env!("CARGO_PKG_VERSION"));
+    assert!(
+        !release.exists(),
+        "{} is there already: a release's fixtures never change",
+        release.display()
+    );
+    std::fs::create_dir_all(&release).expect("the release's folder");
+
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = dir.path().join("actors.db");
+    write_rows(|| Runtime::builder().sqlite(&path)).await;
+    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(&path);
+    let pool = sqlx::SqlitePool::connect_with(options)
+        .await
+        .expect("it opens");
+    // One compact file, with nothing left in a write-ahead log beside it.
+    sqlx::query("VACUUM INTO ?")
+        .bind(release.join("sqlite.db").display().to_string())
+        .execute(&pool)
+        .await
+        .expect("the file is written");
+    pool.close().await;
+
+    let postgres = PgServer::start().expect("PostgreSQL is installed");
+    let url = postgres.database().await;
+    write_rows(|| Runtime::builder().postgres(&url, 4)).await;
+    let dump = run(Command::new(postgres_program("pg_dump"))
+        .args(["--no-owner", "--no-privileges", "--dbname"])
+        .arg(&url));
+    std::fs::write(release.join("postgres.sql"), dump).expect("the dump is written");
+
+    let mariadb = MariaDb::start().expect("MariaDB is installed");
+    let url = mariadb.database().await;
+    write_rows(|| Runtime::builder().mysql(&url, 4)).await;
+    let options = ["--skip-comments", "--skip-extended-insert", "--hex-blob"];
+    let dump = run(&mut mariadb_command("mariadb-dump", &options, &url));
+    std::fs::write(release.join("mariadb.sql"), dump).expect("the dump is written");
+}
