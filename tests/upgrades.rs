@@ -357,68 +357,70 @@ async fn open_and_run(database: Builder, fixture: &str) {
         .start()
         .await
         .unwrap_or_else(|error| panic!("{fixture}: this build opens it: {error}"));
-    let admin = runtime.admin();
-
-    let doctor = admin.doctor().await.expect("the doctor runs");
-    assert_eq!(
-        doctor.undecodable,
-        [],
-        "{fixture}: every stored row decodes"
-    );
-    let status = admin.status().await.expect("the status reads");
-    assert_eq!(
-        status.messages,
-        counts(&[
-            ("completed", 16),
-            ("dead", 1),
-            ("ready", 5),
-            ("rejected", 1)
-        ]),
-        "{fixture}: every message is there"
-    );
-    assert_eq!(
-        status.effects,
-        counts(&[("dead", 1), ("done", 1), ("ready", 1)]),
-        "{fixture}: every effect is there"
-    );
-    assert_eq!(
-        (status.reminders, status.paused_actors),
-        (4, 1),
-        "{fixture}"
-    );
-
+    check_counts(&runtime, fixture).await;
     check_listings(&runtime, fixture).await;
     check_states(&runtime, fixture).await;
     check_idempotency_keys(&runtime, fixture).await;
+    run_queued_messages(&runtime, fixture).await;
+    run_effects_and_replies(&runtime).await;
+    retry_the_dead_letter(&runtime).await;
+    clock.advance(std::time::Duration::from_secs(130 * 60));
+    fire_due_reminders(&runtime, fixture).await;
+    resume_the_paused_actor(&runtime).await;
+    runtime.close().await;
+}
 
-    // The queued messages run: a deposit on a state of version 1, a keyed posting, and the
-    // failure reply of the dead effect. The delayed one and the paused actor's wait.
-    let drained = runtime
-        .testing()
-        .drain()
-        .await
-        .expect("the mailboxes drain");
+/// Every stored row decodes, and the counts by kind and status are the writer's.
+async fn check_counts(runtime: &Runtime, fixture: &str) {
+    let admin = runtime.admin();
+    let doctor = admin.doctor().await.expect("the doctor runs");
+    let undecodable = doctor.undecodable;
+    assert_eq!(undecodable, [], "{fixture}: every stored row decodes");
+    let status = admin.status().await.expect("the status reads");
+    let messages = [
+        ("completed", 16),
+        ("dead", 1),
+        ("ready", 5),
+        ("rejected", 1),
+    ];
     assert_eq!(
-        (drained.completed, drained.is_clean()),
-        (3, true),
-        "{fixture}"
+        status.messages,
+        counts(&messages),
+        "{fixture}: every message is there"
     );
+    let effects = [("dead", 1), ("done", 1), ("ready", 1)];
+    assert_eq!(
+        status.effects,
+        counts(&effects),
+        "{fixture}: every effect is there"
+    );
+    let (reminders, paused) = (status.reminders, status.paused_actors);
+    assert_eq!((reminders, paused), (4, 1), "{fixture}");
+}
+
+/// The queued messages run: a deposit on a state of version 1, a keyed posting and the
+/// failure reply of the dead effect; the delayed one and the paused actor's wait. A call
+/// again under a completed message's key then answers with its stored result.
+async fn run_queued_messages(runtime: &Runtime, fixture: &str) {
+    let drained = runtime.testing().drain().await;
+    let drained = drained.expect("the mailboxes drain");
+    let ran = (drained.completed, drained.is_clean());
+    assert_eq!(ran, (3, true), "{fixture}: {drained:?}");
     let acc_1 = runtime.reference::<Account>("acc-1").snapshot().await;
-    assert_eq!(
-        acc_1.expect("acc-1 reads"),
-        account("ann", 1250, &["migrated", "deposit 50"])
-    );
-    let versions = state_versions(&runtime, "Account").await;
+    let history = ["migrated", "deposit 50"];
+    assert_eq!(acc_1.expect("acc-1 reads"), account("ann", 1250, &history));
+    let versions = state_versions(runtime, "Account").await;
     assert_eq!(versions, [3, 2, 3], "{fixture}: the turn stored version 3");
     let ledger = runtime.reference::<Ledger>("main");
     assert_eq!(ledger.total().await.expect("the total reads"), 350);
-    // A call again under a completed message's key answers with its stored result.
     let again = ledger.clone().idempotency_key("inv-1");
     assert_eq!(again.post("invoice 1", 100).await.expect("answered"), 100);
     assert_eq!(ledger.total().await.expect("the total reads"), 350);
+}
 
-    // The pending effect runs, its reply arrives; the dead one runs again and succeeds.
-    let testing = runtime.testing();
+/// The pending effect runs and its reply arrives; the dead one, retried, runs and succeeds.
+async fn run_effects_and_replies(runtime: &Runtime) {
+    let (admin, testing) = (runtime.admin(), runtime.testing());
     assert_eq!(testing.run_effects().await.expect("effects run"), 1);
     assert_eq!(testing.drain().await.expect("the reply runs").completed, 1);
     let dead = admin.effects(&EffectFilter::new().status("dead")).await;
@@ -442,28 +444,34 @@ async fn open_and_run(database: Builder, fixture: &str) {
             unshipped: vec!["lost: the carrier refused it".to_owned()],
         }
     );
+}
 
-    // The dead letter, retried once the limit allows it, completes.
+/// The dead letter, retried once the limit allows it, completes.
+async fn retry_the_dead_letter(runtime: &Runtime) {
+    let admin = runtime.admin();
+    let ledger = runtime.reference::<Ledger>("main");
     ledger.set_limit(1000).await.expect("the limit is raised");
     let letters = admin.dead_letters(&DeadLetterFilter::new()).await;
-    let retried = admin.retry_dead_letter(letters.expect("dead letters list")[0].message_id);
-    let retried = retried.await.expect("the dead letter is enqueued again");
-    assert_eq!(testing.drain().await.expect("it runs").completed, 1);
-    let message = runtime.admin().message(retried).await.expect("it reads");
+    let letter = &letters.expect("dead letters list")[0];
+    let retried = admin.retry_dead_letter(letter.message_id).await;
+    let retried = retried.expect("the dead letter is enqueued again");
+    assert_eq!(
+        runtime.testing().drain().await.expect("it runs").completed,
+        1
+    );
+    let message = admin.message(retried).await.expect("it reads");
     assert_eq!(message.expect("it is there").status, "completed");
     assert_eq!(ledger.total().await.expect("the total reads"), 1250);
+}
 
-    // Time moves past the due reminders and the delayed message.
-    clock.advance(std::time::Duration::from_secs(130 * 60));
-    let fired = testing
-        .run_due_reminders()
-        .await
-        .expect("the reminders fire");
-    assert_eq!(
-        (fired.occurrences_fired, fired.completed, fired.is_clean()),
-        (10, 11, true),
-        "{fixture}: {fired:?}"
-    );
+/// At 11:10 the reminders due fire (a recurring one once for the occurrences it missed,
+/// the other once for each) and the delayed message runs.
+async fn fire_due_reminders(runtime: &Runtime, fixture: &str) {
+    let fired = runtime.testing().run_due_reminders().await;
+    let fired = fired.expect("the reminders fire");
+    let ran = (fired.occurrences_fired, fired.completed, fired.is_clean());
+    assert_eq!(ran, (10, 11, true), "{fixture}: {fired:?}");
+    let ledger = runtime.reference::<Ledger>("main");
     assert_eq!(ledger.total().await.expect("the total reads"), 1275);
     let alarm = runtime.reference::<Alarm>("tower").snapshot().await;
     let quarterly = [
@@ -477,25 +485,25 @@ async fn open_and_run(database: Builder, fixture: &str) {
             quarterly: quarterly.map(str::to_owned).to_vec(),
         }
     );
-    let reminders = reminders(&runtime).await;
+    let reminders = reminders(runtime).await;
     let expected = [
         ("chime", "quarterly", "11:15", Some(15 * 60_000)),
         ("ring", "noon", "12:00", None),
         ("tick", "hourly", "12:00", Some(60 * 60_000)),
     ];
     assert_eq!(reminders, expected.map(reminder), "{fixture}");
+}
 
-    // The paused actor stays paused until an operator resumes it.
+/// The paused actor stays paused, its message waiting, until an operator resumes it.
+async fn resume_the_paused_actor(runtime: &Runtime) {
+    let (admin, testing) = (runtime.admin(), runtime.testing());
     let frozen = runtime.reference::<Ledger>("frozen");
     assert!(matches!(frozen.total().await, Err(Error::Paused { .. })));
-    assert_eq!(
-        testing.drain().await.expect("nothing runs"),
-        Drained::default()
-    );
+    let drained = testing.drain().await.expect("nothing runs");
+    assert_eq!(drained, Drained::default());
     assert!(admin.resume("Ledger", "frozen").await.expect("resumed"));
     assert_eq!(testing.drain().await.expect("it runs").completed, 1);
     assert_eq!(frozen.total().await.expect("the total reads"), 30);
-    runtime.close().await;
 }
 
 /// Counts by status, as the status lists them.
