@@ -370,10 +370,14 @@ async fn open_and_run(database: Builder, fixture: &str) {
     runtime.close().await;
 }
 
-/// Every stored row decodes, and the counts by kind and status are the writer's.
+/// The schema is this build's, every stored row decodes, and the counts by kind and status
+/// are the writer's.
 async fn check_counts(runtime: &Runtime, fixture: &str) {
     let admin = runtime.admin();
     let doctor = admin.doctor().await.expect("the doctor runs");
+    let newest = doctor.applied_migrations.iter().max();
+    let schema = "every schema migration of this build is applied";
+    assert_eq!(newest, Some(&doctor.known_migration), "{fixture}: {schema}");
     let undecodable = doctor.undecodable;
     assert_eq!(undecodable, [], "{fixture}: every stored row decodes");
     let status = admin.status().await.expect("the status reads");
