@@ -47,6 +47,8 @@
 //!
 //! # Where to start
 //!
+//! - [The guide](guide): calls, effects, failures, lifecycle, watching, testing, operating,
+//!   backends, guarantees, performance and stability, a chapter each.
 //! - [`actor`], [`command`], [`query`], [`reminder`], [`reject!`]: the DSL; the
 //!   `solid-objects-macros` crate docs list every rule with a wrong/right pair and show the
 //!   generated code.
@@ -116,6 +118,9 @@ pub mod effect;
 mod engine;
 mod error;
 mod failure;
+// The guide's examples run on SQLite: without it the chapters are only read, not tested.
+#[cfg(any(doc, feature = "sqlite"))]
+pub mod guide;
 mod handled;
 mod handler_scope;
 mod limits;
