@@ -1,7 +1,7 @@
 //! The guide to solid-objects, a chapter per module: each chapter is a markdown file in the
 //! crate's `guide/` folder, and every example in it runs as a doc test.
 //!
-//! Start with the crate's front page for an actor and a call, then read in this order:
+//! Start with [the crate's front page](crate) for an actor and a call, then read in this order:
 //!
 //! | chapter | what it covers |
 //! |---------|----------------|
