@@ -97,6 +97,35 @@
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+// The guide's chapters, one markdown file each in `guide/`. Its examples run on SQLite:
+// without that feature the chapters are only read, not tested.
+#[cfg(any(doc, feature = "sqlite"))]
+#[doc = include_str!("../guide/index.md")]
+pub mod guide {
+    #[doc = include_str!("../guide/calls.md")]
+    pub mod calls {}
+    #[doc = include_str!("../guide/effects.md")]
+    pub mod effects {}
+    #[doc = include_str!("../guide/failures.md")]
+    pub mod failures {}
+    #[doc = include_str!("../guide/lifecycle.md")]
+    pub mod lifecycle {}
+    #[doc = include_str!("../guide/watching.md")]
+    pub mod watching {}
+    #[doc = include_str!("../guide/testing.md")]
+    pub mod testing {}
+    #[doc = include_str!("../guide/operating.md")]
+    pub mod operating {}
+    #[doc = include_str!("../guide/backends.md")]
+    pub mod backends {}
+    #[doc = include_str!("../guide/guarantees.md")]
+    pub mod guarantees {}
+    #[doc = include_str!("../guide/performance.md")]
+    pub mod performance {}
+    #[doc = include_str!("../guide/stability.md")]
+    pub mod stability {}
+}
+
 #[cfg(not(any(feature = "sqlite", feature = "postgres", feature = "mysql")))]
 compile_error!(
     "solid-objects needs a database: enable its `sqlite` feature (the default), `postgres` \
@@ -118,9 +147,6 @@ pub mod effect;
 mod engine;
 mod error;
 mod failure;
-// The guide's examples run on SQLite: without it the chapters are only read, not tested.
-#[cfg(any(doc, feature = "sqlite"))]
-pub mod guide;
 mod handled;
 mod handler_scope;
 mod limits;
