@@ -47,6 +47,8 @@
 //!
 //! # Where to start
 //!
+//! - [The guide](guide): calls, effects, failures, lifecycle, watching, testing, operating,
+//!   backends, guarantees, performance and stability, a chapter each.
 //! - [`actor`], [`command`], [`query`], [`reminder`], [`reject!`]: the DSL; the
 //!   `solid-objects-macros` crate docs list every rule with a wrong/right pair and show the
 //!   generated code.
@@ -94,6 +96,35 @@
 #[cfg(all(doctest, feature = "sqlite"))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+// The guide's chapters, one markdown file each in `guide/`. Its examples run on SQLite:
+// without that feature the chapters are only read, not tested.
+#[cfg(any(doc, feature = "sqlite"))]
+#[doc = include_str!("../guide/index.md")]
+pub mod guide {
+    #[doc = include_str!("../guide/calls.md")]
+    pub mod calls {}
+    #[doc = include_str!("../guide/effects.md")]
+    pub mod effects {}
+    #[doc = include_str!("../guide/failures.md")]
+    pub mod failures {}
+    #[doc = include_str!("../guide/lifecycle.md")]
+    pub mod lifecycle {}
+    #[doc = include_str!("../guide/watching.md")]
+    pub mod watching {}
+    #[doc = include_str!("../guide/testing.md")]
+    pub mod testing {}
+    #[doc = include_str!("../guide/operating.md")]
+    pub mod operating {}
+    #[doc = include_str!("../guide/backends.md")]
+    pub mod backends {}
+    #[doc = include_str!("../guide/guarantees.md")]
+    pub mod guarantees {}
+    #[doc = include_str!("../guide/performance.md")]
+    pub mod performance {}
+    #[doc = include_str!("../guide/stability.md")]
+    pub mod stability {}
+}
 
 #[cfg(not(any(feature = "sqlite", feature = "postgres", feature = "mysql")))]
 compile_error!(
