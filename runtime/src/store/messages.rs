@@ -281,7 +281,7 @@ fn message_insert<'q>(
             if column > 0 {
                 sql.push_str(", ");
             }
-            sql.push_str(&dialect.placeholder(row * COLUMNS + column + 1));
+            dialect.push_placeholder(&mut sql, row * COLUMNS + column + 1);
         }
         sql.push(')');
         let progress = &message.progress;

@@ -13,6 +13,7 @@
 //! finds it again in its statement cache.
 
 use std::borrow::Cow;
+use std::fmt::Write;
 
 use sqlx::{ColumnIndex, Database, Decode, Encode, Type};
 
@@ -30,12 +31,15 @@ pub(crate) enum Dialect {
 }
 
 impl Dialect {
-    /// The placeholder of the `number`th value of a statement built at run time (values
-    /// bound in order).
-    pub(crate) fn placeholder(self, number: usize) -> Cow<'static, str> {
+    /// Appends the placeholder of the `number`th value of a statement built at run time
+    /// (values bound in order) to `sql`.
+    pub(crate) fn push_placeholder(self, sql: &mut String, number: usize) {
         match self {
-            Self::Postgres => format!("${number}").into(),
-            Self::Sqlite | Self::MySql => "?".into(),
+            Self::Postgres => {
+                // Writing to a `String` cannot fail.
+                let _ = write!(sql, "${number}");
+            }
+            Self::Sqlite | Self::MySql => sql.push('?'),
         }
     }
 }
@@ -107,7 +111,7 @@ enum Text {
     /// One of the store's named statements, with numbered parameters.
     Named(&'static str),
     /// A statement built at run time (a multi-row insert), with the backend's placeholders
-    /// ([`Dialect::placeholder`]) bound in order.
+    /// ([`Dialect::push_placeholder`]) bound in order.
     Built(String),
 }
 
@@ -118,15 +122,18 @@ pub(crate) struct Query<'q> {
     values: Vec<Value<'q>>,
 }
 
+/// Room for the values of most statements, allocated once.
+const VALUES_PER_STATEMENT: usize = 9;
+
 /// Like `sqlx::query`, for one of the store's named statements.
 pub(crate) fn query<'q>(sql: &'static str) -> Query<'q> {
     Query {
         text: Text::Named(sql),
-        values: Vec::new(),
+        values: Vec::with_capacity(VALUES_PER_STATEMENT),
     }
 }
 
-/// A statement built at run time, its placeholders the backend's ([`Dialect::placeholder`]).
+/// A statement built at run time, its placeholders the backend's ([`Dialect::push_placeholder`]).
 pub(crate) fn built<'q>(sql: String, values: Vec<Value<'q>>) -> Query<'q> {
     Query {
         text: Text::Built(sql),

@@ -102,7 +102,7 @@ fn delete_reminders(dialect: Dialect, ids: &[i64]) -> super::query::Query<'stati
         if number > 1 {
             sql.push_str(", ");
         }
-        sql.push_str(&dialect.placeholder(number));
+        dialect.push_placeholder(&mut sql, number);
     }
     sql.push(')');
     built(sql, ids.iter().map(Value::from).collect())
@@ -124,9 +124,9 @@ fn move_reminders(dialect: Dialect, moves: &[(i64, i64)]) -> super::query::Query
                     sql.push_str(", ");
                 }
                 sql.push('(');
-                sql.push_str(&dialect.placeholder(2 * row + 1));
+                dialect.push_placeholder(&mut sql, 2 * row + 1);
                 sql.push_str(", ");
-                sql.push_str(&dialect.placeholder(2 * row + 2));
+                dialect.push_placeholder(&mut sql, 2 * row + 2);
                 sql.push(')');
             }
             sql.push_str(MOVE_REMINDERS_END);
