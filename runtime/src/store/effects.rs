@@ -57,8 +57,9 @@ pub(crate) const INSERT_EFFECT: &str =
 
 /// Claims one effect named `$1` that is due (ready at `$2`, or running with a lease that ran
 /// out by the lease clock), leasing it for `$3` microseconds, and noting `$4` as the last
-/// error of a lease it takes over; returns the claimed row. On SQLite the lease clock is the
-/// runtime's, `$2`; on PostgreSQL it is the server's ([`CLAIM_EFFECT_POSTGRES`]); on MySQL,
+/// error of a lease it takes over; returns the claimed row.
+///
+/// On SQLite the lease clock is the runtime's, `$2`; on PostgreSQL it is the server's ([`CLAIM_EFFECT_POSTGRES`]); on MySQL,
 /// an `UPDATE` cannot read the table it writes, and the effect is found
 /// ([`CLAIMABLE_EFFECT_MYSQL`]), then claimed ([`CLAIM_EFFECT_MYSQL`]), then read
 /// ([`CLAIMED_EFFECT`]).
@@ -103,8 +104,10 @@ pub(crate) const CLAIMABLE_EFFECT_MYSQL: &str = "SELECT id FROM solid_effects
      ORDER BY available_at, id LIMIT 1 FOR UPDATE SKIP LOCKED";
 
 /// Claims effect `$2`, leasing it for `$1` microseconds and noting `$3` as the last error of
-/// a lease it takes over (MySQL). MySQL assigns left to right, each seeing the ones before:
-/// `last_error` reads the status before the claim.
+/// a lease it takes over (MySQL).
+///
+/// MySQL assigns left to right, each seeing the ones before: `last_error` reads the status
+/// before the claim.
 pub(crate) const CLAIM_EFFECT_MYSQL: &str = "UPDATE solid_effects
      SET last_error = CASE WHEN status = 'running' THEN $3
                            ELSE last_error END,

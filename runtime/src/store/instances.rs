@@ -96,6 +96,7 @@ pub(crate) const NEXT_INCARNATION: &str =
          updated_at = excluded.updated_at";
 
 /// Pauses the actor (`$1`, `$2`) at `$3` unless it is paused, creating its row if needed.
+///
 /// MySQL counts a row an upsert found unchanged as affected: there the row is made sure of
 /// first ([`create_instance`]), then paused by [`PAUSE_EXISTING`].
 pub(crate) const PAUSE: &str = "INSERT INTO solid_instances
@@ -275,7 +276,9 @@ pub(crate) trait RowLocks: WriteConnection {
 /// (`SELECT .. FOR UPDATE`, creating it if missing), skips the actor if another turn holds
 /// it, or waits for it until the caller's deadline, inside the server, so that a caller
 /// that gives up leaves no connection queued behind the lock; then it reads its mailbox's
-/// head. `None` if another turn holds it and the caller does not `wait`.
+/// head.
+///
+/// `None` if another turn holds it and the caller does not `wait`.
 #[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
 pub(crate) async fn lock_row<T: RowLocks>(
     tx: &mut T,

@@ -42,7 +42,9 @@ pub(crate) const DEAD_LETTERS: &str =
      FROM solid_messages WHERE status = 'dead' ORDER BY finished_at, id LIMIT $1";
 
 /// The head of a mailbox: its oldest ready message (`$1`, `$2`: the actor) that is due at
-/// `$3` or has been tried. A message sent or enqueued with a delay is not in line until it
+/// `$3` or has been tried.
+///
+/// A message sent or enqueued with a delay is not in line until it
 /// is due, so it holds back nothing; one waiting out its retry backoff is, and holds the
 /// messages behind it.
 pub(crate) const HEAD_OF_MAILBOX: &str = "SELECT id, operation, arguments, attempts, available_at,

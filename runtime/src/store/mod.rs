@@ -638,7 +638,9 @@ pub(crate) trait StateNotices: Send {
 }
 
 /// One write transaction: its writes by concern, and how the backend locks an actor and
-/// ends the transaction. Dropped without [`commit`](Transaction::commit), it rolls back; a
+/// ends the transaction.
+///
+/// Dropped without [`commit`](Transaction::commit), it rolls back; a
 /// transaction dropped while its state is unknown (in the middle of beginning, committing,
 /// or after a savepoint failed) closes its connection instead of returning it to the pool.
 #[async_trait]

@@ -8,8 +8,8 @@
 //! the text, and (for the few statements MySQL runs in several steps) the steps.
 //!
 //! Statements are written with numbered parameters (`$1`), bound in that order; the MySQL
-//! connection runs them with positional `?` parameters as [`spelled`](super::mysql) once per
-//! process. Every statement is a `&'static str`, so sqlx prepares it once per connection and
+//! connection runs them with positional `?` parameters, as its `statement.rs` spells them
+//! once per process. Every statement is a `&'static str`, so sqlx prepares it once per connection and
 //! finds it again in its statement cache.
 
 use std::borrow::Cow;
