@@ -161,6 +161,7 @@ mod runtime;
 mod store;
 mod stored_field;
 mod testing;
+mod time;
 mod turn;
 mod validate;
 mod watch;

@@ -36,6 +36,7 @@
 //! [`Policy::authorize_administration`]: crate::Policy::authorize_administration
 
 mod model;
+mod store_rows;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
@@ -49,11 +50,14 @@ pub use model::{
     Status, StoredKind, Undecodable,
 };
 
+use self::store_rows::public;
 use crate::engine::{from_micros, micros, Engine};
 use crate::error::{Error, Result};
 use crate::policy::{AdminAction, AdminRequest, Denied};
 use crate::runtime::Runtime;
-use crate::store::admin::AdminEventWrite;
+use crate::store::admin::{
+    ActorSelection, AdminEventWrite, DeadLetterSelection, EffectSelection, ReminderSelection,
+};
 use crate::store::{ActorKey, InstanceWrite, MessageLookup, MessageRecord};
 use crate::validate::{validate_id, validate_key};
 
@@ -127,7 +131,10 @@ impl Admin {
     pub async fn status(&self) -> Result<Status> {
         self.audited(AdminAction::Status, "database".to_owned(), || async {
             let now = micros(self.runtime.engine().now());
-            Ok((self.runtime.engine().store().status(now).await?, None))
+            Ok((
+                self.runtime.engine().store().status(now).await?.into(),
+                None,
+            ))
         })
         .await
     }
@@ -143,9 +150,9 @@ impl Admin {
             let hour_ago = now.saturating_sub(3_600_000_000);
             let overview = Overview {
                 now: from_micros(now),
-                status: store.status(now).await?,
-                actor_types: store.actor_types().await?,
-                busiest: store.busiest_mailboxes(i64::from(page(top))).await?,
+                status: store.status(now).await?.into(),
+                actor_types: public(store.actor_types().await?),
+                busiest: public(store.busiest_mailboxes(i64::from(page(top))).await?),
                 finished_last_hour: store.finished_since(hour_ago).await?,
             };
             Ok((overview, None))
@@ -174,7 +181,12 @@ impl Admin {
         self.audited(
             AdminAction::ListActors,
             "actor types".to_owned(),
-            || async { Ok((self.runtime.engine().store().actor_types().await?, None)) },
+            || async {
+                Ok((
+                    public(self.runtime.engine().store().actor_types().await?),
+                    None,
+                ))
+            },
         )
         .await
     }
@@ -201,12 +213,13 @@ impl Admin {
         );
         self.audited(AdminAction::ListActors, resource, || async {
             let limit = page(filter.limit);
-            let actors = self
-                .runtime
-                .engine()
-                .store()
-                .actors(filter, i64::from(limit))
-                .await?;
+            let actors = public(
+                self.runtime
+                    .engine()
+                    .store()
+                    .actors(&ActorSelection::from(filter), i64::from(limit))
+                    .await?,
+            );
             let more = actors.len() == limit as usize;
             Ok((ActorPage { actors, more }, None))
         })
@@ -229,10 +242,11 @@ impl Admin {
                 ..ActorFilter::default()
             };
             let summary = store
-                .actors(&filter, 1)
+                .actors(&ActorSelection::from(&filter), 1)
                 .await?
                 .into_iter()
-                .find(|actor| actor.actor_id == actor_id);
+                .find(|actor| actor.actor_id == actor_id)
+                .map(ActorSummary::from);
             let Some(summary) = summary else {
                 return Ok((None, None));
             };
@@ -255,13 +269,18 @@ impl Admin {
             let details = ActorDetails {
                 summary,
                 state,
-                head: store.oldest_ready(key).await?,
-                reminders: store.all_reminders(&reminders, i64::from(MAX_PAGE)).await?,
+                head: store.oldest_ready(key).await?.map(MailboxHead::from),
+                reminders: public(
+                    store
+                        .all_reminders(&ReminderSelection::from(&reminders), i64::from(MAX_PAGE))
+                        .await?,
+                ),
                 effects: store
-                    .effects(&effects, i64::from(MAX_PAGE))
+                    .effects(&EffectSelection::from(&effects), i64::from(MAX_PAGE))
                     .await?
                     .into_iter()
                     .filter(|effect| effect.status != "done")
+                    .map(EffectSummary::from)
                     .collect(),
                 recent_messages: store
                     .recent_messages(
@@ -290,7 +309,11 @@ impl Admin {
                     .runtime
                     .engine()
                     .store()
-                    .dead_letters_matching(filter, (0, i64::MAX), i64::from(page(filter.limit)))
+                    .dead_letters_matching(
+                        &DeadLetterSelection::from(filter),
+                        (0, i64::MAX),
+                        i64::from(page(filter.limit)),
+                    )
                     .await?;
                 let letters = records
                     .into_iter()
@@ -354,7 +377,11 @@ impl Admin {
                 loop {
                     let batch = engine
                         .store()
-                        .dead_letters_matching(&filter, (after, up_to), REDRIVE_BATCH)
+                        .dead_letters_matching(
+                            &DeadLetterSelection::from(&filter),
+                            (after, up_to),
+                            REDRIVE_BATCH,
+                        )
                         .await?;
                     for letter in &batch {
                         if let Some(enqueued) = engine.redrive_dead_letter(letter.id).await? {
@@ -396,9 +423,12 @@ impl Admin {
                 .runtime
                 .engine()
                 .store()
-                .effects(filter, i64::from(page(filter.limit)))
+                .effects(
+                    &EffectSelection::from(filter),
+                    i64::from(page(filter.limit)),
+                )
                 .await?;
-            Ok((effects, None))
+            Ok((public(effects), None))
         })
         .await
     }
@@ -428,9 +458,12 @@ impl Admin {
                 .runtime
                 .engine()
                 .store()
-                .all_reminders(filter, i64::from(page(filter.limit)))
+                .all_reminders(
+                    &ReminderSelection::from(filter),
+                    i64::from(page(filter.limit)),
+                )
                 .await?;
-            Ok((reminders, None))
+            Ok((public(reminders), None))
         })
         .await
     }
@@ -482,7 +515,7 @@ impl Admin {
                 .store()
                 .admin_events(i64::MAX, i64::from(page(limit)))
                 .await?;
-            Ok((events, None))
+            Ok((public(events), None))
         })
         .await
     }

@@ -79,7 +79,7 @@ impl Engine {
         let skip = self.unreadable_reminder_ids();
         let (mut due, mut unreadable) = (Vec::new(), Vec::new());
         for row in tx.due_reminders(now, limit, &skip).await? {
-            match row {
+            match row.and_then(readable_catch_up) {
                 Ok(reminder) => due.push(reminder),
                 Err(error) => unreadable.push(error),
             }
@@ -361,7 +361,7 @@ impl Engine {
             keep_keyed: KEPT_IDEMPOTENCY_KEYS,
         };
         let mut tx = self.begin(None).await?;
-        let mut pruned = tx.prune(&retention).await?;
+        let mut pruned = PruneCounts::from(tx.prune(&retention).await?);
         pruned.admin_events = tx.prune_admin_events(retention.finished_before).await?;
         if commit {
             tx.commit().await?;
@@ -461,6 +461,19 @@ enum Retry {
     Enqueued(Box<MessageRecord>, Enqueued),
     /// An earlier retry had.
     Already,
+}
+
+/// A due reminder whose catch-up policy this build reads, or an
+/// [`Error::UnreadableReminder`] (a policy that is not one the runtime writes: the store
+/// returns it as stored).
+fn readable_catch_up(reminder: DueReminder) -> Result<DueReminder> {
+    match &reminder.missed {
+        Some(missed) if Missed::read(missed).is_none() => Err(Error::UnreadableReminder {
+            id: reminder.id,
+            reason: format!("its catch-up policy {missed:?} is not one the runtime writes"),
+        }),
+        _ => Ok(reminder),
+    }
 }
 
 /// The message a reminder's occurrence appends to its actor's mailbox: available now

@@ -38,6 +38,9 @@ use crate::error::{Error, Result};
 use crate::limits::{deadline_after, Limits, RetryPolicy};
 use crate::store::{ActorKey, Bounds, Store, Transaction};
 
+/// The stored-time conversions, which live in the `time` leaf: re-exported for the engine's
+/// callers.
+pub(crate) use crate::time::{from_micros, micros};
 pub(crate) use background::{Pass, TurnErrors};
 pub(crate) use call::{CallOptions, EnqueueOptions, Enqueued};
 pub(crate) use outcome::{stored_rejection, Outcome};
@@ -431,14 +434,4 @@ fn insert_bounded<T: Eq + Hash>(set: &Mutex<HashSet<T>>, value: T) -> bool {
 /// group commit) share one page, rather than at a random page per row.
 pub(crate) fn new_request_id() -> String {
     uuid::Uuid::now_v7().to_string()
-}
-
-/// Microseconds since the Unix epoch, as stored.
-pub(crate) fn micros(at: DateTime<Utc>) -> i64 {
-    at.timestamp_micros()
-}
-
-/// The time a stored microsecond count stands for.
-pub(crate) fn from_micros(micros: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp_micros(micros).unwrap_or(DateTime::<Utc>::MAX_UTC)
 }

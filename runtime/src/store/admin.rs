@@ -1,27 +1,385 @@
-//! The SQL of the administration API: reads on the store's read connections, and the few
-//! writes (pausing, the audit log, the doctor's scratch row) inside a transaction, so they
-//! take the same turn-safe path as every other write. Every value is a bound parameter.
+//! The statements of the operators' views and of `solid_admin_events`, and the traits that
+//! run them on any backend: [`AdminReads`] on the store's read connections, and
+//! [`AdminWrites`] (pausing, the audit log, retention) inside a transaction, so they take
+//! the same turn-safe path as every other write. Every value is a bound parameter.
+//!
+//! The rows are the store's own ([`ActorRow`], [`EffectRow`], ...), with times in stored
+//! microseconds: the administration API turns them into its public types.
 
 use async_trait::async_trait;
 
-use super::{ActorKey, MessageRecord};
-use crate::admin::{
-    ActorFilter, ActorSummary, ActorTypeSummary, AdminEvent, DeadLetterFilter, EffectFilter,
-    EffectSummary, MailboxDepth, MailboxHead, ReminderFilter, ReminderSummary, Status,
-};
+use super::effects::{PRUNE_DEAD_EFFECTS, PRUNE_DONE_EFFECTS};
+use super::instances::{create_instance, PAUSE, PAUSE_EXISTING, RESUME};
+use super::messages::{storable_text, PRUNE_DEAD_LETTERS, PRUNE_FINISHED};
+use super::query::{get, query, Dialect, Row};
+use super::{rows, ActorKey, MessageRecord, ReadConnections, Retention, WriteConnection};
 use crate::error::Result;
+
+// solid_instances and solid_messages: the actors.
+
+/// Every actor type with actors (those with a row, and those with only ready messages or
+/// dead letters), by name, with its counts.
+pub(crate) const ACTOR_TYPES: &str = "SELECT k.actor_type, COUNT(*) AS actors,
+            COUNT(i.paused_at) AS paused,
+            (SELECT COUNT(*) FROM solid_messages m
+             WHERE m.actor_type = k.actor_type AND m.status = 'ready')
+                AS ready_messages,
+            (SELECT COUNT(*) FROM solid_messages m
+             WHERE m.actor_type = k.actor_type AND m.status = 'dead')
+                AS dead_letters
+     FROM (SELECT actor_type, actor_id FROM solid_instances
+           UNION SELECT actor_type, actor_id FROM solid_messages
+           WHERE status IN ('ready', 'dead')) AS k
+     LEFT JOIN solid_instances i ON i.actor_type = k.actor_type AND i.actor_id = k.actor_id
+     GROUP BY k.actor_type ORDER BY k.actor_type";
+
+/// A page of actors (as [`ACTOR_TYPES`] finds them) of type `$1`, with an id starting with
+/// `$2`, after (`$3`, `$4`), in (type, id) order, at most `$5` (`NULL`: any).
+pub(crate) const ACTORS: &str = "SELECT k.actor_type, k.actor_id, i.revision, i.incarnation,
+            i.state_version, i.updated_at, i.paused_at,
+            (SELECT COUNT(*) FROM solid_messages m
+             WHERE m.actor_type = k.actor_type AND m.actor_id = k.actor_id
+               AND m.status = 'ready') AS depth
+     FROM (SELECT actor_type, actor_id FROM solid_instances
+           UNION SELECT actor_type, actor_id FROM solid_messages
+           WHERE status IN ('ready', 'dead')) AS k
+     LEFT JOIN solid_instances i ON i.actor_type = k.actor_type AND i.actor_id = k.actor_id
+     WHERE ($1 IS NULL OR k.actor_type = $1)
+       AND ($2 IS NULL OR substr(k.actor_id, 1, length($2)) = $2)
+       AND ($3 IS NULL OR k.actor_type > $3
+            OR (k.actor_type = $3 AND k.actor_id > $4))
+     ORDER BY k.actor_type, k.actor_id LIMIT $5";
+
+/// The actor's (`$1`, `$2`) committed state.
+pub(crate) const STATE: &str =
+    "SELECT state FROM solid_instances WHERE actor_type = $1 AND actor_id = $2";
+
+// solid_messages.
+
+/// The oldest ready message of the actor (`$1`, `$2`), due or not.
+pub(crate) const OLDEST_READY: &str =
+    "SELECT id, operation, attempts, last_error, available_at, created_at
+     FROM solid_messages
+     WHERE actor_type = $1 AND actor_id = $2 AND status = 'ready'
+     ORDER BY id LIMIT 1";
+
+/// Dead letters with ids in (`$1`, `$9`], of type `$2` and operation `$3`, whose error is
+/// `LIKE $4` (with `!` escaping), that died in [`$5`, `$6`), retried ones only if `$7`,
+/// oldest first, at most `$8` (`NULL`: any).
+pub(crate) const DEAD_LETTERS_MATCHING: &str =
+    "SELECT id, actor_type, actor_id, operation, arguments, request_id, idempotency_key,
+            status, attempts, available_at, result, last_error, created_at, finished_at,
+            retried_as, incarnation, scheduled_for
+     FROM solid_messages WHERE status = 'dead' AND id > $1 AND id <= $9
+       AND ($2 IS NULL OR actor_type = $2) AND ($3 IS NULL OR operation = $3)
+       AND ($4 IS NULL OR last_error LIKE $4 ESCAPE '!')
+       AND ($5 IS NULL OR finished_at >= $5)
+       AND ($6 IS NULL OR finished_at < $6)
+       AND (retried_as IS NULL OR $7)
+     ORDER BY id LIMIT $8";
+
+/// The highest message id so far.
+pub(crate) const NEWEST_MESSAGE_ID: &str = "SELECT MAX(id) FROM solid_messages";
+
+/// The ready messages with ids above `$1`, by id, at most `$2`.
+pub(crate) const PENDING_ARGUMENTS: &str = "SELECT id, actor_type, actor_id, operation, arguments
+     FROM solid_messages WHERE status = 'ready' AND id > $1
+     ORDER BY id LIMIT $2";
+
+/// The actor's (`$1`, `$2`) messages with ids above `$3`, newest first, at most `$4`.
+pub(crate) const RECENT_MESSAGES: &str =
+    "SELECT id, actor_type, actor_id, operation, arguments, request_id, idempotency_key,
+            status, attempts, available_at, result, last_error, created_at, finished_at,
+            retried_as, incarnation, scheduled_for
+     FROM solid_messages
+     WHERE id > $3 AND actor_type = $1 AND actor_id = $2 ORDER BY id DESC LIMIT $4";
+
+/// The actors with the most ready messages, the deepest first, at most `$1`.
+pub(crate) const BUSIEST_MAILBOXES: &str =
+    "SELECT actor_type, actor_id, COUNT(*) AS ready FROM solid_messages
+     WHERE status = 'ready' GROUP BY actor_type, actor_id
+     ORDER BY ready DESC, actor_type, actor_id LIMIT $1";
+
+/// Messages that finished at or after `$1`, by status.
+pub(crate) const FINISHED_SINCE: &str = "SELECT status, COUNT(*) AS count FROM solid_messages
+     WHERE status <> 'ready' AND finished_at >= $1
+     GROUP BY status ORDER BY status";
+
+/// Messages and effects by status.
+pub(crate) const STATUS_COUNTS: &str = "SELECT 'messages' AS kind, status, COUNT(*) AS count
+     FROM solid_messages GROUP BY status
+     UNION ALL
+     SELECT 'effects' AS kind, status, COUNT(*) AS count
+     FROM solid_effects GROUP BY status
+     ORDER BY kind, status";
+
+/// The reminders, those due at `$1`, the paused actors, the oldest message due at `$1`, and
+/// the next reminder.
+pub(crate) const STATUS_DUE: &str = "SELECT (SELECT COUNT(*) FROM solid_reminders) AS reminders,
+            (SELECT COUNT(*) FROM solid_reminders WHERE due_at <= $1) AS due,
+            (SELECT COUNT(*) FROM solid_instances WHERE paused_at IS NOT NULL)
+                AS paused,
+            (SELECT MIN(created_at) FROM solid_messages
+             WHERE status = 'ready' AND available_at <= $1) AS oldest_due,
+            (SELECT MIN(due_at) FROM solid_reminders) AS next_reminder";
+
+// solid_reminders.
+
+/// Reminders of type `$1` and id `$2` due at or before `$3`, the next due first, at most
+/// `$4` (`NULL`: any).
+pub(crate) const ALL_REMINDERS: &str =
+    "SELECT actor_type, actor_id, name, \"key\", due_at, every_micros
+     FROM solid_reminders
+     WHERE ($1 IS NULL OR actor_type = $1) AND ($2 IS NULL OR actor_id = $2)
+       AND ($3 IS NULL OR due_at <= $3)
+     ORDER BY due_at, id LIMIT $4";
+
+/// The reminders with ids above `$1`, by id, at most `$2`, their name as the operation.
+pub(crate) const REMINDER_ARGUMENTS: &str =
+    "SELECT id, actor_type, actor_id, name AS operation, arguments
+     FROM solid_reminders WHERE id > $1 ORDER BY id LIMIT $2";
+
+// solid_effects.
+
+/// Effects of status `$1` (`pending`: ready or running), type `$2`, id `$3` and name `$4`,
+/// oldest first, at most `$5` (`NULL`: any).
+pub(crate) const EFFECTS: &str =
+    "SELECT id, effect_id, actor_type, actor_id, name, status, attempts,
+            available_at, last_error, created_at
+     FROM solid_effects
+     WHERE ($1 IS NULL OR status = $1
+            OR ($1 = 'pending' AND status IN ('ready', 'running')))
+       AND ($2 IS NULL OR actor_type = $2) AND ($3 IS NULL OR actor_id = $3)
+       AND ($4 IS NULL OR name = $4)
+     ORDER BY id LIMIT $5";
+
+// solid_admin_events and solid_schema_migrations.
+
+/// Audit rows with ids below `$1`, newest first, at most `$2`.
+pub(crate) const ADMIN_EVENTS: &str = "SELECT id, at, caller, action, resource, outcome, details
+     FROM solid_admin_events WHERE id < $1 ORDER BY id DESC LIMIT $2";
+
+/// Appends an audit row, returning its id (but on MySQL, whose id is the inserted one).
+pub(crate) fn record_admin_event(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Sqlite | Dialect::Postgres => {
+            "INSERT INTO solid_admin_events
+                 (at, caller, action, resource, outcome, details)
+             VALUES ($1, $2, $3, $4, $5, $6) RETURNING id"
+        }
+        Dialect::MySql => {
+            "INSERT INTO solid_admin_events
+                 (at, caller, action, resource, outcome, details)
+             VALUES ($1, $2, $3, $4, $5, $6)"
+        }
+    }
+}
+
+/// Records how the call of audit row `$3` ended (`$1`, `$2`).
+pub(crate) const FINISH_ADMIN_EVENT: &str =
+    "UPDATE solid_admin_events SET outcome = $1, details = $2 WHERE id = $3";
+
+/// Deletes audit rows older than `$1`.
+pub(crate) const PRUNE_ADMIN_EVENTS: &str = "DELETE FROM solid_admin_events WHERE at < $1";
+
+/// The schema versions applied.
+pub(crate) const APPLIED_MIGRATIONS: &str =
+    "SELECT version FROM solid_schema_migrations ORDER BY version";
+
+/// An actor type and its counts.
+#[derive(Debug, Clone)]
+pub(crate) struct ActorTypeRow {
+    pub(crate) actor_type: String,
+    pub(crate) actors: i64,
+    pub(crate) paused: i64,
+    pub(crate) ready_messages: i64,
+    pub(crate) dead_letters: i64,
+}
+
+/// An actor as operators list it; an actor with only messages has no row's values.
+#[derive(Debug, Clone)]
+pub(crate) struct ActorRow {
+    pub(crate) actor_type: String,
+    pub(crate) actor_id: String,
+    pub(crate) revision: Option<i64>,
+    pub(crate) incarnation: Option<i64>,
+    pub(crate) state_version: Option<i64>,
+    pub(crate) mailbox_depth: i64,
+    pub(crate) updated_at: Option<i64>,
+    pub(crate) paused_at: Option<i64>,
+}
+
+/// Which actors to list.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ActorSelection<'a> {
+    pub(crate) actor_type: Option<&'a str>,
+    pub(crate) id_prefix: Option<&'a str>,
+    /// The (type, id) the page starts after.
+    pub(crate) after: Option<(&'a str, &'a str)>,
+}
+
+/// The oldest ready message of an actor.
+#[derive(Debug, Clone)]
+pub(crate) struct MailboxHeadRow {
+    pub(crate) message_id: i64,
+    pub(crate) operation: String,
+    pub(crate) attempts: i64,
+    pub(crate) last_error: Option<String>,
+    pub(crate) available_at: i64,
+    pub(crate) created_at: i64,
+}
+
+/// A scheduled reminder as operators list it.
+#[derive(Debug, Clone)]
+pub(crate) struct ScheduledReminderRow {
+    pub(crate) actor_type: String,
+    pub(crate) actor_id: String,
+    pub(crate) name: String,
+    pub(crate) key: String,
+    pub(crate) due_at: i64,
+    pub(crate) every_micros: Option<i64>,
+}
+
+/// Which reminders to list.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ReminderSelection<'a> {
+    pub(crate) actor_type: Option<&'a str>,
+    pub(crate) actor_id: Option<&'a str>,
+    pub(crate) due_before: Option<i64>,
+}
+
+/// An effect as operators list it.
+#[derive(Debug, Clone)]
+pub(crate) struct EffectRow {
+    pub(crate) id: i64,
+    pub(crate) effect_id: String,
+    pub(crate) actor_type: String,
+    pub(crate) actor_id: String,
+    pub(crate) name: String,
+    pub(crate) status: String,
+    pub(crate) attempts: i64,
+    pub(crate) available_at: i64,
+    pub(crate) last_error: Option<String>,
+    pub(crate) created_at: i64,
+}
+
+/// Which effects to list.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct EffectSelection<'a> {
+    /// A status, or `pending` for ready and running ones.
+    pub(crate) status: Option<&'a str>,
+    pub(crate) actor_type: Option<&'a str>,
+    pub(crate) actor_id: Option<&'a str>,
+    pub(crate) name: Option<&'a str>,
+}
+
+/// Which dead letters to list.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct DeadLetterSelection<'a> {
+    pub(crate) actor_type: Option<&'a str>,
+    pub(crate) operation: Option<&'a str>,
+    /// Text the error contains.
+    pub(crate) error_contains: Option<&'a str>,
+    /// Died at or after, and before.
+    pub(crate) since: Option<i64>,
+    pub(crate) until: Option<i64>,
+    /// Whether dead letters an operator retried are listed too.
+    pub(crate) include_retried: bool,
+}
+
+/// An actor's ready messages.
+#[derive(Debug, Clone)]
+pub(crate) struct MailboxDepthRow {
+    pub(crate) actor_type: String,
+    pub(crate) actor_id: String,
+    pub(crate) ready: i64,
+}
+
+/// The counts behind the operators' status.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StatusRow {
+    /// Messages by status, and effects by status.
+    pub(crate) messages: Vec<(String, i64)>,
+    pub(crate) effects: Vec<(String, i64)>,
+    pub(crate) reminders: i64,
+    pub(crate) reminders_due: i64,
+    pub(crate) paused_actors: i64,
+    /// When the oldest due message was enqueued, and when the earliest due reminder was due.
+    pub(crate) oldest_due_message_at: Option<i64>,
+    pub(crate) oldest_due_reminder_at: Option<i64>,
+}
+
+/// An audit row, its caller and details as stored (JSON text).
+#[derive(Debug, Clone)]
+pub(crate) struct AdminEventRow {
+    pub(crate) id: i64,
+    pub(crate) at: i64,
+    pub(crate) caller: Option<String>,
+    pub(crate) action: String,
+    pub(crate) resource: String,
+    pub(crate) outcome: String,
+    pub(crate) details: Option<String>,
+}
+
+/// How many rows retention deleted, of each kind.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Pruned {
+    pub(crate) finished_messages: u64,
+    pub(crate) done_effects: u64,
+    pub(crate) dead_letters: u64,
+    pub(crate) dead_effects: u64,
+}
+
+/// A stored operation and its arguments (a ready message's, or a scheduled reminder's).
+#[derive(Debug)]
+pub(crate) struct StoredArguments {
+    /// The message's or the reminder's row id.
+    pub(crate) id: i64,
+    pub(crate) actor_type: String,
+    pub(crate) actor_id: String,
+    /// The operation (a reminder's name).
+    pub(crate) operation: String,
+    /// The arguments as stored (JSON text).
+    pub(crate) arguments: String,
+}
+
+/// An audit row to write.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AdminEventWrite<'a> {
+    pub(crate) at: i64,
+    pub(crate) caller: Option<&'a str>,
+    pub(crate) action: &'a str,
+    pub(crate) resource: &'a str,
+    pub(crate) outcome: &'a str,
+    pub(crate) details: Option<&'a str>,
+}
+
+/// A `LIKE` pattern that matches `text` anywhere, with `!` escaping the wildcards (and
+/// itself): a backslash would read differently under MySQL's `NO_BACKSLASH_ESCAPES`.
+pub(crate) fn contains_pattern(text: &str) -> String {
+    let mut pattern = String::with_capacity(text.len() + 2);
+    pattern.push('%');
+    for c in text.chars() {
+        if matches!(c, '!' | '%' | '_') {
+            pattern.push('!');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
+}
 
 /// What the administration API reads, without locking anything.
 #[async_trait]
 pub(crate) trait AdminReads: Send + Sync {
     /// Every actor type with actors or messages, by name.
-    async fn actor_types(&self) -> Result<Vec<ActorTypeSummary>>;
+    async fn actor_types(&self) -> Result<Vec<ActorTypeRow>>;
 
     /// A page of actors, at most `limit`, in (type, id) order.
-    async fn actors(&self, filter: &ActorFilter, limit: i64) -> Result<Vec<ActorSummary>>;
+    async fn actors(&self, selection: &ActorSelection<'_>, limit: i64) -> Result<Vec<ActorRow>>;
 
     /// The oldest ready message of an actor, due or not.
-    async fn oldest_ready(&self, actor: ActorKey<'_, '_>) -> Result<Option<MailboxHead>>;
+    async fn oldest_ready(&self, actor: ActorKey<'_, '_>) -> Result<Option<MailboxHeadRow>>;
 
     /// An actor's committed state, if it has one.
     async fn state(&self, actor: ActorKey<'_, '_>) -> Result<Option<String>>;
@@ -29,17 +387,17 @@ pub(crate) trait AdminReads: Send + Sync {
     /// Reminders, the next due first.
     async fn all_reminders(
         &self,
-        filter: &ReminderFilter,
+        selection: &ReminderSelection<'_>,
         limit: i64,
-    ) -> Result<Vec<ReminderSummary>>;
+    ) -> Result<Vec<ScheduledReminderRow>>;
 
     /// Effects, oldest first.
-    async fn effects(&self, filter: &EffectFilter, limit: i64) -> Result<Vec<EffectSummary>>;
+    async fn effects(&self, selection: &EffectSelection<'_>, limit: i64) -> Result<Vec<EffectRow>>;
 
-    /// The dead letters matching `filter` with ids in `(after_id, up_to]`, oldest first.
+    /// The dead letters matching `selection` with ids in `(after_id, up_to]`, oldest first.
     async fn dead_letters_matching(
         &self,
-        filter: &DeadLetterFilter,
+        selection: &DeadLetterSelection<'_>,
         (after_id, up_to): (i64, i64),
         limit: i64,
     ) -> Result<Vec<MessageRecord>>;
@@ -64,42 +422,292 @@ pub(crate) trait AdminReads: Send + Sync {
     ) -> Result<Vec<MessageRecord>>;
 
     /// The actors with the most ready messages, the deepest first, at most `limit`.
-    async fn busiest_mailboxes(&self, limit: i64) -> Result<Vec<MailboxDepth>>;
+    async fn busiest_mailboxes(&self, limit: i64) -> Result<Vec<MailboxDepthRow>>;
 
     /// Messages that finished at or after `since`, by status.
     async fn finished_since(&self, since: i64) -> Result<Vec<(String, i64)>>;
 
     /// Counts for `status`, with `now` for what is due.
-    async fn status(&self, now: i64) -> Result<Status>;
+    async fn status(&self, now: i64) -> Result<StatusRow>;
 
     /// Audit rows older than `before_id`, newest first.
-    async fn admin_events(&self, before_id: i64, limit: i64) -> Result<Vec<AdminEvent>>;
+    async fn admin_events(&self, before_id: i64, limit: i64) -> Result<Vec<AdminEventRow>>;
 
     /// The schema versions applied to the database.
     async fn applied_migrations(&self) -> Result<Vec<i64>>;
-
-    /// The backend's name, and the newest schema version this build knows.
-    fn schema(&self) -> (&'static str, i64);
-
-    /// The settings that matter, by name.
-    async fn settings(&self) -> Result<Vec<(String, String)>>;
-
-    /// The database server's clock in microseconds, where it has its own.
-    async fn database_micros(&self) -> Result<Option<i64>>;
 }
 
-/// An audit row to write.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct AdminEventWrite<'a> {
-    pub(crate) at: i64,
-    pub(crate) caller: Option<&'a str>,
-    pub(crate) action: &'a str,
-    pub(crate) resource: &'a str,
-    pub(crate) outcome: &'a str,
-    pub(crate) details: Option<&'a str>,
+/// A count pair (`status`, `count`) of a row.
+fn status_count(row: &Row) -> Result<(String, i64)> {
+    Ok((get(row, "status")?, get(row, "count")?))
 }
 
-/// The administration API's writes, inside a transaction.
+#[async_trait]
+impl<S: ReadConnections> AdminReads for S {
+    async fn actor_types(&self) -> Result<Vec<ActorTypeRow>> {
+        let rows = query(ACTOR_TYPES).fetch_all(self.readers()).await?;
+        rows.iter()
+            .map(|row| {
+                Ok(ActorTypeRow {
+                    actor_type: get(row, "actor_type")?,
+                    actors: get(row, "actors")?,
+                    paused: get::<Option<i64>>(row, "paused")?.unwrap_or(0),
+                    ready_messages: get(row, "ready_messages")?,
+                    dead_letters: get(row, "dead_letters")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn actors(&self, selection: &ActorSelection<'_>, limit: i64) -> Result<Vec<ActorRow>> {
+        let (after_type, after_id) = match selection.after {
+            Some((actor_type, actor_id)) => (Some(actor_type), actor_id),
+            None => (None, ""),
+        };
+        let rows = query(ACTORS)
+            .bind(selection.actor_type)
+            .bind(selection.id_prefix)
+            .bind(after_type)
+            .bind(after_id)
+            .bind(limit)
+            .fetch_all(self.readers())
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(ActorRow {
+                    actor_type: get(row, "actor_type")?,
+                    actor_id: get(row, "actor_id")?,
+                    revision: get(row, "revision")?,
+                    incarnation: get(row, "incarnation")?,
+                    state_version: get(row, "state_version")?,
+                    mailbox_depth: get(row, "depth")?,
+                    updated_at: get(row, "updated_at")?,
+                    paused_at: get(row, "paused_at")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn oldest_ready(&self, actor: ActorKey<'_, '_>) -> Result<Option<MailboxHeadRow>> {
+        let row = query(OLDEST_READY)
+            .bind(actor.actor_type)
+            .bind(actor.actor_id)
+            .fetch_optional(self.readers())
+            .await?;
+        row.map(|row| {
+            Ok(MailboxHeadRow {
+                message_id: get(&row, "id")?,
+                operation: get(&row, "operation")?,
+                attempts: get(&row, "attempts")?,
+                last_error: get(&row, "last_error")?,
+                available_at: get(&row, "available_at")?,
+                created_at: get(&row, "created_at")?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn state(&self, actor: ActorKey<'_, '_>) -> Result<Option<String>> {
+        let state: Option<Option<String>> = query(STATE)
+            .bind(actor.actor_type)
+            .bind(actor.actor_id)
+            .fetch_optional_scalar(self.readers())
+            .await?;
+        Ok(state.flatten())
+    }
+
+    async fn all_reminders(
+        &self,
+        selection: &ReminderSelection<'_>,
+        limit: i64,
+    ) -> Result<Vec<ScheduledReminderRow>> {
+        let rows = query(ALL_REMINDERS)
+            .bind(selection.actor_type)
+            .bind(selection.actor_id)
+            .bind(selection.due_before)
+            .bind(limit)
+            .fetch_all(self.readers())
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(ScheduledReminderRow {
+                    actor_type: get(row, "actor_type")?,
+                    actor_id: get(row, "actor_id")?,
+                    name: get(row, "name")?,
+                    key: get(row, "key")?,
+                    due_at: get(row, "due_at")?,
+                    every_micros: get(row, "every_micros")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn effects(&self, selection: &EffectSelection<'_>, limit: i64) -> Result<Vec<EffectRow>> {
+        let rows = query(EFFECTS)
+            .bind(selection.status)
+            .bind(selection.actor_type)
+            .bind(selection.actor_id)
+            .bind(selection.name)
+            .bind(limit)
+            .fetch_all(self.readers())
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(EffectRow {
+                    id: get(row, "id")?,
+                    effect_id: get(row, "effect_id")?,
+                    actor_type: get(row, "actor_type")?,
+                    actor_id: get(row, "actor_id")?,
+                    name: get(row, "name")?,
+                    status: get(row, "status")?,
+                    attempts: get(row, "attempts")?,
+                    available_at: get(row, "available_at")?,
+                    last_error: get(row, "last_error")?,
+                    created_at: get(row, "created_at")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn dead_letters_matching(
+        &self,
+        selection: &DeadLetterSelection<'_>,
+        (after_id, up_to): (i64, i64),
+        limit: i64,
+    ) -> Result<Vec<MessageRecord>> {
+        let rows = query(DEAD_LETTERS_MATCHING)
+            .bind(after_id)
+            .bind(selection.actor_type)
+            .bind(selection.operation)
+            .bind(selection.error_contains.map(contains_pattern))
+            .bind(selection.since)
+            .bind(selection.until)
+            .bind(selection.include_retried)
+            .bind(limit)
+            .bind(up_to)
+            .fetch_all(self.readers())
+            .await?;
+        rows.iter().map(rows::message).collect()
+    }
+
+    async fn newest_message_id(&self) -> Result<i64> {
+        let newest: Option<i64> = query(NEWEST_MESSAGE_ID)
+            .fetch_scalar(self.readers())
+            .await?;
+        Ok(newest.unwrap_or(0))
+    }
+
+    async fn pending_arguments(&self, after_id: i64, limit: i64) -> Result<Vec<StoredArguments>> {
+        let rows = query(PENDING_ARGUMENTS)
+            .bind(after_id)
+            .bind(limit)
+            .fetch_all(self.readers())
+            .await?;
+        rows.iter().map(rows::stored_arguments).collect()
+    }
+
+    async fn reminder_arguments(&self, after_id: i64, limit: i64) -> Result<Vec<StoredArguments>> {
+        let rows = query(REMINDER_ARGUMENTS)
+            .bind(after_id)
+            .bind(limit)
+            .fetch_all(self.readers())
+            .await?;
+        rows.iter().map(rows::stored_arguments).collect()
+    }
+
+    async fn recent_messages(
+        &self,
+        actor: ActorKey<'_, '_>,
+        after_id: i64,
+        limit: i64,
+    ) -> Result<Vec<MessageRecord>> {
+        let rows = query(RECENT_MESSAGES)
+            .bind(actor.actor_type)
+            .bind(actor.actor_id)
+            .bind(after_id)
+            .bind(limit)
+            .fetch_all(self.readers())
+            .await?;
+        rows.iter().map(rows::message).collect()
+    }
+
+    async fn busiest_mailboxes(&self, limit: i64) -> Result<Vec<MailboxDepthRow>> {
+        let rows = query(BUSIEST_MAILBOXES)
+            .bind(limit)
+            .fetch_all(self.readers())
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(MailboxDepthRow {
+                    actor_type: get(row, "actor_type")?,
+                    actor_id: get(row, "actor_id")?,
+                    ready: get(row, "ready")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn finished_since(&self, since: i64) -> Result<Vec<(String, i64)>> {
+        let rows = query(FINISHED_SINCE)
+            .bind(since)
+            .fetch_all(self.readers())
+            .await?;
+        rows.iter().map(status_count).collect()
+    }
+
+    async fn status(&self, now: i64) -> Result<StatusRow> {
+        let counts = query(STATUS_COUNTS).fetch_all(self.readers()).await?;
+        let mut status = StatusRow::default();
+        for row in &counts {
+            let kind: String = get(row, "kind")?;
+            let count = status_count(row)?;
+            match kind.as_str() {
+                "messages" => status.messages.push(count),
+                _ => status.effects.push(count),
+            }
+        }
+        let row = query(STATUS_DUE)
+            .bind(now)
+            .fetch_one(self.readers())
+            .await?;
+        status.reminders = get(&row, "reminders")?;
+        status.reminders_due = get(&row, "due")?;
+        status.paused_actors = get(&row, "paused")?;
+        status.oldest_due_message_at = get(&row, "oldest_due")?;
+        let next_reminder: Option<i64> = get(&row, "next_reminder")?;
+        status.oldest_due_reminder_at = next_reminder.filter(|due| *due <= now);
+        Ok(status)
+    }
+
+    async fn admin_events(&self, before_id: i64, limit: i64) -> Result<Vec<AdminEventRow>> {
+        let rows = query(ADMIN_EVENTS)
+            .bind(before_id)
+            .bind(limit)
+            .fetch_all(self.readers())
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(AdminEventRow {
+                    id: get(row, "id")?,
+                    at: get(row, "at")?,
+                    caller: get(row, "caller")?,
+                    action: get(row, "action")?,
+                    resource: get(row, "resource")?,
+                    outcome: get(row, "outcome")?,
+                    details: get(row, "details")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn applied_migrations(&self) -> Result<Vec<i64>> {
+        Ok(query(APPLIED_MIGRATIONS)
+            .fetch_all_scalars(self.readers())
+            .await?)
+    }
+}
+
+/// The administration API's writes and retention, inside a transaction.
 #[async_trait]
 pub(crate) trait AdminWrites: Send {
     /// Pauses (`paused_at` some) or resumes (`None`) an actor; false if it already was.
@@ -119,584 +727,135 @@ pub(crate) trait AdminWrites: Send {
 
     /// Deletes audit rows older than `before`; returns how many.
     async fn prune_admin_events(&mut self, before: i64) -> Result<u64>;
+
+    /// Deletes what `retention` says; returns how many rows were deleted.
+    async fn prune(&mut self, retention: &Retention) -> Result<Pruned>;
 }
 
-/// A `LIKE` pattern that matches `text` anywhere, with `!` escaping the wildcards (and
-/// itself): a backslash would read differently under MySQL's `NO_BACKSLASH_ESCAPES`.
-pub(crate) fn contains_pattern(text: &str) -> String {
-    let mut pattern = String::with_capacity(text.len() + 2);
-    pattern.push('%');
-    for c in text.chars() {
-        if matches!(c, '!' | '%' | '_') {
-            pattern.push('!');
-        }
-        pattern.push(c);
-    }
-    pattern.push('%');
-    pattern
-}
-
-/// A stored operation and its arguments (a ready message's, or a scheduled reminder's).
-#[derive(Debug)]
-pub(crate) struct StoredArguments {
-    /// The message's or the reminder's row id.
-    pub(crate) id: i64,
-    pub(crate) actor_type: String,
-    pub(crate) actor_id: String,
-    /// The operation (a reminder's name).
-    pub(crate) operation: String,
-    /// The arguments as stored (JSON text).
-    pub(crate) arguments: String,
-}
-
-/// Every actor: those with a row, and those with only ready messages or dead letters.
-macro_rules! every_actor {
-    () => {
-        "(SELECT actor_type, actor_id FROM solid_instances
-          UNION SELECT actor_type, actor_id FROM solid_messages
-          WHERE status IN ('ready', 'dead')) AS k
-         LEFT JOIN solid_instances i ON i.actor_type = k.actor_type AND i.actor_id = k.actor_id"
-    };
-}
-
-/// Implements [`AdminReads`] and [`AdminWrites`] for a backend from the shared statements;
-/// `reads` are the backend's own items (`schema`, `settings`, `database_micros`).
-macro_rules! admin_backend {
-    (
-        dialect: $dialect:ident,
-        query: $query:path,
-        query_scalar: $query_scalar:path,
-        store: $store:ty,
-        readers: $readers:ident,
-        transaction: $transaction:ty,
-        reads: { $($read_item:item)* }
-    ) => {
-        mod admin_sql {
-            use super::*;
-            use $crate::admin::{
-                ActorFilter, ActorSummary, ActorTypeSummary, AdminEvent, DeadLetterFilter,
-                EffectFilter, EffectSummary, MailboxDepth, MailboxHead, ReminderFilter,
-                ReminderSummary, Status,
-            };
-            use $crate::engine::from_micros;
-            use $crate::store::admin::{
-                contains_pattern, AdminEventWrite, AdminReads, AdminWrites, StoredArguments,
-            };
-
-
-            fn time(micros: Option<i64>) -> Option<chrono::DateTime<chrono::Utc>> {
-                micros.filter(|&micros| micros > 0).map(from_micros)
+#[async_trait]
+impl<T: WriteConnection> AdminWrites for T {
+    async fn set_paused(
+        &mut self,
+        actor: ActorKey<'_, '_>,
+        paused_at: Option<i64>,
+    ) -> Result<bool> {
+        self.counters().statement();
+        let changed = match (paused_at, self.dialect()) {
+            (Some(at), Dialect::Sqlite | Dialect::Postgres) => {
+                query(PAUSE)
+                    .bind(actor.actor_type)
+                    .bind(actor.actor_id)
+                    .bind(at)
+                    .execute(self.on())
+                    .await?
+                    .rows_affected
             }
+            (Some(at), dialect @ Dialect::MySql) => {
+                self.counters().statement();
+                query(create_instance(dialect))
+                    .bind(actor.actor_type)
+                    .bind(actor.actor_id)
+                    .execute(self.on())
+                    .await?;
+                query(PAUSE_EXISTING)
+                    .bind(actor.actor_type)
+                    .bind(actor.actor_id)
+                    .bind(at)
+                    .execute(self.on())
+                    .await?
+                    .rows_affected
+            }
+            (None, _) => {
+                query(RESUME)
+                    .bind(actor.actor_type)
+                    .bind(actor.actor_id)
+                    .execute(self.on())
+                    .await?
+                    .rows_affected
+            }
+        };
+        Ok(changed == 1)
+    }
 
-            fn json(text: Option<String>) -> Option<serde_json::Value> {
-                text.map(|text| {
-                    serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))
+    async fn record_admin_event(&mut self, event: &AdminEventWrite<'_>) -> Result<i64> {
+        self.counters().statement();
+        let dialect = self.dialect();
+        let insert = query(record_admin_event(dialect))
+            .bind(event.at)
+            .bind(event.caller.map(storable_text))
+            .bind(event.action)
+            .bind(storable_text(event.resource))
+            .bind(event.outcome)
+            .bind(event.details.map(storable_text));
+        match dialect {
+            Dialect::Sqlite | Dialect::Postgres => Ok(insert.fetch_scalar(self.on()).await?),
+            Dialect::MySql => {
+                let id = insert.execute(self.on()).await?.last_insert_id;
+                i64::try_from(id).map_err(|_| {
+                    crate::error::Error::Database(sqlx::Error::Protocol(format!(
+                        "an inserted id {id} beyond BIGINT"
+                    )))
                 })
             }
-
-            #[async_trait::async_trait]
-            impl AdminReads for $store {
-                $($read_item)*
-
-                async fn actor_types(&self) -> Result<Vec<ActorTypeSummary>> {
-                    let rows = $query(concat!(
-                        "SELECT k.actor_type, COUNT(*) AS actors,
-                                COUNT(i.paused_at) AS paused,
-                                (SELECT COUNT(*) FROM solid_messages m
-                                 WHERE m.actor_type = k.actor_type AND m.status = 'ready')
-                                    AS ready_messages,
-                                (SELECT COUNT(*) FROM solid_messages m
-                                 WHERE m.actor_type = k.actor_type AND m.status = 'dead')
-                                    AS dead_letters
-                         FROM ",
-                        every_actor!(),
-                        " GROUP BY k.actor_type ORDER BY k.actor_type"
-                    ))
-                    .fetch_all(&self.$readers)
-                    .await?;
-                    rows.iter()
-                        .map(|row| {
-                            Ok(ActorTypeSummary {
-                                actor_type: $crate::store::rows::get(row, "actor_type")?,
-                                actors: $crate::store::rows::get(row, "actors")?,
-                                paused: $crate::store::rows::get::<Option<i64>, _, _>(row, "paused")?.unwrap_or(0),
-                                ready_messages: $crate::store::rows::get(row, "ready_messages")?,
-                                dead_letters: $crate::store::rows::get(row, "dead_letters")?,
-                            })
-                        })
-                        .collect()
-                }
-
-                async fn actors(
-                    &self,
-                    filter: &ActorFilter,
-                    limit: i64,
-                ) -> Result<Vec<ActorSummary>> {
-                    let (after_type, after_id) = match &filter.after {
-                        Some((actor_type, actor_id)) => (Some(actor_type.as_str()), actor_id.as_str()),
-                        None => (None, ""),
-                    };
-                    let rows = $query(concat!(
-                        "SELECT k.actor_type, k.actor_id, i.revision, i.incarnation,
-                                i.state_version, i.updated_at, i.paused_at,
-                                (SELECT COUNT(*) FROM solid_messages m
-                                 WHERE m.actor_type = k.actor_type AND m.actor_id = k.actor_id
-                                   AND m.status = 'ready') AS depth
-                         FROM ",
-                        every_actor!(),
-                        " WHERE ($1 IS NULL OR k.actor_type = $1)
-                            AND ($2 IS NULL OR substr(k.actor_id, 1, length($2)) = $2)
-                            AND ($3 IS NULL OR k.actor_type > $3
-                                 OR (k.actor_type = $3 AND k.actor_id > $4))
-                          ORDER BY k.actor_type, k.actor_id LIMIT $5"
-                    ))
-                    .bind(filter.actor_type.as_deref())
-                    .bind(filter.id_prefix.as_deref())
-                    .bind(after_type)
-                    .bind(after_id)
-                    .bind(limit)
-                    .fetch_all(&self.$readers)
-                    .await?;
-                    rows.iter()
-                        .map(|row| {
-                            Ok(ActorSummary {
-                                actor_type: $crate::store::rows::get(row, "actor_type")?,
-                                actor_id: $crate::store::rows::get(row, "actor_id")?,
-                                revision: $crate::store::rows::get::<Option<i64>, _, _>(row, "revision")?.unwrap_or(0),
-                                incarnation: $crate::store::rows::get::<Option<i64>, _, _>(row, "incarnation")?
-                                    .unwrap_or(1),
-                                state_version: $crate::store::rows::get::<Option<i64>, _, _>(row, "state_version")?
-                                    .unwrap_or(1),
-                                mailbox_depth: $crate::store::rows::get(row, "depth")?,
-                                last_activity: time($crate::store::rows::get(row, "updated_at")?),
-                                paused_at: time($crate::store::rows::get(row, "paused_at")?),
-                            })
-                        })
-                        .collect()
-                }
-
-                async fn oldest_ready(
-                    &self,
-                    actor: ActorKey<'_, '_>,
-                ) -> Result<Option<MailboxHead>> {
-                    let row = $query(
-                        "SELECT id, operation, attempts, last_error, available_at, created_at
-                         FROM solid_messages
-                         WHERE actor_type = $1 AND actor_id = $2 AND status = 'ready'
-                         ORDER BY id LIMIT 1",
-                    )
-                    .bind(actor.actor_type)
-                    .bind(actor.actor_id)
-                    .fetch_optional(&self.$readers)
-                    .await?;
-                    row.map(|row| {
-                        let row = &row;
-                        Ok(MailboxHead {
-                            message_id: $crate::store::rows::get(row, "id")?,
-                            operation: $crate::store::rows::get(row, "operation")?,
-                            attempts: $crate::store::rows::get(row, "attempts")?,
-                            last_error: $crate::store::rows::get(row, "last_error")?,
-                            next_attempt_at: from_micros($crate::store::rows::get(row, "available_at")?),
-                            enqueued_at: from_micros($crate::store::rows::get(row, "created_at")?),
-                        })
-                    })
-                    .transpose()
-                }
-
-                async fn state(&self, actor: ActorKey<'_, '_>) -> Result<Option<String>> {
-                    let state = $query_scalar(
-                        "SELECT state FROM solid_instances WHERE actor_type = $1 AND actor_id = $2",
-                    )
-                    .bind(actor.actor_type)
-                    .bind(actor.actor_id)
-                    .fetch_optional(&self.$readers)
-                    .await?;
-                    Ok(state.flatten())
-                }
-
-                async fn all_reminders(
-                    &self,
-                    filter: &ReminderFilter,
-                    limit: i64,
-                ) -> Result<Vec<ReminderSummary>> {
-                    let rows = $query(
-                        "SELECT actor_type, actor_id, name, \"key\", due_at, every_micros
-                         FROM solid_reminders
-                         WHERE ($1 IS NULL OR actor_type = $1) AND ($2 IS NULL OR actor_id = $2)
-                           AND ($3 IS NULL OR due_at <= $3)
-                         ORDER BY due_at, id LIMIT $4",
-                    )
-                    .bind(filter.actor_type.as_deref())
-                    .bind(filter.actor_id.as_deref())
-                    .bind(filter.due_before.map($crate::engine::micros))
-                    .bind(limit)
-                    .fetch_all(&self.$readers)
-                    .await?;
-                    rows.iter()
-                        .map(|row| {
-                            Ok(ReminderSummary {
-                                actor_type: $crate::store::rows::get(row, "actor_type")?,
-                                actor_id: $crate::store::rows::get(row, "actor_id")?,
-                                name: $crate::store::rows::get(row, "name")?,
-                                key: $crate::store::rows::get(row, "key")?,
-                                due_at: from_micros($crate::store::rows::get(row, "due_at")?),
-                                every_ms: $crate::store::rows::get::<Option<i64>, _, _>(row, "every_micros")?
-                                    .map(|every| every / 1000),
-                            })
-                        })
-                        .collect()
-                }
-
-                async fn effects(
-                    &self,
-                    filter: &EffectFilter,
-                    limit: i64,
-                ) -> Result<Vec<EffectSummary>> {
-                    let rows = $query(
-                        "SELECT id, effect_id, actor_type, actor_id, name, status, attempts,
-                                available_at, last_error, created_at
-                         FROM solid_effects
-                         WHERE ($1 IS NULL OR status = $1
-                                OR ($1 = 'pending' AND status IN ('ready', 'running')))
-                           AND ($2 IS NULL OR actor_type = $2) AND ($3 IS NULL OR actor_id = $3)
-                           AND ($4 IS NULL OR name = $4)
-                         ORDER BY id LIMIT $5",
-                    )
-                    .bind(filter.status.as_deref())
-                    .bind(filter.actor_type.as_deref())
-                    .bind(filter.actor_id.as_deref())
-                    .bind(filter.name.as_deref())
-                    .bind(limit)
-                    .fetch_all(&self.$readers)
-                    .await?;
-                    rows.iter()
-                        .map(|row| {
-                            Ok(EffectSummary {
-                                id: $crate::store::rows::get(row, "id")?,
-                                effect_id: $crate::store::rows::get(row, "effect_id")?,
-                                actor_type: $crate::store::rows::get(row, "actor_type")?,
-                                actor_id: $crate::store::rows::get(row, "actor_id")?,
-                                name: $crate::store::rows::get(row, "name")?,
-                                status: $crate::store::rows::get(row, "status")?,
-                                attempts: $crate::store::rows::get(row, "attempts")?,
-                                available_at: from_micros($crate::store::rows::get(row, "available_at")?),
-                                last_error: $crate::store::rows::get(row, "last_error")?,
-                                created_at: from_micros($crate::store::rows::get(row, "created_at")?),
-                            })
-                        })
-                        .collect()
-                }
-
-                async fn dead_letters_matching(
-                    &self,
-                    filter: &DeadLetterFilter,
-                    (after_id, up_to): (i64, i64),
-                    limit: i64,
-                ) -> Result<Vec<MessageRecord>> {
-                    let rows = $query(select_message!(
-                        "status = 'dead' AND id > $1 AND id <= $9
-                           AND ($2 IS NULL OR actor_type = $2) AND ($3 IS NULL OR operation = $3)
-                           AND ($4 IS NULL OR last_error LIKE $4 ESCAPE '!')
-                           AND ($5 IS NULL OR finished_at >= $5)
-                           AND ($6 IS NULL OR finished_at < $6)
-                           AND (retried_as IS NULL OR $7)
-                         ORDER BY id LIMIT $8"
-                    ))
-                    .bind(after_id)
-                    .bind(filter.actor_type.as_deref())
-                    .bind(filter.operation.as_deref())
-                    .bind(filter.error_contains.as_deref().map(contains_pattern))
-                    .bind(filter.since.map($crate::engine::micros))
-                    .bind(filter.until.map($crate::engine::micros))
-                    .bind(filter.include_retried)
-                    .bind(limit)
-                    .bind(up_to)
-                    .fetch_all(&self.$readers)
-                    .await?;
-                    rows.iter().map(rows::message).collect()
-                }
-
-                async fn newest_message_id(&self) -> Result<i64> {
-                    let newest: Option<i64> = $query_scalar("SELECT MAX(id) FROM solid_messages")
-                        .fetch_one(&self.$readers)
-                        .await?;
-                    Ok(newest.unwrap_or(0))
-                }
-
-                async fn pending_arguments(
-                    &self,
-                    after_id: i64,
-                    limit: i64,
-                ) -> Result<Vec<StoredArguments>> {
-                    let rows = $query(
-                        "SELECT id, actor_type, actor_id, operation, arguments
-                         FROM solid_messages WHERE status = 'ready' AND id > $1
-                         ORDER BY id LIMIT $2",
-                    )
-                    .bind(after_id)
-                    .bind(limit)
-                    .fetch_all(&self.$readers)
-                    .await?;
-                    rows.iter().map($crate::store::rows::stored_arguments).collect()
-                }
-
-                async fn reminder_arguments(
-                    &self,
-                    after_id: i64,
-                    limit: i64,
-                ) -> Result<Vec<StoredArguments>> {
-                    let rows = $query(
-                        "SELECT id, actor_type, actor_id, name AS operation, arguments
-                         FROM solid_reminders WHERE id > $1 ORDER BY id LIMIT $2",
-                    )
-                    .bind(after_id)
-                    .bind(limit)
-                    .fetch_all(&self.$readers)
-                    .await?;
-                    rows.iter().map($crate::store::rows::stored_arguments).collect()
-                }
-
-                async fn recent_messages(
-                    &self,
-                    actor: ActorKey<'_, '_>,
-                    after_id: i64,
-                    limit: i64,
-                ) -> Result<Vec<MessageRecord>> {
-                    let rows = $query(select_message!(
-                        "id > $3 AND actor_type = $1 AND actor_id = $2 ORDER BY id DESC LIMIT $4"
-                    ))
-                    .bind(actor.actor_type)
-                    .bind(actor.actor_id)
-                    .bind(after_id)
-                    .bind(limit)
-                    .fetch_all(&self.$readers)
-                    .await?;
-                    rows.iter().map(rows::message).collect()
-                }
-
-                async fn busiest_mailboxes(&self, limit: i64) -> Result<Vec<MailboxDepth>> {
-                    let rows = $query(
-                        "SELECT actor_type, actor_id, COUNT(*) AS ready FROM solid_messages
-                         WHERE status = 'ready' GROUP BY actor_type, actor_id
-                         ORDER BY ready DESC, actor_type, actor_id LIMIT $1",
-                    )
-                    .bind(limit)
-                    .fetch_all(&self.$readers)
-                    .await?;
-                    rows.iter()
-                        .map(|row| {
-                            Ok(MailboxDepth {
-                                actor_type: $crate::store::rows::get(row, "actor_type")?,
-                                actor_id: $crate::store::rows::get(row, "actor_id")?,
-                                ready: $crate::store::rows::get(row, "ready")?,
-                            })
-                        })
-                        .collect()
-                }
-
-                async fn finished_since(&self, since: i64) -> Result<Vec<(String, i64)>> {
-                    let rows = $query(
-                        "SELECT status, COUNT(*) AS count FROM solid_messages
-                         WHERE status <> 'ready' AND finished_at >= $1
-                         GROUP BY status ORDER BY status",
-                    )
-                    .bind(since)
-                    .fetch_all(&self.$readers)
-                    .await?;
-                    rows.iter()
-                        .map(|row| {
-                            Ok((
-                                $crate::store::rows::get(row, "status")?,
-                                $crate::store::rows::get(row, "count")?,
-                            ))
-                        })
-                        .collect()
-                }
-
-                async fn status(&self, now: i64) -> Result<Status> {
-                    let counts = $query(
-                        "SELECT 'messages' AS kind, status, COUNT(*) AS count
-                         FROM solid_messages GROUP BY status
-                         UNION ALL
-                         SELECT 'effects' AS kind, status, COUNT(*) AS count
-                         FROM solid_effects GROUP BY status
-                         ORDER BY kind, status",
-                    )
-                    .fetch_all(&self.$readers)
-                    .await?;
-                    let mut status = Status::default();
-                    for row in &counts {
-                        let kind: String = $crate::store::rows::get(row, "kind")?;
-                        let count = ($crate::store::rows::get(row, "status")?, $crate::store::rows::get(row, "count")?);
-                        match kind.as_str() {
-                            "messages" => status.messages.push(count),
-                            _ => status.effects.push(count),
-                        }
-                    }
-                    let row = $query(
-                        "SELECT (SELECT COUNT(*) FROM solid_reminders) AS reminders,
-                                (SELECT COUNT(*) FROM solid_reminders WHERE due_at <= $1) AS due,
-                                (SELECT COUNT(*) FROM solid_instances WHERE paused_at IS NOT NULL)
-                                    AS paused,
-                                (SELECT MIN(created_at) FROM solid_messages
-                                 WHERE status = 'ready' AND available_at <= $1) AS oldest_due,
-                                (SELECT MIN(due_at) FROM solid_reminders) AS next_reminder",
-                    )
-                    .bind(now)
-                    .fetch_one(&self.$readers)
-                    .await?;
-                    let row = &row;
-                    status.reminders = $crate::store::rows::get(row, "reminders")?;
-                    status.reminders_due = $crate::store::rows::get(row, "due")?;
-                    status.paused_actors = $crate::store::rows::get(row, "paused")?;
-                    status.oldest_due_message_at = time($crate::store::rows::get(row, "oldest_due")?);
-                    let next_reminder: Option<i64> = $crate::store::rows::get(row, "next_reminder")?;
-                    status.oldest_due_reminder_at = time(next_reminder.filter(|due| *due <= now));
-                    Ok(status)
-                }
-
-                async fn admin_events(
-                    &self,
-                    before_id: i64,
-                    limit: i64,
-                ) -> Result<Vec<AdminEvent>> {
-                    let rows = $query(
-                        "SELECT id, at, caller, action, resource, outcome, details
-                         FROM solid_admin_events WHERE id < $1 ORDER BY id DESC LIMIT $2",
-                    )
-                    .bind(before_id)
-                    .bind(limit)
-                    .fetch_all(&self.$readers)
-                    .await?;
-                    rows.iter()
-                        .map(|row| {
-                            Ok(AdminEvent {
-                                id: $crate::store::rows::get(row, "id")?,
-                                at: from_micros($crate::store::rows::get(row, "at")?),
-                                caller: json($crate::store::rows::get(row, "caller")?),
-                                action: $crate::store::rows::get(row, "action")?,
-                                resource: $crate::store::rows::get(row, "resource")?,
-                                outcome: $crate::store::rows::get(row, "outcome")?,
-                                details: json($crate::store::rows::get(row, "details")?),
-                            })
-                        })
-                        .collect()
-                }
-
-                async fn applied_migrations(&self) -> Result<Vec<i64>> {
-                    let versions = $query_scalar(
-                        "SELECT version FROM solid_schema_migrations ORDER BY version",
-                    )
-                    .fetch_all(&self.$readers)
-                    .await?;
-                    Ok(versions)
-                }
-            }
-
-            #[async_trait::async_trait]
-            impl AdminWrites for $transaction {
-                async fn set_paused(
-                    &mut self,
-                    actor: ActorKey<'_, '_>,
-                    paused_at: Option<i64>,
-                ) -> Result<bool> {
-                    self.counters.statement();
-                    let changed = match paused_at {
-                        Some(at) => dialect!($dialect,
-                            standard: $query(
-                                "INSERT INTO solid_instances
-                                     (actor_type, actor_id, updated_at, paused_at)
-                                 VALUES ($1, $2, 0, $3)
-                                 ON CONFLICT (actor_type, actor_id) DO UPDATE
-                                     SET paused_at = excluded.paused_at
-                                     WHERE solid_instances.paused_at IS NULL",
-                            ),
-                            // MySQL counts a row an upsert found unchanged as affected: the
-                            // row is made sure of first, then paused if it runs.
-                            mysql: {
-                                self.counters.statement();
-                                $query(
-                                    "INSERT INTO solid_instances (actor_type, actor_id, updated_at)
-                                     VALUES ($1, $2, 0)
-                                     ON DUPLICATE KEY UPDATE actor_type = actor_type",
-                                )
-                                .bind(actor.actor_type)
-                                .bind(actor.actor_id)
-                                .execute(&mut *self.tx)
-                                .await?;
-                                $query(
-                                    "UPDATE solid_instances SET paused_at = $3
-                                     WHERE actor_type = $1 AND actor_id = $2
-                                       AND paused_at IS NULL",
-                                )
-                            },
-                        )
-                        .bind(actor.actor_type)
-                        .bind(actor.actor_id)
-                        .bind(at)
-                        .execute(&mut *self.tx)
-                        .await?
-                        .rows_affected(),
-                        None => $query(
-                            "UPDATE solid_instances SET paused_at = NULL
-                             WHERE actor_type = $1 AND actor_id = $2 AND paused_at IS NOT NULL",
-                        )
-                        .bind(actor.actor_type)
-                        .bind(actor.actor_id)
-                        .execute(&mut *self.tx)
-                        .await?
-                        .rows_affected(),
-                    };
-                    Ok(changed == 1)
-                }
-
-                async fn record_admin_event(&mut self, event: &AdminEventWrite<'_>) -> Result<i64> {
-                    self.counters.statement();
-                    let insert = $query(dialect!($dialect,
-                        standard: "INSERT INTO solid_admin_events
-                                       (at, caller, action, resource, outcome, details)
-                                   VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
-                        mysql: "INSERT INTO solid_admin_events
-                                    (at, caller, action, resource, outcome, details)
-                                VALUES ($1, $2, $3, $4, $5, $6)",
-                    ))
-                    .bind(event.at)
-                    .bind(event.caller.map($crate::store::shared::storable_text))
-                    .bind(event.action)
-                    .bind($crate::store::shared::storable_text(event.resource))
-                    .bind(event.outcome)
-                    .bind(event.details.map($crate::store::shared::storable_text));
-                    dialect!($dialect,
-                        standard: Ok(sqlx::Row::try_get(&insert.fetch_one(&mut *self.tx).await?, 0)?),
-                        mysql: $crate::store::mysql::inserted_id(&insert.execute(&mut *self.tx).await?),
-                    )
-                }
-
-                async fn finish_admin_event(
-                    &mut self,
-                    id: i64,
-                    outcome: &str,
-                    details: Option<&str>,
-                ) -> Result<()> {
-                    self.counters.statement();
-                    $query("UPDATE solid_admin_events SET outcome = $1, details = $2 WHERE id = $3")
-                        .bind(outcome)
-                        .bind(details.map($crate::store::shared::storable_text))
-                        .bind(id)
-                        .execute(&mut *self.tx)
-                        .await?;
-                    Ok(())
-                }
-
-                async fn prune_admin_events(&mut self, before: i64) -> Result<u64> {
-                    self.counters.statement();
-                    let pruned = $query("DELETE FROM solid_admin_events WHERE at < $1")
-                        .bind(before)
-                        .execute(&mut *self.tx)
-                        .await?;
-                    Ok(pruned.rows_affected())
-                }
-            }
         }
-    };
+    }
+
+    async fn finish_admin_event(
+        &mut self,
+        id: i64,
+        outcome: &str,
+        details: Option<&str>,
+    ) -> Result<()> {
+        self.counters().statement();
+        query(FINISH_ADMIN_EVENT)
+            .bind(outcome)
+            .bind(details.map(storable_text))
+            .bind(id)
+            .execute(self.on())
+            .await?;
+        Ok(())
+    }
+
+    async fn prune_admin_events(&mut self, before: i64) -> Result<u64> {
+        self.counters().statement();
+        let pruned = query(PRUNE_ADMIN_EVENTS)
+            .bind(before)
+            .execute(self.on())
+            .await?;
+        Ok(pruned.rows_affected)
+    }
+
+    async fn prune(&mut self, retention: &Retention) -> Result<Pruned> {
+        self.counters().statement();
+        let finished = query(PRUNE_FINISHED)
+            .bind(retention.finished_before)
+            .bind(retention.keep_keyed)
+            .execute(self.on())
+            .await?;
+        self.counters().statement();
+        let done = query(PRUNE_DONE_EFFECTS)
+            .bind(retention.finished_before)
+            .execute(self.on())
+            .await?;
+        let mut pruned = Pruned {
+            finished_messages: finished.rows_affected,
+            done_effects: done.rows_affected,
+            ..Pruned::default()
+        };
+        if let Some(dead_before) = retention.dead_before {
+            self.counters().statement();
+            let dead_letters = query(PRUNE_DEAD_LETTERS)
+                .bind(dead_before)
+                .execute(self.on())
+                .await?;
+            self.counters().statement();
+            let dead_effects = query(PRUNE_DEAD_EFFECTS)
+                .bind(dead_before)
+                .execute(self.on())
+                .await?;
+            pruned.dead_letters = dead_letters.rows_affected;
+            pruned.dead_effects = dead_effects.rows_affected;
+        }
+        Ok(pruned)
+    }
 }

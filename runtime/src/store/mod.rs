@@ -1,11 +1,17 @@
-//! The only place SQL lives: two small traits, one file per backend.
+//! The only place SQL lives: the statements as named items grouped by table, small traits
+//! by concern that run them on any backend, and a file (or folder) per backend.
 //!
-//! The engine speaks in rows ([`Instance`], [`StoredMessage`], ...) and never in SQL text, so
-//! a backend is one file implementing [`Store`] and [`Transaction`]. The backends share their
-//! statements (`shared.rs`, `$N` placeholders, which the MySQL backend spells for MySQL) and
-//! row decoding (`rows.rs`), and each adds only how a transaction begins, how it locks its
-//! actor, and how it reads the clock that leases run on. Times are microseconds since the Unix epoch, always passed as
-//! parameters.
+//! The engine speaks in rows ([`Instance`], [`StoredMessage`], ...) and never in SQL text.
+//! Each table's file (`instances.rs`, `messages.rs`, `reminders.rs`, `effects.rs`, and
+//! `admin.rs` for the operators' views and the audit log) holds every statement on it once,
+//! as a named constant with its doc comment, and the traits that run them: a reads trait
+//! implemented for every store ([`ReadConnections`]) and a writes trait implemented for
+//! every transaction ([`WriteConnection`]), each once, for all backends. Where backends
+//! spell a statement differently, its item is a function of the [`Dialect`](query::Dialect):
+//! that is the one mechanism for dialect differences. A backend file adds only its
+//! connections: how it opens and migrates, how a transaction begins, commits and locks its
+//! actor, and what it can tell operators. Rows decode in `rows.rs`. Times are microseconds
+//! since the Unix epoch, always passed as parameters.
 //!
 //! A mailbox is ordered by message id. Only an actor's own turns lock its row in
 //! `solid_instances`; everything else that reaches an actor (an enqueue, a message from
@@ -13,20 +19,21 @@
 //! therefore never waits for a second actor's lock, and two actors that send to each other
 //! cannot deadlock.
 
-#[macro_use]
-mod shared;
-#[macro_use]
 pub(crate) mod admin;
-
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) mod connect;
+pub(crate) mod effects;
 #[cfg(feature = "sqlite")]
 pub(crate) mod group_commit;
+pub(crate) mod instances;
+pub(crate) mod messages;
 #[cfg(feature = "mysql")]
 pub(crate) mod mysql;
 mod owned_transaction;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
+pub(crate) mod query;
+pub(crate) mod reminders;
 mod rows;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
@@ -37,6 +44,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
+pub(crate) use self::admin::{AdminReads, AdminWrites};
+pub(crate) use self::effects::{EffectReads, EffectWrites};
+pub(crate) use self::instances::{InstanceReads, InstanceWrites};
+pub(crate) use self::messages::{MessageReads, MessageWrites};
+use self::query::{Dialect, On};
+pub(crate) use self::reminders::{ReminderReads, ReminderWrites};
 use crate::error::Result;
 
 /// What a store does, as it opens, with the solid-objects schema the database holds.
@@ -526,25 +539,41 @@ impl Drop for WaitingForWriter<'_> {
     }
 }
 
-/// A database the runtime keeps its actors in.
+/// A store's read connections, on which the reads traits run their statements.
+pub(crate) trait ReadConnections: Send + Sync {
+    /// Where reads run: the store's read pool.
+    fn readers(&self) -> On<'_>;
+
+    /// The SQL the store speaks.
+    fn dialect(&self) -> Dialect;
+}
+
+/// A write transaction's connection, on which the writes traits run their statements.
+pub(crate) trait WriteConnection: Send {
+    /// Where the transaction's statements run.
+    fn on(&mut self) -> On<'_>;
+
+    /// The SQL the transaction speaks.
+    fn dialect(&self) -> Dialect;
+
+    /// The store's counters, which count each statement.
+    fn counters(&self) -> &Counters;
+
+    /// Marks the connection as in an unknown state: it is closed, not reused, when the
+    /// transaction is dropped.
+    fn poison(&mut self);
+}
+
+/// A database the runtime keeps its actors in: its reads by concern, and what each backend
+/// does its own way.
 #[async_trait]
-pub(crate) trait Store: admin::AdminReads + Send + Sync + 'static {
+pub(crate) trait Store:
+    InstanceReads + MessageReads + ReminderReads + EffectReads + AdminReads + Send + Sync + 'static
+{
     /// Starts a write transaction within `bounds`; on SQLite it holds the database's write
     /// lock. A wait past the deadline ends in an error that
     /// [`Error::is_busy`](crate::error::Error::is_busy) recognises.
     async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>>;
-
-    /// Reads an actor's committed row and whether its mailbox is empty, outside any write
-    /// transaction.
-    async fn read_actor(&self, actor: ActorKey<'_, '_>, now: i64) -> Result<CommittedActor>;
-
-    /// Reads an actor's committed row (`None` if it has none), outside any write
-    /// transaction and without its mailbox.
-    async fn read_instance(&self, actor: ActorKey<'_, '_>) -> Result<Option<Instance>>;
-
-    /// The versions of those of `actors` (a JSON array of `[type, id]` pairs) that have a
-    /// row, in one read.
-    async fn versions(&self, actors: &str) -> Result<Vec<StateNotice>>;
 
     /// Notices of the states any process commits, for watchers; `None` where the database
     /// has none to give (SQLite: watchers poll the revisions, and commits in this process
@@ -566,42 +595,6 @@ pub(crate) trait Store: admin::AdminReads + Send + Sync + 'static {
         Ok(())
     }
 
-    /// Reads one message, outside any write transaction.
-    async fn message(&self, lookup: MessageLookup<'_>) -> Result<Option<MessageRecord>>;
-
-    /// The dead letters, oldest first, at most `limit`.
-    async fn dead_letters(&self, limit: i64) -> Result<Vec<MessageRecord>>;
-
-    /// The actor's scheduled reminders, the next due first.
-    async fn reminders(&self, actor: ActorKey<'_, '_>) -> Result<Vec<ReminderRecord>>;
-
-    /// The effects that failed for good, oldest first, at most `limit`.
-    async fn dead_effects(&self, limit: i64) -> Result<Vec<DeadEffectRecord>>;
-
-    /// Unfinished effects whose kind is not among `handled` (a JSON array of names), by kind.
-    async fn unhandled_effects(&self, handled: &str) -> Result<Vec<PendingEffects>>;
-
-    /// Actors whose head message is due at `now` and of an operation in `operations` (a JSON
-    /// array of `"Type:operation"`), oldest head first, at most `limit` of them.
-    async fn ready_actors(
-        &self,
-        now: i64,
-        operations: &str,
-        limit: i64,
-    ) -> Result<Vec<(String, String)>>;
-
-    /// How many unfinished (ready) messages each actor type has, for types that have any.
-    async fn mailbox_depths(&self) -> Result<Vec<(String, i64)>>;
-
-    /// Heads of mailboxes of the types in `types` whose operation is not in `operations`
-    /// (JSON arrays, as above) and that carry no note yet, at most `limit`.
-    async fn unknown_operations(
-        &self,
-        operations: &str,
-        types: &str,
-        limit: i64,
-    ) -> Result<Vec<UnknownHead>>;
-
     /// The counters of work done so far.
     fn stats(&self) -> Stats;
 
@@ -618,6 +611,15 @@ pub(crate) trait Store: admin::AdminReads + Send + Sync + 'static {
     /// database has none to give (SQLite: its workers poll, and commits in this process wake
     /// them directly).
     async fn listen(&self) -> Result<Option<Box<dyn WorkNotices>>>;
+
+    /// The backend's name, and the newest schema version this build knows.
+    fn schema(&self) -> (&'static str, i64);
+
+    /// The settings that matter to operators, by name.
+    async fn settings(&self) -> Result<Vec<(String, String)>>;
+
+    /// The database server's clock in microseconds, where it has its own.
+    async fn database_micros(&self) -> Result<Option<i64>>;
 }
 
 /// Notices that some process committed work.
@@ -635,11 +637,22 @@ pub(crate) trait StateNotices: Send {
     async fn next(&mut self) -> Result<Option<StateNotice>>;
 }
 
-/// One write transaction. Dropped without [`commit`](Transaction::commit), it rolls back; a
+/// One write transaction: its writes by concern, and how the backend locks an actor and
+/// ends the transaction.
+///
+/// Dropped without [`commit`](Transaction::commit), it rolls back; a
 /// transaction dropped while its state is unknown (in the middle of beginning, committing,
 /// or after a savepoint failed) closes its connection instead of returning it to the pool.
 #[async_trait]
-pub(crate) trait Transaction: admin::AdminWrites + Send {
+pub(crate) trait Transaction:
+    WriteConnection
+    + InstanceWrites
+    + MessageWrites
+    + ReminderWrites
+    + EffectWrites
+    + AdminWrites
+    + Savepoints
+{
     /// Locks the actor's row until commit (creating it first if missing, so that two callers
     /// of a new actor take turns) and reads the head of its mailbox. With `wait` it waits for
     /// a turn elsewhere until the transaction's deadline (then an error that
@@ -651,167 +664,6 @@ pub(crate) trait Transaction: admin::AdminWrites + Send {
         wait: bool,
         now: i64,
     ) -> Result<Option<LockedActor>>;
-
-    /// Inserts a message row; returns its id.
-    async fn insert_message(
-        &mut self,
-        actor: ActorKey<'_, '_>,
-        message: &NewMessage<'_>,
-    ) -> Result<i64>;
-
-    /// Inserts message rows whose ids ascend in the order given, in one statement per few
-    /// hundred rows.
-    async fn insert_messages(
-        &mut self,
-        messages: &[(ActorKey<'_, '_>, NewMessage<'_>)],
-    ) -> Result<()>;
-
-    /// Inserts a message row unless its idempotency key is taken for this actor; returns its
-    /// id, or `None` if the key was taken.
-    async fn insert_message_once(
-        &mut self,
-        actor: ActorKey<'_, '_>,
-        message: &NewMessage<'_>,
-    ) -> Result<Option<i64>>;
-
-    /// Records a message's progress, if it is still ready with `attempts` attempts (so a
-    /// stale runner cannot overwrite newer progress); returns whether it did.
-    async fn update_message(
-        &mut self,
-        message_id: i64,
-        attempts: i64,
-        progress: &MessageProgress<'_>,
-    ) -> Result<bool>;
-
-    /// Notes why a ready message waits, without counting an attempt.
-    async fn note_message(&mut self, message_id: i64, note: &str) -> Result<()>;
-
-    /// How many ready messages the actor has, counting at most `limit`.
-    async fn count_ready(&mut self, actor: ActorKey<'_, '_>, limit: i64) -> Result<i64>;
-
-    /// Whether an operator paused the actor (without locking it).
-    async fn is_paused(&mut self, actor: ActorKey<'_, '_>) -> Result<bool>;
-
-    /// Writes the actor's state, creating its row if needed.
-    async fn write_instance(
-        &mut self,
-        actor: ActorKey<'_, '_>,
-        write: &InstanceWrite<'_>,
-    ) -> Result<()>;
-
-    /// Stores a reminder, replacing the one with the same name and key.
-    async fn upsert_reminder(
-        &mut self,
-        actor: ActorKey<'_, '_>,
-        reminder: &ReminderWrite<'_>,
-    ) -> Result<()>;
-
-    /// When the reminder with this name and key is due next, if it is scheduled.
-    async fn reminder_due(
-        &mut self,
-        actor: ActorKey<'_, '_>,
-        name: &str,
-        key: &str,
-    ) -> Result<Option<i64>>;
-
-    /// Deletes the reminder with this name and key (every key, for `None`), if any.
-    async fn delete_reminder(
-        &mut self,
-        actor: ActorKey<'_, '_>,
-        name: &str,
-        key: Option<&str>,
-    ) -> Result<()>;
-
-    /// Returns up to `limit` reminders due at `now`, earliest first, locked until commit
-    /// (skipping those another transaction holds, and those whose ids are in `skip`, a JSON
-    /// array of ids as strings); a row that does not read is an
-    /// [`Error::UnreadableReminder`](crate::Error::UnreadableReminder) in its place.
-    async fn due_reminders(
-        &mut self,
-        now: i64,
-        limit: i64,
-        skip: &str,
-    ) -> Result<Vec<Result<DueReminder>>>;
-
-    /// Settles fired reminders in a statement or two however many they are: deletes the
-    /// one-shots (`finished`, by id) and moves each recurring one to its next occurrence
-    /// (`moved`, as `(id, due_at)`).
-    async fn settle_reminders(&mut self, finished: &[i64], moved: &[(i64, i64)]) -> Result<()>;
-
-    /// Ends the actor's current incarnation: deletes its reminders, ends its ready messages
-    /// as destroyed, and starts the next incarnation from no state.
-    async fn destroy_actor(&mut self, actor: ActorKey<'_, '_>, now: i64) -> Result<()>;
-
-    /// Stores an effect the turn emitted, ready to run once the turn commits.
-    async fn insert_effect(
-        &mut self,
-        actor: ActorKey<'_, '_>,
-        effect: &NewEffect<'_>,
-    ) -> Result<()>;
-
-    /// Claims one effect named `name` that is due (ready at `now`, or running with a lease
-    /// that ran out by the lease clock), leasing it for `lease`.
-    async fn claim_effect(
-        &mut self,
-        name: &str,
-        now: i64,
-        lease: Duration,
-    ) -> Result<Option<ClaimedEffect>>;
-
-    /// Extends the lease of an effect still running under the claim `claims` to `lease`
-    /// from now (by the lease clock); returns whether it is still that claim's.
-    async fn renew_effect(
-        &mut self,
-        id: i64,
-        claims: i64,
-        now: i64,
-        lease: Duration,
-    ) -> Result<bool>;
-
-    /// Gives back the lease of an effect still running under the claim `claims` whose
-    /// runner stops before it finishes (a shutdown abandoned it): ready again at `now`, its
-    /// attempt not counted; returns whether it was still that claim's.
-    async fn release_effect(&mut self, id: i64, claims: i64, now: i64) -> Result<bool>;
-
-    /// Records an effect's attempt, if it is still running under the claim `claims`;
-    /// returns whether it did.
-    async fn finish_effect(
-        &mut self,
-        id: i64,
-        claims: i64,
-        progress: &EffectProgress<'_>,
-    ) -> Result<bool>;
-
-    /// Makes a dead effect ready again at `now` with its attempts reset; false if it is not
-    /// dead (already retried, say).
-    async fn revive_effect(&mut self, id: i64, now: i64) -> Result<bool>;
-
-    /// Reads one message inside this transaction.
-    async fn message(&mut self, lookup: MessageLookup<'_>) -> Result<Option<MessageRecord>>;
-
-    /// Takes a dead letter for a retry: clears its idempotency key (so the retry can take
-    /// it over) and marks it as retried; false if it is not a dead letter or was retried
-    /// already.
-    async fn release_dead_letter(&mut self, message_id: i64) -> Result<bool>;
-
-    /// Records which message retried a dead letter.
-    async fn link_retry(&mut self, message_id: i64, retry_id: i64) -> Result<()>;
-
-    /// Deletes what `retention` says; returns how many rows were deleted.
-    async fn prune(&mut self, retention: &Retention) -> Result<crate::admin::PruneCounts>;
-
-    /// Marks the point the handler's own SQL writes roll back to on a rejection or failure.
-    async fn savepoint(&mut self) -> Result<()>;
-
-    /// Undoes everything since [`savepoint`](Transaction::savepoint) and releases it.
-    async fn rollback_to_savepoint(&mut self) -> Result<()>;
-
-    /// Keeps everything since [`savepoint`](Transaction::savepoint) and releases it.
-    async fn release_savepoint(&mut self) -> Result<()>;
-
-    /// Marks the connection as in an unknown state: it is closed, not reused, when the
-    /// transaction is dropped.
-    fn poison(&mut self);
 
     /// When this transaction must be done by for the sake of the group commit it joined
     /// (SQLite): earlier members wait for it. `None` outside a group, or as its first member.
@@ -844,4 +696,58 @@ pub(crate) trait Transaction: admin::AdminWrites + Send {
     /// transaction rolls back too, but on PostgreSQL only once the pool gets the connection
     /// back).
     async fn rollback(self: Box<Self>) -> Result<()>;
+}
+
+/// The savepoint a turn's handler writes behind: its own SQL rolls back to it on a
+/// rejection or failure.
+#[async_trait]
+pub(crate) trait Savepoints: Send {
+    /// Marks the point the handler's own SQL writes roll back to on a rejection or failure.
+    async fn savepoint(&mut self) -> Result<()>;
+
+    /// Undoes everything since [`savepoint`](Savepoints::savepoint) and releases it.
+    async fn rollback_to_savepoint(&mut self) -> Result<()>;
+
+    /// Keeps everything since [`savepoint`](Savepoints::savepoint) and releases it.
+    async fn release_savepoint(&mut self) -> Result<()>;
+}
+
+/// Sets the savepoint of a turn.
+const SAVEPOINT: &str = "SAVEPOINT solid_turn";
+
+/// Undoes everything since [`SAVEPOINT`].
+const ROLLBACK_TO_SAVEPOINT: &str = "ROLLBACK TO SAVEPOINT solid_turn";
+
+/// Releases [`SAVEPOINT`].
+const RELEASE_SAVEPOINT: &str = "RELEASE SAVEPOINT solid_turn";
+
+/// Runs a savepoint statement; if it fails, nobody knows what the transaction holds any
+/// more (a handler may have ended it behind the runtime's back), so its connection is not
+/// reused.
+async fn on_savepoint<T: WriteConnection>(tx: &mut T, sql: &'static str) -> Result<()> {
+    let done = query::query(sql).execute(tx.on()).await;
+    if done.is_err() {
+        tx.poison();
+    }
+    done?;
+    Ok(())
+}
+
+#[async_trait]
+impl<T: WriteConnection> Savepoints for T {
+    async fn savepoint(&mut self) -> Result<()> {
+        self.counters().statement();
+        on_savepoint(self, SAVEPOINT).await
+    }
+
+    async fn rollback_to_savepoint(&mut self) -> Result<()> {
+        self.counters().statement();
+        on_savepoint(self, ROLLBACK_TO_SAVEPOINT).await?;
+        on_savepoint(self, RELEASE_SAVEPOINT).await
+    }
+
+    async fn release_savepoint(&mut self) -> Result<()> {
+        self.counters().statement();
+        on_savepoint(self, RELEASE_SAVEPOINT).await
+    }
 }

@@ -18,13 +18,12 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use sqlx::{PgConnection, Postgres};
 
 use super::connect::{open_pool, Endpoint};
+use super::instances::{lock_row, RowLocks};
 use super::owned_transaction::OwnedTransaction;
+use super::query::{query, Dialect, On};
 use super::{
-    require_current, rows, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters,
-    DeadEffectRecord, DueReminder, EffectProgress, Instance, InstanceWrite, LockedActor,
-    MessageLookup, MessageProgress, MessageRecord, NewEffect, NewMessage, PendingEffects,
-    ReminderRecord, ReminderWrite, Retention, SchemaMode, StateNotice, StateNotices, Stats, Store,
-    StoredMessage, Transaction, UnknownHead, Version, WorkNotices,
+    require_current, ActorKey, Bounds, Counters, LockedActor, ReadConnections, SchemaMode,
+    StateNotice, StateNotices, Stats, Store, Transaction, Version, WorkNotices, WriteConnection,
 };
 use crate::error::Result;
 
@@ -214,8 +213,12 @@ struct PostgresTransaction {
     bounds: Bounds,
 }
 
-impl PostgresTransaction {
-    /// Bounds the statements that follow, and their lock waits, by `timeout`.
+#[async_trait]
+impl RowLocks for PostgresTransaction {
+    fn bounds(&self) -> Bounds {
+        self.bounds
+    }
+
     async fn set_timeouts(&mut self, timeout: Duration) -> Result<()> {
         self.counters.statement();
         let timeout = format!("{}ms", millis(timeout));
@@ -229,126 +232,169 @@ impl PostgresTransaction {
     }
 }
 
-row_locks! {
-    dialect: standard,
-    query: sqlx::query,
-    transaction: PostgresTransaction
+impl ReadConnections for PostgresStore {
+    fn readers(&self) -> On<'_> {
+        On::PostgresPool(&self.readers)
+    }
+
+    fn dialect(&self) -> Dialect {
+        Dialect::Postgres
+    }
 }
 
-sql_backend! {
-    dialect: standard,
-    query: sqlx::query,
-    query_scalar: sqlx::query_scalar,
-    store: PostgresStore,
-    readers: readers,
-    transaction: PostgresTransaction,
-    database: Postgres,
-    skip_locked: " FOR UPDATE SKIP LOCKED",
-    name_set: "(SELECT jsonb_array_elements_text($1::jsonb))",
-    name_set_2: "(SELECT jsonb_array_elements_text($2::jsonb))",
-    type_operation: "(m.actor_type || ':' || m.operation)",
-    lease_now: "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT",
-    store_items: {
-        async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>> {
-            // One round trip: the bounds travel with BEGIN. Each statement, and each lock
-            // wait inside one (a handler's own SQL included), ends within `statement`.
-            let statement = millis(bounds.statement);
-            let begin = format!(
-                "BEGIN; SET LOCAL lock_timeout = '{statement}ms'; \
-                 SET LOCAL statement_timeout = '{statement}ms'"
-            );
-            let tx = OwnedTransaction::begin(&self.readers, bounds.deadline, begin, || {}).await?;
-            Ok(Box::new(PostgresTransaction {
-                tx,
-                counters: Arc::clone(&self.counters),
-                bounds,
-            }))
-        }
+/// Watchers' leases: renews (or adds) the watcher `$1`'s rows for the actors in the JSON
+/// array `$2` of `[type, id]` pairs to `$3` microseconds from now, and deletes its other
+/// rows and every row whose lease ran out, on the server's clock, in one statement.
+const ANNOUNCE_WATCHED: &str = "WITH keys AS (
+         SELECT DISTINCT j.pair->>0 AS actor_type, j.pair->>1 AS actor_id
+         FROM jsonb_array_elements($2::jsonb) AS j(pair)
+     ),
+     clock AS (
+         SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT AS now
+     ),
+     gone AS (
+         DELETE FROM solid_watched w USING clock
+         WHERE (w.watcher = $1 OR w.expires_at <= clock.now)
+           AND NOT (w.watcher = $1 AND EXISTS (
+               SELECT 1 FROM keys k
+               WHERE k.actor_type = w.actor_type AND k.actor_id = w.actor_id))
+     )
+     INSERT INTO solid_watched (actor_type, actor_id, watcher, expires_at)
+     SELECT k.actor_type, k.actor_id, $1, clock.now + $3 FROM keys k, clock
+     ON CONFLICT (actor_type, actor_id, watcher)
+         DO UPDATE SET expires_at = excluded.expires_at";
 
-        async fn close(&self) {
-            if self.owns_pool {
-                self.readers.close().await;
-            }
-        }
+/// The server's clock in microseconds.
+const SERVER_MICROS: &str = "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT";
 
-        async fn listen(&self) -> Result<Option<Box<dyn WorkNotices>>> {
-            let listener = self.listener(WORK_CHANNEL).await?;
-            Ok(Some(Box::new(Notices {
-                listener,
-                counters: Arc::clone(&self.counters),
-            })))
-        }
+#[async_trait]
+impl Store for PostgresStore {
+    async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>> {
+        // One round trip: the bounds travel with BEGIN. Each statement, and each lock
+        // wait inside one (a handler's own SQL included), ends within `statement`.
+        let statement = millis(bounds.statement);
+        let begin = format!(
+            "BEGIN; SET LOCAL lock_timeout = '{statement}ms'; \
+             SET LOCAL statement_timeout = '{statement}ms'"
+        );
+        let tx = OwnedTransaction::begin(&self.readers, bounds.deadline, begin, || {}).await?;
+        Ok(Box::new(PostgresTransaction {
+            tx,
+            counters: Arc::clone(&self.counters),
+            bounds,
+        }))
+    }
 
-        async fn versions(&self, actors: &str) -> Result<Vec<StateNotice>> {
-            let rows = sqlx::query(
-                "SELECT i.actor_type, i.actor_id, i.incarnation, i.revision
-                 FROM jsonb_array_elements($1::jsonb) AS j(pair)
-                 JOIN solid_instances i ON i.actor_type = j.pair->>0 AND i.actor_id = j.pair->>1",
-            )
-            .bind(actors)
-            .fetch_all(&self.readers)
-            .await?;
-            rows.iter().map(rows::state_notice).collect()
-        }
+    fn stats(&self) -> Stats {
+        self.counters.snapshot()
+    }
 
-        async fn listen_states(&self) -> Result<Option<Box<dyn StateNotices>>> {
-            let listener = self.listener(STATE_CHANNEL).await?;
-            Ok(Some(Box::new(StateListener { listener })))
+    async fn close(&self) {
+        if self.owns_pool {
+            self.readers.close().await;
         }
+    }
 
-        async fn announce_watched(
-            &self,
-            watcher: &str,
-            actors: &str,
-            lease: Duration,
-        ) -> Result<()> {
-            // One statement: renew (or add) this watcher's rows for `actors`, and delete its
-            // other rows and every row whose lease ran out, on the server's clock.
-            sqlx::query(
-                "WITH keys AS (
-                     SELECT DISTINCT j.pair->>0 AS actor_type, j.pair->>1 AS actor_id
-                     FROM jsonb_array_elements($2::jsonb) AS j(pair)
-                 ),
-                 clock AS (
-                     SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT AS now
-                 ),
-                 gone AS (
-                     DELETE FROM solid_watched w USING clock
-                     WHERE (w.watcher = $1 OR w.expires_at <= clock.now)
-                       AND NOT (w.watcher = $1 AND EXISTS (
-                           SELECT 1 FROM keys k
-                           WHERE k.actor_type = w.actor_type AND k.actor_id = w.actor_id))
-                 )
-                 INSERT INTO solid_watched (actor_type, actor_id, watcher, expires_at)
-                 SELECT k.actor_type, k.actor_id, $1, clock.now + $3 FROM keys k, clock
-                 ON CONFLICT (actor_type, actor_id, watcher)
-                     DO UPDATE SET expires_at = excluded.expires_at",
-            )
+    async fn listen(&self) -> Result<Option<Box<dyn WorkNotices>>> {
+        let listener = self.listener(WORK_CHANNEL).await?;
+        Ok(Some(Box::new(Notices {
+            listener,
+            counters: Arc::clone(&self.counters),
+        })))
+    }
+
+    async fn listen_states(&self) -> Result<Option<Box<dyn StateNotices>>> {
+        let listener = self.listener(STATE_CHANNEL).await?;
+        Ok(Some(Box::new(StateListener { listener })))
+    }
+
+    async fn announce_watched(&self, watcher: &str, actors: &str, lease: Duration) -> Result<()> {
+        query(ANNOUNCE_WATCHED)
             .bind(watcher)
             .bind(actors)
             .bind(i64::try_from(lease.as_micros()).unwrap_or(i64::MAX))
-            .execute(&self.readers)
+            .execute(self.readers())
             .await?;
-            Ok(())
-        }
-    },
-    transaction_items: {
-        async fn lock_actor(
-            &mut self,
-            actor: ActorKey<'_, '_>,
-            wait: bool,
-            now: i64,
-        ) -> Result<Option<LockedActor>> {
-            self.lock_row(actor, wait, now).await
-        }
+        Ok(())
+    }
 
-        fn poison(&mut self) {
-            self.tx.poison();
-        }
+    fn schema(&self) -> (&'static str, i64) {
+        (
+            "postgres",
+            MIGRATIONS.last().map_or(0, |migration| migration.0),
+        )
+    }
 
-        fn postgres(&mut self) -> Option<&mut PgConnection> {
-            Some(&mut *self.tx)
+    async fn settings(&self) -> Result<Vec<(String, String)>> {
+        let mut settings = Vec::new();
+        for name in [
+            "server_version",
+            "default_transaction_isolation",
+            "synchronous_commit",
+            "max_connections",
+            "TimeZone",
+        ] {
+            let value: String = sqlx::query_scalar("SELECT current_setting($1)")
+                .bind(name)
+                .fetch_one(&self.readers)
+                .await?;
+            settings.push((name.to_owned(), value));
         }
+        Ok(settings)
+    }
+
+    async fn database_micros(&self) -> Result<Option<i64>> {
+        let now = query(SERVER_MICROS).fetch_scalar(self.readers()).await?;
+        Ok(Some(now))
+    }
+}
+
+impl WriteConnection for PostgresTransaction {
+    fn on(&mut self) -> On<'_> {
+        On::Postgres(&mut self.tx)
+    }
+
+    fn dialect(&self) -> Dialect {
+        Dialect::Postgres
+    }
+
+    fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    fn poison(&mut self) {
+        self.tx.poison();
+    }
+}
+
+#[async_trait]
+impl Transaction for PostgresTransaction {
+    async fn lock_actor(
+        &mut self,
+        actor: ActorKey<'_, '_>,
+        wait: bool,
+        now: i64,
+    ) -> Result<Option<LockedActor>> {
+        lock_row(self, actor, wait, now).await
+    }
+
+    fn postgres(&mut self) -> Option<&mut PgConnection> {
+        Some(&mut *self.tx)
+    }
+
+    async fn commit(self: Box<Self>) -> Result<()> {
+        let this = *self;
+        let alone = this.tx.commits_alone();
+        this.tx.commit().await?;
+        this.counters.transaction();
+        if alone {
+            this.counters.commit();
+        }
+        Ok(())
+    }
+
+    async fn rollback(self: Box<Self>) -> Result<()> {
+        self.tx.rollback().await
     }
 }
 
@@ -398,47 +444,6 @@ impl StateNotices for StateListener {
                     tracing::warn!(%error, payload, "a state notice that does not read; ignored");
                 }
             }
-        }
-    }
-}
-
-admin_backend! {
-    dialect: standard,
-    query: sqlx::query,
-    query_scalar: sqlx::query_scalar,
-    store: PostgresStore,
-    readers: readers,
-    transaction: PostgresTransaction,
-    reads: {
-        fn schema(&self) -> (&'static str, i64) {
-            ("postgres", MIGRATIONS.last().map_or(0, |migration| migration.0))
-        }
-
-        async fn settings(&self) -> Result<Vec<(String, String)>> {
-            let mut settings = Vec::new();
-            for name in [
-                "server_version",
-                "default_transaction_isolation",
-                "synchronous_commit",
-                "max_connections",
-                "TimeZone",
-            ] {
-                let value: String = sqlx::query_scalar("SELECT current_setting($1)")
-                    .bind(name)
-                    .fetch_one(&self.readers)
-                    .await?;
-                settings.push((name.to_owned(), value));
-            }
-            Ok(settings)
-        }
-
-        async fn database_micros(&self) -> Result<Option<i64>> {
-            let now = sqlx::query_scalar(
-                "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT",
-            )
-            .fetch_one(&self.readers)
-            .await?;
-            Ok(Some(now))
         }
     }
 }

@@ -13,18 +13,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
+
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use sqlx::{Sqlite, SqliteConnection};
 
 use super::group_commit::{GroupCommit, GroupMember, GroupWriter};
+use super::instances::INSTANCE_AND_HEAD;
 use super::owned_transaction::OwnedTransaction;
+use super::query::{query, Dialect, On};
 use super::{
-    rows, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters, DeadEffectRecord, DueReminder,
-    EffectProgress, Instance, InstanceWrite, LockedActor, MessageLookup, MessageProgress,
-    MessageRecord, NewEffect, NewMessage, PendingEffects, ReminderRecord, ReminderWrite, Retention,
-    SchemaMode, StateNotice, Stats, Store, Transaction, UnknownHead, WorkNotices,
+    rows, ActorKey, Bounds, Counters, LockedActor, ReadConnections, SchemaMode, Stats, Store,
+    Transaction, WorkNotices, WriteConnection,
 };
 use crate::error::Result;
 
@@ -338,162 +340,164 @@ struct SqliteTransaction {
     interrupt: Arc<AtomicBool>,
 }
 
-sql_backend! {
-    dialect: standard,
-    query: sqlx::query,
-    query_scalar: sqlx::query_scalar,
-    store: SqliteStore,
-    readers: readers,
-    transaction: SqliteTransaction,
-    database: Sqlite,
-    skip_locked: "",
-    name_set: "(SELECT value FROM json_each($1))",
-    name_set_2: "(SELECT value FROM json_each($2))",
-    type_operation: "(m.actor_type || ':' || m.operation)",
-    lease_now: "$2",
-    store_items: {
-        async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>> {
-            // Waits for another process's write lock end at the caller's deadline, inside
-            // SQLite, so nothing is left waiting behind a caller that gave up. An
-            // application's own connections keep the busy timeout it gave them.
-            let begin = if matches!(self.writer, Writer::Grouped(_)) {
-                let busy = bounds.remaining().as_millis().min(i32::MAX as u128);
-                format!("PRAGMA busy_timeout = {busy}; BEGIN IMMEDIATE")
-            } else {
-                "BEGIN IMMEDIATE".to_owned()
-            };
-            let tx = match &self.writer {
-                Writer::Grouped(writer) => WriteTransaction::Grouped(
-                    writer.begin(bounds.deadline, begin, bounds.alone).await?,
-                ),
-                Writer::Pooled(pool) => WriteTransaction::Pooled(
-                    OwnedTransaction::begin(pool, bounds.deadline, begin, || {}).await?,
-                ),
-            };
-            let interrupt = Arc::clone(&self.interrupt);
-            Ok(Box::new(SqliteTransaction {
-                tx,
-                counters: Arc::clone(&self.counters),
-                interrupt,
-            }))
-        }
+impl ReadConnections for SqliteStore {
+    fn readers(&self) -> On<'_> {
+        On::SqlitePool(&self.readers)
+    }
 
-        fn concurrent_turns(&self) -> usize {
-            match self.writer {
-                Writer::Grouped(_) => CONCURRENT_TURNS,
-                Writer::Pooled(_) => 1,
-            }
-        }
-
-        async fn close(&self) {
-            // An application's pools stay open.
-            if let Writer::Grouped(writer) = &self.writer {
-                writer.close().await;
-                self.readers.close().await;
-            }
-        }
-
-        async fn listen(&self) -> Result<Option<Box<dyn WorkNotices>>> {
-            Ok(None)
-        }
-
-        async fn versions(&self, actors: &str) -> Result<Vec<StateNotice>> {
-            let rows = sqlx::query(
-                "SELECT i.actor_type, i.actor_id, i.incarnation, i.revision
-                 FROM json_each($1) AS j
-                 JOIN solid_instances i ON i.actor_type = json_extract(j.value, '$[0]')
-                                       AND i.actor_id = json_extract(j.value, '$[1]')",
-            )
-            .bind(actors)
-            .fetch_all(&self.readers)
-            .await?;
-            rows.iter().map(rows::state_notice).collect()
-        }
-    },
-    transaction_items: {
-        async fn lock_actor(
-            &mut self,
-            actor: ActorKey<'_, '_>,
-            _wait: bool,
-            now: i64,
-        ) -> Result<Option<LockedActor>> {
-            // BEGIN IMMEDIATE already holds the database's write lock: no other turn runs.
-            self.counters.statement();
-            let row = sqlx::query(concat!(
-                "SELECT i.state, i.revision, i.incarnation, i.state_version, i.paused_at,
-                        h.id, h.operation,
-                        h.arguments, h.attempts, h.available_at, h.message_incarnation,
-                        h.scheduled_for
-                 FROM (SELECT 1) AS one
-                 LEFT JOIN solid_instances i ON i.actor_type = $1 AND i.actor_id = $2
-                 LEFT JOIN (",
-                head_of_mailbox!(),
-                ") AS h ON 1 = 1"
-            ))
-            .bind(actor.actor_type)
-            .bind(actor.actor_id)
-            .bind(now)
-            .fetch_one(&mut *self.tx)
-            .await?;
-            rows::locked_actor(&row).map(Some)
-        }
-
-        fn poison(&mut self) {
-            // Whatever the abandoned handler's SQL still runs is interrupted.
-            self.interrupt.store(true, Ordering::Release);
-            self.tx.poison();
-        }
-
-        fn sqlite(&mut self) -> Option<&mut SqliteConnection> {
-            Some(&mut *self.tx)
-        }
-
-        fn group_budget(&self) -> Option<tokio::time::Instant> {
-            match &self.tx {
-                WriteTransaction::Grouped(member) => member.budget(),
-                WriteTransaction::Pooled(_) => None,
-            }
-        }
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
     }
 }
 
-admin_backend! {
-    dialect: standard,
-    query: sqlx::query,
-    query_scalar: sqlx::query_scalar,
-    store: SqliteStore,
-    readers: readers,
-    transaction: SqliteTransaction,
-    reads: {
-        fn schema(&self) -> (&'static str, i64) {
-            ("sqlite", MIGRATIONS.last().map_or(0, |migration| migration.0))
-        }
+#[async_trait]
+impl Store for SqliteStore {
+    async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>> {
+        // Waits for another process's write lock end at the caller's deadline, inside
+        // SQLite, so nothing is left waiting behind a caller that gave up. An
+        // application's own connections keep the busy timeout it gave them.
+        let begin = if matches!(self.writer, Writer::Grouped(_)) {
+            let busy = bounds.remaining().as_millis().min(i32::MAX as u128);
+            format!("PRAGMA busy_timeout = {busy}; BEGIN IMMEDIATE")
+        } else {
+            "BEGIN IMMEDIATE".to_owned()
+        };
+        let tx = match &self.writer {
+            Writer::Grouped(writer) => {
+                WriteTransaction::Grouped(writer.begin(bounds.deadline, begin, bounds.alone).await?)
+            }
+            Writer::Pooled(pool) => WriteTransaction::Pooled(
+                OwnedTransaction::begin(pool, bounds.deadline, begin, || {}).await?,
+            ),
+        };
+        let interrupt = Arc::clone(&self.interrupt);
+        Ok(Box::new(SqliteTransaction {
+            tx,
+            counters: Arc::clone(&self.counters),
+            interrupt,
+        }))
+    }
 
-        async fn settings(&self) -> Result<Vec<(String, String)>> {
-            let version: String = sqlx::query_scalar("SELECT sqlite_version()")
-                .fetch_one(&self.readers)
-                .await?;
-            let journal_mode: String = sqlx::query_scalar("PRAGMA journal_mode")
-                .fetch_one(&self.readers)
-                .await?;
-            let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous")
-                .fetch_one(&self.readers)
-                .await?;
-            let synchronous = match synchronous {
-                0 => "off",
-                1 => "normal",
-                2 => "full",
-                _ => "extra",
-            };
-            Ok(vec![
-                ("sqlite_version".to_owned(), version),
-                ("journal_mode".to_owned(), journal_mode),
-                ("synchronous".to_owned(), synchronous.to_owned()),
-            ])
-        }
+    fn stats(&self) -> Stats {
+        self.counters.snapshot()
+    }
 
-        async fn database_micros(&self) -> Result<Option<i64>> {
-            Ok(None)
+    fn concurrent_turns(&self) -> usize {
+        match self.writer {
+            Writer::Grouped(_) => CONCURRENT_TURNS,
+            Writer::Pooled(_) => 1,
         }
+    }
+
+    async fn close(&self) {
+        // An application's pools stay open.
+        if let Writer::Grouped(writer) = &self.writer {
+            writer.close().await;
+            self.readers.close().await;
+        }
+    }
+
+    async fn listen(&self) -> Result<Option<Box<dyn WorkNotices>>> {
+        Ok(None)
+    }
+
+    fn schema(&self) -> (&'static str, i64) {
+        (
+            "sqlite",
+            MIGRATIONS.last().map_or(0, |migration| migration.0),
+        )
+    }
+
+    async fn settings(&self) -> Result<Vec<(String, String)>> {
+        let version: String = sqlx::query_scalar("SELECT sqlite_version()")
+            .fetch_one(&self.readers)
+            .await?;
+        let journal_mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+            .fetch_one(&self.readers)
+            .await?;
+        let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous")
+            .fetch_one(&self.readers)
+            .await?;
+        let synchronous = match synchronous {
+            0 => "off",
+            1 => "normal",
+            2 => "full",
+            _ => "extra",
+        };
+        Ok(vec![
+            ("sqlite_version".to_owned(), version),
+            ("journal_mode".to_owned(), journal_mode),
+            ("synchronous".to_owned(), synchronous.to_owned()),
+        ])
+    }
+
+    async fn database_micros(&self) -> Result<Option<i64>> {
+        Ok(None)
+    }
+}
+
+impl WriteConnection for SqliteTransaction {
+    fn on(&mut self) -> On<'_> {
+        On::Sqlite(&mut self.tx)
+    }
+
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
+    }
+
+    fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    fn poison(&mut self) {
+        // Whatever the abandoned handler's SQL still runs is interrupted.
+        self.interrupt.store(true, Ordering::Release);
+        self.tx.poison();
+    }
+}
+
+#[async_trait]
+impl Transaction for SqliteTransaction {
+    async fn lock_actor(
+        &mut self,
+        actor: ActorKey<'_, '_>,
+        _wait: bool,
+        now: i64,
+    ) -> Result<Option<LockedActor>> {
+        // BEGIN IMMEDIATE already holds the database's write lock: no other turn runs.
+        self.counters.statement();
+        let row = query(INSTANCE_AND_HEAD)
+            .bind(actor.actor_type)
+            .bind(actor.actor_id)
+            .bind(now)
+            .fetch_one(self.on())
+            .await?;
+        rows::locked_actor(&row).map(Some)
+    }
+
+    fn sqlite(&mut self) -> Option<&mut SqliteConnection> {
+        Some(&mut *self.tx)
+    }
+
+    fn group_budget(&self) -> Option<tokio::time::Instant> {
+        match &self.tx {
+            WriteTransaction::Grouped(member) => member.budget(),
+            WriteTransaction::Pooled(_) => None,
+        }
+    }
+
+    async fn commit(self: Box<Self>) -> Result<()> {
+        let this = *self;
+        let alone = this.tx.commits_alone();
+        this.tx.commit().await?;
+        this.counters.transaction();
+        if alone {
+            this.counters.commit();
+        }
+        Ok(())
+    }
+
+    async fn rollback(self: Box<Self>) -> Result<()> {
+        self.tx.rollback().await
     }
 }

@@ -9,9 +9,10 @@
 //! seconds) and, on MariaDB, statements by `max_statement_time`. Effect leases run on the
 //! server's clock.
 //!
-//! The statements are the ones the other backends share, spelled for MySQL by
-//! [`statement`]; the few whose form differs (no `RETURNING`, no `ON CONFLICT .. DO
-//! NOTHING`, no `UPDATE` that reads its own table) are written beside the shared ones.
+//! The statements are the ones the other backends share, written with numbered parameters
+//! and spelled for MySQL by [`statement`] when first run; the few whose form differs (no
+//! `RETURNING`, no `ON CONFLICT .. DO NOTHING`, no `UPDATE` that reads its own table) are
+//! the statement files' MySQL forms, chosen by the dialect.
 //! There is no `LISTEN`: idle workers and watchers poll.
 
 mod statement;
@@ -19,22 +20,19 @@ mod statement;
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use sqlx::error::BoxDynError;
-use sqlx::mysql::{
-    MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlQueryResult, MySqlTypeInfo, MySqlValueRef,
-};
-use sqlx::{ColumnIndex, Decode, Executor, MySql, Row, Type, TypeInfo};
+use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlTypeInfo, MySqlValueRef};
+use sqlx::{Decode, Executor, MySql, Type, TypeInfo};
 
-pub(crate) use self::statement::{query, query_scalar};
+pub(crate) use self::statement::{spelled, Borrowed};
 use super::connect::{open_pool, Endpoint};
+use super::instances::{lock_row, RowLocks};
 use super::owned_transaction::OwnedTransaction;
-use super::rows::{self, Column};
+use super::query::{get, Dialect, On, Row};
 use super::{
-    require_current, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters, DeadEffectRecord,
-    DueReminder, EffectProgress, Instance, InstanceWrite, LockedActor, MessageLookup,
-    MessageProgress, MessageRecord, NewEffect, NewMessage, PendingEffects, ReminderRecord,
-    ReminderWrite, Retention, SchemaMode, StateNotice, Stats, Store, StoredMessage, Transaction,
-    UnknownHead, WorkNotices,
+    require_current, ActorKey, Bounds, Counters, LockedActor, ReadConnections, SchemaMode, Stats,
+    Store, Transaction, WorkNotices, WriteConnection,
 };
 use crate::error::{Error, Result};
 
@@ -251,20 +249,10 @@ async fn migrate(pool: &MySqlPool) -> Result<()> {
     Ok(())
 }
 
-/// The id an `INSERT` gave its (first) row.
-pub(crate) fn inserted_id(inserted: &MySqlQueryResult) -> Result<i64> {
-    i64::try_from(inserted.last_insert_id()).map_err(|_| {
-        Error::Database(sqlx::Error::Protocol(format!(
-            "an inserted id {} beyond BIGINT",
-            inserted.last_insert_id()
-        )))
-    })
-}
-
 /// Text as this backend stores it: sqlx reads no column that MySQL marks binary as a
 /// `String`, and MySQL marks every column in a binary collation so. This reads any text or
 /// binary column whose bytes are UTF-8.
-struct Text(String);
+pub(crate) struct Text(pub(crate) String);
 
 impl Type<MySql> for Text {
     fn type_info() -> MySqlTypeInfo {
@@ -297,27 +285,6 @@ impl<'r> Decode<'r, MySql> for Text {
     }
 }
 
-impl Column<MySql> for String {
-    fn get<R, I>(row: &R, index: I) -> sqlx::Result<Self>
-    where
-        R: Row<Database = MySql>,
-        I: ColumnIndex<R>,
-    {
-        row.try_get::<Text, _>(index).map(|text| text.0)
-    }
-}
-
-impl Column<MySql> for Option<String> {
-    fn get<R, I>(row: &R, index: I) -> sqlx::Result<Self>
-    where
-        R: Row<Database = MySql>,
-        I: ColumnIndex<R>,
-    {
-        row.try_get::<Option<Text>, _>(index)
-            .map(|text| text.map(|text| text.0))
-    }
-}
-
 /// A transaction on one pooled connection.
 struct MySqlTransaction {
     tx: OwnedTransaction<MySql>,
@@ -326,8 +293,12 @@ struct MySqlTransaction {
     flavor: Flavor,
 }
 
-impl MySqlTransaction {
-    /// Bounds the statements that follow, and their lock waits, by `timeout`.
+#[async_trait]
+impl RowLocks for MySqlTransaction {
+    fn bounds(&self) -> Bounds {
+        self.bounds
+    }
+
     async fn set_timeouts(&mut self, timeout: Duration) -> Result<()> {
         self.counters.statement();
         let bounds = self.flavor.bound_statements(timeout);
@@ -336,116 +307,124 @@ impl MySqlTransaction {
     }
 }
 
-row_locks! {
-    dialect: mysql,
-    query: query,
-    transaction: MySqlTransaction
-}
+impl ReadConnections for MySqlStore {
+    fn readers(&self) -> On<'_> {
+        On::MySqlPool(&self.readers)
+    }
 
-sql_backend! {
-    dialect: mysql,
-    query: query,
-    query_scalar: query_scalar,
-    store: MySqlStore,
-    readers: readers,
-    transaction: MySqlTransaction,
-    database: MySql,
-    skip_locked: " FOR UPDATE SKIP LOCKED",
-    name_set: "(SELECT j.name FROM JSON_TABLE($1, '$[*]'
-                   COLUMNS (name VARCHAR(1024) CHARACTER SET utf8mb4 PATH '$')) AS j)",
-    name_set_2: "(SELECT j.name FROM JSON_TABLE($2, '$[*]'
-                     COLUMNS (name VARCHAR(1024) CHARACTER SET utf8mb4 PATH '$')) AS j)",
-    type_operation: "CONCAT(m.actor_type, ':', m.operation)",
-    lease_now: "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)",
-    store_items: {
-        async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>> {
-            // One round trip: the bounds and the isolation travel with the BEGIN.
-            let begin = self.begin_statement(&bounds);
-            let tx = OwnedTransaction::begin(&self.readers, bounds.deadline, begin, || {})
-                .await?
-                .close_if_abandoned();
-            Ok(Box::new(MySqlTransaction {
-                tx,
-                counters: Arc::clone(&self.counters),
-                bounds,
-                flavor: self.flavor,
-            }))
-        }
-
-        async fn close(&self) {
-            if self.owns_pool {
-                self.readers.close().await;
-            }
-        }
-
-        async fn listen(&self) -> Result<Option<Box<dyn WorkNotices>>> {
-            Ok(None)
-        }
-
-        async fn versions(&self, actors: &str) -> Result<Vec<StateNotice>> {
-            let rows = query(
-                "SELECT i.actor_type, i.actor_id, i.incarnation, i.revision
-                 FROM JSON_TABLE($1, '$[*]' COLUMNS (
-                     actor_type VARCHAR(255) CHARACTER SET utf8mb4 PATH '$[0]',
-                     actor_id VARCHAR(1024) CHARACTER SET utf8mb4 PATH '$[1]')) AS j
-                 JOIN solid_instances i ON i.actor_type = j.actor_type AND i.actor_id = j.actor_id",
-            )
-            .bind(actors)
-            .fetch_all(&self.readers)
-            .await?;
-            rows.iter().map(rows::state_notice).collect()
-        }
-    },
-    transaction_items: {
-        async fn lock_actor(
-            &mut self,
-            actor: ActorKey<'_, '_>,
-            wait: bool,
-            now: i64,
-        ) -> Result<Option<LockedActor>> {
-            self.lock_row(actor, wait, now).await
-        }
-
-        fn poison(&mut self) {
-            self.tx.poison();
-        }
-
-        fn mysql(&mut self) -> Option<&mut MySqlConnection> {
-            Some(&mut *self.tx)
-        }
+    fn dialect(&self) -> Dialect {
+        Dialect::MySql
     }
 }
 
-admin_backend! {
-    dialect: mysql,
-    query: query,
-    query_scalar: query_scalar,
-    store: MySqlStore,
-    readers: readers,
-    transaction: MySqlTransaction,
-    reads: {
-        fn schema(&self) -> (&'static str, i64) {
-            ("mysql", MIGRATIONS.last().map_or(0, |migration| migration.0))
-        }
+/// The server's clock in microseconds.
+const SERVER_MICROS: &str = "SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)";
 
-        async fn settings(&self) -> Result<Vec<(String, String)>> {
-            let rows = sqlx::raw_sql(
-                "SHOW VARIABLES WHERE Variable_name IN ('version', 'transaction_isolation',
-                     'tx_isolation', 'innodb_flush_log_at_trx_commit', 'max_connections',
-                     'max_allowed_packet', 'time_zone')",
-            )
-            .fetch_all(&self.readers)
+/// The server's variables that matter to operators.
+const SETTINGS: &str = "SHOW VARIABLES WHERE Variable_name IN ('version', 'transaction_isolation',
+     'tx_isolation', 'innodb_flush_log_at_trx_commit', 'max_connections',
+     'max_allowed_packet', 'time_zone')";
+
+#[async_trait]
+impl Store for MySqlStore {
+    async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>> {
+        // One round trip: the bounds and the isolation travel with the BEGIN.
+        let begin = self.begin_statement(&bounds);
+        let tx = OwnedTransaction::begin(&self.readers, bounds.deadline, begin, || {})
+            .await?
+            .close_if_abandoned();
+        Ok(Box::new(MySqlTransaction {
+            tx,
+            counters: Arc::clone(&self.counters),
+            bounds,
+            flavor: self.flavor,
+        }))
+    }
+
+    fn stats(&self) -> Stats {
+        self.counters.snapshot()
+    }
+
+    async fn close(&self) {
+        if self.owns_pool {
+            self.readers.close().await;
+        }
+    }
+
+    async fn listen(&self) -> Result<Option<Box<dyn WorkNotices>>> {
+        Ok(None)
+    }
+
+    fn schema(&self) -> (&'static str, i64) {
+        (
+            "mysql",
+            MIGRATIONS.last().map_or(0, |migration| migration.0),
+        )
+    }
+
+    async fn settings(&self) -> Result<Vec<(String, String)>> {
+        let rows = sqlx::raw_sql(SETTINGS).fetch_all(&self.readers).await?;
+        rows.into_iter()
+            .map(Row::MySql)
+            .map(|row| Ok((get(&row, 0)?, get(&row, 1)?)))
+            .collect()
+    }
+
+    async fn database_micros(&self) -> Result<Option<i64>> {
+        let now = sqlx::query_scalar(SERVER_MICROS)
+            .fetch_one(&self.readers)
             .await?;
-            rows.iter()
-                .map(|row| Ok((rows::get(row, 0)?, rows::get(row, 1)?)))
-                .collect()
-        }
+        Ok(Some(now))
+    }
+}
 
-        async fn database_micros(&self) -> Result<Option<i64>> {
-            let now = sqlx::query_scalar("SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)")
-                .fetch_one(&self.readers)
-                .await?;
-            Ok(Some(now))
+impl WriteConnection for MySqlTransaction {
+    fn on(&mut self) -> On<'_> {
+        On::MySql(&mut self.tx)
+    }
+
+    fn dialect(&self) -> Dialect {
+        Dialect::MySql
+    }
+
+    fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    fn poison(&mut self) {
+        self.tx.poison();
+    }
+}
+
+#[async_trait]
+impl Transaction for MySqlTransaction {
+    async fn lock_actor(
+        &mut self,
+        actor: ActorKey<'_, '_>,
+        wait: bool,
+        now: i64,
+    ) -> Result<Option<LockedActor>> {
+        lock_row(self, actor, wait, now).await
+    }
+
+    fn mysql(&mut self) -> Option<&mut MySqlConnection> {
+        Some(&mut *self.tx)
+    }
+
+    async fn commit(self: Box<Self>) -> Result<()> {
+        let this = *self;
+        let alone = this.tx.commits_alone();
+        let restore = this.flavor.restore_statement();
+        this.tx.commit_then(restore).await?;
+        this.counters.transaction();
+        if alone {
+            this.counters.commit();
         }
+        Ok(())
+    }
+
+    async fn rollback(self: Box<Self>) -> Result<()> {
+        let restore = self.flavor.restore_statement();
+        self.tx.rollback_then(restore).await
     }
 }

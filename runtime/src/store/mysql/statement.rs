@@ -1,7 +1,7 @@
-//! The shared statements as MySQL reads them, and queries that bind by them.
+//! The store's statements as MySQL reads them, and the pool connection a read runs on.
 //!
-//! The statements in `shared.rs` and `admin.rs` are written once, in the spelling PostgreSQL
-//! and SQLite share. [`spell`] rewrites that spelling, token by token, into MySQL's:
+//! The statements of the store's table files are written once, in the spelling PostgreSQL
+//! and SQLite share (their MySQL forms, where the dialect picks one, in that spelling too). [`spell`] rewrites that spelling, token by token, into MySQL's:
 //!
 //! | shared | MySQL |
 //! |---|---|
@@ -18,19 +18,16 @@
 //! What needs more than a spelling (`RETURNING`, `ON CONFLICT .. DO NOTHING`, an `UPDATE`
 //! that reads its own table) is written for MySQL in its own form beside the shared one.
 //!
-//! [`query`] and [`query_scalar`] mirror sqlx's functions: they keep each
-//! bound value under its parameter number and bind it once per `?` when the query runs.
+//! The store's [`Query`](crate::store::query::Query) keeps each bound value under its
+//! parameter number and binds it once per `?` of the spelling when the query runs.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
-use futures_util::future::BoxFuture;
-use sqlx::mysql::{MySqlArguments, MySqlConnection, MySqlPool, MySqlQueryResult, MySqlRow};
+use sqlx::mysql::{MySqlConnection, MySqlPool};
 use sqlx::pool::PoolConnection;
 use sqlx::MySql;
-
-use crate::store::rows::Column;
 
 /// A statement in MySQL's spelling, and which bound value each of its `?` takes (by index).
 #[derive(Debug, PartialEq, Eq)]
@@ -136,219 +133,30 @@ fn spell_word<'w>(word: &'w str, rest: &mut &str) -> Cow<'w, str> {
     word.into()
 }
 
-/// A value bound to a query, kept until the query runs.
-#[derive(Debug, Clone)]
-pub(crate) enum Value<'q> {
-    Text(Option<Cow<'q, str>>),
-    Integer(Option<i64>),
-    Boolean(bool),
-}
-
-impl<'q> From<&'q str> for Value<'q> {
-    fn from(text: &'q str) -> Self {
-        Self::Text(Some(Cow::Borrowed(text)))
-    }
-}
-
-impl<'q> From<&'q String> for Value<'q> {
-    fn from(text: &'q String) -> Self {
-        Self::Text(Some(Cow::Borrowed(text)))
-    }
-}
-
-impl From<String> for Value<'_> {
-    fn from(text: String) -> Self {
-        Self::Text(Some(Cow::Owned(text)))
-    }
-}
-
-impl<'q> From<Option<&'q str>> for Value<'q> {
-    fn from(text: Option<&'q str>) -> Self {
-        Self::Text(text.map(Cow::Borrowed))
-    }
-}
-
-impl From<Option<String>> for Value<'_> {
-    fn from(text: Option<String>) -> Self {
-        Self::Text(text.map(Cow::Owned))
-    }
-}
-
-impl From<i64> for Value<'_> {
-    fn from(integer: i64) -> Self {
-        Self::Integer(Some(integer))
-    }
-}
-
-impl From<&i64> for Value<'_> {
-    fn from(integer: &i64) -> Self {
-        Self::Integer(Some(*integer))
-    }
-}
-
-impl From<Option<i64>> for Value<'_> {
-    fn from(integer: Option<i64>) -> Self {
-        Self::Integer(integer)
-    }
-}
-
-impl From<bool> for Value<'_> {
-    fn from(boolean: bool) -> Self {
-        Self::Boolean(boolean)
-    }
-}
-
-/// A shared statement and its bound values, run in MySQL's spelling.
-#[must_use = "a query does nothing until it is executed"]
-pub(crate) struct Query<'q> {
-    sql: &'static str,
-    values: Vec<Value<'q>>,
-}
-
-/// Like `sqlx::query`, for a shared statement.
-pub(crate) fn query<'q>(sql: &'static str) -> Query<'q> {
-    Query {
-        sql,
-        values: Vec::new(),
-    }
-}
-
-impl<'q> Query<'q> {
-    /// Binds the value of the next parameter number (`$1`, then `$2`, ..).
-    pub(crate) fn bind(mut self, value: impl Into<Value<'q>>) -> Self {
-        self.values.push(value.into());
-        self
-    }
-
-    /// The sqlx query: MySQL's spelling, each value bound once per `?` that takes it.
-    fn spelled(&self) -> sqlx::query::Query<'_, MySql, MySqlArguments> {
-        let spelled = spelled(self.sql);
-        let mut query = sqlx::query(&spelled.sql);
-        for &index in &spelled.order {
-            query = match self.values.get(index) {
-                Some(Value::Text(text)) => query.bind(text.as_deref()),
-                Some(Value::Integer(integer)) => query.bind(*integer),
-                Some(Value::Boolean(boolean)) => query.bind(*boolean),
-                None => query.bind(None::<i64>),
-            };
-        }
-        query
-    }
-
-    pub(crate) fn execute<'e>(
-        self,
-        on: impl Into<On<'e>>,
-    ) -> BoxFuture<'e, sqlx::Result<MySqlQueryResult>>
-    where
-        'q: 'e,
-    {
-        let on = on.into();
-        Box::pin(async move {
-            match on {
-                On::Connection(connection) => self.spelled().execute(connection).await,
-                On::Pool(pool) => {
-                    let mut connection = Borrowed::acquire(pool).await?;
-                    let done = self.spelled().execute(connection.get()).await;
-                    connection.finish(done)
-                }
-            }
-        })
-    }
-
-    pub(crate) fn fetch_optional<'e>(
-        self,
-        on: impl Into<On<'e>>,
-    ) -> BoxFuture<'e, sqlx::Result<Option<MySqlRow>>>
-    where
-        'q: 'e,
-    {
-        let on = on.into();
-        Box::pin(async move {
-            match on {
-                On::Connection(connection) => self.spelled().fetch_optional(connection).await,
-                On::Pool(pool) => {
-                    let mut connection = Borrowed::acquire(pool).await?;
-                    let done = self.spelled().fetch_optional(connection.get()).await;
-                    connection.finish(done)
-                }
-            }
-        })
-    }
-
-    pub(crate) fn fetch_one<'e>(
-        self,
-        on: impl Into<On<'e>>,
-    ) -> BoxFuture<'e, sqlx::Result<MySqlRow>>
-    where
-        'q: 'e,
-    {
-        let fetched = self.fetch_optional(on);
-        Box::pin(async move { fetched.await?.ok_or(sqlx::Error::RowNotFound) })
-    }
-
-    pub(crate) fn fetch_all<'e>(
-        self,
-        on: impl Into<On<'e>>,
-    ) -> BoxFuture<'e, sqlx::Result<Vec<MySqlRow>>>
-    where
-        'q: 'e,
-    {
-        let on = on.into();
-        Box::pin(async move {
-            match on {
-                On::Connection(connection) => self.spelled().fetch_all(connection).await,
-                On::Pool(pool) => {
-                    let mut connection = Borrowed::acquire(pool).await?;
-                    let done = self.spelled().fetch_all(connection.get()).await;
-                    connection.finish(done)
-                }
-            }
-        })
-    }
-}
-
-/// Where a query runs: on a turn's connection, or on one taken from the pool for it alone.
-pub(crate) enum On<'e> {
-    Connection(&'e mut MySqlConnection),
-    Pool(&'e MySqlPool),
-}
-
-impl<'e> From<&'e mut MySqlConnection> for On<'e> {
-    fn from(connection: &'e mut MySqlConnection) -> Self {
-        Self::Connection(connection)
-    }
-}
-
-impl<'e> From<&'e MySqlPool> for On<'e> {
-    fn from(pool: &'e MySqlPool) -> Self {
-        Self::Pool(pool)
-    }
-}
-
 /// A connection taken from the pool for one query. If the query's future is dropped before
 /// it finishes, the connection is closed rather than returned: sqlx's MySQL connection can
 /// lose its place in the protocol when a statement's future is dropped, and the pool's
 /// check of a returned connection then waits for a reply that never comes, holding a pool
 /// slot for good.
-struct Borrowed {
+pub(crate) struct Borrowed {
     connection: PoolConnection<MySql>,
     finished: bool,
 }
 
 impl Borrowed {
-    async fn acquire(pool: &MySqlPool) -> sqlx::Result<Self> {
+    pub(crate) async fn acquire(pool: &MySqlPool) -> sqlx::Result<Self> {
         Ok(Self {
             connection: pool.acquire().await?,
             finished: false,
         })
     }
 
-    fn get(&mut self) -> &mut MySqlConnection {
+    pub(crate) fn get(&mut self) -> &mut MySqlConnection {
         &mut self.connection
     }
 
     /// The query ran to its end: the connection goes back to the pool.
-    fn finish<T>(mut self, done: sqlx::Result<T>) -> sqlx::Result<T> {
+    pub(crate) fn finish<T>(mut self, done: sqlx::Result<T>) -> sqlx::Result<T> {
         self.finished = true;
         done
     }
@@ -359,65 +167,6 @@ impl Drop for Borrowed {
         if !self.finished {
             self.connection.close_on_drop();
         }
-    }
-}
-
-/// A shared statement whose rows decode into `O`.
-#[must_use = "a query does nothing until it is executed"]
-pub(crate) struct Mapped<'q, O> {
-    query: Query<'q>,
-    map: fn(&MySqlRow) -> sqlx::Result<O>,
-}
-
-/// Like `sqlx::query_scalar`, for a shared statement: its first column.
-pub(crate) fn query_scalar<'q, O>(sql: &'static str) -> Mapped<'q, O>
-where
-    O: Column<MySql>,
-{
-    Mapped {
-        query: query(sql),
-        map: |row| O::get(row, 0),
-    }
-}
-
-impl<'q, O> Mapped<'q, O> {
-    /// Binds the value of the next parameter number.
-    pub(crate) fn bind(mut self, value: impl Into<Value<'q>>) -> Self {
-        self.query = self.query.bind(value);
-        self
-    }
-
-    pub(crate) fn fetch_one<'e>(self, on: impl Into<On<'e>>) -> BoxFuture<'e, sqlx::Result<O>>
-    where
-        'q: 'e,
-        O: Send + 'e,
-    {
-        let map = self.map;
-        let fetched = self.query.fetch_one(on);
-        Box::pin(async move { map(&fetched.await?) })
-    }
-
-    pub(crate) fn fetch_optional<'e>(
-        self,
-        on: impl Into<On<'e>>,
-    ) -> BoxFuture<'e, sqlx::Result<Option<O>>>
-    where
-        'q: 'e,
-        O: Send + 'e,
-    {
-        let map = self.map;
-        let fetched = self.query.fetch_optional(on);
-        Box::pin(async move { fetched.await?.as_ref().map(map).transpose() })
-    }
-
-    pub(crate) fn fetch_all<'e>(self, on: impl Into<On<'e>>) -> BoxFuture<'e, sqlx::Result<Vec<O>>>
-    where
-        'q: 'e,
-        O: Send + 'e,
-    {
-        let map = self.map;
-        let fetched = self.query.fetch_all(on);
-        Box::pin(async move { fetched.await?.iter().map(map).collect() })
     }
 }
 

@@ -1,0 +1,295 @@
+//! The statements of `solid_reminders` and the traits that run them on any backend:
+//! [`ReminderReads`] outside a transaction, [`ReminderWrites`] inside one.
+//!
+//! Firing a reminder takes no actor's lock: it appends a message and settles the reminder.
+
+use async_trait::async_trait;
+
+use super::query::{built, query, Dialect, Value};
+use super::{
+    rows, ActorKey, DueReminder, ReadConnections, ReminderRecord, ReminderWrite, WriteConnection,
+};
+use crate::error::Result;
+
+/// The reminders of the actor (`$1`, `$2`), the next due first.
+pub(crate) const ACTOR_REMINDERS: &str =
+    "SELECT name, \"key\", due_at, every_micros, missed FROM solid_reminders
+     WHERE actor_type = $1 AND actor_id = $2 ORDER BY due_at, name, \"key\"";
+
+/// Stores the actor's (`$1`, `$2`) reminder named `$3` with key `$4`, replacing the one with
+/// that name and key.
+pub(crate) const UPSERT_REMINDER: &str = "INSERT INTO solid_reminders
+         (actor_type, actor_id, name, \"key\", due_at, arguments, incarnation,
+          every_micros, missed)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+     ON CONFLICT (actor_type, actor_id, name, \"key\") DO UPDATE SET
+         due_at = excluded.due_at, arguments = excluded.arguments,
+         incarnation = excluded.incarnation,
+         every_micros = excluded.every_micros, missed = excluded.missed";
+
+/// When the actor's (`$1`, `$2`) reminder named `$3` with key `$4` is due.
+pub(crate) const REMINDER_DUE: &str = "SELECT due_at FROM solid_reminders
+     WHERE actor_type = $1 AND actor_id = $2 AND name = $3 AND \"key\" = $4";
+
+/// Deletes the actor's (`$1`, `$2`) reminder named `$3` with key `$4` (every key, for `NULL`).
+pub(crate) const DELETE_REMINDER: &str = "DELETE FROM solid_reminders
+     WHERE actor_type = $1 AND actor_id = $2 AND name = $3
+       AND ($4 IS NULL OR \"key\" = $4)";
+
+/// Deletes every reminder of the actor (`$1`, `$2`).
+pub(crate) const DELETE_ACTOR_REMINDERS: &str =
+    "DELETE FROM solid_reminders WHERE actor_type = $1 AND actor_id = $2";
+
+/// Up to `$3` reminders due at `$2` whose ids are not in the JSON array `$1` (of strings),
+/// earliest first, locked until commit where the backend skips locked rows.
+pub(crate) fn due_reminders(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Sqlite => {
+            "SELECT id, due_at, actor_type, actor_id, name, arguments, incarnation,
+                    every_micros, missed
+             FROM solid_reminders
+             WHERE due_at <= $2 AND CAST(id AS TEXT) NOT IN (SELECT value FROM json_each($1))
+             ORDER BY due_at, id LIMIT $3"
+        }
+        Dialect::Postgres => {
+            "SELECT id, due_at, actor_type, actor_id, name, arguments, incarnation,
+                    every_micros, missed
+             FROM solid_reminders
+             WHERE due_at <= $2
+               AND CAST(id AS TEXT) NOT IN (SELECT jsonb_array_elements_text($1::jsonb))
+             ORDER BY due_at, id LIMIT $3 FOR UPDATE SKIP LOCKED"
+        }
+        Dialect::MySql => {
+            "SELECT id, due_at, actor_type, actor_id, name, arguments, incarnation,
+                    every_micros, missed
+             FROM solid_reminders
+             WHERE due_at <= $2 AND CAST(id AS TEXT) NOT IN (SELECT j.name FROM JSON_TABLE($1, '$[*]'
+                   COLUMNS (name VARCHAR(1024) CHARACTER SET utf8mb4 PATH '$')) AS j)
+             ORDER BY due_at, id LIMIT $3 FOR UPDATE SKIP LOCKED"
+        }
+    }
+}
+
+/// The start of the delete of fired one-shot reminders: their ids, then `)`, follow.
+const DELETE_REMINDERS: &str = "DELETE FROM solid_reminders WHERE id IN (";
+
+/// The start of the move of recurring reminders to their next occurrences (PostgreSQL,
+/// SQLite): `VALUES (id, due_at), ..`, then [`MOVE_REMINDERS_END`], follow.
+const MOVE_REMINDERS: &str = "WITH moved (id, due_at) AS (";
+
+/// The end of [`MOVE_REMINDERS`].
+const MOVE_REMINDERS_END: &str = ") UPDATE solid_reminders
+     SET due_at = (SELECT moved.due_at FROM moved
+                   WHERE moved.id = solid_reminders.id)
+     WHERE id IN (SELECT id FROM moved)";
+
+/// The same on MySQL, which has no common table expression before an `UPDATE`: a derived
+/// table of the moves (`SELECT id, due_at UNION ALL ..`), joined; [`MOVE_REMINDERS_END_MYSQL`]
+/// follows.
+const MOVE_REMINDERS_MYSQL: &str = "UPDATE solid_reminders JOIN (";
+
+/// The end of [`MOVE_REMINDERS_MYSQL`].
+const MOVE_REMINDERS_END_MYSQL: &str = ") AS moved ON moved.id = solid_reminders.id
+     SET solid_reminders.due_at = moved.due_at";
+
+/// Most reminders one statement deletes or moves.
+const ROWS_PER_SETTLE: usize = 1_000;
+
+/// The delete of the one-shot reminders `ids`.
+fn delete_reminders(dialect: Dialect, ids: &[i64]) -> super::query::Query<'static> {
+    let mut sql = String::from(DELETE_REMINDERS);
+    for number in 1..=ids.len() {
+        if number > 1 {
+            sql.push_str(", ");
+        }
+        dialect.push_placeholder(&mut sql, number);
+    }
+    sql.push(')');
+    built(sql, ids.iter().map(Value::from).collect())
+}
+
+/// The move of recurring reminders (`(id, due_at)`) to their next occurrences.
+fn move_reminders(dialect: Dialect, moves: &[(i64, i64)]) -> super::query::Query<'static> {
+    let mut sql = String::new();
+    let values = moves
+        .iter()
+        .flat_map(|(id, due_at)| [Value::from(*id), Value::from(*due_at)])
+        .collect();
+    match dialect {
+        Dialect::Sqlite | Dialect::Postgres => {
+            sql.push_str(MOVE_REMINDERS);
+            sql.push_str("VALUES ");
+            for row in 0..moves.len() {
+                if row > 0 {
+                    sql.push_str(", ");
+                }
+                sql.push('(');
+                dialect.push_placeholder(&mut sql, 2 * row + 1);
+                sql.push_str(", ");
+                dialect.push_placeholder(&mut sql, 2 * row + 2);
+                sql.push(')');
+            }
+            sql.push_str(MOVE_REMINDERS_END);
+        }
+        Dialect::MySql => {
+            sql.push_str(MOVE_REMINDERS_MYSQL);
+            for row in 0..moves.len() {
+                if row > 0 {
+                    sql.push_str(" UNION ALL ");
+                }
+                sql.push_str("SELECT ? AS id, ? AS due_at");
+            }
+            sql.push_str(MOVE_REMINDERS_END_MYSQL);
+        }
+    }
+    built(sql, values)
+}
+
+/// Reads of the reminders, outside any write transaction.
+#[async_trait]
+pub(crate) trait ReminderReads: Send + Sync {
+    /// The actor's scheduled reminders, the next due first.
+    async fn reminders(&self, actor: ActorKey<'_, '_>) -> Result<Vec<ReminderRecord>>;
+}
+
+#[async_trait]
+impl<S: ReadConnections> ReminderReads for S {
+    async fn reminders(&self, actor: ActorKey<'_, '_>) -> Result<Vec<ReminderRecord>> {
+        let rows = query(ACTOR_REMINDERS)
+            .bind(actor.actor_type)
+            .bind(actor.actor_id)
+            .fetch_all(self.readers())
+            .await?;
+        rows.iter().map(rows::reminder).collect()
+    }
+}
+
+/// A turn's (and a worker's) writes to the reminders, inside a transaction.
+#[async_trait]
+pub(crate) trait ReminderWrites: Send {
+    /// Stores a reminder, replacing the one with the same name and key.
+    async fn upsert_reminder(
+        &mut self,
+        actor: ActorKey<'_, '_>,
+        reminder: &ReminderWrite<'_>,
+    ) -> Result<()>;
+
+    /// When the reminder with this name and key is due next, if it is scheduled.
+    async fn reminder_due(
+        &mut self,
+        actor: ActorKey<'_, '_>,
+        name: &str,
+        key: &str,
+    ) -> Result<Option<i64>>;
+
+    /// Deletes the reminder with this name and key (every key, for `None`), if any.
+    async fn delete_reminder(
+        &mut self,
+        actor: ActorKey<'_, '_>,
+        name: &str,
+        key: Option<&str>,
+    ) -> Result<()>;
+
+    /// Returns up to `limit` reminders due at `now`, earliest first, locked until commit
+    /// (skipping those another transaction holds, and those whose ids are in `skip`, a JSON
+    /// array of ids as strings); a row that does not read is an
+    /// [`Error::UnreadableReminder`](crate::Error::UnreadableReminder) in its place. The
+    /// catch-up policy is returned as stored: reading it is the caller's.
+    async fn due_reminders(
+        &mut self,
+        now: i64,
+        limit: i64,
+        skip: &str,
+    ) -> Result<Vec<Result<DueReminder>>>;
+
+    /// Settles fired reminders in a statement or two however many they are: deletes the
+    /// one-shots (`finished`, by id) and moves each recurring one to its next occurrence
+    /// (`moved`, as `(id, due_at)`).
+    async fn settle_reminders(&mut self, finished: &[i64], moved: &[(i64, i64)]) -> Result<()>;
+}
+
+#[async_trait]
+impl<T: WriteConnection> ReminderWrites for T {
+    async fn upsert_reminder(
+        &mut self,
+        actor: ActorKey<'_, '_>,
+        reminder: &ReminderWrite<'_>,
+    ) -> Result<()> {
+        self.counters().statement();
+        query(UPSERT_REMINDER)
+            .bind(actor.actor_type)
+            .bind(actor.actor_id)
+            .bind(reminder.name)
+            .bind(reminder.key)
+            .bind(reminder.due_at)
+            .bind(reminder.arguments)
+            .bind(reminder.incarnation)
+            .bind(reminder.every)
+            .bind(reminder.missed)
+            .execute(self.on())
+            .await?;
+        Ok(())
+    }
+
+    async fn reminder_due(
+        &mut self,
+        actor: ActorKey<'_, '_>,
+        name: &str,
+        key: &str,
+    ) -> Result<Option<i64>> {
+        self.counters().statement();
+        Ok(query(REMINDER_DUE)
+            .bind(actor.actor_type)
+            .bind(actor.actor_id)
+            .bind(name)
+            .bind(key)
+            .fetch_optional_scalar(self.on())
+            .await?)
+    }
+
+    async fn delete_reminder(
+        &mut self,
+        actor: ActorKey<'_, '_>,
+        name: &str,
+        key: Option<&str>,
+    ) -> Result<()> {
+        self.counters().statement();
+        query(DELETE_REMINDER)
+            .bind(actor.actor_type)
+            .bind(actor.actor_id)
+            .bind(name)
+            .bind(key)
+            .execute(self.on())
+            .await?;
+        Ok(())
+    }
+
+    async fn due_reminders(
+        &mut self,
+        now: i64,
+        limit: i64,
+        skip: &str,
+    ) -> Result<Vec<Result<DueReminder>>> {
+        self.counters().statement();
+        let due = query(due_reminders(self.dialect()))
+            .bind(skip)
+            .bind(now)
+            .bind(limit)
+            .fetch_all(self.on())
+            .await?;
+        due.iter().map(rows::due_reminder).collect()
+    }
+
+    async fn settle_reminders(&mut self, finished: &[i64], moved: &[(i64, i64)]) -> Result<()> {
+        let dialect = self.dialect();
+        for ids in finished.chunks(ROWS_PER_SETTLE) {
+            self.counters().statement();
+            delete_reminders(dialect, ids).execute(self.on()).await?;
+        }
+        for moves in moved.chunks(ROWS_PER_SETTLE) {
+            self.counters().statement();
+            move_reminders(dialect, moves).execute(self.on()).await?;
+        }
+        Ok(())
+    }
+}
