@@ -12,9 +12,9 @@ use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
 use tokio::time::Instant;
 
-use super::failures::failed_progress;
-use super::running::{Delivery, Uncommitted};
-use super::{from_micros, micros, read_until, Engine, Lock, Outcome, Step};
+use super::attempts::failed_progress;
+use super::one_turn::{Delivery, Uncommitted};
+use super::{from_micros, micros, paused, read_until, Engine, Lock, Outcome, Step};
 use crate::actor::{Actor, Operations};
 use crate::codec::decode_operation;
 use crate::error::{Error, Result};
@@ -770,14 +770,6 @@ impl Origin {
 }
 
 /// An idempotency key answers only for the same operation with the same arguments.
-/// The error a call on a paused actor gets.
-pub(super) fn paused(key: ActorKey<'_, '_>) -> Error {
-    Error::Paused {
-        actor_type: key.actor_type.to_owned(),
-        actor_id: key.actor_id.to_owned(),
-    }
-}
-
 fn same_request(
     existing: &MessageRecord,
     operation: &str,

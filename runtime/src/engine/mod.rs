@@ -1,9 +1,11 @@
 //! The turn: enqueue, pick the next message, run the handler, commit. No SQL text here.
 //!
-//! `call` holds the synchronous paths (calls, queries, snapshots, enqueues), `running` one
-//! turn from its message to the commit, `failures` how a failed attempt is counted,
-//! `outcome` what a caller sees of a finished message, `background` the work of workers
-//! (reminders, ready mailboxes, retention, dead letters) and `effects` the outbox.
+//! `call` holds the synchronous paths (calls, queries, snapshots, enqueues), `mailbox_step`
+//! one step of a mailbox (lock, take the head, decode, run its turn), `one_turn` one turn
+//! from its handler to the commit, `settle` what a handler's result commits, `turn_writes`
+//! a completed turn's writes, `attempts` how a failed attempt is counted, `outcome` what a
+//! caller sees of a finished message, `background` the work of workers (reminders, ready
+//! mailboxes, retention, dead letters) and `effects` the outbox.
 //!
 //! The rule behind all of it: every way a turn can fail is an attempt on its message, which
 //! backs off and ends as completed, rejected or dead. Only three things commit nothing and
@@ -11,12 +13,15 @@
 //! caller whose deadline passed (the message stays for later), and an operation this build
 //! does not know (left for a build that knows it).
 
+mod attempts;
 mod background;
 mod call;
 mod effects;
-mod failures;
+mod mailbox_step;
+mod one_turn;
 mod outcome;
-mod running;
+mod settle;
+mod turn_writes;
 mod watchers;
 
 use std::any::TypeId;
@@ -405,6 +410,14 @@ fn duplicate_check(known: &RegisteredActor, type_id: TypeId, name: &str) -> Resu
         Err(Error::DuplicateActorName {
             name: name.to_owned(),
         })
+    }
+}
+
+/// The error a call on a paused actor gets.
+fn paused(key: ActorKey<'_, '_>) -> Error {
+    Error::Paused {
+        actor_type: key.actor_type.to_owned(),
+        actor_id: key.actor_id.to_owned(),
     }
 }
 
