@@ -6,7 +6,7 @@ use std::ops::ControlFlow;
 use tokio::time::Instant;
 
 use super::one_turn::{Delivery, Uncommitted};
-use super::{from_micros, micros, paused, Engine, Lock, Outcome, Step, TurnReport};
+use super::{decode_state, from_micros, micros, paused, Engine, Lock, Outcome, Step, TurnReport};
 use crate::actor::Actor;
 use crate::codec::decode_operation;
 use crate::error::{Error, Result};
@@ -215,7 +215,7 @@ impl Engine {
                 return Ok(ControlFlow::Break(step));
             }
         };
-        let state = match self.decode_state::<A>(key, instance) {
+        let state = match decode_state::<A>(key, instance) {
             Ok(state) => state,
             // A state this build cannot read yet (a newer build wrote it, or no migration
             // starts from its version) waits, uncounted, for a build that can.
@@ -233,22 +233,6 @@ impl Engine {
             }
         };
         Ok(ControlFlow::Continue(Decoded { tx, message, state }))
-    }
-
-    /// Decodes the actor's stored state (the default state if it has none).
-    pub(crate) fn decode_state<A: Actor>(
-        &self,
-        key: ActorKey<'static, '_>,
-        instance: &Instance,
-    ) -> Result<A> {
-        match &instance.state {
-            Some(json) => crate::migration::to_current(key.actor_id, instance.state_version, json),
-            // `Default` is user code too.
-            None => std::panic::catch_unwind(A::default).map_err(|panic| Error::Panicked {
-                during: format!("making the default state of {}", key.actor_type),
-                message: crate::handled::panic_text(&*panic).to_owned(),
-            }),
-        }
     }
 }
 
