@@ -12,12 +12,14 @@ use tokio::time::Instant;
 use super::attempts::failed_progress;
 use super::enqueue::{same_request, Enqueued, Origin};
 use super::one_turn::{Delivery, Uncommitted};
-use super::{decode_state, from_micros, micros, paused, read_until, Engine, Lock, Outcome, Step};
+use super::{
+    decode_state, from_micros, micros, paused, read_until, Engine, Lock, Outcome, Step, TurnReport,
+};
 use crate::actor::{Actor, Operations};
 use crate::codec::decode_operation;
 use crate::error::{Error, Result};
 use crate::limits::deadline_after;
-use crate::store::{ActorKey, MessageLookup, NewMessage};
+use crate::store::{ActorKey, MessageLookup, NewMessage, Transaction};
 
 /// How often a caller waiting on another task's turn looks at its message again, at most.
 pub(super) const WAIT_POLL: Duration = Duration::from_millis(25);
@@ -234,25 +236,7 @@ impl Engine {
             return Err(paused(call.key));
         }
         if locked.head.is_some() {
-            let enqueued = self
-                .insert_ready(
-                    &mut *tx,
-                    call.key,
-                    call.operation,
-                    arguments,
-                    options.idempotency_key,
-                    Origin::now(),
-                )
-                .await?;
-            if let Err(error) = tx.commit().await {
-                return match error {
-                    Error::GroupCommitFailed { .. } => Err(call.in_doubt(&enqueued.request_id)),
-                    error => Err(error),
-                };
-            }
-            self.wake();
-            crate::metrics::enqueued(call.key.actor_type, call.operation, 1);
-            return Ok(Tried::Queued(enqueued));
+            return self.enqueue_behind(tx, call, arguments, options).await;
         }
         // A state that no longer decodes is the caller's error, and nothing is written.
         let state = decode_state::<A>(call.key, &locked.instance)?;
@@ -274,30 +258,54 @@ impl Engine {
                 Some(call.deadline),
             )
             .await;
+        self.fresh_turn_ended::<A>(call, arguments, options, &request_id, ran)
+            .await
+    }
+
+    /// Enqueues a call's message behind the earlier ones in its actor's mailbox, in the
+    /// transaction that holds the actor's lock; the call then waits for it to run.
+    async fn enqueue_behind(
+        &self,
+        mut tx: Box<dyn Transaction>,
+        call: &Call<'_>,
+        arguments: &str,
+        options: CallOptions<'_>,
+    ) -> Result<Tried> {
+        let enqueued = self
+            .insert_ready(
+                &mut *tx,
+                call.key,
+                call.operation,
+                arguments,
+                options.idempotency_key,
+                Origin::now(),
+            )
+            .await?;
+        if let Err(error) = tx.commit().await {
+            return match error {
+                Error::GroupCommitFailed { .. } => Err(call.in_doubt(&enqueued.request_id)),
+                error => Err(error),
+            };
+        }
+        self.wake();
+        crate::metrics::enqueued(call.key.actor_type, call.operation, 1);
+        Ok(Tried::Queued(enqueued))
+    }
+
+    /// What a synchronous call's fresh turn that ended uncommitted, or committed, comes to.
+    async fn fresh_turn_ended<A: Actor>(
+        &self,
+        call: &Call<'_>,
+        arguments: &str,
+        options: CallOptions<'_>,
+        request_id: &str,
+        ran: std::result::Result<TurnReport, Uncommitted>,
+    ) -> Result<Tried> {
         Ok(match ran {
-            Ok(report) => Tried::Answered(call.result(report.outcome, Some(&request_id))),
+            Ok(report) => Tried::Answered(call.result(report.outcome, Some(request_id))),
             Err(Uncommitted::Conflict(_)) => Tried::Conflict,
             Err(Uncommitted::OverBudget) => Tried::OverBudget,
-            Err(Uncommitted::InDoubt) => {
-                // Its group either closed its connection after a failed COMMIT (then no
-                // commit of it can land any more), or had not committed by the caller's
-                // deadline and may still commit: a message row found now answers; none found
-                // before the deadline (when only a closed connection ends a group in doubt)
-                // means the turn was not kept and runs again, and none found after it is no
-                // proof that none will be.
-                let committed = self.store.message(MessageLookup::RequestId(&request_id));
-                match read_until(call.deadline, committed)
-                    .await
-                    .ok()
-                    .flatten()
-                    .as_ref()
-                    .and_then(Outcome::from_record)
-                {
-                    Some(outcome) => Tried::Answered(call.result(outcome, Some(&request_id))),
-                    None if !call.past_deadline() => Tried::Conflict,
-                    None => Tried::Answered(Err(call.in_doubt(&request_id))),
-                }
-            }
+            Err(Uncommitted::InDoubt) => self.fresh_in_doubt(call, request_id).await,
             Err(Uncommitted::Abandoned) => Tried::Answered(Err(call.timed_out(
                 None,
                 "its own turn, whose handler was still running at the timeout (nothing of it \
@@ -306,16 +314,38 @@ impl Engine {
             ))),
             Err(Uncommitted::Failed { error, retryable }) => {
                 let failure = FreshFailure {
-                    request_id: &request_id,
+                    request_id,
                     error: &error,
                     retryable,
                 };
                 let outcome = self
                     .record_fresh_failure::<A>(call, arguments, options, failure)
                     .await?;
-                Tried::Answered(call.result(outcome, Some(&request_id)))
+                Tried::Answered(call.result(outcome, Some(request_id)))
             }
         })
+    }
+
+    /// What a fresh turn whose group commit ended in doubt comes to.
+    async fn fresh_in_doubt(&self, call: &Call<'_>, request_id: &str) -> Tried {
+        // Its group either closed its connection after a failed COMMIT (then no
+        // commit of it can land any more), or had not committed by the caller's
+        // deadline and may still commit: a message row found now answers; none found
+        // before the deadline (when only a closed connection ends a group in doubt)
+        // means the turn was not kept and runs again, and none found after it is no
+        // proof that none will be.
+        let committed = self.store.message(MessageLookup::RequestId(request_id));
+        match read_until(call.deadline, committed)
+            .await
+            .ok()
+            .flatten()
+            .as_ref()
+            .and_then(Outcome::from_record)
+        {
+            Some(outcome) => Tried::Answered(call.result(outcome, Some(request_id))),
+            None if !call.past_deadline() => Tried::Conflict,
+            None => Tried::Answered(Err(call.in_doubt(request_id))),
+        }
     }
 
     /// Stores the message of a synchronous call whose turn failed outside its handler, as

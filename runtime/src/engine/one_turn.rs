@@ -209,13 +209,7 @@ impl Engine {
             running.operation,
             running.attempts(),
         );
-        if savepoint {
-            if settled.completed() {
-                tx.release_savepoint().await?;
-            } else {
-                tx.rollback_to_savepoint().await?;
-            }
-        }
+        end_savepoint(&mut *tx, savepoint, settled.completed()).await?;
         let progress = settled.progress(running.now, &self.config.retry, self.max_attempts::<A>());
         let Some(message_id) = write_message_row(&mut *tx, running, progress).await? else {
             Self::release(tx).await;
@@ -300,6 +294,16 @@ impl Engine {
                 })
             }
         }
+    }
+}
+
+/// Ends the handler's savepoint, if it had one: released when the turn completed (its
+/// changes are kept), rolled back to otherwise.
+async fn end_savepoint(tx: &mut dyn Transaction, savepoint: bool, completed: bool) -> Result<()> {
+    match (savepoint, completed) {
+        (false, _) => Ok(()),
+        (true, true) => tx.release_savepoint().await,
+        (true, false) => tx.rollback_to_savepoint().await,
     }
 }
 

@@ -16,7 +16,7 @@ use crate::store::{
     ActorKey, Instance, InstanceWrite, MessageProgress, NewEffect, NewMessage, ReminderWrite,
     Transaction,
 };
-use crate::turn::{Missed, ReminderChange, Staged};
+use crate::turn::{Missed, Outgoing, PendingEffect, ReminderChange, Staged};
 use crate::validate::{validate_id, validate_key};
 
 /// A staged reminder change, encoded for the store.
@@ -93,112 +93,11 @@ impl Writes {
         limits.check(Payload::Result, operation, result.len())?;
         let state = store_value("state", operation, state)?;
         limits.check(Payload::State, operation, state.len())?;
-        let mut changes = staged.reminders;
-        let mut seen = HashSet::new();
-        changes.reverse();
-        changes.retain(|change| {
-            let (name, key) = change.alarm();
-            seen.insert((name, key.map(str::to_owned)))
-        });
-        changes.reverse();
-        let reminders = changes
-            .into_iter()
-            .map(|change| match change {
-                ReminderChange::Schedule {
-                    key,
-                    at,
-                    message,
-                    every,
-                } => {
-                    validate_key("reminder key", &key)?;
-                    let (stored, _) = store_operation(&message)?;
-                    limits.check(Payload::Arguments, stored.name, stored.arguments.len())?;
-                    let every = every.map(|(interval, missed)| {
-                        let micros = i64::try_from(interval.as_micros()).unwrap_or(i64::MAX);
-                        (micros.max(1), missed)
-                    });
-                    Ok(ReminderOp::Upsert {
-                        name: stored.name,
-                        key,
-                        due_at: micros(at),
-                        arguments: stored.arguments,
-                        every,
-                    })
-                }
-                ReminderChange::Cancel { name, key } => {
-                    if let Some(key) = &key {
-                        validate_key("reminder key", key)?;
-                    }
-                    Ok(ReminderOp::Delete { name, key })
-                }
-            })
-            .collect::<Result<_>>()?;
-        let sends = staged
-            .outbox
-            .into_iter()
-            .map(|outgoing| {
-                validate_id(&outgoing.actor_id)?;
-                let stored = outgoing.message?;
-                limits.check(Payload::Arguments, stored.name, stored.arguments.len())?;
-                let options = outgoing.options;
-                if let Some(key) = &options.idempotency_key {
-                    validate_key("idempotency key", key)?;
-                }
-                let at = match (options.available_at, options.delay) {
-                    (Some(at), _) => Some(at),
-                    (None, Some(delay)) => Some(later(now, delay)),
-                    (None, None) => None,
-                };
-                Ok(SendOp {
-                    actor_type: outgoing.actor_type,
-                    actor_id: outgoing.actor_id,
-                    operation: stored.name,
-                    arguments: stored.arguments,
-                    available_at: at.filter(|at| *at > now).map_or(0, micros),
-                    idempotency_key: options.idempotency_key,
-                    register: outgoing.register,
-                })
-            })
-            .collect::<Result<_>>()?;
-        let effects = staged
-            .effects
-            .into_iter()
-            .map(|effect| {
-                let payload = effect.payload?;
-                limits.check(Payload::Arguments, effect.name, payload.len())?;
-                // A failure reply carries the effect back: it must fit the limit too.
-                let room = crate::effect::FAILURE_REPLY_ROOM;
-                if effect.on_failure.is_some() && payload.len() + room > limits.max_arguments_bytes
-                {
-                    return Err(Error::PayloadTooLarge {
-                        what: "effect (whose failure reply carries it back, in 512 bytes more)",
-                        operation: effect.name.to_owned(),
-                        size: payload.len(),
-                        limit: limits.max_arguments_bytes.saturating_sub(room),
-                    });
-                }
-                Ok(EffectOp {
-                    effect_id: effect.effect_id,
-                    name: effect.name,
-                    payload,
-                    on_success: effect
-                        .on_success
-                        .as_ref()
-                        .map(StoredReply::to_stored)
-                        .transpose()?,
-                    on_failure: effect
-                        .on_failure
-                        .as_ref()
-                        .map(StoredReply::to_stored)
-                        .transpose()?,
-                })
-            })
-            .collect::<Result<_>>()?;
         Ok(Self {
             state,
-            reminders,
-            sends,
-            effects,
+            reminders: reminder_ops::<A>(limits, staged.reminders)?,
+            sends: send_ops(limits, staged.outbox, now)?,
+            effects: effect_ops(limits, staged.effects)?,
             destroy,
         })
     }
@@ -313,4 +212,117 @@ async fn write_reminders(
         }
     }
     Ok(())
+}
+
+/// A turn's staged reminder changes, encoded and checked: the last change of each reminder
+/// (by name and key) wins.
+fn reminder_ops<A: Actor>(
+    limits: &Limits,
+    mut changes: Vec<ReminderChange<A::Message>>,
+) -> Result<Vec<ReminderOp>> {
+    let mut seen = HashSet::new();
+    changes.reverse();
+    changes.retain(|change| {
+        let (name, key) = change.alarm();
+        seen.insert((name, key.map(str::to_owned)))
+    });
+    changes.reverse();
+    changes
+        .into_iter()
+        .map(|change| match change {
+            ReminderChange::Schedule {
+                key,
+                at,
+                message,
+                every,
+            } => {
+                validate_key("reminder key", &key)?;
+                let (stored, _) = store_operation(&message)?;
+                limits.check(Payload::Arguments, stored.name, stored.arguments.len())?;
+                let every = every.map(|(interval, missed)| {
+                    let micros = i64::try_from(interval.as_micros()).unwrap_or(i64::MAX);
+                    (micros.max(1), missed)
+                });
+                Ok(ReminderOp::Upsert {
+                    name: stored.name,
+                    key,
+                    due_at: micros(at),
+                    arguments: stored.arguments,
+                    every,
+                })
+            }
+            ReminderChange::Cancel { name, key } => {
+                if let Some(key) = &key {
+                    validate_key("reminder key", key)?;
+                }
+                Ok(ReminderOp::Delete { name, key })
+            }
+        })
+        .collect()
+}
+
+/// A turn's messages to other actors, encoded and checked, each due when its options say.
+fn send_ops(limits: &Limits, outbox: Vec<Outgoing>, now: DateTime<Utc>) -> Result<Vec<SendOp>> {
+    outbox
+        .into_iter()
+        .map(|outgoing| {
+            validate_id(&outgoing.actor_id)?;
+            let stored = outgoing.message?;
+            limits.check(Payload::Arguments, stored.name, stored.arguments.len())?;
+            let options = outgoing.options;
+            if let Some(key) = &options.idempotency_key {
+                validate_key("idempotency key", key)?;
+            }
+            let at = match (options.available_at, options.delay) {
+                (Some(at), _) => Some(at),
+                (None, Some(delay)) => Some(later(now, delay)),
+                (None, None) => None,
+            };
+            Ok(SendOp {
+                actor_type: outgoing.actor_type,
+                actor_id: outgoing.actor_id,
+                operation: stored.name,
+                arguments: stored.arguments,
+                available_at: at.filter(|at| *at > now).map_or(0, micros),
+                idempotency_key: options.idempotency_key,
+                register: outgoing.register,
+            })
+        })
+        .collect()
+}
+
+/// A turn's effects, encoded and checked, with room for a failure reply that carries one back.
+fn effect_ops(limits: &Limits, effects: Vec<PendingEffect>) -> Result<Vec<EffectOp>> {
+    effects
+        .into_iter()
+        .map(|effect| {
+            let payload = effect.payload?;
+            limits.check(Payload::Arguments, effect.name, payload.len())?;
+            // A failure reply carries the effect back: it must fit the limit too.
+            let room = crate::effect::FAILURE_REPLY_ROOM;
+            if effect.on_failure.is_some() && payload.len() + room > limits.max_arguments_bytes {
+                return Err(Error::PayloadTooLarge {
+                    what: "effect (whose failure reply carries it back, in 512 bytes more)",
+                    operation: effect.name.to_owned(),
+                    size: payload.len(),
+                    limit: limits.max_arguments_bytes.saturating_sub(room),
+                });
+            }
+            Ok(EffectOp {
+                effect_id: effect.effect_id,
+                name: effect.name,
+                payload,
+                on_success: effect
+                    .on_success
+                    .as_ref()
+                    .map(StoredReply::to_stored)
+                    .transpose()?,
+                on_failure: effect
+                    .on_failure
+                    .as_ref()
+                    .map(StoredReply::to_stored)
+                    .transpose()?,
+            })
+        })
+        .collect()
 }
