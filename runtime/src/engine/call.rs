@@ -33,6 +33,7 @@ pub(crate) struct CallOptions<'a> {
 
 /// A call in progress: its actor, operation and deadline.
 pub(super) struct Call<'a> {
+    pub(super) engine: &'a Engine,
     pub(super) key: ActorKey<'static, 'a>,
     pub(super) operation: &'static str,
     pub(super) timeout: Duration,
@@ -159,6 +160,7 @@ impl Engine {
         options: CallOptions<'_>,
     ) -> Result<String> {
         let call = Call {
+            engine: self,
             key: ActorKey {
                 actor_type: A::TYPE_NAME,
                 actor_id,
@@ -180,13 +182,10 @@ impl Engine {
                     0,
                 )?,
             };
-            match self
-                .try_call::<A>(&call, next, &arguments, options, alone)
-                .await
-            {
+            match call.try_call::<A>(next, &arguments, options, alone).await {
                 Ok(Tried::Answered(answer)) => return answer,
                 Ok(Tried::Queued(queued)) => {
-                    return self.run_until_done::<A>(&call, &queued).await;
+                    return call.run_until_done::<A>(&queued).await;
                 }
                 Ok(Tried::OverBudget) => alone = true,
                 Ok(Tried::Conflict) if !call.past_deadline() => {}
@@ -197,32 +196,36 @@ impl Engine {
             }
         }
     }
+}
 
+impl Call<'_> {
     /// One try at a synchronous call.
     async fn try_call<A: Actor>(
         &self,
-        call: &Call<'_>,
         message: A::Message,
         arguments: &str,
         options: CallOptions<'_>,
         alone: bool,
     ) -> Result<Tried> {
-        let mut tx = self.begin_turn(Some(call.deadline), alone).await?;
+        let mut tx = self.engine.begin_turn(Some(self.deadline), alone).await?;
         // Holding the actor's lock before the idempotency check makes two calls with one key
         // take turns, across processes.
-        let Some(locked) = tx.lock_actor(call.key, true, micros(self.now())).await? else {
-            return Err(call.busy(None));
+        let Some(locked) = tx
+            .lock_actor(self.key, true, micros(self.engine.now()))
+            .await?
+        else {
+            return Err(self.busy(None));
         };
         // A message already committed under the call's key is looked up first: if it is
         // queued, waiting for it hears the pause as Queued, naming it.
         if let Some(key) = options.idempotency_key {
-            let lookup = MessageLookup::IdempotencyKey(call.key, key);
+            let lookup = MessageLookup::IdempotencyKey(self.key, key);
             if let Some(existing) = tx.message(lookup).await? {
-                Self::release(tx).await;
-                same_request(&existing, call.operation, arguments, key)?;
+                Engine::release(tx).await;
+                same_request(&existing, self.operation, arguments, key)?;
                 return Ok(match Outcome::from_record(&existing) {
                     Some(outcome) => {
-                        Tried::Answered(call.result(outcome, Some(&existing.request_id)))
+                        Tried::Answered(self.result(outcome, Some(&existing.request_id)))
                     }
                     None => Tried::Queued(Enqueued {
                         message_id: existing.id,
@@ -232,14 +235,14 @@ impl Engine {
             }
         }
         if locked.instance.paused {
-            Self::release(tx).await;
-            return Err(paused(call.key));
+            Engine::release(tx).await;
+            return Err(paused(self.key));
         }
         if locked.head.is_some() {
-            return self.enqueue_behind(tx, call, arguments, options).await;
+            return self.enqueue_behind(tx, arguments, options).await;
         }
         // A state that no longer decodes is the caller's error, and nothing is written.
-        let state = decode_state::<A>(call.key, &locked.instance)?;
+        let state = decode_state::<A>(self.key, &locked.instance)?;
         let request_id = crate::engine::new_request_id();
         let delivery = Delivery::Fresh {
             message,
@@ -249,16 +252,17 @@ impl Engine {
         };
         let instance = locked.instance;
         let ran = self
+            .engine
             .run_turn::<A>(
                 tx,
-                call.key,
+                self.key,
                 &instance,
                 state,
                 delivery,
-                Some(call.deadline),
+                Some(self.deadline),
             )
             .await;
-        self.fresh_turn_ended::<A>(call, arguments, options, &request_id, ran)
+        self.fresh_turn_ended::<A>(arguments, options, &request_id, ran)
             .await
     }
 
@@ -267,15 +271,15 @@ impl Engine {
     async fn enqueue_behind(
         &self,
         mut tx: Box<dyn Transaction>,
-        call: &Call<'_>,
         arguments: &str,
         options: CallOptions<'_>,
     ) -> Result<Tried> {
         let enqueued = self
+            .engine
             .insert_ready(
                 &mut *tx,
-                call.key,
-                call.operation,
+                self.key,
+                self.operation,
                 arguments,
                 options.idempotency_key,
                 Origin::now(),
@@ -283,30 +287,29 @@ impl Engine {
             .await?;
         if let Err(error) = tx.commit().await {
             return match error {
-                Error::GroupCommitFailed { .. } => Err(call.in_doubt(&enqueued.request_id)),
+                Error::GroupCommitFailed { .. } => Err(self.in_doubt(&enqueued.request_id)),
                 error => Err(error),
             };
         }
-        self.wake();
-        crate::metrics::enqueued(call.key.actor_type, call.operation, 1);
+        self.engine.wake();
+        crate::metrics::enqueued(self.key.actor_type, self.operation, 1);
         Ok(Tried::Queued(enqueued))
     }
 
     /// What a synchronous call's fresh turn that ended uncommitted, or committed, comes to.
     async fn fresh_turn_ended<A: Actor>(
         &self,
-        call: &Call<'_>,
         arguments: &str,
         options: CallOptions<'_>,
         request_id: &str,
         ran: std::result::Result<TurnReport, Uncommitted>,
     ) -> Result<Tried> {
         Ok(match ran {
-            Ok(report) => Tried::Answered(call.result(report.outcome, Some(request_id))),
+            Ok(report) => Tried::Answered(self.result(report.outcome, Some(request_id))),
             Err(Uncommitted::Conflict(_)) => Tried::Conflict,
             Err(Uncommitted::OverBudget) => Tried::OverBudget,
-            Err(Uncommitted::InDoubt) => self.fresh_in_doubt(call, request_id).await,
-            Err(Uncommitted::Abandoned) => Tried::Answered(Err(call.timed_out(
+            Err(Uncommitted::InDoubt) => self.fresh_in_doubt(request_id).await,
+            Err(Uncommitted::Abandoned) => Tried::Answered(Err(self.timed_out(
                 None,
                 "its own turn, whose handler was still running at the timeout (nothing of it \
                  was kept)"
@@ -319,32 +322,35 @@ impl Engine {
                     retryable,
                 };
                 let outcome = self
-                    .record_fresh_failure::<A>(call, arguments, options, failure)
+                    .record_fresh_failure::<A>(arguments, options, failure)
                     .await?;
-                Tried::Answered(call.result(outcome, Some(request_id)))
+                Tried::Answered(self.result(outcome, Some(request_id)))
             }
         })
     }
 
     /// What a fresh turn whose group commit ended in doubt comes to.
-    async fn fresh_in_doubt(&self, call: &Call<'_>, request_id: &str) -> Tried {
+    async fn fresh_in_doubt(&self, request_id: &str) -> Tried {
         // Its group either closed its connection after a failed COMMIT (then no
         // commit of it can land any more), or had not committed by the caller's
         // deadline and may still commit: a message row found now answers; none found
         // before the deadline (when only a closed connection ends a group in doubt)
         // means the turn was not kept and runs again, and none found after it is no
         // proof that none will be.
-        let committed = self.store.message(MessageLookup::RequestId(request_id));
-        match read_until(call.deadline, committed)
+        let committed = self
+            .engine
+            .store
+            .message(MessageLookup::RequestId(request_id));
+        match read_until(self.deadline, committed)
             .await
             .ok()
             .flatten()
             .as_ref()
             .and_then(Outcome::from_record)
         {
-            Some(outcome) => Tried::Answered(call.result(outcome, Some(request_id))),
-            None if !call.past_deadline() => Tried::Conflict,
-            None => Tried::Answered(Err(call.in_doubt(request_id))),
+            Some(outcome) => Tried::Answered(self.result(outcome, Some(request_id))),
+            None if !self.past_deadline() => Tried::Conflict,
+            None => Tried::Answered(Err(self.in_doubt(request_id))),
         }
     }
 
@@ -354,7 +360,6 @@ impl Engine {
     /// twice.
     async fn record_fresh_failure<A: Actor>(
         &self,
-        call: &Call<'_>,
         arguments: &str,
         options: CallOptions<'_>,
         failure: FreshFailure<'_>,
@@ -364,25 +369,28 @@ impl Engine {
             error,
             retryable,
         } = failure;
-        let committed = self.store.message(MessageLookup::RequestId(request_id));
-        if let Some(record) = read_until(call.deadline, committed).await? {
+        let committed = self
+            .engine
+            .store
+            .message(MessageLookup::RequestId(request_id));
+        if let Some(record) = read_until(self.deadline, committed).await? {
             if let Some(outcome) = Outcome::from_record(&record) {
                 return Ok(outcome);
             }
         }
-        let now = self.now();
+        let now = self.engine.now();
         let progress = failed_progress(
             now,
             1,
-            self.max_attempts::<A>(),
+            self.engine.max_attempts::<A>(),
             retryable,
             error,
-            &self.config.retry,
+            &self.engine.config.retry,
         );
         // The same request id as the turn's: if that turn's commit lands after all, this
         // insert conflicts with it, and the committed message answers.
         let message = NewMessage {
-            operation: call.operation,
+            operation: self.operation,
             arguments,
             request_id,
             idempotency_key: options.idempotency_key,
@@ -392,14 +400,17 @@ impl Engine {
             scheduled_for: None,
         };
         let inserted = async {
-            let mut tx = self.begin(None).await?;
-            tx.insert_message(call.key, &message).await?;
+            let mut tx = self.engine.begin(None).await?;
+            tx.insert_message(self.key, &message).await?;
             tx.commit().await
         };
         match inserted.await {
             Err(error) if error.is_conflict() => {
-                let committed = self.store.message(MessageLookup::RequestId(request_id));
-                if let Some(outcome) = read_until(call.deadline, committed)
+                let committed = self
+                    .engine
+                    .store
+                    .message(MessageLookup::RequestId(request_id));
+                if let Some(outcome) = read_until(self.deadline, committed)
                     .await?
                     .as_ref()
                     .and_then(Outcome::from_record)
@@ -410,7 +421,7 @@ impl Engine {
             }
             inserted => inserted?,
         }
-        self.wake();
+        self.engine.wake();
         let retry_at = progress
             .finished_at
             .is_none()
@@ -420,8 +431,8 @@ impl Engine {
             attempts: 1,
             retry_at,
         };
-        crate::metrics::enqueued(call.key.actor_type, call.operation, 1);
-        outcome.record(call.key.actor_type, call.operation);
+        crate::metrics::enqueued(self.key.actor_type, self.operation, 1);
+        outcome.record(self.key.actor_type, self.operation);
         Ok(outcome)
     }
 
@@ -432,19 +443,17 @@ impl Engine {
     /// whose deadline passes hears what it waited on when it last looked, if it looked;
     /// any other error (a state this build cannot read yet, an earlier message it does not
     /// know, a pause, a database error) comes as [`Error::Queued`].
-    async fn run_until_done<A: Actor>(&self, call: &Call<'_>, queued: &Enqueued) -> Result<String> {
+    async fn run_until_done<A: Actor>(&self, queued: &Enqueued) -> Result<String> {
         let mut waiting_on = None;
-        let ran = self
-            .wait_until_done::<A>(call, queued, &mut waiting_on)
-            .await;
+        let ran = self.wait_until_done::<A>(queued, &mut waiting_on).await;
         match ran {
-            Ok(outcome) => call.result(outcome, Some(&queued.request_id)),
+            Ok(outcome) => self.result(outcome, Some(&queued.request_id)),
             Err(error) if error.is_busy() => Err(match waiting_on {
-                Some(waiting_on) => call.timed_out(Some(queued), waiting_on),
-                None => call.busy(Some(queued)),
+                Some(waiting_on) => self.timed_out(Some(queued), waiting_on),
+                None => self.busy(Some(queued)),
             }),
             Err(error @ Error::SyncTimeout { .. }) => Err(error),
-            Err(reason) => Err(call.queued(queued, reason)),
+            Err(reason) => Err(self.queued(queued, reason)),
         }
     }
 
@@ -452,14 +461,14 @@ impl Engine {
     /// what the message waited on at its last look.
     async fn wait_until_done<A: Actor>(
         &self,
-        call: &Call<'_>,
         queued: &Enqueued,
         waiting_on: &mut Option<String>,
     ) -> Result<Outcome> {
         let message_id = queued.message_id;
         loop {
             let step = match self
-                .run_next::<A>(call.key.actor_id, Lock::WaitUntil(call.deadline))
+                .engine
+                .run_next::<A>(self.key.actor_id, Lock::WaitUntil(self.deadline))
                 .await?
             {
                 Step::Ran(report) if report.message_id == message_id => {
@@ -469,16 +478,16 @@ impl Engine {
                 waiting => waiting,
             };
             let waiting = waiting_on.insert(step.waiting_on(message_id));
-            let lookup = self.store.message(MessageLookup::Id(message_id));
-            if let Some(record) = read_until(call.deadline, lookup).await? {
+            let lookup = self.engine.store.message(MessageLookup::Id(message_id));
+            if let Some(record) = read_until(self.deadline, lookup).await? {
                 if let Some(outcome) = Outcome::from_record(&record) {
                     return Ok(outcome);
                 }
             }
-            let pause = WAIT_POLL.min(call.deadline.saturating_duration_since(Instant::now()));
-            self.wait_for_work(pause).await;
-            if call.past_deadline() {
-                return Err(call.timed_out(Some(queued), waiting.clone()));
+            let pause = WAIT_POLL.min(self.deadline.saturating_duration_since(Instant::now()));
+            self.engine.wait_for_work(pause).await;
+            if self.past_deadline() {
+                return Err(self.timed_out(Some(queued), waiting.clone()));
             }
         }
     }
