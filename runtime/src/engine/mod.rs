@@ -6,8 +6,9 @@
 //! path is longer than a screen: a turn is named steps, in the order it takes them.
 //!
 //! - registry: `registry` ([`Registry`]: the actor types by stored name, with their runners);
-//! - calls: `call` (synchronous calls), `query` (ordered reads and snapshots), `enqueue`
-//!   (messages at a mailbox's tail), `destroy` (ending an incarnation);
+//! - calls: `call` (synchronous calls; `Call`, a call in progress, whose steps are its
+//!   methods), `query` (ordered reads and snapshots), `enqueue` (messages at a mailbox's
+//!   tail), `destroy` (ending an incarnation);
 //! - one mailbox step: `mailbox_step` (lock the actor, take the head, decode it, run its turn);
 //! - one turn: `one_turn` (the handler to the commit, step by step), `settle` (what a
 //!   handler's result commits), `turn_writes` (a completed turn's writes, checked and written);

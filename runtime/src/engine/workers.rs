@@ -22,6 +22,7 @@ pub(crate) struct Pass {
 }
 
 impl Pass {
+    /// Adds another actor's pass to this one.
     fn add(&mut self, other: Pass) {
         self.turns += other.turns;
         self.uncompleted.extend(other.uncompleted);
