@@ -410,7 +410,7 @@ async fn a_send_whose_arguments_cannot_be_read_back_is_never_committed() {
 // 2. A panicking Default (user code outside the handler)
 // ---------------------------------------------------------------------------------------
 
-/// `A::default()` is called without `catch_unwind` (engine/running.rs decode_state). The
+/// `A::default()` is called without `catch_unwind` (engine/mailbox_step.rs decode_state). The
 /// message of an actor without state kills the worker task on every pass before anything
 /// is counted; the supervisor restarts it and it dies again on the same, oldest head, so
 /// the mailboxes of every other actor behind it never drain.

@@ -337,7 +337,7 @@ fn panicked(panic: &(dyn std::any::Any + Send)) -> Failure {
 pub(crate) async fn run_due(runtime: &Runtime, limit: usize) -> Result<usize> {
     let engine = runtime.engine();
     let mut ran = 0;
-    for (name, runner) in engine.effect_runners() {
+    for (name, runner) in engine.effects().runners() {
         for _ in 0..limit {
             let Some(claimed) = engine.claim_effect(name).await? else {
                 break;
@@ -357,7 +357,7 @@ pub(crate) async fn run_due(runtime: &Runtime, limit: usize) -> Result<usize> {
 pub(crate) async fn start_due(runtime: &Runtime, tasks: &EffectTasks) -> Result<usize> {
     let engine = runtime.engine();
     let mut started = 0;
-    for (name, runner) in engine.effect_runners() {
+    for (name, runner) in engine.effects().runners() {
         loop {
             if runtime.is_closed() {
                 return Ok(started);
@@ -400,7 +400,7 @@ async fn run_claimed(
     abandoning: impl Future<Output = ()>,
 ) -> Result<()> {
     let engine = runtime.engine();
-    let max_attempts = engine.effect_retry(name).max_attempts;
+    let max_attempts = engine.effects().retry(name).max_attempts;
     let context = EffectContext {
         id: claimed.effect_id.clone(),
         attempt: u32::try_from(claimed.attempts).unwrap_or(u32::MAX),
@@ -409,12 +409,12 @@ async fn run_claimed(
         actor_id: claimed.actor_id.clone(),
         runtime: runtime.clone(),
     };
-    let timeout = engine.effect_timeout();
+    let timeout = engine.config().effect_timeout;
     // The handler runs inside the runtime's scope: `Actor::reference(id)` reaches it.
     let running = runtime.scope(runner.run(&claimed.payload, context));
     let running = tokio::time::timeout(timeout, running);
     tokio::pin!(running);
-    let lease = engine.effect_lease();
+    let lease = engine.config().effect_lease;
     let mut renewals = tokio::time::interval_at(tokio::time::Instant::now() + lease / 3, lease / 3);
     renewals.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut renewing = true;

@@ -194,7 +194,7 @@ impl<T: DeserializeOwned> MessageRef<T> {
         crate::handler_scope::refuse_inside_handler(&self.actor_type, "wait")?;
         let deadline = deadline_after(timeout);
         let engine = self.runtime.engine();
-        let runner = engine.runner(&self.actor_type);
+        let runner = engine.registry().runner(&self.actor_type);
         let mut waiting_on = "the database, whose connections were busy".to_owned();
         loop {
             let record = match read_until(deadline, self.record()).await {

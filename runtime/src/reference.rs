@@ -227,10 +227,11 @@ impl<A: Actor> Reference<A> {
         }
         let (stored, read_back) = store_operation(&message)?;
         self.authorize(&runtime, RequestKind::Command, stored.name, &stored.value)?;
-        runtime
-            .engine()
-            .limits()
-            .check(Payload::Arguments, stored.name, stored.arguments.len())?;
+        runtime.engine().config().limits.check(
+            Payload::Arguments,
+            stored.name,
+            stored.arguments.len(),
+        )?;
         Ok((runtime, read_back, stored.arguments))
     }
 

@@ -464,7 +464,7 @@ impl Runtime {
         self.shared.closed.store(true, Ordering::Release);
         self.shared.shutdown.notify_waiters();
         self.engine().wake();
-        self.engine().close_watches();
+        self.engine().watchers().close();
     }
 
     /// Shuts down and closes the database connections the runtime opened (a pool the
@@ -1006,7 +1006,7 @@ impl Builder {
             register(&engine)?;
         }
         for (name, runner) in self.effects {
-            engine.register_effect(name, runner)?;
+            engine.effects().register(name, runner)?;
         }
         let runtime = Runtime {
             shared: Arc::new(Shared {

@@ -187,7 +187,7 @@ impl<A: Actor> Reference<A> {
         let inner = match start() {
             Ok(runtime) => {
                 let watcher = Watcher {
-                    closing: runtime.engine().closing(),
+                    closing: runtime.engine().watchers().closing(),
                     runtime,
                     id: self.id().to_owned(),
                     subscription: None,
@@ -349,7 +349,7 @@ impl<A: Actor, P: Project<A>> Watcher<A, P> {
             actor_type: A::TYPE_NAME,
             actor_id: &self.id,
         };
-        let state = match self.runtime.engine().decode_state::<A>(key, instance) {
+        let state = match crate::engine::decode_state::<A>(key, instance) {
             Ok(state) => state,
             Err(error) => return Some(Err(error)),
         };

@@ -580,7 +580,7 @@ impl Admin {
                  leases and due times assume clocks within a second"
             ));
         }
-        let checked_actor_types = engine.registered_types();
+        let checked_actor_types = engine.registry().registered_types();
         let undecodable = self.find_undecodable(DOCTOR_UNDECODABLE).await?;
         for row in &undecodable {
             let kind = match row.kind {
@@ -643,7 +643,7 @@ impl Admin {
                 };
                 after_id = last.id;
                 for row in rows {
-                    let Some(runner) = engine.runner(&row.actor_type) else {
+                    let Some(runner) = engine.registry().runner(&row.actor_type) else {
                         continue;
                     };
                     if let Err(error) =

@@ -1,13 +1,15 @@
 //! The store side of effects: handlers by name, one claim per effect with a lease that
 //! starts when it runs, and outcomes that only the lease's holder can record.
 
-use std::sync::{Arc, PoisonError};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
+use super::registry::Registry;
 use super::{insert_bounded, micros, Engine};
 use crate::effect::{EffectFailure, EffectRunner};
 use crate::error::{Error, Result};
 use crate::failure::Failure;
-use crate::limits::{Payload, RetryPolicy};
+use crate::limits::{Limits, Payload, RetryPolicy};
 use crate::reply::StoredReply;
 use crate::store::{
     ActorKey, ClaimedEffect, EffectProgress, MessageProgress, NewMessage, PendingEffects,
@@ -44,15 +46,30 @@ fn truncated(text: &str, max: usize) -> &str {
 /// How long an effect may wait with no process that handles it before this one warns.
 const UNHANDLED_AFTER: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
 
-impl Engine {
+/// The effect handlers of this runtime, by effect name, and the kinds already reported as
+/// having none here.
+pub(crate) struct EffectHandlers {
+    runners: RwLock<HashMap<&'static str, Arc<dyn EffectRunner>>>,
+    /// Effect kinds already reported as having no handler here.
+    reported_unhandled: Mutex<HashSet<String>>,
+    /// The runtime's retry policy, for kinds without their own.
+    retry: RetryPolicy,
+}
+
+impl EffectHandlers {
+    /// No handlers yet; a kind without its own retry policy is retried by `retry`.
+    pub(super) fn new(retry: RetryPolicy) -> Self {
+        Self {
+            runners: RwLock::default(),
+            reported_unhandled: Mutex::default(),
+            retry,
+        }
+    }
+
     /// Makes a handler run the effects named `name`.
-    pub(crate) fn register_effect(
-        &self,
-        name: &'static str,
-        runner: Arc<dyn EffectRunner>,
-    ) -> Result<()> {
-        let mut effects = self.effects.write().unwrap_or_else(PoisonError::into_inner);
-        if effects.insert(name, runner).is_some() {
+    pub(crate) fn register(&self, name: &'static str, runner: Arc<dyn EffectRunner>) -> Result<()> {
+        let mut runners = self.runners.write().unwrap_or_else(PoisonError::into_inner);
+        if runners.insert(name, runner).is_some() {
             return Err(Error::Config(format!(
                 "two handlers for the effect {name:?}; register one"
             )));
@@ -61,8 +78,8 @@ impl Engine {
     }
 
     /// The handlers, with their effect names.
-    pub(crate) fn effect_runners(&self) -> Vec<(&'static str, Arc<dyn EffectRunner>)> {
-        self.effects
+    pub(crate) fn runners(&self) -> Vec<(&'static str, Arc<dyn EffectRunner>)> {
+        self.runners
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .iter()
@@ -70,28 +87,40 @@ impl Engine {
             .collect()
     }
 
-    /// How long a claimed effect belongs to its runner without a renewal.
-    pub(crate) fn effect_lease(&self) -> std::time::Duration {
-        self.config.effect_lease
-    }
-
-    /// How long an effect handler may run before it is abandoned.
-    pub(crate) fn effect_timeout(&self) -> std::time::Duration {
-        self.config.effect_timeout
-    }
-
     /// How effects named `name` are retried: their kind's own policy, or the runtime's.
-    pub(crate) fn effect_retry(&self, name: &str) -> RetryPolicy {
+    pub(crate) fn retry(&self, name: &str) -> RetryPolicy {
         let mut retry = self
-            .effects
+            .runners
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .get(name)
             .and_then(|runner| runner.retry())
-            .unwrap_or(self.config.retry);
+            .unwrap_or(self.retry);
         // Its field is public: an effect gets at least one attempt, as a message does.
         retry.max_attempts = retry.max_attempts.max(1);
         retry
+    }
+
+    /// The names of the kinds handled here, as a JSON array.
+    fn handled(&self) -> String {
+        let handled: Vec<&str> = self
+            .runners
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .copied()
+            .collect();
+        serde_json::Value::from(handled).to_string()
+    }
+}
+
+impl Engine {
+    /// The replies of effects, checked against this engine's limits and actor types.
+    fn replies(&self) -> Replies<'_> {
+        Replies {
+            limits: &self.config.limits,
+            registry: &self.registry,
+        }
     }
 
     /// Claims one due effect named `name`, leased from now (by the lease clock: the database
@@ -101,7 +130,7 @@ impl Engine {
     /// its lease ran out: a reclaimed lease is an attempt) makes the effect dead and sends
     /// its failure reply instead, and looks for the next.
     pub(crate) async fn claim_effect(&self, name: &str) -> Result<Option<ClaimedEffect>> {
-        let max_attempts = self.effect_retry(name).max_attempts;
+        let max_attempts = self.effects.retry(name).max_attempts;
         loop {
             let mut tx = self.begin(None).await?;
             let now = micros(self.now());
@@ -136,7 +165,7 @@ impl Engine {
                     last_error: Some(&error),
                     finished_at: Some(now),
                 },
-                reply: self.failure_reply(&effect, &error, attempts),
+                reply: self.replies().failure_reply(&effect, &error, attempts),
             };
             self.record_effect(tx, &effect, dead).await?;
         }
@@ -176,14 +205,14 @@ impl Engine {
     ) -> Result<bool> {
         let now = self.now();
         let (outcome, success_reply) = match outcome {
-            Ok(output) => match self.success_reply(effect, &output) {
+            Ok(output) => match self.replies().success_reply(effect, &output) {
                 Ok(reply) => (Ok(()), reply),
                 Err(failure) => (Err(failure), None),
             },
             Err(failure) => (Err(failure), None),
         };
         let error = outcome.as_ref().err().map(ToString::to_string);
-        let retry = self.effect_retry(&effect.name);
+        let retry = self.effects.retry(&effect.name);
         let retry_at = match &outcome {
             Err(failure) if failure.is_retryable() => {
                 retry.next_attempt_at(now, effect.attempts, retry.max_attempts)
@@ -215,7 +244,7 @@ impl Engine {
         };
         let reply = match progress.status {
             "done" => success_reply,
-            "dead" => self.failure_reply(
+            "dead" => self.replies().failure_reply(
                 effect,
                 error.as_deref().unwrap_or_default(),
                 effect.attempts,
@@ -274,6 +303,50 @@ impl Engine {
         Ok(recorded)
     }
 
+    /// Makes a dead effect ready again with its attempts reset; false if it is not dead.
+    pub(crate) async fn retry_effect(&self, id: i64) -> Result<bool> {
+        let mut tx = self.begin(None).await?;
+        let revived = tx.revive_effect(id, micros(self.now())).await?;
+        tx.commit().await?;
+        if revived {
+            self.wake();
+        }
+        Ok(revived)
+    }
+
+    /// Unfinished effects of kinds this runtime has no handler for.
+    pub(crate) async fn unhandled_effects(&self) -> Result<Vec<PendingEffects>> {
+        self.store.unhandled_effects(&self.effects.handled()).await
+    }
+
+    /// Warns once per kind about effects that waited a while with no handler here; if no
+    /// process has one, they are never run.
+    pub(crate) async fn report_unhandled_effects(&self) -> Result<()> {
+        let stale_before = micros(self.now() - UNHANDLED_AFTER);
+        for pending in self.unhandled_effects().await? {
+            if pending.oldest_created_at < stale_before
+                && insert_bounded(&self.effects.reported_unhandled, pending.name.clone())
+            {
+                tracing::warn!(
+                    effect = pending.name,
+                    count = pending.count,
+                    "effects wait with no handler in this process; register one with \
+                     Builder::effect in a process that runs workers, or they are never run"
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The replies an effect's outcome sends back to its actor, built and checked against the
+/// limits and the actor's commands.
+struct Replies<'e> {
+    limits: &'e Limits,
+    registry: &'e Registry,
+}
+
+impl Replies<'_> {
     /// The command a succeeded effect's output goes to, if it names one. An output its
     /// command cannot take (too large, or a reply that does not read) fails the effect for
     /// good: doing the work again would not mend it.
@@ -300,7 +373,7 @@ impl Engine {
     /// unreadable reply is logged: the dead effect is there for operators either way).
     fn failure_reply(&self, effect: &ClaimedEffect, error: &str, attempts: i64) -> Option<Reply> {
         let stored = effect.on_failure.as_deref()?;
-        let limit = self.config.limits.max_arguments_bytes;
+        let limit = self.limits.max_arguments_bytes;
         let failure = |text: &str| {
             serde_json::from_str(&effect.payload)
                 .and_then(|payload: serde_json::Value| {
@@ -352,7 +425,7 @@ impl Engine {
     /// The command `value` goes to as the one argument of the reply stored as `stored`
     /// (the effect's `on_success` or `on_failure`), checked as [`check_reply`] checks it.
     ///
-    /// [`check_reply`]: Engine::check_reply
+    /// [`check_reply`]: Replies::check_reply
     fn build_reply(
         &self,
         effect: &ClaimedEffect,
@@ -379,57 +452,13 @@ impl Engine {
         operation: &str,
         arguments: &str,
     ) -> std::result::Result<(), String> {
-        self.config
-            .limits
+        self.limits
             .check(Payload::Arguments, operation, arguments.len())
             .map_err(|error| error.to_string())?;
-        match self.runner(&effect.actor_type) {
+        match self.registry.runner(&effect.actor_type) {
             Some(runner) => runner.check_command(operation, arguments),
             None => crate::codec::check_readable(operation, arguments),
         }
         .map_err(|error| error.to_string())
-    }
-
-    /// Makes a dead effect ready again with its attempts reset; false if it is not dead.
-    pub(crate) async fn retry_effect(&self, id: i64) -> Result<bool> {
-        let mut tx = self.begin(None).await?;
-        let revived = tx.revive_effect(id, micros(self.now())).await?;
-        tx.commit().await?;
-        if revived {
-            self.wake();
-        }
-        Ok(revived)
-    }
-
-    /// Unfinished effects of kinds this runtime has no handler for.
-    pub(crate) async fn unhandled_effects(&self) -> Result<Vec<PendingEffects>> {
-        let handled: Vec<&str> = self
-            .effects
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .keys()
-            .copied()
-            .collect();
-        let handled = serde_json::Value::from(handled).to_string();
-        self.store.unhandled_effects(&handled).await
-    }
-
-    /// Warns once per kind about effects that waited a while with no handler here; if no
-    /// process has one, they are never run.
-    pub(crate) async fn report_unhandled_effects(&self) -> Result<()> {
-        let stale_before = micros(self.now() - UNHANDLED_AFTER);
-        for pending in self.unhandled_effects().await? {
-            if pending.oldest_created_at < stale_before
-                && insert_bounded(&self.reported_unhandled, pending.name.clone())
-            {
-                tracing::warn!(
-                    effect = pending.name,
-                    count = pending.count,
-                    "effects wait with no handler in this process; register one with \
-                     Builder::effect in a process that runs workers, or they are never run"
-                );
-            }
-        }
-        Ok(())
     }
 }

@@ -1,9 +1,25 @@
-//! The turn: enqueue, pick the next message, run the handler, commit. No SQL text here.
+//! The engine, the only layer that writes: it runs turns against a store. No SQL text here.
 //!
-//! `call` holds the synchronous paths (calls, queries, snapshots, enqueues), `running` one
-//! turn from its message to the commit, `failures` how a failed attempt is counted,
-//! `outcome` what a caller sees of a finished message, `background` the work of workers
-//! (reminders, ready mailboxes, retention, dead letters) and `effects` the outbox.
+//! Each of the engine's jobs is a file named for it, holding that job's functions and, where
+//! the job keeps state of its own, its type; [`Engine`] holds the store, the configuration
+//! and those types, and no file reaches into another job's state. No function on the turn
+//! path is longer than a screen: a turn is named steps, in the order it takes them.
+//!
+//! - registry: `registry` ([`Registry`]: the actor types by stored name, with their runners);
+//! - calls: `call` (synchronous calls; `Call`, a call in progress, whose steps are its
+//!   methods), `query` (ordered reads and snapshots), `enqueue` (messages at a mailbox's
+//!   tail), `destroy` (ending an incarnation);
+//! - one mailbox step: `mailbox_step` (lock the actor, take the head, decode it, run its turn);
+//! - one turn: `one_turn` (the handler to the commit, step by step), `settle` (what a
+//!   handler's result commits), `turn_writes` (a completed turn's writes, checked and written);
+//! - attempts: `attempts` (how many a message gets, and counting one outside a turn);
+//! - reminders: `reminders` (firing due ones, listing an actor's; `UnreadableReminders`);
+//! - workers: `workers` (a pass over ready actors; `Workers`: claims, stalls, samples);
+//! - upkeep: `upkeep` (retention, unhandled effects, unknown operations) and `dead_letters`
+//!   (an operator's retry);
+//! - effects: `effects` (claims, leases, outcomes and replies; `EffectHandlers`);
+//! - watchers: `watchers` (`Watchers`: commits told to the actors' subscribers);
+//! - and `outcome`, what a caller sees of a finished message.
 //!
 //! The rule behind all of it: every way a turn can fail is an attempt on its message, which
 //! backs off and ends as completed, rejected or dead. Only three things commit nothing and
@@ -11,40 +27,49 @@
 //! caller whose deadline passed (the message stays for later), and an operation this build
 //! does not know (left for a build that knows it).
 
-mod background;
+mod attempts;
 mod call;
+mod dead_letters;
+mod destroy;
 mod effects;
-mod failures;
+mod enqueue;
+mod mailbox_step;
+mod one_turn;
 mod outcome;
-mod running;
+mod query;
+mod registry;
+mod reminders;
+mod settle;
+mod turn_writes;
+mod upkeep;
 mod watchers;
+mod workers;
 
-use std::any::TypeId;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::hash::Hash;
-use std::marker::PhantomData;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::actor::{Actor, Operations};
+use crate::actor::Actor;
 use crate::clock::Clock;
-use crate::effect::EffectRunner;
 use crate::error::{Error, Result};
 use crate::limits::{deadline_after, Limits, RetryPolicy};
-use crate::store::{ActorKey, Bounds, Store, Transaction};
+use crate::store::{ActorKey, Bounds, Instance, Store, Transaction};
 
 /// The stored-time conversions, which live in the `time` leaf: re-exported for the engine's
 /// callers.
 pub(crate) use crate::time::{from_micros, micros};
-pub(crate) use background::{Pass, TurnErrors};
-pub(crate) use call::{CallOptions, EnqueueOptions, Enqueued};
+pub(crate) use call::CallOptions;
+pub(crate) use effects::EffectHandlers;
+pub(crate) use enqueue::{EnqueueOptions, Enqueued};
 pub(crate) use outcome::{stored_rejection, Outcome};
-pub(crate) use watchers::{shut_down, Subscription};
+pub(crate) use registry::Registry;
+pub(crate) use watchers::{shut_down, Subscription, Watchers};
+pub(crate) use workers::{Pass, TurnErrors};
 
 /// How many entries the engine's in-memory maps hold at most, so that nothing a database or
 /// a caller does can grow them without bound.
@@ -68,38 +93,22 @@ pub(crate) struct EngineConfig {
     pub(crate) listen: bool,
 }
 
-/// Runs turns against a store.
+/// Runs turns against a store: the store, the configuration, and each stateful job's type.
 pub(crate) struct Engine {
     store: Arc<dyn Store>,
     config: EngineConfig,
     /// Woken after every commit that adds or finishes messages.
     wake: Notify,
-    /// The actor types this runtime can run, by stored name.
-    actors: RwLock<HashMap<&'static str, RegisteredActor>>,
-    /// Actors a worker of this process is running now, so two workers do not take the same one.
-    claims: Mutex<HashSet<(String, String)>>,
-    /// Stored type names already reported as unknown, so the log says it once.
-    unknown_types: Mutex<HashSet<String>>,
-    /// Actors whose last turn failed with an error, and until when workers skip them.
-    stalled: Mutex<HashMap<(String, String), Instant>>,
-    /// Reminder rows that did not read, and until when firing leaves them alone.
-    unreadable_reminders: Mutex<HashMap<i64, Instant>>,
+    /// The actor types this runtime can run.
+    registry: Registry,
+    /// What the workers of this process share.
+    workers: workers::Workers,
+    /// Reminder rows that did not read, left alone for a while.
+    unreadable_reminders: reminders::UnreadableReminders,
     /// The effect handlers, by effect name.
-    effects: RwLock<HashMap<&'static str, Arc<dyn EffectRunner>>>,
-    /// Effect kinds already reported as having no handler here.
-    reported_unhandled: Mutex<HashSet<String>>,
-    /// When a worker last sampled the mailbox depth for the metrics.
-    depth_sampled: Mutex<Option<Instant>>,
+    effects: EffectHandlers,
     /// The watched actors, told of every commit that changes a state.
-    watchers: Arc<watchers::Watchers>,
-}
-
-#[derive(Clone)]
-struct RegisteredActor {
-    type_id: TypeId,
-    runner: Arc<dyn MailboxRunner>,
-    /// The stored names of its messages' operations (commands and reminders).
-    operations: &'static [&'static str],
+    watchers: Arc<Watchers>,
 }
 
 /// What one turn did.
@@ -177,22 +186,19 @@ impl Lock {
 }
 
 impl Engine {
+    /// An engine over `store`, with no actor types or effect handlers registered yet.
     pub(crate) fn new(store: Arc<dyn Store>, config: EngineConfig) -> Self {
         crate::metrics::describe();
-        let watchers = Arc::new(watchers::Watchers::new(config.watch_poll, config.listen));
+        let watchers = Arc::new(Watchers::new(config.watch_poll, config.listen));
         Self {
             store,
-            config,
             wake: Notify::new(),
-            actors: RwLock::default(),
-            claims: Mutex::default(),
-            unknown_types: Mutex::default(),
-            stalled: Mutex::default(),
-            unreadable_reminders: Mutex::default(),
-            effects: RwLock::default(),
-            reported_unhandled: Mutex::default(),
-            depth_sampled: Mutex::default(),
+            registry: Registry::default(),
+            workers: workers::Workers::default(),
+            unreadable_reminders: reminders::UnreadableReminders::default(),
+            effects: EffectHandlers::new(config.retry),
             watchers,
+            config,
         }
     }
 
@@ -207,24 +213,37 @@ impl Engine {
         self.watchers.subscribe(&self.store, actor_type, actor_id)
     }
 
-    /// A receiver that turns true once the runtime shuts down.
-    pub(crate) fn closing(&self) -> tokio::sync::watch::Receiver<bool> {
-        self.watchers.closing()
+    /// The watched actors (and the runtime's closing signal they end on).
+    pub(crate) fn watchers(&self) -> &Watchers {
+        &self.watchers
     }
 
-    /// Ends every watch (the runtime shuts down).
-    pub(crate) fn close_watches(&self) {
-        self.watchers.close();
-    }
-
+    /// The store every job of the engine reads and writes through.
     pub(crate) fn store(&self) -> &dyn Store {
         &*self.store
     }
 
-    pub(crate) fn limits(&self) -> &Limits {
-        &self.config.limits
+    /// What this engine was configured with.
+    pub(crate) fn config(&self) -> &EngineConfig {
+        &self.config
     }
 
+    /// The actor types this runtime can run.
+    pub(crate) fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The effect handlers of this runtime.
+    pub(crate) fn effects(&self) -> &EffectHandlers {
+        &self.effects
+    }
+
+    /// Makes `A` known to this engine, so workers and the testing API can run its messages.
+    pub(crate) fn register<A: Actor>(&self) -> Result<()> {
+        self.registry.register::<A>()
+    }
+
+    /// The runtime clock's now.
     pub(crate) fn now(&self) -> DateTime<Utc> {
         self.config.clock.now()
     }
@@ -246,30 +265,10 @@ impl Engine {
         let _ = tokio::time::timeout(timeout, self.wake.notified()).await;
     }
 
-    /// The bounds of a transaction that ends by `deadline` (a caller's), or by the turn
-    /// timeout from now. A caller's transaction bounds each statement by its deadline too,
-    /// so the server stops the SQL of a turn whose caller gave up.
-    pub(crate) fn bounds(&self, deadline: Option<Instant>) -> Bounds {
-        let turn = self.config.turn_timeout;
-        match deadline {
-            Some(deadline) => Bounds {
-                deadline,
-                statement: turn
-                    .min(deadline.saturating_duration_since(Instant::now()))
-                    .max(Duration::from_millis(1)),
-                alone: false,
-            },
-            None => Bounds {
-                deadline: deadline_after(turn),
-                statement: turn,
-                alone: false,
-            },
-        }
-    }
-
-    /// Begins a transaction within `bounds` of the caller's deadline (or the turn timeout).
+    /// Begins a transaction within the caller's `deadline` (or the turn timeout).
     pub(crate) async fn begin(&self, deadline: Option<Instant>) -> Result<Box<dyn Transaction>> {
-        self.store.begin(self.bounds(deadline)).await
+        let bounds = bounds(self.config.turn_timeout, deadline);
+        self.store.begin(bounds).await
     }
 
     /// Begins a turn's transaction; `alone` keeps it out of any group commit (a turn that
@@ -281,7 +280,7 @@ impl Engine {
     ) -> Result<Box<dyn Transaction>> {
         let bounds = Bounds {
             alone,
-            ..self.bounds(deadline)
+            ..bounds(self.config.turn_timeout, deadline)
         };
         self.store.begin(bounds).await
     }
@@ -293,121 +292,45 @@ impl Engine {
             tracing::debug!(%error, "a rollback failed; its connection is closed");
         }
     }
+}
 
-    /// Makes `A` known to this engine, so workers and the testing API can run its messages.
-    pub(crate) fn register<A: Actor>(&self) -> Result<()> {
-        let type_id = TypeId::of::<A>();
-        if let Some(known) = self
-            .actors
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(A::TYPE_NAME)
-        {
-            return duplicate_check(known, type_id, A::TYPE_NAME);
-        }
-        let mut actors = self.actors.write().unwrap_or_else(PoisonError::into_inner);
-        let known = actors
-            .entry(A::TYPE_NAME)
-            .or_insert_with(|| RegisteredActor {
-                type_id,
-                runner: Arc::new(TypedRunner::<A>(PhantomData)),
-                operations: <A::Message as Operations>::NAMES,
-            });
-        duplicate_check(known, type_id, A::TYPE_NAME)
-    }
-
-    /// The runner of a stored type name, if this runtime knows the type.
-    pub(crate) fn runner(&self, actor_type: &str) -> Option<Arc<dyn MailboxRunner>> {
-        self.actors
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(actor_type)
-            .map(|known| Arc::clone(&known.runner))
-    }
-
-    /// The operations this runtime can run, as a JSON array of `"Type:operation"`: a
-    /// message of another type, or of an operation a newer build added, is not its to claim.
-    fn known_operations(&self) -> String {
-        let actors = self.actors.read().unwrap_or_else(PoisonError::into_inner);
-        let names: Vec<String> = actors
-            .iter()
-            .flat_map(|(actor_type, known)| {
-                known
-                    .operations
-                    .iter()
-                    .map(move |operation| format!("{actor_type}:{operation}"))
-            })
-            .collect();
-        serde_json::Value::from(names).to_string()
-    }
-
-    /// The stored names of the actor types this runtime knows, as a JSON array.
-    /// The stored names of the actor types this runtime registered, sorted.
-    pub(crate) fn registered_types(&self) -> Vec<String> {
-        let actors = self.actors.read().unwrap_or_else(PoisonError::into_inner);
-        let mut names: Vec<String> = actors.keys().map(|name| (*name).to_owned()).collect();
-        names.sort();
-        names
-    }
-
-    fn known_types(&self) -> String {
-        let actors = self.actors.read().unwrap_or_else(PoisonError::into_inner);
-        let names: Vec<&str> = actors.keys().copied().collect();
-        serde_json::Value::from(names).to_string()
+/// The bounds of a transaction that ends by `deadline` (a caller's), or by the turn timeout
+/// `turn` from now. A caller's transaction bounds each statement by its deadline too, so the
+/// server stops the SQL of a turn whose caller gave up.
+fn bounds(turn: Duration, deadline: Option<Instant>) -> Bounds {
+    match deadline {
+        Some(deadline) => Bounds {
+            deadline,
+            statement: turn
+                .min(deadline.saturating_duration_since(Instant::now()))
+                .max(Duration::from_millis(1)),
+            alone: false,
+        },
+        None => Bounds {
+            deadline: deadline_after(turn),
+            statement: turn,
+            alone: false,
+        },
     }
 }
 
-/// Runs the next message of an actor whose type is known only by its stored name.
-#[async_trait]
-pub(crate) trait MailboxRunner: Send + Sync {
-    async fn run_next(&self, engine: &Engine, actor_id: &str, lock: Lock) -> Result<Step>;
-
-    /// Whether a message about to be stored names one of the actor's commands and its
-    /// arguments read back as that command's.
-    fn check_command(&self, operation: &str, arguments: &str) -> Result<()>;
-
-    /// Whether a stored message or reminder of this actor (any operation) decodes as one
-    /// of this build's operations; the error says why not.
-    fn check_stored(&self, actor_id: &str, operation: &str, arguments: &str) -> Result<()>;
-}
-
-struct TypedRunner<A>(PhantomData<fn() -> A>);
-
-#[async_trait]
-impl<A: Actor> MailboxRunner for TypedRunner<A> {
-    async fn run_next(&self, engine: &Engine, actor_id: &str, lock: Lock) -> Result<Step> {
-        engine.run_next::<A>(actor_id, lock).await
-    }
-
-    fn check_command(&self, operation: &str, arguments: &str) -> Result<()> {
-        if <A::Message as Operations>::REMINDERS.contains(&operation) {
-            return Err(Error::Config(format!(
-                "`{operation}` is a reminder of {}, not a command",
-                A::TYPE_NAME
-            )));
-        }
-        self.check_stored("", operation, arguments)
-    }
-
-    fn check_stored(&self, actor_id: &str, operation: &str, arguments: &str) -> Result<()> {
-        crate::codec::decode_operation::<A::Message>(
-            A::TYPE_NAME,
-            actor_id,
-            operation,
-            arguments,
-            0,
-        )
-        .map(drop)
+/// Decodes the actor's stored state (the default state if it has none).
+pub(crate) fn decode_state<A: Actor>(key: ActorKey<'static, '_>, instance: &Instance) -> Result<A> {
+    match &instance.state {
+        Some(json) => crate::migration::to_current(key.actor_id, instance.state_version, json),
+        // `Default` is user code too.
+        None => std::panic::catch_unwind(A::default).map_err(|panic| Error::Panicked {
+            during: format!("making the default state of {}", key.actor_type),
+            message: crate::handled::panic_text(&*panic).to_owned(),
+        }),
     }
 }
 
-fn duplicate_check(known: &RegisteredActor, type_id: TypeId, name: &str) -> Result<()> {
-    if known.type_id == type_id {
-        Ok(())
-    } else {
-        Err(Error::DuplicateActorName {
-            name: name.to_owned(),
-        })
+/// The error a call on a paused actor gets.
+fn paused(key: ActorKey<'_, '_>) -> Error {
+    Error::Paused {
+        actor_type: key.actor_type.to_owned(),
+        actor_id: key.actor_id.to_owned(),
     }
 }
 

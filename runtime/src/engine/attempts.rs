@@ -1,8 +1,9 @@
-//! Counting a failed attempt that happened outside a committed turn: stored arguments that
-//! do not decode, a state that does not decode, a savepoint or a write that failed, a
-//! handler that ran past the turn timeout. The turn's own transaction is gone by then, so
-//! the attempt is recorded in a transaction of its own, on the message row alone (no actor
-//! lock: the turn that failed may still hold it, on a connection being closed).
+//! Attempts: how many a message gets, the row a failed one leaves (its retry, or a dead
+//! letter), and counting a failed attempt that happened outside a committed turn: stored
+//! arguments that do not decode, a state that does not decode, a savepoint or a write that
+//! failed, a handler that ran past the turn timeout. The turn's own transaction is gone by
+//! then, so the attempt is recorded in a transaction of its own, on the message row alone (no
+//! actor lock: the turn that failed may still hold it, on a connection being closed).
 
 use chrono::{DateTime, Utc};
 
@@ -41,6 +42,11 @@ pub(super) fn failed_progress<'a>(
 }
 
 impl Engine {
+    /// The attempts an actor's failing message gets before it becomes a dead letter.
+    pub(super) fn max_attempts<A: Actor>(&self) -> i64 {
+        A::MAX_ATTEMPTS.map_or(self.config.retry.max_attempts, i64::from)
+    }
+
     /// Counts a failed attempt at `head`, which is still ready with its attempts unchanged
     /// (if another turn moved it on meanwhile, nothing is written and the step is `Busy`).
     pub(super) async fn count_failure<A: Actor>(
@@ -100,5 +106,18 @@ impl Engine {
         )
         .await?;
         tx.commit().await
+    }
+}
+impl MessageProgress<'_> {
+    /// A message that waits in the mailbox until `available_at`.
+    pub(crate) fn ready(attempts: i64, available_at: i64) -> Self {
+        Self {
+            status: StoredStatus::Ready,
+            attempts,
+            available_at,
+            result: None,
+            last_error: None,
+            finished_at: None,
+        }
     }
 }

@@ -1,0 +1,29 @@
+//! Destroying an actor: its reminders deleted, its unfinished messages ended as destroyed,
+//! and its next incarnation started from no state.
+
+use std::time::Duration;
+
+use super::{micros, paused, Engine};
+use crate::error::Result;
+use crate::limits::deadline_after;
+use crate::store::ActorKey;
+
+impl Engine {
+    /// Destroys an actor: waits for its lock (a turn elsewhere finishes first), deletes its
+    /// reminders, ends its unfinished messages as destroyed, and starts its next incarnation
+    /// from no state.
+    pub(crate) async fn destroy(&self, key: ActorKey<'_, '_>, timeout: Duration) -> Result<()> {
+        let deadline = deadline_after(timeout);
+        let mut tx = self.begin(Some(deadline)).await?;
+        let locked = tx.lock_actor(key, true, micros(self.now())).await?;
+        if locked.is_some_and(|locked| locked.instance.paused) {
+            Self::release(tx).await;
+            return Err(paused(key));
+        }
+        tx.destroy_actor(key, micros(self.now())).await?;
+        tx.commit().await?;
+        self.wake();
+        self.state_committed(key);
+        Ok(())
+    }
+}

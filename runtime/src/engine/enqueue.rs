@@ -1,0 +1,182 @@
+//! Enqueues: a message appended at the tail of an actor's mailbox without taking its lock,
+//! within the mailbox limit, answered from the message already stored under its
+//! idempotency key if there is one.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::time::Instant;
+
+use super::{micros, new_request_id, paused, Engine};
+use crate::error::{Error, Result};
+use crate::limits::deadline_after;
+use crate::store::{
+    ActorKey, MessageLookup, MessageProgress, MessageRecord, NewMessage, Transaction,
+};
+
+/// The options of one enqueue.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EnqueueOptions<'a> {
+    pub(crate) idempotency_key: Option<&'a str>,
+    /// Not before this time (default: now, whatever the clock says later).
+    pub(crate) available_at: Option<DateTime<Utc>>,
+    /// How long the enqueue may wait for the database.
+    pub(crate) timeout: Duration,
+}
+
+/// A message now in a mailbox.
+#[derive(Debug, Clone)]
+pub(crate) struct Enqueued {
+    pub(crate) message_id: i64,
+    pub(crate) request_id: String,
+}
+
+impl Engine {
+    /// Appends a message to the tail of the actor's mailbox without running it or taking
+    /// the actor's lock. With an idempotency key this actor already used, returns that
+    /// message instead (an operator's retry of a dead letter takes its key over).
+    pub(crate) async fn enqueue(
+        &self,
+        key: ActorKey<'_, '_>,
+        operation: &str,
+        arguments: &str,
+        options: EnqueueOptions<'_>,
+    ) -> Result<Enqueued> {
+        let deadline = deadline_after(options.timeout);
+        loop {
+            match self
+                .try_enqueue(key, operation, arguments, options, deadline)
+                .await
+            {
+                Err(error) if error.is_conflict() && Instant::now() < deadline => {}
+                done => return done,
+            }
+        }
+    }
+
+    /// One try at an enqueue, in a transaction of its own.
+    async fn try_enqueue(
+        &self,
+        key: ActorKey<'_, '_>,
+        operation: &str,
+        arguments: &str,
+        options: EnqueueOptions<'_>,
+        deadline: Instant,
+    ) -> Result<Enqueued> {
+        let mut tx = self.begin(Some(deadline)).await?;
+        if tx.is_paused(key).await? {
+            Self::release(tx).await;
+            return Err(paused(key));
+        }
+        if let Some(idempotency_key) = options.idempotency_key {
+            let lookup = MessageLookup::IdempotencyKey(key, idempotency_key);
+            if let Some(existing) = tx.message(lookup).await? {
+                Self::release(tx).await;
+                same_request(&existing, operation, arguments, idempotency_key)?;
+                return Ok(Enqueued {
+                    message_id: existing.id,
+                    request_id: existing.request_id,
+                });
+            }
+        }
+        let available_at = match options.available_at {
+            Some(at) if at > self.now() => micros(at),
+            _ => 0,
+        };
+        let enqueued = self
+            .insert_ready(
+                &mut *tx,
+                key,
+                operation,
+                arguments,
+                options.idempotency_key,
+                Origin {
+                    available_at,
+                    ..Origin::now()
+                },
+            )
+            .await?;
+        tx.commit().await?;
+        self.wake();
+        crate::metrics::enqueued(key.actor_type, operation, 1);
+        Ok(enqueued)
+    }
+
+    /// Inserts a ready message at the tail of the mailbox, within the mailbox limit.
+    pub(super) async fn insert_ready(
+        &self,
+        tx: &mut dyn Transaction,
+        key: ActorKey<'_, '_>,
+        operation: &str,
+        arguments: &str,
+        idempotency_key: Option<&str>,
+        origin: Origin,
+    ) -> Result<Enqueued> {
+        let limit = self.config.limits.max_unfinished;
+        if tx.count_ready(key, limit).await? >= limit {
+            return Err(Error::MailboxFull {
+                actor_type: key.actor_type.to_owned(),
+                actor_id: key.actor_id.to_owned(),
+                limit,
+            });
+        }
+        let request_id = new_request_id();
+        let message_id = tx
+            .insert_message(
+                key,
+                &NewMessage {
+                    operation,
+                    arguments,
+                    request_id: &request_id,
+                    idempotency_key,
+                    created_at: micros(self.now()),
+                    progress: MessageProgress::ready(0, origin.available_at),
+                    incarnation: origin.incarnation,
+                    scheduled_for: origin.scheduled_for,
+                },
+            )
+            .await?;
+        Ok(Enqueued {
+            message_id,
+            request_id,
+        })
+    }
+}
+
+/// When a message enqueued at the tail may run, and what it keeps of an earlier message
+/// (an operator's retry of a dead letter keeps a fired reminder's incarnation and time).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Origin {
+    /// Not before this time (microseconds; 0: now).
+    pub(super) available_at: i64,
+    pub(super) incarnation: Option<i64>,
+    pub(super) scheduled_for: Option<i64>,
+}
+
+impl Origin {
+    /// A new message, due now, of whichever incarnation is current.
+    pub(super) fn now() -> Self {
+        Self {
+            available_at: 0,
+            incarnation: None,
+            scheduled_for: None,
+        }
+    }
+}
+
+/// An idempotency key answers only for the same operation with the same arguments.
+pub(super) fn same_request(
+    existing: &MessageRecord,
+    operation: &str,
+    arguments: &str,
+    key: &str,
+) -> Result<()> {
+    if existing.operation == operation && existing.arguments == arguments {
+        Ok(())
+    } else {
+        Err(Error::IdempotencyConflict {
+            key: key.to_owned(),
+            existing_operation: existing.operation.clone(),
+        })
+    }
+}

@@ -1,0 +1,245 @@
+//! One mailbox step: lock the actor, take the head of its mailbox, decode it and the state,
+//! and run its turn; a conflict runs the step again, a failure is counted on the head.
+
+use std::ops::ControlFlow;
+
+use tokio::time::Instant;
+
+use super::one_turn::{Delivery, Uncommitted};
+use super::{decode_state, from_micros, micros, paused, Engine, Lock, Outcome, Step, TurnReport};
+use crate::actor::Actor;
+use crate::codec::decode_operation;
+use crate::error::{Error, Result};
+use crate::store::{ActorKey, Instance, MessageProgress, StoredMessage, StoredStatus, Transaction};
+
+/// How many times in a row a turn that conflicts with other transactions runs again at once
+/// before its attempt is counted as failed.
+const CONFLICT_RETRIES: u32 = 8;
+
+/// One try at an actor's next message.
+enum Attempted {
+    /// It ended (ran, was counted, or there was nothing to run).
+    Done(Step),
+    /// It conflicted with another transaction: try again.
+    Conflict { head: StoredMessage, why: String },
+    /// It ran past its group commit's budget: try again outside any group.
+    OverBudget,
+    /// Its group commit ended in doubt: the next try reads whether it was kept (it waits
+    /// for the writer, which the group holds until it ends, or joins that same group).
+    InDoubt,
+}
+
+/// The locked actor and the due head of its mailbox, its transaction still open.
+struct Taken {
+    tx: Box<dyn Transaction>,
+    instance: Instance,
+    head: StoredMessage,
+}
+
+/// The head's message and the actor's state, decoded, its transaction still open.
+struct Decoded<A: Actor> {
+    tx: Box<dyn Transaction>,
+    message: A::Message,
+    state: A,
+}
+
+impl Engine {
+    /// Runs the actor's next ready message, if one is due, taking its lock as `lock` says.
+    /// A turn that conflicts with other transactions runs again; a failure anywhere in the
+    /// turn is counted as an attempt on its message.
+    pub(crate) async fn run_next<A: Actor>(&self, actor_id: &str, lock: Lock) -> Result<Step> {
+        let key = ActorKey {
+            actor_type: A::TYPE_NAME,
+            actor_id,
+        };
+        let mut conflicts = 0;
+        let mut alone = false;
+        loop {
+            let attempt = self.step::<A>(key, lock, alone).await;
+            match attempt {
+                Ok(Attempted::Done(step)) => return Ok(step),
+                Ok(Attempted::OverBudget) => alone = true,
+                Ok(Attempted::InDoubt) => {
+                    if lock.deadline().is_some_and(|at| Instant::now() >= at) {
+                        return Ok(Step::Busy);
+                    }
+                }
+                Ok(Attempted::Conflict { head, why }) => {
+                    conflicts += 1;
+                    let past_deadline = lock.deadline().is_some_and(|at| Instant::now() >= at);
+                    if conflicts >= CONFLICT_RETRIES || past_deadline {
+                        let error =
+                            format!("the turn kept conflicting with other transactions: {why}");
+                        return self.count_failure::<A>(key, &head, &error, true).await;
+                    }
+                    tracing::debug!(actor_id, conflicts, %why, "a turn conflicted; running it again");
+                    conflict_pause(conflicts).await;
+                }
+                Err(error) if error.is_busy() => return Ok(Step::Busy),
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    /// One try at the actor's next message: take the head, decode it, run its turn.
+    async fn step<A: Actor>(
+        &self,
+        key: ActorKey<'static, '_>,
+        lock: Lock,
+        alone: bool,
+    ) -> Result<Attempted> {
+        let tx = self.begin_turn(lock.deadline(), alone).await?;
+        let Taken { tx, instance, head } = match self.take_head(tx, key, lock).await? {
+            ControlFlow::Continue(taken) => taken,
+            ControlFlow::Break(step) => return Ok(Attempted::Done(step)),
+        };
+        let Decoded { tx, message, state } =
+            match self.decode::<A>(tx, key, &instance, &head).await? {
+                ControlFlow::Continue(decoded) => decoded,
+                ControlFlow::Break(step) => return Ok(Attempted::Done(step)),
+            };
+        let delivery = Delivery::Stored {
+            head: &head,
+            message,
+        };
+        let ran = self
+            .run_turn::<A>(tx, key, &instance, state, delivery, lock.deadline())
+            .await;
+        let step = match ran {
+            Ok(report) => Step::Ran(report),
+            Err(Uncommitted::Conflict(why)) => return Ok(Attempted::Conflict { head, why }),
+            Err(Uncommitted::OverBudget) => return Ok(Attempted::OverBudget),
+            // The message's row says whether the turn was kept: the next try reads it.
+            Err(Uncommitted::InDoubt) => return Ok(Attempted::InDoubt),
+            Err(Uncommitted::Abandoned) => Step::Busy,
+            Err(Uncommitted::Failed { error, retryable }) => {
+                self.count_failure::<A>(key, &head, &error, retryable)
+                    .await?
+            }
+        };
+        Ok(Attempted::Done(step))
+    }
+
+    /// Locks the actor and takes the head of its mailbox if it is due; otherwise releases
+    /// the transaction and says why there is no turn to run (a reminder of an earlier
+    /// incarnation is ended as destroyed on the way).
+    async fn take_head(
+        &self,
+        mut tx: Box<dyn Transaction>,
+        key: ActorKey<'static, '_>,
+        lock: Lock,
+    ) -> Result<ControlFlow<Step, Taken>> {
+        let Some(locked) = tx.lock_actor(key, lock.waits(), micros(self.now())).await? else {
+            // On PostgreSQL the skipped actor's row may have just been created.
+            Self::release(tx).await;
+            return Ok(ControlFlow::Break(Step::Busy));
+        };
+        if locked.instance.paused {
+            // Paused after a worker listed it: workers leave it; a waiting caller hears why.
+            Self::release(tx).await;
+            return match lock {
+                Lock::Skip => Ok(ControlFlow::Break(Step::Busy)),
+                Lock::WaitUntil(_) => Err(paused(key)),
+            };
+        }
+        let Some(head) = locked.head else {
+            Self::release(tx).await;
+            return Ok(ControlFlow::Break(Step::Idle));
+        };
+        if head.available_at > micros(self.now()) {
+            Self::release(tx).await;
+            return Ok(ControlFlow::Break(Step::Blocked {
+                message_id: head.id,
+                until: from_micros(head.available_at),
+                attempts: head.attempts,
+            }));
+        }
+        if head
+            .incarnation
+            .is_some_and(|incarnation| incarnation != locked.instance.incarnation)
+        {
+            // A reminder of an earlier incarnation fired after its actor was destroyed.
+            let ended = MessageProgress {
+                status: StoredStatus::Destroyed,
+                finished_at: Some(micros(self.now())),
+                ..MessageProgress::ready(head.attempts, head.available_at)
+            };
+            if tx.update_message(head.id, head.attempts, &ended).await? {
+                tx.commit().await?;
+            } else {
+                Self::release(tx).await;
+            }
+            return Ok(ControlFlow::Break(Step::Ran(TurnReport {
+                message_id: head.id,
+                outcome: Outcome::Destroyed,
+            })));
+        }
+        Ok(ControlFlow::Continue(Taken {
+            tx,
+            instance: locked.instance,
+            head,
+        }))
+    }
+
+    /// Decodes the head's message and the actor's state. What does not decode releases the
+    /// transaction first: arguments that never will are a dead letter at once, a state that
+    /// does not read is a failed attempt, and what this build cannot read yet waits, noted
+    /// and uncounted, for a build that can.
+    async fn decode<A: Actor>(
+        &self,
+        tx: Box<dyn Transaction>,
+        key: ActorKey<'static, '_>,
+        instance: &Instance,
+        head: &StoredMessage,
+    ) -> Result<ControlFlow<Step, Decoded<A>>> {
+        let message = decode_operation::<A::Message>(
+            key.actor_type,
+            key.actor_id,
+            &head.operation,
+            &head.arguments,
+            head.id,
+        );
+        let message = match message {
+            Ok(message) => message,
+            Err(error @ Error::UnknownOperation { .. }) => {
+                Self::release(tx).await;
+                self.note_waiting(head.id, &error).await?;
+                return Err(error);
+            }
+            // Arguments that do not decode never will: a dead letter at once.
+            Err(error) => {
+                Self::release(tx).await;
+                let step = self
+                    .count_failure::<A>(key, head, &error.to_string(), false)
+                    .await?;
+                return Ok(ControlFlow::Break(step));
+            }
+        };
+        let state = match decode_state::<A>(key, instance) {
+            Ok(state) => state,
+            // A state this build cannot read yet (a newer build wrote it, or no migration
+            // starts from its version) waits, uncounted, for a build that can.
+            Err(error @ (Error::StateFromNewerBuild { .. } | Error::NoMigration { .. })) => {
+                Self::release(tx).await;
+                self.note_waiting(head.id, &error).await?;
+                return Err(error);
+            }
+            Err(error) => {
+                Self::release(tx).await;
+                let step = self
+                    .count_failure::<A>(key, head, &error.to_string(), true)
+                    .await?;
+                return Ok(ControlFlow::Break(step));
+            }
+        };
+        Ok(ControlFlow::Continue(Decoded { tx, message, state }))
+    }
+}
+
+/// A short, growing pause before a conflicting turn runs again, so two turns that keep
+/// deadlocking each other fall out of step.
+async fn conflict_pause(conflicts: u32) {
+    let base = 1_u64 << conflicts.min(6);
+    let jitter = u64::from(uuid::Uuid::new_v4().as_bytes()[0]) % base.max(1);
+    tokio::time::sleep(std::time::Duration::from_millis(base + jitter)).await;
+}

@@ -1,0 +1,78 @@
+//! Upkeep: the workers' hourly pass, which prunes what is past its retention, warns about
+//! effects no handler here runs, and notes why messages of unknown operations wait.
+
+use super::{micros, Engine};
+use crate::admin::PruneCounts;
+use crate::error::{Error, Result};
+use crate::limits::earlier;
+use crate::store::Retention;
+
+/// How many waiting heads of unknown operations one upkeep pass notes.
+const UNKNOWN_NOTED: i64 = 100;
+
+/// Each actor's newest finished messages with an idempotency key that retention keeps.
+pub(crate) const KEPT_IDEMPOTENCY_KEYS: i64 = 64;
+
+impl Engine {
+    /// The workers' hourly upkeep: prunes what is past its retention, warns about effects
+    /// no handler here runs, and notes why messages of unknown operations wait.
+    pub(crate) async fn upkeep(&self) -> Result<()> {
+        let pruned = self.prune(true).await?.total();
+        tracing::debug!(pruned, "pruned old messages and effects");
+        self.report_unhandled_effects().await?;
+        self.note_unknown_operations().await?;
+        Ok(())
+    }
+
+    /// Notes, on heads of mailboxes of known types whose operation this build does not know,
+    /// why they wait (a build that knows it runs them; workers here never claim them).
+    pub(crate) async fn note_unknown_operations(&self) -> Result<usize> {
+        let heads = self
+            .store
+            .unknown_operations(
+                &self.registry.known_operations(),
+                &self.registry.known_types(),
+                UNKNOWN_NOTED,
+            )
+            .await?;
+        if heads.is_empty() {
+            return Ok(0);
+        }
+        let mut tx = self.begin(None).await?;
+        for head in &heads {
+            let why = Error::UnknownOperation {
+                actor_type: head.actor_type.clone(),
+                operation: head.operation.clone(),
+                message_id: head.id,
+            };
+            tracing::warn!(%why, "a message waits for a build that knows its operation");
+            tx.note_message(
+                head.id,
+                &format!("waits for a build that can run it: {why}"),
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(heads.len())
+    }
+
+    /// Deletes what is past its retention (audit rows of administration calls included);
+    /// returns how many rows of each kind. Without `commit`, rolls back: a preview.
+    pub(crate) async fn prune(&self, commit: bool) -> Result<PruneCounts> {
+        let now = self.now();
+        let limits = &self.config.limits;
+        let retention = Retention {
+            finished_before: micros(earlier(now, limits.retention)),
+            dead_before: (!limits.dead_retention.is_zero())
+                .then(|| micros(earlier(now, limits.dead_retention))),
+            keep_keyed: KEPT_IDEMPOTENCY_KEYS,
+        };
+        let mut tx = self.begin(None).await?;
+        let mut pruned = PruneCounts::from(tx.prune(&retention).await?);
+        pruned.admin_events = tx.prune_admin_events(retention.finished_before).await?;
+        if commit {
+            tx.commit().await?;
+        }
+        Ok(pruned)
+    }
+}
