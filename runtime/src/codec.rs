@@ -13,9 +13,9 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::actor::handled::panic_text;
 use crate::actor::Operations;
 use crate::error::{Error, Result};
-use crate::handled::panic_text;
 
 /// An operation split into the columns it is stored in.
 #[derive(Debug)]

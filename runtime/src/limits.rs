@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 
-use crate::clock::IntoDuration;
 use crate::error::{Error, Result};
+use crate::time::clock::IntoDuration;
 
 /// The largest payloads the runtime accepts. Over a limit, a call gets
 /// [`Error::PayloadTooLarge`] before anything is written.

@@ -49,10 +49,10 @@ pub use model::{
     Status, StoredKind, Undecodable,
 };
 
+use crate::client::runtime::Runtime;
 use crate::engine::{from_micros, micros, Engine};
 use crate::error::{Error, Result};
 use crate::policy::{AdminAction, AdminRequest, Denied};
-use crate::runtime::Runtime;
 use crate::store::admin::AdminEventWrite;
 use crate::store::{ActorKey, InstanceWrite, MessageLookup, MessageRecord};
 use crate::validate::{validate_id, validate_key};

@@ -12,6 +12,7 @@ use super::{
     insert_bounded, micros, new_request_id, Engine, Enqueued, Lock, Outcome, Step, TurnReport,
     MAP_CAPACITY,
 };
+use crate::actor::turn::Missed;
 use crate::admin::PruneCounts;
 use crate::error::{Error, Result};
 use crate::limits::earlier;
@@ -19,7 +20,6 @@ use crate::store::{
     ActorKey, DueReminder, MessageLookup, MessageProgress, MessageRecord, NewMessage, Retention,
     StoredStatus,
 };
-use crate::turn::Missed;
 
 /// What one firing of due reminders did.
 #[derive(Debug)]

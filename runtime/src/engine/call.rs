@@ -15,16 +15,16 @@ use tokio::time::Instant;
 use super::failures::failed_progress;
 use super::running::{Delivery, Uncommitted};
 use super::{from_micros, micros, read_until, Engine, Lock, Outcome, Step};
+use crate::actor::handled::Handled;
+use crate::actor::reminder::ScheduledReminder;
+use crate::actor::turn::{Missed, Turn, TurnFacts};
 use crate::actor::{Actor, Operations};
 use crate::codec::decode_operation;
 use crate::error::{Error, Result};
-use crate::handled::Handled;
 use crate::limits::deadline_after;
-use crate::reminder::ScheduledReminder;
 use crate::store::{
     ActorKey, Instance, MessageLookup, MessageProgress, MessageRecord, NewMessage, Transaction,
 };
-use crate::turn::{Missed, Turn, TurnFacts};
 
 /// How often a caller waiting on another task's turn looks at its message again, at most.
 const WAIT_POLL: Duration = Duration::from_millis(25);
@@ -566,7 +566,7 @@ impl Engine {
             scheduled_at: None,
         });
         let deadline = call.deadline.min(deadline_after(self.config.turn_timeout));
-        let answering = crate::handler_scope::as_handler(
+        let answering = crate::actor::handler_scope::as_handler(
             call.key.actor_type,
             call.key.actor_id,
             AssertUnwindSafe(state.answer(&turn, query)).catch_unwind(),

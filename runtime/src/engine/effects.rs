@@ -4,11 +4,11 @@
 use std::sync::{Arc, PoisonError};
 
 use super::{insert_bounded, micros, Engine};
-use crate::effect::{EffectFailure, EffectRunner};
+use crate::actor::effect::{EffectFailure, EffectRunner};
+use crate::actor::failure::Failure;
+use crate::actor::reply::StoredReply;
 use crate::error::{Error, Result};
-use crate::failure::Failure;
 use crate::limits::{Payload, RetryPolicy};
-use crate::reply::StoredReply;
 use crate::store::{
     ActorKey, ClaimedEffect, EffectProgress, MessageProgress, NewMessage, PendingEffects,
     Transaction,

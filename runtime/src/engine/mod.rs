@@ -31,12 +31,12 @@ use chrono::{DateTime, Utc};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::actor::effect::EffectRunner;
 use crate::actor::{Actor, Operations};
-use crate::clock::Clock;
-use crate::effect::EffectRunner;
 use crate::error::{Error, Result};
 use crate::limits::{deadline_after, Limits, RetryPolicy};
 use crate::store::{ActorKey, Bounds, Store, Transaction};
+use crate::time::clock::Clock;
 
 pub(crate) use background::{Pass, TurnErrors};
 pub(crate) use call::{CallOptions, EnqueueOptions, Enqueued};

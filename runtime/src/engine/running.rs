@@ -11,17 +11,17 @@ use tracing::Instrument;
 
 use super::failures::failed_progress;
 use super::{from_micros, micros, Engine, Lock, Outcome, Step, TurnReport};
+use crate::actor::handled::Handled;
+use crate::actor::reply::StoredReply;
+use crate::actor::turn::{Missed, ReminderChange, Staged, Turn, TurnFacts};
 use crate::actor::{Actor, Operations};
 use crate::codec::{decode_operation, store_operation, store_value, to_json};
 use crate::error::{Error, Rejection, Result};
-use crate::handled::Handled;
 use crate::limits::{deadline_after, later, Payload};
-use crate::reply::StoredReply;
 use crate::store::{
     ActorKey, Instance, InstanceWrite, MessageProgress, NewEffect, NewMessage, ReminderWrite,
     StoredMessage, StoredStatus, Transaction,
 };
-use crate::turn::{Missed, ReminderChange, Staged, Turn, TurnFacts};
 use crate::validate::{validate_id, validate_key};
 
 /// How many times in a row a turn that conflicts with other transactions runs again at once
@@ -305,11 +305,13 @@ impl Engine {
         instance: &Instance,
     ) -> Result<A> {
         match &instance.state {
-            Some(json) => crate::migration::to_current(key.actor_id, instance.state_version, json),
+            Some(json) => {
+                crate::actor::migration::to_current(key.actor_id, instance.state_version, json)
+            }
             // `Default` is user code too.
             None => std::panic::catch_unwind(A::default).map_err(|panic| Error::Panicked {
                 during: format!("making the default state of {}", key.actor_type),
-                message: crate::handled::panic_text(&*panic).to_owned(),
+                message: crate::actor::handled::panic_text(&*panic).to_owned(),
             }),
         }
     }
@@ -375,7 +377,7 @@ impl Engine {
             let turn_deadline = deadline_after(self.config.turn_timeout);
             let own_deadline = caller_deadline.map_or(turn_deadline, |at| at.min(turn_deadline));
             let handler_deadline = budget.map_or(own_deadline, |at| at.min(own_deadline));
-            let handling = crate::handler_scope::as_handler(
+            let handling = crate::actor::handler_scope::as_handler(
                 key.actor_type,
                 key.actor_id,
                 AssertUnwindSafe(state.handle(&mut turn, message)).catch_unwind(),
@@ -732,7 +734,7 @@ impl Engine {
                 let payload = effect.payload?;
                 limits.check(Payload::Arguments, effect.name, payload.len())?;
                 // A failure reply carries the effect back: it must fit the limit too.
-                let room = crate::effect::FAILURE_REPLY_ROOM;
+                let room = crate::actor::effect::FAILURE_REPLY_ROOM;
                 if effect.on_failure.is_some() && payload.len() + room > limits.max_arguments_bytes
                 {
                     return Err(Error::PayloadTooLarge {

@@ -6,8 +6,8 @@ use super::{
     ClaimedEffect, DeadEffectRecord, DueReminder, Instance, MessageRecord, PendingEffects,
     ReminderRecord, StateNotice, StoredMessage, StoredStatus, UnknownHead, Version,
 };
+use crate::actor::turn::Missed;
 use crate::error::{Error, Result};
-use crate::turn::Missed;
 
 /// A column's value, read by name or position: text, integers and their `NULL`able forms.
 ///

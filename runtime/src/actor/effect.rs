@@ -25,17 +25,15 @@ use futures_util::FutureExt;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::actor::failure::Failure;
+use crate::actor::handled::panic_text;
+use crate::client::runtime::Runtime;
 use crate::codec::store_value;
 use crate::error::Result;
-use crate::failure::Failure;
-use crate::handled::panic_text;
 use crate::limits::RetryPolicy;
-use crate::runtime::Runtime;
 use crate::store::ClaimedEffect;
 
-mod tasks;
-
-pub(crate) use tasks::EffectTasks;
+pub(crate) use crate::client::effect_tasks::EffectTasks;
 
 /// A kind of effect: a serialisable value with a stable stored name, and what its handler
 /// returns when it succeeds.

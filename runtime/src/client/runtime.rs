@@ -9,29 +9,27 @@ use chrono::{DateTime, Utc};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
-use crate::actor::Actor;
-use crate::clock::{Clock, IntoDuration, SystemClock};
-use crate::effect::{
+use crate::actor::effect::{
     DeadEffect, Effect, EffectContext, EffectRunner, EffectTasks, TypedEffect, UnhandledEffects,
 };
+use crate::actor::Actor;
+use crate::client::message::{DeadLetter, MessageRef};
+use crate::client::reference::Reference;
+use crate::client::testing::Testing;
 use crate::engine::{Engine, EngineConfig, TurnErrors};
 use crate::error::{Error, Result};
 use crate::limits::{Limits, RetryPolicy};
-use crate::message::{DeadLetter, MessageRef};
 use crate::policy::{NoPolicy, Policy};
-use crate::reference::Reference;
 #[cfg(feature = "sqlite")]
 use crate::store::{
     group_commit::GroupCommit,
     sqlite::{Durability, SqliteOptions, SqliteStore},
 };
 use crate::store::{MessageLookup, SchemaMode, Stats, Store};
-use crate::testing::Testing;
+use crate::time::clock::{Clock, IntoDuration, SystemClock};
 
-mod shutdown;
-
-pub use shutdown::ShutdownReport;
-use shutdown::Stopping;
+pub use crate::client::shutdown::ShutdownReport;
+use crate::client::shutdown::Stopping;
 
 /// How many actors a worker pass takes, and how many turns one actor gets per pass.
 const ACTORS_PER_PASS: i64 = 100;
@@ -66,29 +64,29 @@ const UPKEEP_EVERY: chrono::TimeDelta = chrono::TimeDelta::hours(1);
 /// ```
 #[derive(Clone)]
 pub struct Runtime {
-    shared: Arc<Shared>,
+    pub(super) shared: Arc<Shared>,
 }
 
-struct Shared {
-    engine: Engine,
-    policy: Arc<dyn Policy>,
-    sync_timeout: Duration,
-    workers: usize,
-    idle_poll: Duration,
+pub(super) struct Shared {
+    pub(super) engine: Engine,
+    pub(super) policy: Arc<dyn Policy>,
+    pub(super) sync_timeout: Duration,
+    pub(super) workers: usize,
+    pub(super) idle_poll: Duration,
     /// Whether `run` listens for work committed by other processes.
-    listen: bool,
+    pub(super) listen: bool,
     /// Held by the idle worker whose turn it is to poll the database.
-    poll_turn: tokio::sync::Mutex<()>,
-    closed: AtomicBool,
-    shutdown: Notify,
+    pub(super) poll_turn: tokio::sync::Mutex<()>,
+    pub(super) closed: AtomicBool,
+    pub(super) shutdown: Notify,
     /// How long `run_until_signal` lets work in flight finish.
-    shutdown_deadline: Duration,
+    pub(super) shutdown_deadline: Duration,
     /// The runs of the workers, and whether to abandon their work.
-    stopping: Stopping,
+    pub(super) stopping: Stopping,
     /// When the workers last did the upkeep (pruning, reports).
-    last_upkeep: Mutex<Option<DateTime<Utc>>>,
+    pub(super) last_upkeep: Mutex<Option<DateTime<Utc>>>,
     /// The effect handlers the workers started.
-    effect_tasks: EffectTasks,
+    pub(super) effect_tasks: EffectTasks,
 }
 
 impl Runtime {
@@ -101,7 +99,7 @@ impl Runtime {
     /// [`scope`](Runtime::scope), else the process default
     /// ([`make_default`](Runtime::make_default)), else none.
     pub fn current() -> Option<Self> {
-        crate::default_runtime::current()
+        crate::client::default_runtime::current()
     }
 
     /// Makes this runtime the process default: `Actor::reference(id)` reaches it from any
@@ -110,7 +108,7 @@ impl Runtime {
     /// if every other handle was dropped) until another takes its place. The runtime's own
     /// workers and effect handlers always reach their runtime.
     pub fn make_default(&self) {
-        crate::default_runtime::set(self);
+        crate::client::default_runtime::set(self);
     }
 
     /// Runs `future` with this runtime as the one `Actor::reference(id)` reaches inside it,
@@ -152,7 +150,7 @@ impl Runtime {
     /// # Ok(()) }
     /// ```
     pub async fn scope<F: std::future::Future>(&self, future: F) -> F::Output {
-        crate::default_runtime::scope(self.clone(), future).await
+        crate::client::default_runtime::scope(self.clone(), future).await
     }
 
     /// A typed reference to the actor `A` with this id, on this runtime.
@@ -368,7 +366,7 @@ impl Runtime {
             )
             .await?
             .turns;
-        let effects = crate::effect::start_due(self, &self.shared.effect_tasks).await?;
+        let effects = crate::actor::effect::start_due(self, &self.shared.effect_tasks).await?;
         if self.upkeep_due() {
             self.engine().upkeep().await?;
         }

@@ -6,15 +6,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use chrono::{DateTime, Utc};
 
+use crate::actor::effect::Effect;
+use crate::actor::reminder::ReminderLookup;
+use crate::actor::reply::{Emitted, StoredReply};
 use crate::actor::{Actor, Operations};
-use crate::clock::IntoDuration;
 use crate::codec::{store_operation, store_value, StoredOperation};
-use crate::effect::Effect;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::reminder::ReminderLookup;
-use crate::reply::{Emitted, StoredReply};
 use crate::store::{ActorKey, Transaction};
+use crate::time::clock::IntoDuration;
 use crate::validate::validate_key;
 
 /// The context of one turn: the actor's id, the turn's time, and the changes the handler

@@ -47,9 +47,9 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::actor::handled::panic_text;
 use crate::actor::Actor;
 use crate::error::{Error, Result};
-use crate::handled::panic_text;
 
 /// Why a migration could not bring a stored state to the next version.
 ///

@@ -9,12 +9,12 @@ use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
-use crate::clock::IntoDuration;
+use crate::client::runtime::Runtime;
 use crate::engine::{from_micros, micros, read_until, Lock, Step};
 use crate::error::{Error, Rejection, Result};
 use crate::limits::{check_timeout, deadline_after};
-use crate::runtime::Runtime;
 use crate::store::{MessageLookup, MessageRecord, StoredStatus};
+use crate::time::clock::IntoDuration;
 
 /// How often [`MessageRef::wait`] looks at its message again, at most.
 const WAIT_POLL: Duration = Duration::from_millis(25);
@@ -191,7 +191,7 @@ impl<T: DeserializeOwned> MessageRef<T> {
     /// ahead of it, its own retry, or a type this runtime does not run.
     pub async fn wait(&self, timeout: impl IntoDuration) -> Result<T> {
         let timeout = check_timeout(timeout.into_duration())?;
-        crate::handler_scope::refuse_inside_handler(&self.actor_type, "wait")?;
+        crate::actor::handler_scope::refuse_inside_handler(&self.actor_type, "wait")?;
         let deadline = deadline_after(timeout);
         let engine = self.runtime.engine();
         let runner = engine.runner(&self.actor_type);

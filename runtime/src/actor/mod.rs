@@ -9,12 +9,22 @@ use std::future::Future;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::effect::Effect;
-use crate::handled::Handled;
-use crate::reference::Reference;
-use crate::reminder::ReminderLookup;
-use crate::reply::ReplyStage;
-use crate::turn::{ScheduleStage, SendStage, Turn, UnscheduleStage};
+pub mod effect;
+pub(crate) mod failure;
+pub(crate) mod handled;
+pub(crate) mod handler_scope;
+pub mod migration;
+pub(crate) mod reminder;
+pub(crate) mod reply;
+pub(crate) mod stored_field;
+pub(crate) mod turn;
+
+use crate::actor::effect::Effect;
+use crate::actor::handled::Handled;
+use crate::actor::reminder::ReminderLookup;
+use crate::actor::reply::ReplyStage;
+use crate::actor::turn::{ScheduleStage, SendStage, Turn, UnscheduleStage};
+use crate::client::reference::Reference;
 
 /// The durable state of an actor: the struct that carries `#[actor]`.
 ///
@@ -137,7 +147,7 @@ pub trait Actor: ActorState {
     /// The `#[migrate(from = n)]` step that reads a state stored at version `from` and
     /// writes version `from + 1`, if the actor has one.
     #[doc(hidden)]
-    fn migration(from: u32) -> Option<crate::migration::Migration> {
+    fn migration(from: u32) -> Option<crate::actor::migration::Migration> {
         let _ = from;
         None
     }

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
+use crate::client::runtime::{Builder, Runtime};
 use crate::error::{Error, Result};
-use crate::runtime::{Builder, Runtime};
 
 /// How long creating or dropping a test database may wait for the server.
 const SERVER_WAIT: Duration = Duration::from_secs(30);

@@ -3,9 +3,9 @@
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::actor::failure::HandlerError;
 use crate::codec::store_value;
 use crate::error::{Error, Rejection};
-use crate::failure::HandlerError;
 
 /// The outcome of one handler run, produced by the generated dispatch.
 #[doc(hidden)]
