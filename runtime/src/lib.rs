@@ -115,7 +115,8 @@ mod time;
 mod validate;
 mod web;
 
-pub use actor::{effect, migration};
+pub use actor::migration;
+pub use client::effect;
 #[cfg(feature = "dashboard")]
 pub use web::dashboard;
 

@@ -47,8 +47,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::actor::handled::panic_text;
 use crate::actor::Actor;
+use crate::codec::panic_text;
 use crate::error::{Error, Result};
 
 /// Why a migration could not bring a stored state to the next version.

@@ -9,11 +9,12 @@ use std::future::Future;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-pub mod effect;
+pub(crate) mod effect;
 pub(crate) mod failure;
 pub(crate) mod handled;
 pub(crate) mod handler_scope;
 pub mod migration;
+pub(crate) mod operation_codec;
 pub(crate) mod reminder;
 pub(crate) mod reply;
 pub(crate) mod stored_field;

@@ -50,11 +50,12 @@ pub use model::{
 };
 
 use crate::client::runtime::Runtime;
-use crate::engine::{from_micros, micros, Engine};
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::policy::{AdminAction, AdminRequest, Denied};
 use crate::store::admin::AdminEventWrite;
 use crate::store::{ActorKey, InstanceWrite, MessageLookup, MessageRecord};
+use crate::time::micros::{from_micros, micros};
 use crate::validate::{validate_id, validate_key};
 
 /// A stored message as operators see it.
@@ -106,6 +107,17 @@ const SKEW_WARNING_MS: i64 = 1000;
 pub struct Admin {
     runtime: Runtime,
     context: Option<Value>,
+}
+
+/// The operator API is reached from the handle: the handle's file knows nothing of it.
+impl Runtime {
+    /// The administration API: list, inspect, pause and resume actors, redrive dead
+    /// letters, prune; every call authorised by
+    /// [`Policy::authorize_administration`](crate::Policy::authorize_administration) and
+    /// audited. See [`admin`](crate::admin).
+    pub fn admin(&self) -> Admin {
+        Admin::new(self.clone())
+    }
 }
 
 impl Admin {

@@ -10,11 +10,12 @@ use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
 use crate::client::runtime::Runtime;
-use crate::engine::{from_micros, micros, read_until, Lock, Step};
+use crate::engine::{read_until, Lock, Step};
 use crate::error::{Error, Rejection, Result};
 use crate::limits::{check_timeout, deadline_after};
 use crate::store::{MessageLookup, MessageRecord, StoredStatus};
 use crate::time::clock::IntoDuration;
+use crate::time::micros::{from_micros, micros};
 
 /// How often [`MessageRef::wait`] looks at its message again, at most.
 const WAIT_POLL: Duration = Duration::from_millis(25);

@@ -5,6 +5,7 @@
 //! `Runtime`.
 
 pub(crate) mod default_runtime;
+pub mod effect;
 pub(crate) mod effect_tasks;
 pub(crate) mod message;
 pub(crate) mod reference;

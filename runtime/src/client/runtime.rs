@@ -9,10 +9,11 @@ use chrono::{DateTime, Utc};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
-use crate::actor::effect::{
-    DeadEffect, Effect, EffectContext, EffectRunner, EffectTasks, TypedEffect, UnhandledEffects,
-};
 use crate::actor::Actor;
+use crate::client::effect::{
+    DeadEffect, Effect, EffectContext, EffectRunner, TypedEffect, UnhandledEffects,
+};
+use crate::client::effect_tasks::EffectTasks;
 use crate::client::message::{DeadLetter, MessageRef};
 use crate::client::reference::Reference;
 use crate::client::testing::Testing;
@@ -87,6 +88,8 @@ pub(super) struct Shared {
     pub(super) last_upkeep: Mutex<Option<DateTime<Utc>>>,
     /// The effect handlers the workers started.
     pub(super) effect_tasks: EffectTasks,
+    /// The effect handlers, with the names of the effects they run.
+    pub(super) effect_runners: Vec<(&'static str, Arc<dyn EffectRunner>)>,
 }
 
 impl Runtime {
@@ -366,7 +369,7 @@ impl Runtime {
             )
             .await?
             .turns;
-        let effects = crate::actor::effect::start_due(self, &self.shared.effect_tasks).await?;
+        let effects = crate::client::effect::start_due(self, &self.shared.effect_tasks).await?;
         if self.upkeep_due() {
             self.engine().upkeep().await?;
         }
@@ -472,14 +475,6 @@ impl Runtime {
         self.engine().store().close().await;
     }
 
-    /// The administration API: list, inspect, pause and resume actors, redrive dead
-    /// letters, prune; every call authorised by
-    /// [`Policy::authorize_administration`](crate::Policy::authorize_administration) and
-    /// audited. See [`admin`](crate::admin).
-    pub fn admin(&self) -> crate::admin::Admin {
-        crate::admin::Admin::new(self.clone())
-    }
-
     /// Counts of the work done so far: transactions and statements.
     pub fn stats(&self) -> Stats {
         self.engine().store().stats()
@@ -492,6 +487,11 @@ impl Runtime {
 
     pub(crate) fn engine(&self) -> &Engine {
         &self.shared.engine
+    }
+
+    /// The effect handlers, with the names of the effects they run.
+    pub(crate) fn effect_runners(&self) -> Vec<(&'static str, Arc<dyn EffectRunner>)> {
+        self.shared.effect_runners.clone()
     }
 
     pub(crate) fn policy(&self) -> &dyn Policy {
@@ -1003,8 +1003,8 @@ impl Builder {
         for register in &self.registrations {
             register(&engine)?;
         }
-        for (name, runner) in self.effects {
-            engine.register_effect(name, runner)?;
+        for (name, runner) in &self.effects {
+            engine.register_effect(name, runner.retry())?;
         }
         let runtime = Runtime {
             shared: Arc::new(Shared {
@@ -1021,6 +1021,7 @@ impl Builder {
                 stopping: Stopping::new(),
                 last_upkeep: Mutex::new(None),
                 effect_tasks: EffectTasks::new(),
+                effect_runners: self.effects,
             }),
         };
         if self.set_default {

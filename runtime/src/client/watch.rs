@@ -11,11 +11,11 @@ use futures_util::stream::{self, Stream, StreamExt};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::actor::handled::panic_text;
 use crate::actor::handler_scope::refuse_inside_handler;
 use crate::actor::Actor;
 use crate::client::reference::Reference;
 use crate::client::runtime::Runtime;
+use crate::codec::panic_text;
 use crate::engine::{read_until, Subscription};
 use crate::error::{Error, Result};
 use crate::limits::deadline_after;

@@ -15,11 +15,11 @@ use super::{
 use crate::actor::turn::Missed;
 use crate::admin::PruneCounts;
 use crate::error::{Error, Result};
-use crate::limits::earlier;
 use crate::store::{
     ActorKey, DueReminder, MessageLookup, MessageProgress, MessageRecord, NewMessage, Retention,
     StoredStatus,
 };
+use crate::time::saturating::earlier;
 
 /// What one firing of due reminders did.
 #[derive(Debug)]

@@ -16,10 +16,10 @@ use super::failures::failed_progress;
 use super::running::{Delivery, Uncommitted};
 use super::{from_micros, micros, read_until, Engine, Lock, Outcome, Step};
 use crate::actor::handled::Handled;
+use crate::actor::operation_codec::decode_operation;
 use crate::actor::reminder::ScheduledReminder;
 use crate::actor::turn::{Missed, Turn, TurnFacts};
 use crate::actor::{Actor, Operations};
-use crate::codec::decode_operation;
 use crate::error::{Error, Result};
 use crate::limits::deadline_after;
 use crate::store::{

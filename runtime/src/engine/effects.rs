@@ -1,10 +1,10 @@
 //! The store side of effects: handlers by name, one claim per effect with a lease that
 //! starts when it runs, and outcomes that only the lease's holder can record.
 
-use std::sync::{Arc, PoisonError};
+use std::sync::PoisonError;
 
 use super::{insert_bounded, micros, Engine};
-use crate::actor::effect::{EffectFailure, EffectRunner};
+use crate::actor::effect::EffectFailure;
 use crate::actor::failure::Failure;
 use crate::actor::reply::StoredReply;
 use crate::error::{Error, Result};
@@ -45,29 +45,20 @@ fn truncated(text: &str, max: usize) -> &str {
 const UNHANDLED_AFTER: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
 
 impl Engine {
-    /// Makes a handler run the effects named `name`.
+    /// Records that this runtime has a handler for the effects named `name`, retried by
+    /// `retry` (their kind's own policy) or, when it is `None`, by the runtime's.
     pub(crate) fn register_effect(
         &self,
         name: &'static str,
-        runner: Arc<dyn EffectRunner>,
+        retry: Option<RetryPolicy>,
     ) -> Result<()> {
         let mut effects = self.effects.write().unwrap_or_else(PoisonError::into_inner);
-        if effects.insert(name, runner).is_some() {
+        if effects.insert(name, retry).is_some() {
             return Err(Error::Config(format!(
                 "two handlers for the effect {name:?}; register one"
             )));
         }
         Ok(())
-    }
-
-    /// The handlers, with their effect names.
-    pub(crate) fn effect_runners(&self) -> Vec<(&'static str, Arc<dyn EffectRunner>)> {
-        self.effects
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .map(|(name, runner)| (*name, Arc::clone(runner)))
-            .collect()
     }
 
     /// How long a claimed effect belongs to its runner without a renewal.
@@ -87,7 +78,8 @@ impl Engine {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .get(name)
-            .and_then(|runner| runner.retry())
+            .copied()
+            .flatten()
             .unwrap_or(self.config.retry);
         // Its field is public: an effect gets at least one attempt, as a message does.
         retry.max_attempts = retry.max_attempts.max(1);

@@ -31,12 +31,12 @@ use chrono::{DateTime, Utc};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::actor::effect::EffectRunner;
 use crate::actor::{Actor, Operations};
 use crate::error::{Error, Result};
 use crate::limits::{deadline_after, Limits, RetryPolicy};
 use crate::store::{ActorKey, Bounds, Store, Transaction};
 use crate::time::clock::Clock;
+use crate::time::micros::{from_micros, micros};
 
 pub(crate) use background::{Pass, TurnErrors};
 pub(crate) use call::{CallOptions, EnqueueOptions, Enqueued};
@@ -81,8 +81,8 @@ pub(crate) struct Engine {
     stalled: Mutex<HashMap<(String, String), Instant>>,
     /// Reminder rows that did not read, and until when firing leaves them alone.
     unreadable_reminders: Mutex<HashMap<i64, Instant>>,
-    /// The effect handlers, by effect name.
-    effects: RwLock<HashMap<&'static str, Arc<dyn EffectRunner>>>,
+    /// The effect kinds this runtime has handlers for, with their own retry policies.
+    effects: RwLock<HashMap<&'static str, Option<RetryPolicy>>>,
     /// Effect kinds already reported as having no handler here.
     reported_unhandled: Mutex<HashSet<String>>,
     /// When a worker last sampled the mailbox depth for the metrics.
@@ -387,7 +387,7 @@ impl<A: Actor> MailboxRunner for TypedRunner<A> {
     }
 
     fn check_stored(&self, actor_id: &str, operation: &str, arguments: &str) -> Result<()> {
-        crate::codec::decode_operation::<A::Message>(
+        crate::actor::operation_codec::decode_operation::<A::Message>(
             A::TYPE_NAME,
             actor_id,
             operation,
@@ -431,14 +431,4 @@ fn insert_bounded<T: Eq + Hash>(set: &Mutex<HashSet<T>>, value: T) -> bool {
 /// group commit) share one page, rather than at a random page per row.
 pub(crate) fn new_request_id() -> String {
     uuid::Uuid::now_v7().to_string()
-}
-
-/// Microseconds since the Unix epoch, as stored.
-pub(crate) fn micros(at: DateTime<Utc>) -> i64 {
-    at.timestamp_micros()
-}
-
-/// The time a stored microsecond count stands for.
-pub(crate) fn from_micros(micros: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp_micros(micros).unwrap_or(DateTime::<Utc>::MAX_UTC)
 }

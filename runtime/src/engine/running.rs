@@ -12,16 +12,18 @@ use tracing::Instrument;
 use super::failures::failed_progress;
 use super::{from_micros, micros, Engine, Lock, Outcome, Step, TurnReport};
 use crate::actor::handled::Handled;
+use crate::actor::operation_codec::{decode_operation, store_operation};
 use crate::actor::reply::StoredReply;
 use crate::actor::turn::{Missed, ReminderChange, Staged, Turn, TurnFacts};
 use crate::actor::{Actor, Operations};
-use crate::codec::{decode_operation, store_operation, store_value, to_json};
+use crate::codec::{store_value, to_json};
 use crate::error::{Error, Rejection, Result};
-use crate::limits::{deadline_after, later, Payload};
+use crate::limits::{deadline_after, Payload};
 use crate::store::{
     ActorKey, Instance, InstanceWrite, MessageProgress, NewEffect, NewMessage, ReminderWrite,
     StoredMessage, StoredStatus, Transaction,
 };
+use crate::time::saturating::later;
 use crate::validate::{validate_id, validate_key};
 
 /// How many times in a row a turn that conflicts with other transactions runs again at once
@@ -311,7 +313,7 @@ impl Engine {
             // `Default` is user code too.
             None => std::panic::catch_unwind(A::default).map_err(|panic| Error::Panicked {
                 during: format!("making the default state of {}", key.actor_type),
-                message: crate::actor::handled::panic_text(&*panic).to_owned(),
+                message: crate::codec::panic_text(&*panic).to_owned(),
             }),
         }
     }

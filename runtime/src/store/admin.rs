@@ -178,7 +178,7 @@ macro_rules! admin_backend {
                 EffectFilter, EffectSummary, MailboxDepth, MailboxHead, ReminderFilter,
                 ReminderSummary, Status,
             };
-            use $crate::engine::from_micros;
+            use $crate::time::micros::from_micros;
             use $crate::store::admin::{
                 contains_pattern, AdminEventWrite, AdminReads, AdminWrites, StoredArguments,
             };
@@ -328,7 +328,7 @@ macro_rules! admin_backend {
                     )
                     .bind(filter.actor_type.as_deref())
                     .bind(filter.actor_id.as_deref())
-                    .bind(filter.due_before.map($crate::engine::micros))
+                    .bind(filter.due_before.map($crate::time::micros::micros))
                     .bind(limit)
                     .fetch_all(&self.$readers)
                     .await?;
@@ -406,8 +406,8 @@ macro_rules! admin_backend {
                     .bind(filter.actor_type.as_deref())
                     .bind(filter.operation.as_deref())
                     .bind(filter.error_contains.as_deref().map(contains_pattern))
-                    .bind(filter.since.map($crate::engine::micros))
-                    .bind(filter.until.map($crate::engine::micros))
+                    .bind(filter.since.map($crate::time::micros::micros))
+                    .bind(filter.until.map($crate::time::micros::micros))
                     .bind(filter.include_retried)
                     .bind(limit)
                     .bind(up_to)

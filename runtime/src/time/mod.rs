@@ -3,3 +3,5 @@
 //! A leaf: nothing here imports from another module of the crate but the other leaves.
 
 pub(crate) mod clock;
+pub(crate) mod micros;
+pub(crate) mod saturating;

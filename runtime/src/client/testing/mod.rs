@@ -9,9 +9,10 @@ mod database;
 
 use std::collections::HashSet;
 
+use crate::actor::operation_codec::encode_operation;
 use crate::actor::Actor;
 use crate::client::runtime::Runtime;
-use crate::codec::{encode_operation, to_json};
+use crate::codec::to_json;
 use crate::engine::{Outcome, Pass, TurnErrors};
 use crate::error::{Error, Result};
 use crate::store::MessageLookup;
@@ -217,7 +218,7 @@ impl<'r> Testing<'r> {
     pub async fn run_effects(&self) -> Result<usize> {
         let mut ran = 0;
         loop {
-            let batch = crate::actor::effect::run_due(self.runtime, BATCH as usize).await?;
+            let batch = crate::client::effect::run_due(self.runtime, BATCH as usize).await?;
             if batch == 0 {
                 return Ok(ran);
             }

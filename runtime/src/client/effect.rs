@@ -1,0 +1,388 @@
+//! Effects: work outside the database (charge a card, send an email) that a turn asks for
+//! with [`Turn::emit`](crate::Turn::emit) and that runs after the turn commits.
+//!
+//! An emitted effect is a row written in the turn's transaction (the transactional outbox):
+//! it exists if and only if the turn committed. Workers (and
+//! [`Testing::run_effects`](crate::Testing::run_effects)) claim due effects with a lease,
+//! run the application's handler outside any transaction, and record the outcome. Delivery is
+//! at least once: a handler that fails is retried with backoff, a worker that dies mid-effect
+//! leaves it to be claimed again when the lease runs out. Pass
+//! [`EffectContext::id`] to the outside service as its idempotency key.
+//!
+//! Its outcome can come back to the actor as a message to one of its `#[reply]` operations
+//! (see [`Emitted`](crate::Emitted)). Only the runtime delivers a reply: calling one through
+//! a reference, an `enqueue()` or `turn.send` is a compile error, and the untyped reference
+//! refuses one at the door with [`Error::ReplyNotCallable`](crate::Error::ReplyNotCallable),
+//! so no caller can forge an outcome.
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+
+pub use crate::actor::effect::{Effect, EffectFailure};
+use crate::actor::failure::Failure;
+use crate::client::effect_tasks::EffectTasks;
+use crate::client::runtime::Runtime;
+use crate::codec::{panic_text, store_value};
+use crate::error::Result;
+use crate::limits::RetryPolicy;
+use crate::store::ClaimedEffect;
+
+/// What an effect handler knows besides the effect.
+#[derive(Debug, Clone)]
+pub struct EffectContext {
+    pub(crate) id: String,
+    pub(crate) attempt: u32,
+    pub(crate) max_attempts: u32,
+    pub(crate) actor_type: String,
+    pub(crate) actor_id: String,
+    pub(crate) runtime: Runtime,
+}
+
+impl EffectContext {
+    /// The effect's id, the same on every attempt: the idempotency key to give the outside
+    /// service, so a repeated delivery does the work once.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Which attempt this is: 1 the first time.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// How many attempts the effect gets: its kind's [`Effect::retry_policy`], or the
+    /// runtime's.
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+
+    /// Whether this is the effect's last attempt: if it fails (or its runner dies), the
+    /// effect is dead and its failure reply is sent.
+    pub fn is_last_attempt(&self) -> bool {
+        self.attempt >= self.max_attempts
+    }
+
+    /// The stored type name of the actor whose turn emitted it.
+    pub fn actor_type(&self) -> &str {
+        &self.actor_type
+    }
+
+    /// The id of the actor whose turn emitted it.
+    pub fn actor_id(&self) -> &str {
+        &self.actor_id
+    }
+
+    /// The runtime, to tell an actor how the effect went (`reference::<A>(id).confirm(..)`).
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+}
+
+/// An effect that failed for good (a permanent failure, or every attempt), for operators:
+/// [`Runtime::dead_effects`](crate::Runtime::dead_effects) lists them and
+/// [`Runtime::retry_effect`](crate::Runtime::retry_effect) runs one again.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct DeadEffect {
+    /// The row id, for `retry_effect`.
+    pub id: i64,
+    /// The effect's id (its idempotency key).
+    pub effect_id: String,
+    /// The kind of effect ([`Effect::NAME`]).
+    pub name: String,
+    /// The stored type name of the actor whose turn emitted it.
+    pub actor_type: String,
+    /// The id of that actor.
+    pub actor_id: String,
+    /// The effect itself, as stored.
+    pub payload: serde_json::Value,
+    /// Attempts made.
+    pub attempts: i64,
+    /// The last attempt's error.
+    pub error: String,
+    /// When it was given up.
+    pub failed_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl DeadEffect {
+    pub(crate) fn new(record: crate::store::DeadEffectRecord) -> Self {
+        Self {
+            id: record.id,
+            effect_id: record.effect_id,
+            name: record.name,
+            actor_type: record.actor_type,
+            actor_id: record.actor_id,
+            payload: serde_json::from_str(&record.payload).unwrap_or_default(),
+            attempts: record.attempts,
+            error: record.last_error.unwrap_or_default(),
+            failed_at: record.finished_at.map(crate::time::micros::from_micros),
+        }
+    }
+}
+
+/// Effects waiting to run whose kind has no handler in this runtime, for operators: from
+/// [`Runtime::unhandled_effects`](crate::Runtime::unhandled_effects).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct UnhandledEffects {
+    /// The kind of effect ([`Effect::NAME`]).
+    pub name: String,
+    /// How many wait.
+    pub count: i64,
+    /// When the oldest of them was emitted.
+    pub oldest: chrono::DateTime<chrono::Utc>,
+}
+
+impl UnhandledEffects {
+    pub(crate) fn new(pending: crate::store::PendingEffects) -> Self {
+        Self {
+            name: pending.name,
+            count: pending.count,
+            oldest: crate::time::micros::from_micros(pending.oldest_created_at),
+        }
+    }
+}
+
+/// The boxed future of a handler run: the effect's output as JSON, or how it failed.
+pub(crate) type HandlerFuture =
+    Pin<Box<dyn Future<Output = std::result::Result<String, Failure>> + Send>>;
+
+/// Runs stored effects of one kind.
+pub(crate) trait EffectRunner: Send + Sync {
+    /// Decodes the payload and runs the handler; a panic or an undecodable payload is a
+    /// failure.
+    fn run(&self, payload: &str, context: EffectContext) -> HandlerFuture;
+
+    /// The kind's own retry policy ([`Effect::retry_policy`]), if it has one.
+    fn retry(&self) -> Option<RetryPolicy>;
+}
+
+/// The handler of effect `E`.
+pub(crate) struct TypedEffect<E, F> {
+    handler: F,
+    effect: PhantomData<fn() -> E>,
+}
+
+impl<E, F> TypedEffect<E, F> {
+    pub(crate) fn new(handler: F) -> Arc<Self> {
+        Arc::new(Self {
+            handler,
+            effect: PhantomData,
+        })
+    }
+}
+
+impl<E, F, Fut> EffectRunner for TypedEffect<E, F>
+where
+    E: Effect,
+    F: Fn(E, EffectContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = std::result::Result<E::Output, Failure>> + Send + 'static,
+{
+    fn run(&self, payload: &str, context: EffectContext) -> HandlerFuture {
+        // Decoding and the handler's synchronous part are user code too: a panic in either
+        // is a failed attempt, like a panic in the future it returns.
+        let started = catch_unwind(AssertUnwindSafe(|| {
+            serde_json::from_str::<E>(payload)
+                .map(|effect| (self.handler)(effect, context))
+                .map_err(|error| {
+                    Failure::permanent(format!(
+                        "the stored {} effect does not deserialise: {error}",
+                        E::NAME
+                    ))
+                })
+        }));
+        match started {
+            Ok(Ok(running)) => Box::pin(async move {
+                let output = AssertUnwindSafe(running)
+                    .catch_unwind()
+                    .await
+                    .unwrap_or_else(|panic| Err(panicked(&*panic)))?;
+                // The work is done: an output that cannot be stored is the handler's bug, and
+                // doing the work again would not mend it.
+                store_value("effect output", E::NAME, &output).map_err(|error| {
+                    Failure::permanent(format!(
+                        "the {} effect succeeded, but its output cannot be stored: {error}",
+                        E::NAME
+                    ))
+                })
+            }),
+            Ok(Err(failure)) => Box::pin(async move { Err(failure) }),
+            Err(panic) => {
+                let failure = panicked(&*panic);
+                Box::pin(async move { Err(failure) })
+            }
+        }
+    }
+
+    fn retry(&self) -> Option<RetryPolicy> {
+        E::retry_policy()
+    }
+}
+
+/// The failure of an effect handler that panicked: retried like any failure.
+fn panicked(panic: &(dyn std::any::Any + Send)) -> Failure {
+    Failure::retryable(format!(
+        "the effect handler panicked: {}",
+        panic_text(panic)
+    ))
+}
+
+/// Claims and runs, one after the other, the due effects this runtime has handlers for, up
+/// to `limit` of each kind (each lease starts when its effect starts); returns how many ran.
+/// The testing API's way: it returns once they ran.
+pub(crate) async fn run_due(runtime: &Runtime, limit: usize) -> Result<usize> {
+    let engine = runtime.engine();
+    let mut ran = 0;
+    for (name, runner) in runtime.effect_runners() {
+        for _ in 0..limit {
+            let Some(claimed) = engine.claim_effect(name).await? else {
+                break;
+            };
+            // The testing API's run is its caller's: nothing abandons it but dropping it.
+            run_claimed(runtime, name, &*runner, claimed, std::future::pending()).await?;
+            ran += 1;
+        }
+    }
+    Ok(ran)
+}
+
+/// Claims the due effects this runtime has handlers for and starts each in a task of its
+/// own, as many at once as `tasks` allows, so that no handler (a hung one included) holds
+/// a worker; returns how many started. Once the runtime shuts down it claims no more. The
+/// workers' way.
+pub(crate) async fn start_due(runtime: &Runtime, tasks: &EffectTasks) -> Result<usize> {
+    let engine = runtime.engine();
+    let mut started = 0;
+    for (name, runner) in runtime.effect_runners() {
+        loop {
+            if runtime.is_closed() {
+                return Ok(started);
+            }
+            let Some(permit) = tasks.try_permit() else {
+                return Ok(started);
+            };
+            let Some(claimed) = engine.claim_effect(name).await? else {
+                break;
+            };
+            let (runtime, runner) = (runtime.clone(), Arc::clone(&runner));
+            let abandoning = tasks.abandoning();
+            tasks.spawn(async move {
+                let ran = run_claimed(&runtime, name, &*runner, claimed, abandoning).await;
+                if let Err(error) = ran {
+                    tracing::error!(effect = name, %error, "an effect's outcome was not recorded");
+                }
+                drop(permit);
+            });
+            started += 1;
+        }
+    }
+    Ok(started)
+}
+
+/// How long a runner that a shutdown stops may take to give its effect's lease back; past it
+/// the lease runs out by itself (and the attempt counts).
+const RELEASE_BOUND: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Runs one claimed effect's handler, for at most the effect timeout, renewing its lease
+/// every third of it while the handler runs, and records how it went (if the lease is
+/// still this runner's then: a stale runner's outcome is discarded). If `abandoning`
+/// resolves first (a shutdown's deadline passed), the handler is dropped and the lease given
+/// back with the attempt not counted.
+async fn run_claimed(
+    runtime: &Runtime,
+    name: &'static str,
+    runner: &dyn EffectRunner,
+    claimed: ClaimedEffect,
+    abandoning: impl Future<Output = ()>,
+) -> Result<()> {
+    let engine = runtime.engine();
+    let max_attempts = engine.effect_retry(name).max_attempts;
+    let context = EffectContext {
+        id: claimed.effect_id.clone(),
+        attempt: u32::try_from(claimed.attempts).unwrap_or(u32::MAX),
+        max_attempts: u32::try_from(max_attempts).unwrap_or(u32::MAX),
+        actor_type: claimed.actor_type.clone(),
+        actor_id: claimed.actor_id.clone(),
+        runtime: runtime.clone(),
+    };
+    let timeout = engine.effect_timeout();
+    // The handler runs inside the runtime's scope: `Actor::reference(id)` reaches it.
+    let running = runtime.scope(runner.run(&claimed.payload, context));
+    let running = tokio::time::timeout(timeout, running);
+    tokio::pin!(running);
+    let lease = engine.effect_lease();
+    let mut renewals = tokio::time::interval_at(tokio::time::Instant::now() + lease / 3, lease / 3);
+    renewals.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut renewing = true;
+    // A renewal runs beside the handler, never instead of it: one waiting for a connection
+    // (SQLite's one writer) must not stop the handler that holds it from finishing. Once
+    // started, a renewal is awaited to its end, not dropped in the middle of its
+    // transaction.
+    let mut renewal: Option<std::pin::Pin<Box<dyn Future<Output = Result<bool>> + Send + '_>>> =
+        None;
+    tokio::pin!(abandoning);
+    let outcome = loop {
+        tokio::select! {
+            finished = &mut running => break Some(finished),
+            () = &mut abandoning => break None,
+            _ = renewals.tick(), if renewing && renewal.is_none() => {
+                renewal = Some(Box::pin(engine.renew_effect(&claimed)));
+            }
+            renewed = async { renewal.as_mut().expect("a renewal runs").await },
+                if renewal.is_some() =>
+            {
+                renewal = None;
+                match renewed {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        // Another runner owns it now: this outcome will be discarded.
+                        renewing = false;
+                    }
+                    Err(error) => {
+                        tracing::warn!(effect = name, id = claimed.effect_id, %error,
+                            "an effect's lease was not renewed; trying again");
+                    }
+                }
+            }
+        }
+    };
+    let Some(outcome) = outcome else {
+        let release = async {
+            if let Some(renewal) = renewal {
+                let _ = renewal.await;
+            }
+            engine.release_effect(&claimed).await
+        };
+        return match tokio::time::timeout(RELEASE_BOUND, release).await {
+            Ok(released) => released.map(drop),
+            Err(_) => {
+                tracing::warn!(
+                    effect = name,
+                    id = claimed.effect_id,
+                    "an abandoned effect's lease was not given back in time; it runs again once \
+                     the lease runs out, and that attempt counts"
+                );
+                Ok(())
+            }
+        };
+    };
+    if let Some(renewal) = renewal {
+        let _ = renewal.await;
+    }
+    let outcome = outcome.unwrap_or_else(|_| {
+        Err(Failure::retryable(format!(
+            "the effect handler ran longer than the effect timeout of {timeout:?} and was \
+             abandoned"
+        )))
+    });
+    if let Err(failure) = &outcome {
+        tracing::warn!(effect = name, id = claimed.effect_id, %failure, "an effect failed");
+    }
+    engine.finish_effect(&claimed, outcome).await?;
+    Ok(())
+}
