@@ -125,9 +125,10 @@ pub use actor::reminder::ScheduledReminder;
 pub use actor::reply::Emitted;
 pub use actor::turn::{Missed, Turn};
 pub use actor::{Actor, ActorState, Operations};
+pub use client::builder::Builder;
 pub use client::message::{DeadLetter, MessageRef, MessageStatus};
 pub use client::reference::{Enqueue, Reference};
-pub use client::runtime::{Builder, Runtime, ShutdownReport};
+pub use client::runtime::{Runtime, ShutdownReport};
 #[cfg(all(feature = "test-support", any(feature = "postgres", feature = "mysql")))]
 #[cfg_attr(
     docsrs,

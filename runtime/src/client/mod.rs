@@ -4,6 +4,7 @@
 //! The client calls into the engine and never the other way: the engine knows nothing of a
 //! `Runtime`.
 
+pub(crate) mod builder;
 pub(crate) mod default_runtime;
 pub mod effect;
 pub(crate) mod effect_tasks;
@@ -13,3 +14,4 @@ pub(crate) mod runtime;
 pub(crate) mod shutdown;
 pub(crate) mod testing;
 pub(crate) mod watch;
+pub(crate) mod worker;

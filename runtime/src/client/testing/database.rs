@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use crate::client::runtime::{Builder, Runtime};
+use crate::client::builder::Builder;
+use crate::client::runtime::Runtime;
 use crate::error::{Error, Result};
 
 /// How long creating or dropping a test database may wait for the server.

@@ -1,0 +1,541 @@
+//! [`Builder`]: the database, clock, policy, limits, retries and handlers of a runtime, and
+//! starting it.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use crate::actor::Actor;
+use crate::client::effect::{Effect, EffectContext, EffectRunner, TypedEffect};
+use crate::client::effect_tasks::EffectTasks;
+use crate::client::runtime::{Runtime, Shared};
+use crate::client::shutdown::Stopping;
+use crate::client::worker::IDLE_POLL_MIN;
+use crate::engine::{Engine, EngineConfig};
+use crate::error::{Error, Result};
+use crate::limits::{Limits, RetryPolicy};
+use crate::policy::{NoPolicy, Policy};
+#[cfg(feature = "sqlite")]
+use crate::store::{
+    group_commit::GroupCommit,
+    sqlite::{Durability, SqliteOptions, SqliteStore},
+};
+use crate::store::{SchemaMode, Store};
+use crate::time::clock::{Clock, IntoDuration, SystemClock};
+
+/// The shortest interval at which watchers poll for other processes' commits.
+const WATCH_POLL_MIN: Duration = Duration::from_millis(10);
+
+/// Where a runtime keeps its actors.
+enum Database {
+    #[cfg(feature = "sqlite")]
+    SqliteFile(std::path::PathBuf),
+    #[cfg(feature = "sqlite")]
+    SqlitePool(sqlx::SqlitePool),
+    #[cfg(feature = "postgres")]
+    PostgresUrl { url: String, connections: u32 },
+    #[cfg(feature = "postgres")]
+    PostgresPool(sqlx::PgPool),
+    #[cfg(feature = "mysql")]
+    MySqlUrl { url: String, connections: u32 },
+    #[cfg(feature = "mysql")]
+    MySqlPool(sqlx::MySqlPool),
+}
+
+/// Configures and starts a [`Runtime`].
+///
+/// ```no_run
+/// # #[cfg(feature = "sqlite")]
+/// # async fn example() -> Result<(), solid_objects::Error> {
+/// use std::time::Duration;
+/// use solid_objects::{AllowAll, ManualClock, Runtime};
+///
+/// let clock = ManualClock::starting_now();
+/// let runtime = Runtime::builder()
+///     .sqlite("shows.db")
+///     .clock(clock.clone())
+///     .policy(AllowAll)
+///     .sync_timeout(Duration::from_secs(2))
+///     .start()
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[must_use = "a builder does nothing until .start().await"]
+pub struct Builder {
+    database: Option<Database>,
+    #[cfg(feature = "sqlite")]
+    durability: Durability,
+    #[cfg(feature = "sqlite")]
+    group_commit: GroupCommit,
+    #[cfg(feature = "sqlite")]
+    file_mode: u32,
+    clock: Arc<dyn Clock>,
+    policy: Option<Arc<dyn Policy>>,
+    sync_timeout: Duration,
+    limits: Limits,
+    retry: RetryPolicy,
+    turn_timeout: Duration,
+    effect_lease: Duration,
+    effect_timeout: Duration,
+    workers: usize,
+    idle_poll: Duration,
+    listen: bool,
+    watch_poll: Duration,
+    shutdown_deadline: Duration,
+    connect_timeout: Duration,
+    apply_migrations: bool,
+    registrations: Vec<fn(&Engine) -> Result<()>>,
+    effects: Vec<(&'static str, Arc<dyn EffectRunner>)>,
+    set_default: bool,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Self {
+            database: None,
+            #[cfg(feature = "sqlite")]
+            durability: Durability::default(),
+            #[cfg(feature = "sqlite")]
+            group_commit: GroupCommit::default(),
+            #[cfg(feature = "sqlite")]
+            file_mode: 0o600,
+            clock: Arc::new(SystemClock),
+            policy: None,
+            sync_timeout: Duration::from_secs(5),
+            limits: Limits::default(),
+            retry: RetryPolicy::default(),
+            turn_timeout: Duration::from_secs(30),
+            effect_lease: Duration::from_secs(30),
+            effect_timeout: Duration::from_secs(300),
+            workers: 2,
+            idle_poll: Duration::from_secs(1),
+            listen: true,
+            watch_poll: Duration::from_secs(1),
+            shutdown_deadline: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(10),
+            apply_migrations: true,
+            registrations: Vec::new(),
+            effects: Vec::new(),
+            set_default: false,
+        }
+    }
+}
+
+impl Builder {
+    /// Keeps the actors in this SQLite file (created if missing; WAL; migrations applied at
+    /// start). The runtime opens one writer connection for every turn and a few readers.
+    #[cfg(feature = "sqlite")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+    pub fn sqlite(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.database = Some(Database::SqliteFile(path.into()));
+        self
+    }
+
+    /// Keeps the actors in the SQLite database of an application's own pool (migrations
+    /// applied at start; the runtime's tables are all named `solid_*`). Turns and reads
+    /// share the pool; a pool of one connection serves turns best (SQLite has one writer).
+    /// The connections stay as the application set them (journal mode, `synchronous`,
+    /// `busy_timeout`): a wait for another process's write lock follows their busy timeout,
+    /// and a handler's statement still running when its turn is abandoned is waited for,
+    /// not interrupted.
+    #[cfg(feature = "sqlite")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+    pub fn sqlite_pool(mut self, pool: sqlx::SqlitePool) -> Self {
+        self.database = Some(Database::SqlitePool(pool));
+        self
+    }
+
+    /// Keeps the actors in this PostgreSQL database (`postgres://user@host/db`; migrations
+    /// applied at start), over a pool of `connections` connections. Any number of processes
+    /// may share one database: each turn locks its actor's row, and different actors run in
+    /// parallel. While [`Runtime::run`] runs, one of the connections listens for work
+    /// committed by other processes (unless [`listen(false)`](Builder::listen)).
+    #[cfg(feature = "postgres")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+    pub fn postgres(mut self, url: impl Into<String>, connections: u32) -> Self {
+        self.database = Some(Database::PostgresUrl {
+            url: url.into(),
+            connections: connections.max(1),
+        });
+        self
+    }
+
+    /// Keeps the actors in the PostgreSQL database of an application's own pool
+    /// (migrations applied at start; the runtime's tables are all named `solid_*`). Each
+    /// turn holds one of its connections while it runs.
+    #[cfg(feature = "postgres")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+    pub fn postgres_pool(mut self, pool: sqlx::PgPool) -> Self {
+        self.database = Some(Database::PostgresPool(pool));
+        self
+    }
+
+    /// Keeps the actors in this MySQL 8 or MariaDB (10.6 or later) database
+    /// (`mysql://user:password@host/database`; migrations applied at start), over a pool of
+    /// `connections` connections. Any number of processes may share one database: each turn
+    /// locks its actor's row (InnoDB, READ COMMITTED), and different actors run in parallel.
+    /// MySQL has no `LISTEN`: idle workers find work from other processes by polling.
+    #[cfg(feature = "mysql")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
+    pub fn mysql(mut self, url: impl Into<String>, connections: u32) -> Self {
+        self.database = Some(Database::MySqlUrl {
+            url: url.into(),
+            connections: connections.max(1),
+        });
+        self
+    }
+
+    /// Keeps the actors in the MySQL or MariaDB database of an application's own pool
+    /// (migrations applied at start; the runtime's tables are all named `solid_*`). Each
+    /// turn holds one of its connections while it runs.
+    #[cfg(feature = "mysql")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
+    pub fn mysql_pool(mut self, pool: sqlx::MySqlPool) -> Self {
+        self.database = Some(Database::MySqlPool(pool));
+        self
+    }
+
+    /// How hard SQLite works to keep a commit through a power loss (default
+    /// [`Durability::Full`]); for a file the runtime opens.
+    #[cfg(feature = "sqlite")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// How turns that arrive together share one SQLite transaction and one fsync (default
+    /// [`GroupCommit::default`]: up to 64 turns, for up to 1 ms); for a file the runtime
+    /// opens. A lone caller never waits for a group; with many callers, each caller's commit
+    /// waits for the turns that joined its group after it, and a turn that fails or rejects
+    /// rolls back only its own part. [`GroupCommit::off`] gives every turn a transaction of
+    /// its own.
+    ///
+    /// ```
+    /// # #[cfg(feature = "sqlite")]
+    /// # fn configure() -> solid_objects::Builder {
+    /// use std::time::Duration;
+    /// use solid_objects::{GroupCommit, Runtime};
+    ///
+    /// Runtime::builder()
+    ///     .sqlite("orders.db")
+    ///     .group_commit(GroupCommit::default().max_turns(16).max_wait(Duration::from_micros(500)))
+    /// # }
+    /// ```
+    #[cfg(feature = "sqlite")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+    pub fn group_commit(mut self, group_commit: GroupCommit) -> Self {
+        self.group_commit = group_commit;
+        self
+    }
+
+    /// The permission bits a new SQLite database file gets, and its `-wal` and `-shm` files
+    /// with it (default `0o600`: readable and writable by its owner only). Unix only; an
+    /// existing file keeps its own.
+    #[cfg(feature = "sqlite")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+    pub fn sqlite_file_mode(mut self, mode: u32) -> Self {
+        self.file_mode = mode;
+        self
+    }
+
+    /// The clock turns read (default [`SystemClock`]); tests pass a
+    /// [`ManualClock`](crate::ManualClock).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// The authorisation policy. Without one, every call is denied.
+    pub fn policy(mut self, policy: impl Policy) -> Self {
+        self.policy = Some(Arc::new(policy));
+        self
+    }
+
+    /// The default timeout of synchronous calls and queries (default 5 s).
+    pub fn sync_timeout(mut self, timeout: impl IntoDuration) -> Self {
+        self.sync_timeout = timeout.into_duration();
+        self
+    }
+
+    /// Payload limits (default 1 MiB arguments and results, 5 MiB state).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// How failed messages are retried (default 5 attempts, backoff 1 s doubling to 60 s).
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// How long [`start`](Builder::start) waits for a PostgreSQL or MySQL server to take its
+    /// first connection (default 10 s).
+    ///
+    /// A server that refuses the connection is tried again until then (it may be starting);
+    /// one that never answers (a host that drops packets, a port that accepts and stays
+    /// silent) is given up on then. Either way `start` fails with
+    /// [`Error::Unreachable`](crate::Error::Unreachable), which names the host and port.
+    pub fn connect_timeout(mut self, timeout: impl IntoDuration) -> Self {
+        self.connect_timeout = timeout.into_duration().max(Duration::from_millis(1));
+        self
+    }
+
+    /// Whether [`start`](Builder::start) creates the schema and applies the migrations this
+    /// build has (default true: an application's runtime keeps its schema up to date).
+    ///
+    /// With `false`, `start` writes nothing to a database whose schema is not exactly this
+    /// build's, and fails instead: with [`Error::NoSchema`](crate::Error::NoSchema) on a
+    /// database (or SQLite file) no solid-objects runtime has used, with
+    /// [`Error::SchemaOutOfDate`](crate::Error::SchemaOutOfDate) on one that lacks
+    /// migrations, and with [`Error::SchemaFromNewerBuild`](crate::Error::SchemaFromNewerBuild)
+    /// on one a newer build migrated. A tool that only inspects or operates a database, as
+    /// the `solid-objects` command does, starts this way; on SQLite it also never creates
+    /// the file.
+    pub fn apply_migrations(mut self, apply: bool) -> Self {
+        self.apply_migrations = apply;
+        self
+    }
+
+    /// How long a handler may run (default 30 s). A handler still running then is
+    /// abandoned: its turn rolls back, its connection is closed, and the attempt counts as
+    /// failed, so one hung handler cannot hold the SQLite writer or a PostgreSQL row lock.
+    /// On PostgreSQL it also bounds every statement of a turn (`statement_timeout`).
+    pub fn turn_timeout(mut self, timeout: impl IntoDuration) -> Self {
+        self.turn_timeout = timeout.into_duration().max(Duration::from_millis(1));
+        self
+    }
+
+    /// How long a claimed effect belongs to the worker running it without a renewal
+    /// (default 30 s). While its handler runs, the worker renews the lease every third of
+    /// it, so live work is not run twice; a worker that dies mid-effect (killed, out of
+    /// memory) renews nothing, and its effect is claimed again, as its next attempt, once the
+    /// lease runs out. A worker that finishes after its lease ran out records nothing (the
+    /// effect's new runner does). On PostgreSQL and MySQL the lease runs on the database
+    /// server's clock. Workers run up to 16 effects at once, each in a task of its own.
+    pub fn effect_lease(mut self, lease: impl IntoDuration) -> Self {
+        self.effect_lease = lease.into_duration().max(Duration::from_millis(1));
+        self
+    }
+
+    /// How long an effect handler may run (default 5 min): one still running then is
+    /// abandoned and its attempt counted as failed (and retried), so a handler that hangs
+    /// (a network call without a timeout) does not hold its lease and a worker's place for
+    /// ever.
+    pub fn effect_timeout(mut self, timeout: impl IntoDuration) -> Self {
+        self.effect_timeout = timeout.into_duration().max(Duration::from_millis(1));
+        self
+    }
+
+    /// How many workers [`Runtime::run`] starts (default 2, at least 1). Each takes actors
+    /// no other worker of this runtime is running.
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = workers.max(1);
+        self
+    }
+
+    /// The longest an idle worker sleeps before it looks for work again (default 1 s, at
+    /// least 100 ms; it starts at 100 ms and doubles while there is none; idle workers take
+    /// turns, so a runtime polls once per interval however many it runs). A commit in this
+    /// process wakes idle workers at once, and on PostgreSQL so does a commit in any process
+    /// (`LISTEN`/`NOTIFY`): polling is the fallback that finds work whose time came (a
+    /// reminder, a delayed message, a retry).
+    pub fn idle_poll(mut self, interval: impl IntoDuration) -> Self {
+        self.idle_poll = interval.into_duration().max(IDLE_POLL_MIN);
+        self
+    }
+
+    /// Whether [`Runtime::run`] listens for work committed by other processes (default
+    /// true; PostgreSQL only, where it takes one connection of its own), and watchers for
+    /// states they commit (one more connection while any actor is watched). Without it,
+    /// idle workers find that work at their next poll ([`idle_poll`](Builder::idle_poll))
+    /// and watchers those states at theirs ([`watch_poll`](Builder::watch_poll)); turn it
+    /// off where `LISTEN` is not available, such as behind a PgBouncer in transaction
+    /// pooling mode.
+    pub fn listen(mut self, listen: bool) -> Self {
+        self.listen = listen;
+        self
+    }
+
+    /// How often watchers ([`Reference::watch`](crate::Reference::watch)) look for states
+    /// that other processes committed, where no notice tells them (default 1 s, at least
+    /// 10 ms): on SQLite, one read of every watched actor's revision per interval. Commits in
+    /// this process reach watchers at once, and on PostgreSQL (with
+    /// [`listen`](Builder::listen) on) so do those of every process.
+    pub fn watch_poll(mut self, interval: impl IntoDuration) -> Self {
+        self.watch_poll = interval.into_duration().max(WATCH_POLL_MIN);
+        self
+    }
+
+    /// How long [`Runtime::run_until_signal`] lets the work in flight finish after a signal
+    /// before it abandons it (default 30 s); see [`Runtime::shutdown_with_deadline`].
+    pub fn shutdown_deadline(mut self, deadline: impl IntoDuration) -> Self {
+        self.shutdown_deadline = deadline.into_duration();
+        self
+    }
+
+    /// Makes `A` known to the workers from the start. A process that only runs workers
+    /// must name its actor types; a reference to a type registers it too.
+    pub fn actor<A: Actor>(mut self) -> Self {
+        self.registrations.push(Engine::register::<A>);
+        self
+    }
+
+    /// Runs the effects of kind `E` with `handler`, after the turns that emit them commit, at
+    /// least once: a handler that returns a retryable [`Failure`](crate::Failure) (or
+    /// panics) is retried with the runtime's backoff, a permanent one ends the effect. What
+    /// it returns on success is the effect's [`Output`](Effect::Output), which
+    /// [`Emitted::on_success`](crate::Emitted::on_success) delivers to the emitting actor.
+    ///
+    /// ```no_run
+    /// # use serde::{Deserialize, Serialize};
+    /// # use solid_objects::{AllowAll, Effect, EffectContext, Failure, Runtime};
+    /// #[derive(Serialize, Deserialize)]
+    /// struct SendReceipt { email: String }
+    /// impl Effect for SendReceipt {
+    ///     const NAME: &'static str = "send_receipt";
+    ///     type Output = ();
+    /// }
+    ///
+    /// # #[cfg(feature = "sqlite")]
+    /// # async fn start() -> Result<(), solid_objects::Error> {
+    /// let runtime = Runtime::builder()
+    ///     .sqlite("shop.db")
+    ///     .policy(AllowAll)
+    ///     .effect(|receipt: SendReceipt, context: EffectContext| async move {
+    ///         // mailer.send(&receipt.email, idempotency_key = context.id()).await
+    ///         let _ = (receipt.email, context.id());
+    ///         Ok::<(), Failure>(())
+    ///     })
+    ///     .start()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn effect<E, F, Fut>(mut self, handler: F) -> Self
+    where
+        E: Effect,
+        F: Fn(E, EffectContext) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = std::result::Result<E::Output, crate::Failure>>
+            + Send
+            + 'static,
+    {
+        self.effects.push((E::NAME, TypedEffect::new(handler)));
+        self
+    }
+
+    /// Makes the runtime the process default once it starts (see
+    /// [`Runtime::make_default`]): `Actor::reference(id)` then reaches it.
+    pub fn set_default(mut self) -> Self {
+        self.set_default = true;
+        self
+    }
+
+    /// Opens the database, applies the migrations and starts the runtime. It becomes the
+    /// process default only if [`set_default`](Builder::set_default) was called.
+    pub async fn start(self) -> Result<Runtime> {
+        let schema = match self.apply_migrations {
+            true => SchemaMode::Migrate,
+            false => SchemaMode::RequireCurrent,
+        };
+        let store: Arc<dyn Store> = match self.database {
+            None => {
+                return Err(Error::Config(
+                    "no database: call .sqlite(path) or .postgres(url, connections) (or pass \
+                     a pool) on the builder"
+                        .to_owned(),
+                ))
+            }
+            #[cfg(feature = "sqlite")]
+            Some(Database::SqliteFile(path)) => {
+                let options = SqliteOptions {
+                    durability: self.durability,
+                    file_mode: self.file_mode,
+                    group_commit: self.group_commit,
+                    schema,
+                };
+                Arc::new(SqliteStore::open(&path, options).await?)
+            }
+            #[cfg(feature = "sqlite")]
+            Some(Database::SqlitePool(pool)) => {
+                Arc::new(SqliteStore::with_pool(pool, schema).await?)
+            }
+            #[cfg(feature = "postgres")]
+            Some(Database::PostgresUrl { url, connections }) => Arc::new(
+                crate::store::postgres::PostgresStore::open(
+                    &url,
+                    connections,
+                    self.connect_timeout,
+                    schema,
+                )
+                .await?,
+            ),
+            #[cfg(feature = "postgres")]
+            Some(Database::PostgresPool(pool)) => {
+                Arc::new(crate::store::postgres::PostgresStore::with_pool(pool, schema).await?)
+            }
+            #[cfg(feature = "mysql")]
+            Some(Database::MySqlUrl { url, connections }) => Arc::new(
+                crate::store::mysql::MySqlStore::open(
+                    &url,
+                    connections,
+                    self.connect_timeout,
+                    schema,
+                )
+                .await?,
+            ),
+            #[cfg(feature = "mysql")]
+            Some(Database::MySqlPool(pool)) => {
+                Arc::new(crate::store::mysql::MySqlStore::with_pool(pool, schema).await?)
+            }
+        };
+        let config = EngineConfig {
+            clock: self.clock,
+            limits: self.limits,
+            retry: self.retry,
+            turn_timeout: self.turn_timeout,
+            effect_lease: self.effect_lease,
+            effect_timeout: self.effect_timeout,
+            watch_poll: self.watch_poll,
+            listen: self.listen,
+        };
+        let engine = Engine::new(store, config);
+        let policy = self.policy.unwrap_or_else(|| {
+            tracing::warn!(
+                "no authorisation policy is configured, so every call will be denied; pass one \
+                 to Runtime::builder().policy(..) (AllowAll allows every call)"
+            );
+            Arc::new(NoPolicy)
+        });
+        for register in &self.registrations {
+            register(&engine)?;
+        }
+        for (name, runner) in &self.effects {
+            engine.register_effect(name, runner.retry())?;
+        }
+        let runtime = Runtime {
+            shared: Arc::new(Shared {
+                engine,
+                policy,
+                sync_timeout: self.sync_timeout,
+                workers: self.workers,
+                idle_poll: self.idle_poll,
+                listen: self.listen,
+                poll_turn: tokio::sync::Mutex::new(()),
+                closed: AtomicBool::new(false),
+                shutdown: Notify::new(),
+                shutdown_deadline: self.shutdown_deadline,
+                stopping: Stopping::new(),
+                last_upkeep: Mutex::new(None),
+                effect_tasks: EffectTasks::new(),
+                effect_runners: self.effects,
+            }),
+        };
+        if self.set_default {
+            runtime.make_default();
+        }
+        Ok(runtime)
+    }
+}
