@@ -90,7 +90,7 @@ pub(crate) const FAILURE_REPLY_ROOM: usize = 512;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct EffectFailure<E> {
-    /// The effect's id ([`EffectContext::id`]).
+    /// The effect's id ([`EffectContext::id`](crate::EffectContext::id)).
     pub effect_id: String,
     /// The kind of effect ([`Effect::NAME`]).
     pub name: String,

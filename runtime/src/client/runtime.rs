@@ -182,9 +182,9 @@ impl Runtime {
     }
 
     /// Deletes finished messages and done effects older than the retention period
-    /// ([`Limits::retention`], 30 days by default), keeping each actor's newest 64 messages
+    /// ([`Limits::retention`](crate::Limits::retention), 30 days by default), keeping each actor's newest 64 messages
     /// with an idempotency key and every unfinished message and effect, and dead letters
-    /// and dead effects older than [`Limits::dead_retention`] (30 days by default; zero keeps
+    /// and dead effects older than [`Limits::dead_retention`](crate::Limits::dead_retention) (30 days by default; zero keeps
     /// them); returns how many rows were deleted. The workers run it hourly.
     pub async fn prune_finished(&self) -> Result<u64> {
         Ok(self.engine().prune(true).await?.total())

@@ -35,11 +35,11 @@ impl Runtime {
     /// with their handlers, and prune old rows hourly. A commit in this process wakes an
     /// idle worker at once, and on PostgreSQL so does a commit in any other process (the
     /// workers `LISTEN` on a connection of their own); otherwise idle workers poll every
-    /// 100 ms, backing off to [`Builder::idle_poll`] (1 s), taking turns: one idle worker
+    /// 100 ms, backing off to [`Builder::idle_poll`](crate::Builder::idle_poll) (1 s), taking turns: one idle worker
     /// polls at a time.
     ///
     /// The workers are supervised: one that stops for any reason but shutdown (a panic in
-    /// a custom [`Clock`], say) is logged and started again. Returns `Ok(())` only after
+    /// a custom [`Clock`](crate::Clock), say) is logged and started again. Returns `Ok(())` only after
     /// [`shutdown`](Runtime::shutdown), once every worker finished what it was doing, or
     /// once [`shutdown_with_deadline`](Runtime::shutdown_with_deadline) abandoned them.
     pub async fn run(&self) -> Result<()> {
