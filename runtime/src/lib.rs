@@ -126,7 +126,7 @@ pub use actor::reply::Emitted;
 pub use actor::turn::{Missed, Turn};
 pub use actor::{Actor, ActorState, Operations};
 pub use client::builder::Builder;
-pub use client::message::{DeadLetter, MessageRef, MessageStatus};
+pub use client::message::{MessageRef, MessageStatus};
 pub use client::reference::{Enqueue, Reference};
 pub use client::runtime::{Runtime, ShutdownReport};
 #[cfg(all(feature = "test-support", any(feature = "postgres", feature = "mysql")))]
@@ -137,7 +137,7 @@ pub use client::runtime::{Runtime, ShutdownReport};
 pub use client::testing::TestDatabase;
 pub use client::testing::{Drained, FailedTurn, Testing};
 pub use client::watch::{Watch, Watched};
-pub use effect::{DeadEffect, Effect, EffectContext, EffectFailure, UnhandledEffects};
+pub use effect::{Effect, EffectContext, EffectFailure, UnhandledEffects};
 pub use error::{Error, Rejection, Result, TypedRejection};
 pub use limits::{Limits, RetryPolicy};
 pub use migration::MigrationError;

@@ -83,50 +83,8 @@ impl EffectContext {
     }
 }
 
-/// An effect that failed for good (a permanent failure, or every attempt), for operators:
-/// [`Runtime::dead_effects`](crate::Runtime::dead_effects) lists them and
-/// [`Runtime::retry_effect`](crate::Runtime::retry_effect) runs one again.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct DeadEffect {
-    /// The row id, for `retry_effect`.
-    pub id: i64,
-    /// The effect's id (its idempotency key).
-    pub effect_id: String,
-    /// The kind of effect ([`Effect::NAME`]).
-    pub name: String,
-    /// The stored type name of the actor whose turn emitted it.
-    pub actor_type: String,
-    /// The id of that actor.
-    pub actor_id: String,
-    /// The effect itself, as stored.
-    pub payload: serde_json::Value,
-    /// Attempts made.
-    pub attempts: i64,
-    /// The last attempt's error.
-    pub error: String,
-    /// When it was given up.
-    pub failed_at: Option<chrono::DateTime<chrono::Utc>>,
-}
-
-impl DeadEffect {
-    pub(crate) fn new(record: crate::store::DeadEffectRecord) -> Self {
-        Self {
-            id: record.id,
-            effect_id: record.effect_id,
-            name: record.name,
-            actor_type: record.actor_type,
-            actor_id: record.actor_id,
-            payload: serde_json::from_str(&record.payload).unwrap_or_default(),
-            attempts: record.attempts,
-            error: record.last_error.unwrap_or_default(),
-            failed_at: record.finished_at.map(crate::time::micros::from_micros),
-        }
-    }
-}
-
 /// Effects waiting to run whose kind has no handler in this runtime, for operators: from
-/// [`Runtime::unhandled_effects`](crate::Runtime::unhandled_effects).
+/// [`Admin::unhandled_effects`](crate::admin::Admin::unhandled_effects).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UnhandledEffects {

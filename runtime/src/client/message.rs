@@ -263,34 +263,3 @@ impl<T> fmt::Debug for MessageRef<T> {
             .finish()
     }
 }
-
-/// A message that failed on every attempt, for operators.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct DeadLetter {
-    /// The message.
-    pub message: MessageRef,
-    /// Its operation.
-    pub operation: String,
-    /// Its arguments.
-    pub arguments: serde_json::Value,
-    /// Attempts made.
-    pub attempts: i64,
-    /// The last attempt's error.
-    pub error: String,
-    /// When it became a dead letter.
-    pub failed_at: Option<DateTime<Utc>>,
-}
-
-impl DeadLetter {
-    pub(crate) fn new(runtime: Runtime, record: MessageRecord) -> Self {
-        Self {
-            message: MessageRef::new(runtime, &record),
-            arguments: serde_json::from_str(&record.arguments).unwrap_or_default(),
-            operation: record.operation,
-            attempts: record.attempts,
-            error: record.last_error.unwrap_or_default(),
-            failed_at: record.finished_at.map(from_micros),
-        }
-    }
-}

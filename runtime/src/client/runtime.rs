@@ -10,9 +10,9 @@ use tokio::sync::Notify;
 
 use crate::actor::Actor;
 use crate::client::builder::Builder;
-use crate::client::effect::{DeadEffect, EffectRunner, UnhandledEffects};
+use crate::client::effect::EffectRunner;
 use crate::client::effect_tasks::EffectTasks;
-use crate::client::message::{DeadLetter, MessageRef};
+use crate::client::message::MessageRef;
 use crate::client::reference::Reference;
 use crate::client::testing::Testing;
 use crate::engine::Engine;
@@ -181,38 +181,6 @@ impl Runtime {
         self.engine().now()
     }
 
-    /// Deletes finished messages and done effects older than the retention period
-    /// ([`Limits::retention`](crate::Limits::retention), 30 days by default), keeping each actor's newest 64 messages
-    /// with an idempotency key and every unfinished message and effect, and dead letters
-    /// and dead effects older than [`Limits::dead_retention`](crate::Limits::dead_retention) (30 days by default; zero keeps
-    /// them); returns how many rows were deleted. The workers run it hourly.
-    pub async fn prune_finished(&self) -> Result<u64> {
-        Ok(self.engine().prune(true).await?.total())
-    }
-
-    /// Effects waiting to run whose kind has no handler in this runtime, by kind. If no
-    /// process registers a handler for a kind ([`Builder::effect`]), its effects never run;
-    /// workers also log a warning once per kind after a minute.
-    pub async fn unhandled_effects(&self) -> Result<Vec<UnhandledEffects>> {
-        let pending = self.engine().unhandled_effects().await?;
-        Ok(pending.into_iter().map(UnhandledEffects::new).collect())
-    }
-
-    /// The effects that failed for good, oldest first, at most `limit`.
-    pub async fn dead_effects(&self, limit: i64) -> Result<Vec<DeadEffect>> {
-        let records = self.engine().store().dead_effects(limit).await?;
-        Ok(records.into_iter().map(DeadEffect::new).collect())
-    }
-
-    /// Runs a dead effect again (attempts reset, under the same effect id); false if it is
-    /// not dead, so retrying twice runs it once. An effect whose failure already went back
-    /// to its actor ([`Emitted::on_failure`](crate::Emitted::on_failure)) then reports its
-    /// new outcome too: a success after that failure reaches the `on_success` command, so an
-    /// actor that treats a failure as final says so in its state.
-    pub async fn retry_effect(&self, id: i64) -> Result<bool> {
-        self.engine().retry_effect(id).await
-    }
-
     /// A message, found by its request id.
     pub async fn message(&self, request_id: &str) -> Result<Option<MessageRef>> {
         let record = self
@@ -221,30 +189,6 @@ impl Runtime {
             .message(MessageLookup::RequestId(request_id))
             .await?;
         Ok(record.map(|record| MessageRef::new(self.clone(), &record)))
-    }
-
-    /// The dead letters, oldest first, at most `limit`.
-    pub async fn dead_letters(&self, limit: i64) -> Result<Vec<DeadLetter>> {
-        let records = self.engine().store().dead_letters(limit).await?;
-        Ok(records
-            .into_iter()
-            .map(|record| DeadLetter::new(self.clone(), record))
-            .collect())
-    }
-
-    /// Enqueues a dead letter again, at the tail of its actor's mailbox, with its attempts
-    /// reset; its idempotency key moves to the new message, so a client that calls again
-    /// with that key gets the retry's outcome. Retrying the same dead letter again returns
-    /// the same new message.
-    pub async fn retry_dead_letter(&self, message_id: i64) -> Result<MessageRef> {
-        let (record, enqueued) = self.engine().retry_dead_letter(message_id).await?;
-        Ok(MessageRef::from_parts(
-            self.clone(),
-            &record.actor_type,
-            &record.actor_id,
-            enqueued.message_id,
-            enqueued.request_id,
-        ))
     }
 
     /// Asks [`run`](Runtime::run) to return and refuses new calls; committed work and queued

@@ -364,20 +364,6 @@ pub(crate) struct ClaimedEffect {
     pub(crate) last_error: Option<String>,
 }
 
-/// An effect that failed for good, for operators.
-#[derive(Debug, Clone)]
-pub(crate) struct DeadEffectRecord {
-    pub(crate) id: i64,
-    pub(crate) effect_id: String,
-    pub(crate) actor_type: String,
-    pub(crate) actor_id: String,
-    pub(crate) name: String,
-    pub(crate) payload: String,
-    pub(crate) attempts: i64,
-    pub(crate) last_error: Option<String>,
-    pub(crate) finished_at: Option<i64>,
-}
-
 /// Unfinished effects of one kind, for operators.
 #[derive(Debug, Clone)]
 pub(crate) struct PendingEffects {
@@ -569,14 +555,8 @@ pub(crate) trait Store: admin::AdminReads + Send + Sync + 'static {
     /// Reads one message, outside any write transaction.
     async fn message(&self, lookup: MessageLookup<'_>) -> Result<Option<MessageRecord>>;
 
-    /// The dead letters, oldest first, at most `limit`.
-    async fn dead_letters(&self, limit: i64) -> Result<Vec<MessageRecord>>;
-
     /// The actor's scheduled reminders, the next due first.
     async fn reminders(&self, actor: ActorKey<'_, '_>) -> Result<Vec<ReminderRecord>>;
-
-    /// The effects that failed for good, oldest first, at most `limit`.
-    async fn dead_effects(&self, limit: i64) -> Result<Vec<DeadEffectRecord>>;
 
     /// Unfinished effects whose kind is not among `handled` (a JSON array of names), by kind.
     async fn unhandled_effects(&self, handled: &str) -> Result<Vec<PendingEffects>>;

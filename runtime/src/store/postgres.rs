@@ -20,11 +20,11 @@ use sqlx::{PgConnection, Postgres};
 use super::connect::{open_pool, Endpoint};
 use super::owned_transaction::OwnedTransaction;
 use super::{
-    require_current, rows, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters,
-    DeadEffectRecord, DueReminder, EffectProgress, Instance, InstanceWrite, LockedActor,
-    MessageLookup, MessageProgress, MessageRecord, NewEffect, NewMessage, PendingEffects,
-    ReminderRecord, ReminderWrite, Retention, SchemaMode, StateNotice, StateNotices, Stats, Store,
-    StoredMessage, Transaction, UnknownHead, Version, WorkNotices,
+    require_current, rows, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters, DueReminder,
+    EffectProgress, Instance, InstanceWrite, LockedActor, MessageLookup, MessageProgress,
+    MessageRecord, NewEffect, NewMessage, PendingEffects, ReminderRecord, ReminderWrite, Retention,
+    SchemaMode, StateNotice, StateNotices, Stats, Store, StoredMessage, Transaction, UnknownHead,
+    Version, WorkNotices,
 };
 use crate::error::Result;
 

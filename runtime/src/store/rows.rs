@@ -3,8 +3,8 @@
 use sqlx::{ColumnIndex, Database, Row};
 
 use super::{
-    ClaimedEffect, DeadEffectRecord, DueReminder, Instance, MessageRecord, PendingEffects,
-    ReminderRecord, StateNotice, StoredMessage, StoredStatus, UnknownHead, Version,
+    ClaimedEffect, DueReminder, Instance, MessageRecord, PendingEffects, ReminderRecord,
+    StateNotice, StoredMessage, StoredStatus, UnknownHead, Version,
 };
 use crate::actor::turn::Missed;
 use crate::error::{Error, Result};
@@ -333,28 +333,5 @@ where
         name: get(row, "name")?,
         count: get(row, "count")?,
         oldest_created_at: get(row, "oldest_created_at")?,
-    })
-}
-
-/// A dead effect.
-pub(crate) fn dead_effect<R>(row: &R) -> Result<DeadEffectRecord>
-where
-    R: Row,
-    for<'c> &'c str: ColumnIndex<R>,
-    String: Column<R::Database>,
-    Option<String>: Column<R::Database>,
-    i64: Column<R::Database>,
-    Option<i64>: Column<R::Database>,
-{
-    Ok(DeadEffectRecord {
-        id: get(row, "id")?,
-        effect_id: get(row, "effect_id")?,
-        actor_type: get(row, "actor_type")?,
-        actor_id: get(row, "actor_id")?,
-        name: get(row, "name")?,
-        payload: get(row, "payload")?,
-        attempts: get(row, "attempts")?,
-        last_error: get(row, "last_error")?,
-        finished_at: get(row, "finished_at")?,
     })
 }

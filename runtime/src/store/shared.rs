@@ -347,16 +347,6 @@ macro_rules! sql_backend {
                 row.map(|row| rows::message(&row)).transpose()
             }
 
-            async fn dead_letters(&self, limit: i64) -> Result<Vec<MessageRecord>> {
-                let rows = $query(select_message!(
-                    "status = 'dead' ORDER BY finished_at, id LIMIT $1"
-                ))
-                .bind(limit)
-                .fetch_all(&self.$readers)
-                .await?;
-                rows.iter().map(rows::message).collect()
-            }
-
             async fn reminders(&self, actor: ActorKey<'_, '_>) -> Result<Vec<ReminderRecord>> {
                 let rows = $query(
                     "SELECT name, \"key\", due_at, every_micros, missed FROM solid_reminders
@@ -367,18 +357,6 @@ macro_rules! sql_backend {
                 .fetch_all(&self.$readers)
                 .await?;
                 rows.iter().map(rows::reminder).collect()
-            }
-
-            async fn dead_effects(&self, limit: i64) -> Result<Vec<DeadEffectRecord>> {
-                let rows = $query(
-                    "SELECT id, effect_id, actor_type, actor_id, name, payload, attempts, last_error,
-                            finished_at
-                     FROM solid_effects WHERE status = 'dead' ORDER BY finished_at, id LIMIT $1",
-                )
-                .bind(limit)
-                .fetch_all(&self.$readers)
-                .await?;
-                rows.iter().map(rows::dead_effect).collect()
             }
 
             async fn unhandled_effects(&self, handled: &str) -> Result<Vec<PendingEffects>> {

@@ -21,10 +21,10 @@ use sqlx::{Sqlite, SqliteConnection};
 use super::group_commit::{GroupCommit, GroupMember, GroupWriter};
 use super::owned_transaction::OwnedTransaction;
 use super::{
-    rows, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters, DeadEffectRecord, DueReminder,
-    EffectProgress, Instance, InstanceWrite, LockedActor, MessageLookup, MessageProgress,
-    MessageRecord, NewEffect, NewMessage, PendingEffects, ReminderRecord, ReminderWrite, Retention,
-    SchemaMode, StateNotice, Stats, Store, Transaction, UnknownHead, WorkNotices,
+    rows, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters, DueReminder, EffectProgress,
+    Instance, InstanceWrite, LockedActor, MessageLookup, MessageProgress, MessageRecord, NewEffect,
+    NewMessage, PendingEffects, ReminderRecord, ReminderWrite, Retention, SchemaMode, StateNotice,
+    Stats, Store, Transaction, UnknownHead, WorkNotices,
 };
 use crate::error::Result;
 

@@ -83,7 +83,7 @@ pub struct FailedTurn {
     pub actor_id: String,
     /// The message's operation (a reminder's name for a fired reminder).
     pub operation: String,
-    /// The message's id, for [`Runtime::retry_dead_letter`] or the admin API.
+    /// The message's id, for [`Admin::retry_dead_letter`](crate::admin::Admin::retry_dead_letter).
     pub message_id: i64,
     /// Its failed attempts so far, this one included.
     pub attempts: i64,

@@ -30,11 +30,10 @@ use super::connect::{open_pool, Endpoint};
 use super::owned_transaction::OwnedTransaction;
 use super::rows::{self, Column};
 use super::{
-    require_current, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters, DeadEffectRecord,
-    DueReminder, EffectProgress, Instance, InstanceWrite, LockedActor, MessageLookup,
-    MessageProgress, MessageRecord, NewEffect, NewMessage, PendingEffects, ReminderRecord,
-    ReminderWrite, Retention, SchemaMode, StateNotice, Stats, Store, StoredMessage, Transaction,
-    UnknownHead, WorkNotices,
+    require_current, ActorKey, Bounds, ClaimedEffect, CommittedActor, Counters, DueReminder,
+    EffectProgress, Instance, InstanceWrite, LockedActor, MessageLookup, MessageProgress,
+    MessageRecord, NewEffect, NewMessage, PendingEffects, ReminderRecord, ReminderWrite, Retention,
+    SchemaMode, StateNotice, Stats, Store, StoredMessage, Transaction, UnknownHead, WorkNotices,
 };
 use crate::error::{Error, Result};
 

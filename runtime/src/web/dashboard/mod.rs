@@ -275,8 +275,9 @@ async fn dead_letters(console: Console, Query(filter): Query<Filter>) -> Page {
 async fn retry(console: Console, Path(message_id): Path<i64>) -> Result<Redirect, Failed> {
     let retried_as = console.admin.retry_dead_letter(message_id).await?;
     Ok(Redirect::to(&format!(
-        "{}/messages/{retried_as}",
-        console.base
+        "{}/messages/{}",
+        console.base,
+        retried_as.id()
     )))
 }
 
