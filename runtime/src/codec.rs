@@ -1,8 +1,9 @@
-//! The JSON forms the runtime stores: operations (name + arguments), state and results.
+//! The JSON forms the runtime stores: states, results, arguments and effects (an actor's
+//! operations are encoded on top of this, in `actor/operation_codec.rs`).
 //!
 //! Serde impls are user code: every encode and decode here runs under `catch_unwind`, so a
 //! panicking `Serialize` or `Deserialize` is an error, never a panic in the runtime. What is
-//! stored is read back first, as it will be read later (`store_operation`, `store_value`),
+//! stored is read back first, as it will be read later (`store_value`),
 //! so nothing is committed that could not be read: JSON nested deeper than serde_json's
 //! limit, a float that is not a number (written as `null`), a `Deserialize` that refuses
 //! what `Serialize` wrote.

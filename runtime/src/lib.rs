@@ -1,3 +1,21 @@
+// The layers of this crate. Imports point one way, down this list; runtime/tests/layers.rs
+// reads every `crate::..` path and fails on one that points up, or on two top-level modules
+// that import each other. Its few exceptions are listed there, each with its reason.
+//
+//   admin/ web/   the one operator API (authorised, audited); axum responses, SSE, the
+//                 dashboard. The CLI (src/bin) is a crate of its own on the public API.
+//   client/       what an application holds: Runtime, Builder, the worker loop, shutdown, the
+//                 process default, Reference, MessageRef, Watch, effect handlers, Testing
+//   engine/       the only layer that writes: calls, turns, attempts, reminders, upkeep,
+//                 effects, watchers
+//   actor/        the contract the macros implement and handlers use: Actor, Turn, staging,
+//                 reminders, effects and replies, failures, migrations, the operation codec
+//   store/        the only place SQL lives
+//   leaves        error, time/ (clock, stored micros, saturating arithmetic), limits,
+//                 validate, codec, policy, metrics
+//
+// This file declares the modules and re-exports the public API; it is no layer.
+
 //! Durable virtual actors on the SQL database an application already has.
 //!
 //! An actor is a struct addressed by `(type, id)`. Calls for one id enter a durable mailbox

@@ -3,6 +3,11 @@
 //! Users do not implement these by hand; the macros generate them from the struct and its
 //! `#[actor]` impl block. They are public so that generic code can name them
 //! (`fn audit<A: Actor>(reference: &Reference<A>)`).
+//!
+//! The files of this folder are the contract the macros implement and handlers use: they
+//! import from the store and the leaves, never from the engine or the client (but for the
+//! two exceptions runtime/tests/layers.rs lists: `Actor::Reference` and a send's
+//! registration).
 
 use std::future::Future;
 
