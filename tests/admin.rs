@@ -647,8 +647,8 @@ async fn dead_letters_and_redrive(setup: Setup) {
 
     // One by one: the same new message however often.
     let declined = left[0].message_id;
-    let retry = admin.retry_dead_letter(declined).await.unwrap();
-    assert_eq!(admin.retry_dead_letter(declined).await.unwrap(), retry);
+    let retry = admin.retry_dead_letter(declined).await.unwrap().id();
+    assert_eq!(admin.retry_dead_letter(declined).await.unwrap().id(), retry);
     assert!(admin
         .dead_letters(&DeadLetterFilter::new())
         .await
@@ -893,7 +893,7 @@ async fn overview_and_messages(setup: Setup) {
     let message = admin.message(dead).await.unwrap().unwrap();
     assert_eq!(message.status, "dead");
     assert_eq!(message.last_error.as_deref(), Some("down"));
-    let retried = admin.retry_dead_letter(dead).await.unwrap();
+    let retried = admin.retry_dead_letter(dead).await.unwrap().id();
     assert_eq!(
         admin.message(dead).await.unwrap().unwrap().retried_as,
         Some(retried)

@@ -386,10 +386,18 @@ async fn a_send_whose_arguments_cannot_be_read_back_is_never_committed() {
         .await;
     let sent = gauge.forward("target".to_owned(), 0.0, 0.0).await;
     runtime.testing().drain().await.ok();
-    let dead = runtime.dead_letters(10).await.unwrap();
+    let dead = runtime
+        .admin()
+        .dead_letters(
+            &solid_objects::admin::DeadLetterFilter::new()
+                .include_retried()
+                .limit(10),
+        )
+        .await
+        .unwrap();
     let target_dead: Vec<_> = dead
         .iter()
-        .filter(|letter| letter.message.actor_id() == "target")
+        .filter(|letter| letter.actor_id == "target")
         .map(|letter| &letter.error)
         .collect();
     runtime.close().await;
@@ -965,7 +973,15 @@ async fn an_effect_failure_whose_text_holds_a_nul_byte_is_recorded_on_postgres()
         .unwrap();
 
     let ran = within(30, "run_effects", runtime.testing().run_effects()).await;
-    let dead = runtime.dead_effects(10).await.unwrap();
+    let dead = runtime
+        .admin()
+        .effects(
+            &solid_objects::admin::EffectFilter::new()
+                .status("dead")
+                .limit(10),
+        )
+        .await
+        .unwrap();
     runtime.close().await;
 
     assert!(
@@ -1120,9 +1136,17 @@ async fn a_stale_effect_runner_cannot_overwrite_a_retried_effect() {
     within(30, "the second runner", second.testing().run_effects())
         .await
         .unwrap();
-    let dead = second.dead_effects(10).await.unwrap();
+    let dead = second
+        .admin()
+        .effects(
+            &solid_objects::admin::EffectFilter::new()
+                .status("dead")
+                .limit(10),
+        )
+        .await
+        .unwrap();
     assert_eq!(dead.len(), 1, "the effect died");
-    assert!(second.retry_effect(dead[0].id).await.unwrap());
+    assert!(second.admin().retry_effect(dead[0].id).await.unwrap());
     let retry = tokio::spawn({
         let second = second.clone();
         async move { second.testing().run_effects().await }
@@ -1135,14 +1159,22 @@ async fn a_stale_effect_runner_cannot_overwrite_a_retried_effect() {
     gate("r7-stale-retry").open();
     within(30, "the retry", retry).await.unwrap().ok();
 
-    let dead = first.dead_effects(10).await.unwrap();
+    let dead = first
+        .admin()
+        .effects(
+            &solid_objects::admin::EffectFilter::new()
+                .status("dead")
+                .limit(10),
+        )
+        .await
+        .unwrap();
     let done = count(&harness, "solid_effects WHERE status = 'done'").await;
     first.close().await;
     second.close().await;
     assert!(
         dead.is_empty() && done == 1,
         "the retried effect succeeded, but a stale runner's verdict was kept: dead {:?}, done {done}",
-        dead.iter().map(|effect| &effect.error).collect::<Vec<_>>()
+        dead.iter().map(|effect| effect.last_error.as_deref().unwrap_or_default()).collect::<Vec<_>>()
     );
 }
 

@@ -256,11 +256,16 @@ async fn killed_mid_effect(backend: Backend, marker: &Path, lease: Option<Durati
     );
     assert_eq!(parent_runs(&patient), 1);
     let status: Vec<String> = runtime
-        .dead_effects(10)
+        .admin()
+        .effects(
+            &solid_objects::admin::EffectFilter::new()
+                .status("dead")
+                .limit(10),
+        )
         .await
         .unwrap()
         .into_iter()
-        .map(|dead| dead.error)
+        .map(|dead| dead.last_error.unwrap_or_default())
         .collect();
     assert!(status.is_empty(), "{status:?}");
     runtime.close().await;
@@ -287,7 +292,16 @@ async fn killed_on_every_attempt(backend: Backend, marker: &Path, lease: Option<
     let runtime = poison_runtime(&backend, lease).await;
     let dead = eventually(Duration::from_secs(20), || async {
         runtime.testing().run_effects().await.unwrap();
-        !runtime.dead_effects(10).await.unwrap().is_empty()
+        !runtime
+            .admin()
+            .effects(
+                &solid_objects::admin::EffectFilter::new()
+                    .status("dead")
+                    .limit(10),
+            )
+            .await
+            .unwrap()
+            .is_empty()
     })
     .await;
     let runs = parent_runs(&patient);
@@ -296,7 +310,15 @@ async fn killed_on_every_attempt(backend: Backend, marker: &Path, lease: Option<
         "the effect is not dead after its runner was killed on both of its attempts; \
          it ran a third time {runs} times"
     );
-    let dead = runtime.dead_effects(10).await.unwrap();
+    let dead = runtime
+        .admin()
+        .effects(
+            &solid_objects::admin::EffectFilter::new()
+                .status("dead")
+                .limit(10),
+        )
+        .await
+        .unwrap();
     assert_eq!(dead[0].attempts, 2);
     runtime.testing().drain().await.unwrap();
     let state = runtime

@@ -226,15 +226,31 @@ async fn a_message_that_always_fails_becomes_a_dead_letter_after_five_attempts()
         Some(1),
         "later messages ran on"
     );
-    let dead = runtime.dead_letters(10).await.unwrap();
+    let dead = runtime
+        .admin()
+        .dead_letters(
+            &solid_objects::admin::DeadLetterFilter::new()
+                .include_retried()
+                .limit(10),
+        )
+        .await
+        .unwrap();
     assert_eq!(dead.len(), 1);
-    assert_eq!(dead[0].message.id(), fragile.id());
+    assert_eq!(dead[0].message_id, fragile.id());
     assert_eq!(dead[0].operation, "fragile");
     assert_eq!(dead[0].attempts, 5);
 
     worklog.set_broken(false).await.unwrap();
-    let retried = runtime.retry_dead_letter(fragile.id()).await.unwrap();
-    let again = runtime.retry_dead_letter(fragile.id()).await.unwrap();
+    let retried = runtime
+        .admin()
+        .retry_dead_letter(fragile.id())
+        .await
+        .unwrap();
+    let again = runtime
+        .admin()
+        .retry_dead_letter(fragile.id())
+        .await
+        .unwrap();
     assert_eq!(
         retried.id(),
         again.id(),
@@ -321,7 +337,19 @@ async fn a_permanent_failure_is_dead_at_once_and_max_attempts_can_be_set_per_act
     );
     harness.clock.advance(Duration::from_secs(1));
     runtime.testing().drain().await.unwrap();
-    assert_eq!(runtime.dead_letters(10).await.unwrap().len(), 2);
+    assert_eq!(
+        runtime
+            .admin()
+            .dead_letters(
+                &solid_objects::admin::DeadLetterFilter::new()
+                    .include_retried()
+                    .limit(10)
+            )
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
     runtime.close().await;
 }
 
@@ -341,7 +369,15 @@ async fn a_rejection_code_that_is_not_snake_case_is_dead_at_once() {
         }) => assert!(error.contains("must be snake_case"), "{error}"),
         other => panic!("a code that can never pass is a dead letter at once, not {other:?}"),
     }
-    let dead = runtime.dead_letters(10).await.unwrap();
+    let dead = runtime
+        .admin()
+        .dead_letters(
+            &solid_objects::admin::DeadLetterFilter::new()
+                .include_retried()
+                .limit(10),
+        )
+        .await
+        .unwrap();
     assert_eq!(dead.len(), 1, "dead after one attempt, not retried");
 
     // Enqueued, the worker's first attempt is its last too.
@@ -540,7 +576,12 @@ async fn retention_prunes_old_finished_messages_but_keeps_recent_keys_and_unfini
         .unwrap();
 
     harness.advance_minutes(31 * 24 * 60);
-    let pruned = runtime.prune_finished().await.unwrap();
+    let pruned = runtime
+        .admin()
+        .prune()
+        .await
+        .map(|pruned| pruned.total())
+        .unwrap();
 
     assert_eq!(
         pruned,

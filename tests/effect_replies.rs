@@ -205,7 +205,15 @@ async fn an_effect_that_fails_for_good_sends_its_failure_to_the_failure_command(
             "unpaid after 1 attempt(s) of charge_card: card declined"
         ]
     );
-    let dead = runtime.dead_effects(10).await.unwrap();
+    let dead = runtime
+        .admin()
+        .effects(
+            &solid_objects::admin::EffectFilter::new()
+                .status("dead")
+                .limit(10),
+        )
+        .await
+        .unwrap();
     assert_eq!(dead.len(), 1);
     assert_eq!(
         state.unpaid,
@@ -263,12 +271,24 @@ async fn an_output_too_large_for_its_command_fails_the_effect_with_a_clear_error
     runtime.testing().run_effects().await.unwrap();
     runtime.testing().drain().await.unwrap();
 
-    let dead = runtime.dead_effects(10).await.unwrap();
+    let dead = runtime
+        .admin()
+        .effects(
+            &solid_objects::admin::EffectFilter::new()
+                .status("dead")
+                .limit(10),
+        )
+        .await
+        .unwrap();
     assert_eq!(dead.len(), 1);
     assert!(
-        dead[0].error.contains("its output cannot go back to Order"),
+        dead[0]
+            .last_error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("its output cannot go back to Order"),
         "{}",
-        dead[0].error
+        dead[0].last_error.as_deref().unwrap_or_default()
     );
     let log = order.snapshot().await.unwrap().log;
     assert_eq!(log.len(), 2, "{log:?}");
@@ -339,14 +359,24 @@ async fn a_stored_reply_that_does_not_read_fails_the_effect_and_wedges_nothing()
     runtime.testing().run_effects().await.unwrap();
     runtime.testing().drain().await.unwrap();
 
-    let dead = runtime.dead_effects(10).await.unwrap();
+    let dead = runtime
+        .admin()
+        .effects(
+            &solid_objects::admin::EffectFilter::new()
+                .status("dead")
+                .limit(10),
+        )
+        .await
+        .unwrap();
     assert_eq!(dead.len(), 1);
     assert!(
         dead[0]
-            .error
+            .last_error
+            .as_deref()
+            .unwrap_or_default()
             .contains("stored on_success reply does not read"),
         "{}",
-        dead[0].error
+        dead[0].last_error.as_deref().unwrap_or_default()
     );
     // Its failure reply still reaches the actor, and the actor goes on.
     order.note("later").await.unwrap();
@@ -369,7 +399,16 @@ async fn a_reply_waits_in_the_mailbox_as_an_ordinary_message() {
 
     assert_eq!(ready, ["completed", "ready"]);
     assert!(matches!(
-        runtime.dead_letters(10).await.unwrap().as_slice(),
+        runtime
+            .admin()
+            .dead_letters(
+                &solid_objects::admin::DeadLetterFilter::new()
+                    .include_retried()
+                    .limit(10)
+            )
+            .await
+            .unwrap()
+            .as_slice(),
         []
     ));
     runtime.close().await;
@@ -498,9 +537,21 @@ async fn the_failure_reply_of_an_effect_near_the_arguments_limit_still_arrives()
     runtime.testing().run_effects().await.unwrap();
     runtime.testing().drain().await.unwrap();
 
-    let dead = runtime.dead_effects(10).await.unwrap();
+    let dead = runtime
+        .admin()
+        .effects(
+            &solid_objects::admin::EffectFilter::new()
+                .status("dead")
+                .limit(10),
+        )
+        .await
+        .unwrap();
     assert_eq!(dead.len(), 1);
-    assert!(dead[0].error.starts_with("the printer is out of ink"));
+    assert!(dead[0]
+        .last_error
+        .as_deref()
+        .unwrap_or_default()
+        .starts_with("the printer is out of ink"));
     assert_eq!(
         shipment.snapshot().await.unwrap().failed,
         [text.len()],

@@ -383,7 +383,15 @@ async fn an_effect_kind_has_its_own_retry_policy_and_its_handler_knows_the_last_
     }
 
     assert_eq!(*seen.lock().unwrap(), [(1, 2, false), (2, 2, true)]);
-    let dead = runtime.dead_effects(10).await.unwrap();
+    let dead = runtime
+        .admin()
+        .effects(
+            &solid_objects::admin::EffectFilter::new()
+                .status("dead")
+                .limit(10),
+        )
+        .await
+        .unwrap();
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].attempts, 2);
     runtime.close().await;
@@ -533,13 +541,30 @@ async fn an_effect_dead_because_the_policy_was_lowered_keeps_its_real_error() {
     let runtime = start_with_attempts(&harness, &provider, 1).await;
     harness.advance_minutes(10);
     runtime.testing().run_effects().await.unwrap();
-    let dead = runtime.dead_effects(10).await.unwrap();
+    let dead = runtime
+        .admin()
+        .effects(
+            &solid_objects::admin::EffectFilter::new()
+                .status("dead")
+                .limit(10),
+        )
+        .await
+        .unwrap();
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].attempts, 1);
     assert!(
-        dead[0].error.contains("the provider timed out") && !dead[0].error.contains("killed"),
+        dead[0]
+            .last_error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("the provider timed out")
+            && !dead[0]
+                .last_error
+                .as_deref()
+                .unwrap_or_default()
+                .contains("killed"),
         "the dead effect's error is not true: {:?}",
-        dead[0].error
+        dead[0].last_error.as_deref().unwrap_or_default()
     );
     runtime.close().await;
 }
@@ -595,11 +620,21 @@ async fn an_effect_abandoned_by_a_shutdown_runs_again_even_on_its_last_attempt()
     let runtime = start_with_attempts(&harness, &provider, 1).await;
     harness.advance_minutes(10);
     runtime.testing().run_effects().await.unwrap();
-    let dead = runtime.dead_effects(10).await.unwrap();
+    let dead = runtime
+        .admin()
+        .effects(
+            &solid_objects::admin::EffectFilter::new()
+                .status("dead")
+                .limit(10),
+        )
+        .await
+        .unwrap();
     assert!(
         dead.is_empty() && provider.calls.lock().unwrap().len() == 1,
         "the abandoned effect did not run again: it is dead with {:?}",
-        dead.iter().map(|dead| &dead.error).collect::<Vec<_>>()
+        dead.iter()
+            .map(|dead| dead.last_error.as_deref().unwrap_or_default())
+            .collect::<Vec<_>>()
     );
     runtime.close().await;
 }
@@ -657,11 +692,16 @@ async fn an_effect_kind_with_zero_attempts_still_runs_once() {
     runtime.reference::<Pinger>("p").ping().await.unwrap();
     runtime.testing().run_effects().await.unwrap();
     let dead: Vec<_> = runtime
-        .dead_effects(10)
+        .admin()
+        .effects(
+            &solid_objects::admin::EffectFilter::new()
+                .status("dead")
+                .limit(10),
+        )
         .await
         .unwrap()
         .into_iter()
-        .map(|dead| dead.error)
+        .map(|dead| dead.last_error.unwrap_or_default())
         .collect();
     assert_eq!(
         runs.load(Ordering::SeqCst),

@@ -168,7 +168,19 @@ async fn messages_turns_calls_reminders_and_effects_are_counted_by_actor_type_an
     assert!(meter.fail().await.is_err());
     harness.clock.advance(Duration::from_secs(1));
     assert_eq!(runtime.testing().drain().await.unwrap().turns, 1);
-    assert_eq!(runtime.dead_letters(10).await.unwrap().len(), 1);
+    assert_eq!(
+        runtime
+            .admin()
+            .dead_letters(
+                &solid_objects::admin::DeadLetterFilter::new()
+                    .include_retried()
+                    .limit(10)
+            )
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     // A reminder due in a minute fires 30 seconds late and sends a message to a Bell.
     meter.ring_later().await.unwrap();
     harness.clock.advance(Duration::from_secs(90));

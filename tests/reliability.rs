@@ -629,7 +629,7 @@ async fn caller_supplied_durations_never_panic() {
     let _ = runtime.testing().drain().await;
     // Refused or saturated: either is fine, a panic is not.
     let _far = victim.enqueue().delay(Duration::MAX).record("far").await;
-    let pruned = runtime.prune_finished().await;
+    let pruned = runtime.admin().prune().await.map(|pruned| pruned.total());
 
     assert_eq!(patient.unwrap(), 1);
     assert!(
@@ -776,9 +776,18 @@ async fn a_retried_dead_letter_answers_its_original_idempotency_key() {
         Err(Error::HandlerFailed { retry_at: None, .. })
     ));
     switch.turn_on().await.unwrap();
-    let dead = runtime.dead_letters(10).await.unwrap();
+    let dead = runtime
+        .admin()
+        .dead_letters(
+            &solid_objects::admin::DeadLetterFilter::new()
+                .include_retried()
+                .limit(10),
+        )
+        .await
+        .unwrap();
     let retried = runtime
-        .retry_dead_letter(dead[0].message.id())
+        .admin()
+        .retry_dead_letter(dead[0].message_id)
         .await
         .unwrap();
     retried.wait(Duration::from_secs(5)).await.unwrap();
@@ -878,7 +887,16 @@ async fn effects_run_once_per_lease_and_a_stale_runner_cannot_undo_them() {
         assert_eq!(times, 1, "effect {n} ran {times} times: {runs:?}");
     }
     assert!(
-        first.dead_effects(10).await.unwrap().is_empty(),
+        first
+            .admin()
+            .effects(
+                &solid_objects::admin::EffectFilter::new()
+                    .status("dead")
+                    .limit(10)
+            )
+            .await
+            .unwrap()
+            .is_empty(),
         "a stale runner turned a done effect dead"
     );
     assert_eq!(
@@ -1029,21 +1047,91 @@ async fn dead_letters_and_dead_effects_are_pruned_after_their_retention() {
     undertaker.doom().await.unwrap();
     undertaker.fail().await.unwrap_err();
     runtime.testing().run_effects().await.unwrap();
-    assert_eq!(runtime.dead_letters(10).await.unwrap().len(), 1);
-    assert_eq!(runtime.dead_effects(10).await.unwrap().len(), 1);
+    assert_eq!(
+        runtime
+            .admin()
+            .dead_letters(
+                &solid_objects::admin::DeadLetterFilter::new()
+                    .include_retried()
+                    .limit(10)
+            )
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        runtime
+            .admin()
+            .effects(
+                &solid_objects::admin::EffectFilter::new()
+                    .status("dead")
+                    .limit(10)
+            )
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 
     harness.advance_minutes(23 * 60);
-    runtime.prune_finished().await.unwrap();
+    runtime
+        .admin()
+        .prune()
+        .await
+        .map(|pruned| pruned.total())
+        .unwrap();
     let kept = (
-        runtime.dead_letters(10).await.unwrap().len(),
-        runtime.dead_effects(10).await.unwrap().len(),
+        runtime
+            .admin()
+            .dead_letters(
+                &solid_objects::admin::DeadLetterFilter::new()
+                    .include_retried()
+                    .limit(10),
+            )
+            .await
+            .unwrap()
+            .len(),
+        runtime
+            .admin()
+            .effects(
+                &solid_objects::admin::EffectFilter::new()
+                    .status("dead")
+                    .limit(10),
+            )
+            .await
+            .unwrap()
+            .len(),
     );
     harness.advance_minutes(2 * 60);
-    runtime.prune_finished().await.unwrap();
+    runtime
+        .admin()
+        .prune()
+        .await
+        .map(|pruned| pruned.total())
+        .unwrap();
 
     assert_eq!(kept, (1, 1), "pruned before their retention");
-    assert!(runtime.dead_letters(10).await.unwrap().is_empty());
-    assert!(runtime.dead_effects(10).await.unwrap().is_empty());
+    assert!(runtime
+        .admin()
+        .dead_letters(
+            &solid_objects::admin::DeadLetterFilter::new()
+                .include_retried()
+                .limit(10)
+        )
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(runtime
+        .admin()
+        .effects(
+            &solid_objects::admin::EffectFilter::new()
+                .status("dead")
+                .limit(10)
+        )
+        .await
+        .unwrap()
+        .is_empty());
     runtime.close().await;
 }
 
@@ -1058,9 +1146,26 @@ async fn a_dead_retention_of_zero_keeps_dead_letters() {
         .unwrap_err();
 
     harness.advance_minutes(365 * 24 * 60);
-    runtime.prune_finished().await.unwrap();
+    runtime
+        .admin()
+        .prune()
+        .await
+        .map(|pruned| pruned.total())
+        .unwrap();
 
-    assert_eq!(runtime.dead_letters(10).await.unwrap().len(), 1);
+    assert_eq!(
+        runtime
+            .admin()
+            .dead_letters(
+                &solid_objects::admin::DeadLetterFilter::new()
+                    .include_retried()
+                    .limit(10)
+            )
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     runtime.close().await;
 }
 
@@ -1072,7 +1177,7 @@ async fn effects_without_a_handler_are_listed_for_operators() {
     undertaker.doom().await.unwrap();
     undertaker.doom().await.unwrap();
 
-    let unhandled = runtime.unhandled_effects().await.unwrap();
+    let unhandled = runtime.admin().unhandled_effects().await.unwrap();
 
     assert_eq!(unhandled.len(), 1);
     assert_eq!(unhandled[0].name, "doomed");

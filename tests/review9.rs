@@ -158,7 +158,12 @@ async fn an_effect_output_at_the_nesting_limit_commits_a_reply_that_never_reads_
     runtime.testing().drain().await.unwrap();
 
     let dead: Vec<(String, String)> = runtime
-        .dead_letters(10)
+        .admin()
+        .dead_letters(
+            &solid_objects::admin::DeadLetterFilter::new()
+                .include_retried()
+                .limit(10),
+        )
         .await
         .unwrap()
         .into_iter()
@@ -171,7 +176,16 @@ async fn an_effect_output_at_the_nesting_limit_commits_a_reply_that_never_reads_
         "the effect's outcome must reach the actor (its output, or its failure); instead the \
          reply was committed unreadable. dead letters: {dead:?}, actor log: {log:?}, dead \
          effects: {}",
-        runtime.dead_effects(10).await.unwrap().len()
+        runtime
+            .admin()
+            .effects(
+                &solid_objects::admin::EffectFilter::new()
+                    .status("dead")
+                    .limit(10)
+            )
+            .await
+            .unwrap()
+            .len()
     );
 }
 
@@ -196,7 +210,15 @@ async fn a_stored_reply_naming_an_unknown_command_wedges_the_actor() {
 
     assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
     let later = till.note("later".to_owned()).await;
-    let dead_effects = runtime.dead_effects(10).await.unwrap();
+    let dead_effects = runtime
+        .admin()
+        .effects(
+            &solid_objects::admin::EffectFilter::new()
+                .status("dead")
+                .limit(10),
+        )
+        .await
+        .unwrap();
     assert!(
         later.is_ok() && dead_effects.len() == 1,
         "the actor must go on and the effect fail for good with a clear error; the call got \
@@ -224,13 +246,27 @@ async fn a_stored_reply_with_a_wrong_argument_name_is_committed_unreadable() {
     runtime.testing().drain().await.unwrap();
 
     let dead_letters: Vec<String> = runtime
-        .dead_letters(10)
+        .admin()
+        .dead_letters(
+            &solid_objects::admin::DeadLetterFilter::new()
+                .include_retried()
+                .limit(10),
+        )
         .await
         .unwrap()
         .into_iter()
         .map(|letter| format!("{}: {}", letter.operation, letter.error))
         .collect();
-    let dead_effects = runtime.dead_effects(10).await.unwrap().len();
+    let dead_effects = runtime
+        .admin()
+        .effects(
+            &solid_objects::admin::EffectFilter::new()
+                .status("dead")
+                .limit(10),
+        )
+        .await
+        .unwrap()
+        .len();
     assert_eq!(
         (dead_letters.clone(), dead_effects),
         (Vec::<String>::new(), 1),
@@ -251,7 +287,15 @@ async fn retrying_a_dead_effect_after_its_failure_went_back_reports_the_new_outc
     till.pay(13).await.unwrap();
     runtime.testing().run_effects().await.unwrap();
     runtime.testing().drain().await.unwrap();
-    let dead = runtime.dead_effects(10).await.unwrap();
+    let dead = runtime
+        .admin()
+        .effects(
+            &solid_objects::admin::EffectFilter::new()
+                .status("dead")
+                .limit(10),
+        )
+        .await
+        .unwrap();
     assert_eq!(dead.len(), 1);
     assert_eq!(
         till.snapshot().await.unwrap().log,
@@ -259,8 +303,11 @@ async fn retrying_a_dead_effect_after_its_failure_went_back_reports_the_new_outc
     );
 
     // An operator retries the dead effect; the processor now accepts the card.
-    assert!(runtime.retry_effect(dead[0].id).await.unwrap());
-    assert!(!runtime.retry_effect(dead[0].id).await.unwrap(), "once");
+    assert!(runtime.admin().retry_effect(dead[0].id).await.unwrap());
+    assert!(
+        !runtime.admin().retry_effect(dead[0].id).await.unwrap(),
+        "once"
+    );
     runtime.testing().run_effects().await.unwrap();
     runtime.testing().drain().await.unwrap();
 
@@ -339,13 +386,22 @@ async fn a_dead_reminder_of_a_destroyed_incarnation_retried_by_an_operator_runs_
             .occurrences_fired,
         1
     );
-    let dead = runtime.dead_letters(10).await.unwrap();
+    let dead = runtime
+        .admin()
+        .dead_letters(
+            &solid_objects::admin::DeadLetterFilter::new()
+                .include_retried()
+                .limit(10),
+        )
+        .await
+        .unwrap();
     assert_eq!(dead.len(), 1, "incarnation 1's occurrence failed for good");
 
     meter.destroy().await.unwrap();
     assert_eq!(meter.ping().await.unwrap(), 2);
     let retried = runtime
-        .retry_dead_letter(dead[0].message.id())
+        .admin()
+        .retry_dead_letter(dead[0].message_id)
         .await
         .unwrap();
     runtime.testing().drain().await.unwrap();
@@ -372,12 +428,21 @@ async fn a_retried_reminder_occurrence_loses_its_scheduled_time() {
     harness.advance_minutes(60);
     let scheduled = harness.clock.now().timestamp();
     runtime.testing().run_due_reminders().await.unwrap();
-    let dead = runtime.dead_letters(10).await.unwrap();
+    let dead = runtime
+        .admin()
+        .dead_letters(
+            &solid_objects::admin::DeadLetterFilter::new()
+                .include_retried()
+                .limit(10),
+        )
+        .await
+        .unwrap();
     assert_eq!(dead.len(), 1);
 
     meter.repair().await.unwrap();
     runtime
-        .retry_dead_letter(dead[0].message.id())
+        .admin()
+        .retry_dead_letter(dead[0].message_id)
         .await
         .unwrap();
     runtime.testing().drain().await.unwrap();
@@ -410,7 +475,12 @@ async fn destroyed_messages_are_never_pruned() {
     );
 
     harness.clock.advance(Duration::from_secs(400 * 24 * 3600));
-    runtime.prune_finished().await.unwrap();
+    runtime
+        .admin()
+        .prune()
+        .await
+        .map(|pruned| pruned.total())
+        .unwrap();
 
     assert_eq!(
         count(&harness, "solid_messages WHERE status = 'destroyed'").await,

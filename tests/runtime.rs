@@ -279,7 +279,19 @@ async fn a_panicking_query_fails_without_claiming_a_message_it_never_had() {
         !text.contains("dead letter"),
         "a query has no message: {text}"
     );
-    assert_eq!(runtime.dead_letters(10).await.unwrap().len(), 0);
+    assert_eq!(
+        runtime
+            .admin()
+            .dead_letters(
+                &solid_objects::admin::DeadLetterFilter::new()
+                    .include_retried()
+                    .limit(10)
+            )
+            .await
+            .unwrap()
+            .len(),
+        0
+    );
     assert_eq!(count(&harness, "solid_messages").await, messages);
     runtime.close().await;
 }

@@ -152,7 +152,14 @@ async fn survive(corruption: Corruption) {
     let _ = ledger.snapshot().await;
     let _ = done.result().await;
     let _ = done.status().await;
-    let _ = runtime.dead_letters(10).await;
+    let _ = runtime
+        .admin()
+        .dead_letters(
+            &solid_objects::admin::DeadLetterFilter::new()
+                .include_retried()
+                .limit(10),
+        )
+        .await;
     let _ = runtime.testing().run_due_reminders().await;
     let _ = runtime.testing().drain().await;
     let _ = runtime.testing().run_effects().await;

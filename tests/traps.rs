@@ -352,7 +352,7 @@ async fn effects_nobody_handles_are_warned_about_once_and_listed() {
 
     let warnings = logs.text().matches("no handler in this process").count();
     assert_eq!(warnings, 1, "{}", logs.text());
-    let listed = runtime.unhandled_effects().await.unwrap();
+    let listed = runtime.admin().unhandled_effects().await.unwrap();
     assert_eq!((listed[0].name.as_str(), listed[0].count), ("postcard", 2));
     runtime.close().await;
 }

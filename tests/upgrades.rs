@@ -463,7 +463,7 @@ async fn retry_the_dead_letter(runtime: &Runtime) {
         runtime.testing().drain().await.expect("it runs").completed,
         1
     );
-    let message = admin.message(retried).await.expect("it reads");
+    let message = admin.message(retried.id()).await.expect("it reads");
     assert_eq!(message.expect("it is there").status, "completed");
     assert_eq!(ledger.total().await.expect("the total reads"), 1250);
 }

@@ -1,8 +1,9 @@
-//! The JSON forms the runtime stores: operations (name + arguments), state and results.
+//! The JSON forms the runtime stores: states, results, arguments and effects (an actor's
+//! operations are encoded on top of this, in `actor/operation_codec.rs`).
 //!
 //! Serde impls are user code: every encode and decode here runs under `catch_unwind`, so a
 //! panicking `Serialize` or `Deserialize` is an error, never a panic in the runtime. What is
-//! stored is read back first, as it will be read later (`store_operation`, `store_value`),
+//! stored is read back first, as it will be read later (`store_value`),
 //! so nothing is committed that could not be read: JSON nested deeper than serde_json's
 //! limit, a float that is not a number (written as `null`), a `Deserialize` that refuses
 //! what `Serialize` wrote.
@@ -11,70 +12,14 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use serde_json::Value;
 
-use crate::actor::Operations;
 use crate::error::{Error, Result};
-use crate::handled::panic_text;
-
-/// An operation split into the columns it is stored in.
-#[derive(Debug)]
-pub(crate) struct EncodedOperation {
-    pub(crate) name: &'static str,
-    pub(crate) arguments: Value,
-}
 
 /// Runs user serde code, turning a panic into [`Error::Panicked`].
-fn guarded<T>(during: &str, what: &str, run: impl FnOnce() -> T) -> Result<T> {
+pub(crate) fn guarded<T>(during: &str, what: &str, run: impl FnOnce() -> T) -> Result<T> {
     catch_unwind(AssertUnwindSafe(run)).map_err(|panic| Error::Panicked {
         during: format!("{during} the {what}"),
         message: panic_text(&*panic).to_owned(),
-    })
-}
-
-/// Splits an operation into its name and its arguments object.
-pub(crate) fn encode_operation<O: Operations>(operation: &O) -> Result<EncodedOperation> {
-    let mut value = guarded("serialising", "arguments", || {
-        serde_json::to_value(operation)
-    })?
-    .map_err(|source| Error::Encode {
-        what: "arguments",
-        source,
-    })?;
-    let arguments = value
-        .get_mut("arguments")
-        .map(Value::take)
-        .unwrap_or_else(|| Value::Object(Default::default()));
-    Ok(EncodedOperation {
-        name: operation.name(),
-        arguments,
-    })
-}
-
-/// Rebuilds an operation from its stored name and arguments.
-pub(crate) fn decode_operation<O: Operations>(
-    actor_type: &str,
-    actor_id: &str,
-    name: &str,
-    arguments: &str,
-    message_id: i64,
-) -> Result<O> {
-    if !O::NAMES.contains(&name) {
-        return Err(Error::UnknownOperation {
-            actor_type: actor_type.to_owned(),
-            operation: name.to_owned(),
-            message_id,
-        });
-    }
-    let tagged = tagged(name, arguments)?;
-    guarded("deserialising", "arguments", || {
-        serde_json::from_str(&tagged)
-    })?
-    .map_err(|source| Error::Decode {
-        what: "arguments",
-        actor_type: actor_type.to_owned(),
-        actor_id: actor_id.to_owned(),
-        source,
     })
 }
 
@@ -90,7 +35,7 @@ pub(crate) fn check_readable(operation: &str, arguments: &str) -> Result<()> {
 }
 
 /// An operation's stored name and arguments in the form its enum deserialises from.
-fn tagged(operation: &str, arguments: &str) -> Result<String> {
+pub(crate) fn tagged(operation: &str, arguments: &str) -> Result<String> {
     let name = serde_json::to_string(operation).map_err(|source| Error::Encode {
         what: "operation name",
         source,
@@ -119,32 +64,6 @@ pub(crate) fn from_json<T: DeserializeOwned>(
     })
 }
 
-/// An operation as it is stored: its name, its arguments as JSON (for a policy to read)
-/// and as the text stored.
-#[derive(Debug)]
-pub(crate) struct StoredOperation {
-    pub(crate) name: &'static str,
-    pub(crate) value: Value,
-    pub(crate) arguments: String,
-}
-
-/// Encodes an operation for storage, and reads it back as it will be read when it runs:
-/// nothing is stored that could not be (JSON nested deeper than serde_json reads, a float
-/// that is not a number, a `Deserialize` that refuses what `Serialize` wrote). Returns the
-/// stored form and the operation as read back.
-pub(crate) fn store_operation<O: Operations>(operation: &O) -> Result<(StoredOperation, O)> {
-    let encoded = encode_operation(operation)?;
-    let arguments = to_json("arguments", &encoded.arguments)?;
-    let read_back = decode_operation::<O>("", "", encoded.name, &arguments, 0)
-        .map_err(|error| unreadable("arguments", encoded.name, &error))?;
-    let stored = StoredOperation {
-        name: encoded.name,
-        value: encoded.arguments,
-        arguments,
-    };
-    Ok((stored, read_back))
-}
-
 /// Encodes a value for storage (a state, a result, an effect) and checks that it reads back.
 pub(crate) fn store_value<T: Serialize + DeserializeOwned>(
     what: &'static str,
@@ -157,7 +76,7 @@ pub(crate) fn store_value<T: Serialize + DeserializeOwned>(
 }
 
 /// The error of a value that would not read back; a panic stays a panic (it may pass).
-fn unreadable(what: &'static str, operation: &str, error: &Error) -> Error {
+pub(crate) fn unreadable(what: &'static str, operation: &str, error: &Error) -> Error {
     match error {
         Error::Panicked { during, message } => Error::Panicked {
             during: during.clone(),
@@ -176,8 +95,19 @@ fn unreadable(what: &'static str, operation: &str, error: &Error) -> Error {
     }
 }
 
+/// The message of a caught panic.
+pub(crate) fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic without a message")
+}
+
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+
     use super::*;
 
     /// The deepest nesting of arrays and objects serde_json reads back (its recursion limit
@@ -229,31 +159,13 @@ mod tests {
 /// Arbitrary stored text and JSON fed to every decoder of stored rows and arguments: an
 /// error, never a panic.
 #[cfg(test)]
-mod proptests {
+pub(crate) mod proptests {
     use proptest::prelude::*;
     use serde::{Deserialize, Serialize};
 
+    use serde_json::Value;
+
     use super::*;
-
-    #[derive(Debug, Serialize, Deserialize)]
-    #[serde(tag = "operation", content = "arguments")]
-    enum Operation {
-        #[serde(rename = "hold")]
-        Hold { hold_id: String, seats: u32 },
-        #[serde(rename = "ping")]
-        Ping {},
-    }
-
-    impl Operations for Operation {
-        const NAMES: &'static [&'static str] = &["hold", "ping"];
-
-        fn name(&self) -> &'static str {
-            match self {
-                Self::Hold { .. } => "hold",
-                Self::Ping {} => "ping",
-            }
-        }
-    }
 
     #[derive(Debug, Default, Serialize, Deserialize)]
     #[serde(default)]
@@ -281,7 +193,7 @@ mod proptests {
     }
 
     /// Stored text: arbitrary JSON, arbitrary bytes, or brackets nested past the limit.
-    fn stored_text() -> impl Strategy<Value = String> {
+    pub(crate) fn stored_text() -> impl Strategy<Value = String> {
         prop_oneof![
             json().prop_map(|value| value.to_string()),
             prop::collection::vec(any::<u8>(), 0..64)
@@ -292,11 +204,6 @@ mod proptests {
     }
 
     proptest! {
-        #[test]
-        fn stored_arguments_never_panic(name in "hold|ping|.*", arguments in stored_text()) {
-            let _ = decode_operation::<Operation>("Shows", "s-1", &name, &arguments, 1);
-        }
-
         #[test]
         fn stored_state_never_panics(state in stored_text()) {
             let _ = from_json::<State>("state", "Shows", "s-1", &state);

@@ -582,7 +582,7 @@ pub enum Error {
     },
 
     /// The message failed on every attempt and is now a dead letter.
-    #[error("the message {request_id} is a dead letter after {attempts} attempts: {error}; an operator can retry it with Runtime::retry_dead_letter")]
+    #[error("the message {request_id} is a dead letter after {attempts} attempts: {error}; an operator can retry it with Admin::retry_dead_letter")]
     DeadLetter {
         /// The message's request id.
         request_id: String,

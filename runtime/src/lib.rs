@@ -1,3 +1,21 @@
+// The layers of this crate. Imports point one way, down this list; runtime/tests/layers.rs
+// reads every `crate::..` path and fails on one that points up, or on two top-level modules
+// that import each other. Its few exceptions are listed there, each with its reason.
+//
+//   admin/ web/   the one operator API (authorised, audited); axum responses, SSE, the
+//                 dashboard. The CLI (src/bin) is a crate of its own on the public API.
+//   client/       what an application holds: Runtime, Builder, the worker loop, shutdown, the
+//                 process default, Reference, MessageRef, Watch, effect handlers, Testing
+//   engine/       the only layer that writes: calls, turns, attempts, reminders, upkeep,
+//                 effects, watchers
+//   actor/        the contract the macros implement and handlers use: Actor, Turn, staging,
+//                 reminders, effects and replies, failures, migrations, the operation codec
+//   store/        the only place SQL lives
+//   leaves        error, time/ (clock, stored micros, saturating arithmetic), limits,
+//                 validate, codec, policy, metrics
+//
+// This file declares the modules and re-exports the public API; it is no layer.
+
 //! Durable virtual actors on the SQL database an application already has.
 //!
 //! An actor is a struct addressed by `(type, id)`. Calls for one id enter a durable mailbox
@@ -134,51 +152,45 @@ compile_error!(
 
 mod actor;
 pub mod admin;
-#[cfg(feature = "axum")]
-mod axum_response;
-#[cfg(feature = "axum")]
-mod axum_sse;
-mod clock;
+mod client;
 mod codec;
-#[cfg(feature = "dashboard")]
-pub mod dashboard;
-mod default_runtime;
-pub mod effect;
 mod engine;
 mod error;
-mod failure;
-mod handled;
-mod handler_scope;
 mod limits;
-mod message;
 pub mod metrics;
-pub mod migration;
 pub mod policy;
-mod reference;
-mod reminder;
-mod reply;
-mod runtime;
 mod store;
-mod stored_field;
-mod testing;
 mod time;
-mod turn;
 mod validate;
-mod watch;
+mod web;
 
+pub use actor::migration;
+pub use client::effect;
+#[cfg(feature = "dashboard")]
+pub use web::dashboard;
+
+pub use actor::failure::{Failure, HandlerError, TurnError};
+pub use actor::reminder::ScheduledReminder;
+pub use actor::reply::Emitted;
+pub use actor::turn::{Missed, Turn};
 pub use actor::{Actor, ActorState, Operations};
-pub use clock::{Clock, IntoDuration, ManualClock, SystemClock};
-pub use effect::{DeadEffect, Effect, EffectContext, EffectFailure, UnhandledEffects};
+pub use client::builder::Builder;
+pub use client::message::{MessageRef, MessageStatus};
+pub use client::reference::{Enqueue, Reference};
+pub use client::runtime::{Runtime, ShutdownReport};
+#[cfg(all(feature = "test-support", any(feature = "postgres", feature = "mysql")))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(all(feature = "test-support", any(feature = "postgres", feature = "mysql"))))
+)]
+pub use client::testing::TestDatabase;
+pub use client::testing::{Drained, FailedTurn, Testing};
+pub use client::watch::{Watch, Watched};
+pub use effect::{Effect, EffectContext, EffectFailure, UnhandledEffects};
 pub use error::{Error, Rejection, Result, TypedRejection};
-pub use failure::{Failure, HandlerError, TurnError};
 pub use limits::{Limits, RetryPolicy};
-pub use message::{DeadLetter, MessageRef, MessageStatus};
 pub use migration::MigrationError;
 pub use policy::{AllowAll, Policy};
-pub use reference::{Enqueue, Reference};
-pub use reminder::ScheduledReminder;
-pub use reply::Emitted;
-pub use runtime::{Builder, Runtime, ShutdownReport};
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use store::group_commit::GroupCommit;
@@ -186,16 +198,8 @@ pub use store::group_commit::GroupCommit;
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use store::sqlite::Durability;
 pub use store::Stats;
-#[cfg(all(feature = "test-support", any(feature = "postgres", feature = "mysql")))]
-#[cfg_attr(
-    docsrs,
-    doc(cfg(all(feature = "test-support", any(feature = "postgres", feature = "mysql"))))
-)]
-pub use testing::TestDatabase;
-pub use testing::{Drained, FailedTurn, Testing};
-pub use turn::{Missed, Turn};
+pub use time::clock::{Clock, IntoDuration, ManualClock, SystemClock};
 pub use validate::{MAX_ACTOR_ID_BYTES, MAX_KEY_BYTES};
-pub use watch::{Watch, Watched};
 
 pub use solid_objects_macros::{
     actor, command, migrate, query, reject, reminder, reply, Rejection,
@@ -219,7 +223,7 @@ pub mod prelude {
 /// What the generated code uses; not a public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::handled::Handled;
+    pub use crate::actor::handled::Handled;
 
     /// A rejection whose code `reject!` or `#[derive(Rejection)]` checked at compile time.
     pub fn rejection(code: &'static str, message: impl Into<String>) -> crate::Rejection {
@@ -230,15 +234,15 @@ pub mod __private {
     pub fn with_status(rejection: crate::Rejection, status: u16) -> crate::Rejection {
         rejection.with_checked_status(status)
     }
-    pub use crate::migration::{
+    pub use crate::actor::migration::{
         fallible as migrate_fallible, infallible as migrate_infallible, Migration,
     };
-    pub use crate::reminder::ReminderLookup;
-    pub use crate::reply::ReplyStage;
-    pub use crate::stored_field::{
+    pub use crate::actor::reminder::ReminderLookup;
+    pub use crate::actor::reply::ReplyStage;
+    pub use crate::actor::stored_field::{
         detail_from_value, detail_to_value, state_field, RejectionDetail, StateField,
     };
-    pub use crate::turn::{ScheduleStage, SendStage, UnscheduleStage};
+    pub use crate::actor::turn::{ScheduleStage, SendStage, UnscheduleStage};
     pub use serde;
     pub use serde_json;
 }

@@ -2,10 +2,11 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 
-use crate::clock::IntoDuration;
 use crate::error::{Error, Result};
+use crate::time::clock::IntoDuration;
+use crate::time::saturating::later;
 
 /// The largest payloads the runtime accepts. Over a limit, a call gets
 /// [`Error::PayloadTooLarge`] before anything is written.
@@ -186,22 +187,6 @@ impl RetryPolicy {
             .map_or(self.max_delay, |delay| delay.min(self.max_delay));
         Some(later(now, delay))
     }
-}
-
-/// `at + by`, saturating at the latest time chrono represents.
-pub(crate) fn later(at: DateTime<Utc>, by: Duration) -> DateTime<Utc> {
-    TimeDelta::from_std(by)
-        .ok()
-        .and_then(|by| at.checked_add_signed(by))
-        .unwrap_or(DateTime::<Utc>::MAX_UTC)
-}
-
-/// `at - by`, saturating at the earliest time chrono represents.
-pub(crate) fn earlier(at: DateTime<Utc>, by: Duration) -> DateTime<Utc> {
-    TimeDelta::from_std(by)
-        .ok()
-        .and_then(|by| at.checked_sub_signed(by))
-        .unwrap_or(DateTime::<Utc>::MIN_UTC)
 }
 
 /// A timeout a caller gave, if it is long enough to wait for anything (1 ms).

@@ -51,14 +51,17 @@ pub use model::{
 };
 
 use self::store_rows::public;
-use crate::engine::{from_micros, micros, Engine};
+use crate::client::effect::UnhandledEffects;
+use crate::client::message::MessageRef;
+use crate::client::runtime::Runtime;
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::policy::{AdminAction, AdminRequest, Denied};
-use crate::runtime::Runtime;
 use crate::store::admin::{
     ActorSelection, AdminEventWrite, DeadLetterSelection, EffectSelection, ReminderSelection,
 };
 use crate::store::{ActorKey, InstanceWrite, MessageLookup, MessageRecord};
+use crate::time::micros::{from_micros, micros};
 use crate::validate::{validate_id, validate_key};
 
 /// A stored message as operators see it.
@@ -110,6 +113,17 @@ const SKEW_WARNING_MS: i64 = 1000;
 pub struct Admin {
     runtime: Runtime,
     context: Option<Value>,
+}
+
+/// The operator API is reached from the handle: the handle's file knows nothing of it.
+impl Runtime {
+    /// The administration API: list, inspect, pause and resume actors, redrive dead
+    /// letters, prune; every call authorised by
+    /// [`Policy::authorize_administration`](crate::Policy::authorize_administration) and
+    /// audited. See [`admin`](crate::admin).
+    pub fn admin(&self) -> Admin {
+        Admin::new(self.clone())
+    }
 }
 
 impl Admin {
@@ -336,17 +350,26 @@ impl Admin {
         .await
     }
 
-    /// Enqueues one dead letter again, at the tail of its mailbox with its attempts reset
-    /// (as [`Runtime::retry_dead_letter`](crate::Runtime::retry_dead_letter)); returns the
-    /// new message's id. Retrying it again returns the same id.
-    pub async fn retry_dead_letter(&self, message_id: i64) -> Result<i64> {
+    /// Enqueues a dead letter again, at the tail of its actor's mailbox, with its attempts
+    /// reset; its idempotency key moves to the new message, so a client that calls again
+    /// with that key gets the retry's outcome. Retrying the same dead letter again returns
+    /// the same new message.
+    pub async fn retry_dead_letter(&self, message_id: i64) -> Result<MessageRef> {
         self.audited(
             AdminAction::RetryDeadLetter,
             format!("message {message_id}"),
             || async {
-                let (_, enqueued) = self.runtime.engine().retry_dead_letter(message_id).await?;
+                let (record, enqueued) =
+                    self.runtime.engine().retry_dead_letter(message_id).await?;
                 let details = json!({ "retried_as": enqueued.message_id });
-                Ok((enqueued.message_id, Some(details)))
+                let retried = MessageRef::from_parts(
+                    self.runtime.clone(),
+                    &record.actor_type,
+                    &record.actor_id,
+                    enqueued.message_id,
+                    enqueued.request_id,
+                );
+                Ok((retried, Some(details)))
             },
         )
         .await
@@ -433,13 +456,34 @@ impl Admin {
         .await
     }
 
-    /// Runs a dead effect again (as [`Runtime::retry_effect`](crate::Runtime::retry_effect));
-    /// false if it is not dead.
+    /// Runs a dead effect again (attempts reset, under the same effect id); false if it is
+    /// not dead, so retrying twice runs it once. An effect whose failure already went back
+    /// to its actor ([`Emitted::on_failure`](crate::Emitted::on_failure)) then reports its
+    /// new outcome too: a success after that failure reaches the `on_success` command, so an
+    /// actor that treats a failure as final says so in its state.
     pub async fn retry_effect(&self, id: i64) -> Result<bool> {
         self.audited(AdminAction::RetryEffect, format!("effect {id}"), || async {
             let retried = self.runtime.engine().retry_effect(id).await?;
             Ok((retried, Some(json!({ "retried": retried }))))
         })
+        .await
+    }
+
+    /// Effects waiting to run whose kind has no handler in this runtime, by kind. If no
+    /// process registers a handler for a kind ([`Builder::effect`](crate::Builder::effect)),
+    /// its effects never run; workers also log a warning once per kind after a minute.
+    pub async fn unhandled_effects(&self) -> Result<Vec<UnhandledEffects>> {
+        self.audited(
+            AdminAction::ListEffects,
+            "unhandled effects".to_owned(),
+            || async {
+                let pending = self.runtime.engine().unhandled_effects().await?;
+                Ok((
+                    pending.into_iter().map(UnhandledEffects::new).collect(),
+                    None,
+                ))
+            },
+        )
         .await
     }
 
@@ -486,7 +530,7 @@ impl Admin {
     /// Counts what [`prune`](Admin::prune) would delete now, deleting nothing.
     pub async fn prune_preview(&self) -> Result<PruneCounts> {
         self.audited(AdminAction::PrunePreview, "database".to_owned(), || async {
-            let counts = self.runtime.engine().prune(false).await?;
+            let counts = PruneCounts::from(self.runtime.engine().prune(false).await?);
             Ok((counts, Some(json!(counts))))
         })
         .await
@@ -500,7 +544,7 @@ impl Admin {
     /// [`Limits::dead_retention`]: crate::Limits::dead_retention
     pub async fn prune(&self) -> Result<PruneCounts> {
         self.audited(AdminAction::Prune, "database".to_owned(), || async {
-            let counts = self.runtime.engine().prune(true).await?;
+            let counts = PruneCounts::from(self.runtime.engine().prune(true).await?);
             Ok((counts, Some(json!(counts))))
         })
         .await

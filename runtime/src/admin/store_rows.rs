@@ -145,7 +145,7 @@ impl From<Pruned> for PruneCounts {
             done_effects: pruned.done_effects,
             dead_letters: pruned.dead_letters,
             dead_effects: pruned.dead_effects,
-            admin_events: 0,
+            admin_events: pruned.admin_events,
         }
     }
 }

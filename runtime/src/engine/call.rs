@@ -15,8 +15,8 @@ use super::one_turn::{Delivery, Uncommitted};
 use super::{
     decode_state, from_micros, micros, paused, read_until, Engine, Lock, Outcome, Step, TurnReport,
 };
+use crate::actor::operation_codec::decode_operation;
 use crate::actor::{Actor, Operations};
-use crate::codec::decode_operation;
 use crate::error::{Error, Result};
 use crate::limits::deadline_after;
 use crate::store::{ActorKey, MessageLookup, NewMessage, Transaction};

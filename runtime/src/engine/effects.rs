@@ -2,15 +2,15 @@
 //! starts when it runs, and outcomes that only the lease's holder can record.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Mutex, PoisonError, RwLock};
 
 use super::registry::Registry;
 use super::{insert_bounded, micros, Engine};
-use crate::effect::{EffectFailure, EffectRunner};
+use crate::actor::effect::EffectFailure;
+use crate::actor::failure::Failure;
+use crate::actor::reply::StoredReply;
 use crate::error::{Error, Result};
-use crate::failure::Failure;
 use crate::limits::{Limits, Payload, RetryPolicy};
-use crate::reply::StoredReply;
 use crate::store::{
     ActorKey, ClaimedEffect, EffectProgress, MessageProgress, NewMessage, PendingEffects,
     Transaction,
@@ -46,10 +46,11 @@ fn truncated(text: &str, max: usize) -> &str {
 /// How long an effect may wait with no process that handles it before this one warns.
 const UNHANDLED_AFTER: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
 
-/// The effect handlers of this runtime, by effect name, and the kinds already reported as
-/// having none here.
+/// The effect kinds this runtime has handlers for (the handlers themselves are the client's),
+/// and the kinds already reported as having none here.
 pub(crate) struct EffectHandlers {
-    runners: RwLock<HashMap<&'static str, Arc<dyn EffectRunner>>>,
+    /// The kinds handled here, each with its own retry policy, if it has one.
+    kinds: RwLock<HashMap<&'static str, Option<RetryPolicy>>>,
     /// Effect kinds already reported as having no handler here.
     reported_unhandled: Mutex<HashSet<String>>,
     /// The runtime's retry policy, for kinds without their own.
@@ -60,16 +61,17 @@ impl EffectHandlers {
     /// No handlers yet; a kind without its own retry policy is retried by `retry`.
     pub(super) fn new(retry: RetryPolicy) -> Self {
         Self {
-            runners: RwLock::default(),
+            kinds: RwLock::default(),
             reported_unhandled: Mutex::default(),
             retry,
         }
     }
 
-    /// Makes a handler run the effects named `name`.
-    pub(crate) fn register(&self, name: &'static str, runner: Arc<dyn EffectRunner>) -> Result<()> {
-        let mut runners = self.runners.write().unwrap_or_else(PoisonError::into_inner);
-        if runners.insert(name, runner).is_some() {
+    /// Records that this runtime has a handler for the effects named `name`, retried by
+    /// `retry` (their kind's own policy) or, when it is `None`, by the runtime's.
+    pub(crate) fn register(&self, name: &'static str, retry: Option<RetryPolicy>) -> Result<()> {
+        let mut kinds = self.kinds.write().unwrap_or_else(PoisonError::into_inner);
+        if kinds.insert(name, retry).is_some() {
             return Err(Error::Config(format!(
                 "two handlers for the effect {name:?}; register one"
             )));
@@ -77,24 +79,15 @@ impl EffectHandlers {
         Ok(())
     }
 
-    /// The handlers, with their effect names.
-    pub(crate) fn runners(&self) -> Vec<(&'static str, Arc<dyn EffectRunner>)> {
-        self.runners
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .map(|(name, runner)| (*name, Arc::clone(runner)))
-            .collect()
-    }
-
     /// How effects named `name` are retried: their kind's own policy, or the runtime's.
     pub(crate) fn retry(&self, name: &str) -> RetryPolicy {
         let mut retry = self
-            .runners
+            .kinds
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .get(name)
-            .and_then(|runner| runner.retry())
+            .copied()
+            .flatten()
             .unwrap_or(self.retry);
         // Its field is public: an effect gets at least one attempt, as a message does.
         retry.max_attempts = retry.max_attempts.max(1);
@@ -104,7 +97,7 @@ impl EffectHandlers {
     /// The names of the kinds handled here, as a JSON array.
     fn handled(&self) -> String {
         let handled: Vec<&str> = self
-            .runners
+            .kinds
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .keys()

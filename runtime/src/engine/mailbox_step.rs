@@ -7,8 +7,8 @@ use tokio::time::Instant;
 
 use super::one_turn::{Delivery, Uncommitted};
 use super::{decode_state, from_micros, micros, paused, Engine, Lock, Outcome, Step, TurnReport};
+use crate::actor::operation_codec::decode_operation;
 use crate::actor::Actor;
-use crate::codec::decode_operation;
 use crate::error::{Error, Result};
 use crate::store::{ActorKey, Instance, MessageProgress, StoredMessage, StoredStatus, Transaction};
 

@@ -55,10 +55,10 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::actor::Actor;
-use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::limits::{deadline_after, Limits, RetryPolicy};
 use crate::store::{ActorKey, Bounds, Instance, Store, Transaction};
+use crate::time::clock::Clock;
 
 /// The stored-time conversions, which live in the `time` leaf: re-exported for the engine's
 /// callers.
@@ -317,11 +317,13 @@ fn bounds(turn: Duration, deadline: Option<Instant>) -> Bounds {
 /// Decodes the actor's stored state (the default state if it has none).
 pub(crate) fn decode_state<A: Actor>(key: ActorKey<'static, '_>, instance: &Instance) -> Result<A> {
     match &instance.state {
-        Some(json) => crate::migration::to_current(key.actor_id, instance.state_version, json),
+        Some(json) => {
+            crate::actor::migration::to_current(key.actor_id, instance.state_version, json)
+        }
         // `Default` is user code too.
         None => std::panic::catch_unwind(A::default).map_err(|panic| Error::Panicked {
             during: format!("making the default state of {}", key.actor_type),
-            message: crate::handled::panic_text(&*panic).to_owned(),
+            message: crate::codec::panic_text(&*panic).to_owned(),
         }),
     }
 }

@@ -16,14 +16,14 @@ use tracing::Instrument;
 use super::settle::Settled;
 use super::turn_writes::Completed;
 use super::{from_micros, micros, Engine, TurnReport};
+use crate::actor::handled::Handled;
+use crate::actor::turn::{Turn, TurnFacts};
 use crate::actor::{Actor, Operations};
 use crate::error::{Error, Result};
-use crate::handled::Handled;
 use crate::limits::deadline_after;
 use crate::store::{
     ActorKey, Instance, MessageProgress, NewMessage, StoredMessage, StoredStatus, Transaction,
 };
-use crate::turn::{Turn, TurnFacts};
 
 /// Where the message of a turn comes from.
 pub(super) enum Delivery<'a, M> {
@@ -259,7 +259,7 @@ impl Engine {
             .caller_deadline
             .map_or(turn_deadline, |at| at.min(turn_deadline));
         let handler_deadline = budget.map_or(own_deadline, |at| at.min(own_deadline));
-        let handling = crate::handler_scope::as_handler(
+        let handling = crate::actor::handler_scope::as_handler(
             key.actor_type,
             key.actor_id,
             AssertUnwindSafe(state.handle(turn, message)).catch_unwind(),

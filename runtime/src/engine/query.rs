@@ -9,12 +9,12 @@ use tokio::time::Instant;
 
 use super::call::{Call, WAIT_POLL};
 use super::{decode_state, micros, paused, read_until, Engine, Lock, Outcome, Step};
+use crate::actor::handled::Handled;
+use crate::actor::turn::{Turn, TurnFacts};
 use crate::actor::{Actor, Operations};
 use crate::error::Result;
-use crate::handled::Handled;
 use crate::limits::deadline_after;
 use crate::store::{ActorKey, Instance};
-use crate::turn::{Turn, TurnFacts};
 
 impl Engine {
     /// An ordered read: runs the actor's earlier messages, then answers from its state.
@@ -114,7 +114,7 @@ impl Call<'_> {
         let deadline = self
             .deadline
             .min(deadline_after(self.engine.config.turn_timeout));
-        let answering = crate::handler_scope::as_handler(
+        let answering = crate::actor::handler_scope::as_handler(
             self.key.actor_type,
             self.key.actor_id,
             AssertUnwindSafe(state.answer(&turn, query)).catch_unwind(),

@@ -130,7 +130,7 @@ impl<A: Actor> MailboxRunner for TypedRunner<A> {
     }
 
     fn check_stored(&self, actor_id: &str, operation: &str, arguments: &str) -> Result<()> {
-        crate::codec::decode_operation::<A::Message>(
+        crate::actor::operation_codec::decode_operation::<A::Message>(
             A::TYPE_NAME,
             actor_id,
             operation,

@@ -8,10 +8,10 @@ use tokio::time::Instant;
 
 use super::workers::STALL;
 use super::{from_micros, micros, new_request_id, Engine, MAP_CAPACITY};
+use crate::actor::reminder::ScheduledReminder;
+use crate::actor::turn::Missed;
 use crate::error::{Error, Result};
-use crate::reminder::ScheduledReminder;
 use crate::store::{ActorKey, DueReminder, MessageProgress, NewMessage};
-use crate::turn::Missed;
 
 /// What one firing of due reminders did.
 #[derive(Debug)]

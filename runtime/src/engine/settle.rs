@@ -6,10 +6,10 @@ use chrono::{DateTime, Utc};
 use super::attempts::failed_progress;
 use super::turn_writes::{Completed, Writes};
 use super::{from_micros, micros, Outcome};
+use crate::actor::handled::Handled;
 use crate::actor::Actor;
 use crate::codec::to_json;
 use crate::error::{Error, Rejection};
-use crate::handled::Handled;
 use crate::limits::{Limits, RetryPolicy};
 use crate::store::{MessageProgress, StoredStatus};
 

@@ -7,16 +7,18 @@ use std::collections::HashSet;
 use chrono::{DateTime, Utc};
 
 use super::{micros, Engine};
+use crate::actor::operation_codec::store_operation;
+use crate::actor::reply::StoredReply;
+use crate::actor::turn::{Missed, Outgoing, PendingEffect, ReminderChange, Staged};
 use crate::actor::Actor;
-use crate::codec::{store_operation, store_value};
+use crate::codec::store_value;
 use crate::error::{Error, Result};
-use crate::limits::{later, Limits, Payload};
-use crate::reply::StoredReply;
+use crate::limits::{Limits, Payload};
 use crate::store::{
     ActorKey, Instance, InstanceWrite, MessageProgress, NewEffect, NewMessage, ReminderWrite,
     Transaction,
 };
-use crate::turn::{Missed, Outgoing, PendingEffect, ReminderChange, Staged};
+use crate::time::saturating::later;
 use crate::validate::{validate_id, validate_key};
 
 /// A staged reminder change, encoded for the store.
@@ -299,7 +301,7 @@ fn effect_ops(limits: &Limits, effects: Vec<PendingEffect>) -> Result<Vec<Effect
             let payload = effect.payload?;
             limits.check(Payload::Arguments, effect.name, payload.len())?;
             // A failure reply carries the effect back: it must fit the limit too.
-            let room = crate::effect::FAILURE_REPLY_ROOM;
+            let room = crate::actor::effect::FAILURE_REPLY_ROOM;
             if effect.on_failure.is_some() && payload.len() + room > limits.max_arguments_bytes {
                 return Err(Error::PayloadTooLarge {
                     what: "effect (whose failure reply carries it back, in 512 bytes more)",

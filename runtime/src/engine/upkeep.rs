@@ -2,10 +2,10 @@
 //! effects no handler here runs, and notes why messages of unknown operations wait.
 
 use super::{micros, Engine};
-use crate::admin::PruneCounts;
 use crate::error::{Error, Result};
-use crate::limits::earlier;
+use crate::store::admin::Pruned;
 use crate::store::Retention;
+use crate::time::saturating::earlier;
 
 /// How many waiting heads of unknown operations one upkeep pass notes.
 const UNKNOWN_NOTED: i64 = 100;
@@ -58,7 +58,7 @@ impl Engine {
 
     /// Deletes what is past its retention (audit rows of administration calls included);
     /// returns how many rows of each kind. Without `commit`, rolls back: a preview.
-    pub(crate) async fn prune(&self, commit: bool) -> Result<PruneCounts> {
+    pub(crate) async fn prune(&self, commit: bool) -> Result<Pruned> {
         let now = self.now();
         let limits = &self.config.limits;
         let retention = Retention {
@@ -68,7 +68,7 @@ impl Engine {
             keep_keyed: KEPT_IDEMPOTENCY_KEYS,
         };
         let mut tx = self.begin(None).await?;
-        let mut pruned = PruneCounts::from(tx.prune(&retention).await?);
+        let mut pruned = tx.prune(&retention).await?;
         pruned.admin_events = tx.prune_admin_events(retention.finished_before).await?;
         if commit {
             tx.commit().await?;

@@ -328,6 +328,19 @@ pub(crate) struct Pruned {
     pub(crate) done_effects: u64,
     pub(crate) dead_letters: u64,
     pub(crate) dead_effects: u64,
+    /// Audit rows of administration calls (deleted by their own statement).
+    pub(crate) admin_events: u64,
+}
+
+impl Pruned {
+    /// How many rows in all.
+    pub(crate) fn total(&self) -> u64 {
+        self.finished_messages
+            + self.done_effects
+            + self.dead_letters
+            + self.dead_effects
+            + self.admin_events
+    }
 }
 
 /// A stored operation and its arguments (a ready message's, or a scheduled reminder's).

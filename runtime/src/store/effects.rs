@@ -12,16 +12,10 @@ use async_trait::async_trait;
 use super::messages::storable_text;
 use super::query::{query, Dialect};
 use super::{
-    rows, ActorKey, ClaimedEffect, DeadEffectRecord, EffectProgress, NewEffect, PendingEffects,
-    ReadConnections, WriteConnection,
+    rows, ActorKey, ClaimedEffect, EffectProgress, NewEffect, PendingEffects, ReadConnections,
+    WriteConnection,
 };
 use crate::error::Result;
-
-/// The effects that failed for good, oldest first, at most `$1`.
-pub(crate) const DEAD_EFFECTS: &str =
-    "SELECT id, effect_id, actor_type, actor_id, name, payload, attempts, last_error,
-            finished_at
-     FROM solid_effects WHERE status = 'dead' ORDER BY finished_at, id LIMIT $1";
 
 /// Unfinished effects by kind, for kinds not in the JSON array `$1`.
 pub(crate) fn unhandled_effects(dialect: Dialect) -> &'static str {
@@ -184,23 +178,12 @@ pub(crate) fn lease_micros(lease: Duration) -> i64 {
 /// Reads of the effects, outside any write transaction.
 #[async_trait]
 pub(crate) trait EffectReads: Send + Sync {
-    /// The effects that failed for good, oldest first, at most `limit`.
-    async fn dead_effects(&self, limit: i64) -> Result<Vec<DeadEffectRecord>>;
-
     /// Unfinished effects whose kind is not among `handled` (a JSON array of names), by kind.
     async fn unhandled_effects(&self, handled: &str) -> Result<Vec<PendingEffects>>;
 }
 
 #[async_trait]
 impl<S: ReadConnections> EffectReads for S {
-    async fn dead_effects(&self, limit: i64) -> Result<Vec<DeadEffectRecord>> {
-        let rows = query(DEAD_EFFECTS)
-            .bind(limit)
-            .fetch_all(self.readers())
-            .await?;
-        rows.iter().map(rows::dead_effect).collect()
-    }
-
     async fn unhandled_effects(&self, handled: &str) -> Result<Vec<PendingEffects>> {
         let rows = query(unhandled_effects(self.dialect()))
             .bind(handled)

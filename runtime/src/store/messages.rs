@@ -34,13 +34,6 @@ pub(crate) const MESSAGE_BY_IDEMPOTENCY_KEY: &str =
             retried_as, incarnation, scheduled_for
      FROM solid_messages WHERE actor_type = $1 AND actor_id = $2 AND idempotency_key = $3";
 
-/// The dead letters, oldest first, at most `$1`.
-pub(crate) const DEAD_LETTERS: &str =
-    "SELECT id, actor_type, actor_id, operation, arguments, request_id, idempotency_key,
-            status, attempts, available_at, result, last_error, created_at, finished_at,
-            retried_as, incarnation, scheduled_for
-     FROM solid_messages WHERE status = 'dead' ORDER BY finished_at, id LIMIT $1";
-
 /// The head of a mailbox: its oldest ready message (`$1`, `$2`: the actor) that is due at
 /// `$3` or has been tried.
 ///
@@ -336,9 +329,6 @@ pub(crate) trait MessageReads: Send + Sync {
     /// Reads one message, outside any write transaction.
     async fn message(&self, lookup: MessageLookup<'_>) -> Result<Option<MessageRecord>>;
 
-    /// The dead letters, oldest first, at most `limit`.
-    async fn dead_letters(&self, limit: i64) -> Result<Vec<MessageRecord>>;
-
     /// Actors whose head message is due at `now` and of an operation in `operations` (a JSON
     /// array of `"Type:operation"`), oldest head first, at most `limit` of them.
     async fn ready_actors(
@@ -366,14 +356,6 @@ impl<S: ReadConnections> MessageReads for S {
     async fn message(&self, lookup_by: MessageLookup<'_>) -> Result<Option<MessageRecord>> {
         let row = lookup(lookup_by).fetch_optional(self.readers()).await?;
         row.map(|row| rows::message(&row)).transpose()
-    }
-
-    async fn dead_letters(&self, limit: i64) -> Result<Vec<MessageRecord>> {
-        let rows = query(DEAD_LETTERS)
-            .bind(limit)
-            .fetch_all(self.readers())
-            .await?;
-        rows.iter().map(rows::message).collect()
     }
 
     async fn ready_actors(

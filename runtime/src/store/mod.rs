@@ -377,20 +377,6 @@ pub(crate) struct ClaimedEffect {
     pub(crate) last_error: Option<String>,
 }
 
-/// An effect that failed for good, for operators.
-#[derive(Debug, Clone)]
-pub(crate) struct DeadEffectRecord {
-    pub(crate) id: i64,
-    pub(crate) effect_id: String,
-    pub(crate) actor_type: String,
-    pub(crate) actor_id: String,
-    pub(crate) name: String,
-    pub(crate) payload: String,
-    pub(crate) attempts: i64,
-    pub(crate) last_error: Option<String>,
-    pub(crate) finished_at: Option<i64>,
-}
-
 /// Unfinished effects of one kind, for operators.
 #[derive(Debug, Clone)]
 pub(crate) struct PendingEffects {

@@ -3,8 +3,8 @@
 
 use super::query::{get, Row};
 use super::{
-    ClaimedEffect, DeadEffectRecord, DueReminder, Instance, MessageRecord, PendingEffects,
-    ReminderRecord, StateNotice, StoredMessage, StoredStatus, UnknownHead, Version,
+    ClaimedEffect, DueReminder, Instance, MessageRecord, PendingEffects, ReminderRecord,
+    StateNotice, StoredMessage, StoredStatus, UnknownHead, Version,
 };
 use crate::error::{Error, Result};
 
@@ -192,20 +192,5 @@ pub(crate) fn pending_effects(row: &Row) -> Result<PendingEffects> {
         name: get(row, "name")?,
         count: get(row, "count")?,
         oldest_created_at: get(row, "oldest_created_at")?,
-    })
-}
-
-/// A dead effect.
-pub(crate) fn dead_effect(row: &Row) -> Result<DeadEffectRecord> {
-    Ok(DeadEffectRecord {
-        id: get(row, "id")?,
-        effect_id: get(row, "effect_id")?,
-        actor_type: get(row, "actor_type")?,
-        actor_id: get(row, "actor_id")?,
-        name: get(row, "name")?,
-        payload: get(row, "payload")?,
-        attempts: get(row, "attempts")?,
-        last_error: get(row, "last_error")?,
-        finished_at: get(row, "finished_at")?,
     })
 }

@@ -1,6 +1,10 @@
-//! Time as the runtime keeps it: a leaf every layer may use, which imports nothing of the
-//! crate. Each file holds one way of telling time (stored microseconds in `micros.rs`).
+//! Time as the runtime keeps it: the clock, stored microseconds and saturating arithmetic
+//! on instants.
+//!
+//! A leaf: nothing here imports from another module of the crate but the other leaves.
 
-mod micros;
+pub(crate) mod clock;
+pub(crate) mod micros;
+pub(crate) mod saturating;
 
 pub(crate) use self::micros::{from_micros, micros};

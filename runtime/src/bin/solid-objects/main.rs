@@ -471,7 +471,7 @@ async fn execute(admin: &Admin, command: Command, out: &mut Out) -> Result<Exit,
                         complain(format_args!("no message {message_id}"));
                         return Ok(Exit::NotFound);
                     }
-                    retried => retried?,
+                    retried => retried?.id(),
                 };
                 out.result(
                     &json!({ "message_id": message_id, "retried_as": retry }),

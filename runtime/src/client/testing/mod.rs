@@ -9,11 +9,12 @@ mod database;
 
 use std::collections::HashSet;
 
+use crate::actor::operation_codec::encode_operation;
 use crate::actor::Actor;
-use crate::codec::{encode_operation, to_json};
+use crate::client::runtime::Runtime;
+use crate::codec::to_json;
 use crate::engine::{Outcome, Pass, TurnErrors};
 use crate::error::{Error, Result};
-use crate::runtime::Runtime;
 use crate::store::MessageLookup;
 use crate::validate::validate_id;
 
@@ -82,7 +83,7 @@ pub struct FailedTurn {
     pub actor_id: String,
     /// The message's operation (a reminder's name for a fired reminder).
     pub operation: String,
-    /// The message's id, for [`Runtime::retry_dead_letter`] or the admin API.
+    /// The message's id, for [`Admin::retry_dead_letter`](crate::admin::Admin::retry_dead_letter).
     pub message_id: i64,
     /// Its failed attempts so far, this one included.
     pub attempts: i64,
@@ -217,7 +218,7 @@ impl<'r> Testing<'r> {
     pub async fn run_effects(&self) -> Result<usize> {
         let mut ran = 0;
         loop {
-            let batch = crate::effect::run_due(self.runtime, BATCH as usize).await?;
+            let batch = crate::client::effect::run_due(self.runtime, BATCH as usize).await?;
             if batch == 0 {
                 return Ok(ran);
             }

@@ -6,15 +6,16 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use chrono::{DateTime, Utc};
 
+use crate::actor::effect::Effect;
+use crate::actor::operation_codec::{store_operation, StoredOperation};
+use crate::actor::reminder::ReminderLookup;
+use crate::actor::reply::{Emitted, StoredReply};
 use crate::actor::{Actor, Operations};
-use crate::clock::IntoDuration;
-use crate::codec::{store_operation, store_value, StoredOperation};
-use crate::effect::Effect;
+use crate::codec::store_value;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::reminder::ReminderLookup;
-use crate::reply::{Emitted, StoredReply};
 use crate::store::{ActorKey, Transaction};
+use crate::time::clock::IntoDuration;
 use crate::validate::validate_key;
 
 /// The context of one turn: the actor's id, the turn's time, and the changes the handler
@@ -209,7 +210,7 @@ impl<A: Actor> Turn<A> {
             .max(std::time::Duration::from_millis(1));
         A::schedule_builder(ScheduleStage {
             reminders: self.reminders.clone(),
-            at: crate::limits::later(self.now, interval),
+            at: crate::time::saturating::later(self.now, interval),
             key: key.into(),
             every: Some((interval, Missed::Latest)),
         })
@@ -285,7 +286,7 @@ impl<A: Actor> Turn<A> {
             actor_id: &self.actor_id,
         };
         let due = transaction.reminder_due(actor, name, key).await?;
-        Ok(due.map(crate::engine::from_micros))
+        Ok(due.map(crate::time::micros::from_micros))
     }
 
     /// Cancels one of this actor's reminders under every key:

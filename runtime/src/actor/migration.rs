@@ -48,8 +48,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::actor::Actor;
+use crate::codec::panic_text;
 use crate::error::{Error, Result};
-use crate::handled::panic_text;
 
 /// Why a migration could not bring a stored state to the next version.
 ///

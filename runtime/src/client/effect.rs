@@ -22,114 +22,15 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures_util::FutureExt;
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 
-use crate::codec::store_value;
+pub use crate::actor::effect::{Effect, EffectFailure};
+use crate::actor::failure::Failure;
+use crate::client::effect_tasks::EffectTasks;
+use crate::client::runtime::Runtime;
+use crate::codec::{panic_text, store_value};
 use crate::error::Result;
-use crate::failure::Failure;
-use crate::handled::panic_text;
 use crate::limits::RetryPolicy;
-use crate::runtime::Runtime;
 use crate::store::ClaimedEffect;
-
-mod tasks;
-
-pub(crate) use tasks::EffectTasks;
-
-/// A kind of effect: a serialisable value with a stable stored name, and what its handler
-/// returns when it succeeds.
-///
-/// ```
-/// use serde::{Deserialize, Serialize};
-/// use solid_objects::Effect;
-///
-/// #[derive(Serialize, Deserialize)]
-/// struct ChargeCard {
-///     hold_id: String,
-///     cents: i64,
-/// }
-///
-/// /// What the card processor answers.
-/// #[derive(Serialize, Deserialize)]
-/// struct Charged {
-///     charge_id: String,
-/// }
-///
-/// impl Effect for ChargeCard {
-///     const NAME: &'static str = "charge_card";
-///     type Output = Charged;
-/// }
-/// ```
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` is not an effect",
-    note = "implement solid_objects::Effect for it (a stored NAME) and derive Serialize and Deserialize"
-)]
-pub trait Effect: Serialize + DeserializeOwned + Send + Sync + 'static {
-    /// The name stored with each emitted effect; handlers are found by it.
-    const NAME: &'static str;
-
-    /// What the handler returns when the effect succeeds: `()` for nothing, or a value the
-    /// emitting actor receives with [`Emitted::on_success`](crate::Emitted::on_success).
-    type Output: Serialize + DeserializeOwned + Send + 'static;
-
-    /// How effects of this kind are retried: `None` (the default) for the runtime's
-    /// [`RetryPolicy`] ([`Builder::retry`](crate::Builder::retry)).
-    ///
-    /// An attempt counts whether its handler failed or its runner died (its lease ran out);
-    /// after `max_attempts` of them the effect is dead and its failure reply is sent.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use serde::{Deserialize, Serialize};
-    /// use solid_objects::{chrono::TimeDelta, Effect, RetryPolicy};
-    ///
-    /// #[derive(Serialize, Deserialize)]
-    /// struct SendEmail {
-    ///     to: String,
-    /// }
-    ///
-    /// impl Effect for SendEmail {
-    ///     const NAME: &'static str = "send_email";
-    ///     type Output = ();
-    ///
-    ///     fn retry_policy() -> Option<RetryPolicy> {
-    ///         Some(RetryPolicy::new().max_attempts(10).base_delay(TimeDelta::seconds(5)))
-    ///     }
-    /// }
-    /// ```
-    fn retry_policy() -> Option<RetryPolicy> {
-        None
-    }
-}
-
-/// Bytes of the arguments limit an effect with a failure reply leaves for the failure's
-/// envelope (its id, name, attempts and error): the reply carries the effect back, and must
-/// fit the limit the effect itself was checked against.
-pub(crate) const FAILURE_REPLY_ROOM: usize = 512;
-
-/// How an effect `E` failed for good, as the command given to
-/// [`Emitted::on_failure`](crate::Emitted::on_failure) receives it: that command takes one
-/// argument of this type.
-///
-/// It carries the effect itself and its id ([`Emitted::id`](crate::Emitted::id)), so the
-/// actor can tell which of its effects failed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[non_exhaustive]
-pub struct EffectFailure<E> {
-    /// The effect's id ([`EffectContext::id`]).
-    pub effect_id: String,
-    /// The kind of effect ([`Effect::NAME`]).
-    pub name: String,
-    /// The last attempt's error: at most 4 KiB of it, and less if the effect leaves less
-    /// room under the arguments limit.
-    pub error: String,
-    /// Attempts made.
-    pub attempts: u32,
-    /// The effect, as it was emitted.
-    pub effect: E,
-}
 
 /// What an effect handler knows besides the effect.
 #[derive(Debug, Clone)]
@@ -182,50 +83,8 @@ impl EffectContext {
     }
 }
 
-/// An effect that failed for good (a permanent failure, or every attempt), for operators:
-/// [`Runtime::dead_effects`](crate::Runtime::dead_effects) lists them and
-/// [`Runtime::retry_effect`](crate::Runtime::retry_effect) runs one again.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct DeadEffect {
-    /// The row id, for `retry_effect`.
-    pub id: i64,
-    /// The effect's id (its idempotency key).
-    pub effect_id: String,
-    /// The kind of effect ([`Effect::NAME`]).
-    pub name: String,
-    /// The stored type name of the actor whose turn emitted it.
-    pub actor_type: String,
-    /// The id of that actor.
-    pub actor_id: String,
-    /// The effect itself, as stored.
-    pub payload: serde_json::Value,
-    /// Attempts made.
-    pub attempts: i64,
-    /// The last attempt's error.
-    pub error: String,
-    /// When it was given up.
-    pub failed_at: Option<chrono::DateTime<chrono::Utc>>,
-}
-
-impl DeadEffect {
-    pub(crate) fn new(record: crate::store::DeadEffectRecord) -> Self {
-        Self {
-            id: record.id,
-            effect_id: record.effect_id,
-            name: record.name,
-            actor_type: record.actor_type,
-            actor_id: record.actor_id,
-            payload: serde_json::from_str(&record.payload).unwrap_or_default(),
-            attempts: record.attempts,
-            error: record.last_error.unwrap_or_default(),
-            failed_at: record.finished_at.map(crate::engine::from_micros),
-        }
-    }
-}
-
 /// Effects waiting to run whose kind has no handler in this runtime, for operators: from
-/// [`Runtime::unhandled_effects`](crate::Runtime::unhandled_effects).
+/// [`Admin::unhandled_effects`](crate::admin::Admin::unhandled_effects).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UnhandledEffects {
@@ -242,7 +101,7 @@ impl UnhandledEffects {
         Self {
             name: pending.name,
             count: pending.count,
-            oldest: crate::engine::from_micros(pending.oldest_created_at),
+            oldest: crate::time::micros::from_micros(pending.oldest_created_at),
         }
     }
 }
@@ -337,7 +196,7 @@ fn panicked(panic: &(dyn std::any::Any + Send)) -> Failure {
 pub(crate) async fn run_due(runtime: &Runtime, limit: usize) -> Result<usize> {
     let engine = runtime.engine();
     let mut ran = 0;
-    for (name, runner) in engine.effects().runners() {
+    for (name, runner) in runtime.effect_runners() {
         for _ in 0..limit {
             let Some(claimed) = engine.claim_effect(name).await? else {
                 break;
@@ -357,7 +216,7 @@ pub(crate) async fn run_due(runtime: &Runtime, limit: usize) -> Result<usize> {
 pub(crate) async fn start_due(runtime: &Runtime, tasks: &EffectTasks) -> Result<usize> {
     let engine = runtime.engine();
     let mut started = 0;
-    for (name, runner) in engine.effects().runners() {
+    for (name, runner) in runtime.effect_runners() {
         loop {
             if runtime.is_closed() {
                 return Ok(started);

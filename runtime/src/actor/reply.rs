@@ -15,11 +15,11 @@ use std::marker::PhantomData;
 
 use serde::{Deserialize, Serialize};
 
+use crate::actor::effect::{Effect, EffectFailure};
+use crate::actor::turn::{PendingEffect, Staging};
 use crate::actor::Actor;
 use crate::codec::to_json;
-use crate::effect::{Effect, EffectFailure};
 use crate::error::Result;
-use crate::turn::{PendingEffect, Staging};
 
 /// An effect a turn emitted; name the replies its outcome is delivered to, or drop it.
 ///

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+use crate::actor::turn::{Missed, Turn};
 use crate::actor::Actor;
 use crate::error::Result;
-use crate::turn::{Missed, Turn};
 
 /// One of an actor's scheduled reminders, as [`Reference::reminders`](crate::Reference::reminders)
 /// lists them.

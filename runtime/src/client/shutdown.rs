@@ -11,10 +11,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::Runtime;
-use crate::clock::IntoDuration;
+use crate::client::runtime::Runtime;
 use crate::error::{Error, Result};
 use crate::limits::deadline_after;
+use crate::time::clock::IntoDuration;
 
 /// What a shutdown with a deadline had to abandon.
 ///

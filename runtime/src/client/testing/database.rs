@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
+use crate::client::builder::Builder;
+use crate::client::runtime::Runtime;
 use crate::error::{Error, Result};
-use crate::runtime::{Builder, Runtime};
 
 /// How long creating or dropping a test database may wait for the server.
 const SERVER_WAIT: Duration = Duration::from_secs(30);

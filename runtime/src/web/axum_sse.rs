@@ -14,8 +14,8 @@ use futures_util::stream::{self, Stream, StreamExt};
 use serde::Serialize;
 use serde_json::json;
 
+use crate::client::watch::{Watch, Watched};
 use crate::error::{Error, Result};
-use crate::watch::{Watch, Watched};
 
 impl<T: Serialize + Send + 'static> Watch<T> {
     /// The watch as server-sent events, for an axum handler to return. Waits for the first
@@ -93,7 +93,7 @@ fn event<T: Serialize>(item: Result<Watched<T>>) -> Event {
 
 /// What a client sees of an error: the body of its HTTP response.
 fn error_body(error: &Error) -> String {
-    let (status, body) = crate::axum_response::status_and_body(error);
+    let (status, body) = crate::web::axum_response::status_and_body(error);
     if status == http::StatusCode::INTERNAL_SERVER_ERROR {
         tracing::error!(%error, "a watch failed to read a state");
     }

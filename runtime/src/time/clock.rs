@@ -96,7 +96,7 @@ impl ManualClock {
     /// saturating at the latest time it represents.
     pub fn advance(&self, by: impl IntoDuration) {
         let mut now = self.now.lock().unwrap_or_else(PoisonError::into_inner);
-        *now = crate::limits::later(*now, by.into_duration());
+        *now = crate::time::saturating::later(*now, by.into_duration());
     }
 
     /// Sets the clock to `at` (forward or back).

@@ -2,8 +2,8 @@
 
 use std::fmt;
 
+use crate::actor::handled::Handled;
 use crate::error::{is_transient_database_error, Error, Rejection};
-use crate::handled::Handled;
 
 /// A handler's failure: the turn rolls back, the attempt is recorded, and the message is
 /// retried with backoff (or becomes a dead letter at once, if permanent).

@@ -3,9 +3,9 @@
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::codec::store_value;
+use crate::actor::failure::HandlerError;
+use crate::codec::{panic_text, store_value};
 use crate::error::{Error, Rejection};
-use crate::failure::HandlerError;
 
 /// The outcome of one handler run, produced by the generated dispatch.
 #[doc(hidden)]
@@ -55,13 +55,4 @@ impl Handled {
             retryable: true,
         }
     }
-}
-
-/// The message of a caught panic.
-pub(crate) fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
-    panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("a panic without a message")
 }

@@ -9,12 +9,13 @@ use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
-use crate::clock::IntoDuration;
-use crate::engine::{from_micros, micros, read_until, Lock, Step};
+use crate::client::runtime::Runtime;
+use crate::engine::{read_until, Lock, Step};
 use crate::error::{Error, Rejection, Result};
 use crate::limits::{check_timeout, deadline_after};
-use crate::runtime::Runtime;
 use crate::store::{MessageLookup, MessageRecord, StoredStatus};
+use crate::time::clock::IntoDuration;
+use crate::time::micros::{from_micros, micros};
 
 /// How often [`MessageRef::wait`] looks at its message again, at most.
 const WAIT_POLL: Duration = Duration::from_millis(25);
@@ -191,7 +192,7 @@ impl<T: DeserializeOwned> MessageRef<T> {
     /// ahead of it, its own retry, or a type this runtime does not run.
     pub async fn wait(&self, timeout: impl IntoDuration) -> Result<T> {
         let timeout = check_timeout(timeout.into_duration())?;
-        crate::handler_scope::refuse_inside_handler(&self.actor_type, "wait")?;
+        crate::actor::handler_scope::refuse_inside_handler(&self.actor_type, "wait")?;
         let deadline = deadline_after(timeout);
         let engine = self.runtime.engine();
         let runner = engine.registry().runner(&self.actor_type);
@@ -260,36 +261,5 @@ impl<T> fmt::Debug for MessageRef<T> {
             .field("actor_type", &self.actor_type)
             .field("actor_id", &self.actor_id)
             .finish()
-    }
-}
-
-/// A message that failed on every attempt, for operators.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct DeadLetter {
-    /// The message.
-    pub message: MessageRef,
-    /// Its operation.
-    pub operation: String,
-    /// Its arguments.
-    pub arguments: serde_json::Value,
-    /// Attempts made.
-    pub attempts: i64,
-    /// The last attempt's error.
-    pub error: String,
-    /// When it became a dead letter.
-    pub failed_at: Option<DateTime<Utc>>,
-}
-
-impl DeadLetter {
-    pub(crate) fn new(runtime: Runtime, record: MessageRecord) -> Self {
-        Self {
-            message: MessageRef::new(runtime, &record),
-            arguments: serde_json::from_str(&record.arguments).unwrap_or_default(),
-            operation: record.operation,
-            attempts: record.attempts,
-            error: record.last_error.unwrap_or_default(),
-            failed_at: record.finished_at.map(from_micros),
-        }
     }
 }

@@ -12,20 +12,22 @@ use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::actor::handler_scope::refuse_inside_handler;
+use crate::actor::operation_codec::{encode_operation, store_operation};
+use crate::actor::reminder::ScheduledReminder;
 use crate::actor::{Actor, Operations};
-use crate::clock::IntoDuration;
-use crate::codec::{encode_operation, from_json, store_operation};
+use crate::client::message::MessageRef;
+use crate::client::runtime::Runtime;
+use crate::codec::from_json;
+use crate::codec::panic_text;
 use crate::engine::read_until;
 use crate::engine::{CallOptions, EnqueueOptions};
 use crate::error::{Error, Result};
-use crate::handled::panic_text;
-use crate::handler_scope::refuse_inside_handler;
-use crate::limits::{check_timeout, deadline_after, later, Payload};
-use crate::message::MessageRef;
+use crate::limits::{check_timeout, deadline_after, Payload};
 use crate::policy::{Denied, Request, RequestKind};
-use crate::reminder::ScheduledReminder;
-use crate::runtime::Runtime;
 use crate::store::{ActorKey, MessageLookup};
+use crate::time::clock::IntoDuration;
+use crate::time::saturating::later;
 use crate::validate::{validate_id, validate_key};
 
 /// The address of one actor: its type, its id, the runtime, and per-call options.

@@ -71,8 +71,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::admin::{Admin, DeadLetterFilter};
+use crate::client::runtime::Runtime;
 use crate::error::Error;
-use crate::runtime::Runtime;
 
 /// Who is using the dashboard, as the application's authentication knows them: put it in
 /// the request's extensions (`request.extensions_mut().insert(Operator(..))`) and the
@@ -168,7 +168,7 @@ impl From<Error> for Failed {
 
 impl IntoResponse for Failed {
     fn into_response(self) -> Response {
-        let (status, body) = crate::axum_response::status_and_body(&self.0);
+        let (status, body) = crate::web::axum_response::status_and_body(&self.0);
         if status == StatusCode::INTERNAL_SERVER_ERROR {
             tracing::error!(error = %self.0, "a dashboard request failed");
         }
@@ -275,8 +275,9 @@ async fn dead_letters(console: Console, Query(filter): Query<Filter>) -> Page {
 async fn retry(console: Console, Path(message_id): Path<i64>) -> Result<Redirect, Failed> {
     let retried_as = console.admin.retry_dead_letter(message_id).await?;
     Ok(Redirect::to(&format!(
-        "{}/messages/{retried_as}",
-        console.base
+        "{}/messages/{}",
+        console.base,
+        retried_as.id()
     )))
 }
 

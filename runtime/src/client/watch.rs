@@ -11,15 +11,15 @@ use futures_util::stream::{self, Stream, StreamExt};
 use serde_json::Value;
 use tokio::time::Instant;
 
+use crate::actor::handler_scope::refuse_inside_handler;
 use crate::actor::Actor;
+use crate::client::reference::Reference;
+use crate::client::runtime::Runtime;
+use crate::codec::panic_text;
 use crate::engine::{read_until, Subscription};
 use crate::error::{Error, Result};
-use crate::handled::panic_text;
-use crate::handler_scope::refuse_inside_handler;
 use crate::limits::deadline_after;
 use crate::policy::RequestKind;
-use crate::reference::Reference;
-use crate::runtime::Runtime;
 use crate::store::{ActorKey, Instance, Version};
 
 /// How long a watcher waits before it reads again after a read failed.

@@ -3,18 +3,34 @@
 //! Users do not implement these by hand; the macros generate them from the struct and its
 //! `#[actor]` impl block. They are public so that generic code can name them
 //! (`fn audit<A: Actor>(reference: &Reference<A>)`).
+//!
+//! The files of this folder are the contract the macros implement and handlers use: they
+//! import from the store and the leaves, never from the engine or the client (but for the
+//! two exceptions runtime/tests/layers.rs lists: `Actor::Reference` and a send's
+//! registration).
 
 use std::future::Future;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::effect::Effect;
-use crate::handled::Handled;
-use crate::reference::Reference;
-use crate::reminder::ReminderLookup;
-use crate::reply::ReplyStage;
-use crate::turn::{ScheduleStage, SendStage, Turn, UnscheduleStage};
+pub(crate) mod effect;
+pub(crate) mod failure;
+pub(crate) mod handled;
+pub(crate) mod handler_scope;
+pub mod migration;
+pub(crate) mod operation_codec;
+pub(crate) mod reminder;
+pub(crate) mod reply;
+pub(crate) mod stored_field;
+pub(crate) mod turn;
+
+use crate::actor::effect::Effect;
+use crate::actor::handled::Handled;
+use crate::actor::reminder::ReminderLookup;
+use crate::actor::reply::ReplyStage;
+use crate::actor::turn::{ScheduleStage, SendStage, Turn, UnscheduleStage};
+use crate::client::reference::Reference;
 
 /// The durable state of an actor: the struct that carries `#[actor]`.
 ///
@@ -137,7 +153,7 @@ pub trait Actor: ActorState {
     /// The `#[migrate(from = n)]` step that reads a state stored at version `from` and
     /// writes version `from + 1`, if the actor has one.
     #[doc(hidden)]
-    fn migration(from: u32) -> Option<crate::migration::Migration> {
+    fn migration(from: u32) -> Option<crate::actor::migration::Migration> {
         let _ = from;
         None
     }

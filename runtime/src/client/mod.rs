@@ -1,0 +1,17 @@
+//! What an application holds: the runtime handle, its builder, references, enqueued
+//! messages, watches and the testing API.
+//!
+//! The client calls into the engine and never the other way: the engine knows nothing of a
+//! `Runtime`.
+
+pub(crate) mod builder;
+pub(crate) mod default_runtime;
+pub mod effect;
+pub(crate) mod effect_tasks;
+pub(crate) mod message;
+pub(crate) mod reference;
+pub(crate) mod runtime;
+pub(crate) mod shutdown;
+pub(crate) mod testing;
+pub(crate) mod watch;
+pub(crate) mod worker;
