@@ -213,33 +213,55 @@ pub(crate) async fn run_due(runtime: &Runtime, limit: usize) -> Result<usize> {
 /// own, as many at once as `tasks` allows, so that no handler (a hung one included) holds
 /// a worker; returns how many started. Once the runtime shuts down it claims no more. The
 /// workers' way.
+///
+/// The kinds take turns, one effect each, so that a kind with a backlog does not keep every
+/// task while another kind's effects wait (every process registers its kinds in the same
+/// order: a kind that always came first would starve the others everywhere).
 pub(crate) async fn start_due(runtime: &Runtime, tasks: &EffectTasks) -> Result<usize> {
-    let engine = runtime.engine();
+    let mut kinds = runtime.effect_runners();
     let mut started = 0;
-    for (name, runner) in runtime.effect_runners() {
-        loop {
+    while !kinds.is_empty() {
+        let mut index = 0;
+        while index < kinds.len() {
             if runtime.is_closed() {
                 return Ok(started);
             }
             let Some(permit) = tasks.try_permit() else {
                 return Ok(started);
             };
-            let Some(claimed) = engine.claim_effect(name).await? else {
-                break;
+            let (name, runner) = &kinds[index];
+            let name: &'static str = name;
+            let Some(claimed) = runtime.engine().claim_effect(name).await? else {
+                // None of this kind is due: the other kinds go on without it.
+                kinds.remove(index);
+                continue;
             };
-            let (runtime, runner) = (runtime.clone(), Arc::clone(&runner));
-            let abandoning = tasks.abandoning();
-            tasks.spawn(async move {
-                let ran = run_claimed(&runtime, name, &*runner, claimed, abandoning).await;
-                if let Err(error) = ran {
-                    tracing::error!(effect = name, %error, "an effect's outcome was not recorded");
-                }
-                drop(permit);
-            });
+            spawn_claimed(runtime, tasks, name, runner, claimed, permit);
             started += 1;
+            index += 1;
         }
     }
     Ok(started)
+}
+
+/// Starts a claimed effect in a task of its own, holding `permit` until it ends.
+fn spawn_claimed(
+    runtime: &Runtime,
+    tasks: &EffectTasks,
+    name: &'static str,
+    runner: &Arc<dyn EffectRunner>,
+    claimed: ClaimedEffect,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) {
+    let (runtime, runner) = (runtime.clone(), Arc::clone(runner));
+    let abandoning = tasks.abandoning();
+    tasks.spawn(async move {
+        let ran = run_claimed(&runtime, name, &*runner, claimed, abandoning).await;
+        if let Err(error) = ran {
+            tracing::error!(effect = name, %error, "an effect's outcome was not recorded");
+        }
+        drop(permit);
+    });
 }
 
 /// How long a runner that a shutdown stops may take to give its effect's lease back; past it
