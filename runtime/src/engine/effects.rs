@@ -1,5 +1,5 @@
-//! The store side of effects: handlers by name, one claim per effect with a lease that
-//! starts when it runs, and outcomes that only the lease's holder can record.
+//! The store side of effects: the kinds this runtime handles, one claim per effect with a
+//! lease that starts when it runs, and outcomes that only the lease's holder can record.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError, RwLock};
@@ -48,7 +48,7 @@ const UNHANDLED_AFTER: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
 
 /// The effect kinds this runtime has handlers for (the handlers themselves are the client's),
 /// and the kinds already reported as having none here.
-pub(crate) struct EffectHandlers {
+pub(crate) struct EffectKinds {
     /// The kinds handled here, each with its own retry policy, if it has one.
     kinds: RwLock<HashMap<&'static str, Option<RetryPolicy>>>,
     /// Effect kinds already reported as having no handler here.
@@ -57,7 +57,7 @@ pub(crate) struct EffectHandlers {
     retry: RetryPolicy,
 }
 
-impl EffectHandlers {
+impl EffectKinds {
     /// No handlers yet; a kind without its own retry policy is retried by `retry`.
     pub(super) fn new(retry: RetryPolicy) -> Self {
         Self {

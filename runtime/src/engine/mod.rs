@@ -7,7 +7,7 @@
 //!
 //! - registry: `registry` ([`Registry`]: the actor types by stored name, with their runners);
 //! - calls: `call` (synchronous calls; `Call`, a call in progress, whose steps are its
-//!   methods), `query` (ordered reads and snapshots), `enqueue` (messages at a mailbox's
+//!   methods), `ask` (ordered reads and snapshots), `enqueue` (messages at a mailbox's
 //!   tail), `destroy` (ending an incarnation);
 //! - one mailbox step: `mailbox_step` (lock the actor, take the head, decode it, run its turn);
 //! - one turn: `one_turn` (the handler to the commit, step by step), `settle` (what a
@@ -17,7 +17,7 @@
 //! - workers: `workers` (a pass over ready actors; `Workers`: claims, stalls, samples);
 //! - upkeep: `upkeep` (retention, unhandled effects, unknown operations) and `dead_letters`
 //!   (an operator's retry);
-//! - effects: `effects` (claims, leases, outcomes and replies; `EffectHandlers`);
+//! - effects: `effects` (claims, leases, outcomes and replies; `EffectKinds`);
 //! - watchers: `watchers` (`Watchers`: commits told to the actors' subscribers);
 //! - and `outcome`, what a caller sees of a finished message.
 //!
@@ -27,6 +27,7 @@
 //! caller whose deadline passed (the message stays for later), and an operation this build
 //! does not know (left for a build that knows it).
 
+mod ask;
 mod attempts;
 mod call;
 mod dead_letters;
@@ -36,7 +37,6 @@ mod enqueue;
 mod mailbox_step;
 mod one_turn;
 mod outcome;
-mod query;
 mod registry;
 mod reminders;
 mod settle;
@@ -64,7 +64,7 @@ use crate::time::clock::Clock;
 /// callers.
 pub(crate) use crate::time::{from_micros, micros};
 pub(crate) use call::CallOptions;
-pub(crate) use effects::EffectHandlers;
+pub(crate) use effects::EffectKinds;
 pub(crate) use enqueue::{EnqueueOptions, Enqueued};
 pub(crate) use outcome::{stored_rejection, Outcome};
 pub(crate) use registry::Registry;
@@ -105,8 +105,8 @@ pub(crate) struct Engine {
     workers: workers::Workers,
     /// Reminder rows that did not read, left alone for a while.
     unreadable_reminders: reminders::UnreadableReminders,
-    /// The effect handlers, by effect name.
-    effects: EffectHandlers,
+    /// The effect kinds this runtime has handlers for, with their retry policies.
+    effects: EffectKinds,
     /// The watched actors, told of every commit that changes a state.
     watchers: Arc<Watchers>,
 }
@@ -196,7 +196,7 @@ impl Engine {
             registry: Registry::default(),
             workers: workers::Workers::default(),
             unreadable_reminders: reminders::UnreadableReminders::default(),
-            effects: EffectHandlers::new(config.retry),
+            effects: EffectKinds::new(config.retry),
             watchers,
             config,
         }
@@ -234,7 +234,7 @@ impl Engine {
     }
 
     /// The effect handlers of this runtime.
-    pub(crate) fn effects(&self) -> &EffectHandlers {
+    pub(crate) fn effects(&self) -> &EffectKinds {
         &self.effects
     }
 
