@@ -1,7 +1,7 @@
 //! The runtime's own contract: authorisation, ids, the one-transaction fast path, failures,
 //! bad stored rows, workers, limits.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -70,8 +70,7 @@ impl Impostor {
 #[tokio::test]
 async fn without_a_policy_every_call_is_denied_and_nothing_is_written() {
     let harness = Harness::new();
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
+    let runtime = harness.store().await
         .start()
         .await
         .unwrap();
@@ -136,8 +135,7 @@ impl solid_objects::Policy for SignedIn {
 #[tokio::test]
 async fn a_policy_sees_the_operation_its_arguments_and_the_callers_context() {
     let harness = Harness::new();
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
+    let runtime = harness.store().await
         .policy(SignedIn)
         .start()
         .await
@@ -199,8 +197,7 @@ impl solid_objects::Policy for TypedJournalPolicy {
 #[tokio::test]
 async fn a_policy_can_match_calls_as_the_actors_typed_messages_and_queries() {
     let harness = Harness::new();
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
+    let runtime = harness.store().await
         .policy(TypedJournalPolicy)
         .start()
         .await
@@ -509,8 +506,7 @@ async fn arguments_over_the_limit_are_refused_before_anything_is_written() {
     let harness = Harness::new();
     let mut limits = Limits::default();
     limits.max_arguments_bytes = 64;
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
+    let runtime = harness.store().await
         .policy(AllowAll)
         .limits(limits)
         .start()

@@ -1,7 +1,7 @@
 //! Durable async delivery: retries with backoff, dead letters, idempotency keys, limits,
 //! retention, and application writes that roll back with the turn.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Nothing wedges: every failure is counted, every worker survives, a cancelled call leaves
 //! the database usable. Each test is named after a way the first version could be wedged.
 
-mod support;
+use crate::support;
 
 use std::future::Future;
 use std::process::{Command, Stdio};
@@ -167,7 +167,7 @@ async fn outside_writer_process() {
 /// Whether another OS process can write to the harness's file.
 fn another_process_writes(harness: &Harness) -> bool {
     Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "outside_writer_process", "--test-threads=1"])
+        .args(["--exact", &support::test_name(module_path!(), "outside_writer_process"), "--test-threads=1"])
         .env(OUTSIDE_WRITER, harness.path())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -390,8 +390,7 @@ impl Bomber {
 #[tokio::test]
 async fn an_effect_handler_that_panics_before_its_future_is_a_failed_attempt() {
     let harness = Harness::new();
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
+    let runtime = harness.store().await
         .clock(harness.clock.clone())
         .policy(AllowAll)
         .effect(|effect: Detonate, _context: EffectContext| {
@@ -440,8 +439,7 @@ impl Clock for TrippingClock {
 async fn a_worker_that_dies_is_restarted_and_run_returns_only_after_shutdown() {
     let harness = Harness::new();
     let armed = Arc::new(AtomicU32::new(0));
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
+    let runtime = harness.store().await
         .clock(TrippingClock {
             inner: harness.clock.clone(),
             armed: Arc::clone(&armed),
@@ -483,8 +481,7 @@ async fn a_worker_that_dies_is_restarted_and_run_returns_only_after_shutdown() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_blocked_heads_do_not_delay_a_ready_actor() {
     let harness = Harness::new();
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
+    let runtime = harness.store().await
         .clock(harness.clock.clone())
         .durability(solid_objects::Durability::Normal)
         .policy(AllowAll)
@@ -526,8 +523,7 @@ async fn a_thousand_blocked_heads_do_not_delay_a_ready_actor() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_messages_for_unknown_types_do_not_delay_a_ready_actor() {
     let harness = Harness::new();
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
+    let runtime = harness.store().await
         .clock(harness.clock.clone())
         .policy(AllowAll)
         .workers(1)
@@ -613,8 +609,7 @@ async fn caller_supplied_durations_never_panic() {
     retry.max_delay = Duration::MAX;
     let mut limits = solid_objects::Limits::default();
     limits.retention = Duration::MAX;
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
+    let runtime = harness.store().await
         .clock(harness.clock.clone())
         .policy(AllowAll)
         .retry(retry)
@@ -823,8 +818,7 @@ impl Till {
 
 async fn provider_runtime(harness: &Harness, provider: &Arc<SlowProvider>) -> Runtime {
     let provider = Arc::clone(provider);
-    Runtime::builder()
-        .sqlite(harness.path())
+    harness.store().await
         .clock(harness.clock.clone())
         .policy(AllowAll)
         .effect(move |charge: Charge, context: EffectContext| {
@@ -891,8 +885,7 @@ async fn effects_run_once_per_lease_and_a_stale_runner_cannot_undo_them() {
 
 /// A runtime on the harness whose handlers may run `turn_timeout`.
 async fn impatient_runtime(harness: &Harness, turn_timeout: Duration) -> Runtime {
-    Runtime::builder()
-        .sqlite(harness.path())
+    harness.store().await
         .clock(harness.clock.clone())
         .policy(AllowAll)
         .turn_timeout(turn_timeout)
@@ -1010,8 +1003,7 @@ impl Undertaker {
 async fn undertaker_runtime(harness: &Harness, dead_retention: Duration) -> Runtime {
     let mut limits = solid_objects::Limits::default();
     limits.dead_retention = dead_retention;
-    Runtime::builder()
-        .sqlite(harness.path())
+    harness.store().await
         .clock(harness.clock.clone())
         .policy(AllowAll)
         .limits(limits)

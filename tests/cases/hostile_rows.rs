@@ -2,7 +2,7 @@
 //! decodes (state, arguments, results, reminder arguments, effect payloads) gets an error or
 //! a counted failure, never a panic, and never a message that waits forever uncounted.
 
-mod support;
+use crate::support;
 
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -103,8 +103,7 @@ async fn corrupt(harness: &Harness, column: &str, value: Option<&String>) {
 
 async fn survive(corruption: Corruption) {
     let harness = Harness::new();
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
+    let runtime = harness.store().await
         .clock(harness.clock.clone())
         .policy(AllowAll)
         .effect(|_: Notice, _: EffectContext| async { Ok(()) })

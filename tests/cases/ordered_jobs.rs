@@ -1,14 +1,14 @@
 //! Every scenario under "What the tests prove" in the ordered-jobs guide.
 
-#[path = "../examples/ledger_account/ledger.rs"]
+#[path = "../../examples/ledger_account/ledger.rs"]
 mod ledger;
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
 use ledger::{EntryKind, LedgerAccount, LedgerAccountMessage};
 use solid_objects::prelude::*;
-use support::{count, eventually, rejection_code, Harness};
+use support::{count, eventually, rejection_code, Backend, Harness};
 
 /// The ledger's `ledger_entries` table in MySQL's form, for the run on MariaDB.
 const LEDGER_ENTRIES_MYSQL: &str = "
@@ -23,7 +23,7 @@ const LEDGER_ENTRIES_MYSQL: &str = "
 
 /// A runtime on a database that has the application's `ledger_entries` table.
 async fn ledger_runtime(harness: &Harness) -> Runtime {
-    if harness.on_mariadb() {
+    if harness.backend() == Backend::MariaDb {
         support::execute(harness, LEDGER_ENTRIES_MYSQL).await;
     } else {
         ledger::migrate(&harness.path()).await.unwrap();

@@ -3,7 +3,7 @@
 //! version; a state from a newer build, or one no migration reads, is left alone and its
 //! messages wait uncounted; a migration that fails or panics is a counted attempt.
 
-mod support;
+use crate::support;
 
 use serde::Deserialize;
 use solid_objects::prelude::*;

@@ -6,7 +6,7 @@
 //! and barriers, never with sleeps, and every wait is bounded so that a wedge fails instead
 //! of hanging.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -17,8 +17,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::{Effect, EffectContext, MessageStatus};
-use support::postgres::PgServer;
-use support::{count, eventually, Harness};
+use support::{count, eventually, Backend, Harness};
 use tokio::sync::Semaphore;
 
 // ---------------------------------------------------------------------------------------
@@ -97,12 +96,16 @@ fn runs(name: &str) -> usize {
         .unwrap_or(0)
 }
 
-/// A fresh PostgreSQL database on its own throwaway server (keep the server alive while the
-/// test runs).
-async fn postgres() -> Option<(PgServer, String)> {
-    let server = PgServer::start()?;
-    let url = server.database().await;
-    Some((server, url))
+/// A fresh database on the binary's PostgreSQL server, and its URL (keep the harness alive
+/// while the test runs); `None` in the other backends' binaries, for a case about what only
+/// PostgreSQL does.
+async fn postgres() -> Option<(Harness, String)> {
+    let harness = Harness::new();
+    if harness.backend() != Backend::Postgres {
+        return None;
+    }
+    let url = harness.url().await;
+    Some((harness, url))
 }
 
 async fn postgres_runtime(url: &str, connections: u32, clock: &ManualClock) -> Runtime {
@@ -417,8 +420,7 @@ async fn a_send_whose_arguments_cannot_be_read_back_is_never_committed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_default_is_a_counted_attempt_and_does_not_wedge_the_workers() {
     let harness = Harness::new();
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
+    let runtime = harness.store().await
         .clock(harness.clock.clone())
         .policy(AllowAll)
         .actor::<Brittle>()
@@ -537,8 +539,7 @@ async fn a_panicking_default_reaches_callers_as_an_error_not_a_panic() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handler_stuck_in_its_own_sqlite_query_frees_the_writer_at_the_turn_timeout() {
     let harness = Harness::new();
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
+    let runtime = harness.store().await
         .clock(harness.clock.clone())
         .policy(AllowAll)
         .turn_timeout(Duration::from_millis(300))
@@ -656,11 +657,11 @@ async fn upgrading_a_sqlite_database_keeps_delayed_messages_waiting() {
     .execute(&old)
     .await
     .unwrap();
-    sqlx::raw_sql(include_str!("../migrations/sqlite/0001_actors.sql"))
+    sqlx::raw_sql(include_str!("../../migrations/sqlite/0001_actors.sql"))
         .execute(&old)
         .await
         .unwrap();
-    sqlx::raw_sql(include_str!("../migrations/sqlite/0002_effects.sql"))
+    sqlx::raw_sql(include_str!("../../migrations/sqlite/0002_effects.sql"))
         .execute(&old)
         .await
         .unwrap();
@@ -716,11 +717,11 @@ async fn upgrading_a_postgres_database_keeps_delayed_messages_waiting() {
     .execute(&old)
     .await
     .unwrap();
-    sqlx::raw_sql(include_str!("../migrations/postgres/0001_actors.sql"))
+    sqlx::raw_sql(include_str!("../../migrations/postgres/0001_actors.sql"))
         .execute(&old)
         .await
         .unwrap();
-    sqlx::raw_sql(include_str!("../migrations/postgres/0002_effects.sql"))
+    sqlx::raw_sql(include_str!("../../migrations/postgres/0002_effects.sql"))
         .execute(&old)
         .await
         .unwrap();
@@ -1023,8 +1024,7 @@ async fn a_huge_effect_lease_saturates_on_postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_effect_handler_does_not_wedge_every_worker() {
     let harness = Harness::new();
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
+    let runtime = harness.store().await
         .policy(AllowAll)
         .workers(2)
         .effect_lease(Duration::from_millis(200))
@@ -1081,9 +1081,10 @@ async fn a_hung_effect_handler_does_not_wedge_every_worker() {
 async fn a_stale_effect_runner_cannot_overwrite_a_retried_effect() {
     static INVOCATIONS: AtomicUsize = AtomicUsize::new(0);
     let harness = Harness::new();
-    let start = || {
-        Runtime::builder()
-            .sqlite(harness.path())
+    let start = || async {
+        harness
+            .store()
+            .await
             .clock(harness.clock.clone())
             .policy(AllowAll)
             .effect(|_: Charge, _: EffectContext| async move {
@@ -1100,6 +1101,7 @@ async fn a_stale_effect_runner_cannot_overwrite_a_retried_effect() {
                 }
             })
             .start()
+            .await
     };
     let first = start().await.unwrap();
     let second = start().await.unwrap();
@@ -1385,8 +1387,7 @@ async fn callers_that_give_up_leave_no_session_waiting_in_the_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_newer_builds_broadcast_never_starves_a_ready_message() {
     let harness = Harness::new();
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
+    let runtime = harness.store().await
         .durability(solid_objects::Durability::Normal)
         .clock(harness.clock.clone())
         .policy(AllowAll)
