@@ -212,10 +212,7 @@ case!(
     dead_effects_and_retry,
     dead_effects_are_listed_and_retried_once
 );
-case!(
-    doctor,
-    the_doctor_checks_schema_settings_and_a_round_trip
-);
+case!(doctor, the_doctor_checks_schema_settings_and_a_round_trip);
 
 async fn denied_by_default_and_audited(setup: Setup) {
     // A runtime without a policy, and one whose policy says nothing of administration.

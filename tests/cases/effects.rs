@@ -197,9 +197,13 @@ async fn a_failed_attempt_is_retried_with_backoff_under_the_same_id() {
 #[tokio::test]
 async fn an_effect_whose_worker_died_runs_again_when_its_lease_runs_out() {
     let harness = Harness::new();
-    if harness.backend() == Backend::MariaDb {
-        // There leases run on the server's clock, which the manual clock does not move:
-        // tests/mysql_reliability.rs has effect_lease_uses_the_database_clock.
+    // On a server leases run on the server's clock, which the manual clock does not move:
+    // the MariaDB reliability cases have effect_lease_uses_the_database_clock.
+    if !support::only_on(
+        &harness,
+        Backend::Sqlite,
+        "leases run on the server's clock",
+    ) {
         return;
     }
     let provider = Arc::new(Provider::default());
@@ -245,9 +249,13 @@ async fn an_effect_whose_worker_died_runs_again_when_its_lease_runs_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_effect_renews_its_lease_and_is_not_run_twice() {
     let harness = Harness::new();
-    if harness.backend() == Backend::MariaDb {
-        // There leases run on the server's clock: tests/mysql_reliability.rs has
-        // a_running_effect_keeps_its_lease_past_the_first.
+    // On a server leases run on the server's clock: the MariaDB reliability cases have
+    // a_running_effect_keeps_its_lease_past_the_first.
+    if !support::only_on(
+        &harness,
+        Backend::Sqlite,
+        "leases run on the server's clock",
+    ) {
         return;
     }
     let lease = Duration::from_millis(300);

@@ -3,9 +3,9 @@
 
 use crate::support;
 
+use crate::support::subscription::Subscription;
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
-use crate::support::subscription::Subscription;
 use support::Harness;
 
 /// Why a hold is refused, as a caller can match on it.
@@ -194,7 +194,9 @@ async fn destroying_is_denied_unless_the_policy_allows_it() {
         }
     }
     let harness = Harness::new();
-    let runtime = harness.store().await
+    let runtime = harness
+        .store()
+        .await
         .policy(CallsOnly)
         .start()
         .await

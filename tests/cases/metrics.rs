@@ -144,7 +144,9 @@ async fn messages_turns_calls_reminders_and_effects_are_counted_by_actor_type_an
         .install_recorder()
         .expect("the one recorder of this process installs");
     let harness = Harness::new();
-    let runtime = harness.store().await
+    let runtime = harness
+        .store()
+        .await
         .clock(harness.clock.clone())
         .policy(AllowAll)
         .actor::<Meter>()

@@ -1,10 +1,10 @@
-//! Traps at the edges, found by an adversarial review: what a handler reaches through a
+//! Misuse from handlers and at the edges: what a handler reaches through a
 //! reference (a snapshot, a message by key, from one or many turns at once), what an effect
 //! handler and a dropped default runtime reach, builders kept past their turn, a panicking
 //! policy behind an HTTP endpoint, and an application's own pool left as it was.
 //!
-//! Every wait is bounded (`tokio::time::timeout`), nothing sleeps to synchronise, and every
-//! runtime is on a real SQLite file in a temp dir. No test here sets the process default.
+//! Every wait is bounded (`tokio::time::timeout`) and nothing sleeps to synchronise. One test
+//! sets the process default; the others do not rely on it.
 
 use crate::support;
 
@@ -141,6 +141,13 @@ async fn on_a_pool_of_one(harness: &Harness) -> Runtime {
 #[tokio::test]
 async fn a_snapshot_from_inside_a_handler_does_not_wait_for_its_own_turn() {
     let harness = Harness::new();
+    if !support::only_on(
+        &harness,
+        Backend::Sqlite,
+        "the application's own pool of one is a SQLite pool",
+    ) {
+        return;
+    }
     let runtime = on_a_pool_of_one(&harness).await;
     SNAPSHOT_RUNTIME.set(runtime.clone()).unwrap();
 
@@ -161,6 +168,13 @@ async fn a_snapshot_from_inside_a_handler_does_not_wait_for_its_own_turn() {
 #[tokio::test]
 async fn message_with_key_from_inside_a_handler_does_not_wait_for_its_own_turn() {
     let harness = Harness::new();
+    if !support::only_on(
+        &harness,
+        Backend::Sqlite,
+        "the application's own pool of one is a SQLite pool",
+    ) {
+        return;
+    }
     let runtime = on_a_pool_of_one(&harness).await;
     KEYED_RUNTIME.set(runtime.clone()).unwrap();
     runtime
@@ -244,7 +258,9 @@ impl Pinger {
 async fn a_runtimes_own_effect_handler_reaches_that_runtime() {
     let harness = Harness::new();
     let (reached, mut answers) = mpsc::unbounded_channel();
-    let runtime = harness.store().await
+    let runtime = harness
+        .store()
+        .await
         .policy(AllowAll)
         .effect(move |_: Ping, _context: EffectContext| {
             let reached = reached.clone();
@@ -313,7 +329,9 @@ impl Policy for BuggyPolicy {
 #[tokio::test]
 async fn a_panicking_policy_leaks_nothing_into_the_http_response() {
     let harness = Harness::new();
-    let runtime = harness.store().await
+    let runtime = harness
+        .store()
+        .await
         .policy(BuggyPolicy)
         .start()
         .await
@@ -360,6 +378,13 @@ async fn a_rejection_response_always_has_code_message_and_details() {
 #[tokio::test]
 async fn a_runtime_leaves_the_applications_sqlite_connections_as_it_found_them() {
     let harness = Harness::new();
+    if !support::only_on(
+        &harness,
+        Backend::Sqlite,
+        "the application's own pool is a SQLite pool",
+    ) {
+        return;
+    }
     let options = sqlx::sqlite::SqliteConnectOptions::new()
         .filename(harness.path())
         .create_if_missing(true)
@@ -407,7 +432,9 @@ async fn a_runtime_leaves_the_applications_sqlite_connections_as_it_found_them()
 #[tokio::test]
 async fn a_runtime_started_as_the_default_is_reached_by_reference() {
     let harness = Harness::new();
-    harness.store().await
+    harness
+        .store()
+        .await
         .clock(harness.clock.clone())
         .policy(AllowAll)
         .set_default()

@@ -275,7 +275,9 @@ async fn listing_reminders_is_authorised_as_a_query() {
         }
     }
     let harness = Harness::new();
-    let runtime = harness.store().await
+    let runtime = harness
+        .store()
+        .await
         .clock(harness.clock.clone())
         .policy(CommandsOnly)
         .start()

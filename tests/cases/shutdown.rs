@@ -461,7 +461,13 @@ async fn closed_completes_when_the_runtime_shuts_down_and_stops_an_axum_server()
     use futures_util::FutureExt;
 
     let harness = Harness::new();
-    let runtime = harness.store().await.policy(AllowAll).start().await.unwrap();
+    let runtime = harness
+        .store()
+        .await
+        .policy(AllowAll)
+        .start()
+        .await
+        .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let router = axum::Router::new().route("/", axum::routing::get(|| async { "up" }));
     let serving = axum::serve(listener, router).with_graceful_shutdown(runtime.closed());

@@ -210,7 +210,11 @@ async fn second_process(backend: Database) {
     let mut watch = counter.watch();
     assert_eq!(next_state(&mut watch).await.0, 1);
     let mut child = Command::new(std::env::current_exe().expect("the test binary"))
-        .args(["--exact", &support::test_name(module_path!(), "watch_child_process"), "--test-threads=1"])
+        .args([
+            "--exact",
+            &support::test_name(module_path!(), "watch_child_process"),
+            "--test-threads=1",
+        ])
         .env(CHILD_DATABASE, backend.database().await)
         .env(CHILD_INCREMENTS, "3")
         .stdout(Stdio::null())
@@ -507,7 +511,9 @@ async fn a_thousand_watchers_of_one_actor_each_see_the_newest_state() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn turns_undone_inside_group_commits_are_never_seen() {
     let harness = Harness::new();
-    let runtime = harness.store().await
+    let runtime = harness
+        .store()
+        .await
         .group_commit(GroupCommit::default().max_wait(Duration::from_millis(50)))
         .policy(AllowAll)
         .start()
@@ -644,7 +650,9 @@ async fn a_denied_watch_as_server_sent_events_is_a_403() {
     use axum::response::IntoResponse;
 
     let harness = Harness::new();
-    let runtime = harness.store().await
+    let runtime = harness
+        .store()
+        .await
         .policy(CallersOnly)
         .start()
         .await

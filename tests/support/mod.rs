@@ -174,6 +174,15 @@ impl Harness {
             .expect("the runtime starts")
     }
 
+    /// `sql` with its `?` placeholders spelled as the harness's backend wants them, for
+    /// [`connect`]'s pool.
+    pub fn sql(&self, sql: &str) -> String {
+        match self.backend {
+            Backend::Postgres => numbered_placeholders(sql),
+            Backend::Sqlite | Backend::MariaDb => sql.to_owned(),
+        }
+    }
+
     pub fn advance_minutes(&self, minutes: u64) {
         self.clock.advance(Duration::from_secs(minutes * 60));
     }
@@ -230,6 +239,16 @@ pub fn numbered_placeholders(sql: &str) -> String {
         }
     }
     numbered
+}
+
+/// Whether a case about what only `backend` does runs here: true on that backend; on the
+/// others it prints why it skips and is false (the case then returns).
+pub fn only_on(harness: &Harness, backend: Backend, why: &str) -> bool {
+    if harness.backend() == backend {
+        return true;
+    }
+    eprintln!("skipped on {:?}: {why}", harness.backend());
+    false
 }
 
 /// The code of the rejection a call ended with; panics on anything else.
