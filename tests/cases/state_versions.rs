@@ -104,9 +104,9 @@ async fn store(harness: &Harness, actor_type: &str, actor_id: &str, version: i64
 /// The stored state and its version.
 async fn stored(harness: &Harness, actor_id: &str) -> (String, i64) {
     let pool = support::connect(harness).await;
-    // MySQL's binary collation makes the text column a blob to sqlx's `Any` driver.
+    // sqlx's `Any` driver reads MySQL's LONGTEXT as a blob; a VARCHAR reads as text.
     let state = match harness.backend() {
-        Backend::MariaDb => "CONVERT(state USING utf8mb4)",
+        Backend::MariaDb => "CAST(state AS CHAR(4000))",
         Backend::Sqlite | Backend::Postgres => "state",
     };
     let sql = harness.sql(&format!(

@@ -72,6 +72,7 @@ impl Backend {
 /// A database and a clock that outlive any one runtime, on the test binary's backend.
 pub struct Harness {
     dir: tempfile::TempDir,
+    /// The clock of every runtime the harness starts.
     pub clock: ManualClock,
     backend: Backend,
     database: tokio::sync::OnceCell<String>,
@@ -183,6 +184,7 @@ impl Harness {
         }
     }
 
+    /// Moves the harness's clock `minutes` ahead.
     pub fn advance_minutes(&self, minutes: u64) {
         self.clock.advance(Duration::from_secs(minutes * 60));
     }

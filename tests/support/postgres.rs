@@ -9,7 +9,7 @@
 //! restart or stop it.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
@@ -19,6 +19,8 @@ pub struct PgServer {
     bin: PathBuf,
     port: u16,
     run_as_postgres: bool,
+    /// The shell that stops a shared server once this process is gone.
+    watchdog: Option<Child>,
 }
 
 static DATABASES: AtomicU32 = AtomicU32::new(0);
@@ -44,6 +46,7 @@ impl PgServer {
             bin,
             port,
             run_as_postgres,
+            watchdog: None,
         };
         let data = server.dir.path().join("data");
         server.run(
@@ -87,7 +90,7 @@ impl PgServer {
         static SHARED: OnceLock<Option<PgServer>> = OnceLock::new();
         SHARED
             .get_or_init(|| {
-                let server = Self::start()?;
+                let mut server = Self::start()?;
                 server.stop_when_this_process_ends();
                 Some(server)
             })
@@ -96,7 +99,7 @@ impl PgServer {
 
     /// Starts a shell that waits for this process to end, then stops the server and removes
     /// its directory.
-    fn stop_when_this_process_ends(&self) {
+    fn stop_when_this_process_ends(&mut self) {
         let data = self.dir.path().join("data");
         let pg_ctl = self.bin.join("pg_ctl");
         let stop = if self.run_as_postgres {
@@ -108,7 +111,7 @@ impl PgServer {
             "while kill -0 {parent} 2>/dev/null; do sleep 1; done; {stop}; rm -rf \"$3\"",
             parent = std::process::id(),
         );
-        Command::new("sh")
+        let watchdog = Command::new("sh")
             .args(["-c", &watchdog, "watchdog"])
             .arg(&pg_ctl)
             .arg(&data)
@@ -118,6 +121,7 @@ impl PgServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("the watchdog shell starts");
+        self.watchdog = Some(watchdog);
     }
 
     /// A new, empty database on this server; returns its URL.
