@@ -2,7 +2,8 @@
 //! case is an ordinary `#[tokio::test]` on a [`Harness`](crate::support::Harness), which
 //! holds the database of the binary's backend (tests/sqlite.rs, tests/postgres.rs,
 //! tests/mysql.rs compile this module each). A case that needs what only one backend has
-//! lives under that backend's folder instead.
+//! lives under that backend's folder (tests/sqlite/, tests/postgres/), or, while it shares
+//! its file's actors, returns early on the others through `support::only_on`, saying why.
 
 mod admin;
 mod calls;
