@@ -1,7 +1,7 @@
 //! Effects: emitted in the turn's transaction, run after it commits, at least once, with a
 //! stable id for the outside service's idempotency.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::{Effect, EffectContext, RetryPolicy};
-use support::{count, eventually, execute, rejection_code, Harness};
+use support::{count, eventually, execute, rejection_code, Backend, Harness};
 
 /// Charge a card for a hold.
 #[derive(Serialize, Deserialize)]
@@ -197,9 +197,13 @@ async fn a_failed_attempt_is_retried_with_backoff_under_the_same_id() {
 #[tokio::test]
 async fn an_effect_whose_worker_died_runs_again_when_its_lease_runs_out() {
     let harness = Harness::new();
-    if harness.on_mariadb() {
-        // There leases run on the server's clock, which the manual clock does not move:
-        // tests/mysql_reliability.rs has effect_lease_uses_the_database_clock.
+    // On a server leases run on the server's clock, which the manual clock does not move:
+    // the MariaDB reliability cases have effect_lease_uses_the_database_clock.
+    if !support::only_on(
+        &harness,
+        Backend::Sqlite,
+        "leases run on the server's clock",
+    ) {
         return;
     }
     let provider = Arc::new(Provider::default());
@@ -245,9 +249,13 @@ async fn an_effect_whose_worker_died_runs_again_when_its_lease_runs_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_effect_renews_its_lease_and_is_not_run_twice() {
     let harness = Harness::new();
-    if harness.on_mariadb() {
-        // There leases run on the server's clock: tests/mysql_reliability.rs has
-        // a_running_effect_keeps_its_lease_past_the_first.
+    // On a server leases run on the server's clock: the MariaDB reliability cases have
+    // a_running_effect_keeps_its_lease_past_the_first.
+    if !support::only_on(
+        &harness,
+        Backend::Sqlite,
+        "leases run on the server's clock",
+    ) {
         return;
     }
     let lease = Duration::from_millis(300);
@@ -576,7 +584,7 @@ async fn an_effect_dead_because_the_policy_was_lowered_keeps_its_real_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_effect_abandoned_by_a_shutdown_runs_again_even_on_its_last_attempt() {
     let harness = Harness::new();
-    if harness.on_mariadb() {
+    if harness.backend() == Backend::MariaDb {
         // The lease runs on the server's clock there.
         return;
     }

@@ -2,7 +2,7 @@
 //! counting what its own turn staged; `reference.reminders()` lists them for operators,
 //! authorised as a query.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -275,8 +275,9 @@ async fn listing_reminders_is_authorised_as_a_query() {
         }
     }
     let harness = Harness::new();
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
+    let runtime = harness
+        .store()
+        .await
         .clock(harness.clock.clone())
         .policy(CommandsOnly)
         .start()

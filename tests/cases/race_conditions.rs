@@ -1,7 +1,7 @@
 //! Every actor scenario under "What the tests prove" in the race-conditions guide.
 
-mod support;
-#[path = "../examples/event_tickets/tickets.rs"]
+use crate::support;
+#[path = "../../examples/event_tickets/tickets.rs"]
 mod tickets;
 
 use solid_objects::Runtime;

@@ -1,8 +1,8 @@
 //! Every scenario under "What the tests prove" in the expiring-reservations guide.
 
-#[path = "../examples/seat_inventory/inventory.rs"]
+#[path = "../../examples/seat_inventory/inventory.rs"]
 mod inventory;
-mod support;
+use crate::support;
 
 use inventory::{HoldStatus, SeatInventory, SeatInventoryMessage};
 use solid_objects::Runtime;

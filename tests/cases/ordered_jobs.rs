@@ -1,14 +1,14 @@
 //! Every scenario under "What the tests prove" in the ordered-jobs guide.
 
-#[path = "../examples/ledger_account/ledger.rs"]
+#[path = "../../examples/ledger_account/ledger.rs"]
 mod ledger;
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
 use ledger::{EntryKind, LedgerAccount, LedgerAccountMessage};
 use solid_objects::prelude::*;
-use support::{count, eventually, rejection_code, Harness};
+use support::{count, eventually, rejection_code, Backend, Harness};
 
 /// The ledger's `ledger_entries` table in MySQL's form, for the run on MariaDB.
 const LEDGER_ENTRIES_MYSQL: &str = "
@@ -21,14 +21,19 @@ const LEDGER_ENTRIES_MYSQL: &str = "
         UNIQUE (account_id, entry_id)
     ) DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin";
 
-/// A runtime on a database that has the application's `ledger_entries` table.
-async fn ledger_runtime(harness: &Harness) -> Runtime {
-    if harness.on_mariadb() {
-        support::execute(harness, LEDGER_ENTRIES_MYSQL).await;
-    } else {
-        ledger::migrate(&harness.path()).await.unwrap();
+/// A runtime on a database that has the application's `ledger_entries` table; `None` on
+/// PostgreSQL, where the guide's example keeps no rows (its handlers write on SQLite and
+/// MySQL), so the case has nothing to run.
+async fn ledger_runtime(harness: &Harness) -> Option<Runtime> {
+    match harness.backend() {
+        Backend::MariaDb => support::execute(harness, LEDGER_ENTRIES_MYSQL).await,
+        Backend::Sqlite => ledger::migrate(&harness.path()).await.unwrap(),
+        Backend::Postgres => {
+            eprintln!("skipped: the ledger example writes its rows on SQLite and MySQL only");
+            return None;
+        }
     }
-    harness.start().await
+    Some(harness.start().await)
 }
 
 /// The entry ids of an account, in the order `ledger_entries` received them.
@@ -47,7 +52,9 @@ async fn entries(harness: &Harness, account: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_workers_apply_each_accounts_entries_in_enqueue_order() {
     let harness = Harness::new();
-    let caller = ledger_runtime(&harness).await;
+    let Some(caller) = ledger_runtime(&harness).await else {
+        return;
+    };
     let mixed = [
         ("alice", "a-1", EntryKind::Deposit, 100),
         ("bob", "b-1", EntryKind::Deposit, 30),
@@ -116,7 +123,9 @@ async fn futures_results(messages: &[MessageRef<i64>]) -> Vec<i64> {
 #[tokio::test]
 async fn a_too_large_withdrawal_is_rejected_and_the_deposit_after_it_applies() {
     let harness = Harness::new();
-    let runtime = ledger_runtime(&harness).await;
+    let Some(runtime) = ledger_runtime(&harness).await else {
+        return;
+    };
     let account = runtime.reference::<LedgerAccount>("carol");
     let withdrawal = account
         .enqueue()
@@ -143,7 +152,9 @@ async fn a_too_large_withdrawal_is_rejected_and_the_deposit_after_it_applies() {
 #[tokio::test]
 async fn two_enqueues_with_one_key_and_a_direct_delivery_apply_the_entry_once() {
     let harness = Harness::new();
-    let runtime = ledger_runtime(&harness).await;
+    let Some(runtime) = ledger_runtime(&harness).await else {
+        return;
+    };
     let account = runtime.reference::<LedgerAccount>("dave");
 
     let first = account
@@ -184,7 +195,9 @@ async fn two_enqueues_with_one_key_and_a_direct_delivery_apply_the_entry_once() 
 #[tokio::test]
 async fn after_102_entries_the_first_entry_again_changes_nothing() {
     let harness = Harness::new();
-    let runtime = ledger_runtime(&harness).await;
+    let Some(runtime) = ledger_runtime(&harness).await else {
+        return;
+    };
     let account = runtime.reference::<LedgerAccount>("erin");
     for entry in 1..=102 {
         account
@@ -204,7 +217,9 @@ async fn after_102_entries_the_first_entry_again_changes_nothing() {
 #[tokio::test]
 async fn the_statement_reminder_runs_after_the_runtime_is_reopened() {
     let harness = Harness::new();
-    let runtime = ledger_runtime(&harness).await;
+    let Some(runtime) = ledger_runtime(&harness).await else {
+        return;
+    };
     let account = runtime.reference::<LedgerAccount>("fay");
     account.apply("f-1", EntryKind::Deposit, 60).await.unwrap();
     runtime.close().await;
@@ -237,7 +252,9 @@ async fn the_statement_reminder_runs_after_the_runtime_is_reopened() {
 #[tokio::test]
 async fn a_rejected_or_failed_turn_leaves_no_application_row() {
     let harness = Harness::new();
-    let runtime = ledger_runtime(&harness).await;
+    let Some(runtime) = ledger_runtime(&harness).await else {
+        return;
+    };
     let account = runtime.reference::<LedgerAccount>("gus");
     account.apply("g-1", EntryKind::Deposit, 10).await.unwrap();
     sqlx_rename_table(&harness).await;

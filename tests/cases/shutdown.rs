@@ -1,7 +1,7 @@
 //! Stopping within a deadline: `Runtime::shutdown_with_deadline` lets a turn in flight
 //! finish and commit, and abandons one that outlasts the deadline (its transaction rolls
 //! back, its message stays ready with no attempt counted, and a fresh runtime on the same
-//! database runs it once), on SQLite and on PostgreSQL; `Runtime::run_until_signal` stops
+//! database runs it once), on every backend; `Runtime::run_until_signal` stops
 //! on SIGTERM, lets its turn in flight commit and exits cleanly.
 //!
 //! Handlers wait on gates the test opens (never on the clock); the only real time is a
@@ -9,10 +9,9 @@
 //! that executes only `signalled_process` (which does nothing unless the parent set
 //! `SHUTDOWN_CHILD_DATABASE`).
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
@@ -21,8 +20,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::{Effect, MessageStatus, ShutdownReport};
-use support::eventually;
-use support::postgres::PgServer;
+use support::{eventually, Harness};
 use tokio::sync::Semaphore;
 
 const CHILD_DATABASE: &str = "SHUTDOWN_CHILD_DATABASE";
@@ -125,18 +123,7 @@ impl Job {
 }
 
 async fn mark(turn: &mut Turn<Job>, gate: &str) -> Result<(), TurnError> {
-    const INSERT: &str = "INSERT INTO marks (gate) VALUES ($1)";
-    if turn.sqlite().await.is_ok() {
-        sqlx::query(INSERT)
-            .bind(gate)
-            .execute(turn.sqlite().await?)
-            .await?;
-    } else {
-        sqlx::query(INSERT)
-            .bind(gate)
-            .execute(turn.postgres().await?)
-            .await?;
-    }
+    support::execute_in_turn(turn, "INSERT INTO marks (gate) VALUES (?)", &[gate]).await?;
     Ok(())
 }
 
@@ -164,62 +151,46 @@ impl Notifier {
     }
 }
 
-/// Where the actors live: a SQLite file or a PostgreSQL database, and the manual clock of
-/// every runtime on it.
-struct Backend {
-    database: String,
-    clock: ManualClock,
+/// The harness's database, and the builder every runtime here starts from.
+struct Database {
+    harness: Harness,
 }
 
-impl Backend {
-    fn sqlite(path: &Path) -> Self {
+impl Database {
+    fn new() -> Self {
         Self {
-            database: path.display().to_string(),
-            clock: ManualClock::starting_now(),
+            harness: Harness::new(),
         }
     }
 
-    fn builder(&self) -> solid_objects::Builder {
-        let builder = if self.database.starts_with("postgres://") {
-            Runtime::builder().postgres(&self.database, 4)
-        } else {
-            Runtime::builder().sqlite(&self.database)
-        };
-        builder
-            .clock(self.clock.clone())
+    /// A builder on the database at `database`, as the child process opens it.
+    fn builder_at(database: &str, clock: ManualClock) -> solid_objects::Builder {
+        crate::BACKEND
+            .store_at(database)
+            .clock(clock)
             .policy(AllowAll)
             .actor::<Job>()
             .workers(1)
     }
 
-    async fn runtime(&self) -> Runtime {
-        self.builder().start().await.expect("the runtime starts")
+    async fn builder(&self) -> solid_objects::Builder {
+        Self::builder_at(&self.harness.database().await, self.harness.clock.clone())
     }
 
-    fn any_url(&self) -> String {
-        if self.database.starts_with("postgres://") {
-            self.database.clone()
-        } else {
-            format!("sqlite://{}?mode=rwc", self.database)
-        }
+    async fn runtime(&self) -> Runtime {
+        self.builder()
+            .await
+            .start()
+            .await
+            .expect("the runtime starts")
     }
 
     async fn execute(&self, sql: &str) {
-        sqlx::any::install_default_drivers();
-        let pool = sqlx::AnyPool::connect(&self.any_url()).await.unwrap();
-        sqlx::query(sql).execute(&pool).await.unwrap();
-        pool.close().await;
+        support::execute(&self.harness, sql).await;
     }
 
     async fn marks(&self) -> i64 {
-        sqlx::any::install_default_drivers();
-        let pool = sqlx::AnyPool::connect(&self.any_url()).await.unwrap();
-        let count = sqlx::query_scalar("SELECT COUNT(*) FROM marks")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-        pool.close().await;
-        count
+        support::count(&self.harness, "marks").await
     }
 }
 
@@ -240,8 +211,7 @@ fn is_ready_unattempted(status: &MessageStatus) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_in_flight_finishes_within_the_deadline_commits_and_nothing_new_starts() {
-    let dir = tempfile::tempdir().unwrap();
-    let backend = Backend::sqlite(&dir.path().join("actors.db"));
+    let backend = Database::new();
     backend
         .execute("CREATE TABLE marks (gate TEXT NOT NULL)")
         .await;
@@ -288,8 +258,7 @@ async fn a_turn_in_flight_finishes_within_the_deadline_commits_and_nothing_new_s
 /// its message is queued, and which: a fresh runtime on the same database finds it ready.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_waiting_when_its_runtime_closes_hears_its_message_is_queued() {
-    let dir = tempfile::tempdir().unwrap();
-    let backend = Backend::sqlite(&dir.path().join("actors.db"));
+    let backend = Database::new();
     backend
         .execute("CREATE TABLE marks (gate TEXT NOT NULL)")
         .await;
@@ -325,7 +294,7 @@ async fn a_call_waiting_when_its_runtime_closes_hears_its_message_is_queued() {
 
 /// A turn whose handler never ends is abandoned at the deadline; then a fresh runtime on
 /// the same database, while the first is still open, runs the message exactly once.
-async fn abandoned_at_the_deadline(backend: Backend, gate_name: &str) {
+async fn abandoned_at_the_deadline(backend: Database, gate_name: &str) {
     backend
         .execute("CREATE TABLE marks (gate TEXT NOT NULL)")
         .await;
@@ -375,27 +344,13 @@ async fn abandoned_at_the_deadline(backend: Backend, gate_name: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_sqlite_a_turn_past_the_deadline_is_abandoned_and_runs_once_elsewhere() {
-    let dir = tempfile::tempdir().unwrap();
-    abandoned_at_the_deadline(Backend::sqlite(&dir.path().join("actors.db")), "sqlite").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_postgres_a_turn_past_the_deadline_is_abandoned_and_runs_once_elsewhere() {
-    let Some(server) = PgServer::start() else {
-        return;
-    };
-    let backend = Backend {
-        database: server.database().await,
-        clock: ManualClock::starting_now(),
-    };
-    abandoned_at_the_deadline(backend, "postgres").await;
+async fn a_turn_past_the_deadline_is_abandoned_and_runs_once_elsewhere() {
+    abandoned_at_the_deadline(Database::new(), "abandoned").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_effect_past_the_deadline_is_abandoned_and_runs_again_at_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let backend = Backend::sqlite(&dir.path().join("actors.db"));
+    let backend = Database::new();
     let effect_gate = new_gate("effect", true);
     let with_effect = |builder: solid_objects::Builder| {
         builder
@@ -406,7 +361,7 @@ async fn an_effect_past_the_deadline_is_abandoned_and_runs_again_at_once() {
                 Ok::<(), Failure>(())
             })
     };
-    let first = with_effect(backend.builder()).start().await.unwrap();
+    let first = with_effect(backend.builder().await).start().await.unwrap();
     first
         .reference::<Notifier>("n")
         .notify("effect".to_owned())
@@ -421,7 +376,7 @@ async fn an_effect_past_the_deadline_is_abandoned_and_runs_again_at_once() {
     workers.await.unwrap().unwrap();
 
     // Its runner gave the lease back: it runs again at once, not after its 60 s lease.
-    let second = with_effect(backend.builder()).start().await.unwrap();
+    let second = with_effect(backend.builder().await).start().await.unwrap();
     assert_eq!(second.testing().run_effects().await.unwrap(), 1);
     assert_eq!(effect_gate.entries.load(Ordering::Acquire), 2);
     second.close().await;
@@ -434,8 +389,7 @@ async fn signalled_process() {
     let Ok(database) = std::env::var(CHILD_DATABASE) else {
         return;
     };
-    let runtime = Backend::sqlite(Path::new(&database))
-        .builder()
+    let runtime = Database::builder_at(&database, ManualClock::starting_now())
         .shutdown_deadline(Duration::from_secs(60))
         .start()
         .await
@@ -448,11 +402,9 @@ async fn signalled_process() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_until_signal_ends_on_sigterm_after_its_turn_in_flight_commits() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("actors.db");
-    let marker = dir.path().join("entered");
-    let log = dir.path().join("child.log");
-    let backend = Backend::sqlite(&path);
+    let backend = Database::new();
+    let marker = backend.harness.dir().join("entered");
+    let log = backend.harness.dir().join("child.log");
     backend
         .execute("CREATE TABLE marks (gate TEXT NOT NULL)")
         .await;
@@ -467,11 +419,11 @@ async fn run_until_signal_ends_on_sigterm_after_its_turn_in_flight_commits() {
     let mut child = Command::new(std::env::current_exe().expect("the test binary"))
         .args([
             "--exact",
-            "signalled_process",
+            &support::test_name(module_path!(), "signalled_process"),
             "--nocapture",
             "--test-threads=1",
         ])
-        .env(CHILD_DATABASE, &path)
+        .env(CHILD_DATABASE, backend.harness.database().await)
         .env(CHILD_MARKER, &marker)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
@@ -508,9 +460,10 @@ async fn run_until_signal_ends_on_sigterm_after_its_turn_in_flight_commits() {
 async fn closed_completes_when_the_runtime_shuts_down_and_stops_an_axum_server() {
     use futures_util::FutureExt;
 
-    let dir = tempfile::tempdir().unwrap();
-    let runtime = Runtime::builder()
-        .sqlite(dir.path().join("actors.db"))
+    let harness = Harness::new();
+    let runtime = harness
+        .store()
+        .await
         .policy(AllowAll)
         .start()
         .await

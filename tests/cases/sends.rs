@@ -1,7 +1,7 @@
 //! Messages between actors: `turn.send::<B>(id).command(..)` commits with the sending turn,
 //! in order, or not at all.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 

@@ -1,9 +1,9 @@
-//! The administration API on SQLite and on a real PostgreSQL server: denied unless the
+//! The administration API on every backend: denied unless the
 //! policy allows it, every call audited, listing and inspecting actors, pause and resume,
 //! dead letters retried and redriven by filter, prune previewed then run, and the doctor.
 //! Time moves only through the manual clock.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -14,7 +14,7 @@ use solid_objects::admin::{ActorFilter, DeadLetterFilter, EffectFilter, Reminder
 use solid_objects::policy::{AdminAction, AdminRequest, Denied, Policy, Request};
 use solid_objects::prelude::*;
 use solid_objects::{Effect, Limits};
-use support::postgres::PgServer;
+use support::{Backend, Harness};
 
 /// A reminder to ring later.
 #[derive(Serialize, Deserialize)]
@@ -130,55 +130,39 @@ impl Policy for WithOperators {
     }
 }
 
-/// A database on either backend, and the clock of the runtimes on it.
-enum Database {
-    Sqlite(tempfile::TempDir),
-    Postgres { _server: PgServer, url: String },
-}
-
+/// The harness's database on the binary's backend, and the clock of the runtimes on it.
 struct Setup {
-    database: Database,
+    harness: Harness,
     clock: ManualClock,
 }
 
 impl Setup {
-    fn sqlite() -> Self {
-        Self {
-            database: Database::Sqlite(tempfile::tempdir().expect("a temp dir")),
-            clock: ManualClock::starting_now(),
-        }
-    }
-
-    /// `None` (the test skips) on a machine without PostgreSQL, outside CI.
-    async fn postgres() -> Option<Self> {
-        let server = PgServer::start()?;
-        let url = server.database().await;
-        Some(Self {
-            database: Database::Postgres {
-                _server: server,
-                url,
-            },
-            clock: ManualClock::starting_now(),
-        })
+    fn new() -> Self {
+        let harness = Harness::new();
+        let clock = harness.clock.clone();
+        Self { harness, clock }
     }
 
     async fn runtime(&self, policy: impl Policy) -> Runtime {
-        self.builder().policy(policy).start().await.expect("starts")
+        self.builder()
+            .await
+            .policy(policy)
+            .start()
+            .await
+            .expect("starts")
     }
 
-    fn builder(&self) -> solid_objects::Builder {
-        let builder = match &self.database {
-            Database::Sqlite(dir) => Runtime::builder().sqlite(dir.path().join("actors.db")),
-            Database::Postgres { url, .. } => Runtime::builder().postgres(url, 4),
-        };
-        builder
+    async fn builder(&self) -> solid_objects::Builder {
+        self.harness
+            .store()
+            .await
             .clock(self.clock.clone())
             .actor::<Desk>()
             .sync_timeout(Duration::from_secs(30))
     }
 
-    fn is_sqlite(&self) -> bool {
-        matches!(self.database, Database::Sqlite(_))
+    fn backend(&self) -> Backend {
+        self.harness.backend()
     }
 }
 
@@ -186,72 +170,53 @@ fn ana() -> Value {
     json!({ "operator": "ana" })
 }
 
-/// Runs `scenario` on SQLite, and on PostgreSQL where the server binaries are.
-macro_rules! on_both_backends {
-    ($scenario:ident, $sqlite:ident, $postgres:ident) => {
+/// Runs `scenario` on a fresh database of the binary's backend.
+macro_rules! case {
+    ($scenario:ident, $name:ident) => {
         #[tokio::test]
-        async fn $sqlite() {
-            $scenario(Setup::sqlite()).await;
-        }
-
-        #[tokio::test]
-        async fn $postgres() {
-            if let Some(setup) = Setup::postgres().await {
-                $scenario(setup).await;
-            }
+        async fn $name() {
+            $scenario(Setup::new()).await;
         }
     };
 }
 
-on_both_backends!(
+case!(
     denied_by_default_and_audited,
-    administration_is_denied_by_default_and_every_call_is_audited_on_sqlite,
-    administration_is_denied_by_default_and_every_call_is_audited_on_postgres
+    administration_is_denied_by_default_and_every_call_is_audited
 );
-on_both_backends!(
+case!(
     list_and_inspect,
-    actors_are_listed_by_type_and_prefix_in_pages_and_inspected_on_sqlite,
-    actors_are_listed_by_type_and_prefix_in_pages_and_inspected_on_postgres
+    actors_are_listed_by_type_and_prefix_in_pages_and_inspected
 );
-on_both_backends!(
+case!(
     overview_and_messages,
-    the_overview_shows_where_work_waits_and_one_message_reads_by_id_on_sqlite,
-    the_overview_shows_where_work_waits_and_one_message_reads_by_id_on_postgres
+    the_overview_shows_where_work_waits_and_one_message_reads_by_id
 );
-on_both_backends!(
+case!(
     pause_and_resume,
-    a_paused_actor_runs_nothing_and_its_callers_hear_why_on_sqlite,
-    a_paused_actor_runs_nothing_and_its_callers_hear_why_on_postgres
+    a_paused_actor_runs_nothing_and_its_callers_hear_why
 );
-on_both_backends!(
+case!(
     paused_while_a_call_waits,
-    a_call_waiting_behind_a_message_when_its_actor_is_paused_hears_its_message_is_queued_on_sqlite,
-    a_call_waiting_behind_a_message_when_its_actor_is_paused_hears_its_message_is_queued_on_postgres
+    a_call_waiting_behind_a_message_when_its_actor_is_paused_hears_its_message_is_queued
 );
-on_both_backends!(
+case!(
     dead_letters_and_redrive,
-    dead_letters_are_listed_by_filter_and_redriven_once_on_sqlite,
-    dead_letters_are_listed_by_filter_and_redriven_once_on_postgres
+    dead_letters_are_listed_by_filter_and_redriven_once
 );
-on_both_backends!(
+case!(
     prune_preview_then_execute,
-    a_prune_preview_counts_and_deletes_nothing_then_the_prune_deletes_those_rows_on_sqlite,
-    a_prune_preview_counts_and_deletes_nothing_then_the_prune_deletes_those_rows_on_postgres
+    a_prune_preview_counts_and_deletes_nothing_then_the_prune_deletes_those_rows
 );
-on_both_backends!(
+case!(
     dead_effects_and_retry,
-    dead_effects_are_listed_and_retried_once_on_sqlite,
-    dead_effects_are_listed_and_retried_once_on_postgres
+    dead_effects_are_listed_and_retried_once
 );
-on_both_backends!(
-    doctor,
-    the_doctor_checks_schema_settings_and_a_round_trip_on_sqlite,
-    the_doctor_checks_schema_settings_and_a_round_trip_on_postgres
-);
+case!(doctor, the_doctor_checks_schema_settings_and_a_round_trip);
 
 async fn denied_by_default_and_audited(setup: Setup) {
     // A runtime without a policy, and one whose policy says nothing of administration.
-    let unconfigured = setup.builder().start().await.expect("starts");
+    let unconfigured = setup.builder().await.start().await.expect("starts");
     let error = unconfigured.admin().status().await.unwrap_err();
     assert!(
         matches!(
@@ -674,6 +639,7 @@ async fn prune_preview_then_execute(setup: Setup) {
         .dead_retention(Duration::from_secs(3600));
     let runtime = setup
         .builder()
+        .await
         .limits(limits)
         .policy(WithOperators)
         .start()
@@ -715,6 +681,7 @@ async fn dead_effects_and_retry(setup: Setup) {
     let up = Arc::clone(&mailer_up);
     let runtime = setup
         .builder()
+        .await
         .policy(WithOperators)
         .effect(move |_: Notify, _| {
             let up = up.load(Ordering::SeqCst);
@@ -800,25 +767,31 @@ async fn doctor(setup: Setup) {
             .map(|(_, value)| value.clone())
     };
     // PostgreSQL has migrations 8 (lz4 for states) and 9 (state notices for watchers),
-    // which SQLite has no use for.
-    let expected = if setting("sqlite_version").is_some() {
-        7
-    } else {
-        9
-    };
-    assert_eq!(report.known_migration, expected);
-    if setup.is_sqlite() {
-        assert_eq!(report.backend, "sqlite");
-        assert_eq!(setting("journal_mode").as_deref(), Some("wal"));
-        assert_eq!(setting("synchronous").as_deref(), Some("full"));
-        assert_eq!(report.clock_skew_ms, None);
-    } else {
-        assert_eq!(report.backend, "postgres");
-        assert_eq!(
-            setting("default_transaction_isolation").as_deref(),
-            Some("read committed")
-        );
-        assert!(report.clock_skew_ms.unwrap().abs() < 1000);
+    // which SQLite has no use for; the MySQL store's schema is one migration.
+    match setup.backend() {
+        Backend::Sqlite => {
+            assert_eq!(report.known_migration, 7);
+            assert!(setting("sqlite_version").is_some());
+            assert_eq!(report.backend, "sqlite");
+            assert_eq!(setting("journal_mode").as_deref(), Some("wal"));
+            assert_eq!(setting("synchronous").as_deref(), Some("full"));
+            assert_eq!(report.clock_skew_ms, None);
+        }
+        Backend::Postgres => {
+            assert_eq!(report.known_migration, 9);
+            assert_eq!(report.backend, "postgres");
+            assert_eq!(
+                setting("default_transaction_isolation").as_deref(),
+                Some("read committed")
+            );
+            assert!(report.clock_skew_ms.unwrap().abs() < 1000);
+        }
+        Backend::MariaDb => {
+            assert_eq!(report.known_migration, 1);
+            assert_eq!(report.backend, "mysql");
+            assert!(setting("version").is_some());
+            assert!(report.clock_skew_ms.unwrap().abs() < 1000);
+        }
     }
     // The scratch actor is gone.
     let admin = runtime.admin().context(ana());

@@ -2,7 +2,7 @@
 //! Prometheus text an application would serve. A process has one global recorder, so this
 //! binary holds one test, which drives every kind of event on a manual clock.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -144,8 +144,9 @@ async fn messages_turns_calls_reminders_and_effects_are_counted_by_actor_type_an
         .install_recorder()
         .expect("the one recorder of this process installs");
     let harness = Harness::new();
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
+    let runtime = harness
+        .store()
+        .await
         .clock(harness.clock.clone())
         .policy(AllowAll)
         .actor::<Meter>()

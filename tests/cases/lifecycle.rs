@@ -1,13 +1,11 @@
 //! Actors that live for years: typed rejections, destroy and incarnations, state versions
 //! and migrations, recurring reminders, and effects that report back to their actor.
 
-#[path = "subscription.rs"]
-mod subscription;
-mod support;
+use crate::support;
 
+use crate::support::subscription::Subscription;
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
-use subscription::Subscription;
 use support::Harness;
 
 /// Why a hold is refused, as a caller can match on it.
@@ -196,8 +194,9 @@ async fn destroying_is_denied_unless_the_policy_allows_it() {
         }
     }
     let harness = Harness::new();
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
+    let runtime = harness
+        .store()
+        .await
         .policy(CallsOnly)
         .start()
         .await

@@ -1,5 +1,5 @@
-//! The subscription actor that tests/lifecycle.rs (SQLite) and tests/postgres_lifecycle.rs
-//! (PostgreSQL) both run: renewed every hour, nudged once, ended by destroying it.
+//! The subscription actor that the lifecycle cases run on every backend: renewed every hour,
+//! nudged once, ended by destroying it.
 
 use solid_objects::prelude::*;
 

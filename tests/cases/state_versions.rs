@@ -3,12 +3,12 @@
 //! version; a state from a newer build, or one no migration reads, is left alone and its
 //! messages wait uncounted; a migration that fails or panics is a counted attempt.
 
-mod support;
+use crate::support;
 
 use serde::Deserialize;
 use solid_objects::prelude::*;
 use solid_objects::MessageStatus;
-use support::{execute, Harness};
+use support::{execute, Backend, Harness};
 
 /// Version 1 stored `{"owner": .., "balance": euros}`; version 2 renamed `owner` to
 /// `holder`; version 3 stores cents and a history.
@@ -103,14 +103,20 @@ async fn store(harness: &Harness, actor_type: &str, actor_id: &str, version: i64
 
 /// The stored state and its version.
 async fn stored(harness: &Harness, actor_id: &str) -> (String, i64) {
-    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(harness.path());
-    let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
-    let row =
-        sqlx::query_as("SELECT state, state_version FROM solid_instances WHERE actor_id = $1")
-            .bind(actor_id)
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+    let pool = support::connect(harness).await;
+    // sqlx's `Any` driver reads MySQL's LONGTEXT as a blob; a VARCHAR reads as text.
+    let state = match harness.backend() {
+        Backend::MariaDb => "CAST(state AS CHAR(4000))",
+        Backend::Sqlite | Backend::Postgres => "state",
+    };
+    let sql = harness.sql(&format!(
+        "SELECT {state}, state_version FROM solid_instances WHERE actor_id = ?"
+    ));
+    let row = sqlx::query_as(&sql)
+        .bind(actor_id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
     pool.close().await;
     row
 }

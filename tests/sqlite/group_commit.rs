@@ -6,7 +6,7 @@
 //! The crash test re-runs this binary as a child that executes only `group_worker_process`
 //! (which does nothing unless the parent set `GROUP_WORKER_DATABASE`).
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -390,7 +390,7 @@ async fn kill_during_a_group(hang_after: usize) -> Killed {
     let mut child = Command::new(std::env::current_exe().expect("the test binary"))
         .args([
             "--exact",
-            "group_worker_process",
+            &support::test_name(module_path!(), "group_worker_process"),
             "--nocapture",
             "--test-threads=1",
         ])

@@ -3,7 +3,7 @@
 //! saying why, a message found by its key that reveals a command's result, a rejection code
 //! that is not snake_case, a runtime started without a policy, effects nobody handles.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -66,8 +66,9 @@ impl Caller {
 #[tokio::test]
 async fn a_synchronous_call_from_inside_a_handler_fails_at_once_and_says_to_send() {
     let harness = Harness::new();
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
+    let runtime = harness
+        .store()
+        .await
         .policy(AllowAll)
         .sync_timeout(Duration::from_secs(60))
         .start()
@@ -208,8 +209,9 @@ impl Policy for NoAdding {
 #[tokio::test]
 async fn a_message_found_by_key_is_revealed_only_to_a_caller_allowed_its_command() {
     let harness = Harness::new();
-    let writer = Runtime::builder()
-        .sqlite(harness.path())
+    let writer = harness
+        .store()
+        .await
         .policy(ReadOnly)
         .start()
         .await
@@ -220,8 +222,9 @@ async fn a_message_found_by_key_is_revealed_only_to_a_caller_allowed_its_command
         .add(5)
         .await
         .unwrap();
-    let reader = Runtime::builder()
-        .sqlite(harness.path())
+    let reader = harness
+        .store()
+        .await
         .policy(NoAdding)
         .start()
         .await
@@ -294,11 +297,7 @@ async fn a_runtime_started_without_a_policy_warns() {
     let _capture = logs.capture();
     let harness = Harness::new();
 
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
-        .start()
-        .await
-        .unwrap();
+    let runtime = harness.store().await.start().await.unwrap();
 
     assert!(
         logs.text()
@@ -334,8 +333,9 @@ async fn effects_nobody_handles_are_warned_about_once_and_listed() {
     let logs = Logs::default();
     let _capture = logs.capture();
     let harness = Harness::new();
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
+    let runtime = harness
+        .store()
+        .await
         .clock(harness.clock.clone())
         .policy(AllowAll)
         .start()

@@ -1,7 +1,7 @@
 //! Durable async delivery: retries with backoff, dead letters, idempotency keys, limits,
 //! retention, and application writes that roll back with the turn.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -73,10 +73,7 @@ impl Worklog {
         turn: &mut Turn<Self>,
         label: String,
     ) -> Result<(), TurnError> {
-        sqlx::query("INSERT INTO notes (label) VALUES (?1)")
-            .bind(&label)
-            .execute(turn.sqlite().await?)
-            .await?;
+        support::execute_in_turn(turn, "INSERT INTO notes (label) VALUES (?)", &[&label]).await?;
         self.log.push(label);
         Err(reject!(changed_my_mind, "The note is withdrawn").into())
     }
@@ -526,14 +523,22 @@ async fn the_10001st_unfinished_message_is_refused_and_nothing_is_written() {
     let runtime = harness.start().await;
     let worklog = runtime.reference::<Worklog>("full");
     worklog.record("first").await.unwrap();
+    let queued: Vec<String> = (2..=10_001)
+        .map(|i| {
+            format!(
+                "('Worklog', 'full', 'record', '{{\"label\":\"queued\"}}', 'r-{i}', 'ready', \
+                 1, 9223372036854775807, 0)"
+            )
+        })
+        .collect();
     execute(
         &harness,
-        "WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i < 10001)
-         INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
-             request_id, status, attempts, available_at, created_at)
-         SELECT 'Worklog', 'full', 'record', '{\"label\":\"queued\"}', 'r-' || i, 'ready',
-             1, 9223372036854775807, 0
-         FROM n;",
+        &format!(
+            "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
+                 request_id, status, attempts, available_at, created_at)
+             VALUES {}",
+            queued.join(", ")
+        ),
     )
     .await;
     let messages = count(&harness, "solid_messages").await;
@@ -608,11 +613,7 @@ async fn retention_prunes_old_finished_messages_but_keeps_recent_keys_and_unfini
 #[tokio::test]
 async fn application_rows_written_before_a_rejection_are_rolled_back() {
     let harness = Harness::new();
-    execute(
-        &harness,
-        "CREATE TABLE notes (id INTEGER PRIMARY KEY, label TEXT NOT NULL)",
-    )
-    .await;
+    execute(&harness, "CREATE TABLE notes (label TEXT NOT NULL)").await;
     let runtime = harness.start().await;
     let worklog = runtime.reference::<Worklog>("w");
 

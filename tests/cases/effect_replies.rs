@@ -4,7 +4,7 @@
 //! for good, each as a message enqueued in the transaction that records the outcome, in the
 //! incarnation that emitted the effect; no caller can send a `#[reply]` itself.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -110,8 +110,9 @@ impl Order {
 fn processor(harness: &Harness, failures: u32) -> impl std::future::Future<Output = Runtime> + '_ {
     let failures = Arc::new(AtomicU32::new(failures));
     async move {
-        Runtime::builder()
-            .sqlite(harness.path())
+        harness
+            .store()
+            .await
             .clock(harness.clock.clone())
             .policy(AllowAll)
             .effect(move |charge: ChargeCard, context: EffectContext| {
@@ -227,8 +228,9 @@ async fn an_effect_that_fails_for_good_sends_its_failure_to_the_failure_command(
 #[tokio::test]
 async fn retryable_failures_reply_only_after_the_last_attempt() {
     let harness = Harness::new();
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
+    let runtime = harness
+        .store()
+        .await
         .clock(harness.clock.clone())
         .policy(AllowAll)
         .retry(solid_objects::RetryPolicy::default().max_attempts(3))
@@ -451,8 +453,7 @@ async fn a_caller_cannot_forge_an_effect_reply_and_nothing_is_written() {
 
 /// The statuses of every message, oldest first.
 async fn sqlx_statuses(harness: &Harness) -> Vec<String> {
-    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(harness.path());
-    let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+    let pool = support::connect(harness).await;
     let statuses = sqlx::query_scalar("SELECT status FROM solid_messages ORDER BY id")
         .fetch_all(&pool)
         .await
@@ -500,8 +501,9 @@ impl Shipment {
 async fn the_failure_reply_of_an_effect_near_the_arguments_limit_still_arrives() {
     let harness = Harness::new();
     let limit = 16 * 1024;
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
+    let runtime = harness
+        .store()
+        .await
         .clock(harness.clock.clone())
         .policy(AllowAll)
         .limits(solid_objects::Limits::new().max_arguments_bytes(limit))

@@ -1,10 +1,10 @@
-//! Watching actors (`reference.watch()`), on SQLite and on a real PostgreSQL: the current
+//! Watching actors (`reference.watch()`), on every backend: the current
 //! state first, then every later commit in revision order; a slow watcher skips to the
 //! newest; a second OS process's commit is seen; denied by default; the destroy event; and
 //! what tries to break it (dropped watchers, a thousand watchers, turns that roll back,
 //! states that no longer deserialise, a shutdown).
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
@@ -13,28 +13,25 @@ use std::time::Duration;
 use solid_objects::policy::{Denied, Request};
 use solid_objects::prelude::*;
 use solid_objects::{GroupCommit, Watch};
-use sqlx::Connection;
-use support::mariadb::MariaDb;
-use support::postgres::PgServer;
-use support::{eventually, execute, together, Harness};
+use support::{execute, together, Harness};
 
 /// How long a test waits for something a watcher should see at once (or at its next poll).
-const SOON: Duration = Duration::from_secs(10);
+pub(crate) const SOON: Duration = Duration::from_secs(10);
 /// The child process's database, and how many increments it commits.
 const CHILD_DATABASE: &str = "WATCH_CHILD_DATABASE";
 const CHILD_INCREMENTS: &str = "WATCH_CHILD_INCREMENTS";
 
 #[actor]
 #[derive(Default, Debug, PartialEq)]
-struct Counter {
-    value: u64,
-    notes: Vec<String>,
+pub(crate) struct Counter {
+    pub(crate) value: u64,
+    pub(crate) notes: Vec<String>,
 }
 
 #[actor]
 impl Counter {
     #[command]
-    fn add(&mut self, n: u64) -> u64 {
+    pub(crate) fn add(&mut self, n: u64) -> u64 {
         self.value += n;
         self.value
     }
@@ -100,44 +97,21 @@ impl Policy for CallersOnly {
     }
 }
 
-/// Where a test keeps its actors: a SQLite file, or a database on a throwaway PostgreSQL or
-/// MariaDB (where watchers poll, as on SQLite).
-enum Backend {
-    Sqlite(Harness),
-    Postgres { url: String, _server: PgServer },
-    MariaDb { url: String },
-}
+/// Where a test keeps its actors: the harness's database, on which another process can
+/// open a runtime too.
+struct Database(Harness);
 
-impl Backend {
-    fn sqlite() -> Self {
-        Self::Sqlite(Harness::new())
+impl Database {
+    fn new() -> Self {
+        Self(Harness::new())
     }
 
-    /// `None` (the test skips) on a machine without PostgreSQL, outside CI.
-    async fn postgres() -> Option<Self> {
-        let server = PgServer::start()?;
-        Some(Self::Postgres {
-            url: server.database().await,
-            _server: server,
-        })
-    }
-
-    /// `None` (the test skips) on a machine without MariaDB, outside CI.
-    async fn mariadb() -> Option<Self> {
-        Some(Self::MariaDb {
-            url: MariaDb::shared()?.database().await,
-        })
-    }
-
-    fn database(&self) -> String {
-        match self {
-            Self::Sqlite(harness) => harness.path().display().to_string(),
-            Self::Postgres { url, .. } | Self::MariaDb { url } => url.clone(),
-        }
+    async fn database(&self) -> String {
+        self.0.database().await
     }
 
     async fn runtime(&self) -> Runtime {
-        builder(&self.database())
+        builder(&self.database().await)
             .policy(AllowAll)
             .start()
             .await
@@ -145,17 +119,12 @@ impl Backend {
     }
 }
 
-/// A runtime's builder on `database` (a SQLite path, or a PostgreSQL or MySQL URL), polling
-/// for other processes' commits every 20 ms where they are not notified.
+/// A runtime's builder on `database` (see `Harness::database`), polling for other processes'
+/// commits every 20 ms where they are not notified.
 fn builder(database: &str) -> solid_objects::Builder {
-    let builder = if database.starts_with("postgres://") {
-        Runtime::builder().postgres(database, 8)
-    } else if database.starts_with("mysql://") {
-        Runtime::builder().mysql(database, 8)
-    } else {
-        Runtime::builder().sqlite(database)
-    };
-    builder.watch_poll(Duration::from_millis(20))
+    crate::BACKEND
+        .store_at(database)
+        .watch_poll(Duration::from_millis(20))
 }
 
 /// The next item, within [`SOON`].
@@ -166,7 +135,7 @@ async fn next<T: std::fmt::Debug>(watch: &mut Watch<T>) -> Option<Result<Watched
 }
 
 /// The next item, which must be a state: its revision and value.
-async fn next_state<T: std::fmt::Debug>(watch: &mut Watch<T>) -> (u64, T) {
+pub(crate) async fn next_state<T: std::fmt::Debug>(watch: &mut Watch<T>) -> (u64, T) {
     match next(watch).await {
         Some(Ok(Watched::State {
             value, revision, ..
@@ -182,7 +151,7 @@ async fn has_item<T>(watch: &mut Watch<T>) -> bool {
         .is_ok()
 }
 
-async fn order(backend: Backend) {
+async fn order(backend: Database) {
     let runtime = backend.runtime().await;
     let counter = runtime.reference::<Counter>("c");
     let mut watch = counter.watch();
@@ -219,7 +188,7 @@ async fn order(backend: Backend) {
     runtime.close().await;
 }
 
-async fn slow_watcher_skips(backend: Backend) {
+async fn slow_watcher_skips(backend: Database) {
     let runtime = backend.runtime().await;
     let counter = runtime.reference::<Counter>("c");
     let mut watch = counter.watch();
@@ -234,15 +203,19 @@ async fn slow_watcher_skips(backend: Backend) {
     runtime.close().await;
 }
 
-async fn second_process(backend: Backend) {
+async fn second_process(backend: Database) {
     let runtime = backend.runtime().await;
     let counter = runtime.reference::<Counter>("c");
     counter.add(1).await.unwrap();
     let mut watch = counter.watch();
     assert_eq!(next_state(&mut watch).await.0, 1);
     let mut child = Command::new(std::env::current_exe().expect("the test binary"))
-        .args(["--exact", "watch_child_process", "--test-threads=1"])
-        .env(CHILD_DATABASE, backend.database())
+        .args([
+            "--exact",
+            &support::test_name(module_path!(), "watch_child_process"),
+            "--test-threads=1",
+        ])
+        .env(CHILD_DATABASE, backend.database().await)
         .env(CHILD_INCREMENTS, "3")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -281,7 +254,7 @@ async fn watch_child_process() {
     runtime.close().await;
 }
 
-async fn destroyed(backend: Backend) {
+async fn destroyed(backend: Database) {
     let runtime = backend.runtime().await;
     let counter = runtime.reference::<Counter>("c");
     counter.add(5).await.unwrap();
@@ -314,7 +287,7 @@ async fn destroyed(backend: Backend) {
     runtime.close().await;
 }
 
-async fn rolled_back_turns_are_never_seen(backend: Backend) {
+async fn rolled_back_turns_are_never_seen(backend: Database) {
     let runtime = backend.runtime().await;
     let counter = runtime.reference::<Counter>("c");
     let mut watch = counter.watch();
@@ -338,105 +311,35 @@ impl Counter {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn on_sqlite_a_watch_gives_the_current_state_then_each_commit_in_revision_order() {
-    order(Backend::sqlite()).await;
+async fn a_watch_gives_the_current_state_then_each_commit_in_revision_order() {
+    order(Database::new()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn on_postgres_a_watch_gives_the_current_state_then_each_commit_in_revision_order() {
-    if let Some(backend) = Backend::postgres().await {
-        order(backend).await;
-    }
+async fn a_slow_watcher_skips_to_the_newest_state() {
+    slow_watcher_skips(Database::new()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn on_mariadb_a_watch_gives_the_current_state_then_each_commit_in_revision_order() {
-    if let Some(backend) = Backend::mariadb().await {
-        order(backend).await;
-    }
+async fn a_commit_by_another_process_is_seen() {
+    second_process(Database::new()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn on_sqlite_a_slow_watcher_skips_to_the_newest_state() {
-    slow_watcher_skips(Backend::sqlite()).await;
+async fn destroying_the_actor_ends_the_watch_with_the_destroy_event() {
+    destroyed(Database::new()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn on_postgres_a_slow_watcher_skips_to_the_newest_state() {
-    if let Some(backend) = Backend::postgres().await {
-        slow_watcher_skips(backend).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn on_mariadb_a_slow_watcher_skips_to_the_newest_state() {
-    if let Some(backend) = Backend::mariadb().await {
-        slow_watcher_skips(backend).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn on_sqlite_a_commit_by_another_process_is_seen() {
-    second_process(Backend::sqlite()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn on_postgres_a_commit_by_another_process_is_seen() {
-    if let Some(backend) = Backend::postgres().await {
-        second_process(backend).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn on_mariadb_a_commit_by_another_process_is_seen() {
-    if let Some(backend) = Backend::mariadb().await {
-        second_process(backend).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn on_sqlite_destroying_the_actor_ends_the_watch_with_the_destroy_event() {
-    destroyed(Backend::sqlite()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn on_postgres_destroying_the_actor_ends_the_watch_with_the_destroy_event() {
-    if let Some(backend) = Backend::postgres().await {
-        destroyed(backend).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn on_mariadb_destroying_the_actor_ends_the_watch_with_the_destroy_event() {
-    if let Some(backend) = Backend::mariadb().await {
-        destroyed(backend).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn on_sqlite_a_rejected_or_failed_turn_is_never_seen() {
-    rolled_back_turns_are_never_seen(Backend::sqlite()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn on_postgres_a_rejected_or_failed_turn_is_never_seen() {
-    if let Some(backend) = Backend::postgres().await {
-        rolled_back_turns_are_never_seen(backend).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn on_mariadb_a_rejected_or_failed_turn_is_never_seen() {
-    if let Some(backend) = Backend::mariadb().await {
-        rolled_back_turns_are_never_seen(backend).await;
-    }
+async fn a_rejected_or_failed_turn_is_never_seen() {
+    rolled_back_turns_are_never_seen(Database::new()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn watching_is_denied_unless_the_policy_allows_it() {
     let harness = Harness::new();
     for policy in [true, false] {
-        let builder = Runtime::builder().sqlite(harness.path());
+        let builder = harness.store().await;
         // A policy that says nothing about watching, and no policy at all.
         let runtime = if policy {
             builder.policy(CallersOnly).start().await.unwrap()
@@ -504,7 +407,7 @@ async fn a_projection_skips_the_revisions_it_does_not_change() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_state_that_no_longer_deserialises_is_an_error_item_and_the_watch_goes_on() {
     let harness = Harness::new();
-    let runtime = builder(&harness.path().display().to_string())
+    let runtime = builder(&harness.database().await)
         .policy(AllowAll)
         .start()
         .await
@@ -608,8 +511,9 @@ async fn a_thousand_watchers_of_one_actor_each_see_the_newest_state() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn turns_undone_inside_group_commits_are_never_seen() {
     let harness = Harness::new();
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
+    let runtime = harness
+        .store()
+        .await
         .group_commit(GroupCommit::default().max_wait(Duration::from_millis(50)))
         .policy(AllowAll)
         .start()
@@ -746,8 +650,9 @@ async fn a_denied_watch_as_server_sent_events_is_a_403() {
     use axum::response::IntoResponse;
 
     let harness = Harness::new();
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
+    let runtime = harness
+        .store()
+        .await
         .policy(CallersOnly)
         .start()
         .await
@@ -757,99 +662,5 @@ async fn a_denied_watch_as_server_sent_events_is_a_403() {
         .map(IntoResponse::into_response)
         .unwrap_or_else(IntoResponse::into_response);
     assert_eq!(response.status(), 403);
-    runtime.close().await;
-}
-
-/// The rows of `solid_watched`: which actors some runtime holds a lease on.
-async fn leases(url: &str) -> Vec<String> {
-    let mut connection = sqlx::PgConnection::connect(url).await.unwrap();
-    let rows: Vec<String> = sqlx::query_scalar("SELECT actor_id FROM solid_watched ORDER BY 1")
-        .fetch_all(&mut connection)
-        .await
-        .unwrap();
-    connection.close().await.unwrap();
-    rows
-}
-
-#[tokio::test]
-async fn on_postgres_only_watched_actors_notify_their_commits() {
-    let Some(Backend::Postgres { url, _server }) = Backend::postgres().await else {
-        return;
-    };
-    // Notices only (an hour between polls): what reaches the watcher came by NOTIFY.
-    let runtime = Runtime::builder()
-        .postgres(&url, 8)
-        .watch_poll(Duration::from_secs(3600))
-        .policy(AllowAll)
-        .start()
-        .await
-        .unwrap();
-    let mut listener = sqlx::postgres::PgListener::connect(&url).await.unwrap();
-    listener.listen("solid_objects_state").await.unwrap();
-
-    let quiet = runtime.reference::<Counter>("quiet");
-    let loud = runtime.reference::<Counter>("loud");
-    loud.add(1).await.unwrap();
-    let mut watch = loud.watch();
-    assert_eq!(next_state(&mut watch).await.0, 1);
-    let leased = eventually(SOON, || async { leases(&url).await == ["loud"] }).await;
-    assert!(
-        leased,
-        "no lease on the watched actor: {:?}",
-        leases(&url).await
-    );
-
-    for n in 1..=3 {
-        quiet.add(n).await.unwrap();
-    }
-    // A commit of another process (as the database sees it: a write that is not this
-    // runtime's turn) reaches the watcher by its notice alone.
-    let mut other = sqlx::PgConnection::connect(&url).await.unwrap();
-    sqlx::query(
-        "UPDATE solid_instances SET state = '{\"value\":7,\"notes\":[]}', revision = revision + 1
-         WHERE actor_type = 'Counter' AND actor_id = 'loud'",
-    )
-    .execute(&mut other)
-    .await
-    .unwrap();
-    assert_eq!(
-        next_state(&mut watch).await,
-        (
-            2,
-            Counter {
-                value: 7,
-                notes: Vec::new()
-            }
-        )
-    );
-    // The first notice on the channel is the watched actor's: the quiet one's three
-    // commits, earlier, sent none.
-    let first = tokio::time::timeout(SOON, listener.recv())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(first.payload(), r#"["Counter", "loud", 1, 2]"#);
-
-    // A lease that ran out (a runtime that died) notifies nothing either.
-    sqlx::query(
-        "INSERT INTO solid_watched (actor_type, actor_id, watcher, expires_at)
-         VALUES ('Counter', 'quiet', 'a runtime that died', 0)",
-    )
-    .execute(&mut other)
-    .await
-    .unwrap();
-    quiet.add(10).await.unwrap();
-    loud.add(1).await.unwrap();
-    let next_notice = tokio::time::timeout(SOON, listener.recv())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(next_notice.payload(), r#"["Counter", "loud", 1, 3]"#);
-
-    // The last watcher gone, the runtime gives its lease up (and the dead one's goes with it).
-    drop(watch);
-    let released = eventually(SOON, || async { leases(&url).await.is_empty() }).await;
-    assert!(released, "leases left: {:?}", leases(&url).await);
-    other.close().await.unwrap();
     runtime.close().await;
 }

@@ -1,12 +1,12 @@
-//! Traps at the edges, found by an adversarial review: what a handler reaches through a
+//! Misuse from handlers and at the edges: what a handler reaches through a
 //! reference (a snapshot, a message by key, from one or many turns at once), what an effect
 //! handler and a dropped default runtime reach, builders kept past their turn, a panicking
 //! policy behind an HTTP endpoint, and an application's own pool left as it was.
 //!
-//! Every wait is bounded (`tokio::time::timeout`), nothing sleeps to synchronise, and every
-//! runtime is on a real SQLite file in a temp dir. No test here sets the process default.
+//! Every wait is bounded (`tokio::time::timeout`) and nothing sleeps to synchronise. One test
+//! sets the process default; the others do not rely on it.
 
-mod support;
+use crate::support;
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -15,7 +15,7 @@ use axum_core::response::IntoResponse;
 use serde::{Deserialize, Serialize};
 use solid_objects::policy::{Denied, Policy, Request};
 use solid_objects::prelude::*;
-use support::Harness;
+use support::{Backend, Harness};
 use tokio::sync::mpsc;
 
 /// How long a call that "fails at once" may take here: far more than at once, far less
@@ -141,6 +141,13 @@ async fn on_a_pool_of_one(harness: &Harness) -> Runtime {
 #[tokio::test]
 async fn a_snapshot_from_inside_a_handler_does_not_wait_for_its_own_turn() {
     let harness = Harness::new();
+    if !support::only_on(
+        &harness,
+        Backend::Sqlite,
+        "the application's own pool of one is a SQLite pool",
+    ) {
+        return;
+    }
     let runtime = on_a_pool_of_one(&harness).await;
     SNAPSHOT_RUNTIME.set(runtime.clone()).unwrap();
 
@@ -161,6 +168,13 @@ async fn a_snapshot_from_inside_a_handler_does_not_wait_for_its_own_turn() {
 #[tokio::test]
 async fn message_with_key_from_inside_a_handler_does_not_wait_for_its_own_turn() {
     let harness = Harness::new();
+    if !support::only_on(
+        &harness,
+        Backend::Sqlite,
+        "the application's own pool of one is a SQLite pool",
+    ) {
+        return;
+    }
     let runtime = on_a_pool_of_one(&harness).await;
     KEYED_RUNTIME.set(runtime.clone()).unwrap();
     runtime
@@ -244,8 +258,9 @@ impl Pinger {
 async fn a_runtimes_own_effect_handler_reaches_that_runtime() {
     let harness = Harness::new();
     let (reached, mut answers) = mpsc::unbounded_channel();
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
+    let runtime = harness
+        .store()
+        .await
         .policy(AllowAll)
         .effect(move |_: Ping, _context: EffectContext| {
             let reached = reached.clone();
@@ -314,8 +329,9 @@ impl Policy for BuggyPolicy {
 #[tokio::test]
 async fn a_panicking_policy_leaks_nothing_into_the_http_response() {
     let harness = Harness::new();
-    let runtime = Runtime::builder()
-        .sqlite(harness.path())
+    let runtime = harness
+        .store()
+        .await
         .policy(BuggyPolicy)
         .start()
         .await
@@ -362,6 +378,13 @@ async fn a_rejection_response_always_has_code_message_and_details() {
 #[tokio::test]
 async fn a_runtime_leaves_the_applications_sqlite_connections_as_it_found_them() {
     let harness = Harness::new();
+    if !support::only_on(
+        &harness,
+        Backend::Sqlite,
+        "the application's own pool is a SQLite pool",
+    ) {
+        return;
+    }
     let options = sqlx::sqlite::SqliteConnectOptions::new()
         .filename(harness.path())
         .create_if_missing(true)
@@ -409,8 +432,9 @@ async fn a_runtime_leaves_the_applications_sqlite_connections_as_it_found_them()
 #[tokio::test]
 async fn a_runtime_started_as_the_default_is_reached_by_reference() {
     let harness = Harness::new();
-    Runtime::builder()
-        .sqlite(harness.path())
+    harness
+        .store()
+        .await
         .clock(harness.clock.clone())
         .policy(AllowAll)
         .set_default()
@@ -467,8 +491,8 @@ async fn a_send_staged_after_its_turn_is_never_silently_dropped() {
     );
 }
 
-static PG_RUNTIME: OnceLock<Runtime> = OnceLock::new();
-static PG_TOGETHER: std::sync::LazyLock<tokio::sync::Barrier> =
+static POOL_RUNTIME: OnceLock<Runtime> = OnceLock::new();
+static POOL_TOGETHER: std::sync::LazyLock<tokio::sync::Barrier> =
     std::sync::LazyLock::new(|| tokio::sync::Barrier::new(2));
 
 #[actor]
@@ -480,8 +504,8 @@ impl Reporter {
     /// Reads another actor's committed state, once the other report's turn is running too.
     #[command]
     async fn report(&mut self) -> String {
-        let _ = tokio::time::timeout(Duration::from_secs(5), PG_TOGETHER.wait()).await;
-        let runtime = PG_RUNTIME.get().expect("the runtime");
+        let _ = tokio::time::timeout(Duration::from_secs(5), POOL_TOGETHER.wait()).await;
+        let runtime = POOL_RUNTIME.get().expect("the runtime");
         match runtime.reference::<Counter>("other").snapshot().await {
             Ok(counter) => format!("read {}", counter.value),
             Err(error) => format!("{error:?}"),
@@ -489,24 +513,30 @@ impl Reporter {
     }
 }
 
-/// On PostgreSQL each turn holds one pooled connection while its handler runs: two turns at
+/// On a server each turn holds one pooled connection while its handler runs: two turns at
 /// once on a pool of two hold both, so a snapshot from either handler that waited for a
-/// connection would wait for the turns themselves. Both are refused at once instead.
+/// connection would wait for the turns themselves. Both are refused at once instead. (SQLite
+/// has no pool of that size to starve.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn snapshots_from_handlers_on_postgres_do_not_starve_the_pool_their_turns_hold() {
-    let Some(server) = support::postgres::PgServer::start() else {
-        return;
+async fn snapshots_from_handlers_on_a_server_do_not_starve_the_pool_their_turns_hold() {
+    let harness = Harness::new();
+    let url = match harness.backend() {
+        Backend::Sqlite => return,
+        Backend::Postgres | Backend::MariaDb => harness.url().await,
     };
-    let url = server.database().await;
-    let runtime = Runtime::builder()
-        .postgres(url, 2)
+    let builder = if harness.backend() == Backend::Postgres {
+        Runtime::builder().postgres(url, 2)
+    } else {
+        Runtime::builder().mysql(url, 2)
+    };
+    let runtime = builder
         .policy(AllowAll)
         .sync_timeout(Duration::from_secs(120))
         .turn_timeout(Duration::from_secs(120))
         .start()
         .await
         .unwrap();
-    PG_RUNTIME.set(runtime.clone()).unwrap();
+    POOL_RUNTIME.set(runtime.clone()).unwrap();
 
     let reports = ["r-1", "r-2"].map(|id| {
         let reporter = runtime.reference::<Reporter>(id);

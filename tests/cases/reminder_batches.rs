@@ -1,13 +1,13 @@
 //! A worker pass fires due reminders in batches: however many are due, a batch costs one
 //! statement to take them, one per 500 messages appended and one or two to delete or move
-//! them, on SQLite and on PostgreSQL; every occurrence still rings once, in order.
+//! them, on every backend; every occurrence still rings once, in order.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
 use solid_objects::prelude::*;
-use support::postgres::PgServer;
+use support::Harness;
 
 #[actor]
 #[derive(Default)]
@@ -142,17 +142,8 @@ async fn fire_in_batches(backend: impl Fn() -> solid_objects::Builder) {
 }
 
 #[tokio::test]
-async fn a_thousand_due_reminders_fire_in_a_few_statements_on_sqlite() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("actors.db");
-    fire_in_batches(|| Runtime::builder().sqlite(&path)).await;
-}
-
-#[tokio::test]
-async fn a_thousand_due_reminders_fire_in_a_few_statements_on_postgres() {
-    let Some(server) = PgServer::start() else {
-        return;
-    };
-    let url = server.database().await;
-    fire_in_batches(|| Runtime::builder().postgres(&url, 4)).await;
+async fn a_thousand_due_reminders_fire_in_a_few_statements() {
+    let harness = Harness::new();
+    let database = harness.database().await;
+    fire_in_batches(|| harness.backend().store_at(&database)).await;
 }
