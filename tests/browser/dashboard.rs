@@ -5,10 +5,10 @@
 //! Chromium under a nested mount, a dead letter retried with its button and seen completed,
 //! and every navigation link and button clicked on every page.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::browser::Browser;
+use crate::support::eventually;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, StatusCode};
@@ -20,8 +20,6 @@ use solid_objects::admin::DeadLetterFilter;
 use solid_objects::dashboard::{self, Operator};
 use solid_objects::policy::{AdminRequest, Denied, Policy, Request as CallRequest};
 use solid_objects::prelude::*;
-use support::browser::Browser;
-use support::eventually;
 use tower::ServiceExt;
 
 /// A till whose sales fail for good while its card reader is unplugged.
