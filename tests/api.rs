@@ -5,3 +5,5 @@
 #[path = "api/default_runtime.rs"]
 mod default_runtime;
 mod support;
+#[path = "api/unreachable_servers.rs"]
+mod unreachable_servers;

@@ -1,0 +1,16 @@
+//! The tests on PostgreSQL: the cases written once for both server backends (tests/servers/),
+//! run through this binary's `backend`, and what only PostgreSQL has (tests/postgres/).
+
+#[path = "postgres/backend.rs"]
+mod backend;
+#[path = "postgres/compression.rs"]
+mod compression;
+#[path = "postgres/lifecycle.rs"]
+mod lifecycle;
+#[path = "postgres/listen_notify.rs"]
+mod listen_notify;
+#[path = "servers/nothing_wedges.rs"]
+mod nothing_wedges;
+#[path = "servers/several_runtimes.rs"]
+mod several_runtimes;
+mod support;
