@@ -4,6 +4,8 @@
 
 #[path = "mysql/backend.rs"]
 mod backend;
+#[path = "mysql/dialect.rs"]
+mod dialect;
 #[path = "servers/nothing_wedges.rs"]
 mod nothing_wedges;
 #[path = "servers/several_runtimes.rs"]

@@ -2,7 +2,9 @@
 //! state first, then every later commit in revision order; a slow watcher skips to the
 //! newest; a second OS process's commit is seen; denied by default; the destroy event; and
 //! what tries to break it (dropped watchers, a thousand watchers, turns that roll back,
-//! states that no longer deserialise, a shutdown).
+//! states that no longer deserialise, a shutdown, an invalid id, a watch begun before its
+//! actor exists, a destroy and a new incarnation before the watcher reads, a close with a
+//! server-sent events stream open, a commit right after the first item on PostgreSQL).
 
 mod support;
 
@@ -10,6 +12,8 @@ use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use axum::response::IntoResponse;
+use futures_util::StreamExt;
 use solid_objects::policy::{Denied, Request};
 use solid_objects::prelude::*;
 use solid_objects::{GroupCommit, Watch};
@@ -852,4 +856,242 @@ async fn on_postgres_only_watched_actors_notify_their_commits() {
     assert!(released, "leases left: {:?}", leases(&url).await);
     other.close().await.unwrap();
     runtime.close().await;
+}
+
+#[actor]
+#[derive(Default, Debug, PartialEq)]
+struct Dial {
+    value: u64,
+}
+
+#[actor]
+impl Dial {
+    #[command]
+    fn add(&mut self, n: u64) -> u64 {
+        self.value += n;
+        self.value
+    }
+
+    #[command]
+    fn close(&mut self, turn: &mut Turn<Self>) {
+        turn.destroy();
+    }
+
+    #[command]
+    fn fail(&mut self) -> Result<u64, Failure> {
+        Err(Failure::permanent("<script>alert(1)</script>"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watching_an_invalid_id_is_an_error_item_then_ends() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    for id in ["", "a\0b", &"x".repeat(100_000)] {
+        let mut watch = runtime.reference::<Dial>(id).watch();
+        let first = next(&mut watch).await;
+        assert!(
+            matches!(first, Some(Err(_))),
+            "id of {} bytes: {first:?}",
+            id.len()
+        );
+        assert!(next(&mut watch).await.is_none());
+    }
+    runtime.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_begun_before_the_actor_exists_sees_its_first_commit() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let counter = runtime.reference::<Dial>("new");
+    let mut watch = counter.watch();
+    assert_eq!(
+        next(&mut watch).await.unwrap().unwrap(),
+        Watched::State {
+            value: Dial { value: 0 },
+            incarnation: 1,
+            revision: 0
+        }
+    );
+    counter.add(3).await.unwrap();
+    assert_eq!(
+        next(&mut watch).await.unwrap().unwrap(),
+        Watched::State {
+            value: Dial { value: 3 },
+            incarnation: 1,
+            revision: 1
+        }
+    );
+    runtime.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn destroy_then_recreate_before_the_watcher_reads_is_destroyed_once_then_the_end() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let counter = runtime.reference::<Dial>("phoenix");
+    counter.add(1).await.unwrap();
+    let mut watch = counter.watch();
+    assert!(matches!(
+        next(&mut watch).await,
+        Some(Ok(Watched::State { revision: 1, .. }))
+    ));
+    counter.close().await.unwrap();
+    counter.add(5).await.unwrap();
+    counter.close().await.unwrap();
+    counter.add(7).await.unwrap();
+    assert_eq!(
+        next(&mut watch).await.unwrap().unwrap(),
+        Watched::Destroyed { incarnation: 1 }
+    );
+    assert!(next(&mut watch).await.is_none());
+    runtime.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_follower_task_ends_when_the_last_watch_is_dropped() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let counter = runtime.reference::<Dial>("c");
+    counter.add(1).await.unwrap();
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let before = metrics.num_alive_tasks();
+    for round in 0..20 {
+        let mut watch = counter.watch();
+        assert!(
+            matches!(next(&mut watch).await, Some(Ok(_))),
+            "round {round}"
+        );
+        drop(watch);
+    }
+    let settled = eventually(SOON, || async { metrics.num_alive_tasks() <= before }).await;
+    assert!(
+        settled,
+        "tasks before {before}, after {}",
+        metrics.num_alive_tasks()
+    );
+    runtime.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_does_not_hang_while_a_server_sent_events_stream_is_open() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let counter = runtime.reference::<Dial>("c");
+    counter.add(1).await.unwrap();
+    let sse = counter.watch().into_sse().await.unwrap();
+    // The stream is being read: its first event (the current state) has arrived.
+    let mut body = sse.into_response().into_body().into_data_stream();
+    let first = tokio::time::timeout(SOON, body.next())
+        .await
+        .expect("the first event");
+    assert!(first.is_some_and(|chunk| chunk.is_ok()));
+    let reading = tokio::spawn(async move {
+        let mut read = 0;
+        while let Some(chunk) = body.next().await {
+            read += chunk.map_err(|error| error.to_string())?.len();
+        }
+        Ok::<_, String>(read)
+    });
+    tokio::time::timeout(SOON, runtime.close())
+        .await
+        .expect("close does not hang");
+    let body = tokio::time::timeout(SOON, reading)
+        .await
+        .expect("the SSE body ends");
+    assert!(body.unwrap().is_ok());
+}
+
+async fn pg_runtime(url: &str) -> Runtime {
+    Runtime::builder()
+        .postgres(url, 8)
+        .watch_poll(Duration::from_secs(3600))
+        .policy(AllowAll)
+        .start()
+        .await
+        .unwrap()
+}
+
+async fn bump(connection: &mut sqlx::PgConnection, id: &str) {
+    sqlx::query(
+        "UPDATE solid_instances SET state = '{\"value\":99}', revision = revision + 1
+         WHERE actor_type = 'Dial' AND actor_id = $1",
+    )
+    .bind(id)
+    .execute(connection)
+    .await
+    .unwrap();
+}
+
+/// The watch documents: "on PostgreSQL so do those [commits] of every process (NOTIFY)". A
+/// commit by another process right after the watch's first item must reach it by notice,
+/// not at the next poll (an hour here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_a_commit_right_after_the_first_item_reaches_the_watch() {
+    let Some(server) = PgServer::start() else {
+        return;
+    };
+    let url = server.database().await;
+    let runtime = pg_runtime(&url).await;
+    // The follower is already running for another actor.
+    let mut keep = runtime.reference::<Dial>("anchor").watch();
+    next(&mut keep).await.unwrap().unwrap();
+    let mut other = sqlx::PgConnection::connect(&url).await.unwrap();
+    let mut missed = Vec::new();
+    for round in 0..10 {
+        let id = format!("a{round}");
+        let counter = runtime.reference::<Dial>(&id);
+        counter.add(1).await.unwrap();
+        let mut watch = counter.watch();
+        assert!(matches!(
+            next(&mut watch).await,
+            Some(Ok(Watched::State { revision: 1, .. }))
+        ));
+        bump(&mut other, &id).await;
+        match tokio::time::timeout(Duration::from_secs(3), watch.next()).await {
+            Ok(Some(Ok(Watched::State { revision: 2, .. }))) => {}
+            Ok(other) => panic!("round {round}: {other:?}"),
+            Err(_) => missed.push(id),
+        }
+    }
+    assert!(
+        missed.is_empty(),
+        "commits by another process not seen within 3 s: {missed:?}"
+    );
+    runtime.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_one_runtime_dropping_its_watch_leaves_the_others_notices() {
+    let Some(server) = PgServer::start() else {
+        return;
+    };
+    let url = server.database().await;
+    let a = pg_runtime(&url).await;
+    let b = pg_runtime(&url).await;
+    a.reference::<Dial>("shared").add(1).await.unwrap();
+    let mut watch_a = a.reference::<Dial>("shared").watch();
+    let mut watch_b = b.reference::<Dial>("shared").watch();
+    next(&mut watch_a).await.unwrap().unwrap();
+    next(&mut watch_b).await.unwrap().unwrap();
+    let mut other = sqlx::PgConnection::connect(&url).await.unwrap();
+    let count = || async {
+        let mut c = sqlx::PgConnection::connect(&url).await.unwrap();
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM solid_watched")
+            .fetch_one(&mut c)
+            .await
+            .unwrap();
+        n
+    };
+    assert!(eventually(SOON, || async { count().await == 2 }).await);
+    drop(watch_b);
+    assert!(eventually(SOON, || async { count().await == 1 }).await);
+    bump(&mut other, "shared").await;
+    assert!(matches!(
+        next(&mut watch_a).await,
+        Some(Ok(Watched::State { revision: 2, .. }))
+    ));
+    a.close().await;
+    b.close().await;
 }
