@@ -5,8 +5,11 @@
 
 use crate::support;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -883,4 +886,368 @@ async fn overview_and_messages(setup: Setup) {
     assert_eq!(overview_row.action, "overview");
     assert_eq!(overview_row.caller, Some(ana()));
     runtime.close().await;
+}
+
+/// A tally that counts and breaks on demand.
+#[actor]
+#[derive(Default)]
+struct Tally {
+    total: i64,
+    broken: bool,
+}
+
+#[actor]
+impl Tally {
+    #[command]
+    fn add(&mut self, n: i64) -> i64 {
+        self.total += n;
+        self.total
+    }
+
+    #[command]
+    fn set_broken(&mut self, broken: bool) {
+        self.broken = broken;
+    }
+
+    /// Fails for good while the desk is broken.
+    #[command]
+    fn fragile(&mut self, why: String) -> Result<i64, Failure> {
+        if self.broken {
+            return Err(Failure::permanent(why));
+        }
+        self.total += 1;
+        Ok(self.total)
+    }
+
+    #[query]
+    fn total(&self) -> i64 {
+        self.total
+    }
+}
+
+/// Everything allowed, administration included.
+struct Operators;
+
+impl Policy for Operators {
+    fn authorize_message(&self, _request: &Request<'_>) -> Result<(), Denied> {
+        Ok(())
+    }
+    fn authorize_query(&self, _request: &Request<'_>) -> Result<(), Denied> {
+        Ok(())
+    }
+    fn authorize_administration(&self, _request: &AdminRequest<'_>) -> Result<(), Denied> {
+        Ok(())
+    }
+}
+
+/// A policy whose administration check panics.
+struct Panicking;
+
+impl Policy for Panicking {
+    fn authorize_message(&self, _request: &Request<'_>) -> Result<(), Denied> {
+        Ok(())
+    }
+    fn authorize_query(&self, _request: &Request<'_>) -> Result<(), Denied> {
+        Ok(())
+    }
+    fn authorize_administration(&self, _request: &AdminRequest<'_>) -> Result<(), Denied> {
+        panic!("the policy's directory lookup failed");
+    }
+}
+
+/// Polls the inner future at most `left` times, then drops it where it stands (as a
+/// `tokio::time::timeout`, a `select!` or a disconnected HTTP client would).
+struct PollLimit<F: Future> {
+    inner: Pin<Box<F>>,
+    left: usize,
+}
+
+impl<F: Future> Future for PollLimit<F> {
+    type Output = Option<F::Output>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if self.left == 0 {
+            return Poll::Ready(None);
+        }
+        self.left -= 1;
+        match self.inner.as_mut().poll(cx) {
+            Poll::Ready(value) => Poll::Ready(Some(value)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+fn poll_limit<F: Future>(left: usize, inner: F) -> PollLimit<F> {
+    PollLimit {
+        inner: Box::pin(inner),
+        left,
+    }
+}
+
+struct Sqlite {
+    dir: tempfile::TempDir,
+    clock: ManualClock,
+}
+
+impl Sqlite {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+            clock: ManualClock::starting_now(),
+        }
+    }
+
+    fn builder(&self) -> solid_objects::Builder {
+        Runtime::builder()
+            .sqlite(self.dir.path().join("actors.db"))
+            .clock(self.clock.clone())
+            .policy(Operators)
+            .actor::<Tally>()
+            .sync_timeout(Duration::from_secs(30))
+    }
+
+    async fn runtime(&self) -> Runtime {
+        self.builder().start().await.unwrap()
+    }
+
+    async fn pool(&self) -> sqlx::SqlitePool {
+        let options =
+            sqlx::sqlite::SqliteConnectOptions::new().filename(self.dir.path().join("actors.db"));
+        sqlx::SqlitePool::connect_with(options).await.unwrap()
+    }
+}
+
+async fn sqlite_scalar(pool: &sqlx::SqlitePool, sql: &str) -> i64 {
+    sqlx::query_scalar(sql).fetch_one(pool).await.unwrap()
+}
+
+/// Promise: every admin call that changes something is audited (who, what, when), and any
+/// future may be dropped at any await. A retry of a dead letter whose future is dropped
+/// after its change committed must not leave the change without its audit row.
+#[tokio::test]
+async fn a_dropped_retry_never_leaves_a_retried_dead_letter_without_its_audit_row() {
+    let db = Sqlite::new();
+    let runtime = db.runtime().await;
+    let pool = db.pool().await;
+    let admin = runtime.admin().context(ana());
+    let desk = runtime.reference::<Tally>("d1");
+    desk.set_broken(true).await.unwrap();
+    let mut unaudited = Vec::new();
+    for polls in 1..=40 {
+        assert!(desk.fragile(format!("broken {polls}")).await.is_err());
+        let id = sqlite_scalar(
+            &pool,
+            "SELECT MAX(id) FROM solid_messages WHERE status = 'dead' AND retried_as IS NULL",
+        )
+        .await;
+        let _ = poll_limit(polls, admin.retry_dead_letter(id)).await;
+        let retried = sqlite_scalar(
+            &pool,
+            &format!("SELECT COUNT(*) FROM solid_messages WHERE id = {id} AND retried_as > 0"),
+        )
+        .await;
+        let audited = sqlite_scalar(
+            &pool,
+            &format!(
+                "SELECT COUNT(*) FROM solid_admin_events WHERE action = 'retry_dead_letter' \
+                 AND resource = 'message {id}'"
+            ),
+        )
+        .await;
+        if retried == 1 && audited == 0 {
+            unaudited.push((polls, id));
+        }
+    }
+    // The writer still works.
+    assert_eq!(desk.add(1).await.unwrap(), 1);
+    assert!(
+        unaudited.is_empty(),
+        "dead letters retried (committed) with no audit row, as (polls before the drop, \
+         message id): {unaudited:?}"
+    );
+}
+
+/// Promise: a change is never without its audit row: after a drop at any await, a paused
+/// actor has its `pause` row (written before the pause acts; a row without a pause is a
+/// call dropped before it acted).
+#[tokio::test]
+async fn a_dropped_pause_is_paused_and_audited_or_neither() {
+    let db = Sqlite::new();
+    let runtime = db.runtime().await;
+    let pool = db.pool().await;
+    let admin = runtime.admin().context(ana());
+    for polls in 1..=30 {
+        let id = format!("p{polls}");
+        let _ = poll_limit(polls, admin.pause("Tally", &id)).await;
+        let paused = sqlite_scalar(
+            &pool,
+            &format!(
+                "SELECT COUNT(*) FROM solid_instances WHERE actor_id = '{id}' \
+                 AND paused_at IS NOT NULL"
+            ),
+        )
+        .await;
+        let audited = sqlite_scalar(
+            &pool,
+            &format!(
+                "SELECT COUNT(*) FROM solid_admin_events WHERE action = 'pause' \
+                 AND resource = 'Tally/{id}'"
+            ),
+        )
+        .await;
+        assert!(
+            paused <= audited,
+            "after {polls} polls: paused {paused}, rows {audited}"
+        );
+    }
+    assert_eq!(runtime.reference::<Tally>("x").add(2).await.unwrap(), 2);
+}
+
+/// Promise: any future may be dropped at any await and nothing is left behind. The
+/// doctor's scratch actor (`solid_objects.doctor`) must not outlive a doctor call that was
+/// dropped half-way: it would show in every listing and `status` forever.
+#[tokio::test]
+async fn a_dropped_doctor_leaves_no_scratch_actor_behind() {
+    let db = Sqlite::new();
+    let runtime = db.runtime().await;
+    let pool = db.pool().await;
+    let admin = runtime.admin().context(ana());
+    let mut left_behind = Vec::new();
+    for polls in 1..=40 {
+        let _ = poll_limit(polls, admin.doctor()).await;
+        let scratch = sqlite_scalar(
+            &pool,
+            "SELECT COUNT(*) FROM solid_instances WHERE actor_type = 'solid_objects.doctor'",
+        )
+        .await;
+        if scratch > 0 {
+            left_behind.push((polls, scratch));
+            sqlx::query("DELETE FROM solid_instances WHERE actor_type = 'solid_objects.doctor'")
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+    }
+    let types = admin.actor_types().await.unwrap();
+    assert!(
+        left_behind.is_empty(),
+        "doctor scratch actors left behind (polls before the drop, rows): {left_behind:?}; \
+         types now {types:?}"
+    );
+}
+
+/// Promise: bad input gets a clear error and changes nothing. An empty or oversized actor
+/// type is bad input, as an empty or oversized id is.
+#[tokio::test]
+async fn pausing_an_empty_or_oversized_actor_type_is_refused_and_changes_nothing() {
+    let db = Sqlite::new();
+    let runtime = db.runtime().await;
+    let pool = db.pool().await;
+    let admin = runtime.admin().context(ana());
+    let empty = admin.pause("", "d1").await;
+    let huge_type = "T".repeat(1 << 20);
+    let huge = admin.pause(&huge_type, "d1").await;
+    let rows = sqlite_scalar(&pool, "SELECT COUNT(*) FROM solid_instances").await;
+    let longest = sqlite_scalar(
+        &pool,
+        "SELECT COALESCE(MAX(length(actor_type)), 0) FROM solid_instances",
+    )
+    .await;
+    assert!(
+        empty.is_err() && huge.is_err() && rows == 0,
+        "pause(\"\", \"d1\") = {empty:?}, pause(<1 MiB type>, \"d1\") = {:?}; solid_instances \
+         now has {rows} rows, the longest actor_type {longest} bytes",
+        huge.map_err(|e| e.to_string().chars().take(200).collect::<String>())
+    );
+}
+
+/// Promise: a policy is user code; a panic in it denies the call, and the denial is
+/// audited (expected to hold).
+#[tokio::test]
+async fn a_panicking_policy_denies_and_the_denial_is_audited() {
+    let db = Sqlite::new();
+    let runtime = db.builder().policy(Panicking).start().await.unwrap();
+    let error = runtime
+        .admin()
+        .context(ana())
+        .pause("Tally", "d1")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, Error::AdministrationDenied { .. }),
+        "{error}"
+    );
+    runtime.close().await;
+    let pool = db.pool().await;
+    let denied = sqlite_scalar(
+        &pool,
+        "SELECT COUNT(*) FROM solid_admin_events WHERE action = 'pause' AND outcome = 'denied'",
+    )
+    .await;
+    assert_eq!(denied, 1);
+    let paused = sqlite_scalar(
+        &pool,
+        "SELECT COUNT(*) FROM solid_instances WHERE paused_at IS NOT NULL",
+    )
+    .await;
+    assert_eq!(paused, 0);
+}
+
+/// Promise: a redrive retries each dead letter once and terminates. With workers running,
+/// the retries of a poison message die again (new dead letters, higher ids) while the
+/// redrive is still paging forward by id: it must not pick those up and send them again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_redrive_with_workers_running_retries_only_the_dead_letters_that_were_there() {
+    let db = Sqlite::new();
+    let runtime = db.runtime().await;
+    let desks: Vec<_> = (0..30)
+        .map(|i| runtime.reference::<Tally>(&format!("poison-{i}")))
+        .collect();
+    for desk in &desks {
+        desk.set_broken(true).await.unwrap();
+    }
+    for round in 0..10 {
+        for desk in &desks {
+            assert!(desk.fragile(format!("poison {round}")).await.is_err());
+        }
+    }
+    let admin = runtime.admin().context(ana());
+    let before = admin
+        .dead_letters(&DeadLetterFilter::new().limit(1000))
+        .await
+        .unwrap()
+        .len();
+    assert_eq!(before, 300);
+    let running = tokio::spawn({
+        let runtime = runtime.clone();
+        async move { runtime.run().await }
+    });
+    let redriven = tokio::time::timeout(
+        Duration::from_secs(20),
+        admin.redrive(
+            &DeadLetterFilter::new()
+                .actor_type("Tally")
+                .operation("fragile"),
+        ),
+    )
+    .await;
+    runtime.shutdown();
+    running.await.unwrap().unwrap();
+    let pool = db.pool().await;
+    let retried = sqlite_scalar(
+        &pool,
+        "SELECT COUNT(*) FROM solid_messages WHERE retried_as > 0",
+    )
+    .await;
+    let messages = sqlite_scalar(
+        &pool,
+        "SELECT COUNT(*) FROM solid_messages WHERE operation = 'fragile'",
+    )
+    .await;
+    let retried_by_redrive = redriven.map(|r| r.unwrap().retried).ok();
+    assert!(
+        retried_by_redrive == Some(300) && retried == 300,
+        "one redrive of 300 dead letters: returned {retried_by_redrive:?} (None: still \
+         running after 20 s); dead letters retried {retried}, fragile messages now {messages}"
+    );
 }

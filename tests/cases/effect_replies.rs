@@ -562,3 +562,248 @@ async fn the_failure_reply_of_an_effect_near_the_arguments_limit_still_arrives()
     );
     runtime.close().await;
 }
+
+/// Fetches a document whose JSON nests as deep as serde_json reads back (127 levels).
+#[derive(Serialize, Deserialize)]
+struct FetchTree {
+    depth: usize,
+}
+
+impl Effect for FetchTree {
+    const NAME: &'static str = "deep_fetch_tree";
+    type Output = Value;
+}
+
+#[derive(Serialize, Deserialize)]
+struct Charge {
+    cents: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Receipt {
+    charge_id: String,
+}
+
+impl Effect for Charge {
+    const NAME: &'static str = "card_charge";
+    type Output = Receipt;
+}
+
+#[actor]
+#[derive(Debug, Default)]
+struct Till {
+    log: Vec<String>,
+}
+
+#[actor]
+impl Till {
+    #[command]
+    fn fetch(&mut self, turn: &mut Turn<Self>, depth: usize) {
+        turn.emit(FetchTree { depth })
+            .on_success()
+            .fetched()
+            .on_failure()
+            .fetch_failed();
+    }
+
+    #[command]
+    fn pay(&mut self, turn: &mut Turn<Self>, cents: i64) {
+        turn.emit(Charge { cents })
+            .on_success()
+            .charged()
+            .on_failure()
+            .charge_failed();
+    }
+
+    #[reply]
+    fn fetched(&mut self, tree: Value) {
+        self.log.push(format!("fetched depth {}", depth_of(&tree)));
+    }
+
+    #[reply]
+    fn charged(&mut self, receipt: Receipt) {
+        self.log.push(format!("charged {}", receipt.charge_id));
+    }
+
+    #[reply]
+    fn fetch_failed(&mut self, failure: EffectFailure<FetchTree>) {
+        self.log
+            .push(format!("failed {}: {}", failure.name, failure.error));
+    }
+
+    #[reply]
+    fn charge_failed(&mut self, failure: EffectFailure<Charge>) {
+        self.log
+            .push(format!("failed {}: {}", failure.name, failure.error));
+    }
+
+    #[command]
+    fn note(&mut self, entry: String) {
+        self.log.push(entry);
+    }
+}
+
+/// An array nested `depth` levels deep: `[[[...]]]`.
+fn nested(depth: usize) -> Value {
+    (1..depth).fold(Value::Array(Vec::new()), |inner, _| {
+        Value::Array(vec![inner])
+    })
+}
+
+fn depth_of(value: &Value) -> usize {
+    match value {
+        Value::Array(items) => 1 + items.iter().map(depth_of).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// A till runtime whose card processor declines a charge of 13 cents for good the first
+/// `declines` times it sees it, and charges everything else.
+async fn till_runtime(harness: &Harness, declines: u32) -> Runtime {
+    let declines = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(declines));
+    Runtime::builder()
+        .sqlite(harness.path())
+        .clock(harness.clock.clone())
+        .policy(AllowAll)
+        .effect(|fetch: FetchTree, _: EffectContext| async move { Ok(nested(fetch.depth)) })
+        .effect(move |charge: Charge, context: EffectContext| {
+            let declines = std::sync::Arc::clone(&declines);
+            async move {
+                if charge.cents == 13 && declines.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+                    declines.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                    return Err(Failure::permanent("card declined"));
+                }
+                Ok(Receipt {
+                    charge_id: format!("ch-{}", context.attempt()),
+                })
+            }
+        })
+        .start()
+        .await
+        .expect("the runtime starts")
+}
+
+/// "Never commit what cannot be read back": an effect output at serde_json's nesting limit.
+/// It passes the output's own read-back, but the reply command wraps it two levels deeper
+/// (`{"operation":..,"arguments":{"tree":<output>}}`); the outcome must still reach the actor
+/// (its output, or its failure), never a reply message committed unreadable.
+#[tokio::test]
+async fn an_effect_output_at_the_nesting_limit_still_reaches_its_actor() {
+    let harness = Harness::new();
+    let runtime = till_runtime(&harness, 0).await;
+    let till = runtime.reference::<Till>("t");
+    till.fetch(127).await.unwrap();
+
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
+    runtime.testing().drain().await.unwrap();
+
+    let dead: Vec<(String, String)> = runtime
+        .dead_letters(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|letter| (letter.operation, letter.error))
+        .collect();
+    let log = till.snapshot().await.unwrap().log;
+    assert_eq!(
+        (dead.as_slice(), log.len()),
+        (&[][..], 1),
+        "the effect's outcome must reach the actor (its output, or its failure); instead the \
+         reply was committed unreadable. dead letters: {dead:?}, actor log: {log:?}, dead \
+         effects: {}",
+        runtime.dead_effects(10).await.unwrap().len()
+    );
+}
+
+/// A stored `on_success` that names a command the actor does not have fails the effect for good.
+/// "An unreadable stored reply fails the effect for good with a clear error", and unknown
+/// operations in stored rows get a typed error and change nothing: the actor's mailbox never
+/// gets an operation no build knows (as it would when a deploy renames the reply command while
+/// effects emitted by the old build are still pending), and later calls to the actor go on.
+#[tokio::test]
+async fn a_stored_reply_naming_an_unknown_command_fails_the_effect_and_the_actor_goes_on() {
+    let harness = Harness::new();
+    let runtime = till_runtime(&harness, 0).await;
+    let till = runtime.reference::<Till>("t");
+    till.pay(250).await.unwrap();
+    execute(
+        &harness,
+        r#"UPDATE solid_effects SET on_success = '{"operation":"refund_everything","argument":"receipt"}'"#,
+    )
+    .await;
+
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
+    let later = till.note("later".to_owned()).await;
+    let dead_effects = runtime.dead_effects(10).await.unwrap();
+    assert!(
+        later.is_ok() && dead_effects.len() == 1,
+        "the actor must go on and the effect fail for good with a clear error; the call got \
+         {later:?}, dead effects: {}",
+        dead_effects.len()
+    );
+}
+
+/// A stored reply whose argument name is not the command's fails the effect for good.
+/// The reply `{"wrong": <receipt>}` would be committed as arguments that never decode; instead
+/// the effect is dead (and its failure reaches on_failure), and no dead letter is left.
+#[tokio::test]
+async fn a_stored_reply_with_a_wrong_argument_name_fails_the_effect_for_good() {
+    let harness = Harness::new();
+    let runtime = till_runtime(&harness, 0).await;
+    let till = runtime.reference::<Till>("t");
+    till.pay(250).await.unwrap();
+    execute(
+        &harness,
+        r#"UPDATE solid_effects SET on_success = '{"operation":"charged","argument":"wrong"}'"#,
+    )
+    .await;
+
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
+    runtime.testing().drain().await.unwrap();
+
+    let dead_letters: Vec<String> = runtime
+        .dead_letters(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|letter| format!("{}: {}", letter.operation, letter.error))
+        .collect();
+    let dead_effects = runtime.dead_effects(10).await.unwrap().len();
+    assert_eq!(
+        (dead_letters.clone(), dead_effects),
+        (Vec::<String>::new(), 1),
+        "the effect must fail for good (and its failure reach on_failure), not commit a reply \
+         that cannot be read: dead letters {dead_letters:?}"
+    );
+}
+
+/// `Runtime::retry_effect` revives a dead effect whose failure already went back to its
+/// actor; the retry's success then reaches the `on_success` command too (documented on
+/// `retry_effect`: an operator's retry is a new outcome, and an actor that treats a failure
+/// as final says so in its state). Both arrive, in order, each once.
+#[tokio::test]
+async fn retrying_a_dead_effect_after_its_failure_went_back_reports_the_new_outcome_too() {
+    let harness = Harness::new();
+    let runtime = till_runtime(&harness, 1).await;
+    let till = runtime.reference::<Till>("t");
+    till.pay(13).await.unwrap();
+    runtime.testing().run_effects().await.unwrap();
+    runtime.testing().drain().await.unwrap();
+    let dead = runtime.dead_effects(10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(
+        till.snapshot().await.unwrap().log,
+        ["failed card_charge: card declined"]
+    );
+
+    // An operator retries the dead effect; the processor now accepts the card.
+    assert!(runtime.retry_effect(dead[0].id).await.unwrap());
+    assert!(!runtime.retry_effect(dead[0].id).await.unwrap(), "once");
+    runtime.testing().run_effects().await.unwrap();
+    runtime.testing().drain().await.unwrap();
+
+    assert_eq!(
+        till.snapshot().await.unwrap().log,
+        ["failed card_charge: card declined", "charged ch-1"]
+    );
+}

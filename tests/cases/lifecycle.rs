@@ -3,10 +3,13 @@
 
 use crate::support;
 
+use std::time::Duration;
+
 use crate::support::subscription::Subscription;
+use axum_core::response::IntoResponse;
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
-use support::Harness;
+use support::{count, Harness};
 
 /// Why a hold is refused, as a caller can match on it.
 #[derive(Debug, PartialEq, Rejection)]
@@ -266,4 +269,170 @@ async fn a_recurring_reminder_goes_on_until_it_is_cancelled() {
     assert_eq!(subscription.snapshot().await.unwrap().renewals.len(), 3);
     assert_eq!(after_cancel, 0);
     runtime.close().await;
+}
+
+#[actor(max_attempts = 1)]
+#[derive(Debug, Default)]
+struct Meter {
+    broken: bool,
+    readings: Vec<String>,
+}
+
+#[actor]
+impl Meter {
+    #[command]
+    fn install(&mut self, turn: &mut Turn<Self>, broken: bool) -> u64 {
+        self.broken = broken;
+        turn.schedule_every(TimeDelta::hours(1), "hourly").read();
+        turn.incarnation()
+    }
+
+    #[command]
+    fn repair(&mut self) {
+        self.broken = false;
+    }
+
+    #[command]
+    fn ping(&mut self, turn: &mut Turn<Self>) -> u64 {
+        turn.incarnation()
+    }
+
+    #[command]
+    fn add(&mut self) {
+        self.readings.push("added".to_owned());
+    }
+
+    #[reminder]
+    fn read(&mut self, turn: &mut Turn<Self>) -> Result<(), Failure> {
+        if self.broken {
+            return Err(Failure::permanent("the meter is broken"));
+        }
+        self.readings.push(format!(
+            "incarnation {} at {:?}",
+            turn.incarnation(),
+            turn.scheduled_at().map(|at| at.timestamp())
+        ));
+        Ok(())
+    }
+}
+
+/// A dead reminder occurrence of a destroyed incarnation, retried by an operator, never lands on the next.
+/// "A message or reminder from an old incarnation never lands on the new one": the retried
+/// message keeps its incarnation and ends destroyed.
+#[tokio::test]
+async fn a_dead_reminder_of_a_destroyed_incarnation_retried_by_an_operator_never_runs_on_the_next()
+{
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let meter = runtime.reference::<Meter>("m");
+    assert_eq!(meter.install(true).await.unwrap(), 1);
+    harness.advance_minutes(60);
+    assert_eq!(
+        runtime
+            .testing()
+            .run_due_reminders()
+            .await
+            .unwrap()
+            .occurrences_fired,
+        1
+    );
+    let dead = runtime.dead_letters(10).await.unwrap();
+    assert_eq!(dead.len(), 1, "incarnation 1's occurrence failed for good");
+
+    meter.destroy().await.unwrap();
+    assert_eq!(meter.ping().await.unwrap(), 2);
+    let retried = runtime
+        .retry_dead_letter(dead[0].message.id())
+        .await
+        .unwrap();
+    runtime.testing().drain().await.unwrap();
+
+    let readings = meter.snapshot().await.unwrap().readings;
+    let status = retried.status().await.unwrap();
+    assert!(
+        readings.is_empty() && matches!(status, MessageStatus::Destroyed),
+        "incarnation 1's reminder landed on incarnation 2: readings {readings:?}, retried \
+         message {status:?}"
+    );
+}
+
+/// A recurring reminder's occurrence that died and is retried by an operator keeps its scheduled time.
+/// "The occurrence's scheduled time is available to the handler", on the retry too:
+/// `turn.scheduled_at()` is the time it was scheduled for.
+#[tokio::test]
+async fn a_retried_reminder_occurrence_keeps_its_scheduled_time() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let meter = runtime.reference::<Meter>("m");
+    meter.install(true).await.unwrap();
+    harness.advance_minutes(60);
+    let scheduled = harness.clock.now().timestamp();
+    runtime.testing().run_due_reminders().await.unwrap();
+    let dead = runtime.dead_letters(10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+
+    meter.repair().await.unwrap();
+    runtime
+        .retry_dead_letter(dead[0].message.id())
+        .await
+        .unwrap();
+    runtime.testing().drain().await.unwrap();
+
+    assert_eq!(
+        meter.snapshot().await.unwrap().readings,
+        [format!("incarnation 1 at Some({scheduled})")],
+        "the retried occurrence runs with the time it was scheduled for"
+    );
+}
+
+/// Messages a destroy ended are finished, and pruned after the retention period.
+/// `Runtime::prune_finished` deletes finished messages older than the retention period; a
+/// destroyed message (and a stale reminder occurrence or effect reply of an old incarnation) is
+/// one, so actors destroyed and recreated for years do not grow `solid_messages` for ever.
+#[tokio::test]
+async fn destroyed_messages_are_pruned_after_the_retention_period() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let meter = runtime.reference::<Meter>("m");
+    for _ in 0..3 {
+        meter.enqueue().add().await.unwrap();
+    }
+    meter.destroy().await.unwrap();
+    assert_eq!(
+        count(&harness, "solid_messages WHERE status = 'destroyed'").await,
+        3
+    );
+
+    harness.clock.advance(Duration::from_secs(400 * 24 * 3600));
+    runtime.prune_finished().await.unwrap();
+
+    assert_eq!(
+        count(&harness, "solid_messages WHERE status = 'destroyed'").await,
+        0,
+        "destroyed messages a year past the retention period are still stored"
+    );
+}
+
+/// A caller waiting on a message that a destroy ended gets `Error::Destroyed`, a client error over HTTP.
+/// Through the axum integration the client can tell "that actor was destroyed" (a 4xx answer)
+/// from a crash (a 500 logged as a server error).
+#[tokio::test]
+async fn a_destroyed_message_answers_http_clients_with_a_client_error() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let meter = runtime.reference::<Meter>("m");
+    let queued = meter.enqueue().add().await.unwrap();
+    meter.destroy().await.unwrap();
+    let error = queued
+        .wait(Duration::from_secs(5))
+        .await
+        .expect_err("the message was destroyed");
+    assert!(matches!(error, Error::Destroyed { .. }), "{error:?}");
+
+    let response = error.into_response();
+    let status = response.status().as_u16();
+    assert!(
+        (400..500).contains(&status),
+        "Error::Destroyed answers HTTP {status}, a server error"
+    );
 }

@@ -294,3 +294,46 @@ async fn listing_reminders_is_authorised_as_a_query() {
     );
     runtime.close().await;
 }
+
+#[actor]
+#[derive(Debug, Default)]
+struct Alarm {}
+
+#[actor]
+impl Alarm {
+    #[command]
+    fn arm(&mut self, turn: &mut Turn<Self>) {
+        turn.schedule(turn.now() + TimeDelta::hours(1), "wake")
+            .ring();
+    }
+
+    /// Destroys the actor, then asks whether its reminder is still due.
+    #[command]
+    async fn retire(&mut self, turn: &mut Turn<Self>) -> Result<bool, TurnError> {
+        turn.destroy();
+        Ok(turn.reminder("wake").ring().await?.is_some())
+    }
+
+    #[reminder]
+    fn ring(&mut self) {}
+}
+
+/// A lookup after `turn.destroy()` in the same turn says the reminder is not due.
+/// `turn.reminder(key).<r>().await` counts what this turn has staged so far; a staged destroy
+/// removes every reminder at commit, so the lookup says `None`, as the listing does after the
+/// commit.
+#[tokio::test]
+async fn a_lookup_after_turn_destroy_says_no_reminder_is_due() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let alarm = runtime.reference::<Alarm>("a");
+    alarm.arm().await.unwrap();
+
+    let still_due = alarm.retire().await.unwrap();
+    let listed = alarm.reminders().await.unwrap().len();
+    assert_eq!(
+        (still_due, listed),
+        (false, 0),
+        "the turn was told its reminder is due; after its commit {listed} reminders exist"
+    );
+}

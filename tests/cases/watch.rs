@@ -2,7 +2,9 @@
 //! state first, then every later commit in revision order; a slow watcher skips to the
 //! newest; a second OS process's commit is seen; denied by default; the destroy event; and
 //! what tries to break it (dropped watchers, a thousand watchers, turns that roll back,
-//! states that no longer deserialise, a shutdown).
+//! states that no longer deserialise, a shutdown, an invalid id, a watch begun before its
+//! actor exists, a destroy and a new incarnation before the watcher reads, a close with a
+//! server-sent events stream open, a commit right after the first item on PostgreSQL).
 
 use crate::support;
 
@@ -10,6 +12,8 @@ use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use axum::response::IntoResponse;
+use futures_util::StreamExt;
 use solid_objects::policy::{Denied, Request};
 use solid_objects::prelude::*;
 use solid_objects::{GroupCommit, Watch};
@@ -128,7 +132,7 @@ fn builder(database: &str) -> solid_objects::Builder {
 }
 
 /// The next item, within [`SOON`].
-async fn next<T: std::fmt::Debug>(watch: &mut Watch<T>) -> Option<Result<Watched<T>, Error>> {
+pub(crate) async fn next<T: std::fmt::Debug>(watch: &mut Watch<T>) -> Option<Result<Watched<T>, Error>> {
     tokio::time::timeout(SOON, watch.next())
         .await
         .expect("the watch answers in time")
@@ -663,4 +667,150 @@ async fn a_denied_watch_as_server_sent_events_is_a_403() {
         .unwrap_or_else(IntoResponse::into_response);
     assert_eq!(response.status(), 403);
     runtime.close().await;
+}
+
+/// A counter of the watch edge cases, beside [`Counter`].
+#[actor]
+#[derive(Default, Debug, PartialEq)]
+pub(crate) struct Dial {
+    value: u64,
+}
+
+#[actor]
+impl Dial {
+    #[command]
+    pub(crate) fn add(&mut self, n: u64) -> u64 {
+        self.value += n;
+        self.value
+    }
+
+    #[command]
+    fn close(&mut self, turn: &mut Turn<Self>) {
+        turn.destroy();
+    }
+
+    #[command]
+    fn fail(&mut self) -> Result<u64, Failure> {
+        Err(Failure::permanent("<script>alert(1)</script>"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watching_an_invalid_id_is_an_error_item_then_ends() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    for id in ["", "a\0b", &"x".repeat(100_000)] {
+        let mut watch = runtime.reference::<Dial>(id).watch();
+        let first = next(&mut watch).await;
+        assert!(
+            matches!(first, Some(Err(_))),
+            "id of {} bytes: {first:?}",
+            id.len()
+        );
+        assert!(next(&mut watch).await.is_none());
+    }
+    runtime.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_begun_before_the_actor_exists_sees_its_first_commit() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let counter = runtime.reference::<Dial>("new");
+    let mut watch = counter.watch();
+    assert_eq!(
+        next(&mut watch).await.unwrap().unwrap(),
+        Watched::State {
+            value: Dial { value: 0 },
+            incarnation: 1,
+            revision: 0
+        }
+    );
+    counter.add(3).await.unwrap();
+    assert_eq!(
+        next(&mut watch).await.unwrap().unwrap(),
+        Watched::State {
+            value: Dial { value: 3 },
+            incarnation: 1,
+            revision: 1
+        }
+    );
+    runtime.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn destroy_then_recreate_before_the_watcher_reads_is_destroyed_once_then_the_end() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let counter = runtime.reference::<Dial>("phoenix");
+    counter.add(1).await.unwrap();
+    let mut watch = counter.watch();
+    assert!(matches!(
+        next(&mut watch).await,
+        Some(Ok(Watched::State { revision: 1, .. }))
+    ));
+    counter.close().await.unwrap();
+    counter.add(5).await.unwrap();
+    counter.close().await.unwrap();
+    counter.add(7).await.unwrap();
+    assert_eq!(
+        next(&mut watch).await.unwrap().unwrap(),
+        Watched::Destroyed { incarnation: 1 }
+    );
+    assert!(next(&mut watch).await.is_none());
+    runtime.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_follower_task_ends_when_the_last_watch_is_dropped() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let counter = runtime.reference::<Dial>("c");
+    counter.add(1).await.unwrap();
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let before = metrics.num_alive_tasks();
+    for round in 0..20 {
+        let mut watch = counter.watch();
+        assert!(
+            matches!(next(&mut watch).await, Some(Ok(_))),
+            "round {round}"
+        );
+        drop(watch);
+    }
+    let settled = eventually(SOON, || async { metrics.num_alive_tasks() <= before }).await;
+    assert!(
+        settled,
+        "tasks before {before}, after {}",
+        metrics.num_alive_tasks()
+    );
+    runtime.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_does_not_hang_while_a_server_sent_events_stream_is_open() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let counter = runtime.reference::<Dial>("c");
+    counter.add(1).await.unwrap();
+    let sse = counter.watch().into_sse().await.unwrap();
+    // The stream is being read: its first event (the current state) has arrived.
+    let mut body = sse.into_response().into_body().into_data_stream();
+    let first = tokio::time::timeout(SOON, body.next())
+        .await
+        .expect("the first event");
+    assert!(first.is_some_and(|chunk| chunk.is_ok()));
+    let reading = tokio::spawn(async move {
+        let mut read = 0;
+        while let Some(chunk) = body.next().await {
+            read += chunk.map_err(|error| error.to_string())?.len();
+        }
+        Ok::<_, String>(read)
+    });
+    tokio::time::timeout(SOON, runtime.close())
+        .await
+        .expect("close does not hang");
+    let body = tokio::time::timeout(SOON, reading)
+        .await
+        .expect("the SSE body ends");
+    assert!(body.unwrap().is_ok());
 }

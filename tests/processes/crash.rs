@@ -10,18 +10,16 @@
 //! killed on every attempt ends dead and sends its failure reply. The child for those is
 //! `effect_worker_process`, on the parent's clock (`CRASH_WORKER_NOW`).
 
-mod support;
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::support::mariadb::MariaDb;
+use crate::support::postgres::PgServer;
+use crate::support::{eventually, Harness};
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::{Builder, Effect, EffectContext, MessageStatus, RetryPolicy};
-use support::mariadb::MariaDb;
-use support::postgres::PgServer;
-use support::{eventually, Harness};
 
 const DATABASE: &str = "CRASH_WORKER_DATABASE";
 const HANG_MARKER: &str = "CRASH_WORKER_HANG_MARKER";
@@ -179,7 +177,7 @@ fn kill_mid_effect(backend: &Backend, marker: &Path, lease: Option<Duration>) ->
     command
         .args([
             "--exact",
-            "effect_worker_process",
+            "crash::effect_worker_process",
             "--nocapture",
             "--test-threads=1",
         ])
@@ -345,7 +343,7 @@ fn spawn_worker(database: &str, marker: &Path) -> std::process::Child {
     Command::new(std::env::current_exe().expect("the test binary"))
         .args([
             "--exact",
-            "worker_process",
+            "crash::worker_process",
             "--nocapture",
             "--test-threads=1",
         ])

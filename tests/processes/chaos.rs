@@ -19,8 +19,6 @@
 //! `CHAOS_CALL_TIMEOUT_MS` (100), the sync calls' timeout; `CHAOS_SEED`, which workers
 //! die (printed with the figures).
 
-mod support;
-
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
 use std::mem::take;
@@ -30,12 +28,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::support::mariadb::MariaDb;
+use crate::support::postgres::PgServer;
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::{Builder, Effect, EffectContext};
 use sqlx::AnyPool;
-use support::mariadb::MariaDb;
-use support::postgres::PgServer;
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
@@ -511,7 +509,7 @@ impl Supervisor {
         Command::new(std::env::current_exe().expect("the test binary"))
             .args([
                 "--exact",
-                "worker_process",
+                "chaos::worker_process",
                 "--nocapture",
                 "--test-threads=1",
             ])

@@ -4,10 +4,9 @@
 //! and the server's own view of a session waiting for a lock), never by sleeping, and bounds
 //! every wait so that a wedge fails the test instead of hanging it.
 //!
-//! The cases are written once, here; `tests/postgres_reliability.rs` and
-//! `tests/mysql_reliability.rs` each run them (one process per backend: the cases' pauses
-//! and barriers are statics) on their own `backend` module: how to reach the server, and
-//! the few statements that differ.
+//! The cases are written once, here; the binaries tests/postgres.rs and tests/mysql.rs each
+//! run them (one process per backend: the cases' pauses and barriers are statics) on their
+//! own `backend` module: how to reach the server, and the few statements that differ.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -6,18 +6,17 @@
 //! `caller_process` (which does nothing unless the parent set `CALLER_DATABASE`). Time moves
 //! only through the runtimes' `ManualClock`.
 
-#[path = "subscription.rs"]
+#[path = "../subscription.rs"]
 mod subscription;
-mod support;
 
 use std::process::Stdio;
 use std::time::Duration;
 
+use crate::support::eventually;
+use crate::support::postgres::PgServer;
 use solid_objects::prelude::*;
 use sqlx::{Connection, PgConnection, PgPool};
 use subscription::Subscription;
-use support::eventually;
-use support::postgres::PgServer;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::ChildStdout;
 
@@ -589,7 +588,7 @@ async fn on_postgres_a_destroy_racing_a_turn_in_another_process_waits_for_it_or_
     let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "caller_process",
+            "lifecycle::caller_process",
             "--nocapture",
             "--quiet",
             "--test-threads=1",

@@ -2,20 +2,14 @@
 //! server-sent events; when another task holds seats, the count on the page drops within a
 //! second; a seat held with the page's own button drops it too, and a confirm sells it.
 
-#[path = "../examples/live_seats/show.rs"]
-mod show;
-mod support;
-#[path = "../examples/live_seats/web.rs"]
-mod web;
-
 use std::time::Duration;
 
+use crate::show::Show;
+use crate::support::browser::Browser;
+use crate::support::eventually;
+use crate::web::{Visitors, SEATS, SHOW};
 use fantoccini::{Client, Locator};
-use show::Show;
 use solid_objects::prelude::*;
-use support::browser::Browser;
-use support::eventually;
-use web::{Visitors, SEATS, SHOW};
 
 /// The text of the element with this id, if the page has it.
 async fn text(client: &Client, id: &str) -> Option<String> {
@@ -49,7 +43,7 @@ async fn the_page_shows_seats_left_drop_within_a_second_of_a_hold_elsewhere() {
     show.open(SEATS).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
-    let app = web::app(runtime.clone());
+    let app = crate::web::app(runtime.clone());
     let server = tokio::spawn(async move { axum::serve(listener, app).await });
     let client = &browser.client;
 

@@ -1,12 +1,10 @@
 //! Which runtime `Actor::reference(id)` reaches without naming one: the enclosing
 //! `runtime.scope(..)`, else the process default, which a runtime becomes only when asked.
 
-mod support;
-
 use std::sync::Arc;
 
+use crate::support::Harness;
 use solid_objects::prelude::*;
-use support::Harness;
 use tokio::sync::Barrier;
 
 #[actor]

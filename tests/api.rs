@@ -1,0 +1,11 @@
+//! What needs no backend matrix: which runtime a reference reaches without naming one, the
+//! misuse the compiler or the runtime refuses, and what the prelude's derives produce. Each
+//! module is one behaviour; any database a test needs is a SQLite file of its own.
+
+#[path = "api/default_runtime.rs"]
+mod default_runtime;
+#[path = "api/rejection_details.rs"]
+mod rejection_details;
+mod support;
+#[path = "api/unreachable_servers.rs"]
+mod unreachable_servers;
