@@ -9,3 +9,6 @@ mod rejection_details;
 mod support;
 #[path = "api/unreachable_servers.rs"]
 mod unreachable_servers;
+
+/// The backend of `support::Harness::new()` in this binary: a test that needs a database uses a SQLite file of its own.
+const BACKEND: support::Backend = support::Backend::Sqlite;

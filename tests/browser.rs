@@ -12,3 +12,6 @@ mod support;
 /// The live-seats example's pages and server-sent events.
 #[path = "../examples/live_seats/web.rs"]
 mod web;
+
+/// The backend of `support::Harness::new()` in this binary: the pages are served from SQLite files.
+const BACKEND: support::Backend = support::Backend::Sqlite;

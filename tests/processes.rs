@@ -8,3 +8,6 @@ mod chaos;
 #[path = "processes/crash.rs"]
 mod crash;
 mod support;
+
+/// The backend of `support::Harness::new()` in this binary: a test that names no backend runs on a SQLite file.
+const BACKEND: support::Backend = support::Backend::Sqlite;

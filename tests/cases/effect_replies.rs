@@ -698,7 +698,12 @@ async fn an_effect_output_at_the_nesting_limit_still_reaches_its_actor() {
     runtime.testing().drain().await.unwrap();
 
     let dead: Vec<(String, String)> = runtime
-        .dead_letters(10)
+        .admin()
+        .dead_letters(
+            &solid_objects::admin::DeadLetterFilter::new()
+                .include_retried()
+                .limit(10),
+        )
         .await
         .unwrap()
         .into_iter()
@@ -711,7 +716,16 @@ async fn an_effect_output_at_the_nesting_limit_still_reaches_its_actor() {
         "the effect's outcome must reach the actor (its output, or its failure); instead the \
          reply was committed unreadable. dead letters: {dead:?}, actor log: {log:?}, dead \
          effects: {}",
-        runtime.dead_effects(10).await.unwrap().len()
+        runtime
+            .admin()
+            .effects(
+                &solid_objects::admin::EffectFilter::new()
+                    .status("dead")
+                    .limit(10)
+            )
+            .await
+            .unwrap()
+            .len()
     );
 }
 
@@ -734,7 +748,15 @@ async fn a_stored_reply_naming_an_unknown_command_fails_the_effect_and_the_actor
 
     assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
     let later = till.note("later".to_owned()).await;
-    let dead_effects = runtime.dead_effects(10).await.unwrap();
+    let dead_effects = runtime
+        .admin()
+        .effects(
+            &solid_objects::admin::EffectFilter::new()
+                .status("dead")
+                .limit(10),
+        )
+        .await
+        .unwrap();
     assert!(
         later.is_ok() && dead_effects.len() == 1,
         "the actor must go on and the effect fail for good with a clear error; the call got \
@@ -762,13 +784,27 @@ async fn a_stored_reply_with_a_wrong_argument_name_fails_the_effect_for_good() {
     runtime.testing().drain().await.unwrap();
 
     let dead_letters: Vec<String> = runtime
-        .dead_letters(10)
+        .admin()
+        .dead_letters(
+            &solid_objects::admin::DeadLetterFilter::new()
+                .include_retried()
+                .limit(10),
+        )
         .await
         .unwrap()
         .into_iter()
         .map(|letter| format!("{}: {}", letter.operation, letter.error))
         .collect();
-    let dead_effects = runtime.dead_effects(10).await.unwrap().len();
+    let dead_effects = runtime
+        .admin()
+        .effects(
+            &solid_objects::admin::EffectFilter::new()
+                .status("dead")
+                .limit(10),
+        )
+        .await
+        .unwrap()
+        .len();
     assert_eq!(
         (dead_letters.clone(), dead_effects),
         (Vec::<String>::new(), 1),
@@ -777,7 +813,7 @@ async fn a_stored_reply_with_a_wrong_argument_name_fails_the_effect_for_good() {
     );
 }
 
-/// `Runtime::retry_effect` revives a dead effect whose failure already went back to its
+/// `Admin::retry_effect` revives a dead effect whose failure already went back to its
 /// actor; the retry's success then reaches the `on_success` command too (documented on
 /// `retry_effect`: an operator's retry is a new outcome, and an actor that treats a failure
 /// as final says so in its state). Both arrive, in order, each once.
@@ -789,7 +825,15 @@ async fn retrying_a_dead_effect_after_its_failure_went_back_reports_the_new_outc
     till.pay(13).await.unwrap();
     runtime.testing().run_effects().await.unwrap();
     runtime.testing().drain().await.unwrap();
-    let dead = runtime.dead_effects(10).await.unwrap();
+    let dead = runtime
+        .admin()
+        .effects(
+            &solid_objects::admin::EffectFilter::new()
+                .status("dead")
+                .limit(10),
+        )
+        .await
+        .unwrap();
     assert_eq!(dead.len(), 1);
     assert_eq!(
         till.snapshot().await.unwrap().log,
@@ -797,8 +841,11 @@ async fn retrying_a_dead_effect_after_its_failure_went_back_reports_the_new_outc
     );
 
     // An operator retries the dead effect; the processor now accepts the card.
-    assert!(runtime.retry_effect(dead[0].id).await.unwrap());
-    assert!(!runtime.retry_effect(dead[0].id).await.unwrap(), "once");
+    assert!(runtime.admin().retry_effect(dead[0].id).await.unwrap());
+    assert!(
+        !runtime.admin().retry_effect(dead[0].id).await.unwrap(),
+        "once"
+    );
     runtime.testing().run_effects().await.unwrap();
     runtime.testing().drain().await.unwrap();
 

@@ -336,13 +336,22 @@ async fn a_dead_reminder_of_a_destroyed_incarnation_retried_by_an_operator_never
             .occurrences_fired,
         1
     );
-    let dead = runtime.dead_letters(10).await.unwrap();
+    let dead = runtime
+        .admin()
+        .dead_letters(
+            &solid_objects::admin::DeadLetterFilter::new()
+                .include_retried()
+                .limit(10),
+        )
+        .await
+        .unwrap();
     assert_eq!(dead.len(), 1, "incarnation 1's occurrence failed for good");
 
     meter.destroy().await.unwrap();
     assert_eq!(meter.ping().await.unwrap(), 2);
     let retried = runtime
-        .retry_dead_letter(dead[0].message.id())
+        .admin()
+        .retry_dead_letter(dead[0].message_id)
         .await
         .unwrap();
     runtime.testing().drain().await.unwrap();
@@ -368,12 +377,21 @@ async fn a_retried_reminder_occurrence_keeps_its_scheduled_time() {
     harness.advance_minutes(60);
     let scheduled = harness.clock.now().timestamp();
     runtime.testing().run_due_reminders().await.unwrap();
-    let dead = runtime.dead_letters(10).await.unwrap();
+    let dead = runtime
+        .admin()
+        .dead_letters(
+            &solid_objects::admin::DeadLetterFilter::new()
+                .include_retried()
+                .limit(10),
+        )
+        .await
+        .unwrap();
     assert_eq!(dead.len(), 1);
 
     meter.repair().await.unwrap();
     runtime
-        .retry_dead_letter(dead[0].message.id())
+        .admin()
+        .retry_dead_letter(dead[0].message_id)
         .await
         .unwrap();
     runtime.testing().drain().await.unwrap();
@@ -386,7 +404,7 @@ async fn a_retried_reminder_occurrence_keeps_its_scheduled_time() {
 }
 
 /// Messages a destroy ended are finished, and pruned after the retention period.
-/// `Runtime::prune_finished` deletes finished messages older than the retention period; a
+/// `Admin::prune` deletes finished messages older than the retention period; a
 /// destroyed message (and a stale reminder occurrence or effect reply of an old incarnation) is
 /// one, so actors destroyed and recreated for years do not grow `solid_messages` for ever.
 #[tokio::test]
@@ -404,7 +422,12 @@ async fn destroyed_messages_are_pruned_after_the_retention_period() {
     );
 
     harness.clock.advance(Duration::from_secs(400 * 24 * 3600));
-    runtime.prune_finished().await.unwrap();
+    runtime
+        .admin()
+        .prune()
+        .await
+        .map(|pruned| pruned.total())
+        .unwrap();
 
     assert_eq!(
         count(&harness, "solid_messages WHERE status = 'destroyed'").await,

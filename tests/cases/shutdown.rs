@@ -26,7 +26,6 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::{Clock, Effect, MessageStatus, ShutdownReport};
-use support::postgres::PgServer;
 use support::{eventually, Harness};
 use tokio::sync::Semaphore;
 

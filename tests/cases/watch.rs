@@ -17,7 +17,7 @@ use futures_util::StreamExt;
 use solid_objects::policy::{Denied, Request};
 use solid_objects::prelude::*;
 use solid_objects::{GroupCommit, Watch};
-use support::{execute, together, Harness};
+use support::{eventually, execute, together, Harness};
 
 /// How long a test waits for something a watcher should see at once (or at its next poll).
 pub(crate) const SOON: Duration = Duration::from_secs(10);
@@ -132,7 +132,9 @@ fn builder(database: &str) -> solid_objects::Builder {
 }
 
 /// The next item, within [`SOON`].
-pub(crate) async fn next<T: std::fmt::Debug>(watch: &mut Watch<T>) -> Option<Result<Watched<T>, Error>> {
+pub(crate) async fn next<T: std::fmt::Debug>(
+    watch: &mut Watch<T>,
+) -> Option<Result<Watched<T>, Error>> {
     tokio::time::timeout(SOON, watch.next())
         .await
         .expect("the watch answers in time")

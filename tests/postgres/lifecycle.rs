@@ -6,17 +6,14 @@
 //! `caller_process` (which does nothing unless the parent set `CALLER_DATABASE`). Time moves
 //! only through the runtimes' `ManualClock`.
 
-#[path = "../subscription.rs"]
-mod subscription;
-
 use std::process::Stdio;
 use std::time::Duration;
 
 use crate::support::eventually;
 use crate::support::postgres::PgServer;
+use crate::support::subscription::Subscription;
 use solid_objects::prelude::*;
 use sqlx::{Connection, PgConnection, PgPool};
-use subscription::Subscription;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::ChildStdout;
 

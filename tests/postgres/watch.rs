@@ -6,9 +6,6 @@ use std::time::Duration;
 use solid_objects::prelude::*;
 use sqlx::Connection;
 
-
-use futures_util::StreamExt;
-
 use crate::cases::watch::{next, next_state, Counter, Dial, SOON};
 use crate::support::{eventually, Harness};
 
