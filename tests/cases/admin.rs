@@ -984,41 +984,47 @@ fn poll_limit<F: Future>(left: usize, inner: F) -> PollLimit<F> {
     }
 }
 
-struct Sqlite {
-    dir: tempfile::TempDir,
-    clock: ManualClock,
+/// The database of one case, on the binary's backend, with [`Tally`] and the operators' policy.
+struct Database {
+    harness: Harness,
 }
 
-impl Sqlite {
+impl Database {
+    /// A fresh database on the binary's backend.
     fn new() -> Self {
         Self {
-            dir: tempfile::tempdir().unwrap(),
-            clock: ManualClock::starting_now(),
+            harness: Harness::new(),
         }
     }
 
-    fn builder(&self) -> solid_objects::Builder {
-        Runtime::builder()
-            .sqlite(self.dir.path().join("actors.db"))
-            .clock(self.clock.clone())
+    /// A builder on the database with the harness's clock, [`Operators`] and [`Tally`].
+    async fn builder(&self) -> solid_objects::Builder {
+        self.harness
+            .store()
+            .await
+            .clock(self.harness.clock.clone())
             .policy(Operators)
             .actor::<Tally>()
             .sync_timeout(Duration::from_secs(30))
     }
 
+    /// A runtime from [`Database::builder`].
     async fn runtime(&self) -> Runtime {
-        self.builder().start().await.unwrap()
+        self.builder().await.start().await.unwrap()
     }
 
-    async fn pool(&self) -> sqlx::SqlitePool {
-        let options =
-            sqlx::sqlite::SqliteConnectOptions::new().filename(self.dir.path().join("actors.db"));
-        sqlx::SqlitePool::connect_with(options).await.unwrap()
+    /// A pool of the test's own on the database, outside the runtime.
+    async fn pool(&self) -> sqlx::AnyPool {
+        support::connect(&self.harness).await
     }
 }
 
-async fn sqlite_scalar(pool: &sqlx::SqlitePool, sql: &str) -> i64 {
-    sqlx::query_scalar(sql).fetch_one(pool).await.unwrap()
+/// One number read by the test's own pool.
+async fn scalar(pool: &sqlx::AnyPool, sql: &str) -> i64 {
+    sqlx::query_scalar(sql)
+        .fetch_one(pool)
+        .await
+        .unwrap_or_else(|error| panic!("{sql}: {error}"))
 }
 
 /// Promise: every admin call that changes something is audited (who, what, when), and any
@@ -1026,7 +1032,7 @@ async fn sqlite_scalar(pool: &sqlx::SqlitePool, sql: &str) -> i64 {
 /// after its change committed must not leave the change without its audit row.
 #[tokio::test]
 async fn a_dropped_retry_never_leaves_a_retried_dead_letter_without_its_audit_row() {
-    let db = Sqlite::new();
+    let db = Database::new();
     let runtime = db.runtime().await;
     let pool = db.pool().await;
     let admin = runtime.admin().context(ana());
@@ -1035,18 +1041,18 @@ async fn a_dropped_retry_never_leaves_a_retried_dead_letter_without_its_audit_ro
     let mut unaudited = Vec::new();
     for polls in 1..=40 {
         assert!(desk.fragile(format!("broken {polls}")).await.is_err());
-        let id = sqlite_scalar(
+        let id = scalar(
             &pool,
             "SELECT MAX(id) FROM solid_messages WHERE status = 'dead' AND retried_as IS NULL",
         )
         .await;
         let _ = poll_limit(polls, admin.retry_dead_letter(id)).await;
-        let retried = sqlite_scalar(
+        let retried = scalar(
             &pool,
             &format!("SELECT COUNT(*) FROM solid_messages WHERE id = {id} AND retried_as > 0"),
         )
         .await;
-        let audited = sqlite_scalar(
+        let audited = scalar(
             &pool,
             &format!(
                 "SELECT COUNT(*) FROM solid_admin_events WHERE action = 'retry_dead_letter' \
@@ -1072,14 +1078,14 @@ async fn a_dropped_retry_never_leaves_a_retried_dead_letter_without_its_audit_ro
 /// call dropped before it acted).
 #[tokio::test]
 async fn a_dropped_pause_is_paused_and_audited_or_neither() {
-    let db = Sqlite::new();
+    let db = Database::new();
     let runtime = db.runtime().await;
     let pool = db.pool().await;
     let admin = runtime.admin().context(ana());
     for polls in 1..=30 {
         let id = format!("p{polls}");
         let _ = poll_limit(polls, admin.pause("Tally", &id)).await;
-        let paused = sqlite_scalar(
+        let paused = scalar(
             &pool,
             &format!(
                 "SELECT COUNT(*) FROM solid_instances WHERE actor_id = '{id}' \
@@ -1087,7 +1093,7 @@ async fn a_dropped_pause_is_paused_and_audited_or_neither() {
             ),
         )
         .await;
-        let audited = sqlite_scalar(
+        let audited = scalar(
             &pool,
             &format!(
                 "SELECT COUNT(*) FROM solid_admin_events WHERE action = 'pause' \
@@ -1108,14 +1114,14 @@ async fn a_dropped_pause_is_paused_and_audited_or_neither() {
 /// dropped half-way: it would show in every listing and `status` forever.
 #[tokio::test]
 async fn a_dropped_doctor_leaves_no_scratch_actor_behind() {
-    let db = Sqlite::new();
+    let db = Database::new();
     let runtime = db.runtime().await;
     let pool = db.pool().await;
     let admin = runtime.admin().context(ana());
     let mut left_behind = Vec::new();
     for polls in 1..=40 {
         let _ = poll_limit(polls, admin.doctor()).await;
-        let scratch = sqlite_scalar(
+        let scratch = scalar(
             &pool,
             "SELECT COUNT(*) FROM solid_instances WHERE actor_type = 'solid_objects.doctor'",
         )
@@ -1140,15 +1146,15 @@ async fn a_dropped_doctor_leaves_no_scratch_actor_behind() {
 /// type is bad input, as an empty or oversized id is.
 #[tokio::test]
 async fn pausing_an_empty_or_oversized_actor_type_is_refused_and_changes_nothing() {
-    let db = Sqlite::new();
+    let db = Database::new();
     let runtime = db.runtime().await;
     let pool = db.pool().await;
     let admin = runtime.admin().context(ana());
     let empty = admin.pause("", "d1").await;
     let huge_type = "T".repeat(1 << 20);
     let huge = admin.pause(&huge_type, "d1").await;
-    let rows = sqlite_scalar(&pool, "SELECT COUNT(*) FROM solid_instances").await;
-    let longest = sqlite_scalar(
+    let rows = scalar(&pool, "SELECT COUNT(*) FROM solid_instances").await;
+    let longest = scalar(
         &pool,
         "SELECT COALESCE(MAX(length(actor_type)), 0) FROM solid_instances",
     )
@@ -1165,8 +1171,8 @@ async fn pausing_an_empty_or_oversized_actor_type_is_refused_and_changes_nothing
 /// audited (expected to hold).
 #[tokio::test]
 async fn a_panicking_policy_denies_and_the_denial_is_audited() {
-    let db = Sqlite::new();
-    let runtime = db.builder().policy(Panicking).start().await.unwrap();
+    let db = Database::new();
+    let runtime = db.builder().await.policy(Panicking).start().await.unwrap();
     let error = runtime
         .admin()
         .context(ana())
@@ -1179,13 +1185,13 @@ async fn a_panicking_policy_denies_and_the_denial_is_audited() {
     );
     runtime.close().await;
     let pool = db.pool().await;
-    let denied = sqlite_scalar(
+    let denied = scalar(
         &pool,
         "SELECT COUNT(*) FROM solid_admin_events WHERE action = 'pause' AND outcome = 'denied'",
     )
     .await;
     assert_eq!(denied, 1);
-    let paused = sqlite_scalar(
+    let paused = scalar(
         &pool,
         "SELECT COUNT(*) FROM solid_instances WHERE paused_at IS NOT NULL",
     )
@@ -1198,7 +1204,7 @@ async fn a_panicking_policy_denies_and_the_denial_is_audited() {
 /// redrive is still paging forward by id: it must not pick those up and send them again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_redrive_with_workers_running_retries_only_the_dead_letters_that_were_there() {
-    let db = Sqlite::new();
+    let db = Database::new();
     let runtime = db.runtime().await;
     let desks: Vec<_> = (0..30)
         .map(|i| runtime.reference::<Tally>(&format!("poison-{i}")))
@@ -1234,12 +1240,12 @@ async fn a_redrive_with_workers_running_retries_only_the_dead_letters_that_were_
     runtime.shutdown();
     running.await.unwrap().unwrap();
     let pool = db.pool().await;
-    let retried = sqlite_scalar(
+    let retried = scalar(
         &pool,
         "SELECT COUNT(*) FROM solid_messages WHERE retried_as > 0",
     )
     .await;
-    let messages = sqlite_scalar(
+    let messages = scalar(
         &pool,
         "SELECT COUNT(*) FROM solid_messages WHERE operation = 'fragile'",
     )

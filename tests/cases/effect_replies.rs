@@ -661,10 +661,9 @@ fn depth_of(value: &Value) -> usize {
 /// `declines` times it sees it, and charges everything else.
 async fn till_runtime(harness: &Harness, declines: u32) -> Runtime {
     let declines = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(declines));
-    Runtime::builder()
-        .sqlite(harness.path())
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
+    harness
+        .builder()
+        .await
         .effect(|fetch: FetchTree, _: EffectContext| async move { Ok(nested(fetch.depth)) })
         .effect(move |charge: Charge, context: EffectContext| {
             let declines = std::sync::Arc::clone(&declines);

@@ -1,13 +1,14 @@
 //! Metrics: what the runtime records through the `metrics` facade, read back as the
-//! Prometheus text an application would serve. A process has one global recorder, so this
-//! binary holds one test, which drives every kind of event on a manual clock.
+//! Prometheus text an application would serve. One test drives every kind of event on a
+//! manual clock. A process has one global recorder, shared by every case that reads metrics
+//! (`support::prometheus`); this file's actor types (`Instrument`, `Buzzer`) are its own, so
+//! the counts it reads are its own.
 
 use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use metrics_exporter_prometheus::PrometheusBuilder;
 use serde::{Deserialize, Serialize};
 use solid_objects::metrics::{
     CALL_DURATION, EFFECT_OUTBOX_AGE, MAILBOX_DEPTH, MESSAGES_COMPLETED, MESSAGES_DEAD,
@@ -29,12 +30,12 @@ impl Effect for Announce {
 /// An actor with one command for each way a message can end.
 #[actor(max_attempts = 2)]
 #[derive(Default)]
-struct Meter {
+struct Instrument {
     total: i64,
 }
 
 #[actor]
-impl Meter {
+impl Instrument {
     #[command]
     fn add(&mut self, amount: i64) -> Result<i64, Rejection> {
         if amount <= 0 {
@@ -57,7 +58,7 @@ impl Meter {
 
     #[reminder]
     fn ring(&mut self, turn: &mut Turn<Self>) {
-        turn.send::<Bell>("front").chime();
+        turn.send::<Buzzer>("front").chime();
     }
 
     #[command]
@@ -77,12 +78,12 @@ impl Meter {
 /// Another actor type, which a reminder's turn sends a message to.
 #[actor]
 #[derive(Default)]
-struct Bell {
+struct Buzzer {
     chimes: u32,
 }
 
 #[actor]
-impl Bell {
+impl Buzzer {
     #[command]
     fn chime(&mut self) {
         self.chimes += 1;
@@ -140,22 +141,20 @@ impl Exposition {
 #[tokio::test]
 async fn messages_turns_calls_reminders_and_effects_are_counted_by_actor_type_and_operation() {
     // Installed before the runtime starts, so it also gets the descriptions.
-    let prometheus = PrometheusBuilder::new()
-        .install_recorder()
-        .expect("the one recorder of this process installs");
+    let prometheus = support::prometheus();
     let harness = Harness::new();
     let runtime = harness
         .store()
         .await
         .clock(harness.clock.clone())
         .policy(AllowAll)
-        .actor::<Meter>()
-        .actor::<Bell>()
+        .actor::<Instrument>()
+        .actor::<Buzzer>()
         .effect(|_: Announce, _: EffectContext| async { Ok(()) })
         .start()
         .await
         .unwrap();
-    let meter = runtime.reference::<Meter>("m-1");
+    let meter = runtime.reference::<Instrument>("m-1");
 
     // Three enqueued messages: the first drain samples the mailbox depth, then runs them.
     for amount in [1, 2, 3] {
@@ -182,7 +181,7 @@ async fn messages_turns_calls_reminders_and_effects_are_counted_by_actor_type_an
             .len(),
         1
     );
-    // A reminder due in a minute fires 30 seconds late and sends a message to a Bell.
+    // A reminder due in a minute fires 30 seconds late and sends a message to a Buzzer.
     meter.ring_later().await.unwrap();
     harness.clock.advance(Duration::from_secs(90));
     assert_eq!(
@@ -196,14 +195,14 @@ async fn messages_turns_calls_reminders_and_effects_are_counted_by_actor_type_an
     );
     assert_eq!(
         runtime
-            .reference::<Bell>("front")
+            .reference::<Buzzer>("front")
             .snapshot()
             .await
             .unwrap()
             .chimes,
         1
     );
-    // An effect that waits 10 seconds in the outbox, whose success goes back to the Meter.
+    // An effect that waits 10 seconds in the outbox, whose success goes back to the Instrument.
     meter.ping().await.unwrap();
     harness.clock.advance(Duration::from_secs(10));
     assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
@@ -216,15 +215,15 @@ async fn messages_turns_calls_reminders_and_effects_are_counted_by_actor_type_an
     let counted =
         |name: &str, actor_type: &str, operation: &str| metrics.count(name, actor_type, operation);
     // Enqueued: 3 enqueues and 2 calls of `add`, every other command once, the fired
-    // reminder, the message sent to the Bell and the effect's reply.
+    // reminder, the message sent to the Buzzer and the effect's reply.
     for (actor_type, operation, enqueued) in [
-        ("Meter", "add", 5.0),
-        ("Meter", "fail", 1.0),
-        ("Meter", "ring_later", 1.0),
-        ("Meter", "ring", 1.0),
-        ("Meter", "ping", 1.0),
-        ("Meter", "pinged", 1.0),
-        ("Bell", "chime", 1.0),
+        ("Instrument", "add", 5.0),
+        ("Instrument", "fail", 1.0),
+        ("Instrument", "ring_later", 1.0),
+        ("Instrument", "ring", 1.0),
+        ("Instrument", "ping", 1.0),
+        ("Instrument", "pinged", 1.0),
+        ("Buzzer", "chime", 1.0),
     ] {
         assert_eq!(
             counted(MESSAGES_ENQUEUED, actor_type, operation),
@@ -239,31 +238,35 @@ async fn messages_turns_calls_reminders_and_effects_are_counted_by_actor_type_an
             "{actor_type}.{operation} completed, in:\n{text}"
         );
     }
-    assert_eq!(counted(MESSAGES_REJECTED, "Meter", "add"), 1.0);
-    assert_eq!(counted(MESSAGES_FAILED, "Meter", "fail"), 2.0);
-    assert_eq!(counted(MESSAGES_DEAD, "Meter", "fail"), 1.0);
-    assert_eq!(counted(MESSAGES_FAILED, "Meter", "add"), 0.0);
-    assert_eq!(counted(MESSAGES_ENQUEUED, "Meter", "total"), 0.0);
+    assert_eq!(counted(MESSAGES_REJECTED, "Instrument", "add"), 1.0);
+    assert_eq!(counted(MESSAGES_FAILED, "Instrument", "fail"), 2.0);
+    assert_eq!(counted(MESSAGES_DEAD, "Instrument", "fail"), 1.0);
+    assert_eq!(counted(MESSAGES_FAILED, "Instrument", "add"), 0.0);
+    assert_eq!(counted(MESSAGES_ENQUEUED, "Instrument", "total"), 0.0);
 
     // Histograms (summaries in this exporter): how many were observed, and by the manual
     // clock how late and how old.
     let observed =
-        |name: &str, operation: &str| counted(&format!("{name}_count"), "Meter", operation);
+        |name: &str, operation: &str| counted(&format!("{name}_count"), "Instrument", operation);
     assert_eq!(observed(TURN_DURATION, "add"), 5.0, "{text}");
     assert_eq!(observed(TURN_DURATION, "fail"), 2.0, "{text}");
     assert_eq!(observed(CALL_DURATION, "add"), 2.0, "{text}");
     assert_eq!(observed(CALL_DURATION, "fail"), 1.0, "{text}");
     assert_eq!(observed(CALL_DURATION, "total"), 1.0, "{text}");
     assert_eq!(observed(REMINDER_LATENESS, "ring"), 1.0, "{text}");
-    let late = counted(&format!("{REMINDER_LATENESS}_sum"), "Meter", "ring");
+    let late = counted(&format!("{REMINDER_LATENESS}_sum"), "Instrument", "ring");
     assert_eq!(late, 30.0, "{text}");
     assert_eq!(observed(EFFECT_OUTBOX_AGE, "announce"), 1.0, "{text}");
-    let age = counted(&format!("{EFFECT_OUTBOX_AGE}_sum"), "Meter", "announce");
+    let age = counted(
+        &format!("{EFFECT_OUTBOX_AGE}_sum"),
+        "Instrument",
+        "announce",
+    );
     assert_eq!(age, 10.0, "{text}");
 
     // The depth the first worker pass saw: the three enqueued messages.
-    assert_eq!(metrics.depth("Meter"), Some(3.0), "{text}");
-    assert_eq!(metrics.depth("Bell"), Some(0.0), "{text}");
+    assert_eq!(metrics.depth("Instrument"), Some(3.0), "{text}");
+    assert_eq!(metrics.depth("Buzzer"), Some(0.0), "{text}");
     // Ids are never labels.
     assert!(!text.contains("m-1") && !text.contains("front"), "{text}");
     assert!(

@@ -305,7 +305,7 @@ impl Till {
 // ---------------------------------------------------------------------------------------
 
 /// `0.0 / 0.0` in a state: serde_json writes NaN as `null`, which does not read back as an
-/// `f64`. The issue: "a turn whose new state would not decode fails (counted) instead of
+/// `f64`. The promise: "a turn whose new state would not decode fails (counted) instead of
 /// committing it"; the README: "a state or result that could not be read back becomes a dead
 /// letter at once". The state is committed, and the actor is bricked for good.
 async fn a_nan_state_is_never_committed(runtime: &Runtime) -> Vec<String> {
@@ -590,7 +590,7 @@ async fn a_handler_stuck_in_its_own_sqlite_query_frees_the_writer_at_the_turn_ti
 // 4. A second process on the SQLite file
 // ---------------------------------------------------------------------------------------
 
-/// The issue: "A second process on the same SQLite file: the busy wait follows the caller's
+/// The promise: "A second process on the same SQLite file: the busy wait follows the caller's
 /// deadline, and the caller gets SyncTimeout, never `database is locked`." An enqueue gets
 /// `Error::Database(database is locked)` (engine/call.rs `enqueue` returns a busy error as
 /// it is).
@@ -1000,7 +1000,7 @@ async fn an_effect_failure_whose_text_holds_a_nul_byte_is_recorded_on_postgres()
 
 /// `effect_lease(Duration::MAX)` (an application that never wants a running effect taken
 /// over): the lease is added to the server's clock in SQL and overflows `bigint`, so every
-/// claim fails with `Error::Database` and no effect ever runs. The issue: caller-supplied
+/// claim fails with `Error::Database` and no effect ever runs. The promise: caller-supplied
 /// durations "saturate or are refused with a typed error".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_huge_effect_lease_saturates_on_postgres() {
@@ -1352,7 +1352,7 @@ impl Grabber {
     }
 }
 
-/// The issue: "A caller that gives up ... must leave no connection stuck behind that lock:
+/// The promise: "A caller that gives up ... must leave no connection stuck behind that lock:
 /// bound the wait in the server ..., not by dropping a future mid-query." A handler's own
 /// SQL waits for an application lock; its caller gives up at its deadline (shorter than the
 /// turn timeout), and the engine abandons the turn by dropping its future mid-query and

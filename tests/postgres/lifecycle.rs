@@ -365,7 +365,7 @@ const LEDGER: &str = "ledger";
 const ROUNDS: i64 = 20;
 /// What `prepare` notes for a round: state of the incarnation about to be destroyed.
 const PREPARED: i64 = 1000;
-/// The advisory lock key of round 0's gate.
+/// The advisory lock key of the first round's gate (each later round adds its number).
 const GATE: i64 = 7_000;
 
 /// An actor whose turns write an application row, its state and a reminder together.

@@ -334,3 +334,17 @@ pub async fn connect(harness: &Harness) -> sqlx::AnyPool {
         .await
         .expect("the database opens")
 }
+
+/// The process's one Prometheus recorder, installed by the first case that reads metrics.
+///
+/// A process has one global recorder, so every case that reads metrics shares it; each reads
+/// only the counters of its own actor types.
+pub fn prometheus() -> &'static metrics_exporter_prometheus::PrometheusHandle {
+    static HANDLE: std::sync::OnceLock<metrics_exporter_prometheus::PrometheusHandle> =
+        std::sync::OnceLock::new();
+    HANDLE.get_or_init(|| {
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .install_recorder()
+            .expect("the one recorder of this process installs")
+    })
+}
