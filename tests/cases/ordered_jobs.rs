@@ -21,17 +21,23 @@ const LEDGER_ENTRIES_MYSQL: &str = "
         UNIQUE (account_id, entry_id)
     ) DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin";
 
-/// A runtime on a database that has the application's `ledger_entries` table; `None` on
-/// PostgreSQL, where the guide's example keeps no rows (its handlers write on SQLite and
-/// MySQL), so the case has nothing to run.
+/// The ledger's `ledger_entries` table in PostgreSQL's form, for the run on PostgreSQL.
+const LEDGER_ENTRIES_POSTGRES: &str = "
+    CREATE TABLE IF NOT EXISTS ledger_entries (
+        id           BIGSERIAL PRIMARY KEY,
+        account_id   TEXT      NOT NULL,
+        entry_id     TEXT      NOT NULL,
+        kind         TEXT      NOT NULL,
+        amount_cents BIGINT    NOT NULL,
+        UNIQUE (account_id, entry_id)
+    )";
+
+/// A runtime on a database that has the application's `ledger_entries` table.
 async fn ledger_runtime(harness: &Harness) -> Option<Runtime> {
     match harness.backend() {
         Backend::MariaDb => support::execute(harness, LEDGER_ENTRIES_MYSQL).await,
+        Backend::Postgres => support::execute(harness, LEDGER_ENTRIES_POSTGRES).await,
         Backend::Sqlite => ledger::migrate(&harness.path()).await.unwrap(),
-        Backend::Postgres => {
-            eprintln!("skipped: the ledger example writes its rows on SQLite and MySQL only");
-            return None;
-        }
     }
     Some(harness.start().await)
 }
@@ -39,12 +45,12 @@ async fn ledger_runtime(harness: &Harness) -> Option<Runtime> {
 /// The entry ids of an account, in the order `ledger_entries` received them.
 async fn entries(harness: &Harness, account: &str) -> Vec<String> {
     let pool = support::connect(harness).await;
-    let ids =
-        sqlx::query_scalar("SELECT entry_id FROM ledger_entries WHERE account_id = ? ORDER BY id")
-            .bind(account)
-            .fetch_all(&pool)
-            .await
-            .unwrap();
+    let sql = harness.sql("SELECT entry_id FROM ledger_entries WHERE account_id = ? ORDER BY id");
+    let ids = sqlx::query_scalar(&sql)
+        .bind(account)
+        .fetch_all(&pool)
+        .await
+        .unwrap();
     pool.close().await;
     ids
 }

@@ -150,9 +150,7 @@ async fn an_idempotent_send_whose_key_is_taken_is_not_counted_as_enqueued() {
     );
     pool.close().await;
 
-    let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new()
-        .install_recorder()
-        .expect("the one recorder of this test process");
+    let prometheus = crate::support::prometheus();
     let runtime = runtime(&url, &clock).await;
     let ledger = runtime.reference::<Ledger>("fwd");
     ledger.forward("k-1").await.unwrap();
