@@ -1,7 +1,8 @@
 //! Every scenario under "What the tests prove" in the expiring-reservations guide.
 
+/// The guide's actor, which tests/servers/ also drives.
 #[path = "../../examples/seat_inventory/inventory.rs"]
-mod inventory;
+pub(crate) mod inventory;
 use crate::support;
 
 use inventory::{HoldStatus, SeatInventory, SeatInventoryMessage};

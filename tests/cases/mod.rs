@@ -10,7 +10,7 @@ mod calls;
 mod delivery;
 mod effect_replies;
 mod effects;
-mod expiring_reservations;
+pub(crate) mod expiring_reservations;
 mod failures;
 mod hostile_rows;
 mod lifecycle;

@@ -4,8 +4,7 @@
 //! server of its own per test, on MySQL a database of its own on the process's throwaway
 //! MariaDB.
 
-#[path = "../../examples/seat_inventory/inventory.rs"]
-mod inventory;
+use crate::cases::expiring_reservations::inventory;
 
 use std::time::Duration;
 
