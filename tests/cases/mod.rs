@@ -25,4 +25,4 @@ mod sends;
 mod shutdown;
 mod state_versions;
 pub(crate) mod watch;
-mod wedges;
+pub(crate) mod wedges;

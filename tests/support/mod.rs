@@ -9,6 +9,7 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod gates;
 pub mod mariadb;
 pub mod postgres;
 pub mod steps;
@@ -347,4 +348,21 @@ pub fn prometheus() -> &'static metrics_exporter_prometheus::PrometheusHandle {
             .install_recorder()
             .expect("the one recorder of this process installs")
     })
+}
+
+/// What a database written by the previous build holds: the first two migrations, and one
+/// message enqueued with `delay(1 h)` for Counter "c" (as that build's `enqueue` stored it:
+/// `available_at` = the requested time, the instance's `next_sequence` and `unfinished`
+/// counted).
+pub fn previous_build_rows(now: i64, later: i64) -> String {
+    format!(
+        "INSERT INTO solid_instances (actor_type, actor_id, state, revision, next_sequence,
+             unfinished, updated_at)
+         VALUES ('Counter', 'c', NULL, 0, 2, 1, {now});
+         INSERT INTO solid_messages (actor_type, actor_id, sequence, operation, arguments,
+             request_id, idempotency_key, status, attempts, available_at, result, last_error,
+             created_at, finished_at)
+         VALUES ('Counter', 'c', 1, 'bump', '{{}}', 'delayed-request', NULL, 'ready', 0, {later},
+             NULL, NULL, {now}, NULL);"
+    )
 }
