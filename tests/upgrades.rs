@@ -12,6 +12,9 @@
 
 mod support;
 
+/// The backend of `support::Harness::new()` in this binary (each test here names its own).
+const BACKEND: support::Backend = support::Backend::Sqlite;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 

@@ -28,6 +28,15 @@ const APPLIED: &str = "SELECT COUNT(*) FROM ledger_entries WHERE account_id = ? 
 const RECORD: &str = "INSERT INTO ledger_entries (account_id, entry_id, kind, amount_cents)
                       VALUES (?, ?, ?, ?)";
 
+/// [`APPLIED`] in PostgreSQL's form (numbered placeholders).
+const APPLIED_POSTGRES: &str =
+    "SELECT COUNT(*) FROM ledger_entries WHERE account_id = $1 AND entry_id = $2";
+
+/// [`RECORD`] in PostgreSQL's form (numbered placeholders).
+const RECORD_POSTGRES: &str =
+    "INSERT INTO ledger_entries (account_id, entry_id, kind, amount_cents)
+                               VALUES ($1, $2, $3, $4)";
+
 /// Creates the application's tables in the database file the runtime uses.
 pub async fn migrate(database: &Path) -> Result<(), sqlx::Error> {
     let options = sqlx::sqlite::SqliteConnectOptions::new()
@@ -86,13 +95,23 @@ impl LedgerAccount {
                     .fetch_one(sqlite)
                     .await?
             }
-            Err(Error::Config(_)) => {
-                sqlx::query_scalar(APPLIED)
-                    .bind(&account_id)
-                    .bind(&entry_id)
-                    .fetch_one(turn.mysql().await?)
-                    .await?
-            }
+            Err(Error::Config(_)) => match turn.postgres().await {
+                Ok(postgres) => {
+                    sqlx::query_scalar(APPLIED_POSTGRES)
+                        .bind(&account_id)
+                        .bind(&entry_id)
+                        .fetch_one(postgres)
+                        .await?
+                }
+                Err(Error::Config(_)) => {
+                    sqlx::query_scalar(APPLIED)
+                        .bind(&account_id)
+                        .bind(&entry_id)
+                        .fetch_one(turn.mysql().await?)
+                        .await?
+                }
+                Err(error) => return Err(error.into()),
+            },
             Err(error) => return Err(error.into()),
         };
         if applied > 0 {
@@ -121,15 +140,27 @@ impl LedgerAccount {
                     .execute(sqlite)
                     .await?;
             }
-            Err(Error::Config(_)) => {
-                sqlx::query(RECORD)
-                    .bind(&account_id)
-                    .bind(&entry_id)
-                    .bind(kind.as_str())
-                    .bind(amount_cents)
-                    .execute(turn.mysql().await?)
-                    .await?;
-            }
+            Err(Error::Config(_)) => match turn.postgres().await {
+                Ok(postgres) => {
+                    sqlx::query(RECORD_POSTGRES)
+                        .bind(&account_id)
+                        .bind(&entry_id)
+                        .bind(kind.as_str())
+                        .bind(amount_cents)
+                        .execute(postgres)
+                        .await?;
+                }
+                Err(Error::Config(_)) => {
+                    sqlx::query(RECORD)
+                        .bind(&account_id)
+                        .bind(&entry_id)
+                        .bind(kind.as_str())
+                        .bind(amount_cents)
+                        .execute(turn.mysql().await?)
+                        .await?;
+                }
+                Err(error) => return Err(error.into()),
+            },
             Err(error) => return Err(error.into()),
         }
         let tomorrow = turn.now() + TimeDelta::days(1);

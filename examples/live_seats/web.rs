@@ -1,5 +1,5 @@
 //! The live-seats web app: the page, the seat map as server-sent events, and the hold and
-//! confirm buttons' handlers (`main.rs` serves it; `tests/live_seats.rs` drives it in a
+//! confirm buttons' handlers (`main.rs` serves it; `tests/browser/live_seats.rs` drives it in a
 //! browser).
 
 use axum::extract::{Path, State};

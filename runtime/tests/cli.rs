@@ -6,7 +6,7 @@
 #![cfg(feature = "cli")]
 
 #[path = "../../tests/support/postgres.rs"]
-#[allow(unreachable_pub)]
+#[allow(unreachable_pub, dead_code)]
 mod postgres;
 
 use std::process::Output;

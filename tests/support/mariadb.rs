@@ -29,7 +29,7 @@ impl MariaDb {
     /// it skipped), except under CI (`CI` set), where it panics.
     pub fn start() -> Option<Self> {
         let Some(server) = binary("mariadbd") else {
-            let missing = "MariaDB not found (mariadbd); install mariadb-server to run this test";
+            let missing = missing().expect("no mariadbd");
             assert!(std::env::var_os("CI").is_none(), "{missing}");
             eprintln!("skipped: {missing}");
             return None;
@@ -155,6 +155,13 @@ impl Drop for MariaDb {
 
 fn path(path: &Path) -> &str {
     path.to_str().expect("a UTF-8 temp path")
+}
+
+/// Why no server can start here (`None` when `mariadbd` is on the machine).
+pub fn missing() -> Option<&'static str> {
+    binary("mariadbd")
+        .is_none()
+        .then_some("MariaDB not found (mariadbd); install mariadb-server to run this test")
 }
 
 /// A MariaDB program on the PATH or in /usr/sbin, /usr/bin.

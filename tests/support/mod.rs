@@ -1,12 +1,19 @@
-//! What every integration test needs: a SQLite file in a temp dir, a manual clock, and a
-//! runtime on them that can be closed and reopened.
+//! What every case needs, on whichever backend its test binary runs: a database of its own
+//! (a SQLite file in a temp dir, or a fresh database on the binary's one throwaway server), a
+//! manual clock, and a runtime on them that can be closed and reopened.
+//!
+//! Each backend binary (tests/sqlite.rs, tests/postgres.rs, tests/mysql.rs) names its backend
+//! in `crate::BACKEND`; [`Harness::new`] reads it, so a case is written once and runs on all
+//! three.
 
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod gates;
 pub mod mariadb;
 pub mod postgres;
 pub mod steps;
+pub mod subscription;
 
 pub use postgres::free_port;
 
@@ -19,58 +26,145 @@ use std::time::Duration;
 use solid_objects::prelude::*;
 use tokio::sync::Barrier;
 
-/// A database and a clock that outlive any one runtime: a SQLite file in a temp dir, or,
-/// with `SOLID_TEST_DATABASE=mariadb`, a database of its own on the process's throwaway
-/// MariaDB server (how CI runs the guides' suites on MySQL).
+/// The database a test binary runs its cases on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// A SQLite file in the case's temp dir.
+    Sqlite,
+    /// A database of the case's own on the binary's throwaway PostgreSQL server.
+    Postgres,
+    /// A database of the case's own on the binary's throwaway MariaDB server (the MySQL store).
+    MariaDb,
+}
+
+impl Backend {
+    /// Whether the backend is a server (a case's database is one of many on it).
+    pub fn is_server(self) -> bool {
+        !matches!(self, Backend::Sqlite)
+    }
+
+    /// A builder on `database` (what [`Harness::database`] gave), as another process opens
+    /// the same database.
+    pub fn store_at(self, database: &str) -> solid_objects::Builder {
+        match self {
+            Backend::Sqlite => Runtime::builder().sqlite(database),
+            Backend::Postgres => Runtime::builder().postgres(database, 8),
+            Backend::MariaDb => Runtime::builder().mysql(database, 8),
+        }
+    }
+
+    /// Leaves this test process, saying why, when the backend's server binaries are not on
+    /// the machine outside CI (every case of the binary then skips); under CI (`CI` set) a
+    /// missing server fails the case instead.
+    fn skip_unless_installed(self) {
+        let missing = match self {
+            Backend::Sqlite => return,
+            Backend::Postgres => postgres::missing(),
+            Backend::MariaDb => mariadb::missing(),
+        };
+        if let Some(missing) = missing {
+            assert!(std::env::var_os("CI").is_none(), "{missing}");
+            eprintln!("skipped: every case of this binary: {missing}");
+            std::process::exit(0);
+        }
+    }
+}
+
+/// A database and a clock that outlive any one runtime, on the test binary's backend.
 pub struct Harness {
     dir: tempfile::TempDir,
+    /// The clock of every runtime the harness starts.
     pub clock: ManualClock,
-    on_mariadb: bool,
-    mariadb: tokio::sync::OnceCell<String>,
+    backend: Backend,
+    database: tokio::sync::OnceCell<String>,
+}
+
+impl Default for Harness {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Harness {
+    /// A harness on the test binary's backend (`crate::BACKEND`).
     pub fn new() -> Self {
+        Self::on(crate::BACKEND)
+    }
+
+    /// A harness on `backend`, whichever binary this is.
+    pub fn on(backend: Backend) -> Self {
+        backend.skip_unless_installed();
         Self {
             dir: tempfile::tempdir().expect("a temp dir"),
             clock: ManualClock::starting_now(),
-            on_mariadb: std::env::var("SOLID_TEST_DATABASE").is_ok_and(|name| name == "mariadb"),
-            mariadb: tokio::sync::OnceCell::new(),
+            backend,
+            database: tokio::sync::OnceCell::new(),
         }
     }
 
-    /// The SQLite file (on SQLite).
+    /// The backend the harness's database is on.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The harness's temp dir, for files a case writes beside its database.
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// The SQLite file; only a SQLite harness has one.
     pub fn path(&self) -> PathBuf {
+        assert_eq!(
+            self.backend,
+            Backend::Sqlite,
+            "only a SQLite harness has a database file: use builder() or url(), or move the \
+             case under tests/sqlite/"
+        );
         self.dir.path().join("actors.db")
     }
 
-    /// Whether the harness's database is MariaDB.
-    pub fn on_mariadb(&self) -> bool {
-        self.on_mariadb
+    /// The database's URL, for sqlx's `Any` driver and for `Builder::postgres`/`mysql`; a
+    /// server backend creates the case's database on first use.
+    pub async fn url(&self) -> String {
+        match self.backend {
+            Backend::Sqlite => format!("sqlite://{}?mode=rwc", self.path().display()),
+            Backend::Postgres => {
+                let url = self.database.get_or_init(|| async {
+                    let server = postgres::PgServer::shared().expect("PostgreSQL starts");
+                    server.database().await
+                });
+                url.await.clone()
+            }
+            Backend::MariaDb => {
+                let url = self.database.get_or_init(|| async {
+                    let server = mariadb::MariaDb::shared().expect("MariaDB starts");
+                    server.database().await
+                });
+                url.await.clone()
+            }
+        }
     }
 
-    /// The database's URL, for sqlx's `Any` driver.
-    pub async fn url(&self) -> String {
-        if self.on_mariadb {
-            let url = self.mariadb.get_or_init(|| async {
-                let server = mariadb::MariaDb::shared()
-                    .expect("SOLID_TEST_DATABASE=mariadb needs MariaDB (mariadb-server)");
-                server.database().await
-            });
-            url.await.clone()
-        } else {
-            format!("sqlite://{}?mode=rwc", self.path().display())
+    /// What another process opens the harness's database by: the SQLite file's path, or the
+    /// server database's URL (see [`Backend::store_at`]).
+    pub async fn database(&self) -> String {
+        match self.backend {
+            Backend::Sqlite => self.path().display().to_string(),
+            Backend::Postgres | Backend::MariaDb => self.url().await,
         }
+    }
+
+    /// A builder on the harness's database with nothing else set.
+    pub async fn store(&self) -> solid_objects::Builder {
+        self.backend.store_at(&self.database().await)
     }
 
     /// A builder on the harness's database and clock that allows every call.
     pub async fn builder(&self) -> solid_objects::Builder {
-        let builder = if self.on_mariadb {
-            Runtime::builder().mysql(self.url().await, 8)
-        } else {
-            Runtime::builder().sqlite(self.path())
-        };
-        builder.clock(self.clock.clone()).policy(AllowAll)
+        self.store()
+            .await
+            .clock(self.clock.clone())
+            .policy(AllowAll)
     }
 
     /// A runtime on the harness's database and clock that allows every call.
@@ -82,9 +176,82 @@ impl Harness {
             .expect("the runtime starts")
     }
 
+    /// `sql` with its `?` placeholders spelled as the harness's backend wants them, for
+    /// [`connect`]'s pool.
+    pub fn sql(&self, sql: &str) -> String {
+        match self.backend {
+            Backend::Postgres => numbered_placeholders(sql),
+            Backend::Sqlite | Backend::MariaDb => sql.to_owned(),
+        }
+    }
+
+    /// Moves the harness's clock `minutes` ahead.
     pub fn advance_minutes(&self, minutes: u64) {
         self.clock.advance(Duration::from_secs(minutes * 60));
     }
+}
+
+/// The name libtest knows a test by (`module::path::function`, without the crate), for a
+/// case that re-runs this test binary as a child executing that one test (`--exact`).
+pub fn test_name(module_path: &str, function: &str) -> String {
+    let module = module_path
+        .split_once("::")
+        .map_or("", |(_crate, module)| module);
+    format!("{module}::{function}")
+}
+
+/// Runs the application's `sql` in the turn's transaction on whichever backend the runtime
+/// is on, its `?` placeholders bound to `args` in order; returns the rows it affected.
+pub async fn execute_in_turn<A: solid_objects::Actor>(
+    turn: &mut Turn<A>,
+    sql: &str,
+    args: &[&str],
+) -> Result<u64, TurnError> {
+    if turn.sqlite().await.is_ok() {
+        let mut query = sqlx::query(sql);
+        for arg in args {
+            query = query.bind(*arg);
+        }
+        return Ok(query.execute(turn.sqlite().await?).await?.rows_affected());
+    }
+    if turn.postgres().await.is_ok() {
+        let numbered = numbered_placeholders(sql);
+        let mut query = sqlx::query(&numbered);
+        for arg in args {
+            query = query.bind(*arg);
+        }
+        return Ok(query.execute(turn.postgres().await?).await?.rows_affected());
+    }
+    let mut query = sqlx::query(sql);
+    for arg in args {
+        query = query.bind(*arg);
+    }
+    Ok(query.execute(turn.mysql().await?).await?.rows_affected())
+}
+
+/// `sql` with each `?` placeholder numbered (`$1`, `$2`, ...), as PostgreSQL spells them.
+pub fn numbered_placeholders(sql: &str) -> String {
+    let mut numbered = String::with_capacity(sql.len());
+    let mut next = 0;
+    for character in sql.chars() {
+        if character == '?' {
+            next += 1;
+            numbered.push_str(&format!("${next}"));
+        } else {
+            numbered.push(character);
+        }
+    }
+    numbered
+}
+
+/// Whether a case about what only `backend` does runs here: true on that backend; on the
+/// others it prints why it skips and is false (the case then returns).
+pub fn only_on(harness: &Harness, backend: Backend, why: &str) -> bool {
+    if harness.backend() == backend {
+        return true;
+    }
+    eprintln!("skipped on {:?}: {why}", harness.backend());
+    false
 }
 
 /// The code of the rejection a call ended with; panics on anything else.
@@ -167,4 +334,35 @@ pub async fn connect(harness: &Harness) -> sqlx::AnyPool {
     sqlx::AnyPool::connect(&harness.url().await)
         .await
         .expect("the database opens")
+}
+
+/// The process's one Prometheus recorder, installed by the first case that reads metrics.
+///
+/// A process has one global recorder, so every case that reads metrics shares it; each reads
+/// only the counters of its own actor types.
+pub fn prometheus() -> &'static metrics_exporter_prometheus::PrometheusHandle {
+    static HANDLE: std::sync::OnceLock<metrics_exporter_prometheus::PrometheusHandle> =
+        std::sync::OnceLock::new();
+    HANDLE.get_or_init(|| {
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .install_recorder()
+            .expect("the one recorder of this process installs")
+    })
+}
+
+/// What a database written by the previous build holds: the first two migrations, and one
+/// message enqueued with `delay(1 h)` for Counter "c" (as that build's `enqueue` stored it:
+/// `available_at` = the requested time, the instance's `next_sequence` and `unfinished`
+/// counted).
+pub fn previous_build_rows(now: i64, later: i64) -> String {
+    format!(
+        "INSERT INTO solid_instances (actor_type, actor_id, state, revision, next_sequence,
+             unfinished, updated_at)
+         VALUES ('Counter', 'c', NULL, 0, 2, 1, {now});
+         INSERT INTO solid_messages (actor_type, actor_id, sequence, operation, arguments,
+             request_id, idempotency_key, status, attempts, available_at, result, last_error,
+             created_at, finished_at)
+         VALUES ('Counter', 'c', 1, 'bump', '{{}}', 'delayed-request', NULL, 'ready', 0, {later},
+             NULL, NULL, {now}, NULL);"
+    )
 }

@@ -1,11 +1,17 @@
-//! A throwaway PostgreSQL server for one test: `initdb` under a temp dir, listening on a
-//! free loopback port, stopped (`-m immediate`) when dropped. The binaries come from the
-//! machine (`/usr/lib/postgresql/*/bin`, or `PG_BIN`); as root they run as the `postgres`
-//! user, since PostgreSQL refuses to run as root.
+//! A throwaway PostgreSQL server: `initdb` under a temp dir, listening on a free loopback
+//! port, stopped (`-m immediate`) when dropped (and, through a watchdog shell, when the test
+//! process ends without dropping it). The binaries come from the machine
+//! (`/usr/lib/postgresql/*/bin`, or `PG_BIN`); as root they run as the `postgres` user, since
+//! PostgreSQL refuses to run as root.
+//!
+//! [`PgServer::shared`] is one server for every test of a process (each test takes a
+//! database of its own); [`PgServer::start`] is a server of the test's own, for tests that
+//! restart or stop it.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
 
 /// A running server; stopped on drop.
 pub struct PgServer {
@@ -13,6 +19,8 @@ pub struct PgServer {
     bin: PathBuf,
     port: u16,
     run_as_postgres: bool,
+    /// The shell that stops a shared server once this process is gone.
+    watchdog: Option<Child>,
 }
 
 static DATABASES: AtomicU32 = AtomicU32::new(0);
@@ -22,8 +30,7 @@ impl PgServer {
     /// test then says it skipped), except under CI (`CI` set), where it panics.
     pub fn start() -> Option<Self> {
         let Some(bin) = binaries() else {
-            let missing = "PostgreSQL server binaries not found (looked in PG_BIN and \
-                           /usr/lib/postgresql/*/bin); install postgresql to run this test";
+            let missing = missing().expect("no binaries");
             assert!(std::env::var_os("CI").is_none(), "{missing}");
             eprintln!("skipped: {missing}");
             return None;
@@ -39,6 +46,7 @@ impl PgServer {
             bin,
             port,
             run_as_postgres,
+            watchdog: None,
         };
         let data = server.dir.path().join("data");
         server.run(
@@ -74,6 +82,46 @@ impl PgServer {
             ],
         );
         Some(server)
+    }
+
+    /// One server for every test of this process, stopped by a watchdog once the process is
+    /// gone (a static is never dropped).
+    pub fn shared() -> Option<&'static Self> {
+        static SHARED: OnceLock<Option<PgServer>> = OnceLock::new();
+        SHARED
+            .get_or_init(|| {
+                let mut server = Self::start()?;
+                server.stop_when_this_process_ends();
+                Some(server)
+            })
+            .as_ref()
+    }
+
+    /// Starts a shell that waits for this process to end, then stops the server and removes
+    /// its directory.
+    fn stop_when_this_process_ends(&mut self) {
+        let data = self.dir.path().join("data");
+        let pg_ctl = self.bin.join("pg_ctl");
+        let stop = if self.run_as_postgres {
+            "runuser -u postgres -- \"$1\" -D \"$2\" -m immediate stop"
+        } else {
+            "\"$1\" -D \"$2\" -m immediate stop"
+        };
+        let watchdog = format!(
+            "while kill -0 {parent} 2>/dev/null; do sleep 1; done; {stop}; rm -rf \"$3\"",
+            parent = std::process::id(),
+        );
+        let watchdog = Command::new("sh")
+            .args(["-c", &watchdog, "watchdog"])
+            .arg(&pg_ctl)
+            .arg(&data)
+            .arg(self.dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the watchdog shell starts");
+        self.watchdog = Some(watchdog);
     }
 
     /// A new, empty database on this server; returns its URL.
@@ -141,6 +189,14 @@ impl Drop for PgServer {
 
 fn path(path: &Path) -> &str {
     path.to_str().expect("a UTF-8 temp path")
+}
+
+/// Why no server can start here (`None` when the server binaries are on the machine).
+pub fn missing() -> Option<&'static str> {
+    binaries().is_none().then_some(
+        "PostgreSQL server binaries not found (looked in PG_BIN and /usr/lib/postgresql/*/bin); \
+         install postgresql to run this test",
+    )
 }
 
 fn binaries() -> Option<PathBuf> {

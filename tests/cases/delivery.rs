@@ -1,0 +1,718 @@
+//! Durable async delivery: retries with backoff, dead letters, idempotency keys, limits,
+//! retention, and application writes that roll back with the turn.
+
+use crate::support;
+
+use std::time::Duration;
+
+use solid_objects::prelude::*;
+use solid_objects::{MessageStatus, MAX_ACTOR_ID_BYTES};
+use support::{count, execute, rejection_code, Harness};
+
+/// An actor whose operations fail on demand; `log` records what ran, in order.
+#[actor]
+#[derive(Default)]
+struct Worklog {
+    log: Vec<String>,
+    broken: bool,
+}
+
+#[actor]
+impl Worklog {
+    #[command]
+    fn record(&mut self, label: String) -> usize {
+        self.log.push(label);
+        self.log.len()
+    }
+
+    /// Fails on its first `failures` attempts.
+    #[command]
+    fn flaky(
+        &mut self,
+        turn: &mut Turn<Self>,
+        label: String,
+        failures: u32,
+    ) -> Result<usize, Failure> {
+        if turn.attempt() <= failures {
+            return Err(Failure::retryable(format!(
+                "attempt {} failed",
+                turn.attempt()
+            )));
+        }
+        Ok(self.record(label))
+    }
+
+    /// Fails while the log is broken.
+    #[command]
+    fn fragile(&mut self, label: String) -> Result<usize, Failure> {
+        if self.broken {
+            return Err(Failure::retryable("the log is broken"));
+        }
+        Ok(self.record(label))
+    }
+
+    #[command]
+    fn set_broken(&mut self, broken: bool) {
+        self.broken = broken;
+    }
+
+    #[command]
+    fn invalid(&mut self) -> Result<(), Failure> {
+        Err(Failure::permanent("this can never work"))
+    }
+
+    /// Rejects with a code made at run time, which `Rejection::new` checks.
+    #[command]
+    fn reject_with(&mut self, code: String) -> Result<(), TurnError> {
+        Err(Rejection::new(code, "Refused")?.into())
+    }
+
+    #[command]
+    async fn note_then_reject(
+        &mut self,
+        turn: &mut Turn<Self>,
+        label: String,
+    ) -> Result<(), TurnError> {
+        support::execute_in_turn(turn, "INSERT INTO notes (label) VALUES (?)", &[&label]).await?;
+        self.log.push(label);
+        Err(reject!(changed_my_mind, "The note is withdrawn").into())
+    }
+
+    #[query]
+    fn log(&self) -> Vec<String> {
+        self.log.clone()
+    }
+}
+
+/// An actor that gives up after two attempts.
+#[actor(max_attempts = 2)]
+#[derive(Default)]
+struct Impatient {}
+
+#[actor]
+impl Impatient {
+    #[command]
+    fn fail(&mut self) -> Result<(), Failure> {
+        Err(Failure::retryable("no"))
+    }
+}
+
+async fn ready_attempts(message: &MessageRef<usize>) -> (i64, chrono::DateTime<chrono::Utc>) {
+    match message.status().await.unwrap() {
+        MessageStatus::Ready {
+            attempts,
+            available_at,
+            ..
+        } => (attempts, available_at),
+        other => panic!("expected a ready message, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_message_that_fails_twice_holds_back_later_ones_then_all_run_in_order() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+    let start = harness.clock.now();
+    let flaky = worklog.enqueue().flaky("a", 2).await.unwrap();
+    let b = worklog.enqueue().record("b").await.unwrap();
+    worklog.enqueue().record("c").await.unwrap();
+
+    assert_eq!(runtime.testing().drain().await.unwrap().turns, 1);
+    let (attempts, retry_at) = ready_attempts(&flaky).await;
+    assert_eq!(attempts, 1);
+    assert_eq!((retry_at - start).num_seconds(), 1);
+    assert_eq!(
+        b.result().await.unwrap(),
+        None,
+        "b waits behind the failed message"
+    );
+    assert!(worklog.snapshot().await.unwrap().log.is_empty());
+
+    harness.clock.advance(Duration::from_secs(1));
+    assert_eq!(runtime.testing().drain().await.unwrap().turns, 1);
+    let (attempts, retry_at) = ready_attempts(&flaky).await;
+    assert_eq!(attempts, 2);
+    assert_eq!((retry_at - start).num_seconds(), 1 + 2);
+    assert!(worklog.snapshot().await.unwrap().log.is_empty());
+
+    harness.clock.advance(Duration::from_secs(2));
+    assert_eq!(runtime.testing().drain().await.unwrap().turns, 3);
+    assert_eq!(flaky.result().await.unwrap(), Some(1));
+    assert_eq!(b.result().await.unwrap(), Some(2));
+    assert_eq!(worklog.log().await.unwrap(), ["a", "b", "c"]);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_sync_call_whose_handler_fails_names_its_queued_message_to_wait_for() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+
+    // The failed attempt is committed with the message, which is retried later: the caller
+    // is told which message to wait for, since calling again would record it twice.
+    let failed = worklog.flaky("once".to_owned(), 1).await.unwrap_err();
+    let text = failed.to_string();
+    assert!(
+        text.contains("retried at") && text.contains("do not call again"),
+        "{text}"
+    );
+    let Error::HandlerFailed {
+        retry_at: Some(_),
+        request_id: Some(request_id),
+        ..
+    } = &failed
+    else {
+        panic!("expected a failed attempt to retry, got {failed:?}");
+    };
+    assert!(text.contains(request_id.as_str()), "{text}");
+    assert_eq!(failed.queued_request_id(), Some(request_id.as_str()));
+    let queued = runtime
+        .message(request_id)
+        .await
+        .unwrap()
+        .expect("the error names a message that exists")
+        .typed::<usize>();
+    assert_eq!(ready_attempts(&queued).await.0, 1);
+
+    harness.clock.advance(Duration::from_secs(60));
+    runtime.testing().drain().await.unwrap();
+    assert_eq!(queued.result().await.unwrap(), Some(1));
+    assert_eq!(worklog.log().await.unwrap(), ["once"], "recorded once");
+
+    // A permanent failure names its message too, now a dead letter.
+    let dead = worklog.invalid().await.unwrap_err();
+    assert!(dead.to_string().contains("is now a dead letter"), "{dead}");
+    assert_eq!(dead.queued_request_id(), None, "nothing left to wait for");
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_message_that_always_fails_becomes_a_dead_letter_after_five_attempts() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+    worklog.set_broken(true).await.unwrap();
+    let fragile = worklog.enqueue().fragile("x").await.unwrap();
+    let after = worklog.enqueue().record("after").await.unwrap();
+
+    for attempt in 1..=5 {
+        runtime.testing().drain().await.unwrap();
+        harness.clock.advance(Duration::from_secs(60));
+        let attempts = match fragile.status().await.unwrap() {
+            MessageStatus::Ready { attempts, .. } | MessageStatus::Dead { attempts, .. } => {
+                attempts
+            }
+            other => panic!("unexpected {other:?}"),
+        };
+        assert_eq!(attempts, attempt);
+    }
+    runtime.testing().drain().await.unwrap();
+
+    assert!(matches!(
+        fragile.status().await.unwrap(),
+        MessageStatus::Dead { attempts: 5, ref error } if error == "the log is broken"
+    ));
+    assert!(matches!(
+        fragile.result().await,
+        Err(Error::DeadLetter { attempts: 5, .. })
+    ));
+    assert_eq!(
+        after.result().await.unwrap(),
+        Some(1),
+        "later messages ran on"
+    );
+    let dead = runtime
+        .admin()
+        .dead_letters(
+            &solid_objects::admin::DeadLetterFilter::new()
+                .include_retried()
+                .limit(10),
+        )
+        .await
+        .unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].message_id, fragile.id());
+    assert_eq!(dead[0].operation, "fragile");
+    assert_eq!(dead[0].attempts, 5);
+
+    worklog.set_broken(false).await.unwrap();
+    let retried = runtime
+        .admin()
+        .retry_dead_letter(fragile.id())
+        .await
+        .unwrap();
+    let again = runtime
+        .admin()
+        .retry_dead_letter(fragile.id())
+        .await
+        .unwrap();
+    assert_eq!(
+        retried.id(),
+        again.id(),
+        "retrying twice enqueues one message"
+    );
+    assert_eq!(runtime.testing().drain().await.unwrap().turns, 1);
+    assert_eq!(worklog.log().await.unwrap(), ["after", "x"]);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_drain_reports_each_failed_attempt_and_each_dead_letter_it_ran() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let impatient = runtime.reference::<Impatient>("i");
+    let failing = impatient.enqueue().fail().await.unwrap();
+    let worklog = runtime.reference::<Worklog>("w");
+    worklog.enqueue().record("fine").await.unwrap();
+
+    let first = runtime.testing().drain().await.unwrap();
+    assert_eq!((first.turns, first.completed), (2, 1), "{first:?}");
+    assert!(!first.is_clean());
+    assert!(first.dead.is_empty(), "{first:?}");
+    assert_eq!(first.failed.len(), 1, "{first:?}");
+    let failed = &first.failed[0];
+    assert_eq!(
+        (
+            failed.actor_type.as_str(),
+            failed.actor_id.as_str(),
+            failed.operation.as_str(),
+            failed.message_id,
+            failed.attempts,
+            failed.error.as_str()
+        ),
+        ("Impatient", "i", "fail", failing.id(), 1, "no")
+    );
+
+    harness.clock.advance(Duration::from_secs(60));
+    let second = runtime.testing().drain().await.unwrap();
+    assert_eq!((second.turns, second.completed), (1, 0));
+    assert!(second.failed.is_empty(), "{second:?}");
+    assert_eq!(
+        second.dead.len(),
+        1,
+        "the last attempt made it a dead letter"
+    );
+    assert_eq!(
+        (second.dead[0].message_id, second.dead[0].attempts),
+        (failing.id(), 2)
+    );
+    assert!(runtime.testing().drain().await.unwrap().is_clean());
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_permanent_failure_is_dead_at_once_and_max_attempts_can_be_set_per_actor() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+
+    let permanent = runtime.reference::<Worklog>("w").invalid().await;
+    assert!(
+        matches!(
+            &permanent,
+            Err(Error::HandlerFailed {
+                attempts: 1,
+                retry_at: None,
+                ..
+            })
+        ),
+        "{permanent:?}"
+    );
+
+    let impatient = runtime.reference::<Impatient>("i");
+    let first = impatient.fail().await;
+    assert!(
+        matches!(
+            &first,
+            Err(Error::HandlerFailed {
+                retry_at: Some(_),
+                ..
+            })
+        ),
+        "{first:?}"
+    );
+    harness.clock.advance(Duration::from_secs(1));
+    runtime.testing().drain().await.unwrap();
+    assert_eq!(
+        runtime
+            .admin()
+            .dead_letters(
+                &solid_objects::admin::DeadLetterFilter::new()
+                    .include_retried()
+                    .limit(10)
+            )
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_rejection_code_that_is_not_snake_case_is_dead_at_once() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+
+    let failed = worklog.reject_with("Not Snake".to_owned()).await;
+    match &failed {
+        Err(Error::HandlerFailed {
+            attempts: 1,
+            retry_at: None,
+            error,
+            ..
+        }) => assert!(error.contains("must be snake_case"), "{error}"),
+        other => panic!("a code that can never pass is a dead letter at once, not {other:?}"),
+    }
+    let dead = runtime
+        .admin()
+        .dead_letters(
+            &solid_objects::admin::DeadLetterFilter::new()
+                .include_retried()
+                .limit(10),
+        )
+        .await
+        .unwrap();
+    assert_eq!(dead.len(), 1, "dead after one attempt, not retried");
+
+    // Enqueued, the worker's first attempt is its last too.
+    let queued = worklog
+        .enqueue()
+        .reject_with("Also-Not".to_owned())
+        .await
+        .unwrap();
+    runtime.testing().drain().await.unwrap();
+    match queued.status().await.unwrap() {
+        MessageStatus::Dead { attempts: 1, error } => {
+            assert!(error.contains("\"Also-Not\""), "{error}");
+        }
+        other => panic!("expected a dead letter after one attempt, got {other:?}"),
+    }
+
+    // A snake_case code is an ordinary rejection.
+    let rejected = worklog.reject_with("refused".to_owned()).await;
+    assert_eq!(rejection_code(rejected), "refused");
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn an_idempotency_key_with_other_arguments_is_a_conflict_and_writes_nothing() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+    worklog
+        .enqueue()
+        .idempotency_key("k")
+        .record("one")
+        .await
+        .unwrap();
+    let before = count(&harness, "solid_messages").await;
+
+    let conflict = worklog.enqueue().idempotency_key("k").record("two").await;
+
+    assert!(
+        matches!(&conflict, Err(Error::IdempotencyConflict { key, .. }) if key == "k"),
+        "{conflict:?}"
+    );
+    assert_eq!(count(&harness, "solid_messages").await, before);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_sync_call_with_a_used_key_answers_without_running_again() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+
+    let first = worklog
+        .clone()
+        .idempotency_key("k")
+        .record("once")
+        .await
+        .unwrap();
+    let retry = worklog
+        .clone()
+        .idempotency_key("k")
+        .record("once")
+        .await
+        .unwrap();
+
+    assert_eq!((first, retry), (1, 1));
+    assert_eq!(worklog.log().await.unwrap(), ["once"]);
+    let found = worklog.message_with_key("k").await.unwrap().expect("kept");
+    assert_eq!(found.typed::<usize>().result().await.unwrap(), Some(1));
+    let by_request = runtime
+        .message(found_request_id(&worklog).await.as_str())
+        .await
+        .unwrap();
+    assert!(by_request.is_some());
+    runtime.close().await;
+}
+
+async fn found_request_id(worklog: &WorklogRef) -> String {
+    let message = worklog.message_with_key("k").await.unwrap().unwrap();
+    message.request_id().to_owned()
+}
+
+#[tokio::test]
+async fn a_query_sees_every_earlier_enqueued_message_applied() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+    for label in ["a", "b", "c"] {
+        worklog.enqueue().record(label).await.unwrap();
+    }
+
+    assert_eq!(worklog.log().await.unwrap(), ["a", "b", "c"]);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_delayed_message_waits_for_its_time() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+    let later = worklog
+        .enqueue()
+        .delay(Duration::from_secs(30))
+        .record("later")
+        .await
+        .unwrap();
+
+    assert_eq!(runtime.testing().drain().await.unwrap().turns, 0);
+    harness.clock.advance(Duration::from_secs(30));
+    assert_eq!(runtime.testing().drain().await.unwrap().turns, 1);
+    assert_eq!(later.result().await.unwrap(), Some(1));
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn arguments_over_one_mebibyte_are_refused_and_nothing_is_written() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+    worklog.record("small").await.unwrap();
+    let messages = count(&harness, "solid_messages").await;
+
+    let huge = "x".repeat(1 << 20);
+    let enqueued = worklog.enqueue().record(huge.clone()).await;
+    let called = worklog.record(huge).await;
+
+    for result in [enqueued.map(|_| ()), called.map(|_| ())] {
+        assert!(
+            matches!(
+                &result,
+                Err(Error::PayloadTooLarge {
+                    what: "arguments",
+                    ..
+                })
+            ),
+            "{result:?}"
+        );
+    }
+    assert_eq!(count(&harness, "solid_messages").await, messages);
+    assert_eq!(worklog.log().await.unwrap(), ["small"]);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn the_10001st_unfinished_message_is_refused_and_nothing_is_written() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("full");
+    worklog.record("first").await.unwrap();
+    let queued: Vec<String> = (2..=10_001)
+        .map(|i| {
+            format!(
+                "('Worklog', 'full', 'record', '{{\"label\":\"queued\"}}', 'r-{i}', 'ready', \
+                 1, 9223372036854775807, 0)"
+            )
+        })
+        .collect();
+    execute(
+        &harness,
+        &format!(
+            "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
+                 request_id, status, attempts, available_at, created_at)
+             VALUES {}",
+            queued.join(", ")
+        ),
+    )
+    .await;
+    let messages = count(&harness, "solid_messages").await;
+    assert_eq!(messages, 10_001);
+
+    let enqueued = worklog.enqueue().record("one too many").await;
+    let called = worklog.record("one too many").await;
+
+    for result in [enqueued.map(|_| ()), called.map(|_| ())] {
+        assert!(
+            matches!(&result, Err(Error::MailboxFull { limit: 10_000, .. })),
+            "{result:?}"
+        );
+    }
+    assert_eq!(count(&harness, "solid_messages").await, messages);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn retention_prunes_old_finished_messages_but_keeps_recent_keys_and_unfinished_work() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+    for entry in 0..70 {
+        worklog
+            .clone()
+            .idempotency_key(format!("k-{entry}"))
+            .record(format!("e-{entry}"))
+            .await
+            .unwrap();
+    }
+    for entry in 0..5 {
+        worklog.record(format!("unkeyed-{entry}")).await.unwrap();
+    }
+    let waiting = worklog
+        .enqueue()
+        .available_at(harness.clock.now() + chrono::TimeDelta::days(60))
+        .record("future")
+        .await
+        .unwrap();
+
+    harness.advance_minutes(31 * 24 * 60);
+    let pruned = runtime
+        .admin()
+        .prune()
+        .await
+        .map(|pruned| pruned.total())
+        .unwrap();
+
+    assert_eq!(
+        pruned,
+        5 + 6,
+        "the unkeyed and the six oldest keyed messages"
+    );
+    assert_eq!(count(&harness, "solid_messages").await, 64 + 1);
+    assert!(worklog.message_with_key("k-69").await.unwrap().is_some());
+    assert!(worklog.message_with_key("k-5").await.unwrap().is_none());
+    assert!(matches!(
+        waiting.status().await.unwrap(),
+        MessageStatus::Ready { .. }
+    ));
+    let answered = worklog
+        .clone()
+        .idempotency_key("k-69")
+        .record("e-69")
+        .await
+        .unwrap();
+    assert_eq!(answered, 70, "a kept key answers with the stored result");
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn application_rows_written_before_a_rejection_are_rolled_back() {
+    let harness = Harness::new();
+    execute(&harness, "CREATE TABLE notes (label TEXT NOT NULL)").await;
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+
+    let result = worklog.note_then_reject("draft").await;
+
+    assert_eq!(rejection_code(result), "changed_my_mind");
+    assert_eq!(count(&harness, "notes").await, 0);
+    assert!(worklog.log().await.unwrap().is_empty());
+    assert_eq!(
+        count(&harness, "solid_messages WHERE status = 'rejected'").await,
+        1
+    );
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn an_id_over_the_limit_is_refused_for_enqueues_too() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+
+    let result = runtime
+        .reference::<Worklog>("x".repeat(MAX_ACTOR_ID_BYTES + 1))
+        .enqueue()
+        .record("x")
+        .await;
+
+    assert!(matches!(result, Err(Error::InvalidActorId { .. })));
+    runtime.close().await;
+}
+
+/// A call whose message ran, but whose result does not read back as the type the caller
+/// asked for (a result stored by an older build under the caller's idempotency key, or a
+/// `Reference::call` of the wrong type), must not tell the caller to "retry" without naming
+/// the message: the message is committed and completed, so a retry under a new key runs it
+/// twice. The error names its request id, or says that the message ran.
+#[tokio::test]
+async fn a_call_whose_result_does_not_decode_names_its_completed_message() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+
+    let error = worklog
+        .as_reference()
+        .clone()
+        .idempotency_key("k-decode")
+        .call::<String>(WorklogMessage::Record {
+            label: "once".to_owned(),
+        })
+        .await
+        .expect_err("a usize does not read back as a String");
+    let text = error.to_string();
+    let message = worklog
+        .message_with_key("k-decode")
+        .await
+        .unwrap()
+        .expect("the call's message was committed");
+    assert!(
+        matches!(message.status().await.unwrap(), MessageStatus::Completed),
+        "the message ran"
+    );
+    assert_eq!(worklog.log().await.unwrap(), ["once"]);
+    assert!(
+        text.contains(message.request_id()) || !text.contains("retry"),
+        "the error tells the caller to retry a call whose message ran, naming no message: {text}"
+    );
+    runtime.close().await;
+}
+
+/// A keyed call whose message is already queued under its key (an earlier call that timed
+/// out, or an enqueue) finds that message, and is then told of the pause as `Queued` naming
+/// it, as it is of a state from a newer build: its message is committed. It hears a bare
+/// `Paused` ("try again after it is resumed"), which names no message.
+#[tokio::test]
+async fn a_keyed_call_on_a_paused_actor_whose_message_is_queued_names_it() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+    let queued = worklog
+        .enqueue()
+        .idempotency_key("k-paused")
+        .record("once")
+        .await
+        .unwrap();
+    assert!(runtime.admin().pause("Worklog", "w").await.unwrap());
+
+    let error = worklog
+        .as_reference()
+        .clone()
+        .idempotency_key("k-paused")
+        .call::<usize>(WorklogMessage::Record {
+            label: "once".to_owned(),
+        })
+        .await
+        .expect_err("the actor is paused");
+
+    runtime.close().await;
+    assert_eq!(
+        error.queued_request_id(),
+        Some(queued.request_id()),
+        "the call's message is queued under its key, but the error names none: {error}"
+    );
+}

@@ -1,0 +1,358 @@
+//! The traps a new user falls into in the first hour, each closed: a synchronous call from
+//! inside a handler, a timeout too short to mean anything, a wait that times out without
+//! saying why, a message found by its key that reveals a command's result, a rejection code
+//! that is not snake_case, a runtime started without a policy, effects nobody handles.
+
+use crate::support;
+
+use std::io::Write;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use solid_objects::policy::{Denied, Policy, Request, RequestKind};
+use solid_objects::prelude::*;
+use support::{count, Harness};
+
+/// The runtime a handler reaches for, as an application might keep it in a global.
+static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+
+#[actor]
+#[derive(Default)]
+struct Counter {
+    value: u32,
+}
+
+#[actor]
+impl Counter {
+    #[command]
+    fn add(&mut self, by: u32) -> u32 {
+        self.value += by;
+        self.value
+    }
+}
+
+#[actor]
+#[derive(Default)]
+struct Caller {}
+
+#[actor]
+impl Caller {
+    /// Calls another actor synchronously, which a handler must not do; returns the error.
+    #[command]
+    async fn call_another(&mut self) -> String {
+        let other = RUNTIME
+            .get()
+            .expect("the runtime")
+            .reference::<Counter>("other");
+        match other.add(1).await {
+            Ok(value) => format!("it ran: {value}"),
+            Err(error @ Error::CalledFromHandler { .. }) => error.to_string(),
+            Err(other) => format!("the wrong error: {other:?}"),
+        }
+    }
+
+    /// Calls another actor synchronously and passes the refusal on with `?`.
+    #[command]
+    async fn call_another_with_question_mark(&mut self) -> Result<u32, Failure> {
+        let other = RUNTIME
+            .get()
+            .expect("the runtime")
+            .reference::<Counter>("other");
+        Ok(other.add(1).await?)
+    }
+}
+
+#[tokio::test]
+async fn a_synchronous_call_from_inside_a_handler_fails_at_once_and_says_to_send() {
+    let harness = Harness::new();
+    let runtime = harness
+        .store()
+        .await
+        .policy(AllowAll)
+        .sync_timeout(Duration::from_secs(60))
+        .start()
+        .await
+        .unwrap();
+    RUNTIME.set(runtime.clone()).unwrap();
+
+    let said = tokio::time::timeout(
+        Duration::from_secs(30),
+        runtime.reference::<Caller>("caller").call_another(),
+    )
+    .await
+    .expect("the call did not wait for its own turn")
+    .unwrap();
+
+    assert!(said.contains("turn.send::<Counter>(id)"), "{said}");
+    assert_eq!(
+        count(&harness, "solid_messages WHERE actor_id = 'other'").await,
+        0
+    );
+
+    // Passed on with `?`, the refusal is a failure no retry can fix: dead at once.
+    let passed_on = runtime
+        .reference::<Caller>("caller")
+        .call_another_with_question_mark()
+        .await;
+    assert!(
+        matches!(
+            &passed_on,
+            Err(Error::HandlerFailed {
+                attempts: 1,
+                retry_at: None,
+                ..
+            })
+        ),
+        "{passed_on:?}"
+    );
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_timeout_under_a_millisecond_is_refused_before_anything_is_written() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let counter = runtime.reference::<Counter>("c");
+
+    let called = counter.clone().timeout(Duration::ZERO).add(1).await;
+    let tiny = counter
+        .clone()
+        .timeout(Duration::from_micros(999))
+        .add(1)
+        .await;
+    let queued = counter.enqueue().add(1).await.unwrap();
+    let waited = queued.wait(Duration::ZERO).await;
+
+    assert!(
+        matches!(called, Err(Error::InvalidTimeout { .. })),
+        "{called:?}"
+    );
+    assert!(
+        matches!(tiny, Err(Error::InvalidTimeout { .. })),
+        "{tiny:?}"
+    );
+    assert!(
+        matches!(waited, Err(Error::InvalidTimeout { .. })),
+        "{waited:?}"
+    );
+    assert_eq!(count(&harness, "solid_messages").await, 1);
+    assert_eq!(
+        count(&harness, "solid_messages WHERE status = 'ready'").await,
+        1
+    );
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_wait_that_times_out_says_why_the_message_has_not_run_and_a_delayed_one_blocks_nothing() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let counter = runtime.reference::<Counter>("c");
+    let delayed = counter
+        .enqueue()
+        .delay(TimeDelta::hours(1))
+        .add(1)
+        .await
+        .unwrap();
+    let behind = counter.enqueue().add(2).await.unwrap();
+
+    let own = delayed.wait(TimeDelta::milliseconds(50)).await;
+    let queued = behind.wait(Duration::from_millis(50)).await;
+
+    match own {
+        Err(Error::WaitTimeout { waiting_on, .. }) => {
+            assert!(
+                waiting_on.starts_with("it is not due until"),
+                "{waiting_on}"
+            );
+        }
+        other => panic!("expected a wait timeout, got {other:?}"),
+    }
+    // The delayed message is not in line before it is due: the one behind it runs.
+    assert_eq!(queued.unwrap(), 2);
+    runtime.close().await;
+}
+
+/// Reads anything, runs only `add`.
+struct ReadOnly;
+
+impl Policy for ReadOnly {
+    fn authorize_message(&self, request: &Request<'_>) -> Result<(), Denied> {
+        match request.kind {
+            RequestKind::Command if request.operation == "add" => Ok(()),
+            _ => Err(Denied::new("read-only")),
+        }
+    }
+
+    fn authorize_query(&self, _request: &Request<'_>) -> Result<(), Denied> {
+        Ok(())
+    }
+}
+
+/// Allows everything but `add`.
+struct NoAdding;
+
+impl Policy for NoAdding {
+    fn authorize_message(&self, request: &Request<'_>) -> Result<(), Denied> {
+        if request.operation == "add" {
+            return Err(Denied::new("no adding"));
+        }
+        Ok(())
+    }
+
+    fn authorize_query(&self, _request: &Request<'_>) -> Result<(), Denied> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_message_found_by_key_is_revealed_only_to_a_caller_allowed_its_command() {
+    let harness = Harness::new();
+    let writer = harness
+        .store()
+        .await
+        .policy(ReadOnly)
+        .start()
+        .await
+        .unwrap();
+    writer
+        .reference::<Counter>("c")
+        .idempotency_key("k")
+        .add(5)
+        .await
+        .unwrap();
+    let reader = harness
+        .store()
+        .await
+        .policy(NoAdding)
+        .start()
+        .await
+        .unwrap();
+
+    let allowed = writer.reference::<Counter>("c").message_with_key("k").await;
+    let denied = reader.reference::<Counter>("c").message_with_key("k").await;
+
+    assert!(allowed.unwrap().is_some());
+    assert!(
+        matches!(&denied, Err(Error::Unauthorized { operation, .. }) if operation == "add"),
+        "{denied:?}"
+    );
+    writer.close().await;
+    reader.close().await;
+}
+
+#[test]
+fn a_rejection_code_that_is_not_snake_case_is_refused() {
+    assert!(matches!(
+        Rejection::new("room not found", "No room 12"),
+        Err(Error::InvalidRejectionCode { .. })
+    ));
+    assert!(matches!(
+        Rejection::new("RoomNotFound", "No room 12"),
+        Err(Error::InvalidRejectionCode { .. })
+    ));
+    assert_eq!(
+        Rejection::new("room_not_found_2", "No room 12")
+            .unwrap()
+            .code(),
+        "room_not_found_2"
+    );
+}
+
+/// Log lines written by the runtime while a test runs.
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Logs {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Logs {
+    fn capture(&self) -> tracing::subscriber::DefaultGuard {
+        let logs = self.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || logs.clone())
+            .with_max_level(tracing::Level::WARN)
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_runtime_started_without_a_policy_warns() {
+    let logs = Logs::default();
+    let _capture = logs.capture();
+    let harness = Harness::new();
+
+    let runtime = harness.store().await.start().await.unwrap();
+
+    assert!(
+        logs.text()
+            .contains("no authorisation policy is configured"),
+        "{}",
+        logs.text()
+    );
+    runtime.close().await;
+}
+
+#[derive(Serialize, Deserialize)]
+struct Postcard {}
+
+impl Effect for Postcard {
+    const NAME: &'static str = "postcard";
+    type Output = ();
+}
+
+#[actor]
+#[derive(Default)]
+struct Traveller {}
+
+#[actor]
+impl Traveller {
+    #[command]
+    fn write_home(&mut self, turn: &mut Turn<Self>) {
+        turn.emit(Postcard {});
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn effects_nobody_handles_are_warned_about_once_and_listed() {
+    let logs = Logs::default();
+    let _capture = logs.capture();
+    let harness = Harness::new();
+    let runtime = harness
+        .store()
+        .await
+        .clock(harness.clock.clone())
+        .policy(AllowAll)
+        .start()
+        .await
+        .unwrap();
+    let traveller = runtime.reference::<Traveller>("t");
+    traveller.write_home().await.unwrap();
+    traveller.write_home().await.unwrap();
+    harness.advance_minutes(2);
+
+    for _ in 0..2 {
+        runtime.testing().upkeep().await.unwrap();
+    }
+
+    let warnings = logs.text().matches("no handler in this process").count();
+    assert_eq!(warnings, 1, "{}", logs.text());
+    let listed = runtime.admin().unhandled_effects().await.unwrap();
+    assert_eq!((listed[0].name.as_str(), listed[0].count), ("postcard", 2));
+    runtime.close().await;
+}

@@ -1,0 +1,18 @@
+//! The behaviour cases of tests/cases/ on the MySQL store against MariaDB, then what only
+//! MySQL has (tests/mysql/) and the cases written once for both server backends
+//! (tests/servers/): one throwaway server for this test process (tests/support/mariadb.rs),
+//! a fresh database for each case. Without `mariadbd` outside CI, every case skips.
+
+#[path = "mysql/backend.rs"]
+mod backend;
+mod cases;
+#[path = "mysql/dialect.rs"]
+mod dialect;
+#[path = "servers/nothing_wedges.rs"]
+mod nothing_wedges;
+#[path = "servers/several_runtimes.rs"]
+mod several_runtimes;
+mod support;
+
+/// The backend every case of this binary runs on.
+const BACKEND: support::Backend = support::Backend::MariaDb;

@@ -1,0 +1,584 @@
+//! Where MySQL (MariaDB) differs from the other backends, each difference tried: how it
+//! counts affected rows (a pause of a paused actor, an idempotent send whose key is taken),
+//! session settings that must not outlive a turn on the pool, `NO_BACKSLASH_ESCAPES` and
+//! `LIKE` wildcards in dead-letter filters, collations that would fold near-identical ids
+//! and keys, dropped reads on a small pool, racing starts and a half-run migration, hostile
+//! stored state, and payloads at the limits.
+
+use std::time::Duration;
+
+use solid_objects::admin::{ActorFilter, DeadLetterFilter};
+use solid_objects::prelude::*;
+use solid_objects::Failure;
+use sqlx::mysql::MySqlPoolOptions;
+use sqlx::Executor;
+
+use crate::support::mariadb::MariaDb;
+
+const SOON: Duration = Duration::from_secs(20);
+
+#[actor]
+#[derive(Default)]
+struct Ledger {
+    entries: Vec<String>,
+}
+
+#[actor]
+impl Ledger {
+    #[command]
+    fn record(&mut self, entry: String) -> usize {
+        self.entries.push(entry);
+        self.entries.len()
+    }
+
+    #[command]
+    fn fragile(&mut self, why: String) -> Result<(), Failure> {
+        Err(Failure::permanent(why))
+    }
+
+    #[command]
+    fn forward(&mut self, turn: &mut Turn<Self>, key: String) {
+        turn.send::<Sink>("target")
+            .idempotency_key(key)
+            .take("once");
+    }
+
+    #[query]
+    fn count(&self) -> usize {
+        self.entries.len()
+    }
+}
+
+#[actor]
+#[derive(Default)]
+struct Sink {
+    taken: Vec<String>,
+}
+
+#[actor]
+impl Sink {
+    #[command]
+    fn take(&mut self, what: String) -> usize {
+        self.taken.push(what);
+        self.taken.len()
+    }
+}
+
+async fn database() -> Option<(String, ManualClock)> {
+    let server = MariaDb::shared()?;
+    Some((server.database().await, ManualClock::starting_now()))
+}
+
+async fn runtime(url: &str, clock: &ManualClock) -> Runtime {
+    Runtime::builder()
+        .mysql(url, 4)
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .start()
+        .await
+        .expect("the runtime starts on MariaDB")
+}
+
+async fn scalar(url: &str, sql: &str) -> i64 {
+    let pool = sqlx::MySqlPool::connect(url).await.unwrap();
+    let value = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
+    pool.close().await;
+    value
+}
+
+/// `Admin::pause` documents "False if it was paused already". MySQL with sqlx's
+/// CLIENT_FOUND_ROWS counts a duplicate-key row set to its current value as 1 affected row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pausing_a_paused_actor_reports_it_was_paused_already() {
+    let Some((url, clock)) = database().await else {
+        return;
+    };
+    let runtime = runtime(&url, &clock).await;
+    runtime.reference::<Ledger>("p1").record("x").await.unwrap();
+    let admin = runtime.admin();
+    assert!(admin.pause("Ledger", "p1").await.unwrap(), "first pause");
+    let again = admin.pause("Ledger", "p1").await.unwrap();
+    assert!(admin.resume("Ledger", "p1").await.unwrap(), "first resume");
+    assert!(
+        !admin.resume("Ledger", "p1").await.unwrap(),
+        "second resume"
+    );
+    // Never-ran actor: paused twice.
+    assert!(admin.pause("Ledger", "fresh").await.unwrap());
+    let fresh_again = admin.pause("Ledger", "fresh").await.unwrap();
+    runtime.close().await;
+    assert!(
+        !again,
+        "a second pause of a paused actor must report false (paused already)"
+    );
+    assert!(
+        !fresh_again,
+        "a second pause of a paused fresh actor must report false"
+    );
+}
+
+/// An idempotent send whose key was used already must deliver nothing: on MySQL
+/// `INSERT .. ON DUPLICATE KEY UPDATE id = id` reports 1 affected row under CLIENT_FOUND_ROWS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotent_send_whose_key_is_taken_is_not_counted_as_enqueued() {
+    let Some((url, clock)) = database().await else {
+        return;
+    };
+    // First: what the server reports for the backend's statement form.
+    let pool = MySqlPoolOptions::new()
+        .max_connections(1)
+        .connect(&url)
+        .await
+        .unwrap();
+    pool.execute("CREATE TABLE dup (id BIGINT AUTO_INCREMENT PRIMARY KEY, k VARCHAR(10) UNIQUE)")
+        .await
+        .unwrap();
+    let first = sqlx::query("INSERT INTO dup (k) VALUES ('a') ON DUPLICATE KEY UPDATE id = id")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let second = sqlx::query("INSERT INTO dup (k) VALUES ('a') ON DUPLICATE KEY UPDATE id = id")
+        .execute(&pool)
+        .await
+        .unwrap();
+    eprintln!(
+        "first: affected {} id {}; duplicate: affected {} id {}",
+        first.rows_affected(),
+        first.last_insert_id(),
+        second.rows_affected(),
+        second.last_insert_id()
+    );
+    pool.close().await;
+
+    let prometheus = crate::support::prometheus();
+    let runtime = runtime(&url, &clock).await;
+    let ledger = runtime.reference::<Ledger>("fwd");
+    ledger.forward("k-1").await.unwrap();
+    ledger.forward("k-1").await.unwrap();
+    ledger.forward("k-1").await.unwrap();
+    let stored = scalar(
+        &url,
+        "SELECT COUNT(*) FROM solid_messages WHERE actor_type = 'Sink'",
+    )
+    .await;
+    let text = prometheus.render();
+    runtime.close().await;
+    assert_eq!(stored, 1, "one message stored for the key");
+    let line = text
+        .lines()
+        .find(|line| {
+            line.starts_with("solid_objects_messages_enqueued_total")
+                && line.contains("actor_type=\"Sink\"")
+        })
+        .unwrap_or("<none>")
+        .to_owned();
+    assert!(
+        line.ends_with(" 1"),
+        "one delivered send counted; got {line:?} (second insert affected {})",
+        second.rows_affected()
+    );
+}
+
+/// The turn's `SET SESSION innodb_lock_wait_timeout / max_statement_time` outlive the turn:
+/// the connection goes back to the pool (the application's, with `mysql_pool`) with them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turns_statement_bounds_do_not_outlive_the_turn_on_the_pool() {
+    let Some((url, clock)) = database().await else {
+        return;
+    };
+    let pool = MySqlPoolOptions::new()
+        .max_connections(1)
+        .connect(&url)
+        .await
+        .unwrap();
+    let before: (f64, i64) = sqlx::query_as(
+        "SELECT CAST(@@session.max_statement_time AS DOUBLE), \
+         CAST(@@session.innodb_lock_wait_timeout AS SIGNED)",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let runtime = Runtime::builder()
+        .mysql_pool(pool.clone())
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .turn_timeout(Duration::from_millis(200))
+        .start()
+        .await
+        .unwrap();
+    runtime.reference::<Ledger>("b1").record("x").await.unwrap();
+    let after: (f64, i64) = sqlx::query_as(
+        "SELECT CAST(@@session.max_statement_time AS DOUBLE), \
+         CAST(@@session.innodb_lock_wait_timeout AS SIGNED)",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    // The application's own (slow but legitimate) query on its pool.
+    let slow = sqlx::query_scalar::<_, i64>("SELECT SLEEP(0.5)")
+        .fetch_one(&pool)
+        .await;
+    runtime.close().await;
+    pool.close().await;
+    assert!(
+        matches!(slow, Ok(0)),
+        "the application's 0.5 s query on its pool after a turn: {slow:?}"
+    );
+    assert_eq!(
+        after, before,
+        "session bounds after a turn (max_statement_time, innodb_lock_wait_timeout)"
+    );
+}
+
+/// With a server whose sql_mode has NO_BACKSLASH_ESCAPES (a documented, common setting),
+/// the dead-letter filter's `ESCAPE '\\'` is a two-character escape.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dead_letter_filter_works_under_no_backslash_escapes() {
+    let Some((url, clock)) = database().await else {
+        return;
+    };
+    let pool = MySqlPoolOptions::new()
+        .max_connections(2)
+        .after_connect(|connection, _| {
+            Box::pin(async move {
+                connection
+                    .execute("SET SESSION sql_mode = CONCAT(@@sql_mode, ',NO_BACKSLASH_ESCAPES')")
+                    .await?;
+                Ok(())
+            })
+        })
+        .connect(&url)
+        .await
+        .unwrap();
+    let runtime = Runtime::builder()
+        .mysql_pool(pool.clone())
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .start()
+        .await
+        .unwrap();
+    let ledger = runtime.reference::<Ledger>("n1");
+    let _ = ledger.fragile("card declined 100%_").await;
+    let filter = DeadLetterFilter::new().error_contains("100%_");
+    let found = runtime.admin().dead_letters(&filter).await;
+    runtime.close().await;
+    pool.close().await;
+    assert_eq!(
+        found.map(|found| found.len()).map_err(|e| e.to_string()),
+        Ok(1)
+    );
+}
+
+/// Ids, keys differing by trailing spaces, case, normalisation or ignorable characters are
+/// distinct; hostile characters are kept as bound values.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn near_identical_ids_and_keys_stay_distinct() {
+    let Some((url, clock)) = database().await else {
+        return;
+    };
+    let runtime = runtime(&url, &clock).await;
+    let ids = [
+        "a",
+        "a ",
+        "A",
+        "a\t",
+        "\u{e9}",
+        "e\u{301}",
+        "a\u{200b}",
+        "ß",
+        "ss",
+        "'",
+        "\\",
+        "$1",
+        "?",
+        "%",
+        "_",
+        "\"x\"",
+        "`",
+        "a\\%",
+        "😀",
+        "ﬁ",
+        "fi",
+    ];
+    for id in ids {
+        let got = tokio::time::timeout(SOON, runtime.reference::<Ledger>(id).record(id))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(got, 1, "actor {id:?} is its own");
+    }
+    for id in ids {
+        assert_eq!(
+            runtime
+                .reference::<Ledger>(id)
+                .snapshot()
+                .await
+                .unwrap()
+                .entries,
+            vec![id.to_owned()]
+        );
+    }
+    // Idempotency keys.
+    let ledger = runtime.reference::<Ledger>("keys");
+    for key in ["k", "k ", "K", "\u{e9}", "e\u{301}"] {
+        ledger
+            .clone()
+            .idempotency_key(key)
+            .record(key)
+            .await
+            .unwrap();
+    }
+    assert_eq!(ledger.count().await.unwrap(), 5);
+    // Multibyte limits: 255 bytes work, 256 are a typed error with nothing written.
+    let at_limit = format!("{}a", "\u{e9}".repeat(127));
+    assert_eq!(at_limit.len(), 255);
+    runtime
+        .reference::<Ledger>(at_limit.clone())
+        .record("x")
+        .await
+        .unwrap();
+    let over = format!("{}ab", "\u{e9}".repeat(127));
+    let error = runtime
+        .reference::<Ledger>(over)
+        .record("x")
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::InvalidActorId { .. }), "{error:?}");
+    let emoji_limit = format!("{}abc", "😀".repeat(63));
+    assert_eq!(emoji_limit.len(), 255);
+    runtime
+        .reference::<Ledger>(emoji_limit.clone())
+        .record("x")
+        .await
+        .unwrap();
+
+    // Admin's prefix filter: multibyte, wildcard characters are text.
+    let admin = runtime.admin();
+    let prefix = |p: &str| ActorFilter::new().actor_type("Ledger").id_prefix(p);
+    let page = admin.actors(&prefix("\u{e9}")).await.unwrap();
+    let found: Vec<_> = page.actors.iter().map(|a| a.actor_id.clone()).collect();
+    assert_eq!(
+        found,
+        vec!["\u{e9}".to_owned(), at_limit.clone()],
+        "prefix é"
+    );
+    let page = admin.actors(&prefix("%")).await.unwrap();
+    assert_eq!(page.actors.len(), 1, "prefix %");
+    let page = admin.actors(&prefix("a")).await.unwrap();
+    let found: Vec<_> = page.actors.iter().map(|a| a.actor_id.clone()).collect();
+    assert_eq!(
+        found,
+        vec!["a", "a\t", "a ", "a\\%", "a\u{200b}"],
+        "prefix a"
+    );
+    let page = admin.actors(&prefix("😀")).await.unwrap();
+    assert_eq!(page.actors.len(), 2, "prefix emoji");
+    runtime.close().await;
+}
+
+/// Dead-letter text filters: `%`, `_` and `\` are text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letter_text_filters_treat_wildcards_and_backslashes_as_text() {
+    let Some((url, clock)) = database().await else {
+        return;
+    };
+    let runtime = runtime(&url, &clock).await;
+    let ledger = runtime.reference::<Ledger>("d");
+    for why in [
+        "50% off_now",
+        "50x offanow",
+        "path C:\\temp\\x",
+        "path C:temp",
+        "it's \"$1\" ?",
+    ] {
+        let _ = ledger.fragile(why).await;
+    }
+    let admin = runtime.admin();
+    let count = |text: &str| {
+        let filter = DeadLetterFilter::new().error_contains(text);
+        let admin = admin.clone();
+        async move { admin.dead_letters(&filter).await.unwrap().len() }
+    };
+    assert_eq!(count("50%").await, 1);
+    assert_eq!(count("f_n").await, 1);
+    assert_eq!(count("C:\\temp").await, 1);
+    assert_eq!(count("\\").await, 1);
+    assert_eq!(count("\"$1\" ?").await, 1);
+    assert_eq!(count("'").await, 1);
+    runtime.close().await;
+}
+
+/// Reads dropped mid-flight on a small pool, then calls still work within bounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_reads_never_wedge_a_small_pool() {
+    let Some((url, clock)) = database().await else {
+        return;
+    };
+    let runtime = Runtime::builder()
+        .mysql(&url, 2)
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .start()
+        .await
+        .unwrap();
+    let ledger = runtime.reference::<Ledger>("r");
+    ledger.record("x").await.unwrap();
+    let admin = runtime.admin();
+    for round in 0..60u64 {
+        let budget = Duration::from_micros(50 + (round * 137) % 3000);
+        let _ = tokio::time::timeout(budget, ledger.snapshot()).await;
+        let _ = tokio::time::timeout(budget, admin.actors(&ActorFilter::new())).await;
+        let _ = tokio::time::timeout(budget, admin.status()).await;
+        let _ = tokio::time::timeout(budget, ledger.count()).await;
+        let _ = tokio::time::timeout(budget, ledger.record(format!("c{round}"))).await;
+        let _ = tokio::time::timeout(budget, admin.pause("Ledger", "other")).await;
+        let _ = tokio::time::timeout(budget, admin.resume("Ledger", "other")).await;
+    }
+    let next = tokio::time::timeout(SOON, ledger.record("after")).await;
+    assert!(
+        matches!(next, Ok(Ok(_))),
+        "a call after dropped reads: {next:?}"
+    );
+    let read = tokio::time::timeout(SOON, admin.actors(&ActorFilter::new())).await;
+    assert!(
+        matches!(read, Ok(Ok(_))),
+        "an admin read after dropped reads: {read:?}"
+    );
+    runtime.close().await;
+}
+
+/// Several processes start at once on an empty database (GET_LOCK), and one starts on a
+/// database where the migration half ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_starts_and_a_half_run_migration() {
+    let Some((url, clock)) = database().await else {
+        return;
+    };
+    let starts: Vec<_> = (0..4)
+        .map(|_| {
+            let url = url.clone();
+            let clock = clock.clone();
+            async move {
+                tokio::time::timeout(
+                    SOON,
+                    Runtime::builder()
+                        .mysql(&url, 2)
+                        .clock(clock)
+                        .policy(AllowAll)
+                        .start(),
+                )
+                .await
+            }
+        })
+        .collect();
+    let started = futures_util::future::join_all(starts).await;
+    for runtime in started {
+        let runtime = runtime.expect("starts in time").expect("starts");
+        runtime.reference::<Ledger>("m").record("x").await.unwrap();
+        runtime.close().await;
+    }
+    assert_eq!(
+        scalar(&url, "SELECT COUNT(*) FROM solid_schema_migrations").await,
+        1
+    );
+
+    // Half-run: the bookkeeping table and two of the schema's tables, no version row.
+    let (half, clock) = database().await.unwrap();
+    let pool = sqlx::MySqlPool::connect(&half).await.unwrap();
+    let schema = include_str!("../../migrations/mysql/0001_schema.sql");
+    let statements: Vec<&str> = schema
+        .split(";\n")
+        .filter(|s| s.contains("CREATE"))
+        .collect();
+    for statement in &statements[..2] {
+        sqlx::query(statement).execute(&pool).await.unwrap();
+    }
+    pool.close().await;
+    let runtime = tokio::time::timeout(SOON, runtime_on(&half, &clock))
+        .await
+        .expect("starts in time");
+    runtime.reference::<Ledger>("h").record("x").await.unwrap();
+    runtime.close().await;
+}
+
+async fn runtime_on(url: &str, clock: &ManualClock) -> Runtime {
+    runtime(url, clock).await
+}
+
+/// A stored row the runtime cannot read: a clear error, nothing changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_stored_state_is_a_clear_error_and_changes_nothing() {
+    let Some((url, clock)) = database().await else {
+        return;
+    };
+    let runtime = runtime(&url, &clock).await;
+    let ledger = runtime.reference::<Ledger>("h");
+    ledger.record("x").await.unwrap();
+    let pool = sqlx::MySqlPool::connect(&url).await.unwrap();
+    sqlx::query("UPDATE solid_instances SET state = '{not json' WHERE actor_id = 'h'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let revision_before: i64 =
+        sqlx::query_scalar("SELECT revision FROM solid_instances WHERE actor_id = 'h'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    let error = tokio::time::timeout(SOON, ledger.record("y"))
+        .await
+        .unwrap();
+    eprintln!("hostile state: {error:?}");
+    assert!(error.is_err());
+    let snapshot = tokio::time::timeout(SOON, ledger.snapshot()).await.unwrap();
+    assert!(snapshot.is_err());
+    let (state, revision): (String, i64) = sqlx::query_as(
+        "SELECT CAST(state AS CHAR), revision FROM solid_instances WHERE actor_id = 'h'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!((state.as_str(), revision), ("{not json", revision_before));
+    // Another actor is unaffected.
+    tokio::time::timeout(SOON, runtime.reference::<Ledger>("ok").record("x"))
+        .await
+        .unwrap()
+        .unwrap();
+    pool.close().await;
+    runtime.close().await;
+}
+
+/// Payloads at the limits: 1 MiB arguments just under the cap work; state near 5 MiB works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payloads_at_the_limits() {
+    let Some((url, clock)) = database().await else {
+        return;
+    };
+    let runtime = runtime(&url, &clock).await;
+    let ledger = runtime.reference::<Ledger>("big");
+    // Each entry ~1 MiB of multibyte text (JSON-encoded size under the cap).
+    let entry = "\u{e9}".repeat((1 << 20) / 2 - 64);
+    for _ in 0..4 {
+        tokio::time::timeout(SOON, ledger.record(entry.clone()))
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let over = "\u{e9}".repeat((1 << 20) / 2 + 64);
+    let error = tokio::time::timeout(SOON, ledger.record(over))
+        .await
+        .unwrap()
+        .unwrap_err();
+    eprintln!("over: {error}");
+    // A 5th entry still fits 5 MiB; a 6th pushes state past it: refused, nothing written.
+    tokio::time::timeout(SOON, ledger.record(entry.clone()))
+        .await
+        .unwrap()
+        .unwrap();
+    let result = tokio::time::timeout(SOON, ledger.record(entry.clone()))
+        .await
+        .unwrap();
+    eprintln!("state past limit: {result:?}");
+    assert!(result.is_err());
+    assert_eq!(ledger.count().await.unwrap(), 5);
+    runtime.close().await;
+}

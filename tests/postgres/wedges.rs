@@ -1,0 +1,628 @@
+//! Nothing wedges on PostgreSQL: an upgraded database keeps its delayed messages waiting,
+//! callers' deadlines bound their waits in the server, NUL bytes in error texts and huge
+//! effect leases are stored, a commit whose acknowledgement is lost runs once, and callers
+//! that give up leave no session waiting. The cases of tests/cases/wedges.rs that only
+//! PostgreSQL's store can show; they share that file's actors and gates.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use solid_objects::prelude::*;
+use solid_objects::MessageStatus;
+
+use crate::cases::wedges::{ran, runs, within, Charge, Counter, Till};
+use crate::support::gates::gate;
+use crate::support::{eventually, previous_build_rows, Backend, Harness};
+
+/// Past any backoff of the default retry policy.
+const PAST_BACKOFF: Duration = Duration::from_secs(3600);
+
+/// Waits at its gate (named after the actor id) while holding its turn.
+#[actor]
+#[derive(Default)]
+struct Sloth {
+    touched: u32,
+}
+
+#[actor]
+impl Sloth {
+    #[command]
+    async fn hold(&mut self, turn: &mut Turn<Self>) {
+        let gate = gate(turn.actor_id());
+        gate.pass().await;
+    }
+
+    #[command]
+    fn touch(&mut self) -> u32 {
+        self.touched += 1;
+        self.touched
+    }
+
+    #[query]
+    fn touched(&self) -> u32 {
+        self.touched
+    }
+}
+
+/// Fails for good with an error text that holds a NUL byte (the text of a parser's error on
+/// binary input, say).
+#[actor(max_attempts = 3)]
+#[derive(Default)]
+struct Mumbler {}
+
+#[actor]
+impl Mumbler {
+    #[command]
+    fn mumble(&mut self, turn: &mut Turn<Self>) -> Result<(), Failure> {
+        ran(&format!("mumble:{}", turn.actor_id()));
+        Err(Failure::permanent(
+            "cannot parse input: unexpected byte \0 at 3",
+        ))
+    }
+}
+
+/// A fresh database on the binary's PostgreSQL server, and its URL (keep the harness alive
+/// while the test runs); `None` in the other backends' binaries, for a case about what only
+/// PostgreSQL does.
+async fn postgres() -> Option<(Harness, String)> {
+    let harness = Harness::new();
+    if harness.backend() != Backend::Postgres {
+        return None;
+    }
+    let url = harness.url().await;
+    Some((harness, url))
+}
+
+async fn postgres_runtime(url: &str, connections: u32, clock: &ManualClock) -> Runtime {
+    Runtime::builder()
+        .postgres(url, connections)
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .start()
+        .await
+        .expect("the runtime starts on PostgreSQL")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrading_a_postgres_database_keeps_delayed_messages_waiting() {
+    let Some((_server, url)) = postgres().await else {
+        return;
+    };
+    let clock = ManualClock::starting_now();
+    let now = clock.now().timestamp_micros();
+    let later = now + 3_600_000_000;
+    let old = sqlx::PgPool::connect(&url).await.unwrap();
+    sqlx::raw_sql(
+        "CREATE TABLE solid_schema_migrations (
+             version BIGINT PRIMARY KEY, description TEXT NOT NULL,
+             applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+    )
+    .execute(&old)
+    .await
+    .unwrap();
+    sqlx::raw_sql(include_str!("../../migrations/postgres/0001_actors.sql"))
+        .execute(&old)
+        .await
+        .unwrap();
+    sqlx::raw_sql(include_str!("../../migrations/postgres/0002_effects.sql"))
+        .execute(&old)
+        .await
+        .unwrap();
+    sqlx::raw_sql(&format!(
+        "INSERT INTO solid_schema_migrations (version, description) VALUES (1, 'actors');
+         INSERT INTO solid_schema_migrations (version, description) VALUES (2, 'effects');
+         {}",
+        previous_build_rows(now, later)
+    ))
+    .execute(&old)
+    .await
+    .unwrap();
+    old.close().await;
+
+    let runtime = postgres_runtime(&url, 4, &clock).await;
+    let counter = runtime.reference::<Counter>("c");
+    // The control: a message this build enqueues with a delay waits.
+    let control = runtime.reference::<Counter>("control");
+    control
+        .enqueue()
+        .delay(Duration::from_secs(3600))
+        .bump()
+        .await
+        .unwrap();
+    let ran = runtime.testing().drain().await;
+    let value = counter.snapshot().await.unwrap().n;
+    assert_eq!(control.snapshot().await.unwrap().n, 0, "the control ran");
+    let delayed = runtime.message("delayed-request").await.unwrap().unwrap();
+    let status = delayed.status().await.unwrap();
+    runtime.close().await;
+
+    assert_eq!(
+        value, 0,
+        "a message delayed by an hour ran right after the upgrade (drain: {ran:?}; it is \
+         {status:?})"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. PostgreSQL: callers' deadlines
+// ---------------------------------------------------------------------------------------
+
+/// A caller whose timeout is longer than the turn timeout waits for an actor that a turn of
+/// another process holds. The wait is bounded by `lock_timeout` from the caller's deadline,
+/// but `statement_timeout` (the turn timeout, set with BEGIN) cuts the same statement short
+/// first: `57014 canceling statement due to statement timeout` reaches the caller as
+/// `Error::Database`, long before its deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_caller_waiting_longer_than_the_turn_timeout_never_gets_a_database_error() {
+    let Some((_server, url)) = postgres().await else {
+        return;
+    };
+    let clock = ManualClock::starting_now();
+    // A batch process with a generous turn timeout holds the actor in a slow turn.
+    let batch = Runtime::builder()
+        .postgres(&url, 4)
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .turn_timeout(Duration::from_secs(60))
+        .start()
+        .await
+        .unwrap();
+    // A web process with a short turn timeout and a patient caller.
+    let web = Runtime::builder()
+        .postgres(&url, 4)
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .turn_timeout(Duration::from_millis(500))
+        .start()
+        .await
+        .unwrap();
+    // The actor exists (its row is there); a turn of the batch process holds it.
+    batch.reference::<Sloth>("lock-wait").touch().await.unwrap();
+    let gate = gate("lock-wait");
+    let holding = tokio::spawn({
+        let slow = batch
+            .reference::<Sloth>("lock-wait")
+            .timeout(Duration::from_secs(60));
+        async move { slow.hold().await }
+    });
+    gate.reached(1).await;
+
+    let started = Instant::now();
+    let waited = within(
+        30,
+        "the patient caller",
+        web.reference::<Sloth>("lock-wait")
+            .timeout(Duration::from_secs(3))
+            .touch(),
+    )
+    .await;
+    let elapsed = started.elapsed();
+    gate.open();
+    let held = within(30, "the slow turn", holding).await.unwrap();
+    web.close().await;
+    batch.close().await;
+
+    held.unwrap();
+    assert!(
+        matches!(waited, Err(Error::SyncTimeout { .. }) | Ok(_)),
+        "a caller with a 3 s timeout got, after {elapsed:?}: {waited:?}"
+    );
+}
+
+/// A query (and `MessageRef::wait`) read through the pool with no bound: with every
+/// connection held by slow turns, a query with a 300 ms timeout waits for a connection for
+/// as long as the turns last (the pool's acquire timeout is an hour), not until its
+/// deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_query_gives_up_at_its_deadline_when_every_connection_is_busy() {
+    let Some((_server, url)) = postgres().await else {
+        return;
+    };
+    let runtime = postgres_runtime(&url, 2, &ManualClock::starting_now()).await;
+    let queued = runtime
+        .reference::<Counter>("idle")
+        .enqueue()
+        .bump()
+        .await
+        .unwrap();
+    let mut holders = Vec::new();
+    for id in ["pool-a", "pool-b"] {
+        let slow = runtime
+            .reference::<Sloth>(id)
+            .timeout(Duration::from_secs(60));
+        holders.push(tokio::spawn(async move { slow.hold().await }));
+    }
+    gate("pool-a").reached(1).await;
+    gate("pool-b").reached(1).await;
+
+    let started = Instant::now();
+    let query = tokio::time::timeout(
+        Duration::from_secs(5),
+        runtime
+            .reference::<Counter>("idle")
+            .timeout(Duration::from_millis(300))
+            .value(),
+    )
+    .await;
+    let query_took = started.elapsed();
+    let started = Instant::now();
+    let wait = tokio::time::timeout(
+        Duration::from_secs(5),
+        queued.wait(Duration::from_millis(300)),
+    )
+    .await;
+    let wait_took = started.elapsed();
+    gate("pool-a").open();
+    gate("pool-b").open();
+    for holder in holders {
+        within(30, "a slow turn", holder).await.unwrap().unwrap();
+    }
+    runtime.close().await;
+
+    let mut wrong = Vec::new();
+    if query.is_err() {
+        wrong.push(format!(
+            "a query with a 300 ms timeout was still waiting after {query_took:?}"
+        ));
+    }
+    if wait.is_err() {
+        wrong.push(format!(
+            "MessageRef::wait(300 ms) was still waiting after {wait_took:?}"
+        ));
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+// ---------------------------------------------------------------------------------------
+// 7. PostgreSQL: failure texts the database refuses
+// ---------------------------------------------------------------------------------------
+
+/// A handler fails for good with an error text that holds a NUL byte. PostgreSQL refuses
+/// the text, the write of the dead letter fails, and the engine counts a *retryable*
+/// failure instead: a `Failure::permanent` is run `max_attempts` times, and a sync caller
+/// is told it will be retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permanent_failure_whose_text_holds_a_nul_byte_is_dead_at_once_on_postgres() {
+    let Some((_server, url)) = postgres().await else {
+        return;
+    };
+    let clock = ManualClock::starting_now();
+    let runtime = postgres_runtime(&url, 4, &clock).await;
+    let mut wrong = Vec::new();
+
+    let queued = runtime
+        .reference::<Mumbler>("queued")
+        .enqueue()
+        .mumble()
+        .await
+        .unwrap();
+    for _ in 0..4 {
+        within(30, "a drain", runtime.testing().drain()).await.ok();
+        clock.advance(PAST_BACKOFF);
+    }
+    let status = queued.status().await.unwrap();
+    if runs("mumble:queued") != 1 || !matches!(status, MessageStatus::Dead { attempts: 1, .. }) {
+        wrong.push(format!(
+            "an enqueued permanent failure ran {} times and is {status:?}",
+            runs("mumble:queued")
+        ));
+    }
+
+    let called = runtime.reference::<Mumbler>("called").mumble().await;
+    if !matches!(called, Err(Error::HandlerFailed { retry_at: None, .. })) {
+        wrong.push(format!("a called permanent failure: {called:?}"));
+    }
+    runtime.close().await;
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// An effect handler fails for good with an error text that holds a NUL byte: recording
+/// the failure fails, `run_effects` (and every worker pass) returns `Error::Database`, and
+/// the effect stays `running` under its lease, to be run again when it runs out, forever:
+/// never dead, never counted against its attempts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_effect_failure_whose_text_holds_a_nul_byte_is_recorded_on_postgres() {
+    let Some((_server, url)) = postgres().await else {
+        return;
+    };
+    let runtime = Runtime::builder()
+        .postgres(&url, 4)
+        .clock(ManualClock::starting_now())
+        .policy(AllowAll)
+        .effect(|charge: Charge, _: EffectContext| async move {
+            ran(&format!("charge:{}", charge.tag));
+            Err(Failure::permanent(
+                "the provider answered: card \0 declined",
+            ))
+        })
+        .start()
+        .await
+        .unwrap();
+    runtime
+        .reference::<Till>("t")
+        .ring_up("nul".to_owned())
+        .await
+        .unwrap();
+
+    let ran = within(30, "run_effects", runtime.testing().run_effects()).await;
+    let dead = runtime
+        .admin()
+        .effects(
+            &solid_objects::admin::EffectFilter::new()
+                .status("dead")
+                .limit(10),
+        )
+        .await
+        .unwrap();
+    runtime.close().await;
+
+    assert!(
+        matches!(ran, Ok(1)) && dead.len() == 1,
+        "run_effects: {ran:?}; dead effects: {}",
+        dead.len()
+    );
+}
+
+/// `effect_lease(Duration::MAX)` (an application that never wants a running effect taken
+/// over): the lease is added to the server's clock in SQL and overflows `bigint`, so every
+/// claim fails with `Error::Database` and no effect ever runs. The promise: caller-supplied
+/// durations "saturate or are refused with a typed error".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_effect_lease_saturates_on_postgres() {
+    let Some((_server, url)) = postgres().await else {
+        return;
+    };
+    let runtime = Runtime::builder()
+        .postgres(&url, 4)
+        .clock(ManualClock::starting_now())
+        .policy(AllowAll)
+        .effect_lease(Duration::MAX)
+        .effect(|charge: Charge, _: EffectContext| async move {
+            ran(&format!("charge:{}", charge.tag));
+            Ok::<(), Failure>(())
+        })
+        .start()
+        .await
+        .unwrap();
+    runtime
+        .reference::<Till>("t")
+        .ring_up("lease".to_owned())
+        .await
+        .unwrap();
+
+    let ran = within(30, "run_effects", runtime.testing().run_effects()).await;
+    runtime.close().await;
+
+    assert!(
+        matches!(ran, Ok(1)) && runs("charge:lease") == 1,
+        "run_effects: {ran:?}; the handler ran {} times",
+        runs("charge:lease")
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// 9. PostgreSQL: a commit whose answer is lost
+// ---------------------------------------------------------------------------------------
+
+/// A TCP proxy in front of the PostgreSQL server that, when armed, lets the next `COMMIT`
+/// through to the server, waits for the server to finish it, and then cuts the client's
+/// connection instead of passing the answer on: a network failure (a load balancer, a
+/// pooler restart) between a commit and its acknowledgement.
+struct CommitCutter {
+    armed: std::sync::atomic::AtomicBool,
+    cuts: AtomicUsize,
+}
+
+/// Reads one message: a type byte (unless `typed` is false) and a length-prefixed body.
+async fn read_message(
+    reader: &mut (impl tokio::io::AsyncRead + Unpin),
+    typed: bool,
+) -> std::io::Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let mut message = Vec::new();
+    if typed {
+        message.push(reader.read_u8().await?);
+    }
+    let length = reader.read_u32().await?;
+    message.extend_from_slice(&length.to_be_bytes());
+    let mut body = vec![0; (length as usize).saturating_sub(4)];
+    reader.read_exact(&mut body).await?;
+    message.extend_from_slice(&body);
+    Ok(message)
+}
+
+async fn commit_cutting_proxy(upstream: u16) -> (u16, Arc<CommitCutter>) {
+    use tokio::io::AsyncWriteExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let cutter = Arc::new(CommitCutter {
+        armed: std::sync::atomic::AtomicBool::new(false),
+        cuts: AtomicUsize::new(0),
+    });
+    let shared = Arc::clone(&cutter);
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let server = tokio::net::TcpStream::connect(("127.0.0.1", upstream))
+                .await
+                .unwrap();
+            let (mut client_read, mut client_write) = client.into_split();
+            let (mut server_read, mut server_write) = server.into_split();
+            let cutting = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let cutter = Arc::clone(&shared);
+            let cut_here = Arc::clone(&cutting);
+            tokio::spawn(async move {
+                let mut typed = false;
+                while let Ok(message) = read_message(&mut client_read, typed).await {
+                    if typed
+                        && message[0] == b'Q'
+                        && message[5..].starts_with(b"COMMIT")
+                        && cutter.armed.swap(false, Ordering::SeqCst)
+                    {
+                        cut_here.store(true, Ordering::SeqCst);
+                        cutter.cuts.fetch_add(1, Ordering::SeqCst);
+                    }
+                    typed = true;
+                    if server_write.write_all(&message).await.is_err() {
+                        break;
+                    }
+                }
+            });
+            tokio::spawn(async move {
+                while let Ok(message) = read_message(&mut server_read, true).await {
+                    if cutting.load(Ordering::SeqCst) {
+                        // The server answered the COMMIT: it is done. The client never hears.
+                        if message[0] == b'Z' {
+                            break;
+                        }
+                        continue;
+                    }
+                    if client_write.write_all(&message).await.is_err() {
+                        break;
+                    }
+                }
+                let _ = client_write.shutdown().await;
+            });
+        }
+    });
+    (port, cutter)
+}
+
+/// A synchronous call on an empty mailbox commits its turn, but the acknowledgement of the
+/// COMMIT is lost. The engine takes the error for a failure outside the handler and, on the
+/// fresh-call path, records it as a *new* message with one failed attempt
+/// (`record_fresh_failure`), which a worker then runs again: the turn is applied twice. (A
+/// stored message is safe: its failure is recorded only if it is still ready.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_commit_whose_acknowledgement_is_lost_never_runs_the_turn_twice() {
+    let Some((_server, url)) = postgres().await else {
+        return;
+    };
+    let (prefix, rest) = url.rsplit_once(':').unwrap();
+    let (upstream, database) = rest.split_once('/').unwrap();
+    let (port, cutter) = commit_cutting_proxy(upstream.parse().unwrap()).await;
+    let proxied = format!("{prefix}:{port}/{database}?sslmode=disable");
+    let clock = ManualClock::starting_now();
+    let runtime = postgres_runtime(&proxied, 4, &clock).await;
+    let counter = runtime.reference::<Counter>("c");
+    assert_eq!(counter.bump().await.unwrap(), 1);
+
+    cutter.armed.store(true, Ordering::SeqCst);
+    let cut = within(30, "the cut call", counter.bump()).await;
+    assert_eq!(cutter.cuts.load(Ordering::SeqCst), 1, "the commit was cut");
+    for _ in 0..3 {
+        clock.advance(PAST_BACKOFF);
+        within(30, "a drain", runtime.testing().drain()).await.ok();
+    }
+    let value = within(30, "a query", counter.value()).await;
+    let messages: Vec<(String, i64)> = {
+        let pool = sqlx::PgPool::connect(&url).await.unwrap();
+        let rows = sqlx::query_as(
+            "SELECT status, attempts FROM solid_messages WHERE actor_id = 'c' ORDER BY id",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        pool.close().await;
+        rows
+    };
+    runtime.close().await;
+
+    assert!(
+        matches!(value, Ok(2)),
+        "two bumps, of which one lost its commit acknowledgement (the caller got {cut:?}), \
+         left the counter at {value:?}; the messages: {messages:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// 10. PostgreSQL: callers that give up on a handler waiting in its own SQL
+// ---------------------------------------------------------------------------------------
+
+/// Takes a row of the application's own table in the turn's transaction.
+#[actor]
+#[derive(Default)]
+struct Grabber {
+    grabbed: u32,
+}
+
+#[actor]
+impl Grabber {
+    #[command]
+    async fn grab(&mut self, turn: &mut Turn<Self>) -> Result<u32, TurnError> {
+        sqlx::query("SELECT id FROM r7_app WHERE id = 1 FOR UPDATE")
+            .execute(turn.postgres().await?)
+            .await?;
+        self.grabbed += 1;
+        Ok(self.grabbed)
+    }
+}
+
+/// The promise: "A caller that gives up ... must leave no connection stuck behind that lock:
+/// bound the wait in the server ..., not by dropping a future mid-query." A handler's own
+/// SQL waits for an application lock; its caller gives up at its deadline (shorter than the
+/// turn timeout), and the engine abandons the turn by dropping its future mid-query and
+/// closing the connection. The pool forgets the connection at once, but the server session
+/// keeps waiting behind the lock (holding the actor's row lock) until `statement_timeout`
+/// (the 30 s turn timeout), so the server holds many more sessions than the pool's 4.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn callers_that_give_up_leave_no_session_waiting_in_the_server() {
+    let Some((_server, url)) = postgres().await else {
+        return;
+    };
+    let observer = sqlx::PgPool::connect(&url).await.unwrap();
+    sqlx::raw_sql("CREATE TABLE r7_app (id BIGINT PRIMARY KEY); INSERT INTO r7_app VALUES (1)")
+        .execute(&observer)
+        .await
+        .unwrap();
+    let runtime = postgres_runtime(&url, 4, &ManualClock::starting_now()).await;
+    // Another part of the application holds the row for a while.
+    let mut holder = observer.begin().await.unwrap();
+    sqlx::query("SELECT id FROM r7_app WHERE id = 1 FOR UPDATE")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+
+    let mut results = Vec::new();
+    for wave in 0..3 {
+        let barrier = Arc::new(tokio::sync::Barrier::new(4));
+        let mut calls = Vec::new();
+        for n in 0..4 {
+            let grabber = runtime
+                .reference::<Grabber>(format!("g{}", wave * 4 + n))
+                .timeout(Duration::from_millis(500));
+            let barrier = Arc::clone(&barrier);
+            calls.push(tokio::spawn(async move {
+                barrier.wait().await;
+                grabber.grab().await
+            }));
+        }
+        for call in calls {
+            results.push(within(30, "a call", call).await.unwrap());
+        }
+    }
+    let waiting = || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT COUNT(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&observer)
+        .await
+        .unwrap()
+    };
+    let cleared = eventually(Duration::from_secs(3), || async { waiting().await <= 0 }).await;
+    let still_waiting = waiting().await;
+    holder.rollback().await.unwrap();
+    runtime.close().await;
+    observer.close().await;
+
+    let gave_up = results
+        .iter()
+        .filter(|result| matches!(result, Err(Error::SyncTimeout { .. })))
+        .count();
+    assert!(
+        cleared,
+        "{gave_up} of 12 callers gave up (SyncTimeout), yet {still_waiting} server sessions \
+         (the pool has 4 connections) still wait behind the application's lock 3 s later"
+    );
+}

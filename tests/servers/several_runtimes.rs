@@ -1,0 +1,774 @@
+//! Several runtimes on one server database stand for several processes on several hosts:
+//! the cases here are written once and run on each server backend, through the binary's
+//! `backend` module (tests/postgres/backend.rs, tests/mysql/backend.rs) — on PostgreSQL a
+//! server of its own per test, on MySQL a database of its own on the process's throwaway
+//! MariaDB.
+
+use crate::cases::expiring_reservations::inventory;
+
+use std::time::Duration;
+
+use crate::support::{eventually, rejection_code, together};
+use inventory::SeatInventory;
+use solid_objects::prelude::*;
+
+/// An actor that records what ran, in order, and writes an application row when asked.
+#[actor]
+#[derive(Default)]
+pub(crate) struct Journal {
+    entries: Vec<String>,
+}
+
+#[actor]
+impl Journal {
+    #[command]
+    pub(crate) fn record(&mut self, entry: String) -> usize {
+        self.entries.push(entry);
+        self.entries.len()
+    }
+
+    #[command]
+    async fn note(
+        &mut self,
+        turn: &mut Turn<Self>,
+        entry: String,
+        keep: bool,
+    ) -> Result<usize, TurnError> {
+        if turn.postgres().await.is_ok() {
+            sqlx::query("INSERT INTO notes (entry) VALUES ($1)")
+                .bind(&entry)
+                .execute(turn.postgres().await?)
+                .await?;
+        } else {
+            sqlx::query("INSERT INTO notes (entry) VALUES (?)")
+                .bind(&entry)
+                .execute(turn.mysql().await?)
+                .await?;
+        }
+        if !keep {
+            return Err(reject!(withdrawn, "The note {entry} is withdrawn").into());
+        }
+        Ok(self.record(entry))
+    }
+}
+
+/// A fresh database on the binary's server, and a manual clock for the runtimes on it.
+pub(crate) struct TestDatabase {
+    pub(crate) url: String,
+    pub(crate) clock: ManualClock,
+    /// What keeps the database alive while the test runs: PostgreSQL's server of its own
+    /// (stopped when the test ends); nothing on MariaDB, whose server lives as long as the
+    /// process.
+    _server: Box<dyn std::any::Any>,
+}
+
+impl TestDatabase {
+    /// A fresh database on the binary's server backend; `None` (the test skips) on a
+    /// machine without that server, outside CI.
+    pub(crate) async fn fresh() -> Option<Self> {
+        let (server, url) = crate::backend::database().await?;
+        Some(Self {
+            url,
+            clock: ManualClock::starting_now(),
+            _server: Box::new(server),
+        })
+    }
+
+    pub(crate) fn on_postgres(&self) -> bool {
+        self.url.starts_with("postgres://")
+    }
+}
+
+/// A builder on the database `url` names (PostgreSQL or MySQL), with `connections`.
+pub(crate) fn builder(url: &str, connections: u32) -> solid_objects::Builder {
+    if url.starts_with("postgres://") {
+        Runtime::builder().postgres(url, connections)
+    } else {
+        Runtime::builder().mysql(url, connections)
+    }
+}
+
+pub(crate) async fn runtime(url: &str, clock: &ManualClock) -> Runtime {
+    builder(url, 8)
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .start()
+        .await
+        .expect("the runtime starts on the server")
+}
+
+/// An application's own pool on the database, for either server.
+pub(crate) async fn application_pool(url: &str) -> sqlx::AnyPool {
+    sqlx::any::install_default_drivers();
+    sqlx::AnyPool::connect(url).await.unwrap()
+}
+
+pub(crate) async fn scalar(url: &str, sql: &str) -> i64 {
+    let pool = application_pool(url).await;
+    let value = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
+    pool.close().await;
+    value
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn eight_holds_through_two_processes_against_five_seats_hold_exactly_five() {
+    let Some(db) = TestDatabase::fresh().await else {
+        return;
+    };
+    let TestDatabase { url, clock, .. } = db;
+    let first = runtime(&url, &clock).await;
+    let second = runtime(&url, &clock).await;
+    first
+        .reference::<SeatInventory>("show")
+        .open_show(5)
+        .await
+        .unwrap();
+
+    let results = together(8, |buyer| {
+        let runtime = if buyer % 2 == 0 { &first } else { &second };
+        let show = runtime.reference::<SeatInventory>("show");
+        async move {
+            show.hold(format!("h-{buyer}"), format!("b-{buyer}"), 1)
+                .await
+        }
+    })
+    .await;
+
+    let held = results.iter().filter(|result| result.is_ok()).count();
+    let rejected: Vec<String> = results
+        .into_iter()
+        .filter(|result| result.is_err())
+        .map(rejection_code)
+        .collect();
+    assert_eq!(held, 5);
+    assert_eq!(rejected, vec!["not_enough_seats"; 3]);
+    assert_eq!(
+        second
+            .reference::<SeatInventory>("show")
+            .seats_left()
+            .await
+            .unwrap(),
+        0
+    );
+    first.close().await;
+    second.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn workers_in_two_processes_share_the_actors_and_keep_each_ones_order() {
+    let Some(db) = TestDatabase::fresh().await else {
+        return;
+    };
+    let TestDatabase { url, clock, .. } = db;
+    let caller = runtime(&url, &clock).await;
+    for round in 0..5 {
+        for actor in 0..4 {
+            caller
+                .reference::<Journal>(format!("j-{actor}"))
+                .enqueue()
+                .record(format!("{actor}-{round}"))
+                .await
+                .unwrap();
+        }
+    }
+    let workers: Vec<Runtime> = [runtime(&url, &clock).await, runtime(&url, &clock).await].into();
+    let running: Vec<_> = workers
+        .iter()
+        .cloned()
+        .map(|runtime| {
+            tokio::spawn(async move {
+                let _ = runtime.reference::<Journal>("j-0");
+                runtime.run().await
+            })
+        })
+        .collect();
+
+    let done = eventually(Duration::from_secs(30), || {
+        let url = url.clone();
+        async move {
+            scalar(
+                &url,
+                "SELECT COUNT(*) FROM solid_messages WHERE status = 'completed'",
+            )
+            .await
+                == 20
+        }
+    })
+    .await;
+    for runtime in &workers {
+        runtime.shutdown();
+    }
+    for worker in running {
+        worker.await.unwrap().unwrap();
+    }
+
+    assert!(done, "the workers did not finish");
+    for actor in 0..4 {
+        let journal = caller.reference::<Journal>(format!("j-{actor}"));
+        let expected: Vec<String> = (0..5).map(|round| format!("{actor}-{round}")).collect();
+        assert_eq!(journal.snapshot().await.unwrap().entries, expected);
+    }
+    caller.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_overdue_reminder_fires_once_after_a_restart_even_with_two_processes_racing() {
+    let Some(db) = TestDatabase::fresh().await else {
+        return;
+    };
+    let TestDatabase { url, clock, .. } = db;
+    let before = runtime(&url, &clock).await;
+    let show = before.reference::<SeatInventory>("show");
+    show.open_show(5).await.unwrap();
+    show.hold("h-1", "ana", 2).await.unwrap();
+    before.close().await;
+
+    clock.advance(Duration::from_secs(16 * 60));
+    let first = runtime(&url, &clock).await;
+    let second = runtime(&url, &clock).await;
+    let _ = first.reference::<SeatInventory>("show");
+    let _ = second.reference::<SeatInventory>("show");
+    let fired = together(2, |process| {
+        let runtime = if process == 0 {
+            first.clone()
+        } else {
+            second.clone()
+        };
+        async move {
+            runtime
+                .testing()
+                .run_due_reminders()
+                .await
+                .unwrap()
+                .occurrences_fired
+        }
+    })
+    .await;
+
+    assert_eq!(fired.iter().sum::<usize>(), 1);
+    let show = first.reference::<SeatInventory>("show");
+    assert_eq!(show.seats_left().await.unwrap(), 5);
+    assert!(show.snapshot().await.unwrap().holds.is_empty());
+    first.close().await;
+    second.close().await;
+}
+
+/// Lock the actor's row, read its mailbox's head (after the lock, so the read sees every
+/// turn that committed before it), insert the message, write the state.
+#[tokio::test]
+async fn a_sync_command_on_a_warm_actor_is_one_transaction_of_four_statements() {
+    let Some(db) = TestDatabase::fresh().await else {
+        return;
+    };
+    let TestDatabase { url, clock, .. } = db;
+    let runtime = runtime(&url, &clock).await;
+    let journal = runtime.reference::<Journal>("j");
+    journal.record("warm-up").await.unwrap();
+
+    let before = runtime.stats();
+    journal.record("measured").await.unwrap();
+    let after = runtime.stats();
+
+    assert_eq!(after.transactions - before.transactions, 1);
+    assert_eq!(after.commits - before.commits, 1);
+    assert_eq!(after.statements - before.statements, 4);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn application_rows_commit_with_the_turn_or_roll_back_with_a_rejection() {
+    let Some(db) = TestDatabase::fresh().await else {
+        return;
+    };
+    let TestDatabase { url, clock, .. } = db;
+    let runtime = runtime(&url, &clock).await;
+    let pool = application_pool(&url).await;
+    sqlx::query("CREATE TABLE notes (entry TEXT NOT NULL)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    let journal = runtime.reference::<Journal>("j");
+
+    assert_eq!(journal.note("kept", true).await.unwrap(), 1);
+    assert_eq!(
+        rejection_code(journal.note("dropped", false).await),
+        "withdrawn"
+    );
+
+    assert_eq!(scalar(&url, "SELECT COUNT(*) FROM notes").await, 1);
+    assert_eq!(journal.snapshot().await.unwrap().entries, ["kept"]);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_call_waits_for_a_turn_held_elsewhere_only_until_its_timeout() {
+    let Some(db) = TestDatabase::fresh().await else {
+        return;
+    };
+    let TestDatabase { url, clock, .. } = db;
+    let runtime = runtime(&url, &clock).await;
+    let journal = runtime.reference::<Journal>("j");
+    journal.record("first").await.unwrap();
+    let other_process = application_pool(&url).await;
+    let mut turn_elsewhere = other_process.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM solid_instances WHERE actor_id = 'j' FOR UPDATE")
+        .execute(&mut *turn_elsewhere)
+        .await
+        .unwrap();
+
+    let result = journal
+        .clone()
+        .timeout(Duration::from_millis(300))
+        .record("second")
+        .await;
+
+    let Err(Error::SyncTimeout {
+        message_id: None,
+        waiting_on,
+        ..
+    }) = &result
+    else {
+        panic!("expected a SyncTimeout before enqueueing, got {result:?}");
+    };
+    assert!(waiting_on.contains("held"), "{waiting_on}");
+    turn_elsewhere.rollback().await.unwrap();
+    other_process.close().await;
+    assert_eq!(scalar(&url, "SELECT COUNT(*) FROM solid_messages").await, 1);
+    assert_eq!(journal.record("third").await.unwrap(), 2);
+    runtime.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_calls_with_one_idempotency_key_run_once_across_processes() {
+    let Some(db) = TestDatabase::fresh().await else {
+        return;
+    };
+    let TestDatabase { url, clock, .. } = db;
+    let first = runtime(&url, &clock).await;
+    let second = runtime(&url, &clock).await;
+
+    let results = together(6, |call| {
+        let runtime = if call % 2 == 0 { &first } else { &second };
+        let journal = runtime.reference::<Journal>("j").idempotency_key("once");
+        async move { journal.record("only once").await.unwrap() }
+    })
+    .await;
+
+    assert_eq!(results, vec![1; 6]);
+    assert_eq!(
+        first
+            .reference::<Journal>("j")
+            .snapshot()
+            .await
+            .unwrap()
+            .entries,
+        ["only once"]
+    );
+    assert_eq!(scalar(&url, "SELECT COUNT(*) FROM solid_messages").await, 1);
+    first.close().await;
+    second.close().await;
+}
+
+/// Tells the world a journal entry was kept.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Announce {
+    entry: String,
+}
+
+impl solid_objects::Effect for Announce {
+    const NAME: &'static str = "announce";
+    type Output = ();
+}
+
+/// A journal that announces its entries.
+#[actor]
+#[derive(Default)]
+struct Herald {
+    announced: u32,
+}
+
+#[actor]
+impl Herald {
+    #[command]
+    fn keep(&mut self, turn: &mut Turn<Self>, entry: String) {
+        turn.emit(Announce { entry });
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_effect_claimed_by_two_processes_at_once_runs_once() {
+    let Some(db) = TestDatabase::fresh().await else {
+        return;
+    };
+    let TestDatabase { url, clock, .. } = db;
+    let runs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut processes = Vec::new();
+    for _ in 0..2 {
+        let runs = std::sync::Arc::clone(&runs);
+        let runtime = builder(&url, 4)
+            .clock(clock.clone())
+            .policy(AllowAll)
+            .effect(
+                move |announce: Announce, context: solid_objects::EffectContext| {
+                    let runs = std::sync::Arc::clone(&runs);
+                    async move {
+                        runs.lock()
+                            .unwrap()
+                            .push((announce.entry, context.id().to_owned()));
+                        Ok::<(), Failure>(())
+                    }
+                },
+            )
+            .start()
+            .await
+            .unwrap();
+        processes.push(runtime);
+    }
+    processes[0]
+        .reference::<Herald>("h")
+        .keep("first")
+        .await
+        .unwrap();
+
+    let ran = together(2, |process| {
+        let runtime = processes[process].clone();
+        async move { runtime.testing().run_effects().await.unwrap() }
+    })
+    .await;
+
+    assert_eq!(ran.iter().sum::<usize>(), 1);
+    assert_eq!(runs.lock().unwrap().len(), 1);
+    assert_eq!(runs.lock().unwrap()[0].0, "first");
+    for runtime in processes {
+        runtime.close().await;
+    }
+}
+
+/// An application that already has a pool hands it over; the runtime's tables sit beside
+/// the application's own, and a turn writes both in one transaction.
+#[tokio::test]
+async fn a_runtime_on_the_applications_own_pool() {
+    let Some(db) = TestDatabase::fresh().await else {
+        return;
+    };
+    let TestDatabase { url, clock, .. } = db;
+    let pool = application_pool(&url).await;
+    sqlx::query("CREATE TABLE notes (entry TEXT NOT NULL)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    // The application's pool, of the backend's own type.
+    let builder = if url.starts_with("postgres://") {
+        Runtime::builder().postgres_pool(sqlx::PgPool::connect(&url).await.unwrap())
+    } else {
+        Runtime::builder().mysql_pool(sqlx::MySqlPool::connect(&url).await.unwrap())
+    };
+    let runtime = builder
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .start()
+        .await
+        .unwrap();
+
+    let journal = runtime.reference::<Journal>("j");
+    assert_eq!(journal.note("kept", true).await.unwrap(), 1);
+    runtime.close().await;
+
+    let notes: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM notes")
+        .fetch_one(&pool)
+        .await
+        .expect("closing the runtime leaves the application's pool open");
+    assert_eq!(notes, 1);
+    assert_eq!(
+        scalar(
+            &url,
+            "SELECT COUNT(*) FROM solid_messages WHERE status = 'completed'"
+        )
+        .await,
+        1
+    );
+}
+
+/// A runtime of its own on the database with one worker running, listening for other
+/// processes' work or not.
+pub(crate) async fn running_workers(
+    db: &TestDatabase,
+    listen: bool,
+) -> (Runtime, tokio::task::JoinHandle<Result<(), Error>>) {
+    let workers = builder(&db.url, 4)
+        .clock(db.clock.clone())
+        .policy(AllowAll)
+        .actor::<Journal>()
+        .workers(1)
+        .listen(listen)
+        .start()
+        .await
+        .unwrap();
+    let running = tokio::spawn({
+        let workers = workers.clone();
+        async move { workers.run().await }
+    });
+    (workers, running)
+}
+
+/// How many connections `LISTEN` for work.
+pub(crate) async fn listeners(url: &str) -> i64 {
+    scalar(
+        url,
+        "SELECT COUNT(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %solid_objects_work%'",
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn workers_told_not_to_listen_find_work_from_another_process_by_polling() {
+    let Some(db) = TestDatabase::fresh().await else {
+        return;
+    };
+    let caller = runtime(&db.url, &db.clock).await;
+    let (workers, running) = running_workers(&db, false).await;
+    let queued = caller
+        .reference::<Journal>("j")
+        .enqueue()
+        .record("from another process")
+        .await
+        .unwrap();
+
+    let ran = eventually(Duration::from_secs(10), || async {
+        matches!(queued.status().await, Ok(MessageStatus::Completed))
+    })
+    .await;
+    assert!(ran, "an idle worker's poll finds the message");
+    assert_eq!(workers.stats().work_notices, 0);
+    if db.on_postgres() {
+        assert_eq!(listeners(&db.url).await, 0, "no connection listens");
+    }
+    workers.shutdown();
+    running.await.unwrap().unwrap();
+    workers.close().await;
+    caller.close().await;
+}
+
+/// An operator's pause and resume say whether they changed anything (on MySQL, an upsert
+/// that finds its row unchanged still counts it as affected: sqlx asks for found rows).
+#[tokio::test]
+async fn pausing_or_resuming_twice_changes_nothing_the_second_time() {
+    let Some(db) = TestDatabase::fresh().await else {
+        return;
+    };
+    let runtime = runtime(&db.url, &db.clock).await;
+    runtime
+        .reference::<Journal>("j")
+        .record("one")
+        .await
+        .unwrap();
+    let admin = runtime.admin();
+
+    assert!(admin.pause("Journal", "j").await.unwrap());
+    assert!(!admin.pause("Journal", "j").await.unwrap());
+    assert!(admin.pause("Journal", "never-called").await.unwrap());
+    assert!(!admin.pause("Journal", "never-called").await.unwrap());
+    assert!(admin.resume("Journal", "j").await.unwrap());
+    assert!(!admin.resume("Journal", "j").await.unwrap());
+    runtime.close().await;
+}
+
+/// A runtime told not to apply migrations (as the command-line tool starts) writes
+/// nothing to a database without the schema, and refuses one whose schema lacks
+/// migrations or has a newer build's; on this build's schema it starts.
+#[tokio::test]
+async fn a_runtime_that_may_not_migrate_starts_only_on_this_builds_schema() {
+    let Some(db) = TestDatabase::fresh().await else {
+        return;
+    };
+    let tables = match db.on_postgres() {
+        true => {
+            "SELECT COUNT(*) FROM information_schema.tables
+                     WHERE table_schema = current_schema() AND table_name LIKE 'solid%'"
+        }
+        false => {
+            "SELECT COUNT(*) FROM information_schema.tables
+                      WHERE table_schema = DATABASE() AND table_name LIKE 'solid%'"
+        }
+    };
+    let operator = || builder(&db.url, 2).policy(AllowAll).apply_migrations(false);
+    let refused = operator().start().await;
+    assert!(matches!(refused, Err(Error::NoSchema)), "{refused:?}");
+    assert_eq!(scalar(&db.url, tables).await, 0, "no table was created");
+
+    runtime(&db.url, &db.clock).await.close().await;
+    operator()
+        .start()
+        .await
+        .expect("this build's schema")
+        .close()
+        .await;
+
+    let pool = application_pool(&db.url).await;
+    sqlx::query("INSERT INTO solid_schema_migrations (version, description) VALUES (999, 'newer')")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let newer = operator().start().await;
+    assert!(
+        matches!(newer, Err(Error::SchemaFromNewerBuild { applied: 999, .. })),
+        "{newer:?}"
+    );
+    sqlx::query("DELETE FROM solid_schema_migrations")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let older = operator().start().await;
+    assert!(
+        matches!(older, Err(Error::SchemaOutOfDate { applied: 0, .. })),
+        "{older:?}"
+    );
+    pool.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_test_database_of_its_own_holds_only_its_tests_reminders_and_is_dropped() {
+    let Some(db) = TestDatabase::fresh().await else {
+        return;
+    };
+    let TestDatabase { url, clock, .. } = db;
+    let first = solid_objects::TestDatabase::create(&url).await.unwrap();
+    let second = solid_objects::TestDatabase::create(&url).await.unwrap();
+    assert_ne!(first.url(), second.url());
+    let start = |database: &solid_objects::TestDatabase| {
+        database
+            .builder(4)
+            .clock(clock.clone())
+            .policy(AllowAll)
+            .start()
+    };
+    let (one, two) = (start(&first).await.unwrap(), start(&second).await.unwrap());
+    for runtime in [&one, &two] {
+        let show = runtime.reference::<SeatInventory>("show");
+        show.open_show(5).await.unwrap();
+        show.hold("h-1", "ana", 2).await.unwrap();
+    }
+    clock.advance(Duration::from_secs(16 * 60));
+
+    let ran = one.testing().run_due_reminders().await.unwrap();
+    assert_eq!(
+        (ran.occurrences_fired, ran.completed),
+        (1, 1),
+        "only this test's own reminder fires"
+    );
+    let (own, other) = (
+        one.reference::<SeatInventory>("show"),
+        two.reference::<SeatInventory>("show"),
+    );
+    assert_eq!(own.reminders().await.unwrap(), []);
+    assert_eq!(
+        other.reminders().await.unwrap().len(),
+        1,
+        "the other test's reminder is its own to fire"
+    );
+    assert_eq!(
+        two.testing()
+            .run_due_reminders()
+            .await
+            .unwrap()
+            .occurrences_fired,
+        1
+    );
+
+    one.close().await;
+    two.close().await;
+    let (first_name, second_name) = (first.name().to_owned(), second.name().to_owned());
+    first.drop_database().await.unwrap();
+    drop(second);
+    for name in [first_name, second_name] {
+        assert!(!database_exists(&url, &name).await, "{name} was dropped");
+    }
+}
+
+/// Whether the server of `url` has a database called `name`.
+async fn database_exists(url: &str, name: &str) -> bool {
+    if url.starts_with("postgres://") {
+        let pool = sqlx::PgPool::connect(url).await.unwrap();
+        let found: Option<i32> = sqlx::query_scalar("SELECT 1 FROM pg_database WHERE datname = $1")
+            .bind(name)
+            .fetch_optional(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+        found.is_some()
+    } else {
+        let pool = sqlx::MySqlPool::connect(url).await.unwrap();
+        let found: Option<String> = sqlx::query_scalar(
+            "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?",
+        )
+        .bind(name)
+        .fetch_optional(&pool)
+        .await
+        .unwrap();
+        pool.close().await;
+        found.is_some()
+    }
+}
+
+/// TestDatabase::drop_database says it ends any connection still open on the database:
+/// with an application's transaction still open on it (a runtime's turn in flight, a
+/// pool a test forgot to close), the drop finishes, and the database is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_test_database_is_dropped_while_a_transaction_is_still_open_on_it() {
+    let Some(db) = TestDatabase::fresh().await else {
+        return;
+    };
+    let TestDatabase { url, clock, .. } = db;
+    let database = solid_objects::TestDatabase::create(&url).await.unwrap();
+    let runtime = database
+        .builder(2)
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .start()
+        .await
+        .unwrap();
+    runtime
+        .reference::<SeatInventory>("show")
+        .open_show(5)
+        .await
+        .unwrap();
+    let pool = application_pool(database.url()).await;
+    let mut open = pool.begin().await.unwrap();
+    sqlx::query("SELECT COUNT(*) FROM solid_messages")
+        .fetch_one(&mut *open)
+        .await
+        .unwrap();
+    let name = database.name().to_owned();
+
+    let started = std::time::Instant::now();
+    let dropped = database.drop_database().await;
+    let took = started.elapsed();
+
+    let exists = database_exists(&url, &name).await;
+    drop(open);
+    runtime.close().await;
+    assert!(
+        dropped.is_ok() && !exists && took < Duration::from_secs(10),
+        "drop_database with a transaction open on it: {dropped:?} after {took:?}; database \
+             still there: {exists}"
+    );
+}
+
+/// Secrets stay secret: a TestDatabase's Debug (what `dbg!`, `{:?}` in an assertion
+/// message or a test's panic prints) holds no password of the server URL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_test_database_prints_no_password() {
+    let Some(db) = TestDatabase::fresh().await else {
+        return;
+    };
+    let TestDatabase { url, .. } = db;
+    // Both throwaway servers accept any password (trust; skip-grant-tables).
+    let with_password = url.replacen("@", ":hunter2@", 1);
+    let database = solid_objects::TestDatabase::create(&with_password)
+        .await
+        .unwrap();
+    let printed = format!("{database:?}");
+    database.drop_database().await.unwrap();
+    assert!(!printed.contains("hunter2"), "{printed}");
+}
