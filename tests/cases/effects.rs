@@ -4,7 +4,7 @@
 use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -717,4 +717,104 @@ async fn an_effect_kind_with_zero_attempts_still_runs_once() {
         "the handler never ran: {dead:?}"
     );
     runtime.close().await;
+}
+
+/// A kind of effect registered first, of which many wait; each holds its task until the
+/// test opens the gate.
+#[derive(Serialize, Deserialize)]
+struct GatedReport {
+    number: u32,
+}
+
+impl Effect for GatedReport {
+    const NAME: &'static str = "gated_report";
+    type Output = ();
+}
+
+/// A kind of effect registered after the gated one.
+#[derive(Serialize, Deserialize)]
+struct QuickNote;
+
+impl Effect for QuickNote {
+    const NAME: &'static str = "quick_note";
+    type Output = ();
+}
+
+/// Emits a backlog of gated reports, then a quick note.
+#[actor]
+#[derive(Default)]
+struct NoteTaker {}
+
+#[actor]
+impl NoteTaker {
+    #[command]
+    fn reports(&mut self, turn: &mut Turn<Self>, count: u32) {
+        for number in 0..count {
+            turn.emit(GatedReport { number });
+        }
+    }
+
+    #[command]
+    fn note(&mut self, turn: &mut Turn<Self>) {
+        turn.emit(QuickNote);
+    }
+}
+
+/// The workers share their effect tasks among the kinds they handle: a kind with a backlog
+/// does not keep every task while another kind's effect waits, whatever order the kinds were
+/// registered in (every process registers them in the same order, so a kind-by-kind claim
+/// would starve the same kind everywhere).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_with_a_backlog_does_not_starve_a_kind_registered_after_it() {
+    const BACKLOG: u32 = 60;
+    let harness = Harness::new();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let quick_ran = Arc::new(AtomicBool::new(false));
+    let runtime = harness
+        .builder()
+        .await
+        .workers(1)
+        .effect({
+            let gate = Arc::clone(&gate);
+            move |_: GatedReport, _: EffectContext| {
+                let gate = Arc::clone(&gate);
+                async move {
+                    gate.acquire().await.expect("the gate stays open").forget();
+                    Ok(())
+                }
+            }
+        })
+        .effect({
+            let quick_ran = Arc::clone(&quick_ran);
+            move |_: QuickNote, _: EffectContext| {
+                quick_ran.store(true, Ordering::SeqCst);
+                async { Ok(()) }
+            }
+        })
+        .start()
+        .await
+        .unwrap();
+    let reporter = runtime.reference::<NoteTaker>("r-1");
+    reporter.reports(BACKLOG).await.unwrap();
+    reporter.note().await.unwrap();
+    let worker = tokio::spawn({
+        let runtime = runtime.clone();
+        async move { runtime.run().await }
+    });
+
+    // Every effect task a kind-by-kind claim could give is held by a gated report: the quick
+    // note runs only if the kinds take turns.
+    let ran = eventually(Duration::from_secs(30), || async {
+        quick_ran.load(Ordering::SeqCst)
+    })
+    .await;
+    gate.add_permits(BACKLOG as usize);
+    runtime.shutdown();
+    worker.await.unwrap().unwrap();
+
+    assert!(
+        ran,
+        "the quick note never ran: the kind registered first kept every effect task while \
+         it had a backlog"
+    );
 }

@@ -538,12 +538,6 @@ async fn two_runtimes_firing_at_once_fire_each_occurrence_once() {
 #[tokio::test]
 async fn a_turn_rearming_while_reminders_fire_keeps_its_schedule() {
     let harness = Harness::new();
-    if harness.backend() == Backend::MariaDb {
-        // A known defect, reported: on MariaDB the firing pass and the re-arming turn
-        // deadlock (InnoDB error 1213), and `run_due_reminders` returns the deadlock.
-        eprintln!("skipped on MariaDB: the firing pass returns InnoDB's deadlock (reported)");
-        return;
-    }
     let database = harness.database().await;
     let clock = harness.clock.clone();
     let builder = || {

@@ -47,13 +47,33 @@ impl UnreadableReminders {
     }
 }
 
+/// How many times in a row a firing pass that conflicts with another transaction runs again.
+const FIRING_CONFLICTS_RETRIED: u32 = 3;
+
 impl Engine {
     /// Turns up to `limit` reminders due at the clock's now into messages at the tail of
     /// their actors' mailboxes (a recurring one into each occurrence it missed, or the
     /// latest, and on to its next), every actor's in the order they were scheduled; returns
     /// how many fired, and the rows that did not read (logged, left as they are, and left
     /// alone for a while). Firing takes no actor's lock.
+    ///
+    /// A pass that conflicts with another transaction (InnoDB picks a firing pass and a turn
+    /// that re-arms the same reminders as each other's deadlock victims) commits nothing and
+    /// runs again, a few times at most, before the conflict is returned.
     pub(crate) async fn fire_due_reminders(&self, limit: i64) -> Result<Fired> {
+        let mut conflicts = 0;
+        loop {
+            match self.fire_due_reminders_once(limit).await {
+                Err(error) if error.is_conflict() && conflicts < FIRING_CONFLICTS_RETRIED => {
+                    conflicts += 1;
+                }
+                fired => return fired,
+            }
+        }
+    }
+
+    /// One pass of [`fire_due_reminders`](Self::fire_due_reminders), in one transaction.
+    async fn fire_due_reminders_once(&self, limit: i64) -> Result<Fired> {
         let mut tx = self.begin(None).await?;
         let now = micros(self.now());
         let skip = self.unreadable_reminders.ids();
