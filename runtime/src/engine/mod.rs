@@ -60,9 +60,8 @@ use crate::limits::{deadline_after, Limits, RetryPolicy};
 use crate::store::{ActorKey, Bounds, Instance, Store, Transaction};
 use crate::time::clock::Clock;
 
-/// The stored-time conversions, which live in the `time` leaf: re-exported for the engine's
-/// callers.
-pub(crate) use crate::time::{from_micros, micros};
+// The stored-time conversions (the `time` leaf), in scope for the engine's files.
+use crate::time::{from_micros, micros};
 pub(crate) use call::CallOptions;
 pub(crate) use effects::EffectKinds;
 pub(crate) use enqueue::{EnqueueOptions, Enqueued};
