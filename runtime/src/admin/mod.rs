@@ -728,7 +728,7 @@ impl Admin {
             updated_at: micros(engine.now()),
         };
         tx.write_instance(key, &write).await?;
-        let read = tx.lock_actor(key, true, micros(engine.now())).await?;
+        let read = tx.lock_actor(key, true, micros(engine.now()), None).await?;
         Engine::release(tx).await;
         let read = read.and_then(|locked| locked.instance.state);
         if read.as_deref() != Some(state.as_str()) {

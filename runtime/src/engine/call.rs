@@ -211,7 +211,7 @@ impl Call<'_> {
         // Holding the actor's lock before the idempotency check makes two calls with one key
         // take turns, across processes.
         let Some(locked) = tx
-            .lock_actor(self.key, true, micros(self.engine.now()))
+            .lock_actor(self.key, true, micros(self.engine.now()), None)
             .await?
         else {
             return Err(self.busy(None));

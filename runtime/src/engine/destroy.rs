@@ -15,7 +15,7 @@ impl Engine {
     pub(crate) async fn destroy(&self, key: ActorKey<'_, '_>, timeout: Duration) -> Result<()> {
         let deadline = deadline_after(timeout);
         let mut tx = self.begin(Some(deadline)).await?;
-        let locked = tx.lock_actor(key, true, micros(self.now())).await?;
+        let locked = tx.lock_actor(key, true, micros(self.now()), None).await?;
         if locked.is_some_and(|locked| locked.instance.paused) {
             Self::release(tx).await;
             return Err(paused(key));

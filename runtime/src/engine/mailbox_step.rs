@@ -129,7 +129,10 @@ impl Engine {
         key: ActorKey<'static, '_>,
         lock: Lock,
     ) -> Result<ControlFlow<Step, Taken>> {
-        let Some(locked) = tx.lock_actor(key, lock.waits(), micros(self.now())).await? else {
+        let Some(locked) = tx
+            .lock_actor(key, lock.waits(), micros(self.now()), None)
+            .await?
+        else {
             // On PostgreSQL the skipped actor's row may have just been created.
             Self::release(tx).await;
             return Ok(ControlFlow::Break(Step::Busy));

@@ -14,7 +14,7 @@ use super::query::{query, Dialect};
 use super::reminders::DELETE_ACTOR_REMINDERS;
 use super::{
     rows, ActorKey, Bounds, CommittedActor, Instance, InstanceWrite, LockedActor, ReadConnections,
-    StateNotice, StoredMessage, WriteConnection,
+    StateNotice, StoredMessage, Version, WriteConnection,
 };
 use crate::error::Result;
 
@@ -23,22 +23,30 @@ pub(crate) const SELECT_INSTANCE: &str =
     "SELECT state, revision, incarnation, state_version, paused_at
      FROM solid_instances WHERE actor_type = $1 AND actor_id = $2";
 
-/// [`SELECT_INSTANCE`], locked until commit, skipping a row another transaction holds.
+/// [`SELECT_INSTANCE`], locked until commit, skipping a row another transaction holds; the
+/// state is left out (`NULL`) when the row is still at the version the caller holds in
+/// memory, incarnation `$3` and revision `$4` (`-1`: none).
 pub(crate) const LOCK_INSTANCE_UNLESS_HELD: &str =
-    "SELECT state, revision, incarnation, state_version, paused_at
+    "SELECT CASE WHEN incarnation = $3 AND revision = $4 THEN NULL ELSE state END AS state,
+            revision, incarnation, state_version, paused_at
      FROM solid_instances WHERE actor_type = $1 AND actor_id = $2 FOR UPDATE SKIP LOCKED";
 
-/// [`SELECT_INSTANCE`], locked until commit, waiting for a transaction that holds it.
+/// [`LOCK_INSTANCE_UNLESS_HELD`], waiting for a transaction that holds the row.
 pub(crate) const LOCK_INSTANCE: &str =
-    "SELECT state, revision, incarnation, state_version, paused_at
+    "SELECT CASE WHEN incarnation = $3 AND revision = $4 THEN NULL ELSE state END AS state,
+            revision, incarnation, state_version, paused_at
      FROM solid_instances WHERE actor_type = $1 AND actor_id = $2 FOR UPDATE";
 
 /// SQLite's lock of an actor (its transaction already holds the database's write lock): the
 /// actor's row (`$1`, `$2`) beside the head of its mailbox as of `$3`
-/// ([`HEAD_OF_MAILBOX`]), as one outer-joined row.
+/// ([`HEAD_OF_MAILBOX`]), as one outer-joined row; the state is left out (`NULL`) when the
+/// row is still at the version the caller holds in memory, incarnation `$4` and revision
+/// `$5` (`-1`: none).
 #[cfg(feature = "sqlite")]
 pub(crate) const INSTANCE_AND_HEAD: &str =
-    "SELECT i.state, i.revision, i.incarnation, i.state_version, i.paused_at,
+    "SELECT CASE WHEN i.incarnation = $4 AND i.revision = $5 THEN NULL ELSE i.state END
+                AS state,
+            i.revision, i.incarnation, i.state_version, i.paused_at,
             h.id, h.operation,
             h.arguments, h.attempts, h.available_at, h.message_incarnation,
             h.scheduled_for
@@ -285,8 +293,9 @@ pub(crate) async fn lock_row<T: RowLocks>(
     actor: ActorKey<'_, '_>,
     wait: bool,
     now: i64,
+    known: Option<Version>,
 ) -> Result<Option<LockedActor>> {
-    if let Some(instance) = select_instance(tx, actor, LOCK_INSTANCE_UNLESS_HELD).await? {
+    if let Some(instance) = select_instance(tx, actor, LOCK_INSTANCE_UNLESS_HELD, known).await? {
         return locked(tx, actor, instance, now).await;
     }
     // The row is missing, or another turn holds it.
@@ -295,7 +304,7 @@ pub(crate) async fn lock_row<T: RowLocks>(
             return Ok(None);
         }
         create(tx, actor).await?;
-        return match select_instance(tx, actor, LOCK_INSTANCE_UNLESS_HELD).await? {
+        return match select_instance(tx, actor, LOCK_INSTANCE_UNLESS_HELD, known).await? {
             Some(instance) => locked(tx, actor, instance, now).await,
             None => Ok(None),
         };
@@ -303,23 +312,28 @@ pub(crate) async fn lock_row<T: RowLocks>(
     let bounds = tx.bounds();
     tx.set_timeouts(bounds.until_deadline()).await?;
     create(tx, actor).await?;
-    let instance = select_instance(tx, actor, LOCK_INSTANCE)
+    let instance = select_instance(tx, actor, LOCK_INSTANCE, known)
         .await?
         .unwrap_or_default();
     tx.set_timeouts(bounds.remaining()).await?;
     locked(tx, actor, instance, now).await
 }
 
-/// The actor's row, locked by `lock` ([`LOCK_INSTANCE`] or [`LOCK_INSTANCE_UNLESS_HELD`]).
+/// The actor's row, locked by `lock` ([`LOCK_INSTANCE`] or [`LOCK_INSTANCE_UNLESS_HELD`]),
+/// without its state if it is still at the `known` version.
 async fn select_instance<T: WriteConnection>(
     tx: &mut T,
     actor: ActorKey<'_, '_>,
     lock: &'static str,
+    known: Option<Version>,
 ) -> Result<Option<Instance>> {
     tx.counters().statement();
+    let known = known.unwrap_or(Version::NONE);
     let row = query(lock)
         .bind(actor.actor_type)
         .bind(actor.actor_id)
+        .bind(known.incarnation)
+        .bind(known.revision)
         .fetch_optional(tx.on())
         .await?;
     row.map(|row| rows::instance(&row)).transpose()

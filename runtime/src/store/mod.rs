@@ -140,6 +140,14 @@ pub(crate) struct Version {
     pub(crate) revision: i64,
 }
 
+impl Version {
+    /// No version any row has: what a lock binds when the caller holds no state in memory.
+    pub(crate) const NONE: Version = Version {
+        incarnation: -1,
+        revision: -1,
+    };
+}
+
 /// A notice that some process committed a state of an actor.
 #[derive(Debug, Clone)]
 pub(crate) struct StateNotice {
@@ -644,11 +652,15 @@ pub(crate) trait Transaction:
     /// a turn elsewhere until the transaction's deadline (then an error that
     /// [`Error::is_busy`](crate::error::Error::is_busy) recognises); without, it returns
     /// `None` when another transaction holds the actor. The head is as of `now`.
+    ///
+    /// When the row is still at the `known` version (a state the caller holds in memory),
+    /// its state is not read: the locked instance has that version and no state.
     async fn lock_actor(
         &mut self,
         actor: ActorKey<'_, '_>,
         wait: bool,
         now: i64,
+        known: Option<Version>,
     ) -> Result<Option<LockedActor>>;
 
     /// When this transaction must be done by for the sake of the group commit it joined

@@ -374,8 +374,9 @@ impl Transaction for PostgresTransaction {
         actor: ActorKey<'_, '_>,
         wait: bool,
         now: i64,
+        known: Option<Version>,
     ) -> Result<Option<LockedActor>> {
-        lock_row(self, actor, wait, now).await
+        lock_row(self, actor, wait, now, known).await
     }
 
     fn postgres(&mut self) -> Option<&mut PgConnection> {

@@ -26,7 +26,7 @@ use super::owned_transaction::OwnedTransaction;
 use super::query::{query, Dialect, On};
 use super::{
     rows, ActorKey, Bounds, Counters, LockedActor, ReadConnections, SchemaMode, Stats, Store,
-    Transaction, WorkNotices, WriteConnection,
+    Transaction, Version, WorkNotices, WriteConnection,
 };
 use crate::error::Result;
 
@@ -463,13 +463,17 @@ impl Transaction for SqliteTransaction {
         actor: ActorKey<'_, '_>,
         _wait: bool,
         now: i64,
+        known: Option<Version>,
     ) -> Result<Option<LockedActor>> {
         // BEGIN IMMEDIATE already holds the database's write lock: no other turn runs.
         self.counters.statement();
+        let known = known.unwrap_or(Version::NONE);
         let row = query(INSTANCE_AND_HEAD)
             .bind(actor.actor_type)
             .bind(actor.actor_id)
             .bind(now)
+            .bind(known.incarnation)
+            .bind(known.revision)
             .fetch_one(self.on())
             .await?;
         rows::locked_actor(&row).map(Some)

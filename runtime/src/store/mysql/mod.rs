@@ -32,7 +32,7 @@ use super::owned_transaction::OwnedTransaction;
 use super::query::{get, Dialect, On, Row};
 use super::{
     require_current, ActorKey, Bounds, Counters, LockedActor, ReadConnections, SchemaMode, Stats,
-    Store, Transaction, WorkNotices, WriteConnection,
+    Store, Transaction, Version, WorkNotices, WriteConnection,
 };
 use crate::error::{Error, Result};
 
@@ -403,8 +403,9 @@ impl Transaction for MySqlTransaction {
         actor: ActorKey<'_, '_>,
         wait: bool,
         now: i64,
+        known: Option<Version>,
     ) -> Result<Option<LockedActor>> {
-        lock_row(self, actor, wait, now).await
+        lock_row(self, actor, wait, now, known).await
     }
 
     fn mysql(&mut self) -> Option<&mut MySqlConnection> {
