@@ -787,6 +787,23 @@ pub(crate) fn is_transient_database_error(error: &sqlx::Error) -> bool {
     matches!(database.code().as_deref(), Some("40001" | "40P01"))
 }
 
+/// Whether a database error says the connection is gone (closed by the server, reset, or
+/// the server shutting down): nothing more can run on it, and a statement that had not been
+/// sent yet can run on another connection.
+pub(crate) fn is_connection_lost(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_) => true,
+        sqlx::Error::Database(database) => match database.code().as_deref() {
+            // PostgreSQL's connection exceptions (class 08), and the server's shutdown
+            // (admin_shutdown, crash_shutdown, cannot_connect_now).
+            Some(code) if code.starts_with("08") => true,
+            Some("57P01" | "57P02" | "57P03") => true,
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
 /// Whether a database error is a wait that ran out (SQLite busy or locked, PostgreSQL's
 /// `lock_timeout`, MySQL's `innodb_lock_wait_timeout` and statement time limits, or no
 /// pooled connection in time).

@@ -190,6 +190,9 @@ impl Engine {
                 Ok(Tried::OverBudget) => alone = true,
                 Ok(Tried::Conflict) if !call.past_deadline() => {}
                 Ok(Tried::Conflict) => return Err(call.busy(None)),
+                // A wait for the actor is bounded by the turn timeout too: a caller whose
+                // deadline is further waits again.
+                Err(error) if error.is_busy() && !call.past_deadline() => {}
                 Err(error) if error.is_busy() => return Err(call.busy(None)),
                 Err(error) if error.is_conflict() && !call.past_deadline() => {}
                 Err(error) => return Err(error),

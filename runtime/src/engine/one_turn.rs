@@ -22,7 +22,8 @@ use crate::actor::{Actor, Operations};
 use crate::error::{Error, Result};
 use crate::limits::deadline_after;
 use crate::store::{
-    ActorKey, Instance, MessageProgress, NewMessage, StoredMessage, StoredStatus, Transaction,
+    ActorKey, Instance, InstanceWrite, MessageProgress, NewMessage, StoredMessage, StoredStatus,
+    Transaction, TurnMessage,
 };
 
 /// Where the message of a turn comes from.
@@ -211,7 +212,13 @@ impl Engine {
         );
         end_savepoint(&mut *tx, savepoint, settled.completed()).await?;
         let progress = settled.progress(running.now, &self.config.retry, self.max_attempts::<A>());
-        let Some(message_id) = write_message_row(&mut *tx, running, progress).await? else {
+        let (version, now) = (i64::from(A::VERSION), micros(running.now));
+        let state = settled
+            .writes
+            .as_ref()
+            .and_then(|writes| writes.state_write(instance, version, now));
+        let written = write_message_row(&mut *tx, running, progress, state.as_ref()).await?;
+        let Some(message_id) = written else {
             Self::release(tx).await;
             return Err(Uncommitted::Conflict(format!(
                 "message {} was run by another turn meanwhile",
@@ -220,9 +227,8 @@ impl Engine {
         };
         let mut delivered = Vec::new();
         if let Some(writes) = &settled.writes {
-            let (version, now) = (i64::from(A::VERSION), micros(running.now));
             delivered = writes
-                .write(self, &mut *tx, running.key, instance, version, now)
+                .write(self, &mut *tx, running.key, instance, now)
                 .await?;
         }
         let (available_at, finished) = (
@@ -307,16 +313,19 @@ async fn end_savepoint(tx: &mut dyn Transaction, savepoint: bool, completed: boo
     }
 }
 
-/// Writes the turn's message row: a fresh call's is inserted, a stored one's updated unless
-/// another turn moved it on meanwhile (`None` then); returns its id.
+/// Writes the turn's message row (a fresh call's is inserted, a stored one's updated unless
+/// another turn moved it on meanwhile: `None` then) and, beside it, the actor's new `state`;
+/// returns the message's id.
 async fn write_message_row(
     tx: &mut dyn Transaction,
     running: &Running<'_>,
     progress: MessageProgress<'_>,
+    state: Option<&InstanceWrite<'_>>,
 ) -> Result<Option<i64>> {
-    match (running.fresh, running.message_id) {
+    let new;
+    let message = match (running.fresh, running.message_id) {
         (Some((arguments, request_id, idempotency_key)), _) => {
-            let new = NewMessage {
+            new = NewMessage {
                 operation: running.operation,
                 arguments,
                 request_id,
@@ -326,16 +335,16 @@ async fn write_message_row(
                 incarnation: None,
                 scheduled_for: None,
             };
-            tx.insert_message(running.key, &new).await.map(Some)
+            TurnMessage::New(&new)
         }
-        (None, Some(id)) => {
-            let updated = tx
-                .update_message(id, running.previous_attempts, &progress)
-                .await?;
-            Ok(updated.then_some(id))
-        }
+        (None, Some(id)) => TurnMessage::Progress {
+            id,
+            attempts: running.previous_attempts,
+            progress: &progress,
+        },
         (None, None) => unreachable!("a stored delivery carries its message id"),
-    }
+    };
+    tx.write_turn(running.key, message, state).await
 }
 
 /// Records a committed turn's outcome in its span and the metrics, with the messages it

@@ -104,28 +104,37 @@ impl Writes {
         })
     }
 
-    /// Writes the state (or destroys the actor), the reminder changes, effects and
-    /// messages in `tx`, none of which takes another actor's lock; returns the actor type
-    /// and operation of each message delivered.
+    /// The actor's new row, written with the turn's message row; `None` when the turn
+    /// destroys its actor.
+    pub(super) fn state_write(
+        &self,
+        instance: &Instance,
+        state_version: i64,
+        now: i64,
+    ) -> Option<InstanceWrite<'_>> {
+        (!self.destroy).then(|| InstanceWrite {
+            state: &self.state,
+            revision: instance.revision + 1,
+            state_version,
+            updated_at: now,
+        })
+    }
+
+    /// Writes the rest of the turn in `tx`, after its message row and state: the
+    /// destruction of the actor or its reminder changes, then its effects and messages,
+    /// none of which takes another actor's lock; returns the actor type and operation of
+    /// each message delivered.
     pub(super) async fn write(
         &self,
         engine: &Engine,
         tx: &mut dyn Transaction,
         key: ActorKey<'_, '_>,
         instance: &Instance,
-        state_version: i64,
         now: i64,
     ) -> Result<Vec<(&'static str, &'static str)>> {
         if self.destroy {
             tx.destroy_actor(key, now).await?;
         } else {
-            let write = InstanceWrite {
-                state: &self.state,
-                revision: instance.revision + 1,
-                state_version,
-                updated_at: now,
-            };
-            tx.write_instance(key, &write).await?;
             write_reminders(tx, key, &self.reminders, instance.incarnation).await?;
         }
         self.write_effects_and_sends(engine, tx, key, now, instance.incarnation)

@@ -16,6 +16,9 @@ use crate::error::{Error, Result};
 /// The longest pause between two tries of a server that refused the connection.
 const MOST_BACKOFF: Duration = Duration::from_secs(1);
 
+/// How long a pooled connection sits idle before its next acquire pings it first.
+const PING_WHEN_IDLE_FOR: Duration = Duration::from_secs(1);
+
 /// Where a server is, as errors name it (never with the URL's password).
 #[derive(Debug, Clone)]
 pub(crate) struct Endpoint {
@@ -54,6 +57,18 @@ pub(crate) async fn open_pool<DB: sqlx::Database>(
     let pool = sqlx::pool::PoolOptions::<DB>::new()
         .max_connections(connections)
         .acquire_timeout(Duration::from_secs(3600))
+        // A connection in use is not pinged on every acquire (a round trip per turn): only
+        // one that sat idle for a while is, and a turn whose connection turns out lost at
+        // its BEGIN begins again on another (see `OwnedTransaction::begin`).
+        .test_before_acquire(false)
+        .before_acquire(|connection, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= PING_WHEN_IDLE_FOR {
+                    connection.ping().await?;
+                }
+                Ok(true)
+            })
+        })
         .connect_lazy_with(options);
     first_of_pool(&pool, endpoint, timeout).await?;
     Ok(pool)

@@ -59,6 +59,16 @@ pub(crate) const INSTANCE_AND_HEAD: &str =
                   AND (attempts > 0 OR available_at <= $3)
                 ORDER BY id LIMIT 1) AS h ON 1 = 1";
 
+/// PostgreSQL's lock of an actor in one round trip (the function of migration 10): the
+/// actor's row (`$1`, `$2`) locked, created first if missing, waiting for another
+/// transaction's lock if `$3` (otherwise no row while another holds it), beside the head of
+/// its mailbox as of `$4` read after the lock was taken; the state is left out (`NULL`) when
+/// the row is still at the version the caller holds in memory, incarnation `$5` and revision
+/// `$6` (`-1`: none).
+#[cfg(feature = "postgres")]
+pub(crate) const LOCK_ACTOR_AND_HEAD: &str =
+    "SELECT * FROM solid_lock_actor($1, $2, $3, $4, $5, $6)";
+
 /// Creates the actor's row (`$1`, `$2`) if it is missing.
 pub(crate) fn create_instance(dialect: Dialect) -> &'static str {
     match dialect {
@@ -287,7 +297,7 @@ pub(crate) trait RowLocks: WriteConnection {
 /// head.
 ///
 /// `None` if another turn holds it and the caller does not `wait`.
-#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
+#[cfg_attr(not(feature = "mysql"), allow(dead_code))]
 pub(crate) async fn lock_row<T: RowLocks>(
     tx: &mut T,
     actor: ActorKey<'_, '_>,

@@ -3,7 +3,8 @@
 //!
 //! The engine speaks in rows ([`Instance`], [`StoredMessage`], ...) and never in SQL text.
 //! Each table's file (`instances.rs`, `messages.rs`, `reminders.rs`, `effects.rs`, and
-//! `admin.rs` for the operators' views and the audit log) holds every statement on it once,
+//! `admin.rs` for the operators' views and the audit log, `turns.rs` for the statement that
+//! ends a turn in both of its tables) holds every statement on it once,
 //! as a named constant with its doc comment, and the traits that run them: a reads trait
 //! implemented for every store ([`ReadConnections`]) and a writes trait implemented for
 //! every transaction ([`WriteConnection`]), each once, for all backends. Where backends
@@ -37,6 +38,7 @@ pub(crate) mod reminders;
 mod rows;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
+mod turns;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -50,6 +52,7 @@ pub(crate) use self::instances::{InstanceReads, InstanceWrites};
 pub(crate) use self::messages::{MessageReads, MessageWrites};
 use self::query::{Dialect, On};
 pub(crate) use self::reminders::{ReminderReads, ReminderWrites};
+pub(crate) use self::turns::{TurnMessage, TurnWrites};
 use crate::error::Result;
 
 /// What a store does, as it opens, with the solid-objects schema the database holds.
@@ -426,7 +429,9 @@ pub(crate) struct Bounds {
     pub(crate) deadline: Instant,
     /// The longest one statement, or one wait inside the database, may last (the turn
     /// timeout, or less if the caller's deadline comes first): PostgreSQL's
-    /// `statement_timeout`, and a cap on any lock wait but the caller's wait for its actor.
+    /// `statement_timeout` and `lock_timeout`, and on MySQL a cap on any lock wait but the
+    /// caller's wait for its actor (a PostgreSQL caller whose deadline is further than the
+    /// turn timeout waits again, in a new transaction, until its deadline).
     pub(crate) statement: Duration,
     /// Run outside any group commit (SQLite): a turn that ran past its group's budget once
     /// runs again as the first of a group of its own, with no budget. PostgreSQL has no
@@ -645,6 +650,7 @@ pub(crate) trait Transaction:
     + ReminderWrites
     + EffectWrites
     + AdminWrites
+    + TurnWrites
     + Savepoints
 {
     /// Locks the actor's row until commit (creating it first if missing, so that two callers

@@ -50,19 +50,35 @@ pub(crate) struct OwnedTransaction<DB: Database> {
 }
 
 impl<DB: Database> OwnedTransaction<DB> {
-    /// Takes a connection (waiting for one until `deadline`), calls `acquired`, and begins
-    /// with `statement`.
+    /// Takes a connection (waiting for one until `deadline`) and begins with `statement`. The pool does not ping a connection that was in use a moment ago,
+    /// so a lost connection (a server that restarted) shows at `BEGIN`, which has done
+    /// nothing yet: that connection is closed and the transaction begins on another, as
+    /// many times as the pool has connections (plus one).
     pub(crate) async fn begin(
         pool: &Pool<DB>,
         deadline: Instant,
         statement: String,
-        acquired: impl FnOnce(),
     ) -> Result<Self> {
+        let mut tries = pool.options().get_max_connections();
+        loop {
+            match Self::begin_once(pool, deadline, statement.clone()).await {
+                Err(crate::error::Error::Database(error))
+                    if tries > 0 && crate::error::is_connection_lost(&error) =>
+                {
+                    tracing::debug!(%error, "a pooled connection was lost; beginning on another");
+                    tries -= 1;
+                }
+                begun => return begun,
+            }
+        }
+    }
+
+    /// One try of [`begin`](Self::begin) on one connection.
+    async fn begin_once(pool: &Pool<DB>, deadline: Instant, statement: String) -> Result<Self> {
         let connection = match tokio::time::timeout_at(deadline, pool.acquire()).await {
             Ok(connection) => connection?,
             Err(_) => return Err(sqlx::Error::PoolTimedOut.into()),
         };
-        acquired();
         let mut transaction = Self {
             connection,
             phase: Phase::Beginning,

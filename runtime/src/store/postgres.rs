@@ -18,11 +18,11 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use sqlx::{PgConnection, Postgres};
 
 use super::connect::{open_pool, Endpoint};
-use super::instances::{lock_row, RowLocks};
+use super::instances::LOCK_ACTOR_AND_HEAD;
 use super::owned_transaction::OwnedTransaction;
 use super::query::{query, Dialect, On};
 use super::{
-    require_current, ActorKey, Bounds, Counters, LockedActor, ReadConnections, SchemaMode,
+    require_current, rows, ActorKey, Bounds, Counters, LockedActor, ReadConnections, SchemaMode,
     StateNotice, StateNotices, Stats, Store, Transaction, Version, WorkNotices, WriteConnection,
 };
 use crate::error::Result;
@@ -73,6 +73,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         9,
         "state notices",
         include_str!("../../migrations/postgres/0009_state_notices.sql"),
+    ),
+    (
+        10,
+        "lock in one statement",
+        include_str!("../../migrations/postgres/0010_lock_in_one_statement.sql"),
     ),
 ];
 
@@ -210,26 +215,6 @@ fn millis(duration: Duration) -> u128 {
 struct PostgresTransaction {
     tx: OwnedTransaction<Postgres>,
     counters: Arc<Counters>,
-    bounds: Bounds,
-}
-
-#[async_trait]
-impl RowLocks for PostgresTransaction {
-    fn bounds(&self) -> Bounds {
-        self.bounds
-    }
-
-    async fn set_timeouts(&mut self, timeout: Duration) -> Result<()> {
-        self.counters.statement();
-        let timeout = format!("{}ms", millis(timeout));
-        sqlx::query(
-            "SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $1, true)",
-        )
-        .bind(timeout)
-        .execute(&mut *self.tx)
-        .await?;
-        Ok(())
-    }
 }
 
 impl ReadConnections for PostgresStore {
@@ -277,11 +262,10 @@ impl Store for PostgresStore {
             "BEGIN; SET LOCAL lock_timeout = '{statement}ms'; \
              SET LOCAL statement_timeout = '{statement}ms'"
         );
-        let tx = OwnedTransaction::begin(&self.readers, bounds.deadline, begin, || {}).await?;
+        let tx = OwnedTransaction::begin(&self.readers, bounds.deadline, begin).await?;
         Ok(Box::new(PostgresTransaction {
             tx,
             counters: Arc::clone(&self.counters),
-            bounds,
         }))
     }
 
@@ -376,7 +360,20 @@ impl Transaction for PostgresTransaction {
         now: i64,
         known: Option<Version>,
     ) -> Result<Option<LockedActor>> {
-        lock_row(self, actor, wait, now, known).await
+        // One round trip: the function locks (or skips, or waits until the transaction's
+        // lock_timeout), then reads the head with a snapshot taken after the lock.
+        self.counters.statement();
+        let known = known.unwrap_or(Version::NONE);
+        let row = query(LOCK_ACTOR_AND_HEAD)
+            .bind(actor.actor_type)
+            .bind(actor.actor_id)
+            .bind(wait)
+            .bind(now)
+            .bind(known.incarnation)
+            .bind(known.revision)
+            .fetch_optional(self.on())
+            .await?;
+        row.map(|row| rows::locked_actor(&row)).transpose()
     }
 
     fn postgres(&mut self) -> Option<&mut PgConnection> {

@@ -57,7 +57,7 @@ pub(crate) fn stored_message(row: &Row) -> Result<StoredMessage> {
 
 /// An actor's row (`state`, `revision`, both `NULL` if it has none) beside the head of its
 /// mailbox (the head's columns, `NULL` if it is empty), as one outer-joined row.
-#[cfg(feature = "sqlite")]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn locked_actor(row: &Row) -> Result<super::LockedActor> {
     let fresh = Instance::default();
     let instance = Instance {

@@ -367,7 +367,7 @@ impl Store for SqliteStore {
                 WriteTransaction::Grouped(writer.begin(bounds.deadline, begin, bounds.alone).await?)
             }
             Writer::Pooled(pool) => WriteTransaction::Pooled(
-                OwnedTransaction::begin(pool, bounds.deadline, begin, || {}).await?,
+                OwnedTransaction::begin(pool, bounds.deadline, begin).await?,
             ),
         };
         let interrupt = Arc::clone(&self.interrupt);
