@@ -781,7 +781,7 @@ async fn doctor(setup: Setup) {
             assert_eq!(report.clock_skew_ms, None);
         }
         Backend::Postgres => {
-            assert_eq!(report.known_migration, 9);
+            assert_eq!(report.known_migration, 10);
             assert_eq!(report.backend, "postgres");
             assert_eq!(
                 setting("default_transaction_isolation").as_deref(),

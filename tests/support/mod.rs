@@ -38,6 +38,19 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// The statements a sync command on a warm actor runs between its BEGIN and its COMMIT,
+    /// as the runtime's statement counter counts them: on SQLite the lock with the
+    /// mailbox's head, the message row, the state; on PostgreSQL the lock with the head (one
+    /// function call) and the message row with the state (one statement); on MySQL the lock,
+    /// the head, the message row, the state.
+    pub fn warm_call_statements(self) -> u64 {
+        match self {
+            Backend::Sqlite => 3,
+            Backend::Postgres => 2,
+            Backend::MariaDb => 4,
+        }
+    }
+
     /// Whether the backend is a server (a case's database is one of many on it).
     pub fn is_server(self) -> bool {
         !matches!(self, Backend::Sqlite)
