@@ -626,3 +626,59 @@ async fn callers_that_give_up_leave_no_session_waiting_in_the_server() {
          (the pool has 4 connections) still wait behind the application's lock 3 s later"
     );
 }
+
+/// The pool hands out a connection it used a moment ago without pinging it first (a round
+/// trip per turn saved): when the server ended every session of the runtime meanwhile (a
+/// restart, a failover, an operator's `pg_terminate_backend`), the next call's BEGIN meets a
+/// closed connection, which has done nothing yet, and the call begins again on a new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_after_the_server_ended_the_pools_sessions_begins_on_a_new_connection() {
+    let Some((_server, url)) = postgres().await else {
+        return;
+    };
+    let clock = ManualClock::starting_now();
+    let runtime = postgres_runtime(&url, 4, &clock).await;
+    let sloth = runtime.reference::<Sloth>("restarted");
+    // Every connection of the pool in use at once, then idle in the pool.
+    let warm: Vec<_> = (0..4).map(|_| sloth.touch()).collect();
+    for touched in futures_util::future::join_all(warm).await {
+        touched.unwrap();
+    }
+    let observer = sqlx::PgPool::connect(&url).await.unwrap();
+    let sessions: Vec<i32> = sqlx::query_scalar(
+        "SELECT pid FROM pg_stat_activity
+         WHERE datname = current_database() AND pid <> pg_backend_pid()
+           AND backend_type = 'client backend'",
+    )
+    .fetch_all(&observer)
+    .await
+    .unwrap();
+    assert!(!sessions.is_empty(), "the runtime had no session to end");
+    for pid in &sessions {
+        sqlx::query("SELECT pg_terminate_backend($1)")
+            .bind(pid)
+            .execute(&observer)
+            .await
+            .unwrap();
+    }
+    let gone = eventually(Duration::from_secs(10), || {
+        let (observer, sessions) = (observer.clone(), sessions.clone());
+        async move {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE pid = ANY($1)",
+            )
+            .bind(sessions)
+            .fetch_one(&observer)
+            .await
+            .unwrap()
+                == 0
+        }
+    })
+    .await;
+    assert!(gone, "the server did not end the runtime's sessions");
+
+    assert_eq!(sloth.touch().await.unwrap(), 5);
+    assert_eq!(sloth.touched().await.unwrap(), 5);
+    observer.close().await;
+    runtime.close().await;
+}
