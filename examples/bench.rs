@@ -1262,6 +1262,13 @@ where
         crossed = crossed.plus(proxy.settled().await.since(before));
         calls += succeeded(&measured);
     }
+    if calls > 0 && crossed.round_trips == 0 {
+        return Err(
+            "no call crossed the counting proxy: the URL reaches its server some other \
+                    way (a host option?); give the host in the URL's address"
+                .into(),
+        );
+    }
     Ok((crossed, calls))
 }
 
@@ -1279,12 +1286,7 @@ async fn framework_run(
     for actor in 0..actors {
         call(actor).await?;
     }
-    let before = runtime.stats();
-    let (mut measured, written) = metered(meter, callers, operations, call).await?;
-    let counted = Counted::since(runtime, before, succeeded(&measured));
-    measured.per_commit = Some(counted.per_commit());
-    measured.counted = Some(counted);
-    Ok((measured, written))
+    metered(meter, callers, operations, Some(runtime), call).await
 }
 
 /// Call `index` increments the counter `{prefix}-{index % actors}` of `runtime`.
@@ -1329,7 +1331,7 @@ where
     for actor in 0..actors {
         call(actor).await?;
     }
-    metered(meter, callers, operations, call).await
+    metered(meter, callers, operations, None, call).await
 }
 
 /// Call `index` runs `turn` on the row `{prefix}-{index % actors}`, on the connection of
@@ -1359,12 +1361,14 @@ where
     }
 }
 
-/// Times `operations` calls of `call` from `callers` callers; returns them and what each
-/// successful call wrote, as `meter` measures it.
+/// Times `operations` calls of `call` from `callers` callers, with what the counters of
+/// `runtime` (the framework's) counted meanwhile; returns them and what each successful call
+/// wrote, as `meter` measures it.
 async fn metered<F, Fut>(
     meter: &mut Meter,
     callers: usize,
     operations: usize,
+    runtime: Option<&Runtime>,
     call: F,
 ) -> Result<(Measured, f64), Failed>
 where
@@ -1373,25 +1377,47 @@ where
 {
     match meter {
         Meter::WalFile(path) => {
-            let measured = measure(callers, operations, call.clone()).await?;
+            let measured = counted(callers, operations, runtime, call.clone()).await?;
             let frames = wal_frames_per_call(path, callers, call).await?;
             Ok((measured, frames))
         }
         Meter::Wal(connection) => {
             let before = wal_position(connection).await?;
-            let measured = measure(callers, operations, call).await?;
+            let measured = counted(callers, operations, runtime, call).await?;
             let written = wal_position(connection).await?.saturating_sub(before);
             let per_call = written as f64 / succeeded(&measured).max(1) as f64;
             Ok((measured, per_call))
         }
         Meter::Redo(connection) => {
             let before = redo_position(connection).await?;
-            let measured = measure(callers, operations, call).await?;
+            let measured = counted(callers, operations, runtime, call).await?;
             let written = redo_position(connection).await?.saturating_sub(before);
             let per_call = written as f64 / succeeded(&measured).max(1) as f64;
             Ok((measured, per_call))
         }
     }
+}
+
+/// Runs `operations` calls as `measure` does, with what the counters of `runtime` (if any)
+/// counted meanwhile.
+async fn counted<F, Fut>(
+    callers: usize,
+    operations: usize,
+    runtime: Option<&Runtime>,
+    call: F,
+) -> Result<Measured, Failed>
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Outcome> + Send + 'static,
+{
+    let before = runtime.map(Runtime::stats);
+    let mut measured = measure(callers, operations, call).await?;
+    if let (Some(runtime), Some(before)) = (runtime, before) {
+        let counted = Counted::since(runtime, before, succeeded(&measured));
+        measured.per_commit = Some(counted.per_commit());
+        measured.counted = Some(counted);
+    }
+    Ok(measured)
 }
 
 /// Runs `operations` calls spread over `callers` tasks released together: caller `c` makes
