@@ -71,8 +71,9 @@
 //!   and 6 for the hot key. The proxy is never in a timed run. On SQLite, which has no
 //!   wire, the count is of statements handed to sqlx's worker thread, from the runtime's
 //!   counters over the timed run: its statements, a BEGIN and a COMMIT per database commit
-//!   and a SAVEPOINT per transaction that joins a group commit; the raw turn hands over 5
-//!   (BEGIN, the read, the upsert, the log row, COMMIT).
+//!   and a SAVEPOINT per transaction that joins a group commit (statements outside its
+//!   write transactions are not in those counters); the raw turn hands over 5 (BEGIN, the
+//!   read, the upsert, the log row, COMMIT).
 //! - wake-up latency: runtime A runs 4 idle workers; runtime B, on a pool of its own and
 //!   running no workers, enqueues a message; the time from B's enqueue returning (its
 //!   commit done) to A's handler starting, p50 and p95 over `BENCH_WAKE_SAMPLES` (default
