@@ -265,7 +265,9 @@ impl GroupWriter {
                 (false, Opening::Begin)
             }
             None => {
-                shared.begin_group(writer, deadline, busy_until).await?;
+                shared
+                    .begin_group(writer, deadline, busy_until, false)
+                    .await?;
                 (false, Opening::Done)
             }
             // The group's first member needs no savepoint: undoing it undoes the group.
@@ -322,12 +324,14 @@ impl Shared {
     }
 
     /// Takes a connection if the writer has none, and begins a group on it, waiting for
-    /// another process's write lock until `busy_until`.
+    /// another process's write lock until `busy_until` (`exact`: the busy timeout set to the
+    /// whole bound from the first try).
     async fn begin_group(
         &self,
         writer: &mut Writer,
         deadline: Instant,
         busy_until: Instant,
+        exact: bool,
     ) -> Result<()> {
         if writer.connection.is_none() {
             let acquired = tokio::time::timeout_at(deadline, self.pool.acquire()).await;
@@ -337,7 +341,7 @@ impl Shared {
             writer.connection = Some(connection);
             writer.busy_timeout = self.connect_busy_timeout;
         }
-        let mut exact = false;
+        let mut exact = exact;
         loop {
             let (begin, busy_timeout) = begin_statement(writer.busy_timeout, busy_until, exact);
             writer.in_doubt = true;
@@ -683,7 +687,13 @@ impl GroupMember {
         let shared = Arc::clone(&self.shared);
         let writer = self.writer_mut();
         match opening {
-            Opening::Begin => shared.begin_group(writer, deadline, busy_until).await?,
+            // Its first statement's BEGIN waited the connection's busy timeout: this one
+            // waits the rest of the bound.
+            Opening::Begin => {
+                shared
+                    .begin_group(writer, deadline, busy_until, true)
+                    .await?;
+            }
             Opening::Savepoint => {
                 writer.in_doubt = true;
                 run(writer, "SAVEPOINT solid_member").await?;
