@@ -25,8 +25,7 @@ use super::instances::{
     BEGIN_THEN_INSTANCE_AND_HEAD, INSTANCE_AND_HEAD, SAVEPOINT_THEN_INSTANCE_AND_HEAD,
 };
 use super::owned_transaction::OwnedTransaction;
-use super::query::Row;
-use super::query::{query, Dialect, On};
+use super::query::{query, Dialect, On, Row};
 use super::{
     rows, ActorKey, Bounds, Counters, LockedActor, ReadConnections, SchemaMode, Stats, Store,
     Transaction, Version, WorkNotices, WriteConnection,
