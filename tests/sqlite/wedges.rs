@@ -1,6 +1,6 @@
 //! Nothing wedges on a SQLite file: a handler stuck in its own query on `turn.sqlite()`
 //! frees the writer at the turn timeout, another process holding the file gives a typed
-//! timeout, an upgraded file keeps its delayed messages waiting, a stale effect runner
+//! timeout (and is waited for until each caller's own deadline), an upgraded file keeps its delayed messages waiting, a stale effect runner
 //! cannot overwrite a retried effect, and a newer build's broadcast never starves a ready
 //! message. The cases of tests/cases/wedges.rs that only SQLite's store can show; they share
 //! that file's actors and gates.
@@ -120,6 +120,45 @@ async fn an_enqueue_while_another_process_writes_gets_a_typed_timeout_not_databa
     assert!(
         !matches!(enqueued, Err(Error::Database(_))),
         "a caller got a database error: {enqueued:?}"
+    );
+}
+
+/// A call with a short timeout leaves a short busy timeout on the writer's connection (the
+/// writer sets one only when the connection's would outlast a transaction's bound); a call
+/// after it with a long timeout still waits for another process's write lock until that
+/// lock is released, well past the short one, and runs. SQLite's busy wait is real time: the
+/// other process holds the file for half a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_waits_for_another_process_until_its_own_deadline_after_a_shorter_call() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let counter = runtime.reference::<Counter>("c");
+    counter.bump().await.unwrap();
+    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(harness.path());
+    let outsider = sqlx::SqlitePool::connect_with(options).await.unwrap();
+    let holding = outsider.begin_with("BEGIN IMMEDIATE").await.unwrap();
+
+    let short = counter
+        .clone()
+        .timeout(Duration::from_millis(100))
+        .bump()
+        .await;
+    assert!(
+        matches!(short, Err(Error::SyncTimeout { .. })),
+        "the short call heard {short:?}"
+    );
+    let long = counter.clone().timeout(Duration::from_secs(30));
+    let long = tokio::spawn(async move { long.bump().await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    holding.rollback().await.unwrap();
+    let long = within(30, "the long call", long).await.unwrap();
+    outsider.close().await;
+    runtime.close().await;
+
+    assert_eq!(
+        long.unwrap(),
+        2,
+        "the long call gave up before the other process let go"
     );
 }
 

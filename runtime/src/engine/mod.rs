@@ -270,8 +270,8 @@ impl Engine {
         self.store.begin(bounds).await
     }
 
-    /// Begins a turn's transaction; `alone` keeps it out of any group commit (a turn that
-    /// ran past its group's budget runs again so).
+    /// Begins a turn's transaction, whose first statement locks its actor; `alone` keeps it
+    /// out of any group commit (a turn that ran past its group's budget runs again so).
     pub(crate) async fn begin_turn(
         &self,
         deadline: Option<Instant>,
@@ -279,6 +279,7 @@ impl Engine {
     ) -> Result<Box<dyn Transaction>> {
         let bounds = Bounds {
             alone,
+            locks_first: true,
             ..bounds(self.config.turn_timeout, deadline)
         };
         self.store.begin(bounds).await
@@ -304,11 +305,13 @@ fn bounds(turn: Duration, deadline: Option<Instant>) -> Bounds {
                 .min(deadline.saturating_duration_since(Instant::now()))
                 .max(Duration::from_millis(1)),
             alone: false,
+            locks_first: false,
         },
         None => Bounds {
             deadline: deadline_after(turn),
             statement: turn,
             alone: false,
+            locks_first: false,
         },
     }
 }

@@ -9,6 +9,13 @@
 //! Every member waits for that `COMMIT` before it hears "committed". A member that rolls back
 //! undoes its savepoint only.
 //!
+//! Each statement is a hand-off to the connection's worker thread and back, which costs more
+//! than most of the turn's SQL: a turn's transaction, whose first statement locks its actor,
+//! sends the group's `BEGIN` or its own `SAVEPOINT` in front of that lock, in one hand-off
+//! ([`Opening`]). `BEGIN` sets SQLite's busy timeout only when the one on the connection
+//! would outlast the transaction's bound; a wait it cut short is waited out again, up to the
+//! bound.
+//!
 //! Cancellation: a member dropped while open is rolled back to its savepoint by whoever takes
 //! the writer next; one dropped in the middle of a statement the group needs (`BEGIN`, its
 //! savepoint) leaves the connection in doubt, so the whole group is rolled back, the
@@ -20,8 +27,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::TryStreamExt;
 use sqlx::pool::PoolConnection;
-use sqlx::{Sqlite, SqliteConnection, SqlitePool};
+use sqlx::sqlite::{SqliteArguments, SqliteRow};
+use sqlx::{Either, Sqlite, SqliteConnection, SqlitePool};
 use tokio::sync::{watch, Notify, OwnedMutexGuard};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -112,6 +121,18 @@ impl GroupEnd {
     }
 }
 
+/// What a member's first statement carries in front of its own SQL, when its begin left it
+/// to that statement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Opening {
+    /// The group's `BEGIN IMMEDIATE`: the member is the first of a new group.
+    Begin,
+    /// The member's `SAVEPOINT solid_member`: it joins earlier members.
+    Savepoint,
+    /// Nothing: the member's group and savepoint are open.
+    Done,
+}
+
 /// A group's open transaction.
 struct OpenGroup {
     /// Members that kept their work in the group and wait for its end.
@@ -119,6 +140,17 @@ struct OpenGroup {
     /// When its `BEGIN` ran.
     began: Instant,
     end: watch::Sender<Option<GroupEnd>>,
+}
+
+impl OpenGroup {
+    /// A group whose `BEGIN` ran just now, with no members yet.
+    fn begun() -> Self {
+        Self {
+            members: 0,
+            began: Instant::now(),
+            end: watch::Sender::new(None),
+        }
+    }
 }
 
 /// The writer connection and its group, behind the writer's mutex.
@@ -132,6 +164,9 @@ struct Writer {
     /// How many transactions commit alone, ungrouped, after a group's `COMMIT` failed (a
     /// deferred constraint one member broke, say): the member at fault then fails alone.
     solo: usize,
+    /// SQLite's busy timeout on the connection: how long its `BEGIN` waits for another
+    /// process's write lock.
+    busy_timeout: Duration,
 }
 
 /// What the store, its members and the flusher share.
@@ -139,6 +174,8 @@ struct Shared {
     writer: Arc<tokio::sync::Mutex<Writer>>,
     pool: SqlitePool,
     limits: GroupCommit,
+    /// The busy timeout a fresh connection has.
+    connect_busy_timeout: Duration,
     /// Set when a group was left open for waiters: the flusher makes sure it ends.
     flush: Notify,
     counters: Arc<Counters>,
@@ -154,10 +191,12 @@ pub(crate) struct GroupWriter {
 }
 
 impl GroupWriter {
-    /// Takes turns on `pool` (of one connection), whose statements `interrupt` interrupts.
+    /// Takes turns on `pool` (of one connection, whose busy timeout is `busy_timeout` when
+    /// it connects), whose statements `interrupt` interrupts.
     pub(crate) fn new(
         pool: SqlitePool,
         limits: GroupCommit,
+        busy_timeout: Duration,
         interrupt: Arc<AtomicBool>,
         counters: Arc<Counters>,
     ) -> Self {
@@ -168,9 +207,11 @@ impl GroupWriter {
                 in_doubt: false,
                 abandoned: false,
                 solo: 0,
+                busy_timeout,
             })),
             pool,
             limits,
+            connect_busy_timeout: busy_timeout,
             flush: Notify::new(),
             counters,
             interrupt,
@@ -179,14 +220,17 @@ impl GroupWriter {
         Self { shared, flusher }
     }
 
-    /// Joins the open group, or begins one with `begin` (waiting for the writer until
-    /// `deadline`). `alone`: commits the open group first and begins one of its own, whose
-    /// first member has no budget.
+    /// Joins the open group, or begins one (waiting for the writer until `deadline`, and for
+    /// another process's write lock until `busy_until`). `alone`: commits the open group
+    /// first and begins one of its own, whose first member has no budget. `locks_first`: the
+    /// member's first statement is its actor's lock, which then carries the group's `BEGIN`
+    /// or the member's `SAVEPOINT` ([`GroupMember::opening`]).
     pub(crate) async fn begin(
         &self,
         deadline: Instant,
-        begin: String,
+        busy_until: Instant,
         alone: bool,
+        locks_first: bool,
     ) -> Result<GroupMember> {
         let shared = &self.shared;
         let waiting = shared.counters.wait_for_writer();
@@ -201,31 +245,44 @@ impl GroupWriter {
             writer: Some(writer),
             shared: Arc::clone(shared),
             deadline,
+            busy_until,
             budget: None,
             open: false,
             poisoned: false,
+            opening: Opening::Done,
         };
         let writer = member.writer_mut();
         shared.recover(writer).await;
         if alone {
             end_group(writer, &shared.counters).await;
         }
-        let joined = match &writer.group {
+        let (joined, opening) = match &writer.group {
+            // The lock sends the BEGIN, unless it must set a shorter busy timeout first.
+            None if locks_first
+                && writer.connection.is_some()
+                && writer.busy_timeout <= remaining(busy_until) =>
+            {
+                (false, Opening::Begin)
+            }
             None => {
-                shared.begin_group(writer, deadline, begin).await?;
-                false
+                shared
+                    .begin_group(writer, deadline, busy_until, false)
+                    .await?;
+                (false, Opening::Done)
             }
             // The group's first member needs no savepoint: undoing it undoes the group.
-            Some(group) if group.members == 0 => false,
+            Some(group) if group.members == 0 => (false, Opening::Done),
+            Some(_) if locks_first => (true, Opening::Savepoint),
             Some(_) => {
                 writer.in_doubt = true;
                 run(writer, "SAVEPOINT solid_member").await?;
                 writer.in_doubt = false;
-                true
+                (true, Opening::Done)
             }
         };
         // Earlier members wait for a member that joins them: it gets the group's time budget.
         member.budget = joined.then(|| Instant::now() + shared.limits.max_wait);
+        member.opening = opening;
         member.open = true;
         Ok(member)
     }
@@ -266,12 +323,15 @@ impl Shared {
         }
     }
 
-    /// Takes a connection if the writer has none, and begins a group on it.
+    /// Takes a connection if the writer has none, and begins a group on it, waiting for
+    /// another process's write lock until `busy_until` (`exact`: the busy timeout set to the
+    /// whole bound from the first try).
     async fn begin_group(
         &self,
         writer: &mut Writer,
         deadline: Instant,
-        begin: String,
+        busy_until: Instant,
+        exact: bool,
     ) -> Result<()> {
         if writer.connection.is_none() {
             let acquired = tokio::time::timeout_at(deadline, self.pool.acquire()).await;
@@ -279,24 +339,37 @@ impl Shared {
             // A fresh connection: a statement abandoned on the last one is gone with it.
             self.interrupt.store(false, Ordering::Release);
             writer.connection = Some(connection);
+            writer.busy_timeout = self.connect_busy_timeout;
         }
-        writer.in_doubt = true;
-        let begun = run(writer, &begin).await;
-        writer.in_doubt = false;
-        if let Err(error) = begun {
-            // A BEGIN the database refused (another process holds the file) leaves no
-            // transaction behind; anything else leaves the connection in doubt.
-            if !error.is_busy() {
-                discard(writer, "its BEGIN failed").await;
+        let mut exact = exact;
+        loop {
+            let (begin, busy_timeout) = begin_statement(writer.busy_timeout, busy_until, exact);
+            writer.in_doubt = true;
+            let begun = run(writer, &begin).await;
+            writer.in_doubt = false;
+            match begun {
+                Ok(()) => {
+                    writer.busy_timeout = busy_timeout;
+                    writer.group = Some(OpenGroup::begun());
+                    return Ok(());
+                }
+                // A BEGIN the database refused (another process holds the file) leaves no
+                // transaction behind; one that gave up before the bound (a busy timeout an
+                // earlier, shorter transaction left) waits again, the rest of the bound.
+                Err(error) if error.is_busy() => {
+                    writer.busy_timeout = busy_timeout;
+                    if exact || Instant::now() >= busy_until {
+                        return Err(error);
+                    }
+                    exact = true;
+                }
+                // Anything else leaves the connection in doubt.
+                Err(error) => {
+                    discard(writer, "its BEGIN failed").await;
+                    return Err(error);
+                }
             }
-            return Err(error);
         }
-        writer.group = Some(OpenGroup {
-            members: 0,
-            began: Instant::now(),
-            end: watch::Sender::new(None),
-        });
-        Ok(())
     }
 
     /// Whether the writer's group should commit now rather than wait for more members.
@@ -322,6 +395,39 @@ impl Shared {
             || group.members >= self.limits.max_turns
             || group.began.elapsed() >= self.limits.max_wait
     }
+}
+
+/// How long from now until `until`, at least a millisecond (a zero busy timeout would not
+/// wait at all).
+fn remaining(until: Instant) -> Duration {
+    until
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(1))
+}
+
+/// The `BEGIN` of a group on a connection whose busy timeout is `busy_timeout`, for a
+/// transaction that waits for another process's write lock until `busy_until`, and the busy
+/// timeout the connection has after it.
+///
+/// The busy timeout is set only when the connection's would outlast the bound; it is then
+/// set to seven eighths of the bound, so the next transactions, whose bounds are a moment
+/// shorter, find it short enough and send no `PRAGMA`. `exact` sets it to the whole bound:
+/// a `BEGIN` that gave up early waits again so.
+fn begin_statement(
+    busy_timeout: Duration,
+    busy_until: Instant,
+    exact: bool,
+) -> (std::borrow::Cow<'static, str>, Duration) {
+    let bound = remaining(busy_until);
+    if !exact && busy_timeout <= bound {
+        return ("BEGIN IMMEDIATE".into(), busy_timeout);
+    }
+    let timeout = if exact { bound } else { bound * 7 / 8 };
+    let millis = timeout.as_millis().clamp(1, i32::MAX as u128);
+    (
+        format!("PRAGMA busy_timeout = {millis}; BEGIN IMMEDIATE").into(),
+        Duration::from_millis(millis as u64),
+    )
 }
 
 /// Undoes the member that holds the writer: its savepoint, or, as the group's first member
@@ -495,21 +601,108 @@ pub(crate) struct GroupMember {
     shared: Arc<Shared>,
     /// Its caller's deadline: how long it waits for its group's end.
     deadline: Instant,
+    /// How long its `BEGIN` may wait for another process's write lock.
+    busy_until: Instant,
     /// When it must be done by, having joined earlier members who wait for it.
     budget: Option<Instant>,
     /// Whether it began (and so has work of its own to undo if it goes away).
     open: bool,
     /// Its handler was abandoned mid-statement: the group cannot be trusted.
     poisoned: bool,
+    /// What its first statement must carry, until that statement ran.
+    opening: Opening,
 }
 
 impl GroupMember {
-    /// The writer connection, for the member's statements.
+    /// The writer connection, for the member's statements once its group and savepoint are
+    /// open ([`GroupMember::open`]).
     pub(crate) fn connection(&mut self) -> &mut SqliteConnection {
+        if self.opening != Opening::Done {
+            // A statement outside the member's savepoint: the group cannot be trusted.
+            debug_assert!(false, "a member ran a statement before its opening");
+            self.poisoned = true;
+        }
         self.writer_mut()
             .connection
             .as_deref_mut()
             .expect("a member holds the writer and its connection until it ends")
+    }
+
+    /// What the member's first statement must carry in front of its own SQL: the text of
+    /// the query given to [`GroupMember::open_with`].
+    pub(crate) fn opening(&self) -> Opening {
+        self.opening
+    }
+
+    /// Runs `query`, the member's first statement, whose text starts with the statement
+    /// [`GroupMember::opening`] named, and returns its first row. Its group and savepoint
+    /// are then open, unless the opening statement itself failed: a `BEGIN` refused while
+    /// another process holds the file then leaves no transaction, and is sent again alone
+    /// ([`GroupMember::open`]); any other failure leaves the connection in doubt.
+    pub(crate) async fn open_with<'q>(
+        &mut self,
+        query: sqlx::query::Query<'q, Sqlite, SqliteArguments<'q>>,
+    ) -> Result<Option<SqliteRow>> {
+        let opening = self.opening;
+        let writer = self.writer_mut();
+        writer.in_doubt = true;
+        let connection = writer
+            .connection
+            .as_deref_mut()
+            .ok_or_else(|| Error::Database(sqlx::Error::PoolClosed))?;
+        // The opening statement returns no row: the stream's first step is its end.
+        let mut steps = sqlx::Executor::fetch_many(connection, query);
+        let mut opened = false;
+        let mut first_row = None;
+        let ran = loop {
+            match steps.try_next().await {
+                Ok(Some(step)) => {
+                    opened = true;
+                    if let (Either::Right(row), None) = (step, &first_row) {
+                        first_row = Some(row);
+                    }
+                }
+                Ok(None) => break Ok(()),
+                Err(error) => break Err(Error::from(error)),
+            }
+        };
+        drop(steps);
+        let writer = self.writer_mut();
+        if opened {
+            writer.in_doubt = false;
+            if opening == Opening::Begin {
+                writer.group = Some(OpenGroup::begun());
+            }
+            self.opening = Opening::Done;
+        } else if opening == Opening::Begin && ran.as_ref().is_err_and(Error::is_busy) {
+            writer.in_doubt = false;
+        }
+        ran.map(|()| first_row)
+    }
+
+    /// Opens the member's group and savepoint with statements of their own, when its
+    /// first statement could not carry them ([`GroupMember::open_with`]).
+    pub(crate) async fn open(&mut self) -> Result<()> {
+        let (deadline, busy_until, opening) = (self.deadline, self.busy_until, self.opening);
+        let shared = Arc::clone(&self.shared);
+        let writer = self.writer_mut();
+        match opening {
+            // Its first statement's BEGIN waited the connection's busy timeout: this one
+            // waits the rest of the bound.
+            Opening::Begin => {
+                shared
+                    .begin_group(writer, deadline, busy_until, true)
+                    .await?;
+            }
+            Opening::Savepoint => {
+                writer.in_doubt = true;
+                run(writer, "SAVEPOINT solid_member").await?;
+                writer.in_doubt = false;
+            }
+            Opening::Done => {}
+        }
+        self.opening = Opening::Done;
+        Ok(())
     }
 
     /// When this member must be done by for the sake of the earlier members of its group;
@@ -534,6 +727,10 @@ impl GroupMember {
 
     /// Keeps the member's work in its group and waits for the group's `COMMIT`.
     pub(crate) async fn commit(mut self) -> Result<()> {
+        if self.opening != Opening::Done && !self.poisoned {
+            // It ran no statement: it has nothing to keep.
+            return self.rollback().await;
+        }
         let mut writer = self.writer.take().expect("an open member holds the writer");
         if self.poisoned {
             let mut end = writer.group.as_ref().map(|group| group.end.subscribe());
@@ -587,7 +784,13 @@ impl GroupMember {
             discard(&mut writer, "a turn in it was abandoned mid-statement").await;
             return Ok(());
         }
-        if let Err(error) = undo_member(&mut writer).await {
+        // A member that ran no statement has nothing to undo.
+        let undone = if self.opening == Opening::Done {
+            undo_member(&mut writer).await
+        } else {
+            Ok(())
+        };
+        if let Err(error) = undone {
             let why = format!("rolling back a turn's savepoint failed: {error}");
             discard(&mut writer, &why).await;
             return Err(error);
@@ -613,7 +816,7 @@ impl Drop for GroupMember {
         };
         if self.poisoned {
             writer.in_doubt = true;
-        } else if self.open && !writer.in_doubt {
+        } else if self.open && self.opening == Opening::Done && !writer.in_doubt {
             writer.abandoned = true;
         }
         drop(writer);

@@ -37,14 +37,11 @@ pub(crate) const LOCK_INSTANCE: &str =
             revision, incarnation, state_version, paused_at
      FROM solid_instances WHERE actor_type = $1 AND actor_id = $2 FOR UPDATE";
 
-/// SQLite's lock of an actor (its transaction already holds the database's write lock): the
-/// actor's row (`$1`, `$2`) beside the head of its mailbox as of `$3`
-/// ([`HEAD_OF_MAILBOX`]), as one outer-joined row; the state is left out (`NULL`) when the
-/// row is still at the version the caller holds in memory, incarnation `$4` and revision
-/// `$5` (`-1`: none).
+/// The text of [`INSTANCE_AND_HEAD`], for the statements that send it behind another.
 #[cfg(feature = "sqlite")]
-pub(crate) const INSTANCE_AND_HEAD: &str =
-    "SELECT CASE WHEN i.incarnation = $4 AND i.revision = $5 THEN NULL ELSE i.state END
+macro_rules! instance_and_head {
+    () => {
+        "SELECT CASE WHEN i.incarnation = $4 AND i.revision = $5 THEN NULL ELSE i.state END
                 AS state,
             i.revision, i.incarnation, i.state_version, i.paused_at,
             h.id, h.operation,
@@ -57,7 +54,29 @@ pub(crate) const INSTANCE_AND_HEAD: &str =
                 FROM solid_messages
                 WHERE actor_type = $1 AND actor_id = $2 AND status = 'ready'
                   AND (attempts > 0 OR available_at <= $3)
-                ORDER BY id LIMIT 1) AS h ON 1 = 1";
+                ORDER BY id LIMIT 1) AS h ON 1 = 1"
+    };
+}
+
+/// SQLite's lock of an actor (its transaction already holds the database's write lock): the
+/// actor's row (`$1`, `$2`) beside the head of its mailbox as of `$3`
+/// ([`HEAD_OF_MAILBOX`]), as one outer-joined row; the state is left out (`NULL`) when the
+/// row is still at the version the caller holds in memory, incarnation `$4` and revision
+/// `$5` (`-1`: none).
+#[cfg(feature = "sqlite")]
+pub(crate) const INSTANCE_AND_HEAD: &str = instance_and_head!();
+
+/// [`INSTANCE_AND_HEAD`] behind the `BEGIN IMMEDIATE` that takes the database's write lock
+/// for it: a new group commit's first turn, in one hand-off to SQLite's worker thread.
+#[cfg(feature = "sqlite")]
+pub(crate) const BEGIN_THEN_INSTANCE_AND_HEAD: &str =
+    concat!("BEGIN IMMEDIATE; ", instance_and_head!());
+
+/// [`INSTANCE_AND_HEAD`] behind the savepoint of a turn that joins a group commit, in one
+/// hand-off to SQLite's worker thread.
+#[cfg(feature = "sqlite")]
+pub(crate) const SAVEPOINT_THEN_INSTANCE_AND_HEAD: &str =
+    concat!("SAVEPOINT solid_member; ", instance_and_head!());
 
 /// PostgreSQL's lock of an actor in one round trip (the function of migration 10): the
 /// actor's row (`$1`, `$2`) locked, created first if missing, waiting for another

@@ -438,6 +438,10 @@ pub(crate) struct Bounds {
     /// groups.
     #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub(crate) alone: bool,
+    /// The transaction's first statement is [`Transaction::lock_actor`] (a turn's): on
+    /// SQLite that statement then carries the `BEGIN` (or a group member's savepoint).
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub(crate) locks_first: bool,
 }
 
 impl Bounds {

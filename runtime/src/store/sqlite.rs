@@ -20,10 +20,12 @@ use sqlx::sqlite::{
 };
 use sqlx::{Sqlite, SqliteConnection};
 
-use super::group_commit::{GroupCommit, GroupMember, GroupWriter};
-use super::instances::INSTANCE_AND_HEAD;
+use super::group_commit::{GroupCommit, GroupMember, GroupWriter, Opening};
+use super::instances::{
+    BEGIN_THEN_INSTANCE_AND_HEAD, INSTANCE_AND_HEAD, SAVEPOINT_THEN_INSTANCE_AND_HEAD,
+};
 use super::owned_transaction::OwnedTransaction;
-use super::query::{query, Dialect, On};
+use super::query::{query, Dialect, On, Row};
 use super::{
     rows, ActorKey, Bounds, Counters, LockedActor, ReadConnections, SchemaMode, Stats, Store,
     Transaction, Version, WorkNotices, WriteConnection,
@@ -176,6 +178,7 @@ impl SqliteStore {
             writer: Writer::Grouped(GroupWriter::new(
                 writer,
                 options.group_commit,
+                BUSY_TIMEOUT,
                 Arc::clone(&interrupt),
                 Arc::clone(&counters),
             )),
@@ -356,18 +359,22 @@ impl Store for SqliteStore {
         // Waits for another process's write lock end at the caller's deadline, inside
         // SQLite, so nothing is left waiting behind a caller that gave up. An
         // application's own connections keep the busy timeout it gave them.
-        let begin = if matches!(self.writer, Writer::Grouped(_)) {
-            let busy = bounds.remaining().as_millis().min(i32::MAX as u128);
-            format!("PRAGMA busy_timeout = {busy}; BEGIN IMMEDIATE")
-        } else {
-            "BEGIN IMMEDIATE".to_owned()
-        };
         let tx = match &self.writer {
             Writer::Grouped(writer) => {
-                WriteTransaction::Grouped(writer.begin(bounds.deadline, begin, bounds.alone).await?)
+                let busy_until = tokio::time::Instant::now() + bounds.remaining();
+                let member = writer
+                    .begin(
+                        bounds.deadline,
+                        busy_until,
+                        bounds.alone,
+                        bounds.locks_first,
+                    )
+                    .await?;
+                WriteTransaction::Grouped(member)
             }
             Writer::Pooled(pool) => WriteTransaction::Pooled(
-                OwnedTransaction::begin(pool, bounds.deadline, begin).await?,
+                OwnedTransaction::begin(pool, bounds.deadline, "BEGIN IMMEDIATE".to_owned())
+                    .await?,
             ),
         };
         let interrupt = Arc::clone(&self.interrupt);
@@ -465,17 +472,52 @@ impl Transaction for SqliteTransaction {
         now: i64,
         known: Option<Version>,
     ) -> Result<Option<LockedActor>> {
-        // BEGIN IMMEDIATE already holds the database's write lock: no other turn runs.
+        // BEGIN IMMEDIATE holds the database's write lock: no other turn runs.
         self.counters.statement();
         let known = known.unwrap_or(Version::NONE);
-        let row = query(INSTANCE_AND_HEAD)
-            .bind(actor.actor_type)
-            .bind(actor.actor_id)
-            .bind(now)
-            .bind(known.incarnation)
-            .bind(known.revision)
-            .fetch_one(self.on())
-            .await?;
+        let opening = match &self.tx {
+            WriteTransaction::Grouped(member) => member.opening(),
+            WriteTransaction::Pooled(_) => Opening::Done,
+        };
+        let row = match (&mut self.tx, opening) {
+            (WriteTransaction::Grouped(member), Opening::Begin | Opening::Savepoint) => {
+                let text = if opening == Opening::Begin {
+                    BEGIN_THEN_INSTANCE_AND_HEAD
+                } else {
+                    SAVEPOINT_THEN_INSTANCE_AND_HEAD
+                };
+                let lock = sqlx::query(text)
+                    .bind(actor.actor_type)
+                    .bind(actor.actor_id)
+                    .bind(now)
+                    .bind(known.incarnation)
+                    .bind(known.revision);
+                match member.open_with(lock).await {
+                    Ok(row) => row.map(Row::Sqlite),
+                    // Another process held the file past the busy timeout the connection
+                    // had: the BEGIN alone waits the rest of the bound, then the lock runs.
+                    Err(error) if error.is_busy() && member.opening() == Opening::Begin => {
+                        member.open().await?;
+                        None
+                    }
+                    Err(error) => return Err(error),
+                }
+            }
+            _ => None,
+        };
+        let row = match row {
+            Some(row) => row,
+            None => {
+                query(INSTANCE_AND_HEAD)
+                    .bind(actor.actor_type)
+                    .bind(actor.actor_id)
+                    .bind(now)
+                    .bind(known.incarnation)
+                    .bind(known.revision)
+                    .fetch_one(self.on())
+                    .await?
+            }
+        };
         rows::locked_actor(&row).map(Some)
     }
 
