@@ -104,6 +104,11 @@ impl Writes {
         })
     }
 
+    /// The state text the turn wrote, or `None` when it destroyed its actor.
+    pub(super) fn into_state(self) -> Option<String> {
+        (!self.destroy).then_some(self.state)
+    }
+
     /// Writes the state (or destroys the actor), the reminder changes, effects and
     /// messages in `tx`, none of which takes another actor's lock; returns the actor type
     /// and operation of each message delivered.
