@@ -253,3 +253,22 @@ async fn a_state_changed_without_a_new_revision_is_not_read_while_this_process_h
     runtime.close().await;
     uncached.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_racing_on_one_actor_in_one_process_each_run_on_the_last_commit() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let archive = runtime.reference::<Archive>("a-1");
+    assert_eq!(archive.add(1).await.unwrap(), 1);
+
+    let mut totals = support::together(8, |_| {
+        let archive = archive.clone();
+        async move { archive.add(1).await.unwrap() }
+    })
+    .await;
+    totals.sort_unstable();
+
+    assert_eq!(totals, (2..=9).collect::<Vec<u64>>());
+    assert_eq!(archive.add(1).await.unwrap(), 10);
+    runtime.close().await;
+}

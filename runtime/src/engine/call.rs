@@ -12,9 +12,8 @@ use tokio::time::Instant;
 use super::attempts::failed_progress;
 use super::enqueue::{same_request, Enqueued, Origin};
 use super::one_turn::{Delivery, Uncommitted};
-use super::{
-    decode_stored, from_micros, micros, paused, read_until, Engine, Lock, Outcome, Step, TurnReport,
-};
+use super::state_cache::{decode_locked, Held};
+use super::{from_micros, micros, paused, read_until, Engine, Lock, Outcome, Step, TurnReport};
 use crate::actor::operation_codec::decode_operation;
 use crate::actor::{Actor, Operations};
 use crate::error::{Error, Result};
@@ -211,14 +210,13 @@ impl Call<'_> {
         // Holding the actor's lock before the idempotency check makes two calls with one key
         // take turns, across processes.
         let held = self.engine.states.held(self.key);
-        let known = held.as_ref().map(super::state_cache::Held::version);
+        let known = held.as_ref().map(Held::version);
         let Some(locked) = tx
             .lock_actor(self.key, true, micros(self.engine.now()), known)
             .await?
         else {
             return Err(self.busy(None));
         };
-        let held_state = self.engine.states.locked(self.key, held, &locked.instance);
         // A message already committed under the call's key is looked up first: if it is
         // queued, waiting for it hears the pause as Queued, naming it.
         if let Some(key) = options.idempotency_key {
@@ -245,9 +243,8 @@ impl Call<'_> {
             return self.enqueue_behind(tx, arguments, options).await;
         }
         // A state that no longer decodes is the caller's error, and nothing is written.
-        let stored =
-            (locked.instance.state.as_deref()).or(held_state.as_deref().map(String::as_str));
-        let state = decode_stored::<A>(self.key, locked.instance.state_version, stored)?;
+        let held_state = self.engine.states.locked(self.key, held, &locked.instance);
+        let state = decode_locked::<A>(self.key, &locked.instance, held_state)?;
         let request_id = crate::engine::new_request_id();
         let delivery = Delivery::Fresh {
             message,

@@ -2,12 +2,12 @@
 //! and run its turn; a conflict runs the step again, a failure is counted on the head.
 
 use std::ops::ControlFlow;
-use std::sync::Arc;
 
 use tokio::time::Instant;
 
 use super::one_turn::{Delivery, Uncommitted};
-use super::{decode_stored, from_micros, micros, paused, Engine, Lock, Outcome, Step, TurnReport};
+use super::state_cache::{decode_locked, Current, Held};
+use super::{from_micros, micros, paused, Engine, Lock, Outcome, Step, TurnReport};
 use crate::actor::operation_codec::decode_operation;
 use crate::actor::Actor;
 use crate::error::{Error, Result};
@@ -35,7 +35,7 @@ struct Taken {
     tx: Box<dyn Transaction>,
     instance: Instance,
     /// The state this process holds at the row's version, when the lock left it out.
-    held_state: Option<Arc<String>>,
+    held_state: Option<Current>,
     head: StoredMessage,
 }
 
@@ -101,12 +101,8 @@ impl Engine {
             ControlFlow::Continue(taken) => taken,
             ControlFlow::Break(step) => return Ok(Attempted::Done(step)),
         };
-        let stored = instance
-            .state
-            .as_deref()
-            .or(held_state.as_deref().map(String::as_str));
         let Decoded { tx, message, state } = match self
-            .decode::<A>(tx, key, (&instance, stored), &head)
+            .decode::<A>(tx, key, (&instance, held_state), &head)
             .await?
         {
             ControlFlow::Continue(decoded) => decoded,
@@ -144,7 +140,7 @@ impl Engine {
         lock: Lock,
     ) -> Result<ControlFlow<Step, Taken>> {
         let held = self.states.held(key);
-        let known = held.as_ref().map(super::state_cache::Held::version);
+        let known = held.as_ref().map(Held::version);
         let Some(locked) = tx
             .lock_actor(key, lock.waits(), micros(self.now()), known)
             .await?
@@ -202,8 +198,8 @@ impl Engine {
         }))
     }
 
-    /// Decodes the head's message and the actor's state (its row and its stored text, the
-    /// row's own or the one this process holds). What does not decode releases the
+    /// Decodes the head's message and the actor's state (its row, and the state this process
+    /// holds if the lock left the row's out). What does not decode releases the
     /// transaction first: arguments that never will are a dead letter at once, a state that
     /// does not read is a failed attempt, and what this build cannot read yet waits, noted
     /// and uncounted, for a build that can.
@@ -211,7 +207,7 @@ impl Engine {
         &self,
         tx: Box<dyn Transaction>,
         key: ActorKey<'static, '_>,
-        (instance, stored): (&Instance, Option<&str>),
+        (instance, held_state): (&Instance, Option<Current>),
         head: &StoredMessage,
     ) -> Result<ControlFlow<Step, Decoded<A>>> {
         let message = decode_operation::<A::Message>(
@@ -237,7 +233,7 @@ impl Engine {
                 return Ok(ControlFlow::Break(step));
             }
         };
-        let state = match decode_stored::<A>(key, instance.state_version, stored) {
+        let state = match decode_locked::<A>(key, instance, held_state) {
             Ok(state) => state,
             // A state this build cannot read yet (a newer build wrote it, or no migration
             // starts from its version) waits, uncounted, for a build that can.

@@ -11,14 +11,24 @@
 //! version: a version is written once (a turn writes it under the row's lock; destroying an
 //! actor moves the revision and the incarnation on).
 //!
+//! Beside the text, an entry keeps the state the turn read back from it before committing
+//! (what decoding the text gives): the next turn that finds the row at that version takes it
+//! and runs on it without parsing the text. Only one turn can take it; a turn that finds it
+//! taken decodes the text, and a turn that took it and committed nothing (a rejection, a
+//! failure) leaves the text for the next.
+//!
 //! The cache is bounded by its bytes and its entries; past either it evicts the entry used
-//! least recently. States shorter than [`StateCache::SMALLEST`] are not kept: the lock reads
-//! them in the row it returns anyway, at no cost worth a copy.
+//! least recently. An entry counts its text twice, for the decoded state beside it. States
+//! shorter than [`StateCache::SMALLEST`] are not kept: the lock reads them in the row it
+//! returns anyway, at no cost worth a copy.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::Engine;
+use super::{decode_stored, Engine};
+use crate::actor::Actor;
+use crate::error::Result;
 use crate::store::{ActorKey, Instance, Version};
 
 /// The most entries the cache holds, whatever its byte bound.
@@ -40,10 +50,58 @@ impl Held {
     }
 }
 
-/// One cached state and when it was last used.
+/// The state a turn runs on when its lock left the row's state out: the held text, and the
+/// decoded state if this turn took it.
+pub(super) struct Current {
+    text: Arc<String>,
+    decoded: Option<Box<dyn Any + Send + Sync>>,
+}
+
+impl Current {
+    /// The actor's state: the decoded one taken from the cache, or the text decoded (written
+    /// by version `state_version` of its type).
+    pub(super) fn decode<A: Actor>(
+        self,
+        key: ActorKey<'static, '_>,
+        state_version: i64,
+    ) -> Result<A> {
+        match self.decoded.map(|decoded| decoded.downcast::<A>()) {
+            Some(Ok(state)) => Ok(*state),
+            _ => decode_stored(key, state_version, Some(&self.text)),
+        }
+    }
+}
+
+/// Decodes the state of a row a lock returned: the row's own text, or the held state when
+/// the lock left it out.
+pub(super) fn decode_locked<A: Actor>(
+    key: ActorKey<'static, '_>,
+    row: &Instance,
+    current: Option<Current>,
+) -> Result<A> {
+    match (&row.state, current) {
+        (None, Some(current)) => current.decode(key, row.state_version),
+        (state, _) => decode_stored(key, row.state_version, state.as_deref()),
+    }
+}
+
+/// One cached state, its decoded form until a turn takes it, and when it was last used.
 struct Entry {
     held: Held,
+    decoded: Option<Box<dyn Any + Send + Sync>>,
     used: u64,
+}
+
+impl Entry {
+    /// The bytes it counts against the bound: its text, twice.
+    fn cost(&self) -> usize {
+        cost(self.held.text.len())
+    }
+}
+
+/// The bytes a state of `len` bytes of text counts against the bound.
+fn cost(len: usize) -> usize {
+    len.saturating_mul(2)
 }
 
 /// The entries, their total bytes, and a use counter that orders them for eviction.
@@ -57,7 +115,7 @@ struct Entries {
 impl Entries {
     fn remove(&mut self, actor: &(String, String)) {
         if let Some(entry) = self.by_actor.remove(actor) {
-            self.bytes -= entry.held.text.len();
+            self.bytes -= entry.cost();
         }
     }
 
@@ -121,36 +179,50 @@ impl StateCache {
         Some(entry.held.clone())
     }
 
-    /// The state text of the row a lock returned: the row's own, or the held one when the
-    /// lock left the state out because the row is still at the held version. A row at any
-    /// other version was committed elsewhere: the actor's entry is dropped (unless a turn of
-    /// this process already cached that very version).
+    /// What a turn runs on when the lock left the row's state out, the row being still at
+    /// the `held` version: the held text, and the decoded state unless another turn took it.
+    /// `None` when the lock returned the row's state: a row at another version than the held
+    /// one was committed elsewhere, and the actor's entry is dropped (unless a turn of this
+    /// process already cached that very version).
     pub(super) fn locked(
         &self,
         key: ActorKey<'_, '_>,
         held: Option<Held>,
         row: &Instance,
-    ) -> Option<Arc<String>> {
+    ) -> Option<Current> {
         let held = held?;
-        if held.version == row.version() {
-            return match row.state {
-                Some(_) => None,
-                None => Some(held.text),
-            };
-        }
         let actor = (key.actor_type.to_owned(), key.actor_id.to_owned());
         let mut entries = self.entries();
-        let current = entries.by_actor.get(&actor).map(|entry| entry.held.version);
-        if current.is_some_and(|version| version != row.version()) {
+        let entry = entries.by_actor.get_mut(&actor);
+        if held.version == row.version() {
+            if row.state.is_some() {
+                return None;
+            }
+            let decoded = entry
+                .filter(|entry| entry.held.version == held.version)
+                .and_then(|entry| entry.decoded.take());
+            return Some(Current {
+                text: held.text,
+                decoded,
+            });
+        }
+        if entry.is_some_and(|entry| entry.held.version != row.version()) {
             entries.remove(&actor);
         }
         None
     }
 
-    /// Keeps the state text a turn committed at `version`, unless it is small, larger than
-    /// the whole cache, or older than what the cache holds for the actor already.
-    fn committed(&self, key: ActorKey<'_, '_>, version: Version, text: String) {
-        if text.len() < Self::SMALLEST || text.len() > self.max_bytes {
+    /// Keeps the state text a turn committed at `version` and the state read back from it,
+    /// unless it is small, larger than the whole cache, or older than what the cache holds for
+    /// the actor already.
+    fn committed(
+        &self,
+        key: ActorKey<'_, '_>,
+        version: Version,
+        text: String,
+        decoded: Box<dyn Any + Send + Sync>,
+    ) {
+        if text.len() < Self::SMALLEST || cost(text.len()) > self.max_bytes {
             self.forget(key);
             return;
         }
@@ -162,14 +234,15 @@ impl StateCache {
             }
         }
         entries.remove(&actor);
-        entries.make_room(text.len(), self.max_bytes);
+        entries.make_room(cost(text.len()), self.max_bytes);
         entries.uses += 1;
-        entries.bytes += text.len();
+        entries.bytes += cost(text.len());
         let entry = Entry {
             held: Held {
                 version,
                 text: Arc::new(text),
             },
+            decoded: Some(decoded),
             used: entries.uses,
         };
         entries.by_actor.insert(actor, entry);
@@ -200,12 +273,12 @@ impl Engine {
             return;
         };
         match writes.into_state() {
-            Some(text) if self.states.max_bytes > 0 => {
+            Some((text, decoded)) if self.states.max_bytes > 0 => {
                 let version = Version {
                     incarnation: instance.incarnation,
                     revision: instance.revision + 1,
                 };
-                self.states.committed(key, version, text);
+                self.states.committed(key, version, text, decoded);
             }
             Some(_) => {}
             None => self.states.forget(key),
