@@ -378,7 +378,8 @@ impl Builder {
     ///
     /// Only states of 8 KiB or more are kept (a smaller one comes with the actor's row at no
     /// cost worth a copy), each as the text a turn of this runtime committed, at that turn's
-    /// revision, and at most 1024 of them; past the bound the least recently used goes. A
+    /// revision, with the state read back from it (so each counts twice against the bound),
+    /// and at most 1024 of them; past the bound the least recently used goes. A
     /// turn's lock checks the row's revision and reads the state whenever another process
     /// (or an operator's destroy) committed since, so the cache never serves a state older
     /// than the row's. It trades memory for the read of a large state on every turn: a 1 MB

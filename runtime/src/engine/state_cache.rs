@@ -141,7 +141,7 @@ impl Entries {
 /// A bounded cache of committed states by actor and version (see the module doc).
 pub(crate) struct StateCache {
     entries: Mutex<Entries>,
-    /// The most bytes of state text it holds; 0 turns it off.
+    /// The most bytes its entries count (each its text twice); 0 turns it off.
     max_bytes: usize,
 }
 
@@ -149,7 +149,7 @@ impl StateCache {
     /// The shortest state the cache keeps, in bytes.
     pub(crate) const SMALLEST: usize = 8 * 1024;
 
-    /// An empty cache that holds at most `max_bytes` of state text (0: none).
+    /// An empty cache whose entries count at most `max_bytes` (0: none).
     pub(crate) fn new(max_bytes: usize) -> Self {
         Self {
             entries: Mutex::new(Entries::default()),
