@@ -70,9 +70,20 @@ pub(crate) fn store_value<T: Serialize + DeserializeOwned>(
     operation: &str,
     value: &T,
 ) -> Result<String> {
+    store_and_read_back(what, operation, value).map(|(json, _)| json)
+}
+
+/// [`store_value`], returning the value read back from the text beside the text: what a
+/// later decode of that text gives.
+pub(crate) fn store_and_read_back<T: Serialize + DeserializeOwned>(
+    what: &'static str,
+    operation: &str,
+    value: &T,
+) -> Result<(String, T)> {
     let json = to_json(what, value)?;
-    from_json::<T>(what, "", "", &json).map_err(|error| unreadable(what, operation, &error))?;
-    Ok(json)
+    let read_back =
+        from_json::<T>(what, "", "", &json).map_err(|error| unreadable(what, operation, &error))?;
+    Ok((json, read_back))
 }
 
 /// The error of a value that would not read back; a panic stays a panic (it may pass).

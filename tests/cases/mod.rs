@@ -13,6 +13,7 @@ mod effects;
 pub(crate) mod expiring_reservations;
 mod failures;
 mod hostile_rows;
+mod large_states;
 mod lifecycle;
 mod metrics;
 mod misuse;

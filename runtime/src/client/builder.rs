@@ -83,6 +83,7 @@ pub struct Builder {
     idle_poll: Duration,
     listen: bool,
     watch_poll: Duration,
+    state_cache_bytes: usize,
     shutdown_deadline: Duration,
     connect_timeout: Duration,
     apply_migrations: bool,
@@ -113,6 +114,7 @@ impl Default for Builder {
             idle_poll: Duration::from_secs(1),
             listen: true,
             watch_poll: Duration::from_secs(1),
+            state_cache_bytes: 64 << 20,
             shutdown_deadline: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(10),
             apply_migrations: true,
@@ -370,6 +372,23 @@ impl Builder {
         self
     }
 
+    /// How many bytes of actors' states the runtime keeps in memory between turns (default
+    /// 64 MiB; 0 turns the cache off), so that a turn whose actor this process committed last
+    /// does not read its state back from the database.
+    ///
+    /// Only states of 8 KiB or more are kept (a smaller one comes with the actor's row at no
+    /// cost worth a copy), each as the text a turn of this runtime committed, at that turn's
+    /// revision, with the state read back from it (so each counts twice against the bound),
+    /// and at most 1024 of them; past the bound the least recently used goes. A
+    /// turn's lock checks the row's revision and reads the state whenever another process
+    /// (or an operator's destroy) committed since, so the cache never serves a state older
+    /// than the row's. It trades memory for the read of a large state on every turn: a 1 MB
+    /// state is otherwise read, sent and parsed in full by each small command.
+    pub fn state_cache(mut self, bytes: usize) -> Self {
+        self.state_cache_bytes = bytes;
+        self
+    }
+
     /// How long [`Runtime::run_until_signal`] lets the work in flight finish after a signal
     /// before it abandons it (default 30 s); see [`Runtime::shutdown_with_deadline`].
     pub fn shutdown_deadline(mut self, deadline: impl IntoDuration) -> Self {
@@ -499,6 +518,7 @@ impl Builder {
             effect_lease: self.effect_lease,
             effect_timeout: self.effect_timeout,
             watch_poll: self.watch_poll,
+            state_cache_bytes: self.state_cache_bytes,
             listen: self.listen,
         };
         let engine = Engine::new(store, config);

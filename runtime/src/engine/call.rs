@@ -12,9 +12,8 @@ use tokio::time::Instant;
 use super::attempts::failed_progress;
 use super::enqueue::{same_request, Enqueued, Origin};
 use super::one_turn::{Delivery, Uncommitted};
-use super::{
-    decode_state, from_micros, micros, paused, read_until, Engine, Lock, Outcome, Step, TurnReport,
-};
+use super::state_cache::{decode_locked, Held};
+use super::{from_micros, micros, paused, read_until, Engine, Lock, Outcome, Step, TurnReport};
 use crate::actor::operation_codec::decode_operation;
 use crate::actor::{Actor, Operations};
 use crate::error::{Error, Result};
@@ -213,8 +212,10 @@ impl Call<'_> {
         let mut tx = self.engine.begin_turn(Some(self.deadline), alone).await?;
         // Holding the actor's lock before the idempotency check makes two calls with one key
         // take turns, across processes.
+        let held = self.engine.states.held(self.key);
+        let known = held.as_ref().map(Held::version);
         let Some(locked) = tx
-            .lock_actor(self.key, true, micros(self.engine.now()), None)
+            .lock_actor(self.key, true, micros(self.engine.now()), known)
             .await?
         else {
             return Err(self.busy(None));
@@ -245,7 +246,8 @@ impl Call<'_> {
             return self.enqueue_behind(tx, arguments, options).await;
         }
         // A state that no longer decodes is the caller's error, and nothing is written.
-        let state = decode_state::<A>(self.key, &locked.instance)?;
+        let held_state = self.engine.states.locked(self.key, held, &locked.instance);
+        let state = decode_locked::<A>(self.key, &locked.instance, held_state)?;
         let request_id = crate::engine::new_request_id();
         let delivery = Delivery::Fresh {
             message,

@@ -21,7 +21,9 @@ impl Engine {
             return Err(paused(key));
         }
         tx.destroy_actor(key, micros(self.now())).await?;
-        tx.commit().await?;
+        let committed = tx.commit().await;
+        self.states.forget(key);
+        committed?;
         self.wake();
         self.state_committed(key);
         Ok(())

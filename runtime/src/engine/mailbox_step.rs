@@ -6,7 +6,8 @@ use std::ops::ControlFlow;
 use tokio::time::Instant;
 
 use super::one_turn::{Delivery, Uncommitted};
-use super::{decode_state, from_micros, micros, paused, Engine, Lock, Outcome, Step, TurnReport};
+use super::state_cache::{decode_locked, Current, Held};
+use super::{from_micros, micros, paused, Engine, Lock, Outcome, Step, TurnReport};
 use crate::actor::operation_codec::decode_operation;
 use crate::actor::Actor;
 use crate::error::{Error, Result};
@@ -33,6 +34,8 @@ enum Attempted {
 struct Taken {
     tx: Box<dyn Transaction>,
     instance: Instance,
+    /// The state this process holds at the row's version, when the lock left it out.
+    held_state: Option<Current>,
     head: StoredMessage,
 }
 
@@ -89,15 +92,22 @@ impl Engine {
         alone: bool,
     ) -> Result<Attempted> {
         let tx = self.begin_turn(lock.deadline(), alone).await?;
-        let Taken { tx, instance, head } = match self.take_head(tx, key, lock).await? {
+        let Taken {
+            tx,
+            instance,
+            held_state,
+            head,
+        } = match self.take_head(tx, key, lock).await? {
             ControlFlow::Continue(taken) => taken,
             ControlFlow::Break(step) => return Ok(Attempted::Done(step)),
         };
-        let Decoded { tx, message, state } =
-            match self.decode::<A>(tx, key, &instance, &head).await? {
-                ControlFlow::Continue(decoded) => decoded,
-                ControlFlow::Break(step) => return Ok(Attempted::Done(step)),
-            };
+        let Decoded { tx, message, state } = match self
+            .decode::<A>(tx, key, (&instance, held_state), &head)
+            .await?
+        {
+            ControlFlow::Continue(decoded) => decoded,
+            ControlFlow::Break(step) => return Ok(Attempted::Done(step)),
+        };
         let delivery = Delivery::Stored {
             head: &head,
             message,
@@ -129,8 +139,10 @@ impl Engine {
         key: ActorKey<'static, '_>,
         lock: Lock,
     ) -> Result<ControlFlow<Step, Taken>> {
+        let held = self.states.held(key);
+        let known = held.as_ref().map(Held::version);
         let Some(locked) = tx
-            .lock_actor(key, lock.waits(), micros(self.now()), None)
+            .lock_actor(key, lock.waits(), micros(self.now()), known)
             .await?
         else {
             // On PostgreSQL the skipped actor's row may have just been created.
@@ -177,14 +189,17 @@ impl Engine {
                 outcome: Outcome::Destroyed,
             })));
         }
+        let held_state = self.states.locked(key, held, &locked.instance);
         Ok(ControlFlow::Continue(Taken {
             tx,
             instance: locked.instance,
+            held_state,
             head,
         }))
     }
 
-    /// Decodes the head's message and the actor's state. What does not decode releases the
+    /// Decodes the head's message and the actor's state (its row, and the state this process
+    /// holds if the lock left the row's out). What does not decode releases the
     /// transaction first: arguments that never will are a dead letter at once, a state that
     /// does not read is a failed attempt, and what this build cannot read yet waits, noted
     /// and uncounted, for a build that can.
@@ -192,7 +207,7 @@ impl Engine {
         &self,
         tx: Box<dyn Transaction>,
         key: ActorKey<'static, '_>,
-        instance: &Instance,
+        (instance, held_state): (&Instance, Option<Current>),
         head: &StoredMessage,
     ) -> Result<ControlFlow<Step, Decoded<A>>> {
         let message = decode_operation::<A::Message>(
@@ -218,7 +233,7 @@ impl Engine {
                 return Ok(ControlFlow::Break(step));
             }
         };
-        let state = match decode_state::<A>(key, instance) {
+        let state = match decode_locked::<A>(key, instance, held_state) {
             Ok(state) => state,
             // A state this build cannot read yet (a newer build wrote it, or no migration
             // starts from its version) waits, uncounted, for a build that can.

@@ -40,6 +40,7 @@ mod outcome;
 mod registry;
 mod reminders;
 mod settle;
+mod state_cache;
 mod turn_writes;
 mod upkeep;
 mod watchers;
@@ -67,6 +68,7 @@ pub(crate) use effects::EffectKinds;
 pub(crate) use enqueue::{EnqueueOptions, Enqueued};
 pub(crate) use outcome::{stored_rejection, Outcome};
 pub(crate) use registry::Registry;
+pub(crate) use state_cache::StateCache;
 pub(crate) use watchers::{shut_down, Subscription, Watchers};
 pub(crate) use workers::{Pass, TurnErrors};
 
@@ -90,6 +92,8 @@ pub(crate) struct EngineConfig {
     pub(crate) watch_poll: Duration,
     /// Whether watchers `LISTEN` for other processes' commits where the database can.
     pub(crate) listen: bool,
+    /// The most bytes of committed state text kept in memory between turns (0: none).
+    pub(crate) state_cache_bytes: usize,
 }
 
 /// Runs turns against a store: the store, the configuration, and each stateful job's type.
@@ -108,6 +112,8 @@ pub(crate) struct Engine {
     effects: EffectKinds,
     /// The watched actors, told of every commit that changes a state.
     watchers: Arc<Watchers>,
+    /// The large states this process committed, so its next turns need not read them back.
+    states: StateCache,
 }
 
 /// What one turn did.
@@ -197,6 +203,7 @@ impl Engine {
             unreadable_reminders: reminders::UnreadableReminders::default(),
             effects: EffectKinds::new(config.retry),
             watchers,
+            states: StateCache::new(config.state_cache_bytes),
             config,
         }
     }
@@ -318,10 +325,18 @@ fn bounds(turn: Duration, deadline: Option<Instant>) -> Bounds {
 
 /// Decodes the actor's stored state (the default state if it has none).
 pub(crate) fn decode_state<A: Actor>(key: ActorKey<'static, '_>, instance: &Instance) -> Result<A> {
-    match &instance.state {
-        Some(json) => {
-            crate::actor::migration::to_current(key.actor_id, instance.state_version, json)
-        }
+    decode_stored(key, instance.state_version, instance.state.as_deref())
+}
+
+/// Decodes an actor's stored state text, written by version `state_version` of its type (the
+/// default state if it has none).
+pub(super) fn decode_stored<A: Actor>(
+    key: ActorKey<'static, '_>,
+    state_version: i64,
+    state: Option<&str>,
+) -> Result<A> {
+    match state {
+        Some(json) => crate::actor::migration::to_current(key.actor_id, state_version, json),
         // `Default` is user code too.
         None => std::panic::catch_unwind(A::default).map_err(|panic| Error::Panicked {
             during: format!("making the default state of {}", key.actor_type),

@@ -203,7 +203,7 @@ impl Engine {
             now: running.now,
         };
         let limits = &self.config.limits;
-        let settled = Settled::of(
+        let mut settled = Settled::of(
             limits,
             completed,
             handled,
@@ -240,6 +240,7 @@ impl Engine {
         if settled.writes.is_some() {
             self.state_committed(running.key);
         }
+        self.state_written(running.key, instance, settled.writes.take());
         let outcome = settled.into_outcome(available_at, finished);
         record_outcome(running, &outcome, delivered);
         Ok(TurnReport {

@@ -2,6 +2,7 @@
 //! actors, encoded and checked against the limits before anything is written (never commit
 //! what cannot be read back), then written in the turn's transaction.
 
+use std::any::Any;
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
@@ -11,7 +12,7 @@ use crate::actor::operation_codec::store_operation;
 use crate::actor::reply::StoredReply;
 use crate::actor::turn::{Missed, Outgoing, PendingEffect, ReminderChange, Staged};
 use crate::actor::Actor;
-use crate::codec::store_value;
+use crate::codec::store_and_read_back;
 use crate::error::{Error, Result};
 use crate::limits::{Limits, Payload};
 use crate::store::{
@@ -53,6 +54,8 @@ struct SendOp {
 /// What a completed turn writes besides its message row.
 pub(super) struct Writes {
     state: String,
+    /// The state read back from `state`: what decoding it gives the actor's next turn.
+    read_back: Box<dyn Any + Send + Sync>,
     reminders: Vec<ReminderOp>,
     sends: Vec<SendOp>,
     effects: Vec<EffectOp>,
@@ -93,15 +96,22 @@ impl Writes {
             now,
         } = completed;
         limits.check(Payload::Result, operation, result.len())?;
-        let state = store_value("state", operation, state)?;
+        let (state, read_back) = store_and_read_back("state", operation, state)?;
         limits.check(Payload::State, operation, state.len())?;
         Ok(Self {
             state,
+            read_back: Box::new(read_back),
             reminders: reminder_ops::<A>(limits, staged.reminders)?,
             sends: send_ops(limits, staged.outbox, now)?,
             effects: effect_ops(limits, staged.effects)?,
             destroy,
         })
+    }
+
+    /// The state text the turn wrote and the state read back from it (an `A`), or `None`
+    /// when it destroyed its actor.
+    pub(super) fn into_state(self) -> Option<(String, Box<dyn Any + Send + Sync>)> {
+        (!self.destroy).then_some((self.state, self.read_back))
     }
 
     /// The actor's new row, written with the turn's message row; `None` when the turn
