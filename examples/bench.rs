@@ -70,10 +70,11 @@
 //!   BEGIN and COMMIT), and raw's 5. Targets: PostgreSQL at most 5 round trips for 1 caller
 //!   and 6 for the hot key. The proxy is never in a timed run. On SQLite, which has no
 //!   wire, the count is of statements handed to sqlx's worker thread, from the runtime's
-//!   counters over the timed run: its statements, a BEGIN and a COMMIT per database commit
-//!   and a SAVEPOINT per transaction that joins a group commit (statements outside its
-//!   write transactions are not in those counters); the raw turn hands over 5 (BEGIN, the
-//!   read, the upsert, the log row, COMMIT).
+//!   counters over the timed run: its statements (a turn's group BEGIN, or its SAVEPOINT
+//!   when it joins a group commit, travels with its first, the lock) and a COMMIT per
+//!   database commit (statements outside its write transactions are not in those
+//!   counters); the raw turn hands over 5 (BEGIN, the read, the upsert, the log row,
+//!   COMMIT).
 //! - wake-up latency: runtime A runs 4 idle workers; runtime B, on a pool of its own and
 //!   running no workers, enqueues a message; the time from B's enqueue returning (its
 //!   commit done) to A's handler starting, p50 and p95 over `BENCH_WAKE_SAMPLES` (default
@@ -307,11 +308,11 @@ impl Counted {
         (self.statements + 2 * self.transactions) as f64 / self.calls.max(1) as f64
     }
 
-    /// SQLite: the statements handed to sqlx's worker thread per call: the counted ones, a
-    /// BEGIN and a COMMIT per group, and a SAVEPOINT per transaction that joins a group.
+    /// SQLite: the statements handed to sqlx's worker thread per call: the counted ones
+    /// (a turn's group `BEGIN` or member `SAVEPOINT` travels with its lock, the first of
+    /// them) and a COMMIT per group.
     fn hand_offs_per_call(&self) -> f64 {
-        let joined = self.transactions.saturating_sub(self.commits);
-        (self.statements + 2 * self.commits + joined) as f64 / self.calls.max(1) as f64
+        (self.statements + self.commits) as f64 / self.calls.max(1) as f64
     }
 }
 
@@ -1740,8 +1741,8 @@ fn print_round_trips(trips: &[RoundTrips]) {
     }
     println!(
         "\nround trips per call: SQLite, statements handed to sqlx's worker thread (the \
-         runtime's counted statements, a BEGIN and a COMMIT per commit, a SAVEPOINT per turn \
-         that joins a group; raw: BEGIN, SELECT, upsert, log row, COMMIT); PostgreSQL and \
+         runtime's counted statements, a turn's BEGIN or SAVEPOINT travelling with its lock, \
+         and a COMMIT per commit; raw: BEGIN, SELECT, upsert, log row, COMMIT); PostgreSQL and \
          MySQL, round trips through a counting proxy over {} calls after the timed run (pool \
          checks included); statements: the runtime's, BEGIN and COMMIT included",
         WINDOWS * WINDOW_CALLS
