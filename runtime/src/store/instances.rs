@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::messages::{DESTROY_READY_MESSAGES, HEAD_OF_MAILBOX};
-use super::query::{get, query, Dialect};
+use super::query::{query, Dialect};
 use super::reminders::DELETE_ACTOR_REMINDERS;
 use super::{
     rows, ActorKey, Bounds, CommittedActor, Instance, InstanceWrite, LockedActor, ReadConnections,
@@ -36,58 +36,6 @@ pub(crate) const LOCK_INSTANCE: &str =
     "SELECT CASE WHEN incarnation = $3 AND revision = $4 THEN NULL ELSE state END AS state,
             revision, incarnation, state_version, paused_at
      FROM solid_instances WHERE actor_type = $1 AND actor_id = $2 FOR UPDATE";
-
-/// One column (`$column`) of the head of the mailbox of the actor locked as `i`, as of `$3`
-/// ([`HEAD_OF_MAILBOX`]), as a scalar subquery of [`LOCK_INSTANCE_AND_HEAD_UNLESS_HELD`].
-#[cfg(feature = "mysql")]
-macro_rules! head_column {
-    ($column:literal) => {
-        concat!(
-            "(SELECT m.",
-            $column,
-            " FROM solid_messages m
-              WHERE m.actor_type = i.actor_type AND m.actor_id = i.actor_id
-                AND m.status = 'ready' AND (m.attempts > 0 OR m.available_at <= $3)
-              ORDER BY m.id LIMIT 1)"
-        )
-    };
-}
-
-/// MySQL's lock of an actor that another transaction does not hold: the actor's row (`$1`,
-/// `$2`) locked until commit, beside the head of its mailbox as of `$3`, in one round trip;
-/// the state is left out (`NULL`) when the row is still at the version the caller holds in
-/// memory, incarnation `$4` and revision `$5` (`-1`: none). No row if the actor has none or
-/// another transaction holds it.
-///
-/// The head is current: its subqueries are correlated with the locked row, so InnoDB runs
-/// them once the row is locked, and at READ COMMITTED their consistent read takes its
-/// snapshot then (at the statement's first consistent read, not at its start), seeing every
-/// turn that committed before the lock was free. They read without locking: the head's row
-/// is not locked, so a lock another transaction holds on it is neither waited for nor
-/// skipped. A lock that waits ([`LOCK_INSTANCE`]) reads the head in a statement of its own.
-#[cfg(feature = "mysql")]
-pub(crate) const LOCK_INSTANCE_AND_HEAD_UNLESS_HELD: &str = concat!(
-    "SELECT CASE WHEN i.incarnation = $4 AND i.revision = $5 THEN NULL ELSE i.state END
-                AS state,
-            i.revision, i.incarnation, i.state_version, i.paused_at,
-            ",
-    head_column!("id"),
-    " AS id, ",
-    head_column!("operation"),
-    " AS operation, ",
-    head_column!("arguments"),
-    " AS arguments, ",
-    head_column!("attempts"),
-    " AS attempts, ",
-    head_column!("available_at"),
-    " AS available_at, ",
-    head_column!("incarnation"),
-    " AS message_incarnation, ",
-    head_column!("scheduled_for"),
-    " AS scheduled_for
-     FROM solid_instances i WHERE i.actor_type = $1 AND i.actor_id = $2
-     FOR UPDATE SKIP LOCKED"
-);
 
 /// SQLite's lock of an actor (its transaction already holds the database's write lock): the
 /// actor's row (`$1`, `$2`) beside the head of its mailbox as of `$3`
@@ -330,21 +278,13 @@ pub(crate) trait RowLocks: WriteConnection {
 
     /// Bounds the statements that follow, and their lock waits, by `timeout`.
     async fn set_timeouts(&mut self, timeout: Duration) -> Result<()>;
-
-    /// The statement that locks an actor no other transaction holds and reads its mailbox's
-    /// head in one round trip, binding the actor, the time, and the known incarnation and
-    /// revision (as [`LOCK_INSTANCE_AND_HEAD_UNLESS_HELD`] does); `None`: the lock and the
-    /// head are two statements.
-    fn lock_with_head(&self) -> Option<&'static str> {
-        None
-    }
 }
 
 /// The row lock of the server backends: a turn locks its actor's row
 /// (`SELECT .. FOR UPDATE`, creating it if missing), skips the actor if another turn holds
 /// it, or waits for it until the caller's deadline, inside the server, so that a caller
 /// that gives up leaves no connection queued behind the lock; then it reads its mailbox's
-/// head (in the lock's own statement, where the backend has one and the lock did not wait).
+/// head.
 ///
 /// `None` if another turn holds it and the caller does not `wait`.
 #[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
@@ -355,8 +295,8 @@ pub(crate) async fn lock_row<T: RowLocks>(
     now: i64,
     known: Option<Version>,
 ) -> Result<Option<LockedActor>> {
-    if let Some(locked) = lock_unless_held(tx, actor, now, known).await? {
-        return Ok(Some(locked));
+    if let Some(instance) = select_instance(tx, actor, LOCK_INSTANCE_UNLESS_HELD, known).await? {
+        return locked(tx, actor, instance, now).await;
     }
     // The row is missing, or another turn holds it.
     if !wait {
@@ -364,7 +304,10 @@ pub(crate) async fn lock_row<T: RowLocks>(
             return Ok(None);
         }
         create(tx, actor).await?;
-        return lock_unless_held(tx, actor, now, known).await;
+        return match select_instance(tx, actor, LOCK_INSTANCE_UNLESS_HELD, known).await? {
+            Some(instance) => locked(tx, actor, instance, now).await,
+            None => Ok(None),
+        };
     }
     let bounds = tx.bounds();
     tx.set_timeouts(bounds.until_deadline()).await?;
@@ -374,42 +317,6 @@ pub(crate) async fn lock_row<T: RowLocks>(
         .unwrap_or_default();
     tx.set_timeouts(bounds.remaining()).await?;
     locked(tx, actor, instance, now).await
-}
-
-/// The actor's row locked, with the head of its mailbox, unless it is missing or another
-/// transaction holds it: in one statement where the backend has one
-/// ([`RowLocks::lock_with_head`]), else the lock and then the head.
-async fn lock_unless_held<T: RowLocks>(
-    tx: &mut T,
-    actor: ActorKey<'_, '_>,
-    now: i64,
-    known: Option<Version>,
-) -> Result<Option<LockedActor>> {
-    let Some(lock) = tx.lock_with_head() else {
-        return match select_instance(tx, actor, LOCK_INSTANCE_UNLESS_HELD, known).await? {
-            Some(instance) => locked(tx, actor, instance, now).await,
-            None => Ok(None),
-        };
-    };
-    tx.counters().statement();
-    let known = known.unwrap_or(Version::NONE);
-    let row = query(lock)
-        .bind(actor.actor_type)
-        .bind(actor.actor_id)
-        .bind(now)
-        .bind(known.incarnation)
-        .bind(known.revision)
-        .fetch_optional(tx.on())
-        .await?;
-    let Some(row) = row else {
-        return Ok(None);
-    };
-    let instance = rows::instance(&row)?;
-    let head = match get::<Option<i64>>(&row, "id")? {
-        Some(_) => Some(rows::stored_message(&row)?),
-        None => None,
-    };
-    Ok(Some(LockedActor { instance, head }))
 }
 
 /// The actor's row, locked by `lock` ([`LOCK_INSTANCE`] or [`LOCK_INSTANCE_UNLESS_HELD`]),
