@@ -230,6 +230,51 @@ async fn a_turns_statement_bounds_do_not_outlive_the_turn_on_the_pool() {
     );
 }
 
+/// A turn ends its transaction in sqlx's own count of transactions too, whether it commits
+/// or rolls back (its bounds are put back in the same round trip as its `COMMIT` or
+/// `ROLLBACK`): on the application's pool, the connection the turns ran on begins the
+/// application's transaction with `BEGIN`, not with a savepoint of a transaction that has
+/// ended, so the application's rollback undoes its rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_applications_transaction_after_turns_on_its_pool_rolls_back() {
+    let Some((url, clock)) = database().await else {
+        return;
+    };
+    let pool = MySqlPoolOptions::new()
+        .max_connections(1)
+        .connect(&url)
+        .await
+        .unwrap();
+    pool.execute("CREATE TABLE app_rows (n INT NOT NULL)")
+        .await
+        .unwrap();
+    let runtime = Runtime::builder()
+        .mysql_pool(pool.clone())
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .start()
+        .await
+        .unwrap();
+    let ledger = runtime.reference::<Ledger>("b2").idempotency_key("once");
+    // The first call commits its turn; the second finds the key's message and rolls back.
+    assert_eq!(ledger.record("x").await.unwrap(), 1);
+    assert_eq!(ledger.record("x").await.unwrap(), 1);
+
+    let mut application = pool.begin().await.unwrap();
+    sqlx::query("INSERT INTO app_rows VALUES (1)")
+        .execute(&mut *application)
+        .await
+        .unwrap();
+    application.rollback().await.unwrap();
+    let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM app_rows")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    runtime.close().await;
+    pool.close().await;
+    assert_eq!(rows, 0, "the application's rolled-back row stayed");
+}
+
 /// With a server whose sql_mode has NO_BACKSLASH_ESCAPES (a documented, common setting),
 /// the dead-letter filter's `ESCAPE '\\'` is a two-character escape.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -414,6 +414,81 @@ async fn caller_giving_up_on_a_locked_actor_leaves_no_connection_behind() {
     within(30, "closing the runtime", runtime.close()).await;
 }
 
+static RELAY_PAUSE: Pause = Pause::new();
+
+/// How many times `Relay::hold` ran, retries and stale reruns included.
+static RELAY_HOLDS: AtomicUsize = AtomicUsize::new(0);
+
+/// An actor whose `hold` keeps its turn open until the test releases it, and which logs
+/// what it was told.
+#[actor]
+#[derive(Default)]
+struct Relay {
+    log: Vec<String>,
+}
+
+#[actor]
+impl Relay {
+    #[command]
+    async fn hold(&mut self) {
+        RELAY_HOLDS.fetch_add(1, Ordering::SeqCst);
+        RELAY_PAUSE.hold_first_run().await;
+        self.log.push("held".to_owned());
+    }
+
+    #[command]
+    fn tell(&mut self, entry: String) -> usize {
+        self.log.push(entry);
+        self.log.len()
+    }
+}
+
+/// A turn that waited for its actor's lock reads the mailbox as the turn it waited for left
+/// it: the head that turn completed is gone, the message enqueued meanwhile is next. A head
+/// read from a snapshot taken before the wait would run the completed message again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_turn_that_waited_for_the_lock_reads_the_head_the_holder_left() {
+    let Some((_server, url)) = database().await else {
+        return;
+    };
+    let runtime = runtime_on(&url, 4, &ManualClock::starting_now()).await;
+    let observer = backend::observer(&url).await;
+    let relay = runtime.reference::<Relay>("r");
+    let held = relay.enqueue().hold().await.unwrap();
+    let holding = tokio::spawn({
+        let held = held.clone();
+        async move { held.wait(Duration::from_secs(30)).await }
+    });
+    RELAY_PAUSE.entered().await;
+    let told = relay
+        .enqueue()
+        .tell("told while held".to_owned())
+        .await
+        .unwrap();
+    let waiting = tokio::spawn({
+        let told = told.clone();
+        async move { told.wait(Duration::from_secs(30)).await }
+    });
+
+    until_a_session_waits_for_a_lock(&observer, || false).await;
+    RELAY_PAUSE.release();
+    within(30, "the held turn", holding).await.unwrap().unwrap();
+    let position = within(30, "the waiting turn", waiting).await.unwrap();
+
+    assert_eq!(position.unwrap(), 2);
+    assert_eq!(
+        RELAY_HOLDS.load(Ordering::SeqCst),
+        1,
+        "the held turn ran again"
+    );
+    assert_eq!(
+        relay.snapshot().await.unwrap().log,
+        ["held", "told while held"]
+    );
+    observer.close().await;
+    within(30, "closing the runtime", runtime.close()).await;
+}
+
 // ---------------------------------------------------------------------------------------
 // 5 and 6. Handlers whose writes fail
 // ---------------------------------------------------------------------------------------

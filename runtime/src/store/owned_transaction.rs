@@ -114,51 +114,52 @@ impl<DB: Database> OwnedTransaction<DB> {
         Ok(())
     }
 
-    /// Commits, then runs `after` on the connection: what puts back the session settings the
-    /// transaction's `BEGIN` changed (MySQL has no settings that end with a transaction). If
-    /// `after` fails, or this future is dropped before it answers, the connection is closed
-    /// rather than reused with the transaction's settings.
+    /// Runs `before` (what puts back the session settings the transaction's `BEGIN` changed:
+    /// MySQL has no settings that end with a transaction), then commits, in one round trip.
+    /// If this future is dropped before the database answers, or either statement fails,
+    /// the connection is closed rather than reused; an error means nothing was committed,
+    /// or (as with [`commit`](OwnedTransaction::commit)) that the `COMMIT` itself failed.
     #[cfg(feature = "mysql")]
-    pub(crate) async fn commit_then(mut self, after: &str) -> Result<()>
+    pub(crate) async fn commit_after(self, before: &str) -> Result<()>
     where
         for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
     {
-        self.phase = Phase::Ending;
-        DB::TransactionManager::commit(&mut self.connection).await?;
-        self.restore(after).await;
-        Ok(())
+        self.end_after(before, "COMMIT").await
     }
 
-    /// Rolls back, then runs `after` on the connection, as [`commit_then`] does.
-    ///
-    /// [`commit_then`]: OwnedTransaction::commit_then
+    /// Runs `before`, then rolls back, in one round trip, as
+    /// [`commit_after`](OwnedTransaction::commit_after) commits.
     #[cfg(feature = "mysql")]
-    pub(crate) async fn rollback_then(mut self, after: &str) -> Result<()>
+    pub(crate) async fn rollback_after(self, before: &str) -> Result<()>
     where
         for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
     {
         if self.phase != Phase::Open {
+            // Poisoned: dropping closes the connection, which rolls back.
             return Ok(());
         }
-        self.phase = Phase::Ending;
-        DB::TransactionManager::rollback(&mut self.connection).await?;
-        self.restore(after).await;
-        Ok(())
+        self.end_after(before, "ROLLBACK").await
     }
 
-    /// After the transaction ended: runs `after`, and reuses the connection only if it ran.
+    /// Ends the transaction with `end` (`COMMIT` or `ROLLBACK`) after `before`, as one
+    /// multi-statement string (MySQL's text protocol runs them in order and stops at the
+    /// first that fails).
+    ///
+    /// sqlx's transaction depth still counts the transaction afterwards (its transaction
+    /// manager ends one only with a statement of its own): the rollback it then queues is
+    /// sent, on a connection already outside any transaction, by the pool's check of the
+    /// returned connection, where it does nothing.
     #[cfg(feature = "mysql")]
-    async fn restore(&mut self, after: &str)
+    async fn end_after(mut self, before: &str, end: &str) -> Result<()>
     where
         for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
     {
-        self.phase = Phase::Poisoned;
-        if sqlx::Executor::execute(&mut *self.connection, after)
-            .await
-            .is_ok()
-        {
-            self.phase = Phase::Done;
-        }
+        self.phase = Phase::Ending;
+        let statements = format!("{before}; {end}");
+        sqlx::Executor::execute(&mut *self.connection, statements.as_str()).await?;
+        DB::TransactionManager::start_rollback(&mut self.connection);
+        self.phase = Phase::Done;
+        Ok(())
     }
 
     /// Rolls back now, releasing the transaction's locks before this returns. If this future
