@@ -272,3 +272,154 @@ async fn callers_racing_on_one_actor_in_one_process_each_run_on_the_last_commit(
     assert_eq!(archive.add(1).await.unwrap(), 10);
     runtime.close().await;
 }
+
+/// The state of `actor_id` as a runtime that holds nothing in memory reads it, and the
+/// number of `add` messages committed as completed for it.
+async fn total_and_completed_adds(harness: &Harness, actor_id: &str) -> (u64, i64) {
+    let uncached = harness
+        .builder()
+        .await
+        .state_cache(0)
+        .start()
+        .await
+        .expect("the runtime starts");
+    let (total, _) = uncached
+        .reference::<Archive>(actor_id)
+        .contents()
+        .await
+        .unwrap();
+    uncached.close().await;
+    let completed = support::count(
+        harness,
+        &format!(
+            "solid_messages WHERE actor_id = '{actor_id}' AND operation = 'add' \
+             AND status = 'completed'"
+        ),
+    )
+    .await;
+    (total, completed)
+}
+
+/// Callers of two runtimes race on one actor whose large state each runtime holds, and half
+/// of them are dropped at varied points of their calls (before the lock, inside it, inside
+/// the write, at the commit): every `add(1)` that committed is in the total exactly once, as
+/// the database holds it and as each runtime's next turn runs on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_dropped_mid_call_on_two_runtimes_leave_every_committed_add_in_the_total_once() {
+    let harness = Harness::new();
+    let first = harness.start().await;
+    let second = harness.start().await;
+    let on_first = first.reference::<Archive>("a-chaos");
+    let on_second = second.reference::<Archive>("a-chaos");
+    assert_eq!(on_first.add(0).await.unwrap(), 0);
+    assert_eq!(on_second.add(0).await.unwrap(), 0);
+
+    for round in 0..6_usize {
+        let mut calls = Vec::new();
+        for n in 0..8_usize {
+            let archive = if n % 2 == 0 {
+                on_first.clone()
+            } else {
+                on_second.clone()
+            };
+            calls.push(tokio::spawn(async move { archive.add(1).await }));
+        }
+        for (n, call) in calls.into_iter().enumerate() {
+            if (n + round) % 2 == 0 {
+                for _ in 0..(n * 3 + round) {
+                    tokio::task::yield_now().await;
+                }
+                call.abort();
+            }
+            let _ = call.await;
+        }
+    }
+    first.testing().drain().await.unwrap();
+    second.testing().drain().await.unwrap();
+    let (stored, completed) = total_and_completed_adds(&harness, "a-chaos").await;
+    // Each runtime's next turn runs on the committed total (its own held state or the row).
+    let from_first = on_first.add(0).await.unwrap();
+    let from_second = on_second.add(0).await.unwrap();
+
+    let adds = u64::try_from(completed).unwrap();
+    assert_eq!(
+        (stored, from_first, from_second),
+        (adds - 2, adds - 2, adds - 2),
+        "{completed} completed adds (two of them add(0)); the database, the first and the \
+         second runtime saw these totals"
+    );
+    first.close().await;
+    second.close().await;
+}
+
+/// The largest id of a completed message of `operation` for `actor_id` (0 if none).
+async fn last_completed(harness: &Harness, actor_id: &str, operation: &str) -> i64 {
+    let pool = support::connect(harness).await;
+    let id: Option<i64> = sqlx::query_scalar(&format!(
+        "SELECT MAX(id) FROM solid_messages WHERE actor_id = '{actor_id}' \
+         AND operation = '{operation}' AND status = 'completed'"
+    ))
+    .fetch_one(&pool)
+    .await
+    .expect("the query runs");
+    pool.close().await;
+    id.unwrap_or(0)
+}
+
+/// One runtime adds to an actor whose large state it holds while another destroys it by a
+/// turn, both with callers dropped at varied points: the total is the number of adds
+/// committed after the last destroy, as the database holds it and as each runtime's next turn
+/// runs on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adds_racing_destroys_on_two_runtimes_count_only_what_followed_the_last_destroy() {
+    let harness = Harness::new();
+    let adder = harness.start().await;
+    let burner = harness.start().await;
+    let adding = adder.reference::<Archive>("a-burnt");
+    let burning = burner.reference::<Archive>("a-burnt");
+    assert_eq!(adding.add(1).await.unwrap(), 1);
+
+    for round in 0..6_usize {
+        let mut calls = Vec::new();
+        for n in 0..6_usize {
+            let adding = adding.clone();
+            calls.push(tokio::spawn(async move { adding.add(1).await.map(|_| ()) }));
+            if n == 2 + round % 3 {
+                let burning = burning.clone();
+                calls.push(tokio::spawn(async move { burning.burn().await }));
+            }
+        }
+        for (n, call) in calls.into_iter().enumerate() {
+            if (n + round) % 3 == 0 {
+                for _ in 0..(n * 2 + round) {
+                    tokio::task::yield_now().await;
+                }
+                call.abort();
+            }
+            let _ = call.await;
+        }
+    }
+    adder.testing().drain().await.unwrap();
+    burner.testing().drain().await.unwrap();
+    let last_burn = last_completed(&harness, "a-burnt", "burn").await;
+    let adds_since = support::count(
+        &harness,
+        &format!(
+            "solid_messages WHERE actor_id = 'a-burnt' AND operation = 'add' \
+             AND status = 'completed' AND id > {last_burn}"
+        ),
+    )
+    .await;
+    let (stored, _) = total_and_completed_adds(&harness, "a-burnt").await;
+    let from_adder = adding.add(0).await.unwrap();
+    let from_burner = burning.add(0).await.unwrap();
+
+    let adds = u64::try_from(adds_since).unwrap();
+    assert_eq!(
+        (stored, from_adder, from_burner),
+        (adds, adds, adds),
+        "{adds_since} adds completed after the last destroy (message {last_burn})"
+    );
+    adder.close().await;
+    burner.close().await;
+}

@@ -682,3 +682,74 @@ async fn a_call_after_the_server_ended_the_pools_sessions_begins_on_a_new_connec
     observer.close().await;
     runtime.close().await;
 }
+
+/// Ends every session the runtime holds on the server (as a restart, a failover or an
+/// operator's `pg_terminate_backend` would) and waits until the server has ended them.
+async fn end_the_runtimes_sessions(url: &str) {
+    let observer = sqlx::PgPool::connect(url).await.unwrap();
+    let sessions: Vec<i32> = sqlx::query_scalar(
+        "SELECT pid FROM pg_stat_activity
+         WHERE datname = current_database() AND pid <> pg_backend_pid()
+           AND backend_type = 'client backend'",
+    )
+    .fetch_all(&observer)
+    .await
+    .unwrap();
+    assert!(!sessions.is_empty(), "the runtime had no session to end");
+    for pid in &sessions {
+        sqlx::query("SELECT pg_terminate_backend($1)")
+            .bind(pid)
+            .execute(&observer)
+            .await
+            .unwrap();
+    }
+    let gone = eventually(Duration::from_secs(10), || {
+        let (observer, sessions) = (observer.clone(), sessions.clone());
+        async move {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE pid = ANY($1)",
+            )
+            .bind(sessions)
+            .fetch_one(&observer)
+            .await
+            .unwrap()
+                == 0
+        }
+    })
+    .await;
+    assert!(gone, "the server did not end the runtime's sessions");
+    observer.close().await;
+}
+
+/// The pool no longer pings a connection used a moment ago, and only a transaction's BEGIN
+/// begins again on another connection when its own turns out lost: a read outside any
+/// transaction (an actor's snapshot, a queued message's result) right after the server
+/// ended the pool's sessions meets a closed connection too, and must not hand the caller a
+/// database error for a read that could run on a new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_after_the_server_ended_the_pools_sessions_reads_on_a_new_connection() {
+    let Some((_server, url)) = postgres().await else {
+        return;
+    };
+    let clock = ManualClock::starting_now();
+    let runtime = postgres_runtime(&url, 4, &clock).await;
+    let sloth = runtime.reference::<Sloth>("restarted-read");
+    let queued = sloth.enqueue().touch().await.unwrap();
+    runtime.testing().drain().await.unwrap();
+    // Every connection of the pool in use at once, then idle in the pool.
+    let warm: Vec<_> = (0..4).map(|_| sloth.snapshot()).collect();
+    for read in futures_util::future::join_all(warm).await {
+        read.unwrap();
+    }
+    end_the_runtimes_sessions(&url).await;
+
+    let snapshot = sloth.snapshot().await.map(|state| state.touched);
+    let result = queued.result().await;
+    runtime.close().await;
+
+    assert!(
+        matches!(snapshot, Ok(1)) && matches!(result, Ok(Some(1))),
+        "after the server ended the pool's sessions, a snapshot read {snapshot:?} and a \
+         queued message's result read {result:?}"
+    );
+}

@@ -289,11 +289,11 @@ impl<'q> Query<'q> {
                 .await?
                 .map(Row::Postgres)),
             #[cfg(feature = "postgres")]
-            On::PostgresPool(pool) => Ok(self
-                .standard()
-                .fetch_optional(pool)
-                .await?
-                .map(Row::Postgres)),
+            On::PostgresPool(pool) => {
+                Ok(read_on_pool(pool, || self.standard().fetch_optional(pool))
+                    .await?
+                    .map(Row::Postgres))
+            }
             #[cfg(feature = "mysql")]
             On::MySql(connection) => Ok(self
                 .mysql()
@@ -332,9 +332,10 @@ impl<'q> Query<'q> {
                 Row::Postgres,
             )),
             #[cfg(feature = "postgres")]
-            On::PostgresPool(pool) => {
-                Ok(rows(self.standard().fetch_all(pool).await?, Row::Postgres))
-            }
+            On::PostgresPool(pool) => Ok(rows(
+                read_on_pool(pool, || self.standard().fetch_all(pool)).await?,
+                Row::Postgres,
+            )),
             #[cfg(feature = "mysql")]
             On::MySql(connection) => {
                 Ok(rows(self.mysql().fetch_all(connection).await?, Row::MySql))
@@ -371,6 +372,28 @@ impl<'q> Query<'q> {
             .iter()
             .map(|row| get(row, 0))
             .collect()
+    }
+}
+
+/// Runs a read on PostgreSQL's pool, again on another connection while the one it took turns
+/// out lost (the pool does not ping a connection it used a moment ago, so a server that ended
+/// its sessions shows at the read): a read changes nothing and can always run again, as many
+/// times as the pool has connections (plus one).
+#[cfg(feature = "postgres")]
+async fn read_on_pool<T, F, Fut>(pool: &sqlx::PgPool, read: F) -> sqlx::Result<T>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = sqlx::Result<T>>,
+{
+    let mut tries = pool.options().get_max_connections();
+    loop {
+        match read().await {
+            Err(error) if tries > 0 && crate::error::is_connection_lost(&error) => {
+                tracing::debug!(%error, "a pooled connection was lost; reading on another");
+                tries -= 1;
+            }
+            read => return read,
+        }
     }
 }
 
