@@ -18,6 +18,8 @@
 
 use std::borrow::Cow;
 use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use sqlx::pool::PoolConnection;
 use sqlx::{Database, Pool, TransactionManager};
@@ -42,7 +44,10 @@ enum Phase {
 
 /// A transaction on a pooled connection it owns; see the module docs.
 pub(crate) struct OwnedTransaction<DB: Database> {
-    connection: PoolConnection<DB>,
+    /// Always there until the transaction is dropped, which gives it back.
+    connection: Option<PoolConnection<DB>>,
+    /// Where a connection left clean goes back to, if not to the pool.
+    parked: Option<Arc<Parked<DB>>>,
     phase: Phase,
     /// Close the connection, rather than queue a rollback, if the transaction is dropped
     /// while open: see [`OwnedTransaction::close_if_abandoned`].
@@ -50,18 +55,22 @@ pub(crate) struct OwnedTransaction<DB: Database> {
 }
 
 impl<DB: Database> OwnedTransaction<DB> {
-    /// Takes a connection (waiting for one until `deadline`) and begins with `statement`. The pool does not ping a connection that was in use a moment ago,
-    /// so a lost connection (a server that restarted) shows at `BEGIN`, which has done
-    /// nothing yet: that connection is closed and the transaction begins on another, as
-    /// many times as the pool has connections (plus one).
+    /// Takes a connection (a parked one, or one from the pool, waiting for it until
+    /// `deadline`) and begins with `statement`.
+    ///
+    /// The pool does not ping a connection that was in use a moment ago, and a parked one is
+    /// not pinged at all, so a lost connection (a server that restarted) shows at `BEGIN`,
+    /// which has done nothing yet: that connection is closed and the transaction begins on
+    /// another, as many times as the pool has connections (plus one).
     pub(crate) async fn begin(
         pool: &Pool<DB>,
+        parked: Option<&Arc<Parked<DB>>>,
         deadline: Instant,
         statement: String,
     ) -> Result<Self> {
         let mut tries = pool.options().get_max_connections();
         loop {
-            match Self::begin_once(pool, deadline, statement.clone()).await {
+            match Self::begin_once(pool, parked, deadline, statement.clone()).await {
                 Err(crate::error::Error::Database(error))
                     if tries > 0 && crate::error::is_connection_lost(&error) =>
                 {
@@ -74,19 +83,27 @@ impl<DB: Database> OwnedTransaction<DB> {
     }
 
     /// One try of [`begin`](Self::begin) on one connection.
-    async fn begin_once(pool: &Pool<DB>, deadline: Instant, statement: String) -> Result<Self> {
-        let connection = match tokio::time::timeout_at(deadline, pool.acquire()).await {
-            Ok(connection) => connection?,
-            Err(_) => return Err(sqlx::Error::PoolTimedOut.into()),
+    async fn begin_once(
+        pool: &Pool<DB>,
+        parked: Option<&Arc<Parked<DB>>>,
+        deadline: Instant,
+        statement: String,
+    ) -> Result<Self> {
+        let connection = match parked.and_then(|parked| parked.take()) {
+            Some(connection) => connection,
+            None => match tokio::time::timeout_at(deadline, pool.acquire()).await {
+                Ok(connection) => connection?,
+                Err(_) => return Err(sqlx::Error::PoolTimedOut.into()),
+            },
         };
         let mut transaction = Self {
-            connection,
+            connection: Some(connection),
+            parked: parked.cloned(),
             phase: Phase::Beginning,
             close_if_abandoned: false,
         };
         let begun =
-            DB::TransactionManager::begin(&mut transaction.connection, Some(Cow::Owned(statement)))
-                .await;
+            DB::TransactionManager::begin(transaction.live(), Some(Cow::Owned(statement))).await;
         match begun {
             Ok(()) => {
                 transaction.phase = Phase::Open;
@@ -95,7 +112,7 @@ impl<DB: Database> OwnedTransaction<DB> {
             Err(error) => {
                 // A BEGIN the database refused (busy, say) leaves no transaction behind;
                 // anything else leaves the connection in doubt.
-                if DB::TransactionManager::get_transaction_depth(&transaction.connection) == 0
+                if DB::TransactionManager::get_transaction_depth(transaction.live()) == 0
                     && crate::error::is_busy_database_error(&error)
                 {
                     transaction.phase = Phase::Done;
@@ -109,7 +126,7 @@ impl<DB: Database> OwnedTransaction<DB> {
     /// closed rather than reused.
     pub(crate) async fn commit(mut self) -> Result<()> {
         self.phase = Phase::Ending;
-        DB::TransactionManager::commit(&mut self.connection).await?;
+        DB::TransactionManager::commit(self.live()).await?;
         self.phase = Phase::Done;
         Ok(())
     }
@@ -156,8 +173,8 @@ impl<DB: Database> OwnedTransaction<DB> {
     {
         self.phase = Phase::Ending;
         let statements = format!("{before}; {end}");
-        sqlx::Executor::execute(&mut *self.connection, statements.as_str()).await?;
-        DB::TransactionManager::start_rollback(&mut self.connection);
+        sqlx::Executor::execute(&mut **self.live(), statements.as_str()).await?;
+        DB::TransactionManager::start_rollback(self.live());
         self.phase = Phase::Done;
         Ok(())
     }
@@ -170,7 +187,7 @@ impl<DB: Database> OwnedTransaction<DB> {
             return Ok(());
         }
         self.phase = Phase::Ending;
-        DB::TransactionManager::rollback(&mut self.connection).await?;
+        DB::TransactionManager::rollback(self.live()).await?;
         self.phase = Phase::Done;
         Ok(())
     }
@@ -199,30 +216,110 @@ impl<DB: Database> OwnedTransaction<DB> {
     }
 }
 
+impl<DB: Database> OwnedTransaction<DB> {
+    /// The connection, there from `begin` until the transaction is dropped.
+    fn live(&mut self) -> &mut PoolConnection<DB> {
+        self.connection
+            .as_mut()
+            .expect("a transaction's connection is there until it is dropped")
+    }
+}
+
 impl<DB: Database> Deref for OwnedTransaction<DB> {
     type Target = DB::Connection;
 
     fn deref(&self) -> &Self::Target {
-        &self.connection
+        self.connection
+            .as_deref()
+            .expect("a transaction's connection is there until it is dropped")
     }
 }
 
 impl<DB: Database> DerefMut for OwnedTransaction<DB> {
     fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.connection
+        self.live()
     }
 }
 
 impl<DB: Database> Drop for OwnedTransaction<DB> {
     fn drop(&mut self) {
+        let Some(mut connection) = self.connection.take() else {
+            return;
+        };
         match self.phase {
-            Phase::Done => {}
+            Phase::Done => {
+                if let Some(parked) = &self.parked {
+                    parked.put(connection);
+                }
+            }
             Phase::Open if !self.close_if_abandoned => {
-                DB::TransactionManager::start_rollback(&mut self.connection);
+                DB::TransactionManager::start_rollback(&mut connection);
             }
             Phase::Open | Phase::Beginning | Phase::Ending | Phase::Poisoned => {
-                self.connection.close_on_drop();
+                connection.close_on_drop();
             }
         }
+    }
+}
+
+/// Connections a store keeps between its transactions, out of the pool: a transaction that
+/// ended cleanly leaves its connection here, and the next one takes it without the pool's
+/// acquire, or the ping sqlx's pool sends every connection it takes back (a round trip per
+/// turn).
+///
+/// At most half the pool's connections wait here, so that reads, which take theirs from the
+/// pool, always find some; the rest go back to the pool as before. A parked connection
+/// the server closed meanwhile shows at the next `BEGIN`, which begins again on another.
+pub(crate) struct Parked<DB: Database> {
+    connections: Mutex<Vec<PoolConnection<DB>>>,
+    capacity: usize,
+    /// Set when the store closes: no connection is parked from then on.
+    released: AtomicBool,
+}
+
+impl<DB: Database> Parked<DB> {
+    /// Room for half of `pool`'s connections (none for a pool of one).
+    pub(crate) fn beside(pool: &Pool<DB>) -> Self {
+        let capacity = usize::try_from(pool.options().get_max_connections() / 2).unwrap_or(0);
+        Self {
+            connections: Mutex::new(Vec::with_capacity(capacity)),
+            capacity,
+            released: AtomicBool::new(false),
+        }
+    }
+
+    /// The connection parked last, if any.
+    fn take(&self) -> Option<PoolConnection<DB>> {
+        self.connections
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop()
+    }
+
+    /// Parks a clean connection, or gives it back to the pool when there is no room.
+    fn put(&self, connection: PoolConnection<DB>) {
+        if self.released.load(Ordering::Acquire) {
+            return;
+        }
+        let mut connections = self
+            .connections
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if connections.len() < self.capacity {
+            connections.push(connection);
+        }
+    }
+
+    /// Gives every parked connection back to the pool, and every later one too: before the
+    /// pool closes, which waits for every connection taken from it.
+    pub(crate) fn release(&self) {
+        self.released.store(true, Ordering::Release);
+        let parked = std::mem::take(
+            &mut *self
+                .connections
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        drop(parked);
     }
 }

@@ -19,7 +19,7 @@ use sqlx::{PgConnection, Postgres};
 
 use super::connect::{open_pool, Endpoint};
 use super::instances::LOCK_ACTOR_AND_HEAD;
-use super::owned_transaction::OwnedTransaction;
+use super::owned_transaction::{OwnedTransaction, Parked};
 use super::query::{query, Dialect, On};
 use super::{
     require_current, rows, ActorKey, Bounds, Counters, LockedActor, ReadConnections, SchemaMode,
@@ -95,6 +95,8 @@ const MIGRATION_LOCK: i64 = 0x736f_6c69_645f_6f62;
 pub(crate) struct PostgresStore {
     /// One pool serves turns and reads alike.
     readers: PgPool,
+    /// The connections turns leave between them, out of the pool.
+    parked: Arc<Parked<Postgres>>,
     counters: Arc<Counters>,
     /// Whether the runtime opened the pool (and so closes it), or the application did.
     owns_pool: bool,
@@ -133,6 +135,7 @@ impl PostgresStore {
             SchemaMode::RequireCurrent => require_current(applied(&pool).await?, MIGRATIONS)?,
         }
         Ok(Self {
+            parked: Arc::new(Parked::beside(&pool)),
             readers: pool,
             counters: Arc::default(),
             owns_pool: false,
@@ -262,7 +265,8 @@ impl Store for PostgresStore {
             "BEGIN; SET LOCAL lock_timeout = '{statement}ms'; \
              SET LOCAL statement_timeout = '{statement}ms'"
         );
-        let tx = OwnedTransaction::begin(&self.readers, bounds.deadline, begin).await?;
+        let tx = OwnedTransaction::begin(&self.readers, Some(&self.parked), bounds.deadline, begin)
+            .await?;
         Ok(Box::new(PostgresTransaction {
             tx,
             counters: Arc::clone(&self.counters),
@@ -274,6 +278,7 @@ impl Store for PostgresStore {
     }
 
     async fn close(&self) {
+        self.parked.release();
         if self.owns_pool {
             self.readers.close().await;
         }

@@ -373,7 +373,7 @@ impl Store for SqliteStore {
                 WriteTransaction::Grouped(member)
             }
             Writer::Pooled(pool) => WriteTransaction::Pooled(
-                OwnedTransaction::begin(pool, bounds.deadline, "BEGIN IMMEDIATE".to_owned())
+                OwnedTransaction::begin(pool, None, bounds.deadline, "BEGIN IMMEDIATE".to_owned())
                     .await?,
             ),
         };

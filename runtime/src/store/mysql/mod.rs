@@ -338,7 +338,7 @@ impl Store for MySqlStore {
     async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>> {
         // One round trip: the bounds and the isolation travel with the BEGIN.
         let begin = self.begin_statement(&bounds);
-        let tx = OwnedTransaction::begin(&self.readers, bounds.deadline, begin)
+        let tx = OwnedTransaction::begin(&self.readers, None, bounds.deadline, begin)
             .await?
             .close_if_abandoned();
         Ok(Box::new(MySqlTransaction {
