@@ -627,3 +627,45 @@ async fn payloads_at_the_limits() {
     assert_eq!(ledger.count().await.unwrap(), 5);
     runtime.close().await;
 }
+
+/// The pool no longer pings a connection used a moment ago: a read outside any transaction
+/// (an actor's snapshot) right after the server ended every session of the runtime (a
+/// restart, a failover, an operator's `KILL`) meets a closed connection, and must not hand
+/// the caller a database error for a read that could run on a new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_after_the_server_ended_the_pools_sessions_reads_on_a_new_connection() {
+    let Some((url, clock)) = database().await else {
+        return;
+    };
+    let runtime = runtime(&url, &clock).await;
+    let ledger = runtime.reference::<Ledger>("restarted-read");
+    ledger.record("one".to_owned()).await.unwrap();
+    let warm: Vec<_> = (0..4).map(|_| ledger.snapshot()).collect();
+    for read in futures_util::future::join_all(warm).await {
+        read.unwrap();
+    }
+    let observer = sqlx::MySqlPool::connect(&url).await.unwrap();
+    let sessions: Vec<i64> = sqlx::query_scalar(
+        "SELECT ID FROM information_schema.PROCESSLIST
+         WHERE DB = DATABASE() AND ID <> CONNECTION_ID()",
+    )
+    .fetch_all(&observer)
+    .await
+    .unwrap();
+    assert!(!sessions.is_empty(), "the runtime had no session to end");
+    for id in &sessions {
+        observer
+            .execute(format!("KILL {id}").as_str())
+            .await
+            .unwrap();
+    }
+    observer.close().await;
+
+    let snapshot = ledger.snapshot().await.map(|state| state.entries.len());
+    runtime.close().await;
+
+    assert!(
+        matches!(snapshot, Ok(1)),
+        "after the server ended the pool's sessions, a snapshot read {snapshot:?}"
+    );
+}

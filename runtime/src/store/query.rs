@@ -290,9 +290,11 @@ impl<'q> Query<'q> {
                 .map(Row::Postgres)),
             #[cfg(feature = "postgres")]
             On::PostgresPool(pool) => {
-                Ok(read_on_pool(pool, || self.standard().fetch_optional(pool))
-                    .await?
-                    .map(Row::Postgres))
+                Ok(read_on_pool(pool.options().get_max_connections(), || {
+                    self.standard().fetch_optional(pool)
+                })
+                .await?
+                .map(Row::Postgres))
             }
             #[cfg(feature = "mysql")]
             On::MySql(connection) => Ok(self
@@ -302,9 +304,14 @@ impl<'q> Query<'q> {
                 .map(Row::MySql)),
             #[cfg(feature = "mysql")]
             On::MySqlPool(pool) => {
-                let mut connection = super::mysql::Borrowed::acquire(pool).await?;
-                let done = self.mysql().fetch_optional(connection.get()).await;
-                Ok(connection.finish(done)?.map(Row::MySql))
+                let query = &self;
+                let read = || async move {
+                    let mut connection = super::mysql::Borrowed::acquire(pool).await?;
+                    let done = query.mysql().fetch_optional(connection.get()).await;
+                    connection.finish(done)
+                };
+                let connections = pool.options().get_max_connections();
+                Ok(read_on_pool(connections, read).await?.map(Row::MySql))
             }
         }
     }
@@ -333,7 +340,10 @@ impl<'q> Query<'q> {
             )),
             #[cfg(feature = "postgres")]
             On::PostgresPool(pool) => Ok(rows(
-                read_on_pool(pool, || self.standard().fetch_all(pool)).await?,
+                read_on_pool(pool.options().get_max_connections(), || {
+                    self.standard().fetch_all(pool)
+                })
+                .await?,
                 Row::Postgres,
             )),
             #[cfg(feature = "mysql")]
@@ -342,9 +352,14 @@ impl<'q> Query<'q> {
             }
             #[cfg(feature = "mysql")]
             On::MySqlPool(pool) => {
-                let mut connection = super::mysql::Borrowed::acquire(pool).await?;
-                let done = self.mysql().fetch_all(connection.get()).await;
-                Ok(rows(connection.finish(done)?, Row::MySql))
+                let query = &self;
+                let read = || async move {
+                    let mut connection = super::mysql::Borrowed::acquire(pool).await?;
+                    let done = query.mysql().fetch_all(connection.get()).await;
+                    connection.finish(done)
+                };
+                let connections = pool.options().get_max_connections();
+                Ok(rows(read_on_pool(connections, read).await?, Row::MySql))
             }
         }
     }
@@ -375,17 +390,17 @@ impl<'q> Query<'q> {
     }
 }
 
-/// Runs a read on PostgreSQL's pool, again on another connection while the one it took turns
-/// out lost (the pool does not ping a connection it used a moment ago, so a server that ended
-/// its sessions shows at the read): a read changes nothing and can always run again, as many
-/// times as the pool has connections (plus one).
-#[cfg(feature = "postgres")]
-async fn read_on_pool<T, F, Fut>(pool: &sqlx::PgPool, read: F) -> sqlx::Result<T>
+/// Runs a read on a server's pool of `connections`, again on another connection while the one
+/// it took turns out lost (the pool does not ping a connection it used a moment ago, so a
+/// server that ended its sessions shows at the read): a read changes nothing and can always
+/// run again, as many times as the pool has connections (plus one).
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+async fn read_on_pool<T, F, Fut>(connections: u32, read: F) -> sqlx::Result<T>
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = sqlx::Result<T>>,
 {
-    let mut tries = pool.options().get_max_connections();
+    let mut tries = connections;
     loop {
         match read().await {
             Err(error) if tries > 0 && crate::error::is_connection_lost(&error) => {
