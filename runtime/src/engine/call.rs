@@ -189,9 +189,6 @@ impl Engine {
                 Ok(Tried::OverBudget) => alone = true,
                 Ok(Tried::Conflict) if !call.past_deadline() => {}
                 Ok(Tried::Conflict) => return Err(call.busy(None)),
-                // A wait for the actor is bounded by the turn timeout too: a caller whose
-                // deadline is further waits again.
-                Err(error) if error.is_busy() && !call.past_deadline() => {}
                 Err(error) if error.is_busy() => return Err(call.busy(None)),
                 Err(error) if error.is_conflict() && !call.past_deadline() => {}
                 Err(error) => return Err(error),
@@ -214,10 +211,15 @@ impl Call<'_> {
         // take turns, across processes.
         let held = self.engine.states.held(self.key);
         let known = held.as_ref().map(Held::version);
-        let Some(locked) = tx
+        let locked = tx
             .lock_actor(self.key, true, micros(self.engine.now()), known)
-            .await?
-        else {
+            .await;
+        let Some(locked) = (match locked {
+            // The wait for the actor is bounded by the turn timeout too: a caller whose
+            // deadline is further waits again (nothing was written yet).
+            Err(error) if error.is_busy() && !self.past_deadline() => return Ok(Tried::Conflict),
+            locked => locked?,
+        }) else {
             return Err(self.busy(None));
         };
         // A message already committed under the call's key is looked up first: if it is
