@@ -644,42 +644,10 @@ async fn a_call_after_the_server_ended_the_pools_sessions_begins_on_a_new_connec
     for touched in futures_util::future::join_all(warm).await {
         touched.unwrap();
     }
-    let observer = sqlx::PgPool::connect(&url).await.unwrap();
-    let sessions: Vec<i32> = sqlx::query_scalar(
-        "SELECT pid FROM pg_stat_activity
-         WHERE datname = current_database() AND pid <> pg_backend_pid()
-           AND backend_type = 'client backend'",
-    )
-    .fetch_all(&observer)
-    .await
-    .unwrap();
-    assert!(!sessions.is_empty(), "the runtime had no session to end");
-    for pid in &sessions {
-        sqlx::query("SELECT pg_terminate_backend($1)")
-            .bind(pid)
-            .execute(&observer)
-            .await
-            .unwrap();
-    }
-    let gone = eventually(Duration::from_secs(10), || {
-        let (observer, sessions) = (observer.clone(), sessions.clone());
-        async move {
-            sqlx::query_scalar::<_, i64>(
-                "SELECT COUNT(*) FROM pg_stat_activity WHERE pid = ANY($1)",
-            )
-            .bind(sessions)
-            .fetch_one(&observer)
-            .await
-            .unwrap()
-                == 0
-        }
-    })
-    .await;
-    assert!(gone, "the server did not end the runtime's sessions");
+    end_the_runtimes_sessions(&url).await;
 
     assert_eq!(sloth.touch().await.unwrap(), 5);
     assert_eq!(sloth.touched().await.unwrap(), 5);
-    observer.close().await;
     runtime.close().await;
 }
 
