@@ -127,7 +127,7 @@ async fn an_enqueue_while_another_process_writes_gets_a_typed_timeout_not_databa
 /// writer sets one only when the connection's would outlast a transaction's bound); a call
 /// after it with a long timeout still waits for another process's write lock until that
 /// lock is released, well past the short one, and runs. SQLite's busy wait is real time: the
-/// other process holds the file for half a second.
+/// other process holds the file until the long call has waited half a second.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_waits_for_another_process_until_its_own_deadline_after_a_shorter_call() {
     let harness = Harness::new();
@@ -148,8 +148,13 @@ async fn a_call_waits_for_another_process_until_its_own_deadline_after_a_shorter
         "the short call heard {short:?}"
     );
     let long = counter.clone().timeout(Duration::from_secs(30));
-    let long = tokio::spawn(async move { long.bump().await });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut long = tokio::spawn(async move { long.bump().await });
+    // Well past the short call's busy timeout, the long call still waits for the file.
+    let early = tokio::time::timeout(Duration::from_millis(500), &mut long).await;
+    assert!(
+        early.is_err(),
+        "the long call ended while the other process held the file: {early:?}"
+    );
     holding.rollback().await.unwrap();
     let long = within(30, "the long call", long).await.unwrap();
     outsider.close().await;
