@@ -18,7 +18,7 @@ use solid_objects::MessageStatus;
 
 use crate::backend;
 use crate::support::commit_cutter::{CommitCutter, Cut};
-use crate::support::numbered_placeholders;
+use crate::support::{eventually, numbered_placeholders};
 
 /// Counts the passes through it: its state says how many times a pass was applied.
 #[actor]
@@ -339,5 +339,76 @@ async fn a_call_whose_commit_never_reached_the_server_runs_again_and_answers_onc
         matches!(answered, Ok(1)) && passes == 1 && mailbox == RAN_ONCE,
         "the call answered {answered:?}; the actor counts {passes} passes; its messages: \
          {mailbox:?}"
+    );
+}
+
+/// A queued message whose `COMMIT` never reached the server: the turn is not there, so it
+/// runs again, and its message completes on its first counted attempt (the lost connection
+/// was not the turn's failure).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_turn_whose_commit_never_reached_the_server_runs_again_uncounted() {
+    let Some(proxy) = BehindTheCutter::start().await else {
+        return;
+    };
+    let queued = within(
+        30,
+        "the enqueue",
+        proxy.turnstile("requeued").enqueue().pass(),
+    )
+    .await
+    .unwrap();
+    proxy.cutter.arm(Cut::NeverSent, 0);
+    let drained = within(30, "the drain", proxy.runtime.testing().drain()).await;
+    let cuts = proxy.cutter.cuts();
+    // The server ends the cut session when it sees the close; until then a worker's pass
+    // skips the actor it still holds.
+    let completed = eventually(Duration::from_secs(10), || async {
+        proxy.drain().await;
+        matches!(queued.status().await, Ok(MessageStatus::Completed))
+    })
+    .await;
+    let passes = proxy.passes("requeued").await;
+    let mailbox = proxy.mailbox("requeued").await;
+    proxy.close().await;
+
+    assert_eq!(cuts, 1, "the proxy cut no COMMIT");
+    assert!(
+        completed && passes == 1 && mailbox == RAN_ONCE,
+        "the drain whose turn's COMMIT never reached the server returned {drained:?}; the \
+         message completed: {completed}; the actor counts {passes} passes; its messages: \
+         {mailbox:?}"
+    );
+}
+
+/// An enqueue whose `COMMIT` never reached the server: the enqueue stores it again under
+/// the same request id within its deadline, and the caller gets that one message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enqueue_whose_commit_never_reached_the_server_stores_its_message_once() {
+    let Some(proxy) = BehindTheCutter::start().await else {
+        return;
+    };
+    proxy.cutter.arm(Cut::NeverSent, 0);
+    let enqueued = within(
+        30,
+        "the enqueue",
+        proxy.turnstile("resent").enqueue().pass(),
+    )
+    .await;
+    let cuts = proxy.cutter.cuts();
+    let stored = proxy.request_ids("resent").await;
+    proxy.drain().await;
+    let passes = proxy.passes("resent").await;
+    let mailbox = proxy.mailbox("resent").await;
+    proxy.close().await;
+
+    assert_eq!(cuts, 1, "the proxy cut no COMMIT");
+    let named = match (&enqueued, stored.as_slice()) {
+        (Ok(message), [stored]) => message.request_id() == stored,
+        _ => false,
+    };
+    assert!(
+        named && passes == 1 && mailbox == RAN_ONCE,
+        "the enqueue answered {enqueued:?}; the stored request ids: {stored:?}; the actor \
+         counts {passes} passes; its messages: {mailbox:?}"
     );
 }

@@ -13,12 +13,15 @@ use super::attempts::failed_progress;
 use super::enqueue::{same_request, Enqueued, Origin};
 use super::one_turn::{Delivery, Uncommitted};
 use super::state_cache::{decode_locked, Held};
-use super::{from_micros, micros, paused, read_until, Engine, Lock, Outcome, Step, TurnReport};
+use super::{
+    connection_lost, from_micros, micros, paused, read_until, Engine, Lock, Outcome, Step,
+    TurnReport,
+};
 use crate::actor::operation_codec::decode_operation;
 use crate::actor::{Actor, Operations};
 use crate::error::{Error, Result};
 use crate::limits::deadline_after;
-use crate::store::{ActorKey, MessageLookup, NewMessage, Transaction};
+use crate::store::{ActorKey, MessageLookup, MessageRecord, NewMessage, Transaction};
 
 /// How often a caller waiting on another task's turn looks at its message again, at most.
 pub(super) const WAIT_POLL: Duration = Duration::from_millis(25);
@@ -77,9 +80,9 @@ impl Call<'_> {
         )
     }
 
-    /// What a caller hears when its turn joined a group commit whose outcome it could not
-    /// learn by its deadline: the turn is kept if the group commits, and `request_id` finds
-    /// its message then.
+    /// What a caller hears when its turn's `COMMIT` ended in doubt and it could not learn
+    /// the outcome by its deadline: the turn is kept if that `COMMIT` landed, and
+    /// `request_id` finds its message then.
     fn in_doubt(&self, request_id: &str) -> Error {
         Error::SyncTimeout {
             actor_type: self.key.actor_type,
@@ -87,8 +90,9 @@ impl Call<'_> {
             operation: self.operation,
             message_id: None,
             request_id: Some(Box::new(request_id.to_owned())),
-            waiting_on: "the group commit its turn joined, which had not ended; the turn is \
-                         kept if that group commits"
+            waiting_on: "its turn's COMMIT, whose answer did not come (a group commit that had \
+                         not ended, or a connection lost with it); the turn is kept if that \
+                         COMMIT landed"
                 .to_owned(),
             timeout: self.timeout,
         }
@@ -125,6 +129,9 @@ enum Tried {
     Queued(Enqueued),
     /// Another transaction got in the way: try again.
     Conflict,
+    /// Its turn's `COMMIT` ended in doubt and its message was not found: try again under
+    /// this request id, which the next try looks up once it holds the actor's lock.
+    InDoubt(String),
     /// The turn ran past its group commit's budget: try again outside any group.
     OverBudget,
 }
@@ -170,6 +177,12 @@ impl Engine {
         };
         let mut message = Some(message);
         let mut alone = false;
+        // The request id of a turn of this call whose COMMIT ended in doubt.
+        let mut in_doubt: Option<String> = None;
+        let gave_up = |in_doubt: &Option<String>| match in_doubt {
+            Some(request_id) => call.in_doubt(request_id),
+            None => call.busy(None),
+        };
         loop {
             let next = match message.take() {
                 Some(message) => message,
@@ -181,16 +194,35 @@ impl Engine {
                     0,
                 )?,
             };
-            match call.try_call::<A>(next, &arguments, options, alone).await {
+            let tried = call
+                .try_call::<A>(next, &arguments, options, alone, in_doubt.as_deref())
+                .await;
+            match tried {
                 Ok(Tried::Answered(answer)) => return answer,
                 Ok(Tried::Queued(queued)) => {
                     return call.run_until_done::<A>(&queued).await;
                 }
                 Ok(Tried::OverBudget) => alone = true,
+                Ok(Tried::InDoubt(request_id)) => {
+                    if call.past_deadline() {
+                        return Err(call.in_doubt(&request_id));
+                    }
+                    in_doubt = Some(request_id);
+                }
                 Ok(Tried::Conflict) if !call.past_deadline() => {}
-                Ok(Tried::Conflict) => return Err(call.busy(None)),
-                Err(error) if error.is_busy() => return Err(call.busy(None)),
+                Ok(Tried::Conflict) => return Err(gave_up(&in_doubt)),
+                Err(error) if error.is_busy() => return Err(gave_up(&in_doubt)),
                 Err(error) if error.is_conflict() && !call.past_deadline() => {}
+                // While a turn is in doubt, a lost connection is waited out: the error
+                // would not name the message the caller must look up before calling again.
+                Err(error) if in_doubt.is_some() && connection_lost(&error) => {
+                    if call.past_deadline() {
+                        return Err(gave_up(&in_doubt));
+                    }
+                    let pause =
+                        WAIT_POLL.min(call.deadline.saturating_duration_since(Instant::now()));
+                    tokio::time::sleep(pause).await;
+                }
                 Err(error) => return Err(error),
             }
         }
@@ -198,13 +230,16 @@ impl Engine {
 }
 
 impl Call<'_> {
-    /// One try at a synchronous call.
+    /// One try at a synchronous call; `in_doubt` is the request id of an earlier try's turn
+    /// whose `COMMIT` ended in doubt, looked up once the actor's lock is held (its
+    /// transaction held that lock until it ended) and reused if it is not there.
     async fn try_call<A: Actor>(
         &self,
         message: A::Message,
         arguments: &str,
         options: CallOptions<'_>,
         alone: bool,
+        in_doubt: Option<&str>,
     ) -> Result<Tried> {
         let mut tx = self.engine.begin_turn(Some(self.deadline), alone).await?;
         // Holding the actor's lock before the idempotency check makes two calls with one key
@@ -222,6 +257,13 @@ impl Call<'_> {
         }) else {
             return Err(self.busy(None));
         };
+        // An earlier try's turn whose COMMIT ended in doubt: committed, it answers.
+        if let Some(request_id) = in_doubt {
+            if let Some(existing) = tx.message(MessageLookup::RequestId(request_id)).await? {
+                Engine::release(tx).await;
+                return Ok(self.stored(existing));
+            }
+        }
         // A message already committed under the call's key is looked up first: if it is
         // queued, waiting for it hears the pause as Queued, naming it.
         if let Some(key) = options.idempotency_key {
@@ -229,15 +271,7 @@ impl Call<'_> {
             if let Some(existing) = tx.message(lookup).await? {
                 Engine::release(tx).await;
                 same_request(&existing, self.operation, arguments, key)?;
-                return Ok(match Outcome::from_record(&existing) {
-                    Some(outcome) => {
-                        Tried::Answered(self.result(outcome, Some(&existing.request_id)))
-                    }
-                    None => Tried::Queued(Enqueued {
-                        message_id: existing.id,
-                        request_id: existing.request_id,
-                    }),
-                });
+                return Ok(self.stored(existing));
             }
         }
         if locked.instance.paused {
@@ -250,7 +284,7 @@ impl Call<'_> {
         // A state that no longer decodes is the caller's error, and nothing is written.
         let held_state = self.engine.states.locked(self.key, held, &locked.instance);
         let state = decode_locked::<A>(self.key, &locked.instance, held_state)?;
-        let request_id = crate::engine::new_request_id();
+        let request_id = in_doubt.map_or_else(crate::engine::new_request_id, str::to_owned);
         let delivery = Delivery::Fresh {
             message,
             arguments,
@@ -271,6 +305,18 @@ impl Call<'_> {
             .await;
         self.fresh_turn_ended::<A>(arguments, options, &request_id, ran)
             .await
+    }
+
+    /// What a message this call already committed comes to: its outcome, or, still queued,
+    /// a wait for it (which hears a pause as Queued, naming it).
+    fn stored(&self, existing: MessageRecord) -> Tried {
+        match Outcome::from_record(&existing) {
+            Some(outcome) => Tried::Answered(self.result(outcome, Some(&existing.request_id))),
+            None => Tried::Queued(Enqueued {
+                message_id: existing.id,
+                request_id: existing.request_id,
+            }),
+        }
     }
 
     /// Enqueues a call's message behind the earlier ones in its actor's mailbox, in the
@@ -336,14 +382,13 @@ impl Call<'_> {
         })
     }
 
-    /// What a fresh turn whose group commit ended in doubt comes to.
+    /// What a fresh turn whose `COMMIT` ended in doubt comes to.
     async fn fresh_in_doubt(&self, request_id: &str) -> Tried {
-        // Its group either closed its connection after a failed COMMIT (then no
-        // commit of it can land any more), or had not committed by the caller's
-        // deadline and may still commit: a message row found now answers; none found
-        // before the deadline (when only a closed connection ends a group in doubt)
-        // means the turn was not kept and runs again, and none found after it is no
-        // proof that none will be.
+        // A message row found now answers. None found is no proof that none will be (a
+        // group that had not committed by the caller's deadline, a server still running a
+        // COMMIT whose connection was lost): the next try looks again once it holds the
+        // actor's lock, which that transaction held until it ended, and runs the turn
+        // again under the same request id if it is still not there.
         let committed = self
             .engine
             .store
@@ -356,8 +401,7 @@ impl Call<'_> {
             .and_then(Outcome::from_record)
         {
             Some(outcome) => Tried::Answered(self.result(outcome, Some(request_id))),
-            None if !self.past_deadline() => Tried::Conflict,
-            None => Tried::Answered(Err(self.in_doubt(request_id))),
+            None => Tried::InDoubt(request_id.to_owned()),
         }
     }
 

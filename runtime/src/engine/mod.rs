@@ -25,7 +25,9 @@
 //! backs off and ends as completed, rejected or dead. Only three things commit nothing and
 //! count nothing: a conflict with another transaction (the turn runs again at once), a
 //! caller whose deadline passed (the message stays for later), and an operation this build
-//! does not know (left for a build that knows it).
+//! does not know (left for a build that knows it). A turn whose `COMMIT` ended in doubt (its
+//! connection was lost with it, or its group commit failed) is read back by its message:
+//! found, it committed once; not found once the actor's lock is held again, it runs again.
 
 mod ask;
 mod attempts;
@@ -362,6 +364,13 @@ pub(crate) async fn read_until<T>(
     tokio::time::timeout_at(deadline, read)
         .await
         .unwrap_or(Err(Error::Database(sqlx::Error::PoolTimedOut)))
+}
+
+/// Whether an error says the connection was lost: after a `COMMIT` was sent, the commit is in
+/// doubt (the server may have run it and its answer been lost, or never got it), and only
+/// reading the transaction's rows back, on another connection, tells which.
+pub(crate) fn connection_lost(error: &Error) -> bool {
+    matches!(error, Error::Database(error) if crate::error::is_connection_lost(error))
 }
 
 /// Inserts into a set that holds at most [`MAP_CAPACITY`] entries; false if it was there

@@ -15,7 +15,7 @@ use tracing::Instrument;
 
 use super::settle::Settled;
 use super::turn_writes::Completed;
-use super::{from_micros, micros, Engine, TurnReport};
+use super::{connection_lost, from_micros, micros, Engine, TurnReport};
 use crate::actor::handled::Handled;
 use crate::actor::turn::{Turn, TurnFacts};
 use crate::actor::{Actor, Operations};
@@ -53,9 +53,11 @@ pub(super) enum Uncommitted {
     /// The turn joined a group commit and ran past the group's budget: undone so the
     /// earlier members could commit, nothing counted; it runs again outside any group.
     OverBudget,
-    /// Its group commit ended in doubt (another member ended the transaction itself, or the
-    /// `COMMIT` failed and the connection was closed): the turn was kept or not, and no later
-    /// commit can change which. Read back, then counted as nothing or run again.
+    /// Its `COMMIT` ended in doubt: its group commit's (another member ended the transaction
+    /// itself, or the `COMMIT` failed and the connection was closed), or its own, whose
+    /// connection was lost with it (the server ran it and the answer was lost, or it never
+    /// got it). The turn was kept or not: read back (under the actor's lock, which its
+    /// transaction held until it ended), then counted as nothing or run again.
     InDoubt,
 }
 
@@ -235,7 +237,13 @@ impl Engine {
             progress.available_at,
             progress.status != StoredStatus::Ready,
         );
-        tx.commit().await?;
+        tx.commit().await.map_err(|error| {
+            if connection_lost(&error) {
+                Uncommitted::InDoubt
+            } else {
+                Uncommitted::from(error)
+            }
+        })?;
         self.wake();
         if settled.writes.is_some() {
             self.state_committed(running.key);
