@@ -288,6 +288,42 @@ async fn a_draining_callers_turn_whose_commit_answer_is_lost_runs_once() {
     );
 }
 
+/// A synchronous call behind a queued message stores its own message at the mailbox's
+/// tail, and that `COMMIT`'s answer is lost: the call still waits for its one message and
+/// answers its result; neither message runs twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_enqueue_behind_a_queued_message_loses_its_commit_answer_runs_once() {
+    let Some(proxy) = BehindTheCutter::start().await else {
+        return;
+    };
+    within(
+        30,
+        "the enqueue",
+        proxy.turnstile("behind").enqueue().pass(),
+    )
+    .await
+    .unwrap();
+    proxy.cutter.arm(Cut::AnswerLost, 0);
+    let answered = within(30, "the call", proxy.turnstile("behind").pass()).await;
+    let cuts = proxy.cutter.cuts();
+    proxy.drain().await;
+    let passes = proxy.passes("behind").await;
+    let mailbox = proxy.mailbox("behind").await;
+    proxy.close().await;
+
+    assert_eq!(cuts, 1, "the proxy cut no COMMIT");
+    let both_ran_once = Mailbox {
+        messages: 2,
+        completed: 2,
+        ..RAN_ONCE
+    };
+    assert!(
+        matches!(answered, Ok(2)) && passes == 2 && mailbox == both_ran_once,
+        "the call answered {answered:?}; the actor counts {passes} passes; its messages: \
+         {mailbox:?}"
+    );
+}
+
 /// An enqueue whose `COMMIT` answer is lost: the caller gets the committed message, or an
 /// error that names its request id; there is one message, never a second, and it runs once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -279,7 +279,7 @@ impl Call<'_> {
             return Err(paused(self.key));
         }
         if locked.head.is_some() {
-            return self.enqueue_behind(tx, arguments, options).await;
+            return self.enqueue_behind(tx, arguments, options, in_doubt).await;
         }
         // A state that no longer decodes is the caller's error, and nothing is written.
         let held_state = self.engine.states.locked(self.key, held, &locked.instance);
@@ -320,12 +320,14 @@ impl Call<'_> {
     }
 
     /// Enqueues a call's message behind the earlier ones in its actor's mailbox, in the
-    /// transaction that holds the actor's lock; the call then waits for it to run.
+    /// transaction that holds the actor's lock, under the request id of an earlier try in
+    /// doubt if there was one; the call then waits for it to run.
     async fn enqueue_behind(
         &self,
         mut tx: Box<dyn Transaction>,
         arguments: &str,
         options: CallOptions<'_>,
+        in_doubt: Option<&str>,
     ) -> Result<Tried> {
         let enqueued = self
             .engine
@@ -335,12 +337,17 @@ impl Call<'_> {
                 self.operation,
                 arguments,
                 options.idempotency_key,
-                Origin::now(),
+                Origin {
+                    request_id: in_doubt,
+                    ..Origin::now()
+                },
             )
             .await?;
         if let Err(error) = tx.commit().await {
             return match error {
                 Error::GroupCommitFailed { .. } => Err(self.in_doubt(&enqueued.request_id)),
+                // The next try looks the message up under the actor's lock.
+                error if connection_lost(&error) => Ok(Tried::InDoubt(enqueued.request_id)),
                 error => Err(error),
             };
         }
