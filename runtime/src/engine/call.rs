@@ -23,6 +23,9 @@ use crate::store::{ActorKey, MessageLookup, MessageRecord, NewMessage, Transacti
 /// How often a caller waiting on another task's turn looks at its message again, at most.
 pub(super) const WAIT_POLL: Duration = Duration::from_millis(25);
 
+/// How long past the caller's deadline the failure of its turn may take to be recorded.
+const RECORD_FAILURE_WITHIN: Duration = Duration::from_secs(1);
+
 /// The options of one synchronous call.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CallOptions<'a> {
@@ -227,11 +230,14 @@ impl Engine {
                 Ok(Tried::Conflict) => call.busy(None),
                 // A connection lost: the next try waits for the database to accept writes
                 // again (until the deadline), and looks the message up first in case this
-                // one's last statement was a commit that landed.
-                Err(error) if error.is_connection_lost() && !call.past_deadline() => {
+                // one's last statement was a commit that landed. Past the deadline, the
+                // caller hears that the database is unavailable, or, if it is back, that
+                // the call's outcome is not known, naming its message.
+                Err(error) if error.is_connection_lost() => {
                     attempt.in_doubt = true;
                     match self.store.reconnect(call.deadline).await {
-                        Ok(()) => continue,
+                        Ok(()) if !call.past_deadline() => continue,
+                        Ok(()) => error,
                         Err(unavailable) => unavailable,
                     }
                 }
@@ -457,7 +463,10 @@ impl Call<'_> {
             scheduled_for: None,
         };
         let inserted = async {
-            let mut tx = self.engine.begin(None).await?;
+            // The failure is recorded even if the handler used up the caller's time, but a
+            // database that is away (a failover) holds the caller no longer than that.
+            let within = self.deadline.max(Instant::now() + RECORD_FAILURE_WITHIN);
+            let mut tx = self.engine.begin(Some(within)).await?;
             tx.insert_message(self.key, &message).await?;
             tx.commit().await
         };
@@ -510,6 +519,12 @@ impl Call<'_> {
                 None => self.busy(Some(queued)),
             }),
             Err(error @ Error::SyncTimeout { .. }) => Err(error),
+            // The message is committed: the database that went away is what the call waited
+            // on, and the message runs once it is back.
+            Err(Error::DatabaseUnavailable { hosts, reason, .. }) => Err(self.timed_out(
+                Some(queued),
+                format!("the database ({hosts}), which accepted no writes: {reason}"),
+            )),
             Err(reason) => Err(self.queued(queued, reason)),
         }
     }

@@ -127,10 +127,44 @@ impl PostgresStore {
         schema: SchemaMode,
     ) -> Result<Self> {
         let hosts = hosts::hosts(url)?;
-        let writable = match hosts.len() {
-            1 => 0,
-            _ => failover::first_writable(&hosts, connect_timeout).await?,
-        };
+        if hosts.len() == 1 {
+            return Self::open_on(hosts, 0, connections, connect_timeout, schema).await;
+        }
+        let deadline = Instant::now() + connect_timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let writable = failover::first_writable(&hosts, left).await?;
+            let opened = Self::open_on(
+                hosts.clone(),
+                writable,
+                connections,
+                connect_timeout,
+                schema,
+            )
+            .await;
+            match opened {
+                // The host went away between the search and the pool's first statements (a
+                // failover under way): look for the one that accepts writes again.
+                Err(error)
+                    if (error.is_connection_lost()
+                        || matches!(error, crate::error::Error::Unreachable { .. }))
+                        && Instant::now() < deadline =>
+                {
+                    tracing::warn!(%error, "the PostgreSQL host went away during start-up; looking again");
+                }
+                opened => return opened,
+            }
+        }
+    }
+
+    /// Opens the pool on the host at `writable` of `hosts`, and migrates.
+    async fn open_on(
+        hosts: Vec<Host>,
+        writable: usize,
+        connections: u32,
+        connect_timeout: Duration,
+        schema: SchemaMode,
+    ) -> Result<Self> {
         let failover = Failover::new(hosts, writable, connect_timeout);
         let host = failover.current().clone();
         let endpoint = Endpoint {
