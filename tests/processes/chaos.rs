@@ -55,8 +55,8 @@ use tokio::time::Instant;
 /// MySQL URL).
 const DATABASE: &str = "CHAOS_WORKER_DATABASE";
 /// How many actors the drivers address, and how many drivers run at once.
-const ACTORS: usize = 50;
-const DRIVERS: usize = 8;
+pub(crate) const ACTORS: usize = 50;
+pub(crate) const DRIVERS: usize = 8;
 /// Every `SEND_EVERY`th message sends to another actor; every `EMIT_EVERY`th emits an effect;
 /// every `REMIND_EVERY`th schedules a reminder `REMIND_AFTER` later.
 const SEND_EVERY: i64 = 5;
@@ -81,7 +81,7 @@ const CONNECT_WAIT: Duration = Duration::from_secs(2);
 const EFFECT_LEASE: Duration = Duration::from_secs(2);
 
 /// The soaks take turns, so each has the machine to itself.
-static SOAKS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub(crate) static SOAKS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// The warnings and errors the driver's runtime logged during the current soak.
 static DRIVER_LOG: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
@@ -271,7 +271,8 @@ fn send_target(source: &str, seq: i64) -> String {
     actor_name(target % ACTORS)
 }
 
-fn actor_name(index: usize) -> String {
+/// The id of actor number `index`: `a-00`, `a-01`, ..
+pub(crate) fn actor_name(index: usize) -> String {
     format!("a-{index:02}")
 }
 
@@ -282,7 +283,7 @@ fn actor_index(name: &str) -> usize {
 }
 
 /// A runtime builder on `database`, a PostgreSQL or MySQL URL or a SQLite path.
-fn builder(database: &str, connections: u32) -> Builder {
+pub(crate) fn builder(database: &str, connections: u32) -> Builder {
     let builder = if database.starts_with("postgres://") {
         Runtime::builder().postgres(database, connections)
     } else if database.starts_with("mysql://") {
@@ -723,7 +724,7 @@ impl Settings {
 /// The application's tables, each with a primary key (as Galera needs): what turns and
 /// reminders applied and received (with their order of application), which effects ran
 /// (once per id) and every run.
-async fn create_tables(pool: &AnyPool) {
+pub(crate) async fn create_tables(pool: &AnyPool) {
     let (id, text) = match pool.connect_options().database_url.scheme() {
         "postgres" | "postgresql" => ("BIGSERIAL PRIMARY KEY", "TEXT"),
         "mysql" | "mariadb" => ("BIGINT AUTO_INCREMENT PRIMARY KEY", "VARCHAR(255)"),

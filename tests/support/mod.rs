@@ -12,6 +12,7 @@ pub mod browser;
 pub mod gates;
 pub mod mariadb;
 pub mod postgres;
+pub mod postgres_cluster;
 pub mod steps;
 pub mod subscription;
 
