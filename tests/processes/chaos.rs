@@ -21,8 +21,8 @@
 //! runs once, from half the chaos time, beside the drivers and the kills (a primary killed
 //! and its standby promoted, a node killed and restarted), and has ended before the drain
 //! starts; its line of figures is printed with the soak's. A call may fail with
-//! `DatabaseUnavailable` while no server answers: the soak counts those and retries the
-//! call under its key, as it retries timeouts.
+//! `Error::DatabaseUnavailable` while no server answers: the soak counts those and retries
+//! the call under its key, as it retries timeouts.
 //!
 //! The workers are this test binary re-run as child processes that execute only
 //! `worker_process` (which does nothing unless the parent set `CHAOS_WORKER_DATABASE`).
@@ -940,7 +940,7 @@ impl Driver {
                 Ok(Ok(())) => return Answer::Acknowledged,
                 Ok(Err(error)) => error,
             };
-            self.errors.note(&error);
+            self.errors.note(&error, Self::form(actor, seq));
             if matches!(
                 error,
                 Error::DeadLetter { .. } | Error::HandlerFailed { retry_at: None, .. }
@@ -951,13 +951,23 @@ impl Driver {
         }
     }
 
-    /// One call: a sync call for every other number, an enqueue for the rest.
+    /// How message `seq` of `actor` is issued: a sync call for every other number, an
+    /// enqueue for the rest.
+    fn form(actor: usize, seq: i64) -> &'static str {
+        if (actor as i64 + seq) % 2 == 0 {
+            "a sync call"
+        } else {
+            "an enqueue"
+        }
+    }
+
+    /// One call, in its [`Driver::form`].
     async fn attempt(&self, actor: usize, seq: i64, key: &str) -> Result<(), Error> {
         let reference = self
             .runtime
             .reference::<Counter>(actor_name(actor))
             .timeout(self.timeout);
-        if (actor as i64 + seq) % 2 == 0 {
+        if Self::form(actor, seq) == "a sync call" {
             reference.idempotency_key(key).apply(seq).await.map(drop)
         } else {
             let enqueue = reference.enqueue().idempotency_key(key);
@@ -1006,14 +1016,24 @@ impl Issued {
     }
 }
 
-/// The errors the drivers' calls returned, by kind, with the first of each.
+/// The errors the drivers' calls returned, by kind and the form of the call that met them,
+/// with the first of each.
 #[derive(Default)]
 struct ErrorLog {
     kinds: Mutex<BTreeMap<String, (u32, String)>>,
+    /// How many calls failed with `Error::DatabaseUnavailable`.
+    unavailable: std::sync::atomic::AtomicU32,
+    /// How many calls failed with `Error::Database`.
+    database: std::sync::atomic::AtomicU32,
 }
 
 impl ErrorLog {
-    fn note(&self, error: &Error) {
+    fn note(&self, error: &Error, form: &str) {
+        match error {
+            Error::DatabaseUnavailable { .. } => self.unavailable.fetch_add(1, Ordering::Relaxed),
+            Error::Database(_) => self.database.fetch_add(1, Ordering::Relaxed),
+            _ => 0,
+        };
         let debug = format!("{error:?}");
         let kind = debug
             .split(|c: char| !c.is_alphanumeric())
@@ -1021,25 +1041,21 @@ impl ErrorLog {
             .unwrap_or_default()
             .to_owned();
         let mut kinds = self.kinds.lock().expect("the error log");
-        kinds.entry(kind).or_insert((0, error.to_string())).0 += 1;
+        kinds
+            .entry(format!("{kind} ({form})"))
+            .or_insert_with(|| (0, error.to_string()))
+            .0 += 1;
     }
 
     /// How many calls failed with a database error.
     fn database_errors(&self) -> u32 {
-        self.count("Database")
+        self.database.load(Ordering::Relaxed)
     }
 
-    /// How many calls failed because no database server answered (the runtime's
-    /// `Error::DatabaseUnavailable`, counted by its name so that this file builds on
-    /// runtimes with and without it): the call is retried under its key.
+    /// How many calls failed because no database server answered
+    /// (`Error::DatabaseUnavailable`): the call is retried under its key.
     fn unavailable(&self) -> u32 {
-        self.count("DatabaseUnavailable")
-    }
-
-    /// How many calls failed with an error of kind `kind` (its variant's name).
-    fn count(&self, kind: &str) -> u32 {
-        let kinds = self.kinds.lock().expect("the error log");
-        kinds.get(kind).map_or(0, |(count, _)| *count)
+        self.unavailable.load(Ordering::Relaxed)
     }
 
     fn print(&self, backend: &str) {
