@@ -74,7 +74,7 @@ const RETRY_PAUSE: Duration = Duration::from_millis(50);
 const CLOSE_WAIT: Duration = Duration::from_secs(10);
 /// How long a disturbance may still run once the chaos time is over.
 const DISTURBANCE_WAIT: Duration = Duration::from_secs(120);
-/// How long the application waits for a connection to one of its servers.
+/// How long the application waits for a connection to one of its several servers.
 const CONNECT_WAIT: Duration = Duration::from_secs(2);
 /// How long a worker's claim on an effect lasts: an effect a killed worker held is run
 /// again by a survivor this long after it started.
@@ -333,7 +333,7 @@ impl Application {
         }
         let mut last_error = sqlx::Error::PoolClosed;
         for server in self.servers.iter() {
-            match writable(server).await {
+            match writable(server, self.servers.len() > 1).await {
                 Ok(found) => {
                     *pool = Some(found.clone());
                     return Ok(found);
@@ -391,13 +391,16 @@ pub(crate) fn servers(url: &str) -> Vec<String> {
 }
 
 /// A pool on `server` if it accepts writes (a PostgreSQL server that is not a standby, or
-/// any other).
-async fn writable(server: &str) -> Result<AnyPool, sqlx::Error> {
-    let pool: AnyPool = sqlx::pool::PoolOptions::new()
-        .max_connections(2)
-        .acquire_timeout(CONNECT_WAIT)
-        .connect(server)
-        .await?;
+/// any other). One of several servers gets `CONNECT_WAIT` for each connection, so that a
+/// server gone away is soon left for another; the only server gets sqlx's default wait.
+async fn writable(server: &str, several: bool) -> Result<AnyPool, sqlx::Error> {
+    let options = sqlx::pool::PoolOptions::new().max_connections(2);
+    let options = if several {
+        options.acquire_timeout(CONNECT_WAIT)
+    } else {
+        options
+    };
+    let pool: AnyPool = options.connect(server).await?;
     if server.starts_with("postgres") {
         let read_only: String = sqlx::query_scalar("SHOW transaction_read_only")
             .fetch_one(&pool)
