@@ -12,6 +12,7 @@ use std::time::Duration;
 use solid_objects::prelude::*;
 
 use crate::cases::wedges::{within, Counter};
+use crate::support::eventually;
 use crate::support::postgres::{free_port, PgServer};
 
 /// A database of one name on each of `servers` (a database of the first's name is created
@@ -165,4 +166,48 @@ async fn a_call_while_no_host_accepts_writes_fails_as_unavailable_within_its_dea
         }
     }
     within(30, "closing", runtime.close()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_pause_while_their_host_is_gone_and_resume_on_the_next_by_themselves() {
+    let (Some(primary), Some(replacement)) = (PgServer::start(), PgServer::start()) else {
+        return;
+    };
+    let urls = one_database_on_each(&[&primary, &replacement]).await;
+    let runtime = runtime_on(&multi_host(&urls), Duration::from_secs(20)).await;
+    let running = tokio::spawn({
+        let runtime = runtime.clone();
+        async move { runtime.run().await }
+    });
+    let counter = runtime.reference::<Counter>("worked");
+    within(30, "an enqueue", counter.enqueue().bump())
+        .await
+        .unwrap();
+    let ran_here = eventually(Duration::from_secs(30), || async {
+        stored_count(&urls[0], "worked").await == 1
+    })
+    .await;
+    assert!(ran_here, "a worker ran the first message on the primary");
+
+    drop(primary);
+    // Queued on the replacement once the runtime moved there: only a worker that resumed by
+    // itself runs it.
+    within(
+        60,
+        "an enqueue after the host went away",
+        counter.enqueue().bump(),
+    )
+    .await
+    .unwrap();
+    let resumed = eventually(Duration::from_secs(30), || async {
+        stored_count(&urls[1], "worked").await == 1
+    })
+    .await;
+    assert!(resumed, "a worker ran the message queued on the next host");
+    runtime.shutdown();
+    within(30, "the workers' end", running)
+        .await
+        .unwrap()
+        .unwrap();
+    runtime.close().await;
 }

@@ -215,12 +215,20 @@ impl Failover {
         state.last_failure.clear();
         drop(state);
         self.serving.send_replace(true);
-        tracing::warn!(
-            from = self.hosts[from].name,
-            to = self.hosts[index].name,
-            searched_for = ?searched.map(|since| since.elapsed()),
-            "PostgreSQL accepts writes again; the runtime carries on"
-        );
+        let searched_for = searched.map(|since| since.elapsed());
+        match index == from {
+            true => tracing::info!(
+                host = self.hosts[index].name,
+                ?searched_for,
+                "PostgreSQL accepts writes on the same host; the runtime carries on"
+            ),
+            false => tracing::warn!(
+                from = self.hosts[from].name,
+                to = self.hosts[index].name,
+                ?searched_for,
+                "PostgreSQL accepts writes on another host; the runtime moved there"
+            ),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {

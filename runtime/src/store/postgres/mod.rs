@@ -109,6 +109,8 @@ pub(crate) struct PostgresStore {
     parked: Arc<Parked<Postgres>>,
     /// The database's hosts, and the search for the one that accepts writes.
     failover: Arc<Failover>,
+    /// Tells the failover of a lost connection (it searches for the host again).
+    lost: Box<dyn Fn() + Send + Sync>,
     counters: Arc<Counters>,
     /// Whether the runtime opened the pool (and so closes it), or the application did.
     owns_pool: bool,
@@ -174,10 +176,12 @@ impl PostgresStore {
         let parked = Arc::new(Parked::beside(&pool));
         let left_behind = Arc::clone(&parked);
         failover.follow(&pool, move || left_behind.close_all());
+        let suspect = Arc::clone(&failover);
         Ok(Self {
             parked,
             readers: pool,
             failover,
+            lost: Box::new(move || suspect.suspect()),
             counters: Arc::default(),
             owns_pool: false,
         })
@@ -267,7 +271,7 @@ struct PostgresTransaction {
 
 impl ReadConnections for PostgresStore {
     fn readers(&self) -> On<'_> {
-        On::PostgresPool(&self.readers)
+        On::PostgresPool(&self.readers, &*self.lost)
     }
 
     fn dialect(&self) -> Dialect {
@@ -312,13 +316,12 @@ impl Store for PostgresStore {
         );
         // While no host is known to accept writes, wait for the search (until the deadline).
         self.failover.serving(bounds.deadline).await?;
-        let lost = || self.failover.suspect();
         let begun = OwnedTransaction::begin(
             &self.readers,
             Some(&self.parked),
             bounds.deadline,
             begin,
-            &lost,
+            &*self.lost,
         )
         .await;
         let tx = match begun {
