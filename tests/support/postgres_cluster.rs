@@ -12,6 +12,7 @@
 //! and by a watchdog shell when the test process ends without dropping it. As root the
 //! tools run as the `postgres` user, as [`PgServer`](super::postgres::PgServer)'s do.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -110,7 +111,7 @@ impl PgCluster {
     }
 
     /// `initdb` for server 0, configured as a primary that streams to standbys (and, being
-    /// copied by `pg_basebackup`, the standbys' configuration too).
+    /// copied by `pg_basebackup`, the standbys' configuration too), keeping little WAL.
     fn create_primary(&self) {
         let data = self.data(0);
         self.run(
@@ -138,7 +139,9 @@ impl PgCluster {
              max_connections = 200\n\
              wal_level = replica\n\
              max_wal_senders = 10\n\
-             wal_keep_size = '512MB'\n\
+             wal_keep_size = '64MB'\n\
+             min_wal_size = '32MB'\n\
+             max_wal_size = '128MB'\n\
              wal_log_hints = on\n\
              hot_standby = on\n\
              wal_receiver_status_interval = '1s'\n\
@@ -374,7 +377,10 @@ impl PgCluster {
              for n in 0 1; do {stop}; done; rm -rf \"$2\"",
             parent = std::process::id(),
         );
+        // A process group of its own, so that whatever ends this process's group leaves
+        // the watchdog to do its work.
         let watchdog = Command::new("sh")
+            .process_group(0)
             .args(["-c", &watchdog, "watchdog"])
             .arg(self.bin.join("pg_ctl"))
             .arg(self.dir.path())
