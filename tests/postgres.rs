@@ -14,6 +14,8 @@ mod compression;
 mod lifecycle;
 #[path = "postgres/listen_notify.rs"]
 mod listen_notify;
+#[path = "servers/lost_commit_answers.rs"]
+mod lost_commit_answers;
 #[path = "servers/nothing_wedges.rs"]
 mod nothing_wedges;
 #[path = "postgres/mod.rs"]

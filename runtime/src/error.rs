@@ -823,6 +823,27 @@ impl Error {
         }
     }
 
+    /// This error, naming `request_id` as the message a turn that may have committed is
+    /// found by, if it is [`Error::DatabaseUnavailable`]; any other error as it is.
+    pub(crate) fn in_doubt_of(self, request_id: &str) -> Self {
+        match self {
+            Self::DatabaseUnavailable {
+                backend,
+                hosts,
+                reason,
+                waited,
+                ..
+            } => Self::DatabaseUnavailable {
+                backend,
+                hosts,
+                reason,
+                waited,
+                request_id: Some(Box::new(request_id.to_owned())),
+            },
+            error => error,
+        }
+    }
+
     /// A wait that ran out: for a connection, for another process's write lock on a SQLite
     /// file, or for an actor's row lock on PostgreSQL.
     pub(crate) fn is_busy(&self) -> bool {

@@ -1,10 +1,9 @@
 //! Nothing wedges on PostgreSQL: an upgraded database keeps its delayed messages waiting,
 //! callers' deadlines bound their waits in the server, NUL bytes in error texts and huge
-//! effect leases are stored, a commit whose acknowledgement is lost runs once, and callers
-//! that give up leave no session waiting. The cases of tests/cases/wedges.rs that only
-//! PostgreSQL's store can show; they share that file's actors and gates.
+//! effect leases are stored, and callers that give up leave no session waiting. The cases of
+//! tests/cases/wedges.rs that only PostgreSQL's store can show; they share that file's actors
+//! and gates.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -398,140 +397,6 @@ async fn a_huge_effect_lease_saturates_on_postgres() {
         matches!(ran, Ok(1)) && runs("charge:lease") == 1,
         "run_effects: {ran:?}; the handler ran {} times",
         runs("charge:lease")
-    );
-}
-
-// ---------------------------------------------------------------------------------------
-// 9. PostgreSQL: a commit whose answer is lost
-// ---------------------------------------------------------------------------------------
-
-/// A TCP proxy in front of the PostgreSQL server that, when armed, lets the next `COMMIT`
-/// through to the server, waits for the server to finish it, and then cuts the client's
-/// connection instead of passing the answer on: a network failure (a load balancer, a
-/// pooler restart) between a commit and its acknowledgement.
-struct CommitCutter {
-    armed: std::sync::atomic::AtomicBool,
-    cuts: AtomicUsize,
-}
-
-/// Reads one message: a type byte (unless `typed` is false) and a length-prefixed body.
-async fn read_message(
-    reader: &mut (impl tokio::io::AsyncRead + Unpin),
-    typed: bool,
-) -> std::io::Result<Vec<u8>> {
-    use tokio::io::AsyncReadExt;
-    let mut message = Vec::new();
-    if typed {
-        message.push(reader.read_u8().await?);
-    }
-    let length = reader.read_u32().await?;
-    message.extend_from_slice(&length.to_be_bytes());
-    let mut body = vec![0; (length as usize).saturating_sub(4)];
-    reader.read_exact(&mut body).await?;
-    message.extend_from_slice(&body);
-    Ok(message)
-}
-
-async fn commit_cutting_proxy(upstream: u16) -> (u16, Arc<CommitCutter>) {
-    use tokio::io::AsyncWriteExt;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let cutter = Arc::new(CommitCutter {
-        armed: std::sync::atomic::AtomicBool::new(false),
-        cuts: AtomicUsize::new(0),
-    });
-    let shared = Arc::clone(&cutter);
-    tokio::spawn(async move {
-        while let Ok((client, _)) = listener.accept().await {
-            let server = tokio::net::TcpStream::connect(("127.0.0.1", upstream))
-                .await
-                .unwrap();
-            let (mut client_read, mut client_write) = client.into_split();
-            let (mut server_read, mut server_write) = server.into_split();
-            let cutting = Arc::new(std::sync::atomic::AtomicBool::new(false));
-            let cutter = Arc::clone(&shared);
-            let cut_here = Arc::clone(&cutting);
-            tokio::spawn(async move {
-                let mut typed = false;
-                while let Ok(message) = read_message(&mut client_read, typed).await {
-                    if typed
-                        && message[0] == b'Q'
-                        && message[5..].starts_with(b"COMMIT")
-                        && cutter.armed.swap(false, Ordering::SeqCst)
-                    {
-                        cut_here.store(true, Ordering::SeqCst);
-                        cutter.cuts.fetch_add(1, Ordering::SeqCst);
-                    }
-                    typed = true;
-                    if server_write.write_all(&message).await.is_err() {
-                        break;
-                    }
-                }
-            });
-            tokio::spawn(async move {
-                while let Ok(message) = read_message(&mut server_read, true).await {
-                    if cutting.load(Ordering::SeqCst) {
-                        // The server answered the COMMIT: it is done. The client never hears.
-                        if message[0] == b'Z' {
-                            break;
-                        }
-                        continue;
-                    }
-                    if client_write.write_all(&message).await.is_err() {
-                        break;
-                    }
-                }
-                let _ = client_write.shutdown().await;
-            });
-        }
-    });
-    (port, cutter)
-}
-
-/// A synchronous call on an empty mailbox commits its turn, but the acknowledgement of the
-/// COMMIT is lost. The engine takes the error for a failure outside the handler and, on the
-/// fresh-call path, records it as a *new* message with one failed attempt
-/// (`record_fresh_failure`), which a worker then runs again: the turn is applied twice. (A
-/// stored message is safe: its failure is recorded only if it is still ready.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_commit_whose_acknowledgement_is_lost_never_runs_the_turn_twice() {
-    let Some((_server, url)) = postgres().await else {
-        return;
-    };
-    let (prefix, rest) = url.rsplit_once(':').unwrap();
-    let (upstream, database) = rest.split_once('/').unwrap();
-    let (port, cutter) = commit_cutting_proxy(upstream.parse().unwrap()).await;
-    let proxied = format!("{prefix}:{port}/{database}?sslmode=disable");
-    let clock = ManualClock::starting_now();
-    let runtime = postgres_runtime(&proxied, 4, &clock).await;
-    let counter = runtime.reference::<Counter>("c");
-    assert_eq!(counter.bump().await.unwrap(), 1);
-
-    cutter.armed.store(true, Ordering::SeqCst);
-    let cut = within(30, "the cut call", counter.bump()).await;
-    assert_eq!(cutter.cuts.load(Ordering::SeqCst), 1, "the commit was cut");
-    for _ in 0..3 {
-        clock.advance(PAST_BACKOFF);
-        within(30, "a drain", runtime.testing().drain()).await.ok();
-    }
-    let value = within(30, "a query", counter.value()).await;
-    let messages: Vec<(String, i64)> = {
-        let pool = sqlx::PgPool::connect(&url).await.unwrap();
-        let rows = sqlx::query_as(
-            "SELECT status, attempts FROM solid_messages WHERE actor_id = 'c' ORDER BY id",
-        )
-        .fetch_all(&pool)
-        .await
-        .unwrap();
-        pool.close().await;
-        rows
-    };
-    runtime.close().await;
-
-    assert!(
-        matches!(value, Ok(2)),
-        "two bumps, of which one lost its commit acknowledgement (the caller got {cut:?}), \
-         left the counter at {value:?}; the messages: {messages:?}"
     );
 }
 

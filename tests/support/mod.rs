@@ -9,6 +9,7 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod commit_cutter;
 pub mod gates;
 pub mod mariadb;
 pub mod postgres;

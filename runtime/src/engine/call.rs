@@ -99,19 +99,7 @@ impl Call<'_> {
     /// unavailable database names the message, and so does any other end of the call.
     fn unresolved(&self, error: Error, request_id: &str) -> Error {
         match error {
-            Error::DatabaseUnavailable {
-                backend,
-                hosts,
-                reason,
-                waited,
-                ..
-            } => Error::DatabaseUnavailable {
-                backend,
-                hosts,
-                reason,
-                waited,
-                request_id: Some(Box::new(request_id.to_owned())),
-            },
+            error @ Error::DatabaseUnavailable { .. } => error.in_doubt_of(request_id),
             _ => self.in_doubt(request_id),
         }
     }

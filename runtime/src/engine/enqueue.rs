@@ -7,6 +7,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
+use super::call::WAIT_POLL;
 use super::{micros, new_request_id, paused, Engine};
 use crate::error::{Error, Result};
 use crate::limits::deadline_after;
@@ -35,26 +36,78 @@ impl Engine {
     /// Appends a message to the tail of the actor's mailbox without running it or taking
     /// the actor's lock. With an idempotency key this actor already used, returns that
     /// message instead (an operator's retry of a dead letter takes its key over).
+    ///
+    /// # Errors
+    ///
+    /// A `COMMIT` whose connection was lost with it is in doubt: the enqueue tries again
+    /// under the same request id until its deadline (the message found committed is the
+    /// answer; the request id's unique index keeps a second one out), and at the deadline
+    /// its [`Error::SyncTimeout`] (or [`Error::DatabaseUnavailable`]) names that request id.
     pub(crate) async fn enqueue(
         &self,
-        key: ActorKey<'_, '_>,
-        operation: &str,
+        key: ActorKey<'static, '_>,
+        operation: &'static str,
         arguments: &str,
         options: EnqueueOptions<'_>,
     ) -> Result<Enqueued> {
         let deadline = deadline_after(options.timeout);
+        let request_id = new_request_id();
+        let mut in_doubt = false;
         loop {
-            match self
-                .try_enqueue(key, operation, arguments, options, deadline)
-                .await
-            {
-                Err(error) if error.is_conflict() && Instant::now() < deadline => {}
-                done => return done,
-            }
+            let tried = self
+                .try_enqueue(
+                    key,
+                    operation,
+                    arguments,
+                    options,
+                    deadline,
+                    (&request_id, in_doubt),
+                )
+                .await;
+            let past_deadline = Instant::now() >= deadline;
+            let error = match tried {
+                Ok(Some(enqueued)) => return Ok(enqueued),
+                // Its COMMIT ended in doubt: the next try looks its message up first.
+                Ok(None) => {
+                    in_doubt = true;
+                    if !past_deadline {
+                        continue;
+                    }
+                    None
+                }
+                Err(error) if error.is_conflict() && !past_deadline => continue,
+                // A connection lost: the next try waits for the database to accept writes
+                // again, and looks the message up first in case a COMMIT landed.
+                Err(error) if error.is_connection_lost() && !past_deadline => {
+                    in_doubt = true;
+                    match self.store.reconnect(deadline).await {
+                        Ok(()) => continue,
+                        Err(unavailable) => Some(unavailable),
+                    }
+                }
+                // While in doubt, a busy actor or pool (the cut transaction's locks, still
+                // held until the server notices) is waited out.
+                Err(error) if in_doubt && error.is_busy() && !past_deadline => {
+                    let pause = WAIT_POLL.min(deadline.saturating_duration_since(Instant::now()));
+                    tokio::time::sleep(pause).await;
+                    continue;
+                }
+                Err(error) => Some(error),
+            };
+            // Whatever ends an enqueue in doubt names the request id its message is found by.
+            return Err(match (in_doubt, error) {
+                (false, Some(error)) => error,
+                (true, Some(error @ Error::DatabaseUnavailable { .. })) => {
+                    error.in_doubt_of(&request_id)
+                }
+                (_, _) => in_doubt_at_deadline(key, operation, &request_id, options),
+            });
         }
     }
 
-    /// One try at an enqueue, in a transaction of its own.
+    /// One try at an enqueue, in a transaction of its own, storing the message under
+    /// `request_id`; `Ok(None)` if its `COMMIT` ended in doubt (the connection was lost with
+    /// it), and then the next try (`in_doubt`) looks the request id up first.
     async fn try_enqueue(
         &self,
         key: ActorKey<'_, '_>,
@@ -62,8 +115,18 @@ impl Engine {
         arguments: &str,
         options: EnqueueOptions<'_>,
         deadline: Instant,
-    ) -> Result<Enqueued> {
+        (request_id, in_doubt): (&str, bool),
+    ) -> Result<Option<Enqueued>> {
         let mut tx = self.begin(Some(deadline)).await?;
+        if in_doubt {
+            if let Some(existing) = tx.message(MessageLookup::RequestId(request_id)).await? {
+                Self::release(tx).await;
+                return Ok(Some(Enqueued {
+                    message_id: existing.id,
+                    request_id: existing.request_id,
+                }));
+            }
+        }
         if tx.is_paused(key).await? {
             Self::release(tx).await;
             return Err(paused(key));
@@ -73,10 +136,10 @@ impl Engine {
             if let Some(existing) = tx.message(lookup).await? {
                 Self::release(tx).await;
                 same_request(&existing, operation, arguments, idempotency_key)?;
-                return Ok(Enqueued {
+                return Ok(Some(Enqueued {
                     message_id: existing.id,
                     request_id: existing.request_id,
-                });
+                }));
             }
         }
         let available_at = match options.available_at {
@@ -92,14 +155,21 @@ impl Engine {
                 options.idempotency_key,
                 Origin {
                     available_at,
+                    request_id: Some(request_id),
                     ..Origin::now()
                 },
             )
             .await?;
-        tx.commit().await?;
+        if let Err(error) = tx.commit().await {
+            return if error.is_connection_lost() {
+                Ok(None)
+            } else {
+                Err(error)
+            };
+        }
         self.wake();
         crate::metrics::enqueued(key.actor_type, operation, 1);
-        Ok(enqueued)
+        Ok(Some(enqueued))
     }
 
     /// Inserts a ready message at the tail of the mailbox, within the mailbox limit.
@@ -145,15 +215,14 @@ impl Engine {
 
 /// When a message enqueued at the tail may run, what it keeps of an earlier message (an
 /// operator's retry of a dead letter keeps a fired reminder's incarnation and time), and the
-/// request id it is stored under.
+/// request id an earlier try of the same enqueue stored it under, if any.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Origin<'a> {
     /// Not before this time (microseconds; 0: now).
     pub(super) available_at: i64,
     pub(super) incarnation: Option<i64>,
     pub(super) scheduled_for: Option<i64>,
-    /// The request id its caller chose (a synchronous call keeps one across its tries), or
-    /// `None` for a new one.
+    /// The request id to store the message under (`None`: a new one).
     pub(super) request_id: Option<&'a str>,
 }
 
@@ -166,6 +235,27 @@ impl Origin<'_> {
             scheduled_for: None,
             request_id: None,
         }
+    }
+}
+
+/// What an enqueue whose `COMMIT` stayed in doubt until its deadline answers: the request id
+/// its message is found by if that `COMMIT` landed.
+fn in_doubt_at_deadline(
+    key: ActorKey<'static, '_>,
+    operation: &'static str,
+    request_id: &str,
+    options: EnqueueOptions<'_>,
+) -> Error {
+    Error::SyncTimeout {
+        actor_type: key.actor_type,
+        actor_id: key.actor_id.to_owned(),
+        operation,
+        message_id: None,
+        request_id: Some(Box::new(request_id.to_owned())),
+        waiting_on: "the COMMIT of its message, whose connection was lost with it (the server \
+                     may have committed it)"
+            .to_owned(),
+        timeout: options.timeout,
     }
 }
 

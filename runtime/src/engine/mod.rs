@@ -25,7 +25,9 @@
 //! backs off and ends as completed, rejected or dead. Only three things commit nothing and
 //! count nothing: a conflict with another transaction (the turn runs again at once), a
 //! caller whose deadline passed (the message stays for later), and an operation this build
-//! does not know (left for a build that knows it).
+//! does not know (left for a build that knows it). A turn whose `COMMIT` ended in doubt (its
+//! connection was lost with it, or its group commit failed) is read back by its message:
+//! found, it committed once; not found once the actor's lock is held again, it runs again.
 
 mod ask;
 mod attempts;
