@@ -8,6 +8,8 @@ mod backend;
 mod cases;
 #[path = "mysql/dialect.rs"]
 mod dialect;
+#[path = "mysql/galera.rs"]
+mod galera;
 #[path = "servers/nothing_wedges.rs"]
 mod nothing_wedges;
 #[path = "servers/several_runtimes.rs"]

@@ -9,6 +9,7 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod galera;
 pub mod gates;
 pub mod mariadb;
 pub mod postgres;
