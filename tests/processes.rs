@@ -1,12 +1,14 @@
 //! Several OS processes on one database: a worker killed with SIGKILL mid-turn or mid-effect,
-//! and the soak that kills workers every two seconds. Each module re-runs this binary as its
-//! child processes (selecting one function by its full name) and runs on SQLite, PostgreSQL
-//! and MariaDB.
+//! the soak that kills workers every two seconds, and the soak through a PostgreSQL
+//! failover. Each module re-runs this binary as its child processes (selecting one function
+//! by its full name) and runs on SQLite, PostgreSQL and MariaDB.
 
 #[path = "processes/chaos.rs"]
 mod chaos;
 #[path = "processes/crash.rs"]
 mod crash;
+#[path = "processes/failover.rs"]
+mod failover;
 mod support;
 
 /// The backend of `support::Harness::new()` in this binary: a test that names no backend runs on a SQLite file.

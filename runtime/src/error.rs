@@ -623,6 +623,30 @@ pub enum Error {
         timeout: Duration,
     },
 
+    /// No host of the database accepted writes within the call's deadline: the server is
+    /// down or restarting, or a failover is under way (the primary gone, its standby not yet
+    /// promoted). The runtime keeps looking for a host that accepts writes by itself, and
+    /// carries on there; workers pause meanwhile.
+    ///
+    /// Without a request id nothing of the call was written: call again. With one, the
+    /// call's turn may have committed just before the connection was lost: look its message
+    /// up with [`Runtime::message`](crate::Runtime::message) once the database answers (or
+    /// call again under the same idempotency key), rather than call again without a key,
+    /// which could run it twice.
+    #[error("{backend} at {hosts} accepted no writes within {waited:?} ({reason}){}", unavailable_note(request_id.as_deref().map(String::as_str)))]
+    DatabaseUnavailable {
+        /// `PostgreSQL` or `MySQL`.
+        backend: &'static str,
+        /// The hosts the runtime tried, `host:port` each (never with a password).
+        hosts: String,
+        /// What the last tries came to: refused, no answer, or a standby.
+        reason: String,
+        /// How long the call waited for a host.
+        waited: Duration,
+        /// The call's message, if its turn may have committed.
+        request_id: Option<Box<String>>,
+    },
+
     /// The database has no solid-objects tables, and the runtime was told not to create
     /// them ([`Builder::apply_migrations`](crate::Builder::apply_migrations)); nothing was
     /// written.
@@ -703,6 +727,21 @@ fn failed_note(
     }
 }
 
+/// What an unavailable database means for the call: nothing written, or a turn that may
+/// have committed, named.
+fn unavailable_note(request_id: Option<&str>) -> String {
+    match request_id {
+        None => "; nothing of this call was written: call again (the runtime reconnects by \
+                 itself, to whichever host accepts writes)"
+            .to_owned(),
+        Some(request_id) => format!(
+            "; the call's turn may have committed before its connection was lost: look its \
+             message up with runtime.message({request_id:?}) once the database answers, or call \
+             again under the same idempotency key; calling again without one could run it twice"
+        ),
+    }
+}
+
 /// What a timed-out call says of its message: nothing if it had none, that it is queued if it
 /// was, and how to learn whether it was kept if its group commit had not ended.
 fn queued_note(message_id: Option<i64>, request_id: Option<&str>) -> String {
@@ -737,9 +776,10 @@ impl Error {
 
     /// The request id of the call's message if this error came after the message was
     /// committed and it is still queued ([`Error::Queued`], a [`Error::SyncTimeout`] with a
-    /// message, or a [`Error::HandlerFailed`] to be retried): wait for it with
-    /// [`Runtime::message`](crate::Runtime::message) rather than call again, which would run
-    /// it twice.
+    /// message, or a [`Error::HandlerFailed`] to be retried), or when the message may have
+    /// been committed (a [`Error::SyncTimeout`] or [`Error::DatabaseUnavailable`] in doubt):
+    /// look it up with [`Runtime::message`](crate::Runtime::message) rather than call again,
+    /// which could run it twice.
     pub fn queued_request_id(&self) -> Option<&str> {
         match self {
             Self::Queued { request_id, .. } => Some(request_id),
@@ -749,6 +789,9 @@ impl Error {
                 retry_at: Some(_),
                 ..
             } => request_id.as_deref().map(String::as_str),
+            Self::DatabaseUnavailable { request_id, .. } => {
+                request_id.as_deref().map(String::as_str)
+            }
             _ => None,
         }
     }
@@ -764,6 +807,18 @@ impl Error {
                         if database.kind() == sqlx::error::ErrorKind::UniqueViolation)
             }
             Self::GroupRolledBack { .. } => true,
+            _ => false,
+        }
+    }
+
+    /// A connection to the database that is gone (closed by the server, reset, the server
+    /// shutting down), a session that no longer accepts writes (a primary turned standby), or
+    /// no host accepting writes: the runtime reconnects, and whatever the lost transaction
+    /// did is known only by reading it back.
+    pub(crate) fn is_connection_lost(&self) -> bool {
+        match self {
+            Self::Database(error) => is_connection_lost(error) || is_read_only_session(error),
+            Self::DatabaseUnavailable { .. } => true,
             _ => false,
         }
     }
@@ -802,6 +857,13 @@ pub(crate) fn is_connection_lost(error: &sqlx::Error) -> bool {
         },
         _ => false,
     }
+}
+
+/// Whether a database error says the session accepts no writes: PostgreSQL's
+/// `read_only_sql_transaction` (25006), what a standby answers a write.
+pub(crate) fn is_read_only_session(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(database)
+        if database.code().as_deref() == Some("25006"))
 }
 
 /// Whether a database error is a wait that ran out (SQLite busy or locked, PostgreSQL's

@@ -7,10 +7,22 @@
 //! Every turn writes `(actor, seq)` to the application table `applied` in its own
 //! transaction; every 5th sends `(source, seq)` to another actor, which writes it to
 //! `received`; every 3rd emits an effect whose handler writes its id to `effects_done`
-//! (one row per effect id) and logs each run in `effect_runs`. After the chaos the
-//! survivors drain everything, and the tables must show nothing lost, nothing applied
-//! twice, every actor's order exact, and every effect run. One line per backend gives the
-//! figures; the errors the calls met and what the runtimes logged follow it.
+//! (one row per effect id) and logs each run in `effect_runs`; every 4th schedules a
+//! reminder, keyed by its number, whose turn writes `(actor, seq)` to `reminded`. After
+//! the chaos the survivors drain everything, and the tables must show nothing lost,
+//! nothing applied twice, every actor's order exact, every effect run and every reminder
+//! of a committed turn fired once. One line per backend gives the figures; the errors the
+//! calls met and what the runtimes logged follow it.
+//!
+//! [`soak`] runs it on a [`Topology`]: the URL the driver's runtime uses, the URL of the
+//! checks and of the application's own connections, and the URLs of the workers (one
+//! database seen through several servers, such as a PostgreSQL primary and its standby
+//! behind a multi-host URL, or the nodes of a Galera cluster). An optional [`Disturbance`]
+//! runs once, from half the chaos time, beside the drivers and the kills (a primary killed
+//! and its standby promoted, a node killed and restarted), and has ended before the drain
+//! starts; its line of figures is printed with the soak's. A call may fail with
+//! `Error::DatabaseUnavailable` while no server answers: the soak counts those and retries
+//! the call under its key, as it retries timeouts.
 //!
 //! The workers are this test binary re-run as child processes that execute only
 //! `worker_process` (which does nothing unless the parent set `CHAOS_WORKER_DATABASE`).
@@ -20,9 +32,11 @@
 //! die (printed with the figures).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
 use std::io::Write;
 use std::mem::take;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -37,14 +51,18 @@ use sqlx::AnyPool;
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
-/// Set in a worker child: the database it works on (a SQLite path or a PostgreSQL URL).
+/// Set in a worker child: the database it works on (a SQLite path, or a PostgreSQL or
+/// MySQL URL).
 const DATABASE: &str = "CHAOS_WORKER_DATABASE";
 /// How many actors the drivers address, and how many drivers run at once.
-const ACTORS: usize = 50;
-const DRIVERS: usize = 8;
-/// Every `SEND_EVERY`th message sends to another actor; every `EMIT_EVERY`th emits an effect.
+pub(crate) const ACTORS: usize = 50;
+pub(crate) const DRIVERS: usize = 8;
+/// Every `SEND_EVERY`th message sends to another actor; every `EMIT_EVERY`th emits an effect;
+/// every `REMIND_EVERY`th schedules a reminder `REMIND_AFTER` later.
 const SEND_EVERY: i64 = 5;
 const EMIT_EVERY: i64 = 3;
+const REMIND_EVERY: i64 = 4;
+const REMIND_AFTER: TimeDelta = TimeDelta::milliseconds(300);
 /// The supervisor kills a worker this often, at least `MIN_KILLS` times per backend.
 const KILL_EVERY: Duration = Duration::from_secs(2);
 const MIN_KILLS: u32 = 10;
@@ -54,29 +72,63 @@ const POLL: Duration = Duration::from_millis(200);
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
 /// How long closing a runtime may take: it waits for every connection to come back.
 const CLOSE_WAIT: Duration = Duration::from_secs(10);
+/// How long a disturbance may still run once the chaos time is over.
+const DISTURBANCE_WAIT: Duration = Duration::from_secs(120);
+/// How long the application waits for a connection to one of its several servers.
+const CONNECT_WAIT: Duration = Duration::from_secs(2);
 /// How long a worker's claim on an effect lasts: an effect a killed worker held is run
 /// again by a survivor this long after it started.
 const EFFECT_LEASE: Duration = Duration::from_secs(2);
 
 /// The soaks take turns, so each has the machine to itself.
-static SOAKS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub(crate) static SOAKS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// The warnings and errors the driver's runtime logged during the current soak.
 static DRIVER_LOG: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Where the parts of a soak connect: one database, possibly seen through several servers.
+pub(crate) struct Topology {
+    /// The driver's runtime, which makes every sync call and enqueue.
+    pub(crate) driver: String,
+    /// The final checks and the parent's application connections (a multi-host PostgreSQL
+    /// URL is followed to its writable host).
+    pub(crate) checks: String,
+    /// The worker processes: worker `i` (and whatever replaces it after a kill) works on
+    /// `workers[i % workers.len()]`.
+    pub(crate) workers: Vec<String>,
+}
+
+impl Topology {
+    /// Every part on the one `database` (a SQLite path, or a PostgreSQL or MySQL URL).
+    pub(crate) fn single(database: &str) -> Self {
+        Self {
+            driver: database.to_owned(),
+            checks: database.to_owned(),
+            workers: vec![database.to_owned()],
+        }
+    }
+}
+
+/// Something done to the database once during a soak, returning its line of figures.
+pub(crate) type Disturbance = Pin<Box<dyn Future<Output = String> + Send>>;
 
 /// One of the actors: applies the drivers' numbered messages and the numbers others send.
 #[actor]
 #[derive(Default)]
-struct Counter {
+pub(crate) struct Counter {
     last: i64,
 }
 
 #[actor]
 impl Counter {
     /// Applies the driver's message `seq`: writes `(actor, seq)` and the process that ran
-    /// the turn, and every 5th sends it to another actor and every 3rd emits an effect, all
-    /// in the turn's transaction.
+    /// the turn, and every 5th sends it to another actor, every 3rd emits an effect and
+    /// every 4th schedules a reminder, all in the turn's transaction.
     #[command]
-    async fn apply(&mut self, turn: &mut Turn<Self>, seq: i64) -> Result<i64, TurnError> {
+    pub(crate) async fn apply(
+        &mut self,
+        turn: &mut Turn<Self>,
+        seq: i64,
+    ) -> Result<i64, TurnError> {
         let actor = turn.actor_id().to_owned();
         let sql = "INSERT INTO applied (actor, seq, process) VALUES ($1, $2, $3)";
         let process = i64::from(std::process::id());
@@ -88,8 +140,20 @@ impl Counter {
         if seq % EMIT_EVERY == 0 {
             turn.emit(Recorded { actor, seq });
         }
+        if seq % REMIND_EVERY == 0 {
+            turn.schedule(turn.now() + REMIND_AFTER, format!("seq-{seq}"))
+                .remind(seq);
+        }
         self.last = seq;
         Ok(seq)
+    }
+
+    /// The reminder scheduled by message `seq`: writes `(actor, seq)` to `reminded`.
+    #[reminder]
+    async fn remind(&mut self, turn: &mut Turn<Self>, seq: i64) -> Result<(), TurnError> {
+        let actor = turn.actor_id().to_owned();
+        let sql = "INSERT INTO reminded (actor, seq) VALUES ($1, $2)";
+        execute(turn, sql, &[&actor], &[seq]).await
     }
 
     /// Records the message `seq` of the actor `source`, sent from one of its turns.
@@ -150,8 +214,27 @@ impl Effect for Recorded {
     type Output = ();
 }
 
-/// The effect's handler: logs the run, then records the effect once per id.
-async fn record(pool: AnyPool, recorded: Recorded, context: EffectContext) -> Result<(), Failure> {
+/// The effect's handler: logs the run, then records the effect once per id. After a
+/// database error the application looks for its writable server again before the next run.
+async fn record(
+    application: Application,
+    recorded: Recorded,
+    context: EffectContext,
+) -> Result<(), Failure> {
+    let pool = application.pool().await?;
+    let outcome = record_on(&pool, recorded, &context).await;
+    if outcome.is_err() {
+        application.forget().await;
+    }
+    outcome
+}
+
+/// [`record`] on one server.
+async fn record_on(
+    pool: &AnyPool,
+    recorded: Recorded,
+    context: &EffectContext,
+) -> Result<(), Failure> {
     let mysql = pool.connect_options().database_url.scheme() == "mysql";
     let (run, done) = if mysql {
         (
@@ -165,12 +248,12 @@ async fn record(pool: AnyPool, recorded: Recorded, context: EffectContext) -> Re
              ON CONFLICT (effect_id) DO NOTHING",
         )
     };
-    sqlx::query(run).bind(context.id()).execute(&pool).await?;
+    sqlx::query(run).bind(context.id()).execute(pool).await?;
     sqlx::query(done)
         .bind(context.id())
         .bind(recorded.actor)
         .bind(recorded.seq)
-        .execute(&pool)
+        .execute(pool)
         .await?;
     Ok(())
 }
@@ -188,7 +271,8 @@ fn send_target(source: &str, seq: i64) -> String {
     actor_name(target % ACTORS)
 }
 
-fn actor_name(index: usize) -> String {
+/// The id of actor number `index`: `a-00`, `a-01`, ..
+pub(crate) fn actor_name(index: usize) -> String {
     format!("a-{index:02}")
 }
 
@@ -199,7 +283,7 @@ fn actor_index(name: &str) -> usize {
 }
 
 /// A runtime builder on `database`, a PostgreSQL or MySQL URL or a SQLite path.
-fn builder(database: &str, connections: u32) -> Builder {
+pub(crate) fn builder(database: &str, connections: u32) -> Builder {
     let builder = if database.starts_with("postgres://") {
         Runtime::builder().postgres(database, connections)
     } else if database.starts_with("mysql://") {
@@ -210,25 +294,129 @@ fn builder(database: &str, connections: u32) -> Builder {
     builder.policy(AllowAll)
 }
 
-/// The same database for sqlx's `Any` driver: the application's own connections.
-async fn application_pool(database: &str) -> AnyPool {
-    sqlx::any::install_default_drivers();
-    let url = if database.contains("://") {
-        database.to_owned()
-    } else {
-        format!("sqlite://{database}?mode=rwc")
-    };
-    sqlx::pool::PoolOptions::new()
-        .max_connections(2)
-        .connect(&url)
-        .await
-        .expect("the application connects")
+/// The application's own connections to a database (sqlx's `Any` driver), on the writable
+/// server of a multi-host PostgreSQL URL: the first of its hosts where
+/// `transaction_read_only` is off, looked for again after [`Application::forget`].
+#[derive(Clone)]
+pub(crate) struct Application {
+    /// One URL per server the database may be on, in the order they are tried.
+    servers: Arc<Vec<String>>,
+    /// The pool on the server found writable, until forgotten.
+    pool: Arc<tokio::sync::Mutex<Option<AnyPool>>>,
 }
 
-/// A builder whose runtime runs the effect handler, writing through `pool`.
-fn with_effects(builder: Builder, pool: AnyPool) -> Builder {
+impl Application {
+    /// The application's connections to `database` (a SQLite path, a MySQL URL, or a
+    /// PostgreSQL URL with one host or several).
+    pub(crate) fn new(database: &str) -> Self {
+        sqlx::any::install_default_drivers();
+        let servers = if database.contains("://") {
+            servers(database)
+        } else {
+            vec![format!("sqlite://{database}?mode=rwc")]
+        };
+        Self {
+            servers: Arc::new(servers),
+            pool: Arc::default(),
+        }
+    }
+
+    /// The pool on the writable server, connecting to it first if there is none.
+    ///
+    /// # Errors
+    ///
+    /// The last server's error when none accepts writes.
+    pub(crate) async fn pool(&self) -> Result<AnyPool, sqlx::Error> {
+        let mut pool = self.pool.lock().await;
+        if let Some(pool) = &*pool {
+            return Ok(pool.clone());
+        }
+        let mut last_error = sqlx::Error::PoolClosed;
+        for server in self.servers.iter() {
+            match writable(server, self.servers.len() > 1).await {
+                Ok(found) => {
+                    *pool = Some(found.clone());
+                    return Ok(found);
+                }
+                Err(error) => last_error = error,
+            }
+        }
+        Err(last_error)
+    }
+
+    /// The pool on the writable server, waiting for one until `deadline`.
+    pub(crate) async fn pool_by(&self, deadline: Instant) -> AnyPool {
+        loop {
+            match self.pool().await {
+                Ok(pool) => return pool,
+                Err(error) if Instant::now() >= deadline => {
+                    panic!("no server of {:?} accepts writes: {error}", self.servers)
+                }
+                Err(_) => tokio::time::sleep(POLL).await,
+            }
+        }
+    }
+
+    /// Lets go of the pool (its connections close once the runs still using it are done):
+    /// the next [`Application::pool`] looks for the writable server again.
+    pub(crate) async fn forget(&self) {
+        self.pool.lock().await.take();
+    }
+}
+
+/// One URL per host of `url`: libpq's multi-host form `scheme://user@h1:p1,h2:p2/db?..`
+/// gives `scheme://user@h1:p1/db` and `scheme://user@h2:p2/db` (without
+/// `target_session_attrs`, which only libpq reads).
+pub(crate) fn servers(url: &str) -> Vec<String> {
+    let (scheme, rest) = url.split_once("://").expect("a URL");
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let (user, hosts) = match authority.rsplit_once('@') {
+        Some((user, hosts)) => (format!("{user}@"), hosts),
+        None => (String::new(), authority),
+    };
+    let (path, query) = path.split_once('?').unwrap_or((path, ""));
+    let query: Vec<&str> = query
+        .split('&')
+        .filter(|pair| !pair.is_empty() && !pair.starts_with("target_session_attrs="))
+        .collect();
+    let query = if query.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", query.join("&"))
+    };
+    hosts
+        .split(',')
+        .map(|host| format!("{scheme}://{user}{host}{path}{query}"))
+        .collect()
+}
+
+/// A pool on `server` if it accepts writes (a PostgreSQL server that is not a standby, or
+/// any other). One of several servers gets `CONNECT_WAIT` for each connection, so that a
+/// server gone away is soon left for another; the only server gets sqlx's default wait.
+async fn writable(server: &str, several: bool) -> Result<AnyPool, sqlx::Error> {
+    let options = sqlx::pool::PoolOptions::new().max_connections(2);
+    let options = if several {
+        options.acquire_timeout(CONNECT_WAIT)
+    } else {
+        options
+    };
+    let pool: AnyPool = options.connect(server).await?;
+    if server.starts_with("postgres") {
+        let read_only: String = sqlx::query_scalar("SHOW transaction_read_only")
+            .fetch_one(&pool)
+            .await?;
+        if read_only != "off" {
+            pool.close().await;
+            return Err(sqlx::Error::Protocol(format!("{server} is read-only")));
+        }
+    }
+    Ok(pool)
+}
+
+/// A builder whose runtime runs the effect handler, writing through `application`.
+fn with_effects(builder: Builder, application: Application) -> Builder {
     builder.effect(move |recorded: Recorded, context: EffectContext| {
-        record(pool.clone(), recorded, context)
+        record(application.clone(), recorded, context)
     })
 }
 
@@ -244,8 +432,8 @@ async fn worker_process() {
     std::panic::set_hook(Box::new(|panic| {
         eprintln!("PANIC {} |", panic.to_string().replace('\n', " "));
     }));
-    let pool = application_pool(&database).await;
-    let runtime = with_effects(builder(&database, 4), pool)
+    let application = Application::new(&database);
+    let runtime = with_effects(builder(&database, 4), application)
         .actor::<Counter>()
         .effect_lease(EFFECT_LEASE)
         .start()
@@ -259,7 +447,7 @@ async fn on_sqlite_three_worker_processes_killed_every_two_seconds_lose_nothing(
     let _turn = SOAKS.lock().await;
     let dir = tempfile::tempdir().expect("a temp dir");
     let database = dir.path().join("chaos.db").display().to_string();
-    soak("sqlite", &database, 3, dir.path()).await;
+    soak("sqlite", &Topology::single(&database), 3, dir.path(), None).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -270,7 +458,14 @@ async fn on_postgres_four_worker_processes_killed_every_two_seconds_lose_nothing
     };
     let dir = tempfile::tempdir().expect("a temp dir");
     let database = server.database().await;
-    soak("postgres", &database, 4, dir.path()).await;
+    soak(
+        "postgres",
+        &Topology::single(&database),
+        4,
+        dir.path(),
+        None,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -281,19 +476,39 @@ async fn on_mariadb_four_worker_processes_killed_every_two_seconds_lose_nothing(
     };
     let dir = tempfile::tempdir().expect("a temp dir");
     let database = server.database().await;
-    soak("mariadb", &database, 4, dir.path()).await;
+    soak("mariadb", &Topology::single(&database), 4, dir.path(), None).await;
 }
 
-/// The whole soak on one database: schema, workers, drivers and kills, drain, checks.
-async fn soak(backend: &str, database: &str, workers: usize, logs: &Path) {
+/// The whole soak on one database: schema, `workers` worker processes, drivers and kills,
+/// the disturbance if any, drain, checks; fails the test if anything was lost, doubled or
+/// out of order. `backend` names the soak in what it prints; the worker processes' logs
+/// go under `logs`.
+pub(crate) async fn soak(
+    backend: &str,
+    topology: &Topology,
+    workers: usize,
+    logs: &Path,
+    disturbance: Option<Disturbance>,
+) {
     let settings = Settings::from_env();
     let _ = tracing::subscriber::set_global_default(Warnings(|line| {
         DRIVER_LOG.lock().expect("the driver's log").push(line);
     }));
     DRIVER_LOG.lock().expect("the driver's log").clear();
-    let pool = application_pool(database).await;
-    create_tables(&pool, backend).await;
-    let run = Run::chaos(database, workers, logs, &settings, &pool).await;
+    let application = Application::new(&topology.checks);
+    let pool = application.pool_by(Instant::now() + CLOSE_WAIT).await;
+    create_tables(&pool).await;
+    let run = Run::chaos(
+        topology,
+        workers,
+        logs,
+        &settings,
+        &application,
+        disturbance,
+    )
+    .await;
+    application.forget().await;
+    let pool = application.pool_by(Instant::now() + CLOSE_WAIT).await;
     let figures = Figures::read(&pool, &run.issued).await;
     pool.close().await;
     run.report(backend, &settings, &figures);
@@ -311,32 +526,53 @@ struct Run {
     worker_log: Vec<String>,
     /// Whether the driver's runtime closed, every connection back in its pool.
     closed: bool,
+    /// The disturbance's line of figures, if there was one.
+    disturbed: Option<String>,
 }
 
 impl Run {
-    /// Drives the actors while killing workers, then lets the survivors drain.
+    /// Drives the actors while killing workers (and disturbing the database from half the
+    /// chaos time, until the disturbance ends), then lets the survivors drain.
     async fn chaos(
-        database: &str,
+        topology: &Topology,
         workers: usize,
         logs: &Path,
         settings: &Settings,
-        pool: &AnyPool,
+        application: &Application,
+        disturbance: Option<Disturbance>,
     ) -> Self {
-        let runtime = builder(database, 2 * DRIVERS as u32)
+        let runtime = builder(&topology.driver, 2 * DRIVERS as u32)
             .start()
             .await
             .expect("the driver's runtime starts");
         let started = Instant::now();
-        let drain_until = started + settings.chaos + settings.drain;
-        let mut supervisor = Supervisor::start(database, workers, logs, settings.seed);
-        let drivers = Drivers::start(&runtime, settings.call_timeout, drain_until);
-        while started.elapsed() < settings.chaos || supervisor.kills < MIN_KILLS {
+        let mut supervisor = Supervisor::start(&topology.workers, workers, logs, settings.seed);
+        let mut give_up = started + settings.chaos + settings.drain;
+        if disturbance.is_some() {
+            give_up += DISTURBANCE_WAIT;
+        }
+        let drivers = Drivers::start(&runtime, settings.call_timeout, give_up);
+        let mut disturbance = Disturbing::Waiting(disturbance);
+        while started.elapsed() < settings.chaos
+            || supervisor.kills < MIN_KILLS
+            || disturbance.is_running()
+        {
             tokio::time::sleep(KILL_EVERY).await;
             supervisor.kill_one().await;
+            if started.elapsed() >= settings.chaos / 2 {
+                disturbance.start();
+            }
+            assert!(
+                started.elapsed() < settings.chaos + DISTURBANCE_WAIT,
+                "the disturbance did not end within {DISTURBANCE_WAIT:?} of the chaos time"
+            );
         }
+        let disturbed = disturbance.finish().await;
         let chaos = started.elapsed();
+        let drain_until = Instant::now() + settings.drain;
         let (issued, errors) = drivers.stop().await;
-        settle(pool, drain_until).await;
+        application.forget().await;
+        settle(application, drain_until).await;
         let drained = started.elapsed() - chaos;
         let crashes = supervisor.stop().await;
         let closed = tokio::time::timeout(CLOSE_WAIT, runtime.close())
@@ -352,6 +588,7 @@ impl Run {
             crashes,
             worker_log: supervisor.log_lines(),
             closed,
+            disturbed,
         }
     }
 
@@ -362,17 +599,22 @@ impl Run {
         let _ = writeln!(
             std::io::stderr().lock(),
             "chaos {backend}: {} workers, {:.1} s of chaos (seed {}), drained in {:.1} s; \
-             {figures}; kills {}, worker crashes {}, calls never answered {}, \
-             database errors at callers {}",
+             calls acknowledged {}; {figures}; kills {}, worker crashes {}, \
+             calls never answered {}, unavailable at callers {}, database errors at callers {}",
             self.workers,
             self.chaos.as_secs_f64(),
             settings.seed,
             self.drained.as_secs_f64(),
+            self.issued.acknowledged,
             self.kills,
             self.crashes,
             self.issued.unanswered,
+            self.errors.unavailable(),
             self.errors.database_errors(),
         );
+        if let Some(disturbed) = &self.disturbed {
+            let _ = writeln!(std::io::stderr().lock(), "chaos {backend}: {disturbed}");
+        }
         self.errors.print(backend);
         figures.print_errors(backend);
         print_log(backend, "the workers", self.worker_log);
@@ -413,6 +655,44 @@ impl Run {
     }
 }
 
+/// A soak's disturbance: not yet started, running, or none.
+enum Disturbing {
+    /// Not started yet (`None` when the soak has no disturbance).
+    Waiting(Option<Disturbance>),
+    /// Started, as a task of its own.
+    Running(tokio::task::JoinHandle<String>),
+}
+
+impl Disturbing {
+    /// Starts the disturbance unless it was started already.
+    fn start(&mut self) {
+        if let Self::Waiting(disturbance) = self {
+            if let Some(disturbance) = disturbance.take() {
+                *self = Self::Running(tokio::spawn(disturbance));
+            }
+        }
+    }
+
+    /// Whether the disturbance is still to start or still running.
+    fn is_running(&self) -> bool {
+        match self {
+            Self::Waiting(disturbance) => disturbance.is_some(),
+            Self::Running(task) => !task.is_finished(),
+        }
+    }
+
+    /// The disturbance's line of figures, once it ended (`None` without a disturbance).
+    async fn finish(self) -> Option<String> {
+        match self {
+            Self::Waiting(_) => None,
+            Self::Running(task) => match task.await {
+                Ok(figures) => Some(figures),
+                Err(error) => std::panic::resume_unwind(error.into_panic()),
+            },
+        }
+    }
+}
+
 /// How long the soak runs, how long a sync call waits, and which workers die, from the
 /// environment.
 struct Settings {
@@ -444,12 +724,13 @@ impl Settings {
     }
 }
 
-/// The application's tables: what turns applied and received (with their order of
-/// application), which effects ran (once per id) and every run.
-async fn create_tables(pool: &AnyPool, backend: &str) {
-    let (id, text) = match backend {
-        "postgres" => ("BIGSERIAL PRIMARY KEY", "TEXT"),
-        "mariadb" => ("BIGINT AUTO_INCREMENT PRIMARY KEY", "VARCHAR(255)"),
+/// The application's tables, each with a primary key (as Galera needs): what turns and
+/// reminders applied and received (with their order of application), which effects ran
+/// (once per id) and every run.
+pub(crate) async fn create_tables(pool: &AnyPool) {
+    let (id, text) = match pool.connect_options().database_url.scheme() {
+        "postgres" | "postgresql" => ("BIGSERIAL PRIMARY KEY", "TEXT"),
+        "mysql" | "mariadb" => ("BIGINT AUTO_INCREMENT PRIMARY KEY", "VARCHAR(255)"),
         _ => ("INTEGER PRIMARY KEY AUTOINCREMENT", "TEXT"),
     };
     let tables = [
@@ -465,7 +746,8 @@ async fn create_tables(pool: &AnyPool, backend: &str) {
             "CREATE TABLE effects_done (effect_id {text} PRIMARY KEY, actor {text} NOT NULL, \
              seq BIGINT NOT NULL)"
         ),
-        format!("CREATE TABLE effect_runs (effect_id {text} NOT NULL)"),
+        format!("CREATE TABLE effect_runs (id {id}, effect_id {text} NOT NULL)"),
+        format!("CREATE TABLE reminded (id {id}, actor {text} NOT NULL, seq BIGINT NOT NULL)"),
     ];
     for table in tables {
         sqlx::query(&table)
@@ -477,7 +759,8 @@ async fn create_tables(pool: &AnyPool, backend: &str) {
 
 /// The worker processes of one database, and how often they were killed.
 struct Supervisor {
-    database: String,
+    /// Worker `i` works on `databases[i % databases.len()]`.
+    databases: Vec<String>,
     log: PathBuf,
     children: Vec<Child>,
     random: Random,
@@ -486,21 +769,22 @@ struct Supervisor {
 }
 
 impl Supervisor {
-    fn start(database: &str, workers: usize, logs: &Path, seed: u64) -> Self {
+    fn start(databases: &[String], workers: usize, logs: &Path, seed: u64) -> Self {
         let mut supervisor = Self {
-            database: database.to_owned(),
+            databases: databases.to_vec(),
             log: logs.join("workers.log"),
             children: Vec::new(),
             random: Random(seed | 1),
             kills: 0,
             crashes: 0,
         };
-        supervisor.children = (0..workers).map(|_| supervisor.spawn()).collect();
+        supervisor.children = (0..workers).map(|slot| supervisor.spawn(slot)).collect();
         supervisor
     }
 
-    /// A worker process: this test binary, running only `worker_process`.
-    fn spawn(&self) -> Child {
+    /// The worker process of slot `slot`: this test binary, running only `worker_process`
+    /// on the slot's database.
+    fn spawn(&self, slot: usize) -> Child {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -513,7 +797,7 @@ impl Supervisor {
                 "--nocapture",
                 "--test-threads=1",
             ])
-            .env(DATABASE, &self.database)
+            .env(DATABASE, &self.databases[slot % self.databases.len()])
             .stdout(Stdio::null())
             .stderr(log)
             .kill_on_drop(true)
@@ -528,7 +812,7 @@ impl Supervisor {
         let child = &mut self.children[victim];
         child.kill().await.expect("SIGKILL the worker");
         self.kills += 1;
-        self.children[victim] = self.spawn();
+        self.children[victim] = self.spawn(victim);
     }
 
     /// Counts and restarts the workers that died on their own.
@@ -536,7 +820,7 @@ impl Supervisor {
         for index in 0..self.children.len() {
             if let Ok(Some(_)) = self.children[index].try_wait() {
                 self.crashes += 1;
-                self.children[index] = self.spawn();
+                self.children[index] = self.spawn(index);
             }
         }
     }
@@ -637,8 +921,10 @@ impl Driver {
                 if self.stop.load(Ordering::Acquire) {
                     return issued;
                 }
-                if !self.issue(actor, seq).await {
-                    issued.unanswered += 1;
+                match self.issue(actor, seq).await {
+                    Answer::Acknowledged => issued.acknowledged += 1,
+                    Answer::Refused => {}
+                    Answer::Unanswered => issued.unanswered += 1,
                 }
                 issued.last.insert(actor_name(actor), seq);
             }
@@ -647,35 +933,44 @@ impl Driver {
 
     /// Issues message `seq` to `actor` under its own key until the call returns: as a sync
     /// call (retried with the key after a timeout or a failed turn, until it returns or the
-    /// message is dead) or as an enqueue (retried until the message is durable). False if
-    /// it had not returned by the drain deadline.
-    async fn issue(&self, actor: usize, seq: i64) -> bool {
+    /// message is dead) or as an enqueue (retried until the message is durable).
+    async fn issue(&self, actor: usize, seq: i64) -> Answer {
         let key = format!("{}/{seq}", actor_name(actor));
         loop {
             let attempt = self.attempt(actor, seq, &key);
             let error = match tokio::time::timeout_at(self.give_up, attempt).await {
-                Err(_) => return false,
-                Ok(Ok(())) => return true,
+                Err(_) => return Answer::Unanswered,
+                Ok(Ok(())) => return Answer::Acknowledged,
                 Ok(Err(error)) => error,
             };
-            self.errors.note(&error);
+            self.errors.note(&error, Self::form(actor, seq));
             if matches!(
                 error,
                 Error::DeadLetter { .. } | Error::HandlerFailed { retry_at: None, .. }
             ) {
-                return true;
+                return Answer::Refused;
             }
             tokio::time::sleep(RETRY_PAUSE).await;
         }
     }
 
-    /// One call: a sync call for every other number, an enqueue for the rest.
+    /// How message `seq` of `actor` is issued: a sync call for every other number, an
+    /// enqueue for the rest.
+    fn form(actor: usize, seq: i64) -> &'static str {
+        if (actor as i64 + seq) % 2 == 0 {
+            "a sync call"
+        } else {
+            "an enqueue"
+        }
+    }
+
+    /// One call, in its [`Driver::form`].
     async fn attempt(&self, actor: usize, seq: i64, key: &str) -> Result<(), Error> {
         let reference = self
             .runtime
             .reference::<Counter>(actor_name(actor))
             .timeout(self.timeout);
-        if (actor as i64 + seq) % 2 == 0 {
+        if Self::form(actor, seq) == "a sync call" {
             reference.idempotency_key(key).apply(seq).await.map(drop)
         } else {
             let enqueue = reference.enqueue().idempotency_key(key);
@@ -684,16 +979,30 @@ impl Driver {
     }
 }
 
-/// What the drivers issued: each actor's last number, and the calls that never returned.
+/// How a driver's call under one key ended.
+enum Answer {
+    /// It returned `Ok`: the turn committed (a sync call) or the message is durable (an
+    /// enqueue).
+    Acknowledged,
+    /// The message is dead: its turn failed every attempt.
+    Refused,
+    /// It had not returned by the drivers' deadline.
+    Unanswered,
+}
+
+/// What the drivers issued: each actor's last number, the calls acknowledged and the calls
+/// that never returned.
 #[derive(Default)]
 struct Issued {
     last: BTreeMap<String, i64>,
+    acknowledged: u32,
     unanswered: u32,
 }
 
 impl Issued {
     fn merge(&mut self, other: Issued) {
         self.last.extend(other.last);
+        self.acknowledged += other.acknowledged;
         self.unanswered += other.unanswered;
     }
 
@@ -710,14 +1019,24 @@ impl Issued {
     }
 }
 
-/// The errors the drivers' calls returned, by kind, with the first of each.
+/// The errors the drivers' calls returned, by kind and the form of the call that met them,
+/// with the first of each.
 #[derive(Default)]
 struct ErrorLog {
     kinds: Mutex<BTreeMap<String, (u32, String)>>,
+    /// How many calls failed with `Error::DatabaseUnavailable`.
+    unavailable: std::sync::atomic::AtomicU32,
+    /// How many calls failed with `Error::Database`.
+    database: std::sync::atomic::AtomicU32,
 }
 
 impl ErrorLog {
-    fn note(&self, error: &Error) {
+    fn note(&self, error: &Error, form: &str) {
+        match error {
+            Error::DatabaseUnavailable { .. } => self.unavailable.fetch_add(1, Ordering::Relaxed),
+            Error::Database(_) => self.database.fetch_add(1, Ordering::Relaxed),
+            _ => 0,
+        };
         let debug = format!("{error:?}");
         let kind = debug
             .split(|c: char| !c.is_alphanumeric())
@@ -725,13 +1044,21 @@ impl ErrorLog {
             .unwrap_or_default()
             .to_owned();
         let mut kinds = self.kinds.lock().expect("the error log");
-        kinds.entry(kind).or_insert((0, error.to_string())).0 += 1;
+        kinds
+            .entry(format!("{kind} ({form})"))
+            .or_insert_with(|| (0, error.to_string()))
+            .0 += 1;
     }
 
     /// How many calls failed with a database error.
     fn database_errors(&self) -> u32 {
-        let kinds = self.kinds.lock().expect("the error log");
-        kinds.get("Database").map_or(0, |(count, _)| *count)
+        self.database.load(Ordering::Relaxed)
+    }
+
+    /// How many calls failed because no database server answered
+    /// (`Error::DatabaseUnavailable`): the call is retried under its key.
+    fn unavailable(&self) -> u32 {
+        self.unavailable.load(Ordering::Relaxed)
     }
 
     fn print(&self, backend: &str) {
@@ -741,15 +1068,22 @@ impl ErrorLog {
     }
 }
 
-/// Waits until no message is ready and no effect unfinished (the survivors run the effects
-/// a killed worker held once their lease runs out), or the deadline.
-async fn settle(pool: &AnyPool, deadline: Instant) {
+/// Waits until no message is ready, no reminder waits to fire and no effect is unfinished
+/// (the survivors run the effects a killed worker held once their lease runs out), or the
+/// deadline.
+async fn settle(application: &Application, deadline: Instant) {
+    const UNSETTLED: &str = "SELECT (SELECT COUNT(*) FROM solid_messages WHERE status = 'ready') \
+         + (SELECT COUNT(*) FROM solid_reminders) \
+         + (SELECT COUNT(*) FROM solid_effects WHERE status IN ('ready', 'running'))";
     while Instant::now() < deadline {
-        let ready_messages = scalar(pool, "solid_messages WHERE status = 'ready'").await;
-        let unfinished_effects =
-            scalar(pool, "solid_effects WHERE status IN ('ready', 'running')").await;
-        if ready_messages + unfinished_effects == 0 {
-            return;
+        let pool = application.pool_by(deadline).await;
+        match sqlx::query_scalar::<_, i64>(UNSETTLED)
+            .fetch_one(&pool)
+            .await
+        {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(_) => application.forget().await,
         }
         tokio::time::sleep(POLL).await;
     }
@@ -771,6 +1105,9 @@ struct Figures {
     sends: Tally,
     /// Effects run in any order: only what is missing or doubled counts.
     effects: Tally,
+    /// The reminders scheduled by committed turns against those that fired, in any order:
+    /// only what is missing or doubled counts.
+    reminders: Tally,
     /// Emitted effects (rows of `solid_effects`) whose id never reached `effects_done`.
     effects_unrun: usize,
     effect_runs: i64,
@@ -798,6 +1135,11 @@ impl Figures {
                 .fetch_all(pool)
                 .await
                 .expect("effects_done reads");
+        let reminded: Vec<(String, i64)> =
+            sqlx::query_as("SELECT actor, seq FROM reminded ORDER BY id")
+                .fetch_all(pool)
+                .await
+                .expect("reminded reads");
         let emitted: Vec<String> = sqlx::query_scalar("SELECT effect_id FROM solid_effects")
             .fetch_all(pool)
             .await
@@ -811,7 +1153,13 @@ impl Figures {
         .expect("the errors read");
 
         let done_ids: HashSet<&str> = done.iter().map(|(id, _, _)| id.as_str()).collect();
+        let scheduled: HashSet<(String, i64)> = applied
+            .iter()
+            .filter(|(_, seq)| seq % REMIND_EVERY == 0)
+            .cloned()
+            .collect();
         Self {
+            reminders: Tally::of(scheduled, reminded),
             messages: Tally::of(issued.numbers(1), applied),
             sends: Tally::of(
                 issued
@@ -859,6 +1207,8 @@ impl Figures {
             ("effects missing", self.effects.lost),
             ("effects doubled", self.effects.doubled),
             ("effects unrun", self.effects_unrun),
+            ("reminders missing", self.reminders.lost),
+            ("reminders doubled", self.reminders.doubled),
         ]
         .into_iter()
         .filter(|&(_, figure)| figure > 0)
@@ -879,14 +1229,15 @@ impl std::fmt::Display for Figures {
             messages,
             sends,
             effects,
+            reminders,
             ..
         } = self;
         write!(
             f,
             "messages {} ({} applied by workers), lost {}, doubled {}, order violations {}; \
              sends {}, lost {}, doubled {}, order violations {}; \
-             effects {}, missing {}, doubled {}, unrun {} ({} runs); dead letters {}, \
-             still queued {}",
+             effects {}, missing {}, doubled {}, unrun {} ({} runs); \
+             reminders {}, missing {}, doubled {}; dead letters {}, still queued {}",
             messages.expected,
             self.by_workers,
             messages.lost,
@@ -901,6 +1252,9 @@ impl std::fmt::Display for Figures {
             effects.doubled,
             self.effects_unrun,
             self.effect_runs,
+            reminders.expected,
+            reminders.lost,
+            reminders.doubled,
             self.dead_letters,
             self.queued,
         )

@@ -13,6 +13,7 @@ pub mod galera;
 pub mod gates;
 pub mod mariadb;
 pub mod postgres;
+pub mod postgres_cluster;
 pub mod steps;
 pub mod subscription;
 

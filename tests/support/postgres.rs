@@ -154,27 +154,41 @@ impl PgServer {
     }
 
     fn try_run(&self, program: &str, args: &[&str]) -> Result<(), String> {
-        let program = self.bin.join(program);
-        let mut command = if self.run_as_postgres {
-            let mut command = Command::new("runuser");
-            command.args(["-u", "postgres", "--"]).arg(&program);
-            command
-        } else {
-            Command::new(&program)
-        };
-        let output = command
-            .args(args)
-            .output()
-            .map_err(|error| format!("{} cannot run: {error}", program.display()))?;
-        if output.status.success() {
-            Ok(())
-        } else {
-            Err(format!(
-                "{} failed: {}",
-                program.display(),
-                String::from_utf8_lossy(&output.stderr)
-            ))
-        }
+        run_tool(&self.bin, self.run_as_postgres, program, args)
+    }
+}
+
+/// Runs the PostgreSQL tool `program` of `bin` (as the `postgres` user if
+/// `run_as_postgres`); its error output if it fails.
+pub fn run_tool(
+    bin: &Path,
+    run_as_postgres: bool,
+    program: &str,
+    args: &[&str],
+) -> Result<(), String> {
+    let program = bin.join(program);
+    let mut command = if run_as_postgres {
+        let mut command = Command::new("runuser");
+        command.args(["-u", "postgres", "--"]).arg(&program);
+        command
+    } else {
+        Command::new(&program)
+    };
+    let output = command
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|error| format!("{} cannot run: {error}", program.display()))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} {} failed: {}{}",
+            program.display(),
+            args.join(" "),
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ))
     }
 }
 
@@ -187,7 +201,8 @@ impl Drop for PgServer {
     }
 }
 
-fn path(path: &Path) -> &str {
+/// `path` as text (temp paths are UTF-8).
+pub fn path(path: &Path) -> &str {
     path.to_str().expect("a UTF-8 temp path")
 }
 
@@ -199,7 +214,8 @@ pub fn missing() -> Option<&'static str> {
     )
 }
 
-fn binaries() -> Option<PathBuf> {
+/// The directory of the machine's newest PostgreSQL server binaries (or `PG_BIN`).
+pub fn binaries() -> Option<PathBuf> {
     if let Some(bin) = std::env::var_os("PG_BIN") {
         return Some(PathBuf::from(bin));
     }
@@ -212,7 +228,8 @@ fn binaries() -> Option<PathBuf> {
     versions.pop()
 }
 
-fn is_root() -> bool {
+/// Whether this process runs as root (PostgreSQL's tools then run as `postgres`).
+pub fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
@@ -220,7 +237,8 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-fn chown_to_postgres(dir: &Path) {
+/// Hands `dir` to the `postgres` user.
+pub fn chown_to_postgres(dir: &Path) {
     let status = Command::new("chown")
         .args(["postgres:postgres", path(dir)])
         .status()

@@ -154,6 +154,12 @@ impl Builder {
     /// may share one database: each turn locks its actor's row, and different actors run in
     /// parallel. While [`Runtime::run`] runs, one of the connections listens for work
     /// committed by other processes (unless [`listen(false)`](Builder::listen)).
+    ///
+    /// A primary with standbys is named by libpq's multi-host form,
+    /// `postgres://user@h1:5432,h2:5432/db?target_session_attrs=read-write`: the runtime
+    /// works on the host that accepts writes, and when that host goes away (or turns
+    /// read-only), it finds the one that does and carries on there (see the backends guide,
+    /// [running highly available](crate::guide::backends#running-highly-available)).
     #[cfg(feature = "postgres")]
     #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
     pub fn postgres(mut self, url: impl Into<String>, connections: u32) -> Self {

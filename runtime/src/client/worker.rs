@@ -25,6 +25,9 @@ pub(super) const IDLE_POLL_MIN: Duration = Duration::from_millis(100);
 /// How long the relay of PostgreSQL's work notices waits after an error before it listens
 /// again.
 const NOTICE_RETRY: Duration = Duration::from_secs(1);
+/// How long a paused worker waits for the database at a time before it looks at the
+/// runtime's shutdown again.
+const DATABASE_WAIT: Duration = Duration::from_secs(1);
 /// How often (by the runtime's clock) the workers do the upkeep: prune, report.
 const UPKEEP_EVERY: chrono::TimeDelta = chrono::TimeDelta::hours(1);
 
@@ -142,6 +145,15 @@ impl Runtime {
                     tracing::warn!(%error, "a worker pass met a conflict; retrying");
                     false
                 }
+                Err(error) if error.is_connection_lost() => {
+                    tracing::warn!(
+                        %error,
+                        "the database connection was lost; this worker pauses until the \
+                         database accepts writes again"
+                    );
+                    self.wait_for_database().await;
+                    false
+                }
                 Err(error) => {
                     tracing::error!(%error, "a worker pass failed; retrying");
                     false
@@ -164,6 +176,27 @@ impl Runtime {
                 () = polling => {}
             }
             idle = (idle * 2).min(self.shared.idle_poll);
+        }
+    }
+
+    /// Waits until the database accepts writes again (a server restarting, a failover under
+    /// way), or until shutdown; where the store cannot tell, it returns at once and the next
+    /// pass finds out.
+    async fn wait_for_database(&self) {
+        loop {
+            let shutdown = self.shared.shutdown.notified();
+            if self.is_closed() {
+                return;
+            }
+            let deadline = tokio::time::Instant::now() + DATABASE_WAIT;
+            tokio::select! {
+                () = shutdown => return,
+                back = self.engine().store().reconnect(deadline) => {
+                    if back.is_ok() {
+                        return;
+                    }
+                }
+            }
         }
     }
 

@@ -18,7 +18,7 @@ use crate::actor::operation_codec::decode_operation;
 use crate::actor::{Actor, Operations};
 use crate::error::{Error, Result};
 use crate::limits::deadline_after;
-use crate::store::{ActorKey, MessageLookup, NewMessage, Transaction};
+use crate::store::{ActorKey, MessageLookup, MessageRecord, NewMessage, Transaction};
 
 /// How often a caller waiting on another task's turn looks at its message again, at most.
 pub(super) const WAIT_POLL: Duration = Duration::from_millis(25);
@@ -77,9 +77,9 @@ impl Call<'_> {
         )
     }
 
-    /// What a caller hears when its turn joined a group commit whose outcome it could not
-    /// learn by its deadline: the turn is kept if the group commits, and `request_id` finds
-    /// its message then.
+    /// What a caller hears when its turn may have committed and it could not learn whether
+    /// by its deadline (its group commit had not ended, or its connection was lost at
+    /// `COMMIT`): `request_id` finds its message if it was kept.
     fn in_doubt(&self, request_id: &str) -> Error {
         Error::SyncTimeout {
             actor_type: self.key.actor_type,
@@ -87,10 +87,32 @@ impl Call<'_> {
             operation: self.operation,
             message_id: None,
             request_id: Some(Box::new(request_id.to_owned())),
-            waiting_on: "the group commit its turn joined, which had not ended; the turn is \
-                         kept if that group commits"
+            waiting_on: "the database, to learn whether its turn committed (its group commit \
+                         had not ended, or its connection was lost at COMMIT); the turn is kept \
+                         if it did"
                 .to_owned(),
             timeout: self.timeout,
+        }
+    }
+
+    /// What a caller hears for `error` when its turn may have committed (`request_id`): an
+    /// unavailable database names the message, and so does any other end of the call.
+    fn unresolved(&self, error: Error, request_id: &str) -> Error {
+        match error {
+            Error::DatabaseUnavailable {
+                backend,
+                hosts,
+                reason,
+                waited,
+                ..
+            } => Error::DatabaseUnavailable {
+                backend,
+                hosts,
+                reason,
+                waited,
+                request_id: Some(Box::new(request_id.to_owned())),
+            },
+            _ => self.in_doubt(request_id),
         }
     }
 
@@ -127,6 +149,19 @@ enum Tried {
     Conflict,
     /// The turn ran past its group commit's budget: try again outside any group.
     OverBudget,
+    /// Its commit may have landed (the connection was lost at `COMMIT`, or its group commit
+    /// ended in doubt): the next try looks its message up first.
+    InDoubt,
+}
+
+/// How a try at a synchronous call runs.
+struct Attempt<'a> {
+    /// The request id of the call's message, the same on every try.
+    request_id: &'a str,
+    /// Outside any group commit (a try ran past its group's budget).
+    alone: bool,
+    /// An earlier try may have committed: look its message up before running anything.
+    in_doubt: bool,
 }
 
 impl Engine {
@@ -169,7 +204,12 @@ impl Engine {
             deadline: deadline_after(options.timeout),
         };
         let mut message = Some(message);
-        let mut alone = false;
+        let request_id = crate::engine::new_request_id();
+        let mut attempt = Attempt {
+            request_id: &request_id,
+            alone: false,
+            in_doubt: false,
+        };
         loop {
             let next = match message.take() {
                 Some(message) => message,
@@ -181,18 +221,40 @@ impl Engine {
                     0,
                 )?,
             };
-            match call.try_call::<A>(next, &arguments, options, alone).await {
+            let tried = call
+                .try_call::<A>(next, &arguments, options, &mut attempt)
+                .await;
+            let error = match tried {
                 Ok(Tried::Answered(answer)) => return answer,
-                Ok(Tried::Queued(queued)) => {
-                    return call.run_until_done::<A>(&queued).await;
+                Ok(Tried::Queued(queued)) => return call.run_until_done::<A>(&queued).await,
+                Ok(Tried::OverBudget) => {
+                    attempt.alone = true;
+                    continue;
                 }
-                Ok(Tried::OverBudget) => alone = true,
-                Ok(Tried::Conflict) if !call.past_deadline() => {}
-                Ok(Tried::Conflict) => return Err(call.busy(None)),
-                Err(error) if error.is_busy() => return Err(call.busy(None)),
-                Err(error) if error.is_conflict() && !call.past_deadline() => {}
-                Err(error) => return Err(error),
-            }
+                Ok(Tried::InDoubt) => {
+                    attempt.in_doubt = true;
+                    continue;
+                }
+                Ok(Tried::Conflict) if !call.past_deadline() => continue,
+                Ok(Tried::Conflict) => call.busy(None),
+                // A connection lost: the next try waits for the database to accept writes
+                // again (until the deadline), and looks the message up first in case this
+                // one's last statement was a commit that landed.
+                Err(error) if error.is_connection_lost() && !call.past_deadline() => {
+                    attempt.in_doubt = true;
+                    match self.store.reconnect(call.deadline).await {
+                        Ok(()) => continue,
+                        Err(unavailable) => unavailable,
+                    }
+                }
+                Err(error) if error.is_busy() => call.busy(None),
+                Err(error) if error.is_conflict() && !call.past_deadline() => continue,
+                Err(error) => error,
+            };
+            return Err(match attempt.in_doubt {
+                true => call.unresolved(error, &request_id),
+                false => error,
+            });
         }
     }
 }
@@ -204,9 +266,12 @@ impl Call<'_> {
         message: A::Message,
         arguments: &str,
         options: CallOptions<'_>,
-        alone: bool,
+        attempt: &mut Attempt<'_>,
     ) -> Result<Tried> {
-        let mut tx = self.engine.begin_turn(Some(self.deadline), alone).await?;
+        let mut tx = self
+            .engine
+            .begin_turn(Some(self.deadline), attempt.alone)
+            .await?;
         // Holding the actor's lock before the idempotency check makes two calls with one key
         // take turns, across processes.
         let held = self.engine.states.held(self.key);
@@ -222,6 +287,16 @@ impl Call<'_> {
         }) else {
             return Err(self.busy(None));
         };
+        // A try after one that may have committed looks its message up first, under the
+        // actor's lock: a transaction still committing it held that lock until it ended.
+        if attempt.in_doubt {
+            let lookup = MessageLookup::RequestId(attempt.request_id);
+            if let Some(existing) = tx.message(lookup).await? {
+                Engine::release(tx).await;
+                return Ok(self.answer_from(existing));
+            }
+            attempt.in_doubt = false;
+        }
         // A message already committed under the call's key is looked up first: if it is
         // queued, waiting for it hears the pause as Queued, naming it.
         if let Some(key) = options.idempotency_key {
@@ -229,15 +304,7 @@ impl Call<'_> {
             if let Some(existing) = tx.message(lookup).await? {
                 Engine::release(tx).await;
                 same_request(&existing, self.operation, arguments, key)?;
-                return Ok(match Outcome::from_record(&existing) {
-                    Some(outcome) => {
-                        Tried::Answered(self.result(outcome, Some(&existing.request_id)))
-                    }
-                    None => Tried::Queued(Enqueued {
-                        message_id: existing.id,
-                        request_id: existing.request_id,
-                    }),
-                });
+                return Ok(self.answer_from(existing));
             }
         }
         if locked.instance.paused {
@@ -245,16 +312,18 @@ impl Call<'_> {
             return Err(paused(self.key));
         }
         if locked.head.is_some() {
-            return self.enqueue_behind(tx, arguments, options).await;
+            return self
+                .enqueue_behind(tx, arguments, options, attempt.request_id)
+                .await;
         }
         // A state that no longer decodes is the caller's error, and nothing is written.
         let held_state = self.engine.states.locked(self.key, held, &locked.instance);
         let state = decode_locked::<A>(self.key, &locked.instance, held_state)?;
-        let request_id = crate::engine::new_request_id();
+        let request_id = attempt.request_id;
         let delivery = Delivery::Fresh {
             message,
             arguments,
-            request_id: &request_id,
+            request_id,
             idempotency_key: options.idempotency_key,
         };
         let instance = locked.instance;
@@ -269,8 +338,20 @@ impl Call<'_> {
                 Some(self.deadline),
             )
             .await;
-        self.fresh_turn_ended::<A>(arguments, options, &request_id, ran)
+        self.fresh_turn_ended::<A>(arguments, options, request_id, ran)
             .await
+    }
+
+    /// What a message already committed for the call comes to: its outcome, or, while it is
+    /// queued, a wait for it.
+    fn answer_from(&self, existing: MessageRecord) -> Tried {
+        match Outcome::from_record(&existing) {
+            Some(outcome) => Tried::Answered(self.result(outcome, Some(&existing.request_id))),
+            None => Tried::Queued(Enqueued {
+                message_id: existing.id,
+                request_id: existing.request_id,
+            }),
+        }
     }
 
     /// Enqueues a call's message behind the earlier ones in its actor's mailbox, in the
@@ -280,6 +361,7 @@ impl Call<'_> {
         mut tx: Box<dyn Transaction>,
         arguments: &str,
         options: CallOptions<'_>,
+        request_id: &str,
     ) -> Result<Tried> {
         let enqueued = self
             .engine
@@ -289,12 +371,17 @@ impl Call<'_> {
                 self.operation,
                 arguments,
                 options.idempotency_key,
-                Origin::now(),
+                Origin {
+                    request_id: Some(request_id),
+                    ..Origin::now()
+                },
             )
             .await?;
         if let Err(error) = tx.commit().await {
             return match error {
-                Error::GroupCommitFailed { .. } => Err(self.in_doubt(&enqueued.request_id)),
+                // The message may be in the mailbox: the next try looks it up.
+                Error::GroupCommitFailed { .. } => Ok(Tried::InDoubt),
+                error if error.is_connection_lost() => Ok(Tried::InDoubt),
                 error => Err(error),
             };
         }
@@ -315,7 +402,7 @@ impl Call<'_> {
             Ok(report) => Tried::Answered(self.result(report.outcome, Some(request_id))),
             Err(Uncommitted::Conflict(_)) => Tried::Conflict,
             Err(Uncommitted::OverBudget) => Tried::OverBudget,
-            Err(Uncommitted::InDoubt) => self.fresh_in_doubt(request_id).await,
+            Err(Uncommitted::InDoubt) => Tried::InDoubt,
             Err(Uncommitted::Abandoned) => Tried::Answered(Err(self.timed_out(
                 None,
                 "its own turn, whose handler was still running at the timeout (nothing of it \
@@ -334,31 +421,6 @@ impl Call<'_> {
                 Tried::Answered(self.result(outcome, Some(request_id)))
             }
         })
-    }
-
-    /// What a fresh turn whose group commit ended in doubt comes to.
-    async fn fresh_in_doubt(&self, request_id: &str) -> Tried {
-        // Its group either closed its connection after a failed COMMIT (then no
-        // commit of it can land any more), or had not committed by the caller's
-        // deadline and may still commit: a message row found now answers; none found
-        // before the deadline (when only a closed connection ends a group in doubt)
-        // means the turn was not kept and runs again, and none found after it is no
-        // proof that none will be.
-        let committed = self
-            .engine
-            .store
-            .message(MessageLookup::RequestId(request_id));
-        match read_until(self.deadline, committed)
-            .await
-            .ok()
-            .flatten()
-            .as_ref()
-            .and_then(Outcome::from_record)
-        {
-            Some(outcome) => Tried::Answered(self.result(outcome, Some(request_id))),
-            None if !self.past_deadline() => Tried::Conflict,
-            None => Tried::Answered(Err(self.in_doubt(request_id))),
-        }
     }
 
     /// Stores the message of a synchronous call whose turn failed outside its handler, as

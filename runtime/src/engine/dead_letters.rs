@@ -82,6 +82,7 @@ impl Engine {
                     available_at: 0,
                     incarnation: record.incarnation,
                     scheduled_for: record.scheduled_for,
+                    request_id: None,
                 },
             )
             .await?;

@@ -110,7 +110,7 @@ impl Engine {
         operation: &str,
         arguments: &str,
         idempotency_key: Option<&str>,
-        origin: Origin,
+        origin: Origin<'_>,
     ) -> Result<Enqueued> {
         let limit = self.config.limits.max_unfinished;
         if tx.count_ready(key, limit).await? >= limit {
@@ -120,7 +120,7 @@ impl Engine {
                 limit,
             });
         }
-        let request_id = new_request_id();
+        let request_id = origin.request_id.map_or_else(new_request_id, str::to_owned);
         let message_id = tx
             .insert_message(
                 key,
@@ -143,23 +143,28 @@ impl Engine {
     }
 }
 
-/// When a message enqueued at the tail may run, and what it keeps of an earlier message
-/// (an operator's retry of a dead letter keeps a fired reminder's incarnation and time).
+/// When a message enqueued at the tail may run, what it keeps of an earlier message (an
+/// operator's retry of a dead letter keeps a fired reminder's incarnation and time), and the
+/// request id it is stored under.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Origin {
+pub(super) struct Origin<'a> {
     /// Not before this time (microseconds; 0: now).
     pub(super) available_at: i64,
     pub(super) incarnation: Option<i64>,
     pub(super) scheduled_for: Option<i64>,
+    /// The request id its caller chose (a synchronous call keeps one across its tries), or
+    /// `None` for a new one.
+    pub(super) request_id: Option<&'a str>,
 }
 
-impl Origin {
-    /// A new message, due now, of whichever incarnation is current.
+impl Origin<'_> {
+    /// A new message, due now, of whichever incarnation is current, under a new request id.
     pub(super) fn now() -> Self {
         Self {
             available_at: 0,
             incarnation: None,
             scheduled_for: None,
+            request_id: None,
         }
     }
 }

@@ -54,14 +54,16 @@ pub(super) enum Uncommitted {
     /// earlier members could commit, nothing counted; it runs again outside any group.
     OverBudget,
     /// Its group commit ended in doubt (another member ended the transaction itself, or the
-    /// `COMMIT` failed and the connection was closed): the turn was kept or not, and no later
-    /// commit can change which. Read back, then counted as nothing or run again.
+    /// `COMMIT` failed and the connection was closed), or its connection was lost (perhaps
+    /// after the server committed, before its answer came): the turn was kept or not. Read
+    /// back under the actor's lock (which waits for any transaction still holding it), then
+    /// counted as nothing or run again.
     InDoubt,
 }
 
 impl From<Error> for Uncommitted {
     fn from(error: Error) -> Self {
-        if let Error::GroupCommitFailed { .. } = error {
+        if matches!(error, Error::GroupCommitFailed { .. }) || error.is_connection_lost() {
             Self::InDoubt
         } else if error.is_conflict() {
             Self::Conflict(error.to_string())

@@ -129,6 +129,8 @@ impl Engine {
                 }
                 Ok(Step::Idle | Step::Blocked { .. } | Step::Busy) => break,
                 Err(error) if errors == TurnErrors::Return => return Err(error),
+                // The database, not the actor, failed: the worker pauses until it is back.
+                Err(error) if error.is_connection_lost() => return Err(error),
                 Err(error) => {
                     tracing::error!(
                         actor_type,

@@ -6,6 +6,7 @@
 //! with an error naming its host and port instead of leaving start-up waiting on the pool
 //! (whose acquire timeout is long: turns bound their own waits). Nothing here writes.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::Connection;
@@ -41,15 +42,28 @@ impl Endpoint {
     }
 }
 
+/// What a store that follows its database from host to host says about the connections its
+/// pool hands out.
+pub(crate) trait Checkout: Send + Sync + 'static {
+    /// Whether a connection opened `age` ago must not be used any more: it is to a host the
+    /// pool has left.
+    fn retired(&self, age: Duration) -> bool;
+
+    /// A pooled connection turned out lost when pinged: the host may be gone.
+    fn lost(self: Arc<Self>);
+}
+
 /// Opens a pool of up to `connections` connections to the server `options` name: its
 /// first connection within `timeout` ([`connect_within`]), then the pool's own first
 /// connection within `timeout` too ([`first_of_pool`]), which it keeps idle for start-up's
-/// statements. Later acquires wait long: turns bound their own waits.
+/// statements. Later acquires wait long: turns bound their own waits. With a `checkout`,
+/// the pool hands out no connection it says is retired, and tells it of lost ones.
 pub(crate) async fn open_pool<DB: sqlx::Database>(
     options: <DB::Connection as Connection>::Options,
     endpoint: &Endpoint,
     connections: u32,
     timeout: Duration,
+    checkout: Option<Arc<dyn Checkout>>,
 ) -> Result<sqlx::Pool<DB>> {
     let first: DB::Connection = connect_within(&options, endpoint, timeout).await?;
     // The server answers: the pool opens its own connections from here on.
@@ -61,10 +75,19 @@ pub(crate) async fn open_pool<DB: sqlx::Database>(
         // one that sat idle for a while is, and a turn whose connection turns out lost at
         // its BEGIN begins again on another (see `OwnedTransaction::begin`).
         .test_before_acquire(false)
-        .before_acquire(|connection, meta| {
+        .before_acquire(move |connection, meta| {
+            let checkout = checkout.clone();
             Box::pin(async move {
+                if checkout.as_ref().is_some_and(|c| c.retired(meta.age)) {
+                    return Ok(false);
+                }
                 if meta.idle_for >= PING_WHEN_IDLE_FOR {
-                    connection.ping().await?;
+                    if let Err(error) = connection.ping().await {
+                        if let Some(checkout) = checkout {
+                            checkout.lost();
+                        }
+                        return Err(error);
+                    }
                 }
                 Ok(true)
             })

@@ -598,6 +598,15 @@ pub(crate) trait Store:
         Ok(())
     }
 
+    /// Waits, until `deadline`, for the database to accept writes again after a connection
+    /// to it was lost (a server restarting, a failover under way): `Ok` once it does,
+    /// [`Error::DatabaseUnavailable`](crate::Error::DatabaseUnavailable) at the deadline.
+    /// A store that cannot tell (SQLite, MySQL) returns at once, and the next transaction
+    /// finds out.
+    async fn reconnect(&self, _deadline: Instant) -> Result<()> {
+        Ok(())
+    }
+
     /// The counters of work done so far.
     fn stats(&self) -> Stats;
 

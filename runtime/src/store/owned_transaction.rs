@@ -60,13 +60,14 @@ impl<DB: Database> OwnedTransaction<DB> {
     ///
     /// The pool does not ping a connection that was in use a moment ago, and a parked one is
     /// not pinged at all, so a lost connection (a server that restarted) shows at `BEGIN`,
-    /// which has done nothing yet: that connection is closed and the transaction begins on
-    /// another, as many times as the pool has connections (plus one).
+    /// which has done nothing yet: that connection is closed (and `lost` is told) and the
+    /// transaction begins on another, as many times as the pool has connections (plus one).
     pub(crate) async fn begin(
         pool: &Pool<DB>,
         parked: Option<&Arc<Parked<DB>>>,
         deadline: Instant,
         statement: String,
+        lost: &(dyn Fn() + Sync),
     ) -> Result<Self> {
         let mut tries = pool.options().get_max_connections();
         loop {
@@ -75,6 +76,7 @@ impl<DB: Database> OwnedTransaction<DB> {
                     if tries > 0 && crate::error::is_connection_lost(&error) =>
                 {
                     tracing::debug!(%error, "a pooled connection was lost; beginning on another");
+                    lost();
                     tries -= 1;
                 }
                 begun => return begun,
@@ -307,6 +309,19 @@ impl<DB: Database> Parked<DB> {
             .unwrap_or_else(PoisonError::into_inner);
         if connections.len() < self.capacity {
             connections.push(connection);
+        }
+    }
+
+    /// Closes every parked connection (they are to a host the pool has left).
+    pub(crate) fn close_all(&self) {
+        let parked = std::mem::take(
+            &mut *self
+                .connections
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for mut connection in parked {
+            connection.close_on_drop();
         }
     }
 

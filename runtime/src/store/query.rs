@@ -159,8 +159,9 @@ pub(crate) enum On<'e> {
     SqlitePool(&'e sqlx::SqlitePool),
     #[cfg(feature = "postgres")]
     Postgres(&'e mut sqlx::PgConnection),
+    /// The pool, and what to tell when one of its connections turns out lost.
     #[cfg(feature = "postgres")]
-    PostgresPool(&'e sqlx::PgPool),
+    PostgresPool(&'e sqlx::PgPool, &'e (dyn Fn() + Sync)),
     #[cfg(feature = "mysql")]
     MySql(&'e mut sqlx::MySqlConnection),
     #[cfg(feature = "mysql")]
@@ -255,7 +256,7 @@ impl<'q> Query<'q> {
                 self.standard().execute(connection).await?.rows_affected(),
             )),
             #[cfg(feature = "postgres")]
-            On::PostgresPool(pool) => Ok(standard_done(
+            On::PostgresPool(pool, _) => Ok(standard_done(
                 self.standard().execute(pool).await?.rows_affected(),
             )),
             #[cfg(feature = "mysql")]
@@ -289,13 +290,13 @@ impl<'q> Query<'q> {
                 .await?
                 .map(Row::Postgres)),
             #[cfg(feature = "postgres")]
-            On::PostgresPool(pool) => {
-                Ok(read_on_pool(pool.options().get_max_connections(), || {
-                    self.standard().fetch_optional(pool)
-                })
-                .await?
-                .map(Row::Postgres))
-            }
+            On::PostgresPool(pool, lost) => Ok(read_on_pool(
+                pool.options().get_max_connections(),
+                lost,
+                || self.standard().fetch_optional(pool),
+            )
+            .await?
+            .map(Row::Postgres)),
             #[cfg(feature = "mysql")]
             On::MySql(connection) => Ok(self
                 .mysql()
@@ -311,7 +312,9 @@ impl<'q> Query<'q> {
                     connection.finish(done)
                 };
                 let connections = pool.options().get_max_connections();
-                Ok(read_on_pool(connections, read).await?.map(Row::MySql))
+                Ok(read_on_pool(connections, &|| {}, read)
+                    .await?
+                    .map(Row::MySql))
             }
         }
     }
@@ -339,8 +342,8 @@ impl<'q> Query<'q> {
                 Row::Postgres,
             )),
             #[cfg(feature = "postgres")]
-            On::PostgresPool(pool) => Ok(rows(
-                read_on_pool(pool.options().get_max_connections(), || {
+            On::PostgresPool(pool, lost) => Ok(rows(
+                read_on_pool(pool.options().get_max_connections(), lost, || {
                     self.standard().fetch_all(pool)
                 })
                 .await?,
@@ -359,7 +362,10 @@ impl<'q> Query<'q> {
                     connection.finish(done)
                 };
                 let connections = pool.options().get_max_connections();
-                Ok(rows(read_on_pool(connections, read).await?, Row::MySql))
+                Ok(rows(
+                    read_on_pool(connections, &|| {}, read).await?,
+                    Row::MySql,
+                ))
             }
         }
     }
@@ -393,9 +399,14 @@ impl<'q> Query<'q> {
 /// Runs a read on a server's pool of `connections`, again on another connection while the one
 /// it took turns out lost (the pool does not ping a connection it used a moment ago, so a
 /// server that ended its sessions shows at the read): a read changes nothing and can always
-/// run again, as many times as the pool has connections (plus one).
+/// run again, as many times as the pool has connections (plus one). `lost` is told of each
+/// lost connection.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
-async fn read_on_pool<T, F, Fut>(connections: u32, read: F) -> sqlx::Result<T>
+async fn read_on_pool<T, F, Fut>(
+    connections: u32,
+    lost: &(dyn Fn() + Sync),
+    read: F,
+) -> sqlx::Result<T>
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = sqlx::Result<T>>,
@@ -405,6 +416,7 @@ where
         match read().await {
             Err(error) if tries > 0 && crate::error::is_connection_lost(&error) => {
                 tracing::debug!(%error, "a pooled connection was lost; reading on another");
+                lost();
                 tries -= 1;
             }
             read => return read,

@@ -373,8 +373,14 @@ impl Store for SqliteStore {
                 WriteTransaction::Grouped(member)
             }
             Writer::Pooled(pool) => WriteTransaction::Pooled(
-                OwnedTransaction::begin(pool, None, bounds.deadline, "BEGIN IMMEDIATE".to_owned())
-                    .await?,
+                OwnedTransaction::begin(
+                    pool,
+                    None,
+                    bounds.deadline,
+                    "BEGIN IMMEDIATE".to_owned(),
+                    &|| {},
+                )
+                .await?,
             ),
         };
         let interrupt = Arc::clone(&self.interrupt);

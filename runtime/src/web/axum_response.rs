@@ -14,6 +14,7 @@
 //! | `Paused` | 503 Service Unavailable | `{"code": "paused", "message"}`: an operator paused the actor |
 //! | `StateFromNewerBuild`, `NoMigration` | 503 Service Unavailable | `{"code": "state_version", "message"}`: another build reads this actor |
 //! | `SyncTimeout`, `WaitTimeout` | 504 Gateway Timeout | `{"code": "timeout", "message"}`, with `message_id` and `request_id` when the call's message is queued and runs later |
+//! | `DatabaseUnavailable` | 503 Service Unavailable, with `Retry-After: 1` | `{"code": "database_unavailable", "message", "request_id"}`: no host of the database accepted writes (a failover under way); `request_id` is `null` when nothing was written, and names the request when it may have been carried out (look it up before sending it again); the hosts go to the server's log, not the client |
 //! | `Queued`, and `HandlerFailed` to be retried | 202 Accepted | `{"code": "queued", "message", "message_id", "request_id"}`: the request is in the mailbox and runs later; asking again would run it twice (why the call stopped waiting goes to the server's log, not the client) |
 //! | anything else | 500 Internal Server Error | `{"code": "internal", "message": "internal error"}` |
 
@@ -26,6 +27,15 @@ use crate::error::Error;
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let (status, body) = status_and_body(&self);
+        if let Error::DatabaseUnavailable { .. } = self {
+            tracing::warn!(error = %self, "a request found the database unavailable");
+            let body = serde_json::to_vec(&body).unwrap_or_default();
+            let headers = [
+                (header::CONTENT_TYPE, "application/json"),
+                (header::RETRY_AFTER, "1"),
+            ];
+            return (status, headers, body).into_response();
+        }
         if status == StatusCode::INTERNAL_SERVER_ERROR {
             tracing::error!(error = %self, "a request failed");
         } else if status == StatusCode::ACCEPTED {
@@ -106,6 +116,32 @@ pub(crate) fn status_and_body(error: &Error) -> (StatusCode, Value) {
         ),
         Error::SyncTimeout { .. } | Error::WaitTimeout { .. } => {
             brief(StatusCode::GATEWAY_TIMEOUT, "timeout")
+        }
+        Error::DatabaseUnavailable { request_id, .. } => {
+            let (message, request_id) = match request_id.as_deref() {
+                None => (
+                    "the database is unavailable (a failover may be under way); nothing was \
+                     done: send the request again"
+                        .to_owned(),
+                    None,
+                ),
+                Some(request_id) => (
+                    format!(
+                        "the database became unavailable while the request was carried out, \
+                         which may have completed (request id {request_id}); look it up before \
+                         sending it again"
+                    ),
+                    Some(request_id.as_str()),
+                ),
+            };
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({
+                    "code": "database_unavailable",
+                    "message": message,
+                    "request_id": request_id,
+                }),
+            )
         }
         Error::Queued {
             message_id,
@@ -225,6 +261,30 @@ mod tests {
         ];
         for (error, expected) in cases {
             assert_eq!(respond(error).await.0, expected);
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unavailable_database_is_503_naming_no_host() {
+        let unavailable = |request_id: Option<&str>| Error::DatabaseUnavailable {
+            backend: "PostgreSQL",
+            hosts: "db1.internal:5432, db2.internal:5432".into(),
+            reason: "db1.internal:5432: connection refused".into(),
+            waited: Duration::from_secs(3),
+            request_id: request_id.map(|id| Box::new(id.to_owned())),
+        };
+        let response = unavailable(None).into_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()[header::RETRY_AFTER], "1");
+        for (error, request_id) in [
+            (unavailable(None), Value::Null),
+            (unavailable(Some("0190-r")), json!("0190-r")),
+        ] {
+            let (status, body) = respond(error).await;
+            assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!(body["code"], "database_unavailable");
+            assert_eq!(body["request_id"], request_id);
+            assert!(!body.to_string().contains("internal"), "{body}");
         }
     }
 

@@ -13,7 +13,8 @@ use clap::{Args, Parser, Subcommand};
 ///
 /// Exit codes: 0 done; 1 an error (the database, a refused call); 2 bad usage; 3 not
 /// found (no such actor or message); 4 the doctor found problems; 5 the database server
-/// refused the connection or did not answer within the connect timeout; 6 not a database
+/// refused the connection or did not answer within the connect timeout (or, for a URL that
+/// lists several PostgreSQL hosts, none accepted writes); 6 not a database
 /// this build operates (an empty file, no solid-objects schema, or a schema older or
 /// newer than this build), nothing written. Output into a pipe closed early (`| head`)
 /// ends quietly: the rest is dropped and the exit code is the command's own.

@@ -58,7 +58,7 @@ impl Failure {
 impl From<Error> for Failure {
     fn from(error: Error) -> Self {
         let exit = match error {
-            Error::Unreachable { .. } => Exit::Unreachable,
+            Error::Unreachable { .. } | Error::DatabaseUnavailable { .. } => Exit::Unreachable,
             Error::NoSchema
             | Error::SchemaOutOfDate { .. }
             | Error::SchemaFromNewerBuild { .. } => Exit::NotOurs,

@@ -93,7 +93,7 @@ impl MySqlStore {
             ),
             port: options.get_port(),
         };
-        let pool = open_pool(options, &endpoint, connections, connect_timeout).await?;
+        let pool = open_pool(options, &endpoint, connections, connect_timeout, None).await?;
         Ok(Self {
             owns_pool: true,
             ..Self::with_pool(pool, schema).await?
@@ -329,7 +329,7 @@ impl Store for MySqlStore {
     async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>> {
         // One round trip: the bounds and the isolation travel with the BEGIN.
         let begin = self.begin_statement(&bounds);
-        let tx = OwnedTransaction::begin(&self.readers, None, bounds.deadline, begin)
+        let tx = OwnedTransaction::begin(&self.readers, None, bounds.deadline, begin, &|| {})
             .await?
             .close_if_abandoned();
         Ok(Box::new(MySqlTransaction {

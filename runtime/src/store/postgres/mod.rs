@@ -10,14 +10,20 @@
 //! Effect leases run on the server's clock, so a host whose clock is ahead cannot take work
 //! that another host is still running.
 
+mod failover;
+mod hosts;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use sqlx::{PgConnection, Postgres};
+use tokio::time::Instant;
 
-use super::connect::{open_pool, Endpoint};
+use self::failover::Failover;
+use self::hosts::Host;
+use super::connect::{open_pool, Checkout, Endpoint};
 use super::instances::LOCK_ACTOR_AND_HEAD;
 use super::owned_transaction::{OwnedTransaction, Parked};
 use super::query::{query, Dialect, On};
@@ -32,54 +38,58 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (
         1,
         "actors",
-        include_str!("../../migrations/postgres/0001_actors.sql"),
+        include_str!("../../../migrations/postgres/0001_actors.sql"),
     ),
     (
         2,
         "effects",
-        include_str!("../../migrations/postgres/0002_effects.sql"),
+        include_str!("../../../migrations/postgres/0002_effects.sql"),
     ),
     (
         3,
         "lock-free mailboxes",
-        include_str!("../../migrations/postgres/0003_lock_free_mailboxes.sql"),
+        include_str!("../../../migrations/postgres/0003_lock_free_mailboxes.sql"),
     ),
     (
         4,
         "effect claims",
-        include_str!("../../migrations/postgres/0004_effect_claims.sql"),
+        include_str!("../../../migrations/postgres/0004_effect_claims.sql"),
     ),
     (
         5,
         "lifecycle",
-        include_str!("../../migrations/postgres/0005_lifecycle.sql"),
+        include_str!("../../../migrations/postgres/0005_lifecycle.sql"),
     ),
     (
         6,
         "wake-up",
-        include_str!("../../migrations/postgres/0006_wake_up.sql"),
+        include_str!("../../../migrations/postgres/0006_wake_up.sql"),
     ),
     (
         7,
         "administration",
-        include_str!("../../migrations/postgres/0007_administration.sql"),
+        include_str!("../../../migrations/postgres/0007_administration.sql"),
     ),
     (
         8,
         "state compression",
-        include_str!("../../migrations/postgres/0008_state_compression.sql"),
+        include_str!("../../../migrations/postgres/0008_state_compression.sql"),
     ),
     (
         9,
         "state notices",
-        include_str!("../../migrations/postgres/0009_state_notices.sql"),
+        include_str!("../../../migrations/postgres/0009_state_notices.sql"),
     ),
     (
         10,
         "lock in one statement",
-        include_str!("../../migrations/postgres/0010_lock_in_one_statement.sql"),
+        include_str!("../../../migrations/postgres/0010_lock_in_one_statement.sql"),
     ),
 ];
+
+/// How long a search for a host tries each one on an application's pool (the runtime knows
+/// no connect timeout of its own there).
+const CONNECT_TIMEOUT_OF_A_POOL: Duration = Duration::from_secs(2);
 
 /// The channel a commit that leaves work notifies (by the triggers of migration 6).
 const WORK_CHANNEL: &str = "solid_objects_work";
@@ -97,6 +107,10 @@ pub(crate) struct PostgresStore {
     readers: PgPool,
     /// The connections turns leave between them, out of the pool.
     parked: Arc<Parked<Postgres>>,
+    /// The database's hosts, and the search for the one that accepts writes.
+    failover: Arc<Failover>,
+    /// Tells the failover of a lost connection (it searches for the host again).
+    lost: Box<dyn Fn() + Send + Sync>,
     counters: Arc<Counters>,
     /// Whether the runtime opened the pool (and so closes it), or the application did.
     owns_pool: bool,
@@ -104,39 +118,70 @@ pub(crate) struct PostgresStore {
 
 impl PostgresStore {
     /// Connects with up to `connections` connections, the first within `connect_timeout`,
-    /// and applies the migrations (or, with [`SchemaMode::RequireCurrent`], checks them).
+    /// to the host of `url` that accepts writes (libpq's multi-host form lists several), and
+    /// applies the migrations (or, with [`SchemaMode::RequireCurrent`], checks them).
     pub(crate) async fn open(
         url: &str,
         connections: u32,
         connect_timeout: Duration,
         schema: SchemaMode,
     ) -> Result<Self> {
-        let options: PgConnectOptions = url.parse()?;
+        let hosts = hosts::hosts(url)?;
+        let writable = match hosts.len() {
+            1 => 0,
+            _ => failover::first_writable(&hosts, connect_timeout).await?,
+        };
+        let failover = Failover::new(hosts, writable, connect_timeout);
+        let host = failover.current().clone();
         let endpoint = Endpoint {
             backend: "PostgreSQL",
-            host: options.get_socket().map_or_else(
-                || options.get_host().to_owned(),
-                |socket| socket.display().to_string(),
-            ),
-            port: options.get_port(),
+            host: host.host,
+            port: host.port,
         };
-        let pool = open_pool(options, &endpoint, connections, connect_timeout).await?;
+        let checkout: Arc<dyn Checkout> = Arc::clone(&failover) as Arc<dyn Checkout>;
+        let pool = open_pool(
+            host.options,
+            &endpoint,
+            connections,
+            connect_timeout,
+            Some(checkout),
+        )
+        .await?;
         Ok(Self {
             owns_pool: true,
-            ..Self::with_pool(pool, schema).await?
+            ..Self::following(pool, schema, failover).await?
         })
     }
 
     /// Uses an application's pool, and applies the migrations (or, with
     /// [`SchemaMode::RequireCurrent`], checks them). Closing the runtime leaves the pool open.
     pub(crate) async fn with_pool(pool: PgPool, schema: SchemaMode) -> Result<Self> {
+        let options = (*pool.connect_options()).clone();
+        let host = Host {
+            name: format!("{}:{}", options.get_host(), options.get_port()),
+            host: options.get_host().to_owned(),
+            port: options.get_port(),
+            options,
+        };
+        let failover = Failover::new(vec![host], 0, CONNECT_TIMEOUT_OF_A_POOL);
+        Self::following(pool, schema, failover).await
+    }
+
+    /// The store on `pool`, which `failover` moves from host to host.
+    async fn following(pool: PgPool, schema: SchemaMode, failover: Arc<Failover>) -> Result<Self> {
         match schema {
             SchemaMode::Migrate => migrate(&pool).await?,
             SchemaMode::RequireCurrent => require_current(applied(&pool).await?, MIGRATIONS)?,
         }
+        let parked = Arc::new(Parked::beside(&pool));
+        let left_behind = Arc::clone(&parked);
+        failover.follow(&pool, move || left_behind.close_all());
+        let suspect = Arc::clone(&failover);
         Ok(Self {
-            parked: Arc::new(Parked::beside(&pool)),
+            parked,
             readers: pool,
+            failover,
+            lost: Box::new(move || suspect.suspect()),
             counters: Arc::default(),
             owns_pool: false,
         })
@@ -148,9 +193,13 @@ impl PostgresStore {
     /// listener holds its connection for good, and a pool of one would have none left for
     /// turns.
     async fn listener(&self, channel: &str) -> Result<PgListener> {
+        // It reconnects to the host the turns' pool uses now; if that host goes away, its
+        // next reconnect fails within the connect timeout, and the caller listens again,
+        // on the host the pool uses then.
         let options = (*self.readers.connect_options()).clone();
         let own = PgPoolOptions::new()
             .max_connections(1)
+            .acquire_timeout(self.failover.per_try())
             .connect_lazy_with(options);
         let mut listener = PgListener::connect_with(&own).await?;
         listener.listen(channel).await?;
@@ -222,7 +271,7 @@ struct PostgresTransaction {
 
 impl ReadConnections for PostgresStore {
     fn readers(&self) -> On<'_> {
-        On::PostgresPool(&self.readers)
+        On::PostgresPool(&self.readers, &*self.lost)
     }
 
     fn dialect(&self) -> Dialect {
@@ -265,8 +314,24 @@ impl Store for PostgresStore {
             "BEGIN; SET LOCAL lock_timeout = '{statement}ms'; \
              SET LOCAL statement_timeout = '{statement}ms'"
         );
-        let tx = OwnedTransaction::begin(&self.readers, Some(&self.parked), bounds.deadline, begin)
-            .await?;
+        // While no host is known to accept writes, wait for the search (until the deadline).
+        self.failover.serving(bounds.deadline).await?;
+        let begun = OwnedTransaction::begin(
+            &self.readers,
+            Some(&self.parked),
+            bounds.deadline,
+            begin,
+            &*self.lost,
+        )
+        .await;
+        let tx = match begun {
+            // The pool found no connection by the deadline while the host was being
+            // looked for: the database, not a busy pool, kept the caller waiting.
+            Err(error) if error.is_busy() && self.failover.searching() => {
+                return Err(self.failover.unavailable())
+            }
+            begun => begun?,
+        };
         Ok(Box::new(PostgresTransaction {
             tx,
             counters: Arc::clone(&self.counters),
@@ -277,7 +342,13 @@ impl Store for PostgresStore {
         self.counters.snapshot()
     }
 
+    async fn reconnect(&self, deadline: Instant) -> Result<()> {
+        self.failover.suspect();
+        self.failover.serving(deadline).await
+    }
+
     async fn close(&self) {
+        self.failover.close();
         self.parked.release();
         if self.owns_pool {
             self.readers.close().await;

@@ -1,0 +1,213 @@
+//! Several hosts for one PostgreSQL database: the runtime starts on the host of its URL's
+//! list that accepts writes, moves to the next one when that host goes away, and a call made
+//! while no host accepts writes fails with `Error::DatabaseUnavailable` within its deadline.
+//!
+//! Each case starts servers of its own (it stops them): two independent servers stand for a
+//! primary and the standby that replaces it, the second one migrated beforehand. The
+//! failover with real replication (a synchronous standby promoted) is the process test
+//! tests/processes/failover.rs.
+
+use std::time::Duration;
+
+use solid_objects::prelude::*;
+
+use crate::cases::wedges::{within, Counter};
+use crate::support::eventually;
+use crate::support::postgres::{free_port, PgServer};
+
+/// A database of one name on each of `servers` (a database of the first's name is created
+/// on the others), migrated on each; the URL of each, in order.
+async fn one_database_on_each(servers: &[&PgServer]) -> Vec<String> {
+    let first = servers[0].database().await;
+    let name = first
+        .rsplit('/')
+        .next()
+        .expect("a database name")
+        .to_owned();
+    let mut urls = vec![first];
+    for server in &servers[1..] {
+        let other = server.database().await;
+        let admin = sqlx::PgPool::connect(&other)
+            .await
+            .expect("the server answers");
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&admin)
+            .await
+            .expect("CREATE DATABASE");
+        admin.close().await;
+        let (prefix, _) = other.rsplit_once('/').expect("a URL with a database");
+        urls.push(format!("{prefix}/{name}"));
+    }
+    for url in &urls {
+        let runtime = runtime_on(url, Duration::from_secs(10)).await;
+        runtime.close().await;
+    }
+    urls
+}
+
+/// `host:port` of a URL `postgres://user@host:port/db`.
+fn host_of(url: &str) -> &str {
+    let (_, rest) = url.split_once('@').expect("a URL with a user");
+    rest.split('/').next().expect("a host")
+}
+
+/// The libpq multi-host URL of `urls`' hosts (each `postgres://solid@host:port/db`, one
+/// database name), in their order.
+fn multi_host(urls: &[String]) -> String {
+    let hosts: Vec<&str> = urls.iter().map(|url| host_of(url)).collect();
+    let database = urls[0].rsplit('/').next().expect("a database name");
+    format!(
+        "postgres://solid@{}/{database}?target_session_attrs=read-write",
+        hosts.join(",")
+    )
+}
+
+async fn runtime_on(url: &str, timeout: Duration) -> Runtime {
+    Runtime::builder()
+        .postgres(url, 4)
+        .connect_timeout(Duration::from_secs(5))
+        .sync_timeout(timeout)
+        .actor::<Counter>()
+        .policy(AllowAll)
+        .start()
+        .await
+        .expect("the runtime starts")
+}
+
+/// What `actor`'s counter holds on the server of `url`, read directly.
+async fn stored_count(url: &str, actor: &str) -> i64 {
+    let pool = sqlx::PgPool::connect(url)
+        .await
+        .expect("the server answers");
+    let count = sqlx::query_scalar(
+        "SELECT count(*) FROM solid_messages WHERE actor_id = $1 AND status = 'completed'",
+    )
+    .bind(actor)
+    .fetch_one(&pool)
+    .await
+    .expect("the messages read");
+    pool.close().await;
+    count
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_given_several_hosts_works_on_the_first_that_answers_and_accepts_writes() {
+    let Some(server) = PgServer::start() else {
+        return;
+    };
+    let url = server.database().await;
+    let nobody = format!("127.0.0.1:{}", free_port());
+    let database = url.rsplit('/').next().expect("a database name");
+    let listed = format!(
+        "postgres://solid@{nobody},{}/{database}?target_session_attrs=read-write",
+        host_of(&url)
+    );
+    let runtime = within(30, "start-up", runtime_on(&listed, Duration::from_secs(10))).await;
+    let counter = runtime.reference::<Counter>("listed");
+    assert_eq!(within(30, "a call", counter.bump()).await.unwrap(), 1);
+    runtime.close().await;
+    assert_eq!(
+        stored_count(&url, "listed").await,
+        1,
+        "the call ran on the live host"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_its_host_goes_away_the_runtime_moves_to_the_next_that_accepts_writes() {
+    let (Some(primary), Some(replacement)) = (PgServer::start(), PgServer::start()) else {
+        return;
+    };
+    let urls = one_database_on_each(&[&primary, &replacement]).await;
+    let runtime = runtime_on(&multi_host(&urls), Duration::from_secs(20)).await;
+    let counter = runtime.reference::<Counter>("moving");
+    assert_eq!(within(30, "a call", counter.bump()).await.unwrap(), 1);
+    assert_eq!(within(30, "a call", counter.bump()).await.unwrap(), 2);
+
+    drop(primary);
+    // The replacement holds none of the first host's rows (no replication here): the call
+    // answering 1 is the proof that it ran there.
+    let moved = within(60, "a call after the host went away", counter.bump()).await;
+    assert!(
+        matches!(moved, Ok(1)),
+        "the call after the primary went away ran on the next host: {moved:?}"
+    );
+    assert_eq!(within(30, "a call", counter.bump()).await.unwrap(), 2);
+    runtime.close().await;
+    assert_eq!(stored_count(&urls[1], "moving").await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_while_no_host_accepts_writes_fails_as_unavailable_within_its_deadline() {
+    let Some(server) = PgServer::start() else {
+        return;
+    };
+    let url = server.database().await;
+    let runtime = runtime_on(&url, Duration::from_millis(500)).await;
+    let counter = runtime.reference::<Counter>("stranded");
+    assert_eq!(within(30, "a call", counter.bump()).await.unwrap(), 1);
+
+    drop(server);
+    for attempt in 0..3 {
+        let refused = within(30, "a call with no server", counter.bump()).await;
+        match refused {
+            Err(Error::DatabaseUnavailable {
+                ref hosts,
+                ref request_id,
+                ..
+            }) => {
+                assert_eq!(hosts, host_of(&url), "attempt {attempt}");
+                assert!(
+                    request_id.is_none(),
+                    "attempt {attempt}: nothing was written, so no message is named: {refused:?}"
+                );
+            }
+            other => panic!("attempt {attempt}: a call with no server got {other:?}"),
+        }
+    }
+    within(30, "closing", runtime.close()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_pause_while_their_host_is_gone_and_resume_on_the_next_by_themselves() {
+    let (Some(primary), Some(replacement)) = (PgServer::start(), PgServer::start()) else {
+        return;
+    };
+    let urls = one_database_on_each(&[&primary, &replacement]).await;
+    let runtime = runtime_on(&multi_host(&urls), Duration::from_secs(20)).await;
+    let running = tokio::spawn({
+        let runtime = runtime.clone();
+        async move { runtime.run().await }
+    });
+    let counter = runtime.reference::<Counter>("worked");
+    within(30, "an enqueue", counter.enqueue().bump())
+        .await
+        .unwrap();
+    let ran_here = eventually(Duration::from_secs(30), || async {
+        stored_count(&urls[0], "worked").await == 1
+    })
+    .await;
+    assert!(ran_here, "a worker ran the first message on the primary");
+
+    drop(primary);
+    // Queued on the replacement once the runtime moved there: only a worker that resumed by
+    // itself runs it.
+    within(
+        60,
+        "an enqueue after the host went away",
+        counter.enqueue().bump(),
+    )
+    .await
+    .unwrap();
+    let resumed = eventually(Duration::from_secs(30), || async {
+        stored_count(&urls[1], "worked").await == 1
+    })
+    .await;
+    assert!(resumed, "a worker ran the message queued on the next host");
+    runtime.shutdown();
+    within(30, "the workers' end", running)
+        .await
+        .unwrap()
+        .unwrap();
+    runtime.close().await;
+}
