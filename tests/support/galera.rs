@@ -44,7 +44,7 @@ struct Node {
 
 /// A running three-node cluster; every node is killed on drop.
 pub struct Galera {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     nodes: Vec<Node>,
 }
 
@@ -73,7 +73,7 @@ impl Galera {
                 }
             })
             .collect();
-        let mut cluster = Self { _dir: dir, nodes };
+        let mut cluster = Self { dir, nodes };
         let install = binary("mariadb-install-db").expect("mariadb-install-db beside mariadbd");
         let installed = Command::new(install)
             .args(["--no-defaults", "--auth-root-authentication-method=normal"])
@@ -93,7 +93,7 @@ impl Galera {
         if server_user() == "mysql" {
             let owned = Command::new("chown")
                 .args(["-R", "mysql:mysql"])
-                .arg(cluster._dir.path())
+                .arg(cluster.dir.path())
                 .status()
                 .expect("chown runs");
             assert!(owned.success(), "chown of the cluster's dir to mysql");
@@ -197,12 +197,18 @@ impl Galera {
             .map(|node| format!("127.0.0.1:{}", node.group_port))
             .collect();
         let this = &self.nodes[node];
+        // Once this process is gone (a shared cluster is never dropped), the watchdog also
+        // removes the node's files, and the last one the cluster's dir.
         let watchdog = format!(
             "\"$0\" \"$@\" & server=$!; echo $server > {pid}; \
              while kill -0 {parent} 2>/dev/null && kill -0 $server 2>/dev/null; do sleep 1; done; \
-             kill -9 $server 2>/dev/null",
+             kill -9 $server 2>/dev/null; \
+             if ! kill -0 {parent} 2>/dev/null; then \
+             sleep 1; rm -rf {dir}; rmdir {root} 2>/dev/null; fi",
             pid = path(&self.pid_file(node)),
             parent = std::process::id(),
+            dir = path(&this.dir),
+            root = path(self.dir.path()),
         );
         let mut command = Command::new("sh");
         command
@@ -248,7 +254,7 @@ impl Galera {
             ))
             .arg(format!(
                 "--wsrep-provider-options=base_port={};ist.recv_addr=127.0.0.1:{};\
-                 gcache.size=128M",
+                 gcache.size=64M",
                 this.group_port, this.ist_port
             ));
         if bootstrap {

@@ -69,8 +69,13 @@ impl Engine {
                 }
                 Ok(Attempted::Conflict { head, why }) => {
                     conflicts += 1;
-                    let past_deadline = lock.deadline().is_some_and(|at| Instant::now() >= at);
-                    if conflicts >= CONFLICT_RETRIES || past_deadline {
+                    // A caller's deadline that passes while its turn conflicts (a Galera
+                    // node's turn certified first) leaves the message as it was, nothing
+                    // counted, as a turn abandoned at the deadline does.
+                    if lock.deadline().is_some_and(|at| Instant::now() >= at) {
+                        return Ok(Step::Busy);
+                    }
+                    if conflicts >= CONFLICT_RETRIES {
                         let error =
                             format!("the turn kept conflicting with other transactions: {why}");
                         return self.count_failure::<A>(key, &head, &error, true).await;

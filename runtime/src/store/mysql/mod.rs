@@ -125,9 +125,18 @@ impl MySqlStore {
 
     /// The statement that begins a turn's transaction: the session's own bounds kept aside,
     /// the turn's set, its isolation, and the transaction.
+    ///
+    /// The transaction runs with `autocommit` off, and its end turns it back on after its
+    /// `COMMIT` or `ROLLBACK` ([`Flavor::commit_statement`], [`Flavor::rollback_statement`]):
+    /// a transaction the server ends by itself (a Galera node's applier aborts it for a
+    /// write another node committed first; a handler's own `ROLLBACK`) leaves the statements
+    /// after it in a new transaction that the turn's failed end rolls back, where with
+    /// `autocommit` on each would have been committed on its own (a handler's writes
+    /// applied twice, seen on a Galera cluster).
     fn begin_statement(&self, bounds: &Bounds) -> String {
         format!(
-            "{}; {}; SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION",
+            "{}; {}; SET SESSION autocommit = 0; \
+             SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION",
             self.flavor.keep_statement(),
             self.flavor.bound_statements(bounds.statement)
         )
@@ -146,6 +155,24 @@ impl Flavor {
             }
             Self::MySql => "SET @solid_lock_wait = @@SESSION.innodb_lock_wait_timeout",
         }
+    }
+
+    /// What a turn's transaction ends with before the `COMMIT` its owner appends (then a
+    /// no-op): the session's own bounds put back, the commit, and `autocommit` on again, in
+    /// one round trip. If the commit fails, the rest is not run and the connection is closed.
+    fn commit_statement(self) -> String {
+        format!(
+            "{}; COMMIT; SET SESSION autocommit = 1",
+            self.restore_statement()
+        )
+    }
+
+    /// [`Flavor::commit_statement`] with a `ROLLBACK`.
+    fn rollback_statement(self) -> String {
+        format!(
+            "{}; ROLLBACK; SET SESSION autocommit = 1",
+            self.restore_statement()
+        )
     }
 
     /// Puts back the session's own bounds: the transaction's last statement before its
@@ -415,7 +442,7 @@ impl Transaction for MySqlTransaction {
         let this = *self;
         let alone = this.tx.commits_alone();
         this.tx
-            .commit_after(this.flavor.restore_statement())
+            .commit_after(&this.flavor.commit_statement())
             .await?;
         this.counters.transaction();
         if alone {
@@ -426,7 +453,7 @@ impl Transaction for MySqlTransaction {
 
     async fn rollback(self: Box<Self>) -> Result<()> {
         self.tx
-            .rollback_after(self.flavor.restore_statement())
+            .rollback_after(&self.flavor.rollback_statement())
             .await
     }
 }
