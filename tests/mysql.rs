@@ -8,6 +8,8 @@ mod backend;
 mod cases;
 #[path = "mysql/dialect.rs"]
 mod dialect;
+#[path = "mysql/galera.rs"]
+mod galera;
 #[path = "servers/lost_commit_answers.rs"]
 mod lost_commit_answers;
 #[path = "servers/nothing_wedges.rs"]

@@ -1,7 +1,8 @@
 //! Several OS processes on one database: a worker killed with SIGKILL mid-turn or mid-effect,
-//! the soak that kills workers every two seconds, and the soak through a PostgreSQL
-//! failover. Each module re-runs this binary as its child processes (selecting one function
-//! by its full name) and runs on SQLite, PostgreSQL and MariaDB.
+//! the soak that kills workers every two seconds, the soak through a PostgreSQL failover,
+//! and the soak over a three-node Galera cluster that loses a node. Each module re-runs this
+//! binary as its child processes (selecting one function by its full name) and runs on
+//! SQLite, PostgreSQL and MariaDB.
 
 #[path = "processes/chaos.rs"]
 mod chaos;
@@ -9,6 +10,8 @@ mod chaos;
 mod crash;
 #[path = "processes/failover.rs"]
 mod failover;
+#[path = "processes/galera.rs"]
+mod galera;
 mod support;
 
 /// The backend of `support::Harness::new()` in this binary: a test that names no backend runs on a SQLite file.

@@ -432,13 +432,25 @@ async fn worker_process() {
     std::panic::set_hook(Box::new(|panic| {
         eprintln!("PANIC {} |", panic.to_string().replace('\n', " "));
     }));
-    let application = Application::new(&database);
-    let runtime = with_effects(builder(&database, 4), application)
-        .actor::<Counter>()
-        .effect_lease(EFFECT_LEASE)
-        .start()
-        .await
-        .expect("the worker's runtime starts");
+    // A worker restarted while its server is away (a Galera node killed and not back yet)
+    // starts once the server answers again.
+    let started = Instant::now();
+    let runtime = loop {
+        let application = Application::new(&database);
+        let starting = with_effects(builder(&database, 4), application)
+            .actor::<Counter>()
+            .effect_lease(EFFECT_LEASE)
+            .start()
+            .await;
+        match starting {
+            Ok(runtime) => break runtime,
+            Err(error) if started.elapsed() < DISTURBANCE_WAIT => {
+                eprintln!("the worker's runtime did not start yet: {error}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(error) => panic!("the worker's runtime starts: {error}"),
+        }
+    };
     runtime.run().await.expect("the workers run");
 }
 

@@ -10,6 +10,7 @@
 
 pub mod browser;
 pub mod commit_cutter;
+pub mod galera;
 pub mod gates;
 pub mod mariadb;
 pub mod postgres;

@@ -243,6 +243,10 @@ impl Engine {
                 }
                 Err(error) if error.is_busy() => call.busy(None),
                 Err(error) if error.is_conflict() && !call.past_deadline() => continue,
+                // A conflict rolled the try back (a deadlock, or a Galera cluster's
+                // certification picking another node's turn): past the deadline the caller
+                // hears the timeout, as for any other wait that ran out.
+                Err(error) if error.is_conflict() => call.busy(None),
                 Err(error) => error,
             };
             return Err(match attempt.in_doubt {

@@ -16,6 +16,9 @@ use crate::store::{
     Transaction,
 };
 
+/// How many times in a row a claim that conflicts with another runner's is tried again.
+const CLAIM_CONFLICTS_RETRIED: u32 = 8;
+
 /// The longest error text an `EffectFailure` carries back to its actor, in bytes.
 const MAX_FAILURE_TEXT: usize = 4096;
 
@@ -123,6 +126,22 @@ impl Engine {
     /// its lease ran out: a reclaimed lease is an attempt) makes the effect dead and sends
     /// its failure reply instead, and looks for the next.
     pub(crate) async fn claim_effect(&self, name: &str) -> Result<Option<ClaimedEffect>> {
+        let mut conflicts = 0;
+        loop {
+            match self.claim_effect_once(name).await {
+                Err(error) if error.is_conflict() && conflicts < CLAIM_CONFLICTS_RETRIED => {
+                    conflicts += 1;
+                    super::mailbox_step::conflict_pause(conflicts).await;
+                }
+                claimed => return claimed,
+            }
+        }
+    }
+
+    /// One try of [`claim_effect`](Self::claim_effect): a claim that conflicts with another
+    /// runner's (a Galera cluster's certification lets one of two nodes' claims of an
+    /// effect commit) committed nothing and returns the conflict.
+    async fn claim_effect_once(&self, name: &str) -> Result<Option<ClaimedEffect>> {
         let max_attempts = self.effects.retry(name).max_attempts;
         loop {
             let mut tx = self.begin(None).await?;

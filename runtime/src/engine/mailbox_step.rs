@@ -69,8 +69,13 @@ impl Engine {
                 }
                 Ok(Attempted::Conflict { head, why }) => {
                     conflicts += 1;
-                    let past_deadline = lock.deadline().is_some_and(|at| Instant::now() >= at);
-                    if conflicts >= CONFLICT_RETRIES || past_deadline {
+                    // A caller's deadline that passes while its turn conflicts (a Galera
+                    // node's turn certified first) leaves the message as it was, nothing
+                    // counted, as a turn abandoned at the deadline does.
+                    if lock.deadline().is_some_and(|at| Instant::now() >= at) {
+                        return Ok(Step::Busy);
+                    }
+                    if conflicts >= CONFLICT_RETRIES {
                         let error =
                             format!("the turn kept conflicting with other transactions: {why}");
                         return self.count_failure::<A>(key, &head, &error, true).await;
@@ -79,6 +84,14 @@ impl Engine {
                     conflict_pause(conflicts).await;
                 }
                 Err(error) if error.is_busy() => return Ok(Step::Busy),
+                // Taking the head conflicted (a Galera node's applier aborted the lock for a
+                // write another node committed first): nothing was written, so it is taken
+                // again, as a turn's conflict is run again.
+                Err(error) if error.is_conflict() && conflicts + 1 < CONFLICT_RETRIES => {
+                    conflicts += 1;
+                    tracing::debug!(actor_id, conflicts, %error, "taking a turn conflicted; taking it again");
+                    conflict_pause(conflicts).await;
+                }
                 Err(error) => return Err(error),
             }
         }
@@ -254,9 +267,10 @@ impl Engine {
     }
 }
 
-/// A short, growing pause before a conflicting turn runs again, so two turns that keep
-/// deadlocking each other fall out of step.
-async fn conflict_pause(conflicts: u32) {
+/// A short, growing pause before a conflicting turn (or claim, or firing pass) runs again,
+/// so two that keep deadlocking each other, or two nodes of a cluster whose certification
+/// keeps picking one of them, fall out of step.
+pub(super) async fn conflict_pause(conflicts: u32) {
     let base = 1_u64 << conflicts.min(6);
     let jitter = u64::from(uuid::Uuid::new_v4().as_bytes()[0]) % base.max(1);
     tokio::time::sleep(std::time::Duration::from_millis(base + jitter)).await;

@@ -47,8 +47,10 @@ impl UnreadableReminders {
     }
 }
 
-/// How many times in a row a firing pass that conflicts with another transaction runs again.
-const FIRING_CONFLICTS_RETRIED: u32 = 3;
+/// How many times in a row a firing pass that conflicts with another transaction runs again
+/// (after a short growing pause: on a Galera cluster every node's pass takes the same due
+/// reminders, certification lets one commit, and the others see its writes a moment later).
+const FIRING_CONFLICTS_RETRIED: u32 = 8;
 
 impl Engine {
     /// Turns up to `limit` reminders due at the clock's now into messages at the tail of
@@ -58,14 +60,16 @@ impl Engine {
     /// alone for a while). Firing takes no actor's lock.
     ///
     /// A pass that conflicts with another transaction (InnoDB picks a firing pass and a turn
-    /// that re-arms the same reminders as each other's deadlock victims) commits nothing and
-    /// runs again, a few times at most, before the conflict is returned.
+    /// that re-arms the same reminders as each other's deadlock victims; a Galera cluster's
+    /// certification picks one of two nodes' passes) commits nothing and runs again after a
+    /// short pause, a few times at most, before the conflict is returned.
     pub(crate) async fn fire_due_reminders(&self, limit: i64) -> Result<Fired> {
         let mut conflicts = 0;
         loop {
             match self.fire_due_reminders_once(limit).await {
                 Err(error) if error.is_conflict() && conflicts < FIRING_CONFLICTS_RETRIED => {
                     conflicts += 1;
+                    super::mailbox_step::conflict_pause(conflicts).await;
                 }
                 fired => return fired,
             }

@@ -22,6 +22,7 @@
 //! the statement files' MySQL forms, chosen by the dialect.
 //! There is no `LISTEN`: idle workers and watchers poll.
 
+mod migration_lock;
 mod statement;
 
 use std::sync::Arc;
@@ -32,6 +33,7 @@ use sqlx::error::BoxDynError;
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlTypeInfo, MySqlValueRef};
 use sqlx::{Decode, Executor, MySql, Type, TypeInfo};
 
+use self::migration_lock::MigrationLock;
 pub(crate) use self::statement::{spelled, Borrowed};
 use super::connect::{open_pool, Endpoint};
 use super::instances::{lock_row, RowLocks};
@@ -41,7 +43,7 @@ use super::{
     require_current, ActorKey, Bounds, Counters, LockedActor, ReadConnections, SchemaMode, Stats,
     Store, Transaction, Version, WorkNotices, WriteConnection,
 };
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The schema, applied in order at start; each entry runs once per database.
 const MIGRATIONS: &[(i64, &str, &str)] = &[(
@@ -55,9 +57,6 @@ const NO_PAD_BINARY: &str = "utf8mb4_nopad_bin";
 
 /// MySQL 8's binary collation without padding, where the server has no [`NO_PAD_BINARY`].
 const MYSQL_NO_PAD_BINARY: &str = "utf8mb4_0900_bin";
-
-/// Serialises concurrent migrators (several processes starting at once).
-const MIGRATION_LOCK: &str = "solid_objects_migrations";
 
 /// Which server speaks: they differ in how a statement's time is bounded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,9 +125,18 @@ impl MySqlStore {
 
     /// The statement that begins a turn's transaction: the session's own bounds kept aside,
     /// the turn's set, its isolation, and the transaction.
+    ///
+    /// The transaction runs with `autocommit` off, and its end turns it back on after its
+    /// `COMMIT` or `ROLLBACK` ([`Flavor::commit_statement`], [`Flavor::rollback_statement`]):
+    /// a transaction the server ends by itself (a Galera node's applier aborts it for a
+    /// write another node committed first; a handler's own `ROLLBACK`) leaves the statements
+    /// after it in a new transaction that the turn's failed end rolls back, where with
+    /// `autocommit` on each would have been committed on its own (a handler's writes
+    /// applied twice, seen on a Galera cluster).
     fn begin_statement(&self, bounds: &Bounds) -> String {
         format!(
-            "{}; {}; SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION",
+            "{}; {}; SET SESSION autocommit = 0; \
+             SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION",
             self.flavor.keep_statement(),
             self.flavor.bound_statements(bounds.statement)
         )
@@ -147,6 +155,24 @@ impl Flavor {
             }
             Self::MySql => "SET @solid_lock_wait = @@SESSION.innodb_lock_wait_timeout",
         }
+    }
+
+    /// What a turn's transaction ends with before the `COMMIT` its owner appends (then a
+    /// no-op): the session's own bounds put back, the commit, and `autocommit` on again, in
+    /// one round trip. If the commit fails, the rest is not run and the connection is closed.
+    fn commit_statement(self) -> String {
+        format!(
+            "{}; COMMIT; SET SESSION autocommit = 1",
+            self.restore_statement()
+        )
+    }
+
+    /// [`Flavor::commit_statement`] with a `ROLLBACK`.
+    fn rollback_statement(self) -> String {
+        format!(
+            "{}; ROLLBACK; SET SESSION autocommit = 1",
+            self.restore_statement()
+        )
     }
 
     /// Puts back the session's own bounds: the transaction's last statement before its
@@ -202,60 +228,52 @@ async fn applied(pool: &MySqlPool) -> Result<Option<Vec<i64>>> {
     Ok(Some(versions))
 }
 
-/// Applies the migrations this database has not seen yet, under a named lock. MySQL commits
-/// each DDL statement by itself, so a migration is written to be run again whole if a
-/// process dies inside it (`CREATE TABLE IF NOT EXISTS`).
+/// Applies the migrations this database has not seen yet, under the migration lock (a row,
+/// which a Galera cluster's nodes share; see [`migration_lock`]). MySQL commits each DDL
+/// statement by itself, so a migration is written to be run again whole if a process dies
+/// inside it (`CREATE TABLE IF NOT EXISTS`).
 async fn migrate(pool: &MySqlPool) -> Result<()> {
-    // A named lock belongs to its connection: this one is never returned to the pool, so
-    // the lock goes with it whatever happens to this future.
-    let mut connection = pool.acquire().await?.detach();
-    let locked: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK(?, 3600)")
-        .bind(MIGRATION_LOCK)
-        .fetch_one(&mut connection)
+    let lock = MigrationLock::take(pool).await?;
+    sqlx::raw_sql(CREATE_MIGRATIONS_TABLE).execute(pool).await?;
+    let has_no_pad_binary: Option<i64> = sqlx::query_scalar(HAS_COLLATION)
+        .bind(NO_PAD_BINARY)
+        .fetch_optional(pool)
         .await?;
-    if locked != Some(1) {
-        return Err(Error::Config(format!(
-            "another process held the migration lock {MIGRATION_LOCK:?} for an hour"
-        )));
-    }
-    sqlx::raw_sql(
-        "CREATE TABLE IF NOT EXISTS solid_schema_migrations (
-            version BIGINT PRIMARY KEY, description VARCHAR(255) NOT NULL,
-            applied_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6))",
-    )
-    .execute(&mut connection)
-    .await?;
-    let has_no_pad_binary: Option<i64> =
-        sqlx::query_scalar("SELECT 1 FROM information_schema.COLLATIONS WHERE COLLATION_NAME = ?")
-            .bind(NO_PAD_BINARY)
-            .fetch_optional(&mut connection)
-            .await?;
     for (version, description, sql) in MIGRATIONS {
-        let applied: Option<i64> =
-            sqlx::query_scalar("SELECT version FROM solid_schema_migrations WHERE version = ?")
-                .bind(version)
-                .fetch_optional(&mut connection)
-                .await?;
+        let applied: Option<i64> = sqlx::query_scalar(MIGRATION_APPLIED)
+            .bind(version)
+            .fetch_optional(pool)
+            .await?;
         if applied.is_none() {
             let sql = match has_no_pad_binary {
                 Some(_) => (*sql).to_owned(),
                 None => sql.replace(NO_PAD_BINARY, MYSQL_NO_PAD_BINARY),
             };
-            sqlx::raw_sql(&sql).execute(&mut connection).await?;
-            sqlx::query("INSERT INTO solid_schema_migrations (version, description) VALUES (?, ?)")
+            sqlx::raw_sql(&sql).execute(pool).await?;
+            sqlx::query(RECORD_MIGRATION)
                 .bind(version)
                 .bind(description)
-                .execute(&mut connection)
+                .execute(pool)
                 .await?;
         }
     }
-    sqlx::query("SELECT RELEASE_LOCK(?)")
-        .bind(MIGRATION_LOCK)
-        .execute(&mut connection)
-        .await?;
-    sqlx::Connection::close(connection).await?;
-    Ok(())
+    lock.release().await
 }
+
+/// The table of applied migrations, one row per version.
+const CREATE_MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS solid_schema_migrations (
+    version BIGINT PRIMARY KEY, description VARCHAR(255) NOT NULL,
+    applied_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6))";
+
+/// Whether the server has the collation `$1`.
+const HAS_COLLATION: &str = "SELECT 1 FROM information_schema.COLLATIONS WHERE COLLATION_NAME = ?";
+
+/// Whether migration `$1` was applied.
+const MIGRATION_APPLIED: &str = "SELECT version FROM solid_schema_migrations WHERE version = ?";
+
+/// Records migration `$1`, described as `$2`, as applied.
+const RECORD_MIGRATION: &str =
+    "INSERT INTO solid_schema_migrations (version, description) VALUES (?, ?)";
 
 /// Text as this backend stores it: sqlx reads no column that MySQL marks binary as a
 /// `String`, and MySQL marks every column in a binary collation so. This reads any text or
@@ -424,7 +442,7 @@ impl Transaction for MySqlTransaction {
         let this = *self;
         let alone = this.tx.commits_alone();
         this.tx
-            .commit_after(this.flavor.restore_statement())
+            .commit_after(&this.flavor.commit_statement())
             .await?;
         this.counters.transaction();
         if alone {
@@ -435,7 +453,7 @@ impl Transaction for MySqlTransaction {
 
     async fn rollback(self: Box<Self>) -> Result<()> {
         self.tx
-            .rollback_after(self.flavor.restore_statement())
+            .rollback_after(&self.flavor.rollback_statement())
             .await
     }
 }

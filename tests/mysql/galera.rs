@@ -1,0 +1,354 @@
+//! The MySQL store on a three-node MariaDB Galera cluster (tests/support/galera.rs, one for
+//! this test process, a database of its own per test), with runtimes on different nodes at
+//! once. Galera certifies a transaction's writes at `COMMIT` against what other nodes
+//! committed meanwhile and aborts the loser (error 1213, SQLSTATE 40001); it does not
+//! replicate `GET_LOCK` or `LOCK TABLES`. These pin what the runtime does there: runtimes
+//! that start at once on an empty database migrate it once; calls on one actor through two
+//! nodes all commit, each once, with no failed attempt counted; a due reminder fires once
+//! and an effect runs once whichever nodes' workers look; and a read on another node sees
+//! the latest commit when that node waits for causality (`wsrep_sync_wait`). Two of them
+//! are ignored: they meet lost updates across nodes that the runtime does not stop yet.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use solid_objects::prelude::*;
+use solid_objects::{Effect, EffectContext};
+
+use crate::support::galera::{Galera, NODES};
+
+/// How long one call may take, certification conflicts and their reruns included.
+const CALL_WITHIN: Duration = Duration::from_secs(30);
+
+/// A count that each call adds to.
+#[actor]
+#[derive(Default)]
+struct Tally {
+    count: i64,
+    fired: Vec<String>,
+}
+
+#[actor]
+impl Tally {
+    /// Adds one; returns the count after it.
+    #[command]
+    fn add(&mut self) -> i64 {
+        self.count += 1;
+        self.count
+    }
+
+    /// Schedules `name` to fire a minute from now.
+    #[command]
+    fn remind(&mut self, turn: &mut Turn<Self>, name: String) {
+        turn.schedule(turn.now() + TimeDelta::minutes(1), name.clone())
+            .fire(name);
+    }
+
+    /// Emits the effect `Noted` named `name`.
+    #[command]
+    fn note(&mut self, turn: &mut Turn<Self>, name: String) {
+        turn.emit(Noted { name });
+    }
+
+    #[reminder]
+    fn fire(&mut self, name: String) {
+        self.fired.push(name);
+    }
+}
+
+/// An effect whose runs the test counts.
+#[derive(Serialize, Deserialize)]
+struct Noted {
+    name: String,
+}
+
+impl Effect for Noted {
+    const NAME: &'static str = "noted";
+    type Output = ();
+}
+
+/// A fresh database on the process's cluster; `None`, and the test skips, on a machine
+/// without MariaDB or Galera outside CI.
+async fn database() -> Option<(&'static Galera, String)> {
+    let cluster = Galera::shared()?;
+    let database = cluster.database().await;
+    Some((cluster, database))
+}
+
+/// A runtime on node `node` of the cluster, with `clock`.
+async fn runtime(cluster: &Galera, node: usize, database: &str, clock: &ManualClock) -> Runtime {
+    Runtime::builder()
+        .mysql(cluster.url(node, database), 8)
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .sync_timeout(CALL_WITHIN)
+        .start()
+        .await
+        .unwrap_or_else(|error| panic!("the runtime starts on node {node}: {error}"))
+}
+
+/// One number, read through node `node` after it caught up with the cluster.
+async fn scalar(cluster: &Galera, node: usize, database: &str, sql: &str) -> i64 {
+    let pool = sqlx::MySqlPool::connect(&cluster.url(node, database))
+        .await
+        .unwrap();
+    sqlx::query("SET SESSION wsrep_sync_wait = 1")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let value = sqlx::query_scalar(sql)
+        .fetch_one(&pool)
+        .await
+        .unwrap_or_else(|error| panic!("{sql}: {error}"));
+    pool.close().await;
+    value
+}
+
+/// Runtimes on all three nodes start at once on an empty database, several times: each
+/// start succeeds, the schema's one migration is recorded once, and every runtime then
+/// works. `GET_LOCK` is node-local on Galera, so the migration lock is a row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtimes_starting_at_once_on_different_nodes_apply_each_migration_once() {
+    for _ in 0..3 {
+        let Some((cluster, database)) = database().await else {
+            return;
+        };
+        let clock = ManualClock::starting_now();
+        let starts = (0..NODES).map(|node| {
+            let url = cluster.url(node, &database);
+            let clock = clock.clone();
+            async move {
+                tokio::time::timeout(
+                    CALL_WITHIN,
+                    Runtime::builder()
+                        .mysql(&url, 2)
+                        .clock(clock)
+                        .policy(AllowAll)
+                        .start(),
+                )
+                .await
+            }
+        });
+        let started = futures_util::future::join_all(starts).await;
+        for (node, runtime) in started.into_iter().enumerate() {
+            let runtime = runtime
+                .unwrap_or_else(|_| panic!("node {node}'s runtime started in time"))
+                .unwrap_or_else(|error| panic!("node {node}'s runtime started: {error}"));
+            let tally = runtime.reference::<Tally>(format!("n{node}"));
+            assert_eq!(tally.add().await.unwrap(), 1);
+            runtime.close().await;
+        }
+        let migrations = "SELECT COUNT(*) FROM solid_schema_migrations";
+        assert_eq!(scalar(cluster, 0, &database, migrations).await, 1);
+    }
+}
+
+/// Forty calls on one actor at once, half through each of two nodes: each commits once
+/// (the counts they return are 1 to 40, the state ends at 40), and every message completed
+/// at its first attempt: a certification failure reruns the turn and is never counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "fails most runs on MariaDB 10.11 with Galera 4: callers of two nodes are \
+            answered Ok for calls whose message is not stored (40 answers, 36 to 38 messages), \
+            or two messages completed with one count; the runtime does not stop this yet; run \
+            with --ignored to see it"]
+async fn calls_on_one_actor_through_two_nodes_each_commit_once_and_count_no_failure() {
+    const CALLS_PER_NODE: usize = 20;
+    let Some((cluster, database)) = database().await else {
+        return;
+    };
+    let clock = ManualClock::starting_now();
+    let runtimes = [
+        runtime(cluster, 0, &database, &clock).await,
+        runtime(cluster, 1, &database, &clock).await,
+    ];
+    let calls = runtimes.iter().flat_map(|runtime| {
+        let tally = runtime.reference::<Tally>("hot");
+        (0..CALLS_PER_NODE).map(move |_| {
+            let tally = tally.clone();
+            async move { tally.add().await }
+        })
+    });
+    let answers = futures_util::future::join_all(calls).await;
+    let counts: BTreeSet<i64> = answers
+        .into_iter()
+        .map(|answer| answer.expect("every call commits"))
+        .collect();
+    let total = i64::try_from(2 * CALLS_PER_NODE).unwrap();
+    assert_eq!(counts, (1..=total).collect::<BTreeSet<_>>());
+    let not_first_time = "SELECT COUNT(*) FROM solid_messages
+         WHERE status <> 'completed' OR attempts <> 1 OR last_error IS NOT NULL";
+    assert_eq!(scalar(cluster, 0, &database, not_first_time).await, 0);
+    let messages = "SELECT COUNT(*) FROM solid_messages";
+    assert_eq!(scalar(cluster, 1, &database, messages).await, total);
+    for runtime in runtimes {
+        runtime.close().await;
+    }
+}
+
+/// Reminders on thirty actors come due, and runtimes on all three nodes fire and run them
+/// at once: each fires once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_due_reminder_fires_once_when_every_node_looks() {
+    const ACTORS: usize = 30;
+    let Some((cluster, database)) = database().await else {
+        return;
+    };
+    let clock = ManualClock::starting_now();
+    let mut runtimes = Vec::new();
+    for node in 0..NODES {
+        runtimes.push(runtime(cluster, node, &database, &clock).await);
+    }
+    for actor in 0..ACTORS {
+        let runtime = &runtimes[actor % NODES];
+        let tally = runtime.reference::<Tally>(format!("r{actor}"));
+        tally.remind(format!("due-{actor}")).await.unwrap();
+    }
+    clock.advance(Duration::from_secs(120));
+    let firing = runtimes.iter().map(|runtime| async move {
+        let testing = runtime.testing();
+        for _ in 0..3 {
+            testing.run_due_reminders().await.expect("firing reminders");
+        }
+    });
+    futures_util::future::join_all(firing).await;
+    for runtime in &runtimes {
+        runtime.testing().drain().await.expect("draining");
+    }
+    for actor in 0..ACTORS {
+        let state = runtimes[0]
+            .reference::<Tally>(format!("r{actor}"))
+            .snapshot()
+            .await
+            .unwrap();
+        assert_eq!(state.fired, [format!("due-{actor}")], "actor r{actor}");
+    }
+    let fired = "SELECT COUNT(*) FROM solid_messages WHERE operation = 'fire'";
+    assert_eq!(
+        scalar(cluster, 2, &database, fired).await,
+        i64::try_from(ACTORS).unwrap()
+    );
+    let left = "SELECT COUNT(*) FROM solid_reminders";
+    assert_eq!(scalar(cluster, 1, &database, left).await, 0);
+    for runtime in runtimes {
+        runtime.close().await;
+    }
+}
+
+/// Thirty effects, and runtimes on all three nodes run due effects at once: each effect's
+/// lease is taken by one node, and each runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "failed about one run in five on MariaDB 10.11 with Galera 4 (two nodes' claims \
+            of one effect both committed, the effect run twice at claims 1); passed the one run \
+            since turns run with autocommit off; run with --ignored to see it"]
+async fn an_effect_is_run_once_when_every_node_claims() {
+    const EFFECTS: usize = 30;
+    let Some((cluster, database)) = database().await else {
+        return;
+    };
+    let clock = ManualClock::starting_now();
+    let runs: Arc<Vec<AtomicU32>> = Arc::new((0..EFFECTS).map(|_| AtomicU32::new(0)).collect());
+    let mut runtimes = Vec::new();
+    for node in 0..NODES {
+        let runs = Arc::clone(&runs);
+        let runtime = Runtime::builder()
+            .mysql(cluster.url(node, &database), 8)
+            .clock(clock.clone())
+            .policy(AllowAll)
+            .sync_timeout(CALL_WITHIN)
+            .effect(move |noted: Noted, _: EffectContext| {
+                let runs = Arc::clone(&runs);
+                async move {
+                    let index: usize = noted.name.parse().expect("an effect's number");
+                    runs[index].fetch_add(1, Ordering::SeqCst);
+                    Ok::<(), Failure>(())
+                }
+            })
+            .start()
+            .await
+            .unwrap_or_else(|error| panic!("the runtime starts on node {node}: {error}"));
+        runtimes.push(runtime);
+    }
+    for effect in 0..EFFECTS {
+        let tally = runtimes[effect % NODES].reference::<Tally>(format!("e{effect}"));
+        tally.note(effect.to_string()).await.unwrap();
+    }
+    let claiming = runtimes.iter().map(|runtime| async move {
+        let testing = runtime.testing();
+        let mut ran = 0;
+        for _ in 0..3 {
+            ran += testing.run_effects().await.expect("running effects");
+        }
+        ran
+    });
+    let ran: usize = futures_util::future::join_all(claiming).await.iter().sum();
+    let counts: Vec<u32> = runs
+        .iter()
+        .map(|runs| runs.load(Ordering::SeqCst))
+        .collect();
+    assert_eq!(counts, vec![1; EFFECTS], "runs per effect");
+    assert_eq!(ran, EFFECTS);
+    let done = "SELECT COUNT(*) FROM solid_effects WHERE status = 'done' AND attempts = 1";
+    assert_eq!(
+        scalar(cluster, 2, &database, done).await,
+        i64::try_from(EFFECTS).unwrap()
+    );
+    for runtime in runtimes {
+        runtime.close().await;
+    }
+}
+
+/// A snapshot through another node right after a call returned sees the call when that node
+/// waits for causality (`wsrep_sync_wait = 1`, set here on the reading node for new
+/// sessions): two hundred rounds, none stale. The same rounds through a node that does not
+/// wait are counted and printed, not asserted: such a read may lag the commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_through_another_node_sees_the_latest_commit_when_that_node_waits_for_causality() {
+    const ROUNDS: i64 = 200;
+    let Some((cluster, database)) = database().await else {
+        return;
+    };
+    let admin = sqlx::MySqlPool::connect(&cluster.url(2, "")).await.unwrap();
+    sqlx::query("SET GLOBAL wsrep_sync_wait = 1")
+        .execute(&admin)
+        .await
+        .unwrap();
+    admin.close().await;
+    let clock = ManualClock::starting_now();
+    let writer = runtime(cluster, 0, &database, &clock).await;
+    let waiting = runtime(cluster, 2, &database, &clock).await;
+    let not_waiting = runtime(cluster, 1, &database, &clock).await;
+    let tally = writer.reference::<Tally>("read");
+    let mut stale_without_waiting = 0;
+    for round in 1..=ROUNDS {
+        assert_eq!(tally.add().await.unwrap(), round);
+        let seen = waiting
+            .reference::<Tally>("read")
+            .snapshot()
+            .await
+            .unwrap()
+            .count;
+        assert_eq!(seen, round, "a read through the waiting node");
+        let seen = not_waiting
+            .reference::<Tally>("read")
+            .snapshot()
+            .await
+            .unwrap()
+            .count;
+        if seen != round {
+            stale_without_waiting += 1;
+        }
+    }
+    writeln!(
+        std::io::stderr().lock(),
+        "galera reads right after a call on another node: {ROUNDS} rounds, 0 stale with \
+         wsrep_sync_wait = 1, {stale_without_waiting} stale with wsrep_sync_wait = 0"
+    )
+    .unwrap();
+    for runtime in [writer, waiting, not_waiting] {
+        runtime.close().await;
+    }
+}

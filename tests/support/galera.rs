@@ -1,0 +1,381 @@
+//! A throwaway three-node MariaDB Galera cluster on loopback: the first node's datadir from
+//! `mariadb-install-db`, bootstrapped with `--wsrep-new-cluster` (what `galera_new_cluster`
+//! does); the other two join it with empty datadirs and take a state snapshot (SST) by
+//! rsync. Each node is a `mariadbd` under a temp dir of its own, on free loopback ports
+//! (client, group communication, incremental state transfer, rsync), run as the `mysql`
+//! user when the test runs as root (the rsync daemon of an SST cannot write as root).
+//!
+//! Every node is killed when the cluster is dropped and, through a watchdog shell per node
+//! (as tests/support/mariadb.rs does), when the test process ends without dropping it.
+//! [`Galera::shared`] is one cluster for every test of a process; [`Galera::start`] is a
+//! cluster of the test's own, whose nodes it may kill and bring back.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use super::postgres::free_port;
+
+/// The Galera library Debian's `galera-4` installs.
+pub const PROVIDER: &str = "/usr/lib/galera/libgalera_smm.so";
+
+/// How many nodes a cluster has.
+pub const NODES: usize = 3;
+
+/// How long a node may take to start, join and be synced (an SST included).
+const JOIN_WITHIN: Duration = Duration::from_secs(180);
+
+static DATABASES: AtomicU32 = AtomicU32::new(0);
+
+/// One node: its ports, its temp dir, and the watchdog shell that runs its `mariadbd`.
+struct Node {
+    dir: PathBuf,
+    /// The client port.
+    port: u16,
+    /// Group communication (`base_port`), incremental state transfer, and the rsync
+    /// daemon a joiner runs for a full state transfer.
+    group_port: u16,
+    ist_port: u16,
+    sst_port: u16,
+    watchdog: Option<Child>,
+}
+
+/// A running three-node cluster; every node is killed on drop.
+pub struct Galera {
+    dir: tempfile::TempDir,
+    nodes: Vec<Node>,
+}
+
+impl Galera {
+    /// Starts a cluster and waits until it has three synced nodes. Without MariaDB or the
+    /// Galera library on the machine it returns `None` (the test then says it skipped),
+    /// except under CI (`CI` set), where it panics.
+    pub fn start() -> Option<Self> {
+        if let Some(missing) = missing() {
+            assert!(std::env::var_os("CI").is_none(), "{missing}");
+            eprintln!("skipped: {missing}");
+            return None;
+        }
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let nodes = (0..NODES)
+            .map(|index| {
+                let node_dir = dir.path().join(format!("node{index}"));
+                std::fs::create_dir_all(node_dir.join("data")).expect("a node dir");
+                Node {
+                    dir: node_dir,
+                    port: free_port(),
+                    group_port: free_port(),
+                    ist_port: free_port(),
+                    sst_port: free_port(),
+                    watchdog: None,
+                }
+            })
+            .collect();
+        let mut cluster = Self { dir, nodes };
+        let install = binary("mariadb-install-db").expect("mariadb-install-db beside mariadbd");
+        let installed = Command::new(install)
+            .args(["--no-defaults", "--auth-root-authentication-method=normal"])
+            .arg("--skip-test-db")
+            .arg(format!("--user={}", server_user()))
+            .arg(format!(
+                "--datadir={}",
+                path(&cluster.nodes[0].dir.join("data"))
+            ))
+            .output()
+            .expect("mariadb-install-db runs");
+        assert!(
+            installed.status.success(),
+            "mariadb-install-db failed: {}",
+            String::from_utf8_lossy(&installed.stderr)
+        );
+        if server_user() == "mysql" {
+            let owned = Command::new("chown")
+                .args(["-R", "mysql:mysql"])
+                .arg(cluster.dir.path())
+                .status()
+                .expect("chown runs");
+            assert!(owned.success(), "chown of the cluster's dir to mysql");
+        }
+        cluster.launch(0, true);
+        cluster.wait_until_synced(&[0], 1);
+        for index in 1..NODES {
+            cluster.launch(index, false);
+            let up: Vec<usize> = (0..=index).collect();
+            cluster.wait_until_synced(&up, up.len());
+        }
+        Some(cluster)
+    }
+
+    /// One cluster for every test of this process.
+    pub fn shared() -> Option<&'static Self> {
+        static SHARED: OnceLock<Option<Galera>> = OnceLock::new();
+        SHARED.get_or_init(Self::start).as_ref()
+    }
+
+    /// A new, empty database, created through the first node and present on every node once
+    /// this returns; its name.
+    pub async fn database(&self) -> String {
+        let name = format!(
+            "galera_{}_{}",
+            std::process::id(),
+            DATABASES.fetch_add(1, Ordering::Relaxed)
+        );
+        let admin = sqlx::MySqlPool::connect(&self.url(0, ""))
+            .await
+            .expect("the first node accepts connections");
+        sqlx::raw_sql(&format!("CREATE DATABASE {name}"))
+            .execute(&admin)
+            .await
+            .expect("CREATE DATABASE");
+        admin.close().await;
+        for node in 0..NODES {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                match sqlx::MySqlPool::connect(&self.url(node, &name)).await {
+                    Ok(pool) => {
+                        pool.close().await;
+                        break;
+                    }
+                    Err(error) => assert!(
+                        Instant::now() < deadline,
+                        "database {name} did not reach node {node} in 30 s: {error}"
+                    ),
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        name
+    }
+
+    /// The URL of `database` on node `node` (from 0).
+    pub fn url(&self, node: usize, database: &str) -> String {
+        format!(
+            "mysql://root@127.0.0.1:{}/{database}",
+            self.nodes[node].port
+        )
+    }
+
+    /// SIGKILLs node `node`'s `mariadbd`, and waits until the other nodes have a cluster of
+    /// two without it.
+    pub fn kill_node(&mut self, node: usize) {
+        let pid = std::fs::read_to_string(self.pid_file(node)).expect("the node's pid file");
+        let killed = Command::new("kill")
+            .args(["-9", pid.trim()])
+            .status()
+            .expect("kill runs");
+        assert!(killed.success(), "kill -9 of node {node}'s mariadbd");
+        if let Some(mut watchdog) = self.nodes[node].watchdog.take() {
+            let _ = watchdog.wait();
+        }
+        let _ = std::fs::remove_file(self.pid_file(node));
+        let others: Vec<usize> = (0..NODES).filter(|other| *other != node).collect();
+        self.wait_until_synced(&others, others.len());
+    }
+
+    /// Starts node `node` again on its datadir (it rejoins by IST, or SST if the others'
+    /// cache no longer holds what it missed) and waits until all three nodes are synced.
+    pub fn restart_node(&mut self, node: usize) {
+        self.launch(node, false);
+        let all: Vec<usize> = (0..NODES).collect();
+        self.wait_until_synced(&all, NODES);
+    }
+
+    /// The node's error log, for a failing test's message.
+    pub fn error_log(&self, node: usize) -> String {
+        std::fs::read_to_string(self.nodes[node].dir.join("error.log")).unwrap_or_default()
+    }
+
+    /// Runs node `node`'s `mariadbd` under a watchdog shell that kills it once this process
+    /// is gone; the first node of a new cluster bootstraps it.
+    fn launch(&mut self, node: usize, bootstrap: bool) {
+        let server = binary("mariadbd").expect("mariadbd");
+        let addresses: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|node| format!("127.0.0.1:{}", node.group_port))
+            .collect();
+        let this = &self.nodes[node];
+        // Once this process is gone (a shared cluster is never dropped), the watchdog also
+        // removes the node's files, and the last one the cluster's dir.
+        let watchdog = format!(
+            "\"$0\" \"$@\" & server=$!; echo $server > {pid}; \
+             while kill -0 {parent} 2>/dev/null && kill -0 $server 2>/dev/null; do sleep 1; done; \
+             kill -9 $server 2>/dev/null; \
+             if ! kill -0 {parent} 2>/dev/null; then \
+             sleep 1; rm -rf {dir}; rmdir {root} 2>/dev/null; fi",
+            pid = path(&self.pid_file(node)),
+            parent = std::process::id(),
+            dir = path(&this.dir),
+            root = path(self.dir.path()),
+        );
+        let mut command = Command::new("sh");
+        command
+            .args(["-c", &watchdog])
+            .arg(server)
+            .args(["--no-defaults", "--skip-grant-tables"])
+            .arg(format!("--user={}", server_user()))
+            .arg(format!("--datadir={}", path(&this.dir.join("data"))))
+            .arg(format!("--port={}", this.port))
+            .arg("--bind-address=127.0.0.1")
+            .arg(format!("--socket={}", path(&this.dir.join("sock"))))
+            .arg(format!("--log-error={}", path(&this.dir.join("error.log"))))
+            .arg(format!(
+                "--pid-file={}",
+                path(&this.dir.join("mariadbd.pid"))
+            ))
+            .args([
+                "--innodb-buffer-pool-size=64M",
+                "--innodb-log-file-size=32M",
+                "--innodb-flush-log-at-trx-commit=2",
+                "--skip-name-resolve",
+                "--max-connections=400",
+                "--max-allowed-packet=64M",
+                "--wsrep-on=ON",
+                "--binlog-format=ROW",
+                "--innodb-autoinc-lock-mode=2",
+                "--default-storage-engine=InnoDB",
+                "--wsrep-sst-method=rsync",
+            ])
+            .arg(format!("--wsrep-provider={PROVIDER}"))
+            .arg(format!("--wsrep-node-name=node{node}"))
+            .arg(format!(
+                "--wsrep-cluster-address=gcomm://{}",
+                addresses.join(",")
+            ))
+            .arg(format!(
+                "--wsrep-node-address=127.0.0.1:{}",
+                this.group_port
+            ))
+            .arg(format!(
+                "--wsrep-sst-receive-address=127.0.0.1:{}",
+                this.sst_port
+            ))
+            .arg(format!(
+                "--wsrep-provider-options=base_port={};ist.recv_addr=127.0.0.1:{};\
+                 gcache.size=64M",
+                this.group_port, this.ist_port
+            ));
+        if bootstrap {
+            command.arg("--wsrep-new-cluster");
+        }
+        let watchdog = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("mariadbd starts");
+        self.nodes[node].watchdog = Some(watchdog);
+    }
+
+    /// Waits until each of `nodes` answers, is `Synced` and sees a cluster of `size`.
+    fn wait_until_synced(&self, nodes: &[usize], size: usize) {
+        let started = Instant::now();
+        for &node in nodes {
+            loop {
+                let status = self.status(node);
+                let synced = status
+                    .iter()
+                    .any(|(name, value)| name == "wsrep_local_state_comment" && value == "Synced");
+                let sized = status.iter().any(|(name, value)| {
+                    name == "wsrep_cluster_size" && value == &size.to_string()
+                });
+                if synced && sized {
+                    break;
+                }
+                assert!(
+                    started.elapsed() < JOIN_WITHIN,
+                    "node {node} was not synced in a cluster of {size} within {JOIN_WITHIN:?} \
+                     (status {status:?}): {}",
+                    self.error_log(node)
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+
+    /// Node `node`'s wsrep status (name, value), empty while it does not answer.
+    fn status(&self, node: usize) -> Vec<(String, String)> {
+        let Some(client) = binary("mariadb") else {
+            panic!("the mariadb client beside mariadbd");
+        };
+        let output = Command::new(client)
+            .args(["--no-defaults", "-h127.0.0.1", "-uroot", "-N", "-B"])
+            .arg(format!("-P{}", self.nodes[node].port))
+            .arg("--connect-timeout=2")
+            .args(["-e", "SHOW STATUS LIKE 'wsrep%'"])
+            .stderr(Stdio::null())
+            .output();
+        let Ok(output) = output else {
+            return Vec::new();
+        };
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter_map(|line| line.split_once('\t'))
+            .map(|(name, value)| (name.to_owned(), value.to_owned()))
+            .collect()
+    }
+
+    fn pid_file(&self, node: usize) -> PathBuf {
+        self.nodes[node].dir.join("server.pid")
+    }
+}
+
+impl Drop for Galera {
+    fn drop(&mut self) {
+        for node in 0..NODES {
+            if let Ok(pid) = std::fs::read_to_string(self.pid_file(node)) {
+                let _ = Command::new("kill").args(["-9", pid.trim()]).status();
+            }
+            // With the server gone, the watchdog's loop ends.
+            if let Some(mut watchdog) = self.nodes[node].watchdog.take() {
+                let _ = watchdog.wait();
+            }
+        }
+    }
+}
+
+/// The user the nodes run as: `mysql` when the tests run as root (an SST's rsync daemon
+/// started by root writes as `nobody`), else whoever runs them.
+fn server_user() -> &'static str {
+    static USER: OnceLock<String> = OnceLock::new();
+    USER.get_or_init(|| {
+        let root = Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|output| output.stdout.trim_ascii() == b"0");
+        if root {
+            "mysql".to_owned()
+        } else {
+            std::env::var("USER").unwrap_or_else(|_| "mysql".to_owned())
+        }
+    })
+}
+
+fn path(path: &Path) -> &str {
+    path.to_str().expect("a UTF-8 temp path")
+}
+
+/// Why no cluster can start here (`None` when `mariadbd`, the Galera library and rsync are
+/// on the machine).
+pub fn missing() -> Option<&'static str> {
+    if binary("mariadbd").is_none() {
+        Some("MariaDB not found (mariadbd); install mariadb-server to run this test")
+    } else if !Path::new(PROVIDER).exists() {
+        Some("Galera not found (/usr/lib/galera/libgalera_smm.so); install galera-4")
+    } else if binary("rsync").is_none() {
+        Some("rsync not found (a joining Galera node's state transfer); install rsync")
+    } else {
+        None
+    }
+}
+
+/// A MariaDB program on the PATH or in /usr/sbin, /usr/bin.
+fn binary(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.exists())
+}
