@@ -279,6 +279,8 @@ pub(crate) struct Parked<DB: Database> {
     released: AtomicBool,
 }
 
+// Only PostgreSQL's store parks connections; a build without it still compiles the type.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 impl<DB: Database> Parked<DB> {
     /// Room for half of `pool`'s connections (none for a pool of one).
     pub(crate) fn beside(pool: &Pool<DB>) -> Self {
