@@ -860,6 +860,16 @@ pub(crate) fn is_transient_database_error(error: &sqlx::Error) -> bool {
     let sqlx::Error::Database(database) = error else {
         return false;
     };
+    // A savepoint of the runtime's that no longer exists (MySQL's 1305): the server aborted
+    // the transaction that held it (a Galera node's applier, for a write another node
+    // committed first), so nothing of the turn is left to commit.
+    #[cfg(feature = "mysql")]
+    if database
+        .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+        .is_some_and(|mysql| mysql.number() == 1305)
+    {
+        return true;
+    }
     matches!(database.code().as_deref(), Some("40001" | "40P01"))
 }
 

@@ -151,10 +151,10 @@ async fn runtimes_starting_at_once_on_different_nodes_apply_each_migration_once(
 /// (the counts they return are 1 to 40, the state ends at 40), and every message completed
 /// at its first attempt: a certification failure reruns the turn and is never counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "fails most runs on MariaDB 10.11 with Galera 4: callers of two nodes are \
-            answered Ok for calls whose message is not stored (40 answers, 36 to 38 messages), \
-            or two messages completed with one count; the runtime does not stop this yet; run \
-            with --ignored to see it"]
+#[ignore = "fails on MariaDB 10.11 with Galera 4: two callers, one per node, are answered the \
+            same count (a lost update across nodes: 40 answers, 39 distinct counts), even with \
+            the savepoint that keeps a silently aborted transaction from committing; the \
+            runtime does not stop this yet; run with --ignored to see it"]
 async fn calls_on_one_actor_through_two_nodes_each_commit_once_and_count_no_failure() {
     const CALLS_PER_NODE: usize = 20;
     let Some((cluster, database)) = database().await else {

@@ -133,15 +133,26 @@ impl MySqlStore {
     /// after it in a new transaction that the turn's failed end rolls back, where with
     /// `autocommit` on each would have been committed on its own (a handler's writes
     /// applied twice, seen on a Galera cluster).
+    ///
+    /// The transaction's first statement is a savepoint its `COMMIT` releases first
+    /// ([`ALIVE`]): a transaction the server aborted while the turn was between statements
+    /// (which MariaDB's Galera does without telling the next statement) is not the one the
+    /// `COMMIT` would end, and the release, failing, keeps that `COMMIT` from running.
     fn begin_statement(&self, bounds: &Bounds) -> String {
         format!(
             "{}; {}; SET SESSION autocommit = 0; \
-             SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION",
+             SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION; \
+             SAVEPOINT solid_alive",
             self.flavor.keep_statement(),
             self.flavor.bound_statements(bounds.statement)
         )
     }
 }
+
+/// Releases the savepoint a turn's transaction began with: it fails (1305, the savepoint
+/// does not exist) when the server aborted that transaction and the statements since ran in
+/// a new one, and the `COMMIT` after it in the same string then does not run.
+const ALIVE: &str = "RELEASE SAVEPOINT solid_alive";
 
 impl Flavor {
     /// Keeps the session's own bounds in user variables, for [`Flavor::restore_statement`]:
@@ -162,7 +173,7 @@ impl Flavor {
     /// one round trip. If the commit fails, the rest is not run and the connection is closed.
     fn commit_statement(self) -> String {
         format!(
-            "{}; COMMIT; SET SESSION autocommit = 1",
+            "{}; {ALIVE}; COMMIT; SET SESSION autocommit = 1",
             self.restore_statement()
         )
     }

@@ -162,7 +162,7 @@ impl Failover {
             reason,
             waited: state
                 .searching_since
-                .map_or(Duration::ZERO, |since| since.elapsed()),
+                .map_or(Duration::ZERO, |since| whole_millis(since.elapsed())),
             request_id: None,
         }
     }
@@ -276,7 +276,7 @@ pub(crate) async fn first_writable(hosts: &[Host], timeout: Duration) -> Result<
                 backend: "PostgreSQL",
                 hosts: names.join(", "),
                 reason: failures.join("; "),
-                waited: started.elapsed(),
+                waited: whole_millis(started.elapsed()),
                 request_id: None,
             });
         }
@@ -302,4 +302,9 @@ async fn accepts_writes(host: &Host, within: Duration) -> std::result::Result<()
         Ok(Err(error)) => Err(format!("{}: {error}", host.name)),
         Err(_) => Err(format!("{} did not answer within {within:?}", host.name)),
     }
+}
+
+/// A duration to the millisecond, as errors print it.
+fn whole_millis(duration: Duration) -> Duration {
+    Duration::from_millis(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
 }
