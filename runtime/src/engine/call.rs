@@ -228,16 +228,14 @@ impl Engine {
                 }
                 Ok(Tried::Conflict) if !call.past_deadline() => continue,
                 Ok(Tried::Conflict) => call.busy(None),
-                // A connection lost: the next try waits for the database to accept writes
-                // again (until the deadline), and looks the message up first in case this
-                // one's last statement was a commit that landed. Past the deadline, the
-                // caller hears that the database is unavailable, or, if it is back, that
-                // the call's outcome is not known, naming its message.
+                // A connection lost before anything was committed (a commit whose answer
+                // was lost comes as InDoubt): the next try waits for the database to accept
+                // writes again, until the deadline; past it, the caller hears that the
+                // database is unavailable, or, if it is back, that the call ran out of time.
                 Err(error) if error.is_connection_lost() => {
-                    attempt.in_doubt = true;
                     match self.store.reconnect(call.deadline).await {
                         Ok(()) if !call.past_deadline() => continue,
-                        Ok(()) => error,
+                        Ok(()) => call.busy(None),
                         Err(unavailable) => unavailable,
                     }
                 }
@@ -413,10 +411,15 @@ impl Call<'_> {
                     error: &error,
                     retryable,
                 };
-                let outcome = self
+                match self
                     .record_fresh_failure::<A>(arguments, options, failure)
-                    .await?;
-                Tried::Answered(self.result(outcome, Some(request_id)))
+                    .await
+                {
+                    Ok(outcome) => Tried::Answered(self.result(outcome, Some(request_id))),
+                    // The failure's record may have committed: the next try looks it up.
+                    Err(error) if error.is_connection_lost() => Tried::InDoubt,
+                    Err(error) => return Err(error),
+                }
             }
         })
     }
