@@ -76,12 +76,12 @@ impl Engine {
                     None
                 }
                 Err(error) if error.is_conflict() && !past_deadline => continue,
-                // A connection lost: the next try waits for the database to accept writes
-                // again, and looks the message up first in case a COMMIT landed.
-                Err(error) if error.is_connection_lost() && !past_deadline => {
-                    in_doubt = true;
+                // A connection lost before the COMMIT (one lost with it comes as `Ok(None)`):
+                // the next try waits for the database to accept writes again.
+                Err(error) if error.is_connection_lost() => {
                     match self.store.reconnect(deadline).await {
-                        Ok(()) => continue,
+                        Ok(()) if Instant::now() < deadline => continue,
+                        Ok(()) => None,
                         Err(unavailable) => Some(unavailable),
                     }
                 }
@@ -97,6 +97,16 @@ impl Engine {
             // Whatever ends an enqueue in doubt names the request id its message is found by.
             return Err(match (in_doubt, error) {
                 (false, Some(error)) => error,
+                (false, None) => Error::SyncTimeout {
+                    actor_type: key.actor_type,
+                    actor_id: key.actor_id.to_owned(),
+                    operation,
+                    message_id: None,
+                    request_id: None,
+                    waiting_on: "the database, whose connection was lost (nothing was written)"
+                        .to_owned(),
+                    timeout: options.timeout,
+                },
                 (true, Some(error @ Error::DatabaseUnavailable { .. })) => {
                     error.in_doubt_of(&request_id)
                 }
