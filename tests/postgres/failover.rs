@@ -278,7 +278,10 @@ async fn a_password_never_appears_in_the_error_when_no_listed_host_answers() {
     };
     let shown = format!("{error} / {error:?}");
     for part in ["s3cr", "x,y", "y@z"] {
-        assert!(!shown.contains(part), "the error names the password ({part}): {shown}");
+        assert!(
+            !shown.contains(part),
+            "the error names the password ({part}): {shown}"
+        );
     }
     assert!(
         shown.contains(&format!("127.0.0.1:{a}")),
