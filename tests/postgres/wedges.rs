@@ -671,3 +671,57 @@ async fn a_call_whose_handler_loses_its_connection_before_commit_hears_it_failed
          heard {called:?}; want one run and HandlerFailed"
     );
 }
+
+/// On the application's own pool (`Builder::postgres_pool`), which the runtime neither
+/// opened nor checks out with its own hooks: after the server ended every session of the
+/// pool, a call, an enqueue and a drain go on on new connections, within the caller's
+/// deadline, and the application's pool still answers. A few seconds; 30 s bounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_applications_pool_goes_on_after_the_server_ended_its_sessions() {
+    let Some((_server, url)) = postgres().await else {
+        return;
+    };
+    let clock = ManualClock::starting_now();
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(4)
+        .connect(&url)
+        .await
+        .unwrap();
+    let runtime = Runtime::builder()
+        .postgres_pool(pool.clone())
+        .clock(clock.clone())
+        .sync_timeout(Duration::from_secs(10))
+        .policy(AllowAll)
+        .start()
+        .await
+        .expect("the runtime starts on the application's pool");
+    let sloth = runtime.reference::<Sloth>("application-pool");
+    let warm: Vec<_> = (0..4).map(|_| sloth.touch()).collect();
+    for touched in futures_util::future::join_all(warm).await {
+        touched.unwrap();
+    }
+    end_the_runtimes_sessions(&url).await;
+
+    let called = within(30, "a call", sloth.touch()).await;
+    let enqueued = within(30, "an enqueue", sloth.enqueue().touch()).await;
+    let drained = within(30, "a drain", runtime.testing().drain()).await;
+    let touched = within(30, "a query", sloth.touched()).await;
+    let application: Result<i32, _> = within(
+        30,
+        "the application's query",
+        sqlx::query_scalar("SELECT 1").fetch_one(&pool),
+    )
+    .await;
+    within(30, "closing the runtime", runtime.close()).await;
+    pool.close().await;
+    assert!(
+        matches!(called, Ok(5))
+            && enqueued.is_ok()
+            && drained.is_ok()
+            && matches!(touched, Ok(6))
+            && application.is_ok(),
+        "after the server ended the application pool's sessions: call {called:?}, enqueue \
+         {enqueued:?}, drain {drained:?}, query {touched:?}, the application's own query \
+         {application:?}"
+    );
+}
