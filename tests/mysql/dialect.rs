@@ -230,6 +230,64 @@ async fn a_turns_statement_bounds_do_not_outlive_the_turn_on_the_pool() {
     );
 }
 
+/// The application's pool runs its sessions with `autocommit` off (its own transactions end
+/// only at its `COMMIT`, a common setting, here by `SET autocommit = 0` on each new
+/// connection): a turn on that pool leaves the session's `autocommit` as it found it, as it
+/// does the session's statement bounds, so that the application's own write after the turn
+/// is still undone by its `ROLLBACK`. Under a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turns_autocommit_does_not_outlive_the_turn_on_the_applications_pool() {
+    let Some((url, clock)) = database().await else {
+        return;
+    };
+    let pool = MySqlPoolOptions::new()
+        .max_connections(1)
+        .after_connect(|connection, _| {
+            Box::pin(async move {
+                connection.execute("SET SESSION autocommit = 0").await?;
+                Ok(())
+            })
+        })
+        .connect(&url)
+        .await
+        .unwrap();
+    pool.execute("CREATE TABLE app_autocommit (n INT NOT NULL PRIMARY KEY)")
+        .await
+        .unwrap();
+    let runtime = Runtime::builder()
+        .mysql_pool(pool.clone())
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .start()
+        .await
+        .unwrap();
+    let called = runtime
+        .reference::<Ledger>("autocommit")
+        .record("x".to_owned())
+        .await;
+    let mut connection = pool.acquire().await.unwrap();
+    let autocommit: i64 = sqlx::query_scalar("SELECT CAST(@@session.autocommit AS SIGNED)")
+        .fetch_one(&mut *connection)
+        .await
+        .unwrap();
+    // The application's own write, then its ROLLBACK: with autocommit off, nothing stays.
+    connection
+        .execute("INSERT INTO app_autocommit VALUES (1)")
+        .await
+        .unwrap();
+    connection.execute("ROLLBACK").await.unwrap();
+    drop(connection);
+    runtime.close().await;
+    let kept = scalar(&url, "SELECT COUNT(*) FROM app_autocommit").await;
+    pool.close().await;
+    assert!(
+        matches!(called, Ok(1)) && autocommit == 0 && kept == 0,
+        "after a turn on an application pool that runs with autocommit off (the call heard \
+         {called:?}, want Ok(1)), the session's autocommit is {autocommit} (want 0) and the application's rolled-back row is there \
+         {kept} time(s) (want 0)"
+    );
+}
+
 /// A turn ends its transaction in sqlx's own count of transactions too, whether it commits
 /// or rolls back (its bounds are put back in the same round trip as its `COMMIT` or
 /// `ROLLBACK`): on the application's pool, the connection the turns ran on begins the
