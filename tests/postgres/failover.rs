@@ -288,3 +288,44 @@ async fn a_password_never_appears_in_the_error_when_no_listed_host_answers() {
         "the error names the hosts: {shown}"
     );
 }
+
+/// libpq's other multi-host form lists the hosts and ports as query parameters
+/// (`postgres:///db?host=h1,h2&port=p1,p2`): the runtime works on the listed host that
+/// answers and accepts writes, as with the hosts in the URL's authority. Under a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosts_listed_as_query_parameters_are_tried_in_order() {
+    let Some(server) = PgServer::start() else {
+        return;
+    };
+    let url = server.database().await;
+    let database = url.rsplit('/').next().expect("a database name");
+    let (host, port) = host_of(&url).split_once(':').expect("host:port");
+    let listed = format!(
+        "postgres:///{database}?host={host},{host}&port={},{port}&user=solid\
+         &target_session_attrs=read-write",
+        free_port()
+    );
+    let started = within(
+        30,
+        "start-up",
+        Runtime::builder()
+            .postgres(&listed, 2)
+            .connect_timeout(Duration::from_secs(5))
+            .actor::<Counter>()
+            .policy(AllowAll)
+            .start(),
+    )
+    .await;
+    let called = match &started {
+        Ok(runtime) => Some(within(30, "a call", runtime.reference::<Counter>("q").bump()).await),
+        Err(_) => None,
+    };
+    if let Ok(runtime) = started.as_ref() {
+        runtime.close().await;
+    }
+    assert!(
+        matches!(called, Some(Ok(1))),
+        "a URL listing its hosts as query parameters: start-up {:?}, a call {called:?}",
+        started.as_ref().err()
+    );
+}
