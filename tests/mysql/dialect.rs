@@ -230,6 +230,64 @@ async fn a_turns_statement_bounds_do_not_outlive_the_turn_on_the_pool() {
     );
 }
 
+/// The application's pool runs its sessions with `autocommit` off (its own transactions end
+/// only at its `COMMIT`, a common setting, here by `SET autocommit = 0` on each new
+/// connection): a turn on that pool leaves the session's `autocommit` as it found it, as it
+/// does the session's statement bounds, so that the application's own write after the turn
+/// is still undone by its `ROLLBACK`. Under a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turns_autocommit_does_not_outlive_the_turn_on_the_applications_pool() {
+    let Some((url, clock)) = database().await else {
+        return;
+    };
+    let pool = MySqlPoolOptions::new()
+        .max_connections(1)
+        .after_connect(|connection, _| {
+            Box::pin(async move {
+                connection.execute("SET SESSION autocommit = 0").await?;
+                Ok(())
+            })
+        })
+        .connect(&url)
+        .await
+        .unwrap();
+    pool.execute("CREATE TABLE app_autocommit (n INT NOT NULL PRIMARY KEY)")
+        .await
+        .unwrap();
+    let runtime = Runtime::builder()
+        .mysql_pool(pool.clone())
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .start()
+        .await
+        .unwrap();
+    let called = runtime
+        .reference::<Ledger>("autocommit")
+        .record("x".to_owned())
+        .await;
+    let mut connection = pool.acquire().await.unwrap();
+    let autocommit: i64 = sqlx::query_scalar("SELECT CAST(@@session.autocommit AS SIGNED)")
+        .fetch_one(&mut *connection)
+        .await
+        .unwrap();
+    // The application's own write, then its ROLLBACK: with autocommit off, nothing stays.
+    connection
+        .execute("INSERT INTO app_autocommit VALUES (1)")
+        .await
+        .unwrap();
+    connection.execute("ROLLBACK").await.unwrap();
+    drop(connection);
+    runtime.close().await;
+    let kept = scalar(&url, "SELECT COUNT(*) FROM app_autocommit").await;
+    pool.close().await;
+    assert!(
+        matches!(called, Ok(1)) && autocommit == 0 && kept == 0,
+        "after a turn on an application pool that runs with autocommit off (the call heard \
+         {called:?}, want Ok(1)), the session's autocommit is {autocommit} (want 0) and the application's rolled-back row is there \
+         {kept} time(s) (want 0)"
+    );
+}
+
 /// A turn ends its transaction in sqlx's own count of transactions too, whether it commits
 /// or rolls back (its bounds are put back in the same round trip as its `COMMIT` or
 /// `ROLLBACK`): on the application's pool, the connection the turns ran on begins the
@@ -667,5 +725,95 @@ async fn a_read_after_the_server_ended_the_pools_sessions_reads_on_a_new_connect
     assert!(
         matches!(snapshot, Ok(1)),
         "after the server ended the pool's sessions, a snapshot read {snapshot:?}"
+    );
+}
+
+/// A call made while the server is away began no transaction there, so nothing of it can
+/// have committed: the caller hears an error that names no message (a `DatabaseUnavailable`
+/// or a database error), within its deadline, not a timeout "waiting to learn whether its
+/// turn committed" that names a request id as if its turn might have been kept. About 2 s
+/// (the call's deadline); 20 s bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_while_the_server_is_away_names_no_message_it_never_wrote() {
+    let Some(server) = MariaDb::start() else {
+        return;
+    };
+    let url = server.database().await;
+    let clock = ManualClock::starting_now();
+    let runtime = Runtime::builder()
+        .mysql(&url, 4)
+        .clock(clock.clone())
+        .sync_timeout(Duration::from_secs(2))
+        .policy(AllowAll)
+        .start()
+        .await
+        .expect("the runtime starts on MariaDB");
+    let ledger = runtime.reference::<Ledger>("away");
+    assert_eq!(ledger.record("before".to_owned()).await.unwrap(), 1);
+
+    drop(server);
+    let started = std::time::Instant::now();
+    let called = tokio::time::timeout(SOON, ledger.record("while away".to_owned())).await;
+    let took = started.elapsed();
+    tokio::time::timeout(SOON, runtime.close()).await.ok();
+    let names_a_message = match &called {
+        Ok(Err(Error::SyncTimeout { request_id, .. })) => request_id.is_some(),
+        Ok(Err(Error::DatabaseUnavailable { request_id, .. })) => request_id.is_some(),
+        _ => false,
+    };
+    assert!(
+        matches!(called, Ok(Err(_))) && !names_a_message && took < Duration::from_secs(5),
+        "a call while the server was away heard, after {took:?}: {called:?}; want an error \
+         naming no message, within its 2 s deadline"
+    );
+}
+
+/// Releases a savepoint of its own that it never took: the server's 1305, the handler's
+/// own mistake.
+#[actor(max_attempts = 2)]
+#[derive(Default)]
+struct Misnamer {}
+
+/// How often [`Misnamer::release_unknown`] ran.
+static MISNAMED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+#[actor]
+impl Misnamer {
+    #[command]
+    async fn release_unknown(&mut self, turn: &mut Turn<Self>) -> Result<(), TurnError> {
+        MISNAMED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        turn.mysql()
+            .await?
+            .execute("RELEASE SAVEPOINT no_such_savepoint")
+            .await?;
+        Ok(())
+    }
+}
+
+/// A handler's own SQL that fails with 1305 (a savepoint it never took) is the handler's
+/// failure, heard by its caller after one run, as any other SQL error of a handler: not a
+/// conflict (which 1305 is only for the runtime's own savepoint on a Galera node) run again
+/// until the caller's deadline and then answered with a timeout. About a second on a
+/// working runtime; 5 s deadline, 20 s bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handlers_own_missing_savepoint_is_its_failure_not_a_conflict() {
+    let Some((url, clock)) = database().await else {
+        return;
+    };
+    let runtime = runtime(&url, &clock).await;
+    let called = tokio::time::timeout(
+        SOON,
+        runtime
+            .reference::<Misnamer>("misnamed")
+            .timeout(Duration::from_secs(5))
+            .release_unknown(),
+    )
+    .await;
+    let runs = MISNAMED.load(std::sync::atomic::Ordering::SeqCst);
+    tokio::time::timeout(SOON, runtime.close()).await.ok();
+    assert!(
+        runs == 1 && matches!(called, Ok(Err(Error::HandlerFailed { .. }))),
+        "a handler whose own SQL failed with 1305 ran {runs} times and its caller heard \
+         {called:?}; want one run and HandlerFailed"
     );
 }

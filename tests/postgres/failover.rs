@@ -211,3 +211,121 @@ async fn workers_pause_while_their_host_is_gone_and_resume_on_the_next_by_themse
         .unwrap();
     runtime.close().await;
 }
+
+/// Turns the server of `url` read-only for every session, as a primary demoted to a standby
+/// answers writes (`25006`), without closing any connection.
+async fn turn_read_only(url: &str) {
+    let admin = sqlx::PgPool::connect(url)
+        .await
+        .expect("the server answers");
+    sqlx::query("ALTER SYSTEM SET default_transaction_read_only = on")
+        .execute(&admin)
+        .await
+        .expect("ALTER SYSTEM");
+    sqlx::query("SELECT pg_reload_conf()")
+        .execute(&admin)
+        .await
+        .expect("pg_reload_conf");
+    admin.close().await;
+}
+
+/// A host that stays up but turns read-only (a primary demoted in place, as a standby
+/// answers writes) is left like a host that went away: the call meeting `25006` runs on the
+/// next host that accepts writes, and so do the workers' turns, without the connections to
+/// the read-only host being used again. About 2 s; 60 s bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_its_host_turns_read_only_the_runtime_moves_to_the_next_that_accepts_writes() {
+    let (Some(primary), Some(replacement)) = (PgServer::start(), PgServer::start()) else {
+        return;
+    };
+    let urls = one_database_on_each(&[&primary, &replacement]).await;
+    let runtime = runtime_on(&multi_host(&urls), Duration::from_secs(20)).await;
+    let counter = runtime.reference::<Counter>("demoted");
+    assert_eq!(within(30, "a call", counter.bump()).await.unwrap(), 1);
+
+    turn_read_only(&urls[0]).await;
+    let moved = within(60, "a call after the host turned read-only", counter.bump()).await;
+    let enqueued = within(30, "an enqueue", counter.enqueue().bump()).await;
+    let drained = within(30, "a drain", runtime.testing().drain()).await;
+    within(30, "closing", runtime.close()).await;
+    let on_replacement = stored_count(&urls[1], "demoted").await;
+    assert!(
+        matches!(moved, Ok(1)) && enqueued.is_ok() && drained.is_ok() && on_replacement == 2,
+        "after the primary turned read-only: the call heard {moved:?}, the enqueue {enqueued:?}, \
+         the drain {drained:?}; the replacement holds {on_replacement} completed messages (want \
+         Ok(1), Ok, Ok, 2)"
+    );
+}
+
+/// A URL whose password holds the characters a host list splits on (`@`, `,`, percent-
+/// encoded `/` and `?`) names its hosts, never the password, when no host answers: in the
+/// error start-up returns, in its `Debug` form too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_never_appears_in_the_error_when_no_listed_host_answers() {
+    let secret = "s3cr%2Ft%3Fx,y@z";
+    let (a, b) = (free_port(), free_port());
+    let url = format!(
+        "postgres://solid:{secret}@127.0.0.1:{a},[::1]:{b}/db?target_session_attrs=read-write"
+    );
+    let started = Runtime::builder()
+        .postgres(&url, 2)
+        .connect_timeout(Duration::from_millis(300))
+        .policy(AllowAll)
+        .start()
+        .await;
+    let Err(error) = started else {
+        panic!("a runtime started with no host answering");
+    };
+    let shown = format!("{error} / {error:?}");
+    for part in ["s3cr", "x,y", "y@z"] {
+        assert!(
+            !shown.contains(part),
+            "the error names the password ({part}): {shown}"
+        );
+    }
+    assert!(
+        shown.contains(&format!("127.0.0.1:{a}")),
+        "the error names the hosts: {shown}"
+    );
+}
+
+/// libpq's other multi-host form lists the hosts and ports as query parameters
+/// (`postgres:///db?host=h1,h2&port=p1,p2`): the runtime works on the listed host that
+/// answers and accepts writes, as with the hosts in the URL's authority. Under a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosts_listed_as_query_parameters_are_tried_in_order() {
+    let Some(server) = PgServer::start() else {
+        return;
+    };
+    let url = server.database().await;
+    let database = url.rsplit('/').next().expect("a database name");
+    let (host, port) = host_of(&url).split_once(':').expect("host:port");
+    let listed = format!(
+        "postgres:///{database}?host={host},{host}&port={},{port}&user=solid\
+         &target_session_attrs=read-write",
+        free_port()
+    );
+    let started = within(
+        30,
+        "start-up",
+        Runtime::builder()
+            .postgres(&listed, 2)
+            .connect_timeout(Duration::from_secs(5))
+            .actor::<Counter>()
+            .policy(AllowAll)
+            .start(),
+    )
+    .await;
+    let called = match &started {
+        Ok(runtime) => Some(within(30, "a call", runtime.reference::<Counter>("q").bump()).await),
+        Err(_) => None,
+    };
+    if let Ok(runtime) = started.as_ref() {
+        runtime.close().await;
+    }
+    assert!(
+        matches!(called, Some(Ok(1))),
+        "a URL listing its hosts as query parameters: start-up {:?}, a call {called:?}",
+        started.as_ref().err()
+    );
+}

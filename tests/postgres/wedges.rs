@@ -586,3 +586,142 @@ async fn a_read_after_the_server_ended_the_pools_sessions_reads_on_a_new_connect
          queued message's result read {result:?}"
     );
 }
+
+/// Ends its own database session from its own SQL (as an operator's `pg_terminate_backend`
+/// of a runaway session, or a server-side `idle_in_transaction_session_timeout`, would):
+/// the handler fails with a lost connection, every time, long before any `COMMIT`.
+#[actor(max_attempts = 3)]
+#[derive(Default)]
+struct SelfTerminator {}
+
+#[actor]
+impl SelfTerminator {
+    #[command]
+    async fn end_own_session(&mut self, turn: &mut Turn<Self>) -> Result<(), TurnError> {
+        ran(&format!("end-own-session:{}", turn.actor_id()));
+        sqlx::query("SELECT pg_terminate_backend(pg_backend_pid())")
+            .execute(turn.postgres().await?)
+            .await?;
+        Ok(())
+    }
+}
+
+/// A connection lost inside a handler's own SQL, before its turn sent `COMMIT`, leaves
+/// nothing in doubt: nothing of the turn can have committed, so the attempt counts, and a
+/// message whose handler loses its connection on every attempt is dead after its
+/// `max_attempts` (3), not run again uncounted for ever (a drain that never ends, a worker
+/// that spins on one actor). Takes about a second on a working runtime; 30 s bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_that_loses_its_connection_on_every_attempt_is_dead_after_its_attempts() {
+    let Some((_server, url)) = postgres().await else {
+        return;
+    };
+    let clock = ManualClock::starting_now();
+    let runtime = postgres_runtime(&url, 4, &clock).await;
+    let queued = runtime
+        .reference::<SelfTerminator>("queued")
+        .enqueue()
+        .end_own_session()
+        .await
+        .unwrap();
+    let mut drains = Vec::new();
+    for _ in 0..4 {
+        let drained = tokio::time::timeout(Duration::from_secs(8), runtime.testing().drain()).await;
+        drains.push(drained.is_ok());
+        clock.advance(PAST_BACKOFF);
+    }
+    let status = tokio::time::timeout(Duration::from_secs(10), queued.status()).await;
+    let runs = runs("end-own-session:queued");
+    within(30, "closing the runtime", runtime.close()).await;
+    assert!(
+        drains.iter().all(|ended| *ended)
+            && runs == 3
+            && matches!(status, Ok(Ok(MessageStatus::Dead { attempts: 3, .. }))),
+        "a message whose handler loses its connection on every attempt: drains ended {drains:?}, \
+         the handler ran {runs} times, the message is {status:?}; want every drain ended, 3 \
+         runs, dead after 3 attempts"
+    );
+}
+
+/// A synchronous call whose handler loses its connection before `COMMIT` hears that its
+/// handler failed (its message kept for a retry, as any failed attempt), after one run:
+/// not a call whose outcome is "not known" after the handler ran again and again until the
+/// caller's deadline, when nothing of any run could have committed. About a second on a
+/// working runtime; 3 s deadline, 10 s bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_handler_loses_its_connection_before_commit_hears_it_failed_after_one_run() {
+    let Some((_server, url)) = postgres().await else {
+        return;
+    };
+    let clock = ManualClock::starting_now();
+    let runtime = postgres_runtime(&url, 4, &clock).await;
+    let called = tokio::time::timeout(
+        Duration::from_secs(10),
+        runtime
+            .reference::<SelfTerminator>("called")
+            .timeout(Duration::from_secs(3))
+            .end_own_session(),
+    )
+    .await;
+    let runs = runs("end-own-session:called");
+    within(30, "closing the runtime", runtime.close()).await;
+    assert!(
+        runs == 1 && matches!(called, Ok(Err(Error::HandlerFailed { .. }))),
+        "a call whose handler lost its connection before COMMIT ran it {runs} times and \
+         heard {called:?}; want one run and HandlerFailed"
+    );
+}
+
+/// On the application's own pool (`Builder::postgres_pool`), which the runtime neither
+/// opened nor checks out with its own hooks: after the server ended every session of the
+/// pool, a call, an enqueue and a drain go on on new connections, within the caller's
+/// deadline, and the application's pool still answers. A few seconds; 30 s bounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_applications_pool_goes_on_after_the_server_ended_its_sessions() {
+    let Some((_server, url)) = postgres().await else {
+        return;
+    };
+    let clock = ManualClock::starting_now();
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(4)
+        .connect(&url)
+        .await
+        .unwrap();
+    let runtime = Runtime::builder()
+        .postgres_pool(pool.clone())
+        .clock(clock.clone())
+        .sync_timeout(Duration::from_secs(10))
+        .policy(AllowAll)
+        .start()
+        .await
+        .expect("the runtime starts on the application's pool");
+    let sloth = runtime.reference::<Sloth>("application-pool");
+    let warm: Vec<_> = (0..4).map(|_| sloth.touch()).collect();
+    for touched in futures_util::future::join_all(warm).await {
+        touched.unwrap();
+    }
+    end_the_runtimes_sessions(&url).await;
+
+    let called = within(30, "a call", sloth.touch()).await;
+    let enqueued = within(30, "an enqueue", sloth.enqueue().touch()).await;
+    let drained = within(30, "a drain", runtime.testing().drain()).await;
+    let touched = within(30, "a query", sloth.touched()).await;
+    let application: Result<i32, _> = within(
+        30,
+        "the application's query",
+        sqlx::query_scalar("SELECT 1").fetch_one(&pool),
+    )
+    .await;
+    within(30, "closing the runtime", runtime.close()).await;
+    pool.close().await;
+    assert!(
+        matches!(called, Ok(5))
+            && enqueued.is_ok()
+            && drained.is_ok()
+            && matches!(touched, Ok(6))
+            && application.is_ok(),
+        "after the server ended the application pool's sessions: call {called:?}, enqueue \
+         {enqueued:?}, drain {drained:?}, query {touched:?}, the application's own query \
+         {application:?}"
+    );
+}

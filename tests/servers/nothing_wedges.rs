@@ -570,6 +570,61 @@ async fn swallowed_sql_error_is_a_counted_attempt() {
     runtime.close().await;
 }
 
+/// How often [`Swallower::swallow`] ran.
+static SWALLOWS: AtomicUsize = AtomicUsize::new(0);
+
+/// Swallows an SQL error that leaves its turn's transaction unable to commit, counting its
+/// runs; gives up after two attempts.
+#[actor(max_attempts = 2)]
+#[derive(Default)]
+struct Swallower {}
+
+#[actor]
+impl Swallower {
+    /// Runs SQL that leaves the turn's transaction unable to commit, ignores its outcome and
+    /// returns Ok.
+    #[command]
+    async fn swallow(&mut self, turn: &mut Turn<Self>) -> Result<(), TurnError> {
+        SWALLOWS.fetch_add(1, Ordering::SeqCst);
+        let _ignored = backend::connection(turn)
+            .await?
+            .execute(backend::BREAKS_THE_TRANSACTION)
+            .await;
+        Ok(())
+    }
+}
+
+/// A synchronous call whose handler swallows an SQL error that left its transaction unable
+/// to commit hears that its handler failed, after one run, as an enqueued one counts an
+/// attempt (`swallowed_sql_error_is_a_counted_attempt`): the same handler breaks the same
+/// transaction on every run, so running it again until the caller's deadline and then
+/// answering "timed out" hides the handler's error behind a wait. About a second on a
+/// working runtime; 5 s deadline, 20 s bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_call_whose_handler_swallows_an_sql_error_hears_it_failed_after_one_run() {
+    let Some((_server, url)) = database().await else {
+        return;
+    };
+    let clock = ManualClock::starting_now();
+    let runtime = runtime_on(&url, 8, &clock).await;
+    let called = within(
+        20,
+        "the call",
+        runtime
+            .reference::<Swallower>("called")
+            .timeout(Duration::from_secs(5))
+            .swallow(),
+    )
+    .await;
+    let runs = SWALLOWS.load(Ordering::SeqCst);
+    within(30, "closing the runtime", runtime.close()).await;
+    assert!(
+        runs == 1 && matches!(called, Err(Error::HandlerFailed { .. })),
+        "a call whose handler swallowed an SQL error ran it {runs} times and heard \
+         {called:?}; want one run and HandlerFailed"
+    );
+}
+
 /// A NUL byte (which PostgreSQL text refuses) is caught before anything is written: an
 /// actor id with one is `Error::InvalidActorId`, an idempotency key with one a typed error
 /// (not a database error), and a handler that schedules a reminder under such a key or
