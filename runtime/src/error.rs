@@ -679,6 +679,16 @@ pub enum Error {
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
 
+    /// The database aborted the turn's transaction by itself between two of its statements
+    /// (a Galera node's applier, for a write another node committed first), without telling
+    /// the next statement: nothing of the turn was kept, and running it again is safe (a call
+    /// does so itself until its deadline, a worker at once).
+    #[error("the database aborted the turn's transaction by itself ({reason}); nothing of it was kept: run it again")]
+    TransactionAborted {
+        /// What showed it.
+        reason: String,
+    },
+
     /// The SQLite transaction this turn shared with other turns
     /// ([`GroupCommit`](crate::GroupCommit)) was rolled back because of another member:
     /// nothing of this turn was kept, and running it again is safe (a call does so itself
@@ -806,7 +816,7 @@ impl Error {
                     || matches!(error, sqlx::Error::Database(database)
                         if database.kind() == sqlx::error::ErrorKind::UniqueViolation)
             }
-            Self::GroupRolledBack { .. } => true,
+            Self::GroupRolledBack { .. } | Self::TransactionAborted { .. } => true,
             _ => false,
         }
     }
@@ -860,16 +870,6 @@ pub(crate) fn is_transient_database_error(error: &sqlx::Error) -> bool {
     let sqlx::Error::Database(database) = error else {
         return false;
     };
-    // A savepoint of the runtime's that no longer exists (MySQL's 1305): the server aborted
-    // the transaction that held it (a Galera node's applier, for a write another node
-    // committed first), so nothing of the turn is left to commit.
-    #[cfg(feature = "mysql")]
-    if database
-        .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
-        .is_some_and(|mysql| mysql.number() == 1305)
-    {
-        return true;
-    }
     matches!(database.code().as_deref(), Some("40001" | "40P01"))
 }
 

@@ -56,6 +56,7 @@ impl Engine {
             actor_id,
         };
         let mut conflicts = 0;
+        let mut in_doubt = 0;
         let mut alone = false;
         loop {
             let attempt = self.step::<A>(key, lock, alone).await;
@@ -63,7 +64,11 @@ impl Engine {
                 Ok(Attempted::Done(step)) => return Ok(step),
                 Ok(Attempted::OverBudget) => alone = true,
                 Ok(Attempted::InDoubt) => {
-                    if lock.deadline().is_some_and(|at| Instant::now() >= at) {
+                    // A connection cut at every COMMIT leaves the message for a later pass
+                    // rather than spinning on it.
+                    in_doubt += 1;
+                    let past_deadline = lock.deadline().is_some_and(|at| Instant::now() >= at);
+                    if past_deadline || in_doubt >= CONFLICT_RETRIES {
                         return Ok(Step::Busy);
                     }
                 }

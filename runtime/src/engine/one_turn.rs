@@ -54,16 +54,16 @@ pub(super) enum Uncommitted {
     /// earlier members could commit, nothing counted; it runs again outside any group.
     OverBudget,
     /// Its group commit ended in doubt (another member ended the transaction itself, or the
-    /// `COMMIT` failed and the connection was closed), or its connection was lost (perhaps
-    /// after the server committed, before its answer came): the turn was kept or not. Read
-    /// back under the actor's lock (which waits for any transaction still holding it), then
-    /// counted as nothing or run again.
+    /// `COMMIT` failed and the connection was closed), or its connection was lost with its
+    /// `COMMIT` (perhaps after the server committed, before its answer came): the turn was
+    /// kept or not. Read back under the actor's lock (which waits for any transaction still
+    /// holding it), then counted as nothing or run again.
     InDoubt,
 }
 
 impl From<Error> for Uncommitted {
     fn from(error: Error) -> Self {
-        if matches!(error, Error::GroupCommitFailed { .. }) || error.is_connection_lost() {
+        if let Error::GroupCommitFailed { .. } = error {
             Self::InDoubt
         } else if error.is_conflict() {
             Self::Conflict(error.to_string())
@@ -237,7 +237,14 @@ impl Engine {
             progress.available_at,
             progress.status != StoredStatus::Ready,
         );
-        tx.commit().await?;
+        // A connection lost with the COMMIT leaves the turn in doubt (the server may have
+        // run it); lost before, the turn failed like any other, and is counted.
+        tx.commit()
+            .await
+            .map_err(|error| match error.is_connection_lost() {
+                true => Uncommitted::InDoubt,
+                false => Uncommitted::from(error),
+            })?;
         self.wake();
         if settled.writes.is_some() {
             self.state_committed(running.key);

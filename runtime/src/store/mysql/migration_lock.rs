@@ -73,17 +73,13 @@ impl MigrationLock {
         let started = tokio::time::Instant::now();
         let mut pause = Duration::from_millis(10);
         loop {
-            let taken = sqlx::query(TAKE_LOCK)
-                .bind(&holder)
-                .bind(lease)
-                .execute(pool)
-                .await;
+            let taken = committed(pool, sqlx::query(TAKE_LOCK).bind(&holder).bind(lease)).await;
             match taken {
                 Ok(_) => break,
                 Err(error) if is_taken(&error) => {}
                 Err(error) => return Err(error.into()),
             }
-            let broken = sqlx::query(BREAK_EXPIRED_LOCK).execute(pool).await;
+            let broken = committed(pool, sqlx::query(BREAK_EXPIRED_LOCK)).await;
             match broken {
                 Ok(done) if done.rows_affected() > 0 => continue,
                 Ok(_) => {}
@@ -112,10 +108,7 @@ impl MigrationLock {
     /// Gives the lock back.
     pub(super) async fn release(self) -> Result<()> {
         self.renewing.abort();
-        sqlx::query(RELEASE_LOCK)
-            .bind(&self.holder)
-            .execute(&self.pool)
-            .await?;
+        committed(&self.pool, sqlx::query(RELEASE_LOCK).bind(&self.holder)).await?;
         Ok(())
     }
 }
@@ -131,15 +124,28 @@ impl Drop for MigrationLock {
 async fn renew(pool: MySqlPool, holder: String) {
     loop {
         tokio::time::sleep(RENEW_EVERY).await;
-        let renewed = sqlx::query(RENEW_LOCK)
-            .bind(micros(LEASE))
-            .bind(&holder)
-            .execute(&pool)
-            .await;
+        let renewed = committed(
+            &pool,
+            sqlx::query(RENEW_LOCK).bind(micros(LEASE)).bind(&holder),
+        )
+        .await;
         if let Err(error) = renewed {
             tracing::warn!(%error, "renewing the migration lock's lease failed");
         }
     }
+}
+
+/// Runs `statement` in a transaction of its own and commits it: a session whose
+/// `autocommit` is off (an application's pool) would otherwise leave it open, its lock row
+/// unseen by the others.
+async fn committed(
+    pool: &MySqlPool,
+    statement: sqlx::query::Query<'_, sqlx::MySql, sqlx::mysql::MySqlArguments>,
+) -> sqlx::Result<sqlx::mysql::MySqlQueryResult> {
+    let mut tx = pool.begin().await?;
+    let done = statement.execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(done)
 }
 
 /// Whether an error says another migrator holds, or is taking, the lock: its key is taken

@@ -43,7 +43,7 @@ use super::{
     require_current, ActorKey, Bounds, Counters, LockedActor, ReadConnections, SchemaMode, Stats,
     Store, Transaction, Version, WorkNotices, WriteConnection,
 };
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// The schema, applied in order at start; each entry runs once per database.
 const MIGRATIONS: &[(i64, &str, &str)] = &[(
@@ -126,7 +126,7 @@ impl MySqlStore {
     /// The statement that begins a turn's transaction: the session's own bounds kept aside,
     /// the turn's set, its isolation, and the transaction.
     ///
-    /// The transaction runs with `autocommit` off, and its end turns it back on after its
+    /// The transaction runs with `autocommit` off, and its end puts it back as it was after its
     /// `COMMIT` or `ROLLBACK` ([`Flavor::commit_statement`], [`Flavor::rollback_statement`]):
     /// a transaction the server ends by itself (a Galera node's applier aborts it for a
     /// write another node committed first; a handler's own `ROLLBACK`) leaves the statements
@@ -149,6 +149,23 @@ impl MySqlStore {
     }
 }
 
+/// A failed release of [`ALIVE`] (1305: no such savepoint) as what it means: the server
+/// aborted the transaction; any other error as it is.
+fn aborted_by_the_server(error: Error) -> Error {
+    match &error {
+        Error::Database(sqlx::Error::Database(database))
+            if database
+                .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+                .is_some_and(|mysql| mysql.number() == 1305) =>
+        {
+            Error::TransactionAborted {
+                reason: database.message().to_owned(),
+            }
+        }
+        _ => error,
+    }
+}
+
 /// Releases the savepoint a turn's transaction began with: it fails (1305, the savepoint
 /// does not exist) when the server aborted that transaction and the statements since ran in
 /// a new one, and the `COMMIT` after it in the same string then does not run.
@@ -162,18 +179,22 @@ impl Flavor {
         match self {
             Self::MariaDb => {
                 "SET @solid_lock_wait = @@SESSION.innodb_lock_wait_timeout, \
-                 @solid_statement_time = @@SESSION.max_statement_time"
+                 @solid_statement_time = @@SESSION.max_statement_time, \
+                 @solid_autocommit = @@SESSION.autocommit"
             }
-            Self::MySql => "SET @solid_lock_wait = @@SESSION.innodb_lock_wait_timeout",
+            Self::MySql => {
+                "SET @solid_lock_wait = @@SESSION.innodb_lock_wait_timeout, \
+                 @solid_autocommit = @@SESSION.autocommit"
+            }
         }
     }
 
     /// What a turn's transaction ends with before the `COMMIT` its owner appends (then a
-    /// no-op): the session's own bounds put back, the commit, and `autocommit` on again, in
+    /// no-op): the session's own bounds put back, the commit, and `autocommit` as it was, in
     /// one round trip. If the commit fails, the rest is not run and the connection is closed.
     fn commit_statement(self) -> String {
         format!(
-            "{}; {ALIVE}; COMMIT; SET SESSION autocommit = 1",
+            "{}; {ALIVE}; COMMIT; SET SESSION autocommit = @solid_autocommit",
             self.restore_statement()
         )
     }
@@ -181,7 +202,7 @@ impl Flavor {
     /// [`Flavor::commit_statement`] with a `ROLLBACK`.
     fn rollback_statement(self) -> String {
         format!(
-            "{}; ROLLBACK; SET SESSION autocommit = 1",
+            "{}; ROLLBACK; SET SESSION autocommit = @solid_autocommit",
             self.restore_statement()
         )
     }
@@ -454,7 +475,8 @@ impl Transaction for MySqlTransaction {
         let alone = this.tx.commits_alone();
         this.tx
             .commit_after(&this.flavor.commit_statement())
-            .await?;
+            .await
+            .map_err(aborted_by_the_server)?;
         this.counters.transaction();
         if alone {
             this.counters.commit();

@@ -40,9 +40,25 @@ pub(crate) fn hosts(url: &str) -> Result<Vec<Host>> {
         Some((user, hosts)) => (Some(user), hosts),
         None => (None, authority),
     };
-    let path = without_session_attributes(path)?;
+    let Parameters {
+        path,
+        hosts: listed,
+        ports,
+    } = parameters(path)?;
+    let entries = match listed {
+        None => host_list.split(',').map(str::to_owned).collect(),
+        Some(_) if !host_list.is_empty() => {
+            return Err(Error::Config(
+                "the PostgreSQL URL names hosts both before its path and in a host parameter; \
+                 name them in one place"
+                    .to_owned(),
+            ))
+        }
+        Some(listed) => with_ports(&listed, ports.as_deref())?,
+    };
+    let host_list = entries.join(",");
     let mut hosts = Vec::new();
-    for host in host_list.split(',') {
+    for host in entries.iter().map(String::as_str) {
         if host.is_empty() && host_list.contains(',') {
             return Err(Error::Config(
                 "the PostgreSQL URL's host list has an empty entry; list hosts as \
@@ -69,12 +85,25 @@ pub(crate) fn hosts(url: &str) -> Result<Vec<Host>> {
     Ok(hosts)
 }
 
-/// The URL's path and parameters without `target_session_attrs`, once it says the session
-/// must accept writes.
-fn without_session_attributes(path: &str) -> Result<String> {
+/// A URL's path and parameters, without those this file reads: `target_session_attrs`
+/// (once it says the session must accept writes), and libpq's `host` and `port` lists.
+struct Parameters {
+    path: String,
+    hosts: Option<Vec<String>>,
+    ports: Option<Vec<String>>,
+}
+
+/// The [`Parameters`] of the URL's `path` (from its `/`).
+fn parameters(path: &str) -> Result<Parameters> {
     let Some((before, query)) = path.split_once('?') else {
-        return Ok(path.to_owned());
+        return Ok(Parameters {
+            path: path.to_owned(),
+            hosts: None,
+            ports: None,
+        });
     };
+    let (mut hosts, mut ports) = (None, None);
+    let list = |value: &str| value.split(',').map(str::to_owned).collect::<Vec<_>>();
     let mut kept = Vec::new();
     for pair in query.split('&') {
         match pair.split_once('=') {
@@ -86,13 +115,41 @@ fn without_session_attributes(path: &str) -> Result<String> {
                      target_session_attrs=read-write or leave it out"
                 )))
             }
+            Some(("host", value)) => hosts = Some(list(value)),
+            Some(("port", value)) => ports = Some(list(value)),
             _ => kept.push(pair),
         }
     }
-    Ok(match kept.is_empty() {
+    let path = match kept.is_empty() {
         true => before.to_owned(),
         false => format!("{before}?{}", kept.join("&")),
-    })
+    };
+    Ok(Parameters { path, hosts, ports })
+}
+
+/// `host:port` for each host of a `host` parameter, with the `port` parameter's ports (one
+/// for all, or one each; none: the default).
+fn with_ports(hosts: &[String], ports: Option<&[String]>) -> Result<Vec<String>> {
+    let port = |index: usize| match ports {
+        None => Ok(None),
+        Some([one]) => Ok(Some(one.as_str())),
+        Some(ports) if ports.len() == hosts.len() => Ok(Some(ports[index].as_str())),
+        Some(_) => Err(Error::Config(
+            "the PostgreSQL URL's port parameter lists a different number of ports than its \
+             host parameter lists hosts; give one port, or one per host"
+                .to_owned(),
+        )),
+    };
+    hosts
+        .iter()
+        .enumerate()
+        .map(|(index, host)| {
+            Ok(match port(index)? {
+                Some(port) => format!("{host}:{port}"),
+                None => host.clone(),
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -132,6 +189,25 @@ mod tests {
             );
         }
         assert!(hosts("postgres://a:5432,b:5432/db?target_session_attrs=primary").is_ok());
+    }
+
+    #[test]
+    fn hosts_may_be_listed_as_libpqs_host_and_port_parameters() {
+        let url = "postgres:///shows?host=a,b&port=5432,5433&user=solid&sslmode=disable";
+        let listed = hosts(url).unwrap();
+        let names: Vec<_> = listed.iter().map(|host| host.name.as_str()).collect();
+        assert_eq!(names, ["a:5432", "b:5433"]);
+        assert_eq!(listed[1].options.get_username(), "solid");
+        let one_port = hosts("postgres:///shows?host=a,b&port=6000").unwrap();
+        assert_eq!(one_port[1].name, "b:6000");
+        assert!(matches!(
+            hosts("postgres:///shows?host=a,b,c&port=1,2"),
+            Err(Error::Config(_))
+        ));
+        assert!(matches!(
+            hosts("postgres://x:5432/shows?host=a,b"),
+            Err(Error::Config(_))
+        ));
     }
 
     #[test]
