@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use solid_objects::prelude::*;
+use sqlx::Connection;
 
 use crate::cases::wedges::{within, Counter};
 use crate::support::eventually;
@@ -227,6 +228,20 @@ async fn turn_read_only(url: &str) {
         .await
         .expect("pg_reload_conf");
     admin.close().await;
+    // The reload is signalled, not awaited: once a new session is read-only, the postmaster
+    // has reloaded and signalled every session, which reloads before its next statement.
+    let reloaded = eventually(Duration::from_secs(30), || async {
+        let Ok(mut fresh) = sqlx::PgConnection::connect(url).await else {
+            return false;
+        };
+        let read_only: Option<String> = sqlx::query_scalar("SHOW transaction_read_only")
+            .fetch_one(&mut fresh)
+            .await
+            .ok();
+        read_only.as_deref() == Some("on")
+    })
+    .await;
+    assert!(reloaded, "the server turned read-only");
 }
 
 /// A host that stays up but turns read-only (a primary demoted in place, as a standby
