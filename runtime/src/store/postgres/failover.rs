@@ -131,6 +131,10 @@ impl Failover {
     /// Waits until a host is known to accept writes, or until `deadline`:
     /// [`Error::DatabaseUnavailable`] then.
     pub(crate) async fn serving(&self, deadline: Instant) -> Result<()> {
+        // Every turn begins here: while a host serves, no receiver is made.
+        if *self.serving.borrow() {
+            return Ok(());
+        }
         let mut serving = self.serving.subscribe();
         if *serving.borrow_and_update() {
             return Ok(());
