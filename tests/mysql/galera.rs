@@ -6,8 +6,10 @@
 //! that start at once on an empty database migrate it once; calls on one actor through two
 //! nodes all commit, each once, with no failed attempt counted; a due reminder fires once
 //! and an effect runs once whichever nodes' workers look; and a read on another node sees
-//! the latest commit when that node waits for causality (`wsrep_sync_wait`). Two of them
-//! are ignored: they meet lost updates across nodes that the runtime does not stop yet.
+//! the latest commit when that node waits for causality (`wsrep_sync_wait`). A node tells
+//! of an abort only the client's next command: with a turn's `COMMIT` behind other
+//! statements in one string, the calls' and the effects' cases see a turn that committed
+//! nothing answered as committed.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -151,10 +153,6 @@ async fn runtimes_starting_at_once_on_different_nodes_apply_each_migration_once(
 /// (the counts they return are 1 to 40, the state ends at 40), and every message completed
 /// at its first attempt: a certification failure reruns the turn and is never counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "fails on MariaDB 10.11 with Galera 4: two callers, one per node, are answered the \
-            same count (a lost update across nodes: 40 answers, 39 distinct counts), even with \
-            the savepoint that keeps a silently aborted transaction from committing; the \
-            runtime does not stop this yet; run with --ignored to see it"]
 async fn calls_on_one_actor_through_two_nodes_each_commit_once_and_count_no_failure() {
     const CALLS_PER_NODE: usize = 20;
     let Some((cluster, database)) = database().await else {
@@ -241,9 +239,6 @@ async fn a_due_reminder_fires_once_when_every_node_looks() {
 /// Thirty effects, and runtimes on all three nodes run due effects at once: each effect's
 /// lease is taken by one node, and each runs once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "failed about one run in five on MariaDB 10.11 with Galera 4 (two nodes' claims \
-            of one effect both committed, the effect run twice at claims 1); passed the one run \
-            since turns run with autocommit off; run with --ignored to see it"]
 async fn an_effect_is_run_once_when_every_node_claims() {
     const EFFECTS: usize = 30;
     let Some((cluster, database)) = database().await else {

@@ -42,6 +42,20 @@ enum Phase {
     Poisoned,
 }
 
+/// Where a MySQL transaction's `COMMIT` goes among the statements sent with it.
+#[cfg(feature = "mysql")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CommitPacket {
+    /// In one multi-statement string with the statements before and after it: one round
+    /// trip.
+    Shared,
+    /// First in a string of its own, after the statements before it: a MariaDB Galera node
+    /// whose applier aborts a transaction (for a write another node committed first)
+    /// reports that abort only to the client's next command, so a `COMMIT` behind other
+    /// statements in one string may meet no transaction, commit nothing and answer success.
+    Leading,
+}
+
 /// A transaction on a pooled connection it owns; see the module docs.
 pub(crate) struct OwnedTransaction<DB: Database> {
     /// Always there until the transaction is dropped, which gives it back.
@@ -133,23 +147,29 @@ impl<DB: Database> OwnedTransaction<DB> {
         Ok(())
     }
 
-    /// Runs `before` (what puts back the session settings the transaction's `BEGIN` changed:
-    /// MySQL has no settings that end with a transaction), then commits, in one round trip.
-    /// If this future is dropped before the database answers, or either statement fails,
-    /// the connection is closed rather than reused; an error means nothing was committed,
-    /// or (as with [`commit`](OwnedTransaction::commit)) that the `COMMIT` itself failed.
+    /// Runs `before`, commits, then runs `after` (`before` and `after` put back the session
+    /// settings the transaction's `BEGIN` changed: MySQL has no settings that end with a
+    /// transaction), in the round trips `packet` says. If this future is dropped before the
+    /// database answers, or any statement fails, the connection is closed rather than
+    /// reused; an error means nothing was committed, or (as with
+    /// [`commit`](OwnedTransaction::commit)) that the `COMMIT` itself failed.
     #[cfg(feature = "mysql")]
-    pub(crate) async fn commit_after(self, before: &str) -> Result<()>
+    pub(crate) async fn commit_around(
+        self,
+        before: &str,
+        after: &str,
+        packet: CommitPacket,
+    ) -> Result<()>
     where
         for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
     {
-        self.end_after(before, "COMMIT").await
+        self.end_around(before, "COMMIT", after, packet).await
     }
 
-    /// Runs `before`, then rolls back, in one round trip, as
-    /// [`commit_after`](OwnedTransaction::commit_after) commits.
+    /// Runs `before`, rolls back, then runs `after`, in one round trip, as
+    /// [`commit_around`](OwnedTransaction::commit_around) commits.
     #[cfg(feature = "mysql")]
-    pub(crate) async fn rollback_after(self, before: &str) -> Result<()>
+    pub(crate) async fn rollback_around(self, before: &str, after: &str) -> Result<()>
     where
         for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
     {
@@ -157,25 +177,42 @@ impl<DB: Database> OwnedTransaction<DB> {
             // Poisoned: dropping closes the connection, which rolls back.
             return Ok(());
         }
-        self.end_after(before, "ROLLBACK").await
+        self.end_around(before, "ROLLBACK", after, CommitPacket::Shared)
+            .await
     }
 
-    /// Ends the transaction with `end` (`COMMIT` or `ROLLBACK`) after `before`, as one
-    /// multi-statement string (MySQL's text protocol runs them in order and stops at the
-    /// first that fails).
+    /// Ends the transaction with `end` (`COMMIT` or `ROLLBACK`) between `before` and `after`,
+    /// as multi-statement strings (MySQL's text protocol runs one's statements in order and
+    /// stops at the first that fails): one string, or with [`CommitPacket::Leading`] `before`
+    /// and then `end` leading `after`.
     ///
     /// sqlx's transaction depth still counts the transaction afterwards (its transaction
     /// manager ends one only with a statement of its own): the rollback it then queues is
     /// sent, on a connection already outside any transaction, by the pool's check of the
     /// returned connection, where it does nothing.
     #[cfg(feature = "mysql")]
-    async fn end_after(mut self, before: &str, end: &str) -> Result<()>
+    async fn end_around(
+        mut self,
+        before: &str,
+        end: &str,
+        after: &str,
+        packet: CommitPacket,
+    ) -> Result<()>
     where
         for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
     {
         self.phase = Phase::Ending;
-        let statements = format!("{before}; {end}");
-        sqlx::Executor::execute(&mut **self.live(), statements.as_str()).await?;
+        match packet {
+            CommitPacket::Shared => {
+                let statements = format!("{before}; {end}; {after}");
+                sqlx::Executor::execute(&mut **self.live(), statements.as_str()).await?;
+            }
+            CommitPacket::Leading => {
+                sqlx::Executor::execute(&mut **self.live(), before).await?;
+                let statements = format!("{end}; {after}");
+                sqlx::Executor::execute(&mut **self.live(), statements.as_str()).await?;
+            }
+        }
         DB::TransactionManager::start_rollback(self.live());
         self.phase = Phase::Done;
         Ok(())

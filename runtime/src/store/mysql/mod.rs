@@ -11,8 +11,9 @@
 //!
 //! A warm turn's round trips: `BEGIN` (one multi-statement string that keeps the session's
 //! own bounds aside, sets the turn's, its isolation, and starts the transaction), the lock,
-//! the mailbox's head, the turn's writes, and `COMMIT` behind the restore of the session's
-//! bounds (one string again). The lock and the head stay two statements: one statement
+//! the mailbox's head, the turn's writes, and `COMMIT` between the restore of the session's
+//! bounds and of its `autocommit` (one string again; two on a Galera node, where the
+//! `COMMIT` must lead its string to learn of an abort: see [`CommitPacket::Leading`]). The lock and the head stay two statements: one statement
 //! with the head's columns as subqueries correlated with the locked row (current, but
 //! seven subqueries) made MariaDB 10.11 slower than the round trip it saves.
 //!
@@ -37,7 +38,7 @@ use self::migration_lock::MigrationLock;
 pub(crate) use self::statement::{spelled, Borrowed};
 use super::connect::{open_pool, Endpoint};
 use super::instances::{lock_row, RowLocks};
-use super::owned_transaction::OwnedTransaction;
+use super::owned_transaction::{CommitPacket, OwnedTransaction};
 use super::query::{get, Dialect, On, Row};
 use super::{
     require_current, ActorKey, Bounds, Counters, LockedActor, ReadConnections, SchemaMode, Stats,
@@ -71,6 +72,8 @@ pub(crate) struct MySqlStore {
     readers: MySqlPool,
     counters: Arc<Counters>,
     flavor: Flavor,
+    /// How a turn's `COMMIT` is sent: leading a string of its own on a Galera node.
+    commit_packet: CommitPacket,
     /// Whether the runtime opened the pool (and so closes it), or the application did.
     owns_pool: bool,
 }
@@ -111,6 +114,10 @@ impl MySqlStore {
         } else {
             Flavor::MySql
         };
+        let commit_packet = match galera(&pool).await? {
+            true => CommitPacket::Leading,
+            false => CommitPacket::Shared,
+        };
         match schema {
             SchemaMode::Migrate => migrate(&pool).await?,
             SchemaMode::RequireCurrent => require_current(applied(&pool).await?, MIGRATIONS)?,
@@ -119,6 +126,7 @@ impl MySqlStore {
             readers: pool,
             counters: Arc::default(),
             flavor,
+            commit_packet,
             owns_pool: false,
         })
     }
@@ -127,7 +135,7 @@ impl MySqlStore {
     /// the turn's set, its isolation, and the transaction.
     ///
     /// The transaction runs with `autocommit` off, and its end puts it back as it was after its
-    /// `COMMIT` or `ROLLBACK` ([`Flavor::commit_statement`], [`Flavor::rollback_statement`]):
+    /// `COMMIT` or `ROLLBACK` ([`AFTER_END`]):
     /// a transaction the server ends by itself (a Galera node's applier aborts it for a
     /// write another node committed first; a handler's own `ROLLBACK`) leaves the statements
     /// after it in a new transaction that the turn's failed end rolls back, where with
@@ -136,8 +144,10 @@ impl MySqlStore {
     ///
     /// The transaction's first statement is a savepoint its `COMMIT` releases first
     /// ([`ALIVE`]): a transaction the server aborted while the turn was between statements
-    /// (which MariaDB's Galera does without telling the next statement) is not the one the
-    /// `COMMIT` would end, and the release, failing, keeps that `COMMIT` from running.
+    /// (which MariaDB's Galera does without telling the statements after the abort in the
+    /// same string) is not the one the `COMMIT` would end, and the release, failing, keeps
+    /// that `COMMIT` from running. On Galera the `COMMIT` also leads a string of its own
+    /// ([`CommitPacket::Leading`]), so an abort after the release is reported to it.
     fn begin_statement(&self, bounds: &Bounds) -> String {
         format!(
             "{}; {}; SET SESSION autocommit = 0; \
@@ -168,8 +178,11 @@ fn aborted_by_the_server(error: Error) -> Error {
 
 /// Releases the savepoint a turn's transaction began with: it fails (1305, the savepoint
 /// does not exist) when the server aborted that transaction and the statements since ran in
-/// a new one, and the `COMMIT` after it in the same string then does not run.
+/// a new one, and the `COMMIT` after it then does not run.
 const ALIVE: &str = "RELEASE SAVEPOINT solid_alive";
+
+/// What follows a turn's `COMMIT` or `ROLLBACK`: `autocommit` as the session had it.
+const AFTER_END: &str = "SET SESSION autocommit = @solid_autocommit";
 
 impl Flavor {
     /// Keeps the session's own bounds in user variables, for [`Flavor::restore_statement`]:
@@ -189,26 +202,14 @@ impl Flavor {
         }
     }
 
-    /// What a turn's transaction ends with before the `COMMIT` its owner appends (then a
-    /// no-op): the session's own bounds put back, the commit, and `autocommit` as it was, in
-    /// one round trip. If the commit fails, the rest is not run and the connection is closed.
-    fn commit_statement(self) -> String {
-        format!(
-            "{}; {ALIVE}; COMMIT; SET SESSION autocommit = @solid_autocommit",
-            self.restore_statement()
-        )
-    }
-
-    /// [`Flavor::commit_statement`] with a `ROLLBACK`.
-    fn rollback_statement(self) -> String {
-        format!(
-            "{}; ROLLBACK; SET SESSION autocommit = @solid_autocommit",
-            self.restore_statement()
-        )
+    /// What a turn's transaction runs just before its `COMMIT`: the session's own bounds put
+    /// back, and the release of [`ALIVE`] (which fails if the server aborted the transaction).
+    fn before_commit(self) -> String {
+        format!("{}; {ALIVE}", self.restore_statement())
     }
 
     /// Puts back the session's own bounds: the transaction's last statement before its
-    /// `COMMIT` or `ROLLBACK`, sent with it in one round trip.
+    /// `COMMIT` or `ROLLBACK`, sent with it.
     fn restore_statement(self) -> &'static str {
         match self {
             Self::MariaDb => {
@@ -241,6 +242,15 @@ fn whole_seconds(duration: Duration) -> u64 {
         .as_secs()
         .saturating_add(u64::from(duration.subsec_nanos() > 0))
         .clamp(1, 1 << 30)
+}
+
+/// Whether the server is a node of a Galera cluster (`wsrep_on`; MySQL has no such
+/// variable).
+async fn galera(pool: &MySqlPool) -> Result<bool> {
+    let wsrep: Option<(Text, Text)> = sqlx::query_as("SHOW VARIABLES LIKE 'wsrep_on'")
+        .fetch_optional(pool)
+        .await?;
+    Ok(wsrep.is_some_and(|(_, value)| value.0.eq_ignore_ascii_case("ON")))
 }
 
 /// The migrations this database has applied; `None` if it has no solid-objects schema.
@@ -349,6 +359,7 @@ struct MySqlTransaction {
     counters: Arc<Counters>,
     bounds: Bounds,
     flavor: Flavor,
+    commit_packet: CommitPacket,
 }
 
 #[async_trait]
@@ -396,6 +407,7 @@ impl Store for MySqlStore {
             counters: Arc::clone(&self.counters),
             bounds,
             flavor: self.flavor,
+            commit_packet: self.commit_packet,
         }))
     }
 
@@ -474,7 +486,7 @@ impl Transaction for MySqlTransaction {
         let this = *self;
         let alone = this.tx.commits_alone();
         this.tx
-            .commit_after(&this.flavor.commit_statement())
+            .commit_around(&this.flavor.before_commit(), AFTER_END, this.commit_packet)
             .await
             .map_err(aborted_by_the_server)?;
         this.counters.transaction();
@@ -486,7 +498,7 @@ impl Transaction for MySqlTransaction {
 
     async fn rollback(self: Box<Self>) -> Result<()> {
         self.tx
-            .rollback_after(&self.flavor.rollback_statement())
+            .rollback_around(self.flavor.restore_statement(), AFTER_END)
             .await
     }
 }
