@@ -27,6 +27,19 @@ impl Journal {
         self.entries.len()
     }
 
+    /// Schedules a reminder under `key` an hour from now (replacing one under that key).
+    #[command]
+    fn follow_up(&mut self, turn: &mut Turn<Self>, key: String) -> usize {
+        turn.schedule(turn.now() + TimeDelta::hours(1), key.clone())
+            .recall(key);
+        self.entries.len()
+    }
+
+    #[reminder]
+    fn recall(&mut self, key: String) {
+        self.entries.push(key);
+    }
+
     #[command]
     async fn note(
         &mut self,
@@ -314,6 +327,55 @@ async fn a_call_waits_for_a_turn_held_elsewhere_only_until_its_timeout() {
     other_process.close().await;
     assert_eq!(scalar(&url, "SELECT COUNT(*) FROM solid_messages").await, 1);
     assert_eq!(journal.record("third").await.unwrap(), 2);
+    runtime.close().await;
+}
+
+/// A call runs its actor's queued message first; when that turn, after its handler, waits
+/// for a row another process holds until the call's timeout, the caller hears the timeout
+/// and the queued message's attempt is not counted: the turn's writes are bounded by the
+/// caller's deadline, so what ran out is that deadline, not the turn.
+#[tokio::test]
+async fn a_queued_turn_whose_writes_wait_past_a_callers_timeout_counts_no_attempt() {
+    let Some(db) = TestDatabase::fresh().await else {
+        return;
+    };
+    let TestDatabase { url, clock, .. } = db;
+    let runtime = builder(&url, 8)
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .workers(0)
+        .sync_timeout(Duration::from_millis(700))
+        .start()
+        .await
+        .expect("the runtime starts on the server");
+    let journal = runtime.reference::<Journal>("j");
+    assert_eq!(journal.follow_up("k".to_owned()).await.unwrap(), 0);
+    journal.enqueue().follow_up("k".to_owned()).await.unwrap();
+    let other_process = application_pool(&url).await;
+    let mut turn_elsewhere = other_process.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM solid_reminders WHERE actor_id = 'j' FOR UPDATE")
+        .fetch_all(&mut *turn_elsewhere)
+        .await
+        .unwrap();
+
+    let result = journal.record("after".to_owned()).await;
+
+    // The call queued its own message behind the one it ran first.
+    let Err(Error::SyncTimeout {
+        message_id: Some(_),
+        ..
+    }) = &result
+    else {
+        panic!("expected a SyncTimeout naming the call's queued message, got {result:?}");
+    };
+    turn_elsewhere.rollback().await.unwrap();
+    other_process.close().await;
+    let counted = "SELECT COUNT(*) FROM solid_messages WHERE attempts > 0 AND status = 'ready'";
+    assert_eq!(scalar(&url, counted).await, 0);
+    assert_eq!(journal.record("again".to_owned()).await.unwrap(), 2);
+    let first_time =
+        "SELECT COUNT(*) FROM solid_messages WHERE status = 'completed' AND attempts = 1";
+    assert_eq!(scalar(&url, first_time).await, 4);
     runtime.close().await;
 }
 

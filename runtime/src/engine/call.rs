@@ -401,7 +401,7 @@ impl Call<'_> {
             Err(Uncommitted::InDoubt) => Tried::InDoubt,
             Err(Uncommitted::Abandoned) => Tried::Answered(Err(self.timed_out(
                 None,
-                "its own turn, whose handler was still running at the timeout (nothing of it \
+                "its own turn, which was still running at the timeout (nothing of it \
                  was kept)"
                     .to_owned(),
             ))),

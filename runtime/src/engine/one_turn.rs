@@ -99,6 +99,17 @@ impl Running<'_> {
     fn attempts(&self) -> i64 {
         self.previous_attempts + 1
     }
+
+    /// Why the turn committed nothing after its statement failed with `error`: a wait that
+    /// ran out in a turn a caller waits for (its statements are bounded by the caller's
+    /// deadline) abandons it, nothing counted, as a handler still running at that deadline
+    /// does; anything else as [`Uncommitted::from`] says.
+    fn uncommitted(&self, error: Error) -> Uncommitted {
+        match self.caller_deadline.is_some() && error.is_busy() {
+            true => Uncommitted::Abandoned,
+            false => Uncommitted::from(error),
+        }
+    }
 }
 
 impl Engine {
@@ -212,14 +223,18 @@ impl Engine {
             running.operation,
             running.attempts(),
         );
-        end_savepoint(&mut *tx, savepoint, settled.completed()).await?;
+        end_savepoint(&mut *tx, savepoint, settled.completed())
+            .await
+            .map_err(|error| running.uncommitted(error))?;
         let progress = settled.progress(running.now, &self.config.retry, self.max_attempts::<A>());
         let (version, now) = (i64::from(A::VERSION), micros(running.now));
         let state = settled
             .writes
             .as_ref()
             .and_then(|writes| writes.state_write(instance, version, now));
-        let written = write_message_row(&mut *tx, running, progress, state.as_ref()).await?;
+        let written = write_message_row(&mut *tx, running, progress, state.as_ref())
+            .await
+            .map_err(|error| running.uncommitted(error))?;
         let Some(message_id) = written else {
             Self::release(tx).await;
             return Err(Uncommitted::Conflict(format!(
@@ -231,7 +246,8 @@ impl Engine {
         if let Some(writes) = &settled.writes {
             delivered = writes
                 .write(self, &mut *tx, running.key, instance, now)
-                .await?;
+                .await
+                .map_err(|error| running.uncommitted(error))?;
         }
         let (available_at, finished) = (
             progress.available_at,
