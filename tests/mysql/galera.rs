@@ -637,3 +637,73 @@ async fn queued_messages_drained_by_every_node_at_once_run_once_in_order_and_cou
         runtime.close().await;
     }
 }
+
+/// Sixty messages enqueued on one actor while every node's runtime drains it twice at once,
+/// and sync calls on it go through every node: each message runs once, at its first
+/// attempt (however many times a node's turn loses certification to another's), in its
+/// enqueue order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hot_actor_drained_and_called_through_every_node_at_once_counts_no_failure() {
+    const QUEUED: u32 = 60;
+    const CALLS_PER_NODE: u32 = 5;
+    let Some((cluster, database)) = database().await else {
+        return;
+    };
+    let clock = ManualClock::starting_now();
+    let mut runtimes = Vec::new();
+    for node in 0..NODES {
+        runtimes.push(runtime(cluster, node, &database, &clock).await);
+    }
+    for entry in 0..QUEUED {
+        runtimes[0]
+            .reference::<Ledger>("hot")
+            .enqueue()
+            .append(entry)
+            .await
+            .unwrap();
+    }
+    let draining = runtimes
+        .iter()
+        .chain(runtimes.iter())
+        .map(|runtime| async move { runtime.testing().drain().await.map(|_| ()) });
+    let calls = runtimes.iter().enumerate().flat_map(|(node, runtime)| {
+        let ledger = runtime.reference::<Ledger>("hot");
+        (0..CALLS_PER_NODE).map(move |call| {
+            let ledger = ledger.clone();
+            let entry = 1000 * (u32::try_from(node).unwrap() + 1) + call;
+            async move { ledger.append(entry).await }
+        })
+    });
+    let (drained, called) = tokio::join!(
+        futures_util::future::join_all(draining),
+        futures_util::future::join_all(calls)
+    );
+    for (drainer, drained) in drained.into_iter().enumerate() {
+        drained.unwrap_or_else(|error| panic!("drainer {drainer}: {error}"));
+    }
+    for called in called {
+        called.expect("every call commits");
+    }
+    let state = runtimes[0]
+        .reference::<Ledger>("hot")
+        .snapshot()
+        .await
+        .unwrap();
+    let queued: Vec<u32> = state
+        .entries
+        .iter()
+        .copied()
+        .filter(|entry| *entry < 1000)
+        .collect();
+    assert_eq!(queued, (0..QUEUED).collect::<Vec<_>>());
+    assert_eq!(
+        state.entries.len(),
+        usize::try_from(QUEUED + 3 * CALLS_PER_NODE).unwrap()
+    );
+    let not_first_time = "SELECT COUNT(*) FROM solid_messages
+         WHERE status <> 'completed' OR attempts <> 1 OR last_error IS NOT NULL";
+    assert_eq!(scalar(cluster, 0, &database, not_first_time).await, 0);
+    for runtime in runtimes {
+        runtime.close().await;
+    }
+}
