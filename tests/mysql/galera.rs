@@ -707,3 +707,74 @@ async fn a_hot_actor_drained_and_called_through_every_node_at_once_counts_no_fai
         runtime.close().await;
     }
 }
+
+/// Eight callers call on actors of their own through node 2 until it is killed
+/// (`kill -9` of its `mariadbd`) under them: every count a caller was answered is in the
+/// cluster (read through node 0), and at most the one call that was in flight when the node
+/// died committed beyond it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_answered_through_a_node_killed_under_them_are_all_in_the_cluster() {
+    const CALLERS: usize = 8;
+    const KILLED: usize = 2;
+    let Some(cluster) = tokio::task::spawn_blocking(Galera::start)
+        .await
+        .expect("the cluster starts")
+    else {
+        return;
+    };
+    let database = cluster.database().await;
+    let clock = ManualClock::starting_now();
+    let through_killed = Runtime::builder()
+        .mysql(cluster.url(KILLED, &database), 8)
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .sync_timeout(Duration::from_secs(5))
+        .start()
+        .await
+        .unwrap();
+    let answered = Arc::new(AtomicU32::new(0));
+    let callers = (0..CALLERS).map(|caller| {
+        let tally = through_killed.reference::<Tally>(format!("k{caller}"));
+        let answered = Arc::clone(&answered);
+        async move {
+            let mut last_ok = 0;
+            loop {
+                match tally.add().await {
+                    Ok(count) => {
+                        assert_eq!(count, last_ok + 1, "caller {caller}'s counts in order");
+                        last_ok = count;
+                        answered.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Err(_) => return last_ok,
+                }
+            }
+        }
+    });
+    let cluster = Arc::new(std::sync::Mutex::new(cluster));
+    let killer = {
+        let cluster = Arc::clone(&cluster);
+        let answered = Arc::clone(&answered);
+        async move {
+            while answered.load(Ordering::SeqCst) < 200 {
+                tokio::task::yield_now().await;
+            }
+            tokio::task::spawn_blocking(move || cluster.lock().unwrap().kill_node(KILLED))
+                .await
+                .unwrap();
+        }
+    };
+    let (last_oks, ()) = tokio::join!(futures_util::future::join_all(callers), killer);
+    let cluster = cluster.lock().unwrap();
+    for (caller, last_ok) in last_oks.into_iter().enumerate() {
+        let sql = format!(
+            "SELECT CAST(COALESCE(JSON_VALUE(state, '$.count'), 0) AS SIGNED) FROM solid_instances
+             WHERE actor_id = 'k{caller}'"
+        );
+        let stored = scalar(&cluster, 0, &database, &sql).await;
+        assert!(
+            stored == last_ok || stored == last_ok + 1,
+            "caller {caller}: answered up to {last_ok}, the cluster holds {stored}"
+        );
+    }
+    through_killed.close().await;
+}
