@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use solid_objects::admin::DeadLetterFilter;
 use solid_objects::prelude::*;
 use solid_objects::{Effect, EffectContext};
 
@@ -346,4 +347,434 @@ async fn a_read_through_another_node_sees_the_latest_commit_when_that_node_waits
     for runtime in [writer, waiting, not_waiting] {
         runtime.close().await;
     }
+}
+
+/// Keeps every number it is given, in the order its turns ran.
+#[actor]
+#[derive(Default)]
+struct Ledger {
+    entries: Vec<u32>,
+}
+
+#[actor]
+impl Ledger {
+    /// Appends `entry`.
+    #[command]
+    fn append(&mut self, entry: u32) {
+        self.entries.push(entry);
+    }
+}
+
+/// Fails every time, and is dead after its first attempt.
+#[actor(max_attempts = 1)]
+#[derive(Default)]
+struct Broken {
+    runs: u32,
+}
+
+#[actor]
+impl Broken {
+    #[command]
+    fn run(&mut self) -> Result<u32, Failure> {
+        Err(Failure::retryable("always broken"))
+    }
+}
+
+/// One caller enqueues on one actor, each enqueue acknowledged before the next, turn about
+/// through node 0 and node 1 (as an application behind a proxy that spreads its connections
+/// over the nodes does): the turns run in the order the enqueues were acknowledged. The
+/// mailbox is ordered by message id, and each node hands out AUTO_INCREMENT ids of its own
+/// offset from a counter that moves past another node's ids only once it applied them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_callers_enqueues_through_two_nodes_in_turn_run_in_the_order_they_were_acknowledged() {
+    const ENQUEUES: u32 = 60;
+    let Some((cluster, database)) = database().await else {
+        return;
+    };
+    let clock = ManualClock::starting_now();
+    let runtimes = [
+        runtime(cluster, 0, &database, &clock).await,
+        runtime(cluster, 1, &database, &clock).await,
+    ];
+    // Other actors' enqueues through node 0 keep node 1's applier busy meanwhile.
+    let busy = std::sync::atomic::AtomicBool::new(true);
+    let load = (0..8).map(|lane| {
+        let (busy, runtime) = (&busy, &runtimes[0]);
+        async move {
+            let other = runtime.reference::<Ledger>(format!("other-{lane}"));
+            let mut entry = 0;
+            while busy.load(Ordering::SeqCst) {
+                other
+                    .enqueue()
+                    .append(entry)
+                    .await
+                    .expect("another actor's enqueue");
+                entry += 1;
+            }
+        }
+    });
+    let load = futures_util::future::join_all(load);
+    let mut ids = Vec::new();
+    let caller = async {
+        for entry in 0..ENQUEUES {
+            let runtime = &runtimes[usize::try_from(entry).unwrap() % 2];
+            let queued = runtime
+                .reference::<Ledger>("ordered")
+                .enqueue()
+                .append(entry)
+                .await
+                .expect("the enqueue is acknowledged");
+            ids.push(queued.id());
+        }
+        busy.store(false, Ordering::SeqCst);
+    };
+    tokio::join!(load, caller);
+    runtimes[0].testing().drain().await.expect("draining");
+    let state = runtimes[0]
+        .reference::<Ledger>("ordered")
+        .snapshot()
+        .await
+        .unwrap();
+    assert_eq!(
+        state.entries,
+        (0..ENQUEUES).collect::<Vec<_>>(),
+        "turns in acknowledgement order (message ids in that order: {ids:?})"
+    );
+    for runtime in runtimes {
+        runtime.close().await;
+    }
+}
+
+/// Ten idempotency keys, each used for the same enqueue through all three nodes at once:
+/// each key stores one message, and the three answers for a key name that message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotency_key_used_through_every_node_at_once_stores_one_message() {
+    const KEYS: u32 = 10;
+    let Some((cluster, database)) = database().await else {
+        return;
+    };
+    let clock = ManualClock::starting_now();
+    let mut runtimes = Vec::new();
+    for node in 0..NODES {
+        runtimes.push(runtime(cluster, node, &database, &clock).await);
+    }
+    for key in 0..KEYS {
+        let enqueues = runtimes.iter().map(|runtime| async move {
+            runtime
+                .reference::<Ledger>("keyed")
+                .enqueue()
+                .idempotency_key(format!("key-{key}"))
+                .append(key)
+                .await
+                .map(|queued| queued.id())
+        });
+        let answers = futures_util::future::join_all(enqueues).await;
+        let ids: BTreeSet<i64> = answers
+            .into_iter()
+            .enumerate()
+            .map(|(node, answer)| {
+                answer.unwrap_or_else(|error| panic!("key-{key} through node {node}: {error}"))
+            })
+            .collect();
+        assert_eq!(
+            ids.len(),
+            1,
+            "key-{key}: one message named by every answer: {ids:?}"
+        );
+    }
+    let stored = "SELECT COUNT(*) FROM solid_messages";
+    assert_eq!(scalar(cluster, 2, &database, stored).await, i64::from(KEYS));
+    for runtime in runtimes {
+        runtime.close().await;
+    }
+}
+
+/// Calls on one actor through node 1 while the actor is destroyed through node 0, five
+/// times: each destroy succeeds (a turn elsewhere finishes first, as on one server), and
+/// each call is answered with its count or as destroyed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn destroying_an_actor_through_one_node_while_calls_run_through_another_succeeds() {
+    const ROUNDS: usize = 5;
+    const CALLS: usize = 10;
+    let Some((cluster, database)) = database().await else {
+        return;
+    };
+    let clock = ManualClock::starting_now();
+    let destroyer = runtime(cluster, 0, &database, &clock).await;
+    let caller = runtime(cluster, 1, &database, &clock).await;
+    for round in 0..ROUNDS {
+        let tally = caller.reference::<Tally>("doomed");
+        tally.add().await.expect("a call before the destroy");
+        let calls = (0..CALLS).map(|_| {
+            let tally = tally.clone();
+            async move { tally.add().await }
+        });
+        let destroy = async {
+            tokio::task::yield_now().await;
+            destroyer.reference::<Tally>("doomed").destroy().await
+        };
+        let (answers, destroyed) = tokio::join!(futures_util::future::join_all(calls), destroy);
+        destroyed.unwrap_or_else(|error| panic!("round {round}: the destroy: {error}"));
+        for answer in answers {
+            match answer {
+                Ok(_) | Err(Error::Destroyed { .. }) => {}
+                Err(error) => panic!("round {round}: a call: {error}"),
+            }
+        }
+    }
+    destroyer.close().await;
+    caller.close().await;
+}
+
+/// Ten dead letters, each retried through all three nodes at once: each is enqueued again
+/// once, and every answer names that one new message (as two operators retrying at once on
+/// one server are answered).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_letter_retried_through_every_node_at_once_is_enqueued_once_and_each_hears_it() {
+    const DEAD: usize = 10;
+    let Some((cluster, database)) = database().await else {
+        return;
+    };
+    let clock = ManualClock::starting_now();
+    let mut runtimes = Vec::new();
+    for node in 0..NODES {
+        runtimes.push(runtime(cluster, node, &database, &clock).await);
+    }
+    for actor in 0..DEAD {
+        let broken = runtimes[0].reference::<Broken>(format!("b{actor}"));
+        assert!(broken.run().await.is_err(), "b{actor} fails");
+    }
+    let dead = runtimes[0]
+        .admin()
+        .dead_letters(&DeadLetterFilter::new())
+        .await
+        .unwrap();
+    assert_eq!(dead.len(), DEAD);
+    for letter in dead {
+        let retries = runtimes.iter().map(|runtime| async move {
+            runtime
+                .admin()
+                .retry_dead_letter(letter.message_id)
+                .await
+                .map(|retry| retry.id())
+        });
+        let answers = futures_util::future::join_all(retries).await;
+        let ids: BTreeSet<i64> = answers
+            .into_iter()
+            .enumerate()
+            .map(|(node, answer)| {
+                answer.unwrap_or_else(|error| {
+                    panic!(
+                        "dead letter {} through node {node}: {error}",
+                        letter.message_id
+                    )
+                })
+            })
+            .collect();
+        assert_eq!(ids.len(), 1, "one retry named by every answer: {ids:?}");
+    }
+    let stored = "SELECT COUNT(*) FROM solid_messages";
+    assert_eq!(
+        scalar(cluster, 1, &database, stored).await,
+        i64::try_from(2 * DEAD).unwrap()
+    );
+    for runtime in runtimes {
+        runtime.close().await;
+    }
+}
+
+/// Sixty messages enqueued on three actors, then every node's runtime drains at once: each
+/// message runs once, at its first attempt (a certification failure is never counted), and
+/// each actor's turns run in its enqueue order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_messages_drained_by_every_node_at_once_run_once_in_order_and_count_no_failure() {
+    const ACTORS: u32 = 3;
+    const PER_ACTOR: u32 = 20;
+    let Some((cluster, database)) = database().await else {
+        return;
+    };
+    let clock = ManualClock::starting_now();
+    let mut runtimes = Vec::new();
+    for node in 0..NODES {
+        runtimes.push(runtime(cluster, node, &database, &clock).await);
+    }
+    for entry in 0..PER_ACTOR {
+        for actor in 0..ACTORS {
+            runtimes[0]
+                .reference::<Ledger>(format!("q{actor}"))
+                .enqueue()
+                .append(entry)
+                .await
+                .unwrap();
+        }
+    }
+    let draining = runtimes
+        .iter()
+        .map(|runtime| async move { runtime.testing().drain().await });
+    for (node, drained) in futures_util::future::join_all(draining)
+        .await
+        .into_iter()
+        .enumerate()
+    {
+        drained.unwrap_or_else(|error| panic!("node {node} drains: {error}"));
+    }
+    for actor in 0..ACTORS {
+        let state = runtimes[0]
+            .reference::<Ledger>(format!("q{actor}"))
+            .snapshot()
+            .await
+            .unwrap();
+        assert_eq!(
+            state.entries,
+            (0..PER_ACTOR).collect::<Vec<_>>(),
+            "actor q{actor}"
+        );
+    }
+    let not_first_time = "SELECT COUNT(*) FROM solid_messages
+         WHERE status <> 'completed' OR attempts <> 1 OR last_error IS NOT NULL";
+    assert_eq!(scalar(cluster, 0, &database, not_first_time).await, 0);
+    for runtime in runtimes {
+        runtime.close().await;
+    }
+}
+
+/// Sixty messages enqueued on one actor while every node's runtime drains it twice at once,
+/// and sync calls on it go through every node: each message runs once, at its first
+/// attempt (however many times a node's turn loses certification to another's), in its
+/// enqueue order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hot_actor_drained_and_called_through_every_node_at_once_counts_no_failure() {
+    const QUEUED: u32 = 60;
+    const CALLS_PER_NODE: u32 = 5;
+    let Some((cluster, database)) = database().await else {
+        return;
+    };
+    let clock = ManualClock::starting_now();
+    let mut runtimes = Vec::new();
+    for node in 0..NODES {
+        runtimes.push(runtime(cluster, node, &database, &clock).await);
+    }
+    for entry in 0..QUEUED {
+        runtimes[0]
+            .reference::<Ledger>("hot")
+            .enqueue()
+            .append(entry)
+            .await
+            .unwrap();
+    }
+    let draining = runtimes
+        .iter()
+        .chain(runtimes.iter())
+        .map(|runtime| async move { runtime.testing().drain().await.map(|_| ()) });
+    let calls = runtimes.iter().enumerate().flat_map(|(node, runtime)| {
+        let ledger = runtime.reference::<Ledger>("hot");
+        (0..CALLS_PER_NODE).map(move |call| {
+            let ledger = ledger.clone();
+            let entry = 1000 * (u32::try_from(node).unwrap() + 1) + call;
+            async move { ledger.append(entry).await }
+        })
+    });
+    let (drained, called) = tokio::join!(
+        futures_util::future::join_all(draining),
+        futures_util::future::join_all(calls)
+    );
+    for (drainer, drained) in drained.into_iter().enumerate() {
+        drained.unwrap_or_else(|error| panic!("drainer {drainer}: {error}"));
+    }
+    for called in called {
+        called.expect("every call commits");
+    }
+    let state = runtimes[0]
+        .reference::<Ledger>("hot")
+        .snapshot()
+        .await
+        .unwrap();
+    let queued: Vec<u32> = state
+        .entries
+        .iter()
+        .copied()
+        .filter(|entry| *entry < 1000)
+        .collect();
+    assert_eq!(queued, (0..QUEUED).collect::<Vec<_>>());
+    assert_eq!(
+        state.entries.len(),
+        usize::try_from(QUEUED + 3 * CALLS_PER_NODE).unwrap()
+    );
+    let not_first_time = "SELECT COUNT(*) FROM solid_messages
+         WHERE status <> 'completed' OR attempts <> 1 OR last_error IS NOT NULL";
+    assert_eq!(scalar(cluster, 0, &database, not_first_time).await, 0);
+    for runtime in runtimes {
+        runtime.close().await;
+    }
+}
+
+/// Eight callers call on actors of their own through node 2 until it is killed
+/// (`kill -9` of its `mariadbd`) under them: every count a caller was answered is in the
+/// cluster (read through node 0), and at most the one call that was in flight when the node
+/// died committed beyond it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_answered_through_a_node_killed_under_them_are_all_in_the_cluster() {
+    const CALLERS: usize = 8;
+    const KILLED: usize = 2;
+    let Some(cluster) = tokio::task::spawn_blocking(Galera::start)
+        .await
+        .expect("the cluster starts")
+    else {
+        return;
+    };
+    let database = cluster.database().await;
+    let clock = ManualClock::starting_now();
+    let through_killed = Runtime::builder()
+        .mysql(cluster.url(KILLED, &database), 8)
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .sync_timeout(Duration::from_secs(5))
+        .start()
+        .await
+        .unwrap();
+    let answered = Arc::new(AtomicU32::new(0));
+    let callers = (0..CALLERS).map(|caller| {
+        let tally = through_killed.reference::<Tally>(format!("k{caller}"));
+        let answered = Arc::clone(&answered);
+        async move {
+            let mut last_ok = 0;
+            loop {
+                match tally.add().await {
+                    Ok(count) => {
+                        assert_eq!(count, last_ok + 1, "caller {caller}'s counts in order");
+                        last_ok = count;
+                        answered.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Err(_) => return last_ok,
+                }
+            }
+        }
+    });
+    let cluster = Arc::new(std::sync::Mutex::new(cluster));
+    let killer = {
+        let cluster = Arc::clone(&cluster);
+        let answered = Arc::clone(&answered);
+        async move {
+            while answered.load(Ordering::SeqCst) < 200 {
+                tokio::task::yield_now().await;
+            }
+            tokio::task::spawn_blocking(move || cluster.lock().unwrap().kill_node(KILLED))
+                .await
+                .unwrap();
+        }
+    };
+    let (last_oks, ()) = tokio::join!(futures_util::future::join_all(callers), killer);
+    let cluster = cluster.lock().unwrap();
+    for (caller, last_ok) in last_oks.into_iter().enumerate() {
+        let sql = format!(
+            "SELECT CAST(COALESCE(JSON_VALUE(state, '$.count'), 0) AS SIGNED) FROM solid_instances
+             WHERE actor_id = 'k{caller}'"
+        );
+        let stored = scalar(&cluster, 0, &database, &sql).await;
+        assert!(
+            stored == last_ok || stored == last_ok + 1,
+            "caller {caller}: answered up to {last_ok}, the cluster holds {stored}"
+        );
+    }
+    through_killed.close().await;
 }

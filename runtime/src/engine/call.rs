@@ -545,11 +545,16 @@ impl Call<'_> {
     ) -> Result<Outcome> {
         let message_id = queued.message_id;
         loop {
-            let step = match self
+            let next = self
                 .engine
                 .run_next::<A>(self.key.actor_id, Lock::WaitUntil(self.deadline))
-                .await?
-            {
+                .await;
+            let step = match next {
+                // A conflict (a Galera node certified another turn first) is run again.
+                Err(error) if error.is_conflict() && !self.past_deadline() => continue,
+                next => next?,
+            };
+            let step = match step {
                 Step::Ran(report) if report.message_id == message_id => {
                     return Ok(report.outcome);
                 }

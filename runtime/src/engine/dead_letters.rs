@@ -2,6 +2,7 @@
 //! actor's mailbox.
 
 use super::enqueue::Origin;
+use super::mailbox_step::conflict_pause;
 use super::{Engine, Enqueued};
 use crate::error::{Error, Result};
 use crate::store::{ActorKey, MessageLookup, MessageRecord, StoredStatus};
@@ -51,8 +52,24 @@ impl Engine {
         }
     }
 
-    /// Enqueues a dead letter again, once.
+    /// Enqueues a dead letter again, once; a retry of it committed meanwhile through another
+    /// node (a Galera certification failure) is answered as [`Retry::Already`] on the next
+    /// try.
     async fn retry_once(&self, message_id: i64) -> Result<Retry> {
+        let mut conflicts = 0;
+        loop {
+            match self.try_retry(message_id).await {
+                Err(error) if error.is_conflict() && conflicts < RETRY_CONFLICTS => {
+                    conflicts += 1;
+                    conflict_pause(conflicts).await;
+                }
+                tried => return tried,
+            }
+        }
+    }
+
+    /// One try at [`retry_once`](Self::retry_once), in a transaction of its own.
+    async fn try_retry(&self, message_id: i64) -> Result<Retry> {
         let mut tx = self.begin(None).await?;
         let record = tx
             .message(MessageLookup::Id(message_id))
@@ -93,6 +110,9 @@ impl Engine {
         Ok(Retry::Enqueued(Box::new(record), enqueued))
     }
 }
+
+/// How many conflicts a retry of a dead letter runs again after.
+const RETRY_CONFLICTS: u32 = 8;
 
 /// What one retry of a dead letter did.
 enum Retry {

@@ -80,7 +80,9 @@ impl Engine {
                     if lock.deadline().is_some_and(|at| Instant::now() >= at) {
                         return Ok(Step::Busy);
                     }
-                    if conflicts >= CONFLICT_RETRIES {
+                    // A caller's turn runs again until its deadline: a conflict is no
+                    // failure of its message, however many turns other nodes certify first.
+                    if conflicts >= CONFLICT_RETRIES && !lock.waits() {
                         let error =
                             format!("the turn kept conflicting with other transactions: {why}");
                         return self.count_failure::<A>(key, &head, &error, true).await;
@@ -92,7 +94,13 @@ impl Engine {
                 // Taking the head conflicted (a Galera node's applier aborted the lock for a
                 // write another node committed first): nothing was written, so it is taken
                 // again, as a turn's conflict is run again.
-                Err(error) if error.is_conflict() && conflicts + 1 < CONFLICT_RETRIES => {
+                Err(error)
+                    if error.is_conflict()
+                        && (lock.waits() || conflicts + 1 < CONFLICT_RETRIES) =>
+                {
+                    if lock.deadline().is_some_and(|at| Instant::now() >= at) {
+                        return Ok(Step::Busy);
+                    }
                     conflicts += 1;
                     tracing::debug!(actor_id, conflicts, %error, "taking a turn conflicted; taking it again");
                     conflict_pause(conflicts).await;
