@@ -156,9 +156,12 @@ mod client;
 mod codec;
 mod engine;
 mod error;
+mod ids;
 mod limits;
 pub mod metrics;
 pub mod policy;
+#[cfg(feature = "simulation")]
+pub mod simulation;
 mod store;
 mod time;
 mod validate;

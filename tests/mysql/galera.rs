@@ -764,7 +764,10 @@ async fn calls_answered_through_a_node_killed_under_them_are_all_in_the_cluster(
         }
     };
     let (last_oks, ()) = tokio::join!(futures_util::future::join_all(callers), killer);
-    let cluster = cluster.lock().unwrap();
+    let cluster = Arc::into_inner(cluster)
+        .expect("the killer is done with the cluster")
+        .into_inner()
+        .unwrap();
     for (caller, last_ok) in last_oks.into_iter().enumerate() {
         let sql = format!(
             "SELECT CAST(COALESCE(JSON_VALUE(state, '$.count'), 0) AS SIGNED) FROM solid_instances

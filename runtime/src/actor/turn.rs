@@ -364,7 +364,7 @@ impl<A: Actor> Turn<A> {
     /// .on_success().charged().on_failure().charge_failed()` (see [`Emitted`]), and
     /// [`Emitted::id`] is the effect's id, to keep (the failure reply names it).
     pub fn emit<E: Effect>(&mut self, effect: E) -> Emitted<A, E> {
-        let effect_id = uuid::Uuid::now_v7().to_string();
+        let effect_id = crate::ids::new_request_id();
         let index = self.effects.push(PendingEffect {
             effect_id: effect_id.clone(),
             name: E::NAME,

@@ -71,6 +71,8 @@ pub struct Builder {
     group_commit: GroupCommit,
     #[cfg(feature = "sqlite")]
     file_mode: u32,
+    #[cfg(feature = "simulation")]
+    simulation: Option<Arc<dyn crate::simulation::Schedule>>,
     clock: Arc<dyn Clock>,
     policy: Option<Arc<dyn Policy>>,
     sync_timeout: Duration,
@@ -102,6 +104,8 @@ impl Default for Builder {
             group_commit: GroupCommit::default(),
             #[cfg(feature = "sqlite")]
             file_mode: 0o600,
+            #[cfg(feature = "simulation")]
+            simulation: None,
             clock: Arc::new(SystemClock),
             policy: None,
             sync_timeout: Duration::from_secs(5),
@@ -246,6 +250,15 @@ impl Builder {
     #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
     pub fn sqlite_file_mode(mut self, mode: u32) -> Self {
         self.file_mode = mode;
+        self
+    }
+
+    /// Runs the SQLite store behind `schedule`, which may fail or hang each of its steps: for
+    /// deterministic simulation tests only (see [`simulation`](crate::simulation)).
+    #[cfg(feature = "simulation")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "simulation")))]
+    pub fn simulation(mut self, schedule: Arc<dyn crate::simulation::Schedule>) -> Self {
+        self.simulation = Some(schedule);
         self
     }
 
@@ -465,6 +478,8 @@ impl Builder {
             true => SchemaMode::Migrate,
             false => SchemaMode::RequireCurrent,
         };
+        #[cfg(feature = "simulation")]
+        let simulation = self.simulation.clone();
         let store: Arc<dyn Store> = match self.database {
             None => {
                 return Err(Error::Config(
@@ -474,14 +489,20 @@ impl Builder {
                 ))
             }
             #[cfg(feature = "sqlite")]
-            Some(Database::SqliteFile(path)) => {
+            Some(Database::SqliteFile(path)) => 'store: {
                 let options = SqliteOptions {
                     durability: self.durability,
                     file_mode: self.file_mode,
                     group_commit: self.group_commit,
                     schema,
                 };
-                Arc::new(SqliteStore::open(&path, options).await?)
+                let store = SqliteStore::open(&path, options).await?;
+                #[cfg(feature = "simulation")]
+                if let Some(schedule) = simulation {
+                    let simulated = crate::store::simulated::SimulatedStore::new(store, schedule);
+                    break 'store Arc::new(simulated);
+                }
+                Arc::new(store)
             }
             #[cfg(feature = "sqlite")]
             Some(Database::SqlitePool(pool)) => {

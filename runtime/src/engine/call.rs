@@ -195,7 +195,7 @@ impl Engine {
             deadline: deadline_after(options.timeout),
         };
         let mut message = Some(message);
-        let request_id = crate::engine::new_request_id();
+        let request_id = crate::ids::new_request_id();
         let mut attempt = Attempt {
             request_id: &request_id,
             alone: false,

@@ -294,7 +294,7 @@ impl Engine {
                 actor_type: &effect.actor_type,
                 actor_id: &effect.actor_id,
             };
-            let request_id = crate::engine::new_request_id();
+            let request_id = crate::ids::new_request_id();
             let message = NewMessage {
                 operation: &reply.operation,
                 arguments: &reply.arguments,

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
 use super::call::WAIT_POLL;
-use super::{micros, new_request_id, paused, Engine};
+use super::{micros, paused, Engine};
 use crate::error::{Error, Result};
 use crate::limits::deadline_after;
 use crate::store::{
@@ -51,7 +51,7 @@ impl Engine {
         options: EnqueueOptions<'_>,
     ) -> Result<Enqueued> {
         let deadline = deadline_after(options.timeout);
-        let request_id = new_request_id();
+        let request_id = crate::ids::new_request_id();
         let mut in_doubt = false;
         loop {
             let tried = self
@@ -200,7 +200,9 @@ impl Engine {
                 limit,
             });
         }
-        let request_id = origin.request_id.map_or_else(new_request_id, str::to_owned);
+        let request_id = origin
+            .request_id
+            .map_or_else(crate::ids::new_request_id, str::to_owned);
         let message_id = tx
             .insert_message(
                 key,

@@ -285,6 +285,6 @@ impl Engine {
 /// keeps picking one of them, fall out of step.
 pub(super) async fn conflict_pause(conflicts: u32) {
     let base = 1_u64 << conflicts.min(6);
-    let jitter = u64::from(uuid::Uuid::new_v4().as_bytes()[0]) % base.max(1);
+    let jitter = u64::from(crate::ids::random_byte()) % base.max(1);
     tokio::time::sleep(std::time::Duration::from_millis(base + jitter)).await;
 }

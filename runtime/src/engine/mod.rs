@@ -372,10 +372,3 @@ fn insert_bounded<T: Eq + Hash>(set: &Mutex<HashSet<T>>, value: T) -> bool {
     let mut set = set.lock().unwrap_or_else(PoisonError::into_inner);
     set.len() < MAP_CAPACITY && set.insert(value)
 }
-
-/// A new request (or effect) id: a UUID that orders by creation time (version 7), so the
-/// unique index on these ids grows at its end, where consecutive commits (and every turn of a
-/// group commit) share one page, rather than at a random page per row.
-pub(crate) fn new_request_id() -> String {
-    uuid::Uuid::now_v7().to_string()
-}

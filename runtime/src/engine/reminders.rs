@@ -7,7 +7,7 @@ use std::sync::{Mutex, PoisonError};
 use tokio::time::Instant;
 
 use super::workers::STALL;
-use super::{from_micros, micros, new_request_id, Engine, MAP_CAPACITY};
+use super::{from_micros, micros, Engine, MAP_CAPACITY};
 use crate::actor::reminder::ScheduledReminder;
 use crate::actor::turn::Missed;
 use crate::error::{Error, Result};
@@ -95,7 +95,7 @@ impl Engine {
         let request_ids: Vec<String> = occurrences
             .iter()
             .flat_map(Occurrences::fired)
-            .map(|_| new_request_id())
+            .map(|_| crate::ids::new_request_id())
             .collect();
         let mut request_ids = request_ids.iter();
         let mut messages = Vec::with_capacity(request_ids.len());

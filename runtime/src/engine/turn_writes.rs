@@ -180,7 +180,7 @@ impl Writes {
                 actor_type: send.actor_type,
                 actor_id: &send.actor_id,
             };
-            let request_id = crate::engine::new_request_id();
+            let request_id = crate::ids::new_request_id();
             let message = NewMessage {
                 operation: send.operation,
                 arguments: &send.arguments,

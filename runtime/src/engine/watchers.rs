@@ -92,7 +92,7 @@ impl ActorWatch {
 impl Watchers {
     pub(crate) fn new(poll: Duration, listen: bool) -> Self {
         Self {
-            id: crate::engine::new_request_id(),
+            id: crate::ids::new_request_id(),
             actors: Mutex::default(),
             changed: Arc::default(),
             closed: watch::Sender::new(false),

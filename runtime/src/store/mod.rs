@@ -36,6 +36,8 @@ pub(crate) mod postgres;
 pub(crate) mod query;
 pub(crate) mod reminders;
 mod rows;
+#[cfg(feature = "simulation")]
+pub(crate) mod simulated;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
 mod turns;

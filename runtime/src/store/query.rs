@@ -166,6 +166,9 @@ pub(crate) enum On<'e> {
     MySql(&'e mut sqlx::MySqlConnection),
     #[cfg(feature = "mysql")]
     MySqlPool(&'e sqlx::MySqlPool),
+    /// Where a simulated store's statement runs, once its schedule lets it.
+    #[cfg(feature = "simulation")]
+    Simulated(&'e dyn crate::simulation::Schedule, Box<On<'e>>),
 }
 
 /// A row as a backend returned it.
@@ -259,6 +262,12 @@ impl<'q> Query<'q> {
             On::PostgresPool(pool, _) => Ok(standard_done(
                 self.standard().execute(pool).await?.rows_affected(),
             )),
+            #[cfg(feature = "simulation")]
+            On::Simulated(schedule, on) => {
+                super::simulated::before(schedule, crate::simulation::Step::Statement).await?;
+                let _held = crate::simulation::hold_clock();
+                Box::pin(self.execute(*on)).await
+            }
             #[cfg(feature = "mysql")]
             On::MySql(connection) => Ok(mysql_done(&self.mysql().execute(connection).await?)),
             #[cfg(feature = "mysql")]
@@ -297,6 +306,12 @@ impl<'q> Query<'q> {
             )
             .await?
             .map(Row::Postgres)),
+            #[cfg(feature = "simulation")]
+            On::Simulated(schedule, on) => {
+                super::simulated::before(schedule, crate::simulation::Step::Statement).await?;
+                let _held = crate::simulation::hold_clock();
+                Box::pin(self.fetch_optional(*on)).await
+            }
             #[cfg(feature = "mysql")]
             On::MySql(connection) => Ok(self
                 .mysql()
@@ -349,6 +364,12 @@ impl<'q> Query<'q> {
                 .await?,
                 Row::Postgres,
             )),
+            #[cfg(feature = "simulation")]
+            On::Simulated(schedule, on) => {
+                super::simulated::before(schedule, crate::simulation::Step::Statement).await?;
+                let _held = crate::simulation::hold_clock();
+                Box::pin(self.fetch_all(*on)).await
+            }
             #[cfg(feature = "mysql")]
             On::MySql(connection) => {
                 Ok(rows(self.mysql().fetch_all(connection).await?, Row::MySql))

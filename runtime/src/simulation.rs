@@ -1,0 +1,108 @@
+//! Fault injection for deterministic simulation tests: a [`Schedule`] sees every step the
+//! store takes and decides, at each, whether it proceeds, fails as a real database can, or
+//! hangs there.
+//!
+//! A runtime built with [`Builder::simulation`](crate::Builder::simulation) runs its SQLite
+//! store behind the schedule: each transaction's `BEGIN`, each statement (the runtime's own,
+//! not a handler's), and each `COMMIT` asks [`Schedule::at`] first. A test drives one such
+//! runtime from a seeded generator: which operation runs next, which step fails and how, when
+//! the runtime crashes. It replays a failing run from its seed, because nothing else in the
+//! run is random: with [`seed_ids`] the ids the runtime makes (request and effect ids, retry
+//! jitter) come from the seed too.
+//!
+//! A step that hangs never returns: the test then drops the future waiting on it (a caller
+//! that went away at that await) or the whole runtime with the tokio runtime it ran on (a
+//! crash at that step: connections closed without a commit, tasks gone).
+
+use std::cell::RefCell;
+
+/// Where in a transaction the store is about to go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Step {
+    /// A write transaction's `BEGIN`.
+    Begin,
+    /// One of the runtime's statements, in a transaction or on the read pool.
+    Statement,
+    /// A write transaction's `COMMIT`.
+    Commit,
+}
+
+/// What the store does at a [`Step`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Fault {
+    /// Goes on as usual.
+    Proceed,
+    /// Fails before the step with SQLite's `SQLITE_BUSY`: another connection held the lock.
+    Busy,
+    /// Fails before the step with SQLite's `SQLITE_IOERR`: the disk failed a read or write.
+    Io,
+    /// Never returns, before the step: the test drops the future that waits (a cancellation
+    /// or a crash there).
+    Hang,
+    /// At a `COMMIT`: commits, then never returns (a crash after the commit, before its
+    /// answer). Elsewhere, as [`Fault::Hang`].
+    HangAfter,
+}
+
+/// Decides what the store does at each step; see the [module docs](self).
+pub trait Schedule: Send + Sync + 'static {
+    /// What the store does at `step`. Called once per step, in the order the steps come.
+    fn at(&self, step: Step) -> Fault;
+
+    /// Told when the future of a step that hung ([`Fault::Hang`], [`Fault::HangAfter`]) is
+    /// dropped, so the schedule knows which hangs something still waits on.
+    fn released(&self, step: Step) {
+        let _ = step;
+    }
+}
+
+/// Keeps a paused tokio clock from moving on by itself while the guard lives: a statement
+/// runs on SQLite's own thread, and a paused runtime with nothing else to do would otherwise
+/// jump to its next timer meanwhile, at a moment the run does not choose. A blocking task
+/// holds the clock (tokio does not auto-advance while one runs) until the guard drops.
+pub(crate) struct ClockHeld(#[allow(dead_code)] std::sync::mpsc::Sender<()>);
+
+/// Holds the paused clock until the guard drops; see [`ClockHeld`].
+pub(crate) fn hold_clock() -> ClockHeld {
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    tokio::task::spawn_blocking(move || {
+        // Ends when the guard's sender drops.
+        let _ = released.recv();
+    });
+    ClockHeld(release)
+}
+
+thread_local! {
+    /// The seeded source of this thread's ids, if a simulation set one.
+    static SEEDED: RefCell<Option<SeededIds>> = const { RefCell::new(None) };
+}
+
+/// Ids drawn from a seed: a counter behind a fixed version-7 timestamp, so they are unique,
+/// ordered by creation, and the same in every run from one seed.
+struct SeededIds {
+    seed: u64,
+    next: u64,
+}
+
+/// Makes the ids the runtime creates on this thread (request ids, effect ids, retry jitter)
+/// come from `seed`, or, with `None`, from the system's clock and randomness again.
+///
+/// A simulation runs its world on one thread (a current-thread tokio runtime), so every id
+/// of a run comes from its seed and a run replays the same from it.
+pub fn seed_ids(seed: Option<u64>) {
+    SEEDED.with(|seeded| {
+        *seeded.borrow_mut() = seed.map(|seed| SeededIds { seed, next: 0 });
+    });
+}
+
+/// The next seeded id on this thread, if [`seed_ids`] set a seed.
+pub(crate) fn next_seeded() -> Option<u128> {
+    SEEDED.with(|seeded| {
+        seeded.borrow_mut().as_mut().map(|ids| {
+            ids.next += 1;
+            (u128::from(ids.seed) << 64) | u128::from(ids.next)
+        })
+    })
+}

@@ -1,0 +1,244 @@
+//! The SQLite store behind a simulation's [`Schedule`]: every `BEGIN`, statement and
+//! `COMMIT` asks the schedule first, which may fail it as SQLite can or hang it there (see
+//! [`crate::simulation`]).
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+
+use super::query::{Dialect, On};
+use super::sqlite::SqliteStore;
+use super::{
+    ActorKey, Bounds, Counters, LockedActor, ReadConnections, StateNotices, Stats, Store,
+    Transaction, Version, WorkNotices, WriteConnection,
+};
+use crate::error::Result;
+use crate::simulation::{hold_clock, Fault, Schedule, Step};
+
+/// The SQLite store, each step of it asking a [`Schedule`] first.
+pub(crate) struct SimulatedStore {
+    inner: SqliteStore,
+    schedule: Arc<dyn Schedule>,
+}
+
+impl SimulatedStore {
+    /// `inner`, behind `schedule`.
+    pub(crate) fn new(inner: SqliteStore, schedule: Arc<dyn Schedule>) -> Self {
+        Self { inner, schedule }
+    }
+}
+
+/// Asks `schedule` about `step`: `Ok` to go on (and whether to hang after it), the error a
+/// failing step returns, or never, for a step that hangs before it.
+pub(crate) async fn before(schedule: &dyn Schedule, step: Step) -> sqlx::Result<bool> {
+    match schedule.at(step) {
+        Fault::Proceed => Ok(false),
+        Fault::Busy => Err(SimulatedError::busy().into()),
+        Fault::Io => Err(SimulatedError::io().into()),
+        Fault::HangAfter if step == Step::Commit => Ok(true),
+        Fault::Hang | Fault::HangAfter => hang(schedule, step).await,
+    }
+}
+
+/// Never returns; tells `schedule` when its future is dropped.
+pub(crate) async fn hang<T>(schedule: &dyn Schedule, step: Step) -> T {
+    /// Tells the schedule that the hung step's future is gone.
+    struct Released<'a>(&'a dyn Schedule, Step);
+
+    impl Drop for Released<'_> {
+        fn drop(&mut self) {
+            self.0.released(self.1);
+        }
+    }
+
+    let _released = Released(schedule, step);
+    std::future::pending().await
+}
+
+impl ReadConnections for SimulatedStore {
+    fn readers(&self) -> On<'_> {
+        On::Simulated(&*self.schedule, Box::new(self.inner.readers()))
+    }
+
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
+    }
+}
+
+#[async_trait]
+impl Store for SimulatedStore {
+    async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>> {
+        before(&*self.schedule, Step::Begin).await?;
+        let _held = hold_clock();
+        Ok(Box::new(SimulatedTransaction {
+            inner: self.inner.begin(bounds).await?,
+            schedule: Arc::clone(&self.schedule),
+        }))
+    }
+
+    async fn listen_states(&self) -> Result<Option<Box<dyn StateNotices>>> {
+        self.inner.listen_states().await
+    }
+
+    async fn announce_watched(&self, watcher: &str, actors: &str, lease: Duration) -> Result<()> {
+        self.inner.announce_watched(watcher, actors, lease).await
+    }
+
+    async fn reconnect(&self, deadline: Instant) -> Result<()> {
+        self.inner.reconnect(deadline).await
+    }
+
+    fn stats(&self) -> Stats {
+        self.inner.stats()
+    }
+
+    fn concurrent_turns(&self) -> usize {
+        self.inner.concurrent_turns()
+    }
+
+    async fn close(&self) {
+        self.inner.close().await;
+    }
+
+    async fn listen(&self) -> Result<Option<Box<dyn WorkNotices>>> {
+        self.inner.listen().await
+    }
+
+    fn schema(&self) -> (&'static str, i64) {
+        self.inner.schema()
+    }
+
+    async fn settings(&self) -> Result<Vec<(String, String)>> {
+        self.inner.settings().await
+    }
+
+    async fn database_micros(&self) -> Result<Option<i64>> {
+        self.inner.database_micros().await
+    }
+}
+
+/// A SQLite transaction whose statements and `COMMIT` ask the schedule first.
+struct SimulatedTransaction {
+    inner: Box<dyn Transaction>,
+    schedule: Arc<dyn Schedule>,
+}
+
+impl WriteConnection for SimulatedTransaction {
+    fn on(&mut self) -> On<'_> {
+        On::Simulated(&*self.schedule, Box::new(self.inner.on()))
+    }
+
+    fn dialect(&self) -> Dialect {
+        self.inner.dialect()
+    }
+
+    fn counters(&self) -> &Counters {
+        self.inner.counters()
+    }
+
+    fn poison(&mut self) {
+        self.inner.poison();
+    }
+}
+
+#[async_trait]
+impl Transaction for SimulatedTransaction {
+    async fn lock_actor(
+        &mut self,
+        actor: ActorKey<'_, '_>,
+        wait: bool,
+        now: i64,
+        known: Option<Version>,
+    ) -> Result<Option<LockedActor>> {
+        before(&*self.schedule, Step::Statement).await?;
+        let _held = hold_clock();
+        self.inner.lock_actor(actor, wait, now, known).await
+    }
+
+    fn group_budget(&self) -> Option<Instant> {
+        self.inner.group_budget()
+    }
+
+    fn sqlite(&mut self) -> Option<&mut sqlx::SqliteConnection> {
+        self.inner.sqlite()
+    }
+
+    async fn commit(self: Box<Self>) -> Result<()> {
+        let hang_after = before(&*self.schedule, Step::Commit).await?;
+        let held = hold_clock();
+        self.inner.commit().await?;
+        drop(held);
+        if hang_after {
+            hang::<()>(&*self.schedule, Step::Commit).await;
+        }
+        Ok(())
+    }
+
+    async fn rollback(self: Box<Self>) -> Result<()> {
+        let _held = hold_clock();
+        self.inner.rollback().await
+    }
+}
+
+/// An error SQLite could have returned, made by the schedule.
+#[derive(Debug)]
+pub(crate) struct SimulatedError {
+    /// SQLite's primary result code.
+    code: i32,
+    message: &'static str,
+}
+
+impl SimulatedError {
+    /// `SQLITE_BUSY`.
+    fn busy() -> Self {
+        Self {
+            code: 5,
+            message: "database is locked (simulated)",
+        }
+    }
+
+    /// `SQLITE_IOERR`.
+    fn io() -> Self {
+        Self {
+            code: 10,
+            message: "disk I/O error (simulated)",
+        }
+    }
+}
+
+impl std::fmt::Display for SimulatedError {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(self.message)
+    }
+}
+
+impl std::error::Error for SimulatedError {}
+
+impl sqlx::error::DatabaseError for SimulatedError {
+    fn message(&self) -> &str {
+        self.message
+    }
+
+    fn code(&self) -> Option<Cow<'_, str>> {
+        Some(Cow::Owned(self.code.to_string()))
+    }
+
+    fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        self
+    }
+
+    fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+        self
+    }
+
+    fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+        self
+    }
+
+    fn kind(&self) -> sqlx::error::ErrorKind {
+        sqlx::error::ErrorKind::Other
+    }
+}

@@ -1,0 +1,153 @@
+//! The seeded generator every choice of a run comes from, and the schedule that injects the
+//! store's faults from it.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use solid_objects::simulation::{Fault, Schedule, Step};
+
+/// A small seeded generator (SplitMix64): the same seed, the same numbers.
+#[derive(Debug, Clone)]
+pub(crate) struct Seeded(u64);
+
+impl Seeded {
+    pub(crate) fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number below `bound` (at least 1).
+    pub(crate) fn below(&mut self, bound: u64) -> u64 {
+        self.next() % bound.max(1)
+    }
+
+    /// True one time in `odds`.
+    pub(crate) fn one_in(&mut self, odds: u64) -> bool {
+        self.below(odds) == 0
+    }
+}
+
+/// The kinds of fault a run injects, as the summary counts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Injected {
+    Busy,
+    Io,
+    Cancel,
+    HangAfterCommit,
+    Crash,
+}
+
+/// The store's schedule in a run: each step fails one time in `odds`, drawn from its own
+/// seeded generator; it counts the steps and what it injected, and knows which hangs are
+/// still held (a hung step whose future nobody dropped yet).
+pub(crate) struct SeededSchedule {
+    state: Mutex<ScheduleState>,
+    hung: AtomicUsize,
+    /// Whether faults are injected (off for the final recovery).
+    on: AtomicBool,
+    /// Told when a step hangs: the simulator then drops what waits on it.
+    pub(crate) hang: tokio::sync::Notify,
+}
+
+struct ScheduleState {
+    seeded: Seeded,
+    odds: u64,
+    steps: u64,
+    injected: BTreeMap<Injected, u64>,
+    /// The last fault, with the step it came at, for the trace.
+    log: Vec<(u64, Step, Fault)>,
+}
+
+impl SeededSchedule {
+    pub(crate) fn new(seed: u64, odds: u64) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(ScheduleState {
+                seeded: Seeded::new(seed ^ 0x5EED_FA17),
+                odds,
+                steps: 0,
+                injected: BTreeMap::new(),
+                log: Vec::new(),
+            }),
+            hung: AtomicUsize::new(0),
+            on: AtomicBool::new(true),
+            hang: tokio::sync::Notify::new(),
+        })
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, ScheduleState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Stops (or starts again) injecting faults.
+    pub(crate) fn inject(&self, on: bool) {
+        self.on.store(on, Ordering::SeqCst);
+    }
+
+    /// Hangs not released yet: a hung step whose future is still held somewhere.
+    pub(crate) fn held_hangs(&self) -> usize {
+        self.hung.load(Ordering::SeqCst)
+    }
+
+    /// Forgets the hangs of a runtime that crashed (its futures went with it).
+    pub(crate) fn forget_hangs(&self) {
+        self.hung.store(0, Ordering::SeqCst);
+    }
+
+    /// Counts a fault the simulator injected itself (a crash, a kill).
+    pub(crate) fn count(&self, injected: Injected) {
+        *self.state().injected.entry(injected).or_default() += 1;
+    }
+
+    pub(crate) fn steps(&self) -> u64 {
+        self.state().steps
+    }
+
+    pub(crate) fn injected(&self) -> BTreeMap<Injected, u64> {
+        self.state().injected.clone()
+    }
+
+    /// The faults injected since the last call, as trace lines.
+    pub(crate) fn take_log(&self) -> Vec<String> {
+        std::mem::take(&mut self.state().log)
+            .into_iter()
+            .map(|(step, at, fault)| format!("step {step} {at:?}: {fault:?}"))
+            .collect()
+    }
+}
+
+impl Schedule for SeededSchedule {
+    fn at(&self, step: Step) -> Fault {
+        let mut state = self.state();
+        state.steps += 1;
+        let odds = state.odds;
+        if !self.on.load(Ordering::SeqCst) || !state.seeded.one_in(odds) {
+            return Fault::Proceed;
+        }
+        let (fault, injected) = match state.seeded.below(10) {
+            0..=3 => (Fault::Busy, Injected::Busy),
+            4..=6 => (Fault::Io, Injected::Io),
+            7 if step == Step::Commit => (Fault::HangAfter, Injected::HangAfterCommit),
+            _ => (Fault::Hang, Injected::Cancel),
+        };
+        *state.injected.entry(injected).or_default() += 1;
+        let at = state.steps;
+        state.log.push((at, step, fault));
+        if matches!(fault, Fault::Hang | Fault::HangAfter) {
+            self.hung.fetch_add(1, Ordering::SeqCst);
+            self.hang.notify_one();
+        }
+        fault
+    }
+
+    fn released(&self, _step: Step) {
+        self.hung.fetch_sub(1, Ordering::SeqCst);
+    }
+}

@@ -1,0 +1,180 @@
+//! The actors a simulated run works on, and the operations its callers make, each as a real
+//! client would: a synchronous call or an enqueue under an idempotency key, retried later
+//! under the same key when it failed.
+
+use serde::{Deserialize, Serialize};
+use solid_objects::prelude::*;
+use solid_objects::Effect;
+
+/// The accounts the runs' ledgers are.
+pub(crate) const ACCOUNTS: usize = 3;
+
+/// A ledger: entries applied in order, credits sent by other ledgers, reminders that came
+/// due, and charges whose effect replied.
+#[actor]
+#[derive(Debug, Default)]
+pub(crate) struct Ledger {
+    pub(crate) entries: Vec<u64>,
+    pub(crate) credits: Vec<u64>,
+    pub(crate) reminded: Vec<u64>,
+    pub(crate) charged: Vec<u64>,
+}
+
+#[actor]
+impl Ledger {
+    /// Applies `entry`; returns how many entries are applied.
+    #[command]
+    fn apply(&mut self, entry: u64) -> usize {
+        self.entries.push(entry);
+        self.entries.len()
+    }
+
+    /// Applies `entry` here and credits it to the ledger `to`, with the same commit.
+    #[command]
+    fn transfer(&mut self, turn: &mut Turn<Self>, entry: u64, to: String) -> usize {
+        self.entries.push(entry);
+        turn.send::<Ledger>(to).credit(entry);
+        self.entries.len()
+    }
+
+    #[command]
+    fn credit(&mut self, entry: u64) {
+        self.credits.push(entry);
+    }
+
+    /// Reminds this ledger of `entry` `after_millis` from now.
+    #[command]
+    fn remind(&mut self, turn: &mut Turn<Self>, entry: u64, after_millis: i64) {
+        turn.schedule(
+            turn.now() + TimeDelta::milliseconds(after_millis),
+            format!("r-{entry}"),
+        )
+        .recall(entry);
+    }
+
+    /// A reminder comes at least once per occurrence: the guard keeps it once.
+    #[reminder]
+    fn recall(&mut self, entry: u64) {
+        if !self.reminded.contains(&entry) {
+            self.reminded.push(entry);
+        }
+    }
+
+    /// Charges `entry` outside the database; the charge's reply records it.
+    #[command]
+    fn charge(&mut self, turn: &mut Turn<Self>, entry: u64) {
+        turn.emit(Charge { entry }).on_success().charged();
+    }
+
+    #[reply]
+    fn charged(&mut self, entry: u64) {
+        self.charged.push(entry);
+    }
+}
+
+/// An effect: a charge the world counts the runs of.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct Charge {
+    pub(crate) entry: u64,
+}
+
+impl Effect for Charge {
+    const NAME: &'static str = "charge";
+    type Output = u64;
+}
+
+/// What one caller's operation does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Work {
+    /// A synchronous `apply`.
+    Apply,
+    /// An enqueued `apply`.
+    Enqueue,
+    /// A synchronous `transfer` to another account.
+    Transfer { to: usize },
+    /// A synchronous `remind`.
+    Remind { after_millis: i64 },
+    /// A synchronous `charge`.
+    Charge,
+}
+
+/// One operation of a run, as the model keeps it.
+#[derive(Debug, Clone)]
+pub(crate) struct Operation {
+    /// Its entry: the operation's number in the run, unique.
+    pub(crate) entry: u64,
+    pub(crate) account: usize,
+    pub(crate) work: Work,
+    /// When it was first made, and when (if ever) it was acknowledged, in operations.
+    pub(crate) issued_at: usize,
+    pub(crate) acknowledged_at: Option<usize>,
+    /// How many attempts ended in an error that says nothing was written, and how many
+    /// ended otherwise unacknowledged (cancelled, crashed, an error that says nothing).
+    pub(crate) said_nothing: usize,
+    pub(crate) unknown: usize,
+}
+
+impl Operation {
+    pub(crate) fn key(&self) -> String {
+        format!("e-{}", self.entry)
+    }
+}
+
+/// The account's id.
+pub(crate) fn account(account: usize) -> String {
+    format!("l-{account}")
+}
+
+/// Runs one attempt of `operation` on `runtime`: `Ok` with what it answered, or the error.
+pub(crate) async fn attempt(
+    runtime: &Runtime,
+    operation: &Operation,
+) -> solid_objects::Result<String> {
+    let ledger = runtime
+        .reference::<Ledger>(account(operation.account))
+        .idempotency_key(operation.key());
+    let entry = operation.entry;
+    match &operation.work {
+        Work::Apply => ledger.apply(entry).await.map(|count| count.to_string()),
+        Work::Enqueue => runtime
+            .reference::<Ledger>(account(operation.account))
+            .enqueue()
+            .idempotency_key(operation.key())
+            .apply(entry)
+            .await
+            .map(|_| "enqueued".to_owned()),
+        Work::Transfer { to } => ledger
+            .transfer(entry, account(*to))
+            .await
+            .map(|count| count.to_string()),
+        Work::Remind { after_millis } => ledger
+            .remind(entry, *after_millis)
+            .await
+            .map(|()| "scheduled".to_owned()),
+        Work::Charge => ledger.charge(entry).await.map(|()| "emitted".to_owned()),
+    }
+}
+
+/// Whether an error says that nothing of the attempt was written.
+pub(crate) fn says_nothing_was_written(error: &Error) -> bool {
+    let text = error.to_string();
+    [
+        "nothing was written",
+        "nothing was enqueued",
+        "nothing of",
+        "nothing was kept",
+        "nothing changed",
+    ]
+    .iter()
+    .any(|claim| text.contains(claim))
+}
+
+/// An error's variant, for the trace (its text names times the run does not fix).
+pub(crate) fn variant(error: &Error) -> String {
+    let debug = format!("{error:?}");
+    debug
+        .split(|c: char| !c.is_alphanumeric())
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}

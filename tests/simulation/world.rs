@@ -1,0 +1,419 @@
+//! One simulated run: a SQLite file, a runtime on it behind the seeded schedule, callers
+//! making operations one at a time, the clock, crashes, and the final recovery.
+//!
+//! The world is one thread: each runtime lives on a current-thread tokio runtime of its own,
+//! and every choice comes from the run's seed, so a seed replays the same run. Operations run
+//! one at a time; a step the schedule hangs drops the operation's future there (a caller that
+//! went away), and sometimes the whole runtime with its tokio runtime (a crash there), after
+//! which a new runtime opens on the same file.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::pin::pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use solid_objects::prelude::*;
+use solid_objects::{EffectContext, GroupCommit, RetryPolicy};
+
+use super::schedule::{Injected, Seeded, SeededSchedule};
+use super::workload::{self, Charge, Ledger, Operation, Work, ACCOUNTS};
+
+/// A run's settings.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Settings {
+    pub(crate) seed: u64,
+    /// How many operations (calls, clock moves, worker passes, crashes) the run makes.
+    pub(crate) steps: usize,
+    /// One store step in `fault_odds` fails or hangs.
+    pub(crate) fault_odds: u64,
+}
+
+/// What a run did and found.
+#[derive(Debug, Default)]
+pub(crate) struct Report {
+    pub(crate) store_steps: u64,
+    pub(crate) injected: BTreeMap<Injected, u64>,
+    pub(crate) violations: Vec<String>,
+    pub(crate) trace: Vec<String>,
+}
+
+impl Report {
+    /// The hash of the trace: two runs of one seed must give the same.
+    pub(crate) fn trace_hash(&self) -> u64 {
+        let mut hasher = DefaultHasher::new();
+        self.trace.hash(&mut hasher);
+        hasher.finish()
+    }
+}
+
+/// A runtime and the tokio runtime it lives on.
+struct Live {
+    tokio: tokio::runtime::Runtime,
+    runtime: Runtime,
+}
+
+/// The world of one run.
+pub(crate) struct World {
+    settings: Settings,
+    seeded: Seeded,
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+    clock: ManualClock,
+    schedule: Arc<SeededSchedule>,
+    /// How many times each charge's effect ran, across crashes.
+    charges: Arc<Mutex<BTreeMap<u64, u32>>>,
+    live: Option<Live>,
+    operations: Vec<Operation>,
+    /// Operations so far (the model's time).
+    now: usize,
+    report: Report,
+}
+
+/// What an operation's future came to.
+enum Ended<T> {
+    Done(T),
+    /// A step hung: the future was dropped there.
+    Hung,
+}
+
+impl World {
+    pub(crate) fn new(settings: Settings) -> Self {
+        solid_objects::simulation::seed_ids(Some(settings.seed));
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let path = dir.path().join("simulated.db");
+        let start = chrono::DateTime::from_timestamp(1_800_000_000, 0).expect("a start time");
+        Self {
+            settings,
+            seeded: Seeded::new(settings.seed),
+            _dir: dir,
+            path,
+            clock: ManualClock::new(start),
+            schedule: SeededSchedule::new(settings.seed, settings.fault_odds),
+            charges: Arc::default(),
+            live: None,
+            operations: Vec::new(),
+            now: 0,
+            report: Report::default(),
+        }
+    }
+
+    /// Runs the world's steps, recovers, checks the invariants; returns what it found.
+    pub(crate) fn run(mut self) -> Report {
+        self.open();
+        for _ in 0..self.settings.steps {
+            self.step();
+            self.now += 1;
+        }
+        self.recover();
+        self.check();
+        self.drop_runtime();
+        self.report.store_steps = self.schedule.steps();
+        self.report.injected = self.schedule.injected();
+        solid_objects::simulation::seed_ids(None);
+        self.report
+    }
+
+    fn trace(&mut self, line: String) {
+        for fault in self.schedule.take_log() {
+            self.report.trace.push(fault);
+        }
+        self.report.trace.push(line);
+    }
+
+    /// Opens a runtime on the file, behind the schedule.
+    fn open(&mut self) {
+        let tokio = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime");
+        let charges = Arc::clone(&self.charges);
+        let builder = Runtime::builder()
+            .sqlite(&self.path)
+            .group_commit(GroupCommit::off())
+            .clock(self.clock.clone())
+            .policy(AllowAll)
+            .sync_timeout(Duration::from_secs(60))
+            .retry(
+                RetryPolicy::new()
+                    .max_attempts(1000)
+                    .base_delay(Duration::from_millis(100))
+                    .max_delay(Duration::from_secs(5)),
+            )
+            .simulation(self.schedule.clone())
+            .actor::<Ledger>()
+            .effect(move |charge: Charge, _: EffectContext| {
+                let charges = Arc::clone(&charges);
+                async move {
+                    *charges
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .entry(charge.entry)
+                        .or_default() += 1;
+                    Ok(charge.entry)
+                }
+            });
+        // The clock runs while the file opens (SQLite's thread opens it), and stops once the
+        // runtime runs: from then on, time moves only when nothing else can.
+        let runtime = tokio
+            .block_on(builder.start())
+            .expect("the runtime opens the simulated file");
+        tokio.block_on(async { tokio::time::pause() });
+        self.live = Some(Live { tokio, runtime });
+    }
+
+    /// Drops the runtime and every task of it, mid-step: a crash. Its connections close
+    /// without committing.
+    fn crash(&mut self) {
+        self.drop_runtime();
+        self.schedule.forget_hangs();
+        self.schedule.count(Injected::Crash);
+        self.open();
+    }
+
+    /// Drops the runtime inside its tokio runtime (its pools close there), then the tokio
+    /// runtime with every task still on it.
+    fn drop_runtime(&mut self) {
+        if let Some(Live { tokio, runtime }) = self.live.take() {
+            tokio.block_on(async move { drop(runtime) });
+            tokio.shutdown_background();
+        }
+    }
+
+    /// Runs `work` on the live runtime until it ends or one of its steps hangs (then it is
+    /// dropped there); a hang left held by something else than `work` (a task of the
+    /// runtime) crashes the runtime, as does, sometimes, any hang.
+    fn drive<T, F, Fut>(&mut self, work: F) -> Ended<T>
+    where
+        F: FnOnce(Runtime) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let live = self.live.as_ref().expect("a live runtime");
+        let runtime = live.runtime.clone();
+        let schedule = Arc::clone(&self.schedule);
+        let ended = live.tokio.block_on(async move {
+            let mut work = pin!(work(runtime));
+            loop {
+                tokio::select! {
+                    biased;
+                    done = &mut work => return Ended::Done(done),
+                    () = schedule.hang.notified() => {
+                        if schedule.held_hangs() > 0 {
+                            return Ended::Hung;
+                        }
+                    }
+                }
+            }
+        });
+        if matches!(ended, Ended::Hung) && (self.schedule.held_hangs() > 0 || self.seeded.one_in(3))
+        {
+            self.crash();
+            self.trace("crash".to_owned());
+        }
+        ended
+    }
+
+    /// One step: a caller's operation, a retry of one that failed, the clock, a worker's
+    /// pass, or a crash.
+    fn step(&mut self) {
+        match self.seeded.below(100) {
+            0..=44 => self.new_operation(),
+            45..=59 => self.retry_operation(),
+            60..=69 => {
+                let millis = self.seeded.below(3_000);
+                self.clock.advance(Duration::from_millis(millis));
+                self.trace(format!("{} clock +{millis} ms", self.now));
+            }
+            70..=79 => self.pass("drain"),
+            80..=86 => self.pass("reminders"),
+            87..=94 => self.pass("effects"),
+            95..=96 => {
+                self.crash();
+                self.trace(format!("{} crash", self.now));
+            }
+            _ => {
+                // The caller's own deadline: it gives up at once, without a fault.
+                self.trace(format!("{} idle", self.now));
+            }
+        }
+    }
+
+    fn new_operation(&mut self) {
+        let account = self.seeded.below(ACCOUNTS as u64) as usize;
+        let work = match self.seeded.below(10) {
+            0..=3 => Work::Apply,
+            4..=5 => Work::Enqueue,
+            6 => Work::Transfer {
+                to: (account + 1 + self.seeded.below(ACCOUNTS as u64 - 1) as usize) % ACCOUNTS,
+            },
+            7..=8 => Work::Remind {
+                after_millis: i64::try_from(self.seeded.below(10_000)).unwrap_or(0),
+            },
+            _ => Work::Charge,
+        };
+        self.operations.push(Operation {
+            entry: self.operations.len() as u64,
+            account,
+            work,
+            issued_at: self.now,
+            acknowledged_at: None,
+            said_nothing: 0,
+            unknown: 0,
+        });
+        self.attempt(self.operations.len() - 1);
+    }
+
+    fn retry_operation(&mut self) {
+        let failed: Vec<usize> = (0..self.operations.len())
+            .filter(|&index| self.operations[index].acknowledged_at.is_none())
+            .collect();
+        if failed.is_empty() {
+            return self.new_operation();
+        }
+        let index = failed[self.seeded.below(failed.len() as u64) as usize];
+        self.attempt(index);
+    }
+
+    /// One attempt at operation `index`, as a client makes it.
+    fn attempt(&mut self, index: usize) {
+        let operation = self.operations[index].clone();
+        let ended =
+            self.drive(|runtime| async move { workload::attempt(&runtime, &operation).await });
+        let operation = &mut self.operations[index];
+        let line = match ended {
+            Ended::Done(Ok(answer)) => {
+                operation.acknowledged_at.get_or_insert(self.now);
+                format!("ok {answer}")
+            }
+            Ended::Done(Err(error)) => {
+                if workload::says_nothing_was_written(&error) {
+                    operation.said_nothing += 1;
+                } else {
+                    operation.unknown += 1;
+                }
+                format!("err {}", workload::variant(&error))
+            }
+            Ended::Hung => {
+                operation.unknown += 1;
+                "hung".to_owned()
+            }
+        };
+        let line = format!(
+            "{} op {} {:?} -> {line}",
+            self.now, operation.entry, operation.work
+        );
+        self.trace(line);
+    }
+
+    /// A worker's pass: the queued messages, the due reminders, or the due effects.
+    fn pass(&mut self, which: &'static str) {
+        let ended = self.drive(|runtime| async move {
+            let testing = runtime.testing();
+            match which {
+                "drain" => testing.drain().await.map(|ran| ran.turns),
+                "reminders" => testing.run_due_reminders().await.map(|ran| ran.turns),
+                _ => testing.run_effects().await,
+            }
+        });
+        let line = match ended {
+            Ended::Done(Ok(turns)) => format!("ran {turns}"),
+            Ended::Done(Err(error)) => format!("err {}", workload::variant(&error)),
+            Ended::Hung => "hung".to_owned(),
+        };
+        self.trace(format!("{} {which} -> {line}", self.now));
+    }
+
+    /// Without faults, runs everything left until nothing is: what a restarted process
+    /// does. A wedge (work left after many rounds) is a violation.
+    fn recover(&mut self) {
+        self.schedule.inject(false);
+        self.crash();
+        for round in 0..40 {
+            self.clock.advance(Duration::from_secs(60));
+            let ended = self.drive(|runtime| async move {
+                let testing = runtime.testing();
+                let fired = testing.run_due_reminders().await?.turns;
+                let effects = testing.run_effects().await?;
+                let drained = testing.drain().await?.turns;
+                Ok::<usize, solid_objects::Error>(fired + effects + drained)
+            });
+            match ended {
+                Ended::Done(Ok(0)) if round > 0 => return,
+                Ended::Done(Ok(_)) => {}
+                Ended::Done(Err(error)) => {
+                    self.report
+                        .violations
+                        .push(format!("the recovery failed without faults: {error}"));
+                    return;
+                }
+                Ended::Hung => unreachable!("no fault is injected during the recovery"),
+            }
+        }
+        self.report
+            .violations
+            .push("work was left after 40 rounds of recovery: wedged".to_owned());
+    }
+
+    /// The invariants, on what the file holds after the recovery.
+    fn check(&mut self) {
+        let ledgers = self.drive(|runtime| async move {
+            let mut ledgers = Vec::new();
+            for account in 0..ACCOUNTS {
+                let ledger = runtime
+                    .reference::<Ledger>(workload::account(account))
+                    .snapshot()
+                    .await;
+                ledgers.push(ledger);
+            }
+            ledgers
+        });
+        let Ended::Done(ledgers) = ledgers else {
+            unreachable!("no fault is injected during the checks")
+        };
+        let ledgers: Vec<Ledger> = match ledgers.into_iter().collect() {
+            Ok(ledgers) => ledgers,
+            Err(error) => {
+                self.report
+                    .violations
+                    .push(format!("a ledger could not be read: {error}"));
+                return;
+            }
+        };
+        let charges = self
+            .charges
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let ready = self.ready_messages();
+        self.report.violations.extend(super::invariants::check(
+            &self.operations,
+            &ledgers,
+            &charges,
+            ready,
+        ));
+        let summary = format!("{ledgers:?}");
+        self.trace(summary);
+    }
+
+    /// Messages still ready after the recovery.
+    fn ready_messages(&mut self) -> i64 {
+        let path = self.path.clone();
+        let Ended::Done(ready) = self.drive(|_| async move {
+            tokio::time::resume();
+            let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
+                .await
+                .expect("the simulated file opens");
+            let ready: i64 =
+                sqlx::query_scalar("SELECT COUNT(*) FROM solid_messages WHERE status = 'ready'")
+                    .fetch_one(&pool)
+                    .await
+                    .expect("counting the ready messages");
+            pool.close().await;
+            ready
+        }) else {
+            unreachable!("no fault is injected during the checks")
+        };
+        ready
+    }
+}
