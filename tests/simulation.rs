@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use solid_objects::simulation::Defect;
 use world::{Report, Settings, World};
 
 /// Operations per run.
@@ -35,6 +36,7 @@ fn settings(seed: u64) -> Settings {
         seed,
         steps: STEPS,
         fault_odds: FAULT_ODDS,
+        defect: None,
     }
 }
 
@@ -137,10 +139,23 @@ fn seeded_runs_of_faults_hangs_and_crashes_keep_every_invariant() {
     }
 }
 
+/// Where two runs' traces part, with the lines before.
+fn first_difference(one: &Report, other: &Report) -> String {
+    let at = one
+        .trace
+        .iter()
+        .zip(&other.trace)
+        .position(|(one, other)| one != other)
+        .unwrap_or(one.trace.len().min(other.trace.len()));
+    let from = at.saturating_sub(5);
+    let lines = |report: &Report| report.trace[from..(at + 1).min(report.trace.len())].join("\n");
+    format!("{}\n  vs\n{}", lines(one), lines(other))
+}
+
 /// A seed replays its run: the same operations, faults, answers and final states, twice.
 #[test]
 fn a_seed_replays_the_same_run() {
-    for seed in [7, 1_000_003] {
+    for seed in (1..=20).chain([1_000_003]) {
         let first = World::new(settings(seed)).run();
         let second = World::new(settings(seed)).run();
         assert!(first.trace.len() > STEPS, "the trace records every step");
@@ -148,13 +163,45 @@ fn a_seed_replays_the_same_run() {
             first.trace_hash(),
             second.trace_hash(),
             "seed {seed} ran differently twice:\n{}",
-            first
-                .trace
-                .iter()
-                .zip(&second.trace)
-                .find(|(one, other)| one != other)
-                .map(|(one, other)| format!("{one}\n  vs\n{other}"))
-                .unwrap_or_default()
+            first_difference(&first, &second)
         );
     }
+}
+
+/// The most seeds a put-back defect may take to be found.
+const SEEDS_TO_FIND: u64 = 200;
+
+/// A defect fixed in an earlier release, put back alone (a turn that failed outside its
+/// handler left uncounted, its message ready as if it never ran), is found within
+/// [`SEEDS_TO_FIND`] seeds, and the seed that found it replays it: the same trace and the
+/// same violations.
+#[test]
+fn a_defect_put_back_is_found_and_its_seed_replays_it() {
+    let defect = Defect::FailureOutsideHandlerUncounted;
+    let with_defect = |seed| Settings {
+        defect: Some(defect),
+        ..settings(seed)
+    };
+    let found = (1..=SEEDS_TO_FIND).find_map(|seed| {
+        let report = World::new(with_defect(seed)).run();
+        (!report.violations.is_empty()).then_some((seed, report))
+    });
+    let Some((seed, report)) = found else {
+        panic!("{defect:?} was not found in {SEEDS_TO_FIND} seeds");
+    };
+    println!(
+        "simulation: {defect:?} found by seed {seed} (the {seed}th tried): {}",
+        report.violations[0]
+    );
+    let replayed = World::new(with_defect(seed)).run();
+    assert_eq!(
+        replayed.trace_hash(),
+        report.trace_hash(),
+        "{defect:?}, seed {seed} ran differently again:\n{}",
+        first_difference(&report, &replayed)
+    );
+    assert_eq!(
+        replayed.violations, report.violations,
+        "{defect:?}, seed {seed}"
+    );
 }

@@ -12,7 +12,8 @@
 //                 reminders, effects and replies, failures, migrations, the operation codec
 //   store/        the only place SQL lives
 //   leaves        error, time/ (clock, stored micros, saturating arithmetic), limits,
-//                 validate, codec, policy, metrics
+//                 validate, codec, policy, metrics, ids (request and effect ids),
+//                 simulation (the test-only schedule of faults)
 //
 // This file declares the modules and re-exports the public API; it is no layer.
 

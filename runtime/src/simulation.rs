@@ -62,16 +62,46 @@ pub trait Schedule: Send + Sync + 'static {
 /// runs on SQLite's own thread, and a paused runtime with nothing else to do would otherwise
 /// jump to its next timer meanwhile, at a moment the run does not choose. A blocking task
 /// holds the clock (tokio does not auto-advance while one runs) until the guard drops.
-pub(crate) struct ClockHeld(#[allow(dead_code)] std::sync::mpsc::Sender<()>);
+/// Outside a simulation (no [`seed_ids`] on this thread) the guard holds nothing.
+pub(crate) struct ClockHeld(#[allow(dead_code)] Option<std::sync::mpsc::Sender<()>>);
 
-/// Holds the paused clock until the guard drops; see [`ClockHeld`].
+/// Holds the paused clock until the guard drops, in a simulation; see [`ClockHeld`].
 pub(crate) fn hold_clock() -> ClockHeld {
+    if SEEDED.with(|seeded| seeded.borrow().is_none()) {
+        return ClockHeld(None);
+    }
     let (release, released) = std::sync::mpsc::channel::<()>();
     tokio::task::spawn_blocking(move || {
         // Ends when the guard's sender drops.
         let _ = released.recv();
     });
-    ClockHeld(release)
+    ClockHeld(Some(release))
+}
+
+/// A defect fixed in an earlier release, which a simulation puts back to show that it
+/// finds it ([`reintroduce`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Defect {
+    /// A turn that failed outside its handler (a statement of its writes) is not counted as
+    /// an attempt of its message: it stays ready, as if it never ran.
+    FailureOutsideHandlerUncounted,
+}
+
+thread_local! {
+    /// The defect this thread's simulation put back, if any.
+    static REINTRODUCED: std::cell::Cell<Option<Defect>> = const { std::cell::Cell::new(None) };
+}
+
+/// Puts `defect` back in the runtime on this thread (`None`: the runtime as it is), so a
+/// simulation can show how many seeds it takes to find it.
+pub fn reintroduce(defect: Option<Defect>) {
+    REINTRODUCED.with(|reintroduced| reintroduced.set(defect));
+}
+
+/// Whether this thread's simulation put `defect` back.
+pub(crate) fn reintroduced(defect: Defect) -> bool {
+    REINTRODUCED.with(|reintroduced| reintroduced.get() == Some(defect))
 }
 
 thread_local! {

@@ -5,7 +5,7 @@
 //!
 //! | layer | modules | what it holds |
 //! |-------|---------|---------------|
-//! | leaves | `error`, `time`, `limits`, `validate`, `codec`, `policy`, `metrics` | what every layer uses |
+//! | leaves | `error`, `time`, `limits`, `validate`, `codec`, `policy`, `metrics`, `ids`, `simulation` | what every layer uses |
 //! | store | `store` | the only place SQL lives |
 //! | actor | `actor` | the contract the macros implement and handlers use |
 //! | engine | `engine` | the only layer that writes: calls, turns, workers, effects |
@@ -30,7 +30,15 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "leaves",
         &[
-            "error", "time", "limits", "validate", "codec", "policy", "metrics",
+            "error",
+            "time",
+            "limits",
+            "validate",
+            "codec",
+            "policy",
+            "metrics",
+            "ids",
+            "simulation",
         ],
     ),
     ("store", &["store"]),

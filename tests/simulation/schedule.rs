@@ -110,6 +110,20 @@ impl SeededSchedule {
         self.state().steps
     }
 
+    /// How many busy databases the schedule injected so far.
+    pub(crate) fn busy_count(&self) -> u64 {
+        self.state()
+            .injected
+            .get(&Injected::Busy)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// How many faults the schedule injected so far.
+    pub(crate) fn injected_count(&self) -> u64 {
+        self.state().injected.values().sum()
+    }
+
     pub(crate) fn injected(&self) -> BTreeMap<Injected, u64> {
         self.state().injected.clone()
     }

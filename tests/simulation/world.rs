@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use solid_objects::prelude::*;
+use solid_objects::simulation::Defect;
 use solid_objects::{EffectContext, GroupCommit, RetryPolicy};
 
 use super::schedule::{Injected, Seeded, SeededSchedule};
@@ -28,6 +29,8 @@ pub(crate) struct Settings {
     pub(crate) steps: usize,
     /// One store step in `fault_odds` fails or hangs.
     pub(crate) fault_odds: u64,
+    /// A defect fixed earlier, put back for the run to find.
+    pub(crate) defect: Option<Defect>,
 }
 
 /// What a run did and found.
@@ -68,6 +71,9 @@ pub(crate) struct World {
     operations: Vec<Operation>,
     /// Operations so far (the model's time).
     now: usize,
+    /// The faults injected before the last drive began, and the busy ones among them.
+    faults_before: u64,
+    busy_before: u64,
     report: Report,
 }
 
@@ -81,6 +87,7 @@ enum Ended<T> {
 impl World {
     pub(crate) fn new(settings: Settings) -> Self {
         solid_objects::simulation::seed_ids(Some(settings.seed));
+        solid_objects::simulation::reintroduce(settings.defect);
         let dir = tempfile::tempdir().expect("a temp dir");
         let path = dir.path().join("simulated.db");
         let start = chrono::DateTime::from_timestamp(1_800_000_000, 0).expect("a start time");
@@ -95,6 +102,8 @@ impl World {
             live: None,
             operations: Vec::new(),
             now: 0,
+            faults_before: 0,
+            busy_before: 0,
             report: Report::default(),
         }
     }
@@ -112,6 +121,7 @@ impl World {
         self.report.store_steps = self.schedule.steps();
         self.report.injected = self.schedule.injected();
         solid_objects::simulation::seed_ids(None);
+        solid_objects::simulation::reintroduce(None);
         self.report
     }
 
@@ -189,6 +199,8 @@ impl World {
         F: FnOnce(Runtime) -> Fut,
         Fut: Future<Output = T>,
     {
+        self.faults_before = self.schedule.injected_count();
+        self.busy_before = self.schedule.busy_count();
         let live = self.live.as_ref().expect("a live runtime");
         let runtime = live.runtime.clone();
         let schedule = Arc::clone(&self.schedule);
@@ -278,15 +290,18 @@ impl World {
     /// One attempt at operation `index`, as a client makes it.
     fn attempt(&mut self, index: usize) {
         let operation = self.operations[index].clone();
+        let attempted = operation.clone();
         let ended =
-            self.drive(|runtime| async move { workload::attempt(&runtime, &operation).await });
-        let operation = &mut self.operations[index];
+            self.drive(|runtime| async move { workload::attempt(&runtime, &attempted).await });
         let line = match ended {
             Ended::Done(Ok(answer)) => {
-                operation.acknowledged_at.get_or_insert(self.now);
+                let now = self.now;
+                self.operations[index].acknowledged_at.get_or_insert(now);
                 format!("ok {answer}")
             }
             Ended::Done(Err(error)) => {
+                self.uncaused(&error, &format!("operation {}", operation.entry));
+                let operation = &mut self.operations[index];
                 if workload::says_nothing_was_written(&error) {
                     operation.said_nothing += 1;
                 } else {
@@ -295,7 +310,7 @@ impl World {
                 format!("err {}", workload::variant(&error))
             }
             Ended::Hung => {
-                operation.unknown += 1;
+                self.operations[index].unknown += 1;
                 "hung".to_owned()
             }
         };
@@ -317,11 +332,55 @@ impl World {
             }
         });
         let line = match ended {
-            Ended::Done(Ok(turns)) => format!("ran {turns}"),
-            Ended::Done(Err(error)) => format!("err {}", workload::variant(&error)),
+            Ended::Done(Ok(turns)) => {
+                if which == "drain" && self.schedule.busy_count() == self.busy_before {
+                    self.left_unattempted();
+                }
+                format!("ran {turns}")
+            }
+            Ended::Done(Err(error)) => {
+                self.uncaused(&error, which);
+                format!("err {}", workload::variant(&error))
+            }
             Ended::Hung => "hung".to_owned(),
         };
         self.trace(format!("{} {which} -> {line}", self.now));
+    }
+
+    /// A database's error where no fault was injected: something the world did not cause (a
+    /// connection left inside a transaction, say) is a violation.
+    fn uncaused(&mut self, error: &solid_objects::Error, what: &str) {
+        let database = matches!(
+            workload::variant(error).as_str(),
+            "Database" | "GroupCommitFailed" | "GroupRolledBack" | "TransactionAborted"
+        );
+        if database && self.schedule.injected_count() == self.faults_before {
+            self.report.violations.push(format!(
+                "step {}: {what} failed with no fault injected: {error}",
+                self.now
+            ));
+        }
+    }
+
+    /// After a drain that succeeded and met no busy database (which leaves a turn for later,
+    /// uncounted), no message at the head of its mailbox that is due stays ready without an
+    /// attempt counted: the drain ran it, or counted why not.
+    fn left_unattempted(&mut self) {
+        let left = self.count(
+            "SELECT COUNT(*) FROM solid_messages AS m \
+             WHERE status = 'ready' AND attempts = 0 AND available_at <= ? \
+               AND NOT EXISTS (SELECT 1 FROM solid_messages AS e \
+                               WHERE e.actor_type = m.actor_type AND e.actor_id = m.actor_id \
+                                 AND e.status = 'ready' AND e.id < m.id)",
+            Some(self.clock.now().timestamp_micros()),
+        );
+        if left > 0 {
+            self.report.violations.push(format!(
+                "step {}: a drain that met no busy database left {left} due messages at the head of \
+                 their mailboxes ready with no attempt counted",
+                self.now
+            ));
+        }
     }
 
     /// Without faults, runs everything left until nothing is: what a restarted process
@@ -338,6 +397,9 @@ impl World {
                 let drained = testing.drain().await?.turns;
                 Ok::<usize, solid_objects::Error>(fired + effects + drained)
             });
+            if let Ended::Done(Ok(ran)) = &ended {
+                self.trace(format!("recovery round {round}: ran {ran}"));
+            }
             match ended {
                 Ended::Done(Ok(0)) if round > 0 => return,
                 Ended::Done(Ok(_)) => {}
@@ -398,22 +460,30 @@ impl World {
 
     /// Messages still ready after the recovery.
     fn ready_messages(&mut self) -> i64 {
+        self.count(
+            "SELECT COUNT(*) FROM solid_messages WHERE status = 'ready'",
+            None,
+        )
+    }
+
+    /// A count read from the file on a connection of its own (the clock runs meanwhile).
+    fn count(&mut self, sql: &'static str, bound: Option<i64>) -> i64 {
         let path = self.path.clone();
-        let Ended::Done(ready) = self.drive(|_| async move {
+        let live = self.live.as_ref().expect("a live runtime");
+        live.tokio.block_on(async move {
             tokio::time::resume();
-            let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
+            let url = format!("sqlite://{}", path.display());
+            let pool = sqlx::SqlitePool::connect(&url)
                 .await
                 .expect("the simulated file opens");
-            let ready: i64 =
-                sqlx::query_scalar("SELECT COUNT(*) FROM solid_messages WHERE status = 'ready'")
-                    .fetch_one(&pool)
-                    .await
-                    .expect("counting the ready messages");
+            let mut query = sqlx::query_scalar(sql);
+            if let Some(value) = bound {
+                query = query.bind(value);
+            }
+            let count: i64 = query.fetch_one(&pool).await.expect("a count");
             pool.close().await;
-            ready
-        }) else {
-            unreachable!("no fault is injected during the checks")
-        };
-        ready
+            tokio::time::pause();
+            count
+        })
     }
 }

@@ -149,6 +149,12 @@ impl Engine {
             Err(Uncommitted::InDoubt) => return Ok(Attempted::InDoubt),
             Err(Uncommitted::Abandoned) => Step::Busy,
             Err(Uncommitted::Failed { error, retryable }) => {
+                #[cfg(feature = "simulation")]
+                if crate::simulation::reintroduced(
+                    crate::simulation::Defect::FailureOutsideHandlerUncounted,
+                ) {
+                    return Ok(Attempted::Done(Step::Busy));
+                }
                 self.count_failure::<A>(key, &head, &error, retryable)
                     .await?
             }

@@ -531,6 +531,8 @@ fn close(writer: &mut Writer) {
 
 /// Runs `sql` on the writer's connection.
 async fn run(writer: &mut Writer, sql: &str) -> Result<()> {
+    #[cfg(feature = "simulation")]
+    let _held = crate::simulation::hold_clock();
     let connection = writer
         .connection
         .as_deref_mut()
