@@ -127,6 +127,11 @@ pub fn seed_ids(seed: Option<u64>) {
     });
 }
 
+/// Whether a simulation runs on this thread ([`seed_ids`] set a seed).
+pub(crate) fn active() -> bool {
+    SEEDED.with(|seeded| seeded.borrow().is_some())
+}
+
 /// The next seeded id on this thread, if [`seed_ids`] set a seed.
 pub(crate) fn next_seeded() -> Option<u128> {
     SEEDED.with(|seeded| {

@@ -129,7 +129,8 @@ impl World {
         for fault in self.schedule.take_log() {
             self.report.trace.push(fault);
         }
-        self.report.trace.push(line);
+        let steps = self.schedule.steps();
+        self.report.trace.push(format!("{line} [{steps}]"));
     }
 
     /// Opens a runtime on the file, behind the schedule.

@@ -167,6 +167,12 @@ impl Workers {
     /// [`DEPTH_SAMPLE_EVERY`](crate::metrics::DEPTH_SAMPLE_EVERY)); if so, it counts as
     /// taken now.
     fn depth_sample_due(&self) -> bool {
+        // A simulated run samples nothing: when a sample falls due depends on how long
+        // SQLite's threads took, which a run replayed from its seed must not.
+        #[cfg(feature = "simulation")]
+        if crate::simulation::active() {
+            return false;
+        }
         let mut sampled = self
             .depth_sampled
             .lock()

@@ -95,8 +95,10 @@ impl Store for SimulatedStore {
         self.inner.stats()
     }
 
+    /// One: a worker pass runs its actors' turns one after another, so the order of their
+    /// steps (and which of them a fault lands on) is the seed's, not the threads'.
     fn concurrent_turns(&self) -> usize {
-        self.inner.concurrent_turns()
+        1
     }
 
     async fn close(&self) {
