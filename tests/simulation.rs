@@ -174,38 +174,41 @@ fn a_seed_replays_the_same_run() {
 /// The most seeds a put-back defect may take to be found.
 const SEEDS_TO_FIND: u64 = 200;
 
-/// A defect fixed in an earlier release, put back alone (a turn that failed outside its
-/// handler left uncounted, its message ready as if it never ran), is found within
+/// Each defect fixed in an earlier release, put back alone, is found within
 /// [`SEEDS_TO_FIND`] seeds, and the seed that found it replays it: the same trace and the
 /// same violations.
 #[test]
-fn a_defect_put_back_is_found_and_its_seed_replays_it() {
-    let defect = Defect::FailureOutsideHandlerUncounted;
-    let with_defect = |seed| Settings {
-        defect: Some(defect),
-        ..settings(seed)
-    };
-    let found = (1..=SEEDS_TO_FIND).find_map(|seed| {
-        let report = World::new(with_defect(seed)).run();
-        (!report.violations.is_empty()).then_some((seed, report))
-    });
-    let Some((seed, report)) = found else {
-        panic!("{defect:?} was not found in {SEEDS_TO_FIND} seeds");
-    };
-    let _ = writeln!(
-        std::io::stderr().lock(),
-        "simulation: {defect:?} found by seed {seed} (the {seed}th tried): {}",
-        report.violations[0]
-    );
-    let replayed = World::new(with_defect(seed)).run();
-    assert_eq!(
-        replayed.trace_hash(),
-        report.trace_hash(),
-        "{defect:?}, seed {seed} ran differently again:\n{}",
-        first_difference(&report, &replayed)
-    );
-    assert_eq!(
-        replayed.violations, report.violations,
-        "{defect:?}, seed {seed}"
-    );
+fn each_defect_put_back_is_found_and_its_seed_replays_it() {
+    for defect in [
+        Defect::FailureOutsideHandlerUncounted,
+        Defect::CancelledTurnKept,
+    ] {
+        let with_defect = |seed| Settings {
+            defect: Some(defect),
+            ..settings(seed)
+        };
+        let found = (1..=SEEDS_TO_FIND).find_map(|seed| {
+            let report = World::new(with_defect(seed)).run();
+            (!report.violations.is_empty()).then_some((seed, report))
+        });
+        let Some((seed, report)) = found else {
+            panic!("{defect:?} was not found in {SEEDS_TO_FIND} seeds");
+        };
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "simulation: {defect:?} found by seed {seed} (the {seed}th tried): {}",
+            report.violations[0]
+        );
+        let replayed = World::new(with_defect(seed)).run();
+        assert_eq!(
+            replayed.trace_hash(),
+            report.trace_hash(),
+            "{defect:?}, seed {seed} ran differently again:\n{}",
+            first_difference(&report, &replayed)
+        );
+        assert_eq!(
+            replayed.violations, report.violations,
+            "{defect:?}, seed {seed}"
+        );
+    }
 }

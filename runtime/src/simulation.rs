@@ -83,6 +83,9 @@ pub(crate) fn hold_clock() -> ClockHeld {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Defect {
+    /// A turn cancelled mid-way is not undone: SQLite's writer keeps its statements, and
+    /// whoever takes the writer next commits them with its own.
+    CancelledTurnKept,
     /// A turn that failed outside its handler (a statement of its writes) is not counted as
     /// an attempt of its message: it stays ready, as if it never ran.
     FailureOutsideHandlerUncounted,

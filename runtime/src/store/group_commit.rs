@@ -818,12 +818,25 @@ impl Drop for GroupMember {
         };
         if self.poisoned {
             writer.in_doubt = true;
-        } else if self.open && self.opening == Opening::Done && !writer.in_doubt {
+        } else if self.open
+            && self.opening == Opening::Done
+            && !writer.in_doubt
+            && !cancelled_turn_kept()
+        {
             writer.abandoned = true;
         }
         drop(writer);
         self.shared.flush.notify_one();
     }
+}
+
+/// Whether a simulation put back the defect of a cancelled turn left in the writer's
+/// transaction ([`Defect::CancelledTurnKept`](crate::simulation::Defect)); never elsewhere.
+fn cancelled_turn_kept() -> bool {
+    #[cfg(feature = "simulation")]
+    return crate::simulation::reintroduced(crate::simulation::Defect::CancelledTurnKept);
+    #[cfg(not(feature = "simulation"))]
+    false
 }
 
 /// Waits for the group's end and says what its member hears.
