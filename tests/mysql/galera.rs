@@ -733,9 +733,11 @@ async fn calls_answered_through_a_node_killed_under_them_are_all_in_the_cluster(
         .await
         .unwrap();
     let answered = Arc::new(AtomicU32::new(0));
+    let enough_answered = Arc::new(tokio::sync::Notify::new());
     let callers = (0..CALLERS).map(|caller| {
         let tally = through_killed.reference::<Tally>(format!("k{caller}"));
         let answered = Arc::clone(&answered);
+        let enough_answered = Arc::clone(&enough_answered);
         async move {
             let mut last_ok = 0;
             loop {
@@ -743,7 +745,9 @@ async fn calls_answered_through_a_node_killed_under_them_are_all_in_the_cluster(
                     Ok(count) => {
                         assert_eq!(count, last_ok + 1, "caller {caller}'s counts in order");
                         last_ok = count;
-                        answered.fetch_add(1, Ordering::SeqCst);
+                        if answered.fetch_add(1, Ordering::SeqCst) + 1 == 200 {
+                            enough_answered.notify_one();
+                        }
                     }
                     Err(_) => return last_ok,
                 }
@@ -753,11 +757,10 @@ async fn calls_answered_through_a_node_killed_under_them_are_all_in_the_cluster(
     let cluster = Arc::new(std::sync::Mutex::new(cluster));
     let killer = {
         let cluster = Arc::clone(&cluster);
-        let answered = Arc::clone(&answered);
+        let enough_answered = Arc::clone(&enough_answered);
         async move {
-            while answered.load(Ordering::SeqCst) < 200 {
-                tokio::task::yield_now().await;
-            }
+            // Killed once 200 calls were answered (or after a minute, if they never are).
+            let _ = tokio::time::timeout(Duration::from_secs(60), enough_answered.notified()).await;
             tokio::task::spawn_blocking(move || cluster.lock().unwrap().kill_node(KILLED))
                 .await
                 .unwrap();
