@@ -182,6 +182,7 @@ fn each_defect_put_back_is_found_and_its_seed_replays_it() {
     for defect in [
         Defect::FailureOutsideHandlerUncounted,
         Defect::CancelledTurnKept,
+        Defect::ReclaimedLeaseUncounted,
     ] {
         let with_defect = |seed| Settings {
             defect: Some(defect),
@@ -196,7 +197,7 @@ fn each_defect_put_back_is_found_and_its_seed_replays_it() {
         };
         let _ = writeln!(
             std::io::stderr().lock(),
-            "simulation: {defect:?} found by seed {seed} (the {seed}th tried): {}",
+            "simulation: {defect:?} found by seed {seed} ({seed} seeds tried): {}",
             report.violations[0]
         );
         let replayed = World::new(with_defect(seed)).run();

@@ -89,6 +89,10 @@ pub enum Defect {
     /// A turn that failed outside its handler (a statement of its writes) is not counted as
     /// an attempt of its message: it stays ready, as if it never ran.
     FailureOutsideHandlerUncounted,
+    /// A claim that takes over an effect whose runner's lease ran out does not count the
+    /// attempt it takes over: the effect's handler runs more often than its attempts say,
+    /// and past its retry policy's limit.
+    ReclaimedLeaseUncounted,
 }
 
 thread_local! {

@@ -79,6 +79,23 @@ pub(crate) fn check(
     violations
 }
 
+/// Each charge's effect counted an attempt for every time its handler ran: a runner that
+/// stopped mid-attempt (its lease taken over by another) still spent one, so a retry
+/// policy's limit holds however often runners die.
+pub(crate) fn attempts_cover_runs(
+    runs: &BTreeMap<u64, u32>,
+    attempts: &BTreeMap<u64, i64>,
+) -> Vec<String> {
+    runs.iter()
+        .filter_map(|(entry, &ran)| {
+            let counted = attempts.get(entry).copied().unwrap_or_default();
+            (counted < i64::from(ran)).then(|| {
+                format!("charge {entry}: its handler ran {ran} times, but {counted} attempts are counted")
+            })
+        })
+        .collect()
+}
+
 /// Each account's acknowledged operations in the order they were acknowledged: one
 /// acknowledged before another was first made is applied (and credited) before it.
 fn order(operations: &[Operation], ledgers: &[Ledger]) -> Vec<String> {

@@ -449,12 +449,16 @@ impl World {
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
         let ready = self.ready_messages();
+        let attempts = self.effect_attempts();
         self.report.violations.extend(super::invariants::check(
             &self.operations,
             &ledgers,
             &charges,
             ready,
         ));
+        self.report
+            .violations
+            .extend(super::invariants::attempts_cover_runs(&charges, &attempts));
         let summary = format!("{ledgers:?}");
         self.trace(summary);
     }
@@ -467,8 +471,32 @@ impl World {
         )
     }
 
+    /// Each charge's effect's attempts, as its row counts them.
+    fn effect_attempts(&mut self) -> BTreeMap<u64, i64> {
+        let rows: Vec<(String, i64)> = self.read(
+            "SELECT payload, attempts FROM solid_effects WHERE name = 'charge'",
+            None,
+        );
+        rows.into_iter()
+            .map(|(payload, attempts)| {
+                let charge: workload::Charge =
+                    serde_json::from_str(&payload).expect("a charge's payload");
+                (charge.entry, attempts)
+            })
+            .collect()
+    }
+
     /// A count read from the file on a connection of its own (the clock runs meanwhile).
     fn count(&mut self, sql: &'static str, bound: Option<i64>) -> i64 {
+        let counts: Vec<(i64,)> = self.read(sql, bound);
+        counts.first().map_or(0, |(count,)| *count)
+    }
+
+    /// Rows read from the file on a connection of its own (the clock runs meanwhile).
+    fn read<Row>(&mut self, sql: &'static str, bound: Option<i64>) -> Vec<Row>
+    where
+        Row: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> + Send + Unpin + 'static,
+    {
         let path = self.path.clone();
         let live = self.live.as_ref().expect("a live runtime");
         live.tokio.block_on(async move {
@@ -477,14 +505,14 @@ impl World {
             let pool = sqlx::SqlitePool::connect(&url)
                 .await
                 .expect("the simulated file opens");
-            let mut query = sqlx::query_scalar(sql);
+            let mut query = sqlx::query_as(sql);
             if let Some(value) = bound {
                 query = query.bind(value);
             }
-            let count: i64 = query.fetch_one(&pool).await.expect("a count");
+            let rows = query.fetch_all(&pool).await.expect("rows of the file");
             pool.close().await;
             tokio::time::pause();
-            count
+            rows
         })
     }
 }

@@ -150,6 +150,8 @@ impl Engine {
                 tx.commit().await?;
                 return Ok(None);
             };
+            #[cfg(feature = "simulation")]
+            let effect = reclaimed_lease_uncounted(effect);
             if effect.attempts <= max_attempts {
                 tx.commit().await?;
                 let age = crate::metrics::micros_between(effect.created_at, now);
@@ -473,4 +475,18 @@ impl Replies<'_> {
         }
         .map_err(|error| error.to_string())
     }
+}
+
+/// The claimed `effect`, with the attempt it took over from a runner whose lease ran out
+/// uncounted if a simulation put [`Defect::ReclaimedLeaseUncounted`] back.
+///
+/// [`Defect::ReclaimedLeaseUncounted`]: crate::simulation::Defect::ReclaimedLeaseUncounted
+#[cfg(feature = "simulation")]
+fn reclaimed_lease_uncounted(mut effect: ClaimedEffect) -> ClaimedEffect {
+    use crate::simulation::{reintroduced, Defect};
+    let took_over = effect.last_error.as_deref() == Some(crate::store::effects::RUNNER_STOPPED);
+    if took_over && reintroduced(Defect::ReclaimedLeaseUncounted) {
+        effect.attempts -= 1;
+    }
+    effect
 }
