@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use solid_objects::simulation::Defect;
-use world::{Report, Settings, World};
+use world::{CrashBy, LastCrash, Model, Report, Settings, World, MODEL};
 
 /// Operations per run.
 const STEPS: usize = 120;
@@ -38,6 +38,7 @@ fn settings(seed: u64) -> Settings {
         steps: STEPS,
         fault_odds: FAULT_ODDS,
         defect: None,
+        last_crash: None,
     }
 }
 
@@ -212,4 +213,112 @@ fn each_defect_put_back_is_found_and_its_seed_replays_it() {
             "{defect:?}, seed {seed}"
         );
     }
+}
+
+/// Set in a child process of [`a_process_killed_at_a_crash_leaves_what_a_dropped_runtime_leaves`]:
+/// `<seed> <nth crash> <file>`, the run it makes until it waits to be killed.
+const KILLED_AT: &str = "SIMULATION_KILLED_AT";
+
+/// The seeds whose runs crash for real, with a random one of each run of the binary.
+const KILLED_SEEDS: u64 = 10;
+
+/// Runs `seed` in a child process (this test binary again) on the file at `path` until its
+/// `nth` crash, kills it there with SIGKILL, and goes on from the model it handed over.
+fn killed_at(seed: u64, nth: u64, path: &std::path::Path) -> Report {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(std::env::current_exe().expect("this binary"))
+        .args([
+            "a_process_killed_at_a_crash_leaves_what_a_dropped_runtime_leaves",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(KILLED_AT, format!("{seed} {nth} {}", path.display()))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("the child process starts");
+    let stdout = child.stdout.take().expect("the child's stdout");
+    let model = std::io::BufReader::new(stdout)
+        .lines()
+        .map(|line| line.expect("the child's output"))
+        .find_map(|line| line.split_once(MODEL).map(|(_, model)| model.to_owned()))
+        .unwrap_or_else(|| panic!("seed {seed}: the child ended before its crash {nth}"));
+    // `Child::kill` is SIGKILL: no destructor, no rollback, no flush runs in the child.
+    child.kill().expect("SIGKILL");
+    child.wait().expect("the killed child reaped");
+    let model: Model = serde_json::from_str(&model).expect("the child's model");
+    World::resume(
+        killed_settings(seed, nth, CrashBy::Killed),
+        path.to_owned(),
+        model,
+    )
+    .finish()
+}
+
+fn killed_settings(seed: u64, nth: u64, by: CrashBy) -> Settings {
+    Settings {
+        last_crash: Some(LastCrash { nth, by }),
+        ..settings(seed)
+    }
+}
+
+/// A crash for real: a process killed with SIGKILL at a step the schedule hung (a
+/// transaction open, a commit unanswered) leaves a file from which the recovery reaches the
+/// same ledgers as after the in-process crash of the same seed at the same step, and keeps
+/// every invariant.
+#[test]
+fn a_process_killed_at_a_crash_leaves_what_a_dropped_runtime_leaves() {
+    if let Ok(at) = std::env::var(KILLED_AT) {
+        let mut parts = at.splitn(3, ' ');
+        let mut next = || parts.next().expect("seed, crash and file");
+        let seed = next().parse().expect("a seed");
+        let nth = next().parse().expect("a crash");
+        let path = std::path::PathBuf::from(next());
+        World::on_file(killed_settings(seed, nth, CrashBy::Killed), path).run();
+        panic!("seed {seed}: the run ended before its crash {nth}");
+    }
+    let random = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos() as u64);
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "simulation: seeds 1 to {KILLED_SEEDS} and the random seed {random} crash by SIGKILL"
+    );
+    let (mut compared, mut mid_step) = (0, 0);
+    for seed in (1..=KILLED_SEEDS).chain([random]) {
+        // The first crash with a step hung mid-transaction, if the run has one.
+        let plain = World::new(settings(seed)).run();
+        let nth = plain
+            .mid_step_crashes
+            .first()
+            .copied()
+            .unwrap_or(1 + seed % 3);
+        let dropped = World::new(killed_settings(seed, nth, CrashBy::Dropped)).run();
+        if dropped.crashes < nth {
+            continue;
+        }
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let killed = killed_at(seed, nth, &dir.path().join("killed.db"));
+        for (report, by) in [(&dropped, "dropped"), (&killed, "killed")] {
+            assert!(
+                report.violations.is_empty(),
+                "seed {seed}, crash {nth} {by}: {:#?}",
+                report.violations
+            );
+        }
+        assert_eq!(
+            killed.ending, dropped.ending,
+            "seed {seed}: the recovery after SIGKILL at crash {nth} ended elsewhere than after \
+             the in-process crash"
+        );
+        compared += 1;
+        mid_step += u32::from(killed.killed_mid_step);
+    }
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "simulation: {compared} runs killed by SIGKILL, {mid_step} of them with a step hung \
+         mid-transaction; each recovered to the ledgers of its in-process crash"
+    );
+    assert!(compared >= 8, "only {compared} seeds reached their crash");
+    assert!(mid_step >= 3, "only {mid_step} kills came with a step hung");
 }

@@ -134,6 +134,21 @@ pub fn seed_ids(seed: Option<u64>) {
     });
 }
 
+/// How many seeded ids this thread drew since [`seed_ids`] (or [`resume_ids`]) set its
+/// seed; `None` outside a simulation.
+pub fn ids_drawn() -> Option<u64> {
+    SEEDED.with(|seeded| seeded.borrow().as_ref().map(|ids| ids.next))
+}
+
+/// Makes this thread's ids come from `seed` past the first `drawn`, as they would after
+/// [`seed_ids`] and that many ids: a run that goes on in another process (after the first
+/// was killed) makes no id twice.
+pub fn resume_ids(seed: u64, drawn: u64) {
+    SEEDED.with(|seeded| {
+        *seeded.borrow_mut() = Some(SeededIds { seed, next: drawn });
+    });
+}
+
 /// Whether a simulation runs on this thread ([`seed_ids`] set a seed).
 pub(crate) fn active() -> bool {
     SEEDED.with(|seeded| seeded.borrow().is_some())

@@ -43,6 +43,8 @@ pub(crate) enum Injected {
     Cancel,
     HangAfterCommit,
     Crash,
+    /// A crash by SIGKILL: the process the run went on in was killed.
+    Kill,
 }
 
 /// The store's schedule in a run: each step fails one time in `odds`, drawn from its own

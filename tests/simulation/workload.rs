@@ -84,7 +84,7 @@ impl Effect for Charge {
 }
 
 /// What one caller's operation does.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum Work {
     /// A synchronous `apply`.
     Apply,
@@ -99,7 +99,7 @@ pub(crate) enum Work {
 }
 
 /// One operation of a run, as the model keeps it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Operation {
     /// Its entry: the operation's number in the run, unique.
     pub(crate) entry: u64,

@@ -10,10 +10,12 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::io::Write;
 use std::pin::pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::simulation::Defect;
 use solid_objects::{EffectContext, GroupCommit, RetryPolicy};
@@ -31,6 +33,46 @@ pub(crate) struct Settings {
     pub(crate) fault_odds: u64,
     /// A defect fixed earlier, put back for the run to find.
     pub(crate) defect: Option<Defect>,
+    /// The crash the run's steps end at, if they end early (the recovery and the checks
+    /// follow it).
+    pub(crate) last_crash: Option<LastCrash>,
+}
+
+/// The crash a run's steps end at: its `nth` crash, made `by` dropping the runtime in the
+/// process or by the operating system killing the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LastCrash {
+    pub(crate) nth: u64,
+    pub(crate) by: CrashBy,
+}
+
+/// How a crash happens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CrashBy {
+    /// The runtime and its tokio runtime are dropped where they are, in this process.
+    Dropped,
+    /// The world hands its model over on stdout ([`MODEL`]) and waits where it is, for the
+    /// process that started it to kill it with SIGKILL and go on from the model.
+    Killed,
+}
+
+/// The prefix of the line a world that waits to be killed writes its model on.
+pub(crate) const MODEL: &str = "simulation model: ";
+
+/// What a killed world's process hands over, for another process to go on from: the
+/// caller's side of the run, which dies with the process.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct Model {
+    operations: Vec<Operation>,
+    now: usize,
+    clock_micros: i64,
+    charges: BTreeMap<u64, u32>,
+    ids_drawn: u64,
+    crashes: u64,
+    /// Whether the process was killed with a step hung in it (a transaction open, a
+    /// commit unanswered), not between steps.
+    hung: bool,
+    trace: Vec<String>,
 }
 
 /// What a run did and found.
@@ -40,6 +82,14 @@ pub(crate) struct Report {
     pub(crate) injected: BTreeMap<Injected, u64>,
     pub(crate) violations: Vec<String>,
     pub(crate) trace: Vec<String>,
+    /// The crashes during the run's steps.
+    pub(crate) crashes: u64,
+    /// The ledgers and the charges' runs at the end, as the checks read them.
+    pub(crate) ending: String,
+    /// Whether the run's process was killed with a step hung in it.
+    pub(crate) killed_mid_step: bool,
+    /// The crashes (by number) that came with a step of the runtime's hung in it.
+    pub(crate) mid_step_crashes: Vec<u64>,
 }
 
 impl Report {
@@ -61,7 +111,7 @@ struct Live {
 pub(crate) struct World {
     settings: Settings,
     seeded: Seeded,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
     path: std::path::PathBuf,
     clock: ManualClock,
     schedule: Arc<SeededSchedule>,
@@ -74,6 +124,10 @@ pub(crate) struct World {
     /// The faults injected before the last drive began, and the busy ones among them.
     faults_before: u64,
     busy_before: u64,
+    /// The operation an attempt is under way for, if any.
+    in_flight: Option<usize>,
+    /// Whether the steps are over (the recovery's crash is none of theirs).
+    recovering: bool,
     report: Report,
 }
 
@@ -86,15 +140,22 @@ enum Ended<T> {
 
 impl World {
     pub(crate) fn new(settings: Settings) -> Self {
-        solid_objects::simulation::seed_ids(Some(settings.seed));
-        solid_objects::simulation::reintroduce(settings.defect);
         let dir = tempfile::tempdir().expect("a temp dir");
         let path = dir.path().join("simulated.db");
+        let mut world = Self::on_file(settings, path);
+        world._dir = Some(dir);
+        world
+    }
+
+    /// A world whose SQLite file is at `path` (its folder the caller's).
+    pub(crate) fn on_file(settings: Settings, path: std::path::PathBuf) -> Self {
+        solid_objects::simulation::seed_ids(Some(settings.seed));
+        solid_objects::simulation::reintroduce(settings.defect);
         let start = chrono::DateTime::from_timestamp(1_800_000_000, 0).expect("a start time");
         Self {
             settings,
             seeded: Seeded::new(settings.seed),
-            _dir: dir,
+            _dir: None,
             path,
             clock: ManualClock::new(start),
             schedule: SeededSchedule::new(settings.seed, settings.fault_odds),
@@ -104,17 +165,54 @@ impl World {
             now: 0,
             faults_before: 0,
             busy_before: 0,
+            in_flight: None,
+            recovering: false,
             report: Report::default(),
         }
     }
 
-    /// Runs the world's steps, recovers, checks the invariants; returns what it found.
+    /// The world a killed process's world handed over in `model`, on its file at `path`,
+    /// with no runtime open: what it goes on with is [`finish`](Self::finish).
+    pub(crate) fn resume(settings: Settings, path: std::path::PathBuf, model: Model) -> Self {
+        let mut world = Self::on_file(settings, path);
+        solid_objects::simulation::resume_ids(settings.seed, model.ids_drawn);
+        world.operations = model.operations;
+        world.now = model.now;
+        world.clock = ManualClock::new(
+            chrono::DateTime::from_timestamp_micros(model.clock_micros).expect("the model's time"),
+        );
+        world.charges = Arc::new(Mutex::new(model.charges));
+        world.report.crashes = model.crashes;
+        world.report.killed_mid_step = model.hung;
+        world.report.trace = model.trace;
+        world.schedule.count(Injected::Kill);
+        world
+    }
+
+    /// Runs the world's steps (until its last crash, if it has one), recovers, checks the
+    /// invariants; returns what it found.
     pub(crate) fn run(mut self) -> Report {
         self.open();
         for _ in 0..self.settings.steps {
             self.step();
             self.now += 1;
+            if self.ended() {
+                break;
+            }
         }
+        self.finish()
+    }
+
+    /// Whether the steps reached the run's last crash.
+    fn ended(&self) -> bool {
+        self.settings
+            .last_crash
+            .is_some_and(|last| self.report.crashes >= last.nth)
+    }
+
+    /// Recovers, checks the invariants, and returns what the run found.
+    pub(crate) fn finish(mut self) -> Report {
+        self.recovering = true;
         self.recover();
         self.check();
         self.drop_runtime();
@@ -177,10 +275,51 @@ impl World {
     /// Drops the runtime and every task of it, mid-step: a crash. Its connections close
     /// without committing.
     fn crash(&mut self) {
+        if !self.recovering {
+            self.report.crashes += 1;
+            if self.schedule.held_hangs() > 0 {
+                self.report.mid_step_crashes.push(self.report.crashes);
+            }
+            let last = self.settings.last_crash;
+            if last.is_some_and(|last| last.by == CrashBy::Killed && self.ended()) {
+                self.hand_over();
+            }
+        }
         self.drop_runtime();
         self.schedule.forget_hangs();
         self.schedule.count(Injected::Crash);
         self.open();
+    }
+
+    /// Writes the world's model on stdout and waits, the runtime as it is (a step hung, a
+    /// transaction open), for the process that started this one to kill it.
+    fn hand_over(&mut self) -> ! {
+        let mut operations = self.operations.clone();
+        if let Some(index) = self.in_flight {
+            // Its attempt dies with the process, unanswered.
+            operations[index].unknown += 1;
+        }
+        let model = Model {
+            operations,
+            now: self.now,
+            clock_micros: self.clock.now().timestamp_micros(),
+            charges: self
+                .charges
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+            ids_drawn: solid_objects::simulation::ids_drawn().expect("a seeded run"),
+            crashes: self.report.crashes,
+            hung: self.schedule.held_hangs() > 0,
+            trace: std::mem::take(&mut self.report.trace),
+        };
+        let line = serde_json::to_string(&model).expect("the model as JSON");
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "\n{MODEL}{line}").expect("the model written");
+        stdout.flush().expect("the model written");
+        loop {
+            std::thread::park();
+        }
     }
 
     /// Drops the runtime inside its tokio runtime (its pools close there), then the tokio
@@ -292,8 +431,10 @@ impl World {
     fn attempt(&mut self, index: usize) {
         let operation = self.operations[index].clone();
         let attempted = operation.clone();
+        self.in_flight = Some(index);
         let ended =
             self.drive(|runtime| async move { workload::attempt(&runtime, &attempted).await });
+        self.in_flight = None;
         let line = match ended {
             Ended::Done(Ok(answer)) => {
                 let now = self.now;
@@ -459,6 +600,7 @@ impl World {
         self.report
             .violations
             .extend(super::invariants::attempts_cover_runs(&charges, &attempts));
+        self.report.ending = format!("{ledgers:?}; charges run {charges:?}");
         let summary = format!("{ledgers:?}");
         self.trace(summary);
     }
