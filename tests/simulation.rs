@@ -6,6 +6,8 @@
 //! trace; `SIMULATION_RUNS=<n>` sets how many seeds a run of the binary tries (a longer soak
 //! before a release).
 
+#[path = "simulation/box_office.rs"]
+mod box_office;
 #[path = "simulation/invariants.rs"]
 mod invariants;
 #[path = "simulation/schedule.rs"]

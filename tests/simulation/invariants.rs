@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use super::box_office::{Show, Ticket, CAPACITY, TICKS, TICK_EVERY};
 use super::workload::{Ledger, Operation, Work};
 
 /// The violations of the run whose operations were `operations`, whose ledgers ended as
@@ -43,6 +44,7 @@ pub(crate) fn check(
             Work::Apply | Work::Enqueue | Work::Transfer { .. } => (&ledger.entries, "entries"),
             Work::Remind { .. } => (&ledger.reminded, "reminded"),
             Work::Charge => (&ledger.charged, "charged"),
+            Work::Hold { .. } | Work::Confirm { .. } | Work::Issue | Work::Void { .. } => continue,
         };
         let present = list.contains(&operation.entry);
         let entry = operation.entry;
@@ -127,6 +129,142 @@ fn order(operations: &[Operation], ledgers: &[Ledger]) -> Vec<String> {
                         earlier.entry, later.entry
                     ));
                 }
+            }
+        }
+    }
+    violations
+}
+
+/// Whether `operation` was acknowledged with an answer that starts with `answered`.
+fn answered(operation: &Operation, answered: &str) -> bool {
+    operation
+        .answer
+        .as_deref()
+        .is_some_and(|answer| answer.starts_with(answered))
+}
+
+/// The shows after the recovery: every hold expired or was confirmed (never both, never
+/// twice), as its caller was told; the seats confirmed fit the show; each occurrence of the
+/// recurring tick came once, in order, and it came.
+pub(crate) fn shows(operations: &[Operation], shows: &[Show]) -> Vec<String> {
+    let mut violations = Vec::new();
+    for (index, show) in shows.iter().enumerate() {
+        let name = format!("s-{index}");
+        if !show.holds.is_empty() {
+            violations.push(format!("{name}: holds never expired: {:?}", show.holds));
+        }
+        let seats: u32 = show.confirmed.values().sum();
+        if seats > CAPACITY {
+            violations.push(format!("{name}: {seats} seats confirmed of {CAPACITY}"));
+        }
+        let mut expired = show.expired.clone();
+        expired.sort_unstable();
+        expired.dedup();
+        if expired.len() != show.expired.len() {
+            violations.push(format!("{name}: a hold expired twice: {:?}", show.expired));
+        }
+        for entry in &show.expired {
+            if show.confirmed.contains_key(entry) {
+                violations.push(format!("{name}: hold {entry} both expired and confirmed"));
+            }
+        }
+        let every = TICK_EVERY.num_seconds();
+        let on_time = show
+            .ticks
+            .windows(2)
+            .all(|pair| pair[0] < pair[1] && (pair[1] - pair[0]) % every == 0);
+        if !on_time {
+            violations.push(format!(
+                "{name}: a tick's occurrence came twice, out of order or off its interval: {:?}",
+                show.ticks
+            ));
+        }
+        let opened = !show.confirmed.is_empty() || !show.expired.is_empty();
+        if opened && show.ticks.len() != TICKS {
+            violations.push(format!(
+                "{name}: its recurring tick came {} times, not {TICKS}: {:?}",
+                show.ticks.len(),
+                show.ticks
+            ));
+        }
+    }
+    for operation in operations {
+        if !matches!(operation.work, Work::Hold { .. } | Work::Confirm { .. }) {
+            continue;
+        }
+        let entry = operation.entry;
+        let show = &shows[operation.account];
+        let name = format!("s-{}", operation.account);
+        match operation.work {
+            Work::Hold { seats } => {
+                let kept = show
+                    .confirmed
+                    .get(&entry)
+                    .copied()
+                    .or_else(|| show.expired.contains(&entry).then_some(seats));
+                if answered(operation, "held") && kept != Some(seats) {
+                    violations.push(format!(
+                        "{name}: hold {entry} of {seats} was answered held, but is {kept:?}"
+                    ));
+                }
+                let refused = answered(operation, "rejected")
+                    || (operation.acknowledged_at.is_none()
+                        && operation.unknown == 0
+                        && operation.said_nothing > 0);
+                if refused && kept.is_some() {
+                    violations.push(format!(
+                        "{name}: hold {entry} was refused ({:?}), but was kept",
+                        operation.answer
+                    ));
+                }
+            }
+            Work::Confirm { hold } => {
+                let confirmed = show.confirmed.contains_key(&hold);
+                if answered(operation, "confirmed") && !confirmed {
+                    violations.push(format!(
+                        "{name}: hold {hold}'s confirmation {entry} was answered, but it is not \
+                         confirmed"
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    violations
+}
+
+/// The tickets after the recovery: each issued one lapsed by its reminder, unless voided;
+/// each voided one (voided after its issue was answered) is gone, its reminder with it.
+pub(crate) fn tickets(operations: &[Operation], tickets: &BTreeMap<u64, Ticket>) -> Vec<String> {
+    let mut violations = Vec::new();
+    for issue in operations
+        .iter()
+        .filter(|operation| operation.work == Work::Issue)
+    {
+        let entry = issue.entry;
+        let Some(ticket) = tickets.get(&entry) else {
+            continue;
+        };
+        let voids: Vec<&Operation> = operations
+            .iter()
+            .filter(|operation| operation.work == Work::Void { ticket: entry })
+            .collect();
+        let voided = voids.iter().any(|void| void.acknowledged_at.is_some());
+        if voided {
+            if *ticket != Ticket::default() {
+                violations.push(format!(
+                    "t-{entry} was voided, but its incarnation holds {ticket:?}"
+                ));
+            }
+        } else if voids.is_empty() && issue.acknowledged_at.is_some() {
+            let lapsed = Ticket {
+                issued: Some(entry),
+                lapsed: true,
+            };
+            if *ticket != lapsed {
+                violations.push(format!(
+                    "t-{entry} was issued and never voided, but is {ticket:?}"
+                ));
             }
         }
     }

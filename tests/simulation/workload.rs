@@ -2,9 +2,13 @@
 //! client would: a synchronous call or an enqueue under an idempotency key, retried later
 //! under the same key when it failed.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::Effect;
+
+use super::box_office::{self, Show, Ticket};
 
 /// The accounts the runs' ledgers are.
 pub(crate) const ACCOUNTS: usize = 3;
@@ -96,6 +100,14 @@ pub(crate) enum Work {
     Remind { after_millis: i64 },
     /// A synchronous `charge`.
     Charge,
+    /// A synchronous hold of `seats` on the show `account`.
+    Hold { seats: u32 },
+    /// A synchronous confirmation of the hold made by operation `hold` on the show `account`.
+    Confirm { hold: u64 },
+    /// A synchronous issue of the ticket of this operation's entry.
+    Issue,
+    /// A synchronous void (a destroy) of the ticket operation `ticket` issued.
+    Void { ticket: u64 },
 }
 
 /// One operation of a run, as the model keeps it.
@@ -112,6 +124,11 @@ pub(crate) struct Operation {
     /// ended otherwise unacknowledged (cancelled, crashed, an error that says nothing).
     pub(crate) said_nothing: usize,
     pub(crate) unknown: usize,
+    /// What its acknowledged attempt answered.
+    pub(crate) answer: Option<String>,
+    /// How long its caller waits for a synchronous answer, if less than the runtime's
+    /// minute: a client with a short deadline.
+    pub(crate) deadline_millis: Option<u64>,
 }
 
 impl Operation {
@@ -125,14 +142,28 @@ pub(crate) fn account(account: usize) -> String {
     format!("l-{account}")
 }
 
-/// Runs one attempt of `operation` on `runtime`: `Ok` with what it answered, or the error.
+/// Runs one attempt of `operation` on `runtime`: `Ok` with what it answered (a rejection is
+/// an answer), or the error.
 pub(crate) async fn attempt(
     runtime: &Runtime,
     operation: &Operation,
 ) -> solid_objects::Result<String> {
+    match answer(runtime, operation).await {
+        Err(Error::Rejected(rejection)) => Ok(format!("rejected {}", rejection.code())),
+        answered => answered,
+    }
+}
+
+async fn answer(runtime: &Runtime, operation: &Operation) -> solid_objects::Result<String> {
+    let deadline = Duration::from_millis(operation.deadline_millis.unwrap_or(60_000));
     let ledger = runtime
         .reference::<Ledger>(account(operation.account))
-        .idempotency_key(operation.key());
+        .idempotency_key(operation.key())
+        .timeout(deadline);
+    let show = runtime
+        .reference::<Show>(box_office::show(operation.account))
+        .idempotency_key(operation.key())
+        .timeout(deadline);
     let entry = operation.entry;
     match &operation.work {
         Work::Apply => ledger.apply(entry).await.map(|count| count.to_string()),
@@ -152,6 +183,25 @@ pub(crate) async fn attempt(
             .await
             .map(|()| "scheduled".to_owned()),
         Work::Charge => ledger.charge(entry).await.map(|()| "emitted".to_owned()),
+        Work::Hold { seats } => show
+            .hold(entry, *seats)
+            .await
+            .map(|left| format!("held, {left} left")),
+        Work::Confirm { hold } => show.confirm(*hold).await.map(|()| "confirmed".to_owned()),
+        Work::Issue => runtime
+            .reference::<Ticket>(box_office::ticket(entry))
+            .idempotency_key(operation.key())
+            .timeout(deadline)
+            .issue(entry)
+            .await
+            .map(|()| "issued".to_owned()),
+        Work::Void { ticket } => runtime
+            .reference::<Ticket>(box_office::ticket(*ticket))
+            .idempotency_key(operation.key())
+            .timeout(deadline)
+            .void()
+            .await
+            .map(|()| "voided".to_owned()),
     }
 }
 

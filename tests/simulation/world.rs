@@ -20,6 +20,7 @@ use solid_objects::prelude::*;
 use solid_objects::simulation::Defect;
 use solid_objects::{EffectContext, GroupCommit, RetryPolicy};
 
+use super::box_office::{self, Show, Ticket, SHOWS};
 use super::schedule::{Injected, Seeded, SeededSchedule};
 use super::workload::{self, Charge, Ledger, Operation, Work, ACCOUNTS};
 
@@ -252,6 +253,8 @@ impl World {
             )
             .simulation(self.schedule.clone())
             .actor::<Ledger>()
+            .actor::<Show>()
+            .actor::<Ticket>()
             .effect(move |charge: Charge, _: EffectContext| {
                 let charges = Arc::clone(&charges);
                 async move {
@@ -392,6 +395,70 @@ impl World {
     }
 
     fn new_operation(&mut self) {
+        let (account, work) = match self.seeded.below(20) {
+            0..=11 => self.ledger_work(),
+            12..=16 => self.show_work(),
+            _ => self.ticket_work(),
+        };
+        let deadline_millis =
+            (work != Work::Enqueue && self.seeded.one_in(4)).then(|| 1 + self.seeded.below(2_000));
+        self.operations.push(Operation {
+            entry: self.operations.len() as u64,
+            account,
+            work,
+            issued_at: self.now,
+            acknowledged_at: None,
+            said_nothing: 0,
+            unknown: 0,
+            answer: None,
+            deadline_millis,
+        });
+        self.attempt(self.operations.len() - 1);
+    }
+
+    /// The entries of the operations `matching` that were acknowledged with an answer that
+    /// starts with `answered`.
+    fn acknowledged(&self, matching: impl Fn(&Operation) -> bool, answered: &str) -> Vec<u64> {
+        self.operations
+            .iter()
+            .filter(|operation| matching(operation))
+            .filter(|operation| {
+                operation
+                    .answer
+                    .as_deref()
+                    .is_some_and(|answer| answer.starts_with(answered))
+            })
+            .map(|operation| operation.entry)
+            .collect()
+    }
+
+    /// An operation on a show: a hold, or the confirmation of one it answered.
+    fn show_work(&mut self) -> (usize, Work) {
+        let show = self.seeded.below(SHOWS as u64) as usize;
+        let held = self.acknowledged(
+            |operation| operation.account == show && matches!(operation.work, Work::Hold { .. }),
+            "held",
+        );
+        if !held.is_empty() && self.seeded.one_in(2) {
+            let hold = held[self.seeded.below(held.len() as u64) as usize];
+            return (show, Work::Confirm { hold });
+        }
+        let seats = 1 + self.seeded.below(3) as u32;
+        (show, Work::Hold { seats })
+    }
+
+    /// An operation on a ticket: an issue, or the void of one issued.
+    fn ticket_work(&mut self) -> (usize, Work) {
+        let issued = self.acknowledged(|operation| operation.work == Work::Issue, "issued");
+        if !issued.is_empty() && self.seeded.one_in(3) {
+            let ticket = issued[self.seeded.below(issued.len() as u64) as usize];
+            return (0, Work::Void { ticket });
+        }
+        (0, Work::Issue)
+    }
+
+    /// An operation on a ledger.
+    fn ledger_work(&mut self) -> (usize, Work) {
         let account = self.seeded.below(ACCOUNTS as u64) as usize;
         let work = match self.seeded.below(10) {
             0..=3 => Work::Apply,
@@ -404,16 +471,7 @@ impl World {
             },
             _ => Work::Charge,
         };
-        self.operations.push(Operation {
-            entry: self.operations.len() as u64,
-            account,
-            work,
-            issued_at: self.now,
-            acknowledged_at: None,
-            said_nothing: 0,
-            unknown: 0,
-        });
-        self.attempt(self.operations.len() - 1);
+        (account, work)
     }
 
     fn retry_operation(&mut self) {
@@ -438,7 +496,9 @@ impl World {
         let line = match ended {
             Ended::Done(Ok(answer)) => {
                 let now = self.now;
-                self.operations[index].acknowledged_at.get_or_insert(now);
+                let operation = &mut self.operations[index];
+                operation.acknowledged_at.get_or_insert(now);
+                operation.answer.get_or_insert_with(|| answer.clone());
                 format!("ok {answer}")
             }
             Ended::Done(Err(error)) => {
@@ -561,26 +621,39 @@ impl World {
 
     /// The invariants, on what the file holds after the recovery.
     fn check(&mut self) {
-        let ledgers = self.drive(|runtime| async move {
+        let tickets: Vec<u64> = self
+            .operations
+            .iter()
+            .filter(|operation| operation.work == Work::Issue)
+            .map(|operation| operation.entry)
+            .collect();
+        let read = self.drive(|runtime| async move {
             let mut ledgers = Vec::new();
             for account in 0..ACCOUNTS {
-                let ledger = runtime
-                    .reference::<Ledger>(workload::account(account))
-                    .snapshot()
-                    .await;
-                ledgers.push(ledger);
+                let reference = runtime.reference::<Ledger>(workload::account(account));
+                ledgers.push(reference.snapshot().await?);
             }
-            ledgers
+            let mut shows = Vec::new();
+            for show in 0..SHOWS {
+                let reference = runtime.reference::<Show>(box_office::show(show));
+                shows.push(reference.snapshot().await?);
+            }
+            let mut issued = BTreeMap::new();
+            for entry in tickets {
+                let reference = runtime.reference::<Ticket>(box_office::ticket(entry));
+                issued.insert(entry, reference.snapshot().await?);
+            }
+            Ok::<_, solid_objects::Error>((ledgers, shows, issued))
         });
-        let Ended::Done(ledgers) = ledgers else {
+        let Ended::Done(read) = read else {
             unreachable!("no fault is injected during the checks")
         };
-        let ledgers: Vec<Ledger> = match ledgers.into_iter().collect() {
-            Ok(ledgers) => ledgers,
+        let (ledgers, shows, tickets) = match read {
+            Ok(read) => read,
             Err(error) => {
                 self.report
                     .violations
-                    .push(format!("a ledger could not be read: {error}"));
+                    .push(format!("the actors' states could not be read: {error}"));
                 return;
             }
         };
@@ -591,17 +664,19 @@ impl World {
             .clone();
         let ready = self.ready_messages();
         let attempts = self.effect_attempts();
-        self.report.violations.extend(super::invariants::check(
+        let violations = &mut self.report.violations;
+        violations.extend(super::invariants::check(
             &self.operations,
             &ledgers,
             &charges,
             ready,
         ));
-        self.report
-            .violations
-            .extend(super::invariants::attempts_cover_runs(&charges, &attempts));
-        self.report.ending = format!("{ledgers:?}; charges run {charges:?}");
-        let summary = format!("{ledgers:?}");
+        violations.extend(super::invariants::attempts_cover_runs(&charges, &attempts));
+        violations.extend(super::invariants::shows(&self.operations, &shows));
+        violations.extend(super::invariants::tickets(&self.operations, &tickets));
+        self.report.ending =
+            format!("{ledgers:?}; {shows:?}; {tickets:?}; charges run {charges:?}");
+        let summary = format!("{ledgers:?} {shows:?}");
         self.trace(summary);
     }
 
