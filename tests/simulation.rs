@@ -4,7 +4,8 @@
 //!
 //! `SIMULATION_SEED=<seed> cargo test --test simulation` replays one run and prints its
 //! trace; `SIMULATION_RUNS=<n>` sets how many seeds a run of the binary tries (a longer soak
-//! before a release).
+//! before a release). Some seeds crash for real: a child process (this binary again) runs
+//! them to a crash and is killed there with SIGKILL.
 
 #[path = "simulation/box_office.rs"]
 mod box_office;
