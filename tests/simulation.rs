@@ -39,7 +39,7 @@ fn settings(seed: u64) -> Settings {
     Settings {
         seed,
         steps: STEPS,
-        fault_odds: FAULT_ODDS,
+        fault_odds: from_env("SIMULATION_FAULT_ODDS").unwrap_or(FAULT_ODDS),
         defect: None,
         last_crash: None,
     }
@@ -60,6 +60,7 @@ fn from_env(name: &str) -> Option<u64> {
 struct Totals {
     runs: u64,
     store_steps: u64,
+    dead_letters: u64,
     injected: BTreeMap<schedule::Injected, u64>,
     failures: Vec<(u64, Report)>,
 }
@@ -79,6 +80,7 @@ fn run_all(seeds: Vec<u64>) -> Totals {
                 let mut totals = totals.lock().unwrap();
                 totals.runs += 1;
                 totals.store_steps += report.store_steps;
+                totals.dead_letters += report.dead_letters;
                 for (kind, count) in &report.injected {
                     *totals.injected.entry(*kind).or_default() += count;
                 }
@@ -118,11 +120,13 @@ fn seeded_runs_of_faults_hangs_and_crashes_keep_every_invariant() {
     let _ = writeln!(
         std::io::stderr().lock(),
         "simulation: {} runs of {STEPS} operations (seeds 1 to {} and the random seed \
-         {random}), {} store steps; faults injected: {:?}; runs with violations: {}",
+         {random}), {} store steps; faults injected: {:?}; dead letters redriven: {}; runs \
+         with violations: {}",
         totals.runs,
         runs - 1,
         totals.store_steps,
         totals.injected,
+        totals.dead_letters,
         totals.failures.len()
     );
     if let Some((seed, report)) = totals.failures.first() {
@@ -187,6 +191,7 @@ fn each_defect_put_back_is_found_and_its_seed_replays_it() {
         Defect::FailureOutsideHandlerUncounted,
         Defect::CancelledTurnKept,
         Defect::ReclaimedLeaseUncounted,
+        Defect::RetryOnHostClock,
     ] {
         let with_defect = |seed| Settings {
             defect: Some(defect),

@@ -93,6 +93,10 @@ pub enum Defect {
     /// attempt it takes over: the effect's handler runs more often than its attempts say,
     /// and past its retry policy's limit.
     ReclaimedLeaseUncounted,
+    /// A failed message's retry time is computed from the host's clock, not the runtime's
+    /// [`Clock`](crate::Clock): under a clock of its own (a manual clock, or a host whose
+    /// clock was stepped), the retry comes at once or never.
+    RetryOnHostClock,
 }
 
 thread_local! {

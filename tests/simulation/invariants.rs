@@ -3,7 +3,7 @@
 //! reminder fired and each effect run and replied, no work left, and no error that said
 //! "nothing was written" after something was.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::box_office::{Show, Ticket, CAPACITY, TICKS, TICK_EVERY};
 use super::workload::{Ledger, Operation, Work};
@@ -15,6 +15,7 @@ pub(crate) fn check(
     ledgers: &[Ledger],
     charges: &BTreeMap<u64, u32>,
     ready: i64,
+    died: &BTreeSet<u64>,
 ) -> Vec<String> {
     let mut violations = Vec::new();
     if ready != 0 {
@@ -65,6 +66,17 @@ pub(crate) fn check(
                 operation.work, operation.account
             ));
         }
+        let counted = matches!(operation.work, Work::Apply | Work::Transfer { .. });
+        if let (true, Some(answer)) = (counted, operation.answer.as_deref()) {
+            let position = list.iter().position(|&at| at == entry).map(|at| at + 1);
+            if answer.parse().ok() != position {
+                violations.push(format!(
+                    "operation {entry} ({:?}) answered {answer} entries, but is entry {position:?} \
+                     of l-{}",
+                    operation.work, operation.account
+                ));
+            }
+        }
         if let Work::Transfer { to } = operation.work {
             let credited = ledgers[to].credits.contains(&entry);
             if credited != present {
@@ -77,7 +89,7 @@ pub(crate) fn check(
             violations.push(format!("charge {entry} replied, but its effect never ran"));
         }
     }
-    violations.extend(order(operations, ledgers));
+    violations.extend(order(operations, ledgers, died));
     violations
 }
 
@@ -99,8 +111,9 @@ pub(crate) fn attempts_cover_runs(
 }
 
 /// Each account's acknowledged operations in the order they were acknowledged: one
-/// acknowledged before another was first made is applied (and credited) before it.
-fn order(operations: &[Operation], ledgers: &[Ledger]) -> Vec<String> {
+/// acknowledged before another was first made is applied (and credited) before it, unless it
+/// `died` (a dead letter lets later messages pass; an operator's redrive runs it after them).
+fn order(operations: &[Operation], ledgers: &[Ledger], died: &BTreeSet<u64>) -> Vec<String> {
     let mut violations = Vec::new();
     let applied = |operation: &Operation| {
         matches!(
@@ -119,7 +132,8 @@ fn order(operations: &[Operation], ledgers: &[Ledger]) -> Vec<String> {
                 continue;
             };
             for earlier in &mine {
-                let before = earlier
+                let before = !died.contains(&earlier.entry)
+                    && earlier
                     .acknowledged_at
                     .is_some_and(|acknowledged| acknowledged < later.issued_at);
                 if before && position(earlier.entry).is_some_and(|earlier_at| earlier_at > at) {

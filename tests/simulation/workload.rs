@@ -14,8 +14,9 @@ use super::box_office::{self, Show, Ticket};
 pub(crate) const ACCOUNTS: usize = 3;
 
 /// A ledger: entries applied in order, credits sent by other ledgers, reminders that came
-/// due, and charges whose effect replied.
-#[actor]
+/// due, and charges whose effect replied. Its messages die after a few failed attempts, so
+/// faults make dead letters, which an operator redrives.
+#[actor(max_attempts = 2)]
 #[derive(Debug, Default)]
 pub(crate) struct Ledger {
     pub(crate) entries: Vec<u64>,

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
+use solid_objects::admin::DeadLetterFilter;
 use solid_objects::simulation::Defect;
 use solid_objects::{EffectContext, GroupCommit, RetryPolicy};
 
@@ -91,6 +92,8 @@ pub(crate) struct Report {
     pub(crate) killed_mid_step: bool,
     /// The crashes (by number) that came with a step of the runtime's hung in it.
     pub(crate) mid_step_crashes: Vec<u64>,
+    /// The dead letters the run made (each redriven by an operator).
+    pub(crate) dead_letters: u64,
 }
 
 impl Report {
@@ -375,10 +378,17 @@ impl World {
         match self.seeded.below(100) {
             0..=44 => self.new_operation(),
             45..=59 => self.retry_operation(),
-            60..=69 => {
+            60..=68 => {
                 let millis = self.seeded.below(3_000);
                 self.clock.advance(Duration::from_millis(millis));
                 self.trace(format!("{} clock +{millis} ms", self.now));
+            }
+            69 => {
+                // The host's clock is corrected backwards (NTP steps it).
+                let millis = self.seeded.below(5_000);
+                let back = chrono::TimeDelta::milliseconds(i64::try_from(millis).unwrap_or(0));
+                self.clock.set(self.clock.now() - back);
+                self.trace(format!("{} clock -{millis} ms", self.now));
             }
             70..=79 => self.pass("drain"),
             80..=86 => self.pass("reminders"),
@@ -387,6 +397,7 @@ impl World {
                 self.crash();
                 self.trace(format!("{} crash", self.now));
             }
+            97 => self.redrive(),
             _ => {
                 // The caller's own deadline: it gives up at once, without a fault.
                 self.trace(format!("{} idle", self.now));
@@ -498,7 +509,14 @@ impl World {
                 let now = self.now;
                 let operation = &mut self.operations[index];
                 operation.acknowledged_at.get_or_insert(now);
-                operation.answer.get_or_insert_with(|| answer.clone());
+                let first = operation.answer.get_or_insert_with(|| answer.clone()).clone();
+                if first != answer {
+                    self.report.violations.push(format!(
+                        "step {now}: operation {} under its key answered {answer:?}, but \
+                         {first:?} before",
+                        operation.entry
+                    ));
+                }
                 format!("ok {answer}")
             }
             Ended::Done(Err(error)) => {
@@ -525,6 +543,10 @@ impl World {
 
     /// A worker's pass: the queued messages, the due reminders, or the due effects.
     fn pass(&mut self, which: &'static str) {
+        if which == "drain" {
+            // What waits for a retry, before the drain runs what is due of it.
+            self.retries_on_the_clock();
+        }
         let ended = self.drive(|runtime| async move {
             let testing = runtime.testing();
             match which {
@@ -547,6 +569,26 @@ impl World {
             Ended::Hung => "hung".to_owned(),
         };
         self.trace(format!("{} {which} -> {line}", self.now));
+    }
+
+    /// An operator's redrive of every dead letter.
+    fn redrive(&mut self) {
+        let ended = self.drive(|runtime| async move {
+            runtime
+                .admin()
+                .redrive(&DeadLetterFilter::new())
+                .await
+                .map(|redriven| redriven.retried)
+        });
+        let line = match ended {
+            Ended::Done(Ok(retried)) => format!("retried {retried}"),
+            Ended::Done(Err(error)) => {
+                self.uncaused(&error, "redrive");
+                format!("err {}", workload::variant(&error))
+            }
+            Ended::Hung => "hung".to_owned(),
+        };
+        self.trace(format!("{} redrive -> {line}", self.now));
     }
 
     /// A database's error where no fault was injected: something the world did not cause (a
@@ -585,6 +627,27 @@ impl World {
         }
     }
 
+    /// Every message waiting to be retried waits by the runtime's clock: its retry time is
+    /// within an hour of the clock's now (the run moves the clock minutes at most), never
+    /// one read from the host's clock or far out of reach.
+    fn retries_on_the_clock(&mut self) {
+        let now = self.clock.now().timestamp_micros();
+        let off: Vec<(i64, i64)> = self.read(
+            "SELECT id, available_at FROM solid_messages \
+             WHERE status = 'ready' AND attempts > 0 AND (available_at < ?1 - 3600000000 \
+                OR available_at > ?1 + 3600000000)",
+            Some(now),
+        );
+        for (id, at) in off {
+            let when = if at < now { "before" } else { "after" };
+            self.report.violations.push(format!(
+                "step {}: message {id} waits for a retry more than an hour {when} the clock's \
+                 now, which a run never moves that far",
+                self.now
+            ));
+        }
+    }
+
     /// Without faults, runs everything left until nothing is: what a restarted process
     /// does. A wedge (work left after many rounds) is a violation.
     fn recover(&mut self) {
@@ -597,7 +660,13 @@ impl World {
                 let fired = testing.run_due_reminders().await?.turns;
                 let effects = testing.run_effects().await?;
                 let drained = testing.drain().await?.turns;
-                Ok::<usize, solid_objects::Error>(fired + effects + drained)
+                // An operator redrives what died.
+                let retried = runtime
+                    .admin()
+                    .redrive(&DeadLetterFilter::new())
+                    .await?
+                    .retried;
+                Ok::<usize, solid_objects::Error>(fired + effects + drained + retried as usize)
             });
             if let Ended::Done(Ok(ran)) = &ended {
                 self.trace(format!("recovery round {round}: ran {ran}"));
@@ -664,12 +733,17 @@ impl World {
             .clone();
         let ready = self.ready_messages();
         let attempts = self.effect_attempts();
+        let died = self.died();
+        let dead = self.count("SELECT COUNT(*) FROM solid_messages WHERE status = 'dead'", None);
+        self.report.dead_letters = u64::try_from(dead).unwrap_or_default();
+        self.trace(format!("dead letters: {dead}, of entries {died:?}"));
         let violations = &mut self.report.violations;
         violations.extend(super::invariants::check(
             &self.operations,
             &ledgers,
             &charges,
             ready,
+            &died,
         ));
         violations.extend(super::invariants::attempts_cover_runs(&charges, &attempts));
         violations.extend(super::invariants::shows(&self.operations, &shows));
@@ -678,6 +752,82 @@ impl World {
             format!("{ledgers:?}; {shows:?}; {tickets:?}; charges run {charges:?}");
         let summary = format!("{ledgers:?} {shows:?}");
         self.trace(summary);
+        for line in self.rows_digest() {
+            self.trace(line);
+        }
+    }
+
+    /// Every row the file holds, table by table, as a hash each: a seed replays what the
+    /// runtime wrote (times, attempts, retry times, ids), not only what its callers heard.
+    fn rows_digest(&mut self) -> Vec<String> {
+        use sqlx::{Column, Row, ValueRef};
+        let tables: Vec<(String,)> = self.read(
+            "SELECT name FROM sqlite_master WHERE type = 'table' \
+               AND name NOT IN ('solid_schema_migrations', 'sqlite_sequence') ORDER BY name",
+            None,
+        );
+        let path = self.path.clone();
+        let live = self.live.as_ref().expect("a live runtime");
+        live.tokio.block_on(async move {
+            tokio::time::resume();
+            let url = format!("sqlite://{}", path.display());
+            let pool = sqlx::SqlitePool::connect(&url)
+                .await
+                .expect("the simulated file opens");
+            let mut lines = Vec::new();
+            for (table,) in tables {
+                let rows = sqlx::query(&format!("SELECT * FROM \"{table}\""))
+                    .fetch_all(&pool)
+                    .await
+                    .expect("a table's rows");
+                let mut hashes = Vec::new();
+                for row in &rows {
+                    let mut hasher = DefaultHasher::new();
+                    for column in row.columns() {
+                        let index = column.ordinal();
+                        let raw = row.try_get_raw(index).expect("a column");
+                        if raw.is_null() {
+                            "null".hash(&mut hasher);
+                        } else if let Ok(value) = row.try_get::<i64, _>(index) {
+                            value.hash(&mut hasher);
+                        } else if let Ok(value) = row.try_get::<String, _>(index) {
+                            value.hash(&mut hasher);
+                        } else if let Ok(value) = row.try_get::<Vec<u8>, _>(index) {
+                            value.hash(&mut hasher);
+                        } else if let Ok(value) = row.try_get::<f64, _>(index) {
+                            value.to_bits().hash(&mut hasher);
+                        }
+                    }
+                    hashes.push(hasher.finish());
+                }
+                hashes.sort_unstable();
+                let mut hasher = DefaultHasher::new();
+                hashes.hash(&mut hasher);
+                lines.push(format!("rows of {table}: {} ({:x})", rows.len(), hasher.finish()));
+            }
+            pool.close().await;
+            tokio::time::pause();
+            lines
+        })
+    }
+
+    /// The entries whose ledger message died at least once (and was redriven): a dead letter
+    /// lets the later messages of its actor pass it.
+    fn died(&mut self) -> std::collections::BTreeSet<u64> {
+        let rows: Vec<(String,)> = self.read(
+            "SELECT arguments FROM solid_messages WHERE status = 'dead' \
+               AND operation IN ('apply', 'transfer')",
+            None,
+        );
+        rows.into_iter()
+            .filter_map(|(arguments,)| {
+                let arguments: serde_json::Value = serde_json::from_str(&arguments).ok()?;
+                arguments
+                    .get("entry")
+                    .or_else(|| arguments.get(0))
+                    .and_then(serde_json::Value::as_u64)
+            })
+            .collect()
     }
 
     /// Messages still ready after the recovery.

@@ -22,8 +22,9 @@ pub(super) fn failed_progress<'a>(
     error: &'a str,
     retry: &RetryPolicy,
 ) -> MessageProgress<'a> {
+    let retry_from = retry_on_host_clock().unwrap_or(now);
     let retry_at = retryable
-        .then(|| retry.next_attempt_at(now, attempts, max_attempts))
+        .then(|| retry.next_attempt_at(retry_from, attempts, max_attempts))
         .flatten();
     match retry_at {
         Some(at) => MessageProgress {
@@ -39,6 +40,16 @@ pub(super) fn failed_progress<'a>(
             finished_at: Some(micros(now)),
         },
     }
+}
+
+/// The host's clock, if a simulation put back
+/// [`Defect::RetryOnHostClock`](crate::simulation::Defect::RetryOnHostClock); never elsewhere.
+fn retry_on_host_clock() -> Option<DateTime<Utc>> {
+    #[cfg(feature = "simulation")]
+    if crate::simulation::reintroduced(crate::simulation::Defect::RetryOnHostClock) {
+        return Some(Utc::now());
+    }
+    None
 }
 
 impl Engine {
