@@ -272,8 +272,8 @@ fn killed_settings(seed: u64, nth: u64, by: CrashBy) -> Settings {
 
 /// A crash for real: a process killed with SIGKILL at a step the schedule hung (a
 /// transaction open, a commit unanswered) leaves a file from which the recovery reaches the
-/// same ledgers as after the in-process crash of the same seed at the same step, and keeps
-/// every invariant.
+/// same actors' states and the same rows, table by table, as after the in-process crash of
+/// the same seed at the same step, and keeps every invariant.
 #[test]
 fn a_process_killed_at_a_crash_leaves_what_a_dropped_runtime_leaves() {
     if let Ok(at) = std::env::var(KILLED_AT) {
@@ -325,7 +325,7 @@ fn a_process_killed_at_a_crash_leaves_what_a_dropped_runtime_leaves() {
     let _ = writeln!(
         std::io::stderr().lock(),
         "simulation: {compared} runs killed by SIGKILL, {mid_step} of them with a step hung \
-         mid-transaction; each recovered to the ledgers of its in-process crash"
+         mid-transaction; each recovered to the states and rows of its in-process crash"
     );
     assert!(compared >= 8, "only {compared} seeds reached their crash");
     assert!(mid_step >= 3, "only {mid_step} kills came with a step hung");

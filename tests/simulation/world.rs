@@ -294,7 +294,11 @@ impl World {
         self.drop_runtime();
         self.schedule.forget_hangs();
         self.schedule.count(Injected::Crash);
-        self.open();
+        // At the run's last crash the steps end, and the recovery opens the next runtime:
+        // as after a kill, where no runtime opens in between (and draws no id).
+        if self.recovering || !self.ended() {
+            self.open();
+        }
     }
 
     /// Writes the world's model on stdout and waits, the runtime as it is (a step hung, a
@@ -748,11 +752,14 @@ impl World {
         violations.extend(super::invariants::attempts_cover_runs(&charges, &attempts));
         violations.extend(super::invariants::shows(&self.operations, &shows));
         violations.extend(super::invariants::tickets(&self.operations, &tickets));
-        self.report.ending =
-            format!("{ledgers:?}; {shows:?}; {tickets:?}; charges run {charges:?}");
+        let rows = self.rows_digest();
+        self.report.ending = format!(
+            "{ledgers:?}; {shows:?}; {tickets:?}; charges run {charges:?}; {}",
+            rows.join("; ")
+        );
         let summary = format!("{ledgers:?} {shows:?}");
         self.trace(summary);
-        for line in self.rows_digest() {
+        for line in rows {
             self.trace(line);
         }
     }
