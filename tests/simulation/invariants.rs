@@ -134,8 +134,8 @@ fn order(operations: &[Operation], ledgers: &[Ledger], died: &BTreeSet<u64>) -> 
             for earlier in &mine {
                 let before = !died.contains(&earlier.entry)
                     && earlier
-                    .acknowledged_at
-                    .is_some_and(|acknowledged| acknowledged < later.issued_at);
+                        .acknowledged_at
+                        .is_some_and(|acknowledged| acknowledged < later.issued_at);
                 if before && position(earlier.entry).is_some_and(|earlier_at| earlier_at > at) {
                     violations.push(format!(
                         "l-{account}: entry {} was acknowledged before entry {} was made, but \

@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use solid_objects::prelude::*;
 use solid_objects::admin::DeadLetterFilter;
+use solid_objects::prelude::*;
 use solid_objects::simulation::Defect;
 use solid_objects::{EffectContext, GroupCommit, RetryPolicy};
 
@@ -513,7 +513,10 @@ impl World {
                 let now = self.now;
                 let operation = &mut self.operations[index];
                 operation.acknowledged_at.get_or_insert(now);
-                let first = operation.answer.get_or_insert_with(|| answer.clone()).clone();
+                let first = operation
+                    .answer
+                    .get_or_insert_with(|| answer.clone())
+                    .clone();
                 if first != answer {
                     self.report.violations.push(format!(
                         "step {now}: operation {} under its key answered {answer:?}, but \
@@ -738,7 +741,10 @@ impl World {
         let ready = self.ready_messages();
         let attempts = self.effect_attempts();
         let died = self.died();
-        let dead = self.count("SELECT COUNT(*) FROM solid_messages WHERE status = 'dead'", None);
+        let dead = self.count(
+            "SELECT COUNT(*) FROM solid_messages WHERE status = 'dead'",
+            None,
+        );
         self.report.dead_letters = u64::try_from(dead).unwrap_or_default();
         self.trace(format!("dead letters: {dead}, of entries {died:?}"));
         let violations = &mut self.report.violations;
@@ -810,7 +816,11 @@ impl World {
                 hashes.sort_unstable();
                 let mut hasher = DefaultHasher::new();
                 hashes.hash(&mut hasher);
-                lines.push(format!("rows of {table}: {} ({:x})", rows.len(), hasher.finish()));
+                lines.push(format!(
+                    "rows of {table}: {} ({:x})",
+                    rows.len(),
+                    hasher.finish()
+                ));
             }
             pool.close().await;
             tokio::time::pause();
