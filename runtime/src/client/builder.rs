@@ -489,6 +489,8 @@ impl Builder {
                 ))
             }
             #[cfg(feature = "sqlite")]
+            // The label is used only when the simulation feature wraps the store.
+            #[cfg_attr(not(feature = "simulation"), allow(unused_labels))]
             Some(Database::SqliteFile(path)) => 'store: {
                 let options = SqliteOptions {
                     durability: self.durability,
