@@ -206,13 +206,17 @@ async fn answer(runtime: &Runtime, operation: &Operation) -> solid_objects::Resu
     }
 }
 
-/// Whether an error says that nothing of the attempt was written.
+/// Whether an error says, without a condition, that nothing of the attempt was written.
+/// (A timeout of a call whose group commit had not ended says "nothing of it was kept" only
+/// if its message is not found: a condition, not a claim.)
 pub(crate) fn says_nothing_was_written(error: &Error) -> bool {
     let text = error.to_string();
     [
         "nothing was written",
         "nothing was enqueued",
-        "nothing of",
+        "nothing of this call was written",
+        "nothing of it was kept: run it again",
+        "(nothing of it was kept)",
         "nothing was kept",
         "nothing changed",
     ]
