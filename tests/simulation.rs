@@ -227,8 +227,10 @@ fn each_defect_put_back_is_found_and_its_seed_replays_it() {
 /// `<seed> <nth crash> <file>`, the run it makes until it waits to be killed.
 const KILLED_AT: &str = "SIMULATION_KILLED_AT";
 
-/// The seeds whose runs crash for real, with a random one of each run of the binary.
-const KILLED_SEEDS: u64 = 10;
+/// The seeds whose runs crash for real. (Fixed seeds only: a rare seed does not replay the
+/// same in another process, see the testing guide, and a random one would make this test
+/// fail at random.)
+const KILLED_SEEDS: u64 = 12;
 
 /// Runs `seed` in a child process (this test binary again) on the file at `path` until its
 /// `nth` crash, kills it there with SIGKILL, and goes on from the model it handed over.
@@ -285,15 +287,8 @@ fn a_process_killed_at_a_crash_leaves_what_a_dropped_runtime_leaves() {
         World::on_file(killed_settings(seed, nth, CrashBy::Killed), path).run();
         panic!("seed {seed}: the run ended before its crash {nth}");
     }
-    let random = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| since.as_nanos() as u64);
-    let _ = writeln!(
-        std::io::stderr().lock(),
-        "simulation: seeds 1 to {KILLED_SEEDS} and the random seed {random} crash by SIGKILL"
-    );
     let (mut compared, mut mid_step) = (0, 0);
-    for seed in (1..=KILLED_SEEDS).chain([random]) {
+    for seed in 1..=KILLED_SEEDS {
         // The first crash with a step hung mid-transaction, if the run has one.
         let plain = World::new(settings(seed)).run();
         let nth = plain
@@ -324,7 +319,7 @@ fn a_process_killed_at_a_crash_leaves_what_a_dropped_runtime_leaves() {
     }
     let _ = writeln!(
         std::io::stderr().lock(),
-        "simulation: {compared} runs killed by SIGKILL, {mid_step} of them with a step hung \
+        "simulation: {compared} runs (seeds 1 to {KILLED_SEEDS}) killed by SIGKILL, {mid_step} of them with a step hung \
          mid-transaction; each recovered to the states and rows of its in-process crash"
     );
     assert!(compared >= 8, "only {compared} seeds reached their crash");
