@@ -661,6 +661,10 @@ async fn prune_preview_then_execute(setup: Setup) {
     let preview = admin.prune_preview().await.unwrap();
     assert_eq!(preview.finished_messages, 4, "three adds and set_broken");
     assert_eq!(preview.dead_letters, 1);
+    assert_eq!(
+        preview.failed_attempts, 1,
+        "the time of fragile's one attempt"
+    );
     assert_eq!(preview.admin_events, 1, "the status call two hours ago");
     assert_eq!(
         admin.prune_preview().await.unwrap(),

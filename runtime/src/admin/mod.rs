@@ -35,6 +35,7 @@
 //! [`Runtime::admin`]: crate::Runtime::admin
 //! [`Policy::authorize_administration`]: crate::Policy::authorize_administration
 
+mod activity;
 mod model;
 mod store_rows;
 
@@ -43,6 +44,10 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
+pub use activity::{
+    Activity, ActivityPoint, ActorActivity, ActorActivityPoint, Backlog, Lateness, Outcomes,
+    UnknownWindow, Window,
+};
 pub use model::{
     ActorDetails, ActorFilter, ActorPage, ActorSummary, ActorTypeSummary, AdminEvent,
     DeadLetterFilter, DeadLetterSummary, DoctorReport, EffectFilter, EffectSummary, MailboxDepth,
@@ -170,6 +175,47 @@ impl Admin {
                 finished_last_hour: store.finished_since(hour_ago).await?,
             };
             Ok((overview, None))
+        })
+        .await
+    }
+
+    /// What every actor did over `window`, a point per slice: the messages that completed,
+    /// were rejected or became dead letters, the attempts that failed, what was waiting at the
+    /// end of each slice (ready messages, due reminders, pending effects), and how late
+    /// reminders ran. The overview's charts.
+    pub async fn activity(&self, window: Window) -> Result<Activity> {
+        let details = json!({ "window": window });
+        self.audited(AdminAction::Activity, "database".to_owned(), || async {
+            let engine = self.runtime.engine();
+            let span = window.span(micros(engine.now()));
+            let rows = engine.store().activity(span).await?;
+            Ok((activity::activity(window, &span, &rows), Some(details)))
+        })
+        .await
+    }
+
+    /// What one actor did over `window`, a point per slice: its messages that completed,
+    /// were rejected or became dead letters, and its attempts that failed. Its page's chart.
+    pub async fn actor_activity(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+        window: Window,
+    ) -> Result<ActorActivity> {
+        check_actor(actor_type, actor_id)?;
+        let key = ActorKey {
+            actor_type,
+            actor_id,
+        };
+        let details = json!({ "window": window });
+        self.audited(AdminAction::Activity, resource(key), || async {
+            let engine = self.runtime.engine();
+            let span = window.span(micros(engine.now()));
+            let rows = engine.store().actor_activity(key, span).await?;
+            Ok((
+                activity::actor_activity(window, &span, &rows),
+                Some(details),
+            ))
         })
         .await
     }

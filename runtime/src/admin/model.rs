@@ -442,6 +442,8 @@ pub struct PruneCounts {
     pub dead_letters: u64,
     /// Dead effects past the dead retention period.
     pub dead_effects: u64,
+    /// Records of when attempts failed (for the charts), past the retention period.
+    pub failed_attempts: u64,
     /// Audit rows of administration calls past the retention period.
     pub admin_events: u64,
 }
@@ -453,6 +455,7 @@ impl PruneCounts {
             + self.done_effects
             + self.dead_letters
             + self.dead_effects
+            + self.failed_attempts
             + self.admin_events
     }
 }

@@ -28,6 +28,7 @@ pub(super) fn failed_progress<'a>(
     match retry_at {
         Some(at) => MessageProgress {
             last_error: Some(error),
+            failed_at: Some(micros(now)),
             ..MessageProgress::ready(attempts, micros(at))
         },
         None => MessageProgress {
@@ -37,6 +38,7 @@ pub(super) fn failed_progress<'a>(
             result: None,
             last_error: Some(error),
             finished_at: Some(micros(now)),
+            failed_at: Some(micros(now)),
         },
     }
 }
@@ -118,6 +120,7 @@ impl MessageProgress<'_> {
             result: None,
             last_error: None,
             finished_at: None,
+            failed_at: None,
         }
     }
 }

@@ -9,6 +9,7 @@
 use async_trait::async_trait;
 
 use super::effects::{PRUNE_DEAD_EFFECTS, PRUNE_DONE_EFFECTS};
+use super::failed_attempts::PRUNE_FAILED_ATTEMPTS;
 use super::instances::{create_instance, PAUSE, PAUSE_EXISTING, RESUME};
 use super::messages::{storable_text, PRUNE_DEAD_LETTERS, PRUNE_FINISHED};
 use super::query::{get, query, Dialect, Row};
@@ -328,6 +329,8 @@ pub(crate) struct Pruned {
     pub(crate) done_effects: u64,
     pub(crate) dead_letters: u64,
     pub(crate) dead_effects: u64,
+    /// The times of failed attempts, kept as long as finished messages.
+    pub(crate) failed_attempts: u64,
     /// Audit rows of administration calls (deleted by their own statement).
     pub(crate) admin_events: u64,
 }
@@ -339,6 +342,7 @@ impl Pruned {
             + self.done_effects
             + self.dead_letters
             + self.dead_effects
+            + self.failed_attempts
             + self.admin_events
     }
 }
@@ -850,9 +854,15 @@ impl<T: WriteConnection> AdminWrites for T {
             .bind(retention.finished_before)
             .execute(self.on())
             .await?;
+        self.counters().statement();
+        let failed_attempts = query(PRUNE_FAILED_ATTEMPTS)
+            .bind(retention.finished_before)
+            .execute(self.on())
+            .await?;
         let mut pruned = Pruned {
             finished_messages: finished.rows_affected,
             done_effects: done.rows_affected,
+            failed_attempts: failed_attempts.rows_affected,
             ..Pruned::default()
         };
         if let Some(dead_before) = retention.dead_before {

@@ -64,6 +64,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "administration",
         include_str!("../../migrations/sqlite/0007_administration.sql"),
     ),
+    (
+        11,
+        "activity",
+        include_str!("../../migrations/sqlite/0011_activity.sql"),
+    ),
 ];
 
 /// How long a statement outside a caller's deadline waits for another process's write lock.
