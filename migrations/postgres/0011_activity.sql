@@ -17,15 +17,21 @@ CREATE INDEX solid_failed_attempts_at ON solid_failed_attempts (failed_at);
 CREATE INDEX solid_failed_attempts_actor
     ON solid_failed_attempts (actor_type, actor_id, failed_at);
 
--- Finished messages by status and time, with when each was enqueued and (a fired reminder's)
--- when it was due: the charts count them from the index alone.
+-- Finished messages by status and time, with when each was enqueued: the charts count them
+-- from the index alone.
 DROP INDEX solid_messages_finished;
 CREATE INDEX solid_messages_finished
-    ON solid_messages (status, finished_at, created_at, scheduled_for) WHERE status <> 'ready';
+    ON solid_messages (status, finished_at, created_at) WHERE status <> 'ready';
 
--- One actor's finished messages by time, for its page.
+-- One actor's finished messages by status and time, for its page.
 CREATE INDEX solid_messages_actor_finished
-    ON solid_messages (actor_type, actor_id, finished_at, status) WHERE status <> 'ready';
+    ON solid_messages (actor_type, actor_id, status, finished_at) WHERE status <> 'ready';
+
+-- The fired reminders' finished messages by time, with when each was due and fired: how late
+-- reminders ran, and how long they waited to fire.
+CREATE INDEX solid_messages_reminders
+    ON solid_messages (finished_at, scheduled_for, created_at, status)
+    WHERE scheduled_for IS NOT NULL AND status <> 'ready';
 
 -- Finished effects by status and time, with when each was emitted: for the charts and the
 -- retention task.

@@ -281,16 +281,24 @@ async fn a_window_in_which_nothing_happened_is_idle_not_a_flat_line_of_zeros() {
 /// hundredth, and an effect done for every tenth.
 fn bulk_history(backend: Backend, rows: i64, (from, until): (i64, i64)) -> Vec<String> {
     let series = match backend {
-        Backend::Postgres => format!("SELECT n FROM generate_series(1, {rows}) AS n"),
+        Backend::Postgres => {
+            format!("SELECT n FROM generate_series(CAST(1 AS BIGINT), {rows}) AS n")
+        }
         Backend::Sqlite | Backend::MariaDb => format!(
             "WITH RECURSIVE numbers(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM numbers \
              WHERE n < {rows}) SELECT n FROM numbers"
         ),
     };
+    // MariaDB stops a recursive statement after max_recursive_iterations (1000 on the test
+    // server): these may go on.
+    let insert = match backend {
+        Backend::MariaDb => format!("SET STATEMENT max_recursive_iterations = {rows} FOR INSERT"),
+        Backend::Sqlite | Backend::Postgres => "INSERT".to_owned(),
+    };
     let step = (until - from) / rows;
     let mut statements = Vec::new();
     statements.push(format!(
-        "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments, request_id,
+        "{insert} INTO solid_messages (actor_type, actor_id, operation, arguments, request_id,
              status, attempts, available_at, result, created_at, finished_at, scheduled_for)
          SELECT 'Bulk', CONCAT('b-', n % 1000), 'work', '[]', CONCAT('bulk-', n),
                 CASE WHEN n % 1000 = 0 THEN 'dead' ELSE 'completed' END,
@@ -301,12 +309,12 @@ fn bulk_history(backend: Backend, rows: i64, (from, until): (i64, i64)) -> Vec<S
          FROM ({series}) AS numbers"
     ));
     statements.push(format!(
-        "INSERT INTO solid_failed_attempts (message_id, actor_type, actor_id, failed_at)
+        "{insert} INTO solid_failed_attempts (message_id, actor_type, actor_id, failed_at)
          SELECT n, 'Bulk', CONCAT('b-', n % 1000), {from} + n * {step} - 1000000
          FROM ({series}) AS numbers WHERE n % 100 = 0"
     ));
     statements.push(format!(
-        "INSERT INTO solid_effects (effect_id, actor_type, actor_id, name, payload, status,
+        "{insert} INTO solid_effects (effect_id, actor_type, actor_id, name, payload, status,
              attempts, available_at, created_at, finished_at)
          SELECT CONCAT('effect-', n), 'Bulk', CONCAT('b-', n % 1000), 'post', '{{}}', 'done', 1,
                 {from} + n * {step}, {from} + n * {step} - 1000000, {from} + n * {step}
@@ -339,6 +347,12 @@ async fn fetch_overview(runtime: &Runtime, window: Window) -> String {
 async fn the_overview_of_a_million_finished_messages_reads_indexes_and_prints_its_time() {
     const MESSAGES: i64 = 1_000_000;
     let harness = Harness::new();
+    if harness.backend() == Backend::MariaDb {
+        // Its load alone takes about a minute there; the charts' statements on MySQL are
+        // checked on the small history above.
+        eprintln!("skipped on MariaDb: the million rows are timed on SQLite and PostgreSQL");
+        return;
+    }
     harness.clock.set(noon(0, 10));
     let runtime = runtime(&harness).await;
     // Over the day's window up to noon: the 23 and a half hours from 12:30 the day before.

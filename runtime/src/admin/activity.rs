@@ -14,7 +14,7 @@ use std::str::FromStr;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde::Serialize;
 
-use crate::store::activity::{ActivityRows, ActorActivityRows, RankedLateness, SliceCount, Span};
+use crate::store::activity::{ActivityRows, RankedLateness, SliceOutcomes, Span, Waited};
 use crate::time::micros::from_micros;
 
 /// How far back the charts look: the last 15 minutes or the last hour, a point per minute, or
@@ -272,17 +272,21 @@ impl<'s> Tally<'s> {
         }
     }
 
-    /// The count of each slice alone.
-    fn each(&self) -> Vec<i64> {
-        self.slices.clone()
-    }
-
-    /// What was counted by the end of each slice: what began before the window, and every
-    /// change up to and including the slice.
-    fn running(&self) -> Vec<i64> {
-        self.slices
+    /// What waited at the end of each slice, from things that each started waiting in one
+    /// slice and stopped in another: what began before the window, and every change up to
+    /// and including the slice.
+    fn waiting(span: &'s Span, waited: &[Waited]) -> Vec<i64> {
+        let mut tally = Self::new(span);
+        for waited in waited {
+            tally.add(waited.started, waited.count);
+            if let Some(ended) = waited.ended {
+                tally.add(ended, -waited.count);
+            }
+        }
+        tally
+            .slices
             .iter()
-            .scan(self.before, |total, change| {
+            .scan(tally.before, |total, change| {
                 *total += change;
                 Some(*total)
             })
@@ -298,96 +302,38 @@ fn starts(span: &Span) -> impl Iterator<Item = DateTime<Utc>> + '_ {
         .map(from_micros)
 }
 
-/// Counts of each outcome per slice: from the finished messages' statuses, and the failed
-/// attempts.
-struct OutcomeTallies<'s> {
-    completed: Tally<'s>,
-    rejected: Tally<'s>,
-    failed_attempts: Tally<'s>,
-    dead: Tally<'s>,
-}
-
-impl<'s> OutcomeTallies<'s> {
-    fn new(span: &'s Span, failed_attempts: &[SliceCount]) -> Self {
-        let mut tallies = Self {
-            completed: Tally::new(span),
-            rejected: Tally::new(span),
-            failed_attempts: Tally::new(span),
-            dead: Tally::new(span),
-        };
-        for failed in failed_attempts {
-            tallies.failed_attempts.add(failed.slice, failed.count);
-        }
-        tallies
-    }
-
-    /// Counts `count` messages of `status` that finished in `slice` (a destroyed message is
-    /// no outcome of a turn, and is not counted).
-    fn finished(&mut self, status: &str, slice: i64, count: i64) {
-        let tally = match status {
-            "completed" => &mut self.completed,
-            "rejected" => &mut self.rejected,
-            "dead" => &mut self.dead,
-            _ => return,
-        };
-        tally.add(slice, count);
-    }
-
-    fn outcomes(&self) -> Vec<Outcomes> {
-        let (completed, rejected) = (self.completed.each(), self.rejected.each());
-        let (failed_attempts, dead) = (self.failed_attempts.each(), self.dead.each());
-        (0..completed.len())
-            .map(|index| Outcomes {
-                completed: completed[index],
-                rejected: rejected[index],
-                failed_attempts: failed_attempts[index],
-                dead: dead[index],
-            })
-            .collect()
-    }
+/// The outcomes of the slice starting at `slice`, as the store counted them (none if it
+/// returned no row for it).
+fn outcomes(rows: &[SliceOutcomes], slice: i64) -> Outcomes {
+    rows.iter()
+        .find(|row| row.slice == slice)
+        .map_or_else(Outcomes::default, |row| Outcomes {
+            completed: row.completed,
+            rejected: row.rejected,
+            failed_attempts: row.failed_attempts,
+            dead: row.dead,
+        })
 }
 
 /// The whole database's figures over `window`, from what the store counted over its `span`.
 pub(super) fn activity(window: Window, span: &Span, rows: &ActivityRows) -> Activity {
-    let mut outcomes = OutcomeTallies::new(span, &rows.failed_attempts);
-    let mut ready_messages = Tally::new(span);
-    let mut due_reminders = Tally::new(span);
-    let mut pending_effects = Tally::new(span);
-    for messages in &rows.messages {
-        ready_messages.add(messages.created, messages.count);
-        if let Some(finished) = messages.finished {
-            ready_messages.add(finished, -messages.count);
-            outcomes.finished(&messages.status, finished, messages.count);
-        }
-        // A fired reminder was due from its due time until it fired: its message's creation.
-        if let Some(due) = messages.due {
-            due_reminders.add(due, messages.count);
-            due_reminders.add(messages.created, -messages.count);
-        }
-    }
-    for reminders in &rows.reminders {
-        due_reminders.add(reminders.slice, reminders.count);
-    }
-    for effects in &rows.effects {
-        pending_effects.add(effects.created, effects.count);
-        if let Some(finished) = effects.finished {
-            pending_effects.add(finished, -effects.count);
-        }
-    }
-    let (ready_messages, due_reminders) = (ready_messages.running(), due_reminders.running());
-    let pending_effects = pending_effects.running();
+    let ready_messages = Tally::waiting(span, &rows.ready_messages);
+    let due_reminders = Tally::waiting(span, &rows.due_reminders);
+    let pending_effects = Tally::waiting(span, &rows.pending_effects);
     let points = starts(span)
-        .zip(outcomes.outcomes())
         .enumerate()
-        .map(|(index, (at, finished))| ActivityPoint {
-            at,
-            finished,
-            backlog: Backlog {
-                ready_messages: ready_messages[index],
-                due_reminders: due_reminders[index],
-                pending_effects: pending_effects[index],
-            },
-            lateness: lateness(&rows.lateness, span.from + span.width * index as i64),
+        .map(|(index, at)| {
+            let slice = at.timestamp_micros();
+            ActivityPoint {
+                at,
+                finished: outcomes(&rows.outcomes, slice),
+                backlog: Backlog {
+                    ready_messages: ready_messages[index],
+                    due_reminders: due_reminders[index],
+                    pending_effects: pending_effects[index],
+                },
+                lateness: lateness(&rows.lateness, slice),
+            }
         })
         .collect();
     Activity {
@@ -411,18 +357,12 @@ fn lateness(rows: &[RankedLateness], slice: i64) -> Option<Lateness> {
 }
 
 /// One actor's figures over `window`, from what the store counted over its `span`.
-pub(super) fn actor_activity(
-    window: Window,
-    span: &Span,
-    rows: &ActorActivityRows,
-) -> ActorActivity {
-    let mut outcomes = OutcomeTallies::new(span, &rows.failed_attempts);
-    for finished in &rows.finished {
-        outcomes.finished(&finished.status, finished.slice, finished.count);
-    }
+pub(super) fn actor_activity(window: Window, span: &Span, rows: &[SliceOutcomes]) -> ActorActivity {
     let points = starts(span)
-        .zip(outcomes.outcomes())
-        .map(|(at, finished)| ActorActivityPoint { at, finished })
+        .map(|at| ActorActivityPoint {
+            at,
+            finished: outcomes(rows, at.timestamp_micros()),
+        })
         .collect();
     ActorActivity {
         window,
@@ -434,7 +374,6 @@ pub(super) fn actor_activity(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::activity::{EffectSlices, MessageSlices};
 
     const MINUTE: i64 = 60_000_000;
 
@@ -458,40 +397,32 @@ mod tests {
     fn what_waited_is_what_started_and_had_not_ended_by_the_end_of_each_slice() {
         let span = hour();
         let at = |minute: i64| span.from + minute * MINUTE;
-        let message = |finished: Option<i64>, created: i64, due: Option<i64>| MessageSlices {
-            status: if finished.is_some() {
-                "completed"
-            } else {
-                "ready"
-            }
-            .to_owned(),
-            finished,
-            created,
-            due,
-            count: 1,
+        let waited = |started: i64, ended: Option<i64>, count: i64| Waited {
+            started,
+            ended,
+            count,
         };
         let rows = ActivityRows {
-            messages: vec![
-                // Enqueued before the window, finished in its minute 2.
-                message(Some(at(2)), at(-1), None),
-                // Enqueued in minute 1, waiting still.
-                message(None, at(1), None),
-                // A reminder due before the window, fired in minute 3, finished in minute 4.
-                message(Some(at(4)), at(3), Some(at(-1))),
-            ],
-            reminders: vec![SliceCount {
-                slice: at(5),
-                count: 2,
-            }],
-            effects: vec![EffectSlices {
-                finished: Some(at(1)),
-                created: at(0),
-                count: 3,
-            }],
-            failed_attempts: vec![SliceCount {
+            outcomes: vec![SliceOutcomes {
                 slice: at(4),
-                count: 7,
+                completed: 2,
+                failed_attempts: 7,
+                ..SliceOutcomes::default()
             }],
+            ready_messages: vec![
+                // Enqueued before the window, finished in its minute 2.
+                waited(at(-1), Some(at(2)), 1),
+                // Enqueued in minute 1, waiting still.
+                waited(at(1), None, 1),
+                // Enqueued in minute 3, finished in minute 4.
+                waited(at(3), Some(at(4)), 1),
+            ],
+            due_reminders: vec![
+                // Due before the window, fired in minute 3; two due in minute 5, not fired.
+                waited(at(-1), Some(at(3)), 1),
+                waited(at(5), None, 2),
+            ],
+            pending_effects: vec![waited(at(0), Some(at(1)), 3)],
             lateness: vec![
                 RankedLateness {
                     slice: at(4),
@@ -523,7 +454,7 @@ mod tests {
         );
         assert_eq!(
             column(|point| point.finished.completed),
-            [0, 0, 1, 0, 1, 0, 0]
+            [0, 0, 0, 0, 2, 0, 0]
         );
         assert_eq!(
             column(|point| point.finished.failed_attempts),

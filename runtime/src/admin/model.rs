@@ -178,7 +178,8 @@ pub struct MailboxDepth {
 pub struct Overview {
     /// The runtime clock's time when it was read.
     pub now: DateTime<Utc>,
-    /// The counts of [`Admin::status`](super::Admin::status).
+    /// The counts of [`Admin::status`](super::Admin::status), of the statuses that wait or
+    /// failed for good only: ready and dead messages; ready, running and dead effects.
     pub status: Status,
     /// Every actor type with its actors, ready messages and dead letters.
     pub actor_types: Vec<ActorTypeSummary>,

@@ -372,7 +372,7 @@ pub(super) fn overview(
         (activity(base, shown))
         div.cards {
             section.card {
-                h2 { "Messages" }
+                h2 { "Messages waiting, and dead letters" }
                 (counts(&status.messages))
                 p {
                     "Oldest due and waiting: "
@@ -387,7 +387,7 @@ pub(super) fn overview(
                 (counts(&overview.finished_last_hour))
             }
             section.card {
-                h2 { "Effects" }
+                h2 { "Effects pending, and dead" }
                 (counts(&status.effects))
             }
             section.card {
