@@ -348,7 +348,7 @@ pub(super) fn activity(window: Window, span: &Span, rows: &ActivityRows) -> Acti
 fn lateness(rows: &[RankedLateness], slice: i64) -> Option<Lateness> {
     let mut of_slice = rows.iter().filter(|row| row.slice == slice);
     let median = of_slice.next()?;
-    let high = of_slice.last().unwrap_or(median);
+    let high = of_slice.next_back().unwrap_or(median);
     Some(Lateness {
         reminders: median.reminders,
         p50_ms: median.lateness / 1000,

@@ -22,9 +22,6 @@ const RIGHT: f64 = WIDTH - 12.0;
 const TOP: f64 = 24.0;
 const BOTTOM: f64 = HEIGHT - 70.0;
 
-/// The most labels along the horizontal axis.
-const MOST_TIME_LABELS: usize = 8;
-
 /// The colour of the axes' texts and lines.
 const INK: &str = "#5a6072";
 const GRID: &str = "#e4e6ee";
@@ -51,6 +48,7 @@ impl Unit {
     fn short(self, value: i64) -> String {
         match self {
             Self::Count => value.to_string(),
+            Self::Milliseconds if value == 0 => "0".to_owned(),
             Self::Milliseconds if value < 1000 => format!("{value} ms"),
             Self::Milliseconds if value < 120_000 => seconds(value, 1000, "s"),
             Self::Milliseconds if value < 7_200_000 => seconds(value, 60_000, "min"),
@@ -90,9 +88,11 @@ pub(super) struct Chart<'a> {
     /// What the vertical axis measures ("messages per minute").
     pub(super) measure: &'a str,
     /// What the horizontal axis shows ("minute, UTC").
-    pub(super) times: &'a str,
+    pub(super) time_axis: &'a str,
     /// The label of each point, in order ("12:05").
     pub(super) labels: &'a [String],
+    /// The points whose label the horizontal axis shows (every tenth minute, say).
+    pub(super) marks: &'a [usize],
     pub(super) unit: Unit,
     pub(super) series: Vec<Series>,
 }
@@ -142,7 +142,6 @@ pub(super) fn render(chart: &Chart<'_>) -> Markup {
     if top % 2 == 0 {
         ticks.insert(1, top / 2);
     }
-    let every = chart.labels.len().div_ceil(MOST_TIME_LABELS).max(1);
     let title_id = format!("chart-{}", chart.id);
     html! {
         svg.chart xmlns="http://www.w3.org/2000/svg" role="img" data-chart=(chart.id)
@@ -157,16 +156,14 @@ pub(super) fn render(chart: &Chart<'_>) -> Markup {
                     (chart.unit.short(*tick))
                 }
             }
-            @for (index, label) in chart.labels.iter().enumerate() {
-                @if index % every == 0 {
-                    line x1=(at(chart.x(index))) x2=(at(chart.x(index))) y1=(at(BOTTOM))
-                        y2=(at(BOTTOM + 4.0)) stroke=(INK) stroke-width="1" {}
-                    text x=(at(chart.x(index))) y=(at(BOTTOM + 16.0)) text-anchor="middle"
-                        fill=(INK) { (label) }
-                }
+            @for index in chart.marks.iter().copied().filter(|index| *index < chart.labels.len()) {
+                line x1=(at(chart.x(index))) x2=(at(chart.x(index))) y1=(at(BOTTOM))
+                    y2=(at(BOTTOM + 4.0)) stroke=(INK) stroke-width="1" {}
+                text x=(at(chart.x(index))) y=(at(BOTTOM + 16.0)) text-anchor="middle"
+                    fill=(INK) { (chart.labels[index]) }
             }
             text x=(at((LEFT + RIGHT) / 2.0)) y=(at(BOTTOM + 32.0)) text-anchor="middle"
-                fill=(INK) { (chart.times) }
+                fill=(INK) { (chart.time_axis) }
             @for series in &chart.series {
                 path d=(line(chart, series, &y)) fill="none" stroke=(series.colour)
                     stroke-width="2" stroke-linejoin="round" {}
@@ -239,8 +236,9 @@ mod tests {
             id: "finished",
             title: "Finished <b>messages</b>",
             measure: "messages per minute",
-            times: "minute, UTC",
+            time_axis: "minute, UTC",
             labels: &labels,
+            marks: &[0, 2],
             unit: Unit::Count,
             series: vec![Series {
                 name: "completed",

@@ -215,9 +215,39 @@ fn window_links(link: &str, shown: Window) -> Markup {
     }
 }
 
-/// Each point's label: when its slice starts, as hours and minutes (UTC).
-fn labels(starts: impl Iterator<Item = DateTime<Utc>>) -> Vec<String> {
-    starts.map(|at| at.format("%H:%M").to_string()).collect()
+/// The most times the horizontal axis of a chart labels.
+const MOST_TIME_MARKS: usize = 8;
+
+/// The points of a window's charts: each one's label (when its slice starts, as hours and
+/// minutes, UTC), and those whose label the time axis shows: round times (every tenth minute
+/// of the hour, every third hour of the day), at most [`MOST_TIME_MARKS`].
+struct Times {
+    labels: Vec<String>,
+    marks: Vec<usize>,
+}
+
+impl Times {
+    fn of(window: Window, starts: impl Iterator<Item = DateTime<Utc>>) -> Self {
+        let starts: Vec<DateTime<Utc>> = starts.collect();
+        let slice = window.slice().num_seconds().max(1);
+        let every = [1, 2, 3, 5, 6, 10, 12, 15, 20, 30]
+            .into_iter()
+            .find(|every| starts.len().div_ceil(*every) <= MOST_TIME_MARKS)
+            .unwrap_or(starts.len().max(1));
+        let every = i64::try_from(every).unwrap_or(i64::MAX);
+        Self {
+            labels: starts
+                .iter()
+                .map(|at| at.format("%H:%M").to_string())
+                .collect(),
+            marks: starts
+                .iter()
+                .enumerate()
+                .filter(|(_, at)| (at.timestamp() / slice) % every == 0)
+                .map(|(index, _)| index)
+                .collect(),
+        }
+    }
 }
 
 /// A chart of how messages ended and attempts failed, a point per slice; `None` if nothing
@@ -226,7 +256,7 @@ fn outcomes_chart(
     id: &'static str,
     title: &str,
     window: Window,
-    labels: &[String],
+    times: &Times,
     outcomes: &[Outcomes],
 ) -> Option<Markup> {
     if outcomes.iter().all(Outcomes::is_none) {
@@ -238,13 +268,14 @@ fn outcomes_chart(
         values: outcomes.iter().map(|outcome| Some(pick(outcome))).collect(),
     };
     let measure = format!("messages per {}", slice_name(window));
-    let times = format!("{}, UTC", slice_name(window));
+    let time_axis = format!("{}, UTC", slice_name(window));
     Some(chart::render(&Chart {
         id,
         title,
         measure: &measure,
-        times: &times,
-        labels,
+        time_axis: &time_axis,
+        labels: &times.labels,
+        marks: &times.marks,
         unit: Unit::Count,
         series: vec![
             series("completed", "#1e7b34", |outcome| outcome.completed),
@@ -260,11 +291,11 @@ fn outcomes_chart(
 /// The overview's charts over a window: what finished, what waited, how late reminders ran.
 fn activity(base: &str, activity: &Activity) -> Markup {
     let window = activity.window;
-    let labels = labels(activity.points.iter().map(|point| point.at));
+    let times = Times::of(window, activity.points.iter().map(|point| point.at));
     let slice = slice_name(window);
     let outcomes: Vec<Outcomes> = activity.points.iter().map(|point| point.finished).collect();
     let finished_title = format!("Finished messages and failed attempts per {slice}");
-    let finished = outcomes_chart("finished", &finished_title, window, &labels, &outcomes);
+    let finished = outcomes_chart("finished", &finished_title, window, &times, &outcomes);
     let backlog = activity
         .points
         .iter()
@@ -283,8 +314,9 @@ fn activity(base: &str, activity: &Activity) -> Markup {
                 id: "backlog",
                 title: &format!("Waiting at the end of each {slice}"),
                 measure: "waiting",
-                times: &format!("{slice}, UTC"),
-                labels: &labels,
+                time_axis: &format!("{slice}, UTC"),
+                labels: &times.labels,
+                marks: &times.marks,
                 unit: Unit::Count,
                 series: vec![
                     series("ready messages", "#1a56db", |backlog| {
@@ -315,8 +347,9 @@ fn activity(base: &str, activity: &Activity) -> Markup {
                 id: "lateness",
                 title: &format!("How late reminders ran, per {slice}"),
                 measure: "late by",
-                times: &format!("{slice}, UTC"),
-                labels: &labels,
+                time_axis: &format!("{slice}, UTC"),
+                labels: &times.labels,
+                marks: &times.marks,
                 unit: Unit::Milliseconds,
                 series: vec![
                     series("p50", "#1a56db", |late| late.p50_ms),
@@ -488,16 +521,16 @@ fn message_rows(base: &str, messages: &[MessageSummary]) -> Markup {
     }
 }
 
-/// One actor's turns and failures over a window.
-fn actor_activity(link: &str, activity: &ActorActivity) -> Markup {
+/// One actor's turns and failures over a window; the chart is named for the actor.
+fn actor_activity(link: &str, actor: &str, activity: &ActorActivity) -> Markup {
     let window = activity.window;
-    let labels = labels(activity.points.iter().map(|point| point.at));
+    let times = Times::of(window, activity.points.iter().map(|point| point.at));
     let outcomes: Vec<Outcomes> = activity.points.iter().map(|point| point.finished).collect();
     let title = format!(
-        "Its messages and failed attempts per {}",
+        "{actor}: messages and failed attempts per {}",
         slice_name(window)
     );
-    let chart = outcomes_chart("turns", &title, window, &labels, &outcomes);
+    let chart = outcomes_chart("turns", &title, window, &times, &outcomes);
     html! {
         section id="turns" {
             h2 { "Turns" }
@@ -515,6 +548,7 @@ fn actor_activity(link: &str, activity: &ActorActivity) -> Markup {
 pub(super) fn actor(base: &str, details: &ActorDetails, turns: &ActorActivity) -> Markup {
     let summary = &details.summary;
     let link = actor_link(base, &summary.actor_type, &summary.actor_id);
+    let title = format!("{} {}", summary.actor_type, summary.actor_id);
     let state = details
         .state
         .as_ref()
@@ -546,7 +580,7 @@ pub(super) fn actor(base: &str, details: &ActorDetails, turns: &ActorActivity) -
                 }
             }
         }
-        (actor_activity(&link, turns))
+        (actor_activity(&link, &title, turns))
         h2 { "State" }
         @match state {
             Some(state) => pre { (state) },
@@ -582,7 +616,6 @@ pub(super) fn actor(base: &str, details: &ActorDetails, turns: &ActorActivity) -
         h2 { "Recent messages" }
         (message_rows(base, &details.recent_messages))
     };
-    let title = format!("{} {}", summary.actor_type, summary.actor_id);
     layout(base, &title, false, body)
 }
 
