@@ -14,7 +14,7 @@
 //! - `/dead-letters`: dead letters filtered by type, operation and error text, each with a
 //!   retry button, and a redrive of every match.
 //!
-//! Every page and button is one or two [`Admin`] calls, so each is put to
+//! Every page and button is one to three [`Admin`] calls, so each is put to
 //! [`Policy::authorize_administration`](crate::Policy::authorize_administration) (denied
 //! unless the application's policy allows it) and written to the audit table. Who is asking
 //! is the [`Operator`] the application's authentication middleware puts in the request's
