@@ -122,6 +122,8 @@ pub enum AdminAction {
     Status,
     /// The overview: the counts, actor types, busiest mailboxes and the last hour's work.
     Overview,
+    /// What finished, failed and waited over a window of time, for the charts.
+    Activity,
     /// Listing actor types and actors.
     ListActors,
     /// Reading one actor: its state, mailbox, reminders and effects.
@@ -160,6 +162,7 @@ impl AdminAction {
         match self {
             Self::Status => "status",
             Self::Overview => "overview",
+            Self::Activity => "activity",
             Self::ListActors => "list_actors",
             Self::Inspect => "inspect",
             Self::ListDeadLetters => "list_dead_letters",

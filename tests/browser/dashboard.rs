@@ -234,6 +234,15 @@ async fn pages_link_under_the_mount_point_and_escape_what_they_show() {
         actor.contains("Recent messages") && actor.contains("dead"),
         "{actor}"
     );
+    // Its chart is named for it, escaped too, and its window links stay on its page.
+    let chart = &actor[actor.find("<svg").expect("its turns' chart")..];
+    let chart = &chart[..chart.find("</svg>").unwrap()];
+    assert!(
+        chart.contains("<title id=\"chart-turns\">Till &lt;script&gt;alert(1)&lt;/script&gt;"),
+        "{chart}"
+    );
+    assert!(!chart.contains("<script"), "{chart}");
+    assert!(actor.contains(&format!("{link}?window=24h")), "{actor}");
 
     let (status, _, missing) = send(app(&runtime, false), get("/ops/messages/999999")).await;
     assert_eq!(status, StatusCode::OK);
@@ -294,7 +303,11 @@ async fn a_post_from_another_site_is_refused_and_changes_nothing() {
         .filter(|event| event.caller == Some(json!({ "operator": "ana" })))
         .map(|event| event.action.as_str())
         .collect();
-    assert_eq!(by_ana, ["inspect", "pause", "retry_dead_letter"]);
+    // The actor's page is two calls: the actor, and its turns for the chart.
+    assert_eq!(
+        by_ana,
+        ["activity", "inspect", "pause", "retry_dead_letter"]
+    );
     runtime.close().await;
 }
 
@@ -347,6 +360,30 @@ async fn every_response_pages_redirects_and_errors_is_closed_to_frames_and_scrip
             false,
             get("/ops/actors/Till/t-1/pause"),
             StatusCode::METHOD_NOT_ALLOWED,
+        ),
+        (
+            "the overview's charts over a day",
+            false,
+            get("/ops?window=24h"),
+            StatusCode::OK,
+        ),
+        (
+            "an actor's chart over 15 minutes",
+            false,
+            get("/ops/actors/Till/t-1?window=15m"),
+            StatusCode::OK,
+        ),
+        (
+            "a window the charts do not have",
+            false,
+            get("/ops?window=2h"),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            "a malformed query",
+            false,
+            get("/ops?window=1h&window=24h"),
+            StatusCode::BAD_REQUEST,
         ),
     ];
     for (what, anonymous, request, expected) in cases {
@@ -473,7 +510,10 @@ async fn wherever_it_is_mounted_every_link_of_every_page_leads_to_a_page() {
             let links = links(&body);
             assert!(links.len() >= 2, "{page}: {links:?}");
             for link in links {
-                let under_the_mount = link == overview || link.starts_with(&format!("{base}/"));
+                // The overview, a page under it, or the overview over another window.
+                let under_the_mount = link == overview
+                    || link.starts_with(&format!("{base}/"))
+                    || link.starts_with(&format!("{overview}?window="));
                 assert!(under_the_mount, "{page}: {link}");
                 let (status, _, target) = send(app.clone(), get(&link)).await;
                 assert_eq!(status, StatusCode::OK, "{page} links to {link}: {target}");
@@ -483,6 +523,46 @@ async fn wherever_it_is_mounted_every_link_of_every_page_leads_to_a_page() {
                 );
             }
         }
+    }
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_window_the_charts_do_not_have_is_refused_before_anything_is_read_or_audited() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = runtime(&dir).await;
+    dead_letter(&runtime, "t-1").await;
+    let auditor = runtime.admin().context(json!({ "operator": "auditor" }));
+    let before = auditor.audit_log(1).await.unwrap()[0].id;
+    for uri in [
+        "/ops?window=2h",
+        "/ops?window=",
+        "/ops?window=%3Cscript%3Ealert(1)%3C%2Fscript%3E",
+        "/ops/actors/Till/t-1?window=1d",
+    ] {
+        let (status, _, page) = send(app(&runtime, false), get(uri)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{uri}: {page}");
+        assert!(page.contains("15m, 1h or 24h"), "{uri}: {page}");
+        assert!(!page.contains("<script>"), "{uri}: {page}");
+    }
+    let (_, _, page) = send(
+        app(&runtime, false),
+        get("/ops?window=%3Cscript%3Ealert(1)%3C%2Fscript%3E"),
+    )
+    .await;
+    assert!(page.contains("&lt;script&gt;alert(1)"), "{page}");
+    // The read of the audit log above, and this one: nothing between them.
+    let after = auditor.audit_log(1).await.unwrap()[0].id;
+    assert_eq!(
+        after,
+        before + 1,
+        "a refused window reads nothing, so audits nothing"
+    );
+    for window in ["15m", "1h", "24h"] {
+        let (status, _, page) =
+            send(app(&runtime, false), get(&format!("/ops?window={window}"))).await;
+        assert_eq!(status, StatusCode::OK, "{window}: {page}");
+        assert!(page.contains("aria-current=\"page\""), "{window}: {page}");
     }
     runtime.close().await;
 }
@@ -1065,4 +1145,262 @@ async fn a_pause_of_an_unknown_actor_type_is_a_client_error() {
         "{status}: {shown}"
     );
     runtime.close().await;
+}
+
+/// A job that runs, or fails for a while (three attempts, then a dead letter), and rings.
+#[actor(max_attempts = 3)]
+#[derive(Default)]
+struct Job {
+    runs: u32,
+    rings: u32,
+}
+
+#[actor]
+impl Job {
+    #[command]
+    fn run(&mut self) -> u32 {
+        self.runs += 1;
+        self.runs
+    }
+
+    #[command]
+    fn jam(&mut self) -> Result<(), Failure> {
+        Err(Failure::retryable("the printer is out of paper"))
+    }
+
+    /// Schedules a ring at `at` (seconds since the epoch).
+    #[command]
+    fn plan(&mut self, turn: &mut Turn<Self>, at: i64) {
+        let due = DateTime::from_timestamp(at, 0).expect("a time");
+        turn.schedule(due, at.to_string()).ring();
+    }
+
+    #[reminder]
+    fn ring(&mut self) {
+        self.rings += 1;
+    }
+}
+
+/// Noon on a Monday, and `minute:second` after it.
+fn noon(minute: i64, second: i64) -> DateTime<Utc> {
+    let noon: DateTime<Utc> = "2026-03-02T12:00:00Z".parse().expect("a time");
+    noon + TimeDelta::minutes(minute) + TimeDelta::seconds(second)
+}
+
+/// The hour of known work the charts are checked against, minute by minute from noon: each
+/// minute `m` has `8 + (m % 3 == 0)` completed turns (500 in the hour: four reminders
+/// planned in minute 0 and rung in minute 20 among them), and ten jobs jammed in minutes 40
+/// to 49 fail once a minute, three times each (30 failed attempts), and end as dead letters
+/// (10) two minutes after they were enqueued. The rings were due at 12:19:30, 12:20:00,
+/// 12:20:04 and 12:20:09 and ring at 12:20:10: 40, 10, 6 and 1 s late.
+struct KnownHour;
+
+impl KnownHour {
+    const JAMMED: std::ops::RangeInclusive<i64> = 40..=49;
+
+    fn rings() -> [DateTime<Utc>; 4] {
+        [noon(19, 30), noon(20, 0), noon(20, 4), noon(20, 9)]
+    }
+
+    fn completed(minute: i64) -> i64 {
+        8 + i64::from(minute % 3 == 0)
+    }
+
+    fn failed_attempts(minute: i64) -> i64 {
+        Self::JAMMED
+            .filter(|jammed| (*jammed..=jammed + 2).contains(&minute))
+            .count() as i64
+    }
+
+    fn dead(minute: i64) -> i64 {
+        i64::from(Self::JAMMED.contains(&(minute - 2)))
+    }
+
+    /// Jobs waiting for their next attempt at the end of the minute.
+    fn ready(minute: i64) -> i64 {
+        Self::JAMMED
+            .filter(|jammed| (*jammed..jammed + 2).contains(&minute))
+            .count() as i64
+    }
+
+    /// Runs the hour on `runtime`, moving `clock` minute by minute; leaves it at 12:59:10.
+    async fn run(runtime: &Runtime, clock: &ManualClock) {
+        let testing = runtime.testing();
+        for minute in 0..60 {
+            clock.set(noon(minute, 10));
+            let mut turns = Self::completed(minute);
+            if minute == 0 {
+                for ring in Self::rings() {
+                    let job = runtime.reference::<Job>("planner");
+                    job.plan(ring.timestamp()).await.unwrap();
+                    turns -= 1;
+                }
+            }
+            if minute == 20 {
+                turns -= 4;
+            }
+            for turn in 0..turns {
+                let job = runtime.reference::<Job>(&format!("job-{}", turn % 4));
+                job.run().await.unwrap();
+            }
+            if Self::JAMMED.contains(&minute) {
+                let job = runtime.reference::<Job>(&format!("jammed-{minute}"));
+                job.enqueue().jam().await.unwrap();
+            }
+            testing.run_due_reminders().await.unwrap();
+        }
+    }
+}
+
+/// The numbers behind each point of the chart `chart` of a page: its points' `<title>`s
+/// (`12:05 completed 9`, `12:20 p99 40000 ms`), by series and time.
+fn chart_points(page: &str, chart: &str) -> std::collections::BTreeMap<(String, String), i64> {
+    let start = page
+        .find(&format!("data-chart=\"{chart}\""))
+        .unwrap_or_else(|| panic!("no chart {chart} in {page}"));
+    let svg = &page[start..start + page[start..].find("</svg>").unwrap()];
+    svg.split("<title>")
+        .skip(1)
+        .filter_map(|rest| rest.split("</title>").next())
+        .filter(|title| title.as_bytes().get(2) == Some(&b':'))
+        .map(|title| {
+            let (at, rest) = title.split_once(' ').unwrap();
+            let rest = rest.strip_suffix(" ms").unwrap_or(rest);
+            let (series, value) = rest.rsplit_once(' ').unwrap();
+            let value = value
+                .parse()
+                .unwrap_or_else(|_| panic!("a number in {title:?}"));
+            ((series.to_owned(), at.to_owned()), value)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_browser_the_overview_charts_an_hour_of_known_work_point_by_point() {
+    let Some(browser) = Browser::start().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(noon(0, 10));
+    let runtime = Runtime::builder()
+        .sqlite(dir.path().join("actors.db"))
+        .policy(Operators)
+        .clock(clock.clone())
+        .retry(solid_objects::RetryPolicy::new().base_delay(Duration::from_secs(1)))
+        .actor::<Job>()
+        .start()
+        .await
+        .unwrap();
+    KnownHour::run(&runtime, &clock).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let app = app(&runtime, false);
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let client = &browser.client;
+
+    client.goto(&format!("http://{address}/ops")).await.unwrap();
+    let page = client.source().await.unwrap();
+    let finished = chart_points(&page, "finished");
+    let waiting = chart_points(&page, "backlog");
+    let late = chart_points(&page, "lateness");
+    let at = |minute: i64| format!("12:{minute:02}");
+    for minute in 0..60 {
+        let point = |points: &std::collections::BTreeMap<(String, String), i64>, series: &str| {
+            points.get(&(series.to_owned(), at(minute))).copied()
+        };
+        let expected = [
+            ("completed", KnownHour::completed(minute)),
+            ("rejected", 0),
+            ("failed attempts", KnownHour::failed_attempts(minute)),
+            ("dead", KnownHour::dead(minute)),
+        ];
+        for (series, count) in expected {
+            assert_eq!(
+                point(&finished, series),
+                Some(count),
+                "{series} at {}",
+                at(minute)
+            );
+        }
+        let expected = [
+            ("ready messages", KnownHour::ready(minute)),
+            ("due reminders", i64::from(minute == 19)),
+            ("pending effects", 0),
+        ];
+        for (series, count) in expected {
+            assert_eq!(
+                point(&waiting, series),
+                Some(count),
+                "{series} at {}",
+                at(minute)
+            );
+        }
+        let lateness = (minute == 20).then_some((6_000, 40_000));
+        let shown = point(&late, "p50").zip(point(&late, "p99"));
+        assert_eq!(shown, lateness, "lateness at {}", at(minute));
+    }
+    let total = |series: &str| -> i64 {
+        finished
+            .iter()
+            .filter(|((name, _), _)| name == series)
+            .map(|(_, count)| count)
+            .sum()
+    };
+    assert_eq!(
+        [total("completed"), total("failed attempts"), total("dead")],
+        [500, 30, 10]
+    );
+    assert_eq!(finished.len(), 4 * 60, "a point per series and minute");
+    browser.screenshot("dashboard-charts").await;
+
+    // The day, a point per half hour, through its link.
+    client
+        .find(Locator::LinkText("24 hours"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    title_of_overview(client).await;
+    assert!(client
+        .current_url()
+        .await
+        .unwrap()
+        .as_str()
+        .ends_with("/ops?window=24h"));
+    let day = chart_points(&client.source().await.unwrap(), "finished");
+    let half_hour = |series: &str, at: &str| day.get(&(series.to_owned(), at.to_owned())).copied();
+    assert_eq!(half_hour("completed", "12:00"), Some(250));
+    assert_eq!(half_hour("completed", "12:30"), Some(250));
+    assert_eq!(half_hour("failed attempts", "12:30"), Some(30));
+    assert_eq!(half_hour("dead", "12:30"), Some(10));
+    assert_eq!(day.len(), 4 * 48);
+
+    // A jammed job's own page: its three failed attempts, and its death.
+    client
+        .goto(&format!("http://{address}/ops/actors/Job/jammed-45"))
+        .await
+        .unwrap();
+    let turns = chart_points(&client.source().await.unwrap(), "turns");
+    let failed: Vec<i64> = (44..=48)
+        .map(|minute| turns[&("failed attempts".to_owned(), at(minute))])
+        .collect();
+    assert_eq!(failed, [0, 1, 1, 1, 0]);
+    assert_eq!(turns[&("dead".to_owned(), at(47))], 1);
+
+    browser.close().await;
+    server.abort();
+    runtime.close().await;
+}
+
+/// Waits until the browser shows the overview (its title), and returns.
+async fn title_of_overview(client: &fantoccini::Client) {
+    let loaded = eventually(Duration::from_secs(10), || async {
+        client
+            .title()
+            .await
+            .is_ok_and(|title| title == "Overview · solid-objects")
+    })
+    .await;
+    assert!(loaded, "{:?}", client.current_url().await);
 }

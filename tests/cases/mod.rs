@@ -5,6 +5,7 @@
 //! lives under that backend's folder (tests/sqlite/, tests/postgres/), or, while it shares
 //! its file's actors, returns early on the others through `support::only_on`, saying why.
 
+mod activity;
 mod admin;
 mod calls;
 mod delivery;

@@ -35,6 +35,7 @@
 //! [`Runtime::admin`]: crate::Runtime::admin
 //! [`Policy::authorize_administration`]: crate::Policy::authorize_administration
 
+mod activity;
 mod model;
 mod store_rows;
 
@@ -43,6 +44,10 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
+pub use activity::{
+    Activity, ActivityPoint, ActorActivity, ActorActivityPoint, Backlog, Lateness, Outcomes,
+    UnknownWindow, Window,
+};
 pub use model::{
     ActorDetails, ActorFilter, ActorPage, ActorSummary, ActorTypeSummary, AdminEvent,
     DeadLetterFilter, DeadLetterSummary, DoctorReport, EffectFilter, EffectSummary, MailboxDepth,
@@ -58,7 +63,8 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::policy::{AdminAction, AdminRequest, Denied};
 use crate::store::admin::{
-    ActorSelection, AdminEventWrite, DeadLetterSelection, EffectSelection, ReminderSelection,
+    ActorSelection, AdminEventWrite, Counted, DeadLetterSelection, EffectSelection,
+    ReminderSelection,
 };
 use crate::store::{ActorKey, InstanceWrite, MessageLookup, MessageRecord};
 use crate::time::micros::{from_micros, micros};
@@ -146,7 +152,12 @@ impl Admin {
         self.audited(AdminAction::Status, "database".to_owned(), || async {
             let now = micros(self.runtime.engine().now());
             Ok((
-                self.runtime.engine().store().status(now).await?.into(),
+                self.runtime
+                    .engine()
+                    .store()
+                    .status(now, Counted::Every)
+                    .await?
+                    .into(),
                 None,
             ))
         })
@@ -154,8 +165,11 @@ impl Admin {
     }
 
     /// The first page of an operator's dashboard in one call (one audit row): the counts of
-    /// [`status`](Self::status), every actor type, the `top` busiest mailboxes (1 to 1000;
-    /// 100 if zero), and the messages that finished in the last hour, by status.
+    /// [`status`](Self::status) for what waits or failed for good (ready messages and dead
+    /// letters; ready, running and dead effects: each read from an index that holds only
+    /// them, so the page stays fast however many finished rows are kept), every actor type,
+    /// the `top` busiest mailboxes (1 to 1000; 100 if zero), and the messages that finished
+    /// in the last hour, by status.
     pub async fn overview(&self, top: u32) -> Result<Overview> {
         self.audited(AdminAction::Overview, "database".to_owned(), || async {
             let engine = self.runtime.engine();
@@ -164,12 +178,53 @@ impl Admin {
             let hour_ago = now.saturating_sub(3_600_000_000);
             let overview = Overview {
                 now: from_micros(now),
-                status: store.status(now).await?.into(),
+                status: store.status(now, Counted::Outstanding).await?.into(),
                 actor_types: public(store.actor_types().await?),
                 busiest: public(store.busiest_mailboxes(i64::from(page(top))).await?),
                 finished_last_hour: store.finished_since(hour_ago).await?,
             };
             Ok((overview, None))
+        })
+        .await
+    }
+
+    /// What every actor did over `window`, a point per slice: the messages that completed,
+    /// were rejected or became dead letters, the attempts that failed, what was waiting at the
+    /// end of each slice (ready messages, due reminders, pending effects), and how late
+    /// reminders ran. The overview's charts.
+    pub async fn activity(&self, window: Window) -> Result<Activity> {
+        let details = json!({ "window": window });
+        self.audited(AdminAction::Activity, "database".to_owned(), || async {
+            let engine = self.runtime.engine();
+            let span = window.span(micros(engine.now()));
+            let rows = engine.store().activity(span).await?;
+            Ok((activity::activity(window, &span, &rows), Some(details)))
+        })
+        .await
+    }
+
+    /// What one actor did over `window`, a point per slice: its messages that completed,
+    /// were rejected or became dead letters, and its attempts that failed. Its page's chart.
+    pub async fn actor_activity(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+        window: Window,
+    ) -> Result<ActorActivity> {
+        check_actor(actor_type, actor_id)?;
+        let key = ActorKey {
+            actor_type,
+            actor_id,
+        };
+        let details = json!({ "window": window });
+        self.audited(AdminAction::Activity, resource(key), || async {
+            let engine = self.runtime.engine();
+            let span = window.span(micros(engine.now()));
+            let rows = engine.store().actor_activity(key, span).await?;
+            Ok((
+                activity::actor_activity(window, &span, &rows),
+                Some(details),
+            ))
         })
         .await
     }

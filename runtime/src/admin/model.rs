@@ -178,7 +178,8 @@ pub struct MailboxDepth {
 pub struct Overview {
     /// The runtime clock's time when it was read.
     pub now: DateTime<Utc>,
-    /// The counts of [`Admin::status`](super::Admin::status).
+    /// The counts of [`Admin::status`](super::Admin::status), of the statuses that wait or
+    /// failed for good only: ready and dead messages; ready, running and dead effects.
     pub status: Status,
     /// Every actor type with its actors, ready messages and dead letters.
     pub actor_types: Vec<ActorTypeSummary>,
@@ -442,6 +443,8 @@ pub struct PruneCounts {
     pub dead_letters: u64,
     /// Dead effects past the dead retention period.
     pub dead_effects: u64,
+    /// Records of when attempts failed (for the charts), past the retention period.
+    pub failed_attempts: u64,
     /// Audit rows of administration calls past the retention period.
     pub admin_events: u64,
 }
@@ -453,6 +456,7 @@ impl PruneCounts {
             + self.done_effects
             + self.dead_letters
             + self.dead_effects
+            + self.failed_attempts
             + self.admin_events
     }
 }

@@ -145,6 +145,7 @@ impl From<Pruned> for PruneCounts {
             done_effects: pruned.done_effects,
             dead_letters: pruned.dead_letters,
             dead_effects: pruned.dead_effects,
+            failed_attempts: pruned.failed_attempts,
             admin_events: pruned.admin_events,
         }
     }

@@ -29,6 +29,7 @@ pub(super) fn failed_progress<'a>(
     match retry_at {
         Some(at) => MessageProgress {
             last_error: Some(error),
+            failed_at: Some(micros(now)),
             ..MessageProgress::ready(attempts, micros(at))
         },
         None => MessageProgress {
@@ -38,6 +39,7 @@ pub(super) fn failed_progress<'a>(
             result: None,
             last_error: Some(error),
             finished_at: Some(micros(now)),
+            failed_at: Some(micros(now)),
         },
     }
 }
@@ -129,6 +131,7 @@ impl MessageProgress<'_> {
             result: None,
             last_error: None,
             finished_at: None,
+            failed_at: None,
         }
     }
 }

@@ -93,6 +93,7 @@ impl Settled {
             result,
             last_error,
             finished_at: Some(now_us),
+            failed_at: None,
         };
         match &self.kind {
             SettledKind::Completed(result) => {

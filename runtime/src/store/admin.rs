@@ -9,6 +9,7 @@
 use async_trait::async_trait;
 
 use super::effects::{PRUNE_DEAD_EFFECTS, PRUNE_DONE_EFFECTS};
+use super::failed_attempts::PRUNE_FAILED_ATTEMPTS;
 use super::instances::{create_instance, PAUSE, PAUSE_EXISTING, RESUME};
 use super::messages::{storable_text, PRUNE_DEAD_LETTERS, PRUNE_FINISHED};
 use super::query::{get, query, Dialect, Row};
@@ -18,7 +19,8 @@ use crate::error::Result;
 // solid_instances and solid_messages: the actors.
 
 /// Every actor type with actors (those with a row, and those with only ready messages or
-/// dead letters), by name, with its counts.
+/// dead letters), by name, with its counts. The ready messages and the dead letters are read
+/// from their own partial indexes (one `IN` would read every message).
 pub(crate) const ACTOR_TYPES: &str = "SELECT k.actor_type, COUNT(*) AS actors,
             COUNT(i.paused_at) AS paused,
             (SELECT COUNT(*) FROM solid_messages m
@@ -28,8 +30,8 @@ pub(crate) const ACTOR_TYPES: &str = "SELECT k.actor_type, COUNT(*) AS actors,
              WHERE m.actor_type = k.actor_type AND m.status = 'dead')
                 AS dead_letters
      FROM (SELECT actor_type, actor_id FROM solid_instances
-           UNION SELECT actor_type, actor_id FROM solid_messages
-           WHERE status IN ('ready', 'dead')) AS k
+           UNION SELECT actor_type, actor_id FROM solid_messages WHERE status = 'ready'
+           UNION SELECT actor_type, actor_id FROM solid_messages WHERE status = 'dead') AS k
      LEFT JOIN solid_instances i ON i.actor_type = k.actor_type AND i.actor_id = k.actor_id
      GROUP BY k.actor_type ORDER BY k.actor_type";
 
@@ -41,8 +43,8 @@ pub(crate) const ACTORS: &str = "SELECT k.actor_type, k.actor_id, i.revision, i.
              WHERE m.actor_type = k.actor_type AND m.actor_id = k.actor_id
                AND m.status = 'ready') AS depth
      FROM (SELECT actor_type, actor_id FROM solid_instances
-           UNION SELECT actor_type, actor_id FROM solid_messages
-           WHERE status IN ('ready', 'dead')) AS k
+           UNION SELECT actor_type, actor_id FROM solid_messages WHERE status = 'ready'
+           UNION SELECT actor_type, actor_id FROM solid_messages WHERE status = 'dead') AS k
      LEFT JOIN solid_instances i ON i.actor_type = k.actor_type AND i.actor_id = k.actor_id
      WHERE ($1 IS NULL OR k.actor_type = $1)
        AND ($2 IS NULL OR substr(k.actor_id, 1, length($2)) = $2)
@@ -100,17 +102,44 @@ pub(crate) const BUSIEST_MAILBOXES: &str =
      WHERE status = 'ready' GROUP BY actor_type, actor_id
      ORDER BY ready DESC, actor_type, actor_id LIMIT $1";
 
-/// Messages that finished at or after `$1`, by status.
+/// Messages that finished at or after `$1`, by status (a range of `solid_messages_finished`
+/// for each status).
 pub(crate) const FINISHED_SINCE: &str = "SELECT status, COUNT(*) AS count FROM solid_messages
-     WHERE status <> 'ready' AND finished_at >= $1
+     WHERE status <> 'ready' AND status IN ('completed', 'rejected', 'dead', 'destroyed')
+       AND finished_at >= $1
      GROUP BY status ORDER BY status";
 
-/// Messages and effects by status.
+/// Messages and effects by status, each counted from an index that holds only them (the
+/// ready messages', the finished messages', the pending effects' and the finished effects'),
+/// not from their tables' rows.
 pub(crate) const STATUS_COUNTS: &str = "SELECT 'messages' AS kind, status, COUNT(*) AS count
-     FROM solid_messages GROUP BY status
+     FROM solid_messages WHERE status = 'ready' GROUP BY status
+     UNION ALL
+     SELECT 'messages' AS kind, status, COUNT(*) AS count
+     FROM solid_messages WHERE status <> 'ready' GROUP BY status
      UNION ALL
      SELECT 'effects' AS kind, status, COUNT(*) AS count
-     FROM solid_effects GROUP BY status
+     FROM solid_effects WHERE status IN ('ready', 'running') GROUP BY status
+     UNION ALL
+     SELECT 'effects' AS kind, status, COUNT(*) AS count
+     FROM solid_effects WHERE status IN ('done', 'dead') GROUP BY status
+     ORDER BY kind, status";
+
+/// The messages and effects that wait or failed for good, by status: ready messages and dead
+/// letters, ready, running and dead effects; each counted from an index that holds only them
+/// (however many finished rows the tables keep; the `IN` names the finished effects' partial
+/// index as its definition does, which SQLite needs to read it).
+pub(crate) const OUTSTANDING_COUNTS: &str = "SELECT 'messages' AS kind, status, COUNT(*) AS count
+     FROM solid_messages WHERE status = 'ready' GROUP BY status
+     UNION ALL
+     SELECT 'messages' AS kind, status, COUNT(*) AS count
+     FROM solid_messages WHERE status = 'dead' GROUP BY status
+     UNION ALL
+     SELECT 'effects' AS kind, status, COUNT(*) AS count
+     FROM solid_effects WHERE status IN ('ready', 'running') GROUP BY status
+     UNION ALL
+     SELECT 'effects' AS kind, status, COUNT(*) AS count
+     FROM solid_effects WHERE status IN ('done', 'dead') AND status = 'dead' GROUP BY status
      ORDER BY kind, status";
 
 /// The reminders, those due at `$1`, the paused actors, the oldest message due at `$1`, and
@@ -295,6 +324,15 @@ pub(crate) struct MailboxDepthRow {
     pub(crate) ready: i64,
 }
 
+/// Which messages and effects a status counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Counted {
+    /// Every status, finished ones too: every row of both tables is counted.
+    Every,
+    /// What waits or failed for good ([`OUTSTANDING_COUNTS`]): read from small indexes.
+    Outstanding,
+}
+
 /// The counts behind the operators' status.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct StatusRow {
@@ -328,6 +366,8 @@ pub(crate) struct Pruned {
     pub(crate) done_effects: u64,
     pub(crate) dead_letters: u64,
     pub(crate) dead_effects: u64,
+    /// The times of failed attempts, kept as long as finished messages.
+    pub(crate) failed_attempts: u64,
     /// Audit rows of administration calls (deleted by their own statement).
     pub(crate) admin_events: u64,
 }
@@ -339,6 +379,7 @@ impl Pruned {
             + self.done_effects
             + self.dead_letters
             + self.dead_effects
+            + self.failed_attempts
             + self.admin_events
     }
 }
@@ -440,8 +481,8 @@ pub(crate) trait AdminReads: Send + Sync {
     /// Messages that finished at or after `since`, by status.
     async fn finished_since(&self, since: i64) -> Result<Vec<(String, i64)>>;
 
-    /// Counts for `status`, with `now` for what is due.
-    async fn status(&self, now: i64) -> Result<StatusRow>;
+    /// Counts for `status` of the statuses `counted`, with `now` for what is due.
+    async fn status(&self, now: i64, counted: Counted) -> Result<StatusRow>;
 
     /// Audit rows older than `before_id`, newest first.
     async fn admin_events(&self, before_id: i64, limit: i64) -> Result<Vec<AdminEventRow>>;
@@ -668,8 +709,12 @@ impl<S: ReadConnections> AdminReads for S {
         rows.iter().map(status_count).collect()
     }
 
-    async fn status(&self, now: i64) -> Result<StatusRow> {
-        let counts = query(STATUS_COUNTS).fetch_all(self.readers()).await?;
+    async fn status(&self, now: i64, counted: Counted) -> Result<StatusRow> {
+        let statement = match counted {
+            Counted::Every => STATUS_COUNTS,
+            Counted::Outstanding => OUTSTANDING_COUNTS,
+        };
+        let counts = query(statement).fetch_all(self.readers()).await?;
         let mut status = StatusRow::default();
         for row in &counts {
             let kind: String = get(row, "kind")?;
@@ -850,9 +895,15 @@ impl<T: WriteConnection> AdminWrites for T {
             .bind(retention.finished_before)
             .execute(self.on())
             .await?;
+        self.counters().statement();
+        let failed_attempts = query(PRUNE_FAILED_ATTEMPTS)
+            .bind(retention.finished_before)
+            .execute(self.on())
+            .await?;
         let mut pruned = Pruned {
             finished_messages: finished.rows_affected,
             done_effects: done.rows_affected,
+            failed_attempts: failed_attempts.rows_affected,
             ..Pruned::default()
         };
         if let Some(dead_before) = retention.dead_before {

@@ -6,6 +6,7 @@
 
 use async_trait::async_trait;
 
+use super::failed_attempts::RECORD_FAILED_ATTEMPT;
 use super::query::{built, query, Dialect, Query, Value};
 use super::{
     rows, ActorKey, MessageLookup, MessageProgress, MessageRecord, NewMessage, ReadConnections,
@@ -420,13 +421,20 @@ pub(crate) trait MessageWrites: Send {
     ) -> Result<Option<i64>>;
 
     /// Records a message's progress, if it is still ready with `attempts` attempts (so a
-    /// stale runner cannot overwrite newer progress); returns whether it did.
+    /// stale runner cannot overwrite newer progress); returns whether it did. A failed
+    /// attempt's progress also records when it failed (see [`Self::record_failed_attempt`]),
+    /// as [`insert_message`](Self::insert_message) does for a message whose first attempt
+    /// failed.
     async fn update_message(
         &mut self,
         message_id: i64,
         attempts: i64,
         progress: &MessageProgress<'_>,
     ) -> Result<bool>;
+
+    /// Records that an attempt at a message failed at `failed_at` (microseconds), for the
+    /// operators' charts of failures over time.
+    async fn record_failed_attempt(&mut self, message_id: i64, failed_at: i64) -> Result<()>;
 
     /// Notes why a ready message waits, without counting an attempt.
     async fn note_message(&mut self, message_id: i64, note: &str) -> Result<()>;
@@ -455,19 +463,23 @@ impl<T: WriteConnection> MessageWrites for T {
     ) -> Result<i64> {
         self.counters().statement();
         let dialect = self.dialect();
-        match dialect {
+        let id = match dialect {
             Dialect::MySql => {
                 let inserted = message_insert(dialect, &[(actor, *message)], "")
                     .execute(self.on())
                     .await?;
-                inserted_id(inserted.last_insert_id)
+                inserted_id(inserted.last_insert_id)?
             }
             Dialect::Sqlite | Dialect::Postgres => {
-                Ok(message_insert(dialect, &[(actor, *message)], RETURNING_ID)
+                message_insert(dialect, &[(actor, *message)], RETURNING_ID)
                     .fetch_scalar(self.on())
-                    .await?)
+                    .await?
             }
+        };
+        if let Some(failed_at) = message.progress.failed_at {
+            self.record_failed_attempt(id, failed_at).await?;
         }
+        Ok(id)
     }
 
     async fn insert_messages(
@@ -529,7 +541,21 @@ impl<T: WriteConnection> MessageWrites for T {
             .bind(attempts)
             .execute(self.on())
             .await?;
-        Ok(updated.rows_affected == 1)
+        let recorded = updated.rows_affected == 1;
+        if let (true, Some(failed_at)) = (recorded, progress.failed_at) {
+            self.record_failed_attempt(message_id, failed_at).await?;
+        }
+        Ok(recorded)
+    }
+
+    async fn record_failed_attempt(&mut self, message_id: i64, failed_at: i64) -> Result<()> {
+        self.counters().statement();
+        query(RECORD_FAILED_ATTEMPT)
+            .bind(message_id)
+            .bind(failed_at)
+            .execute(self.on())
+            .await?;
+        Ok(())
     }
 
     async fn note_message(&mut self, message_id: i64, note: &str) -> Result<()> {

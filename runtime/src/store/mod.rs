@@ -2,9 +2,10 @@
 //! by concern that run them on any backend, and a file (or folder) per backend.
 //!
 //! The engine speaks in rows ([`Instance`], [`StoredMessage`], ...) and never in SQL text.
-//! Each table's file (`instances.rs`, `messages.rs`, `reminders.rs`, `effects.rs`, and
-//! `admin.rs` for the operators' views and the audit log, `turns.rs` for the statement that
-//! ends a turn in both of its tables) holds every statement on it once,
+//! Each table's file (`instances.rs`, `messages.rs`, `reminders.rs`, `effects.rs`,
+//! `failed_attempts.rs`, and `admin.rs` for the operators' views and the audit log,
+//! `activity.rs` for the operators' charts, `turns.rs` for the statement that ends a turn in
+//! both of its tables) holds every statement on it once,
 //! as a named constant with its doc comment, and the traits that run them: a reads trait
 //! implemented for every store ([`ReadConnections`]) and a writes trait implemented for
 //! every transaction ([`WriteConnection`]), each once, for all backends. Where backends
@@ -20,10 +21,12 @@
 //! therefore never waits for a second actor's lock, and two actors that send to each other
 //! cannot deadlock.
 
+pub(crate) mod activity;
 pub(crate) mod admin;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) mod connect;
 pub(crate) mod effects;
+mod failed_attempts;
 #[cfg(feature = "sqlite")]
 pub(crate) mod group_commit;
 pub(crate) mod instances;
@@ -48,6 +51,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
+pub(crate) use self::activity::ActivityReads;
 pub(crate) use self::admin::{AdminReads, AdminWrites};
 pub(crate) use self::effects::{EffectReads, EffectWrites};
 pub(crate) use self::instances::{InstanceReads, InstanceWrites};
@@ -240,6 +244,9 @@ pub(crate) struct MessageProgress<'a> {
     pub(crate) result: Option<&'a str>,
     pub(crate) last_error: Option<&'a str>,
     pub(crate) finished_at: Option<i64>,
+    /// When the attempt this progress records failed (it leaves a row in
+    /// `solid_failed_attempts` beside the message's); `None` for any other progress.
+    pub(crate) failed_at: Option<i64>,
 }
 
 /// A message row to insert.
@@ -573,7 +580,15 @@ pub(crate) trait WriteConnection: Send {
 /// does its own way.
 #[async_trait]
 pub(crate) trait Store:
-    InstanceReads + MessageReads + ReminderReads + EffectReads + AdminReads + Send + Sync + 'static
+    InstanceReads
+    + MessageReads
+    + ReminderReads
+    + EffectReads
+    + AdminReads
+    + ActivityReads
+    + Send
+    + Sync
+    + 'static
 {
     /// Starts a write transaction within `bounds`; on SQLite it holds the database's write
     /// lock. A wait past the deadline ends in an error that

@@ -64,6 +64,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "administration",
         include_str!("../../migrations/sqlite/0007_administration.sql"),
     ),
+    (
+        11,
+        "activity",
+        include_str!("../../migrations/sqlite/0011_activity.sql"),
+    ),
 ];
 
 /// How long a statement outside a caller's deadline waits for another process's write lock.
@@ -551,5 +556,90 @@ impl Transaction for SqliteTransaction {
 
     async fn rollback(self: Box<Self>) -> Result<()> {
         self.tx.rollback().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::{Connection, Row};
+
+    use super::MIGRATIONS;
+    use crate::store::activity::{
+        actor_outcomes, fired_reminders, outcomes, reminder_lateness, DUE_REMINDERS,
+        EFFECTS_ACROSS_SLICES, MESSAGES_ACROSS_SLICES, WAITING_EFFECTS, WAITING_MESSAGES,
+    };
+    use crate::store::admin::{ACTOR_TYPES, FINISHED_SINCE, OUTSTANDING_COUNTS};
+    use crate::store::query::Dialect;
+
+    /// SQLite's plan for `sql` on a database of this build's schema, a step per line.
+    async fn plan(connection: &mut sqlx::SqliteConnection, sql: &str) -> Vec<String> {
+        let rows = sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .fetch_all(connection)
+            .await
+            .expect("the statement is planned");
+        rows.iter().map(|row| row.get::<String, _>(3)).collect()
+    }
+
+    /// Every statement of the charts and of the overview reads the index it names, and reads
+    /// no table of messages, effects or failed attempts row by row: a page's time follows
+    /// what its window holds, not what the retention period keeps.
+    #[tokio::test]
+    async fn the_charts_and_the_overview_read_indexes_never_whole_tables() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let url = format!(
+            "sqlite://{}?mode=rwc",
+            dir.path().join("plans.db").display()
+        );
+        let mut connection = sqlx::SqliteConnection::connect(&url)
+            .await
+            .expect("it opens");
+        for (_, _, migration) in MIGRATIONS {
+            sqlx::raw_sql(migration)
+                .execute(&mut connection)
+                .await
+                .expect("the migration runs");
+        }
+        let statements = [
+            (outcomes(Dialect::Sqlite), "solid_messages_finished"),
+            (outcomes(Dialect::Sqlite), "solid_failed_attempts_at"),
+            (
+                actor_outcomes(Dialect::Sqlite),
+                "solid_messages_actor_finished",
+            ),
+            (
+                actor_outcomes(Dialect::Sqlite),
+                "solid_failed_attempts_actor",
+            ),
+            (MESSAGES_ACROSS_SLICES, "solid_messages_finished"),
+            (WAITING_MESSAGES, "solid_messages_ready"),
+            (fired_reminders(Dialect::Sqlite), "solid_messages_reminders"),
+            (
+                reminder_lateness(Dialect::Sqlite),
+                "solid_messages_reminders",
+            ),
+            (DUE_REMINDERS, "solid_reminders_due"),
+            (EFFECTS_ACROSS_SLICES, "solid_effects_finished"),
+            (WAITING_EFFECTS, "solid_effects_due"),
+            (OUTSTANDING_COUNTS, "solid_messages_dead"),
+            (OUTSTANDING_COUNTS, "solid_effects_finished"),
+            (ACTOR_TYPES, "solid_messages_mailbox"),
+            (FINISHED_SINCE, "solid_messages_finished"),
+        ];
+        for (statement, index) in statements {
+            let steps = plan(&mut connection, statement).await;
+            assert!(
+                steps.iter().any(|step| step.contains(index)),
+                "{index} is not read: {steps:#?}\n{statement}"
+            );
+            for table in ["solid_messages", "solid_effects", "solid_failed_attempts"] {
+                let whole = steps.iter().find(|step| {
+                    step.starts_with(&format!("SCAN {table}")) && !step.contains("INDEX")
+                });
+                assert_eq!(
+                    whole, None,
+                    "{table} is read whole: {steps:#?}\n{statement}"
+                );
+            }
+        }
     }
 }

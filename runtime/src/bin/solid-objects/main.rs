@@ -587,8 +587,8 @@ async fn execute(admin: &Admin, command: Command, out: &mut Out) -> Result<Exit,
             out.result(&json!({ "executed": execute, "counts": counts }), || {
                 let verb = if execute { "deleted" } else { "would delete (run with --execute)" };
                 format!(
-                    "{verb}: {} finished messages, {} done effects, {} dead letters, {} dead effects, {} audit rows",
-                    counts.finished_messages, counts.done_effects, counts.dead_letters, counts.dead_effects, counts.admin_events
+                    "{verb}: {} finished messages, {} done effects, {} dead letters, {} dead effects, {} failed attempts' times, {} audit rows",
+                    counts.finished_messages, counts.done_effects, counts.dead_letters, counts.dead_effects, counts.failed_attempts, counts.admin_events
                 )
             });
         }

@@ -47,11 +47,18 @@ use super::{
 use crate::error::{Error, Result};
 
 /// The schema, applied in order at start; each entry runs once per database.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "schema",
-    include_str!("../../../migrations/mysql/0001_schema.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "schema",
+        include_str!("../../../migrations/mysql/0001_schema.sql"),
+    ),
+    (
+        11,
+        "activity",
+        include_str!("../../../migrations/mysql/0011_activity.sql"),
+    ),
+];
 
 /// The collation the migrations name: MariaDB's binary collation without padding.
 const NO_PAD_BINARY: &str = "utf8mb4_nopad_bin";

@@ -85,6 +85,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "lock in one statement",
         include_str!("../../../migrations/postgres/0010_lock_in_one_statement.sql"),
     ),
+    (
+        11,
+        "activity",
+        include_str!("../../../migrations/postgres/0011_activity.sql"),
+    ),
 ];
 
 /// How long a search for a host tries each one on an application's pool (the runtime knows

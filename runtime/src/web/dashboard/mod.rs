@@ -2,20 +2,28 @@
 //! [administration API](crate::admin), as an axum [`Router`] an application mounts behind
 //! its own authentication.
 //!
-//! - `/`: messages and effects by status, reminders and how late they are, paused actors,
-//!   actor types, the busiest mailboxes, the last hour's finished messages, the newest dead
-//!   letters;
-//! - `/actors/{type}/{id}`: one actor's state, mailbox head, reminders, effects and recent
-//!   messages, with pause and resume;
+//! - `/`: charts of the last hour (`?window=15m`, `1h` or `24h`): the messages that completed,
+//!   were rejected or became dead letters and the attempts that failed, per minute; what was
+//!   waiting (ready messages, due reminders, pending effects); how late reminders ran (p50,
+//!   p99); then messages and effects by status, reminders and how late they are, paused
+//!   actors, actor types, the busiest mailboxes, the last hour's finished messages, the
+//!   newest dead letters;
+//! - `/actors/{type}/{id}`: one actor's state, its turns and failures over the same windows,
+//!   mailbox head, reminders, effects and recent messages, with pause and resume;
 //! - `/messages/{id}`: one message (refreshing itself while it waits to run);
 //! - `/dead-letters`: dead letters filtered by type, operation and error text, each with a
 //!   retry button, and a redrive of every match.
 //!
-//! Every page and button is one or two [`Admin`] calls, so each is put to
+//! Every page and button is one to three [`Admin`] calls, so each is put to
 //! [`Policy::authorize_administration`](crate::Policy::authorize_administration) (denied
 //! unless the application's policy allows it) and written to the audit table. Who is asking
 //! is the [`Operator`] the application's authentication middleware puts in the request's
 //! extensions.
+//!
+//! The charts are SVG drawn on the server, in the page: no script runs and nothing loads. Each
+//! point's `<title>` states the numbers behind it (`12:05 completed 9`), for screen readers
+//! and scripts; a window in which nothing happened says so instead of drawing flat lines. A
+//! window other than those three is refused with 400 before anything is read.
 //!
 //! Buttons post plain HTML forms (no JavaScript), and a post changes something only with
 //! proof that one of the dashboard's own pages sent it: the browser's
@@ -56,6 +64,7 @@
 //! # }
 //! ```
 
+mod chart;
 mod pages;
 
 use std::convert::Infallible;
@@ -70,7 +79,7 @@ use axum::{Form, Router};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::admin::{Admin, DeadLetterFilter};
+use crate::admin::{Admin, DeadLetterFilter, UnknownWindow, Window};
 use crate::client::runtime::Runtime;
 use crate::error::Error;
 
@@ -157,44 +166,89 @@ fn mount_point(parts: &Parts) -> String {
     base.trim_end_matches('/').to_owned()
 }
 
-/// A failed administration call, as an HTML page with the status the error means.
-struct Failed(Error);
+/// A request that failed, as an HTML page with the status its error means.
+enum Failed {
+    /// An administration call failed.
+    Call(Error),
+    /// The page was asked for a window the charts do not have.
+    Window(UnknownWindow),
+}
 
 impl From<Error> for Failed {
     fn from(error: Error) -> Self {
-        Self(error)
+        Self::Call(error)
+    }
+}
+
+impl From<UnknownWindow> for Failed {
+    fn from(error: UnknownWindow) -> Self {
+        Self::Window(error)
     }
 }
 
 impl IntoResponse for Failed {
     fn into_response(self) -> Response {
-        let (status, body) = crate::web::axum_response::status_and_body(&self.0);
-        if status == StatusCode::INTERNAL_SERVER_ERROR {
-            tracing::error!(error = %self.0, "a dashboard request failed");
-        }
-        let message = body["message"].as_str().unwrap_or("internal error");
-        (status, Html(pages::failure(status, message).into_string())).into_response()
+        let (status, message) = match self {
+            Self::Call(error) => {
+                let (status, body) = crate::web::axum_response::status_and_body(&error);
+                if status == StatusCode::INTERNAL_SERVER_ERROR {
+                    tracing::error!(%error, "a dashboard request failed");
+                }
+                let message = body["message"].as_str().unwrap_or("internal error");
+                (status, message.to_owned())
+            }
+            Self::Window(error) => (StatusCode::BAD_REQUEST, error.to_string()),
+        };
+        (status, Html(pages::failure(status, &message).into_string())).into_response()
+    }
+}
+
+/// The window a page's charts show, from its query string (`?window=15m`, `1h` or `24h`;
+/// the hour when there is none).
+#[derive(Debug, Default, Deserialize)]
+struct Shown {
+    window: Option<String>,
+}
+
+impl Shown {
+    fn window(&self) -> Result<Window, UnknownWindow> {
+        self.window
+            .as_deref()
+            .map_or(Ok(Window::default()), str::parse)
     }
 }
 
 type Page = Result<Html<String>, Failed>;
 
-async fn overview(console: Console) -> Page {
+async fn overview(console: Console, Query(shown): Query<Shown>) -> Page {
+    let window = shown.window()?;
     let overview = console.admin.overview(10).await?;
+    let activity = console.admin.activity(window).await?;
     let dead = console
         .admin
         .dead_letters(&DeadLetterFilter::new().limit(20))
         .await?;
     Ok(Html(
-        pages::overview(&console.base, &overview, &dead).into_string(),
+        pages::overview(&console.base, &overview, &activity, &dead).into_string(),
     ))
 }
 
-async fn actor(console: Console, Path((actor_type, actor_id)): Path<(String, String)>) -> Page {
+async fn actor(
+    console: Console,
+    Path((actor_type, actor_id)): Path<(String, String)>,
+    Query(shown): Query<Shown>,
+) -> Page {
+    let window = shown.window()?;
     let actor_id = pages::id_from_segment(actor_id);
     let details = console.admin.inspect(&actor_type, &actor_id).await?;
     let page = match details {
-        Some(details) => pages::actor(&console.base, &details),
+        Some(details) => {
+            let turns = console
+                .admin
+                .actor_activity(&actor_type, &actor_id, window)
+                .await?;
+            pages::actor(&console.base, &details, &turns)
+        }
         None => pages::missing(&console.base, &format!("{actor_type} {actor_id}")),
     };
     Ok(Html(page.into_string()))

@@ -1,0 +1,39 @@
+-- What the operators' charts read (version 11 on every backend).
+--
+-- Every failed attempt at a message, and when it failed: a message row keeps only how many
+-- attempts failed and the last error, and a chart of failures over time needs when each one
+-- happened. A row is written in the failed attempt's own transaction, and pruned with the
+-- finished messages.
+CREATE TABLE solid_failed_attempts (
+    id         BIGSERIAL PRIMARY KEY,
+    message_id BIGINT  NOT NULL,
+    actor_type TEXT    NOT NULL,
+    actor_id   TEXT    NOT NULL,
+    failed_at  BIGINT  NOT NULL
+);
+
+CREATE INDEX solid_failed_attempts_at ON solid_failed_attempts (failed_at);
+
+CREATE INDEX solid_failed_attempts_actor
+    ON solid_failed_attempts (actor_type, actor_id, failed_at);
+
+-- Finished messages by status and time, with when each was enqueued: the charts count them
+-- from the index alone.
+DROP INDEX solid_messages_finished;
+CREATE INDEX solid_messages_finished
+    ON solid_messages (status, finished_at, created_at) WHERE status <> 'ready';
+
+-- One actor's finished messages by status and time, for its page.
+CREATE INDEX solid_messages_actor_finished
+    ON solid_messages (actor_type, actor_id, status, finished_at) WHERE status <> 'ready';
+
+-- The fired reminders' finished messages by time, with when each was due and fired: how late
+-- reminders ran, and how long they waited to fire.
+CREATE INDEX solid_messages_reminders
+    ON solid_messages (finished_at, scheduled_for, created_at, status)
+    WHERE scheduled_for IS NOT NULL AND status <> 'ready';
+
+-- Finished effects by status and time, with when each was emitted: for the charts and the
+-- retention task.
+CREATE INDEX solid_effects_finished
+    ON solid_effects (status, finished_at, created_at) WHERE status IN ('done', 'dead');
