@@ -15,26 +15,15 @@ CREATE TABLE IF NOT EXISTS solid_failed_attempts (
     KEY solid_failed_attempts_actor (actor_type, actor_id, failed_at)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_nopad_bin;
 
--- Finished messages by status and time, with when each was enqueued and (a fired reminder's)
--- when it was due.
+-- Finished messages by status and time, with when each was enqueued, (a fired reminder's)
+-- when it was due, and by which actor.
 SET @solid_ddl = IF(
     (SELECT COUNT(*) FROM information_schema.statistics
      WHERE table_schema = DATABASE() AND table_name = 'solid_messages'
        AND index_name = 'solid_messages_finished' AND column_name = 'created_at') = 0,
     'ALTER TABLE solid_messages DROP KEY solid_messages_finished,
-         ADD KEY solid_messages_finished (status, finished_at, created_at, scheduled_for)',
-    'DO 0');
-PREPARE solid_ddl FROM @solid_ddl;
-EXECUTE solid_ddl;
-DEALLOCATE PREPARE solid_ddl;
-
--- One actor's messages by status and time, for its page.
-SET @solid_ddl = IF(
-    (SELECT COUNT(*) FROM information_schema.statistics
-     WHERE table_schema = DATABASE() AND table_name = 'solid_messages'
-       AND index_name = 'solid_messages_actor_finished') = 0,
-    'ALTER TABLE solid_messages
-         ADD KEY solid_messages_actor_finished (actor_type, actor_id, status, finished_at)',
+         ADD KEY solid_messages_finished
+             (status, finished_at, created_at, scheduled_for, actor_type, actor_id)',
     'DO 0');
 PREPARE solid_ddl FROM @solid_ddl;
 EXECUTE solid_ddl;

@@ -17,15 +17,14 @@ CREATE INDEX solid_failed_attempts_at ON solid_failed_attempts (failed_at);
 CREATE INDEX solid_failed_attempts_actor
     ON solid_failed_attempts (actor_type, actor_id, failed_at);
 
--- Finished messages by status and time, with when each was enqueued: the charts count them
--- from the index alone.
+-- Finished messages by status and time, with when each was enqueued and by which actor: the
+-- charts count them from the index alone, an actor's too. (An index by actor would put each
+-- turn's entry in its actor's part of the tree, where this one appends at its end: measured,
+-- it wrote a quarter more pages per turn.)
 DROP INDEX solid_messages_finished;
 CREATE INDEX solid_messages_finished
-    ON solid_messages (status, finished_at, created_at) WHERE status <> 'ready';
-
--- One actor's finished messages by status and time, for its page.
-CREATE INDEX solid_messages_actor_finished
-    ON solid_messages (actor_type, actor_id, status, finished_at) WHERE status <> 'ready';
+    ON solid_messages (status, finished_at, created_at, actor_type, actor_id)
+    WHERE status <> 'ready';
 
 -- The fired reminders' finished messages by time, with when each was due and fired: how late
 -- reminders ran, and how long they waited to fire.

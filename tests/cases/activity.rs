@@ -329,10 +329,11 @@ fn bulk_history(backend: Backend, rows: i64, (from, until): (i64, i64)) -> Vec<S
     statements
 }
 
-/// The dashboard's overview, fetched from its router as a browser would.
-async fn fetch_overview(runtime: &Runtime, window: Window) -> String {
+/// A page of the dashboard (`/` for the overview) over `window`, fetched from its router as a
+/// browser would.
+async fn fetch_page(runtime: &Runtime, page: &str, window: Window) -> String {
     let router = solid_objects::dashboard::router(runtime.clone());
-    let request = HttpRequest::get(format!("/?window={window}"))
+    let request = HttpRequest::get(format!("{page}?window={window}"))
         .body(Body::empty())
         .expect("a request");
     let response = router.oneshot(request).await.expect("an answer");
@@ -344,7 +345,7 @@ async fn fetch_overview(runtime: &Runtime, window: Window) -> String {
 }
 
 #[tokio::test]
-async fn the_overview_of_a_million_finished_messages_reads_indexes_and_prints_its_time() {
+async fn the_overview_and_an_actors_page_on_a_million_finished_messages_print_their_time() {
     const MESSAGES: i64 = 1_000_000;
     let harness = Harness::new();
     if harness.backend() == Backend::MariaDb {
@@ -387,17 +388,21 @@ async fn the_overview_of_a_million_finished_messages_reads_indexes_and_prints_it
     let mut timings = Vec::new();
     for window in Window::ALL {
         // The first read warms the caches; the second is timed.
-        fetch_overview(&runtime, window).await;
-        let started = Instant::now();
-        let page = fetch_overview(&runtime, window).await;
-        let page_time = started.elapsed();
-        assert!(page.contains("<svg"), "{window}: a chart");
+        let mut times = Vec::new();
+        for page in ["/", "/actors/Bulk/b-0"] {
+            fetch_page(&runtime, page, window).await;
+            let started = Instant::now();
+            let shown = fetch_page(&runtime, page, window).await;
+            times.push(started.elapsed().as_millis());
+            assert!(shown.contains("<svg"), "{page} {window}: a chart");
+        }
         let started = Instant::now();
         admin.activity(window).await.unwrap();
         timings.push(format!(
-            "{window}: page {} ms (its charts' figures {} ms)",
-            page_time.as_millis(),
-            started.elapsed().as_millis()
+            "{window}: overview {} ms (its charts' figures {} ms), an actor's page {} ms",
+            times[0],
+            started.elapsed().as_millis(),
+            times[1]
         ));
     }
     eprintln!(

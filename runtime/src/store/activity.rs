@@ -15,14 +15,14 @@
 //!
 //! | statement | index |
 //! |---|---|
-//! | [`outcomes`] | `solid_messages_finished` (status, finished at, enqueued at), `solid_failed_attempts_at` |
+//! | [`outcomes`] | `solid_messages_finished` (status, finished at, enqueued at, actor), `solid_failed_attempts_at` |
 //! | [`MESSAGES_ACROSS_SLICES`] | `solid_messages_finished` |
 //! | [`WAITING_MESSAGES`] | `solid_messages_ready` (the ready messages) |
 //! | [`fired_reminders`], [`reminder_lateness`] | `solid_messages_reminders` (fired reminders' finished messages; on MySQL, `solid_messages_finished`, which has their due times there) |
 //! | [`DUE_REMINDERS`] | `solid_reminders_due` |
 //! | [`EFFECTS_ACROSS_SLICES`] | `solid_effects_finished` (status, finished at, emitted at) |
 //! | [`WAITING_EFFECTS`] | `solid_effects_due` (the ready and running effects) |
-//! | [`actor_outcomes`] | `solid_messages_actor_finished` (type, id, status, finished at), `solid_failed_attempts_actor` |
+//! | [`actor_outcomes`] | `solid_messages_finished` (its actor columns filter the window's range), `solid_failed_attempts_actor` |
 //!
 //! The statements run one after another, not in one snapshot: a turn that commits between
 //! two of them may be missing from (or counted twice in) the backlog of that moment, never

@@ -602,10 +602,7 @@ mod tests {
         let statements = [
             (outcomes(Dialect::Sqlite), "solid_messages_finished"),
             (outcomes(Dialect::Sqlite), "solid_failed_attempts_at"),
-            (
-                actor_outcomes(Dialect::Sqlite),
-                "solid_messages_actor_finished",
-            ),
+            (actor_outcomes(Dialect::Sqlite), "solid_messages_finished"),
             (
                 actor_outcomes(Dialect::Sqlite),
                 "solid_failed_attempts_actor",

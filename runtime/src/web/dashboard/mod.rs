@@ -64,8 +64,9 @@
 //! # }
 //! ```
 
-mod chart;
+mod charts;
 mod pages;
+mod svg;
 
 use std::convert::Infallible;
 
