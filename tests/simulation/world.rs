@@ -142,6 +142,13 @@ enum Ended<T> {
     Hung,
 }
 
+impl Model {
+    /// How many lines of the run's trace the model carries.
+    pub(crate) fn trace_lines(&self) -> usize {
+        self.trace.len()
+    }
+}
+
 impl World {
     pub(crate) fn new(settings: Settings) -> Self {
         let dir = tempfile::tempdir().expect("a temp dir");
