@@ -786,14 +786,7 @@ impl World {
                AND name NOT IN ('solid_schema_migrations', 'sqlite_sequence') ORDER BY name",
             None,
         );
-        let path = self.path.clone();
-        let live = self.live.as_ref().expect("a live runtime");
-        live.tokio.block_on(async move {
-            tokio::time::resume();
-            let url = format!("sqlite://{}", path.display());
-            let pool = sqlx::SqlitePool::connect(&url)
-                .await
-                .expect("the simulated file opens");
+        self.on_side_connection(|pool| async move {
             let mut lines = Vec::new();
             for (table,) in tables {
                 let rows = sqlx::query(&format!("SELECT * FROM \"{table}\""))
@@ -829,8 +822,6 @@ impl World {
                     hasher.finish()
                 ));
             }
-            pool.close().await;
-            tokio::time::pause();
             lines
         })
     }
@@ -888,6 +879,22 @@ impl World {
     where
         Row: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> + Send + Unpin + 'static,
     {
+        self.on_side_connection(|pool| async move {
+            let mut query = sqlx::query_as(sql);
+            if let Some(value) = bound {
+                query = query.bind(value);
+            }
+            query.fetch_all(&pool).await.expect("rows of the file")
+        })
+    }
+
+    /// Runs `work` on a pool of its own on the file, the clock running meanwhile (SQLite's
+    /// threads open it), and closes the pool after.
+    fn on_side_connection<T, F, Fut>(&mut self, work: F) -> T
+    where
+        F: FnOnce(sqlx::SqlitePool) -> Fut,
+        Fut: Future<Output = T>,
+    {
         let path = self.path.clone();
         let live = self.live.as_ref().expect("a live runtime");
         live.tokio.block_on(async move {
@@ -896,14 +903,10 @@ impl World {
             let pool = sqlx::SqlitePool::connect(&url)
                 .await
                 .expect("the simulated file opens");
-            let mut query = sqlx::query_as(sql);
-            if let Some(value) = bound {
-                query = query.bind(value);
-            }
-            let rows = query.fetch_all(&pool).await.expect("rows of the file");
+            let done = work(pool.clone()).await;
             pool.close().await;
             tokio::time::pause();
-            rows
+            done
         })
     }
 }
