@@ -5,7 +5,9 @@
 //! replicate `GET_LOCK` or `LOCK TABLES`. These pin what the runtime does there: runtimes
 //! that start at once on an empty database migrate it once; calls on one actor through two
 //! nodes all commit, each once, with no failed attempt counted; a due reminder fires once
-//! and an effect runs once whichever nodes' workers look; and a read on another node sees
+//! and an effect runs once whichever nodes' workers look; an operator's pause, resume and
+//! retry of a dead effect through one node is answered as on one server whatever other
+//! nodes commit meanwhile; and a read on another node sees
 //! the latest commit when that node waits for causality (`wsrep_sync_wait`). A node tells
 //! of an abort only the client's next command: with a turn's `COMMIT` behind other
 //! statements in one string, the calls' and the effects' cases see a turn that committed
@@ -18,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use solid_objects::admin::DeadLetterFilter;
+use solid_objects::admin::{DeadLetterFilter, EffectFilter};
 use solid_objects::prelude::*;
 use solid_objects::{Effect, EffectContext};
 
@@ -527,6 +529,50 @@ async fn destroying_an_actor_through_one_node_while_calls_run_through_another_su
     caller.close().await;
 }
 
+/// An actor paused and resumed through node 0 while calls on it run through node 1, ten
+/// times: each pause and each resume is answered as done (a turn elsewhere finishes first,
+/// as on one server), never with the certification failure of its transaction, and each
+/// call is answered with its count or as paused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pausing_and_resuming_an_actor_through_one_node_while_calls_run_through_another_succeeds() {
+    const ROUNDS: usize = 10;
+    const CALLS: usize = 10;
+    let Some((cluster, database)) = database().await else {
+        return;
+    };
+    let clock = ManualClock::starting_now();
+    let operator = runtime(cluster, 0, &database, &clock).await;
+    let caller = runtime(cluster, 1, &database, &clock).await;
+    let tally = caller.reference::<Tally>("hot");
+    tally.add().await.expect("a call before the first pause");
+    let admin = operator.admin();
+    for round in 0..ROUNDS {
+        let calls = (0..CALLS).map(|_| {
+            let tally = tally.clone();
+            async move { tally.add().await }
+        });
+        let pause_then_resume = async {
+            tokio::task::yield_now().await;
+            let paused = admin.pause("Tally", "hot").await;
+            let resumed = admin.resume("Tally", "hot").await;
+            (paused, resumed)
+        };
+        let (answers, (paused, resumed)) =
+            tokio::join!(futures_util::future::join_all(calls), pause_then_resume);
+        let paused = paused.unwrap_or_else(|error| panic!("round {round}: the pause: {error}"));
+        let resumed = resumed.unwrap_or_else(|error| panic!("round {round}: the resume: {error}"));
+        assert!(paused && resumed, "round {round}: each changed the actor");
+        for answer in answers {
+            match answer {
+                Ok(_) | Err(Error::Paused { .. }) => {}
+                Err(error) => panic!("round {round}: a call: {error}"),
+            }
+        }
+    }
+    operator.close().await;
+    caller.close().await;
+}
+
 /// Ten dead letters, each retried through all three nodes at once: each is enqueued again
 /// once, and every answer names that one new message (as two operators retrying at once on
 /// one server are answered).
@@ -578,6 +624,68 @@ async fn a_dead_letter_retried_through_every_node_at_once_is_enqueued_once_and_e
     assert_eq!(
         scalar(cluster, 1, &database, stored).await,
         i64::try_from(2 * DEAD).unwrap()
+    );
+    for runtime in runtimes {
+        runtime.close().await;
+    }
+}
+
+/// Ten dead effects, each retried through all three nodes at once: each is made ready again
+/// once, so exactly one answer says it was retried and the others that it was not dead any
+/// more (as two operators retrying at once on one server are answered), never a
+/// certification failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_effect_retried_through_every_node_at_once_is_revived_once() {
+    const DEAD: usize = 10;
+    let Some((cluster, database)) = database().await else {
+        return;
+    };
+    let clock = ManualClock::starting_now();
+    let mut runtimes = Vec::new();
+    for node in 0..NODES {
+        let runtime = Runtime::builder()
+            .mysql(cluster.url(node, &database), 8)
+            .clock(clock.clone())
+            .policy(AllowAll)
+            .sync_timeout(CALL_WITHIN)
+            .effect(|_: Noted, _: EffectContext| async {
+                Err::<(), Failure>(Failure::permanent("the printer is gone"))
+            })
+            .start()
+            .await
+            .unwrap_or_else(|error| panic!("the runtime starts on node {node}: {error}"));
+        runtimes.push(runtime);
+    }
+    for effect in 0..DEAD {
+        let tally = runtimes[0].reference::<Tally>(format!("p{effect}"));
+        tally.note(effect.to_string()).await.unwrap();
+    }
+    assert_eq!(runtimes[0].testing().run_effects().await.unwrap(), DEAD);
+    let dead = runtimes[0]
+        .admin()
+        .effects(&EffectFilter::new().status("dead"))
+        .await
+        .unwrap();
+    assert_eq!(dead.len(), DEAD);
+    for effect in dead {
+        let retries = runtimes
+            .iter()
+            .map(|runtime| async move { runtime.admin().retry_effect(effect.id).await });
+        let answers = futures_util::future::join_all(retries).await;
+        let revived = answers
+            .into_iter()
+            .enumerate()
+            .filter(|(node, answer)| match answer {
+                Ok(revived) => *revived,
+                Err(error) => panic!("dead effect {} through node {node}: {error}", effect.id),
+            })
+            .count();
+        assert_eq!(revived, 1, "effect {}: one retry revives it", effect.id);
+    }
+    let ready = "SELECT COUNT(*) FROM solid_effects WHERE status = 'ready' AND attempts = 0";
+    assert_eq!(
+        scalar(cluster, 2, &database, ready).await,
+        i64::try_from(DEAD).unwrap()
     );
     for runtime in runtimes {
         runtime.close().await;

@@ -806,14 +806,8 @@ impl Admin {
             actor_id,
         };
         self.audited(action, resource(key), || async {
-            let engine = self.runtime.engine();
-            let paused_at = (action == AdminAction::Pause).then(|| micros(engine.now()));
-            let mut tx = engine.begin(None).await?;
-            let changed = tx.set_paused(key, paused_at).await?;
-            tx.commit().await?;
-            if paused_at.is_none() {
-                engine.wake();
-            }
+            let paused = action == AdminAction::Pause;
+            let changed = self.runtime.engine().set_paused(key, paused).await?;
             Ok((changed, Some(json!({ "changed": changed }))))
         })
         .await

@@ -1,8 +1,8 @@
 //! Dead letters: an operator's retry enqueues a dead message again, once, at the tail of its
 //! actor's mailbox.
 
+use super::conflicts::rerun_conflicts;
 use super::enqueue::Origin;
-use super::mailbox_step::conflict_pause;
 use super::{Engine, Enqueued};
 use crate::error::{Error, Result};
 use crate::store::{ActorKey, MessageLookup, MessageRecord, StoredStatus};
@@ -56,16 +56,7 @@ impl Engine {
     /// node (a Galera certification failure) is answered as [`Retry::Already`] on the next
     /// try.
     async fn retry_once(&self, message_id: i64) -> Result<Retry> {
-        let mut conflicts = 0;
-        loop {
-            match self.try_retry(message_id).await {
-                Err(error) if error.is_conflict() && conflicts < RETRY_CONFLICTS => {
-                    conflicts += 1;
-                    conflict_pause(conflicts).await;
-                }
-                tried => return tried,
-            }
-        }
+        rerun_conflicts(|| self.try_retry(message_id)).await
     }
 
     /// One try at [`retry_once`](Self::retry_once), in a transaction of its own.
@@ -110,9 +101,6 @@ impl Engine {
         Ok(Retry::Enqueued(Box::new(record), enqueued))
     }
 }
-
-/// How many conflicts a retry of a dead letter runs again after.
-const RETRY_CONFLICTS: u32 = 8;
 
 /// What one retry of a dead letter did.
 enum Retry {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::mailbox_step::conflict_pause;
+use super::conflicts::conflict_pause;
 use super::{micros, paused, Engine};
 use crate::error::Result;
 use crate::limits::deadline_after;

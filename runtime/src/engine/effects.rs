@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError, RwLock};
 
+use super::conflicts::rerun_conflicts;
 use super::registry::Registry;
 use super::{insert_bounded, micros, Engine};
 use crate::actor::effect::EffectFailure;
@@ -15,9 +16,6 @@ use crate::store::{
     ActorKey, ClaimedEffect, EffectProgress, MessageProgress, NewMessage, PendingEffects,
     Transaction,
 };
-
-/// How many times in a row a claim that conflicts with another runner's is tried again.
-const CLAIM_CONFLICTS_RETRIED: u32 = 8;
 
 /// The longest error text an `EffectFailure` carries back to its actor, in bytes.
 const MAX_FAILURE_TEXT: usize = 4096;
@@ -126,16 +124,7 @@ impl Engine {
     /// its lease ran out: a reclaimed lease is an attempt) makes the effect dead and sends
     /// its failure reply instead, and looks for the next.
     pub(crate) async fn claim_effect(&self, name: &str) -> Result<Option<ClaimedEffect>> {
-        let mut conflicts = 0;
-        loop {
-            match self.claim_effect_once(name).await {
-                Err(error) if error.is_conflict() && conflicts < CLAIM_CONFLICTS_RETRIED => {
-                    conflicts += 1;
-                    super::mailbox_step::conflict_pause(conflicts).await;
-                }
-                claimed => return claimed,
-            }
-        }
+        rerun_conflicts(|| self.claim_effect_once(name)).await
     }
 
     /// One try of [`claim_effect`](Self::claim_effect): a claim that conflicts with another
@@ -317,11 +306,17 @@ impl Engine {
         Ok(recorded)
     }
 
-    /// Makes a dead effect ready again with its attempts reset; false if it is not dead.
+    /// Makes a dead effect ready again with its attempts reset; false if it is not dead
+    /// (a retry through another node that certified first revived it: the rerun finds it
+    /// ready).
     pub(crate) async fn retry_effect(&self, id: i64) -> Result<bool> {
-        let mut tx = self.begin(None).await?;
-        let revived = tx.revive_effect(id, micros(self.now())).await?;
-        tx.commit().await?;
+        let revived = rerun_conflicts(|| async {
+            let mut tx = self.begin(None).await?;
+            let revived = tx.revive_effect(id, micros(self.now())).await?;
+            tx.commit().await?;
+            Ok(revived)
+        })
+        .await?;
         if revived {
             self.wake();
         }

@@ -5,6 +5,7 @@ use std::ops::ControlFlow;
 
 use tokio::time::Instant;
 
+use super::conflicts::conflict_pause;
 use super::one_turn::{Delivery, Uncommitted};
 use super::state_cache::{decode_locked, Current, Held};
 use super::{from_micros, micros, paused, Engine, Lock, Outcome, Step, TurnReport};
@@ -284,13 +285,4 @@ impl Engine {
         };
         Ok(ControlFlow::Continue(Decoded { tx, message, state }))
     }
-}
-
-/// A short, growing pause before a conflicting turn (or claim, or firing pass) runs again,
-/// so two that keep deadlocking each other, or two nodes of a cluster whose certification
-/// keeps picking one of them, fall out of step.
-pub(super) async fn conflict_pause(conflicts: u32) {
-    let base = 1_u64 << conflicts.min(6);
-    let jitter = u64::from(crate::ids::random_byte()) % base.max(1);
-    tokio::time::sleep(std::time::Duration::from_millis(base + jitter)).await;
 }

@@ -15,10 +15,11 @@
 //! - attempts: `attempts` (how many a message gets, and counting one outside a turn);
 //! - reminders: `reminders` (firing due ones, listing an actor's; `UnreadableReminders`);
 //! - workers: `workers` (a pass over ready actors; `Workers`: claims, stalls, samples);
-//! - upkeep: `upkeep` (retention, unhandled effects, unknown operations) and `dead_letters`
-//!   (an operator's retry);
+//! - upkeep: `upkeep` (retention, unhandled effects, unknown operations), `dead_letters`
+//!   (an operator's retry) and `pause` (an operator's pause and resume);
 //! - effects: `effects` (claims, leases, outcomes and replies; `EffectKinds`);
 //! - watchers: `watchers` (`Watchers`: commits told to the actors' subscribers);
+//! - conflicts: `conflicts` (a transaction that lost to another's write, run again);
 //! - and `outcome`, what a caller sees of a finished message.
 //!
 //! The rule behind all of it: every way a turn can fail is an attempt on its message, which
@@ -32,6 +33,7 @@
 mod ask;
 mod attempts;
 mod call;
+mod conflicts;
 mod dead_letters;
 mod destroy;
 mod effects;
@@ -39,6 +41,7 @@ mod enqueue;
 mod mailbox_step;
 mod one_turn;
 mod outcome;
+mod pause;
 mod registry;
 mod reminders;
 mod settle;

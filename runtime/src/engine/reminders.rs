@@ -6,6 +6,7 @@ use std::sync::{Mutex, PoisonError};
 
 use tokio::time::Instant;
 
+use super::conflicts::rerun_conflicts;
 use super::workers::STALL;
 use super::{from_micros, micros, Engine, MAP_CAPACITY};
 use crate::actor::reminder::ScheduledReminder;
@@ -47,11 +48,6 @@ impl UnreadableReminders {
     }
 }
 
-/// How many times in a row a firing pass that conflicts with another transaction runs again
-/// (after a short growing pause: on a Galera cluster every node's pass takes the same due
-/// reminders, certification lets one commit, and the others see its writes a moment later).
-const FIRING_CONFLICTS_RETRIED: u32 = 8;
-
 impl Engine {
     /// Turns up to `limit` reminders due at the clock's now into messages at the tail of
     /// their actors' mailboxes (a recurring one into each occurrence it missed, or the
@@ -64,16 +60,7 @@ impl Engine {
     /// certification picks one of two nodes' passes) commits nothing and runs again after a
     /// short pause, a few times at most, before the conflict is returned.
     pub(crate) async fn fire_due_reminders(&self, limit: i64) -> Result<Fired> {
-        let mut conflicts = 0;
-        loop {
-            match self.fire_due_reminders_once(limit).await {
-                Err(error) if error.is_conflict() && conflicts < FIRING_CONFLICTS_RETRIED => {
-                    conflicts += 1;
-                    super::mailbox_step::conflict_pause(conflicts).await;
-                }
-                fired => return fired,
-            }
-        }
+        rerun_conflicts(|| self.fire_due_reminders_once(limit)).await
     }
 
     /// One pass of [`fire_due_reminders`](Self::fire_due_reminders), in one transaction.

@@ -1,6 +1,7 @@
 //! Upkeep: the workers' hourly pass, which prunes what is past its retention, warns about
 //! effects no handler here runs, and notes why messages of unknown operations wait.
 
+use super::conflicts::rerun_conflicts;
 use super::{micros, Engine};
 use crate::error::{Error, Result};
 use crate::store::admin::Pruned;
@@ -67,12 +68,17 @@ impl Engine {
                 .then(|| micros(earlier(now, limits.dead_retention))),
             keep_keyed: KEPT_IDEMPOTENCY_KEYS,
         };
-        let mut tx = self.begin(None).await?;
-        let mut pruned = tx.prune(&retention).await?;
-        pruned.admin_events = tx.prune_admin_events(retention.finished_before).await?;
-        if commit {
-            tx.commit().await?;
-        }
-        Ok(pruned)
+        // Two nodes' upkeep deleting the same rows at once: one certifies, the other runs
+        // again and finds them gone.
+        rerun_conflicts(|| async {
+            let mut tx = self.begin(None).await?;
+            let mut pruned = tx.prune(&retention).await?;
+            pruned.admin_events = tx.prune_admin_events(retention.finished_before).await?;
+            if commit {
+                tx.commit().await?;
+            }
+            Ok(pruned)
+        })
+        .await
     }
 }
