@@ -194,21 +194,31 @@ pub(crate) const WAITING_MESSAGES: &str = concat!(
 
 /// Where a statement on fired reminders' finished messages in `[$1, $2)` finds them: the
 /// partial index of them on SQLite and PostgreSQL (SQLite reads it only without a list of
-/// statuses), `solid_messages_finished` by status on MySQL.
+/// statuses), `solid_messages_finished` by status on MySQL. `ran` takes only those whose
+/// turn ran (not those ended as destroyed); `ended` takes every one.
 macro_rules! fired_reminders_finished {
-    (shared) => {
+    (shared, ran) => {
         "scheduled_for IS NOT NULL AND status <> 'ready' AND status <> 'destroyed'
          AND finished_at >= $1 AND finished_at < $2"
     };
-    (mysql) => {
+    (mysql, ran) => {
         "status IN ('completed', 'rejected', 'dead') AND scheduled_for IS NOT NULL
+         AND finished_at >= $1 AND finished_at < $2"
+    };
+    (shared, ended) => {
+        "scheduled_for IS NOT NULL AND status <> 'ready'
+         AND finished_at >= $1 AND finished_at < $2"
+    };
+    (mysql, ended) => {
+        "status IN ('completed', 'rejected', 'dead', 'destroyed') AND scheduled_for IS NOT NULL
          AND finished_at >= $1 AND finished_at < $2"
     };
 }
 
-/// The fired reminders whose messages' turns ended in `[$1, $2)` (a reminder's message ended
-/// as destroyed waited as long, and is not counted), by the slice they were due in and the
-/// slice they fired in (their message was enqueued), in slices `$3` wide.
+/// The fired reminders whose messages ended in `[$1, $2)`, by the slice they were due in and
+/// the slice they fired in (their message was enqueued), in slices `$3` wide. A reminder was
+/// due until it fired whether its message then ran or was ended as destroyed (its actor was
+/// destroyed first), so those count too.
 pub(crate) fn fired_reminders(dialect: Dialect) -> &'static str {
     macro_rules! statement {
         ($finished:tt) => {
@@ -218,7 +228,7 @@ pub(crate) fn fired_reminders(dialect: Dialect) -> &'static str {
                 " AS started, ",
                 slice_of!("created_at"),
                 " AS ended, COUNT(*) AS count FROM solid_messages WHERE ",
-                fired_reminders_finished!($finished),
+                fired_reminders_finished!($finished, ended),
                 " GROUP BY started, ended"
             )
         };
@@ -246,7 +256,7 @@ pub(crate) fn reminder_lateness(dialect: Dialect) -> &'static str {
                             COUNT(*) OVER (PARTITION BY finished_at - finished_at % $3)
                                 AS reminders
                      FROM solid_messages WHERE ",
-                fired_reminders_finished!($finished),
+                fired_reminders_finished!($finished, ran),
                 ") AS ranked
                  WHERE (2 * position >= reminders AND 2 * (position - 1) < reminders)
                     OR (100 * position >= 99 * reminders
