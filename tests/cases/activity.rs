@@ -421,6 +421,46 @@ async fn an_effect_retried_after_it_died_was_not_pending_while_it_lay_dead() {
 }
 
 #[tokio::test]
+async fn what_waits_now_is_counted_now_after_the_clock_stepped_back() {
+    let harness = Harness::new();
+    harness.clock.set(noon(5, 10));
+    let runtime = runtime(&harness).await;
+    // Enqueued at 12:05:10, and a parcel emitted then; the clock then steps back two minutes
+    // (a host's clock corrected), and both still wait.
+    runtime
+        .reference::<Station>("s1")
+        .enqueue()
+        .work()
+        .await
+        .unwrap();
+    runtime
+        .reference::<Station>("s2")
+        .post("p-1".to_owned())
+        .await
+        .unwrap();
+    harness.clock.set(noon(3, 10));
+    let admin = runtime.admin();
+    let status = admin.status().await.unwrap();
+    let ready = status
+        .messages
+        .iter()
+        .find(|(name, _)| name == "ready")
+        .map(|(_, count)| *count);
+    assert_eq!(ready, Some(1), "the status counts it: {status:?}");
+
+    let activity = admin.activity(Window::FifteenMinutes).await.unwrap();
+    assert_eq!(activity.points.last().unwrap().at, noon(3, 0));
+    let now = activity.points.last().unwrap().backlog;
+    assert_eq!(
+        (now.ready_messages, now.pending_effects),
+        (1, 1),
+        "a message and an effect wait now, whatever time they were stored at"
+    );
+    assert!(!activity.is_idle(), "work waits: {activity:?}");
+    runtime.close().await;
+}
+
+#[tokio::test]
 async fn a_window_in_which_nothing_happened_is_idle_not_a_flat_line_of_zeros() {
     let harness = Harness::new();
     harness.clock.set(noon(0, 10));
