@@ -179,16 +179,17 @@ pub(crate) const MESSAGES_ACROSS_SLICES: &str = concat!(
      GROUP BY started, ended"
 );
 
-/// The messages waiting now (enqueued before `$2`, now), by the slice they were enqueued in
-/// and (a fired reminder's) the slice it was due in, in slices `$3` wide from `$1`.
+/// The messages waiting now, by the slice they were enqueued in and (a fired reminder's) the
+/// slice it was due in, in slices `$3` wide from `$1`. A time at or after `$2` (now, plus one
+/// microsecond: stored before the clock stepped back) counts as now: the message waits now.
 pub(crate) const WAITING_MESSAGES: &str = concat!(
     "SELECT ",
-    slice_of!("created_at"),
+    slice_of!("(CASE WHEN created_at < $2 THEN created_at ELSE $2 - 1 END)"),
     " AS started, CASE WHEN scheduled_for IS NULL THEN NULL ELSE ",
-    slice_of!("scheduled_for"),
+    slice_of!("(CASE WHEN scheduled_for < $2 THEN scheduled_for ELSE $2 - 1 END)"),
     " END AS due, COUNT(*) AS count
      FROM solid_messages
-     WHERE status = 'ready' AND created_at < $2
+     WHERE status = 'ready'
      GROUP BY started, due"
 );
 
@@ -296,14 +297,14 @@ pub(crate) const EFFECTS_ACROSS_SLICES: &str = concat!(
      GROUP BY started, ended"
 );
 
-/// The effects waiting or running now (emitted before `$2`, now), by the slice they were
-/// emitted in.
+/// The effects waiting or running now, by the slice they were emitted in (one emitted at or
+/// after `$2`, now plus one microsecond, before the clock stepped back: now's).
 pub(crate) const WAITING_EFFECTS: &str = concat!(
     "SELECT ",
-    slice_of!("created_at"),
+    slice_of!("(CASE WHEN created_at < $2 THEN created_at ELSE $2 - 1 END)"),
     " AS started, COUNT(*) AS count
      FROM solid_effects
-     WHERE status IN ('ready', 'running') AND created_at < $2
+     WHERE status IN ('ready', 'running')
      GROUP BY started"
 );
 
