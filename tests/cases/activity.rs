@@ -461,6 +461,42 @@ async fn what_waits_now_is_counted_now_after_the_clock_stepped_back() {
 }
 
 #[tokio::test]
+async fn a_reminder_is_never_early_when_the_clock_stepped_back_before_its_turn() {
+    let harness = Harness::new();
+    harness.clock.set(noon(0, 10));
+    let runtime = runtime(&harness).await;
+    let admin = runtime.admin();
+    let testing = runtime.testing();
+    // A ring due at 12:05 fires at 12:05:10 while its station is paused; the clock then steps
+    // back two minutes, the station is resumed, and the ring's turn ends at 12:03:10.
+    runtime
+        .reference::<Station>("s1")
+        .plan(noon(5, 0).timestamp())
+        .await
+        .unwrap();
+    assert!(admin.pause("Station", "s1").await.unwrap());
+    harness.clock.set(noon(5, 10));
+    let fired = testing.run_due_reminders().await.unwrap();
+    assert_eq!((fired.occurrences_fired, fired.turns), (1, 0));
+    harness.clock.set(noon(3, 10));
+    assert!(admin.resume("Station", "s1").await.unwrap());
+    assert_eq!(testing.drain().await.unwrap().completed, 1);
+
+    let activity = admin.activity(Window::FifteenMinutes).await.unwrap();
+    let late = activity
+        .points
+        .iter()
+        .find_map(|point| point.lateness)
+        .expect("the ring ran in the window");
+    assert_eq!(late.reminders, 1);
+    assert!(
+        late.p50_ms >= 0 && late.p99_ms >= 0,
+        "a reminder runs after it is due, never before: {late:?}"
+    );
+    runtime.close().await;
+}
+
+#[tokio::test]
 async fn a_window_in_which_nothing_happened_is_idle_not_a_flat_line_of_zeros() {
     let harness = Harness::new();
     harness.clock.set(noon(0, 10));
