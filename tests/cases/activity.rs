@@ -7,12 +7,14 @@
 use crate::support;
 
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{Request as HttpRequest, StatusCode};
 use serde::{Deserialize, Serialize};
-use solid_objects::admin::{Activity, ActivityPoint, Window};
+use solid_objects::admin::{Activity, ActivityPoint, DeadLetterFilter, EffectFilter, Window};
 use solid_objects::prelude::*;
 use solid_objects::{Effect, RetryPolicy};
 use support::{Backend, Harness};
@@ -35,6 +37,7 @@ impl Effect for Post {
 struct Station {
     worked: u32,
     rings: u32,
+    fixed: bool,
 }
 
 #[actor]
@@ -70,6 +73,32 @@ impl Station {
     #[reminder]
     fn ring(&mut self) {
         self.rings += 1;
+    }
+
+    /// Schedules a chime at `at` (seconds since the epoch): it fails for good until fixed.
+    #[command]
+    fn plan_chime(&mut self, turn: &mut Turn<Self>, at: i64) {
+        let due = DateTime::from_timestamp(at, 0).expect("a time");
+        turn.schedule(due, at.to_string()).chime();
+    }
+
+    #[reminder]
+    fn chime(&mut self) -> Result<(), Failure> {
+        match self.fixed {
+            true => Ok(()),
+            false => Err(Failure::permanent("the bell is cracked")),
+        }
+    }
+
+    #[command]
+    fn fix(&mut self) {
+        self.fixed = true;
+    }
+
+    /// Destroys the station.
+    #[command]
+    fn shut(&mut self, turn: &mut Turn<Self>) {
+        turn.destroy();
     }
 }
 
@@ -236,6 +265,266 @@ async fn each_minute_counts_what_finished_failed_and_waited_and_how_late_reminde
         ]
     );
     assert_eq!(audit[3].details, Some(json!({ "window": "24h" })));
+    runtime.close().await;
+}
+
+/// The `count` minutes from noon of a window's points, each picked by `pick`.
+fn minutes_from_noon<T>(
+    activity: &Activity,
+    count: usize,
+    pick: impl Fn(&ActivityPoint) -> T,
+) -> Vec<T> {
+    let first = activity
+        .points
+        .iter()
+        .position(|point| point.at == noon(0, 0))
+        .expect("noon is in the window");
+    activity.points[first..first + count]
+        .iter()
+        .map(pick)
+        .collect()
+}
+
+#[tokio::test]
+#[ignore = "an operator's retry of a dead reminder message keeps the reminder's due time, so the \
+            charts count the reminder as due from then until the retry, and its lateness again"]
+async fn a_reminder_whose_dead_letter_was_retried_was_not_due_while_it_lay_dead() {
+    let harness = Harness::new();
+    harness.clock.set(noon(0, 10));
+    let runtime = runtime(&harness).await;
+    let bell = runtime.reference::<Station>("bell");
+    let testing = runtime.testing();
+    // A chime due at 12:01 fires at 12:01:10 and fails for good: a dead letter.
+    bell.plan_chime(noon(1, 0).timestamp()).await.unwrap();
+    harness.clock.set(noon(1, 10));
+    let ran = testing.run_due_reminders().await.unwrap();
+    assert_eq!((ran.occurrences_fired, ran.dead.len()), (1, 1));
+    // 12:05: the bell is fixed, and an operator retries the dead letter, which runs.
+    harness.clock.set(noon(5, 10));
+    bell.fix().await.unwrap();
+    let admin = runtime.admin();
+    let dead = admin.dead_letters(&DeadLetterFilter::new()).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    admin.retry_dead_letter(dead[0].message_id).await.unwrap();
+    assert_eq!(testing.drain().await.unwrap().completed, 1);
+
+    let activity = admin.activity(Window::FifteenMinutes).await.unwrap();
+    assert_eq!(
+        minutes_from_noon(&activity, 6, |point| point.backlog.due_reminders),
+        [0, 0, 0, 0, 0, 0],
+        "the reminder fired at 12:01:10: at no minute's end was it due and unfired"
+    );
+    assert_eq!(
+        minutes_from_noon(&activity, 6, |point| point.lateness.map(|late| (
+            late.reminders,
+            late.p50_ms,
+            late.p99_ms
+        ))),
+        [None, Some((1, 10_000, 10_000)), None, None, None, None],
+        "one reminder ran, 10 s late; the operator's retry is not a reminder running late"
+    );
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_reminder_that_fired_late_was_due_until_it_fired_though_its_actor_was_destroyed_before_it_ran(
+) {
+    let harness = Harness::new();
+    harness.clock.set(noon(0, 10));
+    let runtime = runtime(&harness).await;
+    let tower = runtime.reference::<Station>("tower");
+    let testing = runtime.testing();
+    // A ring due at 12:01; no worker fires it until 12:03:10, behind a shut-down queued at
+    // 12:02:10, which destroys the station before the ring runs.
+    tower.plan(noon(1, 0).timestamp()).await.unwrap();
+    harness.clock.set(noon(2, 10));
+    tower.enqueue().shut().await.unwrap();
+    harness.clock.set(noon(3, 10));
+    let ran = testing.run_due_reminders().await.unwrap();
+    assert_eq!((ran.occurrences_fired, ran.completed), (1, 1));
+    harness.clock.set(noon(4, 10));
+
+    let activity = runtime
+        .admin()
+        .activity(Window::FifteenMinutes)
+        .await
+        .unwrap();
+    let waiting = from_noon(&activity, |point| {
+        (point.backlog.ready_messages, point.backlog.due_reminders)
+    });
+    assert_eq!(
+        waiting,
+        [(0, 0), (0, 1), (1, 1), (0, 0), (0, 0)],
+        "the ring was due from 12:01 until it fired at 12:03:10"
+    );
+    let late = from_noon(&activity, |point| point.lateness);
+    assert!(
+        late.iter().all(Option::is_none),
+        "no reminder's turn ran: {late:?}"
+    );
+    runtime.close().await;
+}
+
+#[tokio::test]
+#[ignore = "an operator's retry of a dead effect makes its row ready again with its first \
+            emission time, so the charts count it as pending for the whole time it lay dead"]
+async fn an_effect_retried_after_it_died_was_not_pending_while_it_lay_dead() {
+    let harness = Harness::new();
+    harness.clock.set(noon(0, 10));
+    let courier_up = Arc::new(AtomicBool::new(false));
+    let up = Arc::clone(&courier_up);
+    let runtime = harness
+        .builder()
+        .await
+        .actor::<Station>()
+        .effect(move |_: Post, _| {
+            let up = up.load(Ordering::SeqCst);
+            async move {
+                match up {
+                    true => Ok(()),
+                    false => Err(Failure::permanent("the courier is away")),
+                }
+            }
+        })
+        .start()
+        .await
+        .expect("starts");
+    let testing = runtime.testing();
+    // A parcel emitted at 12:00:10 dies at 12:00:20; an operator retries it at 12:05:10, and
+    // it is posted at 12:06:10.
+    runtime
+        .reference::<Station>("s1")
+        .post("p-1".to_owned())
+        .await
+        .unwrap();
+    harness.clock.set(noon(0, 20));
+    assert_eq!(testing.run_effects().await.unwrap(), 1);
+    let admin = runtime.admin();
+    let dead = admin
+        .effects(&EffectFilter::new().status("dead"))
+        .await
+        .unwrap();
+    assert_eq!(dead.len(), 1);
+    harness.clock.set(noon(5, 10));
+    assert!(admin.retry_effect(dead[0].id).await.unwrap());
+    harness.clock.set(noon(6, 10));
+    courier_up.store(true, Ordering::SeqCst);
+    assert_eq!(testing.run_effects().await.unwrap(), 1);
+
+    let activity = admin.activity(Window::FifteenMinutes).await.unwrap();
+    assert_eq!(
+        minutes_from_noon(&activity, 7, |point| point.backlog.pending_effects),
+        [0, 0, 0, 0, 0, 1, 0],
+        "pending from its emission to its death, and from the retry until it was posted"
+    );
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn what_waits_now_is_counted_now_after_the_clock_stepped_back() {
+    let harness = Harness::new();
+    harness.clock.set(noon(5, 10));
+    let runtime = runtime(&harness).await;
+    // Enqueued at 12:05:10, and a parcel emitted then; the clock then steps back two minutes
+    // (a host's clock corrected), and both still wait.
+    runtime
+        .reference::<Station>("s1")
+        .enqueue()
+        .work()
+        .await
+        .unwrap();
+    runtime
+        .reference::<Station>("s2")
+        .post("p-1".to_owned())
+        .await
+        .unwrap();
+    harness.clock.set(noon(3, 10));
+    let admin = runtime.admin();
+    let status = admin.status().await.unwrap();
+    let ready = status
+        .messages
+        .iter()
+        .find(|(name, _)| name == "ready")
+        .map(|(_, count)| *count);
+    assert_eq!(ready, Some(1), "the status counts it: {status:?}");
+
+    let activity = admin.activity(Window::FifteenMinutes).await.unwrap();
+    assert_eq!(activity.points.last().unwrap().at, noon(3, 0));
+    let now = activity.points.last().unwrap().backlog;
+    assert_eq!(
+        (now.ready_messages, now.pending_effects),
+        (1, 1),
+        "a message and an effect wait now, whatever time they were stored at"
+    );
+    assert!(!activity.is_idle(), "work waits: {activity:?}");
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_reminder_is_never_early_when_the_clock_stepped_back_before_its_turn() {
+    let harness = Harness::new();
+    harness.clock.set(noon(0, 10));
+    let runtime = runtime(&harness).await;
+    let admin = runtime.admin();
+    let testing = runtime.testing();
+    // A ring due at 12:05 fires at 12:05:10 while its station is paused; the clock then steps
+    // back two minutes, the station is resumed, and the ring's turn ends at 12:03:10.
+    runtime
+        .reference::<Station>("s1")
+        .plan(noon(5, 0).timestamp())
+        .await
+        .unwrap();
+    assert!(admin.pause("Station", "s1").await.unwrap());
+    harness.clock.set(noon(5, 10));
+    let fired = testing.run_due_reminders().await.unwrap();
+    assert_eq!((fired.occurrences_fired, fired.turns), (1, 0));
+    harness.clock.set(noon(3, 10));
+    assert!(admin.resume("Station", "s1").await.unwrap());
+    assert_eq!(testing.drain().await.unwrap().completed, 1);
+
+    let activity = admin.activity(Window::FifteenMinutes).await.unwrap();
+    let late = activity
+        .points
+        .iter()
+        .find_map(|point| point.lateness)
+        .expect("the ring ran in the window");
+    assert_eq!(late.reminders, 1);
+    assert!(
+        late.p50_ms >= 0 && late.p99_ms >= 0,
+        "a reminder runs after it is due, never before: {late:?}"
+    );
+    runtime.close().await;
+}
+
+#[tokio::test]
+#[ignore = "a reminder deleted before it fired (its actor destroyed, or unscheduled) leaves no \
+            row, so the minutes it was due and unfired vanish from the backlog afterwards"]
+async fn an_overdue_reminder_deleted_before_it_fired_was_due_until_then() {
+    let harness = Harness::new();
+    harness.clock.set(noon(0, 10));
+    let runtime = runtime(&harness).await;
+    let tower = runtime.reference::<Station>("tower");
+    // A ring due at 12:01 that no worker fires; at 12:03:10 the station is destroyed, and
+    // the ring with it.
+    tower.plan(noon(1, 0).timestamp()).await.unwrap();
+    harness.clock.set(noon(2, 10));
+    let admin = runtime.admin();
+    let before = admin.activity(Window::FifteenMinutes).await.unwrap();
+    assert_eq!(
+        minutes_from_noon(&before, 3, |point| point.backlog.due_reminders),
+        [0, 1, 1],
+        "while it waits, the ring is due from 12:01"
+    );
+    harness.clock.set(noon(3, 10));
+    tower.shut().await.unwrap();
+    harness.clock.set(noon(4, 10));
+
+    let after = admin.activity(Window::FifteenMinutes).await.unwrap();
+    assert_eq!(
+        from_noon(&after, |point| point.backlog.due_reminders),
+        [0, 1, 1, 0, 0],
+        "the minutes that passed keep what was due in them"
+    );
     runtime.close().await;
 }
 

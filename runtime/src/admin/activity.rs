@@ -344,15 +344,17 @@ pub(super) fn activity(window: Window, span: &Span, rows: &ActivityRows) -> Acti
 }
 
 /// The lateness of the reminders of the slice starting at `slice`: its first row is the
-/// median's, its last the 99th percentile's (one row when a single reminder ran).
+/// median's, its last the 99th percentile's (one row when a single reminder ran). A reminder
+/// fires only once due, so a turn that ended before its due time did so by a clock that
+/// stepped back after it fired: it ran on time, not early.
 fn lateness(rows: &[RankedLateness], slice: i64) -> Option<Lateness> {
     let mut of_slice = rows.iter().filter(|row| row.slice == slice);
     let median = of_slice.next()?;
     let high = of_slice.next_back().unwrap_or(median);
     Some(Lateness {
         reminders: median.reminders,
-        p50_ms: median.lateness / 1000,
-        p99_ms: high.lateness / 1000,
+        p50_ms: median.lateness.max(0) / 1000,
+        p99_ms: high.lateness.max(0) / 1000,
     })
 }
 

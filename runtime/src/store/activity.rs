@@ -179,36 +179,47 @@ pub(crate) const MESSAGES_ACROSS_SLICES: &str = concat!(
      GROUP BY started, ended"
 );
 
-/// The messages waiting now (enqueued before `$2`, now), by the slice they were enqueued in
-/// and (a fired reminder's) the slice it was due in, in slices `$3` wide from `$1`.
+/// The messages waiting now, by the slice they were enqueued in and (a fired reminder's) the
+/// slice it was due in, in slices `$3` wide from `$1`. A time at or after `$2` (now, plus one
+/// microsecond: stored before the clock stepped back) counts as now: the message waits now.
 pub(crate) const WAITING_MESSAGES: &str = concat!(
     "SELECT ",
-    slice_of!("created_at"),
+    slice_of!("(CASE WHEN created_at < $2 THEN created_at ELSE $2 - 1 END)"),
     " AS started, CASE WHEN scheduled_for IS NULL THEN NULL ELSE ",
-    slice_of!("scheduled_for"),
+    slice_of!("(CASE WHEN scheduled_for < $2 THEN scheduled_for ELSE $2 - 1 END)"),
     " END AS due, COUNT(*) AS count
      FROM solid_messages
-     WHERE status = 'ready' AND created_at < $2
+     WHERE status = 'ready'
      GROUP BY started, due"
 );
 
 /// Where a statement on fired reminders' finished messages in `[$1, $2)` finds them: the
 /// partial index of them on SQLite and PostgreSQL (SQLite reads it only without a list of
-/// statuses), `solid_messages_finished` by status on MySQL.
+/// statuses), `solid_messages_finished` by status on MySQL. `ran` takes only those whose
+/// turn ran (not those ended as destroyed); `ended` takes every one.
 macro_rules! fired_reminders_finished {
-    (shared) => {
+    (shared, ran) => {
         "scheduled_for IS NOT NULL AND status <> 'ready' AND status <> 'destroyed'
          AND finished_at >= $1 AND finished_at < $2"
     };
-    (mysql) => {
+    (mysql, ran) => {
         "status IN ('completed', 'rejected', 'dead') AND scheduled_for IS NOT NULL
+         AND finished_at >= $1 AND finished_at < $2"
+    };
+    (shared, ended) => {
+        "scheduled_for IS NOT NULL AND status <> 'ready'
+         AND finished_at >= $1 AND finished_at < $2"
+    };
+    (mysql, ended) => {
+        "status IN ('completed', 'rejected', 'dead', 'destroyed') AND scheduled_for IS NOT NULL
          AND finished_at >= $1 AND finished_at < $2"
     };
 }
 
-/// The fired reminders whose messages' turns ended in `[$1, $2)` (a reminder's message ended
-/// as destroyed waited as long, and is not counted), by the slice they were due in and the
-/// slice they fired in (their message was enqueued), in slices `$3` wide.
+/// The fired reminders whose messages ended in `[$1, $2)`, by the slice they were due in and
+/// the slice they fired in (their message was enqueued), in slices `$3` wide. A reminder was
+/// due until it fired whether its message then ran or was ended as destroyed (its actor was
+/// destroyed first), so those count too.
 pub(crate) fn fired_reminders(dialect: Dialect) -> &'static str {
     macro_rules! statement {
         ($finished:tt) => {
@@ -218,7 +229,7 @@ pub(crate) fn fired_reminders(dialect: Dialect) -> &'static str {
                 " AS started, ",
                 slice_of!("created_at"),
                 " AS ended, COUNT(*) AS count FROM solid_messages WHERE ",
-                fired_reminders_finished!($finished),
+                fired_reminders_finished!($finished, ended),
                 " GROUP BY started, ended"
             )
         };
@@ -246,7 +257,7 @@ pub(crate) fn reminder_lateness(dialect: Dialect) -> &'static str {
                             COUNT(*) OVER (PARTITION BY finished_at - finished_at % $3)
                                 AS reminders
                      FROM solid_messages WHERE ",
-                fired_reminders_finished!($finished),
+                fired_reminders_finished!($finished, ran),
                 ") AS ranked
                  WHERE (2 * position >= reminders AND 2 * (position - 1) < reminders)
                     OR (100 * position >= 99 * reminders
@@ -286,14 +297,14 @@ pub(crate) const EFFECTS_ACROSS_SLICES: &str = concat!(
      GROUP BY started, ended"
 );
 
-/// The effects waiting or running now (emitted before `$2`, now), by the slice they were
-/// emitted in.
+/// The effects waiting or running now, by the slice they were emitted in (one emitted at or
+/// after `$2`, now plus one microsecond, before the clock stepped back: now's).
 pub(crate) const WAITING_EFFECTS: &str = concat!(
     "SELECT ",
-    slice_of!("created_at"),
+    slice_of!("(CASE WHEN created_at < $2 THEN created_at ELSE $2 - 1 END)"),
     " AS started, COUNT(*) AS count
      FROM solid_effects
-     WHERE status IN ('ready', 'running') AND created_at < $2
+     WHERE status IN ('ready', 'running')
      GROUP BY started"
 );
 
