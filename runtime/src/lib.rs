@@ -192,12 +192,9 @@ pub use client::testing::{Drained, FailedTurn, Testing};
 pub use client::watch::{Watch, Watched};
 pub use effect::{Effect, EffectContext, EffectFailure, UnhandledEffects};
 pub use error::{Error, Rejection, Result, TypedRejection};
-pub use limits::{Limits, RetryPolicy};
+pub use limits::{GroupCommit, Limits, RetryPolicy};
 pub use migration::MigrationError;
 pub use policy::{AllowAll, Policy};
-#[cfg(feature = "sqlite")]
-#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
-pub use store::group_commit::GroupCommit;
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use store::sqlite::Durability;

@@ -1,4 +1,4 @@
-//! Bounds on payloads and the retry schedule of failed messages.
+//! Bounds on payloads, the retry schedule of failed messages, and how turns share commits.
 
 use std::time::Duration;
 
@@ -202,4 +202,73 @@ pub(crate) fn check_timeout(timeout: Duration) -> Result<Duration> {
 pub(crate) fn deadline_after(by: Duration) -> tokio::time::Instant {
     const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
     tokio::time::Instant::now() + by.min(CENTURY)
+}
+
+/// How turns that arrive together share one transaction and one commit: see
+/// [`Builder::group_commit`](crate::Builder::group_commit).
+///
+/// A lone caller never waits for a group: a group takes only the turns that are already
+/// waiting when its own work is done. The bounds cap how long a busy group stays open.
+///
+/// ```
+/// use std::time::Duration;
+/// use solid_objects::GroupCommit;
+///
+/// let grouping = GroupCommit::default()
+///     .max_turns(32)
+///     .max_wait(Duration::from_micros(500));
+/// assert_eq!(grouping.turns(), 32);
+/// assert_eq!(GroupCommit::off().turns(), 1);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GroupCommit {
+    max_turns: usize,
+    max_wait: Duration,
+}
+
+impl Default for GroupCommit {
+    /// At most 64 turns (32 on a server), and at most 1 ms of taking turns in.
+    fn default() -> Self {
+        Self {
+            max_turns: 64,
+            max_wait: Duration::from_millis(1),
+        }
+    }
+}
+
+impl GroupCommit {
+    /// One transaction per commit: no grouping.
+    pub fn off() -> Self {
+        Self::default().max_turns(1)
+    }
+
+    /// The most turns one commit carries (at least 1; 1 turns grouping off).
+    #[must_use]
+    pub fn max_turns(mut self, turns: usize) -> Self {
+        self.max_turns = turns.max(1);
+        self
+    }
+
+    /// How long a group goes on taking in turns that wait to join it.
+    #[must_use]
+    pub fn max_wait(mut self, wait: Duration) -> Self {
+        self.max_wait = wait;
+        self
+    }
+
+    /// The most turns one commit carries.
+    pub fn turns(&self) -> usize {
+        self.max_turns
+    }
+
+    /// How long a group takes in turns.
+    pub fn wait(&self) -> Duration {
+        self.max_wait
+    }
+
+    /// Whether turns share commits at all.
+    pub(crate) fn is_on(&self) -> bool {
+        self.max_turns > 1
+    }
 }

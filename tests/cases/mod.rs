@@ -13,6 +13,7 @@ mod effect_replies;
 mod effects;
 pub(crate) mod expiring_reservations;
 mod failures;
+mod grouped_calls;
 mod hostile_rows;
 mod large_states;
 mod lifecycle;

@@ -15,13 +15,10 @@ use crate::client::shutdown::Stopping;
 use crate::client::worker::IDLE_POLL_MIN;
 use crate::engine::{Engine, EngineConfig};
 use crate::error::{Error, Result};
-use crate::limits::{Limits, RetryPolicy};
+use crate::limits::{GroupCommit, Limits, RetryPolicy};
 use crate::policy::{NoPolicy, Policy};
 #[cfg(feature = "sqlite")]
-use crate::store::{
-    group_commit::GroupCommit,
-    sqlite::{Durability, SqliteOptions, SqliteStore},
-};
+use crate::store::sqlite::{Durability, SqliteOptions, SqliteStore};
 use crate::store::{SchemaMode, Store};
 use crate::time::clock::{Clock, IntoDuration, SystemClock};
 
@@ -67,7 +64,6 @@ pub struct Builder {
     database: Option<Database>,
     #[cfg(feature = "sqlite")]
     durability: Durability,
-    #[cfg(feature = "sqlite")]
     group_commit: GroupCommit,
     #[cfg(feature = "sqlite")]
     file_mode: u32,
@@ -100,7 +96,6 @@ impl Default for Builder {
             database: None,
             #[cfg(feature = "sqlite")]
             durability: Durability::default(),
-            #[cfg(feature = "sqlite")]
             group_commit: GroupCommit::default(),
             #[cfg(feature = "sqlite")]
             file_mode: 0o600,
@@ -218,12 +213,25 @@ impl Builder {
         self
     }
 
-    /// How turns that arrive together share one SQLite transaction and one fsync (default
-    /// [`GroupCommit::default`]: up to 64 turns, for up to 1 ms); for a file the runtime
-    /// opens. A lone caller never waits for a group; with many callers, each caller's commit
-    /// waits for the turns that joined its group after it, and a turn that fails or rejects
-    /// rolls back only its own part. [`GroupCommit::off`] gives every turn a transaction of
+    /// How turns that arrive together share one transaction and one commit (default
+    /// [`GroupCommit::default`]); [`GroupCommit::off`] gives every turn a transaction of
     /// its own.
+    ///
+    /// Two kinds of grouping follow it, on every backend:
+    ///
+    /// - **A hot actor's calls.** Synchronous calls of one actor that wait while a call of
+    ///   this process runs its turn are run by that turn, in its transaction, each in a
+    ///   savepoint of its own, in the order they came, and committed with it. On PostgreSQL
+    ///   and MySQL, calls of other actors that arrive while several turns run join them too
+    ///   (their actors are locked without waiting: one held elsewhere runs alone).
+    /// - **SQLite's writer.** Transactions that wait for the single writer join the open one,
+    ///   each in a savepoint, and share its fsync.
+    ///
+    /// A lone caller never waits for a group. With many callers, a caller's answer waits for
+    /// the turns its group took in after it (at most `max_turns`, for at most `max_wait`),
+    /// and a turn that fails or rejects rolls back only its own part. Every caller hears
+    /// "committed" only after the commit; a commit whose answer was lost is read back by
+    /// each caller's message.
     ///
     /// ```
     /// # #[cfg(feature = "sqlite")]
@@ -236,8 +244,6 @@ impl Builder {
     ///     .group_commit(GroupCommit::default().max_turns(16).max_wait(Duration::from_micros(500)))
     /// # }
     /// ```
-    #[cfg(feature = "sqlite")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
     pub fn group_commit(mut self, group_commit: GroupCommit) -> Self {
         self.group_commit = group_commit;
         self
@@ -549,6 +555,7 @@ impl Builder {
             watch_poll: self.watch_poll,
             state_cache_bytes: self.state_cache_bytes,
             listen: self.listen,
+            group_commit: self.group_commit,
         };
         let engine = Engine::new(store, config);
         let policy = self.policy.unwrap_or_else(|| {

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use super::attempts::failed_progress;
 use super::enqueue::{same_request, Enqueued, Origin};
+use super::groups::Leading;
 use super::one_turn::{Delivery, Uncommitted};
 use super::state_cache::{decode_locked, Held};
 use super::{from_micros, micros, paused, read_until, Engine, Lock, Outcome, Step, TurnReport};
@@ -83,7 +84,7 @@ impl Call<'_> {
     /// What a caller hears when its turn may have committed and it could not learn whether
     /// by its deadline (its group commit had not ended, or its connection was lost at
     /// `COMMIT`): `request_id` finds its message if it was kept.
-    fn in_doubt(&self, request_id: &str) -> Error {
+    pub(super) fn in_doubt(&self, request_id: &str) -> Error {
         Error::SyncTimeout {
             actor_type: self.key.actor_type,
             actor_id: self.key.actor_id.to_owned(),
@@ -131,7 +132,7 @@ struct FreshFailure<'a> {
 }
 
 /// What one try at a synchronous call came to.
-enum Tried {
+pub(super) enum Tried {
     /// The call has its answer.
     Answered(Result<String>),
     /// Its message is in the mailbox: run the mailbox until it has run.
@@ -143,16 +144,20 @@ enum Tried {
     /// Its commit may have landed (the connection was lost at `COMMIT`, or its group commit
     /// ended in doubt): the next try looks its message up first.
     InDoubt,
+    /// The group it joined sent it back: try again in a transaction of its own.
+    Ungrouped,
 }
 
 /// How a try at a synchronous call runs.
-struct Attempt<'a> {
+pub(super) struct Attempt<'a> {
     /// The request id of the call's message, the same on every try.
-    request_id: &'a str,
+    pub(super) request_id: &'a str,
     /// Outside any group commit (a try ran past its group's budget).
-    alone: bool,
+    pub(super) alone: bool,
     /// An earlier try may have committed: look its message up before running anything.
-    in_doubt: bool,
+    pub(super) in_doubt: bool,
+    /// In a transaction of its own, joining no other call's ([`groups`](super::groups)).
+    pub(super) ungrouped: bool,
 }
 
 impl Engine {
@@ -200,6 +205,7 @@ impl Engine {
             request_id: &request_id,
             alone: false,
             in_doubt: false,
+            ungrouped: false,
         };
         loop {
             let next = match message.take() {
@@ -213,13 +219,17 @@ impl Engine {
                 )?,
             };
             let tried = call
-                .try_call::<A>(next, &arguments, options, &mut attempt)
+                .try_grouped::<A>(next, &arguments, options, &mut attempt)
                 .await;
             let error = match tried {
                 Ok(Tried::Answered(answer)) => return answer,
                 Ok(Tried::Queued(queued)) => return call.run_until_done::<A>(&queued).await,
                 Ok(Tried::OverBudget) => {
                     attempt.alone = true;
+                    continue;
+                }
+                Ok(Tried::Ungrouped) => {
+                    attempt.ungrouped = true;
                     continue;
                 }
                 Ok(Tried::InDoubt) => {
@@ -256,13 +266,15 @@ impl Engine {
 }
 
 impl Call<'_> {
-    /// One try at a synchronous call.
-    async fn try_call<A: Actor>(
+    /// One try at a synchronous call in a transaction of its own, which takes in the calls
+    /// of the group it `leads`, if it leads one.
+    pub(super) async fn try_call<A: Actor>(
         &self,
         message: A::Message,
         arguments: &str,
         options: CallOptions<'_>,
         attempt: &mut Attempt<'_>,
+        leads: Option<&mut Leading<'_>>,
     ) -> Result<Tried> {
         let mut tx = self
             .engine
@@ -332,6 +344,7 @@ impl Call<'_> {
                 state,
                 delivery,
                 Some(self.deadline),
+                leads,
             )
             .await;
         self.fresh_turn_ended::<A>(arguments, options, request_id, ran)
@@ -340,7 +353,7 @@ impl Call<'_> {
 
     /// What a message already committed for the call comes to: its outcome, or, while it is
     /// queued, a wait for it.
-    fn answer_from(&self, existing: MessageRecord) -> Tried {
+    pub(super) fn answer_from(&self, existing: MessageRecord) -> Tried {
         match Outcome::from_record(&existing) {
             Some(outcome) => Tried::Answered(self.result(outcome, Some(&existing.request_id))),
             None => Tried::Queued(Enqueued {

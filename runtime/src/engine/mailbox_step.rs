@@ -140,7 +140,7 @@ impl Engine {
             message,
         };
         let ran = self
-            .run_turn::<A>(tx, key, &instance, state, delivery, lock.deadline())
+            .run_turn::<A>(tx, key, &instance, state, delivery, lock.deadline(), None)
             .await;
         let step = match ran {
             Ok(report) => Step::Ran(report),

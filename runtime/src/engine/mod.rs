@@ -9,6 +9,8 @@
 //! - calls: `call` (synchronous calls; `Call`, a call in progress, whose steps are its
 //!   methods), `ask` (ordered reads and snapshots), `enqueue` (messages at a mailbox's
 //!   tail), `destroy` (ending an incarnation);
+//! - groups: `groups` ([`Groups`]: calls that share one transaction, their leaders and
+//!   members), `call_in_group` (a call's turn as a group's member);
 //! - one mailbox step: `mailbox_step` (lock the actor, take the head, decode it, run its turn);
 //! - one turn: `one_turn` (the handler to the commit, step by step), `settle` (what a
 //!   handler's result commits), `turn_writes` (a completed turn's writes, checked and written);
@@ -33,11 +35,13 @@
 mod ask;
 mod attempts;
 mod call;
+mod call_in_group;
 mod conflicts;
 mod dead_letters;
 mod destroy;
 mod effects;
 mod enqueue;
+mod groups;
 mod mailbox_step;
 mod one_turn;
 mod outcome;
@@ -93,6 +97,8 @@ pub(crate) struct EngineConfig {
     pub(crate) effect_lease: Duration,
     /// How long an effect handler may run before it is abandoned and its attempt counted.
     pub(crate) effect_timeout: Duration,
+    /// How the turns of calls that arrive together share a transaction.
+    pub(crate) group_commit: crate::limits::GroupCommit,
     /// How often watchers poll for commits of other processes where none are notified.
     pub(crate) watch_poll: Duration,
     /// Whether watchers `LISTEN` for other processes' commits where the database can.
@@ -119,6 +125,8 @@ pub(crate) struct Engine {
     watchers: Arc<Watchers>,
     /// The large states this process committed, so its next turns need not read them back.
     states: StateCache,
+    /// The groups of synchronous calls whose turns share a transaction.
+    groups: groups::Groups,
 }
 
 /// What one turn did.
@@ -200,7 +208,9 @@ impl Engine {
     pub(crate) fn new(store: Arc<dyn Store>, config: EngineConfig) -> Self {
         crate::metrics::describe();
         let watchers = Arc::new(Watchers::new(config.watch_poll, config.listen));
+        let across_actors = !store.single_writer();
         Self {
+            groups: groups::Groups::new(config.group_commit, across_actors),
             store,
             wake: Notify::new(),
             registry: Registry::default(),

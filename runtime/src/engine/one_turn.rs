@@ -1,10 +1,12 @@
 //! One turn, in the order it takes its steps: run the handler on the actor's state, take the
 //! transaction back, settle what the handler produced, write the message row and the turn's
-//! writes, commit, and report. Each step is a function of its own.
+//! writes ([`Written`]), run the turns of the group it leads, commit, and report. Each step is
+//! a function of its own.
 //!
 //! The transaction arrives begun and owned (a mailbox step or a fresh call began it), and
 //! nothing here begins another: every `.await` is a cancel point, and a turn dropped at any
-//! of them rolls back with its transaction.
+//! of them rolls back with its transaction. A turn written but not yet committed (a group's
+//! member) hands its transaction back to whoever commits it.
 
 use std::panic::AssertUnwindSafe;
 
@@ -13,6 +15,7 @@ use futures_util::FutureExt;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use super::groups::Leading;
 use super::settle::Settled;
 use super::turn_writes::Completed;
 use super::{from_micros, micros, Engine, TurnReport};
@@ -23,7 +26,7 @@ use crate::error::{Error, Result};
 use crate::limits::deadline_after;
 use crate::store::{
     ActorKey, Instance, InstanceWrite, MessageProgress, NewMessage, StoredMessage, StoredStatus,
-    Transaction, TurnMessage,
+    Transaction, TurnMessage, Version,
 };
 
 /// Where the message of a turn comes from.
@@ -90,6 +93,8 @@ struct Running<'a> {
     scheduled_at: Option<DateTime<Utc>>,
     /// The caller's deadline, if a caller waits for the turn.
     caller_deadline: Option<Instant>,
+    /// When the group the turn joined needs its transaction back, as a group's member.
+    budget: Option<Instant>,
     /// The runtime clock's time of the turn.
     now: DateTime<Utc>,
 }
@@ -112,10 +117,58 @@ impl Running<'_> {
     }
 }
 
+/// A turn whose writes are in its transaction, not yet committed: what reporting it takes
+/// once the transaction commits.
+pub(super) struct Written {
+    actor_type: &'static str,
+    actor_id: String,
+    operation: &'static str,
+    /// Whether the turn inserted its message (a fresh call's).
+    fresh: bool,
+    message_id: i64,
+    settled: Settled,
+    /// The actor's version the turn ran on.
+    version: Version,
+    delivered: Vec<(&'static str, &'static str)>,
+    available_at: i64,
+    finished: bool,
+    span: tracing::Span,
+}
+
+/// A turn that committed nothing: why, and its transaction unless it was lost with it (a
+/// handler abandoned mid-statement, a savepoint that failed).
+pub(super) struct Unwritten {
+    pub(super) tx: Option<Box<dyn Transaction>>,
+    pub(super) why: Uncommitted,
+}
+
+impl Unwritten {
+    fn lost(why: Uncommitted) -> Self {
+        Self { tx: None, why }
+    }
+
+    fn back(tx: Box<dyn Transaction>, why: Uncommitted) -> Self {
+        Self { tx: Some(tx), why }
+    }
+}
+
+/// A fresh call's turn, as a group's member runs it: its deadline, and what its message
+/// carries.
+pub(super) struct FreshTurn<'a, M> {
+    pub(super) message: M,
+    pub(super) arguments: &'a str,
+    pub(super) request_id: &'a str,
+    pub(super) idempotency_key: Option<&'a str>,
+    pub(super) caller_deadline: Instant,
+    /// When its group needs its transaction back: a handler still running then is undone.
+    pub(super) budget: Instant,
+}
+
 impl Engine {
-    /// Runs one turn in `tx` on `state` and commits it. The handler runs until the turn
-    /// timeout (its attempt then counts as failed) or the caller's deadline (then nothing
-    /// counts), whichever comes first.
+    /// Runs one turn in `tx` on `state` and commits it, with the turns of the group it
+    /// `leads` (a fresh call's). The handler runs until the turn timeout (its attempt then
+    /// counts as failed) or the caller's deadline (then nothing counts), whichever comes
+    /// first.
     pub(super) async fn run_turn<A: Actor>(
         &self,
         tx: Box<dyn Transaction>,
@@ -124,6 +177,7 @@ impl Engine {
         state: A,
         delivery: Delivery<'_, A::Message>,
         caller_deadline: Option<Instant>,
+        leads: Option<&mut Leading<'_>>,
     ) -> Result<TurnReport, Uncommitted> {
         let scheduled_at = match &delivery {
             Delivery::Stored { head, .. } => head.scheduled_for.map(from_micros),
@@ -144,17 +198,7 @@ impl Engine {
             Delivery::Stored { head, message } => (message, Some(head.id), head.attempts, None),
         };
         let operation = message.name();
-        // OpenTelemetry's messaging conventions: the actor type is the destination.
-        let span = tracing::info_span!(
-            "turn",
-            messaging.system = "solid_objects",
-            messaging.operation.type = "process",
-            messaging.destination.name = key.actor_type,
-            messaging.operation.name = operation,
-            messaging.message.id = message_id,
-            actor_id = key.actor_id,
-            outcome = tracing::field::Empty,
-        );
+        let span = turn_span(key, operation, message_id);
         let started = Instant::now();
         let ran = async move {
             let running = Running {
@@ -165,10 +209,13 @@ impl Engine {
                 fresh,
                 scheduled_at,
                 caller_deadline,
+                budget: None,
                 now: self.now(),
             };
-            self.turn_steps(tx, &running, instance, state, message)
-                .await
+            let written = self
+                .write_turn_steps(tx, &running, instance, state, message)
+                .await;
+            self.commit_turn(written, caller_deadline, leads).await
         }
         .instrument(span)
         .await;
@@ -176,16 +223,126 @@ impl Engine {
         ran
     }
 
-    /// The turn's steps in order: run the handler, take the transaction back, settle, write
-    /// the message row and the writes, commit, report.
-    async fn turn_steps<A: Actor>(
+    /// Runs a fresh call's turn in `tx`, a group's transaction, and writes it there without
+    /// committing: the group's leader commits it, and then reports it
+    /// ([`Engine::turn_committed`]).
+    pub(super) async fn run_member_turn<A: Actor>(
+        &self,
+        tx: Box<dyn Transaction>,
+        key: ActorKey<'static, '_>,
+        instance: &Instance,
+        state: A,
+        turn: FreshTurn<'_, A::Message>,
+    ) -> Result<(Box<dyn Transaction>, Written), Unwritten> {
+        let operation = turn.message.name();
+        let span = turn_span(key, operation, None);
+        let running = Running {
+            key,
+            operation,
+            message_id: None,
+            previous_attempts: 0,
+            fresh: Some((turn.arguments, turn.request_id, turn.idempotency_key)),
+            scheduled_at: None,
+            caller_deadline: Some(turn.caller_deadline),
+            budget: Some(turn.budget),
+            now: self.now(),
+        };
+        self.write_turn_steps(tx, &running, instance, state, turn.message)
+            .instrument(span)
+            .await
+    }
+
+    /// Commits a written turn with the turns of the group it `leads`, and reports it; a
+    /// turn that was not written releases its transaction.
+    async fn commit_turn(
+        &self,
+        written: Result<(Box<dyn Transaction>, Written), Unwritten>,
+        caller_deadline: Option<Instant>,
+        leads: Option<&mut Leading<'_>>,
+    ) -> Result<TurnReport, Uncommitted> {
+        let (mut tx, written) = match written {
+            Ok(written) => written,
+            Err(Unwritten { tx, why }) => {
+                if let Some(tx) = tx {
+                    Self::release(tx).await;
+                }
+                return Err(why);
+            }
+        };
+        if let Some(group) = leads {
+            // The members wait no longer than the leader's caller, nor its group commit.
+            let until = [caller_deadline, tx.group_budget()]
+                .into_iter()
+                .flatten()
+                .fold(Instant::now() + self.groups.wait(), Instant::min);
+            tx = group.take_members(self, tx, until).await?;
+            let committed = commit(tx).await;
+            return match committed {
+                Ok(()) => {
+                    let report = self.turn_committed(written);
+                    group.committed(self);
+                    Ok(report)
+                }
+                Err(why) => {
+                    group.uncommitted(matches!(why, Uncommitted::InDoubt));
+                    Err(why)
+                }
+            };
+        }
+        commit(tx).await?;
+        Ok(self.turn_committed(written))
+    }
+
+    /// Reports a turn whose transaction committed: wakes the workers and the actor's
+    /// watchers, keeps its state in memory, records its outcome.
+    pub(super) fn turn_committed(&self, written: Written) -> TurnReport {
+        let Written {
+            actor_type,
+            actor_id,
+            operation,
+            fresh,
+            message_id,
+            mut settled,
+            version,
+            delivered,
+            available_at,
+            finished,
+            span,
+        } = written;
+        let key = ActorKey {
+            actor_type,
+            actor_id: &actor_id,
+        };
+        self.wake();
+        if settled.writes.is_some() {
+            self.state_committed(key);
+        }
+        self.state_written(key, version, settled.writes.take());
+        let outcome = settled.into_outcome(available_at, finished);
+        span.record("outcome", outcome.label());
+        if fresh {
+            crate::metrics::enqueued(actor_type, operation, 1);
+        }
+        outcome.record(actor_type, operation);
+        for (actor_type, operation) in delivered {
+            crate::metrics::enqueued(actor_type, operation, 1);
+        }
+        TurnReport {
+            message_id,
+            outcome,
+        }
+    }
+
+    /// The turn's steps in order, to its writes: run the handler, take the transaction
+    /// back, settle, write the message row and the writes.
+    async fn write_turn_steps<A: Actor>(
         &self,
         tx: Box<dyn Transaction>,
         running: &Running<'_>,
         instance: &Instance,
         mut state: A,
         message: A::Message,
-    ) -> Result<TurnReport, Uncommitted> {
+    ) -> Result<(Box<dyn Transaction>, Written), Unwritten> {
         let mut turn = Turn::<A>::new(TurnFacts {
             actor_id: running.key.actor_id,
             now: running.now,
@@ -194,20 +351,36 @@ impl Engine {
             incarnation: instance.incarnation,
             scheduled_at: running.scheduled_at,
         });
-        let budget = tx.group_budget();
+        let budget = [tx.group_budget(), running.budget]
+            .into_iter()
+            .flatten()
+            .reduce(Instant::min);
         turn.attach(tx);
-        let handled = self
+        let handled = match self
             .run_handler(&mut turn, &mut state, message, running, budget)
-            .await?;
+            .await
+        {
+            Ok(handled) => handled,
+            // Over budget, the handler was not cut off mid-statement: the transaction is
+            // whole. Any other end of the handler's time leaves it poisoned, in the turn.
+            Err(Uncommitted::OverBudget) => {
+                return Err(match turn.detach() {
+                    Some((tx, _)) => Unwritten::back(tx, Uncommitted::OverBudget),
+                    None => Unwritten::lost(Uncommitted::OverBudget),
+                })
+            }
+            Err(why) => return Err(Unwritten::lost(why)),
+        };
         let staged = turn.close_staging();
         let destroy = turn.destroy_requested();
-        let (mut tx, savepoint) = turn.detach().ok_or_else(|| Uncommitted::Failed {
-            error: "the turn's transaction was not returned".to_owned(),
-            retryable: true,
-        })?;
+        let Some((mut tx, savepoint)) = turn.detach() else {
+            return Err(Unwritten::lost(Uncommitted::Failed {
+                error: "the turn's transaction was not returned".to_owned(),
+                retryable: true,
+            }));
+        };
         if let Handled::Transient(why) = handled {
-            Self::release(tx).await;
-            return Err(Uncommitted::Conflict(why));
+            return Err(Unwritten::back(tx, Uncommitted::Conflict(why)));
         }
         let completed = Completed {
             state: &state,
@@ -216,27 +389,44 @@ impl Engine {
             now: running.now,
         };
         let limits = &self.config.limits;
-        let mut settled = Settled::of(
+        let settled = Settled::of(
             limits,
             completed,
             handled,
             running.operation,
             running.attempts(),
         );
-        end_savepoint(&mut *tx, savepoint, settled.completed())
+        // A savepoint statement that failed leaves the transaction poisoned.
+        if let Err(error) = end_savepoint(&mut *tx, savepoint, settled.completed()).await {
+            return Err(Unwritten::lost(running.uncommitted(error)));
+        }
+        match self
+            .write_settled::<A>(&mut *tx, running, instance, settled)
             .await
-            .map_err(|error| running.uncommitted(error))?;
+        {
+            Ok(written) => Ok((tx, written)),
+            Err(why) => Err(Unwritten::back(tx, why)),
+        }
+    }
+
+    /// Writes a settled turn's message row and, for a completed one, its writes.
+    async fn write_settled<A: Actor>(
+        &self,
+        tx: &mut dyn Transaction,
+        running: &Running<'_>,
+        instance: &Instance,
+        settled: Settled,
+    ) -> Result<Written, Uncommitted> {
         let progress = settled.progress(running.now, &self.config.retry, self.max_attempts::<A>());
         let (version, now) = (i64::from(A::VERSION), micros(running.now));
         let state = settled
             .writes
             .as_ref()
             .and_then(|writes| writes.state_write(instance, version, now));
-        let written = write_message_row(&mut *tx, running, progress, state.as_ref())
+        let written = write_message_row(tx, running, progress, state.as_ref())
             .await
             .map_err(|error| running.uncommitted(error))?;
         let Some(message_id) = written else {
-            Self::release(tx).await;
             return Err(Uncommitted::Conflict(format!(
                 "message {} was run by another turn meanwhile",
                 running.message_id.unwrap_or_default()
@@ -245,7 +435,7 @@ impl Engine {
         let mut delivered = Vec::new();
         if let Some(writes) = &settled.writes {
             delivered = writes
-                .write(self, &mut *tx, running.key, instance, now)
+                .write(self, tx, running.key, instance, now)
                 .await
                 .map_err(|error| running.uncommitted(error))?;
         }
@@ -253,24 +443,18 @@ impl Engine {
             progress.available_at,
             progress.status != StoredStatus::Ready,
         );
-        // A connection lost with the COMMIT leaves the turn in doubt (the server may have
-        // run it); lost before, the turn failed like any other, and is counted.
-        tx.commit()
-            .await
-            .map_err(|error| match error.is_connection_lost() {
-                true => Uncommitted::InDoubt,
-                false => Uncommitted::from(error),
-            })?;
-        self.wake();
-        if settled.writes.is_some() {
-            self.state_committed(running.key);
-        }
-        self.state_written(running.key, instance, settled.writes.take());
-        let outcome = settled.into_outcome(available_at, finished);
-        record_outcome(running, &outcome, delivered);
-        Ok(TurnReport {
+        Ok(Written {
+            actor_type: running.key.actor_type,
+            actor_id: running.key.actor_id.to_owned(),
+            operation: running.operation,
+            fresh: running.fresh.is_some(),
             message_id,
-            outcome,
+            settled,
+            version: instance.version(),
+            delivered,
+            available_at,
+            finished,
+            span: tracing::Span::current(),
         })
     }
 
@@ -299,14 +483,9 @@ impl Engine {
         match tokio::time::timeout_at(handler_deadline, handling).await {
             Ok(Ok(handled)) => Ok(handled),
             Ok(Err(panic)) => Ok(Handled::panicked(&*panic)),
-            Err(_) if handler_deadline < own_deadline => {
-                // Over its group's budget: undone to its savepoint (after any statement
-                // its handler left running), so the earlier members commit now.
-                if let Some((tx, _)) = turn.detach() {
-                    Self::release(tx).await;
-                }
-                Err(Uncommitted::OverBudget)
-            }
+            // Over its group's budget: undone (after any statement its handler left
+            // running) by whoever holds the transaction, so the earlier members commit now.
+            Err(_) if handler_deadline < own_deadline => Err(Uncommitted::OverBudget),
             Err(_) => {
                 // The handler future is gone, maybe in the middle of its own SQL: the
                 // transaction's connection is closed, not reused.
@@ -373,20 +552,33 @@ async fn write_message_row(
     tx.write_turn(running.key, message, state).await
 }
 
-/// Records a committed turn's outcome in its span and the metrics, with the messages it
-/// delivered to other actors.
-fn record_outcome(
-    running: &Running<'_>,
-    outcome: &super::Outcome,
-    delivered: Vec<(&'static str, &'static str)>,
-) {
-    let actor_type = running.key.actor_type;
-    tracing::Span::current().record("outcome", outcome.label());
-    if running.fresh.is_some() {
-        crate::metrics::enqueued(actor_type, running.operation, 1);
-    }
-    outcome.record(actor_type, running.operation);
-    for (actor_type, operation) in delivered {
-        crate::metrics::enqueued(actor_type, operation, 1);
-    }
+/// The span of a turn: OpenTelemetry's messaging conventions, the actor type as the
+/// destination.
+fn turn_span(
+    key: ActorKey<'_, '_>,
+    operation: &'static str,
+    message_id: Option<i64>,
+) -> tracing::Span {
+    tracing::info_span!(
+        "turn",
+        messaging.system = "solid_objects",
+        messaging.operation.type = "process",
+        messaging.destination.name = key.actor_type,
+        messaging.operation.name = operation,
+        messaging.message.id = message_id,
+        actor_id = key.actor_id,
+        outcome = tracing::field::Empty,
+    )
+}
+
+/// Commits a turn's transaction: a connection lost with the `COMMIT` leaves the turn in
+/// doubt (the server may have run it); lost before, the turn failed like any other, and is
+/// counted.
+async fn commit(tx: Box<dyn Transaction>) -> Result<(), Uncommitted> {
+    tx.commit()
+        .await
+        .map_err(|error| match error.is_connection_lost() {
+            true => Uncommitted::InDoubt,
+            false => Uncommitted::from(error),
+        })
 }

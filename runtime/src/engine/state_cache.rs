@@ -259,14 +259,14 @@ impl StateCache {
 }
 
 impl Engine {
-    /// Keeps what a turn whose commit returned `Ok` wrote to its actor's row, `instance`
-    /// being the row it locked: the state text at the next revision of that incarnation, or
+    /// Keeps what a turn whose commit returned `Ok` wrote to its actor's row, `ran_on`
+    /// being the version of the row it ran on: the state text at the next revision of that incarnation, or
     /// nothing when the turn destroyed the actor (its entry is dropped). `None`: the turn
     /// wrote no state (a rejection or failure), and the row is where it was.
     pub(super) fn state_written(
         &self,
         key: ActorKey<'_, '_>,
-        instance: &Instance,
+        ran_on: Version,
         written: Option<super::turn_writes::Writes>,
     ) {
         let Some(writes) = written else {
@@ -275,8 +275,8 @@ impl Engine {
         match writes.into_state() {
             Some((text, decoded)) if self.states.max_bytes > 0 => {
                 let version = Version {
-                    incarnation: instance.incarnation,
-                    revision: instance.revision + 1,
+                    incarnation: ran_on.incarnation,
+                    revision: ran_on.revision + 1,
                 };
                 self.states.committed(key, version, text, decoded);
             }

@@ -37,68 +37,7 @@ use tokio::time::Instant;
 
 use super::Counters;
 use crate::error::{Error, Result};
-
-/// How turns share a commit on SQLite: see [`Builder::group_commit`](crate::Builder::group_commit).
-///
-/// A lone caller never waits for a group: a group commits as soon as no other transaction
-/// waits for the writer. The bounds only cap how long a busy writer keeps a group open.
-///
-/// ```
-/// use std::time::Duration;
-/// use solid_objects::GroupCommit;
-///
-/// let grouping = GroupCommit::default()
-///     .max_turns(32)
-///     .max_wait(Duration::from_micros(500));
-/// assert_eq!(grouping.turns(), 32);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct GroupCommit {
-    max_turns: usize,
-    max_wait: Duration,
-}
-
-impl Default for GroupCommit {
-    /// At most 64 transactions, and at most 1 ms from a group's first statement.
-    fn default() -> Self {
-        Self {
-            max_turns: 64,
-            max_wait: Duration::from_millis(1),
-        }
-    }
-}
-
-impl GroupCommit {
-    /// One transaction per commit: no grouping.
-    pub fn off() -> Self {
-        Self::default().max_turns(1)
-    }
-
-    /// The most transactions one commit carries (at least 1; 1 turns grouping off).
-    #[must_use]
-    pub fn max_turns(mut self, turns: usize) -> Self {
-        self.max_turns = turns.max(1);
-        self
-    }
-
-    /// How long after a group begins its members stop letting waiting transactions join.
-    #[must_use]
-    pub fn max_wait(mut self, wait: Duration) -> Self {
-        self.max_wait = wait;
-        self
-    }
-
-    /// The most transactions one commit carries.
-    pub fn turns(&self) -> usize {
-        self.max_turns
-    }
-
-    /// How long a group lets transactions join.
-    pub fn wait(&self) -> Duration {
-        self.max_wait
-    }
-}
+pub(crate) use crate::limits::GroupCommit;
 
 /// How a group ended, as its members hear it.
 #[derive(Debug, Clone)]
@@ -281,7 +220,7 @@ impl GroupWriter {
             }
         };
         // Earlier members wait for a member that joins them: it gets the group's time budget.
-        member.budget = joined.then(|| Instant::now() + shared.limits.max_wait);
+        member.budget = joined.then(|| Instant::now() + shared.limits.wait());
         member.opening = opening;
         member.open = true;
         Ok(member)
@@ -392,8 +331,8 @@ impl Shared {
         };
         writer.solo > 0
             || !self.counters.writer_awaited()
-            || group.members >= self.limits.max_turns
-            || group.began.elapsed() >= self.limits.max_wait
+            || group.members >= self.limits.turns()
+            || group.began.elapsed() >= self.limits.wait()
     }
 }
 

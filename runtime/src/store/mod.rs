@@ -486,6 +486,10 @@ pub struct Stats {
     /// Transactions waiting for SQLite's writer at this moment, a gauge (0 on PostgreSQL,
     /// and on an application's own SQLite pool, whose waits are sqlx's).
     pub waiting_for_writer: u64,
+    /// Turns of synchronous calls written inside another call's transaction, as members of
+    /// its group ([`GroupCommit`](crate::GroupCommit)): they are in no count of
+    /// `transactions` of their own.
+    pub grouped_turns: u64,
 }
 
 /// The counters behind [`Stats`].
@@ -496,6 +500,7 @@ pub(crate) struct Counters {
     statements: AtomicU64,
     work_notices: AtomicU64,
     waiting_for_writer: AtomicU64,
+    grouped_turns: AtomicU64,
 }
 
 impl Counters {
@@ -505,6 +510,10 @@ impl Counters {
 
     pub(crate) fn transaction(&self) {
         self.transactions.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn grouped_turn(&self) {
+        self.grouped_turns.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn commit(&self) {
@@ -536,6 +545,7 @@ impl Counters {
             statements: self.statements.load(Ordering::Relaxed),
             work_notices: self.work_notices.load(Ordering::Relaxed),
             waiting_for_writer: self.waiting_for_writer.load(Ordering::Acquire),
+            grouped_turns: self.grouped_turns.load(Ordering::Relaxed),
         }
     }
 }
@@ -631,6 +641,12 @@ pub(crate) trait Store:
     /// commit, turns that queue together share a commit; elsewhere one at a time.
     fn concurrent_turns(&self) -> usize {
         1
+    }
+
+    /// Whether one transaction writes at a time (SQLite): turns of different actors then
+    /// never run side by side, and the writer groups their commits itself.
+    fn single_writer(&self) -> bool {
+        false
     }
 
     /// Closes the connections.
@@ -744,6 +760,13 @@ pub(crate) trait Savepoints: Send {
 
     /// Keeps everything since [`savepoint`](Savepoints::savepoint) and releases it.
     async fn release_savepoint(&mut self) -> Result<()>;
+
+    /// Marks where the turn of a group's member begins, inside the group's transaction.
+    async fn member_savepoint(&mut self) -> Result<()>;
+
+    /// Undoes everything since [`member_savepoint`](Savepoints::member_savepoint); the
+    /// savepoint stays, and the group's `COMMIT` ends it.
+    async fn rollback_member(&mut self) -> Result<()>;
 }
 
 /// Sets the savepoint of a turn.
@@ -754,6 +777,12 @@ const ROLLBACK_TO_SAVEPOINT: &str = "ROLLBACK TO SAVEPOINT solid_turn";
 
 /// Releases [`SAVEPOINT`].
 const RELEASE_SAVEPOINT: &str = "RELEASE SAVEPOINT solid_turn";
+
+/// Sets the savepoint of a group's member.
+const MEMBER_SAVEPOINT: &str = "SAVEPOINT solid_grouped";
+
+/// Undoes everything since [`MEMBER_SAVEPOINT`].
+const ROLLBACK_MEMBER: &str = "ROLLBACK TO SAVEPOINT solid_grouped";
 
 /// Runs a savepoint statement; if it fails, nobody knows what the transaction holds any
 /// more (a handler may have ended it behind the runtime's back), so its connection is not
@@ -783,5 +812,15 @@ impl<T: WriteConnection> Savepoints for T {
     async fn release_savepoint(&mut self) -> Result<()> {
         self.counters().statement();
         on_savepoint(self, RELEASE_SAVEPOINT).await
+    }
+
+    async fn member_savepoint(&mut self) -> Result<()> {
+        self.counters().statement();
+        on_savepoint(self, MEMBER_SAVEPOINT).await
+    }
+
+    async fn rollback_member(&mut self) -> Result<()> {
+        self.counters().statement();
+        on_savepoint(self, ROLLBACK_MEMBER).await
     }
 }

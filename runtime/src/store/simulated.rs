@@ -101,6 +101,10 @@ impl Store for SimulatedStore {
         1
     }
 
+    fn single_writer(&self) -> bool {
+        self.inner.single_writer()
+    }
+
     async fn close(&self) {
         self.inner.close().await;
     }

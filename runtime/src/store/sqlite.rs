@@ -400,6 +400,10 @@ impl Store for SqliteStore {
         self.counters.snapshot()
     }
 
+    fn single_writer(&self) -> bool {
+        true
+    }
+
     fn concurrent_turns(&self) -> usize {
         match self.writer {
             Writer::Grouped(_) => CONCURRENT_TURNS,

@@ -1,0 +1,190 @@
+//! Calls that share one transaction: the turns of a hot actor's callers, and on a server of
+//! other actors' callers too, run in the transaction of the call before them and commit with
+//! it; each caller hears its own turn, only after that commit, in the mailbox's order.
+
+use crate::support;
+
+use std::collections::BTreeSet;
+
+use solid_objects::prelude::*;
+use solid_objects::GroupCommit;
+use support::{count, together, Harness};
+
+/// An actor that numbers what it is told, and can be told to reject.
+#[actor]
+#[derive(Default)]
+struct Counter {
+    seen: Vec<String>,
+}
+
+#[actor]
+impl Counter {
+    #[command]
+    fn note(&mut self, what: String) -> usize {
+        self.seen.push(what);
+        self.seen.len()
+    }
+
+    #[command]
+    fn refuse(&mut self, turn: &mut Turn<Self>, what: String) -> Result<usize, Rejection> {
+        self.seen.push(what);
+        turn.schedule(turn.now(), "never").tick();
+        Err(reject!(refused, "refused"))
+    }
+
+    #[reminder]
+    fn tick(&mut self) {}
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixteen_callers_of_one_actor_share_commits_and_each_hears_its_own_turn() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let hot = runtime.reference::<Counter>("hot");
+    hot.note("warm-up".to_owned()).await.unwrap();
+    let before = runtime.stats();
+
+    let answers = together(16, |caller| {
+        let hot = hot.clone();
+        async move {
+            let mut answers = Vec::new();
+            for n in 0..10 {
+                answers.push(hot.note(format!("{caller}-{n}")).await.unwrap());
+            }
+            answers
+        }
+    })
+    .await;
+
+    let after = runtime.stats();
+    // Every caller heard a different position, and its own calls in the order it made them.
+    let heard: BTreeSet<usize> = answers.iter().flatten().copied().collect();
+    assert_eq!(heard, (2..=161).collect::<BTreeSet<_>>());
+    for calls in &answers {
+        assert!(calls.windows(2).all(|pair| pair[0] < pair[1]), "{calls:?}");
+    }
+    let state = hot.snapshot().await.unwrap();
+    assert_eq!(state.seen.len(), 161);
+    for (caller, calls) in answers.iter().enumerate() {
+        for (n, position) in calls.iter().enumerate() {
+            assert_eq!(state.seen[position - 1], format!("{caller}-{n}"));
+        }
+    }
+    let grouped = after.grouped_turns - before.grouped_turns;
+    let transactions = after.transactions - before.transactions;
+    assert!(
+        grouped > 0,
+        "sixteen callers of one actor and no turn shared a commit"
+    );
+    assert_eq!(
+        transactions + grouped,
+        160,
+        "a transaction or a group's turn per call"
+    );
+    assert_eq!(count(&harness, "solid_messages").await, 161);
+    runtime.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_that_rejects_keeps_nothing_and_the_others_commit() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let hot = runtime.reference::<Counter>("hot");
+    hot.note("warm-up".to_owned()).await.unwrap();
+
+    let answers = together(12, |caller| {
+        let hot = hot.clone();
+        async move {
+            let mut answers = Vec::new();
+            for n in 0..6 {
+                let what = format!("{caller}-{n}");
+                answers.push(match (caller + n) % 2 {
+                    0 => hot.note(what).await.map_err(|error| error.to_string()),
+                    _ => hot.refuse(what).await.map_err(|error| error.to_string()),
+                });
+            }
+            answers
+        }
+    })
+    .await;
+
+    let noted: usize = answers
+        .iter()
+        .flatten()
+        .filter(|answer| answer.is_ok())
+        .count();
+    assert_eq!(noted, 36, "{answers:?}");
+    let state = hot.snapshot().await.unwrap();
+    assert_eq!(
+        state.seen.len(),
+        37,
+        "only the notes are kept: {:?}",
+        state.seen
+    );
+    for (caller, calls) in answers.iter().enumerate() {
+        for (n, answer) in calls.iter().enumerate() {
+            let kept = state.seen.contains(&format!("{caller}-{n}"));
+            assert_eq!(kept, (caller + n) % 2 == 0, "{caller}-{n}: {answer:?}");
+        }
+    }
+    // No rejected turn kept its reminder, and every call has its one message.
+    assert_eq!(count(&harness, "solid_reminders").await, 0);
+    assert_eq!(count(&harness, "solid_messages").await, 73);
+    runtime.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn callers_that_share_an_idempotency_key_on_a_hot_actor_run_it_once() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let hot = runtime.reference::<Counter>("hot");
+    hot.note("warm-up".to_owned()).await.unwrap();
+
+    let answers = together(16, |caller| {
+        let hot = hot.clone();
+        async move {
+            let key = format!("key-{}", caller % 4);
+            let what = format!("once-{}", caller % 4);
+            hot.idempotency_key(key).note(what).await.unwrap()
+        }
+    })
+    .await;
+
+    let state = hot.snapshot().await.unwrap();
+    assert_eq!(state.seen.len(), 5, "{:?}", state.seen);
+    for caller in 0..16 {
+        let what = format!("once-{}", caller % 4);
+        assert_eq!(state.seen[answers[caller] - 1], what);
+        assert_eq!(answers[caller], answers[caller % 4]);
+    }
+    runtime.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_group_commit_off_every_call_is_a_transaction_of_its_own() {
+    let harness = Harness::new();
+    let runtime = harness
+        .builder()
+        .await
+        .group_commit(GroupCommit::off())
+        .start()
+        .await
+        .unwrap();
+    let hot = runtime.reference::<Counter>("hot");
+    hot.note("warm-up".to_owned()).await.unwrap();
+    let before = runtime.stats();
+    together(8, |caller| {
+        let hot = hot.clone();
+        async move {
+            for n in 0..5 {
+                hot.note(format!("{caller}-{n}")).await.unwrap();
+            }
+        }
+    })
+    .await;
+    let after = runtime.stats();
+    assert_eq!(after.grouped_turns, before.grouped_turns);
+    assert_eq!(after.transactions - before.transactions, 40);
+    assert_eq!(hot.snapshot().await.unwrap().seen.len(), 41);
+    runtime.close().await;
+}
