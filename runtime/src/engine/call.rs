@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::attempts::failed_progress;
 use super::enqueue::{same_request, Enqueued, Origin};
 use super::groups::Leading;
-use super::one_turn::{Delivery, Uncommitted};
+use super::one_turn::{Delivery, Uncommitted, Waiter};
 use super::state_cache::{decode_locked, Held};
 use super::{from_micros, micros, paused, read_until, Engine, Lock, Outcome, Step, TurnReport};
 use crate::actor::operation_codec::decode_operation;
@@ -343,8 +343,10 @@ impl Call<'_> {
                 &instance,
                 state,
                 delivery,
-                Some(self.deadline),
-                leads,
+                Waiter {
+                    deadline: Some(self.deadline),
+                    leads,
+                },
             )
             .await;
         self.fresh_turn_ended::<A>(arguments, options, request_id, ran)

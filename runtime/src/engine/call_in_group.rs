@@ -96,7 +96,7 @@ impl Call<'_> {
             }
             Heard::TakenAtDeadline => return Ok(Tried::Answered(Err(self.in_doubt(request_id)))),
         };
-        Ok(match reply {
+        Ok(match *reply {
             Reply::Ran(report) => Tried::Answered(self.result(report.outcome, Some(request_id))),
             Reply::InDoubt => Tried::InDoubt,
             Reply::Retry => Tried::Conflict,

@@ -342,7 +342,7 @@ pub(super) struct Joined<'g> {
 
 /// What a member waited for came to.
 pub(super) enum Heard {
-    Reply(Reply),
+    Reply(Box<Reply>),
     /// Its deadline passed before the leader took it: nothing of it was written.
     Withdrawn,
     /// Its deadline passed after the leader took it: its turn commits with the group, or
@@ -354,12 +354,12 @@ impl Joined<'_> {
     /// Waits for the group's word until `deadline`.
     pub(super) async fn heard(mut self, deadline: Instant) -> Heard {
         match tokio::time::timeout_at(deadline, &mut self.heard).await {
-            Ok(Ok(reply)) => Heard::Reply(reply),
+            Ok(Ok(reply)) => Heard::Reply(Box::new(reply)),
             // The leader went away after it took the member: the commit may have landed.
-            Ok(Err(_)) => Heard::Reply(Reply::InDoubt),
+            Ok(Err(_)) => Heard::Reply(Box::new(Reply::InDoubt)),
             Err(_) if self.withdraw() => Heard::Withdrawn,
             Err(_) => match self.heard.try_recv() {
-                Ok(reply) => Heard::Reply(reply),
+                Ok(reply) => Heard::Reply(Box::new(reply)),
                 Err(_) => Heard::TakenAtDeadline,
             },
         }

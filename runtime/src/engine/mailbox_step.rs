@@ -6,7 +6,7 @@ use std::ops::ControlFlow;
 use tokio::time::Instant;
 
 use super::conflicts::conflict_pause;
-use super::one_turn::{Delivery, Uncommitted};
+use super::one_turn::{Delivery, Uncommitted, Waiter};
 use super::state_cache::{decode_locked, Current, Held};
 use super::{from_micros, micros, paused, Engine, Lock, Outcome, Step, TurnReport};
 use crate::actor::operation_codec::decode_operation;
@@ -140,7 +140,14 @@ impl Engine {
             message,
         };
         let ran = self
-            .run_turn::<A>(tx, key, &instance, state, delivery, lock.deadline(), None)
+            .run_turn::<A>(
+                tx,
+                key,
+                &instance,
+                state,
+                delivery,
+                Waiter::until(lock.deadline()),
+            )
             .await;
         let step = match ran {
             Ok(report) => Step::Ran(report),

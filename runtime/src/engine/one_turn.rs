@@ -152,6 +152,23 @@ impl Unwritten {
     }
 }
 
+/// Who waits for a turn: a caller, until its deadline (`None`: a worker), and the group of
+/// calls the turn leads, if any.
+pub(super) struct Waiter<'l, 'g> {
+    pub(super) deadline: Option<Instant>,
+    pub(super) leads: Option<&'l mut Leading<'g>>,
+}
+
+impl Waiter<'_, '_> {
+    /// A caller, or a worker, whose turn leads no group.
+    pub(super) fn until(deadline: Option<Instant>) -> Self {
+        Self {
+            deadline,
+            leads: None,
+        }
+    }
+}
+
 /// A fresh call's turn, as a group's member runs it: its deadline, and what its message
 /// carries.
 pub(super) struct FreshTurn<'a, M> {
@@ -165,9 +182,9 @@ pub(super) struct FreshTurn<'a, M> {
 }
 
 impl Engine {
-    /// Runs one turn in `tx` on `state` and commits it, with the turns of the group it
-    /// `leads` (a fresh call's). The handler runs until the turn timeout (its attempt then
-    /// counts as failed) or the caller's deadline (then nothing counts), whichever comes
+    /// Runs one turn in `tx` on `state` and commits it, with the turns of the group its
+    /// `waiter` leads (a fresh call's). The handler runs until the turn timeout (its attempt
+    /// then counts as failed) or the caller's deadline (then nothing counts), whichever comes
     /// first.
     pub(super) async fn run_turn<A: Actor>(
         &self,
@@ -176,9 +193,12 @@ impl Engine {
         instance: &Instance,
         state: A,
         delivery: Delivery<'_, A::Message>,
-        caller_deadline: Option<Instant>,
-        leads: Option<&mut Leading<'_>>,
+        waiter: Waiter<'_, '_>,
     ) -> Result<TurnReport, Uncommitted> {
+        let Waiter {
+            deadline: caller_deadline,
+            leads,
+        } = waiter;
         let scheduled_at = match &delivery {
             Delivery::Stored { head, .. } => head.scheduled_for.map(from_micros),
             Delivery::Fresh { .. } => None,
