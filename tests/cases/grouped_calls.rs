@@ -5,6 +5,7 @@
 use crate::support;
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use solid_objects::prelude::*;
 use solid_objects::GroupCommit;
@@ -186,5 +187,45 @@ async fn with_group_commit_off_every_call_is_a_transaction_of_its_own() {
     assert_eq!(after.grouped_turns, before.grouped_turns);
     assert_eq!(after.transactions - before.transactions, 40);
     assert_eq!(hot.snapshot().await.unwrap().seen.len(), 41);
+    runtime.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn calls_dropped_while_they_wait_in_a_group_keep_all_or_nothing_and_nothing_wedges() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let hot = runtime.reference::<Counter>("hot");
+    hot.note("warm-up".to_owned()).await.unwrap();
+
+    // Each caller drops some of its calls part-way: while queued in a group, while its turn
+    // runs in another's transaction, or while it leads a group of its own.
+    let answers = together(16, |caller| {
+        let hot = hot.clone();
+        async move {
+            let mut answers = Vec::new();
+            for n in 0..12u64 {
+                let what = format!("{caller}-{n}");
+                let patience = Duration::from_micros(50 * ((caller as u64 * 7 + n * 13) % 40));
+                let call = hot.note(what.clone());
+                answers.push((what, tokio::time::timeout(patience, call).await));
+            }
+            answers
+        }
+    })
+    .await;
+
+    let state = hot.snapshot().await.unwrap();
+    let unique: BTreeSet<&String> = state.seen.iter().collect();
+    assert_eq!(unique.len(), state.seen.len(), "a turn ran twice: {:?}", state.seen);
+    for (what, answer) in answers.iter().flatten() {
+        if let Ok(Ok(position)) = answer {
+            assert_eq!(&state.seen[position - 1], what, "a caller heard another's turn");
+        }
+    }
+    // Every kept turn has its message row, and no message of a dropped call is left behind.
+    let rows = count(&harness, "solid_messages").await;
+    assert_eq!(rows, i64::try_from(state.seen.len()).unwrap());
+    let next = hot.note("after".to_owned()).await.unwrap();
+    assert_eq!(next, state.seen.len() + 1);
     runtime.close().await;
 }
