@@ -216,10 +216,19 @@ async fn calls_dropped_while_they_wait_in_a_group_keep_all_or_nothing_and_nothin
 
     let state = hot.snapshot().await.unwrap();
     let unique: BTreeSet<&String> = state.seen.iter().collect();
-    assert_eq!(unique.len(), state.seen.len(), "a turn ran twice: {:?}", state.seen);
+    assert_eq!(
+        unique.len(),
+        state.seen.len(),
+        "a turn ran twice: {:?}",
+        state.seen
+    );
     for (what, answer) in answers.iter().flatten() {
         if let Ok(Ok(position)) = answer {
-            assert_eq!(&state.seen[position - 1], what, "a caller heard another's turn");
+            assert_eq!(
+                &state.seen[position - 1],
+                what,
+                "a caller heard another's turn"
+            );
         }
     }
     // Every kept turn has its message row, and no message of a dropped call is left behind.

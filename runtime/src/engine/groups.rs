@@ -34,7 +34,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::one_turn::{Uncommitted, Written};
+use super::written::{Uncommitted, Written};
 use super::{Engine, TurnReport};
 use crate::error::Error;
 use crate::limits::GroupCommit;

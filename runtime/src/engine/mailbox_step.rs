@@ -6,8 +6,9 @@ use std::ops::ControlFlow;
 use tokio::time::Instant;
 
 use super::conflicts::conflict_pause;
-use super::one_turn::{Delivery, Uncommitted, Waiter};
+use super::one_turn::{Delivery, Waiter};
 use super::state_cache::{decode_locked, Current, Held};
+use super::written::Uncommitted;
 use super::{from_micros, micros, paused, Engine, Lock, Outcome, Step, TurnReport};
 use crate::actor::operation_codec::decode_operation;
 use crate::actor::Actor;

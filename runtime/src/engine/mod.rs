@@ -22,6 +22,7 @@
 //! - effects: `effects` (claims, leases, outcomes and replies; `EffectKinds`);
 //! - watchers: `watchers` (`Watchers`: commits told to the actors' subscribers);
 //! - conflicts: `conflicts` (a transaction that lost to another's write, run again);
+//! - `written` (a turn's writes before its commit, or why it committed nothing);
 //! - and `outcome`, what a caller sees of a finished message.
 //!
 //! The rule behind all of it: every way a turn can fail is an attempt on its message, which
@@ -54,6 +55,7 @@ mod turn_writes;
 mod upkeep;
 mod watchers;
 mod workers;
+mod written;
 
 use std::collections::HashSet;
 use std::hash::Hash;

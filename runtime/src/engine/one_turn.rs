@@ -18,6 +18,7 @@ use tracing::Instrument;
 use super::groups::Leading;
 use super::settle::Settled;
 use super::turn_writes::Completed;
+use super::written::{Uncommitted, Written};
 use super::{from_micros, micros, Engine, TurnReport};
 use crate::actor::handled::Handled;
 use crate::actor::turn::{Turn, TurnFacts};
@@ -26,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::limits::deadline_after;
 use crate::store::{
     ActorKey, Instance, InstanceWrite, MessageProgress, NewMessage, StoredMessage, StoredStatus,
-    Transaction, TurnMessage, Version,
+    Transaction, TurnMessage,
 };
 
 /// Where the message of a turn comes from.
@@ -40,43 +41,6 @@ pub(super) enum Delivery<'a, M> {
     },
     /// The head of the mailbox.
     Stored { head: &'a StoredMessage, message: M },
-}
-
-/// Why a turn committed nothing.
-#[derive(Debug)]
-pub(super) enum Uncommitted {
-    /// Another transaction got in the way (a deadlock, a key taken at the same moment, a
-    /// stale read): run the turn again, nothing counted.
-    Conflict(String),
-    /// The caller's deadline passed while the handler ran: abandoned, nothing counted; a
-    /// stored message stays for later.
-    Abandoned,
-    /// The turn failed: an attempt to count, and whether another may succeed.
-    Failed { error: String, retryable: bool },
-    /// The turn joined a group commit and ran past the group's budget: undone so the
-    /// earlier members could commit, nothing counted; it runs again outside any group.
-    OverBudget,
-    /// Its group commit ended in doubt (another member ended the transaction itself, or the
-    /// `COMMIT` failed and the connection was closed), or its connection was lost with its
-    /// `COMMIT` (perhaps after the server committed, before its answer came): the turn was
-    /// kept or not. Read back under the actor's lock (which waits for any transaction still
-    /// holding it), then counted as nothing or run again.
-    InDoubt,
-}
-
-impl From<Error> for Uncommitted {
-    fn from(error: Error) -> Self {
-        if let Error::GroupCommitFailed { .. } = error {
-            Self::InDoubt
-        } else if error.is_conflict() {
-            Self::Conflict(error.to_string())
-        } else {
-            Self::Failed {
-                error: error.to_string(),
-                retryable: true,
-            }
-        }
-    }
 }
 
 /// A turn's message as it runs: its actor, operation, row and attempt, and its deadlines.
@@ -115,24 +79,6 @@ impl Running<'_> {
             false => Uncommitted::from(error),
         }
     }
-}
-
-/// A turn whose writes are in its transaction, not yet committed: what reporting it takes
-/// once the transaction commits.
-pub(super) struct Written {
-    actor_type: &'static str,
-    actor_id: String,
-    operation: &'static str,
-    /// Whether the turn inserted its message (a fresh call's).
-    fresh: bool,
-    message_id: i64,
-    settled: Settled,
-    /// The actor's version the turn ran on.
-    version: Version,
-    delivered: Vec<(&'static str, &'static str)>,
-    available_at: i64,
-    finished: bool,
-    span: tracing::Span,
 }
 
 /// A turn that committed nothing: why, and its transaction unless it was lost with it (a
