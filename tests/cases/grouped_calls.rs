@@ -238,3 +238,57 @@ async fn calls_dropped_while_they_wait_in_a_group_keep_all_or_nothing_and_nothin
     assert_eq!(next, state.seen.len() + 1);
     runtime.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_actor_locked_elsewhere_never_holds_the_group_its_call_would_join() {
+    let harness = Harness::new();
+    if !harness.backend().is_server() {
+        // SQLite's other writer would hold every turn, not one actor's.
+        return;
+    }
+    let runtime = harness.start().await;
+    let held = runtime.reference::<Counter>("held");
+    held.note("created".to_owned()).await.unwrap();
+    for actor in 0..8 {
+        let counter = runtime.reference::<Counter>(format!("c-{actor}"));
+        counter.note("created".to_owned()).await.unwrap();
+    }
+    // Another program holds one actor's row while the calls run.
+    let pool = support::connect(&harness).await;
+    let mut other = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM solid_instances WHERE actor_id = 'held' FOR UPDATE")
+        .fetch_all(&mut *other)
+        .await
+        .unwrap();
+    let waiting = tokio::spawn({
+        let held = held.clone();
+        async move { held.note("after the lock".to_owned()).await }
+    });
+
+    let answers = together(16, |caller| {
+        let runtime = runtime.clone();
+        async move {
+            let mut answers = Vec::new();
+            for n in 0..5 {
+                let counter = runtime.reference::<Counter>(format!("c-{}", (caller + n) % 8));
+                answers.push(counter.note(format!("{caller}-{n}")).await);
+            }
+            answers
+        }
+    })
+    .await;
+
+    assert!(answers.iter().flatten().all(Result::is_ok), "{answers:?}");
+    assert!(
+        !waiting.is_finished(),
+        "the held actor's call ran past the other lock"
+    );
+    other.commit().await.unwrap();
+    assert_eq!(waiting.await.unwrap().unwrap(), 2);
+    for actor in 0..8 {
+        let counter = runtime.reference::<Counter>(format!("c-{actor}"));
+        assert_eq!(counter.snapshot().await.unwrap().seen.len(), 11);
+    }
+    pool.close().await;
+    runtime.close().await;
+}

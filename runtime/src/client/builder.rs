@@ -222,8 +222,8 @@ impl Builder {
     /// - **A hot actor's calls.** Synchronous calls of one actor that wait while a call of
     ///   this process runs its turn are run by that turn, in its transaction, each in a
     ///   savepoint of its own, in the order they came, and committed with it. On PostgreSQL
-    ///   and MySQL, calls of other actors that arrive while several turns run join them too
-    ///   (their actors are locked without waiting: one held elsewhere runs alone).
+    ///   and MySQL, once two such groups run, a call of another actor joins one whose own
+    ///   turn is written (its actor is locked without waiting: one held elsewhere runs alone).
     /// - **SQLite's writer.** Transactions that wait for the single writer join the open one,
     ///   each in a savepoint, and share its fsync.
     ///

@@ -90,8 +90,8 @@ impl Call<'_> {
             Heard::Withdrawn => {
                 return Ok(Tried::Answered(Err(self.timed_out(
                     None,
-                    "another call of this actor, whose transaction it waited to join (nothing \
-                     of it was written)"
+                    "another call, whose transaction it waited to join (nothing of it was \
+                     written)"
                         .to_owned(),
                 ))))
             }

@@ -8,8 +8,10 @@
 //!
 //! Who joins which group:
 //! - a call whose actor an open group holds (its leader's, or a member's) joins that group;
-//! - on a server, a call of another actor joins the open group with the fewest turns once
-//!   [`SERVER_LEADERS`] groups are open, and leads a group of its own before that;
+//! - on a server, a call of another actor joins the group with the fewest turns among those
+//!   taking members in (their leader's own turn is written) once [`SERVER_LEADERS`] groups
+//!   are open, and leads a group of its own before that: neither a leader's wait for its own
+//!   lock nor its handler ever holds a call of another actor;
 //! - any other call leads a group, and its turn runs as it would alone.
 //!
 //! The rules a group keeps:
@@ -106,6 +108,10 @@ struct Group {
     /// Its turns so far, the leader's included, taken or waiting.
     turns: usize,
     actors: Vec<ActorName>,
+    /// Whether calls of other actors may join: only once its leader's turn is written and it
+    /// takes members in, so that neither the leader's wait for its own lock nor its handler
+    /// holds a call of another actor.
+    taking: bool,
 }
 
 /// The open groups of this process.
@@ -204,7 +210,7 @@ impl Groups {
             None if self.across_actors && open.groups.len() >= SERVER_LEADERS => open
                 .groups
                 .iter()
-                .filter(|(_, group)| group.turns < max_turns)
+                .filter(|(_, group)| group.taking && group.turns < max_turns)
                 .min_by_key(|(_, group)| group.turns)
                 .map(|(id, _)| *id),
             None => None,
@@ -216,6 +222,7 @@ impl Groups {
                 queue: VecDeque::new(),
                 turns: 1,
                 actors: vec![actor],
+                taking: false,
             };
             open.groups.insert(id, group);
             return Entered::Lead(Leading {
@@ -267,6 +274,9 @@ impl Leading<'_> {
         mut tx: Box<dyn Transaction>,
         until: Instant,
     ) -> Result<Box<dyn Transaction>, Uncommitted> {
+        if let Some(group) = self.groups.lock().groups.get_mut(&self.id) {
+            group.taking = true;
+        }
         while let Some(queued) = self.next_member(until) {
             let ran = (queued.turn)(engine, tx, until).await;
             match ran.outcome {
