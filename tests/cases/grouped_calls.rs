@@ -256,10 +256,10 @@ async fn an_actor_locked_elsewhere_never_holds_the_group_its_call_would_join() {
     // Another program holds one actor's row while the calls run.
     let pool = support::connect(&harness).await;
     let mut other = pool.begin().await.unwrap();
-    sqlx::query("SELECT 1 FROM solid_instances WHERE actor_id = 'held' FOR UPDATE")
-        .fetch_all(&mut *other)
-        .await
-        .unwrap();
+    // By its whole key: InnoDB locks every row a scan passes.
+    let lock = "SELECT 1 FROM solid_instances \
+                WHERE actor_type = 'Counter' AND actor_id = 'held' FOR UPDATE";
+    sqlx::query(lock).fetch_all(&mut *other).await.unwrap();
     let waiting = tokio::spawn({
         let held = held.clone();
         async move { held.note("after the lock".to_owned()).await }
