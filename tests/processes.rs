@@ -1,4 +1,5 @@
 //! Several OS processes on one database: a worker killed with SIGKILL mid-turn or mid-effect,
+//! a process killed while a group of calls shares one open transaction,
 //! the soak that kills workers every two seconds, the soak through a PostgreSQL failover,
 //! and the soak over a three-node Galera cluster that loses a node. Each module re-runs this
 //! binary as its child processes (selecting one function by its full name) and runs on
@@ -8,6 +9,8 @@
 mod chaos;
 #[path = "processes/crash.rs"]
 mod crash;
+#[path = "processes/crashed_groups.rs"]
+mod crashed_groups;
 #[path = "processes/failover.rs"]
 mod failover;
 #[path = "processes/galera.rs"]
