@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use solid_objects::policy::{Denied, Policy, Request, RequestKind};
 use solid_objects::prelude::*;
+use solid_objects::EffectContext;
 use support::{count, Harness};
 
 /// The runtime a handler reaches for, as an application might keep it in a global.
@@ -326,6 +327,79 @@ impl Traveller {
     fn write_home(&mut self, turn: &mut Turn<Self>) {
         turn.emit(Postcard {});
     }
+}
+
+/// A runtime of the harness's with every call allowed, and the postcard's handler if
+/// `handles` (which counts its runs).
+async fn postcard_runtime(harness: &Harness, handles: Option<Arc<Mutex<usize>>>) -> Runtime {
+    let mut builder = harness
+        .store()
+        .await
+        .clock(harness.clock.clone())
+        .policy(AllowAll);
+    if let Some(runs) = handles {
+        builder = builder.effect(move |_: Postcard, _: EffectContext| {
+            let runs = Arc::clone(&runs);
+            async move {
+                *runs.lock().unwrap() += 1;
+                Ok(())
+            }
+        });
+    }
+    builder.start().await.unwrap()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_effect_no_handler_runs_leaves_the_drain_unclean_and_the_doctor_names_it() {
+    let logs = Logs::default();
+    let _capture = logs.capture();
+    let harness = Harness::new();
+    let runtime = postcard_runtime(&harness, None).await;
+    let traveller = runtime.reference::<Traveller>("t");
+    traveller.write_home().await.unwrap();
+    traveller.write_home().await.unwrap();
+
+    let drained = runtime.testing().drain().await.unwrap();
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 0);
+
+    assert!(!drained.is_clean(), "{drained:?}");
+    let kinds: Vec<_> = drained
+        .unhandled_effects
+        .iter()
+        .map(|kind| (kind.name.as_str(), kind.count))
+        .collect();
+    assert_eq!(kinds, [("postcard", 2)]);
+    let report = runtime.admin().doctor().await.unwrap();
+    assert_eq!(report.unhandled_effects, drained.unhandled_effects);
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|problem| problem.contains("2 effects of kind \"postcard\" wait")),
+        "{:?}",
+        report.problems
+    );
+    runtime.close().await;
+
+    // The next runtime of this process says so as it starts, before any worker runs.
+    let again = postcard_runtime(&harness, None).await;
+    let warned = logs
+        .text()
+        .lines()
+        .filter(|line| line.contains("this runtime has no handler") && line.contains("postcard"))
+        .count();
+    assert_eq!(warned, 1, "{}", logs.text());
+    again.close().await;
+
+    // With the handler, the effects run and the drain is clean.
+    let runs = Arc::new(Mutex::new(0));
+    let handled = postcard_runtime(&harness, Some(Arc::clone(&runs))).await;
+    assert_eq!(handled.testing().run_effects().await.unwrap(), 2);
+    let drained = handled.testing().drain().await.unwrap();
+    assert!(drained.is_clean(), "{drained:?}");
+    assert!(handled.admin().doctor().await.unwrap().problems.is_empty());
+    assert_eq!(*runs.lock().unwrap(), 2);
+    handled.close().await;
 }
 
 #[tokio::test(flavor = "current_thread")]

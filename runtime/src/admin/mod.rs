@@ -627,7 +627,8 @@ impl Admin {
     /// actor types this runtime registered with this build's operations, and lists those that
     /// do not decode ([`DoctorReport::undecodable`]): run it from a new build against the
     /// database before deploying it. What looks wrong is listed in
-    /// [`DoctorReport::problems`].
+    /// [`DoctorReport::problems`], as is each kind of effect waiting to run that this runtime
+    /// has no handler for ([`DoctorReport::unhandled_effects`]).
     pub async fn doctor(&self) -> Result<DoctorReport> {
         self.audited(AdminAction::Doctor, "database".to_owned(), || async {
             let report = self.examine().await?;
@@ -693,6 +694,25 @@ impl Admin {
                 row.id, row.operation, row.actor_type, row.actor_id, row.error
             ));
         }
+        let unhandled_effects: Vec<UnhandledEffects> = engine
+            .unhandled_effects()
+            .await?
+            .into_iter()
+            .map(UnhandledEffects::new)
+            .collect();
+        // The command-line tool runs no effects: there, waiting effects are no problem.
+        if !checked_actor_types.is_empty() {
+            for kind in &unhandled_effects {
+                problems.push(format!(
+                    "{} effects of kind {:?} wait to run (the oldest since {}) and this \
+                     runtime has no handler for them: register one with Builder::effect in \
+                     a process that runs effects, or they never run",
+                    kind.count,
+                    kind.name,
+                    kind.oldest.to_rfc3339()
+                ));
+            }
+        }
         Ok(DoctorReport {
             backend,
             applied_migrations,
@@ -702,6 +722,7 @@ impl Admin {
             clock_skew_ms,
             checked_actor_types,
             undecodable,
+            unhandled_effects,
             problems,
         })
     }

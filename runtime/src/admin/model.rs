@@ -526,6 +526,10 @@ pub struct DoctorReport {
     /// Unfinished messages and scheduled reminders of those types that this build cannot
     /// decode (at most 100): each would become a dead letter (or wait) once it runs here.
     pub undecodable: Vec<Undecodable>,
+    /// Effects waiting to run, by kind, whose kind has no handler in this runtime (every
+    /// kind, in the command-line tool, which runs none): a problem in a runtime that
+    /// registered actor types, unless another process runs them.
+    pub unhandled_effects: Vec<crate::client::effect::UnhandledEffects>,
     /// What looks wrong, in words; empty when all is well.
     pub problems: Vec<String>,
 }

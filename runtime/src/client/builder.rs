@@ -571,6 +571,7 @@ impl Builder {
         for (name, runner) in &self.effects {
             engine.effects().register(name, runner.retry())?;
         }
+        warn_of_unhandled_effects(&engine).await;
         let runtime = Runtime {
             shared: Arc::new(Shared {
                 engine,
@@ -593,5 +594,24 @@ impl Builder {
             runtime.make_default();
         }
         Ok(runtime)
+    }
+}
+
+/// Warns of each kind of effect that waits to run with no handler in this runtime: unless
+/// another process has one, those effects never run and their replies never come.
+async fn warn_of_unhandled_effects(engine: &Engine) {
+    match engine.unhandled_effects().await {
+        Ok(pending) => {
+            for kind in pending {
+                tracing::warn!(
+                    effect = kind.name,
+                    count = kind.count,
+                    "effects of this kind wait to run and this runtime has no handler for \
+                     them: register one with Builder::effect in a process that runs effects, \
+                     or they never run"
+                );
+            }
+        }
+        Err(error) => tracing::debug!(%error, "could not look for effects with no handler"),
     }
 }

@@ -85,7 +85,7 @@ impl EffectContext {
 
 /// Effects waiting to run whose kind has no handler in this runtime, for operators: from
 /// [`Admin::unhandled_effects`](crate::admin::Admin::unhandled_effects).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct UnhandledEffects {
     /// The kind of effect ([`Effect::NAME`]).

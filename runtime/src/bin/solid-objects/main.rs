@@ -628,6 +628,15 @@ async fn execute(admin: &Admin, command: Command, out: &mut Out) -> Result<Exit,
                         report.checked_actor_types.join(", ")
                     ),
                 }
+                for kind in &report.unhandled_effects {
+                    say!(
+                        out,
+                        "effects waiting to run: {} of kind {} (the oldest since {})",
+                        kind.count,
+                        kind.name,
+                        kind.oldest.to_rfc3339()
+                    );
+                }
                 match report.problems.is_empty() {
                     true => say!(out, "no problems found"),
                     false => report

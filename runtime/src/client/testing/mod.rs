@@ -11,6 +11,7 @@ use std::collections::HashSet;
 
 use crate::actor::operation_codec::encode_operation;
 use crate::actor::Actor;
+use crate::client::effect::UnhandledEffects;
 use crate::client::runtime::Runtime;
 use crate::codec::to_json;
 use crate::engine::{Outcome, Pass, TurnErrors};
@@ -28,12 +29,14 @@ const BATCH: i64 = 1000;
 const TURNS_PER_ACTOR: usize = 1000;
 
 /// What [`Testing::run_due_reminders`] or [`Testing::drain`] ran: the reminder occurrences
-/// it fired, the turns, and every turn that did not complete.
+/// it fired, the turns, every turn that did not complete, and the effects left that no
+/// handler of this runtime runs.
 ///
 /// A turn that fails is not an error of the testing call: it is counted here, in
 /// [`failed`](Drained::failed) while it waits for its retry and in [`dead`](Drained::dead)
 /// once it is a dead letter. Assert on them (or on [`is_clean`](Drained::is_clean)) so a
-/// test does not pass over a handler that broke.
+/// test does not pass over a handler that broke, or over an effect kind whose handler the
+/// runtime was never given ([`unhandled_effects`](Drained::unhandled_effects)).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Drained {
@@ -54,12 +57,17 @@ pub struct Drained {
     pub failed: Vec<FailedTurn>,
     /// Failed attempts after which the message became a dead letter.
     pub dead: Vec<FailedTurn>,
+    /// Effects waiting to run, after the drain, whose kind has no handler in this runtime
+    /// ([`Builder::effect`](crate::Builder::effect)), by kind: unless another process runs
+    /// them, they never run and their replies never come.
+    pub unhandled_effects: Vec<UnhandledEffects>,
 }
 
 impl Drained {
-    /// Whether no turn failed: nothing waits for a retry and nothing became a dead letter.
+    /// Whether no turn failed (nothing waits for a retry, nothing became a dead letter) and
+    /// no effect waits for a handler this runtime lacks.
     pub fn is_clean(&self) -> bool {
-        self.failed.is_empty() && self.dead.is_empty()
+        self.failed.is_empty() && self.dead.is_empty() && self.unhandled_effects.is_empty()
     }
 
     fn add(&mut self, other: Drained) {
@@ -156,6 +164,8 @@ impl<'r> Testing<'r> {
                 .run_ready(BATCH, TURNS_PER_ACTOR, TurnErrors::Return, &|| false)
                 .await?;
             if pass.turns == 0 {
+                let pending = engine.unhandled_effects().await?;
+                ran.unhandled_effects = pending.into_iter().map(UnhandledEffects::new).collect();
                 return Ok(ran);
             }
             ran.add(self.ran(pass).await?);
