@@ -19,7 +19,9 @@ use crate::errors::Errors;
 /// On the struct, it derives serde for the state (with `#[serde(default)]`, so state stored
 /// before a field existed still loads) and records the stored type name:
 /// `#[actor(name = "shows")]` (default: the struct's name). The struct must implement
-/// `Default`: a new actor starts from it.
+/// `Default`: a new actor starts from it. `#[actor(effects(ChargeCard, SendReceipt))]`
+/// declares the kinds of effect the actor emits: a runtime that runs effects refuses to
+/// start without a handler for each.
 ///
 /// On `impl Name { .. }`, the methods marked `#[command]`, `#[query]`, `#[reminder]` or
 /// `#[reply]` become the actor's operations; it generates the message enums `NameMessage` and

@@ -12,6 +12,8 @@ pub(crate) struct ActorState {
     pub(crate) max_attempts: Option<u32>,
     /// `#[actor(version = N)]`.
     pub(crate) version: Option<u32>,
+    /// `#[actor(effects(ChargeCard, ..))]`: the kinds of effect the actor emits.
+    pub(crate) effects: Vec<syn::Path>,
 }
 
 /// The impl block under `#[actor]`: the operations of one actor.

@@ -13,7 +13,8 @@ use crate::model::{
 };
 
 /// The options `#[actor(..)]` accepts on a struct.
-const STRUCT_OPTIONS: &str = "`name = \"...\"`, `max_attempts = N`, `version = N`";
+const STRUCT_OPTIONS: &str =
+    "`name = \"...\"`, `max_attempts = N`, `version = N`, `effects(EffectType, ..)`";
 
 /// Reads `#[actor(name = "...")]` on the state struct, removing any serde derive of its own.
 pub(crate) fn state(args: TokenStream, item: &mut ItemStruct, errors: &mut Errors) -> ActorState {
@@ -21,8 +22,19 @@ pub(crate) fn state(args: TokenStream, item: &mut ItemStruct, errors: &mut Error
     let mut stored_name = None;
     let mut max_attempts = None;
     let mut version = None;
+    let mut effects = Vec::new();
     let parser = syn::meta::parser(|meta| {
-        if meta.path.is_ident("version") {
+        if meta.path.is_ident("effects") {
+            meta.parse_nested_meta(|effect| {
+                if effect.input.peek(syn::Token![=]) || effect.input.peek(syn::token::Paren) {
+                    return Err(effect.error(
+                        "name each effect's type, as in `effects(ChargeCard, SendReceipt)`",
+                    ));
+                }
+                effects.push(effect.path);
+                Ok(())
+            })
+        } else if meta.path.is_ident("version") {
             let value: syn::LitInt = meta.value()?.parse()?;
             let parsed: u32 = value.base10_parse()?;
             if parsed == 0 {
@@ -73,6 +85,7 @@ pub(crate) fn state(args: TokenStream, item: &mut ItemStruct, errors: &mut Error
         stored_name: stored_name.unwrap_or_else(|| item.ident.to_string()),
         max_attempts,
         version,
+        effects,
     }
 }
 

@@ -402,6 +402,79 @@ async fn an_effect_no_handler_runs_leaves_the_drain_unclean_and_the_doctor_names
     handled.close().await;
 }
 
+/// A telegram: an effect of another kind than the postcard.
+#[derive(Serialize, Deserialize)]
+struct Telegram {}
+
+impl Effect for Telegram {
+    const NAME: &'static str = "telegram";
+    type Output = ();
+}
+
+/// Writes home, and says so: it declares the postcards it emits.
+#[actor(effects(Postcard))]
+#[derive(Default)]
+struct Correspondent {}
+
+#[actor]
+impl Correspondent {
+    #[command]
+    fn write_home(&mut self, turn: &mut Turn<Self>) {
+        turn.emit(Postcard {});
+    }
+}
+
+#[tokio::test]
+async fn a_runtime_that_runs_effects_refuses_to_start_without_a_handler_its_actors_declare() {
+    let harness = Harness::new();
+    let builder = || async {
+        harness
+            .store()
+            .await
+            .policy(AllowAll)
+            .actor::<Correspondent>()
+    };
+
+    let refused = builder()
+        .await
+        .effect(|_: Telegram, _: EffectContext| async { Ok(()) })
+        .start()
+        .await
+        .unwrap_err();
+    let message = refused.to_string();
+    assert!(
+        matches!(refused, solid_objects::Error::Config(_))
+            && message.contains("\"postcard\" (emitted by Correspondent)")
+            && message.contains("Builder::effect"),
+        "{message}"
+    );
+
+    // A process that runs no effects (a web server, say) starts, and leaves them to others.
+    let web = builder().await.start().await.unwrap();
+    web.reference::<Correspondent>("c")
+        .write_home()
+        .await
+        .unwrap();
+    web.close().await;
+    let runs = Arc::new(Mutex::new(0));
+    let counted = Arc::clone(&runs);
+    let runner = builder()
+        .await
+        .effect(move |_: Postcard, _: EffectContext| {
+            let counted = Arc::clone(&counted);
+            async move {
+                *counted.lock().unwrap() += 1;
+                Ok(())
+            }
+        })
+        .start()
+        .await
+        .unwrap();
+    assert_eq!(runner.testing().run_effects().await.unwrap(), 1);
+    assert_eq!(*runs.lock().unwrap(), 1);
+    runner.close().await;
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn effects_nobody_handles_are_warned_about_once_and_listed() {
     let logs = Logs::default();

@@ -18,6 +18,12 @@ pub(crate) fn state(state: &ActorState, item: &ItemStruct) -> TokenStream {
     let version = state
         .version
         .map(|version| quote!(const VERSION: u32 = #version;));
+    let effects = (!state.effects.is_empty()).then(|| {
+        let names = state.effects.iter().map(|effect| {
+            quote::quote_spanned!(effect.span()=> <#effect as ::solid_objects::Effect>::NAME)
+        });
+        quote!(const EFFECTS: &'static [&'static str] = &[#(#names),*];)
+    });
     quote! {
         #[derive(
             ::solid_objects::__private::serde::Serialize,
@@ -30,6 +36,7 @@ pub(crate) fn state(state: &ActorState, item: &ItemStruct) -> TokenStream {
             const TYPE_NAME: &'static str = #stored_name;
             #max_attempts
             #version
+            #effects
         }
     }
 }

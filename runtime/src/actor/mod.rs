@@ -54,6 +54,12 @@ pub trait ActorState: Default + Serialize + DeserializeOwned + Send + Sync + 'st
     /// an older version goes through the actor's `#[migrate(from = n)]` functions when it is
     /// read; one of a newer version is left alone (a newer build wrote it).
     const VERSION: u32 = 1;
+
+    /// The kinds of effect ([`Effect::NAME`](crate::Effect::NAME)) this actor emits:
+    /// `#[actor(effects(ChargeCard, SendReceipt))]`, or none declared. A runtime that runs
+    /// effects (it has a [`Builder::effect`](crate::Builder::effect) handler) refuses to
+    /// start without a handler for each kind its actors declare.
+    const EFFECTS: &'static [&'static str] = &[];
 }
 
 /// A set of operations (the commands and reminders of an actor, or its queries), in the

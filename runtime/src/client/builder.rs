@@ -571,6 +571,9 @@ impl Builder {
         for (name, runner) in &self.effects {
             engine.effects().register(name, runner.retry())?;
         }
+        if !self.effects.is_empty() {
+            refuse_undeclared_handlers(&engine)?;
+        }
         warn_of_unhandled_effects(&engine).await;
         let runtime = Runtime {
             shared: Arc::new(Shared {
@@ -595,6 +598,27 @@ impl Builder {
         }
         Ok(runtime)
     }
+}
+
+/// In a runtime that runs effects, a handler for every kind of effect its actors declare
+/// (`#[actor(effects(..))]`): otherwise those effects would wait for ever.
+fn refuse_undeclared_handlers(engine: &Engine) -> Result<()> {
+    let missing: Vec<String> = engine
+        .registry()
+        .declared_effects()
+        .into_iter()
+        .filter(|(_, effect)| !engine.effects().handles(effect))
+        .map(|(actor, effect)| format!("{effect:?} (emitted by {actor})"))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Config(format!(
+        "this runtime runs effects but has no handler for {}: register each with \
+         Builder::effect, or run this runtime without effect handlers and let another \
+         process run them",
+        missing.join(", ")
+    )))
 }
 
 /// Warns of each kind of effect that waits to run with no handler in this runtime: unless

@@ -95,6 +95,14 @@ impl EffectKinds {
         retry
     }
 
+    /// Whether a handler for `name` is registered here.
+    pub(crate) fn handles(&self, name: &str) -> bool {
+        self.kinds
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(name)
+    }
+
     /// The names of the kinds handled here, as a JSON array.
     fn handled(&self) -> String {
         let handled: Vec<&str> = self

@@ -25,6 +25,8 @@ struct RegisteredActor {
     runner: Arc<dyn MailboxRunner>,
     /// The stored names of its messages' operations (commands and reminders).
     operations: &'static [&'static str],
+    /// The kinds of effect it declares it emits.
+    effects: &'static [&'static str],
 }
 
 impl Registry {
@@ -47,6 +49,7 @@ impl Registry {
                 type_id,
                 runner: Arc::new(TypedRunner::<A>(PhantomData)),
                 operations: <A::Message as Operations>::NAMES,
+                effects: A::EFFECTS,
             });
         duplicate_check(known, type_id, A::TYPE_NAME)
     }
@@ -74,6 +77,17 @@ impl Registry {
             })
             .collect();
         serde_json::Value::from(names).to_string()
+    }
+
+    /// Each kind of effect a known actor type declares, with that type, by type and kind.
+    pub(crate) fn declared_effects(&self) -> Vec<(&'static str, &'static str)> {
+        let actors = self.actors.read().unwrap_or_else(PoisonError::into_inner);
+        let mut declared: Vec<_> = actors
+            .iter()
+            .flat_map(|(name, known)| known.effects.iter().map(move |effect| (*name, *effect)))
+            .collect();
+        declared.sort_unstable();
+        declared
     }
 
     /// The stored names of the actor types this runtime registered, sorted.
