@@ -4,11 +4,15 @@
 
 use crate::support;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use solid_objects::prelude::*;
 use solid_objects::GroupCommit;
+use support::gates::gate;
 use support::{count, together, Harness};
 
 /// An actor that numbers what it is told, and can be told to reject.
@@ -215,6 +219,13 @@ async fn calls_dropped_while_they_wait_in_a_group_keep_all_or_nothing_and_nothin
         }
     })
     .await;
+    // A dropped call whose message was committed behind another's turn runs later, by the
+    // workers: the checks wait until none is left to run.
+    let settled = support::eventually(Duration::from_secs(20), || async {
+        count(&harness, "solid_messages WHERE status = 'ready'").await == 0
+    })
+    .await;
+    assert!(settled, "queued messages never ran");
 
     let state = hot.snapshot().await.unwrap();
     let unique: BTreeSet<&String> = state.seen.iter().collect();
@@ -233,8 +244,7 @@ async fn calls_dropped_while_they_wait_in_a_group_keep_all_or_nothing_and_nothin
             );
         }
     }
-    // Every kept turn has its completed message row. A dropped call whose message was queued
-    // behind another (committed, so it runs later) runs before the next call, once.
+    // Every kept turn has its completed message row, and the next call comes after them.
     let completed = count(&harness, "solid_messages WHERE status = 'completed'").await;
     assert_eq!(completed, i64::try_from(state.seen.len()).unwrap());
     let rows = count(&harness, "solid_messages").await;
@@ -296,6 +306,433 @@ async fn an_actor_locked_elsewhere_never_holds_the_group_its_call_would_join() {
         let counter = runtime.reference::<Counter>(format!("c-{actor}"));
         assert_eq!(counter.snapshot().await.unwrap().seen.len(), 11);
     }
+    pool.close().await;
+    runtime.close().await;
+}
+
+/// A number no other run of a handler in this process got.
+static STAMPS: AtomicU64 = AtomicU64::new(1000);
+
+/// How many times each named handler ran, committed or not.
+static RUNS: LazyLock<Mutex<HashMap<String, u32>>> = LazyLock::new(Mutex::default);
+
+fn runs_of(name: &str) -> u32 {
+    RUNS.lock().unwrap().get(name).copied().unwrap_or(0)
+}
+
+/// An actor whose every run of a turn answers a number of its own, so a caller that heard a
+/// run that never committed cannot match the committed one by chance.
+#[actor]
+#[derive(Default)]
+struct Stamper {
+    kept: Vec<String>,
+}
+
+#[actor]
+impl Stamper {
+    /// A fresh number for this run.
+    #[command]
+    fn stamp(&mut self) -> u64 {
+        let stamp = STAMPS.fetch_add(1, Ordering::SeqCst);
+        self.kept.push(format!("stamp-{stamp}"));
+        stamp
+    }
+
+    /// Marks `what` in the application's table, then runs a statement that takes about a
+    /// second, in the turn's transaction.
+    #[command]
+    async fn slow_mark(&mut self, turn: &mut Turn<Self>, what: String) -> Result<u64, TurnError> {
+        *RUNS.lock().unwrap().entry(what.clone()).or_default() += 1;
+        support::execute_in_turn(turn, "INSERT INTO marks (what) VALUES (?)", &[&what]).await?;
+        let slow = if turn.sqlite().await.is_ok() {
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) \
+             SELECT count(*) FROM c"
+        } else if turn.postgres().await.is_ok() {
+            "SELECT pg_sleep(1)"
+        } else {
+            "SELECT SLEEP(1)"
+        };
+        support::execute_in_turn(turn, slow, &[]).await?;
+        self.kept.push(what);
+        Ok(STAMPS.fetch_add(1, Ordering::SeqCst))
+    }
+
+    /// Counts its run under `name`, waits at the gate `name`, then answers a fresh number.
+    #[command]
+    async fn wait_at(&mut self, name: String) -> u64 {
+        *RUNS.lock().unwrap().entry(name.clone()).or_default() += 1;
+        self.kept.push(name.clone());
+        gate(&name).pass().await;
+        STAMPS.fetch_add(1, Ordering::SeqCst)
+    }
+}
+
+/// A runtime whose groups take members in for long enough that a case arranges them.
+async fn patient_groups(harness: &Harness) -> Runtime {
+    harness
+        .builder()
+        .await
+        .group_commit(GroupCommit::default().max_wait(Duration::from_secs(20)))
+        .start()
+        .await
+        .unwrap()
+}
+
+/// Spawns `call` and lets it run to where it waits: these cases run on one thread, where a
+/// call enters its group without awaiting anything, so it joins (or leads) before the case
+/// goes on, and the calls queue in the order they were made.
+async fn spawned<T: Send + 'static>(
+    call: impl Future<Output = T> + Send + 'static,
+) -> tokio::task::JoinHandle<T> {
+    let handle = tokio::spawn(call);
+    for _ in 0..8 {
+        tokio::task::yield_now().await;
+    }
+    handle
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_member_whose_caller_gives_up_mid_handler_undoes_only_its_own_turn() {
+    let harness = Harness::new();
+    let runtime = patient_groups(&harness).await;
+    let hot = runtime.reference::<Stamper>("late");
+    hot.stamp().await.unwrap();
+
+    let (leader_gate, member_gate) = ("late-leader", "late-member");
+    let leader = spawned({
+        let hot = hot.clone();
+        async move { hot.wait_at(leader_gate.to_owned()).await }
+    })
+    .await;
+    gate(leader_gate).reached(1).await;
+    let member = spawned({
+        let hot = hot.clone();
+        async move { hot.wait_at(member_gate.to_owned()).await }
+    })
+    .await;
+    let late = spawned({
+        let hot = hot.clone();
+        async move {
+            hot.timeout(Duration::from_millis(700))
+                .wait_at("late-never-opened".to_owned())
+                .await
+        }
+    })
+    .await;
+    gate(leader_gate).open();
+    gate(member_gate).open();
+
+    assert!(late.await.unwrap().is_err(), "its caller gave up");
+    leader.await.unwrap().unwrap();
+    member.await.unwrap().unwrap();
+    assert_eq!(
+        (runs_of(leader_gate), runs_of(member_gate)),
+        (1, 1),
+        "a member that ran out of its caller's time undid the other turns of its group"
+    );
+    let kept = hot.snapshot().await.unwrap().kept;
+    assert_eq!(kept[1..], [leader_gate, member_gate], "{kept:?}");
+    runtime.close().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_member_whose_key_an_earlier_member_wrote_hears_only_what_commits() {
+    let harness = Harness::new();
+    let runtime = patient_groups(&harness).await;
+    let hot = runtime.reference::<Stamper>("keys");
+    hot.stamp().await.unwrap();
+
+    // The leader's handler waits while two calls under one key queue behind it, then one
+    // whose caller gives up in its handler: its turn is undone, the rest commit.
+    let leader_gate = "keys-leader";
+    let leader = spawned({
+        let hot = hot.clone();
+        async move { hot.wait_at(leader_gate.to_owned()).await }
+    })
+    .await;
+    gate(leader_gate).reached(1).await;
+    let first = spawned({
+        let hot = hot.clone();
+        async move { hot.idempotency_key("k").stamp().await }
+    })
+    .await;
+    let second = spawned({
+        let hot = hot.clone();
+        async move { hot.idempotency_key("k").stamp().await }
+    })
+    .await;
+    let late = spawned({
+        let hot = hot.clone();
+        async move {
+            hot.timeout(Duration::from_millis(700))
+                .wait_at("keys-never-opened".to_owned())
+                .await
+        }
+    })
+    .await;
+    gate(leader_gate).open();
+
+    let first = first.await.unwrap().unwrap();
+    let second = second.await.unwrap().unwrap();
+    assert!(late.await.unwrap().is_err(), "its caller gave up");
+    leader.await.unwrap().unwrap();
+    let again = hot.idempotency_key("k").stamp().await.unwrap();
+    assert_eq!(first, again, "the first caller heard what committed");
+    assert_eq!(
+        second, first,
+        "the second caller of key k heard another run"
+    );
+    runtime.close().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_leader_dropped_after_taking_members_leaves_no_caller_a_false_answer() {
+    let harness = Harness::new();
+    let runtime = patient_groups(&harness).await;
+    let hot = runtime.reference::<Stamper>("dropped");
+    hot.stamp().await.unwrap();
+
+    let (leader_gate, blocker_gate) = ("dropped-leader", "dropped-blocker");
+    let leader = spawned({
+        let hot = hot.clone();
+        async move { hot.wait_at(leader_gate.to_owned()).await }
+    })
+    .await;
+    gate(leader_gate).reached(1).await;
+    let first = spawned({
+        let hot = hot.clone();
+        async move { hot.idempotency_key("k").stamp().await }
+    })
+    .await;
+    let second = spawned({
+        let hot = hot.clone();
+        async move { hot.idempotency_key("k").stamp().await }
+    })
+    .await;
+    let blocker = spawned({
+        let hot = hot.clone();
+        async move { hot.wait_at(blocker_gate.to_owned()).await }
+    })
+    .await;
+    gate(leader_gate).open();
+    // The leader has run its members' turns, and waits in the last one's handler.
+    gate(blocker_gate).reached(1).await;
+    let heard_before_the_commit = first.is_finished() || second.is_finished();
+    leader.abort();
+    let _ = leader.await;
+    gate(blocker_gate).open();
+
+    let first = first.await.unwrap().unwrap();
+    let second = second.await.unwrap().unwrap();
+    blocker.await.unwrap().unwrap();
+    assert!(
+        !heard_before_the_commit,
+        "a member heard its answer while its group's transaction was open"
+    );
+    let again = hot.idempotency_key("k").stamp().await.unwrap();
+    assert_eq!(
+        first, again,
+        "the first caller of key k heard a run that never committed"
+    );
+    assert_eq!(
+        second, first,
+        "the second caller of key k heard another run"
+    );
+    runtime.close().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn grouped_turns_counts_only_turns_that_committed_in_a_group() {
+    let harness = Harness::new();
+    let runtime = patient_groups(&harness).await;
+    let hot = runtime.reference::<Stamper>("counted");
+    hot.stamp().await.unwrap();
+
+    let (leader_gate, blocker_gate) = ("counted-leader", "counted-blocker");
+    let leader = spawned({
+        let hot = hot.clone();
+        async move { hot.wait_at(leader_gate.to_owned()).await }
+    })
+    .await;
+    gate(leader_gate).reached(1).await;
+    let before = runtime.stats();
+    let member = spawned({
+        let hot = hot.clone();
+        async move { hot.stamp().await }
+    })
+    .await;
+    let blocker = spawned({
+        let hot = hot.clone();
+        async move { hot.wait_at(blocker_gate.to_owned()).await }
+    })
+    .await;
+    gate(leader_gate).open();
+    gate(blocker_gate).reached(1).await;
+    // The leader goes away with its group: nothing of it commits, and its members run again
+    // in transactions of their own.
+    leader.abort();
+    let _ = leader.await;
+    gate(blocker_gate).open();
+    member.await.unwrap().unwrap();
+    blocker.await.unwrap().unwrap();
+    let after = runtime.stats();
+
+    let kept = hot.snapshot().await.unwrap().kept;
+    assert_eq!(
+        kept.len(),
+        3,
+        "the warm-up, the member and the blocker: {kept:?}"
+    );
+    assert_eq!(
+        after.grouped_turns - before.grouped_turns,
+        0,
+        "no turn committed in a group ({} transactions)",
+        after.transactions - before.transactions
+    );
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_group_that_takes_members_in_for_ever_still_answers_its_calls() {
+    let harness = Harness::new();
+    let runtime = harness
+        .builder()
+        .await
+        .group_commit(GroupCommit::default().max_wait(Duration::MAX))
+        .start()
+        .await
+        .unwrap();
+    let hot = runtime.reference::<Stamper>("for-ever");
+    let answer = tokio::spawn(async move { hot.stamp().await }).await;
+    assert!(matches!(answer, Ok(Ok(_))), "{answer:?}");
+    runtime.close().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_member_cut_off_mid_statement_by_the_groups_budget_keeps_nothing_and_runs_once() {
+    let harness = Harness::new();
+    support::execute(&harness, "CREATE TABLE marks (what TEXT NOT NULL)").await;
+    let runtime = harness
+        .builder()
+        .await
+        .group_commit(GroupCommit::default().max_wait(Duration::from_millis(300)))
+        .start()
+        .await
+        .unwrap();
+    let hot = runtime.reference::<Stamper>("slow");
+    hot.stamp().await.unwrap();
+
+    let leader_gate = "slow-leader";
+    let leader = spawned({
+        let hot = hot.clone();
+        async move { hot.wait_at(leader_gate.to_owned()).await }
+    })
+    .await;
+    gate(leader_gate).reached(1).await;
+    let slow = spawned({
+        let hot = hot.clone();
+        async move { hot.slow_mark("slow-member".to_owned()).await }
+    })
+    .await;
+    let after = spawned({
+        let hot = hot.clone();
+        async move { hot.stamp().await }
+    })
+    .await;
+    gate(leader_gate).open();
+    let (leader, slow, after) = (
+        leader.await.unwrap(),
+        slow.await.unwrap(),
+        after.await.unwrap(),
+    );
+    assert!(
+        leader.is_ok() && slow.is_ok() && after.is_ok(),
+        "{leader:?} {slow:?} {after:?}"
+    );
+    assert_eq!(
+        runs_of(leader_gate),
+        1,
+        "the group's transaction was lost with the member"
+    );
+    let marks = count(&harness, "marks").await;
+    let kept = hot.snapshot().await.unwrap().kept;
+    let slow_kept = kept.iter().filter(|what| *what == "slow-member").count();
+    assert_eq!((marks, slow_kept), (1, 1), "{kept:?}");
+    runtime.close().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_new_actor_created_elsewhere_never_holds_the_group_its_call_joins() {
+    let harness = Harness::new();
+    if !harness.backend().is_server() {
+        return;
+    }
+    let runtime = patient_groups(&harness).await;
+    let one = runtime.reference::<Stamper>("one");
+    let two = runtime.reference::<Stamper>("two");
+    let other = runtime.reference::<Stamper>("other");
+    let fresh = runtime.reference::<Stamper>("fresh");
+    for actor in [&one, &two, &other] {
+        actor.stamp().await.unwrap();
+    }
+    // Another program creates actor "fresh", as another process's first call of it does,
+    // and holds its new row.
+    let pool = support::connect(&harness).await;
+    let mut elsewhere = pool.begin().await.unwrap();
+    sqlx::query(
+        "INSERT INTO solid_instances (actor_type, actor_id, updated_at) \
+         VALUES ('Stamper', 'fresh', 0)",
+    )
+    .execute(&mut *elsewhere)
+    .await
+    .unwrap();
+
+    // Two groups open; the second takes members in, and waits in its first member's handler.
+    let (one_gate, two_gate, member_gate) = ("fresh-one", "fresh-two", "fresh-two-member");
+    let first = spawned({
+        let one = one.clone();
+        async move { one.wait_at(one_gate.to_owned()).await }
+    })
+    .await;
+    gate(one_gate).reached(1).await;
+    let second = spawned({
+        let two = two.clone();
+        async move { two.wait_at(two_gate.to_owned()).await }
+    })
+    .await;
+    gate(two_gate).reached(1).await;
+    let member = spawned({
+        let two = two.clone();
+        async move { two.wait_at(member_gate.to_owned()).await }
+    })
+    .await;
+    gate(two_gate).open();
+    gate(member_gate).reached(1).await;
+    // Calls of other actors join the group that takes members in.
+    let fresh_call = spawned({
+        let fresh = fresh.clone();
+        async move { fresh.stamp().await }
+    })
+    .await;
+    let other_call = spawned({
+        let other = other.clone();
+        async move { other.stamp().await }
+    })
+    .await;
+    gate(member_gate).open();
+
+    let other_heard = tokio::time::timeout(Duration::from_secs(3), other_call).await;
+    elsewhere.commit().await.unwrap();
+    gate(one_gate).open();
+    first.await.unwrap().unwrap();
+    second.await.unwrap().unwrap();
+    member.await.unwrap().unwrap();
+    fresh_call.await.unwrap().unwrap();
+    assert!(
+        matches!(other_heard, Ok(Ok(Ok(_)))),
+        "a call waited behind a member whose new row another program was creating: \
+         {other_heard:?}"
+    );
     pool.close().await;
     runtime.close().await;
 }

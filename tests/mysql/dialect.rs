@@ -261,10 +261,10 @@ async fn a_turns_autocommit_does_not_outlive_the_turn_on_the_applications_pool()
         .start()
         .await
         .unwrap();
-    let called = runtime
-        .reference::<Ledger>("autocommit")
-        .record("x".to_owned())
-        .await;
+    // A read first: on such a session it leaves a transaction open behind it.
+    let ledger = runtime.reference::<Ledger>("autocommit");
+    ledger.snapshot().await.unwrap();
+    let called = ledger.record("x".to_owned()).await;
     let mut connection = pool.acquire().await.unwrap();
     let autocommit: i64 = sqlx::query_scalar("SELECT CAST(@@session.autocommit AS SIGNED)")
         .fetch_one(&mut *connection)

@@ -66,7 +66,7 @@ use crate::store::admin::{
     ActorSelection, AdminEventWrite, Counted, DeadLetterSelection, EffectSelection,
     ReminderSelection,
 };
-use crate::store::{ActorKey, InstanceWrite, MessageLookup, MessageRecord};
+use crate::store::{ActorKey, InstanceWrite, LockWait, MessageLookup, MessageRecord};
 use crate::time::micros::{from_micros, micros};
 use crate::validate::{validate_id, validate_key};
 
@@ -804,7 +804,9 @@ impl Admin {
             updated_at: micros(engine.now()),
         };
         tx.write_instance(key, &write).await?;
-        let read = tx.lock_actor(key, true, micros(engine.now()), None).await?;
+        let read = tx
+            .lock_actor(key, LockWait::Wait, micros(engine.now()), None)
+            .await?;
         Engine::release(tx).await;
         let read = read.and_then(|locked| locked.instance.state);
         if read.as_deref() != Some(state.as_str()) {

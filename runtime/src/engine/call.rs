@@ -20,7 +20,7 @@ use crate::actor::operation_codec::decode_operation;
 use crate::actor::{Actor, Operations};
 use crate::error::{Error, Result};
 use crate::limits::deadline_after;
-use crate::store::{ActorKey, MessageLookup, MessageRecord, NewMessage, Transaction};
+use crate::store::{ActorKey, LockWait, MessageLookup, MessageRecord, NewMessage, Transaction};
 
 /// How often a caller waiting on another task's turn looks at its message again, at most.
 pub(super) const WAIT_POLL: Duration = Duration::from_millis(25);
@@ -286,7 +286,7 @@ impl Call<'_> {
         let held = self.engine.states.held(self.key);
         let known = held.as_ref().map(Held::version);
         let locked = tx
-            .lock_actor(self.key, true, micros(self.engine.now()), known)
+            .lock_actor(self.key, LockWait::Wait, micros(self.engine.now()), known)
             .await;
         let Some(locked) = (match locked {
             // The wait for the actor is bounded by the turn timeout too: a caller whose

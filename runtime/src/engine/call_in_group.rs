@@ -16,7 +16,7 @@ use super::state_cache::{decode_locked, Held};
 use super::written::{Uncommitted, Written};
 use super::{micros, paused, Engine};
 use crate::actor::Actor;
-use crate::store::{ActorKey, MessageLookup, Transaction};
+use crate::store::{ActorKey, LockWait, MessageLookup, Transaction};
 
 /// A call's message as a member carries it to its group's leader.
 struct MemberCall<A: Actor> {
@@ -135,7 +135,6 @@ async fn run_member<A: Actor>(
     }
     let (tx, reply) = match member_steps::<A>(engine, tx, call, until).await {
         Ok((tx, written)) => {
-            tx.counters().grouped_turn();
             return MemberRan {
                 tx: Some(tx),
                 outcome: MemberOutcome::Written(written),
@@ -173,9 +172,13 @@ async fn member_steps<A: Actor>(
     };
     let held = engine.states.held(key);
     let known = held.as_ref().map(Held::version);
-    let locked = match tx.lock_actor(key, false, micros(engine.now()), known).await {
+    let locked = match tx
+        .lock_actor(key, LockWait::SkipMissing, micros(engine.now()), known)
+        .await
+    {
         Ok(Some(locked)) => locked,
-        // Another transaction holds the actor: the call waits for it alone.
+        // Another transaction holds the actor, or its row is missing (creating it could
+        // wait for another transaction's): the call runs alone.
         Ok(None) => return Err((Some(tx), Reply::Alone)),
         Err(error) if error.is_conflict() => return Err((Some(tx), Reply::Retry)),
         Err(_) => return Err((Some(tx), Reply::Alone)),

@@ -9,7 +9,7 @@ use super::conflicts::conflict_pause;
 use super::{micros, paused, Engine};
 use crate::error::Result;
 use crate::limits::deadline_after;
-use crate::store::ActorKey;
+use crate::store::{ActorKey, LockWait};
 
 impl Engine {
     /// Destroys an actor: waits for its lock (a turn elsewhere finishes first), deletes its
@@ -34,7 +34,9 @@ impl Engine {
     /// One try at [`destroy`](Self::destroy), in a transaction of its own.
     async fn destroy_once(&self, key: ActorKey<'_, '_>, deadline: Instant) -> Result<()> {
         let mut tx = self.begin(Some(deadline)).await?;
-        let locked = tx.lock_actor(key, true, micros(self.now()), None).await?;
+        let locked = tx
+            .lock_actor(key, LockWait::Wait, micros(self.now()), None)
+            .await?;
         if locked.is_some_and(|locked| locked.instance.paused) {
             Self::release(tx).await;
             return Err(paused(key));

@@ -31,7 +31,6 @@ use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
 
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -39,7 +38,7 @@ use tokio::time::Instant;
 use super::written::{Uncommitted, Written};
 use super::{Engine, TurnReport};
 use crate::error::Error;
-use crate::limits::GroupCommit;
+use crate::limits::{deadline_after, GroupCommit};
 use crate::store::{ActorKey, MessageRecord, Transaction};
 
 /// The most turns one group carries on a server, whatever the settings say: each member is a
@@ -173,9 +172,9 @@ impl Groups {
         }
     }
 
-    /// How long a group takes in members once its leader's turn is written.
-    pub(super) fn wait(&self) -> Duration {
-        self.settings.wait()
+    /// Until when a group whose leader's turn is written now takes members in.
+    pub(super) fn taking_until(&self) -> Instant {
+        deadline_after(self.settings.wait())
     }
 
     fn max_turns(&self) -> usize {
@@ -260,8 +259,17 @@ impl Groups {
 pub(super) struct Leading<'g> {
     groups: &'g Groups,
     id: u64,
-    /// The members whose turns are written in the group's transaction.
-    taken: Vec<(oneshot::Sender<Reply>, Written)>,
+    /// The members taken whose answers wait for the group's commit.
+    taken: Vec<(oneshot::Sender<Reply>, Taken)>,
+}
+
+/// What a member taken into its group leaves to be answered once the group's commit ends.
+enum Taken {
+    /// Its turn, written in the group's transaction.
+    Written(Written),
+    /// The message its idempotency key names, found in the group's transaction: maybe an
+    /// earlier member's, which is only there if the group commits.
+    Found(MessageRecord),
 }
 
 impl Leading<'_> {
@@ -280,7 +288,12 @@ impl Leading<'_> {
         while let Some(queued) = self.next_member(until) {
             let ran = (queued.turn)(engine, tx, until).await;
             match ran.outcome {
-                MemberOutcome::Written(written) => self.taken.push((queued.reply, written)),
+                MemberOutcome::Written(written) => {
+                    self.taken.push((queued.reply, Taken::Written(written)));
+                }
+                MemberOutcome::Reply(Reply::Found(found)) => {
+                    self.taken.push((queued.reply, Taken::Found(found)));
+                }
                 MemberOutcome::Reply(reply) => {
                     let _ = queued.reply.send(reply);
                 }
@@ -315,22 +328,28 @@ impl Leading<'_> {
         None
     }
 
-    /// The group's transaction committed: each member's turn is reported, in the order they
-    /// ran, and its caller told.
+    /// The group's transaction committed: each member's turn is reported (and counted), in
+    /// the order they ran, and its caller told.
     pub(super) fn committed(&mut self, engine: &Engine) {
-        for (reply, written) in self.taken.drain(..) {
-            let report = engine.turn_committed(written);
-            let _ = reply.send(Reply::Ran(report));
+        for (member, taken) in self.taken.drain(..) {
+            let reply = match taken {
+                Taken::Written(written) => {
+                    engine.store.counters().grouped_turn();
+                    Reply::Ran(engine.turn_committed(written))
+                }
+                Taken::Found(found) => Reply::Found(found),
+            };
+            let _ = member.send(reply);
         }
     }
 
     /// The group's transaction did not commit (`in_doubt`: or its answer was lost): each
-    /// member is told.
+    /// member is told; one that found its key's message looks it up again.
     pub(super) fn uncommitted(&mut self, in_doubt: bool) {
-        for (reply, _) in self.taken.drain(..) {
-            let _ = reply.send(match in_doubt {
-                true => Reply::InDoubt,
-                false => Reply::Retry,
+        for (reply, taken) in self.taken.drain(..) {
+            let _ = reply.send(match (in_doubt, taken) {
+                (true, Taken::Written(_)) => Reply::InDoubt,
+                (false, Taken::Written(_)) | (_, Taken::Found(_)) => Reply::Retry,
             });
         }
     }

@@ -183,7 +183,7 @@ impl Engine {
         let held = self.states.held(key);
         let known = held.as_ref().map(Held::version);
         let Some(locked) = tx
-            .lock_actor(key, lock.waits(), micros(self.now()), known)
+            .lock_actor(key, lock.wait(), micros(self.now()), known)
             .await?
         else {
             // On PostgreSQL the skipped actor's row may have just been created.

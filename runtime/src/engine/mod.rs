@@ -69,7 +69,7 @@ use tokio::time::Instant;
 use crate::actor::Actor;
 use crate::error::{Error, Result};
 use crate::limits::{deadline_after, Limits, RetryPolicy};
-use crate::store::{ActorKey, Bounds, Instance, Store, Transaction};
+use crate::store::{ActorKey, Bounds, Instance, LockWait, Store, Transaction};
 use crate::time::clock::Clock;
 
 // The stored-time conversions (the `time` leaf), in scope for the engine's files.
@@ -195,6 +195,14 @@ pub(crate) enum Lock {
 impl Lock {
     fn waits(self) -> bool {
         matches!(self, Self::WaitUntil(_))
+    }
+
+    /// What the store's lock does when another turn holds the actor.
+    fn wait(self) -> LockWait {
+        match self {
+            Self::Skip => LockWait::Skip,
+            Self::WaitUntil(_) => LockWait::Wait,
+        }
     }
 
     fn deadline(self) -> Option<Instant> {

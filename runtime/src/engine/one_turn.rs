@@ -240,7 +240,7 @@ impl Engine {
             let until = [caller_deadline, tx.group_budget()]
                 .into_iter()
                 .flatten()
-                .fold(Instant::now() + self.groups.wait(), Instant::min);
+                .fold(self.groups.taking_until(), Instant::min);
             tx = group.take_members(self, tx, until).await?;
             let committed = commit(tx).await;
             return match committed {
@@ -449,9 +449,12 @@ impl Engine {
         match tokio::time::timeout_at(handler_deadline, handling).await {
             Ok(Ok(handled)) => Ok(handled),
             Ok(Err(panic)) => Ok(Handled::panicked(&*panic)),
-            // Over its group's budget: undone (after any statement its handler left
-            // running) by whoever holds the transaction, so the earlier members commit now.
-            Err(_) if handler_deadline < own_deadline => Err(Uncommitted::OverBudget),
+            // Over its group's budget, or a member of a group out of its own time: undone
+            // (after any statement its handler left running) by whoever holds the
+            // transaction, so the other turns of its group commit now.
+            Err(_) if handler_deadline < own_deadline || running.budget.is_some() => {
+                Err(Uncommitted::OverBudget)
+            }
             Err(_) => {
                 // The handler future is gone, maybe in the middle of its own SQL: the
                 // transaction's connection is closed, not reused.

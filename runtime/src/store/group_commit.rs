@@ -37,6 +37,7 @@ use tokio::time::Instant;
 
 use super::Counters;
 use crate::error::{Error, Result};
+use crate::limits::deadline_after;
 pub(crate) use crate::limits::GroupCommit;
 
 /// How a group ended, as its members hear it.
@@ -220,7 +221,7 @@ impl GroupWriter {
             }
         };
         // Earlier members wait for a member that joins them: it gets the group's time budget.
-        member.budget = joined.then(|| Instant::now() + shared.limits.wait());
+        member.budget = joined.then(|| deadline_after(shared.limits.wait()));
         member.opening = opening;
         member.open = true;
         Ok(member)

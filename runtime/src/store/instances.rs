@@ -13,8 +13,8 @@ use super::messages::{DESTROY_READY_MESSAGES, HEAD_OF_MAILBOX};
 use super::query::{query, Dialect};
 use super::reminders::DELETE_ACTOR_REMINDERS;
 use super::{
-    rows, ActorKey, Bounds, CommittedActor, Instance, InstanceWrite, LockedActor, ReadConnections,
-    StateNotice, StoredMessage, Version, WriteConnection,
+    rows, ActorKey, Bounds, CommittedActor, Instance, InstanceWrite, LockWait, LockedActor,
+    ReadConnections, StateNotice, StoredMessage, Version, WriteConnection,
 };
 use crate::error::Result;
 
@@ -315,12 +315,13 @@ pub(crate) trait RowLocks: WriteConnection {
 /// that gives up leaves no connection queued behind the lock; then it reads its mailbox's
 /// head.
 ///
-/// `None` if another turn holds it and the caller does not `wait`.
+/// `None` if another turn holds it and the caller does not [`LockWait::Wait`], or if the row
+/// is missing and it says [`LockWait::SkipMissing`].
 #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
 pub(crate) async fn lock_row<T: RowLocks>(
     tx: &mut T,
     actor: ActorKey<'_, '_>,
-    wait: bool,
+    wait: LockWait,
     now: i64,
     known: Option<Version>,
 ) -> Result<Option<LockedActor>> {
@@ -328,7 +329,10 @@ pub(crate) async fn lock_row<T: RowLocks>(
         return locked(tx, actor, instance, now).await;
     }
     // The row is missing, or another turn holds it.
-    if !wait {
+    if wait == LockWait::SkipMissing {
+        return Ok(None);
+    }
+    if wait == LockWait::Skip {
         if instance_exists(tx, actor).await? {
             return Ok(None);
         }

@@ -178,6 +178,20 @@ impl Default for Instance {
     }
 }
 
+/// What a turn's lock does when another transaction holds its actor's row, or the row is
+/// missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LockWait {
+    /// Waits for a turn elsewhere until the transaction's deadline (then an error that
+    /// [`Error::is_busy`](crate::error::Error::is_busy) recognises); creates a missing row.
+    Wait,
+    /// Skips an actor another transaction holds (`None`); creates a missing row.
+    Skip,
+    /// Skips an actor another transaction holds, and one whose row is missing (`None`):
+    /// creating the row would wait for another transaction that inserts it too.
+    SkipMissing,
+}
+
 /// An actor locked by a transaction: its row and the head of its mailbox.
 #[derive(Debug, Clone)]
 pub(crate) struct LockedActor {
@@ -635,7 +649,12 @@ pub(crate) trait Store:
     }
 
     /// The counters of work done so far.
-    fn stats(&self) -> Stats;
+    fn counters(&self) -> &Counters;
+
+    /// What the counters have counted so far.
+    fn stats(&self) -> Stats {
+        self.counters().snapshot()
+    }
 
     /// How many actors' turns one worker pass runs at once: on SQLite's writer with group
     /// commit, turns that queue together share a commit; elsewhere one at a time.
@@ -700,17 +719,16 @@ pub(crate) trait Transaction:
     + Savepoints
 {
     /// Locks the actor's row until commit (creating it first if missing, so that two callers
-    /// of a new actor take turns) and reads the head of its mailbox. With `wait` it waits for
-    /// a turn elsewhere until the transaction's deadline (then an error that
-    /// [`Error::is_busy`](crate::error::Error::is_busy) recognises); without, it returns
-    /// `None` when another transaction holds the actor. The head is as of `now`.
+    /// of a new actor take turns, unless `wait` says otherwise) and reads the head of its
+    /// mailbox; `wait` says what it does when another transaction holds the actor, or its
+    /// row is missing. The head is as of `now`.
     ///
     /// When the row is still at the `known` version (a state the caller holds in memory),
     /// its state is not read: the locked instance has that version and no state.
     async fn lock_actor(
         &mut self,
         actor: ActorKey<'_, '_>,
-        wait: bool,
+        wait: LockWait,
         now: i64,
         known: Option<Version>,
     ) -> Result<Option<LockedActor>>;

@@ -49,7 +49,7 @@ impl Dialect {
 pub(crate) enum Value<'q> {
     Text(Option<Cow<'q, str>>),
     Integer(Option<i64>),
-    Boolean(bool),
+    Boolean(Option<bool>),
 }
 
 impl<'q> From<&'q str> for Value<'q> {
@@ -102,6 +102,12 @@ impl From<Option<i64>> for Value<'_> {
 
 impl From<bool> for Value<'_> {
     fn from(boolean: bool) -> Self {
+        Self::Boolean(Some(boolean))
+    }
+}
+
+impl From<Option<bool>> for Value<'_> {
+    fn from(boolean: Option<bool>) -> Self {
         Self::Boolean(boolean)
     }
 }
@@ -190,7 +196,7 @@ where
     DB: Database,
     Option<&'q str>: Encode<'q, DB> + Type<DB>,
     Option<i64>: Encode<'q, DB> + Type<DB>,
-    bool: Encode<'q, DB> + Type<DB>,
+    Option<bool>: Encode<'q, DB> + Type<DB>,
 {
     let mut query = sqlx::query::<DB>(sql);
     for value in values {
@@ -218,7 +224,7 @@ impl<'q> Query<'q> {
         DB: Database,
         for<'a> Option<&'a str>: Encode<'a, DB> + Type<DB>,
         for<'a> Option<i64>: Encode<'a, DB> + Type<DB>,
-        for<'a> bool: Encode<'a, DB> + Type<DB>,
+        for<'a> Option<bool>: Encode<'a, DB> + Type<DB>,
     {
         let sql = match &self.text {
             Text::Named(sql) => sql,

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::query::{Dialect, On};
 use super::sqlite::SqliteStore;
 use super::{
-    ActorKey, Bounds, Counters, LockedActor, ReadConnections, StateNotices, Stats, Store,
+    ActorKey, Bounds, Counters, LockWait, LockedActor, ReadConnections, StateNotices, Store,
     Transaction, Version, WorkNotices, WriteConnection,
 };
 use crate::error::Result;
@@ -91,8 +91,8 @@ impl Store for SimulatedStore {
         self.inner.reconnect(deadline).await
     }
 
-    fn stats(&self) -> Stats {
-        self.inner.stats()
+    fn counters(&self) -> &Counters {
+        self.inner.counters()
     }
 
     /// One: a worker pass runs its actors' turns one after another, so the order of their
@@ -155,7 +155,7 @@ impl Transaction for SimulatedTransaction {
     async fn lock_actor(
         &mut self,
         actor: ActorKey<'_, '_>,
-        wait: bool,
+        wait: LockWait,
         now: i64,
         known: Option<Version>,
     ) -> Result<Option<LockedActor>> {

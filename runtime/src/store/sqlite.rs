@@ -27,7 +27,7 @@ use super::instances::{
 use super::owned_transaction::OwnedTransaction;
 use super::query::{query, Dialect, On, Row};
 use super::{
-    rows, ActorKey, Bounds, Counters, LockedActor, ReadConnections, SchemaMode, Stats, Store,
+    rows, ActorKey, Bounds, Counters, LockWait, LockedActor, ReadConnections, SchemaMode, Store,
     Transaction, Version, WorkNotices, WriteConnection,
 };
 use crate::error::Result;
@@ -396,8 +396,8 @@ impl Store for SqliteStore {
         }))
     }
 
-    fn stats(&self) -> Stats {
-        self.counters.snapshot()
+    fn counters(&self) -> &Counters {
+        &self.counters
     }
 
     fn single_writer(&self) -> bool {
@@ -483,7 +483,7 @@ impl Transaction for SqliteTransaction {
     async fn lock_actor(
         &mut self,
         actor: ActorKey<'_, '_>,
-        _wait: bool,
+        _wait: LockWait,
         now: i64,
         known: Option<Version>,
     ) -> Result<Option<LockedActor>> {

@@ -41,8 +41,8 @@ use super::instances::{lock_row, RowLocks};
 use super::owned_transaction::{CommitPacket, OwnedTransaction};
 use super::query::{get, Dialect, On, Row};
 use super::{
-    require_current, ActorKey, Bounds, Counters, LockedActor, ReadConnections, SchemaMode, Stats,
-    Store, Transaction, Version, WorkNotices, WriteConnection,
+    require_current, ActorKey, Bounds, Counters, LockWait, LockedActor, ReadConnections,
+    SchemaMode, Store, Transaction, Version, WorkNotices, WriteConnection,
 };
 use crate::error::{Error, Result};
 
@@ -149,6 +149,10 @@ impl MySqlStore {
     /// `autocommit` on each would have been committed on its own (a handler's writes
     /// applied twice, seen on a Galera cluster).
     ///
+    /// On a session whose `autocommit` was already off (an application's pool can set it so),
+    /// an earlier read left a transaction open, in which the isolation cannot be set: the
+    /// `COMMIT` before it ends that one, as `START TRANSACTION` would end it anyway.
+    ///
     /// The transaction's first statement is a savepoint its `COMMIT` releases first
     /// ([`ALIVE`]): a transaction the server aborted while the turn was between statements
     /// (which MariaDB's Galera does without telling the statements after the abort in the
@@ -157,7 +161,7 @@ impl MySqlStore {
     /// ([`CommitPacket::Leading`]), so an abort after the release is reported to it.
     fn begin_statement(&self, bounds: &Bounds) -> String {
         format!(
-            "{}; {}; SET SESSION autocommit = 0; \
+            "{}; {}; SET SESSION autocommit = 0; COMMIT; \
              SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION; \
              SAVEPOINT solid_alive",
             self.flavor.keep_statement(),
@@ -418,8 +422,8 @@ impl Store for MySqlStore {
         }))
     }
 
-    fn stats(&self) -> Stats {
-        self.counters.snapshot()
+    fn counters(&self) -> &Counters {
+        &self.counters
     }
 
     async fn close(&self) {
@@ -478,7 +482,7 @@ impl Transaction for MySqlTransaction {
     async fn lock_actor(
         &mut self,
         actor: ActorKey<'_, '_>,
-        wait: bool,
+        wait: LockWait,
         now: i64,
         known: Option<Version>,
     ) -> Result<Option<LockedActor>> {

@@ -28,8 +28,9 @@ use super::instances::LOCK_ACTOR_AND_HEAD;
 use super::owned_transaction::{OwnedTransaction, Parked};
 use super::query::{query, Dialect, On};
 use super::{
-    require_current, rows, ActorKey, Bounds, Counters, LockedActor, ReadConnections, SchemaMode,
-    StateNotice, StateNotices, Stats, Store, Transaction, Version, WorkNotices, WriteConnection,
+    require_current, rows, ActorKey, Bounds, Counters, LockWait, LockedActor, ReadConnections,
+    SchemaMode, StateNotice, StateNotices, Store, Transaction, Version, WorkNotices,
+    WriteConnection,
 };
 use crate::error::Result;
 
@@ -89,6 +90,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         11,
         "activity",
         include_str!("../../../migrations/postgres/0011_activity.sql"),
+    ),
+    (
+        12,
+        "lock without creating",
+        include_str!("../../../migrations/postgres/0012_lock_without_creating.sql"),
     ),
 ];
 
@@ -377,8 +383,8 @@ impl Store for PostgresStore {
         }))
     }
 
-    fn stats(&self) -> Stats {
-        self.counters.snapshot()
+    fn counters(&self) -> &Counters {
+        &self.counters
     }
 
     async fn reconnect(&self, deadline: Instant) -> Result<()> {
@@ -471,7 +477,7 @@ impl Transaction for PostgresTransaction {
     async fn lock_actor(
         &mut self,
         actor: ActorKey<'_, '_>,
-        wait: bool,
+        wait: LockWait,
         now: i64,
         known: Option<Version>,
     ) -> Result<Option<LockedActor>> {
@@ -482,7 +488,11 @@ impl Transaction for PostgresTransaction {
         let row = query(LOCK_ACTOR_AND_HEAD)
             .bind(actor.actor_type)
             .bind(actor.actor_id)
-            .bind(wait)
+            .bind(match wait {
+                LockWait::Wait => Some(true),
+                LockWait::Skip => Some(false),
+                LockWait::SkipMissing => None,
+            })
             .bind(now)
             .bind(known.incarnation)
             .bind(known.revision)
