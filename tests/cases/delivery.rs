@@ -78,6 +78,41 @@ impl Worklog {
         Err(reject!(changed_my_mind, "The note is withdrawn").into())
     }
 
+    /// Writes `label` in a transaction of the handler's own, begun on the turn's connection
+    /// and committed, then rejects if `reject`.
+    #[command]
+    async fn note_in_own_transaction(
+        &mut self,
+        turn: &mut Turn<Self>,
+        label: String,
+        reject: bool,
+    ) -> Result<(), TurnError> {
+        use sqlx::Connection;
+        const INSERT: &str = "INSERT INTO notes (label) VALUES (?)";
+        if turn.sqlite().await.is_ok() {
+            let mut own = turn.sqlite().await?.begin().await?;
+            sqlx::query(INSERT).bind(&label).execute(&mut *own).await?;
+            own.commit().await?;
+        } else if turn.postgres().await.is_ok() {
+            let mut own = turn.postgres().await?.begin().await?;
+            let numbered = support::numbered_placeholders(INSERT);
+            sqlx::query(&numbered)
+                .bind(&label)
+                .execute(&mut *own)
+                .await?;
+            own.commit().await?;
+        } else {
+            let mut own = turn.mysql().await?.begin().await?;
+            sqlx::query(INSERT).bind(&label).execute(&mut *own).await?;
+            own.commit().await?;
+        }
+        self.log.push(label);
+        if reject {
+            return Err(reject!(changed_my_mind, "The note is withdrawn").into());
+        }
+        Ok(())
+    }
+
     #[query]
     fn log(&self) -> Vec<String> {
         self.log.clone()
@@ -625,6 +660,44 @@ async fn application_rows_written_before_a_rejection_are_rolled_back() {
     assert_eq!(
         count(&harness, "solid_messages WHERE status = 'rejected'").await,
         1
+    );
+    runtime.close().await;
+}
+
+/// A handler's own transaction on the turn's connection is a savepoint of the turn's: its
+/// commit keeps its rows only if the turn commits. Each turn after the first begins on the
+/// connection the one before left (parked), as a busy runtime's turns do. On a server only:
+/// SQLite's writer begins its transactions itself, and sqlx there refuses a handler's own
+/// `begin()` ("cannot start a transaction within a transaction").
+#[tokio::test]
+async fn a_handlers_own_transaction_commits_only_with_its_turn() {
+    let harness = Harness::new();
+    if !harness.backend().is_server() {
+        return;
+    }
+    execute(&harness, "CREATE TABLE notes (label TEXT NOT NULL)").await;
+    let runtime = harness.start().await;
+    let worklog = runtime.reference::<Worklog>("w");
+
+    for round in 0..4 {
+        worklog
+            .note_in_own_transaction(format!("kept-{round}"), false)
+            .await
+            .unwrap();
+        let rejected = worklog
+            .note_in_own_transaction(format!("withdrawn-{round}"), true)
+            .await;
+        assert_eq!(rejection_code(rejected), "changed_my_mind");
+    }
+
+    assert_eq!(count(&harness, "notes").await, 4);
+    assert_eq!(
+        count(&harness, "notes WHERE label LIKE 'withdrawn-%'").await,
+        0
+    );
+    assert_eq!(
+        worklog.log().await.unwrap(),
+        ["kept-0", "kept-1", "kept-2", "kept-3"]
     );
     runtime.close().await;
 }

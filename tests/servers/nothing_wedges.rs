@@ -1084,3 +1084,49 @@ async fn an_actor_is_unlocked_when_a_call_or_pass_that_commits_nothing_returns()
     assert!(backend::row_is_free_while_this_thread_blocks(&url, "b"));
     runtime.close().await;
 }
+
+// ---------------------------------------------------------------------------------------
+// A transaction waiting for the pool
+// ---------------------------------------------------------------------------------------
+
+/// A transaction that waits for a connection from the pool gets one: while it waits, the
+/// connections other transactions leave go back to the pool, not to the ones the store keeps
+/// parked for the next transactions (which take those first, and would overtake it for
+/// ever under a steady load).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_transaction_waiting_for_the_pool_is_not_overtaken_for_ever() {
+    let Some((_server, url)) = database().await else {
+        return;
+    };
+    let runtime = runtime_on(&url, 4, &ManualClock::starting_now()).await;
+    let busy = AtomicBool::new(true);
+    let load = (0..8).map(|lane| {
+        let (busy, runtime) = (&busy, &runtime);
+        async move {
+            let other = runtime.reference::<Pen>(format!("busy-{lane}"));
+            while busy.load(Ordering::SeqCst) {
+                other
+                    .enqueue()
+                    .receive(format!("{lane}"))
+                    .await
+                    .expect("another actor's enqueue");
+            }
+        }
+    });
+    let load = futures_util::future::join_all(load);
+    let patient = async {
+        let pen = runtime.reference::<Pen>("patient");
+        for entry in 0..40 {
+            within(
+                10,
+                "an enqueue waiting for the pool under a steady load",
+                pen.enqueue().receive(format!("{entry}")),
+            )
+            .await
+            .expect("the enqueue is acknowledged");
+        }
+        busy.store(false, Ordering::SeqCst);
+    };
+    tokio::join!(load, patient);
+    runtime.close().await;
+}

@@ -621,10 +621,18 @@ fn refuse_undeclared_handlers(engine: &Engine) -> Result<()> {
     )))
 }
 
+/// How long the start looks for effects that no handler here runs: the look only warns, so a
+/// database that does not answer in time never holds the start.
+const UNHANDLED_LOOK: Duration = Duration::from_secs(1);
+
 /// Warns of each kind of effect that waits to run with no handler in this runtime: unless
 /// another process has one, those effects never run and their replies never come.
 async fn warn_of_unhandled_effects(engine: &Engine) {
-    match engine.unhandled_effects().await {
+    let Ok(looked) = tokio::time::timeout(UNHANDLED_LOOK, engine.unhandled_effects()).await else {
+        tracing::debug!("the database did not say in time which effects have no handler here");
+        return;
+    };
+    match looked {
         Ok(pending) => {
             for kind in pending {
                 tracing::warn!(

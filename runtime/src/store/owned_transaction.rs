@@ -18,7 +18,7 @@
 
 use std::borrow::Cow;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use sqlx::pool::PoolConnection;
@@ -82,7 +82,10 @@ impl<DB: Database> OwnedTransaction<DB> {
         deadline: Instant,
         statement: String,
         lost: &(dyn Fn() + Sync),
-    ) -> Result<Self> {
+    ) -> Result<Self>
+    where
+        for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    {
         let mut tries = pool.options().get_max_connections();
         loop {
             match Self::begin_once(pool, parked, deadline, statement.clone()).await {
@@ -104,13 +107,20 @@ impl<DB: Database> OwnedTransaction<DB> {
         parked: Option<&Arc<Parked<DB>>>,
         deadline: Instant,
         statement: String,
-    ) -> Result<Self> {
+    ) -> Result<Self>
+    where
+        for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    {
         let connection = match parked.and_then(|parked| parked.take()) {
             Some(connection) => connection,
-            None => match tokio::time::timeout_at(deadline, pool.acquire()).await {
-                Ok(connection) => connection?,
-                Err(_) => return Err(sqlx::Error::PoolTimedOut.into()),
-            },
+            None => {
+                // While it waits, connections that transactions leave go back to the pool.
+                let _waiting = parked.map(|parked| parked.wait_for_the_pool());
+                match tokio::time::timeout_at(deadline, pool.acquire()).await {
+                    Ok(connection) => connection?,
+                    Err(_) => return Err(sqlx::Error::PoolTimedOut.into()),
+                }
+            }
         };
         let mut transaction = Self {
             connection: Some(connection),
@@ -118,8 +128,16 @@ impl<DB: Database> OwnedTransaction<DB> {
             phase: Phase::Beginning,
             close_if_abandoned: false,
         };
-        let begun =
-            DB::TransactionManager::begin(transaction.live(), Some(Cow::Owned(statement))).await;
+        let connection = transaction.live();
+        let begun = if DB::TransactionManager::get_transaction_depth(connection) > 0 {
+            // A parked connection whose transaction ended by statements of ours (MySQL's): sqlx
+            // still counts one, which this transaction now is.
+            sqlx::Executor::execute(&mut **connection, statement.as_str())
+                .await
+                .map(drop)
+        } else {
+            DB::TransactionManager::begin(connection, Some(Cow::Owned(statement))).await
+        };
         match begun {
             Ok(()) => {
                 transaction.phase = Phase::Open;
@@ -187,9 +205,11 @@ impl<DB: Database> OwnedTransaction<DB> {
     /// and then `end` leading `after`.
     ///
     /// sqlx's transaction depth still counts the transaction afterwards (its transaction
-    /// manager ends one only with a statement of its own): the rollback it then queues is
-    /// sent, on a connection already outside any transaction, by the pool's check of the
-    /// returned connection, where it does nothing.
+    /// manager ends one only with a statement of its own, and a handler that begins a
+    /// transaction on the turn's connection gets a savepoint only while it counts one): a
+    /// parked connection keeps that count for the next transaction that begins on it, and
+    /// one given back to the pool queues sqlx's rollback, which the pool's check of the
+    /// returned connection sends, outside any transaction, where it does nothing.
     #[cfg(feature = "mysql")]
     async fn end_around(
         mut self,
@@ -213,7 +233,6 @@ impl<DB: Database> OwnedTransaction<DB> {
                 sqlx::Executor::execute(&mut **self.live(), statements.as_str()).await?;
             }
         }
-        DB::TransactionManager::start_rollback(self.live());
         self.phase = Phase::Done;
         Ok(())
     }
@@ -287,8 +306,12 @@ impl<DB: Database> Drop for OwnedTransaction<DB> {
         };
         match self.phase {
             Phase::Done => {
-                if let Some(parked) = &self.parked {
-                    parked.put(connection);
+                let unparked = match &self.parked {
+                    Some(parked) => parked.put(connection),
+                    None => Some(connection),
+                };
+                if let Some(mut pooled) = unparked {
+                    to_the_pool(&mut pooled);
                 }
             }
             Phase::Open if !self.close_if_abandoned => {
@@ -307,17 +330,21 @@ impl<DB: Database> Drop for OwnedTransaction<DB> {
 /// turn).
 ///
 /// At most half the pool's connections wait here, so that reads, which take theirs from the
-/// pool, always find some; the rest go back to the pool as before. A parked connection
-/// the server closed meanwhile shows at the next `BEGIN`, which begins again on another.
+/// pool, always find some; the rest go back to the pool as before. None is parked while a
+/// transaction waits for the pool: it would wait behind every later transaction that finds
+/// a parked one. A parked connection the server closed meanwhile shows at the next `BEGIN`,
+/// which begins again on another.
 pub(crate) struct Parked<DB: Database> {
     connections: Mutex<Vec<PoolConnection<DB>>>,
     capacity: usize,
+    /// Transactions waiting for a connection from the pool.
+    waiting: Arc<AtomicUsize>,
     /// Set when the store closes: no connection is parked from then on.
     released: AtomicBool,
 }
 
-// Only PostgreSQL's store parks connections; a build without it still compiles the type.
-#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+// Only the servers' stores park connections; a SQLite-only build still compiles the type.
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
 impl<DB: Database> Parked<DB> {
     /// Room for half of `pool`'s connections (none for a pool of one).
     pub(crate) fn beside(pool: &Pool<DB>) -> Self {
@@ -325,6 +352,7 @@ impl<DB: Database> Parked<DB> {
         Self {
             connections: Mutex::new(Vec::with_capacity(capacity)),
             capacity,
+            waiting: Arc::default(),
             released: AtomicBool::new(false),
         }
     }
@@ -337,10 +365,17 @@ impl<DB: Database> Parked<DB> {
             .pop()
     }
 
-    /// Parks a clean connection, or gives it back to the pool when there is no room.
-    fn put(&self, connection: PoolConnection<DB>) {
-        if self.released.load(Ordering::Acquire) {
-            return;
+    /// Counts a transaction waiting for the pool until the guard is dropped.
+    fn wait_for_the_pool(&self) -> WaitingForThePool {
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        WaitingForThePool(Arc::clone(&self.waiting))
+    }
+
+    /// Parks a clean connection, or hands it back (for the pool) when there is no room or a
+    /// transaction waits for the pool.
+    fn put(&self, connection: PoolConnection<DB>) -> Option<PoolConnection<DB>> {
+        if self.released.load(Ordering::Acquire) || self.waiting.load(Ordering::Acquire) > 0 {
+            return Some(connection);
         }
         let mut connections = self
             .connections
@@ -348,7 +383,9 @@ impl<DB: Database> Parked<DB> {
             .unwrap_or_else(PoisonError::into_inner);
         if connections.len() < self.capacity {
             connections.push(connection);
+            return None;
         }
+        Some(connection)
     }
 
     /// Closes every parked connection (they are to a host the pool has left).
@@ -374,6 +411,24 @@ impl<DB: Database> Parked<DB> {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner),
         );
-        drop(parked);
+        for mut connection in parked {
+            to_the_pool(&mut connection);
+        }
+    }
+}
+
+/// Readies a connection for the pool, which gives it to any caller: sqlx counts no
+/// transaction on it any more (a parked one may still count the last one, which statements of
+/// ours ended; its queued rollback then does nothing).
+fn to_the_pool<DB: Database>(connection: &mut PoolConnection<DB>) {
+    DB::TransactionManager::start_rollback(connection);
+}
+
+/// A transaction counted as waiting for the pool, until dropped.
+struct WaitingForThePool(Arc<AtomicUsize>);
+
+impl Drop for WaitingForThePool {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }

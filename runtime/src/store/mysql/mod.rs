@@ -38,7 +38,7 @@ use self::migration_lock::MigrationLock;
 pub(crate) use self::statement::{spelled, Borrowed};
 use super::connect::{open_pool, Endpoint};
 use super::instances::{lock_row, RowLocks};
-use super::owned_transaction::{CommitPacket, OwnedTransaction};
+use super::owned_transaction::{CommitPacket, OwnedTransaction, Parked};
 use super::query::{get, Dialect, On, Row};
 use super::{
     require_current, ActorKey, Bounds, Counters, LockWait, LockedActor, ReadConnections,
@@ -77,6 +77,8 @@ enum Flavor {
 pub(crate) struct MySqlStore {
     /// One pool serves turns and reads alike.
     readers: MySqlPool,
+    /// The connections turns left clean, for the next turns: no pool check between them.
+    parked: Arc<Parked<MySql>>,
     counters: Arc<Counters>,
     flavor: Flavor,
     /// How a turn's `COMMIT` is sent: leading a string of its own on a Galera node.
@@ -130,6 +132,7 @@ impl MySqlStore {
             SchemaMode::RequireCurrent => require_current(applied(&pool).await?, MIGRATIONS)?,
         }
         Ok(Self {
+            parked: Arc::new(Parked::beside(&pool)),
             readers: pool,
             counters: Arc::default(),
             flavor,
@@ -410,9 +413,15 @@ impl Store for MySqlStore {
     async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>> {
         // One round trip: the bounds and the isolation travel with the BEGIN.
         let begin = self.begin_statement(&bounds);
-        let tx = OwnedTransaction::begin(&self.readers, None, bounds.deadline, begin, &|| {})
-            .await?
-            .close_if_abandoned();
+        let tx = OwnedTransaction::begin(
+            &self.readers,
+            Some(&self.parked),
+            bounds.deadline,
+            begin,
+            &|| {},
+        )
+        .await?
+        .close_if_abandoned();
         Ok(Box::new(MySqlTransaction {
             tx,
             counters: Arc::clone(&self.counters),
@@ -427,6 +436,7 @@ impl Store for MySqlStore {
     }
 
     async fn close(&self) {
+        self.parked.release();
         if self.owns_pool {
             self.readers.close().await;
         }
