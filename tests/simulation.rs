@@ -230,7 +230,7 @@ const KILLED_AT: &str = "SIMULATION_KILLED_AT";
 /// The seeds whose runs crash for real. (Fixed seeds only: a rare seed does not replay the
 /// same in another process, see the testing guide, and a random one would make this test
 /// fail at random.)
-const KILLED_SEEDS: u64 = 12;
+const KILLED_SEEDS: u64 = 16;
 
 /// Runs `seed` in a child process (this test binary again) on the file at `path` until its
 /// `nth` crash, kills it there with SIGKILL, and goes on from the model it handed over;
