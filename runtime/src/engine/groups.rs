@@ -17,12 +17,14 @@
 //! The rules a group keeps:
 //! - A member never waits for a lock while the group holds others: its actor is locked
 //!   without waiting, and one another transaction holds runs alone, in a transaction of its
-//!   own. So does a member whose actor has queued messages (strict order: they run first),
-//!   and one whose turn failed outside its handler or ran past the group's budget. Nothing
-//!   of such a member is kept: its savepoint is rolled back.
-//! - A member hears "committed" only after the group's `COMMIT`; a `COMMIT` that failed
-//!   tells each member that nothing was kept (it runs again), and one whose answer was lost
-//!   tells each to look its message up by request id, as a lone turn's does.
+//!   own. So does a member whose actor has no row yet (creating it could wait for another
+//!   transaction's insert), one whose actor has queued messages (strict order: they run
+//!   first), and one whose turn failed outside its handler or ran past the group's budget or
+//!   its own caller's time. Nothing of such a member is kept: its savepoint is rolled back.
+//! - A member hears its answer only after the group's `COMMIT`, a message its idempotency
+//!   key found included (it may be an earlier member's); a `COMMIT` that failed tells each
+//!   member that nothing was kept (it runs again), and one whose answer was lost tells each
+//!   to look its message up by request id, as a lone turn's does.
 //! - A member whose caller went away before the leader took it is dropped, unrun; one taken
 //!   commits with the group. A leader that goes away takes its taken members' answers with
 //!   it: they look their messages up. Members still queued when a group closes try again.
