@@ -162,11 +162,25 @@ impl MySqlStore {
     /// same string) is not the one the `COMMIT` would end, and the release, failing, keeps
     /// that `COMMIT` from running. On Galera the `COMMIT` also leads a string of its own
     /// ([`CommitPacket::Leading`]), so an abort after the release is reported to it.
+    ///
+    /// On a Galera node the `START TRANSACTION` waits until the node has applied every
+    /// transaction the cluster committed before it (`wsrep_sync_wait`, set for that statement
+    /// only): a message enqueued and acknowledged through another node is then in this
+    /// transaction's view, and a message enqueued here gets a later id than it (each node
+    /// hands out `AUTO_INCREMENT` ids past only the rows it has applied), so one caller's
+    /// messages run in the order they were acknowledged, through whichever node.
     fn begin_statement(&self, bounds: &Bounds) -> String {
+        let (causal, after) = match self.commit_packet {
+            CommitPacket::Leading => (
+                "SET @solid_sync_wait = @@SESSION.wsrep_sync_wait, SESSION wsrep_sync_wait = 1; ",
+                "SET SESSION wsrep_sync_wait = @solid_sync_wait; ",
+            ),
+            CommitPacket::Shared => ("", ""),
+        };
         format!(
             "{}; {}; SET SESSION autocommit = 0; COMMIT; \
-             SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION; \
-             SAVEPOINT solid_alive",
+             SET TRANSACTION ISOLATION LEVEL READ COMMITTED; {causal}START TRANSACTION; \
+             {after}SAVEPOINT solid_alive",
             self.flavor.keep_statement(),
             self.flavor.bound_statements(bounds.statement)
         )
