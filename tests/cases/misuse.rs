@@ -503,3 +503,91 @@ async fn effects_nobody_handles_are_warned_about_once_and_listed() {
     assert_eq!((listed[0].name.as_str(), listed[0].count), ("postcard", 2));
     runtime.close().await;
 }
+
+/// A letter: an effect that another process runs while this one looks.
+#[derive(Serialize, Deserialize)]
+struct Letter {}
+
+impl Effect for Letter {
+    const NAME: &'static str = "letter";
+    type Output = ();
+}
+
+#[actor]
+#[derive(Default)]
+struct LetterWriter {}
+
+#[actor]
+impl LetterWriter {
+    #[command]
+    fn write(&mut self, turn: &mut Turn<Self>) {
+        turn.emit(Letter {});
+    }
+}
+
+/// An effect that another process's handler is running right now (claimed, its lease live)
+/// is not one "waiting to run" with no handler: a runtime without the handler (a web
+/// process that leaves effects to the workers', as the guide suggests) lists no unhandled
+/// effect for it, its doctor names no problem ("register one .. or they never run" would
+/// be untrue: one runs), and its drain is clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_effect_another_process_is_running_is_not_listed_as_unhandled() {
+    let harness = Harness::new();
+    let gate = support::gates::gate("misuse-letter-running");
+    let worker = {
+        let gate = Arc::clone(&gate);
+        harness
+            .store()
+            .await
+            .clock(harness.clock.clone())
+            .policy(AllowAll)
+            .effect(move |_: Letter, _: EffectContext| {
+                let gate = Arc::clone(&gate);
+                async move {
+                    gate.pass().await;
+                    Ok(())
+                }
+            })
+            .start()
+            .await
+            .unwrap()
+    };
+    worker
+        .reference::<LetterWriter>("w")
+        .write()
+        .await
+        .unwrap();
+    let running = {
+        let worker = worker.clone();
+        tokio::spawn(async move { worker.testing().run_effects().await })
+    };
+    gate.reached(1).await;
+
+    // Another process, without the letter's handler, looks while the worker runs it.
+    let web = harness
+        .store()
+        .await
+        .clock(harness.clock.clone())
+        .policy(AllowAll)
+        .actor::<LetterWriter>()
+        .start()
+        .await
+        .unwrap();
+    let listed = web.admin().unhandled_effects().await.unwrap();
+    let report = web.admin().doctor().await.unwrap();
+    let drained = web.testing().drain().await.unwrap();
+    gate.open();
+    assert_eq!(running.await.unwrap().unwrap(), 1);
+    web.close().await;
+    worker.close().await;
+    assert!(
+        listed.is_empty() && report.unhandled_effects.is_empty(),
+        "an effect another runtime's handler is running is listed as unhandled: {listed:?}"
+    );
+    assert!(
+        !report.problems.iter().any(|problem| problem.contains("letter")),
+        "the doctor calls an effect another runtime is running a problem: {:?}",
+        report.problems
+    );
+    assert!(drained.is_clean(), "{drained:?}");
+}

@@ -818,3 +818,161 @@ async fn a_handlers_own_missing_savepoint_is_its_failure_not_a_conflict() {
          {called:?}; want one run and HandlerFailed"
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Connections parked between turns
+// ---------------------------------------------------------------------------------------
+
+/// The ids of every session on the case's database but the observer's own.
+async fn sessions_of(observer: &sqlx::MySqlPool) -> Vec<i64> {
+    sqlx::query_scalar(
+        "SELECT ID FROM information_schema.PROCESSLIST
+         WHERE DB = DATABASE() AND ID <> CONNECTION_ID()",
+    )
+    .fetch_all(observer)
+    .await
+    .unwrap()
+}
+
+/// A call right after the server ended every session of the runtime (a restart, a failover,
+/// an operator's `KILL`) while connections sat parked between turns begins on a new
+/// connection, as a read does: it must not hand the caller the error of a `BEGIN` on a
+/// session that is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_after_the_server_ended_the_parked_sessions_runs_on_a_new_connection() {
+    let Some((url, clock)) = database().await else {
+        return;
+    };
+    let runtime = runtime(&url, &clock).await;
+    let ledger = runtime.reference::<Ledger>("restarted-call");
+    // Two concurrent callers of two actors leave two connections parked (half of 4).
+    let other = runtime.reference::<Ledger>("restarted-other");
+    let (a, b) = tokio::join!(ledger.record("one".to_owned()), other.record("one".to_owned()));
+    a.unwrap();
+    b.unwrap();
+    let observer = sqlx::MySqlPool::connect(&url).await.unwrap();
+    let sessions = sessions_of(&observer).await;
+    assert!(!sessions.is_empty(), "the runtime had no session to end");
+    for id in &sessions {
+        observer
+            .execute(format!("KILL {id}").as_str())
+            .await
+            .unwrap();
+    }
+    observer.close().await;
+
+    let called = tokio::time::timeout(SOON, ledger.record("two".to_owned())).await;
+    let other_called = tokio::time::timeout(SOON, other.record("two".to_owned())).await;
+    runtime.close().await;
+    assert!(
+        matches!(called, Ok(Ok(2))) && matches!(other_called, Ok(Ok(2))),
+        "after the server ended the parked sessions, the calls heard {called:?} and \
+         {other_called:?}; want Ok(2) each"
+    );
+}
+
+/// The application's pool is the application's: a runtime on it holds a connection while a
+/// turn runs ("Each turn holds one of its connections while it runs"), not while it is idle.
+/// After a call, with no turn running, the application takes every connection of its pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_runtime_holds_none_of_the_applications_pool() {
+    let Some((url, clock)) = database().await else {
+        return;
+    };
+    let pool = MySqlPoolOptions::new()
+        .max_connections(2)
+        .acquire_timeout(Duration::from_secs(3))
+        .connect(&url)
+        .await
+        .unwrap();
+    let runtime = Runtime::builder()
+        .mysql_pool(pool.clone())
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .start()
+        .await
+        .unwrap();
+    runtime
+        .reference::<Ledger>("idle")
+        .record("x".to_owned())
+        .await
+        .unwrap();
+    // The runtime is idle now: the application takes both of its pool's connections.
+    let first = pool.acquire().await;
+    let second = pool.acquire().await;
+    let (first, second) = (first.map(drop), second.map(drop));
+    runtime.close().await;
+    pool.close().await;
+    assert!(
+        first.is_ok() && second.is_ok(),
+        "with the runtime idle, the application's two acquires on its pool of two heard \
+         {first:?} and {second:?}"
+    );
+}
+
+/// A runtime dropped without `close` (a test that panicked, an application that forgot)
+/// gives the application's pool back its connections as it found them: the application's
+/// `begin()` then begins a transaction, whose rollback undoes its rows, not a savepoint of a
+/// transaction sqlx still counts from the runtime's last turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_applications_transaction_after_a_dropped_runtime_rolls_back() {
+    let Some((url, clock)) = database().await else {
+        return;
+    };
+    let pool = MySqlPoolOptions::new()
+        .max_connections(4)
+        .connect(&url)
+        .await
+        .unwrap();
+    pool.execute("CREATE TABLE app_rows_dropped (n INT NOT NULL)")
+        .await
+        .unwrap();
+    {
+        let runtime = Runtime::builder()
+            .mysql_pool(pool.clone())
+            .clock(clock.clone())
+            .policy(AllowAll)
+            .start()
+            .await
+            .unwrap();
+        let (d1, d2) = (
+            runtime.reference::<Ledger>("d1"),
+            runtime.reference::<Ledger>("d2"),
+        );
+        let (a, b) = tokio::join!(d1.record("x"), d2.record("x"));
+        a.unwrap();
+        b.unwrap();
+        drop(runtime);
+    }
+    // Every connection of the pool, each in a transaction of the application's.
+    let mut begun = Vec::new();
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        match pool.begin().await {
+            Ok(mut application) => {
+                sqlx::query("INSERT INTO app_rows_dropped VALUES (1)")
+                    .execute(&mut *application)
+                    .await
+                    .unwrap();
+                held.push(application);
+                begun.push(Ok(()));
+            }
+            Err(error) => begun.push(Err(error.to_string())),
+        }
+    }
+    let mut rolled_back = Vec::new();
+    for application in held {
+        rolled_back.push(application.rollback().await.map_err(|e| e.to_string()));
+    }
+    let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM app_rows_dropped")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    assert!(
+        rows == 0 && begun.iter().all(Result::is_ok) && rolled_back.iter().all(Result::is_ok),
+        "after a runtime on the application's pool was dropped, the application's four \
+         begin() heard {begun:?}, their rollbacks {rolled_back:?}, and {rows} rolled-back \
+         row(s) stayed (want four Ok begins and rollbacks, 0 rows)"
+    );
+}

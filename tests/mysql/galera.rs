@@ -24,6 +24,8 @@ use solid_objects::admin::{DeadLetterFilter, EffectFilter};
 use solid_objects::prelude::*;
 use solid_objects::{Effect, EffectContext};
 
+use sqlx::Connection;
+
 use crate::support::galera::{Galera, NODES};
 
 /// How long one call may take, certification conflicts and their reruns included.
@@ -892,4 +894,75 @@ async fn calls_answered_through_a_node_killed_under_them_are_all_in_the_cluster(
         );
     }
     through_killed.close().await;
+}
+
+/// A turn's `BEGIN` on a node that cannot catch up with the cluster in time (its applier
+/// paused: here by another session's `FLUSH TABLES WITH READ LOCK`, as a backup tool takes
+/// it; the causal wait of `START TRANSACTION` then runs out with 1205) leaves the session as it
+/// found it: the application's pool then has its connection with the application's own
+/// `wsrep_sync_wait`, `autocommit` and lock wait, not the turn's. Under ten seconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_begin_that_waits_out_its_causal_wait_leaves_the_session_as_it_found_it() {
+    let Some((cluster, database)) = database().await else {
+        return;
+    };
+    let url = cluster.url(0, &database);
+    let admin = sqlx::MySqlPool::connect(&cluster.url(0, "")).await.unwrap();
+    sqlx::query("SET GLOBAL wsrep_provider_options = 'repl.causal_read_timeout=PT1S'")
+        .execute(&admin)
+        .await
+        .unwrap();
+    let pool = sqlx::mysql::MySqlPoolOptions::new()
+        .max_connections(1)
+        .connect(&url)
+        .await
+        .unwrap();
+    let session = "SELECT CAST(@@session.wsrep_sync_wait AS SIGNED), \
+                   CAST(@@session.autocommit AS SIGNED), \
+                   CAST(@@session.innodb_lock_wait_timeout AS SIGNED)";
+    let before: (i64, i64, i64) = sqlx::query_as(session).fetch_one(&pool).await.unwrap();
+    let clock = ManualClock::starting_now();
+    let runtime = Runtime::builder()
+        .mysql_pool(pool.clone())
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .sync_timeout(Duration::from_secs(3))
+        .start()
+        .await
+        .unwrap();
+    let tally = runtime.reference::<Tally>("paused-node");
+    tally.add().await.unwrap();
+
+    // Node 0's applier stops; node 1 commits a write node 0 cannot apply meanwhile.
+    let mut lock = sqlx::MySqlConnection::connect(&url).await.unwrap();
+    sqlx::query("FLUSH TABLES WITH READ LOCK")
+        .execute(&mut lock)
+        .await
+        .unwrap();
+    let other = sqlx::MySqlPool::connect(&cluster.url(1, &database))
+        .await
+        .unwrap();
+    sqlx::query("CREATE TABLE moved_on (n INT PRIMARY KEY)")
+        .execute(&other)
+        .await
+        .unwrap();
+    let called = tally.add().await;
+    sqlx::query("UNLOCK TABLES").execute(&mut lock).await.unwrap();
+    drop(lock);
+    other.close().await;
+
+    let after: (i64, i64, i64) = sqlx::query_as(session).fetch_one(&pool).await.unwrap();
+    runtime.close().await;
+    pool.close().await;
+    sqlx::query("SET GLOBAL wsrep_provider_options = 'repl.causal_read_timeout=PT30S'")
+        .execute(&admin)
+        .await
+        .unwrap();
+    admin.close().await;
+    eprintln!("the call on the paused node heard {called:?}");
+    assert_eq!(
+        after, before,
+        "the application's session (wsrep_sync_wait, autocommit, innodb_lock_wait_timeout) \
+         after a turn's BEGIN waited out its causal wait (the call heard {called:?})"
+    );
 }
