@@ -1130,3 +1130,61 @@ async fn a_transaction_waiting_for_the_pool_is_not_overtaken_for_ever() {
     tokio::join!(load, patient);
     runtime.close().await;
 }
+
+/// Holds the first run of [`Holder::hold`] until the test releases it.
+static HOLDER_PAUSE: Pause = Pause::new();
+
+/// Holds its turn, and its connection, while the test looks.
+#[actor]
+#[derive(Default)]
+struct Holder {
+    held: u32,
+}
+
+#[actor]
+impl Holder {
+    #[command]
+    async fn hold(&mut self) -> u32 {
+        HOLDER_PAUSE.hold_first_run().await;
+        self.held += 1;
+        self.held
+    }
+}
+
+/// A read (an actor's snapshot, an operator's listing) takes its connection from the pool,
+/// and the store parks at most half of the pool so that reads always find some: on a pool
+/// of two, with one connection in a long turn and the other left parked by a call that
+/// committed meanwhile, a snapshot of another actor still reads at once, not after the long
+/// turn ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_read_finds_a_connection_while_the_other_is_in_a_long_turn() {
+    let Some((_server, url)) = database().await else {
+        return;
+    };
+    let runtime = runtime_on(&url, 2, &ManualClock::starting_now()).await;
+    let held = {
+        let runtime = runtime.clone();
+        tokio::spawn(async move { runtime
+                .reference::<Holder>("long")
+                .timeout(Duration::from_secs(30))
+                .hold()
+                .await
+        })
+    };
+    HOLDER_PAUSE.entered().await;
+    // A call of another actor commits meanwhile, on the pool's other connection.
+    let quick = runtime.reference::<Pen>("quick");
+    within(10, "another actor's call", quick.receive("x".to_owned()))
+        .await
+        .expect("another actor's call");
+    let read = tokio::time::timeout(Duration::from_secs(3), quick.snapshot())
+        .await
+        .map(|state| state.map(|state| state.received));
+    HOLDER_PAUSE.release();
+    within(10, "the long turn", held).await.unwrap().unwrap();
+    runtime.close().await;
+    assert!(
+        matches!(&read, Ok(Ok(received)) if received == &["x"]),
+        "a snapshot with one connection in a long turn and the other parked heard {read:?}"
+    );
+}
