@@ -591,3 +591,31 @@ async fn an_effect_another_process_is_running_is_not_listed_as_unhandled() {
     );
     assert!(drained.is_clean(), "{drained:?}");
 }
+
+/// The promise of `#[actor(effects(..))]`: in a runtime that runs effects, a forgotten
+/// `.effect(..)` fails, not in production. An application names its actor types by the
+/// references it takes (`Builder::actor` is for processes that only run workers): a call
+/// through a reference to an actor that declares an effect this runtime has no handler for
+/// is refused with the same configuration error, before it stores an effect that waits for
+/// ever.
+#[tokio::test]
+async fn a_declared_effect_without_a_handler_is_refused_for_an_actor_referenced_after_start() {
+    let harness = Harness::new();
+    let runtime = harness
+        .store()
+        .await
+        .policy(AllowAll)
+        .effect(|_: Telegram, _: EffectContext| async { Ok(()) })
+        .start()
+        .await
+        .expect("no actor type is known yet");
+    let called = runtime.reference::<Correspondent>("later").write_home().await;
+    let drained = runtime.testing().drain().await.unwrap();
+    runtime.close().await;
+    assert!(
+        matches!(&called, Err(solid_objects::Error::Config(message)) if message.contains("postcard")),
+        "a call through an actor that declares an effect with no handler here heard {called:?} \
+         (and left {:?} waiting)",
+        drained.unhandled_effects
+    );
+}
