@@ -5,6 +5,8 @@
 //! binary as its child processes (selecting one function by its full name) and runs on
 //! SQLite, PostgreSQL and MariaDB.
 
+#[path = "processes/chains_across_processes.rs"]
+mod chains_across_processes;
 #[path = "processes/chaos.rs"]
 mod chaos;
 #[path = "processes/crash.rs"]

@@ -552,11 +552,7 @@ async fn an_effect_another_process_is_running_is_not_listed_as_unhandled() {
             .await
             .unwrap()
     };
-    worker
-        .reference::<LetterWriter>("w")
-        .write()
-        .await
-        .unwrap();
+    worker.reference::<LetterWriter>("w").write().await.unwrap();
     let running = {
         let worker = worker.clone();
         tokio::spawn(async move { worker.testing().run_effects().await })
@@ -585,7 +581,10 @@ async fn an_effect_another_process_is_running_is_not_listed_as_unhandled() {
         "an effect another runtime's handler is running is listed as unhandled: {listed:?}"
     );
     assert!(
-        !report.problems.iter().any(|problem| problem.contains("letter")),
+        !report
+            .problems
+            .iter()
+            .any(|problem| problem.contains("letter")),
         "the doctor calls an effect another runtime is running a problem: {:?}",
         report.problems
     );
@@ -609,7 +608,10 @@ async fn a_declared_effect_without_a_handler_is_refused_for_an_actor_referenced_
         .start()
         .await
         .expect("no actor type is known yet");
-    let called = runtime.reference::<Correspondent>("later").write_home().await;
+    let called = runtime
+        .reference::<Correspondent>("later")
+        .write_home()
+        .await;
     let drained = runtime.testing().drain().await.unwrap();
     runtime.close().await;
     assert!(

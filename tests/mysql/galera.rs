@@ -78,13 +78,23 @@ impl Effect for Noted {
     type Output = ();
 }
 
-/// A fresh database on the process's cluster; `None`, and the test skips, on a machine
-/// without MariaDB or Galera outside CI.
-async fn database() -> Option<(&'static Galera, String)> {
+/// A fresh database on the process's cluster, and the cluster shared for as long as the
+/// test holds the guard; `None`, and the test skips, on a machine without MariaDB or Galera
+/// outside CI.
+async fn database() -> Option<(&'static Galera, String, ClusterShared)> {
     let cluster = Galera::shared()?;
+    let shared = PAUSING.clone().read_owned().await;
     let database = cluster.database().await;
-    Some((cluster, database))
+    Some((cluster, database, shared))
 }
+
+/// A test's share of the cluster: while any test holds one, no test pauses a node.
+type ClusterShared = tokio::sync::OwnedRwLockReadGuard<()>;
+
+/// Taken for writing by a test that pauses a node's applier (which stalls every commit
+/// through that node), so that it runs alone on the cluster.
+static PAUSING: std::sync::LazyLock<std::sync::Arc<tokio::sync::RwLock<()>>> =
+    std::sync::LazyLock::new(std::sync::Arc::default);
 
 /// A runtime on node `node` of the cluster, with `clock`.
 async fn runtime(cluster: &Galera, node: usize, database: &str, clock: &ManualClock) -> Runtime {
@@ -121,7 +131,7 @@ async fn scalar(cluster: &Galera, node: usize, database: &str, sql: &str) -> i64
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runtimes_starting_at_once_on_different_nodes_apply_each_migration_once() {
     for _ in 0..3 {
-        let Some((cluster, database)) = database().await else {
+        let Some((cluster, database, _shared)) = database().await else {
             return;
         };
         let clock = ManualClock::starting_now();
@@ -149,9 +159,9 @@ async fn runtimes_starting_at_once_on_different_nodes_apply_each_migration_once(
             assert_eq!(tally.add().await.unwrap(), 1);
             runtime.close().await;
         }
-        // Each of this build's migrations (1 and 11) once.
+        // Each of this build's migrations (1, 11 and 13) once.
         let migrations = "SELECT COUNT(*) FROM solid_schema_migrations";
-        assert_eq!(scalar(cluster, 0, &database, migrations).await, 2);
+        assert_eq!(scalar(cluster, 0, &database, migrations).await, 3);
     }
 }
 
@@ -161,7 +171,7 @@ async fn runtimes_starting_at_once_on_different_nodes_apply_each_migration_once(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_on_one_actor_through_two_nodes_each_commit_once_and_count_no_failure() {
     const CALLS_PER_NODE: usize = 20;
-    let Some((cluster, database)) = database().await else {
+    let Some((cluster, database, _shared)) = database().await else {
         return;
     };
     let clock = ManualClock::starting_now();
@@ -198,7 +208,7 @@ async fn calls_on_one_actor_through_two_nodes_each_commit_once_and_count_no_fail
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_due_reminder_fires_once_when_every_node_looks() {
     const ACTORS: usize = 30;
-    let Some((cluster, database)) = database().await else {
+    let Some((cluster, database, _shared)) = database().await else {
         return;
     };
     let clock = ManualClock::starting_now();
@@ -247,7 +257,7 @@ async fn a_due_reminder_fires_once_when_every_node_looks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_effect_is_run_once_when_every_node_claims() {
     const EFFECTS: usize = 30;
-    let Some((cluster, database)) = database().await else {
+    let Some((cluster, database, _shared)) = database().await else {
         return;
     };
     let clock = ManualClock::starting_now();
@@ -309,7 +319,7 @@ async fn an_effect_is_run_once_when_every_node_claims() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_through_another_node_sees_the_latest_commit_when_that_node_waits_for_causality() {
     const ROUNDS: i64 = 200;
-    let Some((cluster, database)) = database().await else {
+    let Some((cluster, database, _shared)) = database().await else {
         return;
     };
     let admin = sqlx::MySqlPool::connect(&cluster.url(2, "")).await.unwrap();
@@ -393,7 +403,7 @@ impl Broken {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_callers_enqueues_through_two_nodes_in_turn_run_in_the_order_they_were_acknowledged() {
     const ENQUEUES: u32 = 60;
-    let Some((cluster, database)) = database().await else {
+    let Some((cluster, database, _shared)) = database().await else {
         return;
     };
     let clock = ManualClock::starting_now();
@@ -455,7 +465,7 @@ async fn one_callers_enqueues_through_two_nodes_in_turn_run_in_the_order_they_we
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idempotency_key_used_through_every_node_at_once_stores_one_message() {
     const KEYS: u32 = 10;
-    let Some((cluster, database)) = database().await else {
+    let Some((cluster, database, _shared)) = database().await else {
         return;
     };
     let clock = ManualClock::starting_now();
@@ -501,7 +511,7 @@ async fn an_idempotency_key_used_through_every_node_at_once_stores_one_message()
 async fn destroying_an_actor_through_one_node_while_calls_run_through_another_succeeds() {
     const ROUNDS: usize = 5;
     const CALLS: usize = 10;
-    let Some((cluster, database)) = database().await else {
+    let Some((cluster, database, _shared)) = database().await else {
         return;
     };
     let clock = ManualClock::starting_now();
@@ -539,7 +549,7 @@ async fn destroying_an_actor_through_one_node_while_calls_run_through_another_su
 async fn pausing_and_resuming_an_actor_through_one_node_while_calls_run_through_another_succeeds() {
     const ROUNDS: usize = 10;
     const CALLS: usize = 10;
-    let Some((cluster, database)) = database().await else {
+    let Some((cluster, database, _shared)) = database().await else {
         return;
     };
     let clock = ManualClock::starting_now();
@@ -581,7 +591,7 @@ async fn pausing_and_resuming_an_actor_through_one_node_while_calls_run_through_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_letter_retried_through_every_node_at_once_is_enqueued_once_and_each_hears_it() {
     const DEAD: usize = 10;
-    let Some((cluster, database)) = database().await else {
+    let Some((cluster, database, _shared)) = database().await else {
         return;
     };
     let clock = ManualClock::starting_now();
@@ -639,7 +649,7 @@ async fn a_dead_letter_retried_through_every_node_at_once_is_enqueued_once_and_e
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_effect_retried_through_every_node_at_once_is_revived_once() {
     const DEAD: usize = 10;
-    let Some((cluster, database)) = database().await else {
+    let Some((cluster, database, _shared)) = database().await else {
         return;
     };
     let clock = ManualClock::starting_now();
@@ -701,7 +711,7 @@ async fn a_dead_effect_retried_through_every_node_at_once_is_revived_once() {
 async fn queued_messages_drained_by_every_node_at_once_run_once_in_order_and_count_no_failure() {
     const ACTORS: u32 = 3;
     const PER_ACTOR: u32 = 20;
-    let Some((cluster, database)) = database().await else {
+    let Some((cluster, database, _shared)) = database().await else {
         return;
     };
     let clock = ManualClock::starting_now();
@@ -757,7 +767,7 @@ async fn queued_messages_drained_by_every_node_at_once_run_once_in_order_and_cou
 async fn a_hot_actor_drained_and_called_through_every_node_at_once_counts_no_failure() {
     const QUEUED: u32 = 60;
     const CALLS_PER_NODE: u32 = 5;
-    let Some((cluster, database)) = database().await else {
+    let Some((cluster, database, _shared)) = database().await else {
         return;
     };
     let clock = ManualClock::starting_now();
@@ -903,9 +913,11 @@ async fn calls_answered_through_a_node_killed_under_them_are_all_in_the_cluster(
 /// `wsrep_sync_wait`, `autocommit` and lock wait, not the turn's. Under ten seconds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_begin_that_waits_out_its_causal_wait_leaves_the_session_as_it_found_it() {
-    let Some((cluster, database)) = database().await else {
+    let Some((cluster, database, shared)) = database().await else {
         return;
     };
+    drop(shared);
+    let _alone = PAUSING.write().await;
     let url = cluster.url(0, &database);
     let admin = sqlx::MySqlPool::connect(&cluster.url(0, "")).await.unwrap();
     sqlx::query("SET GLOBAL wsrep_provider_options = 'repl.causal_read_timeout=PT1S'")
@@ -947,7 +959,10 @@ async fn a_begin_that_waits_out_its_causal_wait_leaves_the_session_as_it_found_i
         .await
         .unwrap();
     let called = tally.add().await;
-    sqlx::query("UNLOCK TABLES").execute(&mut lock).await.unwrap();
+    sqlx::query("UNLOCK TABLES")
+        .execute(&mut lock)
+        .await
+        .unwrap();
     drop(lock);
     other.close().await;
 

@@ -1164,7 +1164,8 @@ async fn a_read_finds_a_connection_while_the_other_is_in_a_long_turn() {
     let runtime = runtime_on(&url, 2, &ManualClock::starting_now()).await;
     let held = {
         let runtime = runtime.clone();
-        tokio::spawn(async move { runtime
+        tokio::spawn(async move {
+            runtime
                 .reference::<Holder>("long")
                 .timeout(Duration::from_secs(30))
                 .hold()

@@ -587,6 +587,130 @@ async fn a_runtime_on_the_applications_own_pool() {
     );
 }
 
+/// PostgreSQL's `NOTIFY`, or MySQL's wake-up bell.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_commit_in_one_process_wakes_the_idle_workers_of_another() {
+    let Some(db) = TestDatabase::fresh().await else {
+        return;
+    };
+    let caller = runtime(&db.url, &db.clock).await;
+    let (workers, running) = running_workers(&db, true).await;
+    if db.on_postgres() {
+        let listening = eventually(Duration::from_secs(10), || async {
+            listeners(&db.url).await == 1
+        })
+        .await;
+        assert!(listening, "the workers' runtime listens for work");
+    }
+    let before = workers.stats().work_notices;
+
+    let queued = caller
+        .reference::<Journal>("j")
+        .enqueue()
+        .record("from another process")
+        .await
+        .unwrap();
+
+    let noticed = eventually(Duration::from_secs(10), || async {
+        workers.stats().work_notices > before
+    })
+    .await;
+    assert!(
+        noticed,
+        "the enqueue's commit reached the other runtime as a notice"
+    );
+    // Only the other runtime's worker runs it (the caller runs no workers).
+    let ran = eventually(Duration::from_secs(10), || async {
+        matches!(queued.status().await, Ok(MessageStatus::Completed))
+    })
+    .await;
+    assert!(ran);
+    assert_eq!(
+        caller.stats().work_notices,
+        0,
+        "a runtime that does not run hears nothing"
+    );
+    workers.shutdown();
+    running.await.unwrap().unwrap();
+    workers.close().await;
+    caller.close().await;
+}
+
+/// The connections that carry wake-ups killed by the server (a restart, a failover, an idle
+/// connection reaper), a commit in another process still reaches idle workers as a notice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn wake_ups_come_back_after_the_server_kills_their_connections() {
+    let Some(db) = TestDatabase::fresh().await else {
+        return;
+    };
+    let caller = runtime(&db.url, &db.clock).await;
+    let (workers, running) = running_workers(&db, true).await;
+    let first = caller
+        .reference::<Journal>("j")
+        .enqueue()
+        .record("before")
+        .await
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            matches!(first.status().await, Ok(MessageStatus::Completed))
+        })
+        .await
+    );
+    kill_other_connections(&db.url).await;
+    let before = workers.stats().work_notices;
+    let queued = caller
+        .reference::<Journal>("j")
+        .enqueue()
+        .record("after the kill")
+        .await
+        .unwrap();
+    let noticed = eventually(Duration::from_secs(15), || async {
+        workers.stats().work_notices > before
+    })
+    .await;
+    let ran = eventually(Duration::from_secs(10), || async {
+        matches!(queued.status().await, Ok(MessageStatus::Completed))
+    })
+    .await;
+    workers.shutdown();
+    let _ = tokio::time::timeout(Duration::from_secs(10), running).await;
+    caller.close().await;
+    assert!(noticed && ran, "noticed {noticed}, ran {ran}");
+}
+
+/// Kills every connection to the test's database but the one asking.
+async fn kill_other_connections(url: &str) {
+    let pool = application_pool(url).await;
+    let ids: Vec<i64> = if url.starts_with("postgres://") {
+        sqlx::query_scalar(
+            "SELECT pid::BIGINT FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap()
+    } else {
+        sqlx::query_scalar(
+            "SELECT CAST(id AS SIGNED) FROM information_schema.processlist \
+             WHERE db = DATABASE() AND id <> CONNECTION_ID()",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap()
+    };
+    assert!(!ids.is_empty(), "the runtimes hold connections");
+    for id in ids {
+        let kill = if url.starts_with("postgres://") {
+            format!("SELECT 1 FROM (SELECT pg_terminate_backend({id})) AS t")
+        } else {
+            format!("KILL CONNECTION {id}")
+        };
+        let _ = sqlx::Executor::execute(&pool, kill.as_str()).await;
+    }
+    pool.close().await;
+}
+
 /// A runtime of its own on the database with one worker running, listening for other
 /// processes' work or not.
 pub(crate) async fn running_workers(

@@ -367,8 +367,8 @@ impl Builder {
     /// The longest an idle worker sleeps before it looks for work again (default 1 s, at
     /// least 100 ms; it starts at 100 ms and doubles while there is none; idle workers take
     /// turns, so a runtime polls once per interval however many it runs). A commit in this
-    /// process wakes idle workers at once, and on PostgreSQL so does a commit in any process
-    /// (`LISTEN`/`NOTIFY`): polling is the fallback that finds work whose time came (a
+    /// process wakes idle workers at once, and on PostgreSQL and MySQL so does a commit in any
+    /// process ([`listen`](Builder::listen)): polling is the fallback that finds work whose time came (a
     /// reminder, a delayed message, a retry).
     pub fn idle_poll(mut self, interval: impl IntoDuration) -> Self {
         self.idle_poll = interval.into_duration().max(IDLE_POLL_MIN);
@@ -376,8 +376,11 @@ impl Builder {
     }
 
     /// Whether [`Runtime::run`] listens for work committed by other processes (default
-    /// true; PostgreSQL only, where it takes one connection of its own), and watchers for
-    /// states they commit (one more connection while any actor is watched). Without it,
+    /// true; on PostgreSQL with `LISTEN` on a connection of its own, and watchers for the
+    /// states they commit on one more while any actor is watched; on MySQL by reading a
+    /// wake-up bell row on a connection of its own, every 10 ms while the process is busy and
+    /// every 60 ms after 10 s without work, which the process's commits ring from a second
+    /// connection whether it listens or not). Without it,
     /// idle workers find that work at their next poll ([`idle_poll`](Builder::idle_poll))
     /// and watchers those states at theirs ([`watch_poll`](Builder::watch_poll)); turn it
     /// off where `LISTEN` is not available, such as behind a PgBouncer in transaction
@@ -571,9 +574,9 @@ impl Builder {
         for (name, runner) in &self.effects {
             engine.effects().register(name, runner.retry())?;
         }
-        if !self.effects.is_empty() {
-            refuse_undeclared_handlers(&engine)?;
-        }
+        engine
+            .effects()
+            .refuse_unhandled(&engine.registry().declared_effects())?;
         warn_of_unhandled_effects(&engine).await;
         let runtime = Runtime {
             shared: Arc::new(Shared {
@@ -598,27 +601,6 @@ impl Builder {
         }
         Ok(runtime)
     }
-}
-
-/// In a runtime that runs effects, a handler for every kind of effect its actors declare
-/// (`#[actor(effects(..))]`): otherwise those effects would wait for ever.
-fn refuse_undeclared_handlers(engine: &Engine) -> Result<()> {
-    let missing: Vec<String> = engine
-        .registry()
-        .declared_effects()
-        .into_iter()
-        .filter(|(_, effect)| !engine.effects().handles(effect))
-        .map(|(actor, effect)| format!("{effect:?} (emitted by {actor})"))
-        .collect();
-    if missing.is_empty() {
-        return Ok(());
-    }
-    Err(Error::Config(format!(
-        "this runtime runs effects but has no handler for {}: register each with \
-         Builder::effect, or run this runtime without effect handlers and let another \
-         process run them",
-        missing.join(", ")
-    )))
 }
 
 /// How long the start looks for effects that no handler here runs: the look only warns, so a

@@ -197,7 +197,7 @@ impl Runtime {
     pub fn shutdown(&self) {
         self.shared.closed.store(true, Ordering::Release);
         self.shared.shutdown.notify_waiters();
-        self.engine().wake();
+        self.engine().wake_here();
         self.engine().watchers().close();
     }
 

@@ -111,7 +111,7 @@ impl Runtime {
                 Some(listening) => listening.next().await,
             };
             match waited {
-                Ok(()) => self.engine().wake(),
+                Ok(()) => self.engine().wake_here(),
                 Err(_) if self.is_closed() => return,
                 Err(error) => {
                     tracing::warn!(%error, "listening for work from other processes failed; \

@@ -103,6 +103,37 @@ impl EffectKinds {
             .contains_key(name)
     }
 
+    /// Whether this runtime runs effects: it has a handler for at least one kind.
+    pub(crate) fn runs_any(&self) -> bool {
+        !self
+            .kinds
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_empty()
+    }
+
+    /// Refuses, in a runtime that runs effects, the kinds of `declared` (each with the actor
+    /// type that emits it) that have no handler here: they would wait for ever.
+    pub(crate) fn refuse_unhandled(&self, declared: &[(&str, &str)]) -> Result<()> {
+        if !self.runs_any() {
+            return Ok(());
+        }
+        let missing: Vec<String> = declared
+            .iter()
+            .filter(|(_, effect)| !self.handles(effect))
+            .map(|(actor, effect)| format!("{effect:?} (emitted by {actor})"))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(Error::Config(format!(
+            "this runtime runs effects but has no handler for {}: register each with \
+             Builder::effect, or run this runtime without effect handlers and let another \
+             process run them",
+            missing.join(", ")
+        )))
+    }
+
     /// The names of the kinds handled here, as a JSON array.
     fn handled(&self) -> String {
         let handled: Vec<&str> = self
@@ -331,9 +362,13 @@ impl Engine {
         Ok(revived)
     }
 
-    /// Unfinished effects of kinds this runtime has no handler for.
+    /// Effects waiting to run, of kinds this runtime has no handler for (one that a handler
+    /// elsewhere runs under a live lease is not waiting).
     pub(crate) async fn unhandled_effects(&self) -> Result<Vec<PendingEffects>> {
-        self.store.unhandled_effects(&self.effects.handled()).await
+        let now = micros(self.now());
+        self.store
+            .unhandled_effects(&self.effects.handled(), now)
+            .await
     }
 
     /// Warns once per kind about effects that waited a while with no handler here; if no

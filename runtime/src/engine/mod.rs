@@ -269,8 +269,15 @@ impl Engine {
         &self.effects
     }
 
-    /// Makes `A` known to this engine, so workers and the testing API can run its messages.
+    /// Makes `A` known to this engine, so workers and the testing API can run its messages;
+    /// in a runtime that runs effects, refuses a type that declares an effect it has no
+    /// handler for (the start refuses those of the types the builder named).
     pub(crate) fn register<A: Actor>(&self) -> Result<()> {
+        let declared: Vec<_> = A::EFFECTS
+            .iter()
+            .map(|effect| (A::TYPE_NAME, *effect))
+            .collect();
+        self.effects.refuse_unhandled(&declared)?;
         self.registry.register::<A>()
     }
 
@@ -279,8 +286,17 @@ impl Engine {
         self.config.clock.now()
     }
 
-    /// Wakes every task waiting for work or for a message to finish.
+    /// Wakes every task waiting for work or for a message to finish, after a commit that
+    /// left work or finished a message, and tells other processes where the store carries
+    /// no notice of its own.
     pub(crate) fn wake(&self) {
+        self.store.work_committed();
+        self.wake_here();
+    }
+
+    /// Wakes every task of this process waiting for work or for a message to finish (a
+    /// notice from another process, a shutdown).
+    pub(crate) fn wake_here(&self) {
         self.wake.notify_waiters();
     }
 

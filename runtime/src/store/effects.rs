@@ -17,26 +17,32 @@ use super::{
 };
 use crate::error::Result;
 
-/// Unfinished effects by kind, for kinds not in the JSON array `$1`.
+/// Effects waiting to run by kind, for kinds not in the JSON array `$1`: ready ones, and
+/// running ones whose lease ran out by `$2` (SQLite's lease clock, the runtime's) or by the
+/// server's clock; one a handler in another process runs under a live lease is handled.
 pub(crate) fn unhandled_effects(dialect: Dialect) -> &'static str {
     match dialect {
         Dialect::Sqlite => {
             "SELECT name, COUNT(*) AS count, MIN(created_at) AS oldest_created_at
              FROM solid_effects
-             WHERE status IN ('ready', 'running') AND name NOT IN (SELECT value FROM json_each($1))
+             WHERE (status = 'ready' OR (status = 'running' AND available_at <= $2))
+               AND name NOT IN (SELECT value FROM json_each($1))
              GROUP BY name ORDER BY name"
         }
         Dialect::Postgres => {
             "SELECT name, COUNT(*) AS count, MIN(created_at) AS oldest_created_at
              FROM solid_effects
-             WHERE status IN ('ready', 'running')
+             WHERE (status = 'ready' OR (status = 'running'
+                    AND available_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT))
                AND name NOT IN (SELECT jsonb_array_elements_text($1::jsonb))
              GROUP BY name ORDER BY name"
         }
         Dialect::MySql => {
             "SELECT name, COUNT(*) AS count, MIN(created_at) AS oldest_created_at
              FROM solid_effects
-             WHERE status IN ('ready', 'running') AND name NOT IN (SELECT j.name FROM JSON_TABLE($1, '$[*]'
+             WHERE (status = 'ready' OR (status = 'running'
+                    AND available_at <= CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)))
+               AND name NOT IN (SELECT j.name FROM JSON_TABLE($1, '$[*]'
                    COLUMNS (name VARCHAR(1024) CHARACTER SET utf8mb4 PATH '$')) AS j)
              GROUP BY name ORDER BY name"
         }
@@ -178,17 +184,22 @@ pub(crate) fn lease_micros(lease: Duration) -> i64 {
 /// Reads of the effects, outside any write transaction.
 #[async_trait]
 pub(crate) trait EffectReads: Send + Sync {
-    /// Unfinished effects whose kind is not among `handled` (a JSON array of names), by kind.
-    async fn unhandled_effects(&self, handled: &str) -> Result<Vec<PendingEffects>>;
+    /// Effects waiting to run at `now` (microseconds: ready, or with a lease that ran out)
+    /// whose kind is not among `handled` (a JSON array of names), by kind.
+    async fn unhandled_effects(&self, handled: &str, now: i64) -> Result<Vec<PendingEffects>>;
 }
 
 #[async_trait]
 impl<S: ReadConnections> EffectReads for S {
-    async fn unhandled_effects(&self, handled: &str) -> Result<Vec<PendingEffects>> {
-        let rows = query(unhandled_effects(self.dialect()))
-            .bind(handled)
-            .fetch_all(self.readers())
-            .await?;
+    async fn unhandled_effects(&self, handled: &str, now: i64) -> Result<Vec<PendingEffects>> {
+        let dialect = self.dialect();
+        let unhandled = query(unhandled_effects(dialect)).bind(handled);
+        // The servers' leases run on their own clocks.
+        let unhandled = match dialect {
+            Dialect::Sqlite => unhandled.bind(now),
+            Dialect::Postgres | Dialect::MySql => unhandled,
+        };
+        let rows = unhandled.fetch_all(self.readers()).await?;
         rows.iter().map(rows::pending_effects).collect()
     }
 }

@@ -494,8 +494,9 @@ pub struct Stats {
     pub commits: u64,
     /// SQL statements run inside write transactions, not counting BEGIN and COMMIT.
     pub statements: u64,
-    /// Notices of work committed by any process that reached this runtime's workers
-    /// (PostgreSQL's `LISTEN`; always 0 on SQLite, whose workers poll).
+    /// Notices of work committed by another process that reached this runtime's workers
+    /// (PostgreSQL's `LISTEN`, MySQL's wake-up bell; always 0 on SQLite, whose workers
+    /// poll).
     pub work_notices: u64,
     /// Transactions waiting for SQLite's writer at this moment, a gauge (0 on PostgreSQL,
     /// and on an application's own SQLite pool, whose waits are sqlx's).
@@ -534,7 +535,7 @@ impl Counters {
         self.commits.fetch_add(1, Ordering::Relaxed);
     }
 
-    #[cfg(feature = "postgres")]
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
     pub(crate) fn work_notice(&self) {
         self.work_notices.fetch_add(1, Ordering::Relaxed);
     }
@@ -647,6 +648,11 @@ pub(crate) trait Store:
     async fn reconnect(&self, _deadline: Instant) -> Result<()> {
         Ok(())
     }
+
+    /// Tells other processes, where the database carries no notice of its own, that a
+    /// transaction just committed work (MySQL rings its bell; PostgreSQL's triggers notify,
+    /// and SQLite's processes poll). It never waits.
+    fn work_committed(&self) {}
 
     /// The counters of work done so far.
     fn counters(&self) -> &Counters;

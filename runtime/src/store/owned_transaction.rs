@@ -19,7 +19,8 @@
 use std::borrow::Cow;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
 
 use sqlx::pool::PoolConnection;
 use sqlx::{Database, Pool, TransactionManager};
@@ -144,9 +145,12 @@ impl<DB: Database> OwnedTransaction<DB> {
                 Ok(transaction)
             }
             Err(error) => {
-                // A BEGIN the database refused (busy, say) leaves no transaction behind;
-                // anything else leaves the connection in doubt.
-                if DB::TransactionManager::get_transaction_depth(transaction.live()) == 0
+                // SQLite's BEGIN, refused as busy, leaves no transaction behind. Anything
+                // else leaves the connection in doubt, as does a server's BEGIN string
+                // refused part-way (MySQL's sets the session's bounds and `autocommit`
+                // before a `START TRANSACTION` whose causal wait on Galera can run out).
+                if DB::NAME == "SQLite"
+                    && DB::TransactionManager::get_transaction_depth(transaction.live()) == 0
                     && crate::error::is_busy_database_error(&error)
                 {
                     transaction.phase = Phase::Done;
@@ -329,13 +333,15 @@ impl<DB: Database> Drop for OwnedTransaction<DB> {
 /// acquire, or the ping sqlx's pool sends every connection it takes back (a round trip per
 /// turn).
 ///
-/// At most half the pool's connections wait here, so that reads, which take theirs from the
-/// pool, always find some; the rest go back to the pool as before. None is parked while a
-/// transaction waits for the pool: it would wait behind every later transaction that finds
-/// a parked one. A parked connection the server closed meanwhile shows at the next `BEGIN`,
-/// which begins again on another.
+/// At most half the pool's connections wait here, and none for longer than [`PARK_FOR`]:
+/// the rest go back to the pool as before, and so do these once the store is idle, so that
+/// reads and the application, which take theirs from the pool, find them there. None is
+/// parked while a transaction waits for the pool: it would wait behind every later
+/// transaction that finds a parked one. A parked connection the server closed meanwhile
+/// shows at the next `BEGIN`, which begins again on another. Dropped, it gives its
+/// connections back to the pool, ready for any caller.
 pub(crate) struct Parked<DB: Database> {
-    connections: Mutex<Vec<PoolConnection<DB>>>,
+    connections: Arc<Mutex<ParkedConnections<DB>>>,
     capacity: usize,
     /// Transactions waiting for a connection from the pool.
     waiting: Arc<AtomicUsize>,
@@ -350,7 +356,10 @@ impl<DB: Database> Parked<DB> {
     pub(crate) fn beside(pool: &Pool<DB>) -> Self {
         let capacity = usize::try_from(pool.options().get_max_connections() / 2).unwrap_or(0);
         Self {
-            connections: Mutex::new(Vec::with_capacity(capacity)),
+            connections: Arc::new(Mutex::new(ParkedConnections {
+                idle: Vec::with_capacity(capacity),
+                sweeping: false,
+            })),
             capacity,
             waiting: Arc::default(),
             released: AtomicBool::new(false),
@@ -362,7 +371,9 @@ impl<DB: Database> Parked<DB> {
         self.connections
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .idle
             .pop()
+            .map(|(connection, _)| connection)
     }
 
     /// Counts a transaction waiting for the pool until the guard is dropped.
@@ -377,42 +388,100 @@ impl<DB: Database> Parked<DB> {
         if self.released.load(Ordering::Acquire) || self.waiting.load(Ordering::Acquire) > 0 {
             return Some(connection);
         }
+        // The sweep that gives idle connections back runs on Tokio.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return Some(connection);
+        };
         let mut connections = self
             .connections
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if connections.len() < self.capacity {
-            connections.push(connection);
-            return None;
+        if connections.idle.len() >= self.capacity {
+            return Some(connection);
         }
-        Some(connection)
+        connections.idle.push((connection, Instant::now()));
+        if !connections.sweeping {
+            connections.sweeping = true;
+            runtime.spawn(sweep(Arc::downgrade(&self.connections)));
+        }
+        None
     }
 
     /// Closes every parked connection (they are to a host the pool has left).
     pub(crate) fn close_all(&self) {
-        let parked = std::mem::take(
-            &mut *self
-                .connections
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        );
-        for mut connection in parked {
+        for mut connection in self.drain() {
             connection.close_on_drop();
         }
+    }
+
+    /// Takes every parked connection.
+    fn drain(&self) -> Vec<PoolConnection<DB>> {
+        let idle = std::mem::take(
+            &mut self
+                .connections
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .idle,
+        );
+        idle.into_iter().map(|(connection, _)| connection).collect()
     }
 
     /// Gives every parked connection back to the pool, and every later one too: before the
     /// pool closes, which waits for every connection taken from it.
     pub(crate) fn release(&self) {
         self.released.store(true, Ordering::Release);
-        let parked = std::mem::take(
-            &mut *self
-                .connections
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        );
-        for mut connection in parked {
+        for mut connection in self.drain() {
             to_the_pool(&mut connection);
+        }
+    }
+}
+
+impl<DB: Database> Drop for Parked<DB> {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// How long a connection stays parked with no transaction taking it.
+const PARK_FOR: Duration = Duration::from_millis(20);
+
+/// The parked connections, each with when it was parked, and whether a sweep is under way.
+struct ParkedConnections<DB: Database> {
+    idle: Vec<(PoolConnection<DB>, Instant)>,
+    sweeping: bool,
+}
+
+/// Gives back to the pool each connection parked for [`PARK_FOR`], until none is parked (or
+/// the store is gone).
+async fn sweep<DB: Database>(connections: Weak<Mutex<ParkedConnections<DB>>>) {
+    loop {
+        tokio::time::sleep(PARK_FOR).await;
+        let Some(connections) = connections.upgrade() else {
+            return;
+        };
+        let (stale, done): (Vec<PoolConnection<DB>>, bool) = {
+            let mut parked = connections.lock().unwrap_or_else(PoisonError::into_inner);
+            let (stale, fresh): (Vec<_>, Vec<_>) = std::mem::take(&mut parked.idle)
+                .into_iter()
+                .partition(|(_, parked_at)| parked_at.elapsed() >= PARK_FOR);
+            parked.idle = fresh;
+            let done = parked.idle.is_empty();
+            if done {
+                parked.sweeping = false;
+            }
+            (
+                stale
+                    .into_iter()
+                    .map(|(connection, _)| connection)
+                    .collect(),
+                done,
+            )
+        };
+        for mut connection in stale {
+            to_the_pool(&mut connection);
+        }
+        if done {
+            return;
         }
     }
 }

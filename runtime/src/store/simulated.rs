@@ -91,6 +91,10 @@ impl Store for SimulatedStore {
         self.inner.reconnect(deadline).await
     }
 
+    fn work_committed(&self) {
+        self.inner.work_committed();
+    }
+
     fn counters(&self) -> &Counters {
         self.inner.counters()
     }

@@ -21,10 +21,12 @@
 //! and spelled for MySQL by [`statement`] when first run; the few whose form differs (no
 //! `RETURNING`, no `ON CONFLICT .. DO NOTHING`, no `UPDATE` that reads its own table) are
 //! the statement files' MySQL forms, chosen by the dialect.
-//! There is no `LISTEN`: idle workers and watchers poll.
+//! There is no `LISTEN`: a commit that left work rings a bell row that other processes'
+//! idle workers read at a short interval ([`wake_ups`]); watchers poll.
 
 mod migration_lock;
 mod statement;
+mod wake_ups;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +38,7 @@ use sqlx::{Decode, Executor, MySql, Type, TypeInfo};
 
 use self::migration_lock::MigrationLock;
 pub(crate) use self::statement::{spelled, Borrowed};
+use self::wake_ups::Bell;
 use super::connect::{open_pool, Endpoint};
 use super::instances::{lock_row, RowLocks};
 use super::owned_transaction::{CommitPacket, OwnedTransaction, Parked};
@@ -58,6 +61,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "activity",
         include_str!("../../../migrations/mysql/0011_activity.sql"),
     ),
+    (
+        13,
+        "wake_ups",
+        include_str!("../../../migrations/mysql/0013_wake_ups.sql"),
+    ),
 ];
 
 /// The collation the migrations name: MariaDB's binary collation without padding.
@@ -79,6 +87,8 @@ pub(crate) struct MySqlStore {
     readers: MySqlPool,
     /// The connections turns left clean, for the next turns: no pool check between them.
     parked: Arc<Parked<MySql>>,
+    /// Rung after each commit that left work, for other processes' idle workers.
+    bell: Bell,
     counters: Arc<Counters>,
     flavor: Flavor,
     /// How a turn's `COMMIT` is sent: leading a string of its own on a Galera node.
@@ -133,6 +143,7 @@ impl MySqlStore {
         }
         Ok(Self {
             parked: Arc::new(Parked::beside(&pool)),
+            bell: Bell::beside(&pool),
             readers: pool,
             counters: Arc::default(),
             flavor,
@@ -449,7 +460,12 @@ impl Store for MySqlStore {
         &self.counters
     }
 
+    fn work_committed(&self) {
+        self.bell.ring();
+    }
+
     async fn close(&self) {
+        self.bell.close();
         self.parked.release();
         if self.owns_pool {
             self.readers.close().await;
@@ -457,7 +473,9 @@ impl Store for MySqlStore {
     }
 
     async fn listen(&self) -> Result<Option<Box<dyn WorkNotices>>> {
-        Ok(None)
+        Ok(Some(Box::new(
+            self.bell.listener(Arc::clone(&self.counters)),
+        )))
     }
 
     fn schema(&self) -> (&'static str, i64) {
