@@ -4,6 +4,8 @@
 
 #[path = "api/default_runtime.rs"]
 mod default_runtime;
+#[path = "api/readme.rs"]
+mod readme;
 #[path = "api/rejection_details.rs"]
 mod rejection_details;
 mod support;

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::store::{ActorKey, DueReminder, MessageProgress, NewMessage};
 
 /// What one firing of due reminders did.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Fired {
     /// Occurrences fired: one message each (a recurring reminder that missed several may
     /// fire several).
@@ -65,8 +65,11 @@ impl Engine {
 
     /// One pass of [`fire_due_reminders`](Self::fire_due_reminders), in one transaction.
     async fn fire_due_reminders_once(&self, limit: i64) -> Result<Fired> {
-        let mut tx = self.begin(None).await?;
         let now = micros(self.now());
+        if !self.store.any_reminder_due(now).await? {
+            return Ok(Fired::default());
+        }
+        let mut tx = self.begin(None).await?;
         let skip = self.unreadable_reminders.ids();
         let (mut due, mut unreadable) = (Vec::new(), Vec::new());
         for row in tx.due_reminders(now, limit, &skip).await? {

@@ -5,7 +5,7 @@
 
 use async_trait::async_trait;
 
-use super::query::{built, query, Dialect, Value};
+use super::query::{built, get, query, Dialect, Value};
 use super::{
     rows, ActorKey, DueReminder, ReadConnections, ReminderRecord, ReminderWrite, WriteConnection,
 };
@@ -150,7 +150,14 @@ fn move_reminders(dialect: Dialect, moves: &[(i64, i64)]) -> super::query::Query
 pub(crate) trait ReminderReads: Send + Sync {
     /// The actor's scheduled reminders, the next due first.
     async fn reminders(&self, actor: ActorKey<'_, '_>) -> Result<Vec<ReminderRecord>>;
+
+    /// Whether any reminder is due by `now` (microseconds): one read of the due index, so an
+    /// idle worker's pass begins no transaction to find none.
+    async fn any_reminder_due(&self, now: i64) -> Result<bool>;
 }
+
+/// The earliest due time of any reminder.
+const EARLIEST_DUE: &str = "SELECT MIN(due_at) FROM solid_reminders";
 
 #[async_trait]
 impl<S: ReadConnections> ReminderReads for S {
@@ -161,6 +168,12 @@ impl<S: ReadConnections> ReminderReads for S {
             .fetch_all(self.readers())
             .await?;
         rows.iter().map(rows::reminder).collect()
+    }
+
+    async fn any_reminder_due(&self, now: i64) -> Result<bool> {
+        let row = query(EARLIEST_DUE).fetch_one(self.readers()).await?;
+        let earliest: Option<i64> = get(&row, 0)?;
+        Ok(earliest.is_some_and(|due_at| due_at <= now))
     }
 }
 

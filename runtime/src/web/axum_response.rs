@@ -11,8 +11,8 @@
 //! | `MessageNotFound` | 404 Not Found | `{"code": "not_found", "message"}` |
 //! | `NotDeadLetter` | 409 Conflict | `{"code": "not_dead_letter", "message"}`: only a dead letter is retried |
 //! | `Destroyed` | 410 Gone | `{"code": "destroyed", "message"}` |
-//! | `Paused` | 503 Service Unavailable | `{"code": "paused", "message"}`: an operator paused the actor |
-//! | `StateFromNewerBuild`, `NoMigration` | 503 Service Unavailable | `{"code": "state_version", "message"}`: another build reads this actor |
+//! | `Paused` | 503 Service Unavailable | `{"code": "paused", "message"}`: an operator paused the actor (the message says to try later; the operator's hint goes to the log) |
+//! | `StateFromNewerBuild`, `NoMigration` | 503 Service Unavailable | `{"code": "state_version", "message"}`: another build reads this actor (likewise) |
 //! | `SyncTimeout`, `WaitTimeout` | 504 Gateway Timeout | `{"code": "timeout", "message"}`, with `message_id` and `request_id` when the call's message is queued and runs later |
 //! | `DatabaseUnavailable` | 503 Service Unavailable, with `Retry-After: 1` | `{"code": "database_unavailable", "message", "request_id"}`: no host of the database accepted writes (a failover under way); `request_id` is `null` when nothing was written, and names the request when it may have been carried out (look it up before sending it again); the hosts go to the server's log, not the client |
 //! | `Queued`, and `HandlerFailed` to be retried | 202 Accepted | `{"code": "queued", "message", "message_id", "request_id"}`: the request is in the mailbox and runs later; asking again would run it twice (why the call stopped waiting goes to the server's log, not the client) |
@@ -38,6 +38,12 @@ impl IntoResponse for Error {
         }
         if status == StatusCode::INTERNAL_SERVER_ERROR {
             tracing::error!(error = %self, "a request failed");
+        } else if let Error::Paused { .. }
+        | Error::StateFromNewerBuild { .. }
+        | Error::NoMigration { .. } = self
+        {
+            // What an operator can do about it: the client's body says what it can.
+            tracing::warn!(error = %self, "a request found its actor unavailable");
         } else if status == StatusCode::ACCEPTED {
             tracing::warn!(error = %self, "a request is queued and runs later");
         }
@@ -61,6 +67,15 @@ fn queued(message_id: Option<i64>, request_id: &str) -> (StatusCode, Value) {
             "message_id": message_id,
             "request_id": request_id,
         }),
+    )
+}
+
+/// A 503 whose cause is the operators' to mend (the log has their hint): its body says only
+/// what the client can do.
+fn unavailable(code: &str, message: &str) -> (StatusCode, Value) {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        json!({ "code": code, "message": message }),
     )
 }
 
@@ -97,10 +112,16 @@ pub(crate) fn status_and_body(error: &Error) -> (StatusCode, Value) {
         Error::MessageNotFound => brief(StatusCode::NOT_FOUND, "not_found"),
         Error::NotDeadLetter { .. } => brief(StatusCode::CONFLICT, "not_dead_letter"),
         Error::Destroyed { .. } => brief(StatusCode::GONE, "destroyed"),
-        Error::Paused { .. } => brief(StatusCode::SERVICE_UNAVAILABLE, "paused"),
-        Error::StateFromNewerBuild { .. } | Error::NoMigration { .. } => {
-            brief(StatusCode::SERVICE_UNAVAILABLE, "state_version")
-        }
+        Error::Paused { .. } => unavailable(
+            "paused",
+            "this resource is paused for maintenance; nothing was done: send the request \
+             again later",
+        ),
+        Error::StateFromNewerBuild { .. } | Error::NoMigration { .. } => unavailable(
+            "state_version",
+            "this resource is unavailable while the service is upgraded; nothing was done: \
+             send the request again later",
+        ),
         Error::SyncTimeout {
             message_id,
             request_id: Some(request_id),
@@ -327,5 +348,21 @@ mod tests {
             body,
             json!({"code": "internal", "message": "internal error"})
         );
+    }
+
+    #[tokio::test]
+    async fn a_paused_actor_tells_the_client_to_come_back_and_names_no_operator_tooling() {
+        let error = Error::Paused {
+            actor_type: "Order".into(),
+            actor_id: "o-1".into(),
+        };
+        let (status, body) = respond(error).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body["code"], "paused");
+        let message = body["message"].as_str().unwrap();
+        assert!(message.contains("again later"), "{message}");
+        for operators in ["Admin", "resume", "solid-objects", "o-1"] {
+            assert!(!message.contains(operators), "{message}");
+        }
     }
 }
