@@ -868,12 +868,12 @@ async fn a_delayed_message_due_while_workers_wait_on_the_turn_runs_within_an_idl
         .bump()
         .await
         .unwrap();
-    let before = runtime.stats().transactions;
+    let before = runtime.stats().worker_passes;
     let workers = run(&runtime);
-    // Every idle pass commits its (empty) reminder pass: after eight, the workers have backed
-    // off to the longest poll and take turns.
+    // After eight idle passes the workers have backed off to the longest poll and take
+    // turns.
     let backed_off = eventually(Duration::from_secs(10), || async {
-        runtime.stats().transactions >= before + 8
+        runtime.stats().worker_passes >= before + 8
     })
     .await;
     assert!(backed_off, "the idle workers keep polling");

@@ -10,45 +10,23 @@
 use std::time::Duration;
 
 use solid_objects::{Error, ManualClock, Runtime, TestDatabase};
-use standalone_app::{Book, LOAN, Loan, Member, Outbox, OverdueNotice, start, start_on};
-use tempfile::TempDir;
+use standalone_app::{Book, LOAN, Loan, Member, Outbox, OverdueNotice, start_on};
 
 struct Library {
     clock: ManualClock,
     outbox: Outbox,
     runtime: Runtime,
     /// The test's database, removed when the test ends.
-    _database: Database,
-}
-
-enum Database {
-    Sqlite { _dir: TempDir },
-    Server { _database: TestDatabase },
+    _database: TestDatabase,
 }
 
 async fn library() -> Library {
     let clock = ManualClock::starting_now();
     let outbox = Outbox::default();
-    let (runtime, database) = match std::env::var("LIBRARY_TEST_SERVER") {
-        Ok(server) => {
-            let database = TestDatabase::create(&server)
-                .await
-                .expect("a database of this test's own on the server");
-            let runtime = start_on(database.builder(4), clock.clone(), outbox.clone()).await;
-            (
-                runtime,
-                Database::Server {
-                    _database: database,
-                },
-            )
-        }
-        Err(_) => {
-            let dir = tempfile::tempdir().expect("a temporary directory");
-            let path = dir.path().join("library.db");
-            let runtime = start(path, clock.clone(), outbox.clone()).await;
-            (runtime, Database::Sqlite { _dir: dir })
-        }
-    };
+    let database = TestDatabase::from_env("LIBRARY_TEST_SERVER")
+        .await
+        .expect("a database of this test's own");
+    let runtime = start_on(database.builder(4), clock.clone(), outbox.clone()).await;
     Library {
         clock,
         outbox,

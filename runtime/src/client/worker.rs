@@ -203,6 +203,7 @@ impl Runtime {
     /// One worker pass; true if it did anything. Once the runtime shuts down it starts
     /// nothing new: the turn in flight finishes, and no other.
     async fn work_once(&self) -> Result<bool> {
+        self.engine().store().counters().worker_pass();
         // Reminders that cannot fire (the database gone, say) hold back no mailbox: the
         // pass runs them anyway, and fails there if the database is gone.
         let fired = match self.engine().fire_due_reminders(ACTORS_PER_PASS).await {

@@ -505,6 +505,9 @@ pub struct Stats {
     /// its group ([`GroupCommit`](crate::GroupCommit)): they are in no count of
     /// `transactions` of their own.
     pub grouped_turns: u64,
+    /// Passes the runtime's workers made over the due reminders, the ready mailboxes and the
+    /// due effects, idle polls included (an idle pass may begin no transaction).
+    pub worker_passes: u64,
 }
 
 /// The counters behind [`Stats`].
@@ -516,6 +519,7 @@ pub(crate) struct Counters {
     work_notices: AtomicU64,
     waiting_for_writer: AtomicU64,
     grouped_turns: AtomicU64,
+    worker_passes: AtomicU64,
 }
 
 impl Counters {
@@ -529,6 +533,10 @@ impl Counters {
 
     pub(crate) fn grouped_turn(&self) {
         self.grouped_turns.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn worker_pass(&self) {
+        self.worker_passes.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn commit(&self) {
@@ -561,6 +569,7 @@ impl Counters {
             work_notices: self.work_notices.load(Ordering::Relaxed),
             waiting_for_writer: self.waiting_for_writer.load(Ordering::Acquire),
             grouped_turns: self.grouped_turns.load(Ordering::Relaxed),
+            worker_passes: self.worker_passes.load(Ordering::Relaxed),
         }
     }
 }

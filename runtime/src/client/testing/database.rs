@@ -1,6 +1,6 @@
 //! A database of its own for each test on a PostgreSQL or MySQL server (feature
-//! `test-support`): tests that share a server do not see each other's actors, messages or
-//! reminders.
+//! `test-support`), or a temporary SQLite file where no server is named: tests that share a
+//! server do not see each other's actors, messages or reminders.
 
 use std::time::Duration;
 
@@ -38,8 +38,10 @@ const SERVER_WAIT: Duration = Duration::from_secs(30);
 /// # Ok(()) }
 /// ```
 pub struct TestDatabase {
-    /// The server URL it was created through, to drop it through.
+    /// The server URL it was created through, to drop it through (empty for SQLite).
     server_url: String,
+    /// The temporary directory of a SQLite database, removed with it.
+    sqlite: Option<tempfile::TempDir>,
     /// Its own URL.
     url: String,
     name: String,
@@ -84,13 +86,59 @@ impl TestDatabase {
         execute(server, server_url, &create).await?;
         Ok(Self {
             server_url: server_url.to_owned(),
+            sqlite: None,
             url,
             name,
             dropped: false,
         })
     }
 
-    /// The database's URL: the server's, naming this database.
+    /// A database on the server whose URL the environment variable `server_variable` holds
+    /// (as [`create`](TestDatabase::create) makes it), or, where it is unset, a SQLite file
+    /// in a temporary directory removed with the value: the setup that runs an application's
+    /// tests on SQLite by default and on its production server in CI.
+    ///
+    /// ```no_run
+    /// # async fn example() -> Result<(), solid_objects::Error> {
+    /// use solid_objects::{AllowAll, ManualClock, TestDatabase};
+    ///
+    /// // SQLite, or with APP_TEST_SERVER=mysql://root@127.0.0.1:3306/mysql a database there.
+    /// let database = TestDatabase::from_env("APP_TEST_SERVER").await?;
+    /// let runtime = database
+    ///     .builder(4)
+    ///     .clock(ManualClock::starting_now())
+    ///     .policy(AllowAll)
+    ///     .start()
+    ///     .await?;
+    /// // ... the test ...
+    /// runtime.close().await;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`create`](TestDatabase::create)'s for a server; an I/O error as
+    /// [`Error::Config`] if no temporary directory can be made.
+    #[cfg(feature = "sqlite")]
+    pub async fn from_env(server_variable: &str) -> Result<Self> {
+        if let Ok(server_url) = std::env::var(server_variable) {
+            return Self::create(&server_url).await;
+        }
+        let dir = tempfile::tempdir().map_err(|error| {
+            Error::Config(format!("cannot make a temporary directory: {error}"))
+        })?;
+        let path = dir.path().join("test.db");
+        Ok(Self {
+            server_url: String::new(),
+            url: format!("sqlite://{}", path.display()),
+            name: "test.db".to_owned(),
+            sqlite: Some(dir),
+            dropped: false,
+        })
+    }
+
+    /// The database's URL: the server's, naming this database (`sqlite://` and the file's
+    /// path for SQLite).
     pub fn url(&self) -> &str {
         &self.url
     }
@@ -104,6 +152,10 @@ impl TestDatabase {
     /// clock and the policy, then start it.
     pub fn builder(&self, connections: u32) -> Builder {
         let builder = Runtime::builder();
+        #[cfg(feature = "sqlite")]
+        if let Some(dir) = &self.sqlite {
+            return builder.sqlite(dir.path().join(&self.name));
+        }
         match Server::of(&self.url) {
             #[cfg(feature = "postgres")]
             Ok(Server::Postgres) => builder.postgres(&self.url, connections),
@@ -125,6 +177,9 @@ impl TestDatabase {
     /// The server's, or [`Error::Config`] if it does not answer within 30 s.
     pub async fn drop_database(mut self) -> Result<()> {
         self.dropped = true;
+        if self.sqlite.is_some() {
+            return Ok(());
+        }
         drop_named(&self.server_url, &self.name).await
     }
 }
@@ -133,7 +188,7 @@ impl Drop for TestDatabase {
     /// Drops the database if [`drop_database`](TestDatabase::drop_database) did not, on a
     /// thread of its own (a test's async runtime may be a single thread, and busy).
     fn drop(&mut self) {
-        if self.dropped {
+        if self.dropped || self.sqlite.is_some() {
             return;
         }
         let (server_url, name) = (self.server_url.clone(), self.name.clone());

@@ -4,7 +4,7 @@
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use maud::{html, Markup, DOCTYPE};
-use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
 use super::charts;
 use crate::admin::{
@@ -71,12 +71,17 @@ fn overview_link(base: &str) -> &str {
     }
 }
 
+/// What a link's path segment or query value encodes: all but letters, digits, `-` and `_`
+/// (so `seat_inventory` reads as itself in the address bar; `.` and `~` stay encoded, see
+/// [`id_segment`]).
+const ENCODED: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_');
+
 /// The link to an actor's page.
 pub(super) fn actor_link(base: &str, actor_type: &str, actor_id: &str) -> String {
     format!(
         "{base}/actors/{}/{}",
-        utf8_percent_encode(actor_type, NON_ALPHANUMERIC),
-        utf8_percent_encode(&id_segment(actor_id), NON_ALPHANUMERIC)
+        utf8_percent_encode(actor_type, ENCODED),
+        utf8_percent_encode(&id_segment(actor_id), ENCODED)
     )
 }
 
@@ -240,7 +245,7 @@ pub(super) fn overview(
                             td class="num" { (kind.paused) }
                             td class="num" { (kind.ready_messages) }
                             td class="num" {
-                                a href={ (base) "/dead-letters?actor_type=" (utf8_percent_encode(&kind.actor_type, NON_ALPHANUMERIC)) } {
+                                a href={ (base) "/dead-letters?actor_type=" (utf8_percent_encode(&kind.actor_type, ENCODED)) } {
                                     (kind.dead_letters)
                                 }
                             }
@@ -478,5 +483,19 @@ pub(super) fn failure(status: StatusCode, message: &str) -> Markup {
             head { meta charset="utf-8"; title { (status) } style { (STYLE) } }
             body { h1 { (status) } p { (message) } }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_keep_underscores_and_hyphens_and_encode_the_rest() {
+        assert_eq!(
+            actor_link("/ops", "seat_inventory", "show-1_a b/c"),
+            "/ops/actors/seat_inventory/show-1_a%20b%2Fc"
+        );
+        assert_eq!(actor_link("/ops", "T", ".."), "/ops/actors/T/%7E%2E%2E");
     }
 }
