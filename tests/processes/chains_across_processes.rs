@@ -125,7 +125,9 @@ async fn chains_process() {
     let runtime = start(&database).await;
     let running = run(&runtime);
     std::fs::write(markers.join("ready"), "").unwrap();
+    let waiting = Instant::now();
     while !markers.join("go").exists() {
+        assert!(waiting.elapsed() < DEADLINE, "the parent said go");
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     send(&runtime, "split", CHAINS / 2..CHAINS).await;
@@ -177,7 +179,9 @@ async fn chains_finish_on_wake_ups(database: String) {
     let mut child = spawn(&database, markers.path());
     let parent = start(&database).await;
     let running = run(&parent);
+    let waiting = Instant::now();
     while !markers.path().join("ready").exists() {
+        assert!(waiting.elapsed() < DEADLINE, "the child's runtime started");
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     std::fs::write(markers.path().join("go"), "").unwrap();
