@@ -16,6 +16,7 @@ const RESERVED: &[&str] = &[
     "timeout",
     "context",
     "reference",
+    "reference_for_key",
     "enqueue",
     "idempotency_key",
     "message_with_key",

@@ -5,6 +5,7 @@ mod errors;
 mod generate;
 mod model;
 mod parse;
+mod query_body;
 mod reject;
 mod rejection;
 

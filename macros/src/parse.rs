@@ -179,6 +179,11 @@ pub(crate) fn actor_impl(args: TokenStream, item: &mut ItemImpl, errors: &mut Er
                 if errors.len() == before {
                     operations.push(parsed);
                 }
+                // A well-formed query whose body stages is still generated: only its body
+                // is wrong, and callers of it should not see errors of their own.
+                if let (Kind::Query, Some(turn)) = (kind, turn_binding(method)) {
+                    crate::query_body::refuse_commands_only_calls(method, turn, errors);
+                }
             }
         }
     }
@@ -422,6 +427,20 @@ fn operation(kind: Kind, method: &ImplItemFn, errors: &mut Errors) -> Operation 
         },
         span: sig.ident.span(),
     }
+}
+
+/// The name a method binds its `&Turn<..>` (or `&mut Turn<..>`) parameter to.
+fn turn_binding(method: &ImplItemFn) -> Option<proc_macro2::Ident> {
+    method.sig.inputs.iter().find_map(|input| {
+        let FnArg::Typed(typed) = input else {
+            return None;
+        };
+        turn_parameter(&typed.ty)?;
+        match &*typed.pat {
+            Pat::Ident(pat) => Some(pat.ident.clone()),
+            _ => None,
+        }
+    })
 }
 
 /// `&Turn<..>` or `&mut Turn<..>`.

@@ -157,14 +157,6 @@ fn generate(ident: &Ident, variants: &[RejectionVariant]) -> TokenStream {
             }
         }
 
-        impl ::solid_objects::HandlerError for #ident {
-            fn into_handled(self) -> ::solid_objects::__private::Handled {
-                ::solid_objects::__private::Handled::Rejected(
-                    ::solid_objects::TypedRejection::into_rejection(self),
-                )
-            }
-        }
-
         impl ::core::convert::From<#ident> for ::solid_objects::TurnError {
             fn from(rejection: #ident) -> Self {
                 ::solid_objects::TurnError::Rejected(

@@ -244,6 +244,12 @@ pub mod __private {
         detail_from_value, detail_to_value, state_field, RejectionDetail, StateField,
     };
     pub use crate::actor::turn::{ScheduleStage, SendStage, UnscheduleStage};
+
+    /// Stands in for a query's turn in a call only a command can make, which `#[actor]`
+    /// reported as a compile error: it never runs.
+    pub fn refused_turn<'t, A: crate::Actor>(_turn: &crate::Turn<A>) -> &'t mut crate::Turn<A> {
+        unreachable!("#[actor] reported this call as a compile error")
+    }
     pub use serde;
     pub use serde_json;
 }

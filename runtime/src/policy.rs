@@ -104,6 +104,56 @@ impl Request<'_> {
         }
     }
 
+    /// The id of the actor of type `A` this call watches; `None` if the call watches another
+    /// actor type or is not a subscription.
+    ///
+    /// Name the actor by its type rather than by [`actor_type`](Request::actor_type)'s text:
+    /// a renamed actor is then a compile error in the policy, not a silent change of what may
+    /// be watched.
+    ///
+    /// ```
+    /// use solid_objects::policy::{Denied, Policy, Request};
+    /// use solid_objects::prelude::*;
+    ///
+    /// #[actor]
+    /// #[derive(Default)]
+    /// pub struct Show {
+    ///     seats_left: u32,
+    /// }
+    ///
+    /// #[actor]
+    /// impl Show {
+    ///     #[query]
+    ///     pub fn seats_left(&self) -> u32 {
+    ///         self.seats_left
+    ///     }
+    /// }
+    ///
+    /// /// Anyone may watch a public show; nothing else is watched.
+    /// struct BoxOffice;
+    ///
+    /// impl Policy for BoxOffice {
+    ///     fn authorize_message(&self, _request: &Request<'_>) -> Result<(), Denied> {
+    ///         Err(Denied::new("read only"))
+    ///     }
+    ///
+    ///     fn authorize_query(&self, _request: &Request<'_>) -> Result<(), Denied> {
+    ///         Ok(())
+    ///     }
+    ///
+    ///     fn authorize_subscription(&self, request: &Request<'_>) -> Result<(), Denied> {
+    ///         match request.subscription::<Show>() {
+    ///             Some(id) if id.starts_with("public-") => Ok(()),
+    ///             _ => Err(Denied::new("only public shows are watched")),
+    ///         }
+    ///     }
+    /// }
+    /// ```
+    pub fn subscription<A: Actor>(&self) -> Option<&str> {
+        (self.kind == RequestKind::Subscription && self.actor_type == A::TYPE_NAME)
+            .then_some(self.actor_id)
+    }
+
     fn decode<A: Actor, O: Operations>(&self) -> Option<O> {
         if self.actor_type != A::TYPE_NAME || !O::NAMES.contains(&self.operation) {
             return None;

@@ -85,7 +85,7 @@ fn app(runtime: &Runtime, anonymous: bool) -> Router {
     } else {
         dashboard.layer(axum::middleware::from_fn(as_ana))
     };
-    Router::new().nest("/ops", dashboard)
+    dashboard::mount(Router::new(), "/ops", dashboard)
 }
 
 async fn runtime(dir: &tempfile::TempDir) -> Runtime {
@@ -522,6 +522,39 @@ async fn wherever_it_is_mounted_every_link_of_every_page_leads_to_a_page() {
                     "{link}: {target}"
                 );
             }
+        }
+    }
+    runtime.close().await;
+}
+
+/// The overview answers at the mount with or without its trailing slash (`/ops` and
+/// `/ops/`, which redirects to `/ops` with its query), as an operator types it.
+#[tokio::test]
+async fn the_overview_answers_at_the_mount_with_or_without_a_trailing_slash() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = runtime(&dir).await;
+    dead_letter(&runtime, "t-1").await;
+    for (base, app) in [
+        ("/ops", app(&runtime, false)),
+        (
+            "/admin/ops",
+            Router::new().nest("/admin", app(&runtime, false)),
+        ),
+    ] {
+        let (status, _, body) = send(app.clone(), get(base)).await;
+        assert_eq!(status, StatusCode::OK, "{base}: {body}");
+        assert!(body.contains("· solid-objects</title>"), "{base}: {body}");
+        for (slashed, expected) in [
+            (format!("{base}/"), base.to_owned()),
+            (format!("{base}/?window=24h"), format!("{base}?window=24h")),
+        ] {
+            let (status, headers) = send_for_headers(app.clone(), get(&slashed)).await;
+            assert_eq!(status, StatusCode::PERMANENT_REDIRECT, "{slashed}");
+            assert_secured(&slashed, &headers);
+            let location = headers[header::LOCATION].to_str().unwrap();
+            assert_eq!(location, expected, "{slashed}");
+            let (status, _, body) = send(app.clone(), get(location)).await;
+            assert_eq!(status, StatusCode::OK, "{location}: {body}");
         }
     }
     runtime.close().await;

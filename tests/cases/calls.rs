@@ -45,6 +45,18 @@ impl Journal {
         self.pings
     }
 
+    /// Refuses every call before the journal has an entry.
+    #[command]
+    fn amend(&mut self, entry: String) -> Result<usize, Rejection> {
+        if self.entries.is_empty() {
+            return Err(reject!(
+                nothing_to_amend,
+                "There is no entry to amend with {entry}"
+            ));
+        }
+        Ok(self.record(entry))
+    }
+
     #[query]
     fn entries(&self) -> Vec<String> {
         self.entries.clone()
@@ -311,6 +323,77 @@ async fn a_snapshot_of_an_unknown_actor_is_its_default_state_and_creates_nothing
 
     assert!(state.entries.is_empty());
     assert_eq!(count(&harness, "solid_instances").await, 0);
+    runtime.close().await;
+}
+
+/// A rejected call on an actor that never existed (an unauthenticated request to a random
+/// id, say) leaves no rows behind: no actor row, and no message row unless its idempotency
+/// key must answer a retry, which the retention then prunes; a message enqueued for such an
+/// actor and rejected when it runs leaves no actor row either.
+#[tokio::test]
+async fn a_rejected_call_on_an_actor_that_never_existed_leaves_no_rows_but_its_keys() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let rejected = |answer: Result<usize, Error>| match answer {
+        Err(Error::Rejected(rejection)) => rejection.code().to_owned(),
+        other => panic!("the call should be rejected, got {other:?}"),
+    };
+
+    for n in 0..5 {
+        let random = runtime.reference::<Journal>(format!("random-{n}"));
+        assert_eq!(rejected(random.amend("x").await), "nothing_to_amend");
+    }
+    assert_eq!(count(&harness, "solid_instances").await, 0, "actor rows");
+    assert_eq!(count(&harness, "solid_messages").await, 0, "message rows");
+
+    let keyed = runtime.reference::<Journal>("keyed");
+    let first = keyed.clone().idempotency_key("k-1").amend("x").await;
+    let again = keyed.clone().idempotency_key("k-1").amend("x").await;
+    assert_eq!(rejected(first), "nothing_to_amend");
+    assert_eq!(
+        rejected(again),
+        "nothing_to_amend",
+        "the key answers its rejection"
+    );
+    assert_eq!(count(&harness, "solid_instances").await, 0, "actor rows");
+    assert_eq!(
+        count(&harness, "solid_messages WHERE status = 'rejected'").await,
+        1,
+        "the keyed rejection is kept to answer its key"
+    );
+
+    let queued = runtime.reference::<Journal>("queued");
+    queued.enqueue().amend("x").await.unwrap();
+    runtime.testing().drain().await.unwrap();
+    assert_eq!(count(&harness, "solid_instances").await, 0, "actor rows");
+
+    // An actor that lived keeps its rejections' rows as any other finished message.
+    let lived = runtime.reference::<Journal>("lived");
+    lived.record("first").await.unwrap();
+    lived
+        .clone()
+        .idempotency_key("k-2")
+        .record("again")
+        .await
+        .unwrap();
+    assert_eq!(count(&harness, "solid_instances").await, 1, "actor rows");
+
+    harness.clock.advance(Duration::from_secs(400 * 24 * 3600));
+    runtime.admin().prune().await.unwrap();
+    assert_eq!(
+        count(
+            &harness,
+            "solid_messages WHERE actor_id IN ('keyed', 'queued')"
+        )
+        .await,
+        0,
+        "the rejections of actors that never existed are pruned after the retention"
+    );
+    assert_eq!(
+        count(&harness, "solid_messages WHERE actor_id = 'lived'").await,
+        1,
+        "a living actor's newest keyed message is kept to answer its key"
+    );
     runtime.close().await;
 }
 

@@ -645,6 +645,60 @@ async fn retention_prunes_old_finished_messages_but_keeps_recent_keys_and_unfini
     runtime.close().await;
 }
 
+/// A create endpoint's retries under one idempotency key, sent together, make one actor that
+/// runs its first command once, and every retry hears that answer; the same key from
+/// another scope (a tenant, a caller) makes another actor; the same key with other
+/// arguments is a conflict, not a second run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_under_one_key_makes_one_actor_per_scope_whoever_retries() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let answers = support::together(6, |_| {
+        let created = runtime.reference_for_key::<Worklog>("tenant-1", "create-1");
+        async move {
+            (
+                created.id().to_owned(),
+                created.record("order".to_owned()).await,
+            )
+        }
+    })
+    .await;
+    let id = answers[0].0.clone();
+    for (answered_id, answer) in &answers {
+        assert_eq!(
+            answered_id, &id,
+            "every retry names the first request's actor"
+        );
+        assert_eq!(
+            answer.as_ref().ok(),
+            Some(&1),
+            "every retry hears the one run's answer"
+        );
+    }
+    let worklog = runtime.reference::<Worklog>(id.clone());
+    assert_eq!(worklog.snapshot().await.unwrap().log, ["order"]);
+    assert_eq!(
+        count(&harness, "solid_messages").await,
+        1,
+        "one message for six requests"
+    );
+
+    let other = runtime.reference_for_key::<Worklog>("tenant-2", "create-1");
+    assert_ne!(other.id(), id, "another scope's key of the same text");
+    assert_eq!(other.record("order".to_owned()).await.unwrap(), 1);
+
+    let changed = runtime
+        .reference_for_key::<Worklog>("tenant-1", "create-1")
+        .record("another order".to_owned())
+        .await;
+    assert!(
+        matches!(changed, Err(Error::IdempotencyConflict { .. })),
+        "the same key with other arguments: {changed:?}"
+    );
+    assert_eq!(worklog.snapshot().await.unwrap().log, ["order"]);
+    runtime.close().await;
+}
+
 #[tokio::test]
 async fn application_rows_written_before_a_rejection_are_rolled_back() {
     let harness = Harness::new();
@@ -657,10 +711,9 @@ async fn application_rows_written_before_a_rejection_are_rolled_back() {
     assert_eq!(rejection_code(result), "changed_my_mind");
     assert_eq!(count(&harness, "notes").await, 0);
     assert!(worklog.log().await.unwrap().is_empty());
-    assert_eq!(
-        count(&harness, "solid_messages WHERE status = 'rejected'").await,
-        1
-    );
+    // The actor never lived and the call had no key: the rejection keeps no row either.
+    assert_eq!(count(&harness, "solid_messages").await, 0);
+    assert_eq!(count(&harness, "solid_instances").await, 0);
     runtime.close().await;
 }
 

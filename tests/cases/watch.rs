@@ -372,6 +372,60 @@ async fn watching_is_denied_unless_the_policy_allows_it() {
     }
 }
 
+/// Lets callers watch the counters whose id starts with "public-", and nothing else.
+struct PublicCounters;
+
+impl solid_objects::Policy for PublicCounters {
+    fn authorize_message(&self, _request: &Request<'_>) -> Result<(), Denied> {
+        Ok(())
+    }
+
+    fn authorize_query(&self, _request: &Request<'_>) -> Result<(), Denied> {
+        Ok(())
+    }
+
+    fn authorize_subscription(&self, request: &Request<'_>) -> Result<(), Denied> {
+        match request.subscription::<Counter>() {
+            Some(id) if id.starts_with("public-") => Ok(()),
+            _ => Err(Denied::new("only public counters are watched")),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_policy_names_the_watched_actor_by_its_type() {
+    let harness = Harness::new();
+    let runtime = harness
+        .store()
+        .await
+        .clock(harness.clock.clone())
+        .policy(PublicCounters)
+        .start()
+        .await
+        .unwrap();
+    let mut public = runtime.reference::<Counter>("public-1").watch();
+    assert!(
+        matches!(next(&mut public).await, Some(Ok(_))),
+        "a public counter is watched"
+    );
+    let mut private = runtime.reference::<Counter>("private-1").watch();
+    match next(&mut private).await {
+        Some(Err(Error::Unauthorized { reason, .. })) => {
+            assert!(reason.contains("only public counters"), "{reason}");
+        }
+        other => panic!("a private counter's watch should be refused, got {other:?}"),
+    }
+    let mut other_type = runtime.reference::<Steps>("public-1").watch();
+    assert!(
+        matches!(
+            next(&mut other_type).await,
+            Some(Err(Error::Unauthorized { .. }))
+        ),
+        "another actor type with a public id is not a counter"
+    );
+    runtime.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_projection_skips_the_revisions_it_does_not_change() {
     let harness = Harness::new();

@@ -979,3 +979,181 @@ async fn the_applications_transaction_after_a_dropped_runtime_rolls_back() {
          row(s) stayed (want four Ok begins and rollbacks, 0 rows)"
     );
 }
+
+/// The sweep that hands idle parked connections back to the pool runs on the Tokio runtime
+/// of the turn that parked first; a runtime whose first turns ran on a Tokio runtime that has
+/// since ended (a test's, a request's `block_on`) still gives its pool back once idle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_runtime_holds_none_of_the_pool_after_its_first_tokio_runtime_ended() {
+    let Some((url, clock)) = database().await else {
+        return;
+    };
+    let pool = MySqlPoolOptions::new()
+        .max_connections(2)
+        .acquire_timeout(Duration::from_secs(3))
+        .connect(&url)
+        .await
+        .unwrap();
+    let runtime = Runtime::builder()
+        .mysql_pool(pool.clone())
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .start()
+        .await
+        .unwrap();
+    // A first call on a Tokio runtime of its own, which ends right after it.
+    let on_its_own = runtime.clone();
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                on_its_own
+                    .reference::<Ledger>("first")
+                    .record("x".to_owned())
+                    .await
+                    .unwrap();
+            });
+    })
+    .join()
+    .unwrap();
+    runtime
+        .reference::<Ledger>("first")
+        .record("y".to_owned())
+        .await
+        .unwrap();
+    // Idle now: the application takes both of its pool's connections.
+    let first = pool.acquire().await;
+    let second = pool.acquire().await;
+    let (first, second) = (first.map(drop), second.map(drop));
+    runtime.close().await;
+    pool.close().await;
+    assert!(
+        first.is_ok() && second.is_ok(),
+        "with the runtime idle, the application's two acquires on its pool of two heard \
+         {first:?} and {second:?}"
+    );
+}
+
+/// A pool that chooses its database in its `after_connect` hook (`USE`), as an application's
+/// pool may, carries wake-ups too: the bell's connections are made as the pool makes its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn wake_ups_reach_a_runtime_whose_pool_picks_its_database_after_connecting() {
+    let Some((url, clock)) = database().await else {
+        return;
+    };
+    let (server, name) = url.rsplit_once('/').unwrap();
+    let name = name.to_owned();
+    let pool = MySqlPoolOptions::new()
+        .max_connections(4)
+        .after_connect(move |connection, _| {
+            let name = name.clone();
+            Box::pin(async move {
+                connection.execute(format!("USE {name}").as_str()).await?;
+                Ok(())
+            })
+        })
+        .connect(&format!("{server}/mysql"))
+        .await
+        .unwrap();
+    let workers = Runtime::builder()
+        .mysql_pool(pool.clone())
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .actor::<Ledger>()
+        .workers(1)
+        .start()
+        .await
+        .unwrap();
+    let running = tokio::spawn({
+        let workers = workers.clone();
+        async move { workers.run().await }
+    });
+    let caller = runtime(&url, &clock).await;
+    let ledger = caller.reference::<Ledger>("woken");
+    let mut heard = false;
+    // The listener's first read only learns where the bell stands: enqueue until one is heard.
+    for n in 0..20 {
+        let before = workers.stats().work_notices;
+        ledger.enqueue().record(format!("e{n}")).await.unwrap();
+        if crate::support::eventually(Duration::from_secs(1), || async {
+            workers.stats().work_notices > before
+        })
+        .await
+        {
+            heard = true;
+            break;
+        }
+    }
+    workers.shutdown();
+    let _ = tokio::time::timeout(SOON, running).await;
+    workers.close().await;
+    caller.close().await;
+    pool.close().await;
+    assert!(
+        heard,
+        "a runtime on a pool that picks its database after connecting heard no wake-up"
+    );
+}
+
+/// A test database is a copy of a template this build migrated: its tables, columns,
+/// indexes and applied migrations are those a runtime's own migrations make, and a runtime
+/// starts on it without migrating anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_test_database_has_the_schema_the_migrations_make() {
+    let Some((migrated, clock)) = database().await else {
+        return;
+    };
+    runtime(&migrated, &clock).await.close().await;
+    let server = format!("{}/mysql", migrated.rsplit_once('/').unwrap().0);
+    let copy = solid_objects::TestDatabase::create(&server).await.unwrap();
+    let schema = |url: String| async move {
+        let pool = sqlx::MySqlPool::connect(&url).await.unwrap();
+        let mut described = Vec::new();
+        for sql in [
+            "SELECT CONCAT_WS(' ', table_name, column_name, column_type, is_nullable,
+                              COALESCE(column_default, '-'), COALESCE(collation_name, '-'), extra)
+             FROM information_schema.columns WHERE table_schema = DATABASE()
+             ORDER BY table_name, ordinal_position",
+            "SELECT CONCAT_WS(' ', table_name, index_name, seq_in_index, column_name, non_unique,
+                              COALESCE(sub_part, '-'))
+             FROM information_schema.statistics WHERE table_schema = DATABASE()
+             ORDER BY table_name, index_name, seq_in_index",
+            "SELECT CONCAT_WS(' ', table_name, engine, table_collation, COALESCE(create_options, ''))
+             FROM information_schema.tables WHERE table_schema = DATABASE() ORDER BY table_name",
+            "SELECT CONCAT('migration ', version, ' ', description) FROM solid_schema_migrations
+             ORDER BY version",
+            "SELECT CONCAT('bell ', id) FROM solid_wake_ups ORDER BY id",
+        ] {
+            let rows: Vec<Vec<u8>> = sqlx::query_scalar(sql).fetch_all(&pool).await.unwrap();
+            described.extend(rows.into_iter().map(|row| String::from_utf8(row).unwrap()));
+        }
+        pool.close().await;
+        described
+    };
+    let (expected, copied) = (
+        schema(migrated.clone()).await,
+        schema(copy.url().to_owned()).await,
+    );
+    assert!(expected.len() > 40, "{expected:#?}");
+    assert_eq!(
+        copied, expected,
+        "the copy's schema differs from the migrated one"
+    );
+    let started = copy
+        .builder(2)
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .apply_migrations(false)
+        .start()
+        .await;
+    let started = started.expect("a runtime that migrates nothing starts on the copy");
+    started
+        .reference::<Ledger>("l")
+        .record("x".to_owned())
+        .await
+        .unwrap();
+    started.close().await;
+    copy.drop_database().await.unwrap();
+}

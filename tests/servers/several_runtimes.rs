@@ -679,6 +679,63 @@ async fn wake_ups_come_back_after_the_server_kills_their_connections() {
     assert!(noticed && ran, "noticed {noticed}, ran {ran}");
 }
 
+/// A short-lived process (a CLI command, a request handler's own runtime) that enqueues and
+/// closes at once still wakes the workers of another: the wake-up its commit asked for is
+/// sent before the close returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_runtime_that_enqueues_and_closes_at_once_still_wakes_another_process() {
+    let Some(db) = TestDatabase::fresh().await else {
+        return;
+    };
+    let (workers, running) = running_workers(&db, true).await;
+    // A first enqueue from a runtime that stays open, heard: the workers listen.
+    let first = runtime(&db.url, &db.clock).await;
+    first
+        .reference::<Journal>("j")
+        .enqueue()
+        .record("first")
+        .await
+        .unwrap();
+    let listening = eventually(Duration::from_secs(10), || async {
+        workers.stats().work_notices > 0
+    })
+    .await;
+    assert!(listening, "the workers' runtime hears another's enqueue");
+    first.close().await;
+    let journal = workers.reference::<Journal>("j");
+    let first_ran = eventually(Duration::from_secs(10), || async {
+        journal.snapshot().await.is_ok_and(|j| j.entries.len() == 1)
+    })
+    .await;
+    assert!(first_ran, "the workers ran the first message");
+
+    let before = workers.stats().work_notices;
+    let caller = runtime(&db.url, &db.clock).await;
+    caller
+        .reference::<Journal>("j")
+        .enqueue()
+        .record("and gone")
+        .await
+        .unwrap();
+    caller.close().await;
+    let noticed = eventually(Duration::from_secs(10), || async {
+        workers.stats().work_notices > before
+    })
+    .await;
+    let ran = eventually(Duration::from_secs(10), || async {
+        journal.snapshot().await.is_ok_and(|j| j.entries.len() == 2)
+    })
+    .await;
+    workers.shutdown();
+    let _ = tokio::time::timeout(Duration::from_secs(10), running).await;
+    workers.close().await;
+    assert!(
+        noticed,
+        "the enqueue of a runtime closed at once reached the other process as a notice"
+    );
+    assert!(ran, "the other process ran the message");
+}
+
 /// Kills every connection to the test's database but the one asking.
 async fn kill_other_connections(url: &str) {
     let pool = application_pool(url).await;

@@ -22,6 +22,11 @@ pub(crate) fn reference(actor: &ActorImpl, names: &Names) -> TokenStream {
         "A reference to the `{ident}` with this id, through the runtime of the enclosing \
          `runtime.scope(..)`, else the process default (`runtime.make_default()`)."
     );
+    let for_key_doc = format!(
+        "A reference to the `{ident}` that a create request under idempotency key `key` \
+         makes, in `scope` (a tenant, a caller): its id comes from the two, and its calls carry \
+         the key. See `Reference::for_key`."
+    );
     let methods = actor
         .operations
         .iter()
@@ -73,6 +78,15 @@ pub(crate) fn reference(actor: &ActorImpl, names: &Names) -> TokenStream {
             #[allow(dead_code)]
             pub fn reference(id: impl ::core::convert::Into<::std::string::String>) -> #reference {
                 #reference::from(::solid_objects::Reference::new(id))
+            }
+
+            #[doc = #for_key_doc]
+            #[allow(dead_code)]
+            pub fn reference_for_key(
+                scope: &str,
+                key: impl ::core::convert::Into<::std::string::String>,
+            ) -> #reference {
+                #reference::from(::solid_objects::Reference::for_key(scope, key))
             }
         }
 

@@ -76,8 +76,10 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
             }
         }
     });
-    // One impl per reply (of one argument, as checked), on the builder of replies of that
-    // argument's type: a reply that takes another type is not there to call.
+    // One method per reply (of one argument, as checked), on every builder of replies, bound
+    // to the outcome type the reply's argument is: another outcome fails with a message that
+    // names both types (rather than rustc's "no method named .. found", which may point at a
+    // command of a similar name).
     let reply_impls = actor
         .operations
         .iter()
@@ -94,11 +96,32 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
             let ty = &argument.ty;
             let doc = format!("Delivers the effect's outcome to `{name}` as its `{field}`.");
             let cfgs = &command.cfgs;
+            let trait_ident = quote::format_ident!("{}__{}__Receives", ident, command.variant());
+            let expected = type_text(ty);
+            let message = format!(
+                "the reply `{name}` of `{ident}` receives a `{expected}`, but this outcome is a \
+                 `{{Self}}`"
+            );
+            let label = format!("`{name}` takes `{field}: {expected}`");
+            let note = "`on_success()` delivers the effect's `Output`, and `on_failure()` an \
+                        `EffectFailure<E>`: name a reply whose one argument is that type";
             quote! {
                 #(#cfgs)*
-                impl<E: ::solid_objects::Effect> #reply<E, #ty> {
+                #[doc(hidden)]
+                #[allow(non_camel_case_types)]
+                #[diagnostic::on_unimplemented(message = #message, label = #label, note = #note)]
+                pub trait #trait_ident {}
+
+                #(#cfgs)*
+                impl #trait_ident for #ty {}
+
+                #(#cfgs)*
+                impl<E: ::solid_objects::Effect, T> #reply<E, T> {
                     #[doc = #doc]
-                    pub fn #name(self) -> ::solid_objects::Emitted<#ident, E> {
+                    pub fn #name(self) -> ::solid_objects::Emitted<#ident, E>
+                    where
+                        T: #trait_ident,
+                    {
                         self.stage.stage(#stored, #field)
                     }
                 }
@@ -276,4 +299,23 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
             #(#refused_send_methods)*
         }
     }
+}
+
+/// A type as a message shows it (`EffectFailure<ChargeCard>`, not `EffectFailure < ChargeCard >`),
+/// with braces doubled for `#[diagnostic::on_unimplemented]`'s format strings.
+fn type_text(ty: &syn::Type) -> String {
+    let mut text = quote!(#ty).to_string();
+    for (spaced, tight) in [
+        (" < ", "<"),
+        (" <", "<"),
+        ("< ", "<"),
+        (" >", ">"),
+        (" :: ", "::"),
+        (":: ", "::"),
+        (" ,", ","),
+        ("& ", "&"),
+    ] {
+        text = text.replace(spaced, tight);
+    }
+    text.replace('{', "{{").replace('}', "}}")
 }

@@ -24,12 +24,20 @@ pub(crate) fn state(state: &ActorState, item: &ItemStruct) -> TokenStream {
         });
         quote!(const EFFECTS: &'static [&'static str] = &[#(#names),*];)
     });
+    // The one place the state's `Default` is named, spanned on the struct's name: a struct
+    // without it gets one error there (serde's missing fields come from `initial` too).
+    let initial =
+        quote::quote_spanned!(ident.span()=> <Self as ::core::default::Default>::default());
+    let initial_path = LitStr::new(
+        &format!("<{ident} as ::solid_objects::ActorState>::initial"),
+        ident.span(),
+    );
     quote! {
         #[derive(
             ::solid_objects::__private::serde::Serialize,
             ::solid_objects::__private::serde::Deserialize
         )]
-        #[serde(crate = "::solid_objects::__private::serde", default)]
+        #[serde(crate = "::solid_objects::__private::serde", default = #initial_path)]
         #item
 
         impl ::solid_objects::ActorState for #ident {
@@ -37,6 +45,10 @@ pub(crate) fn state(state: &ActorState, item: &ItemStruct) -> TokenStream {
             #max_attempts
             #version
             #effects
+
+            fn initial() -> Self {
+                #initial
+            }
         }
     }
 }

@@ -3,7 +3,7 @@
 use std::fmt;
 
 use crate::actor::handled::Handled;
-use crate::error::{is_transient_database_error, Error, Rejection};
+use crate::error::{is_transient_database_error, Error, Rejection, TypedRejection};
 
 /// A handler's failure: the turn rolls back, the attempt is recorded, and the message is
 /// retried with backoff (or becomes a dead letter at once, if permanent).
@@ -157,6 +157,16 @@ impl HandlerError for Failure {
             error: self.message,
             retryable: self.retryable,
         }
+    }
+}
+
+/// Every typed rejection (`#[derive(Rejection)]`) rejects; one impl for all of them, so a
+/// compile error about another type lists the runtime's error types, not the application's
+/// own enums as if the mistake were there.
+#[diagnostic::do_not_recommend]
+impl<T: TypedRejection> HandlerError for T {
+    fn into_handled(self) -> Handled {
+        Handled::Rejected(self.into_rejection())
     }
 }
 

@@ -35,13 +35,14 @@ use crate::client::reference::Reference;
 /// The durable state of an actor: the struct that carries `#[actor]`.
 ///
 /// `#[actor]` on the struct derives serde for it (with `#[serde(default)]`, so state stored
-/// before a field was added still loads) and implements this trait.
+/// before a field was added still loads) and implements this trait, whose
+/// [`initial`](ActorState::initial) state is the struct's `Default`.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not an actor's state",
     label = "this type needs `#[actor]` on its struct",
     note = "put `#[actor]` on the struct and `#[derive(Default)]` beside it"
 )]
-pub trait ActorState: Default + Serialize + DeserializeOwned + Send + Sync + 'static {
+pub trait ActorState: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The name stored in every row of this actor: `#[actor(name = "...")]`, or the struct's
     /// name. Renaming the struct without setting it orphans the stored rows.
     const TYPE_NAME: &'static str;
@@ -60,6 +61,10 @@ pub trait ActorState: Default + Serialize + DeserializeOwned + Send + Sync + 'st
     /// effects (it has a [`Builder::effect`](crate::Builder::effect) handler) refuses to
     /// start without a handler for each kind its actors declare.
     const EFFECTS: &'static [&'static str] = &[];
+
+    /// The state a new actor starts from, and the fields a stored state lacks are taken
+    /// from: the struct's `Default`.
+    fn initial() -> Self;
 }
 
 /// A set of operations (the commands and reminders of an actor, or its queries), in the

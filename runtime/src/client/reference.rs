@@ -49,6 +49,58 @@ impl<A: Actor> Reference<A> {
         Self::with_runtime(None, id.into())
     }
 
+    /// A reference to the actor that a create request under idempotency key `key` makes, in
+    /// `scope` (a tenant, a caller), with `key` set as its calls' idempotency key.
+    ///
+    /// Idempotency keys belong to one actor, so a create endpoint that made up a new id for
+    /// each request could not deduplicate by key. Here the id comes from the scope and the
+    /// key (a UUID named by them and the actor type): a retry of the request names the same
+    /// actor, and its first command, under the key, answers what the first request's did. The
+    /// same key in another scope names another actor, so two clients that pick one key never
+    /// share an order. Through the process default runtime, as [`Reference::new`].
+    ///
+    /// The key goes with every call through this reference: make the create call through
+    /// it, and later calls through `reference(id)`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use solid_objects::prelude::*;
+    /// #[actor]
+    /// #[derive(Default)]
+    /// pub struct Order { items: Vec<String> }
+    ///
+    /// #[actor]
+    /// impl Order {
+    ///     #[command]
+    ///     pub fn place(&mut self, items: Vec<String>) -> usize {
+    ///         self.items = items;
+    ///         self.items.len()
+    ///     }
+    /// }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # Runtime::builder().sqlite(dir.path().join("a.db")).policy(AllowAll).set_default().start().await?;
+    /// // POST /orders with `Idempotency-Key: k-1`, from tenant 7, sent twice.
+    /// let order = Order::reference_for_key("tenant-7", "k-1");
+    /// assert_eq!(order.place(vec!["book".into()]).await?, 1);
+    /// let retry = Order::reference_for_key("tenant-7", "k-1");
+    /// assert_eq!(retry.id(), order.id());
+    /// assert_eq!(retry.place(vec!["book".into()]).await?, 1); // answered, not run again
+    /// // Another tenant's key of the same text is another order.
+    /// assert_ne!(Order::reference_for_key("tenant-8", "k-1").id(), order.id());
+    /// # Ok(()) }
+    /// ```
+    pub fn for_key(scope: &str, key: impl Into<String>) -> Self {
+        Self::for_key_with_runtime(None, scope, key.into())
+    }
+
+    pub(crate) fn for_key_with_runtime(runtime: Option<Runtime>, scope: &str, key: String) -> Self {
+        let id = crate::ids::id_for_key(A::TYPE_NAME, scope, &key);
+        Self::with_runtime(runtime, id).idempotency_key(key)
+    }
+
     pub(crate) fn with_runtime(runtime: Option<Runtime>, id: String) -> Self {
         Self {
             runtime,

@@ -137,6 +137,19 @@ impl Runtime {
         A::Reference::from(Reference::with_runtime(Some(self.clone()), id.into()))
     }
 
+    /// A typed reference to the actor that a create request under idempotency key `key`
+    /// makes, in `scope`, on this runtime: see [`Reference::for_key`].
+    pub fn reference_for_key<A: Actor>(&self, scope: &str, key: impl Into<String>) -> A::Reference {
+        if let Err(error) = self.engine().register::<A>() {
+            tracing::error!(%error, "cannot register the actor type");
+        }
+        A::Reference::from(Reference::for_key_with_runtime(
+            Some(self.clone()),
+            scope,
+            key.into(),
+        ))
+    }
+
     /// Whether [`shutdown`](Runtime::shutdown) (or [`close`](Runtime::close), or a shutdown
     /// with a deadline) was asked: the runtime then refuses new calls and its workers claim
     /// no more work. A readiness probe can report it.

@@ -104,7 +104,7 @@ impl Engine {
         };
         outcome.record(key.actor_type, &head.operation);
         Ok(Step::Ran(TurnReport {
-            message_id: head.id,
+            message_id: Some(head.id),
             outcome,
         }))
     }

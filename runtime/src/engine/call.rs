@@ -571,7 +571,7 @@ impl Call<'_> {
                 next => next?,
             };
             let step = match step {
-                Step::Ran(report) if report.message_id == message_id => {
+                Step::Ran(report) if report.message_id == Some(message_id) => {
                     return Ok(report.outcome);
                 }
                 Step::Ran(_) => continue,

@@ -226,7 +226,7 @@ impl Engine {
                 Self::release(tx).await;
             }
             return Ok(ControlFlow::Break(Step::Ran(TurnReport {
-                message_id: head.id,
+                message_id: Some(head.id),
                 outcome: Outcome::Destroyed,
             })));
         }

@@ -134,7 +134,8 @@ pub(crate) struct Engine {
 /// What one turn did.
 #[derive(Debug)]
 pub(crate) struct TurnReport {
-    pub(crate) message_id: i64,
+    /// The turn's message; `None` for a fresh call's rejection that kept no row.
+    pub(crate) message_id: Option<i64>,
     pub(crate) outcome: Outcome,
 }
 
@@ -379,7 +380,7 @@ pub(super) fn decode_stored<A: Actor>(
     match state {
         Some(json) => crate::actor::migration::to_current(key.actor_id, state_version, json),
         // `Default` is user code too.
-        None => std::panic::catch_unwind(A::default).map_err(|panic| Error::Panicked {
+        None => std::panic::catch_unwind(A::initial).map_err(|panic| Error::Panicked {
             during: format!("making the default state of {}", key.actor_type),
             message: crate::codec::panic_text(&*panic).to_owned(),
         }),

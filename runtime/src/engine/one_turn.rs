@@ -389,15 +389,29 @@ impl Engine {
             .writes
             .as_ref()
             .and_then(|writes| writes.state_write(instance, version, now));
-        let written = write_message_row(tx, running, progress, state.as_ref())
-            .await
-            .map_err(|error| running.uncommitted(error))?;
-        let Some(message_id) = written else {
-            return Err(Uncommitted::Conflict(format!(
-                "message {} was run by another turn meanwhile",
-                running.message_id.unwrap_or_default()
-            )));
+        // A rejection leaves an actor that never lived as it found it: no row of its own,
+        // and no message row unless an idempotency key must answer a retry with it.
+        let forget = settled.rejected() && instance.never_lived();
+        let message_id = match running.fresh {
+            Some((_, _, None)) if forget => None,
+            _ => {
+                let written = write_message_row(tx, running, progress, state.as_ref())
+                    .await
+                    .map_err(|error| running.uncommitted(error))?;
+                let Some(message_id) = written else {
+                    return Err(Uncommitted::Conflict(format!(
+                        "message {} was run by another turn meanwhile",
+                        running.message_id.unwrap_or_default()
+                    )));
+                };
+                Some(message_id)
+            }
         };
+        if forget {
+            tx.forget_never_lived(running.key)
+                .await
+                .map_err(|error| running.uncommitted(error))?;
+        }
         let mut delivered = Vec::new();
         if let Some(writes) = &settled.writes {
             delivered = writes

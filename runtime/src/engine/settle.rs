@@ -78,6 +78,11 @@ impl Settled {
         matches!(self.kind, SettledKind::Completed(_))
     }
 
+    /// Whether the handler rejected the message.
+    pub(super) fn rejected(&self) -> bool {
+        matches!(self.kind, SettledKind::Rejected { .. })
+    }
+
     /// The message row after this turn.
     pub(super) fn progress(
         &self,

@@ -51,7 +51,8 @@ pub(super) struct Written {
     pub(super) operation: &'static str,
     /// Whether the turn inserted its message (a fresh call's).
     pub(super) fresh: bool,
-    pub(super) message_id: i64,
+    /// The message's row; `None` for a fresh call's rejection that kept none.
+    pub(super) message_id: Option<i64>,
     pub(super) settled: Settled,
     /// The actor's version the turn ran on.
     pub(super) version: Version,

@@ -157,3 +157,44 @@ async fn connect_within<C: Connection>(
         backoff = (backoff * 2).min(MOST_BACKOFF);
     }
 }
+
+/// The server URL with its database replaced by `name`, its query kept (for test
+/// databases).
+#[cfg(feature = "test-support")]
+pub(crate) fn with_database(server_url: &str, name: &str) -> Result<String> {
+    let (base, query) = match server_url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (server_url, None),
+    };
+    let authority_start = base.find("://").map(|at| at + 3).ok_or_else(|| {
+        Error::Config("a test database server URL needs a scheme (postgres://..)".to_owned())
+    })?;
+    let host_end = base[authority_start..]
+        .find('/')
+        .map_or(base.len(), |at| authority_start + at);
+    let mut url = format!("{}/{name}", &base[..host_end]);
+    if let Some(query) = query {
+        url.push('?');
+        url.push_str(query);
+    }
+    Ok(url)
+}
+
+#[cfg(all(test, feature = "test-support"))]
+mod tests {
+    use super::with_database;
+
+    #[test]
+    fn the_database_of_a_server_url_is_replaced_and_its_query_kept() {
+        let url = |server: &str| with_database(server, "t1").unwrap();
+        assert_eq!(
+            url("postgres://u:p@h:5432/postgres"),
+            "postgres://u:p@h:5432/t1"
+        );
+        assert_eq!(url("mysql://root@h"), "mysql://root@h/t1");
+        assert_eq!(
+            url("postgres://u@h/db?sslmode=disable"),
+            "postgres://u@h/t1?sslmode=disable"
+        );
+    }
+}

@@ -108,6 +108,12 @@ pub(crate) fn create_instance(dialect: Dialect) -> &'static str {
 pub(crate) const INSTANCE_EXISTS: &str =
     "SELECT 1 FROM solid_instances WHERE actor_type = $1 AND actor_id = $2";
 
+/// Deletes the actor's (`$1`, `$2`) row if it never held state: its first incarnation, no
+/// revision, not paused (a row that a server's lock created for a turn that was rejected).
+pub(crate) const FORGET_NEVER_LIVED: &str = "DELETE FROM solid_instances
+     WHERE actor_type = $1 AND actor_id = $2 AND state IS NULL AND revision = 0
+       AND incarnation = 1 AND paused_at IS NULL";
+
 /// Whether an operator paused the actor (`$1`, `$2`).
 pub(crate) const IS_PAUSED: &str = "SELECT 1 FROM solid_instances
      WHERE actor_type = $1 AND actor_id = $2 AND paused_at IS NOT NULL";
@@ -242,6 +248,11 @@ pub(crate) trait InstanceWrites: Send {
     /// Ends the actor's current incarnation: deletes its reminders, ends its ready messages
     /// as destroyed, and starts the next incarnation from no state.
     async fn destroy_actor(&mut self, actor: ActorKey<'_, '_>, now: i64) -> Result<()>;
+
+    /// Deletes the actor's row if it never held state ([`FORGET_NEVER_LIVED`]), so that a
+    /// rejected turn of an actor that never existed leaves no row. SQLite's lock creates no
+    /// row, so there it sends nothing.
+    async fn forget_never_lived(&mut self, actor: ActorKey<'_, '_>) -> Result<()>;
 }
 
 #[async_trait]
@@ -269,6 +280,19 @@ impl<T: WriteConnection> InstanceWrites for T {
             .bind(write.revision)
             .bind(write.state_version)
             .bind(write.updated_at)
+            .execute(self.on())
+            .await?;
+        Ok(())
+    }
+
+    async fn forget_never_lived(&mut self, actor: ActorKey<'_, '_>) -> Result<()> {
+        if self.dialect() == Dialect::Sqlite {
+            return Ok(());
+        }
+        self.counters().statement();
+        query(FORGET_NEVER_LIVED)
+            .bind(actor.actor_type)
+            .bind(actor.actor_id)
             .execute(self.on())
             .await?;
         Ok(())

@@ -199,16 +199,20 @@ pub(crate) const RELEASE_DEAD_LETTER: &str =
 pub(crate) const LINK_RETRY: &str = "UPDATE solid_messages SET retried_as = $1 WHERE id = $2";
 
 /// Deletes completed, rejected and destroyed messages that finished before `$1`, but each
-/// actor's `$2` newest finished ones with an idempotency key.
+/// living actor's `$2` newest finished ones with an idempotency key (an actor with no row,
+/// whose calls were all rejected, keeps none past the retention).
 pub(crate) const PRUNE_FINISHED: &str = "DELETE FROM solid_messages
      WHERE status IN ('completed', 'rejected', 'destroyed') AND finished_at < $1
        AND id NOT IN (
          SELECT id FROM (
-           SELECT id, ROW_NUMBER() OVER (
-               PARTITION BY actor_type, actor_id ORDER BY finished_at DESC, id DESC
+           SELECT kept.id, ROW_NUMBER() OVER (
+               PARTITION BY kept.actor_type, kept.actor_id
+               ORDER BY kept.finished_at DESC, kept.id DESC
            ) AS recent
-           FROM solid_messages
-           WHERE idempotency_key IS NOT NULL AND status <> 'ready'
+           FROM solid_messages kept
+           WHERE kept.idempotency_key IS NOT NULL AND kept.status <> 'ready'
+             AND EXISTS (SELECT 1 FROM solid_instances i
+                         WHERE i.actor_type = kept.actor_type AND i.actor_id = kept.actor_id)
          ) AS keyed WHERE recent <= $2
        )";
 

@@ -131,6 +131,12 @@ pub(crate) struct Instance {
 }
 
 impl Instance {
+    /// Whether the actor never held state: its first incarnation, never written, not paused
+    /// (or it has no row at all).
+    pub(crate) fn never_lived(&self) -> bool {
+        self.state.is_none() && self.revision == 0 && self.incarnation == 1 && !self.paused
+    }
+
     /// Where this row stands: its incarnation and revision.
     pub(crate) fn version(&self) -> Version {
         Version {

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use sqlx::pool::PoolConnection;
 use sqlx::{Database, Pool, TransactionManager};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::error::Result;
@@ -359,6 +360,7 @@ impl<DB: Database> Parked<DB> {
             connections: Arc::new(Mutex::new(ParkedConnections {
                 idle: Vec::with_capacity(capacity),
                 sweeping: false,
+                sweeper: None,
             })),
             capacity,
             waiting: Arc::default(),
@@ -400,9 +402,14 @@ impl<DB: Database> Parked<DB> {
             return Some(connection);
         }
         connections.idle.push((connection, Instant::now()));
-        if !connections.sweeping {
+        // A sweep whose Tokio runtime ended (a `block_on` that returned) ended with it.
+        let sweep_ended = connections
+            .sweeper
+            .as_ref()
+            .is_none_or(JoinHandle::is_finished);
+        if !connections.sweeping || sweep_ended {
             connections.sweeping = true;
-            runtime.spawn(sweep(Arc::downgrade(&self.connections)));
+            connections.sweeper = Some(runtime.spawn(sweep(Arc::downgrade(&self.connections))));
         }
         None
     }
@@ -445,10 +452,13 @@ impl<DB: Database> Drop for Parked<DB> {
 /// How long a connection stays parked with no transaction taking it.
 const PARK_FOR: Duration = Duration::from_millis(20);
 
-/// The parked connections, each with when it was parked, and whether a sweep is under way.
+/// The parked connections, each with when it was parked, and the sweep that gives them back.
 struct ParkedConnections<DB: Database> {
     idle: Vec<(PoolConnection<DB>, Instant)>,
+    /// Set while a sweep is under way; its task clears it when it has nothing left to do.
     sweeping: bool,
+    /// The sweep's task, which may also have ended with the Tokio runtime it ran on.
+    sweeper: Option<JoinHandle<()>>,
 }
 
 /// Gives back to the pool each connection parked for [`PARK_FOR`], until none is parked (or

@@ -199,11 +199,15 @@ impl<'r> Testing<'r> {
                     retry_at,
                 } => (error, attempts, retry_at),
             };
+            // A failed attempt always keeps its message's row; only a rejection may not.
+            let Some(message_id) = report.message_id else {
+                continue;
+            };
             let operation = self
                 .runtime
                 .engine()
                 .store()
-                .message(MessageLookup::Id(report.message_id))
+                .message(MessageLookup::Id(message_id))
                 .await?
                 .map(|record| record.operation)
                 .unwrap_or_default();
@@ -211,7 +215,7 @@ impl<'r> Testing<'r> {
                 actor_type,
                 actor_id,
                 operation,
-                message_id: report.message_id,
+                message_id,
                 attempts,
                 error,
             };

@@ -26,6 +26,8 @@
 
 mod migration_lock;
 mod statement;
+#[cfg(feature = "test-support")]
+pub(crate) mod test_database;
 mod wake_ups;
 
 use std::sync::Arc;
@@ -465,7 +467,7 @@ impl Store for MySqlStore {
     }
 
     async fn close(&self) {
-        self.bell.close();
+        self.bell.close().await;
         self.parked.release();
         if self.owns_pool {
             self.readers.close().await;

@@ -17,17 +17,23 @@
 //! commits wake its workers in memory. Each ring sets the row to a value of its own
 //! (`LAST_INSERT_ID(rung + 1)` hands it back), which is how the listener knows.
 //!
+//! The bell's connections are taken from the application's pool and detached from it, so they
+//! are made as the pool makes its own (its `after_connect` hook, credentials it was given
+//! since), and the pool opens others in their place. A runtime that closes sends the ring
+//! its last commit asked for before it returns, within [`CLOSE_RING_WITHIN`], so a
+//! short-lived process wakes the others too.
+//!
 //! The bell works on a Galera cluster too: the row replicates as any write does, and a
 //! node's listener hears a ring made through another node once it has applied it. The
 //! worker it wakes begins with a causal read ([`super`]'s `BEGIN`), so it sees the work.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool};
-use sqlx::{ConnectOptions, Connection, Executor};
+use sqlx::mysql::{MySqlConnection, MySqlPool};
+use sqlx::{Connection, Executor};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -43,6 +49,9 @@ const RING_RETRY: Duration = Duration::from_millis(250);
 /// The most one ring may take, connecting included, before it is given up and sent again on
 /// a new connection.
 const RING_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The most a closing runtime waits to send the ring its last commit asked for.
+const CLOSE_RING_WITHIN: Duration = Duration::from_secs(2);
 
 /// How often a listener reads the bell while its process is busy.
 const WARM_POLL: Duration = Duration::from_millis(10);
@@ -65,9 +74,14 @@ const SESSION: &str = "SET SESSION autocommit = 1, SESSION innodb_lock_wait_time
 
 /// This process's side of the bell: what it rang, and when it was last busy.
 struct Shared {
-    options: MySqlConnectOptions,
+    /// The application's pool, whose connections the bell detaches for its own.
+    pool: MySqlPool,
     /// A ring is wanted (a permit of its own: asks made meanwhile are one ring).
     wanted: Notify,
+    /// How many rings were asked for, and how many of those asks a sent ring answered: a
+    /// closing runtime sends one more ring while the second is behind.
+    asked: AtomicU64,
+    answered: AtomicU64,
     /// The value this process's last ring set.
     rang: AtomicI64,
     /// When this process last rang or heard the bell.
@@ -92,9 +106,9 @@ impl Shared {
         }
     }
 
-    /// A connection of the bell's own, outside the application's pool.
+    /// A connection of the bell's own: made by the application's pool, then detached from it.
     async fn connect(&self) -> Result<MySqlConnection> {
-        let mut connection = self.options.connect().await?;
+        let mut connection = self.pool.acquire().await?.detach();
         connection.execute(SESSION).await?;
         Ok(connection)
     }
@@ -111,8 +125,10 @@ impl Bell {
     pub(super) fn beside(pool: &MySqlPool) -> Self {
         Self {
             shared: Arc::new(Shared {
-                options: (*pool.connect_options()).clone(),
+                pool: pool.clone(),
                 wanted: Notify::new(),
+                asked: AtomicU64::new(0),
+                answered: AtomicU64::new(0),
                 rang: AtomicI64::new(0),
                 busy_at: Mutex::new(Instant::now()),
                 heard: Mutex::new(None),
@@ -124,6 +140,7 @@ impl Bell {
     /// Asks for a ring, soon, after a commit that left work; never waits.
     pub(super) fn ring(&self) {
         self.shared.busy();
+        self.shared.asked.fetch_add(1, Ordering::AcqRel);
         self.shared.wanted.notify_one();
         let mut ringer = self.ringer.lock().unwrap_or_else(PoisonError::into_inner);
         if ringer.as_ref().is_some_and(|task| !task.is_finished()) {
@@ -144,8 +161,28 @@ impl Bell {
         }
     }
 
-    /// Stops ringing (a ring asked for meanwhile is not sent).
-    pub(super) fn close(&self) {
+    /// Stops ringing, after sending the ring that a commit asked for and no ring has
+    /// answered yet (within [`CLOSE_RING_WITHIN`]).
+    pub(super) async fn close(&self) {
+        self.stop();
+        let shared = &self.shared;
+        let asked = shared.asked.load(Ordering::Acquire);
+        if asked > shared.answered.load(Ordering::Acquire) {
+            let mut connection = None;
+            let rung =
+                tokio::time::timeout(CLOSE_RING_WITHIN, ring_once(shared, &mut connection, asked))
+                    .await;
+            if !matches!(rung, Ok(Ok(()))) {
+                tracing::debug!("the wake-up bell's last ring was not sent before the close");
+            }
+            if let Some(connection) = connection {
+                let _ = connection.close().await;
+            }
+        }
+    }
+
+    /// Stops ringing at once (a ring asked for meanwhile is not sent).
+    fn stop(&self) {
         if let Some(ringer) = self
             .ringer
             .lock()
@@ -159,7 +196,7 @@ impl Bell {
 
 impl Drop for Bell {
     fn drop(&mut self) {
-        self.close();
+        self.stop();
     }
 }
 
@@ -168,7 +205,9 @@ async fn ring_for_ever(shared: Arc<Shared>) {
     let mut connection = None;
     loop {
         shared.wanted.notified().await;
-        let rung = tokio::time::timeout(RING_TIMEOUT, ring_once(&shared, &mut connection)).await;
+        let asked = shared.asked.load(Ordering::Acquire);
+        let rung =
+            tokio::time::timeout(RING_TIMEOUT, ring_once(&shared, &mut connection, asked)).await;
         match rung {
             Ok(Ok(())) => tokio::time::sleep(RING_GAP).await,
             failed => {
@@ -185,8 +224,13 @@ async fn ring_for_ever(shared: Arc<Shared>) {
     }
 }
 
-/// One ring, on the bell's connection (made first if there is none).
-async fn ring_once(shared: &Shared, connection: &mut Option<MySqlConnection>) -> Result<()> {
+/// One ring, on the bell's connection (made first if there is none), answering the first
+/// `asked` asks for one.
+async fn ring_once(
+    shared: &Shared,
+    connection: &mut Option<MySqlConnection>,
+    asked: u64,
+) -> Result<()> {
     let connection = match connection {
         Some(connection) => connection,
         None => connection.insert(shared.connect().await?),
@@ -195,6 +239,7 @@ async fn ring_once(shared: &Shared, connection: &mut Option<MySqlConnection>) ->
     if let Ok(rung) = i64::try_from(done.last_insert_id()) {
         shared.rang.store(rung, Ordering::Release);
     }
+    shared.answered.fetch_max(asked, Ordering::AcqRel);
     Ok(())
 }
 

@@ -55,7 +55,8 @@
 //!     next.run(request).await
 //! }
 //!
-//! let app = Router::new().nest(
+//! let app = dashboard::mount(
+//!     Router::new(),
 //!     "/ops",
 //!     dashboard::router(runtime).layer(axum::middleware::from_fn(authenticate)),
 //! );
@@ -91,8 +92,9 @@ use crate::error::Error;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Operator(pub Value);
 
-/// The dashboard's pages and buttons over `runtime`, to mount with [`Router::nest`] (links
-/// follow the path it is mounted at) behind the application's authentication.
+/// The dashboard's pages and buttons over `runtime`, to mount with [`mount`] (or
+/// [`Router::nest`]; links follow the path it is mounted at) behind the application's
+/// authentication.
 pub fn router(runtime: Runtime) -> Router {
     Router::new()
         .route("/", get(overview))
@@ -106,6 +108,31 @@ pub fn router(runtime: Runtime) -> Router {
         .layer(axum::middleware::from_fn(refuse_posts_from_elsewhere))
         .layer(axum::middleware::from_fn(secure))
         .with_state(runtime)
+}
+
+/// Nests `dashboard` in `app` at `path` (`"/ops"`), as [`Router::nest`] does, and answers
+/// `path/` too, which `nest` leaves to the application: with a redirect to `path` (its
+/// query kept), so an operator who types the slash reaches the overview.
+///
+/// # Panics
+///
+/// As [`Router::nest`]: if `path` is empty, `/`, or does not start with `/`.
+pub fn mount(app: Router, path: &str, dashboard: Router) -> Router {
+    let with_slash = format!("{}/", path.trim_end_matches('/'));
+    app.nest(path, dashboard).route(
+        &with_slash,
+        get(to_the_overview).layer(axum::middleware::from_fn(secure)),
+    )
+}
+
+/// Redirects `…/ops/` (as the application's router saw it, nested or not) to `…/ops`.
+async fn to_the_overview(OriginalUri(original): OriginalUri) -> Redirect {
+    let path = original.path().trim_end_matches('/');
+    let path = if path.is_empty() { "/" } else { path };
+    match original.query() {
+        Some(query) => Redirect::permanent(&format!("{path}?{query}")),
+        None => Redirect::permanent(path),
+    }
 }
 
 /// The `Content-Security-Policy` of every response: nothing loads and no script runs (the

@@ -1,0 +1,25 @@
+//! A query that schedules: the error says that a query cannot, and that a command can.
+
+use solid_objects::prelude::*;
+
+#[actor]
+#[derive(Default)]
+pub struct Alarm {
+    rung: u32,
+}
+
+#[actor]
+impl Alarm {
+    #[query]
+    pub fn rung(&self, turn: &Turn<Self>) -> u32 {
+        turn.schedule(turn.now(), "again").ring();
+        self.rung
+    }
+
+    #[reminder]
+    fn ring(&mut self) {
+        self.rung += 1;
+    }
+}
+
+fn main() {}
