@@ -1,18 +1,19 @@
 // The layers of this crate. Imports point one way, down this list; runtime/tests/layers.rs
 // reads every `crate::..` path and fails on one that points up, or on two top-level modules
-// that import each other. Its few exceptions are listed there, each with its reason.
+// that import each other. It allows no exception.
 //
 //   admin/ web/   the one operator API (authorised, audited); axum responses, SSE, the
 //                 dashboard. The CLI (src/bin) is a crate of its own on the public API.
 //   client/       what an application holds: Runtime, Builder, the worker loop, shutdown, the
-//                 process default, Reference, MessageRef, Watch, effect handlers, Testing
+//                 process default, Reference, MessageRef, Watch, effect handlers, the
+//                 policy, Testing
 //   engine/       the only layer that writes: calls, turns, attempts, reminders, upkeep,
 //                 effects, watchers
 //   actor/        the contract the macros implement and handlers use: Actor, Turn, staging,
 //                 reminders, effects and replies, failures, migrations, the operation codec
 //   store/        the only place SQL lives
 //   leaves        error, time/ (clock, stored micros, saturating arithmetic), limits,
-//                 validate, codec, policy, metrics, ids (request and effect ids),
+//                 validate, codec, metrics, ids (request and effect ids),
 //                 simulation (the test-only schedule of faults)
 //
 // This file declares the modules and re-exports the public API; it is no layer.
@@ -160,7 +161,6 @@ mod error;
 mod ids;
 mod limits;
 pub mod metrics;
-pub mod policy;
 #[cfg(feature = "simulation")]
 pub mod simulation;
 mod store;
@@ -173,15 +173,20 @@ pub use client::effect;
 #[cfg(feature = "dashboard")]
 pub use web::dashboard;
 
-pub use actor::failure::{Failure, HandlerError, TurnError};
+pub use actor::failure::{Failure, TurnError};
+pub use actor::handled::HandlerError;
 pub use actor::reminder::ScheduledReminder;
 pub use actor::reply::Emitted;
-pub use actor::turn::{Missed, Turn};
+pub use actor::schedule::Missed;
+pub use actor::turn::Turn;
 pub use actor::{Actor, ActorState, Operations};
 pub use client::builder::Builder;
 pub use client::message::{MessageRef, MessageStatus};
-pub use client::reference::{Enqueue, Reference};
-pub use client::runtime::{Runtime, ShutdownReport};
+pub use client::policy;
+pub use client::policy::{AllowAll, Policy};
+pub use client::reference::{Addressable, Enqueue, Reference};
+pub use client::shared::Runtime;
+pub use client::shutdown::ShutdownReport;
 #[cfg(all(feature = "test-support", any(feature = "postgres", feature = "mysql")))]
 #[cfg_attr(
     docsrs,
@@ -194,7 +199,6 @@ pub use effect::{Effect, EffectContext, EffectFailure, UnhandledEffects};
 pub use error::{Error, Rejection, Result, TypedRejection};
 pub use limits::{GroupCommit, Limits, RetryPolicy};
 pub use migration::MigrationError;
-pub use policy::{AllowAll, Policy};
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use store::sqlite::Durability;
@@ -238,12 +242,22 @@ pub mod __private {
     pub use crate::actor::migration::{
         fallible as migrate_fallible, infallible as migrate_infallible, Migration,
     };
-    pub use crate::actor::reminder::ReminderLookup;
     pub use crate::actor::reply::ReplyStage;
+    pub use crate::actor::schedule::{ScheduleStage, UnscheduleStage};
+    pub use crate::actor::send::{Registrar, SendStage};
     pub use crate::actor::stored_field::{
         detail_from_value, detail_to_value, state_field, RejectionDetail, StateField,
     };
-    pub use crate::actor::turn::{ScheduleStage, SendStage, UnscheduleStage};
+    pub use crate::actor::turn::ReminderLookup;
+
+    /// Makes the actor type `A` known to the runtime behind `registrar` (the engine): what
+    /// `#[actor]` generates as `Actor::register`.
+    pub fn register<A: crate::Actor>(registrar: &dyn Registrar) -> crate::Result<()> {
+        match registrar.runtime().downcast_ref::<crate::engine::Engine>() {
+            Some(engine) => engine.register::<A>(),
+            None => Ok(()),
+        }
+    }
 
     /// Stands in for a query's turn in a call only a command can make, which `#[actor]`
     /// reported as a compile error: it never runs.

@@ -5,11 +5,11 @@
 //!
 //! | layer | modules | what it holds |
 //! |-------|---------|---------------|
-//! | leaves | `error`, `time`, `limits`, `validate`, `codec`, `policy`, `metrics`, `ids`, `simulation` | what every layer uses |
+//! | leaves | `error`, `time`, `limits`, `validate`, `codec`, `metrics`, `ids`, `simulation` | what every layer uses |
 //! | store | `store` | the only place SQL lives |
 //! | actor | `actor` | the contract the macros implement and handlers use |
 //! | engine | `engine` | the only layer that writes: calls, turns, workers, effects |
-//! | client | `client` | what an application holds: `Runtime`, `Builder`, `Reference` |
+//! | client | `client` | what an application holds: `Runtime`, `Builder`, `Reference`, the policy |
 //! | operators | `admin`, `web` | the one operator API, axum responses, SSE, the dashboard |
 //!
 //! The CLI (`src/bin`) is a crate of its own on top, using the public API only. `lib.rs` is
@@ -18,9 +18,11 @@
 //! The test reads every `crate::..` path in the code of `runtime/src` (`use` statements,
 //! `pub use` and paths written inline, comments aside), resolves a name the root re-exports
 //! (`crate::Error`) to the module it comes from, and fails on a path that points up a layer,
-//! naming the file, the line and both layers. The few exceptions are listed in
-//! [`EXCEPTIONS`] with their reason; an exception that no longer matches anything fails too,
-//! so the list only shrinks.
+//! naming the file, the line and both layers. There is no exception.
+//!
+//! Inside a layer, no files import each other in a loop either: the test resolves every
+//! `crate::..` and `super::..` path to the file it names and fails on a circle of files,
+//! naming them. A folder's `mod.rs` declaring and re-exporting its own files is no import.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -35,7 +37,6 @@ const LAYERS: &[(&str, &[&str])] = &[
             "limits",
             "validate",
             "codec",
-            "policy",
             "metrics",
             "ids",
             "simulation",
@@ -46,38 +47,6 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("engine", &["engine"]),
     ("client", &["client"]),
     ("operators", &["admin", "web"]),
-];
-
-/// An import allowed to point up a layer (or to close a cycle), and why.
-struct Exception {
-    /// The importing file, relative to `runtime/src`, or a folder ending in `/`.
-    file: &'static str,
-    /// The imported path after `crate::`, or a prefix of it (whole segments).
-    target: &'static str,
-    /// Why this import is right where it is.
-    reason: &'static str,
-}
-
-/// The imports allowed to point up: each says why.
-const EXCEPTIONS: &[Exception] = &[
-    Exception {
-        file: "actor/mod.rs",
-        target: "client::reference::Reference",
-        reason: "`Actor::Reference` is the generated typed reference, which wraps the client's \
-                 `Reference`: the contract names the handle a caller gets for the actor",
-    },
-    Exception {
-        file: "actor/turn.rs",
-        target: "engine::Engine",
-        reason: "a staged send carries the function that registers its target type with the \
-                 engine (`Engine::register::<B>`), so a turn can send to a type nobody called yet",
-    },
-    Exception {
-        file: "policy.rs",
-        target: "actor",
-        reason: "`Request::message::<A>()` decodes the request's arguments as the actor's own \
-                 message type: a generic bound on `Actor` and `Operations`, no call into the layer",
-    },
 ];
 
 /// One `crate::..` path found in a file.
@@ -98,13 +67,13 @@ struct Findings {
     upward: Vec<String>,
     /// Cycles between top-level modules, as messages.
     cycles: Vec<String>,
-    /// Exceptions that matched nothing.
-    stale: Vec<String>,
+    /// Circles of files that import each other, as messages.
+    file_cycles: Vec<String>,
 }
 
 impl Findings {
     fn is_empty(&self) -> bool {
-        self.upward.is_empty() && self.cycles.is_empty() && self.stale.is_empty()
+        self.upward.is_empty() && self.cycles.is_empty() && self.file_cycles.is_empty()
     }
 }
 
@@ -214,6 +183,13 @@ fn use_tree(
 
 /// Every `crate::..` path in a file's code, with the line its last segment is on.
 fn crate_paths(text: &str) -> Vec<(usize, Vec<String>)> {
+    prefixed_paths(text, "crate::")
+}
+
+/// Every path in a file's code that starts with `prefix` (`crate::`, `super::`), without it,
+/// with the line its last segment is on.
+fn prefixed_paths(text: &str, prefix: &str) -> Vec<(usize, Vec<String>)> {
+    let prefix: Vec<char> = prefix.chars().collect();
     let code = code_lines(text).join("\n");
     let chars: Vec<char> = code.chars().collect();
     let line_of = |index: usize| 1 + chars[..index].iter().filter(|c| **c == '\n').count();
@@ -225,11 +201,11 @@ fn crate_paths(text: &str) -> Vec<(usize, Vec<String>)> {
         if c == '"' && (at == 0 || (chars[at - 1] != '\\' && chars[at - 1] != '\'')) {
             in_string = !in_string;
         } else if !in_string
-            && chars[at..].starts_with(&['c', 'r', 'a', 't', 'e', ':', ':'])
-            && (at == 0 || !is_ident(chars[at - 1]))
+            && chars[at..].starts_with(&prefix)
+            && (at == 0 || !(is_ident(chars[at - 1]) || chars[at - 1] == ':'))
         {
             let mut paths = Vec::new();
-            let end = use_tree(&chars, at + "crate::".len(), &[], &mut paths);
+            let end = use_tree(&chars, at + prefix.len(), &[], &mut paths);
             found.extend(
                 paths
                     .into_iter()
@@ -286,19 +262,6 @@ fn resolve(path: &[String], roots: &BTreeMap<String, Vec<String>>) -> Vec<String
     path
 }
 
-/// Whether `exception` allows `import`.
-fn allows(exception: &Exception, import: &Import) -> bool {
-    let file_matches = if exception.file.ends_with('/') {
-        import.file.starts_with(exception.file)
-    } else {
-        import.file == exception.file
-    };
-    let target: Vec<&str> = exception.target.split("::").collect();
-    file_matches
-        && import.path.len() >= target.len()
-        && target.iter().zip(&import.path).all(|(a, b)| a == b)
-}
-
 /// Every import of the given files (path relative to `runtime/src`, text).
 fn imports(files: &[(String, String)], lib_rs: &str) -> Vec<Import> {
     let roots = root_names(lib_rs);
@@ -314,10 +277,9 @@ fn imports(files: &[(String, String)], lib_rs: &str) -> Vec<Import> {
         .collect()
 }
 
-/// Checks the files against the layers and the exceptions.
-fn check(files: &[(String, String)], lib_rs: &str, exceptions: &[Exception]) -> Findings {
+/// Checks the files against the layers, and for circles of files.
+fn check(files: &[(String, String)], lib_rs: &str) -> Findings {
     let mut findings = Findings::default();
-    let mut used = vec![false; exceptions.len()];
     let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for import in imports(files, lib_rs) {
         let Some(from) = module_of(&import.file) else {
@@ -332,10 +294,6 @@ fn check(files: &[(String, String)], lib_rs: &str, exceptions: &[Exception]) -> 
             continue;
         };
         if from == to {
-            continue;
-        }
-        if let Some(index) = exceptions.iter().position(|e| allows(e, &import)) {
-            used[index] = true;
             continue;
         }
         if to_layer > from_layer {
@@ -355,16 +313,82 @@ fn check(files: &[(String, String)], lib_rs: &str, exceptions: &[Exception]) -> 
             cycle.join(", ")
         ));
     }
-    for (exception, used) in exceptions.iter().zip(used) {
-        if !used {
-            findings.stale.push(format!(
-                "the exception for {} importing crate::{} matches nothing any more: remove it \
-                 (its reason was: {})",
-                exception.file, exception.target, exception.reason
-            ));
-        }
+    for cycle in cycles(&file_edges(files, lib_rs)) {
+        findings.file_cycles.push(format!(
+            "the files {} import each other in a loop: move what they share to a file of its \
+             own, or the import that points back to the file that uses it",
+            cycle
+                .iter()
+                .map(|file| format!("runtime/src/{file}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
     }
     findings
+}
+
+/// The module path of a file: `engine/call.rs` is `engine::call`, `engine/mod.rs` is
+/// `engine`, `lib.rs` the root.
+fn module_path(file: &str) -> Vec<String> {
+    let trimmed = file.trim_end_matches(".rs");
+    let mut path: Vec<String> = trimmed.split('/').map(str::to_owned).collect();
+    if matches!(path.last().map(String::as_str), Some("mod" | "lib")) {
+        path.pop();
+    }
+    path
+}
+
+/// The file a module path names, or the file of its longest prefix that is one (an item's
+/// path names the file it is defined in).
+fn file_of(path: &[String], known: &BTreeSet<String>) -> Option<String> {
+    (1..=path.len()).rev().find_map(|len| {
+        let module = path[..len].join("/");
+        [format!("{module}.rs"), format!("{module}/mod.rs")]
+            .into_iter()
+            .find(|file| known.contains(file))
+    })
+}
+
+/// Which file imports which, from their `crate::..` and `super::..` paths; a folder's
+/// `mod.rs` importing its own files is left out (it declares and re-exports them).
+fn file_edges(files: &[(String, String)], lib_rs: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let known: BTreeSet<String> = files.iter().map(|(file, _)| file.clone()).collect();
+    let roots = root_names(lib_rs);
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (file, text) in files {
+        // A file's own tests (`#[cfg(test)] mod tests`, at its end) import what they test.
+        let text = text
+            .find("#[cfg(test)]\nmod ")
+            .map_or(text.as_str(), |tests| &text[..tests]);
+        let module = module_path(file);
+        let absolute = crate_paths(text)
+            .into_iter()
+            .map(|(_, path)| resolve(&path, &roots));
+        let relative = prefixed_paths(text, "super::")
+            .into_iter()
+            .map(|(_, path)| {
+                // `super` of `a/b.rs` (module `a::b`) is `a`; of `a/mod.rs` (module `a`), the root.
+                let mut base = module.clone();
+                base.pop();
+                let mut path = path;
+                while path.first().map(String::as_str) == Some("super") {
+                    path.remove(0);
+                    base.pop();
+                }
+                base.into_iter().chain(path).collect::<Vec<_>>()
+            });
+        let folder = file.strip_suffix("mod.rs");
+        for target in absolute
+            .chain(relative)
+            .filter_map(|path| file_of(&path, &known))
+        {
+            let declares = folder.is_some_and(|folder| target.starts_with(folder));
+            if target != *file && !declares {
+                edges.entry(file.clone()).or_default().insert(target);
+            }
+        }
+    }
+    edges
 }
 
 /// The groups of modules that reach each other through imports (strongly connected
@@ -437,7 +461,7 @@ fn runtime_src_imports_point_down_the_layers() {
     let mut files = Vec::new();
     rust_files(&root, &root, &mut files);
     let lib_rs = std::fs::read_to_string(root.join("lib.rs")).unwrap();
-    let findings = check(&files, &lib_rs, EXCEPTIONS);
+    let findings = check(&files, &lib_rs);
     assert!(
         findings.is_empty(),
         "\n{}\n",
@@ -445,7 +469,7 @@ fn runtime_src_imports_point_down_the_layers() {
             .upward
             .iter()
             .chain(&findings.cycles)
-            .chain(&findings.stale)
+            .chain(&findings.file_cycles)
             .cloned()
             .collect::<Vec<_>>()
             .join("\n")
@@ -483,7 +507,6 @@ fn an_upward_use_is_refused_with_its_file_line_and_layers() {
             "use crate::error::Result;\n\nuse crate::client::runtime::Runtime;\n",
         )]),
         LIB_RS,
-        &[],
     );
     assert_eq!(findings.upward.len(), 1, "{findings:?}");
     let refusal = &findings.upward[0];
@@ -507,7 +530,6 @@ fn upward_paths_in_groups_inline_code_and_root_names_are_refused() {
             ("engine/mod.rs", "pub(crate) use crate::Runtime;\n"),
         ]),
         LIB_RS,
-        &[],
     );
     let lines: Vec<&str> = findings
         .upward
@@ -537,33 +559,33 @@ fn comments_strings_and_downward_imports_pass() {
             ("admin/mod.rs", "use crate::client::runtime::Runtime;\nuse crate::Error;\n"),
         ]),
         LIB_RS,
-        &[],
     );
     assert!(findings.is_empty(), "{findings:?}");
 }
 
 #[test]
-fn an_exception_allows_its_import_and_a_stale_one_is_refused() {
-    let exceptions = [
-        Exception {
-            file: "actor/mod.rs",
-            target: "client::reference",
-            reason: "a reason",
-        },
-        Exception {
-            file: "store/",
-            target: "admin",
-            reason: "a reason",
-        },
-    ];
+fn two_files_of_one_folder_that_import_each_other_are_a_circle() {
     let findings = check(
-        &files(&[("actor/mod.rs", "use crate::client::reference::Reference;\n")]),
+        &files(&[
+            (
+                "engine/mod.rs",
+                "mod call;\nmod enqueue;\npub(crate) use call::Call;\n",
+            ),
+            (
+                "engine/call.rs",
+                "use super::enqueue::insert;\nuse super::Engine;\n",
+            ),
+            ("engine/enqueue.rs", "use super::call::WAIT_POLL;\n"),
+            ("engine/ask.rs", "use crate::engine::call::Call;\n"),
+        ]),
         LIB_RS,
-        &exceptions,
     );
     assert!(findings.upward.is_empty(), "{findings:?}");
-    assert_eq!(findings.stale.len(), 1, "{findings:?}");
-    assert!(findings.stale[0].contains("store/"), "{findings:?}");
+    assert_eq!(findings.file_cycles.len(), 1, "{findings:?}");
+    assert!(
+        findings.file_cycles[0].contains("engine/call.rs, runtime/src/engine/enqueue.rs"),
+        "{findings:?}"
+    );
 }
 
 #[test]
@@ -574,7 +596,6 @@ fn two_modules_of_one_layer_that_import_each_other_are_a_cycle() {
             ("limits.rs", "use crate::time::clock::IntoDuration;\n"),
         ]),
         LIB_RS,
-        &[],
     );
     assert!(findings.upward.is_empty(), "{findings:?}");
     assert_eq!(findings.cycles.len(), 1, "{findings:?}");

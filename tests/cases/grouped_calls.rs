@@ -42,7 +42,7 @@ impl Counter {
 }
 
 /// The hot actor, which exists after its first call (its message is the mailbox's first).
-async fn warm_hot_actor(runtime: &Runtime) -> <Counter as solid_objects::Actor>::Reference {
+async fn warm_hot_actor(runtime: &Runtime) -> <Counter as solid_objects::Addressable>::Reference {
     let hot = runtime.reference::<Counter>("hot");
     hot.note("warm-up".to_owned()).await.unwrap();
     hot

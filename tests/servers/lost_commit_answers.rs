@@ -92,7 +92,7 @@ impl BehindTheCutter {
         })
     }
 
-    fn turnstile(&self, id: &str) -> <Turnstile as solid_objects::Actor>::Reference {
+    fn turnstile(&self, id: &str) -> <Turnstile as solid_objects::Addressable>::Reference {
         self.runtime
             .reference::<Turnstile>(id)
             .timeout(Duration::from_secs(10))

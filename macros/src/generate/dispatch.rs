@@ -35,7 +35,6 @@ pub(crate) fn actor_trait(actor: &ActorImpl, names: &Names) -> TokenStream {
         impl ::solid_objects::Actor for #ident {
             type Message = #message;
             type Query = #query;
-            type Reference = #reference;
             type Schedule = #schedule;
             type Unschedule = #unschedule;
             type Sender = #sender;
@@ -96,7 +95,17 @@ pub(crate) fn actor_trait(actor: &ActorImpl, names: &Names) -> TokenStream {
                 #reply { stage }
             }
 
+            fn register(
+                registrar: &dyn ::solid_objects::__private::Registrar,
+            ) -> ::solid_objects::Result<()> {
+                ::solid_objects::__private::register::<Self>(registrar)
+            }
+
             #migration
+        }
+
+        impl ::solid_objects::Addressable for #ident {
+            type Reference = #reference;
         }
     }
 }

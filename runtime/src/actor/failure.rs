@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::actor::handled::Handled;
+use crate::actor::handled::{Handled, HandlerError};
 use crate::error::{is_transient_database_error, Error, Rejection, TypedRejection};
 
 /// A handler's failure: the turn rolls back, the attempt is recorded, and the message is
@@ -126,20 +126,6 @@ impl From<Error> for TurnError {
     fn from(error: Error) -> Self {
         Self::Failed(error.into())
     }
-}
-
-/// An error type a handler may return in `Result<T, E>`.
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be the error of an actor operation",
-    label = "the runtime does not know whether this error rejects or fails",
-    note = "return Result<T, Rejection> to refuse, Result<T, Failure> to fail and retry, or \
-            Result<T, TurnError> for both; to send a Result to the caller as a value, wrap it \
-            in a struct"
-)]
-pub trait HandlerError {
-    /// What the runtime does with it.
-    #[doc(hidden)]
-    fn into_handled(self) -> Handled;
 }
 
 impl HandlerError for Rejection {

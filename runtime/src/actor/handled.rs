@@ -3,7 +3,6 @@
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::actor::failure::HandlerError;
 use crate::codec::{panic_text, store_value};
 use crate::error::{Error, Rejection};
 
@@ -55,4 +54,18 @@ impl Handled {
             retryable: true,
         }
     }
+}
+
+/// An error type a handler may return in `Result<T, E>`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be the error of an actor operation",
+    label = "the runtime does not know whether this error rejects or fails",
+    note = "return Result<T, Rejection> to refuse, Result<T, Failure> to fail and retry, or \
+            Result<T, TurnError> for both; to send a Result to the caller as a value, wrap it \
+            in a struct"
+)]
+pub trait HandlerError {
+    /// What the runtime does with it.
+    #[doc(hidden)]
+    fn into_handled(self) -> Handled;
 }

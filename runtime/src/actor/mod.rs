@@ -5,9 +5,9 @@
 //! (`fn audit<A: Actor>(reference: &Reference<A>)`).
 //!
 //! The files of this folder are the contract the macros implement and handlers use: they
-//! import from the store and the leaves, never from the engine or the client (but for the
-//! two exceptions runtime/tests/layers.rs lists: `Actor::Reference` and a send's
-//! registration).
+//! import from the store and the leaves, never from the engine or the client. The typed
+//! reference is named by a client-side trait ([`Addressable`](crate::Addressable)), and a
+//! send's target type reaches the runtime through [`Registrar`], which the engine implements.
 
 use std::future::Future;
 
@@ -22,15 +22,18 @@ pub mod migration;
 pub(crate) mod operation_codec;
 pub(crate) mod reminder;
 pub(crate) mod reply;
+pub(crate) mod schedule;
+pub(crate) mod send;
+pub(crate) mod staging;
 pub(crate) mod stored_field;
 pub(crate) mod turn;
 
 use crate::actor::effect::Effect;
 use crate::actor::handled::Handled;
-use crate::actor::reminder::ReminderLookup;
 use crate::actor::reply::ReplyStage;
-use crate::actor::turn::{ScheduleStage, SendStage, Turn, UnscheduleStage};
-use crate::client::reference::Reference;
+use crate::actor::schedule::{ScheduleStage, UnscheduleStage};
+use crate::actor::send::{Registrar, SendStage};
+use crate::actor::turn::{ReminderLookup, Turn};
 
 /// The durable state of an actor: the struct that carries `#[actor]`.
 ///
@@ -108,8 +111,6 @@ pub trait Actor: ActorState {
     type Message: Operations;
     /// The ordered reads: one variant per `#[query]`.
     type Query: Operations;
-    /// The typed reference callers use (`SeatInventoryRef`).
-    type Reference: From<Reference<Self>>;
     /// What `turn.schedule(at, key)` returns: one method per reminder.
     type Schedule;
     /// What `turn.unschedule(key)` returns: one method per reminder.
@@ -160,6 +161,11 @@ pub trait Actor: ActorState {
     /// Wraps an effect's reply in the actor's typed builder.
     #[doc(hidden)]
     fn effect_reply<E: Effect, T>(stage: ReplyStage<Self, E, T>) -> Self::EffectReply<E, T>;
+
+    /// Makes this actor type known to the runtime behind `registrar`, which commits a send
+    /// to it, so that its workers run the message (`__private::register::<Self>`).
+    #[doc(hidden)]
+    fn register(registrar: &dyn Registrar) -> crate::error::Result<()>;
 
     /// The `#[migrate(from = n)]` step that reads a state stored at version `from` and
     /// writes version `from + 1`, if the actor has one.

@@ -1,14 +1,11 @@
-//! Reading an actor's reminders: when one is due, from inside a turn
-//! (`turn.reminder(key).<reminder>().await`), and every one of them, for operators
-//! (`reference.reminders().await`).
+//! An actor's reminders as operators read them (`reference.reminders().await`). A turn
+//! reads one with `turn.reminder(key).<reminder>().await` ([`ReminderLookup`](crate::actor::turn::ReminderLookup)).
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::actor::turn::{Missed, Turn};
-use crate::actor::Actor;
-use crate::error::Result;
+use crate::actor::schedule::Missed;
 
 /// One of an actor's scheduled reminders, as [`Reference::reminders`](crate::Reference::reminders)
 /// lists them.
@@ -26,22 +23,4 @@ pub struct ScheduledReminder {
     pub every: Option<Duration>,
     /// For a recurring reminder: what it does with occurrences missed while no runtime ran.
     pub missed: Option<Missed>,
-}
-
-/// A lookup in the making; the generated builder names the reminder.
-#[doc(hidden)]
-pub struct ReminderLookup<'t, A: Actor> {
-    turn: &'t mut Turn<A>,
-    key: String,
-}
-
-impl<'t, A: Actor> ReminderLookup<'t, A> {
-    pub(crate) fn new(turn: &'t mut Turn<A>, key: String) -> Self {
-        Self { turn, key }
-    }
-
-    /// When the reminder `name` under this lookup's key is due, if it is scheduled.
-    pub async fn due(self, name: &'static str) -> Result<Option<DateTime<Utc>>> {
-        self.turn.reminder_due(name, &self.key).await
-    }
 }

@@ -16,7 +16,7 @@ use std::marker::PhantomData;
 use serde::{Deserialize, Serialize};
 
 use crate::actor::effect::{Effect, EffectFailure};
-use crate::actor::turn::{PendingEffect, Staging};
+use crate::actor::staging::Staging;
 use crate::actor::Actor;
 use crate::codec::to_json;
 use crate::error::Result;
@@ -185,4 +185,15 @@ impl StoredReply {
         arguments.insert(self.argument.clone(), value);
         to_json("effect reply arguments", &arguments)
     }
+}
+
+/// An effect a turn emits, serialised when staged, and the commands its outcome goes to.
+pub(crate) struct PendingEffect {
+    /// The effect's id ([`EffectContext::id`](crate::EffectContext::id)), chosen when it is
+    /// emitted.
+    pub(crate) effect_id: String,
+    pub(crate) name: &'static str,
+    pub(crate) payload: Result<String>,
+    pub(crate) on_success: Option<StoredReply>,
+    pub(crate) on_failure: Option<StoredReply>,
 }

@@ -1,18 +1,17 @@
 //! [`Turn`]: what a handler sees of the runtime while it runs, and what it stages for commit.
 
 use std::fmt;
-use std::marker::PhantomData;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 
 use chrono::{DateTime, Utc};
 
 use crate::actor::effect::Effect;
-use crate::actor::operation_codec::{store_operation, StoredOperation};
-use crate::actor::reminder::ReminderLookup;
-use crate::actor::reply::{Emitted, StoredReply};
-use crate::actor::{Actor, Operations};
+use crate::actor::reply::{Emitted, PendingEffect};
+use crate::actor::schedule::{Missed, ReminderChange, ScheduleStage, UnscheduleStage};
+use crate::actor::send::{Outgoing, SendStage};
+use crate::actor::staging::Staging;
+use crate::actor::Actor;
 use crate::codec::store_value;
-use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::store::{ActorKey, Transaction};
 use crate::time::clock::IntoDuration;
@@ -158,12 +157,12 @@ impl<A: Actor> Turn<A> {
     /// }
     /// ```
     pub fn schedule(&mut self, at: DateTime<Utc>, key: impl Into<String>) -> A::Schedule {
-        A::schedule_builder(ScheduleStage {
-            reminders: self.reminders.clone(),
+        A::schedule_builder(ScheduleStage::new(
+            self.reminders.clone(),
             at,
-            key: key.into(),
-            every: None,
-        })
+            key.into(),
+            None,
+        ))
     }
 
     /// Schedules one of this actor's reminders every `interval` (a `Duration` or a
@@ -208,12 +207,12 @@ impl<A: Actor> Turn<A> {
         let interval = interval
             .into_duration()
             .max(std::time::Duration::from_millis(1));
-        A::schedule_builder(ScheduleStage {
-            reminders: self.reminders.clone(),
-            at: crate::time::saturating::later(self.now, interval),
-            key: key.into(),
-            every: Some((interval, Missed::Latest)),
-        })
+        A::schedule_builder(ScheduleStage::new(
+            self.reminders.clone(),
+            crate::time::saturating::later(self.now, interval),
+            key.into(),
+            Some((interval, Missed::Latest)),
+        ))
     }
 
     /// Cancels one of this actor's reminders under `key`; the builder has one method per
@@ -223,10 +222,10 @@ impl<A: Actor> Turn<A> {
     /// the mailbox and still runs: one that fell due together with this turn's own reminder,
     /// say, or the rest of a recurring reminder's caught-up occurrences.
     pub fn unschedule(&mut self, key: impl Into<String>) -> A::Unschedule {
-        A::unschedule_builder(UnscheduleStage {
-            reminders: self.reminders.clone(),
-            key: Some(key.into()),
-        })
+        A::unschedule_builder(UnscheduleStage::new(
+            self.reminders.clone(),
+            Some(key.into()),
+        ))
     }
 
     /// Looks up one of this actor's reminders under `key`: the builder has one method per
@@ -292,10 +291,7 @@ impl<A: Actor> Turn<A> {
     /// Cancels one of this actor's reminders under every key:
     /// `turn.unschedule_all().expire()`.
     pub fn unschedule_all(&mut self) -> A::Unschedule {
-        A::unschedule_builder(UnscheduleStage {
-            reminders: self.reminders.clone(),
-            key: None,
-        })
+        A::unschedule_builder(UnscheduleStage::new(self.reminders.clone(), None))
     }
 
     /// Sends a command to another actor (or to this one, with
@@ -341,12 +337,7 @@ impl<A: Actor> Turn<A> {
     /// no reply: the target answers by sending back, and the policy is not asked (the
     /// sender is the application's own code).
     pub fn send<B: Actor>(&mut self, actor_id: impl Into<String>) -> B::Sender {
-        B::sender(SendStage {
-            outbox: self.outbox.clone(),
-            actor_id: actor_id.into(),
-            options: SendOptions::default(),
-            target: PhantomData,
-        })
+        B::sender(SendStage::new(self.outbox.clone(), actor_id.into()))
     }
 
     /// Sends a command to this actor: it joins the tail of its own mailbox when this turn
@@ -550,267 +541,20 @@ pub(crate) struct Staged<A: Actor> {
     pub(crate) effects: Vec<PendingEffect>,
 }
 
-/// A reminder change staged by a turn.
-pub(crate) enum ReminderChange<M> {
-    Schedule {
-        key: String,
-        at: DateTime<Utc>,
-        message: M,
-        /// For a recurring reminder: its interval, and what to do with missed occurrences.
-        every: Option<(std::time::Duration, Missed)>,
-    },
-    /// Cancels the reminder under `key`, or under every key.
-    Cancel {
-        name: &'static str,
-        key: Option<String>,
-    },
-}
-
-impl<M: Operations> ReminderChange<M> {
-    /// The identity of the alarm this change touches: (reminder name, key; `None` for every
-    /// key).
-    pub(crate) fn alarm(&self) -> (&'static str, Option<&str>) {
-        match self {
-            Self::Schedule { key, message, .. } => (message.name(), Some(key)),
-            Self::Cancel { name, key } => (name, key.as_deref()),
-        }
-    }
-}
-
-/// What a recurring reminder does with the occurrences it missed while no runtime ran.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Missed {
-    /// Fire once, as the latest missed occurrence. The default.
-    #[default]
-    Latest,
-    /// Fire each missed occurrence, in order, up to the [`CATCH_UP`](Missed::CATCH_UP) most
-    /// recent.
-    All,
-}
-
-impl Missed {
-    /// The most missed occurrences [`Missed::All`] fires after one outage.
-    pub const CATCH_UP: usize = 1_000;
-
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Self::Latest => "latest",
-            Self::All => "all",
-        }
-    }
-
-    pub(crate) fn parse(stored: Option<&str>) -> Self {
-        stored.and_then(Self::read).unwrap_or_default()
-    }
-
-    /// The policy a stored name stands for; `None` for a name the runtime never writes.
-    pub(crate) fn read(stored: &str) -> Option<Self> {
-        match stored {
-            "all" => Some(Self::All),
-            "latest" => Some(Self::Latest),
-            _ => None,
-        }
-    }
-}
-
-/// What builders stage for their turn: shared with the turn, not borrowed from it. Closed
-/// (`None`) once the handler returned: a builder kept past its turn cannot stage anything.
-pub(crate) struct Staging<T>(Arc<Mutex<Option<Vec<T>>>>);
-
-impl<T> Default for Staging<T> {
-    fn default() -> Self {
-        Self(Arc::new(Mutex::new(Some(Vec::new()))))
-    }
-}
-
-impl<T> Clone for Staging<T> {
-    fn clone(&self) -> Self {
-        Self(Arc::clone(&self.0))
-    }
-}
-
-impl<T> Staging<T> {
-    /// Stages `item`, returning its place; a builder used after its turn ended is a bug in
-    /// the handler, and panics rather than drop what it stages without a word.
-    pub(crate) fn push(&self, item: T) -> usize {
-        self.update_all(|staged| {
-            staged.push(item);
-            staged.len() - 1
-        })
-    }
-
-    /// Changes the item staged at `index` (a reply named for an emitted effect).
-    pub(crate) fn update(&self, index: usize, change: impl FnOnce(&mut T)) {
-        self.update_all(|staged| {
-            if let Some(item) = staged.get_mut(index) {
-                change(item);
-            }
-        });
-    }
-
-    fn update_all<R>(&self, change: impl FnOnce(&mut Vec<T>) -> R) -> R {
-        match &mut *self.0.lock().unwrap_or_else(PoisonError::into_inner) {
-            Some(staged) => change(staged),
-            None => panic!(
-                "a send, a schedule or an effect's reply was staged after its turn ended: use \
-                 the builder inside the handler, before it returns"
-            ),
-        }
-    }
-
-    /// Everything staged, closing the staging.
-    fn close(&self) -> Vec<T> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-            .unwrap_or_default()
-    }
-
-    fn len(&self) -> usize {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .map_or(0, Vec::len)
-    }
-}
-
-impl<M: Operations> Staging<ReminderChange<M>> {
-    /// What the latest staged change of the reminder `name` under `key` leaves: its time
-    /// (`Some(Some(at))`), cancelled (`Some(None)`), or nothing staged (`None`).
-    fn latest(&self, name: &str, key: &str) -> Option<Option<DateTime<Utc>>> {
-        let staged = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        staged
-            .as_ref()?
-            .iter()
-            .rev()
-            .find_map(|change| match change {
-                ReminderChange::Schedule { at, .. } => {
-                    (change.alarm() == (name, Some(key))).then_some(Some(*at))
-                }
-                ReminderChange::Cancel {
-                    name: cancelled,
-                    key: cancelled_key,
-                } => (*cancelled == name && cancelled_key.as_deref().is_none_or(|k| k == key))
-                    .then_some(None),
-            })
-    }
-}
-
-/// A schedule in the making; the generated builder turns it into a typed reminder call.
+/// A lookup in the making; the generated builder names the reminder.
 #[doc(hidden)]
-pub struct ScheduleStage<A: Actor> {
-    reminders: Staging<ReminderChange<A::Message>>,
-    at: DateTime<Utc>,
+pub struct ReminderLookup<'t, A: Actor> {
+    turn: &'t mut Turn<A>,
     key: String,
-    every: Option<(std::time::Duration, Missed)>,
 }
 
-impl<A: Actor> ScheduleStage<A> {
-    /// For a recurring reminder, what to do with occurrences missed while no runtime ran.
-    pub fn missed(mut self, missed: Missed) -> Self {
-        if let Some((_, was)) = &mut self.every {
-            *was = missed;
-        }
-        self
+impl<'t, A: Actor> ReminderLookup<'t, A> {
+    pub(crate) fn new(turn: &'t mut Turn<A>, key: String) -> Self {
+        Self { turn, key }
     }
 
-    /// Stages the reminder message.
-    pub fn stage(self, message: A::Message) {
-        self.reminders.push(ReminderChange::Schedule {
-            key: self.key,
-            at: self.at,
-            message,
-            every: self.every,
-        });
-    }
-}
-
-/// A cancellation in the making; the generated builder names the reminder.
-#[doc(hidden)]
-pub struct UnscheduleStage<A: Actor> {
-    reminders: Staging<ReminderChange<A::Message>>,
-    key: Option<String>,
-}
-
-impl<A: Actor> UnscheduleStage<A> {
-    /// Stages the cancellation of the reminder `name`.
-    pub fn stage(self, name: &'static str) {
-        self.reminders.push(ReminderChange::Cancel {
-            name,
-            key: self.key,
-        });
-    }
-}
-
-/// An effect a turn emits, serialised when staged, and the commands its outcome goes to.
-pub(crate) struct PendingEffect {
-    /// The effect's id ([`EffectContext::id`](crate::EffectContext::id)), chosen when it is
-    /// emitted.
-    pub(crate) effect_id: String,
-    pub(crate) name: &'static str,
-    pub(crate) payload: Result<String>,
-    pub(crate) on_success: Option<StoredReply>,
-    pub(crate) on_failure: Option<StoredReply>,
-}
-
-/// A message a turn sends to an actor, encoded when staged.
-pub(crate) struct Outgoing {
-    pub(crate) actor_type: &'static str,
-    pub(crate) actor_id: String,
-    pub(crate) message: Result<StoredOperation>,
-    pub(crate) options: SendOptions,
-    /// Makes the target's type known to this runtime, so its workers can run the message.
-    pub(crate) register: fn(&Engine) -> Result<()>,
-}
-
-/// When a sent message may run, and the key that makes it arrive once.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct SendOptions {
-    pub(crate) available_at: Option<DateTime<Utc>>,
-    pub(crate) delay: Option<std::time::Duration>,
-    pub(crate) idempotency_key: Option<String>,
-}
-
-/// A message to another actor in the making; the generated sender names the command.
-#[doc(hidden)]
-pub struct SendStage<B: Actor> {
-    outbox: Staging<Outgoing>,
-    actor_id: String,
-    options: SendOptions,
-    target: PhantomData<fn() -> B>,
-}
-
-impl<B: Actor> SendStage<B> {
-    /// Not run before `delay` after the sending turn's time.
-    pub fn delay(mut self, delay: impl IntoDuration) -> Self {
-        self.options.delay = Some(delay.into_duration());
-        self
-    }
-
-    /// Not run before `at`.
-    pub fn available_at(mut self, at: DateTime<Utc>) -> Self {
-        self.options.available_at = Some(at);
-        self
-    }
-
-    /// At most one message per target and key: a turn that runs again (a duplicate
-    /// delivery, say) and sends under the same key delivers once.
-    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
-        self.options.idempotency_key = Some(key.into());
-        self
-    }
-
-    /// Stages the message.
-    pub fn stage(self, message: B::Message) {
-        self.outbox.push(Outgoing {
-            actor_type: B::TYPE_NAME,
-            actor_id: self.actor_id,
-            message: store_operation(&message).map(|(stored, _)| stored),
-            options: self.options,
-            register: Engine::register::<B>,
-        });
+    /// When the reminder `name` under this lookup's key is due, if it is scheduled.
+    pub async fn due(self, name: &'static str) -> Result<Option<DateTime<Utc>>> {
+        self.turn.reminder_due(name, &self.key).await
     }
 }

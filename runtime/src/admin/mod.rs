@@ -58,10 +58,10 @@ pub use model::{
 use self::store_rows::public;
 use crate::client::effect::UnhandledEffects;
 use crate::client::message::MessageRef;
-use crate::client::runtime::Runtime;
+use crate::client::policy::{AdminAction, AdminRequest, Denied};
+use crate::client::shared::Runtime;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::policy::{AdminAction, AdminRequest, Denied};
 use crate::store::admin::{
     ActorSelection, AdminEventWrite, Counted, DeadLetterSelection, EffectSelection,
     ReminderSelection,

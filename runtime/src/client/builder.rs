@@ -8,15 +8,16 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use crate::actor::Actor;
-use crate::client::effect::{Effect, EffectContext, EffectRunner, TypedEffect};
+use crate::client::effect::{Effect, TypedEffect};
 use crate::client::effect_tasks::EffectTasks;
-use crate::client::runtime::{Runtime, Shared};
-use crate::client::shutdown::Stopping;
+use crate::client::policy::{NoPolicy, Policy};
+use crate::client::shared::{EffectContext, EffectRunner};
+use crate::client::shared::{Runtime, Shared};
+use crate::client::stopping::Stopping;
 use crate::client::worker::IDLE_POLL_MIN;
 use crate::engine::{Engine, EngineConfig};
 use crate::error::{Error, Result};
 use crate::limits::{GroupCommit, Limits, RetryPolicy};
-use crate::policy::{NoPolicy, Policy};
 #[cfg(feature = "sqlite")]
 use crate::store::sqlite::{Durability, SqliteOptions, SqliteStore};
 use crate::store::{SchemaMode, Store};
@@ -510,7 +511,8 @@ impl Builder {
                 let store = SqliteStore::open(&path, options).await?;
                 #[cfg(feature = "simulation")]
                 if let Some(schedule) = simulation {
-                    let simulated = crate::store::simulated::SimulatedStore::new(store, schedule);
+                    let simulated =
+                        crate::store::simulated::SimulatedStore::new(Box::new(store), schedule);
                     break 'store Arc::new(simulated);
                 }
                 Arc::new(store)

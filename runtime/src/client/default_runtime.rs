@@ -14,7 +14,7 @@
 use std::future::Future;
 use std::sync::{Mutex, PoisonError};
 
-use crate::client::runtime::Runtime;
+use crate::client::shared::Runtime;
 
 /// The process default. It keeps its runtime alive (a runtime started with
 /// `Builder::set_default()` whose handle the caller dropped is still reached) until another

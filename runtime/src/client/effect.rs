@@ -18,7 +18,6 @@
 use std::future::Future;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::pin::Pin;
 use std::sync::Arc;
 
 use futures_util::FutureExt;
@@ -26,62 +25,12 @@ use futures_util::FutureExt;
 pub use crate::actor::effect::{Effect, EffectFailure};
 use crate::actor::failure::Failure;
 use crate::client::effect_tasks::EffectTasks;
-use crate::client::runtime::Runtime;
+pub use crate::client::shared::EffectContext;
+use crate::client::shared::{EffectRunner, HandlerFuture, Runtime};
 use crate::codec::{panic_text, store_value};
 use crate::error::Result;
 use crate::limits::RetryPolicy;
 use crate::store::ClaimedEffect;
-
-/// What an effect handler knows besides the effect.
-#[derive(Debug, Clone)]
-pub struct EffectContext {
-    pub(crate) id: String,
-    pub(crate) attempt: u32,
-    pub(crate) max_attempts: u32,
-    pub(crate) actor_type: String,
-    pub(crate) actor_id: String,
-    pub(crate) runtime: Runtime,
-}
-
-impl EffectContext {
-    /// The effect's id, the same on every attempt: the idempotency key to give the outside
-    /// service, so a repeated delivery does the work once.
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// Which attempt this is: 1 the first time.
-    pub fn attempt(&self) -> u32 {
-        self.attempt
-    }
-
-    /// How many attempts the effect gets: its kind's [`Effect::retry_policy`], or the
-    /// runtime's.
-    pub fn max_attempts(&self) -> u32 {
-        self.max_attempts
-    }
-
-    /// Whether this is the effect's last attempt: if it fails (or its runner dies), the
-    /// effect is dead and its failure reply is sent.
-    pub fn is_last_attempt(&self) -> bool {
-        self.attempt >= self.max_attempts
-    }
-
-    /// The stored type name of the actor whose turn emitted it.
-    pub fn actor_type(&self) -> &str {
-        &self.actor_type
-    }
-
-    /// The id of the actor whose turn emitted it.
-    pub fn actor_id(&self) -> &str {
-        &self.actor_id
-    }
-
-    /// The runtime, to tell an actor how the effect went (`reference::<A>(id).confirm(..)`).
-    pub fn runtime(&self) -> &Runtime {
-        &self.runtime
-    }
-}
 
 /// Effects waiting to run whose kind has no handler in this runtime, for operators: from
 /// [`Admin::unhandled_effects`](crate::admin::Admin::unhandled_effects).
@@ -104,20 +53,6 @@ impl UnhandledEffects {
             oldest: crate::time::micros::from_micros(pending.oldest_created_at),
         }
     }
-}
-
-/// The boxed future of a handler run: the effect's output as JSON, or how it failed.
-pub(crate) type HandlerFuture =
-    Pin<Box<dyn Future<Output = std::result::Result<String, Failure>> + Send>>;
-
-/// Runs stored effects of one kind.
-pub(crate) trait EffectRunner: Send + Sync {
-    /// Decodes the payload and runs the handler; a panic or an undecodable payload is a
-    /// failure.
-    fn run(&self, payload: &str, context: EffectContext) -> HandlerFuture;
-
-    /// The kind's own retry policy ([`Effect::retry_policy`]), if it has one.
-    fn retry(&self) -> Option<RetryPolicy>;
 }
 
 /// The handler of effect `E`.

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
-use crate::client::runtime::Runtime;
+use crate::client::shared::Runtime;
 use crate::engine::{read_until, Lock, Step};
 use crate::error::{Error, Rejection, Result};
 use crate::limits::{check_timeout, deadline_after};

@@ -1,5 +1,5 @@
 //! What an application holds: the runtime handle, its builder, references, enqueued
-//! messages, watches and the testing API.
+//! messages, watches, the policy every call is put to, and the testing API.
 //!
 //! The client calls into the engine and never the other way: the engine knows nothing of a
 //! `Runtime`.
@@ -9,9 +9,12 @@ pub(crate) mod default_runtime;
 pub mod effect;
 pub(crate) mod effect_tasks;
 pub(crate) mod message;
+pub mod policy;
 pub(crate) mod reference;
 pub(crate) mod runtime;
+pub(crate) mod shared;
 pub(crate) mod shutdown;
+pub(crate) mod stopping;
 pub(crate) mod testing;
 pub(crate) mod watch;
 pub(crate) mod worker;

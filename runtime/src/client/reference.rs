@@ -17,18 +17,28 @@ use crate::actor::operation_codec::{encode_operation, store_operation};
 use crate::actor::reminder::ScheduledReminder;
 use crate::actor::{Actor, Operations};
 use crate::client::message::MessageRef;
-use crate::client::runtime::Runtime;
+use crate::client::policy::{Denied, Request, RequestKind};
+use crate::client::shared::Runtime;
 use crate::codec::from_json;
 use crate::codec::panic_text;
 use crate::engine::read_until;
 use crate::engine::{CallOptions, EnqueueOptions};
 use crate::error::{Error, Result};
 use crate::limits::{check_timeout, deadline_after, Payload};
-use crate::policy::{Denied, Request, RequestKind};
 use crate::store::{ActorKey, MessageLookup};
 use crate::time::clock::IntoDuration;
 use crate::time::saturating::later;
 use crate::validate::{validate_id, validate_key};
+
+/// An actor type with a typed reference (`SeatInventoryRef`), through which callers address
+/// one actor of the type; implemented by `#[actor]`.
+///
+/// Generic code names it to reach an actor's typed reference:
+/// `fn open<A: Addressable>(runtime: &Runtime, id: &str) -> A::Reference`.
+pub trait Addressable: Actor {
+    /// The typed reference callers use (`SeatInventoryRef`).
+    type Reference: From<Reference<Self>>;
+}
 
 /// The address of one actor: its type, its id, the runtime, and per-call options.
 ///

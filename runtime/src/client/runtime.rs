@@ -1,69 +1,23 @@
-//! [`Runtime`]: the handle an application holds, and what it reaches through it.
+//! The methods of [`Runtime`] (defined in `shared.rs`): what an application reaches through
+//! the handle. The workers' are in `worker.rs`, the shutdowns' with a deadline in
+//! `shutdown.rs`.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tokio::sync::Notify;
 
-use crate::actor::Actor;
 use crate::client::builder::Builder;
-use crate::client::effect::EffectRunner;
-use crate::client::effect_tasks::EffectTasks;
 use crate::client::message::MessageRef;
-use crate::client::reference::Reference;
+use crate::client::policy::Policy;
+use crate::client::reference::{Addressable, Reference};
+use crate::client::shared::{EffectRunner, Runtime};
 use crate::client::testing::Testing;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::policy::Policy;
 use crate::store::{MessageLookup, Stats};
-
-pub use crate::client::shutdown::ShutdownReport;
-use crate::client::shutdown::Stopping;
-
-/// A running solid-objects runtime: a database, a clock, a policy, and the actor types it
-/// runs. Cheap to clone; clones share everything.
-///
-/// ```no_run
-/// # #[cfg(feature = "sqlite")]
-/// # async fn example() -> Result<(), solid_objects::Error> {
-/// use solid_objects::{AllowAll, Runtime};
-///
-/// let runtime = Runtime::builder().sqlite("shows.db").policy(AllowAll).start().await?;
-/// // ... runtime.reference::<SeatInventory>("show-42").hold(..).await? ...
-/// runtime.close().await;
-/// # Ok(()) }
-/// ```
-#[derive(Clone)]
-pub struct Runtime {
-    pub(super) shared: Arc<Shared>,
-}
-
-pub(super) struct Shared {
-    pub(super) engine: Engine,
-    pub(super) policy: Arc<dyn Policy>,
-    pub(super) sync_timeout: Duration,
-    pub(super) workers: usize,
-    pub(super) idle_poll: Duration,
-    /// Whether `run` listens for work committed by other processes.
-    pub(super) listen: bool,
-    /// Held by the idle worker whose turn it is to poll the database.
-    pub(super) poll_turn: tokio::sync::Mutex<()>,
-    pub(super) closed: AtomicBool,
-    pub(super) shutdown: Notify,
-    /// How long `run_until_signal` lets work in flight finish.
-    pub(super) shutdown_deadline: Duration,
-    /// The runs of the workers, and whether to abandon their work.
-    pub(super) stopping: Stopping,
-    /// When the workers last did the upkeep (pruning, reports).
-    pub(super) last_upkeep: Mutex<Option<DateTime<Utc>>>,
-    /// The effect handlers the workers started.
-    pub(super) effect_tasks: EffectTasks,
-    /// The effect handlers, with the names of the effects they run.
-    pub(super) effect_runners: Vec<(&'static str, Arc<dyn EffectRunner>)>,
-}
 
 impl Runtime {
     /// Starts configuring a runtime.
@@ -130,7 +84,7 @@ impl Runtime {
     }
 
     /// A typed reference to the actor `A` with this id, on this runtime.
-    pub fn reference<A: Actor>(&self, id: impl Into<String>) -> A::Reference {
+    pub fn reference<A: Addressable>(&self, id: impl Into<String>) -> A::Reference {
         if let Err(error) = self.engine().register::<A>() {
             tracing::error!(%error, "cannot register the actor type");
         }
@@ -139,7 +93,11 @@ impl Runtime {
 
     /// A typed reference to the actor that a create request under idempotency key `key`
     /// makes, in `scope`, on this runtime: see [`Reference::for_key`].
-    pub fn reference_for_key<A: Actor>(&self, scope: &str, key: impl Into<String>) -> A::Reference {
+    pub fn reference_for_key<A: Addressable>(
+        &self,
+        scope: &str,
+        key: impl Into<String>,
+    ) -> A::Reference {
         if let Err(error) = self.engine().register::<A>() {
             tracing::error!(%error, "cannot register the actor type");
         }

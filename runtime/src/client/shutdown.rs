@@ -6,12 +6,8 @@
 //! stays, and its message stays ready with its attempts as they were, for any runtime to run.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use tokio::sync::watch;
-use tokio::task::JoinSet;
-
-use crate::client::runtime::Runtime;
+use crate::client::shared::Runtime;
 use crate::error::{Error, Result};
 use crate::limits::deadline_after;
 use crate::time::clock::IntoDuration;
@@ -134,12 +130,11 @@ impl Runtime {
             () = finished => return ShutdownReport::default(),
             () = deadline => {}
         }
-        stopping.abandon.send_replace(true);
-        stopping.stopped().await;
+        let abandoned_workers = stopping.abandon_all().await;
         let abandoned_effects = effects.abandon();
         effects.idle().await;
         let report = ShutdownReport {
-            abandoned_workers: stopping.abandoned_workers.swap(0, Ordering::AcqRel),
+            abandoned_workers,
             abandoned_effects,
         };
         tracing::warn!(
@@ -148,63 +143,6 @@ impl Runtime {
              elsewhere"
         );
         report
-    }
-}
-
-/// How a runtime's runs of the workers stop: how many run, whether to abandon their work,
-/// and how many workers were abandoned.
-pub(super) struct Stopping {
-    runs: watch::Sender<usize>,
-    abandon: watch::Sender<bool>,
-    abandoned_workers: AtomicUsize,
-}
-
-impl Stopping {
-    pub(super) fn new() -> Self {
-        Self {
-            runs: watch::Sender::new(0),
-            abandon: watch::Sender::new(false),
-            abandoned_workers: AtomicUsize::new(0),
-        }
-    }
-
-    /// Counts one run of the workers until the returned guard is dropped.
-    pub(super) fn enter(&self) -> Running<'_> {
-        self.runs.send_modify(|runs| *runs += 1);
-        Running(self)
-    }
-
-    /// Resolves once a shutdown's deadline passed and the work in flight is to be abandoned.
-    pub(super) async fn abandoning(&self) {
-        // `self` holds the sender, so the wait ends only when told to abandon.
-        let _ = self.abandon.subscribe().wait_for(|abandon| *abandon).await;
-    }
-
-    /// Aborts `workers` and waits until each is gone, counting those abandoned mid-way.
-    pub(super) async fn abandon(&self, workers: &mut JoinSet<()>) {
-        workers.abort_all();
-        let mut abandoned = 0;
-        while let Some(stopped) = workers.join_next().await {
-            if stopped.is_err_and(|stopped| stopped.is_cancelled()) {
-                abandoned += 1;
-            }
-        }
-        self.abandoned_workers
-            .fetch_add(abandoned, Ordering::AcqRel);
-    }
-
-    /// Resolves once no run of the workers is left.
-    async fn stopped(&self) {
-        let _ = self.runs.subscribe().wait_for(|runs| *runs == 0).await;
-    }
-}
-
-/// One run of the workers, counted while it lasts.
-pub(super) struct Running<'s>(&'s Stopping);
-
-impl Drop for Running<'_> {
-    fn drop(&mut self) {
-        self.0.runs.send_modify(|runs| *runs -= 1);
     }
 }
 

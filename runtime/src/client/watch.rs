@@ -13,13 +13,13 @@ use tokio::time::Instant;
 
 use crate::actor::handler_scope::refuse_inside_handler;
 use crate::actor::Actor;
+use crate::client::policy::RequestKind;
 use crate::client::reference::Reference;
-use crate::client::runtime::Runtime;
+use crate::client::shared::Runtime;
 use crate::codec::panic_text;
 use crate::engine::{read_until, Subscription};
 use crate::error::{Error, Result};
 use crate::limits::deadline_after;
-use crate::policy::RequestKind;
 use crate::store::{ActorKey, Instance, Version};
 
 /// How long a watcher waits before it reads again after a read failed.

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::task::JoinSet;
 
-use crate::client::runtime::Runtime;
+use crate::client::shared::Runtime;
 use crate::engine::TurnErrors;
 use crate::error::Result;
 

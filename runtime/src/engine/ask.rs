@@ -7,8 +7,8 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use tokio::time::Instant;
 
-use super::call::{Call, WAIT_POLL};
-use super::{decode_state, micros, paused, read_until, Engine, Lock, Outcome, Step};
+use super::call::Call;
+use super::{decode_state, micros, paused, read_until, Engine, Lock, Outcome, Step, WAIT_POLL};
 use crate::actor::handled::Handled;
 use crate::actor::turn::{Turn, TurnFacts};
 use crate::actor::{Actor, Operations};

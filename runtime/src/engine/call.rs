@@ -15,15 +15,14 @@ use super::groups::Leading;
 use super::one_turn::{Delivery, Waiter};
 use super::state_cache::{decode_locked, Held};
 use super::written::Uncommitted;
-use super::{from_micros, micros, paused, read_until, Engine, Lock, Outcome, Step, TurnReport};
+use super::{
+    from_micros, micros, paused, read_until, Engine, Lock, Outcome, Step, TurnReport, WAIT_POLL,
+};
 use crate::actor::operation_codec::decode_operation;
 use crate::actor::{Actor, Operations};
 use crate::error::{Error, Result};
 use crate::limits::deadline_after;
 use crate::store::{ActorKey, LockWait, MessageLookup, MessageRecord, NewMessage, Transaction};
-
-/// How often a caller waiting on another task's turn looks at its message again, at most.
-pub(super) const WAIT_POLL: Duration = Duration::from_millis(25);
 
 /// How long past the caller's deadline the failure of its turn may take to be recorded.
 const RECORD_FAILURE_WITHIN: Duration = Duration::from_secs(1);

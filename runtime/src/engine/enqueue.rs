@@ -7,8 +7,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
-use super::call::WAIT_POLL;
-use super::{micros, paused, Engine};
+use super::{micros, paused, Engine, WAIT_POLL};
 use crate::error::{Error, Result};
 use crate::limits::deadline_after;
 use crate::store::{

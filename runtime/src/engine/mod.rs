@@ -83,6 +83,9 @@ pub(crate) use state_cache::StateCache;
 pub(crate) use watchers::{shut_down, Subscription, Watchers};
 pub(crate) use workers::{Pass, TurnErrors};
 
+/// How often a caller waiting on another task's turn looks at its message again, at most.
+const WAIT_POLL: Duration = Duration::from_millis(25);
+
 /// How many entries the engine's in-memory maps hold at most, so that nothing a database or
 /// a caller does can grow them without bound.
 const MAP_CAPACITY: usize = 10_000;

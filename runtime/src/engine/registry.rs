@@ -9,6 +9,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use async_trait::async_trait;
 
 use super::{Engine, Lock, Step};
+use crate::actor::send::Registrar;
 use crate::actor::{Actor, Operations};
 use crate::error::{Error, Result};
 
@@ -106,6 +107,14 @@ impl Registry {
     pub(super) fn type_names(&self) -> Vec<&'static str> {
         let actors = self.actors.read().unwrap_or_else(PoisonError::into_inner);
         actors.keys().copied().collect()
+    }
+}
+
+/// A turn's send registers its target type with the engine behind this (see
+/// [`Registrar`]).
+impl Registrar for Engine {
+    fn runtime(&self) -> &dyn std::any::Any {
+        self
     }
 }
 

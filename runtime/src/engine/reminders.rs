@@ -10,7 +10,7 @@ use super::conflicts::rerun_conflicts;
 use super::workers::STALL;
 use super::{from_micros, micros, Engine, MAP_CAPACITY};
 use crate::actor::reminder::ScheduledReminder;
-use crate::actor::turn::Missed;
+use crate::actor::schedule::Missed;
 use crate::error::{Error, Result};
 use crate::store::{ActorKey, DueReminder, MessageProgress, NewMessage};
 

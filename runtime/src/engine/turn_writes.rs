@@ -9,8 +9,11 @@ use chrono::{DateTime, Utc};
 
 use super::{micros, Engine};
 use crate::actor::operation_codec::store_operation;
+use crate::actor::reply::PendingEffect;
 use crate::actor::reply::StoredReply;
-use crate::actor::turn::{Missed, Outgoing, PendingEffect, ReminderChange, Staged};
+use crate::actor::schedule::{Missed, ReminderChange};
+use crate::actor::send::{Outgoing, Registrar};
+use crate::actor::turn::Staged;
 use crate::actor::Actor;
 use crate::codec::store_and_read_back;
 use crate::error::{Error, Result};
@@ -48,7 +51,7 @@ struct SendOp {
     /// Microseconds; 0 for "now, whatever the clock says later".
     available_at: i64,
     idempotency_key: Option<String>,
-    register: fn(&Engine) -> Result<()>,
+    register: fn(&dyn Registrar) -> Result<()>,
 }
 
 /// What a completed turn writes besides its message row.
@@ -175,7 +178,7 @@ impl Writes {
             tx.insert_effect(key, &effect).await?;
         }
         for send in &self.sends {
-            (send.register)(engine)?;
+            (send.register)(engine as &dyn Registrar)?;
             let target = ActorKey {
                 actor_type: send.actor_type,
                 actor_id: &send.actor_id,

@@ -13,7 +13,9 @@ use super::failed_attempts::PRUNE_FAILED_ATTEMPTS;
 use super::instances::{create_instance, PAUSE, PAUSE_EXISTING, RESUME};
 use super::messages::{storable_text, PRUNE_DEAD_LETTERS, PRUNE_FINISHED};
 use super::query::{get, query, Dialect, Row};
-use super::{rows, ActorKey, MessageRecord, ReadConnections, Retention, WriteConnection};
+use super::{
+    rows, ActorKey, MessageRecord, ReadConnections, Retention, StoredArguments, WriteConnection,
+};
 use crate::error::Result;
 
 // solid_instances and solid_messages: the actors.
@@ -382,19 +384,6 @@ impl Pruned {
             + self.failed_attempts
             + self.admin_events
     }
-}
-
-/// A stored operation and its arguments (a ready message's, or a scheduled reminder's).
-#[derive(Debug)]
-pub(crate) struct StoredArguments {
-    /// The message's or the reminder's row id.
-    pub(crate) id: i64,
-    pub(crate) actor_type: String,
-    pub(crate) actor_id: String,
-    /// The operation (a reminder's name).
-    pub(crate) operation: String,
-    /// The arguments as stored (JSON text).
-    pub(crate) arguments: String,
 }
 
 /// An audit row to write.

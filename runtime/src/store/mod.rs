@@ -146,6 +146,19 @@ impl Instance {
     }
 }
 
+/// A stored operation and its arguments (a ready message's, or a scheduled reminder's).
+#[derive(Debug)]
+pub(crate) struct StoredArguments {
+    /// The message's or the reminder's row id.
+    pub(crate) id: i64,
+    pub(crate) actor_type: String,
+    pub(crate) actor_id: String,
+    /// The operation (a reminder's name).
+    pub(crate) operation: String,
+    /// The arguments as stored (JSON text).
+    pub(crate) arguments: String,
+}
+
 /// Where an actor's committed state stands: which life of the actor, and which revision in
 /// it. A later commit is greater: a turn adds one to the revision, and destroying an actor
 /// adds one to its incarnation.
@@ -620,7 +633,8 @@ pub(crate) trait WriteConnection: Send {
 /// does its own way.
 #[async_trait]
 pub(crate) trait Store:
-    InstanceReads
+    ReadConnections
+    + InstanceReads
     + MessageReads
     + ReminderReads
     + EffectReads

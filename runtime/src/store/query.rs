@@ -172,9 +172,19 @@ pub(crate) enum On<'e> {
     MySql(&'e mut sqlx::MySqlConnection),
     #[cfg(feature = "mysql")]
     MySqlPool(&'e sqlx::MySqlPool),
-    /// Where a simulated store's statement runs, once its schedule lets it.
+    /// Where a statement of a store that wraps another runs, once its [`Gate`] lets it.
     #[cfg(feature = "simulation")]
-    Simulated(&'e dyn crate::simulation::Schedule, Box<On<'e>>),
+    Gated(&'e dyn Gate, Box<On<'e>>),
+}
+
+/// What a statement of a store that wraps another (the simulation's) waits for first: the
+/// wrapping store decides whether it runs, fails or never answers.
+#[cfg(feature = "simulation")]
+#[async_trait::async_trait]
+pub(crate) trait Gate: Send + Sync {
+    /// Waits until the statement may run, or fails it; what it returns is held while the
+    /// statement runs.
+    async fn statement(&self) -> sqlx::Result<Box<dyn Send>>;
 }
 
 /// A row as a backend returned it.
@@ -239,7 +249,7 @@ impl<'q> Query<'q> {
     fn mysql(&self) -> sqlx::query::Query<'_, sqlx::MySql, sqlx::mysql::MySqlArguments> {
         match &self.text {
             Text::Named(sql) => {
-                let spelled = super::mysql::spelled(sql);
+                let spelled = super::mysql::statement::spelled(sql);
                 bound(
                     &spelled.sql,
                     spelled.order.iter().map(|&index| self.values.get(index)),
@@ -269,16 +279,15 @@ impl<'q> Query<'q> {
                 self.standard().execute(pool).await?.rows_affected(),
             )),
             #[cfg(feature = "simulation")]
-            On::Simulated(schedule, on) => {
-                super::simulated::before(schedule, crate::simulation::Step::Statement).await?;
-                let _held = crate::simulation::hold_clock();
+            On::Gated(gate, on) => {
+                let _held = gate.statement().await?;
                 Box::pin(self.execute(*on)).await
             }
             #[cfg(feature = "mysql")]
             On::MySql(connection) => Ok(mysql_done(&self.mysql().execute(connection).await?)),
             #[cfg(feature = "mysql")]
             On::MySqlPool(pool) => {
-                let mut connection = super::mysql::Borrowed::acquire(pool).await?;
+                let mut connection = super::mysql::statement::Borrowed::acquire(pool).await?;
                 let done = self.mysql().execute(connection.get()).await;
                 connection.finish(done).map(|done| mysql_done(&done))
             }
@@ -313,9 +322,8 @@ impl<'q> Query<'q> {
             .await?
             .map(Row::Postgres)),
             #[cfg(feature = "simulation")]
-            On::Simulated(schedule, on) => {
-                super::simulated::before(schedule, crate::simulation::Step::Statement).await?;
-                let _held = crate::simulation::hold_clock();
+            On::Gated(gate, on) => {
+                let _held = gate.statement().await?;
                 Box::pin(self.fetch_optional(*on)).await
             }
             #[cfg(feature = "mysql")]
@@ -328,7 +336,7 @@ impl<'q> Query<'q> {
             On::MySqlPool(pool) => {
                 let query = &self;
                 let read = || async move {
-                    let mut connection = super::mysql::Borrowed::acquire(pool).await?;
+                    let mut connection = super::mysql::statement::Borrowed::acquire(pool).await?;
                     let done = query.mysql().fetch_optional(connection.get()).await;
                     connection.finish(done)
                 };
@@ -371,9 +379,8 @@ impl<'q> Query<'q> {
                 Row::Postgres,
             )),
             #[cfg(feature = "simulation")]
-            On::Simulated(schedule, on) => {
-                super::simulated::before(schedule, crate::simulation::Step::Statement).await?;
-                let _held = crate::simulation::hold_clock();
+            On::Gated(gate, on) => {
+                let _held = gate.statement().await?;
                 Box::pin(self.fetch_all(*on)).await
             }
             #[cfg(feature = "mysql")]
@@ -384,7 +391,7 @@ impl<'q> Query<'q> {
             On::MySqlPool(pool) => {
                 let query = &self;
                 let read = || async move {
-                    let mut connection = super::mysql::Borrowed::acquire(pool).await?;
+                    let mut connection = super::mysql::statement::Borrowed::acquire(pool).await?;
                     let done = query.mysql().fetch_all(connection.get()).await;
                     connection.finish(done)
                 };
@@ -553,7 +560,9 @@ impl Column for String {
             #[cfg(feature = "postgres")]
             Row::Postgres(row) => decoded(row, index),
             #[cfg(feature = "mysql")]
-            Row::MySql(row) => decoded::<_, super::mysql::Text>(row, index).map(|text| text.0),
+            Row::MySql(row) => {
+                decoded::<_, super::mysql::text::Text>(row, index).map(|text| text.0)
+            }
         }
     }
 }
@@ -566,7 +575,7 @@ impl Column for Option<String> {
             #[cfg(feature = "postgres")]
             Row::Postgres(row) => decoded(row, index),
             #[cfg(feature = "mysql")]
-            Row::MySql(row) => decoded::<_, Option<super::mysql::Text>>(row, index)
+            Row::MySql(row) => decoded::<_, Option<super::mysql::text::Text>>(row, index)
                 .map(|text| text.map(|text| text.0)),
         }
     }

@@ -4,13 +4,13 @@
 use super::query::{get, Row};
 use super::{
     ClaimedEffect, DueReminder, Instance, MessageRecord, PendingEffects, ReminderRecord,
-    StateNotice, StoredMessage, StoredStatus, UnknownHead, Version,
+    StateNotice, StoredArguments, StoredMessage, StoredStatus, UnknownHead, Version,
 };
 use crate::error::{Error, Result};
 
 /// A ready message's or a scheduled reminder's operation and arguments.
-pub(crate) fn stored_arguments(row: &Row) -> Result<super::admin::StoredArguments> {
-    Ok(super::admin::StoredArguments {
+pub(crate) fn stored_arguments(row: &Row) -> Result<StoredArguments> {
+    Ok(StoredArguments {
         id: get(row, "id")?,
         actor_type: get(row, "actor_type")?,
         actor_id: get(row, "actor_id")?,

@@ -1,6 +1,7 @@
-//! The SQLite store behind a simulation's [`Schedule`]: every `BEGIN`, statement and
-//! `COMMIT` asks the schedule first, which may fail it as SQLite can or hang it there (see
-//! [`crate::simulation`]).
+//! A store behind a simulation's [`Schedule`]: every `BEGIN`, statement and `COMMIT` asks
+//! the schedule first, which may fail it as SQLite can or hang it there (see
+//! [`crate::simulation`]). It wraps the store it is given from outside: its statements reach
+//! the schedule through the [`Gate`] every statement passes.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -9,8 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use super::query::{Dialect, On};
-use super::sqlite::SqliteStore;
+use super::query::{Dialect, Gate, On};
 use super::{
     ActorKey, Bounds, Counters, LockWait, LockedActor, ReadConnections, StateNotices, Store,
     Transaction, Version, WorkNotices, WriteConnection,
@@ -18,22 +18,37 @@ use super::{
 use crate::error::Result;
 use crate::simulation::{hold_clock, Fault, Schedule, Step};
 
-/// The SQLite store, each step of it asking a [`Schedule`] first.
+/// A store, each step of it asking a [`Schedule`] first.
 pub(crate) struct SimulatedStore {
-    inner: SqliteStore,
-    schedule: Arc<dyn Schedule>,
+    inner: Box<dyn Store>,
+    gate: Scheduled,
 }
 
 impl SimulatedStore {
     /// `inner`, behind `schedule`.
-    pub(crate) fn new(inner: SqliteStore, schedule: Arc<dyn Schedule>) -> Self {
-        Self { inner, schedule }
+    pub(crate) fn new(inner: Box<dyn Store>, schedule: Arc<dyn Schedule>) -> Self {
+        Self {
+            inner,
+            gate: Scheduled(schedule),
+        }
+    }
+}
+
+/// The gate of a simulated store's statements: its schedule, asked before each.
+#[derive(Clone)]
+struct Scheduled(Arc<dyn Schedule>);
+
+#[async_trait]
+impl Gate for Scheduled {
+    async fn statement(&self) -> sqlx::Result<Box<dyn Send>> {
+        before(&*self.0, Step::Statement).await?;
+        Ok(Box::new(hold_clock()))
     }
 }
 
 /// Asks `schedule` about `step`: `Ok` to go on (and whether to hang after it), the error a
 /// failing step returns, or never, for a step that hangs before it.
-pub(crate) async fn before(schedule: &dyn Schedule, step: Step) -> sqlx::Result<bool> {
+async fn before(schedule: &dyn Schedule, step: Step) -> sqlx::Result<bool> {
     match schedule.at(step) {
         Fault::Proceed => Ok(false),
         Fault::Busy => Err(SimulatedError::busy().into()),
@@ -44,7 +59,7 @@ pub(crate) async fn before(schedule: &dyn Schedule, step: Step) -> sqlx::Result<
 }
 
 /// Never returns; tells `schedule` when its future is dropped.
-pub(crate) async fn hang<T>(schedule: &dyn Schedule, step: Step) -> T {
+async fn hang<T>(schedule: &dyn Schedule, step: Step) -> T {
     /// Tells the schedule that the hung step's future is gone.
     struct Released<'a>(&'a dyn Schedule, Step);
 
@@ -60,7 +75,7 @@ pub(crate) async fn hang<T>(schedule: &dyn Schedule, step: Step) -> T {
 
 impl ReadConnections for SimulatedStore {
     fn readers(&self) -> On<'_> {
-        On::Simulated(&*self.schedule, Box::new(self.inner.readers()))
+        On::Gated(&self.gate, Box::new(self.inner.readers()))
     }
 
     fn dialect(&self) -> Dialect {
@@ -71,11 +86,11 @@ impl ReadConnections for SimulatedStore {
 #[async_trait]
 impl Store for SimulatedStore {
     async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>> {
-        before(&*self.schedule, Step::Begin).await?;
+        before(&*self.gate.0, Step::Begin).await?;
         let _held = hold_clock();
         Ok(Box::new(SimulatedTransaction {
             inner: self.inner.begin(bounds).await?,
-            schedule: Arc::clone(&self.schedule),
+            gate: self.gate.clone(),
         }))
     }
 
@@ -130,15 +145,15 @@ impl Store for SimulatedStore {
     }
 }
 
-/// A SQLite transaction whose statements and `COMMIT` ask the schedule first.
+/// A transaction whose statements and `COMMIT` ask the schedule first.
 struct SimulatedTransaction {
     inner: Box<dyn Transaction>,
-    schedule: Arc<dyn Schedule>,
+    gate: Scheduled,
 }
 
 impl WriteConnection for SimulatedTransaction {
     fn on(&mut self) -> On<'_> {
-        On::Simulated(&*self.schedule, Box::new(self.inner.on()))
+        On::Gated(&self.gate, Box::new(self.inner.on()))
     }
 
     fn dialect(&self) -> Dialect {
@@ -163,8 +178,7 @@ impl Transaction for SimulatedTransaction {
         now: i64,
         known: Option<Version>,
     ) -> Result<Option<LockedActor>> {
-        before(&*self.schedule, Step::Statement).await?;
-        let _held = hold_clock();
+        let _held = self.gate.statement().await?;
         self.inner.lock_actor(actor, wait, now, known).await
     }
 
@@ -177,12 +191,12 @@ impl Transaction for SimulatedTransaction {
     }
 
     async fn commit(self: Box<Self>) -> Result<()> {
-        let hang_after = before(&*self.schedule, Step::Commit).await?;
+        let hang_after = before(&*self.gate.0, Step::Commit).await?;
         let held = hold_clock();
         self.inner.commit().await?;
         drop(held);
         if hang_after {
-            hang::<()>(&*self.schedule, Step::Commit).await;
+            hang::<()>(&*self.gate.0, Step::Commit).await;
         }
         Ok(())
     }
@@ -195,7 +209,7 @@ impl Transaction for SimulatedTransaction {
 
 /// An error SQLite could have returned, made by the schedule.
 #[derive(Debug)]
-pub(crate) struct SimulatedError {
+struct SimulatedError {
     /// SQLite's primary result code.
     code: i32,
     message: &'static str,

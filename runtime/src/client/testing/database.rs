@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::client::builder::Builder;
-use crate::client::runtime::Runtime;
+use crate::client::shared::Runtime;
 use crate::error::{Error, Result};
 use crate::store::connect::with_database;
 

@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use crate::actor::operation_codec::encode_operation;
 use crate::actor::Actor;
 use crate::client::effect::UnhandledEffects;
-use crate::client::runtime::Runtime;
+use crate::client::shared::Runtime;
 use crate::codec::to_json;
 use crate::engine::{Outcome, Pass, TurnErrors};
 use crate::error::{Error, Result};

@@ -25,21 +25,21 @@
 //! idle workers read at a short interval ([`wake_ups`]); watchers poll.
 
 mod migration_lock;
-mod statement;
+pub(crate) mod statement;
 #[cfg(feature = "test-support")]
 pub(crate) mod test_database;
+pub(crate) mod text;
 mod wake_ups;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::error::BoxDynError;
-use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlTypeInfo, MySqlValueRef};
-use sqlx::{Decode, Executor, MySql, Type, TypeInfo};
+use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool};
+use sqlx::{Executor, MySql};
 
 use self::migration_lock::MigrationLock;
-pub(crate) use self::statement::{spelled, Borrowed};
+pub(crate) use self::text::Text;
 use self::wake_ups::Bell;
 use super::connect::{open_pool, Endpoint};
 use super::instances::{lock_row, RowLocks};
@@ -357,42 +357,6 @@ const MIGRATION_APPLIED: &str = "SELECT version FROM solid_schema_migrations WHE
 /// Records migration `$1`, described as `$2`, as applied.
 const RECORD_MIGRATION: &str =
     "INSERT INTO solid_schema_migrations (version, description) VALUES (?, ?)";
-
-/// Text as this backend stores it: sqlx reads no column that MySQL marks binary as a
-/// `String`, and MySQL marks every column in a binary collation so. This reads any text or
-/// binary column whose bytes are UTF-8.
-pub(crate) struct Text(pub(crate) String);
-
-impl Type<MySql> for Text {
-    fn type_info() -> MySqlTypeInfo {
-        <String as Type<MySql>>::type_info()
-    }
-
-    fn compatible(ty: &MySqlTypeInfo) -> bool {
-        matches!(
-            ty.name(),
-            "CHAR"
-                | "VARCHAR"
-                | "TINYTEXT"
-                | "TEXT"
-                | "MEDIUMTEXT"
-                | "LONGTEXT"
-                | "BINARY"
-                | "VARBINARY"
-                | "TINYBLOB"
-                | "BLOB"
-                | "MEDIUMBLOB"
-                | "LONGBLOB"
-        )
-    }
-}
-
-impl<'r> Decode<'r, MySql> for Text {
-    fn decode(value: MySqlValueRef<'r>) -> Result<Self, BoxDynError> {
-        let bytes = <&[u8] as Decode<MySql>>::decode(value)?;
-        Ok(Self(std::str::from_utf8(bytes)?.to_owned()))
-    }
-}
 
 /// A transaction on one pooled connection.
 struct MySqlTransaction {

@@ -82,7 +82,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::admin::{Admin, DeadLetterFilter, UnknownWindow, Window};
-use crate::client::runtime::Runtime;
+use crate::client::shared::Runtime;
 use crate::error::Error;
 
 /// Who is using the dashboard, as the application's authentication knows them: put it in
