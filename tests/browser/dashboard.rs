@@ -560,6 +560,37 @@ async fn the_overview_answers_at_the_mount_with_or_without_a_trailing_slash() {
     runtime.close().await;
 }
 
+/// Mounted at a path written with its trailing slash (`/ops/`), which [`dashboard::mount`]
+/// trims and does not list among the paths it refuses, the dashboard answers as at `/ops`:
+/// the overview at `/ops`, and `/ops/` redirected to it.
+#[tokio::test]
+async fn mounted_at_a_path_with_a_trailing_slash_the_dashboard_answers_as_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = runtime(&dir).await;
+    let mounted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let dashboard = dashboard::router(runtime.clone()).layer(axum::middleware::from_fn(as_ana));
+        dashboard::mount(Router::new(), "/ops/", dashboard)
+    }));
+    let app = match mounted {
+        Ok(app) => app,
+        Err(panic) => panic!(
+            "mounting at /ops/ panicked: {}",
+            panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("?")
+        ),
+    };
+
+    let (status, _, body) = send(app.clone(), get("/ops")).await;
+    assert_eq!(status, StatusCode::OK, "/ops: {body}");
+    let (status, location, _) = send(app, get("/ops/")).await;
+    assert_eq!(status, StatusCode::PERMANENT_REDIRECT);
+    assert_eq!(location.as_deref(), Some("/ops"));
+    runtime.close().await;
+}
+
 #[tokio::test]
 async fn a_window_the_charts_do_not_have_is_refused_before_anything_is_read_or_audited() {
     let dir = tempfile::tempdir().unwrap();

@@ -1036,6 +1036,57 @@ async fn an_idle_runtime_holds_none_of_the_pool_after_its_first_tokio_runtime_en
     );
 }
 
+/// A runtime whose calls ran on a Tokio runtime that has since ended (a request's own
+/// `block_on`, a CLI command's) gives its pool back once idle too, with no later call to
+/// start its sweep again: the connection its last call parked is not kept for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_runtime_holds_none_of_the_pool_after_the_tokio_runtime_of_its_last_call_ended() {
+    let Some((url, clock)) = database().await else {
+        return;
+    };
+    let pool = MySqlPoolOptions::new()
+        .max_connections(2)
+        .acquire_timeout(Duration::from_secs(3))
+        .connect(&url)
+        .await
+        .unwrap();
+    let runtime = Runtime::builder()
+        .mysql_pool(pool.clone())
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .start()
+        .await
+        .unwrap();
+    // The one call, on a Tokio runtime of its own, which ends right after it.
+    let on_its_own = runtime.clone();
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                on_its_own
+                    .reference::<Ledger>("first")
+                    .record("y".to_owned())
+                    .await
+                    .unwrap();
+            });
+    })
+    .join()
+    .unwrap();
+    // Idle now: the application takes both of its pool's connections.
+    let first = pool.acquire().await;
+    let second = pool.acquire().await;
+    let (first, second) = (first.map(drop), second.map(drop));
+    runtime.close().await;
+    pool.close().await;
+    assert!(
+        first.is_ok() && second.is_ok(),
+        "with the runtime idle, the application's two acquires on its pool of two heard \
+         {first:?} and {second:?}"
+    );
+}
+
 /// A pool that chooses its database in its `after_connect` hook (`USE`), as an application's
 /// pool may, carries wake-ups too: the bell's connections are made as the pool makes its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -1155,5 +1206,66 @@ async fn a_test_database_has_the_schema_the_migrations_make() {
         .await
         .unwrap();
     started.close().await;
+    copy.drop_database().await.unwrap();
+}
+
+/// Every process that makes test databases checks the template under its migration lock
+/// once (each test binary, each test under a runner that starts a process per test); a
+/// database copied from the template while another process holds that lock is still a
+/// database of its own: a runtime starts on it at once, waiting for no lock of another's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_test_database_copied_while_another_process_checks_the_template_starts_at_once() {
+    let Some((some_database, clock)) = database().await else {
+        return;
+    };
+    let server = format!("{}/mysql", some_database.rsplit_once('/').unwrap().0);
+    // This process's template, migrated and known.
+    solid_objects::TestDatabase::create(&server)
+        .await
+        .unwrap()
+        .drop_database()
+        .await
+        .unwrap();
+    let admin = sqlx::MySqlPool::connect(&server).await.unwrap();
+    let templates: Vec<Vec<u8>> = sqlx::query_scalar(
+        "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA
+         WHERE SCHEMA_NAME LIKE 'solid\\_template\\_%'",
+    )
+    .fetch_all(&admin)
+    .await
+    .unwrap();
+    assert_eq!(templates.len(), 1, "one template on this server");
+    let template = String::from_utf8(templates[0].clone()).unwrap();
+
+    // Another process checks the template: its migrator holds the lock, as it takes it.
+    sqlx::raw_sql(&format!(
+        "INSERT INTO `{template}`.solid_migration_lock (id, holder, expires_at)
+         VALUES (1, 'another-process', CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)
+                                       + 30000000)"
+    ))
+    .execute(&admin)
+    .await
+    .unwrap();
+    let copied = solid_objects::TestDatabase::create(&server).await;
+    // ... and gives it back.
+    sqlx::raw_sql(&format!("DELETE FROM `{template}`.solid_migration_lock"))
+        .execute(&admin)
+        .await
+        .unwrap();
+    admin.close().await;
+    let copy = copied.unwrap();
+
+    let started = tokio::time::timeout(
+        Duration::from_secs(10),
+        copy.builder(2)
+            .clock(clock.clone())
+            .policy(AllowAll)
+            .start(),
+    )
+    .await;
+    let runtime = started
+        .expect("the runtime on the copy waited for the migration lock of another process")
+        .unwrap();
+    runtime.close().await;
     copy.drop_database().await.unwrap();
 }

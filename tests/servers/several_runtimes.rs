@@ -1050,3 +1050,118 @@ async fn a_test_database_prints_no_password() {
     database.drop_database().await.unwrap();
     assert!(!printed.contains("hunter2"), "{printed}");
 }
+
+/// A tally whose turns can be held at a named gate (crate::support::gates) while they hold
+/// the actor's lock.
+#[actor]
+#[derive(Default)]
+struct Tally {
+    count: u32,
+}
+
+#[actor]
+impl Tally {
+    /// Adds one, after waiting at `gate`.
+    #[command]
+    async fn add_at(&mut self, gate: String) -> u32 {
+        crate::support::gates::gate(&gate).pass().await;
+        self.count += 1;
+        self.count
+    }
+
+    /// Adds one.
+    #[command]
+    fn add(&mut self) -> u32 {
+        self.count += 1;
+        self.count
+    }
+
+    /// Refuses, after waiting at `gate`.
+    #[command]
+    async fn refuse_at(&mut self, gate: String) -> Result<u32, Rejection> {
+        crate::support::gates::gate(&gate).pass().await;
+        Err(reject!(refused, "Refused at {gate}"))
+    }
+}
+
+/// A rejected turn of an actor that never held state deletes the row its lock held; a call
+/// in another process that was waiting for that lock still gets the actor to itself: a third
+/// call waits for it, and neither increment is lost. (The never-lived row here is one an
+/// operator's pause and resume left; a rejected call of an earlier build left the same.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_call_waiting_behind_a_never_lived_actors_rejected_turn_keeps_the_actor_to_itself() {
+    let Some(db) = TestDatabase::fresh().await else {
+        return;
+    };
+    let TestDatabase { url, clock, .. } = db;
+    let refusing = runtime(&url, &clock).await;
+    let waiting = runtime(&url, &clock).await;
+    let third = runtime(&url, &clock).await;
+    let tally_id = "tally";
+    assert!(refusing.admin().pause("Tally", tally_id).await.unwrap());
+    assert!(refusing.admin().resume("Tally", tally_id).await.unwrap());
+    let (refuse_gate, add_gate) = ("never-lived-refuse", "never-lived-add");
+    let observer = crate::backend::observer(&url).await;
+    let sessions_waiting = || {
+        let observer = observer.clone();
+        async move {
+            crate::backend::scalar(&observer, crate::backend::SESSIONS_WAITING_FOR_A_LOCK).await > 0
+        }
+    };
+
+    // One process's turn holds the lock and will be rejected.
+    let refused = tokio::spawn({
+        let tally = refusing.reference::<Tally>(tally_id);
+        async move { tally.refuse_at(refuse_gate.to_owned()).await }
+    });
+    crate::support::gates::gate(refuse_gate).reached(1).await;
+    // Another process's call waits for that lock.
+    let first_add = tokio::spawn({
+        let tally = waiting.reference::<Tally>(tally_id);
+        async move { tally.add_at(add_gate.to_owned()).await }
+    });
+    assert!(
+        eventually(Duration::from_secs(10), sessions_waiting).await,
+        "the second call never came to wait for the actor's lock"
+    );
+    crate::support::gates::gate(refuse_gate).open();
+    assert_eq!(rejection_code(refused.await.unwrap()), "refused");
+    // The waiting call's turn runs, and holds the actor at its gate.
+    crate::support::gates::gate(add_gate).reached(1).await;
+
+    // A third call must wait for it.
+    let second_add = tokio::spawn({
+        let tally = third.reference::<Tally>(tally_id);
+        async move { tally.add().await }
+    });
+    let settled = eventually(Duration::from_secs(10), || async {
+        second_add.is_finished() || sessions_waiting().await
+    })
+    .await;
+    assert!(settled, "the third call neither waited nor finished");
+    crate::support::gates::gate(add_gate).open();
+
+    let mut answers = vec![
+        first_add.await.unwrap().unwrap(),
+        second_add.await.unwrap().unwrap(),
+    ];
+    answers.sort_unstable();
+    assert_eq!(
+        answers,
+        [1, 2],
+        "the two increments ran one after the other"
+    );
+    assert_eq!(
+        third
+            .reference::<Tally>(tally_id)
+            .snapshot()
+            .await
+            .unwrap()
+            .count,
+        2,
+        "no increment was lost"
+    );
+    for runtime in [refusing, waiting, third] {
+        runtime.close().await;
+    }
+}

@@ -16,7 +16,12 @@ use super::{
     rows, ActorKey, Bounds, CommittedActor, Instance, InstanceWrite, LockWait, LockedActor,
     ReadConnections, StateNotice, StoredMessage, Version, WriteConnection,
 };
-use crate::error::Result;
+use crate::error::{Error, Result};
+
+/// How many times a turn's lock creates again the row of its actor that the transaction
+/// holding it deleted meanwhile (see [`FORGET_NEVER_LIVED`]) before it gives up, as a
+/// conflict: the turn then runs again.
+pub(crate) const RELOCKS: usize = 8;
 
 /// An actor's row (`$1`, `$2`: the actor).
 pub(crate) const SELECT_INSTANCE: &str =
@@ -368,12 +373,21 @@ pub(crate) async fn lock_row<T: RowLocks>(
     }
     let bounds = tx.bounds();
     tx.set_timeouts(bounds.until_deadline()).await?;
-    create(tx, actor).await?;
-    let instance = select_instance(tx, actor, LOCK_INSTANCE, known)
-        .await?
-        .unwrap_or_default();
-    tx.set_timeouts(bounds.remaining()).await?;
-    locked(tx, actor, instance, now).await
+    for _ in 0..RELOCKS {
+        create(tx, actor).await?;
+        // A row this waited for, deleted by the transaction that held it (the rejected turn
+        // of an actor that never held state), is created again.
+        if let Some(instance) = select_instance(tx, actor, LOCK_INSTANCE, known).await? {
+            tx.set_timeouts(bounds.remaining()).await?;
+            return locked(tx, actor, instance, now).await;
+        }
+    }
+    Err(Error::TransactionAborted {
+        reason: format!(
+            "the row of {} {} was deleted {RELOCKS} times while this turn waited for it",
+            actor.actor_type, actor.actor_id
+        ),
+    })
 }
 
 /// The actor's row, locked by `lock` ([`LOCK_INSTANCE`] or [`LOCK_INSTANCE_UNLESS_HELD`]),

@@ -409,7 +409,8 @@ impl<DB: Database> Parked<DB> {
             .is_none_or(JoinHandle::is_finished);
         if !connections.sweeping || sweep_ended {
             connections.sweeping = true;
-            connections.sweeper = Some(runtime.spawn(sweep(Arc::downgrade(&self.connections))));
+            let gives_back = GivesBack(Arc::downgrade(&self.connections));
+            connections.sweeper = Some(runtime.spawn(sweep(gives_back)));
         }
         None
     }
@@ -463,7 +464,12 @@ struct ParkedConnections<DB: Database> {
 
 /// Gives back to the pool each connection parked for [`PARK_FOR`], until none is parked (or
 /// the store is gone).
-async fn sweep<DB: Database>(connections: Weak<Mutex<ParkedConnections<DB>>>) {
+///
+/// A sweep whose Tokio runtime ends (a `block_on` that returns), even before its first poll,
+/// gives back as its task is dropped what it would have (`gives_back` is dropped with it):
+/// nothing else may run again to hand those connections back.
+async fn sweep<DB: Database>(gives_back: GivesBack<DB>) {
+    let connections = Weak::clone(&gives_back.0);
     loop {
         tokio::time::sleep(PARK_FOR).await;
         let Some(connections) = connections.upgrade() else {
@@ -492,6 +498,26 @@ async fn sweep<DB: Database>(connections: Weak<Mutex<ParkedConnections<DB>>>) {
         }
         if done {
             return;
+        }
+    }
+}
+
+/// Gives every parked connection back to the pool when dropped: with the sweep's task.
+struct GivesBack<DB: Database>(Weak<Mutex<ParkedConnections<DB>>>);
+
+impl<DB: Database> Drop for GivesBack<DB> {
+    fn drop(&mut self) {
+        let Some(connections) = self.0.upgrade() else {
+            return;
+        };
+        let idle = std::mem::take(
+            &mut connections
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .idle,
+        );
+        for (mut connection, _) in idle {
+            to_the_pool(&mut connection);
         }
     }
 }

@@ -20,6 +20,9 @@ use sqlx::mysql::MySqlPool;
 use crate::error::{Error, Result};
 
 /// The lock's table: at most one row, the holder's.
+/// The table the lock's row is in.
+pub(super) const LOCK_TABLE: &str = "solid_migration_lock";
+
 const CREATE_LOCK_TABLE: &str = "CREATE TABLE IF NOT EXISTS solid_migration_lock (
     id         TINYINT NOT NULL PRIMARY KEY,
     holder     VARCHAR(64) NOT NULL,

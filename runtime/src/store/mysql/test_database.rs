@@ -19,6 +19,7 @@ use std::sync::{Mutex, PoisonError};
 use sqlx::mysql::{MySqlConnection, MySqlPoolOptions};
 use sqlx::Connection;
 
+use super::migration_lock::LOCK_TABLE;
 use super::MIGRATIONS;
 use crate::error::Result;
 use crate::store::connect::with_database;
@@ -43,9 +44,12 @@ pub(crate) async fn create(server_url: &str, name: &str) -> Result<()> {
             format!("{}.{}", quoted(name), quoted(table)),
             format!("{}.{}", quoted(&template.name), quoted(table)),
         );
-        copy.push_str(&format!(
-            "; CREATE TABLE {to} LIKE {from}; INSERT INTO {to} SELECT * FROM {from}"
-        ));
+        copy.push_str(&format!("; CREATE TABLE {to} LIKE {from}"));
+        // The rows the migrations left (the applied versions, the wake-up bell), but not
+        // the migration lock, which another process checking the template may hold now.
+        if table != LOCK_TABLE {
+            copy.push_str(&format!("; INSERT INTO {to} SELECT * FROM {from}"));
+        }
     }
     let mut connection = MySqlConnection::connect(server_url).await?;
     let copied = sqlx::raw_sql(&copy).execute(&mut connection).await;

@@ -24,15 +24,15 @@ use tokio::time::Instant;
 use self::failover::Failover;
 use self::hosts::Host;
 use super::connect::{open_pool, Checkout, Endpoint};
-use super::instances::LOCK_ACTOR_AND_HEAD;
+use super::instances::{LOCK_ACTOR_AND_HEAD, RELOCKS};
 use super::owned_transaction::{OwnedTransaction, Parked};
-use super::query::{query, Dialect, On};
+use super::query::{get, query, Dialect, On};
 use super::{
     require_current, rows, ActorKey, Bounds, Counters, LockWait, LockedActor, ReadConnections,
     SchemaMode, StateNotice, StateNotices, Store, Transaction, Version, WorkNotices,
     WriteConnection,
 };
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// The schema, applied in order at start; each entry runs once per database.
 const MIGRATIONS: &[(i64, &str, &str)] = &[
@@ -483,22 +483,39 @@ impl Transaction for PostgresTransaction {
     ) -> Result<Option<LockedActor>> {
         // One round trip: the function locks (or skips, or waits until the transaction's
         // lock_timeout), then reads the head with a snapshot taken after the lock.
-        self.counters.statement();
         let known = known.unwrap_or(Version::NONE);
-        let row = query(LOCK_ACTOR_AND_HEAD)
-            .bind(actor.actor_type)
-            .bind(actor.actor_id)
-            .bind(match wait {
-                LockWait::Wait => Some(true),
-                LockWait::Skip => Some(false),
-                LockWait::SkipMissing => None,
-            })
-            .bind(now)
-            .bind(known.incarnation)
-            .bind(known.revision)
-            .fetch_optional(self.on())
-            .await?;
-        row.map(|row| rows::locked_actor(&row)).transpose()
+        for _ in 0..RELOCKS {
+            self.counters.statement();
+            let row = query(LOCK_ACTOR_AND_HEAD)
+                .bind(actor.actor_type)
+                .bind(actor.actor_id)
+                .bind(match wait {
+                    LockWait::Wait => Some(true),
+                    LockWait::Skip => Some(false),
+                    LockWait::SkipMissing => None,
+                })
+                .bind(now)
+                .bind(known.incarnation)
+                .bind(known.revision)
+                .fetch_optional(self.on())
+                .await?;
+            // A row the function waited for, deleted by the transaction that held it (the
+            // rejected turn of an actor that never held state): nothing is locked, so the
+            // function runs again, creating the row anew.
+            if let Some(row) = &row {
+                let vanished = get::<Option<i64>>(row, "revision")?.is_none();
+                if vanished && wait == LockWait::Wait {
+                    continue;
+                }
+            }
+            return row.map(|row| rows::locked_actor(&row)).transpose();
+        }
+        Err(Error::TransactionAborted {
+            reason: format!(
+                "the row of {} {} was deleted {RELOCKS} times while this turn waited for it",
+                actor.actor_type, actor.actor_id
+            ),
+        })
     }
 
     fn postgres(&mut self) -> Option<&mut PgConnection> {

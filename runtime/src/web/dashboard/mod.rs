@@ -110,17 +110,22 @@ pub fn router(runtime: Runtime) -> Router {
         .with_state(runtime)
 }
 
-/// Nests `dashboard` in `app` at `path` (`"/ops"`), as [`Router::nest`] does, and answers
-/// `path/` too, which `nest` leaves to the application: with a redirect to `path` (its
-/// query kept), so an operator who types the slash reaches the overview.
+/// Nests `dashboard` in `app` at `path` (`"/ops"`, or `"/ops/"`: the same), as
+/// [`Router::nest`] does, and answers `/ops/` too, which `nest` leaves to the application:
+/// with a redirect to `/ops` (its query kept), so an operator who types the slash reaches
+/// the overview.
 ///
 /// # Panics
 ///
 /// As [`Router::nest`]: if `path` is empty, `/`, or does not start with `/`.
 pub fn mount(app: Router, path: &str, dashboard: Router) -> Router {
-    let with_slash = format!("{}/", path.trim_end_matches('/'));
+    // `/ops/` and `/ops` mount it at the same place.
+    let path = match path.trim_end_matches('/') {
+        "" => path,
+        trimmed => trimmed,
+    };
     app.nest(path, dashboard).route(
-        &with_slash,
+        &format!("{path}/"),
         get(to_the_overview).layer(axum::middleware::from_fn(secure)),
     )
 }
