@@ -806,33 +806,6 @@ impl Error {
         }
     }
 
-    /// A conflict with another transaction that running the whole turn again resolves: a
-    /// deadlock or serialization failure (another application's locks), or a key taken by
-    /// a concurrent writer.
-    pub(crate) fn is_conflict(&self) -> bool {
-        match self {
-            Self::Database(error) => {
-                is_transient_database_error(error)
-                    || matches!(error, sqlx::Error::Database(database)
-                        if database.kind() == sqlx::error::ErrorKind::UniqueViolation)
-            }
-            Self::GroupRolledBack { .. } | Self::TransactionAborted { .. } => true,
-            _ => false,
-        }
-    }
-
-    /// A connection to the database that is gone (closed by the server, reset, the server
-    /// shutting down), a session that no longer accepts writes (a primary turned standby), or
-    /// no host accepting writes: the runtime reconnects, and whatever the lost transaction
-    /// did is known only by reading it back.
-    pub(crate) fn is_connection_lost(&self) -> bool {
-        match self {
-            Self::Database(error) => is_connection_lost(error) || is_read_only_session(error),
-            Self::DatabaseUnavailable { .. } => true,
-            _ => false,
-        }
-    }
-
     /// This error, naming `request_id` as the message a turn that may have committed is
     /// found by, if it is [`Error::DatabaseUnavailable`]; any other error as it is.
     pub(crate) fn in_doubt_of(self, request_id: &str) -> Self {
@@ -852,80 +825,5 @@ impl Error {
             },
             error => error,
         }
-    }
-
-    /// A wait that ran out: for a connection, for another process's write lock on a SQLite
-    /// file, or for an actor's row lock on PostgreSQL.
-    pub(crate) fn is_busy(&self) -> bool {
-        match self {
-            Self::Database(error) => is_busy_database_error(error),
-            _ => false,
-        }
-    }
-}
-
-/// Whether a database error is a deadlock or a serialization failure: transient, and
-/// resolved by running the whole transaction again.
-pub(crate) fn is_transient_database_error(error: &sqlx::Error) -> bool {
-    let sqlx::Error::Database(database) = error else {
-        return false;
-    };
-    matches!(database.code().as_deref(), Some("40001" | "40P01"))
-}
-
-/// Whether a database error says the connection is gone (closed by the server, reset, or
-/// the server shutting down): nothing more can run on it, and a statement that had not been
-/// sent yet can run on another connection.
-pub(crate) fn is_connection_lost(error: &sqlx::Error) -> bool {
-    match error {
-        sqlx::Error::Io(_) => true,
-        sqlx::Error::Database(database) => match database.code().as_deref() {
-            // PostgreSQL's connection exceptions (class 08), and the server's shutdown
-            // (admin_shutdown, crash_shutdown, cannot_connect_now).
-            Some(code) if code.starts_with("08") => true,
-            Some("57P01" | "57P02" | "57P03") => true,
-            _ => false,
-        },
-        _ => false,
-    }
-}
-
-/// Whether a database error says the session accepts no writes: PostgreSQL's
-/// `read_only_sql_transaction` (25006), what a standby answers a write.
-pub(crate) fn is_read_only_session(error: &sqlx::Error) -> bool {
-    matches!(error, sqlx::Error::Database(database)
-        if database.code().as_deref() == Some("25006"))
-}
-
-/// Whether a database error is a wait that ran out (SQLite busy or locked, PostgreSQL's
-/// `lock_timeout`, MySQL's `innodb_lock_wait_timeout` and statement time limits, or no
-/// pooled connection in time).
-pub(crate) fn is_busy_database_error(error: &sqlx::Error) -> bool {
-    match error {
-        sqlx::Error::PoolTimedOut => true,
-        #[cfg(feature = "mysql")]
-        sqlx::Error::Database(database)
-            if database
-                .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
-                .is_some() =>
-        {
-            // Lock wait timeout (1205), MariaDB's max_statement_time (1969), MySQL's
-            // max_execution_time (3024).
-            database
-                .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
-                .is_some_and(|mysql| matches!(mysql.number(), 1205 | 1969 | 3024))
-        }
-        sqlx::Error::Database(database) => match database.code().as_deref() {
-            // PostgreSQL's lock_not_available (lock_timeout) and query_canceled
-            // (statement_timeout).
-            Some("55P03" | "57014") => true,
-            // SQLite's (extended) result codes, shorter than a SQLSTATE: BUSY (5) and
-            // LOCKED (6) in the low byte.
-            Some(code) if code.len() < 5 => code
-                .parse::<i32>()
-                .is_ok_and(|code| matches!(code & 0xff, 5 | 6)),
-            _ => false,
-        },
-        _ => false,
     }
 }

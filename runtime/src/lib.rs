@@ -253,7 +253,10 @@ pub mod __private {
     /// Makes the actor type `A` known to the runtime behind `registrar` (the engine): what
     /// `#[actor]` generates as `Actor::register`.
     pub fn register<A: crate::Actor>(registrar: &dyn Registrar) -> crate::Result<()> {
-        match registrar.runtime().downcast_ref::<crate::engine::Engine>() {
+        match registrar
+            .runtime()
+            .downcast_ref::<crate::engine::Registry>()
+        {
             Some(engine) => engine.register::<A>(),
             None => Ok(()),
         }

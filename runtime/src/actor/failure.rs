@@ -3,7 +3,8 @@
 use std::fmt;
 
 use crate::actor::handled::{Handled, HandlerError};
-use crate::error::{is_transient_database_error, Error, Rejection, TypedRejection};
+use crate::error::{Error, Rejection, TypedRejection};
+use crate::store::errors::is_transient;
 
 /// A handler's failure: the turn rolls back, the attempt is recorded, and the message is
 /// retried with backoff (or becomes a dead letter at once, if permanent).
@@ -70,7 +71,7 @@ impl From<sqlx::Error> for Failure {
     /// the runtime run the turn again at once, without counting an attempt.
     fn from(error: sqlx::Error) -> Self {
         Self {
-            transient: is_transient_database_error(&error),
+            transient: is_transient(&error),
             ..Self::retryable(error)
         }
     }

@@ -31,7 +31,7 @@ pub(crate) struct Outgoing {
 /// A runtime that learns of the actor types its turns send to: implemented by the engine,
 /// which an actor type's registration (`Actor::register`) finds behind it.
 #[doc(hidden)]
-pub trait Registrar {
+pub trait Registrar: Send + Sync {
     /// The runtime itself, for a registration to find its own type in.
     fn runtime(&self) -> &dyn Any;
 }

@@ -104,10 +104,6 @@ impl<A: Actor> Turn<A> {
         self.destroy = true;
     }
 
-    pub(crate) fn destroy_requested(&self) -> bool {
-        self.destroy
-    }
-
     /// The id of the message this turn runs, once it is stored (`None` for a query, and for
     /// a synchronous call that runs at once: its message is stored with the turn).
     pub fn message_id(&self) -> Option<i64> {
@@ -492,6 +488,7 @@ impl<A: Actor> Turn<A> {
             reminders: self.reminders.close(),
             outbox: self.outbox.close(),
             effects: self.effects.close(),
+            destroy: self.destroy,
         }
     }
 }
@@ -539,6 +536,8 @@ pub(crate) struct Staged<A: Actor> {
     pub(crate) reminders: Vec<ReminderChange<A::Message>>,
     pub(crate) outbox: Vec<Outgoing>,
     pub(crate) effects: Vec<PendingEffect>,
+    /// Whether the handler asked to destroy the actor when the turn commits.
+    pub(crate) destroy: bool,
 }
 
 /// A lookup in the making; the generated builder names the reminder.

@@ -36,11 +36,10 @@
 //! [`Policy::authorize_administration`]: crate::Policy::authorize_administration
 
 mod activity;
+mod audit;
+mod doctor;
 mod model;
 mod store_rows;
-
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::time::Instant;
 
 use serde_json::{json, Value};
 
@@ -58,15 +57,13 @@ pub use model::{
 use self::store_rows::public;
 use crate::client::effect::UnhandledEffects;
 use crate::client::message::MessageRef;
-use crate::client::policy::{AdminAction, AdminRequest, Denied};
+use crate::client::policy::AdminAction;
 use crate::client::shared::Runtime;
-use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::store::admin::{
-    ActorSelection, AdminEventWrite, Counted, DeadLetterSelection, EffectSelection,
-    ReminderSelection,
+    ActorSelection, Counted, DeadLetterSelection, EffectSelection, ReminderSelection,
 };
-use crate::store::{ActorKey, InstanceWrite, LockWait, MessageLookup, MessageRecord};
+use crate::store::{ActorKey, MessageLookup, MessageRecord};
 use crate::time::micros::{from_micros, micros};
 use crate::validate::{validate_id, validate_key};
 
@@ -99,20 +96,8 @@ const RECENT_MESSAGES: i64 = 20;
 /// recent ones: the read stays bounded however large the table grows.
 const RECENT_SCAN: i64 = 10_000;
 
-/// Stored rows read per page while looking for those this build cannot decode.
-const DECODE_PAGE: i64 = 1000;
-
-/// Undecodable rows the doctor lists.
-const DOCTOR_UNDECODABLE: usize = 100;
-
 /// Dead letters a redrive enqueues per batch.
 const REDRIVE_BATCH: i64 = 100;
-
-/// The actor type of the doctor's scratch actor.
-const DOCTOR_TYPE: &str = "solid_objects.doctor";
-
-/// Clock skew past which the doctor reports a problem: leases and due times go wrong.
-const SKEW_WARNING_MS: i64 = 1000;
 
 /// The administration API of a runtime; see the [module docs](self).
 #[derive(Debug, Clone)]
@@ -149,12 +134,12 @@ impl Admin {
     /// Counts of messages and effects by status, reminders (and how many are due), paused
     /// actors, and when the oldest due message was enqueued.
     pub async fn status(&self) -> Result<Status> {
-        self.audited(AdminAction::Status, "database".to_owned(), || async {
-            let now = micros(self.runtime.engine().now());
+        audit::audited(self, AdminAction::Status, "database".to_owned(), || async {
+            let now = micros(self.runtime.engine().core().now());
             Ok((
                 self.runtime
                     .engine()
-                    .store()
+                    .reads()
                     .status(now, Counted::Every)
                     .await?
                     .into(),
@@ -171,20 +156,25 @@ impl Admin {
     /// the `top` busiest mailboxes (1 to 1000; 100 if zero), and the messages that finished
     /// in the last hour, by status.
     pub async fn overview(&self, top: u32) -> Result<Overview> {
-        self.audited(AdminAction::Overview, "database".to_owned(), || async {
-            let engine = self.runtime.engine();
-            let store = engine.store();
-            let now = micros(engine.now());
-            let hour_ago = now.saturating_sub(3_600_000_000);
-            let overview = Overview {
-                now: from_micros(now),
-                status: store.status(now, Counted::Outstanding).await?.into(),
-                actor_types: public(store.actor_types().await?),
-                busiest: public(store.busiest_mailboxes(i64::from(page(top))).await?),
-                finished_last_hour: store.finished_since(hour_ago).await?,
-            };
-            Ok((overview, None))
-        })
+        audit::audited(
+            self,
+            AdminAction::Overview,
+            "database".to_owned(),
+            || async {
+                let engine = self.runtime.engine();
+                let store = engine.reads();
+                let now = micros(engine.core().now());
+                let hour_ago = now.saturating_sub(3_600_000_000);
+                let overview = Overview {
+                    now: from_micros(now),
+                    status: store.status(now, Counted::Outstanding).await?.into(),
+                    actor_types: public(store.actor_types().await?),
+                    busiest: public(store.busiest_mailboxes(i64::from(page(top))).await?),
+                    finished_last_hour: store.finished_since(hour_ago).await?,
+                };
+                Ok((overview, None))
+            },
+        )
         .await
     }
 
@@ -194,12 +184,17 @@ impl Admin {
     /// reminders ran. The overview's charts.
     pub async fn activity(&self, window: Window) -> Result<Activity> {
         let details = json!({ "window": window });
-        self.audited(AdminAction::Activity, "database".to_owned(), || async {
-            let engine = self.runtime.engine();
-            let span = window.span(micros(engine.now()));
-            let rows = engine.store().activity(span).await?;
-            Ok((activity::activity(window, &span, &rows), Some(details)))
-        })
+        audit::audited(
+            self,
+            AdminAction::Activity,
+            "database".to_owned(),
+            || async {
+                let engine = self.runtime.engine();
+                let span = window.span(micros(engine.core().now()));
+                let rows = engine.reads().activity(span).await?;
+                Ok((activity::activity(window, &span, &rows), Some(details)))
+            },
+        )
         .await
     }
 
@@ -217,10 +212,10 @@ impl Admin {
             actor_id,
         };
         let details = json!({ "window": window });
-        self.audited(AdminAction::Activity, resource(key), || async {
+        audit::audited(self, AdminAction::Activity, resource(key), || async {
             let engine = self.runtime.engine();
-            let span = window.span(micros(engine.now()));
-            let rows = engine.store().actor_activity(key, span).await?;
+            let span = window.span(micros(engine.core().now()));
+            let rows = engine.reads().actor_activity(key, span).await?;
             Ok((
                 activity::actor_activity(window, &span, &rows),
                 Some(details),
@@ -232,11 +227,12 @@ impl Admin {
     /// One message, whatever its status; `None` if there is no such message (or it was
     /// pruned).
     pub async fn message(&self, message_id: i64) -> Result<Option<MessageSummary>> {
-        self.audited(
+        audit::audited(
+            self,
             AdminAction::Inspect,
             format!("message {message_id}"),
             || async {
-                let store = self.runtime.engine().store();
+                let store = self.runtime.engine().reads();
                 let record = store.message(MessageLookup::Id(message_id)).await?;
                 Ok((record.map(message_summary), None))
             },
@@ -247,12 +243,13 @@ impl Admin {
     /// Every actor type with actors or messages: its actors, paused actors, ready messages
     /// and dead letters.
     pub async fn actor_types(&self) -> Result<Vec<ActorTypeSummary>> {
-        self.audited(
+        audit::audited(
+            self,
             AdminAction::ListActors,
             "actor types".to_owned(),
             || async {
                 Ok((
-                    public(self.runtime.engine().store().actor_types().await?),
+                    public(self.runtime.engine().reads().actor_types().await?),
                     None,
                 ))
             },
@@ -280,12 +277,12 @@ impl Admin {
                 ("prefix", filter.id_prefix.as_deref()),
             ],
         );
-        self.audited(AdminAction::ListActors, resource, || async {
+        audit::audited(self, AdminAction::ListActors, resource, || async {
             let limit = page(filter.limit);
             let actors = public(
                 self.runtime
                     .engine()
-                    .store()
+                    .reads()
                     .actors(&ActorSelection::from(filter), i64::from(limit))
                     .await?,
             );
@@ -303,8 +300,8 @@ impl Admin {
             actor_type,
             actor_id,
         };
-        self.audited(AdminAction::Inspect, resource(key), || async {
-            let store = self.runtime.engine().store();
+        audit::audited(self, AdminAction::Inspect, resource(key), || async {
+            let store = self.runtime.engine().reads();
             let filter = ActorFilter {
                 actor_type: Some(actor_type.to_owned()),
                 id_prefix: Some(actor_id.to_owned()),
@@ -370,14 +367,15 @@ impl Admin {
     /// Dead letters matching `filter`, oldest first.
     pub async fn dead_letters(&self, filter: &DeadLetterFilter) -> Result<Vec<DeadLetterSummary>> {
         check_dead_letter_filter(filter)?;
-        self.audited(
+        audit::audited(
+            self,
             AdminAction::ListDeadLetters,
             dead_letters_resource(filter),
             || async {
                 let records = self
                     .runtime
                     .engine()
-                    .store()
+                    .reads()
                     .dead_letters_matching(
                         &DeadLetterSelection::from(filter),
                         (0, i64::MAX),
@@ -410,12 +408,17 @@ impl Admin {
     /// with that key gets the retry's outcome. Retrying the same dead letter again returns
     /// the same new message.
     pub async fn retry_dead_letter(&self, message_id: i64) -> Result<MessageRef> {
-        self.audited(
+        audit::audited(
+            self,
             AdminAction::RetryDeadLetter,
             format!("message {message_id}"),
             || async {
-                let (record, enqueued) =
-                    self.runtime.engine().retry_dead_letter(message_id).await?;
+                let (record, enqueued) = self
+                    .runtime
+                    .engine()
+                    .operator_writes()
+                    .retry_dead_letter(message_id)
+                    .await?;
                 let details = json!({ "retried_as": enqueued.message_id });
                 let retried = MessageRef::from_parts(
                     self.runtime.clone(),
@@ -441,7 +444,8 @@ impl Admin {
             include_retried: false,
             ..filter.clone()
         };
-        self.audited(
+        audit::audited(
+            self,
             AdminAction::Redrive,
             dead_letters_resource(&filter),
             || async {
@@ -450,11 +454,11 @@ impl Admin {
                     retried: 0,
                     message_ids: Vec::new(),
                 };
-                let up_to = engine.store().newest_message_id().await?;
+                let up_to = engine.reads().newest_message_id().await?;
                 let mut after = 0;
                 loop {
                     let batch = engine
-                        .store()
+                        .reads()
                         .dead_letters_matching(
                             &DeadLetterSelection::from(&filter),
                             (after, up_to),
@@ -462,7 +466,11 @@ impl Admin {
                         )
                         .await?;
                     for letter in &batch {
-                        if let Some(enqueued) = engine.redrive_dead_letter(letter.id).await? {
+                        if let Some(enqueued) = engine
+                            .operator_writes()
+                            .redrive_dead_letter(letter.id)
+                            .await?
+                        {
                             redriven.retried += 1;
                             redriven.message_ids.push(enqueued);
                         }
@@ -496,11 +504,11 @@ impl Admin {
                 ("name", filter.name.as_deref()),
             ],
         );
-        self.audited(AdminAction::ListEffects, resource, || async {
+        audit::audited(self, AdminAction::ListEffects, resource, || async {
             let effects = self
                 .runtime
                 .engine()
-                .store()
+                .reads()
                 .effects(
                     &EffectSelection::from(filter),
                     i64::from(page(filter.limit)),
@@ -517,10 +525,15 @@ impl Admin {
     /// new outcome too: a success after that failure reaches the `on_success` command, so an
     /// actor that treats a failure as final says so in its state.
     pub async fn retry_effect(&self, id: i64) -> Result<bool> {
-        self.audited(AdminAction::RetryEffect, format!("effect {id}"), || async {
-            let retried = self.runtime.engine().retry_effect(id).await?;
-            Ok((retried, Some(json!({ "retried": retried }))))
-        })
+        audit::audited(
+            self,
+            AdminAction::RetryEffect,
+            format!("effect {id}"),
+            || async {
+                let retried = self.runtime.engine().effects().retry_effect(id).await?;
+                Ok((retried, Some(json!({ "retried": retried }))))
+            },
+        )
         .await
     }
 
@@ -528,11 +541,12 @@ impl Admin {
     /// process registers a handler for a kind ([`Builder::effect`](crate::Builder::effect)),
     /// its effects never run; workers also log a warning once per kind after a minute.
     pub async fn unhandled_effects(&self) -> Result<Vec<UnhandledEffects>> {
-        self.audited(
+        audit::audited(
+            self,
             AdminAction::ListEffects,
             "unhandled effects".to_owned(),
             || async {
-                let pending = self.runtime.engine().unhandled_effects().await?;
+                let pending = self.runtime.engine().effects().unhandled_effects().await?;
                 Ok((
                     pending.into_iter().map(UnhandledEffects::new).collect(),
                     None,
@@ -552,11 +566,11 @@ impl Admin {
                 ("id", filter.actor_id.as_deref()),
             ],
         );
-        self.audited(AdminAction::ListReminders, resource, || async {
+        audit::audited(self, AdminAction::ListReminders, resource, || async {
             let reminders = self
                 .runtime
                 .engine()
-                .store()
+                .reads()
                 .all_reminders(
                     &ReminderSelection::from(filter),
                     i64::from(page(filter.limit)),
@@ -572,22 +586,25 @@ impl Admin {
     /// actors, its reminders, earlier enqueues) wait in its mailbox. False if it was paused
     /// already.
     pub async fn pause(&self, actor_type: &str, actor_id: &str) -> Result<bool> {
-        self.set_paused(AdminAction::Pause, actor_type, actor_id)
-            .await
+        audit::set_paused(self, AdminAction::Pause, actor_type, actor_id).await
     }
 
     /// Resumes a paused actor: its mailbox runs again. False if it was not paused.
     pub async fn resume(&self, actor_type: &str, actor_id: &str) -> Result<bool> {
-        self.set_paused(AdminAction::Resume, actor_type, actor_id)
-            .await
+        audit::set_paused(self, AdminAction::Resume, actor_type, actor_id).await
     }
 
     /// Counts what [`prune`](Admin::prune) would delete now, deleting nothing.
     pub async fn prune_preview(&self) -> Result<PruneCounts> {
-        self.audited(AdminAction::PrunePreview, "database".to_owned(), || async {
-            let counts = PruneCounts::from(self.runtime.engine().prune(false).await?);
-            Ok((counts, Some(json!(counts))))
-        })
+        audit::audited(
+            self,
+            AdminAction::PrunePreview,
+            "database".to_owned(),
+            || async {
+                let counts = PruneCounts::from(self.runtime.engine().upkeep().prune(false).await?);
+                Ok((counts, Some(json!(counts))))
+            },
+        )
         .await
     }
 
@@ -598,8 +615,8 @@ impl Admin {
     /// [`Limits::retention`]: crate::Limits::retention
     /// [`Limits::dead_retention`]: crate::Limits::dead_retention
     pub async fn prune(&self) -> Result<PruneCounts> {
-        self.audited(AdminAction::Prune, "database".to_owned(), || async {
-            let counts = PruneCounts::from(self.runtime.engine().prune(true).await?);
+        audit::audited(self, AdminAction::Prune, "database".to_owned(), || async {
+            let counts = PruneCounts::from(self.runtime.engine().upkeep().prune(true).await?);
             Ok((counts, Some(json!(counts))))
         })
         .await
@@ -607,15 +624,20 @@ impl Admin {
 
     /// The audit log, newest first, at most `limit` rows (1 to 1000; 100 if zero).
     pub async fn audit_log(&self, limit: u32) -> Result<Vec<AdminEvent>> {
-        self.audited(AdminAction::ReadAudit, "audit log".to_owned(), || async {
-            let events = self
-                .runtime
-                .engine()
-                .store()
-                .admin_events(i64::MAX, i64::from(page(limit)))
-                .await?;
-            Ok((public(events), None))
-        })
+        audit::audited(
+            self,
+            AdminAction::ReadAudit,
+            "audit log".to_owned(),
+            || async {
+                let events = self
+                    .runtime
+                    .engine()
+                    .reads()
+                    .admin_events(i64::MAX, i64::from(page(limit)))
+                    .await?;
+                Ok((public(events), None))
+            },
+        )
         .await
     }
 
@@ -630,101 +652,12 @@ impl Admin {
     /// [`DoctorReport::problems`], as is each kind of effect waiting to run that this runtime
     /// has no handler for ([`DoctorReport::unhandled_effects`]).
     pub async fn doctor(&self) -> Result<DoctorReport> {
-        self.audited(AdminAction::Doctor, "database".to_owned(), || async {
-            let report = self.examine().await?;
+        audit::audited(self, AdminAction::Doctor, "database".to_owned(), || async {
+            let report = doctor::examine(self).await?;
             let details = json!({ "problems": report.problems });
             Ok((report, Some(details)))
         })
         .await
-    }
-
-    async fn examine(&self) -> Result<DoctorReport> {
-        let engine = self.runtime.engine();
-        let store = engine.store();
-        let (backend, known_migration) = store.schema();
-        let applied_migrations = store.applied_migrations().await?;
-        let settings = store.settings().await?;
-        let mut problems = Vec::new();
-        match applied_migrations.iter().max() {
-            Some(&newest) if newest > known_migration => problems.push(format!(
-                "the database has schema version {newest}, newer than this build's \
-                 {known_migration}: upgrade this build"
-            )),
-            _ => {}
-        }
-        let setting = |name: &str| {
-            settings
-                .iter()
-                .find(|(setting, _)| setting == name)
-                .map(|(_, value)| value.as_str())
-        };
-        if setting("journal_mode").is_some_and(|mode| !mode.eq_ignore_ascii_case("wal")) {
-            problems.push("SQLite is not in WAL mode: readers block the writer".to_owned());
-        }
-        if setting("synchronous").is_some_and(|mode| mode == "off") {
-            problems.push("SQLite synchronous is off: a crash can lose committed turns".to_owned());
-        }
-        if setting("synchronous_commit").is_some_and(|mode| mode == "off") {
-            problems.push(
-                "PostgreSQL synchronous_commit is off: a crash can lose committed turns".to_owned(),
-            );
-        }
-        let round_trip_micros = self.round_trip().await?;
-        let clock_skew_ms = store
-            .database_micros()
-            .await?
-            .map(|database| (database - micros(chrono::Utc::now())) / 1000);
-        if let Some(skew) = clock_skew_ms.filter(|skew| skew.abs() > SKEW_WARNING_MS) {
-            problems.push(format!(
-                "this host's clock is {skew} ms behind the database's (negative: ahead); \
-                 leases and due times assume clocks within a second"
-            ));
-        }
-        let checked_actor_types = engine.registry().registered_types();
-        let undecodable = self.find_undecodable(DOCTOR_UNDECODABLE).await?;
-        for row in &undecodable {
-            let kind = match row.kind {
-                StoredKind::Message => "message",
-                StoredKind::Reminder => "reminder",
-            };
-            problems.push(format!(
-                "{kind} {} ({} {}/{}) does not decode with this build: {}; keep the old \
-                 operation or accept the old arguments (serde aliases, defaults) before \
-                 deploying it",
-                row.id, row.operation, row.actor_type, row.actor_id, row.error
-            ));
-        }
-        let unhandled_effects: Vec<UnhandledEffects> = engine
-            .unhandled_effects()
-            .await?
-            .into_iter()
-            .map(UnhandledEffects::new)
-            .collect();
-        // The command-line tool runs no effects: there, waiting effects are no problem.
-        if !checked_actor_types.is_empty() {
-            for kind in &unhandled_effects {
-                problems.push(format!(
-                    "{} effects of kind {:?} wait to run (the oldest since {}) and this \
-                     runtime has no handler for them: register one with Builder::effect in \
-                     a process that runs effects, or they never run",
-                    kind.count,
-                    kind.name,
-                    kind.oldest.to_rfc3339()
-                ));
-            }
-        }
-        Ok(DoctorReport {
-            backend,
-            applied_migrations,
-            known_migration,
-            settings,
-            round_trip_micros,
-            clock_skew_ms,
-            checked_actor_types,
-            undecodable,
-            unhandled_effects,
-            problems,
-        })
     }
 
     /// The unfinished messages and scheduled reminders of the actor types this runtime
@@ -737,193 +670,13 @@ impl Admin {
     /// on, before it takes any work; rows of types it did not register are not checked.
     pub async fn undecodable(&self, limit: u32) -> Result<Vec<Undecodable>> {
         let limit = usize::try_from(page(limit)).unwrap_or(usize::MAX);
-        self.audited(
+        audit::audited(
+            self,
             AdminAction::ListUndecodable,
             "stored arguments".to_owned(),
-            || async { Ok((self.find_undecodable(limit).await?, None)) },
+            || async { Ok((doctor::find_undecodable(self, limit).await?, None)) },
         )
         .await
-    }
-
-    /// Decodes every unfinished message, then every scheduled reminder, of a registered
-    /// type, until `limit` do not decode.
-    async fn find_undecodable(&self, limit: usize) -> Result<Vec<Undecodable>> {
-        let engine = self.runtime.engine();
-        let store = engine.store();
-        let mut found = Vec::new();
-        for kind in [StoredKind::Message, StoredKind::Reminder] {
-            let mut after_id = 0;
-            while found.len() < limit {
-                let rows = match kind {
-                    StoredKind::Message => store.pending_arguments(after_id, DECODE_PAGE).await?,
-                    StoredKind::Reminder => store.reminder_arguments(after_id, DECODE_PAGE).await?,
-                };
-                let Some(last) = rows.last() else {
-                    break;
-                };
-                after_id = last.id;
-                for row in rows {
-                    let Some(runner) = engine.registry().runner(&row.actor_type) else {
-                        continue;
-                    };
-                    if let Err(error) =
-                        runner.check_stored(&row.actor_id, &row.operation, &row.arguments)
-                    {
-                        found.push(Undecodable {
-                            kind,
-                            id: row.id,
-                            actor_type: row.actor_type,
-                            actor_id: row.actor_id,
-                            operation: row.operation,
-                            error: error.to_string(),
-                        });
-                    }
-                }
-            }
-        }
-        found.truncate(limit);
-        Ok(found)
-    }
-
-    /// Writes a scratch actor's state and reads it back inside one transaction, then rolls
-    /// it back (so an interrupted doctor leaves nothing behind); returns how long that took.
-    async fn round_trip(&self) -> Result<u64> {
-        let engine = self.runtime.engine();
-        let probe = uuid::Uuid::new_v4().to_string();
-        let key = ActorKey {
-            actor_type: DOCTOR_TYPE,
-            actor_id: &probe,
-        };
-        let state = json!({ "probe": probe }).to_string();
-        let started = Instant::now();
-        let mut tx = engine.begin(None).await?;
-        let write = InstanceWrite {
-            state: &state,
-            revision: 1,
-            state_version: 1,
-            updated_at: micros(engine.now()),
-        };
-        tx.write_instance(key, &write).await?;
-        let read = tx
-            .lock_actor(key, LockWait::Wait, micros(engine.now()), None)
-            .await?;
-        Engine::release(tx).await;
-        let read = read.and_then(|locked| locked.instance.state);
-        if read.as_deref() != Some(state.as_str()) {
-            return Err(Error::Config(
-                "the doctor's scratch actor did not read back as written".to_owned(),
-            ));
-        }
-        Ok(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX))
-    }
-
-    async fn set_paused(
-        &self,
-        action: AdminAction,
-        actor_type: &str,
-        actor_id: &str,
-    ) -> Result<bool> {
-        check_actor(actor_type, actor_id)?;
-        let key = ActorKey {
-            actor_type,
-            actor_id,
-        };
-        self.audited(action, resource(key), || async {
-            let paused = action == AdminAction::Pause;
-            let changed = self.runtime.engine().set_paused(key, paused).await?;
-            Ok((changed, Some(json!({ "changed": changed }))))
-        })
-        .await
-    }
-
-    /// Asks the policy, commits the audit row (`allowed`), runs `work`, records on the row
-    /// how it ended (`done`, with `work`'s details, or `failed`), and returns what `work`
-    /// returned.
-    async fn audited<T, F, Fut>(&self, action: AdminAction, resource: String, work: F) -> Result<T>
-    where
-        F: FnOnce() -> Fut,
-        Fut: std::future::Future<Output = Result<(T, Option<Value>)>>,
-    {
-        self.authorize(action, &resource).await?;
-        let row = self.record(action, &resource, "allowed", None).await?;
-        let (outcome, details, result) = match work().await {
-            Ok((value, details)) => ("done", details, Ok(value)),
-            Err(error) => {
-                let details = json!({ "error": error.to_string() });
-                ("failed", Some(details), Err(error))
-            }
-        };
-        if let Err(audit) = self.finish(row, outcome, details).await {
-            // The row stays `allowed`: the log lacks how the call ended, not that it was made.
-            tracing::warn!(%audit, action = action.as_str(), "how an administration call ended was not written to its audit row");
-        }
-        result
-    }
-
-    /// Puts the call to the policy; a refusal is written to the audit table and returned.
-    async fn authorize(&self, action: AdminAction, resource: &str) -> Result<()> {
-        self.runtime.ensure_open()?;
-        let request = AdminRequest {
-            action,
-            resource,
-            context: self.context.as_ref(),
-        };
-        let policy = self.runtime.policy();
-        // The policy is user code: a panic in it denies the call.
-        let verdict = catch_unwind(AssertUnwindSafe(|| {
-            policy.authorize_administration(&request)
-        }))
-        .unwrap_or_else(|_| Err(Denied::new("the authorisation policy failed")));
-        let Err(denied) = verdict else {
-            return Ok(());
-        };
-        let details = json!({ "reason": denied.reason() });
-        self.record(action, resource, "denied", Some(details))
-            .await?;
-        Err(Error::AdministrationDenied {
-            action: action.as_str(),
-            resource: resource.to_owned(),
-            reason: denied.reason().to_owned(),
-        })
-    }
-
-    /// Appends an audit row in a transaction of its own; returns its id.
-    async fn record(
-        &self,
-        action: AdminAction,
-        resource: &str,
-        outcome: &str,
-        details: Option<Value>,
-    ) -> Result<i64> {
-        let engine = self.runtime.engine();
-        let caller = self.caller();
-        let details = details.map(|details| details.to_string());
-        let mut tx = engine.begin(None).await?;
-        let id = tx
-            .record_admin_event(&AdminEventWrite {
-                at: micros(engine.now()),
-                caller: caller.as_deref(),
-                action: action.as_str(),
-                resource,
-                outcome,
-                details: details.as_deref(),
-            })
-            .await?;
-        tx.commit().await?;
-        Ok(id)
-    }
-
-    /// Records how an allowed call ended on its audit row.
-    async fn finish(&self, row: i64, outcome: &str, details: Option<Value>) -> Result<()> {
-        let details = details.map(|details| details.to_string());
-        let mut tx = self.runtime.engine().begin(None).await?;
-        tx.finish_admin_event(row, outcome, details.as_deref())
-            .await?;
-        tx.commit().await
-    }
-
-    fn caller(&self) -> Option<String> {
-        self.context.as_ref().map(Value::to_string)
     }
 }
 

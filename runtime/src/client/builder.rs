@@ -574,10 +574,10 @@ impl Builder {
             register(&engine)?;
         }
         for (name, runner) in &self.effects {
-            engine.effects().register(name, runner.retry())?;
+            engine.effect_kinds().register(name, runner.retry())?;
         }
         engine
-            .effects()
+            .effect_kinds()
             .refuse_unhandled(&engine.registry().declared_effects())?;
         warn_of_unhandled_effects(&engine).await;
         let runtime = Runtime {
@@ -612,7 +612,9 @@ const UNHANDLED_LOOK: Duration = Duration::from_secs(1);
 /// Warns of each kind of effect that waits to run with no handler in this runtime: unless
 /// another process has one, those effects never run and their replies never come.
 async fn warn_of_unhandled_effects(engine: &Engine) {
-    let Ok(looked) = tokio::time::timeout(UNHANDLED_LOOK, engine.unhandled_effects()).await else {
+    let Ok(looked) =
+        tokio::time::timeout(UNHANDLED_LOOK, engine.effects().unhandled_effects()).await
+    else {
         tracing::debug!("the database did not say in time which effects have no handler here");
         return;
     };

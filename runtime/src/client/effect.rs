@@ -133,7 +133,7 @@ pub(crate) async fn run_due(runtime: &Runtime, limit: usize) -> Result<usize> {
     let mut ran = 0;
     for (name, runner) in runtime.effect_runners() {
         for _ in 0..limit {
-            let Some(claimed) = engine.claim_effect(name).await? else {
+            let Some(claimed) = engine.effects().claim_effect(name).await? else {
                 break;
             };
             // The testing API's run is its caller's: nothing abandons it but dropping it.
@@ -166,7 +166,7 @@ pub(crate) async fn start_due(runtime: &Runtime, tasks: &EffectTasks) -> Result<
             };
             let (name, runner) = &kinds[index];
             let name: &'static str = name;
-            let Some(claimed) = runtime.engine().claim_effect(name).await? else {
+            let Some(claimed) = runtime.engine().effects().claim_effect(name).await? else {
                 // None of this kind is due: the other kinds go on without it.
                 kinds.remove(index);
                 continue;
@@ -216,7 +216,7 @@ async fn run_claimed(
     abandoning: impl Future<Output = ()>,
 ) -> Result<()> {
     let engine = runtime.engine();
-    let max_attempts = engine.effects().retry(name).max_attempts;
+    let max_attempts = engine.effect_kinds().retry(name).max_attempts;
     let context = EffectContext {
         id: claimed.effect_id.clone(),
         attempt: u32::try_from(claimed.attempts).unwrap_or(u32::MAX),
@@ -225,12 +225,12 @@ async fn run_claimed(
         actor_id: claimed.actor_id.clone(),
         runtime: runtime.clone(),
     };
-    let timeout = engine.config().effect_timeout;
+    let timeout = engine.core().config().effect_timeout;
     // The handler runs inside the runtime's scope: `Actor::reference(id)` reaches it.
     let running = runtime.scope(runner.run(&claimed.payload, context));
     let running = tokio::time::timeout(timeout, running);
     tokio::pin!(running);
-    let lease = engine.config().effect_lease;
+    let lease = engine.core().config().effect_lease;
     let mut renewals = tokio::time::interval_at(tokio::time::Instant::now() + lease / 3, lease / 3);
     renewals.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut renewing = true;
@@ -238,6 +238,7 @@ async fn run_claimed(
     // (SQLite's one writer) must not stop the handler that holds it from finishing. Once
     // started, a renewal is awaited to its end, not dropped in the middle of its
     // transaction.
+    let effects = engine.effects();
     let mut renewal: Option<std::pin::Pin<Box<dyn Future<Output = Result<bool>> + Send + '_>>> =
         None;
     tokio::pin!(abandoning);
@@ -246,7 +247,7 @@ async fn run_claimed(
             finished = &mut running => break Some(finished),
             () = &mut abandoning => break None,
             _ = renewals.tick(), if renewing && renewal.is_none() => {
-                renewal = Some(Box::pin(engine.renew_effect(&claimed)));
+                renewal = Some(Box::pin(effects.renew_effect(&claimed)));
             }
             renewed = async { renewal.as_mut().expect("a renewal runs").await },
                 if renewal.is_some() =>
@@ -271,7 +272,7 @@ async fn run_claimed(
             if let Some(renewal) = renewal {
                 let _ = renewal.await;
             }
-            engine.release_effect(&claimed).await
+            engine.effects().release_effect(&claimed).await
         };
         return match tokio::time::timeout(RELEASE_BOUND, release).await {
             Ok(released) => released.map(drop),
@@ -298,6 +299,6 @@ async fn run_claimed(
     if let Err(failure) = &outcome {
         tracing::warn!(effect = name, id = claimed.effect_id, %failure, "an effect failed");
     }
-    engine.finish_effect(&claimed, outcome).await?;
+    engine.effects().finish_effect(&claimed, outcome).await?;
     Ok(())
 }

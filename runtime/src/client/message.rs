@@ -13,6 +13,7 @@ use crate::client::shared::Runtime;
 use crate::engine::{read_until, Lock, Step};
 use crate::error::{Error, Rejection, Result};
 use crate::limits::{check_timeout, deadline_after};
+use crate::store::ErrorKinds;
 use crate::store::{MessageLookup, MessageRecord, StoredStatus};
 use crate::time::clock::IntoDuration;
 use crate::time::micros::{from_micros, micros};
@@ -125,7 +126,7 @@ impl<T> MessageRef<T> {
     async fn record(&self) -> Result<MessageRecord> {
         self.runtime
             .engine()
-            .store()
+            .reads()
             .message(MessageLookup::Id(self.id))
             .await?
             // A pruned message's id may be reused by a later one on SQLite.
@@ -206,12 +207,15 @@ impl<T: DeserializeOwned> MessageRef<T> {
                 return Ok(result);
             }
             // A message sent with a delay is not in line before it is due.
-            let not_due = (record.attempts == 0 && record.available_at > micros(engine.now()))
-                .then(|| format!("it is not due until {}", from_micros(record.available_at)));
+            let not_due = (record.attempts == 0
+                && record.available_at > micros(engine.core().now()))
+            .then(|| format!("it is not due until {}", from_micros(record.available_at)));
             let ran = match &runner {
                 Some(runner) => {
                     let lock = Lock::WaitUntil(deadline);
-                    let step = runner.run_next(engine, &self.actor_id, lock).await?;
+                    let step = runner
+                        .run_next(engine.turns(), &self.actor_id, lock)
+                        .await?;
                     waiting_on = not_due.unwrap_or_else(|| step.waiting_on(self.id));
                     matches!(step, Step::Ran(_))
                 }
@@ -229,7 +233,7 @@ impl<T: DeserializeOwned> MessageRef<T> {
             }
             if !ran {
                 let pause = WAIT_POLL.min(deadline.saturating_duration_since(Instant::now()));
-                engine.wait_for_work(pause).await;
+                engine.core().wait_for_work(pause).await;
             }
         }
         Err(Error::WaitTimeout {

@@ -25,6 +25,7 @@ use crate::engine::read_until;
 use crate::engine::{CallOptions, EnqueueOptions};
 use crate::error::{Error, Result};
 use crate::limits::{check_timeout, deadline_after, Payload};
+use crate::store::ErrorKinds;
 use crate::store::{ActorKey, MessageLookup};
 use crate::time::clock::IntoDuration;
 use crate::time::saturating::later;
@@ -166,7 +167,7 @@ impl<A: Actor> Reference<A> {
             key,
         );
         let deadline = deadline_after(self.timeout_on(&runtime)?);
-        let read = runtime.engine().store().message(lookup);
+        let read = runtime.engine().reads().message(lookup);
         let Some(record) = read_until(deadline, read).await? else {
             return Ok(None);
         };
@@ -190,7 +191,7 @@ impl<A: Actor> Reference<A> {
         let runtime = self.prepare()?;
         self.authorize(&runtime, RequestKind::Snapshot, "snapshot", &Value::Null)?;
         let deadline = deadline_after(self.timeout_on(&runtime)?);
-        read_until(deadline, runtime.engine().snapshot::<A>(&self.id)).await
+        read_until(deadline, runtime.engine().calls().snapshot::<A>(&self.id)).await
     }
 
     /// The actor's scheduled reminders, the next due first, for operators: each one's name,
@@ -205,7 +206,7 @@ impl<A: Actor> Reference<A> {
             actor_id: &self.id,
         };
         let deadline = deadline_after(self.timeout_on(&runtime)?);
-        read_until(deadline, runtime.engine().reminders(key)).await
+        read_until(deadline, runtime.engine().reminders().scheduled(key)).await
     }
 
     /// Destroys the actor: its state, its reminders and its unfinished messages go (callers
@@ -225,7 +226,8 @@ impl<A: Actor> Reference<A> {
         let timeout = self.timeout_on(&runtime)?;
         runtime
             .engine()
-            .destroy(key, timeout)
+            .destroy()
+            .actor(key, timeout)
             .await
             .map_err(|error| match error {
                 busy if busy.is_busy() => Error::SyncTimeout {
@@ -256,6 +258,7 @@ impl<A: Actor> Reference<A> {
         let operation = message.name();
         let result = runtime
             .engine()
+            .calls()
             .call::<A>(&self.id, message, arguments, options)
             .await?;
         // The command ran: a result that does not read must not read as "retry".
@@ -291,7 +294,7 @@ impl<A: Actor> Reference<A> {
         }
         let (stored, read_back) = store_operation(&message)?;
         self.authorize(&runtime, RequestKind::Command, stored.name, &stored.value)?;
-        runtime.engine().config().limits.check(
+        runtime.engine().core().config().limits.check(
             Payload::Arguments,
             stored.name,
             stored.arguments.len(),
@@ -329,7 +332,11 @@ impl<A: Actor> Reference<A> {
             &encoded.arguments,
         )?;
         let timeout = self.timeout_on(&runtime)?;
-        let result = runtime.engine().ask::<A>(&self.id, query, timeout).await?;
+        let result = runtime
+            .engine()
+            .calls()
+            .ask::<A>(&self.id, query, timeout)
+            .await?;
         from_json("result", A::TYPE_NAME, &self.id, &result)
     }
 
@@ -455,7 +462,7 @@ impl<A: Actor> Enqueue<A> {
         let engine = runtime.engine();
         let available_at = match (self.available_at, self.delay) {
             (Some(at), _) => Some(at),
-            (None, Some(delay)) => Some(later(engine.now(), delay)),
+            (None, Some(delay)) => Some(later(engine.core().now(), delay)),
             (None, None) => None,
         };
         let options = EnqueueOptions {
@@ -469,6 +476,7 @@ impl<A: Actor> Enqueue<A> {
         };
         let timeout = options.timeout;
         let enqueued = engine
+            .calls()
             .enqueue(key, message.name(), &arguments, options)
             .await
             .map_err(|error| match error {

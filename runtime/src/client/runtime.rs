@@ -149,14 +149,14 @@ impl Runtime {
     /// [`Turn::now`](crate::Turn::now) and what reminders fall due by, so code outside a
     /// handler (a web handler computing a deadline, a test) reads the same time.
     pub fn now(&self) -> DateTime<Utc> {
-        self.engine().now()
+        self.engine().core().now()
     }
 
     /// A message, found by its request id.
     pub async fn message(&self, request_id: &str) -> Result<Option<MessageRef>> {
         let record = self
             .engine()
-            .store()
+            .reads()
             .message(MessageLookup::RequestId(request_id))
             .await?;
         Ok(record.map(|record| MessageRef::new(self.clone(), &record)))
@@ -168,7 +168,7 @@ impl Runtime {
     pub fn shutdown(&self) {
         self.shared.closed.store(true, Ordering::Release);
         self.shared.shutdown.notify_waiters();
-        self.engine().wake_here();
+        self.engine().core().wake_here();
         self.engine().watchers().close();
     }
 
@@ -176,12 +176,12 @@ impl Runtime {
     /// application passed in stays open).
     pub async fn close(&self) {
         self.shutdown();
-        self.engine().store().close().await;
+        self.engine().close().await;
     }
 
     /// Counts of the work done so far: transactions and statements.
     pub fn stats(&self) -> Stats {
-        self.engine().store().stats()
+        self.engine().stats()
     }
 
     /// The testing API: run due reminders, drain queued messages, deliver a message.

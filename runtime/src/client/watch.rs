@@ -327,7 +327,7 @@ impl<A: Actor, P: Project<A>> Watcher<A, P> {
             .get_or_insert_with(|| engine.subscribe(A::TYPE_NAME, &self.id));
         let fresh = std::mem::take(&mut self.fresh);
         let deadline = deadline_after(self.runtime.sync_timeout());
-        read_until(deadline, subscription.read(engine.store(), fresh)).await
+        read_until(deadline, subscription.read(engine.reads(), fresh)).await
     }
 
     /// The item a state read makes, if any: `None` for a state already sent (or older), or

@@ -1,5 +1,7 @@
 //! The worker loop: [`Runtime::run`], its supervised workers, the relay of other
-//! processes' work notices, and the hourly upkeep.
+//! processes' work notices, and the hourly upkeep; and how a run stops within a deadline
+//! ([`Runtime::shutdown_with_deadline`], [`Runtime::run_until_signal`], with the
+//! `shutdown.rs` they stop by).
 //!
 //! Workers only call the engine; what they run is decided there.
 
@@ -9,8 +11,12 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 
 use crate::client::shared::Runtime;
+use crate::client::shutdown::{stop_by, ShutdownReport, Signals};
 use crate::engine::TurnErrors;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::limits::deadline_after;
+use crate::store::ErrorKinds;
+use crate::time::clock::IntoDuration;
 
 /// How many actors a worker pass takes, and how many turns one actor gets per pass.
 const ACTORS_PER_PASS: i64 = 100;
@@ -47,12 +53,15 @@ impl Runtime {
     /// once [`shutdown_with_deadline`](Runtime::shutdown_with_deadline) abandoned them.
     pub async fn run(&self) -> Result<()> {
         let _running = self.shared.stopping.enter();
+        let worker_loop = WorkerLoop {
+            runtime: self.clone(),
+        };
         let mut workers = JoinSet::new();
         for _ in 0..self.shared.workers {
-            self.spawn_worker(&mut workers);
+            worker_loop.spawn_worker(&mut workers);
         }
         // Ends with this call (the guard aborts it), whatever way it returns.
-        let _relay = AbortOnDrop(tokio::spawn(self.clone().relay_notices()).abort_handle());
+        let _relay = AbortOnDrop(tokio::spawn(worker_loop.clone().relay_notices()).abort_handle());
         let mut restart_pause = RESTART_PAUSE_MIN;
         loop {
             let stopped = tokio::select! {
@@ -78,28 +87,115 @@ impl Runtime {
             }
             restart_pause = (restart_pause * 2).min(RESTART_PAUSE_MAX);
             if !self.is_closed() {
-                self.spawn_worker(&mut workers);
+                worker_loop.spawn_worker(&mut workers);
             }
         }
         Ok(())
     }
 
+    /// Shuts down ([`shutdown`](Runtime::shutdown): no new calls, no new claims) and waits
+    /// for the work in flight (the turns of [`run`](Runtime::run)'s workers and the effect
+    /// handlers they started) to finish, until `deadline` from now; then abandons what is
+    /// still running. Returns once `run` returned and no effect handler runs, with what was
+    /// abandoned. The database stays open: [`close`](Runtime::close) closes it.
+    ///
+    /// An abandoned turn rolls back and its message stays ready, with no attempt counted, so
+    /// another process (or this one, restarted) runs it; an abandoned effect's lease is given
+    /// back, with no attempt counted either, so it runs again at once elsewhere. Work is abandoned at an `.await`: a handler blocking its thread
+    /// is waited for. Keep `run` polled meanwhile (spawn it): dropping the `run` future
+    /// abandons its workers at once. A worker counts as abandoned if it was still running
+    /// at the deadline, whether in a turn or waiting for the database.
+    ///
+    /// Calls in flight from callers (a sync call running its turn) belong to their callers'
+    /// futures, not to the runtime: they end by their own timeouts (the sync timeout), and
+    /// on SQLite, whose one writer such a turn holds, [`close`](Runtime::close) waits for
+    /// them. Stop taking requests before shutting down, or drop those futures.
+    ///
+    /// ```no_run
+    /// # async fn example(runtime: solid_objects::Runtime) -> Result<(), solid_objects::Error> {
+    /// use std::time::Duration;
+    ///
+    /// let workers = tokio::spawn({
+    ///     let runtime = runtime.clone();
+    ///     async move { runtime.run().await }
+    /// });
+    /// // ... until it is time to stop ...
+    /// let report = runtime.shutdown_with_deadline(Duration::from_secs(10)).await;
+    /// if !report.is_clean() {
+    ///     tracing::warn!(?report, "abandoned work in flight; it runs again elsewhere");
+    /// }
+    /// workers.await.expect("the workers ran")?;
+    /// runtime.close().await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn shutdown_with_deadline(&self, deadline: impl IntoDuration) -> ShutdownReport {
+        let deadline = deadline_after(deadline.into_duration());
+        stop_by(self, tokio::time::sleep_until(deadline)).await
+    }
+
+    /// Runs the workers ([`run`](Runtime::run)) until the process gets SIGINT or SIGTERM
+    /// (Ctrl-C where there are no Unix signals), then shuts down with the deadline of
+    /// [`Builder::shutdown_deadline`](crate::Builder::shutdown_deadline) (30 s by default),
+    /// as [`shutdown_with_deadline`](Runtime::shutdown_with_deadline) does. A second signal
+    /// abandons the work in flight at once. If another handle shuts the runtime down first,
+    /// it returns when `run` does, with an empty report.
+    ///
+    /// ```no_run
+    /// # async fn example(runtime: solid_objects::Runtime) -> Result<(), solid_objects::Error> {
+    /// let report = runtime.run_until_signal().await?;
+    /// tracing::info!(?report, "stopped");
+    /// runtime.close().await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn run_until_signal(&self) -> Result<ShutdownReport> {
+        // Listening starts before any worker does: no signal is missed once work runs.
+        let mut signals = Signals::listen().map_err(Error::Signal)?;
+        let run = self.run();
+        tokio::pin!(run);
+        tokio::select! {
+            ran = &mut run => return ran.map(|()| ShutdownReport::default()),
+            () = signals.next() => {}
+        }
+        let deadline = deadline_after(self.shared.shutdown_deadline);
+        tracing::info!(
+            deadline = ?self.shared.shutdown_deadline,
+            "a signal asked the runtime to stop; the work in flight may finish until the deadline"
+        );
+        let abandon = async {
+            tokio::select! {
+                () = tokio::time::sleep_until(deadline) => {}
+                () = signals.next() => {}
+            }
+        };
+        let (ran, report) = tokio::join!(run, stop_by(self, abandon));
+        ran.map(|()| report)
+    }
+}
+
+/// The workers of one run of [`Runtime::run`]: each started and supervised, the relay of other
+/// processes' notices, and each worker's loop.
+#[derive(Clone)]
+struct WorkerLoop {
+    runtime: Runtime,
+}
+
+impl WorkerLoop {
     /// Starts a worker, inside this runtime's scope: code it runs (effect handlers) reaches
     /// this runtime through `Actor::reference(id)`.
     fn spawn_worker(&self, workers: &mut JoinSet<()>) {
-        let runtime = self.clone();
-        workers.spawn(async move { runtime.scope(runtime.work()).await });
+        let worker = self.clone();
+        workers.spawn(async move { worker.runtime.scope(worker.work()).await });
     }
 
     /// Wakes idle workers whenever the database says another process committed work.
     async fn relay_notices(self) {
-        if !self.shared.listen {
+        if !self.runtime.shared.listen {
             return;
         }
         let mut notices = None;
-        while !self.is_closed() {
+        while !self.runtime.is_closed() {
             let waited = match &mut notices {
-                None => match self.engine().store().listen().await {
+                None => match self.runtime.engine().listen().await {
                     Ok(Some(listening)) => {
                         notices = Some(listening);
                         continue;
@@ -111,14 +207,14 @@ impl Runtime {
                 Some(listening) => listening.next().await,
             };
             match waited {
-                Ok(()) => self.engine().wake_here(),
-                Err(_) if self.is_closed() => return,
+                Ok(()) => self.runtime.engine().core().wake_here(),
+                Err(_) if self.runtime.is_closed() => return,
                 Err(error) => {
                     tracing::warn!(%error, "listening for work from other processes failed; \
                         idle workers poll until it listens again");
                     notices = None;
                     tokio::select! {
-                        () = self.shared.shutdown.notified() => {}
+                        () = self.runtime.shared.shutdown.notified() => {}
                         () = tokio::time::sleep(NOTICE_RETRY) => {}
                     }
                 }
@@ -132,9 +228,9 @@ impl Runtime {
         loop {
             // Made before the check and the pass, so a shutdown or a commit from here on
             // wakes this worker.
-            let shutdown = self.shared.shutdown.notified();
-            let woken = self.engine().woken();
-            if self.is_closed() {
+            let shutdown = self.runtime.shared.shutdown.notified();
+            let woken = self.runtime.engine().core().woken();
+            if self.runtime.is_closed() {
                 return;
             }
             let worked = match self.work_once().await {
@@ -167,7 +263,7 @@ impl Runtime {
             // interval, the others wait for the turn (or to be woken), so an idle runtime
             // looks at the database once per interval however many workers it runs.
             let polling = async {
-                let _turn = self.shared.poll_turn.lock().await;
+                let _turn = self.runtime.shared.poll_turn.lock().await;
                 tokio::time::sleep(idle).await;
             };
             tokio::select! {
@@ -175,7 +271,7 @@ impl Runtime {
                 () = woken => {}
                 () = polling => {}
             }
-            idle = (idle * 2).min(self.shared.idle_poll);
+            idle = (idle * 2).min(self.runtime.shared.idle_poll);
         }
     }
 
@@ -184,14 +280,14 @@ impl Runtime {
     /// pass finds out.
     async fn wait_for_database(&self) {
         loop {
-            let shutdown = self.shared.shutdown.notified();
-            if self.is_closed() {
+            let shutdown = self.runtime.shared.shutdown.notified();
+            if self.runtime.is_closed() {
                 return;
             }
             let deadline = tokio::time::Instant::now() + DATABASE_WAIT;
             tokio::select! {
                 () = shutdown => return,
-                back = self.engine().store().reconnect(deadline) => {
+                back = self.runtime.engine().reconnect(deadline) => {
                     if back.is_ok() {
                         return;
                     }
@@ -203,19 +299,27 @@ impl Runtime {
     /// One worker pass; true if it did anything. Once the runtime shuts down it starts
     /// nothing new: the turn in flight finishes, and no other.
     async fn work_once(&self) -> Result<bool> {
-        self.engine().store().counters().worker_pass();
+        self.runtime.engine().count_worker_pass();
         // Reminders that cannot fire (the database gone, say) hold back no mailbox: the
         // pass runs them anyway, and fails there if the database is gone.
-        let fired = match self.engine().fire_due_reminders(ACTORS_PER_PASS).await {
+        let fired = match self
+            .runtime
+            .engine()
+            .reminders()
+            .fire_due_reminders(ACTORS_PER_PASS)
+            .await
+        {
             Ok(fired) => fired.count,
             Err(error) => {
                 tracing::error!(%error, "firing due reminders failed; the mailboxes run anyway");
                 0
             }
         };
-        let stopping = || self.is_closed();
+        let stopping = || self.runtime.is_closed();
         let turns = self
+            .runtime
             .engine()
+            .worker_pass()
             .run_ready(
                 ACTORS_PER_PASS,
                 TURNS_PER_ACTOR,
@@ -224,9 +328,11 @@ impl Runtime {
             )
             .await?
             .turns;
-        let effects = crate::client::effect::start_due(self, &self.shared.effect_tasks).await?;
+        let effects =
+            crate::client::effect::start_due(&self.runtime, &self.runtime.shared.effect_tasks)
+                .await?;
         if self.upkeep_due() {
-            self.engine().upkeep().await?;
+            self.runtime.engine().upkeep().run().await?;
         }
         Ok(fired + turns + effects > 0)
     }
@@ -234,8 +340,9 @@ impl Runtime {
     /// Whether this worker should do the hourly upkeep now (and if so, no other will for a
     /// while).
     fn upkeep_due(&self) -> bool {
-        let now = self.engine().now();
+        let now = self.runtime.engine().core().now();
         let mut last = self
+            .runtime
             .shared
             .last_upkeep
             .lock()

@@ -8,15 +8,17 @@ use futures_util::FutureExt;
 use tokio::time::Instant;
 
 use super::call::Call;
-use super::{decode_state, micros, paused, read_until, Engine, Lock, Outcome, Step, WAIT_POLL};
+use super::call::Calls;
+use super::{decode_state, micros, paused, read_until, Lock, Outcome, Step, WAIT_POLL};
 use crate::actor::handled::Handled;
 use crate::actor::turn::{Turn, TurnFacts};
 use crate::actor::{Actor, Operations};
 use crate::error::Result;
 use crate::limits::deadline_after;
+use crate::store::ErrorKinds;
 use crate::store::{ActorKey, Instance};
 
-impl Engine {
+impl Calls<'_> {
     /// An ordered read: runs the actor's earlier messages, then answers from its state.
     pub(crate) async fn ask<A: Actor>(
         &self,
@@ -27,7 +29,8 @@ impl Engine {
         let started = Instant::now();
         let operation = query.name();
         let call = Call {
-            engine: self,
+            turns: self.turns(),
+            groups: self.groups(),
             key: ActorKey {
                 actor_type: A::TYPE_NAME,
                 actor_id,
@@ -47,7 +50,8 @@ impl Engine {
             actor_type: A::TYPE_NAME,
             actor_id,
         };
-        let committed = self.store.read_actor(key, micros(self.now())).await?;
+        let core = self.core();
+        let committed = core.store().read_actor(key, micros(core.now())).await?;
         decode_state(key, &committed.instance.unwrap_or_default())
     }
 }
@@ -59,9 +63,10 @@ impl Call<'_> {
         loop {
             let committed = match read_until(
                 self.deadline,
-                self.engine
-                    .store
-                    .read_actor(self.key, micros(self.engine.now())),
+                self.turns
+                    .core()
+                    .store()
+                    .read_actor(self.key, micros(self.turns.core().now())),
             )
             .await
             {
@@ -76,20 +81,20 @@ impl Call<'_> {
                 return self.answer::<A>(&instance, query).await;
             }
             let step = self
-                .engine
+                .turns
                 .run_next::<A>(self.key.actor_id, Lock::WaitUntil(self.deadline))
                 .await?;
             match step {
                 Step::Ran(_) => {}
                 Step::Idle => drained = true,
                 Step::Busy if self.past_deadline() => return Err(self.busy(None)),
-                Step::Busy => self.engine.wait_for_work(WAIT_POLL).await,
+                Step::Busy => self.turns.core().wait_for_work(WAIT_POLL).await,
                 Step::Blocked {
                     message_id, until, ..
                 } => {
                     let pause =
                         WAIT_POLL.min(self.deadline.saturating_duration_since(Instant::now()));
-                    self.engine.wait_for_work(pause).await;
+                    self.turns.core().wait_for_work(pause).await;
                     if self.past_deadline() {
                         let waiting_on = format!("message {message_id}, not due until {until}");
                         return Err(self.timed_out(None, waiting_on));
@@ -105,7 +110,7 @@ impl Call<'_> {
         let state: A = decode_state(self.key, instance)?;
         let turn = Turn::<A>::new(TurnFacts {
             actor_id: self.key.actor_id,
-            now: self.engine.now(),
+            now: self.turns.core().now(),
             message_id: None,
             attempt: 1,
             incarnation: instance.incarnation,
@@ -113,7 +118,7 @@ impl Call<'_> {
         });
         let deadline = self
             .deadline
-            .min(deadline_after(self.engine.config.turn_timeout));
+            .min(deadline_after(self.turns.core().config().turn_timeout));
         let answering = crate::actor::handler_scope::as_handler(
             self.key.actor_type,
             self.key.actor_id,

@@ -5,59 +5,17 @@
 //! then, so the attempt is recorded in a transaction of its own, on the message row alone (no
 //! actor lock: the turn that failed may still hold it, on a connection being closed).
 
-use chrono::{DateTime, Utc};
-
-use super::{from_micros, micros, Engine, Outcome, Step, TurnReport};
+use super::one_turn::Turns;
+use super::settle::failed_progress;
+use super::{from_micros, Outcome, Step, TurnReport};
 use crate::actor::Actor;
 use crate::error::{Error, Result};
-use crate::limits::RetryPolicy;
 use crate::store::{ActorKey, MessageProgress, StoredMessage, StoredStatus};
 
-/// The message row after a failed attempt: waiting for its retry, or dead.
-pub(super) fn failed_progress<'a>(
-    now: DateTime<Utc>,
-    attempts: i64,
-    max_attempts: i64,
-    retryable: bool,
-    error: &'a str,
-    retry: &RetryPolicy,
-) -> MessageProgress<'a> {
-    let retry_from = retry_on_host_clock().unwrap_or(now);
-    let retry_at = retryable
-        .then(|| retry.next_attempt_at(retry_from, attempts, max_attempts))
-        .flatten();
-    match retry_at {
-        Some(at) => MessageProgress {
-            last_error: Some(error),
-            failed_at: Some(micros(now)),
-            ..MessageProgress::ready(attempts, micros(at))
-        },
-        None => MessageProgress {
-            status: StoredStatus::Dead,
-            attempts,
-            available_at: micros(now),
-            result: None,
-            last_error: Some(error),
-            finished_at: Some(micros(now)),
-            failed_at: Some(micros(now)),
-        },
-    }
-}
-
-/// The host's clock, if a simulation put back
-/// [`Defect::RetryOnHostClock`](crate::simulation::Defect::RetryOnHostClock); never elsewhere.
-fn retry_on_host_clock() -> Option<DateTime<Utc>> {
-    #[cfg(feature = "simulation")]
-    if crate::simulation::reintroduced(crate::simulation::Defect::RetryOnHostClock) {
-        return Some(Utc::now());
-    }
-    None
-}
-
-impl Engine {
+impl Turns<'_> {
     /// The attempts an actor's failing message gets before it becomes a dead letter.
     pub(super) fn max_attempts<A: Actor>(&self) -> i64 {
-        A::MAX_ATTEMPTS.map_or(self.config.retry.max_attempts, i64::from)
+        A::MAX_ATTEMPTS.map_or(self.core().config().retry.max_attempts, i64::from)
     }
 
     /// Counts a failed attempt at `head`, which is still ready with its attempts unchanged
@@ -69,7 +27,7 @@ impl Engine {
         error: &str,
         retryable: bool,
     ) -> Result<Step> {
-        let now = self.now();
+        let now = self.core().now();
         let attempts = head.attempts + 1;
         let progress = failed_progress(
             now,
@@ -77,7 +35,7 @@ impl Engine {
             self.max_attempts::<A>(),
             retryable,
             error,
-            &self.config.retry,
+            &self.core().config().retry,
         );
         tracing::warn!(
             actor_type = key.actor_type,
@@ -88,13 +46,13 @@ impl Engine {
             dead = progress.status == StoredStatus::Dead,
             "a turn failed outside its handler"
         );
-        let mut tx = self.begin(None).await?;
+        let mut tx = self.core().begin(None).await?;
         let recorded = tx.update_message(head.id, head.attempts, &progress).await?;
         tx.commit().await?;
         if !recorded {
             return Ok(Step::Busy);
         }
-        self.wake();
+        self.core().wake();
         let retry_at =
             (progress.status == StoredStatus::Ready).then(|| from_micros(progress.available_at));
         let outcome = Outcome::Failed {
@@ -112,7 +70,7 @@ impl Engine {
     /// Notes on a message why it waits without counting an attempt (an operation this build
     /// does not know), so its status says so.
     pub(super) async fn note_waiting(&self, message_id: i64, why: &Error) -> Result<()> {
-        let mut tx = self.begin(None).await?;
+        let mut tx = self.core().begin(None).await?;
         tx.note_message(
             message_id,
             &format!("waits for a build that can run it: {why}"),

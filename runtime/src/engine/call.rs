@@ -9,19 +9,19 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::attempts::failed_progress;
-use super::enqueue::{same_request, Enqueued, Origin};
-use super::groups::Leading;
-use super::one_turn::{Delivery, Waiter};
+use super::core::Core;
+use super::groups::Groups;
+use super::one_turn::{Delivery, Lead, Turns, Waiter};
+use super::settle::failed_progress;
 use super::state_cache::{decode_locked, Held};
+use super::tail::{insert_ready, same_request, Enqueued, Origin};
 use super::written::Uncommitted;
-use super::{
-    from_micros, micros, paused, read_until, Engine, Lock, Outcome, Step, TurnReport, WAIT_POLL,
-};
+use super::{from_micros, micros, paused, read_until, Lock, Outcome, Step, TurnReport, WAIT_POLL};
 use crate::actor::operation_codec::decode_operation;
 use crate::actor::{Actor, Operations};
 use crate::error::{Error, Result};
 use crate::limits::deadline_after;
+use crate::store::ErrorKinds;
 use crate::store::{ActorKey, LockWait, MessageLookup, MessageRecord, NewMessage, Transaction};
 
 /// How long past the caller's deadline the failure of its turn may take to be recorded.
@@ -36,7 +36,9 @@ pub(crate) struct CallOptions<'a> {
 
 /// A call in progress: its actor, operation and deadline.
 pub(super) struct Call<'a> {
-    pub(super) engine: &'a Engine,
+    pub(super) turns: Turns<'a>,
+    /// The groups this call may join or lead.
+    pub(super) groups: &'a Groups,
     pub(super) key: ActorKey<'static, 'a>,
     pub(super) operation: &'static str,
     pub(super) timeout: Duration,
@@ -160,7 +162,36 @@ pub(super) struct Attempt<'a> {
     pub(super) ungrouped: bool,
 }
 
-impl Engine {
+/// The calls job: synchronous calls (here), ordered reads and snapshots (`ask.rs`) and
+/// enqueues (`enqueue.rs`). It runs its turns through the turns job.
+#[derive(Clone, Copy)]
+pub(crate) struct Calls<'e> {
+    turns: Turns<'e>,
+    groups: &'e Groups,
+}
+
+impl<'e> Calls<'e> {
+    /// The calls job, running its turns through `turns`, in the `groups` of calls that share
+    /// a transaction.
+    pub(super) fn new(turns: Turns<'e>, groups: &'e Groups) -> Self {
+        Self { turns, groups }
+    }
+
+    /// The groups of calls whose turns share a transaction.
+    pub(super) fn groups(&self) -> &'e Groups {
+        self.groups
+    }
+
+    /// The core this job works through.
+    pub(super) fn core(&self) -> &'e Core {
+        self.turns.core()
+    }
+
+    /// The turns job this job runs its turns through.
+    pub(super) fn turns(&self) -> Turns<'e> {
+        self.turns
+    }
+
     /// A synchronous call: enqueue the message and run turns until it has run.
     ///
     /// On an empty mailbox the enqueue, the turn and the completion share one transaction.
@@ -190,7 +221,8 @@ impl Engine {
         options: CallOptions<'_>,
     ) -> Result<String> {
         let call = Call {
-            engine: self,
+            turns: self.turns,
+            groups: self.groups,
             key: ActorKey {
                 actor_type: A::TYPE_NAME,
                 actor_id,
@@ -243,7 +275,7 @@ impl Engine {
                 // writes again, until the deadline; past it, the caller hears that the
                 // database is unavailable, or, if it is back, that the call ran out of time.
                 Err(error) if error.is_connection_lost() => {
-                    match self.store.reconnect(call.deadline).await {
+                    match self.core().store().reconnect(call.deadline).await {
                         Ok(()) if !call.past_deadline() => continue,
                         Ok(()) => call.busy(None),
                         Err(unavailable) => unavailable,
@@ -274,18 +306,24 @@ impl Call<'_> {
         arguments: &str,
         options: CallOptions<'_>,
         attempt: &mut Attempt<'_>,
-        leads: Option<&mut Leading<'_>>,
+        leads: Option<&mut dyn Lead>,
     ) -> Result<Tried> {
         let mut tx = self
-            .engine
+            .turns
+            .core()
             .begin_turn(Some(self.deadline), attempt.alone)
             .await?;
         // Holding the actor's lock before the idempotency check makes two calls with one key
         // take turns, across processes.
-        let held = self.engine.states.held(self.key);
+        let held = self.turns.states().held(self.key);
         let known = held.as_ref().map(Held::version);
         let locked = tx
-            .lock_actor(self.key, LockWait::Wait, micros(self.engine.now()), known)
+            .lock_actor(
+                self.key,
+                LockWait::Wait,
+                micros(self.turns.core().now()),
+                known,
+            )
             .await;
         let Some(locked) = (match locked {
             // The wait for the actor is bounded by the turn timeout too: a caller whose
@@ -300,7 +338,7 @@ impl Call<'_> {
         if attempt.in_doubt {
             let lookup = MessageLookup::RequestId(attempt.request_id);
             if let Some(existing) = tx.message(lookup).await? {
-                Engine::release(tx).await;
+                Core::release(tx).await;
                 return Ok(self.answer_from(existing));
             }
             attempt.in_doubt = false;
@@ -310,13 +348,13 @@ impl Call<'_> {
         if let Some(key) = options.idempotency_key {
             let lookup = MessageLookup::IdempotencyKey(self.key, key);
             if let Some(existing) = tx.message(lookup).await? {
-                Engine::release(tx).await;
+                Core::release(tx).await;
                 same_request(&existing, self.operation, arguments, key)?;
                 return Ok(self.answer_from(existing));
             }
         }
         if locked.instance.paused {
-            Engine::release(tx).await;
+            Core::release(tx).await;
             return Err(paused(self.key));
         }
         if locked.head.is_some() {
@@ -325,7 +363,7 @@ impl Call<'_> {
                 .await;
         }
         // A state that no longer decodes is the caller's error, and nothing is written.
-        let held_state = self.engine.states.locked(self.key, held, &locked.instance);
+        let held_state = self.turns.states().locked(self.key, held, &locked.instance);
         let state = decode_locked::<A>(self.key, &locked.instance, held_state)?;
         let request_id = attempt.request_id;
         let delivery = Delivery::Fresh {
@@ -336,7 +374,7 @@ impl Call<'_> {
         };
         let instance = locked.instance;
         let ran = self
-            .engine
+            .turns
             .run_turn::<A>(
                 tx,
                 self.key,
@@ -374,20 +412,19 @@ impl Call<'_> {
         options: CallOptions<'_>,
         request_id: &str,
     ) -> Result<Tried> {
-        let enqueued = self
-            .engine
-            .insert_ready(
-                &mut *tx,
-                self.key,
-                self.operation,
-                arguments,
-                options.idempotency_key,
-                Origin {
-                    request_id: Some(request_id),
-                    ..Origin::now()
-                },
-            )
-            .await?;
+        let enqueued = insert_ready(
+            self.turns.core(),
+            &mut *tx,
+            self.key,
+            self.operation,
+            arguments,
+            options.idempotency_key,
+            Origin {
+                request_id: Some(request_id),
+                ..Origin::now()
+            },
+        )
+        .await?;
         if let Err(error) = tx.commit().await {
             return match error {
                 // The message may be in the mailbox: the next try looks it up.
@@ -396,7 +433,7 @@ impl Call<'_> {
                 error => Err(error),
             };
         }
-        self.engine.wake();
+        self.turns.core().wake();
         crate::metrics::enqueued(self.key.actor_type, self.operation, 1);
         Ok(Tried::Queued(enqueued))
     }
@@ -455,22 +492,23 @@ impl Call<'_> {
             retryable,
         } = failure;
         let committed = self
-            .engine
-            .store
+            .turns
+            .core()
+            .store()
             .message(MessageLookup::RequestId(request_id));
         if let Some(record) = read_until(self.deadline, committed).await? {
             if let Some(outcome) = Outcome::from_record(&record) {
                 return Ok(outcome);
             }
         }
-        let now = self.engine.now();
+        let now = self.turns.core().now();
         let progress = failed_progress(
             now,
             1,
-            self.engine.max_attempts::<A>(),
+            self.turns.max_attempts::<A>(),
             retryable,
             error,
-            &self.engine.config.retry,
+            &self.turns.core().config().retry,
         );
         // The same request id as the turn's: if that turn's commit lands after all, this
         // insert conflicts with it, and the committed message answers.
@@ -488,15 +526,16 @@ impl Call<'_> {
             // The failure is recorded even if the handler used up the caller's time, but a
             // database that is away (a failover) holds the caller no longer than that.
             let within = self.deadline.max(Instant::now() + RECORD_FAILURE_WITHIN);
-            let mut tx = self.engine.begin(Some(within)).await?;
+            let mut tx = self.turns.core().begin(Some(within)).await?;
             tx.insert_message(self.key, &message).await?;
             tx.commit().await
         };
         match inserted.await {
             Err(error) if error.is_conflict() => {
                 let committed = self
-                    .engine
-                    .store
+                    .turns
+                    .core()
+                    .store()
                     .message(MessageLookup::RequestId(request_id));
                 if let Some(outcome) = read_until(self.deadline, committed)
                     .await?
@@ -509,7 +548,7 @@ impl Call<'_> {
             }
             inserted => inserted?,
         }
-        self.engine.wake();
+        self.turns.core().wake();
         let retry_at = progress
             .finished_at
             .is_none()
@@ -561,7 +600,7 @@ impl Call<'_> {
         let message_id = queued.message_id;
         loop {
             let next = self
-                .engine
+                .turns
                 .run_next::<A>(self.key.actor_id, Lock::WaitUntil(self.deadline))
                 .await;
             let step = match next {
@@ -577,14 +616,18 @@ impl Call<'_> {
                 waiting => waiting,
             };
             let waiting = waiting_on.insert(step.waiting_on(message_id));
-            let lookup = self.engine.store.message(MessageLookup::Id(message_id));
+            let lookup = self
+                .turns
+                .core()
+                .store()
+                .message(MessageLookup::Id(message_id));
             if let Some(record) = read_until(self.deadline, lookup).await? {
                 if let Some(outcome) = Outcome::from_record(&record) {
                     return Ok(outcome);
                 }
             }
             let pause = WAIT_POLL.min(self.deadline.saturating_duration_since(Instant::now()));
-            self.engine.wait_for_work(pause).await;
+            self.turns.core().wait_for_work(pause).await;
             if self.past_deadline() {
                 return Err(self.timed_out(Some(queued), waiting.clone()));
             }

@@ -9,13 +9,14 @@
 use tokio::time::Instant;
 
 use super::call::{Attempt, Call, CallOptions, Tried};
-use super::enqueue::same_request;
 use super::groups::{Entered, Heard, MemberOutcome, MemberRan, MemberTurn, Reply};
-use super::one_turn::{FreshTurn, Unwritten};
+use super::one_turn::{FreshTurn, Turns, Unwritten};
 use super::state_cache::{decode_locked, Held};
+use super::tail::same_request;
 use super::written::{Uncommitted, Written};
-use super::{micros, paused, Engine};
+use super::{micros, paused};
 use crate::actor::Actor;
+use crate::store::ErrorKinds;
 use crate::store::{ActorKey, LockWait, MessageLookup, Transaction};
 
 /// A call's message as a member carries it to its group's leader.
@@ -44,7 +45,7 @@ impl Call<'_> {
                 .await;
         }
         let mut message = Some(message);
-        let entered = self.engine.groups.enter(self.key, || {
+        let entered = self.groups.enter(self.key, || {
             member_turn::<A>(MemberCall {
                 actor_id: self.key.actor_id.to_owned(),
                 message: message.take().expect("a call joins one group"),
@@ -115,13 +116,13 @@ impl Call<'_> {
 
 /// The turn a member hands its group's leader.
 fn member_turn<A: Actor>(call: MemberCall<A>) -> MemberTurn {
-    Box::new(move |engine, tx, until| Box::pin(run_member::<A>(engine, tx, call, until)))
+    Box::new(move |turns, tx, until| Box::pin(run_member::<A>(turns, tx, call, until)))
 }
 
 /// Runs a member's turn behind its savepoint in the group's transaction `tx`; anything but a
 /// written turn rolls back to the savepoint.
 async fn run_member<A: Actor>(
-    engine: &Engine,
+    turns: Turns<'_>,
     mut tx: Box<dyn Transaction>,
     call: MemberCall<A>,
     until: Instant,
@@ -133,7 +134,7 @@ async fn run_member<A: Actor>(
             outcome: MemberOutcome::Reply(Reply::Alone),
         };
     }
-    let (tx, reply) = match member_steps::<A>(engine, tx, call, until).await {
+    let (tx, reply) = match member_steps::<A>(turns, tx, call, until).await {
         Ok((tx, written)) => {
             return MemberRan {
                 tx: Some(tx),
@@ -161,7 +162,7 @@ type NotWritten = (Option<Box<dyn Transaction>>, Reply);
 /// A member's steps: lock its actor without waiting, look its key up, check that it can run
 /// now, decode its state, run and write its turn.
 async fn member_steps<A: Actor>(
-    engine: &Engine,
+    turns: Turns<'_>,
     mut tx: Box<dyn Transaction>,
     call: MemberCall<A>,
     until: Instant,
@@ -170,10 +171,15 @@ async fn member_steps<A: Actor>(
         actor_type: A::TYPE_NAME,
         actor_id: &call.actor_id,
     };
-    let held = engine.states.held(key);
+    let held = turns.states().held(key);
     let known = held.as_ref().map(Held::version);
     let locked = match tx
-        .lock_actor(key, LockWait::SkipMissing, micros(engine.now()), known)
+        .lock_actor(
+            key,
+            LockWait::SkipMissing,
+            micros(turns.core().now()),
+            known,
+        )
         .await
     {
         Ok(Some(locked)) => locked,
@@ -198,7 +204,7 @@ async fn member_steps<A: Actor>(
     if locked.head.is_some() {
         return Err((Some(tx), Reply::Alone));
     }
-    let held_state = engine.states.locked(key, held, &locked.instance);
+    let held_state = turns.states().locked(key, held, &locked.instance);
     let state = match decode_locked::<A>(key, &locked.instance, held_state) {
         Ok(state) => state,
         Err(error) => return Err((Some(tx), Reply::Failed(error))),
@@ -211,7 +217,7 @@ async fn member_steps<A: Actor>(
         caller_deadline: call.deadline,
         budget: until,
     };
-    let ran = engine
+    let ran = turns
         .run_member_turn::<A>(tx, key, &locked.instance, state, turn)
         .await;
     ran.map_err(|Unwritten { tx, why }| {

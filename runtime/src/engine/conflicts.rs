@@ -5,6 +5,7 @@
 use std::future::Future;
 
 use crate::error::Result;
+use crate::store::ErrorKinds;
 
 /// How many conflicts in a row a transaction runs again after; the next one is returned.
 const CONFLICTS_RETRIED: u32 = 8;

@@ -6,16 +6,40 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::conflicts::conflict_pause;
-use super::{micros, paused, Engine};
+use super::core::Core;
+use super::state_cache::StateCache;
+use super::watchers::Watchers;
+use super::{micros, paused};
 use crate::error::Result;
 use crate::limits::deadline_after;
+use crate::store::ErrorKinds;
 use crate::store::{ActorKey, LockWait};
 
-impl Engine {
+/// The destroy job: ending an actor's incarnation. It borrows the core, the states kept in
+/// memory (the destroyed one is forgotten) and the watchers it tells.
+#[derive(Clone, Copy)]
+pub(crate) struct Destroy<'e> {
+    core: &'e Core,
+    states: &'e StateCache,
+    watchers: &'e Watchers,
+}
+
+impl<'e> Destroy<'e> {
+    /// The destroy job over the engine's parts.
+    pub(super) fn new(core: &'e Core, states: &'e StateCache, watchers: &'e Watchers) -> Self {
+        Self {
+            core,
+            states,
+            watchers,
+        }
+    }
+}
+
+impl Destroy<'_> {
     /// Destroys an actor: waits for its lock (a turn elsewhere finishes first), deletes its
     /// reminders, ends its unfinished messages as destroyed, and starts its next incarnation
     /// from no state.
-    pub(crate) async fn destroy(&self, key: ActorKey<'_, '_>, timeout: Duration) -> Result<()> {
+    pub(crate) async fn actor(&self, key: ActorKey<'_, '_>, timeout: Duration) -> Result<()> {
         let deadline = deadline_after(timeout);
         let mut conflicts = 0;
         loop {
@@ -33,20 +57,20 @@ impl Engine {
 
     /// One try at [`destroy`](Self::destroy), in a transaction of its own.
     async fn destroy_once(&self, key: ActorKey<'_, '_>, deadline: Instant) -> Result<()> {
-        let mut tx = self.begin(Some(deadline)).await?;
+        let mut tx = self.core.begin(Some(deadline)).await?;
         let locked = tx
-            .lock_actor(key, LockWait::Wait, micros(self.now()), None)
+            .lock_actor(key, LockWait::Wait, micros(self.core.now()), None)
             .await?;
         if locked.is_some_and(|locked| locked.instance.paused) {
-            Self::release(tx).await;
+            Core::release(tx).await;
             return Err(paused(key));
         }
-        tx.destroy_actor(key, micros(self.now())).await?;
+        tx.destroy_actor(key, micros(self.core.now())).await?;
         let committed = tx.commit().await;
         self.states.forget(key);
         committed?;
-        self.wake();
-        self.state_committed(key);
+        self.core.wake();
+        self.watchers.committed(key);
         Ok(())
     }
 }

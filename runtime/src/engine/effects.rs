@@ -1,17 +1,16 @@
 //! The store side of effects: the kinds this runtime handles, one claim per effect with a
 //! lease that starts when it runs, and outcomes that only the lease's holder can record.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Mutex, PoisonError, RwLock};
-
 use super::conflicts::rerun_conflicts;
+use super::core::Core;
+use super::effect_kinds::EffectKinds;
+use super::micros;
 use super::registry::Registry;
-use super::{insert_bounded, micros, Engine};
 use crate::actor::effect::EffectFailure;
 use crate::actor::failure::Failure;
 use crate::actor::reply::StoredReply;
-use crate::error::{Error, Result};
-use crate::limits::{Limits, Payload, RetryPolicy};
+use crate::error::Result;
+use crate::limits::{Limits, Payload};
 use crate::store::{
     ActorKey, ClaimedEffect, EffectProgress, MessageProgress, NewMessage, PendingEffects,
     Transaction,
@@ -47,112 +46,33 @@ fn truncated(text: &str, max: usize) -> &str {
 /// How long an effect may wait with no process that handles it before this one warns.
 const UNHANDLED_AFTER: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
 
-/// The effect kinds this runtime has handlers for (the handlers themselves are the client's),
-/// and the kinds already reported as having none here.
-pub(crate) struct EffectKinds {
-    /// The kinds handled here, each with its own retry policy, if it has one.
-    kinds: RwLock<HashMap<&'static str, Option<RetryPolicy>>>,
-    /// Effect kinds already reported as having no handler here.
-    reported_unhandled: Mutex<HashSet<String>>,
-    /// The runtime's retry policy, for kinds without their own.
-    retry: RetryPolicy,
+/// The effects job: claims with a lease, renewals, outcomes and the replies they send, an
+/// operator's retry, and the effects no handler here runs. It borrows the core, the effect
+/// kinds this runtime handles, and the registry the replies' commands are checked against.
+#[derive(Clone, Copy)]
+pub(crate) struct Effects<'e> {
+    core: &'e Core,
+    kinds: &'e EffectKinds,
+    registry: &'e Registry,
 }
 
-impl EffectKinds {
-    /// No handlers yet; a kind without its own retry policy is retried by `retry`.
-    pub(super) fn new(retry: RetryPolicy) -> Self {
+impl<'e> Effects<'e> {
+    /// The effects job over the engine's parts.
+    pub(super) fn new(core: &'e Core, kinds: &'e EffectKinds, registry: &'e Registry) -> Self {
         Self {
-            kinds: RwLock::default(),
-            reported_unhandled: Mutex::default(),
-            retry,
+            core,
+            kinds,
+            registry,
         }
-    }
-
-    /// Records that this runtime has a handler for the effects named `name`, retried by
-    /// `retry` (their kind's own policy) or, when it is `None`, by the runtime's.
-    pub(crate) fn register(&self, name: &'static str, retry: Option<RetryPolicy>) -> Result<()> {
-        let mut kinds = self.kinds.write().unwrap_or_else(PoisonError::into_inner);
-        if kinds.insert(name, retry).is_some() {
-            return Err(Error::Config(format!(
-                "two handlers for the effect {name:?}; register one"
-            )));
-        }
-        Ok(())
-    }
-
-    /// How effects named `name` are retried: their kind's own policy, or the runtime's.
-    pub(crate) fn retry(&self, name: &str) -> RetryPolicy {
-        let mut retry = self
-            .kinds
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(name)
-            .copied()
-            .flatten()
-            .unwrap_or(self.retry);
-        // Its field is public: an effect gets at least one attempt, as a message does.
-        retry.max_attempts = retry.max_attempts.max(1);
-        retry
-    }
-
-    /// Whether a handler for `name` is registered here.
-    pub(crate) fn handles(&self, name: &str) -> bool {
-        self.kinds
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains_key(name)
-    }
-
-    /// Whether this runtime runs effects: it has a handler for at least one kind.
-    pub(crate) fn runs_any(&self) -> bool {
-        !self
-            .kinds
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_empty()
-    }
-
-    /// Refuses, in a runtime that runs effects, the kinds of `declared` (each with the actor
-    /// type that emits it) that have no handler here: they would wait for ever.
-    pub(crate) fn refuse_unhandled(&self, declared: &[(&str, &str)]) -> Result<()> {
-        if !self.runs_any() {
-            return Ok(());
-        }
-        let missing: Vec<String> = declared
-            .iter()
-            .filter(|(_, effect)| !self.handles(effect))
-            .map(|(actor, effect)| format!("{effect:?} (emitted by {actor})"))
-            .collect();
-        if missing.is_empty() {
-            return Ok(());
-        }
-        Err(Error::Config(format!(
-            "this runtime runs effects but has no handler for {}: register each with \
-             Builder::effect, or run this runtime without effect handlers and let another \
-             process run them",
-            missing.join(", ")
-        )))
-    }
-
-    /// The names of the kinds handled here, as a JSON array.
-    fn handled(&self) -> String {
-        let handled: Vec<&str> = self
-            .kinds
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .keys()
-            .copied()
-            .collect();
-        serde_json::Value::from(handled).to_string()
     }
 }
 
-impl Engine {
+impl Effects<'_> {
     /// The replies of effects, checked against this engine's limits and actor types.
     fn replies(&self) -> Replies<'_> {
         Replies {
-            limits: &self.config.limits,
-            registry: &self.registry,
+            limits: &self.core.config().limits,
+            registry: self.registry,
         }
     }
 
@@ -170,11 +90,14 @@ impl Engine {
     /// runner's (a Galera cluster's certification lets one of two nodes' claims of an
     /// effect commit) committed nothing and returns the conflict.
     async fn claim_effect_once(&self, name: &str) -> Result<Option<ClaimedEffect>> {
-        let max_attempts = self.effects.retry(name).max_attempts;
+        let max_attempts = self.kinds.retry(name).max_attempts;
         loop {
-            let mut tx = self.begin(None).await?;
-            let now = micros(self.now());
-            let Some(effect) = tx.claim_effect(name, now, self.config.effect_lease).await? else {
+            let mut tx = self.core.begin(None).await?;
+            let now = micros(self.core.now());
+            let Some(effect) = tx
+                .claim_effect(name, now, self.core.config().effect_lease)
+                .await?
+            else {
                 tx.commit().await?;
                 return Ok(None);
             };
@@ -216,10 +139,15 @@ impl Engine {
     /// Extends the lease of an effect this runner is running; false if it is not its any
     /// more (its lease ran out and another runner claimed it, or an operator changed it).
     pub(crate) async fn renew_effect(&self, effect: &ClaimedEffect) -> Result<bool> {
-        let mut tx = self.begin(None).await?;
-        let now = micros(self.now());
+        let mut tx = self.core.begin(None).await?;
+        let now = micros(self.core.now());
         let renewed = tx
-            .renew_effect(effect.id, effect.claims, now, self.config.effect_lease)
+            .renew_effect(
+                effect.id,
+                effect.claims,
+                now,
+                self.core.config().effect_lease,
+            )
             .await?;
         tx.commit().await?;
         Ok(renewed)
@@ -229,8 +157,8 @@ impl Engine {
     /// shutdown abandons it): it is ready again at once with this attempt not counted, as
     /// an abandoned turn counts none; false if it was not this runner's any more.
     pub(crate) async fn release_effect(&self, effect: &ClaimedEffect) -> Result<bool> {
-        let mut tx = self.begin(None).await?;
-        let now = micros(self.now());
+        let mut tx = self.core.begin(None).await?;
+        let now = micros(self.core.now());
         let released = tx.release_effect(effect.id, effect.claims, now).await?;
         tx.commit().await?;
         Ok(released)
@@ -245,7 +173,7 @@ impl Engine {
         effect: &ClaimedEffect,
         outcome: std::result::Result<String, Failure>,
     ) -> Result<bool> {
-        let now = self.now();
+        let now = self.core.now();
         let (outcome, success_reply) = match outcome {
             Ok(output) => match self.replies().success_reply(effect, &output) {
                 Ok(reply) => (Ok(()), reply),
@@ -254,7 +182,7 @@ impl Engine {
             Err(failure) => (Err(failure), None),
         };
         let error = outcome.as_ref().err().map(ToString::to_string);
-        let retry = self.effects.retry(&effect.name);
+        let retry = self.kinds.retry(&effect.name);
         let retry_at = match &outcome {
             Err(failure) if failure.is_retryable() => {
                 retry.next_attempt_at(now, effect.attempts, retry.max_attempts)
@@ -293,7 +221,7 @@ impl Engine {
             ),
             _ => None,
         };
-        let tx = self.begin(None).await?;
+        let tx = self.core.begin(None).await?;
         let recorded = self
             .record_effect(tx, effect, Outcome { progress, reply })
             .await?;
@@ -339,7 +267,7 @@ impl Engine {
         }
         tx.commit().await?;
         if let (true, Some(reply)) = (recorded, &reply) {
-            self.wake();
+            self.core.wake();
             crate::metrics::enqueued(&effect.actor_type, &reply.operation, 1);
         }
         Ok(recorded)
@@ -350,14 +278,14 @@ impl Engine {
     /// ready).
     pub(crate) async fn retry_effect(&self, id: i64) -> Result<bool> {
         let revived = rerun_conflicts(|| async {
-            let mut tx = self.begin(None).await?;
-            let revived = tx.revive_effect(id, micros(self.now())).await?;
+            let mut tx = self.core.begin(None).await?;
+            let revived = tx.revive_effect(id, micros(self.core.now())).await?;
             tx.commit().await?;
             Ok(revived)
         })
         .await?;
         if revived {
-            self.wake();
+            self.core.wake();
         }
         Ok(revived)
     }
@@ -365,19 +293,20 @@ impl Engine {
     /// Effects waiting to run, of kinds this runtime has no handler for (one that a handler
     /// elsewhere runs under a live lease is not waiting).
     pub(crate) async fn unhandled_effects(&self) -> Result<Vec<PendingEffects>> {
-        let now = micros(self.now());
-        self.store
-            .unhandled_effects(&self.effects.handled(), now)
+        let now = micros(self.core.now());
+        self.core
+            .store()
+            .unhandled_effects(&self.kinds.handled(), now)
             .await
     }
 
     /// Warns once per kind about effects that waited a while with no handler here; if no
     /// process has one, they are never run.
     pub(crate) async fn report_unhandled_effects(&self) -> Result<()> {
-        let stale_before = micros(self.now() - UNHANDLED_AFTER);
+        let stale_before = micros(self.core.now() - UNHANDLED_AFTER);
         for pending in self.unhandled_effects().await? {
             if pending.oldest_created_at < stale_before
-                && insert_bounded(&self.effects.reported_unhandled, pending.name.clone())
+                && self.kinds.first_report_of_unhandled(&pending.name)
             {
                 tracing::warn!(
                     effect = pending.name,

@@ -7,12 +7,14 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
-use super::{micros, paused, Engine, WAIT_POLL};
+use super::call::Calls;
+use super::core::Core;
+use super::tail::{insert_ready, same_request, Enqueued, Origin};
+use super::{micros, paused, WAIT_POLL};
 use crate::error::{Error, Result};
 use crate::limits::deadline_after;
-use crate::store::{
-    ActorKey, MessageLookup, MessageProgress, MessageRecord, NewMessage, Transaction,
-};
+use crate::store::ErrorKinds;
+use crate::store::{ActorKey, MessageLookup};
 
 /// The options of one enqueue.
 #[derive(Debug, Clone, Copy)]
@@ -24,14 +26,7 @@ pub(crate) struct EnqueueOptions<'a> {
     pub(crate) timeout: Duration,
 }
 
-/// A message now in a mailbox.
-#[derive(Debug, Clone)]
-pub(crate) struct Enqueued {
-    pub(crate) message_id: i64,
-    pub(crate) request_id: String,
-}
-
-impl Engine {
+impl Calls<'_> {
     /// Appends a message to the tail of the actor's mailbox without running it or taking
     /// the actor's lock. With an idempotency key this actor already used, returns that
     /// message instead (an operator's retry of a dead letter takes its key over).
@@ -78,7 +73,7 @@ impl Engine {
                 // A connection lost before the COMMIT (one lost with it comes as `Ok(None)`):
                 // the next try waits for the database to accept writes again.
                 Err(error) if error.is_connection_lost() => {
-                    match self.store.reconnect(deadline).await {
+                    match self.core().store().reconnect(deadline).await {
                         Ok(()) if Instant::now() < deadline => continue,
                         Ok(()) => None,
                         Err(unavailable) => Some(unavailable),
@@ -126,10 +121,10 @@ impl Engine {
         deadline: Instant,
         (request_id, in_doubt): (&str, bool),
     ) -> Result<Option<Enqueued>> {
-        let mut tx = self.begin(Some(deadline)).await?;
+        let mut tx = self.core().begin(Some(deadline)).await?;
         if in_doubt {
             if let Some(existing) = tx.message(MessageLookup::RequestId(request_id)).await? {
-                Self::release(tx).await;
+                Core::release(tx).await;
                 return Ok(Some(Enqueued {
                     message_id: existing.id,
                     request_id: existing.request_id,
@@ -137,13 +132,13 @@ impl Engine {
             }
         }
         if tx.is_paused(key).await? {
-            Self::release(tx).await;
+            Core::release(tx).await;
             return Err(paused(key));
         }
         if let Some(idempotency_key) = options.idempotency_key {
             let lookup = MessageLookup::IdempotencyKey(key, idempotency_key);
             if let Some(existing) = tx.message(lookup).await? {
-                Self::release(tx).await;
+                Core::release(tx).await;
                 same_request(&existing, operation, arguments, idempotency_key)?;
                 return Ok(Some(Enqueued {
                     message_id: existing.id,
@@ -152,23 +147,23 @@ impl Engine {
             }
         }
         let available_at = match options.available_at {
-            Some(at) if at > self.now() => micros(at),
+            Some(at) if at > self.core().now() => micros(at),
             _ => 0,
         };
-        let enqueued = self
-            .insert_ready(
-                &mut *tx,
-                key,
-                operation,
-                arguments,
-                options.idempotency_key,
-                Origin {
-                    available_at,
-                    request_id: Some(request_id),
-                    ..Origin::now()
-                },
-            )
-            .await?;
+        let enqueued = insert_ready(
+            self.core(),
+            &mut *tx,
+            key,
+            operation,
+            arguments,
+            options.idempotency_key,
+            Origin {
+                available_at,
+                request_id: Some(request_id),
+                ..Origin::now()
+            },
+        )
+        .await?;
         if let Err(error) = tx.commit().await {
             return if error.is_connection_lost() {
                 Ok(None)
@@ -176,76 +171,9 @@ impl Engine {
                 Err(error)
             };
         }
-        self.wake();
+        self.core().wake();
         crate::metrics::enqueued(key.actor_type, operation, 1);
         Ok(Some(enqueued))
-    }
-
-    /// Inserts a ready message at the tail of the mailbox, within the mailbox limit.
-    pub(super) async fn insert_ready(
-        &self,
-        tx: &mut dyn Transaction,
-        key: ActorKey<'_, '_>,
-        operation: &str,
-        arguments: &str,
-        idempotency_key: Option<&str>,
-        origin: Origin<'_>,
-    ) -> Result<Enqueued> {
-        let limit = self.config.limits.max_unfinished;
-        if tx.count_ready(key, limit).await? >= limit {
-            return Err(Error::MailboxFull {
-                actor_type: key.actor_type.to_owned(),
-                actor_id: key.actor_id.to_owned(),
-                limit,
-            });
-        }
-        let request_id = origin
-            .request_id
-            .map_or_else(crate::ids::new_request_id, str::to_owned);
-        let message_id = tx
-            .insert_message(
-                key,
-                &NewMessage {
-                    operation,
-                    arguments,
-                    request_id: &request_id,
-                    idempotency_key,
-                    created_at: micros(self.now()),
-                    progress: MessageProgress::ready(0, origin.available_at),
-                    incarnation: origin.incarnation,
-                    scheduled_for: origin.scheduled_for,
-                },
-            )
-            .await?;
-        Ok(Enqueued {
-            message_id,
-            request_id,
-        })
-    }
-}
-
-/// When a message enqueued at the tail may run, what it keeps of an earlier message (an
-/// operator's retry of a dead letter keeps a fired reminder's incarnation and time), and the
-/// request id an earlier try of the same enqueue stored it under, if any.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Origin<'a> {
-    /// Not before this time (microseconds; 0: now).
-    pub(super) available_at: i64,
-    pub(super) incarnation: Option<i64>,
-    pub(super) scheduled_for: Option<i64>,
-    /// The request id to store the message under (`None`: a new one).
-    pub(super) request_id: Option<&'a str>,
-}
-
-impl Origin<'_> {
-    /// A new message, due now, of whichever incarnation is current, under a new request id.
-    pub(super) fn now() -> Self {
-        Self {
-            available_at: 0,
-            incarnation: None,
-            scheduled_for: None,
-            request_id: None,
-        }
     }
 }
 
@@ -267,22 +195,5 @@ fn in_doubt_at_deadline(
                      may have committed it)"
             .to_owned(),
         timeout: options.timeout,
-    }
-}
-
-/// An idempotency key answers only for the same operation with the same arguments.
-pub(super) fn same_request(
-    existing: &MessageRecord,
-    operation: &str,
-    arguments: &str,
-    key: &str,
-) -> Result<()> {
-    if existing.operation == operation && existing.arguments == arguments {
-        Ok(())
-    } else {
-        Err(Error::IdempotencyConflict {
-            key: key.to_owned(),
-            existing_operation: existing.operation.clone(),
-        })
     }
 }

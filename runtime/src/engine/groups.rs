@@ -37,8 +37,11 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use async_trait::async_trait;
+
+use super::one_turn::{Lead, Turns};
 use super::written::{Uncommitted, Written};
-use super::{Engine, TurnReport};
+use super::TurnReport;
 use crate::error::Error;
 use crate::limits::{deadline_after, GroupCommit};
 use crate::store::{ActorKey, MessageRecord, Transaction};
@@ -73,7 +76,7 @@ pub(super) enum Reply {
 /// back, unless it lost it) before the `until` the group needs it back by.
 pub(super) type MemberTurn = Box<
     dyn for<'e> FnOnce(
-            &'e Engine,
+            Turns<'e>,
             Box<dyn Transaction>,
             Instant,
         ) -> Pin<Box<dyn Future<Output = MemberRan> + Send + 'e>>
@@ -175,7 +178,7 @@ impl Groups {
     }
 
     /// Until when a group whose leader's turn is written now takes members in.
-    pub(super) fn taking_until(&self) -> Instant {
+    fn taking_until(&self) -> Instant {
         deadline_after(self.settings.wait())
     }
 
@@ -275,12 +278,36 @@ enum Taken {
 }
 
 impl Leading<'_> {
+    /// The next member to take, skipping those whose callers went away; `None` closes the
+    /// group.
+    fn next_member(&mut self, until: Instant) -> Option<Queued> {
+        let mut open = self.groups.lock();
+        let taken = self.taken.len();
+        let group = open.groups.get_mut(&self.id)?;
+        while Instant::now() < until && taken < self.groups.max_turns() {
+            match group.queue.pop_front() {
+                Some(queued) if queued.reply.is_closed() => continue,
+                Some(queued) => return Some(queued),
+                None => break,
+            }
+        }
+        open.close(self.id);
+        None
+    }
+}
+
+#[async_trait]
+impl Lead for Leading<'_> {
+    fn taking_until(&self) -> Instant {
+        self.groups.taking_until()
+    }
+
     /// Runs the waiting members' turns in `tx`, in the order they came, until none waits,
     /// the group is full or `until` passes; then closes the group to new members. Hands the
     /// transaction back, or says why the leader's turn is lost with it.
-    pub(super) async fn take_members(
+    async fn take_members(
         &mut self,
-        engine: &Engine,
+        turns: Turns<'_>,
         mut tx: Box<dyn Transaction>,
         until: Instant,
     ) -> Result<Box<dyn Transaction>, Uncommitted> {
@@ -288,7 +315,7 @@ impl Leading<'_> {
             group.taking = true;
         }
         while let Some(queued) = self.next_member(until) {
-            let ran = (queued.turn)(engine, tx, until).await;
+            let ran = (queued.turn)(turns, tx, until).await;
             match ran.outcome {
                 MemberOutcome::Written(written) => {
                     self.taken.push((queued.reply, Taken::Written(written)));
@@ -313,31 +340,14 @@ impl Leading<'_> {
         Ok(tx)
     }
 
-    /// The next member to take, skipping those whose callers went away; `None` closes the
-    /// group.
-    fn next_member(&mut self, until: Instant) -> Option<Queued> {
-        let mut open = self.groups.lock();
-        let taken = self.taken.len();
-        let group = open.groups.get_mut(&self.id)?;
-        while Instant::now() < until && taken < self.groups.max_turns() {
-            match group.queue.pop_front() {
-                Some(queued) if queued.reply.is_closed() => continue,
-                Some(queued) => return Some(queued),
-                None => break,
-            }
-        }
-        open.close(self.id);
-        None
-    }
-
     /// The group's transaction committed: each member's turn is reported (and counted), in
     /// the order they ran, and its caller told.
-    pub(super) fn committed(&mut self, engine: &Engine) {
+    fn committed(&mut self, turns: Turns<'_>) {
         for (member, taken) in self.taken.drain(..) {
             let reply = match taken {
                 Taken::Written(written) => {
-                    engine.store.counters().grouped_turn();
-                    Reply::Ran(engine.turn_committed(written))
+                    turns.core().store().counters().grouped_turn();
+                    Reply::Ran(turns.turn_committed(written))
                 }
                 Taken::Found(found) => Reply::Found(found),
             };
@@ -347,7 +357,7 @@ impl Leading<'_> {
 
     /// The group's transaction did not commit (`in_doubt`: or its answer was lost): each
     /// member is told; one that found its key's message looks it up again.
-    pub(super) fn uncommitted(&mut self, in_doubt: bool) {
+    fn uncommitted(&mut self, in_doubt: bool) {
         for (reply, taken) in self.taken.drain(..) {
             let _ = reply.send(match (in_doubt, taken) {
                 (true, Taken::Written(_)) => Reply::InDoubt,

@@ -6,13 +6,16 @@ use std::ops::ControlFlow;
 use tokio::time::Instant;
 
 use super::conflicts::conflict_pause;
+use super::core::Core;
+use super::one_turn::Turns;
 use super::one_turn::{Delivery, Waiter};
 use super::state_cache::{decode_locked, Current, Held};
 use super::written::Uncommitted;
-use super::{from_micros, micros, paused, Engine, Lock, Outcome, Step, TurnReport};
+use super::{from_micros, micros, paused, Lock, Outcome, Step, TurnReport};
 use crate::actor::operation_codec::decode_operation;
 use crate::actor::Actor;
 use crate::error::{Error, Result};
+use crate::store::ErrorKinds;
 use crate::store::{ActorKey, Instance, MessageProgress, StoredMessage, StoredStatus, Transaction};
 
 /// How many times in a row a turn that conflicts with other transactions runs again at once
@@ -48,7 +51,7 @@ struct Decoded<A: Actor> {
     state: A,
 }
 
-impl Engine {
+impl Turns<'_> {
     /// Runs the actor's next ready message, if one is due, taking its lock as `lock` says.
     /// A turn that conflicts with other transactions runs again; a failure anywhere in the
     /// turn is counted as an attempt on its message.
@@ -119,7 +122,7 @@ impl Engine {
         lock: Lock,
         alone: bool,
     ) -> Result<Attempted> {
-        let tx = self.begin_turn(lock.deadline(), alone).await?;
+        let tx = self.core().begin_turn(lock.deadline(), alone).await?;
         let Taken {
             tx,
             instance,
@@ -180,30 +183,30 @@ impl Engine {
         key: ActorKey<'static, '_>,
         lock: Lock,
     ) -> Result<ControlFlow<Step, Taken>> {
-        let held = self.states.held(key);
+        let held = self.states().held(key);
         let known = held.as_ref().map(Held::version);
         let Some(locked) = tx
-            .lock_actor(key, lock.wait(), micros(self.now()), known)
+            .lock_actor(key, lock.wait(), micros(self.core().now()), known)
             .await?
         else {
             // On PostgreSQL the skipped actor's row may have just been created.
-            Self::release(tx).await;
+            Core::release(tx).await;
             return Ok(ControlFlow::Break(Step::Busy));
         };
         if locked.instance.paused {
             // Paused after a worker listed it: workers leave it; a waiting caller hears why.
-            Self::release(tx).await;
+            Core::release(tx).await;
             return match lock {
                 Lock::Skip => Ok(ControlFlow::Break(Step::Busy)),
                 Lock::WaitUntil(_) => Err(paused(key)),
             };
         }
         let Some(head) = locked.head else {
-            Self::release(tx).await;
+            Core::release(tx).await;
             return Ok(ControlFlow::Break(Step::Idle));
         };
-        if head.available_at > micros(self.now()) {
-            Self::release(tx).await;
+        if head.available_at > micros(self.core().now()) {
+            Core::release(tx).await;
             return Ok(ControlFlow::Break(Step::Blocked {
                 message_id: head.id,
                 until: from_micros(head.available_at),
@@ -217,20 +220,20 @@ impl Engine {
             // A reminder of an earlier incarnation fired after its actor was destroyed.
             let ended = MessageProgress {
                 status: StoredStatus::Destroyed,
-                finished_at: Some(micros(self.now())),
+                finished_at: Some(micros(self.core().now())),
                 ..MessageProgress::ready(head.attempts, head.available_at)
             };
             if tx.update_message(head.id, head.attempts, &ended).await? {
                 tx.commit().await?;
             } else {
-                Self::release(tx).await;
+                Core::release(tx).await;
             }
             return Ok(ControlFlow::Break(Step::Ran(TurnReport {
                 message_id: Some(head.id),
                 outcome: Outcome::Destroyed,
             })));
         }
-        let held_state = self.states.locked(key, held, &locked.instance);
+        let held_state = self.states().locked(key, held, &locked.instance);
         Ok(ControlFlow::Continue(Taken {
             tx,
             instance: locked.instance,
@@ -261,13 +264,13 @@ impl Engine {
         let message = match message {
             Ok(message) => message,
             Err(error @ Error::UnknownOperation { .. }) => {
-                Self::release(tx).await;
+                Core::release(tx).await;
                 self.note_waiting(head.id, &error).await?;
                 return Err(error);
             }
             // Arguments that do not decode never will: a dead letter at once.
             Err(error) => {
-                Self::release(tx).await;
+                Core::release(tx).await;
                 let step = self
                     .count_failure::<A>(key, head, &error.to_string(), false)
                     .await?;
@@ -279,12 +282,12 @@ impl Engine {
             // A state this build cannot read yet (a newer build wrote it, or no migration
             // starts from its version) waits, uncounted, for a build that can.
             Err(error @ (Error::StateFromNewerBuild { .. } | Error::NoMigration { .. })) => {
-                Self::release(tx).await;
+                Core::release(tx).await;
                 self.note_waiting(head.id, &error).await?;
                 return Err(error);
             }
             Err(error) => {
-                Self::release(tx).await;
+                Core::release(tx).await;
                 let step = self
                     .count_failure::<A>(key, head, &error.to_string(), true)
                     .await?;

@@ -38,19 +38,21 @@ mod attempts;
 mod call;
 mod call_in_group;
 mod conflicts;
-mod dead_letters;
+mod core;
 mod destroy;
+mod effect_kinds;
 mod effects;
 mod enqueue;
 mod groups;
 mod mailbox_step;
 mod one_turn;
+mod operator_writes;
 mod outcome;
-mod pause;
 mod registry;
 mod reminders;
 mod settle;
 mod state_cache;
+mod tail;
 mod turn_writes;
 mod upkeep;
 mod watchers;
@@ -63,24 +65,32 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::actor::Actor;
 use crate::error::{Error, Result};
-use crate::limits::{deadline_after, Limits, RetryPolicy};
-use crate::store::{ActorKey, Bounds, Instance, LockWait, Store, Transaction};
+use crate::limits::{Limits, RetryPolicy};
+use crate::store::{ActorKey, Instance, LockWait, Reads, Stats, Store, WorkNotices};
 use crate::time::clock::Clock;
 
 // The stored-time conversions (the `time` leaf), in scope for the engine's files.
+pub(crate) use self::core::Core;
 use crate::time::{from_micros, micros};
 pub(crate) use call::CallOptions;
-pub(crate) use effects::EffectKinds;
-pub(crate) use enqueue::{EnqueueOptions, Enqueued};
+pub(crate) use call::Calls;
+pub(crate) use destroy::Destroy;
+pub(crate) use effect_kinds::EffectKinds;
+pub(crate) use effects::Effects;
+pub(crate) use enqueue::EnqueueOptions;
+pub(crate) use one_turn::Turns;
+pub(crate) use operator_writes::OperatorWrites;
 pub(crate) use outcome::{stored_rejection, Outcome};
 pub(crate) use registry::Registry;
+pub(crate) use reminders::Reminders;
 pub(crate) use state_cache::StateCache;
+pub(crate) use upkeep::Upkeep;
 pub(crate) use watchers::{shut_down, Subscription, Watchers};
+pub(crate) use workers::WorkerPass;
 pub(crate) use workers::{Pass, TurnErrors};
 
 /// How often a caller waiting on another task's turn looks at its message again, at most.
@@ -112,26 +122,38 @@ pub(crate) struct EngineConfig {
     pub(crate) state_cache_bytes: usize,
 }
 
-/// Runs turns against a store: the store, the configuration, and each stateful job's type.
+/// Runs turns against a store: the [`Core`] every job borrows, and the state of each job
+/// that keeps one. Each job is a small type built here over what it needs.
 pub(crate) struct Engine {
-    store: Arc<dyn Store>,
-    config: EngineConfig,
-    /// Woken after every commit that adds or finishes messages.
-    wake: Notify,
+    core: Core,
     /// The actor types this runtime can run.
     registry: Registry,
+    /// The effect kinds this runtime has handlers for, with their retry policies.
+    effect_kinds: Arc<EffectKinds>,
     /// What the workers of this process share.
     workers: workers::Workers,
     /// Reminder rows that did not read, left alone for a while.
     unreadable_reminders: reminders::UnreadableReminders,
-    /// The effect kinds this runtime has handlers for, with their retry policies.
-    effects: EffectKinds,
     /// The watched actors, told of every commit that changes a state.
     watchers: Arc<Watchers>,
     /// The large states this process committed, so its next turns need not read them back.
     states: StateCache,
     /// The groups of synchronous calls whose turns share a transaction.
     groups: groups::Groups,
+}
+
+/// What the doctor reports of a database ([`Engine::describe_database`]).
+pub(crate) struct DatabaseFacts {
+    /// `sqlite`, `postgres` or `mysql`.
+    pub(crate) backend: &'static str,
+    /// The newest migration this build knows.
+    pub(crate) known_migration: i64,
+    /// The migrations the database has applied.
+    pub(crate) applied_migrations: Vec<i64>,
+    /// Its settings that matter to operators, by name.
+    pub(crate) settings: Vec<(String, String)>,
+    /// Its clock, in microseconds, where it has one of its own (a server).
+    pub(crate) clock_micros: Option<i64>,
 }
 
 /// What one turn did.
@@ -223,44 +245,22 @@ impl Engine {
         crate::metrics::describe();
         let watchers = Arc::new(Watchers::new(config.watch_poll, config.listen));
         let across_actors = !store.single_writer();
+        let effect_kinds = Arc::new(EffectKinds::new(config.retry));
         Self {
             groups: groups::Groups::new(config.group_commit, across_actors),
-            store,
-            wake: Notify::new(),
-            registry: Registry::default(),
+            registry: Registry::new(Arc::clone(&effect_kinds)),
             workers: workers::Workers::default(),
             unreadable_reminders: reminders::UnreadableReminders::default(),
-            effects: EffectKinds::new(config.retry),
+            effect_kinds,
             watchers,
             states: StateCache::new(config.state_cache_bytes),
-            config,
+            core: Core::new(store, config),
         }
     }
 
-    /// Tells the actor's watchers that a commit changed its state; called only after the
-    /// commit returned.
-    fn state_committed(&self, key: ActorKey<'_, '_>) {
-        self.watchers.committed(key);
-    }
-
-    /// A new watcher of an actor.
-    pub(crate) fn subscribe(&self, actor_type: &'static str, actor_id: &str) -> Subscription {
-        self.watchers.subscribe(&self.store, actor_type, actor_id)
-    }
-
-    /// The watched actors (and the runtime's closing signal they end on).
-    pub(crate) fn watchers(&self) -> &Watchers {
-        &self.watchers
-    }
-
-    /// The store every job of the engine reads and writes through.
-    pub(crate) fn store(&self) -> &dyn Store {
-        &*self.store
-    }
-
-    /// What this engine was configured with.
-    pub(crate) fn config(&self) -> &EngineConfig {
-        &self.config
+    /// The store, the configuration, the clock and the wake-ups every job works through.
+    pub(crate) fn core(&self) -> &Core {
+        &self.core
     }
 
     /// The actor types this runtime can run.
@@ -269,102 +269,112 @@ impl Engine {
     }
 
     /// The effect handlers of this runtime.
-    pub(crate) fn effects(&self) -> &EffectKinds {
-        &self.effects
+    pub(crate) fn effect_kinds(&self) -> &EffectKinds {
+        &self.effect_kinds
     }
 
     /// Makes `A` known to this engine, so workers and the testing API can run its messages;
     /// in a runtime that runs effects, refuses a type that declares an effect it has no
     /// handler for (the start refuses those of the types the builder named).
     pub(crate) fn register<A: Actor>(&self) -> Result<()> {
-        let declared: Vec<_> = A::EFFECTS
-            .iter()
-            .map(|effect| (A::TYPE_NAME, *effect))
-            .collect();
-        self.effects.refuse_unhandled(&declared)?;
         self.registry.register::<A>()
     }
 
-    /// The runtime clock's now.
-    pub(crate) fn now(&self) -> DateTime<Utc> {
-        self.config.clock.now()
+    /// A new watcher of an actor.
+    pub(crate) fn subscribe(&self, actor_type: &'static str, actor_id: &str) -> Subscription {
+        self.watchers
+            .subscribe(self.core.shared_store(), actor_type, actor_id)
     }
 
-    /// Wakes every task waiting for work or for a message to finish, after a commit that
-    /// left work or finished a message, and tells other processes where the store carries
-    /// no notice of its own.
-    pub(crate) fn wake(&self) {
-        self.store.work_committed();
-        self.wake_here();
+    /// The watched actors (and the runtime's closing signal they end on).
+    pub(crate) fn watchers(&self) -> &Watchers {
+        &self.watchers
     }
 
-    /// Wakes every task of this process waiting for work or for a message to finish (a
-    /// notice from another process, a shutdown).
-    pub(crate) fn wake_here(&self) {
-        self.wake.notify_waiters();
+    /// The store's reads, which the client and the operators' API make directly: they write
+    /// only through the engine's jobs.
+    pub(crate) fn reads(&self) -> &dyn Reads {
+        self.core.store().reads()
     }
 
-    /// A wake-up registered now: it completes at the next [`wake`](Self::wake) from here on,
-    /// even one that comes before it is first polled. A worker takes it before its pass, so
-    /// a commit during the pass is not lost.
-    pub(crate) fn woken(&self) -> tokio::sync::futures::Notified<'_> {
-        self.wake.notified()
+    /// The counts of the work the store did so far.
+    pub(crate) fn stats(&self) -> Stats {
+        self.core.store().stats()
     }
 
-    /// Waits until woken or until `timeout` passes.
-    pub(crate) async fn wait_for_work(&self, timeout: Duration) {
-        let _ = tokio::time::timeout(timeout, self.wake.notified()).await;
+    /// Counts a pass of a worker of this runtime.
+    pub(crate) fn count_worker_pass(&self) {
+        self.core.store().counters().worker_pass();
     }
 
-    /// Begins a transaction within the caller's `deadline` (or the turn timeout).
-    pub(crate) async fn begin(&self, deadline: Option<Instant>) -> Result<Box<dyn Transaction>> {
-        let bounds = bounds(self.config.turn_timeout, deadline);
-        self.store.begin(bounds).await
+    /// Notices of work committed by other processes, where the store carries them.
+    pub(crate) async fn listen(&self) -> Result<Option<Box<dyn WorkNotices>>> {
+        self.core.store().listen().await
     }
 
-    /// Begins a turn's transaction, whose first statement locks its actor; `alone` keeps it
-    /// out of any group commit (a turn that ran past its group's budget runs again so).
-    pub(crate) async fn begin_turn(
-        &self,
-        deadline: Option<Instant>,
-        alone: bool,
-    ) -> Result<Box<dyn Transaction>> {
-        let bounds = Bounds {
-            alone,
-            locks_first: true,
-            ..bounds(self.config.turn_timeout, deadline)
-        };
-        self.store.begin(bounds).await
+    /// Waits, until `deadline`, for the database to accept writes again after a lost
+    /// connection.
+    pub(crate) async fn reconnect(&self, deadline: Instant) -> Result<()> {
+        self.core.store().reconnect(deadline).await
     }
 
-    /// Ends a transaction that has nothing to commit, its locks released before this
-    /// returns (a failed rollback closes the connection instead).
-    pub(crate) async fn release(tx: Box<dyn Transaction>) {
-        if let Err(error) = tx.rollback().await {
-            tracing::debug!(%error, "a rollback failed; its connection is closed");
-        }
+    /// What the doctor reports of the database: its backend, the migrations this build knows
+    /// and those applied, its settings that matter, and its clock.
+    pub(crate) async fn describe_database(&self) -> Result<DatabaseFacts> {
+        let store = self.core.store();
+        let (backend, known_migration) = store.schema();
+        Ok(DatabaseFacts {
+            backend,
+            known_migration,
+            applied_migrations: store.applied_migrations().await?,
+            settings: store.settings().await?,
+            clock_micros: store.database_micros().await?,
+        })
     }
-}
 
-/// The bounds of a transaction that ends by `deadline` (a caller's), or by the turn timeout
-/// `turn` from now. A caller's transaction bounds each statement by its deadline too, so the
-/// server stops the SQL of a turn whose caller gave up.
-fn bounds(turn: Duration, deadline: Option<Instant>) -> Bounds {
-    match deadline {
-        Some(deadline) => Bounds {
-            deadline,
-            statement: turn
-                .min(deadline.saturating_duration_since(Instant::now()))
-                .max(Duration::from_millis(1)),
-            alone: false,
-            locks_first: false,
-        },
-        None => Bounds {
-            deadline: deadline_after(turn),
-            statement: turn,
-            alone: false,
-            locks_first: false,
-        },
+    /// Closes the connections the store opened.
+    pub(crate) async fn close(&self) {
+        self.core.store().close().await;
+    }
+
+    /// The turns job: one turn, and one step of an actor's mailbox.
+    pub(crate) fn turns(&self) -> Turns<'_> {
+        Turns::new(&self.core, &self.states, &self.watchers, &self.registry)
+    }
+
+    /// The calls job: synchronous calls, ordered reads, snapshots and enqueues.
+    pub(crate) fn calls(&self) -> Calls<'_> {
+        Calls::new(self.turns(), &self.groups)
+    }
+
+    /// The destroy job: ending an actor's incarnation.
+    pub(crate) fn destroy(&self) -> Destroy<'_> {
+        Destroy::new(&self.core, &self.states, &self.watchers)
+    }
+
+    /// The effects job: claims, leases, outcomes and replies.
+    pub(crate) fn effects(&self) -> Effects<'_> {
+        Effects::new(&self.core, &self.effect_kinds, &self.registry)
+    }
+
+    /// The reminders job: firing due ones, listing an actor's.
+    pub(crate) fn reminders(&self) -> Reminders<'_> {
+        Reminders::new(&self.core, &self.unreadable_reminders)
+    }
+
+    /// The workers' job: a pass over the actors with due messages.
+    pub(crate) fn worker_pass(&self) -> WorkerPass<'_> {
+        WorkerPass::new(self.turns(), &self.registry, &self.workers)
+    }
+
+    /// The upkeep job: retention, unhandled effects, unknown operations.
+    pub(crate) fn upkeep(&self) -> Upkeep<'_> {
+        Upkeep::new(&self.core, &self.registry, self.effects())
+    }
+
+    /// The operators' writes: retried dead letters, pauses, the audit log.
+    pub(crate) fn operator_writes(&self) -> OperatorWrites<'_> {
+        OperatorWrites::new(&self.core)
     }
 }
 

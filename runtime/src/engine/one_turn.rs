@@ -10,25 +10,42 @@
 
 use std::panic::AssertUnwindSafe;
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::groups::Leading;
+use super::core::Core;
 use super::settle::Settled;
+use super::state_cache::StateCache;
 use super::turn_writes::Completed;
+use super::watchers::Watchers;
 use super::written::{Uncommitted, Written};
-use super::{from_micros, micros, Engine, TurnReport};
+use super::{from_micros, micros, TurnReport};
 use crate::actor::handled::Handled;
+use crate::actor::send::Registrar;
 use crate::actor::turn::{Turn, TurnFacts};
 use crate::actor::{Actor, Operations};
 use crate::error::{Error, Result};
 use crate::limits::deadline_after;
+use crate::store::ErrorKinds;
 use crate::store::{
     ActorKey, Instance, InstanceWrite, MessageProgress, NewMessage, StoredMessage, StoredStatus,
     Transaction, TurnMessage,
 };
+
+/// The turns job: one turn of an actor, from its handler to its commit, and one step of an
+/// actor's mailbox (`mailbox_step.rs`) with its failed attempts (`attempts.rs`). It borrows
+/// the core, the states kept in memory, the watchers it tells of commits, and the registrar
+/// a send's target type joins.
+#[derive(Clone, Copy)]
+pub(crate) struct Turns<'e> {
+    core: &'e Core,
+    states: &'e StateCache,
+    watchers: &'e Watchers,
+    registrar: &'e dyn Registrar,
+}
 
 /// Where the message of a turn comes from.
 pub(super) enum Delivery<'a, M> {
@@ -100,12 +117,35 @@ impl Unwritten {
 
 /// Who waits for a turn: a caller, until its deadline (`None`: a worker), and the group of
 /// calls the turn leads, if any.
-pub(super) struct Waiter<'l, 'g> {
+pub(super) struct Waiter<'l> {
     pub(super) deadline: Option<Instant>,
-    pub(super) leads: Option<&'l mut Leading<'g>>,
+    pub(super) leads: Option<&'l mut dyn Lead>,
 }
 
-impl Waiter<'_, '_> {
+/// A group of calls a turn leads ([`groups`](super::groups)): it takes its members into the
+/// turn's transaction before the commit, and tells them how the commit ended.
+#[async_trait]
+pub(super) trait Lead: Send {
+    /// Until when the group takes members in, if its leader's turn is written now.
+    fn taking_until(&self) -> Instant;
+
+    /// Runs the waiting members' turns in `tx` until `until`; hands the transaction back,
+    /// or says why the leader's turn is lost with it.
+    async fn take_members(
+        &mut self,
+        turns: Turns<'_>,
+        tx: Box<dyn Transaction>,
+        until: Instant,
+    ) -> Result<Box<dyn Transaction>, Uncommitted>;
+
+    /// The group's transaction committed: each member's turn is reported.
+    fn committed(&mut self, turns: Turns<'_>);
+
+    /// The group's transaction did not commit (`in_doubt`: or its answer was lost).
+    fn uncommitted(&mut self, in_doubt: bool);
+}
+
+impl Waiter<'_> {
     /// A caller, or a worker, whose turn leads no group.
     pub(super) fn until(deadline: Option<Instant>) -> Self {
         Self {
@@ -127,7 +167,32 @@ pub(super) struct FreshTurn<'a, M> {
     pub(super) budget: Instant,
 }
 
-impl Engine {
+impl<'e> Turns<'e> {
+    /// The turns job over the engine's parts.
+    pub(super) fn new(
+        core: &'e Core,
+        states: &'e StateCache,
+        watchers: &'e Watchers,
+        registrar: &'e dyn Registrar,
+    ) -> Self {
+        Self {
+            core,
+            states,
+            watchers,
+            registrar,
+        }
+    }
+
+    /// The core this job works through.
+    pub(super) fn core(&self) -> &'e Core {
+        self.core
+    }
+
+    /// The states kept in memory between turns.
+    pub(super) fn states(&self) -> &'e StateCache {
+        self.states
+    }
+
     /// Runs one turn in `tx` on `state` and commits it, with the turns of the group its
     /// `waiter` leads (a fresh call's). The handler runs until the turn timeout (its attempt
     /// then counts as failed) or the caller's deadline (then nothing counts), whichever comes
@@ -139,7 +204,7 @@ impl Engine {
         instance: &Instance,
         state: A,
         delivery: Delivery<'_, A::Message>,
-        waiter: Waiter<'_, '_>,
+        waiter: Waiter<'_>,
     ) -> Result<TurnReport, Uncommitted> {
         let Waiter {
             deadline: caller_deadline,
@@ -176,7 +241,7 @@ impl Engine {
                 scheduled_at,
                 caller_deadline,
                 budget: None,
-                now: self.now(),
+                now: self.core.now(),
             };
             let written = self
                 .write_turn_steps(tx, &running, instance, state, message)
@@ -211,7 +276,7 @@ impl Engine {
             scheduled_at: None,
             caller_deadline: Some(turn.caller_deadline),
             budget: Some(turn.budget),
-            now: self.now(),
+            now: self.core.now(),
         };
         self.write_turn_steps(tx, &running, instance, state, turn.message)
             .instrument(span)
@@ -224,13 +289,13 @@ impl Engine {
         &self,
         written: Result<(Box<dyn Transaction>, Written), Unwritten>,
         caller_deadline: Option<Instant>,
-        leads: Option<&mut Leading<'_>>,
+        leads: Option<&mut dyn Lead>,
     ) -> Result<TurnReport, Uncommitted> {
         let (mut tx, written) = match written {
             Ok(written) => written,
             Err(Unwritten { tx, why }) => {
                 if let Some(tx) = tx {
-                    Self::release(tx).await;
+                    Core::release(tx).await;
                 }
                 return Err(why);
             }
@@ -240,13 +305,13 @@ impl Engine {
             let until = [caller_deadline, tx.group_budget()]
                 .into_iter()
                 .flatten()
-                .fold(self.groups.taking_until(), Instant::min);
-            tx = group.take_members(self, tx, until).await?;
+                .fold(group.taking_until(), Instant::min);
+            tx = group.take_members(*self, tx, until).await?;
             let committed = commit(tx).await;
             return match committed {
                 Ok(()) => {
                     let report = self.turn_committed(written);
-                    group.committed(self);
+                    group.committed(*self);
                     Ok(report)
                 }
                 Err(why) => {
@@ -279,11 +344,12 @@ impl Engine {
             actor_type,
             actor_id: &actor_id,
         };
-        self.wake();
+        self.core.wake();
         if settled.writes.is_some() {
-            self.state_committed(key);
+            self.watchers.committed(key);
         }
-        self.state_written(key, version, settled.writes.take());
+        self.states
+            .turn_written(key, version, settled.writes.take());
         let outcome = settled.into_outcome(available_at, finished);
         span.record("outcome", outcome.label());
         if fresh {
@@ -338,7 +404,6 @@ impl Engine {
             Err(why) => return Err(Unwritten::lost(why)),
         };
         let staged = turn.close_staging();
-        let destroy = turn.destroy_requested();
         let Some((mut tx, savepoint)) = turn.detach() else {
             return Err(Unwritten::lost(Uncommitted::Failed {
                 error: "the turn's transaction was not returned".to_owned(),
@@ -351,10 +416,9 @@ impl Engine {
         let completed = Completed {
             state: &state,
             staged,
-            destroy,
             now: running.now,
         };
-        let limits = &self.config.limits;
+        let limits = &self.core.config().limits;
         let settled = Settled::of(
             limits,
             completed,
@@ -383,7 +447,11 @@ impl Engine {
         instance: &Instance,
         settled: Settled,
     ) -> Result<Written, Uncommitted> {
-        let progress = settled.progress(running.now, &self.config.retry, self.max_attempts::<A>());
+        let progress = settled.progress(
+            running.now,
+            &self.core.config().retry,
+            self.max_attempts::<A>(),
+        );
         let (version, now) = (i64::from(A::VERSION), micros(running.now));
         let state = settled
             .writes
@@ -415,7 +483,7 @@ impl Engine {
         let mut delivered = Vec::new();
         if let Some(writes) = &settled.writes {
             delivered = writes
-                .write(self, tx, running.key, instance, now)
+                .write(self.registrar, tx, running.key, instance, now)
                 .await
                 .map_err(|error| running.uncommitted(error))?;
         }
@@ -450,7 +518,7 @@ impl Engine {
         budget: Option<Instant>,
     ) -> Result<Handled, Uncommitted> {
         let key = running.key;
-        let turn_deadline = deadline_after(self.config.turn_timeout);
+        let turn_deadline = deadline_after(self.core.config().turn_timeout);
         let own_deadline = running
             .caller_deadline
             .map_or(turn_deadline, |at| at.min(turn_deadline));
@@ -480,7 +548,7 @@ impl Engine {
                     actor_type: key.actor_type,
                     actor_id: key.actor_id.to_owned(),
                     operation: running.operation,
-                    timeout: self.config.turn_timeout,
+                    timeout: self.core.config().turn_timeout,
                 };
                 Err(Uncommitted::Failed {
                     error: error.to_string(),

@@ -8,15 +8,18 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use async_trait::async_trait;
 
-use super::{Engine, Lock, Step};
+use super::effect_kinds::EffectKinds;
+use super::one_turn::Turns;
+use super::{Lock, Step};
 use crate::actor::send::Registrar;
 use crate::actor::{Actor, Operations};
 use crate::error::{Error, Result};
 
-/// The actor types a runtime registered, by stored name.
-#[derive(Default)]
+/// The actor types a runtime registered, by stored name, and the effect kinds it handles
+/// (which a type that declares its effects is checked against).
 pub(crate) struct Registry {
     actors: RwLock<HashMap<&'static str, RegisteredActor>>,
+    effect_kinds: Arc<EffectKinds>,
 }
 
 /// One registered actor type.
@@ -31,9 +34,24 @@ struct RegisteredActor {
 }
 
 impl Registry {
+    /// No actor type yet; `effect_kinds` are the effects this runtime handles.
+    pub(super) fn new(effect_kinds: Arc<EffectKinds>) -> Self {
+        Self {
+            actors: RwLock::default(),
+            effect_kinds,
+        }
+    }
+
     /// Makes `A` known, so workers and the testing API can run its messages; another type
-    /// under the same stored name is an error.
+    /// under the same stored name is an error, and so, in a runtime that runs effects, is a
+    /// type that declares an effect it has no handler for (the start refuses those of the
+    /// types the builder named).
     pub(crate) fn register<A: Actor>(&self) -> Result<()> {
+        let declared: Vec<_> = A::EFFECTS
+            .iter()
+            .map(|effect| (A::TYPE_NAME, *effect))
+            .collect();
+        self.effect_kinds.refuse_unhandled(&declared)?;
         let type_id = TypeId::of::<A>();
         if let Some(known) = self
             .actors
@@ -110,9 +128,8 @@ impl Registry {
     }
 }
 
-/// A turn's send registers its target type with the engine behind this (see
-/// [`Registrar`]).
-impl Registrar for Engine {
+/// A turn's send registers its target type with the registry (see [`Registrar`]).
+impl Registrar for Registry {
     fn runtime(&self) -> &dyn std::any::Any {
         self
     }
@@ -122,7 +139,7 @@ impl Registrar for Engine {
 #[async_trait]
 pub(crate) trait MailboxRunner: Send + Sync {
     /// Runs one mailbox step of the actor `actor_id`, taking its lock as `lock` says.
-    async fn run_next(&self, engine: &Engine, actor_id: &str, lock: Lock) -> Result<Step>;
+    async fn run_next(&self, turns: Turns<'_>, actor_id: &str, lock: Lock) -> Result<Step>;
 
     /// Whether a message about to be stored names one of the actor's commands and its
     /// arguments read back as that command's.
@@ -138,8 +155,8 @@ struct TypedRunner<A>(PhantomData<fn() -> A>);
 
 #[async_trait]
 impl<A: Actor> MailboxRunner for TypedRunner<A> {
-    async fn run_next(&self, engine: &Engine, actor_id: &str, lock: Lock) -> Result<Step> {
-        engine.run_next::<A>(actor_id, lock).await
+    async fn run_next(&self, turns: Turns<'_>, actor_id: &str, lock: Lock) -> Result<Step> {
+        turns.run_next::<A>(actor_id, lock).await
     }
 
     fn check_command(&self, operation: &str, arguments: &str) -> Result<()> {

@@ -7,8 +7,9 @@ use std::sync::{Mutex, PoisonError};
 use tokio::time::Instant;
 
 use super::conflicts::rerun_conflicts;
+use super::core::Core;
 use super::workers::STALL;
-use super::{from_micros, micros, Engine, MAP_CAPACITY};
+use super::{from_micros, micros, MAP_CAPACITY};
 use crate::actor::reminder::ScheduledReminder;
 use crate::actor::schedule::Missed;
 use crate::error::{Error, Result};
@@ -48,7 +49,22 @@ impl UnreadableReminders {
     }
 }
 
-impl Engine {
+/// The reminders job: due reminders fired as messages, and an actor's reminders listed. It
+/// borrows the core and the reminder rows left alone for a while.
+#[derive(Clone, Copy)]
+pub(crate) struct Reminders<'e> {
+    core: &'e Core,
+    unreadable: &'e UnreadableReminders,
+}
+
+impl<'e> Reminders<'e> {
+    /// The reminders job over the engine's parts.
+    pub(super) fn new(core: &'e Core, unreadable: &'e UnreadableReminders) -> Self {
+        Self { core, unreadable }
+    }
+}
+
+impl Reminders<'_> {
     /// Turns up to `limit` reminders due at the clock's now into messages at the tail of
     /// their actors' mailboxes (a recurring one into each occurrence it missed, or the
     /// latest, and on to its next), every actor's in the order they were scheduled; returns
@@ -65,12 +81,12 @@ impl Engine {
 
     /// One pass of [`fire_due_reminders`](Self::fire_due_reminders), in one transaction.
     async fn fire_due_reminders_once(&self, limit: i64) -> Result<Fired> {
-        let now = micros(self.now());
-        if !self.store.any_reminder_due(now).await? {
+        let now = micros(self.core.now());
+        if !self.core.store().any_reminder_due(now).await? {
             return Ok(Fired::default());
         }
-        let mut tx = self.begin(None).await?;
-        let skip = self.unreadable_reminders.ids();
+        let mut tx = self.core.begin(None).await?;
+        let skip = self.unreadable.ids();
         let (mut due, mut unreadable) = (Vec::new(), Vec::new());
         for row in tx.due_reminders(now, limit, &skip).await? {
             match row.and_then(readable_catch_up) {
@@ -110,7 +126,7 @@ impl Engine {
         tx.settle_reminders(&finished, &moved).await?;
         tx.commit().await?;
         if !due.is_empty() {
-            self.wake();
+            self.core.wake();
         }
         for (reminder, occurrences) in due.iter().zip(&occurrences) {
             let count = occurrences.count;
@@ -121,7 +137,7 @@ impl Engine {
         }
         for error in &unreadable {
             if let Error::UnreadableReminder { id, .. } = error {
-                self.unreadable_reminders.leave(*id);
+                self.unreadable.leave(*id);
             }
             tracing::error!(%error, "a due reminder was not fired; workers try it again in {STALL:?}");
         }
@@ -132,8 +148,8 @@ impl Engine {
     }
 
     /// The actor's scheduled reminders, the next due first.
-    pub(crate) async fn reminders(&self, key: ActorKey<'_, '_>) -> Result<Vec<ScheduledReminder>> {
-        let stored = self.store.reminders(key).await?;
+    pub(crate) async fn scheduled(&self, key: ActorKey<'_, '_>) -> Result<Vec<ScheduledReminder>> {
+        let stored = self.core.store().reminders(key).await?;
         Ok(stored
             .into_iter()
             .map(|reminder| ScheduledReminder {

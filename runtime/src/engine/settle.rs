@@ -3,7 +3,6 @@
 
 use chrono::{DateTime, Utc};
 
-use super::attempts::failed_progress;
 use super::turn_writes::{Completed, Writes};
 use super::{from_micros, micros, Outcome};
 use crate::actor::handled::Handled;
@@ -125,4 +124,45 @@ impl Settled {
             },
         }
     }
+}
+
+/// The message row after a failed attempt: waiting for its retry, or dead.
+pub(super) fn failed_progress<'a>(
+    now: DateTime<Utc>,
+    attempts: i64,
+    max_attempts: i64,
+    retryable: bool,
+    error: &'a str,
+    retry: &RetryPolicy,
+) -> MessageProgress<'a> {
+    let retry_from = retry_on_host_clock().unwrap_or(now);
+    let retry_at = retryable
+        .then(|| retry.next_attempt_at(retry_from, attempts, max_attempts))
+        .flatten();
+    match retry_at {
+        Some(at) => MessageProgress {
+            last_error: Some(error),
+            failed_at: Some(micros(now)),
+            ..MessageProgress::ready(attempts, micros(at))
+        },
+        None => MessageProgress {
+            status: StoredStatus::Dead,
+            attempts,
+            available_at: micros(now),
+            result: None,
+            last_error: Some(error),
+            finished_at: Some(micros(now)),
+            failed_at: Some(micros(now)),
+        },
+    }
+}
+
+/// The host's clock, if a simulation put back
+/// [`Defect::RetryOnHostClock`](crate::simulation::Defect::RetryOnHostClock); never elsewhere.
+fn retry_on_host_clock() -> Option<DateTime<Utc>> {
+    #[cfg(feature = "simulation")]
+    if crate::simulation::reintroduced(crate::simulation::Defect::RetryOnHostClock) {
+        return Some(Utc::now());
+    }
+    None
 }

@@ -26,7 +26,7 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{decode_stored, Engine};
+use super::decode_stored;
 use crate::actor::Actor;
 use crate::error::Result;
 use crate::store::{ActorKey, Instance, Version};
@@ -258,12 +258,12 @@ impl StateCache {
     }
 }
 
-impl Engine {
+impl StateCache {
     /// Keeps what a turn whose commit returned `Ok` wrote to its actor's row, `ran_on`
-    /// being the version of the row it ran on: the state text at the next revision of that incarnation, or
-    /// nothing when the turn destroyed the actor (its entry is dropped). `None`: the turn
-    /// wrote no state (a rejection or failure), and the row is where it was.
-    pub(super) fn state_written(
+    /// being the version of the row it ran on: the state text at the next revision of that
+    /// incarnation, or nothing when the turn destroyed the actor (its entry is dropped).
+    /// `None`: the turn wrote no state (a rejection or failure), and the row is where it was.
+    pub(super) fn turn_written(
         &self,
         key: ActorKey<'_, '_>,
         ran_on: Version,
@@ -273,15 +273,15 @@ impl Engine {
             return;
         };
         match writes.into_state() {
-            Some((text, decoded)) if self.states.max_bytes > 0 => {
+            Some((text, decoded)) if self.max_bytes > 0 => {
                 let version = Version {
                     incarnation: ran_on.incarnation,
                     revision: ran_on.revision + 1,
                 };
-                self.states.committed(key, version, text, decoded);
+                self.committed(key, version, text, decoded);
             }
             Some(_) => {}
-            None => self.states.forget(key),
+            None => self.forget(key),
         }
     }
 }

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
 
-use super::{micros, Engine};
+use super::micros;
 use crate::actor::operation_codec::store_operation;
 use crate::actor::reply::PendingEffect;
 use crate::actor::reply::StoredReply;
@@ -79,7 +79,6 @@ struct EffectOp {
 pub(super) struct Completed<'s, A: Actor> {
     pub(super) state: &'s A,
     pub(super) staged: Staged<A>,
-    pub(super) destroy: bool,
     pub(super) now: DateTime<Utc>,
 }
 
@@ -92,12 +91,8 @@ impl Writes {
         result: &str,
         operation: &str,
     ) -> Result<Self> {
-        let Completed {
-            state,
-            staged,
-            destroy,
-            now,
-        } = completed;
+        let Completed { state, staged, now } = completed;
+        let destroy = staged.destroy;
         limits.check(Payload::Result, operation, result.len())?;
         let (state, read_back) = store_and_read_back("state", operation, state)?;
         limits.check(Payload::State, operation, state.len())?;
@@ -139,7 +134,7 @@ impl Writes {
     /// each message delivered.
     pub(super) async fn write(
         &self,
-        engine: &Engine,
+        registrar: &dyn Registrar,
         tx: &mut dyn Transaction,
         key: ActorKey<'_, '_>,
         instance: &Instance,
@@ -150,7 +145,7 @@ impl Writes {
         } else {
             write_reminders(tx, key, &self.reminders, instance.incarnation).await?;
         }
-        self.write_effects_and_sends(engine, tx, key, now, instance.incarnation)
+        self.write_effects_and_sends(registrar, tx, key, now, instance.incarnation)
             .await
     }
 
@@ -158,7 +153,7 @@ impl Writes {
     /// lock; returns the actor type and operation of each message delivered.
     async fn write_effects_and_sends(
         &self,
-        engine: &Engine,
+        registrar: &dyn Registrar,
         tx: &mut dyn Transaction,
         key: ActorKey<'_, '_>,
         now: i64,
@@ -178,7 +173,7 @@ impl Writes {
             tx.insert_effect(key, &effect).await?;
         }
         for send in &self.sends {
-            (send.register)(engine as &dyn Registrar)?;
+            (send.register)(registrar)?;
             let target = ActorKey {
                 actor_type: send.actor_type,
                 actor_id: &send.actor_id,

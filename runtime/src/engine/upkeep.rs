@@ -2,7 +2,10 @@
 //! effects no handler here runs, and notes why messages of unknown operations wait.
 
 use super::conflicts::rerun_conflicts;
-use super::{micros, Engine};
+use super::core::Core;
+use super::effects::Effects;
+use super::micros;
+use super::registry::Registry;
 use crate::error::{Error, Result};
 use crate::store::admin::Pruned;
 use crate::store::Retention;
@@ -14,13 +17,34 @@ const UNKNOWN_NOTED: i64 = 100;
 /// Each actor's newest finished messages with an idempotency key that retention keeps.
 pub(crate) const KEPT_IDEMPOTENCY_KEYS: i64 = 64;
 
-impl Engine {
+/// The upkeep job: retention, the effects no handler here runs, and the messages of
+/// operations this build does not know. It borrows the core, the registry, and the effects
+/// job it asks about unhandled effects.
+#[derive(Clone, Copy)]
+pub(crate) struct Upkeep<'e> {
+    core: &'e Core,
+    registry: &'e Registry,
+    effects: Effects<'e>,
+}
+
+impl<'e> Upkeep<'e> {
+    /// The upkeep job over the engine's parts.
+    pub(super) fn new(core: &'e Core, registry: &'e Registry, effects: Effects<'e>) -> Self {
+        Self {
+            core,
+            registry,
+            effects,
+        }
+    }
+}
+
+impl Upkeep<'_> {
     /// The workers' hourly upkeep: prunes what is past its retention, warns about effects
     /// no handler here runs, and notes why messages of unknown operations wait.
-    pub(crate) async fn upkeep(&self) -> Result<()> {
+    pub(crate) async fn run(&self) -> Result<()> {
         let pruned = self.prune(true).await?.total();
         tracing::debug!(pruned, "pruned old messages and effects");
-        self.report_unhandled_effects().await?;
+        self.effects.report_unhandled_effects().await?;
         self.note_unknown_operations().await?;
         Ok(())
     }
@@ -29,7 +53,8 @@ impl Engine {
     /// why they wait (a build that knows it runs them; workers here never claim them).
     pub(crate) async fn note_unknown_operations(&self) -> Result<usize> {
         let heads = self
-            .store
+            .core
+            .store()
             .unknown_operations(
                 &self.registry.known_operations(),
                 &self.registry.known_types(),
@@ -39,7 +64,7 @@ impl Engine {
         if heads.is_empty() {
             return Ok(0);
         }
-        let mut tx = self.begin(None).await?;
+        let mut tx = self.core.begin(None).await?;
         for head in &heads {
             let why = Error::UnknownOperation {
                 actor_type: head.actor_type.clone(),
@@ -60,8 +85,8 @@ impl Engine {
     /// Deletes what is past its retention (audit rows of administration calls included);
     /// returns how many rows of each kind. Without `commit`, rolls back: a preview.
     pub(crate) async fn prune(&self, commit: bool) -> Result<Pruned> {
-        let now = self.now();
-        let limits = &self.config.limits;
+        let now = self.core.now();
+        let limits = &self.core.config().limits;
         let retention = Retention {
             finished_before: micros(earlier(now, limits.retention)),
             dead_before: (!limits.dead_retention.is_zero())
@@ -71,7 +96,7 @@ impl Engine {
         // Two nodes' upkeep deleting the same rows at once: one certifies, the other runs
         // again and finds them gone.
         rerun_conflicts(|| async {
-            let mut tx = self.begin(None).await?;
+            let mut tx = self.core.begin(None).await?;
             let mut pruned = tx.prune(&retention).await?;
             pruned.admin_events = tx.prune_admin_events(retention.finished_before).await?;
             if commit {

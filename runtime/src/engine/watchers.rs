@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{watch, Notify};
 
 use crate::error::Result;
-use crate::store::{ActorKey, Instance, StateNotice, Store, Version};
+use crate::store::{ActorKey, Instance, Reads, StateNotice, Store, Version};
 
 /// How long the task that follows other processes' commits waits before it listens again
 /// after an error.
@@ -370,7 +370,7 @@ impl Subscription {
 
     /// The actor's newest state: read from the database if `fresh`, or if no watcher read
     /// it since the last poke, else the state another watcher of the actor read.
-    pub(crate) async fn read(&mut self, store: &dyn Store, fresh: bool) -> Result<Arc<Instance>> {
+    pub(crate) async fn read(&mut self, store: &dyn Reads, fresh: bool) -> Result<Arc<Instance>> {
         let pokes = *self.pokes().borrow_and_update();
         let mut latest = self.entry.latest.lock().await;
         if let Some((read_at, instance)) = &*latest {

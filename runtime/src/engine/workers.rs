@@ -8,10 +8,13 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio::time::Instant;
 
-use super::{insert_bounded, micros, Engine, Lock, Outcome, Step, TurnReport, MAP_CAPACITY};
+use super::one_turn::Turns;
+use super::registry::Registry;
+use super::{insert_bounded, micros, Lock, Outcome, Step, TurnReport, MAP_CAPACITY};
 use crate::error::Result;
+use crate::store::ErrorKinds;
 
-/// What one [`Engine::run_ready`] ran: how many turns, and how those that did not complete
+/// What one [`WorkerPass::run_ready`] ran: how many turns, and how those that did not complete
 /// ended.
 #[derive(Debug, Default)]
 pub(crate) struct Pass {
@@ -29,7 +32,7 @@ impl Pass {
     }
 }
 
-/// What [`Engine::run_ready`] does with a turn that fails with an error.
+/// What [`WorkerPass::run_ready`] does with a turn that fails with an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TurnErrors {
     /// Return it to the caller (the testing API).
@@ -56,7 +59,28 @@ pub(crate) struct Workers {
     depth_sampled: Mutex<Option<Instant>>,
 }
 
-impl Engine {
+/// The workers' job: a pass over the actors with due messages, each actor's turns run
+/// through the turns job by one worker of this process at a time. It borrows the turns job,
+/// the registry of the actor types it runs, and what the workers share.
+#[derive(Clone, Copy)]
+pub(crate) struct WorkerPass<'e> {
+    turns: Turns<'e>,
+    registry: &'e Registry,
+    workers: &'e Workers,
+}
+
+impl<'e> WorkerPass<'e> {
+    /// The workers' job over the turns job and the workers' shared state.
+    pub(super) fn new(turns: Turns<'e>, registry: &'e Registry, workers: &'e Workers) -> Self {
+        Self {
+            turns,
+            registry,
+            workers,
+        }
+    }
+}
+
+impl WorkerPass<'_> {
     /// Runs up to `turns_per_actor` turns for each of up to `actors` actors whose head
     /// message is due and of an operation this runtime knows, and that no worker of this
     /// process runs or has stalled; returns how many turns ran and how those that did not
@@ -72,10 +96,11 @@ impl Engine {
     ) -> Result<Pass> {
         self.sample_mailbox_depth().await?;
         let stalled = i64::try_from(self.workers.stalled_count()).unwrap_or(i64::MAX);
-        let ready = self
-            .store
+        let core = self.turns.core();
+        let ready = core
+            .store()
             .ready_actors(
-                micros(self.now()),
+                micros(core.now()),
                 &self.registry.known_operations(),
                 actors.saturating_add(stalled),
             )
@@ -86,7 +111,7 @@ impl Engine {
             self.run_actor(actor_type, actor_id, turns_per_actor, errors, stopping)
         });
         let mut passes =
-            futures_util::stream::iter(passes).buffer_unordered(self.store.concurrent_turns());
+            futures_util::stream::iter(passes).buffer_unordered(core.store().concurrent_turns());
         let mut all = Pass::default();
         while let Some(ran) = passes.next().await {
             all.add(ran?);
@@ -119,7 +144,7 @@ impl Engine {
             if stopping() {
                 break;
             }
-            match runner.run_next(self, &actor_id, Lock::Skip).await {
+            match runner.run_next(self.turns, &actor_id, Lock::Skip).await {
                 Ok(Step::Ran(report)) => {
                     pass.turns += 1;
                     if !matches!(report.outcome, Outcome::Completed(_)) {
@@ -152,7 +177,8 @@ impl Engine {
         if !self.workers.depth_sample_due() {
             return Ok(());
         }
-        let depths: HashMap<String, i64> = self.store.mailbox_depths().await?.into_iter().collect();
+        let store = self.turns.core().store();
+        let depths: HashMap<String, i64> = store.mailbox_depths().await?.into_iter().collect();
         let types = self.registry.type_names();
         for actor_type in types {
             let depth = depths.get(actor_type).copied().unwrap_or(0);

@@ -4,6 +4,7 @@
 
 use super::settle::Settled;
 use crate::error::Error;
+use crate::store::ErrorKinds;
 use crate::store::Version;
 
 /// Why a turn committed nothing.

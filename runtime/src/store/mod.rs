@@ -26,9 +26,9 @@ pub(crate) mod admin;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) mod connect;
 pub(crate) mod effects;
+mod error_kind;
+pub(crate) mod errors;
 mod failed_attempts;
-#[cfg(feature = "sqlite")]
-pub(crate) mod group_commit;
 pub(crate) mod instances;
 pub(crate) mod messages;
 #[cfg(feature = "mysql")]
@@ -43,6 +43,8 @@ mod rows;
 pub(crate) mod simulated;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
+#[cfg(all(feature = "test-support", any(feature = "postgres", feature = "mysql")))]
+pub(crate) mod test_databases;
 mod turns;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -54,6 +56,7 @@ use tokio::time::Instant;
 pub(crate) use self::activity::ActivityReads;
 pub(crate) use self::admin::{AdminReads, AdminWrites};
 pub(crate) use self::effects::{EffectReads, EffectWrites};
+pub(crate) use self::errors::ErrorKinds;
 pub(crate) use self::instances::{InstanceReads, InstanceWrites};
 pub(crate) use self::messages::{MessageReads, MessageWrites};
 use self::query::{Dialect, On};
@@ -629,6 +632,15 @@ pub(crate) trait WriteConnection: Send {
     fn poison(&mut self);
 }
 
+/// Every read of a store, by concern: what the engine lends the client and the operators'
+/// API, which read the store but write only through the engine.
+pub(crate) trait Reads:
+    InstanceReads + MessageReads + ReminderReads + EffectReads + AdminReads + ActivityReads
+{
+}
+
+impl<S: ReadConnections> Reads for S {}
+
 /// A database the runtime keeps its actors in: its reads by concern, and what each backend
 /// does its own way.
 #[async_trait]
@@ -644,6 +656,9 @@ pub(crate) trait Store:
     + Sync
     + 'static
 {
+    /// The store's reads, by concern.
+    fn reads(&self) -> &dyn Reads;
+
     /// Starts a write transaction within `bounds`; on SQLite it holds the database's write
     /// lock. A wait past the deadline ends in an error that
     /// [`Error::is_busy`](crate::error::Error::is_busy) recognises.

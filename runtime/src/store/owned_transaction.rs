@@ -92,7 +92,7 @@ impl<DB: Database> OwnedTransaction<DB> {
         loop {
             match Self::begin_once(pool, parked, deadline, statement.clone()).await {
                 Err(crate::error::Error::Database(error))
-                    if tries > 0 && crate::error::is_connection_lost(&error) =>
+                    if tries > 0 && super::errors::is_connection_lost(&error) =>
                 {
                     tracing::debug!(%error, "a pooled connection was lost; beginning on another");
                     lost();
@@ -152,7 +152,7 @@ impl<DB: Database> OwnedTransaction<DB> {
                 // before a `START TRANSACTION` whose causal wait on Galera can run out).
                 if DB::NAME == "SQLite"
                     && DB::TransactionManager::get_transaction_depth(transaction.live()) == 0
-                    && crate::error::is_busy_database_error(&error)
+                    && super::errors::is_busy(&error)
                 {
                     transaction.phase = Phase::Done;
                 }

@@ -448,7 +448,7 @@ where
     let mut tries = connections;
     loop {
         match read().await {
-            Err(error) if tries > 0 && crate::error::is_connection_lost(&error) => {
+            Err(error) if tries > 0 && super::errors::is_connection_lost(&error) => {
                 tracing::debug!(%error, "a pooled connection was lost; reading on another");
                 lost();
                 tries -= 1;

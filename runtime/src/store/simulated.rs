@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::query::{Dialect, Gate, On};
 use super::{
-    ActorKey, Bounds, Counters, LockWait, LockedActor, ReadConnections, StateNotices, Store,
+    ActorKey, Bounds, Counters, LockWait, LockedActor, ReadConnections, Reads, StateNotices, Store,
     Transaction, Version, WorkNotices, WriteConnection,
 };
 use crate::error::Result;
@@ -85,6 +85,10 @@ impl ReadConnections for SimulatedStore {
 
 #[async_trait]
 impl Store for SimulatedStore {
+    fn reads(&self) -> &dyn Reads {
+        self
+    }
+
     async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>> {
         before(&*self.gate.0, Step::Begin).await?;
         let _held = hold_clock();

@@ -2,15 +2,12 @@
 //! `test-support`), or a temporary SQLite file where no server is named: tests that share a
 //! server do not see each other's actors, messages or reminders.
 
-use std::time::Duration;
-
 use crate::client::builder::Builder;
 use crate::client::shared::Runtime;
 use crate::error::{Error, Result};
 use crate::store::connect::with_database;
-
-/// How long creating or dropping a test database may wait for the server.
-const SERVER_WAIT: Duration = Duration::from_secs(30);
+use crate::store::query::Dialect;
+use crate::store::test_databases;
 
 /// A database created for one test on a PostgreSQL or MySQL (MariaDB) server, dropped when
 /// the value is dropped (or by [`drop_database`](TestDatabase::drop_database)).
@@ -59,13 +56,6 @@ impl std::fmt::Debug for TestDatabase {
     }
 }
 
-/// The backends a test database can be created on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Server {
-    Postgres,
-    MySql,
-}
-
 impl TestDatabase {
     /// Creates a database with a fresh name (`solid_test_` and a random suffix) on the server
     /// of `server_url` (`postgres://..` or `mysql://..`, naming a database the user may
@@ -77,20 +67,10 @@ impl TestDatabase {
     /// (features `postgres`, `mysql`), or for a server that does not answer within 30 s;
     /// the server's error if it refuses.
     pub async fn create(server_url: &str) -> Result<Self> {
-        let server = Server::of(server_url)?;
+        test_databases::server_of(server_url)?;
         let name = format!("solid_test_{}", uuid::Uuid::new_v4().simple());
         let url = with_database(server_url, &name)?;
-        match server {
-            // A copy of a template this build migrated once, in one round trip.
-            #[cfg(feature = "mysql")]
-            Server::MySql => {
-                within_server_wait(crate::store::mysql::test_database::create(
-                    server_url, &name,
-                ))
-                .await?;
-            }
-            _ => execute(server, server_url, &format!("CREATE DATABASE \"{name}\"")).await?,
-        }
+        test_databases::create(server_url, &name).await?;
         Ok(Self {
             server_url: server_url.to_owned(),
             sqlite: None,
@@ -163,11 +143,11 @@ impl TestDatabase {
         if let Some(dir) = &self.sqlite {
             return builder.sqlite(dir.path().join(&self.name));
         }
-        match Server::of(&self.url) {
+        match test_databases::server_of(&self.url) {
             #[cfg(feature = "postgres")]
-            Ok(Server::Postgres) => builder.postgres(&self.url, connections),
+            Ok(Dialect::Postgres) => builder.postgres(&self.url, connections),
             #[cfg(feature = "mysql")]
-            Ok(Server::MySql) => builder.mysql(&self.url, connections),
+            Ok(Dialect::MySql) => builder.mysql(&self.url, connections),
             // Unreachable: `create` accepted the URL.
             _ => {
                 let _ = connections;
@@ -187,7 +167,7 @@ impl TestDatabase {
         if self.sqlite.is_some() {
             return Ok(());
         }
-        drop_named(&self.server_url, &self.name).await
+        test_databases::drop(&self.server_url, &self.name).await
     }
 }
 
@@ -204,7 +184,7 @@ impl Drop for TestDatabase {
                 .enable_all()
                 .build()
                 .map_err(|error| Error::Config(format!("cannot start a runtime: {error}")))?;
-            runtime.block_on(drop_named(&server_url, &name))
+            runtime.block_on(test_databases::drop(&server_url, &name))
         });
         match dropping.join() {
             Ok(Ok(())) => {}
@@ -216,75 +196,4 @@ impl Drop for TestDatabase {
             }
         }
     }
-}
-
-impl Server {
-    fn of(url: &str) -> Result<Self> {
-        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            Ok(Self::Postgres)
-        } else if url.starts_with("mysql://") {
-            Ok(Self::MySql)
-        } else {
-            Err(Error::Config(
-                "a test database needs a postgres:// or mysql:// server URL".to_owned(),
-            ))
-        }
-    }
-}
-
-async fn drop_named(server_url: &str, name: &str) -> Result<()> {
-    let server = Server::of(server_url)?;
-    let drop = match server {
-        Server::Postgres => format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"),
-        #[cfg(feature = "mysql")]
-        Server::MySql => {
-            return within_server_wait(crate::store::mysql::test_database::drop(server_url, name))
-                .await;
-        }
-        #[cfg(not(feature = "mysql"))]
-        Server::MySql => format!("DROP DATABASE IF EXISTS `{name}`"),
-    };
-    execute(server, server_url, &drop).await
-}
-
-/// Runs one statement on its own connection to the server, within [`SERVER_WAIT`].
-async fn execute(server: Server, server_url: &str, statement: &str) -> Result<()> {
-    let run = async {
-        match server {
-            #[cfg(feature = "postgres")]
-            Server::Postgres => {
-                use sqlx::Connection;
-                let mut connection = sqlx::PgConnection::connect(server_url).await?;
-                sqlx::raw_sql(statement).execute(&mut connection).await?;
-                connection.close().await?;
-                Ok(())
-            }
-            #[cfg(feature = "mysql")]
-            Server::MySql => {
-                use sqlx::Connection;
-                let mut connection = sqlx::MySqlConnection::connect(server_url).await?;
-                sqlx::raw_sql(statement).execute(&mut connection).await?;
-                connection.close().await?;
-                Ok(())
-            }
-            #[allow(unreachable_patterns)]
-            _ => Err(Error::Config(format!(
-                "this build has no {server:?} backend: enable the solid-objects feature `{}`",
-                match server {
-                    Server::Postgres => "postgres",
-                    Server::MySql => "mysql",
-                }
-            ))),
-        }
-    };
-    within_server_wait(run).await
-}
-
-/// `work` on the test database server, within [`SERVER_WAIT`].
-async fn within_server_wait(work: impl std::future::Future<Output = Result<()>>) -> Result<()> {
-    tokio::time::timeout(SERVER_WAIT, work).await.map_err(|_| {
-        Error::Config(format!(
-            "the test database server did not answer within {SERVER_WAIT:?}"
-        ))
-    })?
 }

@@ -125,7 +125,7 @@ impl<'r> Testing<'r> {
         let mut fired = 0;
         let (mut first_unreadable, mut unreadable_ids) = (None, HashSet::new());
         loop {
-            let batch = engine.fire_due_reminders(BATCH).await?;
+            let batch = engine.reminders().fire_due_reminders(BATCH).await?;
             fired += batch.count;
             let mut more_unreadable = false;
             for error in batch.unreadable {
@@ -161,10 +161,11 @@ impl<'r> Testing<'r> {
         let mut ran = Drained::default();
         loop {
             let pass = engine
+                .worker_pass()
                 .run_ready(BATCH, TURNS_PER_ACTOR, TurnErrors::Return, &|| false)
                 .await?;
             if pass.turns == 0 {
-                let pending = engine.unhandled_effects().await?;
+                let pending = engine.effects().unhandled_effects().await?;
                 ran.unhandled_effects = pending.into_iter().map(UnhandledEffects::new).collect();
                 return Ok(ran);
             }
@@ -206,7 +207,7 @@ impl<'r> Testing<'r> {
             let operation = self
                 .runtime
                 .engine()
-                .store()
+                .reads()
                 .message(MessageLookup::Id(message_id))
                 .await?
                 .map(|record| record.operation)
@@ -244,7 +245,7 @@ impl<'r> Testing<'r> {
     /// per kind) about effects that waited over a minute with no handler in this runtime,
     /// and notes on messages whose operation this build does not know why they wait.
     pub async fn upkeep(&self) -> Result<()> {
-        self.runtime.engine().upkeep().await
+        self.runtime.engine().upkeep().run().await
     }
 
     /// Delivers a message (a reminder's, say) to an actor as if it came from the mailbox,
@@ -312,6 +313,7 @@ impl<'r> Testing<'r> {
             idempotency_key: None,
         };
         let result = engine
+            .calls()
             .call::<A>(actor_id, message, arguments, options)
             .await?;
         serde_json::from_str(&result).map_err(|source| crate::Error::Decode {

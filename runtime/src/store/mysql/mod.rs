@@ -24,6 +24,7 @@
 //! There is no `LISTEN`: a commit that left work rings a bell row that other processes'
 //! idle workers read at a short interval ([`wake_ups`]); watchers poll.
 
+pub(crate) mod errors;
 mod migration_lock;
 pub(crate) mod statement;
 #[cfg(feature = "test-support")]
@@ -46,7 +47,7 @@ use super::instances::{lock_row, RowLocks};
 use super::owned_transaction::{CommitPacket, OwnedTransaction, Parked};
 use super::query::{get, Dialect, On, Row};
 use super::{
-    require_current, ActorKey, Bounds, Counters, LockWait, LockedActor, ReadConnections,
+    require_current, ActorKey, Bounds, Counters, LockWait, LockedActor, ReadConnections, Reads,
     SchemaMode, Store, Transaction, Version, WorkNotices, WriteConnection,
 };
 use crate::error::{Error, Result};
@@ -401,6 +402,10 @@ const SETTINGS: &str = "SHOW VARIABLES WHERE Variable_name IN ('version', 'trans
 
 #[async_trait]
 impl Store for MySqlStore {
+    fn reads(&self) -> &dyn Reads {
+        self
+    }
+
     async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>> {
         // One round trip: the bounds and the isolation travel with the BEGIN.
         let begin = self.begin_statement(&bounds);

@@ -10,8 +10,11 @@
 //! Effect leases run on the server's clock, so a host whose clock is ahead cannot take work
 //! that another host is still running.
 
+pub(crate) mod errors;
 mod failover;
 mod hosts;
+#[cfg(feature = "test-support")]
+pub(crate) mod test_database;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,10 +32,11 @@ use super::owned_transaction::{OwnedTransaction, Parked};
 use super::query::{get, query, Dialect, On};
 use super::{
     require_current, rows, ActorKey, Bounds, Counters, LockWait, LockedActor, ReadConnections,
-    SchemaMode, StateNotice, StateNotices, Store, Transaction, Version, WorkNotices,
+    Reads, SchemaMode, StateNotice, StateNotices, Store, Transaction, Version, WorkNotices,
     WriteConnection,
 };
 use crate::error::{Error, Result};
+use crate::store::ErrorKinds;
 
 /// The schema, applied in order at start; each entry runs once per database.
 const MIGRATIONS: &[(i64, &str, &str)] = &[
@@ -351,6 +355,10 @@ const SERVER_MICROS: &str = "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 100
 
 #[async_trait]
 impl Store for PostgresStore {
+    fn reads(&self) -> &dyn Reads {
+        self
+    }
+
     async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>> {
         // One round trip: the bounds travel with BEGIN. Each statement, and each lock
         // wait inside one (a handler's own SQL included), ends within `statement`.

@@ -3,10 +3,13 @@
 //! SQLite allows one writer at a time. Every turn therefore runs on the single writer
 //! connection, in a `BEGIN IMMEDIATE` transaction: callers queue for the connection instead
 //! of busy-waiting on the file lock, and turns that queue together share one transaction and
-//! one fsync ([`group_commit`](super::group_commit)). Snapshots and outcome reads use
+//! one fsync ([`group_commit`]). Snapshots and outcome reads use
 //! separate read connections, which WAL lets run beside the writer. Another process on the
 //! same file is waited for (`busy_timeout`) only until the caller's deadline. On an
 //! application's own pool, each turn takes a connection and a transaction of its own.
+
+pub(crate) mod errors;
+mod group_commit;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,54 +23,55 @@ use sqlx::sqlite::{
 };
 use sqlx::{Sqlite, SqliteConnection};
 
-use super::group_commit::{GroupCommit, GroupMember, GroupWriter, Opening};
+use self::group_commit::{GroupCommit, GroupMember, GroupWriter, Opening};
 use super::instances::{
     BEGIN_THEN_INSTANCE_AND_HEAD, INSTANCE_AND_HEAD, SAVEPOINT_THEN_INSTANCE_AND_HEAD,
 };
 use super::owned_transaction::OwnedTransaction;
 use super::query::{query, Dialect, On, Row};
 use super::{
-    rows, ActorKey, Bounds, Counters, LockWait, LockedActor, ReadConnections, SchemaMode, Store,
-    Transaction, Version, WorkNotices, WriteConnection,
+    rows, ActorKey, Bounds, Counters, LockWait, LockedActor, ReadConnections, Reads, SchemaMode,
+    Store, Transaction, Version, WorkNotices, WriteConnection,
 };
 use crate::error::Result;
+use crate::store::ErrorKinds;
 
 /// The schema, applied in order at start; each entry runs once per database.
 const MIGRATIONS: &[(i64, &str, &str)] = &[
     (
         1,
         "actors",
-        include_str!("../../migrations/sqlite/0001_actors.sql"),
+        include_str!("../../../migrations/sqlite/0001_actors.sql"),
     ),
     (
         2,
         "effects",
-        include_str!("../../migrations/sqlite/0002_effects.sql"),
+        include_str!("../../../migrations/sqlite/0002_effects.sql"),
     ),
     (
         3,
         "lock-free mailboxes",
-        include_str!("../../migrations/sqlite/0003_lock_free_mailboxes.sql"),
+        include_str!("../../../migrations/sqlite/0003_lock_free_mailboxes.sql"),
     ),
     (
         4,
         "effect claims",
-        include_str!("../../migrations/sqlite/0004_effect_claims.sql"),
+        include_str!("../../../migrations/sqlite/0004_effect_claims.sql"),
     ),
     (
         5,
         "lifecycle",
-        include_str!("../../migrations/sqlite/0005_lifecycle.sql"),
+        include_str!("../../../migrations/sqlite/0005_lifecycle.sql"),
     ),
     (
         7,
         "administration",
-        include_str!("../../migrations/sqlite/0007_administration.sql"),
+        include_str!("../../../migrations/sqlite/0007_administration.sql"),
     ),
     (
         11,
         "activity",
-        include_str!("../../migrations/sqlite/0011_activity.sql"),
+        include_str!("../../../migrations/sqlite/0011_activity.sql"),
     ),
 ];
 
@@ -360,6 +364,10 @@ impl ReadConnections for SqliteStore {
 
 #[async_trait]
 impl Store for SqliteStore {
+    fn reads(&self) -> &dyn Reads {
+        self
+    }
+
     async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>> {
         // Waits for another process's write lock end at the caller's deadline, inside
         // SQLite, so nothing is left waiting behind a caller that gave up. An

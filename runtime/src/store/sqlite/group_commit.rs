@@ -35,10 +35,11 @@ use tokio::sync::{watch, Notify, OwnedMutexGuard};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::Counters;
+use super::super::Counters;
 use crate::error::{Error, Result};
 use crate::limits::deadline_after;
 pub(crate) use crate::limits::GroupCommit;
+use crate::store::ErrorKinds;
 
 /// How a group ended, as its members hear it.
 #[derive(Debug, Clone)]

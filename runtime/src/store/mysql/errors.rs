@@ -1,0 +1,14 @@
+//! What MySQL's and MariaDB's error numbers mean to the runtime (their SQLSTATEs are the SQL
+//! standard's, in the store's `errors.rs`).
+
+use crate::store::error_kind::Kind;
+
+/// What a MySQL or MariaDB error number means, if the number alone says.
+pub(crate) fn kind(number: u16) -> Option<Kind> {
+    match number {
+        // ER_LOCK_WAIT_TIMEOUT, MariaDB's max_statement_time (ER_STATEMENT_TIMEOUT), MySQL's
+        // max_execution_time (ER_QUERY_TIMEOUT).
+        1205 | 1969 | 3024 => Some(Kind::Busy),
+        _ => None,
+    }
+}
