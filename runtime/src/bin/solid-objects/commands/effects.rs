@@ -1,0 +1,57 @@
+//! `effects`: effects, filtered by status, actor and name.
+
+use solid_objects::admin::{Admin, EffectFilter};
+use solid_objects::Error;
+
+use crate::args::EffectsArgs;
+use crate::out::Out;
+use crate::table::Table;
+use crate::Exit;
+
+/// Lists effects.
+pub(crate) async fn effects(
+    admin: &Admin,
+    args: EffectsArgs,
+    out: &mut Out,
+) -> Result<Exit, Error> {
+    let mut filter = EffectFilter::new().limit(args.limit);
+    if let Some(status) = args.status {
+        filter = filter.status(status);
+    }
+    if let Some(actor_type) = args.actor_type {
+        filter = filter.actor_type(actor_type);
+    }
+    if let Some(actor_id) = args.actor_id {
+        filter = filter.actor_id(actor_id);
+    }
+    if let Some(name) = args.name {
+        filter = filter.name(name);
+    }
+    let effects = admin.effects(&filter).await?;
+    if out.json {
+        out.print_json(&effects);
+    } else {
+        let mut table = Table::new(&[
+            "ID",
+            "NAME",
+            "ACTOR",
+            "STATUS",
+            "ATTEMPTS",
+            "CREATED AT",
+            "LAST ERROR",
+        ]);
+        for e in &effects {
+            table.row(vec![
+                e.id.to_string(),
+                e.name.clone(),
+                format!("{}/{}", e.actor_type, e.actor_id),
+                e.status.clone(),
+                e.attempts.to_string(),
+                e.created_at.to_string(),
+                e.last_error.clone().unwrap_or_default(),
+            ]);
+        }
+        out.text(&table.render("no effects"));
+    }
+    Ok(Exit::Done)
+}

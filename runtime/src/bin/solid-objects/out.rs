@@ -1,0 +1,56 @@
+//! [`Out`]: what a command prints, kept until it ends and then written at once, as text or
+//! (`--json`) as JSON.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+
+use serde::Serialize;
+
+use crate::complain;
+
+/// The command's output, kept until it ends and then written at once (see `main`).
+pub(crate) struct Out {
+    pub(crate) json: bool,
+    pub(crate) text: String,
+}
+
+impl Out {
+    /// Adds `line` and a newline.
+    pub(crate) fn line(&mut self, line: std::fmt::Arguments<'_>) {
+        let _ = writeln!(self.text, "{line}");
+    }
+
+    /// Adds `text` as it is.
+    pub(crate) fn text(&mut self, text: &str) {
+        self.text.push_str(text);
+    }
+
+    pub(crate) fn print_json(&mut self, value: &impl Serialize) {
+        match serde_json::to_string_pretty(value) {
+            Ok(text) => say!(self, "{text}"),
+            Err(error) => complain(format_args!(
+                "error: the result does not serialise: {error}"
+            )),
+        }
+    }
+
+    /// An action's result: `value` as JSON, or the sentence `human` says.
+    pub(crate) fn result(&mut self, value: &impl Serialize, human: impl FnOnce() -> String) {
+        match self.json {
+            true => self.print_json(value),
+            false => say!(self, "{}", human()),
+        }
+    }
+
+    /// Writes the output to standard output.
+    pub(crate) fn flush(&self) -> std::io::Result<()> {
+        let mut stdout = std::io::stdout().lock();
+        stdout.write_all(self.text.as_bytes())?;
+        stdout.flush()
+    }
+}
+
+/// A time, or `-` for none.
+pub(crate) fn time(at: Option<chrono::DateTime<chrono::Utc>>) -> String {
+    at.map_or_else(|| "-".to_owned(), |at| at.to_string())
+}
