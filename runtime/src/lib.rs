@@ -87,8 +87,11 @@
 //! | `sqlite` | on | `Builder::sqlite`, `Builder::sqlite_pool` and `Turn::sqlite`: SQLite as the backend (through sqlx, with the library bundled), embedded in the process |
 //! | `postgres` | off | [`Builder::postgres`][builder-postgres], `Builder::postgres_pool` and [`Turn::postgres`][turn-postgres]: PostgreSQL as the backend, for many processes on many hosts |
 //! | `mysql` | off | `Builder::mysql`, `Builder::mysql_pool` and `Turn::mysql`: MySQL 8 or MariaDB 10.6 (or later) as the backend, for many processes on many hosts |
-//! | `axum` | off | `Error` as an axum response (`IntoResponse`), with the HTTP status each error means, and `Watch::into_sse`: a watch as server-sent events |
-//! | `dashboard` | off | [`dashboard::router`][dashboard]: the operators' web dashboard, an axum `Router` of server-rendered pages to mount behind the application's authentication |
+//! | `axum` | off | `Error` as an axum response (`IntoResponse`), with the HTTP status each error means, and `Watch::into_sse`: a watch as server-sent events (for axum 0.8) |
+//! | `dashboard` | off | [`dashboard::router`][dashboard]: the operators' web dashboard, an axum 0.8 `Router` of server-rendered pages (charts of work over time, stuck actors, dead letters) to mount behind the application's authentication |
+//! | `test-support` | off | `TestDatabase`: a database of its own for each test on a PostgreSQL or MySQL server, or a temporary SQLite file where no server is named (`TestDatabase::from_env`) |
+//! | `simulation` | off | `Builder::simulation` and the `simulation` module: a fault-injecting schedule and seeded ids, for deterministic simulation tests; never for production |
+//! | `cli` | off | the `solid-objects` command-line tool for operators (`cargo install solid-objects --features cli`) |
 //!
 //! At least one of `sqlite`, `postgres` and `mysql` is on; a PostgreSQL-only build
 //! (`default-features = false, features = ["postgres"]`) compiles no SQLite.
