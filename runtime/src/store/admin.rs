@@ -8,6 +8,7 @@
 
 use async_trait::async_trait;
 
+use super::dialect::PerDialect;
 use super::effects::{PRUNE_DEAD_EFFECTS, PRUNE_DONE_EFFECTS};
 use super::failed_attempts::PRUNE_FAILED_ATTEMPTS;
 use super::instances::{create_instance, PAUSE, PAUSE_EXISTING, RESUME};
@@ -192,18 +193,14 @@ pub(crate) const ADMIN_EVENTS: &str = "SELECT id, at, caller, action, resource, 
 
 /// Appends an audit row, returning its id (but on MySQL, whose id is the inserted one).
 pub(crate) fn record_admin_event(dialect: Dialect) -> &'static str {
-    match dialect {
-        Dialect::Sqlite | Dialect::Postgres => {
-            "INSERT INTO solid_admin_events
-                 (at, caller, action, resource, outcome, details)
-             VALUES ($1, $2, $3, $4, $5, $6) RETURNING id"
-        }
-        Dialect::MySql => {
-            "INSERT INTO solid_admin_events
-                 (at, caller, action, resource, outcome, details)
-             VALUES ($1, $2, $3, $4, $5, $6)"
-        }
-    }
+    static RECORD_ADMIN_EVENT: PerDialect = PerDialect::new(|dialect| {
+        format!(
+            "INSERT INTO solid_admin_events (at, caller, action, resource, outcome, details)
+             VALUES ($1, $2, $3, $4, $5, $6){}",
+            dialect.returning_id(),
+        )
+    });
+    RECORD_ADMIN_EVENT.get(dialect)
 }
 
 /// Records how the call of audit row `$3` ended (`$1`, `$2`).

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::dialect::PerDialect;
 use super::messages::storable_text;
 use super::query::{query, Dialect};
 use super::{
@@ -21,32 +22,18 @@ use crate::error::Result;
 /// running ones whose lease ran out by `$2` (SQLite's lease clock, the runtime's) or by the
 /// server's clock; one a handler in another process runs under a live lease is handled.
 pub(crate) fn unhandled_effects(dialect: Dialect) -> &'static str {
-    match dialect {
-        Dialect::Sqlite => {
+    static UNHANDLED_EFFECTS: PerDialect = PerDialect::new(|dialect| {
+        format!(
             "SELECT name, COUNT(*) AS count, MIN(created_at) AS oldest_created_at
              FROM solid_effects
-             WHERE (status = 'ready' OR (status = 'running' AND available_at <= $2))
-               AND name NOT IN (SELECT value FROM json_each($1))
-             GROUP BY name ORDER BY name"
-        }
-        Dialect::Postgres => {
-            "SELECT name, COUNT(*) AS count, MIN(created_at) AS oldest_created_at
-             FROM solid_effects
-             WHERE (status = 'ready' OR (status = 'running'
-                    AND available_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT))
-               AND name NOT IN (SELECT jsonb_array_elements_text($1::jsonb))
-             GROUP BY name ORDER BY name"
-        }
-        Dialect::MySql => {
-            "SELECT name, COUNT(*) AS count, MIN(created_at) AS oldest_created_at
-             FROM solid_effects
-             WHERE (status = 'ready' OR (status = 'running'
-                    AND available_at <= CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)))
-               AND name NOT IN (SELECT j.name FROM JSON_TABLE($1, '$[*]'
-                   COLUMNS (name VARCHAR(1024) CHARACTER SET utf8mb4 PATH '$')) AS j)
-             GROUP BY name ORDER BY name"
-        }
-    }
+             WHERE (status = 'ready' OR (status = 'running' AND available_at <= {}))
+               AND name NOT IN ({})
+             GROUP BY name ORDER BY name",
+            dialect.lease_clock("$2"),
+            dialect.json_texts("$1"),
+        )
+    });
+    UNHANDLED_EFFECTS.get(dialect)
 }
 
 /// Stores an effect the actor's (`$2`, `$3`) turn emitted, ready at its creation `$6`.
@@ -59,44 +46,35 @@ pub(crate) const INSERT_EFFECT: &str =
 /// out by the lease clock), leasing it for `$3` microseconds, and noting `$4` as the last
 /// error of a lease it takes over; returns the claimed row.
 ///
-/// On SQLite the lease clock is the runtime's, `$2`; on PostgreSQL it is the server's ([`CLAIM_EFFECT_POSTGRES`]); on MySQL,
-/// an `UPDATE` cannot read the table it writes, and the effect is found
-/// ([`CLAIMABLE_EFFECT_MYSQL`]), then claimed ([`CLAIM_EFFECT_MYSQL`]), then read
-/// ([`CLAIMED_EFFECT`]).
-pub(crate) const CLAIM_EFFECT_SQLITE: &str = "UPDATE solid_effects
-     SET last_error = CASE WHEN status = 'running' THEN $4
-                           ELSE last_error END,
-         status = 'running', attempts = attempts + 1, claims = claims + 1,
-         available_at = $2 + $3
-     WHERE id = (
-         SELECT id FROM solid_effects
-         WHERE name = $1 AND (
-             (status = 'ready' AND available_at <= $2)
-             OR (status = 'running' AND available_at <= $2))
-         ORDER BY available_at, id LIMIT 1)
-     RETURNING id, effect_id, actor_type, actor_id, name, payload,
-               attempts, claims, incarnation, on_success, on_failure,
-               created_at, last_error";
+/// On SQLite the lease clock is the runtime's, `$2`; on PostgreSQL it is the server's, and a
+/// claim skips the effects another transaction holds; on MySQL, an `UPDATE` cannot read the
+/// table it writes, and the effect is found ([`CLAIMABLE_EFFECT_MYSQL`]), then claimed
+/// ([`CLAIM_EFFECT_MYSQL`]), then read ([`CLAIMED_EFFECT`]).
+pub(crate) fn claim_effect(dialect: Dialect) -> &'static str {
+    static CLAIM_EFFECT: PerDialect = PerDialect::new(|dialect| {
+        let lease_clock = dialect.lease_clock("$2");
+        format!(
+            "UPDATE solid_effects
+             SET last_error = CASE WHEN status = 'running' THEN $4
+                                   ELSE last_error END,
+                 status = 'running', attempts = attempts + 1, claims = claims + 1,
+                 available_at = {lease_clock} + $3
+             WHERE id = (
+                 SELECT id FROM solid_effects
+                 WHERE name = $1 AND (
+                     (status = 'ready' AND available_at <= $2)
+                     OR (status = 'running' AND available_at <= {lease_clock}))
+                 ORDER BY available_at, id LIMIT 1{})
+             RETURNING id, effect_id, actor_type, actor_id, name, payload,
+                       attempts, claims, incarnation, on_success, on_failure,
+                       created_at, last_error",
+            dialect.skip_locked(),
+        )
+    });
+    CLAIM_EFFECT.get(dialect)
+}
 
-/// [`CLAIM_EFFECT_SQLITE`] on PostgreSQL: leases run on the server's clock, and a claim
-/// skips the effects another transaction holds.
-pub(crate) const CLAIM_EFFECT_POSTGRES: &str = "UPDATE solid_effects
-     SET last_error = CASE WHEN status = 'running' THEN $4
-                           ELSE last_error END,
-         status = 'running', attempts = attempts + 1, claims = claims + 1,
-         available_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT + $3
-     WHERE id = (
-         SELECT id FROM solid_effects
-         WHERE name = $1 AND (
-             (status = 'ready' AND available_at <= $2)
-             OR (status = 'running'
-                 AND available_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT))
-         ORDER BY available_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
-     RETURNING id, effect_id, actor_type, actor_id, name, payload,
-               attempts, claims, incarnation, on_success, on_failure,
-               created_at, last_error";
-
-/// The id of the effect named `$1` that [`CLAIM_EFFECT_SQLITE`] would claim at `$2`, locked (MySQL).
+/// The id of the effect named `$1` that [`claim_effect`] would claim at `$2`, locked (MySQL).
 pub(crate) const CLAIMABLE_EFFECT_MYSQL: &str = "SELECT id FROM solid_effects
      WHERE name = $1 AND (
          (status = 'ready' AND available_at <= $2)
@@ -124,22 +102,14 @@ pub(crate) const CLAIMED_EFFECT: &str = "SELECT id, effect_id, actor_type, actor
 /// Extends the lease of effect `$1`, still running under claim `$4`, to `$3` microseconds
 /// from now by the lease clock (`$2`, the runtime's time, is that clock on SQLite only).
 pub(crate) fn renew_effect(dialect: Dialect) -> &'static str {
-    match dialect {
-        Dialect::Sqlite => {
-            "UPDATE solid_effects SET available_at = $2 + $3
-             WHERE id = $1 AND status = 'running' AND claims = $4"
-        }
-        Dialect::Postgres => {
-            "UPDATE solid_effects
-             SET available_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT + $3
-             WHERE id = $1 AND status = 'running' AND claims = $4"
-        }
-        Dialect::MySql => {
-            "UPDATE solid_effects
-             SET available_at = CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED) + $3
-             WHERE id = $1 AND status = 'running' AND claims = $4"
-        }
-    }
+    static RENEW_EFFECT: PerDialect = PerDialect::new(|dialect| {
+        format!(
+            "UPDATE solid_effects SET available_at = {} + $3
+             WHERE id = $1 AND status = 'running' AND claims = $4",
+            dialect.lease_clock("$2"),
+        )
+    });
+    RENEW_EFFECT.get(dialect)
 }
 
 /// Makes effect `$1`, still running under claim `$3`, ready again at `$2` without counting
@@ -285,11 +255,7 @@ impl<T: WriteConnection> EffectWrites for T {
         let lease = lease_micros(lease);
         let claimed = match self.dialect() {
             dialect @ (Dialect::Sqlite | Dialect::Postgres) => {
-                let claim = match dialect {
-                    Dialect::Sqlite => CLAIM_EFFECT_SQLITE,
-                    _ => CLAIM_EFFECT_POSTGRES,
-                };
-                query(claim)
+                query(claim_effect(dialect))
                     .bind(name)
                     .bind(now)
                     .bind(lease)

@@ -5,10 +5,13 @@
 //! Only an actor's own turns lock its row; everything else that reaches an actor appends a
 //! message row without that lock.
 
+#[cfg(feature = "sqlite")]
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::dialect::PerDialect;
 use super::messages::{DESTROY_READY_MESSAGES, HEAD_OF_MAILBOX};
 use super::query::{query, Dialect};
 use super::reminders::DELETE_ACTOR_REMINDERS;
@@ -42,46 +45,45 @@ pub(crate) const LOCK_INSTANCE: &str =
             revision, incarnation, state_version, paused_at
      FROM solid_instances WHERE actor_type = $1 AND actor_id = $2 FOR UPDATE";
 
-/// The text of [`INSTANCE_AND_HEAD`], for the statements that send it behind another.
-#[cfg(feature = "sqlite")]
-macro_rules! instance_and_head {
-    () => {
-        "SELECT CASE WHEN i.incarnation = $4 AND i.revision = $5 THEN NULL ELSE i.state END
-                AS state,
-            i.revision, i.incarnation, i.state_version, i.paused_at,
-            h.id, h.operation,
-            h.arguments, h.attempts, h.available_at, h.message_incarnation,
-            h.scheduled_for
-     FROM (SELECT 1) AS one
-     LEFT JOIN solid_instances i ON i.actor_type = $1 AND i.actor_id = $2
-     LEFT JOIN (SELECT id, operation, arguments, attempts, available_at,
-                       incarnation AS message_incarnation, scheduled_for
-                FROM solid_messages
-                WHERE actor_type = $1 AND actor_id = $2 AND status = 'ready'
-                  AND (attempts > 0 OR available_at <= $3)
-                ORDER BY id LIMIT 1) AS h ON 1 = 1"
-    };
-}
-
 /// SQLite's lock of an actor (its transaction already holds the database's write lock): the
 /// actor's row (`$1`, `$2`) beside the head of its mailbox as of `$3`
 /// ([`HEAD_OF_MAILBOX`]), as one outer-joined row; the state is left out (`NULL`) when the
 /// row is still at the version the caller holds in memory, incarnation `$4` and revision
 /// `$5` (`-1`: none).
 #[cfg(feature = "sqlite")]
-pub(crate) const INSTANCE_AND_HEAD: &str = instance_and_head!();
+pub(crate) const INSTANCE_AND_HEAD: &str =
+    "SELECT CASE WHEN i.incarnation = $4 AND i.revision = $5 THEN NULL ELSE i.state END
+            AS state,
+        i.revision, i.incarnation, i.state_version, i.paused_at,
+        h.id, h.operation,
+        h.arguments, h.attempts, h.available_at, h.message_incarnation,
+        h.scheduled_for
+ FROM (SELECT 1) AS one
+ LEFT JOIN solid_instances i ON i.actor_type = $1 AND i.actor_id = $2
+ LEFT JOIN (SELECT id, operation, arguments, attempts, available_at,
+                   incarnation AS message_incarnation, scheduled_for
+            FROM solid_messages
+            WHERE actor_type = $1 AND actor_id = $2 AND status = 'ready'
+              AND (attempts > 0 OR available_at <= $3)
+            ORDER BY id LIMIT 1) AS h ON 1 = 1";
 
 /// [`INSTANCE_AND_HEAD`] behind the `BEGIN IMMEDIATE` that takes the database's write lock
 /// for it: a new group commit's first turn, in one hand-off to SQLite's worker thread.
 #[cfg(feature = "sqlite")]
-pub(crate) const BEGIN_THEN_INSTANCE_AND_HEAD: &str =
-    concat!("BEGIN IMMEDIATE; ", instance_and_head!());
+pub(crate) fn begin_then_instance_and_head() -> &'static str {
+    static TEXT: LazyLock<String> =
+        LazyLock::new(|| format!("BEGIN IMMEDIATE; {INSTANCE_AND_HEAD}"));
+    &TEXT
+}
 
 /// [`INSTANCE_AND_HEAD`] behind the savepoint of a turn that joins a group commit, in one
 /// hand-off to SQLite's worker thread.
 #[cfg(feature = "sqlite")]
-pub(crate) const SAVEPOINT_THEN_INSTANCE_AND_HEAD: &str =
-    concat!("SAVEPOINT solid_member; ", instance_and_head!());
+pub(crate) fn savepoint_then_instance_and_head() -> &'static str {
+    static TEXT: LazyLock<String> =
+        LazyLock::new(|| format!("SAVEPOINT solid_member; {INSTANCE_AND_HEAD}"));
+    &TEXT
+}
 
 /// PostgreSQL's lock of an actor in one round trip (the function of migration 10): the
 /// actor's row (`$1`, `$2`) locked, created first if missing, waiting for another
@@ -165,26 +167,15 @@ pub(crate) const RESUME: &str = "UPDATE solid_instances SET paused_at = NULL
 
 /// The versions of the actors in the JSON array `$1` of `[type, id]` pairs that have a row.
 pub(crate) fn versions(dialect: Dialect) -> &'static str {
-    match dialect {
-        Dialect::Sqlite => {
+    static VERSIONS: PerDialect = PerDialect::new(|dialect| {
+        format!(
             "SELECT i.actor_type, i.actor_id, i.incarnation, i.revision
-             FROM json_each($1) AS j
-             JOIN solid_instances i ON i.actor_type = json_extract(j.value, '$[0]')
-                                   AND i.actor_id = json_extract(j.value, '$[1]')"
-        }
-        Dialect::Postgres => {
-            "SELECT i.actor_type, i.actor_id, i.incarnation, i.revision
-             FROM jsonb_array_elements($1::jsonb) AS j(pair)
-             JOIN solid_instances i ON i.actor_type = j.pair->>0 AND i.actor_id = j.pair->>1"
-        }
-        Dialect::MySql => {
-            "SELECT i.actor_type, i.actor_id, i.incarnation, i.revision
-             FROM JSON_TABLE($1, '$[*]' COLUMNS (
-                 actor_type VARCHAR(255) CHARACTER SET utf8mb4 PATH '$[0]',
-                 actor_id VARCHAR(1024) CHARACTER SET utf8mb4 PATH '$[1]')) AS j
-             JOIN solid_instances i ON i.actor_type = j.actor_type AND i.actor_id = j.actor_id"
-        }
-    }
+             FROM {}
+             JOIN solid_instances i ON i.actor_type = j.actor_type AND i.actor_id = j.actor_id",
+            dialect.json_actor_pairs("$1"),
+        )
+    });
+    VERSIONS.get(dialect)
 }
 
 /// Reads of the actors' rows, outside any write transaction.

@@ -6,6 +6,7 @@
 
 use async_trait::async_trait;
 
+use super::dialect::PerDialect;
 use super::failed_attempts::RECORD_FAILED_ATTEMPT;
 use super::query::{built, query, Dialect, Query, Value};
 use super::{
@@ -51,11 +52,11 @@ pub(crate) const HEAD_OF_MAILBOX: &str = "SELECT id, operation, arguments, attem
 /// Actors whose head message is due at `$2` and whose `type:operation` is in the JSON array
 /// `$1`, and who are not paused, oldest head first, at most `$3`.
 pub(crate) fn ready_actors(dialect: Dialect) -> &'static str {
-    match dialect {
-        Dialect::Sqlite => {
+    static READY_ACTORS: PerDialect = PerDialect::new(|dialect| {
+        format!(
             "SELECT m.actor_type, m.actor_id FROM solid_messages m
              WHERE m.status = 'ready' AND m.available_at <= $2
-               AND (m.actor_type || ':' || m.operation) IN (SELECT value FROM json_each($1))
+               AND {} IN ({})
                AND NOT EXISTS (
                  SELECT 1 FROM solid_messages e
                  WHERE e.actor_type = m.actor_type AND e.actor_id = m.actor_id
@@ -65,41 +66,12 @@ pub(crate) fn ready_actors(dialect: Dialect) -> &'static str {
                  SELECT 1 FROM solid_instances p
                  WHERE p.actor_type = m.actor_type AND p.actor_id = m.actor_id
                    AND p.paused_at IS NOT NULL)
-             ORDER BY m.id LIMIT $3"
-        }
-        Dialect::Postgres => {
-            "SELECT m.actor_type, m.actor_id FROM solid_messages m
-             WHERE m.status = 'ready' AND m.available_at <= $2
-               AND (m.actor_type || ':' || m.operation)
-                   IN (SELECT jsonb_array_elements_text($1::jsonb))
-               AND NOT EXISTS (
-                 SELECT 1 FROM solid_messages e
-                 WHERE e.actor_type = m.actor_type AND e.actor_id = m.actor_id
-                   AND e.status = 'ready' AND e.id < m.id
-                   AND (e.attempts > 0 OR e.available_at <= $2))
-               AND NOT EXISTS (
-                 SELECT 1 FROM solid_instances p
-                 WHERE p.actor_type = m.actor_type AND p.actor_id = m.actor_id
-                   AND p.paused_at IS NOT NULL)
-             ORDER BY m.id LIMIT $3"
-        }
-        Dialect::MySql => {
-            "SELECT m.actor_type, m.actor_id FROM solid_messages m
-             WHERE m.status = 'ready' AND m.available_at <= $2
-               AND CONCAT(m.actor_type, ':', m.operation) IN (SELECT j.name FROM JSON_TABLE($1, '$[*]'
-                   COLUMNS (name VARCHAR(1024) CHARACTER SET utf8mb4 PATH '$')) AS j)
-               AND NOT EXISTS (
-                 SELECT 1 FROM solid_messages e
-                 WHERE e.actor_type = m.actor_type AND e.actor_id = m.actor_id
-                   AND e.status = 'ready' AND e.id < m.id
-                   AND (e.attempts > 0 OR e.available_at <= $2))
-               AND NOT EXISTS (
-                 SELECT 1 FROM solid_instances p
-                 WHERE p.actor_type = m.actor_type AND p.actor_id = m.actor_id
-                   AND p.paused_at IS NOT NULL)
-             ORDER BY m.id LIMIT $3"
-        }
-    }
+             ORDER BY m.id LIMIT $3",
+            dialect.concat(&["m.actor_type", "':'", "m.operation"]),
+            dialect.json_texts("$1"),
+        )
+    });
+    READY_ACTORS.get(dialect)
 }
 
 /// How many ready messages each actor type has.
@@ -109,44 +81,23 @@ pub(crate) const MAILBOX_DEPTHS: &str = "SELECT actor_type, COUNT(*) AS depth FR
 /// Heads of mailboxes that carry no note yet, of the types in the JSON array `$2`, whose
 /// `type:operation` is not in the JSON array `$1`, at most `$3`.
 pub(crate) fn unknown_operations(dialect: Dialect) -> &'static str {
-    match dialect {
-        Dialect::Sqlite => {
+    static UNKNOWN_OPERATIONS: PerDialect = PerDialect::new(|dialect| {
+        format!(
             "SELECT m.id, m.actor_type, m.operation FROM solid_messages m
              WHERE m.status = 'ready' AND m.last_error IS NULL
-               AND (m.actor_type || ':' || m.operation) NOT IN (SELECT value FROM json_each($1))
-               AND m.actor_type IN (SELECT value FROM json_each($2))
+               AND {} NOT IN ({})
+               AND m.actor_type IN ({})
                AND NOT EXISTS (
                  SELECT 1 FROM solid_messages e
                  WHERE e.actor_type = m.actor_type AND e.actor_id = m.actor_id
                    AND e.status = 'ready' AND e.id < m.id)
-             ORDER BY m.id LIMIT $3"
-        }
-        Dialect::Postgres => {
-            "SELECT m.id, m.actor_type, m.operation FROM solid_messages m
-             WHERE m.status = 'ready' AND m.last_error IS NULL
-               AND (m.actor_type || ':' || m.operation)
-                   NOT IN (SELECT jsonb_array_elements_text($1::jsonb))
-               AND m.actor_type IN (SELECT jsonb_array_elements_text($2::jsonb))
-               AND NOT EXISTS (
-                 SELECT 1 FROM solid_messages e
-                 WHERE e.actor_type = m.actor_type AND e.actor_id = m.actor_id
-                   AND e.status = 'ready' AND e.id < m.id)
-             ORDER BY m.id LIMIT $3"
-        }
-        Dialect::MySql => {
-            "SELECT m.id, m.actor_type, m.operation FROM solid_messages m
-             WHERE m.status = 'ready' AND m.last_error IS NULL
-               AND CONCAT(m.actor_type, ':', m.operation) NOT IN (SELECT j.name FROM JSON_TABLE($1, '$[*]'
-                   COLUMNS (name VARCHAR(1024) CHARACTER SET utf8mb4 PATH '$')) AS j)
-               AND m.actor_type IN (SELECT j.name FROM JSON_TABLE($2, '$[*]'
-                     COLUMNS (name VARCHAR(1024) CHARACTER SET utf8mb4 PATH '$')) AS j)
-               AND NOT EXISTS (
-                 SELECT 1 FROM solid_messages e
-                 WHERE e.actor_type = m.actor_type AND e.actor_id = m.actor_id
-                   AND e.status = 'ready' AND e.id < m.id)
-             ORDER BY m.id LIMIT $3"
-        }
-    }
+             ORDER BY m.id LIMIT $3",
+            dialect.concat(&["m.actor_type", "':'", "m.operation"]),
+            dialect.json_texts("$1"),
+            dialect.json_texts("$2"),
+        )
+    });
+    UNKNOWN_OPERATIONS.get(dialect)
 }
 
 /// The start of a multi-row insert of messages: the rows (`VALUES ..`) follow.

@@ -25,6 +25,7 @@ pub(crate) mod activity;
 pub(crate) mod admin;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) mod connect;
+mod dialect;
 pub(crate) mod effects;
 mod error_kind;
 pub(crate) mod errors;

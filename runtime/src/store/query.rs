@@ -4,8 +4,8 @@
 //! The statement files (`instances.rs`, `messages.rs`, ...) write each statement once, as a
 //! named item, and run it through a [`Query`] on an [`On`]: a backend contributes only its
 //! connections. Where backends spell a statement differently, the statement's item is a
-//! function of the [`Dialect`], which is the one mechanism for dialect differences: it picks
-//! the text, and (for the few statements MySQL runs in several steps) the steps.
+//! function of the [`Dialect`], spelled as `dialect.rs` says: the one mechanism for dialect
+//! differences.
 //!
 //! Statements are written with numbered parameters (`$1`), bound in that order; the MySQL
 //! connection runs them with positional `?` parameters, as its `statement.rs` spells them
@@ -13,36 +13,10 @@
 //! finds it again in its statement cache.
 
 use std::borrow::Cow;
-use std::fmt::Write;
 
 use sqlx::{ColumnIndex, Database, Decode, Encode, Type};
 
-/// The SQL a backend speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(
-    not(all(feature = "sqlite", feature = "postgres", feature = "mysql")),
-    allow(dead_code)
-)]
-pub(crate) enum Dialect {
-    Sqlite,
-    Postgres,
-    /// MySQL 8 and MariaDB 10.6 or later.
-    MySql,
-}
-
-impl Dialect {
-    /// Appends the placeholder of the `number`th value of a statement built at run time
-    /// (values bound in order) to `sql`.
-    pub(crate) fn push_placeholder(self, sql: &mut String, number: usize) {
-        match self {
-            Self::Postgres => {
-                // Writing to a `String` cannot fail.
-                let _ = write!(sql, "${number}");
-            }
-            Self::Sqlite | Self::MySql => sql.push('?'),
-        }
-    }
-}
+pub(crate) use super::dialect::Dialect;
 
 /// A value bound to a statement, kept until it runs.
 #[derive(Debug, Clone)]

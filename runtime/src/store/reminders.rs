@@ -5,6 +5,7 @@
 
 use async_trait::async_trait;
 
+use super::dialect::PerDialect;
 use super::query::{built, get, query, Dialect, Value};
 use super::{
     rows, ActorKey, DueReminder, ReadConnections, ReminderRecord, ReminderWrite, WriteConnection,
@@ -43,31 +44,18 @@ pub(crate) const DELETE_ACTOR_REMINDERS: &str =
 /// Up to `$3` reminders due at `$2` whose ids are not in the JSON array `$1` (of strings),
 /// earliest first, locked until commit where the backend skips locked rows.
 pub(crate) fn due_reminders(dialect: Dialect) -> &'static str {
-    match dialect {
-        Dialect::Sqlite => {
+    static DUE_REMINDERS: PerDialect = PerDialect::new(|dialect| {
+        format!(
             "SELECT id, due_at, actor_type, actor_id, name, arguments, incarnation,
                     every_micros, missed
              FROM solid_reminders
-             WHERE due_at <= $2 AND CAST(id AS TEXT) NOT IN (SELECT value FROM json_each($1))
-             ORDER BY due_at, id LIMIT $3"
-        }
-        Dialect::Postgres => {
-            "SELECT id, due_at, actor_type, actor_id, name, arguments, incarnation,
-                    every_micros, missed
-             FROM solid_reminders
-             WHERE due_at <= $2
-               AND CAST(id AS TEXT) NOT IN (SELECT jsonb_array_elements_text($1::jsonb))
-             ORDER BY due_at, id LIMIT $3 FOR UPDATE SKIP LOCKED"
-        }
-        Dialect::MySql => {
-            "SELECT id, due_at, actor_type, actor_id, name, arguments, incarnation,
-                    every_micros, missed
-             FROM solid_reminders
-             WHERE due_at <= $2 AND CAST(id AS TEXT) NOT IN (SELECT j.name FROM JSON_TABLE($1, '$[*]'
-                   COLUMNS (name VARCHAR(1024) CHARACTER SET utf8mb4 PATH '$')) AS j)
-             ORDER BY due_at, id LIMIT $3 FOR UPDATE SKIP LOCKED"
-        }
-    }
+             WHERE due_at <= $2 AND CAST(id AS TEXT) NOT IN ({})
+             ORDER BY due_at, id LIMIT $3{}",
+            dialect.json_texts("$1"),
+            dialect.skip_locked(),
+        )
+    });
+    DUE_REMINDERS.get(dialect)
 }
 
 /// The start of the delete of fired one-shot reminders: their ids, then `)`, follow.

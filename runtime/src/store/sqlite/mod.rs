@@ -25,7 +25,7 @@ use sqlx::{Sqlite, SqliteConnection};
 
 use self::group_commit::{GroupCommit, GroupMember, GroupWriter, Opening};
 use super::instances::{
-    BEGIN_THEN_INSTANCE_AND_HEAD, INSTANCE_AND_HEAD, SAVEPOINT_THEN_INSTANCE_AND_HEAD,
+    begin_then_instance_and_head, savepoint_then_instance_and_head, INSTANCE_AND_HEAD,
 };
 use super::owned_transaction::OwnedTransaction;
 use super::query::{query, Dialect, On, Row};
@@ -505,9 +505,9 @@ impl Transaction for SqliteTransaction {
         let row = match (&mut self.tx, opening) {
             (WriteTransaction::Grouped(member), Opening::Begin | Opening::Savepoint) => {
                 let text = if opening == Opening::Begin {
-                    BEGIN_THEN_INSTANCE_AND_HEAD
+                    begin_then_instance_and_head()
                 } else {
-                    SAVEPOINT_THEN_INSTANCE_AND_HEAD
+                    savepoint_then_instance_and_head()
                 };
                 let lock = sqlx::query(text)
                     .bind(actor.actor_type)
@@ -577,8 +577,8 @@ mod tests {
 
     use super::MIGRATIONS;
     use crate::store::activity::{
-        actor_outcomes, fired_reminders, outcomes, reminder_lateness, DUE_REMINDERS,
-        EFFECTS_ACROSS_SLICES, MESSAGES_ACROSS_SLICES, WAITING_EFFECTS, WAITING_MESSAGES,
+        actor_outcomes, due_reminders, effects_across_slices, fired_reminders,
+        messages_across_slices, outcomes, reminder_lateness, waiting_effects, waiting_messages,
     };
     use crate::store::admin::{ACTOR_TYPES, FINISHED_SINCE, OUTSTANDING_COUNTS};
     use crate::store::query::Dialect;
@@ -619,16 +619,16 @@ mod tests {
                 actor_outcomes(Dialect::Sqlite),
                 "solid_failed_attempts_actor",
             ),
-            (MESSAGES_ACROSS_SLICES, "solid_messages_finished"),
-            (WAITING_MESSAGES, "solid_messages_ready"),
+            (messages_across_slices(), "solid_messages_finished"),
+            (waiting_messages(), "solid_messages_ready"),
             (fired_reminders(Dialect::Sqlite), "solid_messages_reminders"),
             (
                 reminder_lateness(Dialect::Sqlite),
                 "solid_messages_reminders",
             ),
-            (DUE_REMINDERS, "solid_reminders_due"),
-            (EFFECTS_ACROSS_SLICES, "solid_effects_finished"),
-            (WAITING_EFFECTS, "solid_effects_due"),
+            (due_reminders(), "solid_reminders_due"),
+            (effects_across_slices(), "solid_effects_finished"),
+            (waiting_effects(), "solid_effects_due"),
             (OUTSTANDING_COUNTS, "solid_messages_dead"),
             (OUTSTANDING_COUNTS, "solid_effects_finished"),
             (ACTOR_TYPES, "solid_messages_mailbox"),
