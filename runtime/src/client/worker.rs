@@ -196,9 +196,11 @@ impl WorkerLoop {
         while !self.runtime.is_closed() {
             let waited = match &mut notices {
                 None => match self.runtime.engine().listen().await {
+                    // Work committed before it listened (again) sent notices nobody heard:
+                    // the workers look for it once.
                     Ok(Some(listening)) => {
                         notices = Some(listening);
-                        continue;
+                        Ok(())
                     }
                     // This database gives no notices: the workers poll.
                     Ok(None) => return,

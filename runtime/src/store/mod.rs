@@ -740,7 +740,8 @@ pub(crate) trait Store:
 /// Notices that some process committed work.
 #[async_trait]
 pub(crate) trait WorkNotices: Send {
-    /// Waits for the next notice.
+    /// Waits for the next notice, or for a moment when notices may have been lost (the
+    /// connection that carries them came back): either way the workers look for work.
     async fn next(&mut self) -> Result<()>;
 }
 

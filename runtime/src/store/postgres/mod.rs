@@ -555,9 +555,12 @@ struct Notices {
 
 #[async_trait]
 impl WorkNotices for Notices {
+    /// Returns at a notice, and also when the connection was lost and listens again: the
+    /// notices sent while it was away are gone, so the workers look for their work.
     async fn next(&mut self) -> Result<()> {
-        self.listener.recv().await?;
-        self.counters.work_notice();
+        if self.listener.try_recv().await?.is_some() {
+            self.counters.work_notice();
+        }
         Ok(())
     }
 }
