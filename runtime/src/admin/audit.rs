@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use super::{check_actor, resource, Admin};
 use crate::client::policy::{AdminAction, AdminRequest, Denied};
 use crate::error::{Error, Result};
-use crate::store::admin::AdminEventWrite;
+use crate::store::admin_rows::AdminEventWrite;
 use crate::store::ActorKey;
 use crate::time::micros::micros;
 

@@ -60,7 +60,7 @@ use crate::client::message::MessageRef;
 use crate::client::policy::AdminAction;
 use crate::client::shared::Runtime;
 use crate::error::{Error, Result};
-use crate::store::admin::{
+use crate::store::admin_rows::{
     ActorSelection, Counted, DeadLetterSelection, EffectSelection, ReminderSelection,
 };
 use crate::store::{ActorKey, MessageLookup, MessageRecord};

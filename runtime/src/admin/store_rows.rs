@@ -8,7 +8,7 @@ use super::model::{
     ActorFilter, ActorSummary, ActorTypeSummary, AdminEvent, DeadLetterFilter, EffectFilter,
     EffectSummary, MailboxDepth, MailboxHead, PruneCounts, ReminderFilter, ReminderSummary, Status,
 };
-use crate::store::admin::{
+use crate::store::admin_rows::{
     ActorRow, ActorSelection, ActorTypeRow, AdminEventRow, DeadLetterSelection, EffectRow,
     EffectSelection, MailboxDepthRow, MailboxHeadRow, Pruned, ReminderSelection,
     ScheduledReminderRow, StatusRow,

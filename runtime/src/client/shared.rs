@@ -84,8 +84,8 @@ impl EffectContext {
         self.attempt
     }
 
-    /// How many attempts the effect gets: its kind's [`Effect::retry_policy`], or the
-    /// runtime's.
+    /// How many attempts the effect gets: its kind's
+    /// [`Effect::retry_policy`](crate::Effect::retry_policy), or the runtime's.
     pub fn max_attempts(&self) -> u32 {
         self.max_attempts
     }

@@ -9,7 +9,7 @@ use super::core::Core;
 use super::micros;
 use super::tail::{insert_ready, Enqueued, Origin};
 use crate::error::{Error, Result};
-use crate::store::admin::AdminEventWrite;
+use crate::store::admin_rows::AdminEventWrite;
 use crate::store::{ActorKey, InstanceWrite, LockWait, MessageLookup, MessageRecord, StoredStatus};
 
 /// The operators' writes job. It borrows the core.

@@ -7,7 +7,7 @@ use super::effects::Effects;
 use super::micros;
 use super::registry::Registry;
 use crate::error::{Error, Result};
-use crate::store::admin::Pruned;
+use crate::store::admin_rows::Pruned;
 use crate::store::Retention;
 use crate::time::saturating::earlier;
 

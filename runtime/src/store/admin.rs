@@ -3,17 +3,22 @@
 //! [`AdminWrites`] (pausing, the audit log, retention) inside a transaction, so they take
 //! the same turn-safe path as every other write. Every value is a bound parameter.
 //!
-//! The rows are the store's own ([`ActorRow`], [`EffectRow`], ...), with times in stored
-//! microseconds: the administration API turns them into its public types.
+//! The rows are the store's own ([`admin_rows`](super::admin_rows)), decoded in
+//! [`rows`](super::rows): the administration API turns them into its public types.
 
 use async_trait::async_trait;
 
+use super::admin_rows::{
+    ActorRow, ActorSelection, ActorTypeRow, AdminEventRow, AdminEventWrite, Counted,
+    DeadLetterSelection, EffectRow, EffectSelection, MailboxDepthRow, MailboxHeadRow, Pruned,
+    ReminderSelection, ScheduledReminderRow, StatusRow,
+};
 use super::dialect::PerDialect;
 use super::effects::{PRUNE_DEAD_EFFECTS, PRUNE_DONE_EFFECTS};
 use super::failed_attempts::PRUNE_FAILED_ATTEMPTS;
 use super::instances::{create_instance, PAUSE, PAUSE_EXISTING, RESUME};
 use super::messages::{storable_text, PRUNE_DEAD_LETTERS, PRUNE_FINISHED};
-use super::query::{get, query, Dialect, Row};
+use super::query::{get, query, Dialect};
 use super::{
     rows, ActorKey, MessageRecord, ReadConnections, Retention, StoredArguments, WriteConnection,
 };
@@ -214,186 +219,6 @@ pub(crate) const PRUNE_ADMIN_EVENTS: &str = "DELETE FROM solid_admin_events WHER
 pub(crate) const APPLIED_MIGRATIONS: &str =
     "SELECT version FROM solid_schema_migrations ORDER BY version";
 
-/// An actor type and its counts.
-#[derive(Debug, Clone)]
-pub(crate) struct ActorTypeRow {
-    pub(crate) actor_type: String,
-    pub(crate) actors: i64,
-    pub(crate) paused: i64,
-    pub(crate) ready_messages: i64,
-    pub(crate) dead_letters: i64,
-}
-
-/// An actor as operators list it; an actor with only messages has no row's values.
-#[derive(Debug, Clone)]
-pub(crate) struct ActorRow {
-    pub(crate) actor_type: String,
-    pub(crate) actor_id: String,
-    pub(crate) revision: Option<i64>,
-    pub(crate) incarnation: Option<i64>,
-    pub(crate) state_version: Option<i64>,
-    pub(crate) mailbox_depth: i64,
-    pub(crate) updated_at: Option<i64>,
-    pub(crate) paused_at: Option<i64>,
-}
-
-/// Which actors to list.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct ActorSelection<'a> {
-    pub(crate) actor_type: Option<&'a str>,
-    pub(crate) id_prefix: Option<&'a str>,
-    /// The (type, id) the page starts after.
-    pub(crate) after: Option<(&'a str, &'a str)>,
-}
-
-/// The oldest ready message of an actor.
-#[derive(Debug, Clone)]
-pub(crate) struct MailboxHeadRow {
-    pub(crate) message_id: i64,
-    pub(crate) operation: String,
-    pub(crate) attempts: i64,
-    pub(crate) last_error: Option<String>,
-    pub(crate) available_at: i64,
-    pub(crate) created_at: i64,
-}
-
-/// A scheduled reminder as operators list it.
-#[derive(Debug, Clone)]
-pub(crate) struct ScheduledReminderRow {
-    pub(crate) actor_type: String,
-    pub(crate) actor_id: String,
-    pub(crate) name: String,
-    pub(crate) key: String,
-    pub(crate) due_at: i64,
-    pub(crate) every_micros: Option<i64>,
-}
-
-/// Which reminders to list.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct ReminderSelection<'a> {
-    pub(crate) actor_type: Option<&'a str>,
-    pub(crate) actor_id: Option<&'a str>,
-    pub(crate) due_before: Option<i64>,
-}
-
-/// An effect as operators list it.
-#[derive(Debug, Clone)]
-pub(crate) struct EffectRow {
-    pub(crate) id: i64,
-    pub(crate) effect_id: String,
-    pub(crate) actor_type: String,
-    pub(crate) actor_id: String,
-    pub(crate) name: String,
-    pub(crate) status: String,
-    pub(crate) attempts: i64,
-    pub(crate) available_at: i64,
-    pub(crate) last_error: Option<String>,
-    pub(crate) created_at: i64,
-}
-
-/// Which effects to list.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct EffectSelection<'a> {
-    /// A status, or `pending` for ready and running ones.
-    pub(crate) status: Option<&'a str>,
-    pub(crate) actor_type: Option<&'a str>,
-    pub(crate) actor_id: Option<&'a str>,
-    pub(crate) name: Option<&'a str>,
-}
-
-/// Which dead letters to list.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct DeadLetterSelection<'a> {
-    pub(crate) actor_type: Option<&'a str>,
-    pub(crate) operation: Option<&'a str>,
-    /// Text the error contains.
-    pub(crate) error_contains: Option<&'a str>,
-    /// Died at or after, and before.
-    pub(crate) since: Option<i64>,
-    pub(crate) until: Option<i64>,
-    /// Whether dead letters an operator retried are listed too.
-    pub(crate) include_retried: bool,
-}
-
-/// An actor's ready messages.
-#[derive(Debug, Clone)]
-pub(crate) struct MailboxDepthRow {
-    pub(crate) actor_type: String,
-    pub(crate) actor_id: String,
-    pub(crate) ready: i64,
-}
-
-/// Which messages and effects a status counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Counted {
-    /// Every status, finished ones too: every row of both tables is counted.
-    Every,
-    /// What waits or failed for good ([`OUTSTANDING_COUNTS`]): read from small indexes.
-    Outstanding,
-}
-
-/// The counts behind the operators' status.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct StatusRow {
-    /// Messages by status, and effects by status.
-    pub(crate) messages: Vec<(String, i64)>,
-    pub(crate) effects: Vec<(String, i64)>,
-    pub(crate) reminders: i64,
-    pub(crate) reminders_due: i64,
-    pub(crate) paused_actors: i64,
-    /// When the oldest due message was enqueued, and when the earliest due reminder was due.
-    pub(crate) oldest_due_message_at: Option<i64>,
-    pub(crate) oldest_due_reminder_at: Option<i64>,
-}
-
-/// An audit row, its caller and details as stored (JSON text).
-#[derive(Debug, Clone)]
-pub(crate) struct AdminEventRow {
-    pub(crate) id: i64,
-    pub(crate) at: i64,
-    pub(crate) caller: Option<String>,
-    pub(crate) action: String,
-    pub(crate) resource: String,
-    pub(crate) outcome: String,
-    pub(crate) details: Option<String>,
-}
-
-/// How many rows retention deleted, of each kind.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Pruned {
-    pub(crate) finished_messages: u64,
-    pub(crate) done_effects: u64,
-    pub(crate) dead_letters: u64,
-    pub(crate) dead_effects: u64,
-    /// The times of failed attempts, kept as long as finished messages.
-    pub(crate) failed_attempts: u64,
-    /// Audit rows of administration calls (deleted by their own statement).
-    pub(crate) admin_events: u64,
-}
-
-impl Pruned {
-    /// How many rows in all.
-    pub(crate) fn total(&self) -> u64 {
-        self.finished_messages
-            + self.done_effects
-            + self.dead_letters
-            + self.dead_effects
-            + self.failed_attempts
-            + self.admin_events
-    }
-}
-
-/// An audit row to write.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct AdminEventWrite<'a> {
-    pub(crate) at: i64,
-    pub(crate) caller: Option<&'a str>,
-    pub(crate) action: &'a str,
-    pub(crate) resource: &'a str,
-    pub(crate) outcome: &'a str,
-    pub(crate) details: Option<&'a str>,
-}
-
 /// A `LIKE` pattern that matches `text` anywhere, with `!` escaping the wildcards (and
 /// itself): a backslash would read differently under MySQL's `NO_BACKSLASH_ESCAPES`.
 pub(crate) fn contains_pattern(text: &str) -> String {
@@ -477,26 +302,11 @@ pub(crate) trait AdminReads: Send + Sync {
     async fn applied_migrations(&self) -> Result<Vec<i64>>;
 }
 
-/// A count pair (`status`, `count`) of a row.
-fn status_count(row: &Row) -> Result<(String, i64)> {
-    Ok((get(row, "status")?, get(row, "count")?))
-}
-
 #[async_trait]
 impl<S: ReadConnections> AdminReads for S {
     async fn actor_types(&self) -> Result<Vec<ActorTypeRow>> {
         let rows = query(ACTOR_TYPES).fetch_all(self.readers()).await?;
-        rows.iter()
-            .map(|row| {
-                Ok(ActorTypeRow {
-                    actor_type: get(row, "actor_type")?,
-                    actors: get(row, "actors")?,
-                    paused: get::<Option<i64>>(row, "paused")?.unwrap_or(0),
-                    ready_messages: get(row, "ready_messages")?,
-                    dead_letters: get(row, "dead_letters")?,
-                })
-            })
-            .collect()
+        rows.iter().map(rows::actor_type).collect()
     }
 
     async fn actors(&self, selection: &ActorSelection<'_>, limit: i64) -> Result<Vec<ActorRow>> {
@@ -512,20 +322,7 @@ impl<S: ReadConnections> AdminReads for S {
             .bind(limit)
             .fetch_all(self.readers())
             .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(ActorRow {
-                    actor_type: get(row, "actor_type")?,
-                    actor_id: get(row, "actor_id")?,
-                    revision: get(row, "revision")?,
-                    incarnation: get(row, "incarnation")?,
-                    state_version: get(row, "state_version")?,
-                    mailbox_depth: get(row, "depth")?,
-                    updated_at: get(row, "updated_at")?,
-                    paused_at: get(row, "paused_at")?,
-                })
-            })
-            .collect()
+        rows.iter().map(rows::listed_actor).collect()
     }
 
     async fn oldest_ready(&self, actor: ActorKey<'_, '_>) -> Result<Option<MailboxHeadRow>> {
@@ -534,17 +331,7 @@ impl<S: ReadConnections> AdminReads for S {
             .bind(actor.actor_id)
             .fetch_optional(self.readers())
             .await?;
-        row.map(|row| {
-            Ok(MailboxHeadRow {
-                message_id: get(&row, "id")?,
-                operation: get(&row, "operation")?,
-                attempts: get(&row, "attempts")?,
-                last_error: get(&row, "last_error")?,
-                available_at: get(&row, "available_at")?,
-                created_at: get(&row, "created_at")?,
-            })
-        })
-        .transpose()
+        row.as_ref().map(rows::mailbox_head).transpose()
     }
 
     async fn state(&self, actor: ActorKey<'_, '_>) -> Result<Option<String>> {
@@ -568,18 +355,7 @@ impl<S: ReadConnections> AdminReads for S {
             .bind(limit)
             .fetch_all(self.readers())
             .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(ScheduledReminderRow {
-                    actor_type: get(row, "actor_type")?,
-                    actor_id: get(row, "actor_id")?,
-                    name: get(row, "name")?,
-                    key: get(row, "key")?,
-                    due_at: get(row, "due_at")?,
-                    every_micros: get(row, "every_micros")?,
-                })
-            })
-            .collect()
+        rows.iter().map(rows::scheduled_reminder).collect()
     }
 
     async fn effects(&self, selection: &EffectSelection<'_>, limit: i64) -> Result<Vec<EffectRow>> {
@@ -591,22 +367,7 @@ impl<S: ReadConnections> AdminReads for S {
             .bind(limit)
             .fetch_all(self.readers())
             .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(EffectRow {
-                    id: get(row, "id")?,
-                    effect_id: get(row, "effect_id")?,
-                    actor_type: get(row, "actor_type")?,
-                    actor_id: get(row, "actor_id")?,
-                    name: get(row, "name")?,
-                    status: get(row, "status")?,
-                    attempts: get(row, "attempts")?,
-                    available_at: get(row, "available_at")?,
-                    last_error: get(row, "last_error")?,
-                    created_at: get(row, "created_at")?,
-                })
-            })
-            .collect()
+        rows.iter().map(rows::listed_effect).collect()
     }
 
     async fn dead_letters_matching(
@@ -676,15 +437,7 @@ impl<S: ReadConnections> AdminReads for S {
             .bind(limit)
             .fetch_all(self.readers())
             .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(MailboxDepthRow {
-                    actor_type: get(row, "actor_type")?,
-                    actor_id: get(row, "actor_id")?,
-                    ready: get(row, "ready")?,
-                })
-            })
-            .collect()
+        rows.iter().map(rows::mailbox_depth).collect()
     }
 
     async fn finished_since(&self, since: i64) -> Result<Vec<(String, i64)>> {
@@ -692,7 +445,7 @@ impl<S: ReadConnections> AdminReads for S {
             .bind(since)
             .fetch_all(self.readers())
             .await?;
-        rows.iter().map(status_count).collect()
+        rows.iter().map(rows::status_count).collect()
     }
 
     async fn status(&self, now: i64, counted: Counted) -> Result<StatusRow> {
@@ -704,7 +457,7 @@ impl<S: ReadConnections> AdminReads for S {
         let mut status = StatusRow::default();
         for row in &counts {
             let kind: String = get(row, "kind")?;
-            let count = status_count(row)?;
+            let count = rows::status_count(row)?;
             match kind.as_str() {
                 "messages" => status.messages.push(count),
                 _ => status.effects.push(count),
@@ -729,19 +482,7 @@ impl<S: ReadConnections> AdminReads for S {
             .bind(limit)
             .fetch_all(self.readers())
             .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(AdminEventRow {
-                    id: get(row, "id")?,
-                    at: get(row, "at")?,
-                    caller: get(row, "caller")?,
-                    action: get(row, "action")?,
-                    resource: get(row, "resource")?,
-                    outcome: get(row, "outcome")?,
-                    details: get(row, "details")?,
-                })
-            })
-            .collect()
+        rows.iter().map(rows::admin_event).collect()
     }
 
     async fn applied_migrations(&self) -> Result<Vec<i64>> {

@@ -23,6 +23,7 @@
 
 pub(crate) mod activity;
 pub(crate) mod admin;
+pub(crate) mod admin_rows;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) mod connect;
 mod dialect;

@@ -1,6 +1,10 @@
 //! Rows to the store's row types, shared by every backend: the column names are the same
 //! everywhere.
 
+use super::admin_rows::{
+    ActorRow, ActorTypeRow, AdminEventRow, EffectRow, MailboxDepthRow, MailboxHeadRow,
+    ScheduledReminderRow,
+};
 use super::query::{get, Row};
 use super::{
     ClaimedEffect, DueReminder, Instance, MessageRecord, PendingEffects, ReminderRecord,
@@ -193,4 +197,96 @@ pub(crate) fn pending_effects(row: &Row) -> Result<PendingEffects> {
         count: get(row, "count")?,
         oldest_created_at: get(row, "oldest_created_at")?,
     })
+}
+
+/// An actor type and its counts.
+pub(crate) fn actor_type(row: &Row) -> Result<ActorTypeRow> {
+    Ok(ActorTypeRow {
+        actor_type: get(row, "actor_type")?,
+        actors: get(row, "actors")?,
+        paused: get::<Option<i64>>(row, "paused")?.unwrap_or(0),
+        ready_messages: get(row, "ready_messages")?,
+        dead_letters: get(row, "dead_letters")?,
+    })
+}
+
+/// An actor as operators list it.
+pub(crate) fn listed_actor(row: &Row) -> Result<ActorRow> {
+    Ok(ActorRow {
+        actor_type: get(row, "actor_type")?,
+        actor_id: get(row, "actor_id")?,
+        revision: get(row, "revision")?,
+        incarnation: get(row, "incarnation")?,
+        state_version: get(row, "state_version")?,
+        mailbox_depth: get(row, "depth")?,
+        updated_at: get(row, "updated_at")?,
+        paused_at: get(row, "paused_at")?,
+    })
+}
+
+/// A scheduled reminder as operators list it.
+pub(crate) fn scheduled_reminder(row: &Row) -> Result<ScheduledReminderRow> {
+    Ok(ScheduledReminderRow {
+        actor_type: get(row, "actor_type")?,
+        actor_id: get(row, "actor_id")?,
+        name: get(row, "name")?,
+        key: get(row, "key")?,
+        due_at: get(row, "due_at")?,
+        every_micros: get(row, "every_micros")?,
+    })
+}
+
+/// An effect as operators list it.
+pub(crate) fn listed_effect(row: &Row) -> Result<EffectRow> {
+    Ok(EffectRow {
+        id: get(row, "id")?,
+        effect_id: get(row, "effect_id")?,
+        actor_type: get(row, "actor_type")?,
+        actor_id: get(row, "actor_id")?,
+        name: get(row, "name")?,
+        status: get(row, "status")?,
+        attempts: get(row, "attempts")?,
+        available_at: get(row, "available_at")?,
+        last_error: get(row, "last_error")?,
+        created_at: get(row, "created_at")?,
+    })
+}
+
+/// An actor's count of ready messages.
+pub(crate) fn mailbox_depth(row: &Row) -> Result<MailboxDepthRow> {
+    Ok(MailboxDepthRow {
+        actor_type: get(row, "actor_type")?,
+        actor_id: get(row, "actor_id")?,
+        ready: get(row, "ready")?,
+    })
+}
+
+/// An audit row.
+pub(crate) fn admin_event(row: &Row) -> Result<AdminEventRow> {
+    Ok(AdminEventRow {
+        id: get(row, "id")?,
+        at: get(row, "at")?,
+        caller: get(row, "caller")?,
+        action: get(row, "action")?,
+        resource: get(row, "resource")?,
+        outcome: get(row, "outcome")?,
+        details: get(row, "details")?,
+    })
+}
+
+/// The oldest ready message of an actor.
+pub(crate) fn mailbox_head(row: &Row) -> Result<MailboxHeadRow> {
+    Ok(MailboxHeadRow {
+        message_id: get(row, "id")?,
+        operation: get(row, "operation")?,
+        attempts: get(row, "attempts")?,
+        last_error: get(row, "last_error")?,
+        available_at: get(row, "available_at")?,
+        created_at: get(row, "created_at")?,
+    })
+}
+
+/// A count pair (`status`, `count`) of a row.
+pub(crate) fn status_count(row: &Row) -> Result<(String, i64)> {
+    Ok((get(row, "status")?, get(row, "count")?))
 }

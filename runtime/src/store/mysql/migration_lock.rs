@@ -19,10 +19,11 @@ use sqlx::mysql::MySqlPool;
 
 use crate::error::{Error, Result};
 
-/// The lock's table: at most one row, the holder's.
 /// The table the lock's row is in.
+#[cfg(feature = "test-support")]
 pub(super) const LOCK_TABLE: &str = "solid_migration_lock";
 
+/// The lock's table: at most one row, the holder's.
 const CREATE_LOCK_TABLE: &str = "CREATE TABLE IF NOT EXISTS solid_migration_lock (
     id         TINYINT NOT NULL PRIMARY KEY,
     holder     VARCHAR(64) NOT NULL,
