@@ -115,6 +115,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use solid_objects::prelude::*;
+use solid_objects::SqliteFile;
 use solid_objects::{Durability, Stats};
 use sqlx::mysql::MySqlConnection;
 use sqlx::postgres::PgConnection;
@@ -536,8 +537,7 @@ async fn sqlite_pair(
 ) -> Result<Pair, Failed> {
     let dir = tempfile::tempdir()?;
     let runtime = Runtime::builder()
-        .sqlite(dir.path().join("framework.db"))
-        .durability(durability)
+        .sqlite(SqliteFile::new(dir.path().join("framework.db")).durability(durability))
         .policy(AllowAll)
         .start()
         .await?;
@@ -1518,8 +1518,7 @@ where
 /// A runtime on the SQLite file at `path`.
 fn sqlite_builder(path: &std::path::Path, durability: Durability) -> solid_objects::Builder {
     Runtime::builder()
-        .sqlite(path)
-        .durability(durability)
+        .sqlite(SqliteFile::new(path).durability(durability))
         .policy(AllowAll)
 }
 

@@ -198,13 +198,14 @@ pub use client::shutdown::ShutdownReport;
 pub use client::testing::TestDatabase;
 pub use client::testing::{Drained, FailedTurn, Testing};
 pub use client::watch::{Watch, Watched};
+pub use client::workers::Workers;
 pub use effect::{Effect, EffectContext, EffectFailure, UnhandledEffects};
 pub use error::{Error, Rejection, Result, TypedRejection};
 pub use limits::{GroupCommit, Limits, RetryPolicy};
 pub use migration::MigrationError;
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
-pub use store::sqlite::Durability;
+pub use store::sqlite::{Durability, IntoSqliteFile, SqliteFile};
 pub use store::Stats;
 pub use time::clock::{Clock, IntoDuration, ManualClock, SystemClock};
 pub use validate::{MAX_ACTOR_ID_BYTES, MAX_KEY_BYTES};

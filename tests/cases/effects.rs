@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
+use solid_objects::Workers;
 use solid_objects::{Effect, EffectContext, RetryPolicy};
 use support::{count, eventually, execute, rejection_code, Backend, Harness};
 
@@ -267,7 +268,7 @@ async fn a_running_effect_renews_its_lease_and_is_not_run_twice() {
         harness
             .builder()
             .await
-            .effect_lease(lease)
+            .workers(Workers::default().effect_lease(lease))
             .effect(move |_: ChargeCard, _: EffectContext| {
                 let (runs, entered, release) = (runs.clone(), entered.clone(), release.clone());
                 async move {
@@ -466,7 +467,7 @@ async fn a_lease_renewal_does_not_wedge_a_handler_that_calls_actors() {
         .builder()
         .await
         // Renewed every 5 ms: renewals fall while the handler's calls run their turns.
-        .effect_lease(Duration::from_millis(15))
+        .workers(Workers::default().effect_lease(Duration::from_millis(15)))
         .effect({
             let calls = Arc::clone(&calls);
             move |charge: ChargeCard, context: EffectContext| {

@@ -499,10 +499,9 @@ async fn a_thousand_blocked_heads_do_not_delay_a_ready_actor() {
     // second on SQLite, several on a server. The bound is for a worker that never reaches
     // it, not a speed: speed is the bench's.
     let runtime = harness
-        .store()
+        .store_without_fsync()
         .await
         .clock(harness.clock.clone())
-        .durability(solid_objects::Durability::Normal)
         .policy(AllowAll)
         .workers(1)
         .start()

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
+use solid_objects::Workers;
 use solid_objects::{Clock, Effect, MessageStatus, ShutdownReport};
 use support::{eventually, Backend, Harness};
 use tokio::sync::Semaphore;
@@ -361,7 +362,7 @@ async fn an_effect_past_the_deadline_is_abandoned_and_runs_again_at_once() {
     let with_effect = |builder: solid_objects::Builder| {
         builder
             .actor::<Notifier>()
-            .effect_lease(Duration::from_secs(60))
+            .workers(Workers::default().effect_lease(Duration::from_secs(60)))
             .effect(|notify: Notify, _context| async move {
                 gate(&notify.gate).pass().await;
                 Ok::<(), Failure>(())
@@ -396,7 +397,7 @@ async fn signalled_process() {
         return;
     };
     let runtime = Database::builder_at(&database, ManualClock::starting_now())
-        .shutdown_deadline(Duration::from_secs(60))
+        .workers(Workers::default().shutdown_deadline(Duration::from_secs(60)))
         .start()
         .await
         .expect("the child's runtime starts");
@@ -809,8 +810,7 @@ async fn a_commit_between_a_workers_pass_and_its_wait_still_wakes_it() {
         .clock(clock)
         .policy(AllowAll)
         .actor::<Grinder>()
-        .workers(1)
-        .idle_poll(Duration::from_secs(60))
+        .workers(Workers::new(1).idle_poll(Duration::from_secs(60)))
         .start()
         .await
         .unwrap();
@@ -856,8 +856,7 @@ async fn a_delayed_message_due_while_workers_wait_on_the_turn_runs_within_an_idl
     let harness = Harness::new();
     let runtime = builder(&harness)
         .await
-        .workers(4)
-        .idle_poll(Duration::from_millis(200))
+        .workers(Workers::new(4).idle_poll(Duration::from_millis(200)))
         .start()
         .await
         .unwrap();

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
+use solid_objects::Workers;
 use solid_objects::{Effect, EffectContext, MessageStatus};
 use support::{count, eventually, Harness};
 
@@ -414,8 +415,7 @@ async fn a_hung_effect_handler_does_not_wedge_every_worker() {
         .store()
         .await
         .policy(AllowAll)
-        .workers(2)
-        .effect_lease(Duration::from_millis(200))
+        .workers(Workers::new(2).effect_lease(Duration::from_millis(200)))
         .actor::<Counter>()
         .effect(|charge: Charge, _: EffectContext| async move {
             ran(&format!("charge:{}", charge.tag));

@@ -10,6 +10,7 @@ use std::time::Duration;
 use solid_objects::admin::DeadLetterFilter;
 use solid_objects::policy::{AdminRequest, Denied, Policy, Request};
 use solid_objects::prelude::*;
+use solid_objects::Workers;
 use tokio::sync::Semaphore;
 
 use crate::support::eventually;
@@ -166,8 +167,7 @@ impl Postgres {
     ) -> (Runtime, tokio::task::JoinHandle<Result<(), Error>>) {
         let workers = self
             .builder(4)
-            .workers(1)
-            .idle_poll(Duration::from_secs(600))
+            .workers(Workers::new(1).idle_poll(Duration::from_secs(600)))
             .start()
             .await
             .unwrap();

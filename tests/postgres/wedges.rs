@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use solid_objects::prelude::*;
 use solid_objects::MessageStatus;
+use solid_objects::Workers;
 
 use crate::cases::wedges::{ran, runs, within, Charge, Counter, Till};
 use crate::support::gates::gate;
@@ -376,7 +377,7 @@ async fn a_huge_effect_lease_saturates_on_postgres() {
         .postgres(&url, 4)
         .clock(ManualClock::starting_now())
         .policy(AllowAll)
-        .effect_lease(Duration::MAX)
+        .workers(Workers::default().effect_lease(Duration::MAX))
         .effect(|charge: Charge, _: EffectContext| async move {
             ran(&format!("charge:{}", charge.tag));
             Ok::<(), Failure>(())

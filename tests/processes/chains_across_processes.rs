@@ -20,6 +20,7 @@ use crate::support::mariadb::MariaDb;
 use crate::support::postgres::PgServer;
 use solid_objects::prelude::*;
 use solid_objects::Builder;
+use solid_objects::Workers;
 
 const DATABASE: &str = "CHAIN_DATABASE";
 const MARKERS: &str = "CHAIN_MARKERS";
@@ -87,8 +88,7 @@ async fn start(database: &str) -> Runtime {
     };
     builder
         .policy(AllowAll)
-        .workers(2)
-        .idle_poll(Duration::from_secs(3600))
+        .workers(Workers::new(2).idle_poll(Duration::from_secs(3600)))
         .actor::<Entry>()
         .actor::<Hub>()
         .actor::<Finish>()

@@ -46,6 +46,7 @@ use crate::support::mariadb::MariaDb;
 use crate::support::postgres::PgServer;
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
+use solid_objects::Workers;
 use solid_objects::{Builder, Effect, EffectContext};
 use sqlx::AnyPool;
 use tokio::process::{Child, Command};
@@ -439,7 +440,7 @@ async fn worker_process() {
         let application = Application::new(&database);
         let starting = with_effects(builder(&database, 4), application)
             .actor::<Counter>()
-            .effect_lease(EFFECT_LEASE)
+            .workers(Workers::default().effect_lease(EFFECT_LEASE))
             .start()
             .await;
         match starting {

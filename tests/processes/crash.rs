@@ -19,6 +19,7 @@ use crate::support::postgres::PgServer;
 use crate::support::{eventually, Harness};
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
+use solid_objects::Workers;
 use solid_objects::{Builder, Effect, EffectContext, MessageStatus, RetryPolicy};
 
 const DATABASE: &str = "CRASH_WORKER_DATABASE";
@@ -159,7 +160,8 @@ async fn effect_worker_process() {
     let clock = ManualClock::new(chrono::DateTime::from_timestamp_micros(now).unwrap());
     let mut builder = two_attempts(builder_for(&database)).clock(clock);
     if let Ok(lease) = std::env::var(EFFECT_LEASE) {
-        builder = builder.effect_lease(Duration::from_millis(lease.parse().unwrap()));
+        let lease = Duration::from_millis(lease.parse().unwrap());
+        builder = builder.workers(Workers::default().effect_lease(lease));
     }
     let runtime = builder
         .policy(AllowAll)
@@ -215,7 +217,7 @@ async fn poison_runtime(backend: &Backend, lease: Option<Duration>) -> Runtime {
         .clock(backend.clock.clone())
         .policy(AllowAll);
     if let Some(lease) = lease {
-        builder = builder.effect_lease(lease);
+        builder = builder.workers(Workers::default().effect_lease(lease));
     }
     builder.start().await.expect("the runtime starts")
 }

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
+use solid_objects::Workers;
 use solid_objects::{Effect, EffectContext, MessageStatus};
 use sqlx::Executor;
 use tokio::sync::{Barrier, Notify};
@@ -768,7 +769,7 @@ async fn pinging_runtime_leased(
 ) -> Runtime {
     let builder = backend::builder(url, 8)
         .clock(ManualClock::starting_now())
-        .effect_lease(lease);
+        .workers(Workers::default().effect_lease(lease));
     pinging(builder, probe).await
 }
 

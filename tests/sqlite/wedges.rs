@@ -331,9 +331,8 @@ async fn a_stale_effect_runner_cannot_overwrite_a_retried_effect() {
 async fn a_newer_builds_broadcast_never_starves_a_ready_message() {
     let harness = Harness::new();
     let runtime = harness
-        .store()
+        .store_without_fsync()
         .await
-        .durability(solid_objects::Durability::Normal)
         .clock(harness.clock.clone())
         .policy(AllowAll)
         .actor::<Counter>()

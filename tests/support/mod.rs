@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use solid_objects::prelude::*;
+use solid_objects::{Durability, SqliteFile};
 use tokio::sync::Barrier;
 
 /// The database a test binary runs its cases on.
@@ -173,6 +174,17 @@ impl Harness {
     /// A builder on the harness's database with nothing else set.
     pub async fn store(&self) -> solid_objects::Builder {
         self.backend.store_at(&self.database().await)
+    }
+
+    /// A builder on the harness's database with nothing else set but, on SQLite,
+    /// [`Durability::Normal`] (no fsync at each commit): for cases that commit thousands of
+    /// turns.
+    pub async fn store_without_fsync(&self) -> solid_objects::Builder {
+        match self.backend {
+            Backend::Sqlite => Runtime::builder()
+                .sqlite(SqliteFile::new(self.path()).durability(Durability::Normal)),
+            Backend::Postgres | Backend::MariaDb => self.store().await,
+        }
     }
 
     /// A builder on the harness's database and clock that allows every call.

@@ -14,12 +14,12 @@ use crate::client::policy::{NoPolicy, Policy};
 use crate::client::shared::{EffectContext, EffectRunner};
 use crate::client::shared::{Runtime, Shared};
 use crate::client::stopping::Stopping;
-use crate::client::worker::IDLE_POLL_MIN;
+use crate::client::workers::Workers;
 use crate::engine::{Engine, EngineConfig};
 use crate::error::{Error, Result};
 use crate::limits::{GroupCommit, Limits, RetryPolicy};
 #[cfg(feature = "sqlite")]
-use crate::store::sqlite::{Durability, SqliteOptions, SqliteStore};
+use crate::store::sqlite::{IntoSqliteFile, SqliteFile, SqliteOptions, SqliteStore};
 use crate::store::{SchemaMode, Store};
 use crate::time::clock::{Clock, IntoDuration, SystemClock};
 
@@ -29,7 +29,7 @@ const WATCH_POLL_MIN: Duration = Duration::from_millis(10);
 /// Where a runtime keeps its actors.
 enum Database {
     #[cfg(feature = "sqlite")]
-    SqliteFile(std::path::PathBuf),
+    SqliteFile(SqliteFile),
     #[cfg(feature = "sqlite")]
     SqlitePool(sqlx::SqlitePool),
     #[cfg(feature = "postgres")]
@@ -63,11 +63,7 @@ enum Database {
 #[must_use = "a builder does nothing until .start().await"]
 pub struct Builder {
     database: Option<Database>,
-    #[cfg(feature = "sqlite")]
-    durability: Durability,
     group_commit: GroupCommit,
-    #[cfg(feature = "sqlite")]
-    file_mode: u32,
     #[cfg(feature = "simulation")]
     simulation: Option<Arc<dyn crate::simulation::Schedule>>,
     clock: Arc<dyn Clock>,
@@ -76,14 +72,10 @@ pub struct Builder {
     limits: Limits,
     retry: RetryPolicy,
     turn_timeout: Duration,
-    effect_lease: Duration,
-    effect_timeout: Duration,
-    workers: usize,
-    idle_poll: Duration,
+    workers: Workers,
     listen: bool,
     watch_poll: Duration,
     state_cache_bytes: usize,
-    shutdown_deadline: Duration,
     connect_timeout: Duration,
     apply_migrations: bool,
     registrations: Vec<fn(&Engine) -> Result<()>>,
@@ -95,11 +87,7 @@ impl Default for Builder {
     fn default() -> Self {
         Self {
             database: None,
-            #[cfg(feature = "sqlite")]
-            durability: Durability::default(),
             group_commit: GroupCommit::default(),
-            #[cfg(feature = "sqlite")]
-            file_mode: 0o600,
             #[cfg(feature = "simulation")]
             simulation: None,
             clock: Arc::new(SystemClock),
@@ -108,14 +96,10 @@ impl Default for Builder {
             limits: Limits::default(),
             retry: RetryPolicy::default(),
             turn_timeout: Duration::from_secs(30),
-            effect_lease: Duration::from_secs(30),
-            effect_timeout: Duration::from_secs(300),
-            workers: 2,
-            idle_poll: Duration::from_secs(1),
+            workers: Workers::default(),
             listen: true,
             watch_poll: Duration::from_secs(1),
             state_cache_bytes: 64 << 20,
-            shutdown_deadline: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(10),
             apply_migrations: true,
             registrations: Vec::new(),
@@ -127,11 +111,13 @@ impl Default for Builder {
 
 impl Builder {
     /// Keeps the actors in this SQLite file (created if missing; WAL; migrations applied at
-    /// start). The runtime opens one writer connection for every turn and a few readers.
+    /// start): a path, or a [`SqliteFile`] that also says how hard SQLite keeps commits and
+    /// the permissions of the files it creates. The runtime opens one writer connection for
+    /// every turn and a few readers.
     #[cfg(feature = "sqlite")]
     #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
-    pub fn sqlite(mut self, path: impl Into<std::path::PathBuf>) -> Self {
-        self.database = Some(Database::SqliteFile(path.into()));
+    pub fn sqlite(mut self, file: impl IntoSqliteFile) -> Self {
+        self.database = Some(Database::SqliteFile(file.into_sqlite_file()));
         self
     }
 
@@ -205,15 +191,6 @@ impl Builder {
         self
     }
 
-    /// How hard SQLite works to keep a commit through a power loss (default
-    /// [`Durability::Full`]); for a file the runtime opens.
-    #[cfg(feature = "sqlite")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
-    pub fn durability(mut self, durability: Durability) -> Self {
-        self.durability = durability;
-        self
-    }
-
     /// How turns that arrive together share one transaction and one commit (default
     /// [`GroupCommit::default`]); [`GroupCommit::off`] gives every turn a transaction of
     /// its own.
@@ -247,16 +224,6 @@ impl Builder {
     /// ```
     pub fn group_commit(mut self, group_commit: GroupCommit) -> Self {
         self.group_commit = group_commit;
-        self
-    }
-
-    /// The permission bits a new SQLite database file gets, and its `-wal` and `-shm` files
-    /// with it (default `0o600`: readable and writable by its owner only). Unix only; an
-    /// existing file keeps its own.
-    #[cfg(feature = "sqlite")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
-    pub fn sqlite_file_mode(mut self, mode: u32) -> Self {
-        self.file_mode = mode;
         self
     }
 
@@ -337,42 +304,11 @@ impl Builder {
         self
     }
 
-    /// How long a claimed effect belongs to the worker running it without a renewal
-    /// (default 30 s). While its handler runs, the worker renews the lease every third of
-    /// it, so live work is not run twice; a worker that dies mid-effect (killed, out of
-    /// memory) renews nothing, and its effect is claimed again, as its next attempt, once the
-    /// lease runs out. A worker that finishes after its lease ran out records nothing (the
-    /// effect's new runner does). On PostgreSQL and MySQL the lease runs on the database
-    /// server's clock. Workers run up to 16 effects at once, each in a task of its own.
-    pub fn effect_lease(mut self, lease: impl IntoDuration) -> Self {
-        self.effect_lease = lease.into_duration().max(Duration::from_millis(1));
-        self
-    }
-
-    /// How long an effect handler may run (default 5 min): one still running then is
-    /// abandoned and its attempt counted as failed (and retried), so a handler that hangs
-    /// (a network call without a timeout) does not hold its lease and a worker's place for
-    /// ever.
-    pub fn effect_timeout(mut self, timeout: impl IntoDuration) -> Self {
-        self.effect_timeout = timeout.into_duration().max(Duration::from_millis(1));
-        self
-    }
-
-    /// How many workers [`Runtime::run`] starts (default 2, at least 1). Each takes actors
-    /// no other worker of this runtime is running.
-    pub fn workers(mut self, workers: usize) -> Self {
-        self.workers = workers.max(1);
-        self
-    }
-
-    /// The longest an idle worker sleeps before it looks for work again (default 1 s, at
-    /// least 100 ms; it starts at 100 ms and doubles while there is none; idle workers take
-    /// turns, so a runtime polls once per interval however many it runs). A commit in this
-    /// process wakes idle workers at once, and on PostgreSQL and MySQL so does a commit in any
-    /// process ([`listen`](Builder::listen)): polling is the fallback that finds work whose time came (a
-    /// reminder, a delayed message, a retry).
-    pub fn idle_poll(mut self, interval: impl IntoDuration) -> Self {
-        self.idle_poll = interval.into_duration().max(IDLE_POLL_MIN);
+    /// The workers [`Runtime::run`] starts: a count (default 2, at least 1), or [`Workers`]
+    /// that also say how idle ones poll, how long they hold an effect and how long a
+    /// shutdown waits for them.
+    pub fn workers(mut self, workers: impl Into<Workers>) -> Self {
+        self.workers = workers.into();
         self
     }
 
@@ -382,7 +318,7 @@ impl Builder {
     /// wake-up bell row on a connection of its own, every 10 ms while the process is busy and
     /// every 60 ms after 10 s without work, which the process's commits ring from a second
     /// connection whether it listens or not). Without it,
-    /// idle workers find that work at their next poll ([`idle_poll`](Builder::idle_poll))
+    /// idle workers find that work at their next poll ([`Workers::idle_poll`])
     /// and watchers those states at theirs ([`watch_poll`](Builder::watch_poll)); turn it
     /// off where `LISTEN` is not available, such as behind a PgBouncer in transaction
     /// pooling mode.
@@ -415,13 +351,6 @@ impl Builder {
     /// state is otherwise read, sent and parsed in full by each small command.
     pub fn state_cache(mut self, bytes: usize) -> Self {
         self.state_cache_bytes = bytes;
-        self
-    }
-
-    /// How long [`Runtime::run_until_signal`] lets the work in flight finish after a signal
-    /// before it abandons it (default 30 s); see [`Runtime::shutdown_with_deadline`].
-    pub fn shutdown_deadline(mut self, deadline: impl IntoDuration) -> Self {
-        self.shutdown_deadline = deadline.into_duration();
         self
     }
 
@@ -501,14 +430,13 @@ impl Builder {
             #[cfg(feature = "sqlite")]
             // The label is used only when the simulation feature wraps the store.
             #[cfg_attr(not(feature = "simulation"), allow(unused_labels))]
-            Some(Database::SqliteFile(path)) => 'store: {
+            Some(Database::SqliteFile(file)) => 'store: {
                 let options = SqliteOptions {
-                    durability: self.durability,
-                    file_mode: self.file_mode,
+                    file,
                     group_commit: self.group_commit,
                     schema,
                 };
-                let store = SqliteStore::open(&path, options).await?;
+                let store = SqliteStore::open(options).await?;
                 #[cfg(feature = "simulation")]
                 if let Some(schedule) = simulation {
                     let simulated =
@@ -555,8 +483,8 @@ impl Builder {
             limits: self.limits,
             retry: self.retry,
             turn_timeout: self.turn_timeout,
-            effect_lease: self.effect_lease,
-            effect_timeout: self.effect_timeout,
+            effect_lease: self.workers.effect_lease,
+            effect_timeout: self.workers.effect_timeout,
             watch_poll: self.watch_poll,
             state_cache_bytes: self.state_cache_bytes,
             listen: self.listen,
@@ -586,12 +514,10 @@ impl Builder {
                 policy,
                 sync_timeout: self.sync_timeout,
                 workers: self.workers,
-                idle_poll: self.idle_poll,
                 listen: self.listen,
                 poll_turn: tokio::sync::Mutex::new(()),
                 closed: AtomicBool::new(false),
                 shutdown: Notify::new(),
-                shutdown_deadline: self.shutdown_deadline,
                 stopping: Stopping::new(),
                 last_upkeep: Mutex::new(None),
                 effect_tasks: EffectTasks::new(),

@@ -18,3 +18,4 @@ pub(crate) mod stopping;
 pub(crate) mod testing;
 pub(crate) mod watch;
 pub(crate) mod worker;
+pub(crate) mod workers;

@@ -16,6 +16,7 @@ use crate::actor::failure::Failure;
 use crate::client::effect_tasks::EffectTasks;
 use crate::client::policy::Policy;
 use crate::client::stopping::Stopping;
+use crate::client::workers::Workers;
 use crate::engine::Engine;
 use crate::limits::RetryPolicy;
 
@@ -41,16 +42,14 @@ pub(crate) struct Shared {
     pub(crate) engine: Engine,
     pub(crate) policy: Arc<dyn Policy>,
     pub(crate) sync_timeout: Duration,
-    pub(crate) workers: usize,
-    pub(crate) idle_poll: Duration,
+    /// How many workers `run` starts, how they poll and how long a shutdown waits for them.
+    pub(crate) workers: Workers,
     /// Whether `run` listens for work committed by other processes.
     pub(crate) listen: bool,
     /// Held by the idle worker whose turn it is to poll the database.
     pub(crate) poll_turn: tokio::sync::Mutex<()>,
     pub(crate) closed: AtomicBool,
     pub(crate) shutdown: Notify,
-    /// How long `run_until_signal` lets work in flight finish.
-    pub(crate) shutdown_deadline: Duration,
     /// The runs of the workers, and whether to abandon their work.
     pub(crate) stopping: Stopping,
     /// When the workers last did the upkeep (pruning, reports).

@@ -16,9 +16,9 @@ use crate::client::shared::Runtime;
 /// counted) for any runtime on the database, and an abandoned effect's runner gives its lease
 /// back, so the effect is ready again at once with no attempt counted either. If the lease
 /// cannot be given back within a moment (the database is gone), the effect runs again once
-/// its lease ([`Builder::effect_lease`]) runs out, and that attempt counts.
+/// its lease ([`Workers::effect_lease`]) runs out, and that attempt counts.
 ///
-/// [`Builder::effect_lease`]: crate::Builder::effect_lease
+/// [`Workers::effect_lease`]: crate::Workers::effect_lease
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ShutdownReport {

@@ -12,6 +12,7 @@ use tokio::task::JoinSet;
 
 use crate::client::shared::Runtime;
 use crate::client::shutdown::{stop_by, ShutdownReport, Signals};
+use crate::client::workers::IDLE_POLL_MIN;
 use crate::engine::TurnErrors;
 use crate::error::{Error, Result};
 use crate::limits::deadline_after;
@@ -25,9 +26,6 @@ const TURNS_PER_ACTOR: usize = 50;
 /// most (doubling while workers keep stopping).
 const RESTART_PAUSE_MIN: Duration = Duration::from_millis(100);
 const RESTART_PAUSE_MAX: Duration = Duration::from_secs(5);
-/// The idle poll interval of a worker starts here and doubles up to the maximum (1 s by
-/// default, `Builder::idle_poll`).
-pub(super) const IDLE_POLL_MIN: Duration = Duration::from_millis(100);
 /// How long the relay of PostgreSQL's work notices waits after an error before it listens
 /// again.
 const NOTICE_RETRY: Duration = Duration::from_secs(1);
@@ -44,7 +42,7 @@ impl Runtime {
     /// with their handlers, and prune old rows hourly. A commit in this process wakes an
     /// idle worker at once, and on PostgreSQL so does a commit in any other process (the
     /// workers `LISTEN` on a connection of their own); otherwise idle workers poll every
-    /// 100 ms, backing off to [`Builder::idle_poll`](crate::Builder::idle_poll) (1 s), taking turns: one idle worker
+    /// 100 ms, backing off to [`Workers::idle_poll`](crate::Workers::idle_poll) (1 s), taking turns: one idle worker
     /// polls at a time.
     ///
     /// The workers are supervised: one that stops for any reason but shutdown (a panic in
@@ -57,7 +55,7 @@ impl Runtime {
             runtime: self.clone(),
         };
         let mut workers = JoinSet::new();
-        for _ in 0..self.shared.workers {
+        for _ in 0..self.shared.workers.count {
             worker_loop.spawn_worker(&mut workers);
         }
         // Ends with this call (the guard aborts it), whatever way it returns.
@@ -135,7 +133,7 @@ impl Runtime {
 
     /// Runs the workers ([`run`](Runtime::run)) until the process gets SIGINT or SIGTERM
     /// (Ctrl-C where there are no Unix signals), then shuts down with the deadline of
-    /// [`Builder::shutdown_deadline`](crate::Builder::shutdown_deadline) (30 s by default),
+    /// [`Workers::shutdown_deadline`](crate::Workers::shutdown_deadline) (30 s by default),
     /// as [`shutdown_with_deadline`](Runtime::shutdown_with_deadline) does. A second signal
     /// abandons the work in flight at once. If another handle shuts the runtime down first,
     /// it returns when `run` does, with an empty report.
@@ -156,9 +154,9 @@ impl Runtime {
             ran = &mut run => return ran.map(|()| ShutdownReport::default()),
             () = signals.next() => {}
         }
-        let deadline = deadline_after(self.shared.shutdown_deadline);
+        let deadline = deadline_after(self.shared.workers.shutdown_deadline);
         tracing::info!(
-            deadline = ?self.shared.shutdown_deadline,
+            deadline = ?self.shared.workers.shutdown_deadline,
             "a signal asked the runtime to stop; the work in flight may finish until the deadline"
         );
         let abandon = async {
@@ -273,7 +271,7 @@ impl WorkerLoop {
                 () = woken => {}
                 () = polling => {}
             }
-            idle = (idle * 2).min(self.runtime.shared.idle_poll);
+            idle = (idle * 2).min(self.runtime.shared.workers.idle_poll);
         }
     }
 

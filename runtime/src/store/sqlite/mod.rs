@@ -9,6 +9,7 @@
 //! application's own pool, each turn takes a connection and a transaction of its own.
 
 pub(crate) mod errors;
+mod file;
 mod group_commit;
 
 use std::path::Path;
@@ -23,6 +24,7 @@ use sqlx::sqlite::{
 };
 use sqlx::{Sqlite, SqliteConnection};
 
+pub use self::file::{Durability, IntoSqliteFile, SqliteFile};
 use self::group_commit::{GroupCommit, GroupMember, GroupWriter, Opening};
 use super::instances::{
     begin_then_instance_and_head, savepoint_then_instance_and_head, INSTANCE_AND_HEAD,
@@ -78,24 +80,10 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
 /// How long a statement outside a caller's deadline waits for another process's write lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How hard SQLite works to keep a commit through a power loss.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Durability {
-    /// WAL with `synchronous = FULL`: a committed turn survives a power loss. The default.
-    #[default]
-    Full,
-    /// WAL with `synchronous = NORMAL`: a committed turn survives a crash of the process, but
-    /// the last turns before a power loss may be lost. Several times faster on slow disks.
-    Normal,
-}
-
 /// How the SQLite store opens its file.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct SqliteOptions {
-    pub(crate) durability: Durability,
-    /// The permission bits of a database file the store creates (Unix).
-    pub(crate) file_mode: u32,
+    pub(crate) file: SqliteFile,
     pub(crate) group_commit: GroupCommit,
     pub(crate) schema: SchemaMode,
 }
@@ -131,9 +119,10 @@ impl SqliteStore {
     /// Opens (creating if needed) the database file and applies the migrations; with
     /// [`SchemaMode::RequireCurrent`], first checks them on a read-only connection, and
     /// neither creates the file nor writes to it unless they are this build's.
-    pub(crate) async fn open(path: &Path, options: SqliteOptions) -> Result<Self> {
+    pub(crate) async fn open(options: SqliteOptions) -> Result<Self> {
+        let path = options.file.path();
         match options.schema {
-            SchemaMode::Migrate => create_private(path, options.file_mode)?,
+            SchemaMode::Migrate => create_private(path, options.file.mode)?,
             SchemaMode::RequireCurrent => {
                 let reader = SqlitePoolOptions::new()
                     .max_connections(1)
@@ -144,7 +133,7 @@ impl SqliteStore {
                 super::require_current(applied?, MIGRATIONS)?;
             }
         }
-        let synchronous = match options.durability {
+        let synchronous = match options.file.durability {
             Durability::Full => SqliteSynchronous::Full,
             Durability::Normal => SqliteSynchronous::Normal,
         };
