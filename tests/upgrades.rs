@@ -430,7 +430,9 @@ async fn run_effects_and_replies(runtime: &Runtime) {
     let (admin, testing) = (runtime.admin(), runtime.testing());
     assert_eq!(testing.run_effects().await.expect("effects run"), 1);
     assert_eq!(testing.drain().await.expect("the reply runs").completed, 1);
-    let dead = admin.effects(&EffectFilter::new().status("dead")).await;
+    let dead = admin
+        .effects(&EffectFilter::new().status(solid_objects::admin::EffectStatus::Dead))
+        .await;
     let dead = dead.expect("dead effects list");
     assert!(admin.retry_effect(dead[0].id).await.expect("retried"));
     assert_eq!(testing.run_effects().await.expect("effects run"), 1);
@@ -592,7 +594,7 @@ async fn check_listings(runtime: &Runtime, fixture: &str) {
             (
                 effect.actor_id,
                 effect.name,
-                effect.status,
+                effect.status.to_string(),
                 effect.attempts,
                 error,
             )

@@ -46,6 +46,12 @@ impl Desk {
         self.total
     }
 
+    /// Emits a notification for `desk`, whatever text it is.
+    #[command]
+    fn notify(&mut self, turn: &mut Turn<Self>, desk: String) {
+        turn.emit(Notify { desk });
+    }
+
     #[command]
     fn fail(&mut self, why: String) -> Result<(), Failure> {
         Err(Failure::permanent(why))
@@ -503,6 +509,61 @@ async fn the_cli_writes_nothing_to_a_database_that_is_not_this_builds() {
         assert_eq!(cli_json(url, &["status"]).await["actor_types"], json!([]));
     }
     assert!(tables(&theirs).await.contains(&"customers".to_owned()));
+}
+
+#[tokio::test]
+async fn a_dead_effects_hostile_arguments_are_listed_escaped_and_capped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("actors.db");
+    let runtime = Runtime::builder()
+        .sqlite(&path)
+        .policy(AllowAll)
+        .actor::<Desk>()
+        .effect(|_: Notify, _| async { Err::<(), _>(Failure::permanent("mail server down")) })
+        .start()
+        .await
+        .unwrap();
+    let hostile = format!("\u{1b}[2J\u{1b}]0;pwned\u{7}\n{}", "x".repeat(10_000));
+    let desk = runtime.reference::<Desk>("d3");
+    desk.notify(hostile).await.unwrap();
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
+    runtime.close().await;
+    let url = format!("sqlite://{}", path.display());
+
+    for args in [
+        &["effects", "--status", "dead"][..],
+        &["inspect", "Desk", "d3"],
+    ] {
+        let output = cli(&url, args).await;
+        assert_eq!(output.status.code(), Some(0), "{args:?}");
+        let text = String::from_utf8(output.stdout).unwrap();
+        assert!(
+            !text.contains('\u{1b}'),
+            "{args:?}: no terminal escape reaches the screen"
+        );
+        assert!(!text.contains('\u{7}'), "{args:?}");
+        assert!(
+            text.contains(r#"{"desk":"\u001b[2J\u001b]0;pwned\u0007\nxxx"#),
+            "{text}"
+        );
+        assert!(text.contains("xx…"), "{args:?}: the cell is cut: {text}");
+        assert!(!text.contains(&"x".repeat(100)), "{args:?}: {text}");
+    }
+    let listed = cli_json(&url, &["effects", "--status", "dead"]).await;
+    let shown = listed[0]["arguments"].as_str().expect("cut to a string");
+    assert!(shown.starts_with(r#"{"desk":"\u001b[2J"#), "{shown:.40}");
+    assert_eq!(
+        shown.chars().count(),
+        solid_objects::admin::SHOWN_ARGUMENTS_CHARS + 1
+    );
+    assert!(shown.ends_with('…'));
+
+    let unknown = cli(&url, &["effects", "--status", "Dead"]).await;
+    assert_eq!(
+        unknown.status.code(),
+        Some(2),
+        "an unknown status is refused"
+    );
 }
 
 #[tokio::test]

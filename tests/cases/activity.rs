@@ -401,7 +401,7 @@ async fn an_effect_retried_after_it_died_was_not_pending_while_it_lay_dead() {
     assert_eq!(testing.run_effects().await.unwrap(), 1);
     let admin = runtime.admin();
     let dead = admin
-        .effects(&EffectFilter::new().status("dead"))
+        .effects(&EffectFilter::new().status(solid_objects::admin::EffectStatus::Dead))
         .await
         .unwrap();
     assert_eq!(dead.len(), 1);

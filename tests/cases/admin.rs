@@ -13,7 +13,10 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use solid_objects::admin::{ActorFilter, DeadLetterFilter, EffectFilter, ReminderFilter};
+use solid_objects::admin::{
+    ActorFilter, DeadLetterFilter, EffectFilter, EffectStatus, ReminderFilter,
+    SHOWN_ARGUMENTS_CHARS,
+};
 use solid_objects::policy::{AdminAction, AdminRequest, Denied, Policy, Request};
 use solid_objects::prelude::*;
 use solid_objects::{Effect, Limits};
@@ -55,6 +58,12 @@ impl Desk {
         turn.emit(Notify {
             desk: turn.actor_id().to_owned(),
         });
+    }
+
+    /// Emits a notification for `desk`, whatever text it is.
+    #[command]
+    fn notify(&mut self, turn: &mut Turn<Self>, desk: String) {
+        turn.emit(Notify { desk });
     }
 
     #[command]
@@ -216,6 +225,10 @@ case!(
     dead_effects_are_listed_and_retried_once
 );
 case!(doctor, the_doctor_checks_schema_settings_and_a_round_trip);
+case!(
+    hostile_dead_arguments,
+    a_dead_effects_and_a_dead_letters_arguments_are_shown_capped_and_as_data
+);
 
 async fn denied_by_default_and_audited(setup: Setup) {
     // A runtime without a policy, and one whose policy says nothing of administration.
@@ -422,9 +435,9 @@ async fn list_and_inspect(setup: Setup) {
     let reminders = admin.reminders(&ReminderFilter::new()).await.unwrap();
     assert_eq!(reminders.len(), 1);
     assert_eq!(reminders[0].actor_id, "alpha-1");
-    let pending = EffectFilter::new().status("pending");
+    let pending = EffectFilter::new().pending();
     assert_eq!(admin.effects(&pending).await.unwrap().len(), 1);
-    let dead = EffectFilter::new().status("dead");
+    let dead = EffectFilter::new().status(solid_objects::admin::EffectStatus::Dead);
     assert!(admin.effects(&dead).await.unwrap().is_empty());
     let status = admin.status().await.unwrap();
     assert_eq!(status.reminders, 1);
@@ -636,6 +649,71 @@ async fn dead_letters_and_redrive(setup: Setup) {
     runtime.close().await;
 }
 
+/// Text an attacker chose: markup, a terminal escape, a quote, and far more than a listing
+/// shows.
+fn hostile_text() -> String {
+    format!(
+        "<script>alert(1)</script>\u{1b}[31m\"{}",
+        "x".repeat(3 * SHOWN_ARGUMENTS_CHARS)
+    )
+}
+
+/// Stored arguments past the cap: a string of exactly the cap's characters and `…`.
+fn assert_capped(arguments: &Value, starts: &str) {
+    let Value::String(shown) = arguments else {
+        panic!("arguments past the cap are shown as a string, not {arguments}");
+    };
+    assert!(shown.starts_with(starts), "{shown:.80}");
+    assert!(shown.ends_with('…'));
+    assert_eq!(shown.chars().count(), SHOWN_ARGUMENTS_CHARS + 1);
+}
+
+async fn hostile_dead_arguments(setup: Setup) {
+    let runtime = setup
+        .builder()
+        .await
+        .policy(WithOperators)
+        .effect(|_: Notify, _| async {
+            Err::<(), _>(Failure::permanent("the mail server is down"))
+        })
+        .start()
+        .await
+        .unwrap();
+    let desk = runtime.reference::<Desk>("d1");
+    desk.notify("d1".to_owned()).await.unwrap();
+    desk.notify(hostile_text()).await.unwrap();
+    desk.set_broken(true).await.unwrap();
+    desk.fragile(hostile_text()).await.unwrap_err();
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 2);
+    let admin = runtime.admin().context(ana());
+
+    let dead = admin
+        .effects(&EffectFilter::new().status(EffectStatus::Dead))
+        .await
+        .unwrap();
+    assert_eq!(dead.len(), 2);
+    assert_eq!(dead[0].arguments, json!({ "desk": "d1" }));
+    assert_capped(
+        &dead[1].arguments,
+        "{\"desk\":\"<script>alert(1)</script>\\u001b[31m\\\"x",
+    );
+    let inspected = admin.inspect("Desk", "d1").await.unwrap().unwrap();
+    let shown: Vec<&Value> = inspected.effects.iter().map(|e| &e.arguments).collect();
+    assert_eq!(shown, [&dead[0].arguments, &dead[1].arguments]);
+
+    let letters = admin.dead_letters(&DeadLetterFilter::new()).await.unwrap();
+    assert_eq!(letters.len(), 1);
+    assert_capped(&letters[0].arguments, "{\"why\":\"<script>");
+    // A listed dead letter is a handle on its message.
+    let message = letters[0].message(&runtime);
+    assert_eq!(message.request_id(), letters[0].request_id);
+    assert!(matches!(
+        message.status().await.unwrap(),
+        MessageStatus::Dead { attempts: 1, .. }
+    ));
+    runtime.close().await;
+}
+
 async fn prune_preview_then_execute(setup: Setup) {
     let limits = Limits::new()
         .retention(Duration::from_secs(3600))
@@ -706,7 +784,7 @@ async fn dead_effects_and_retry(setup: Setup) {
     assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
     let admin = runtime.admin().context(ana());
     let dead = admin
-        .effects(&EffectFilter::new().status("dead"))
+        .effects(&EffectFilter::new().status(solid_objects::admin::EffectStatus::Dead))
         .await
         .unwrap();
     assert_eq!(dead.len(), 1);
@@ -729,7 +807,7 @@ async fn dead_effects_and_retry(setup: Setup) {
     );
     assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
     let done = admin
-        .effects(&EffectFilter::new().status("done"))
+        .effects(&EffectFilter::new().status(solid_objects::admin::EffectStatus::Done))
         .await
         .unwrap();
     assert_eq!(done.len(), 1);

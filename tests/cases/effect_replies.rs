@@ -210,7 +210,7 @@ async fn an_effect_that_fails_for_good_sends_its_failure_to_the_failure_command(
         .admin()
         .effects(
             &solid_objects::admin::EffectFilter::new()
-                .status("dead")
+                .status(solid_objects::admin::EffectStatus::Dead)
                 .limit(10),
         )
         .await
@@ -277,7 +277,7 @@ async fn an_output_too_large_for_its_command_fails_the_effect_with_a_clear_error
         .admin()
         .effects(
             &solid_objects::admin::EffectFilter::new()
-                .status("dead")
+                .status(solid_objects::admin::EffectStatus::Dead)
                 .limit(10),
         )
         .await
@@ -366,7 +366,7 @@ async fn a_stored_reply_that_does_not_read_fails_the_effect_and_wedges_nothing()
         .admin()
         .effects(
             &solid_objects::admin::EffectFilter::new()
-                .status("dead")
+                .status(solid_objects::admin::EffectStatus::Dead)
                 .limit(10),
         )
         .await
@@ -544,7 +544,7 @@ async fn the_failure_reply_of_an_effect_near_the_arguments_limit_still_arrives()
         .admin()
         .effects(
             &solid_objects::admin::EffectFilter::new()
-                .status("dead")
+                .status(solid_objects::admin::EffectStatus::Dead)
                 .limit(10),
         )
         .await
@@ -720,7 +720,7 @@ async fn an_effect_output_at_the_nesting_limit_still_reaches_its_actor() {
             .admin()
             .effects(
                 &solid_objects::admin::EffectFilter::new()
-                    .status("dead")
+                    .status(solid_objects::admin::EffectStatus::Dead)
                     .limit(10)
             )
             .await
@@ -752,7 +752,7 @@ async fn a_stored_reply_naming_an_unknown_command_fails_the_effect_and_the_actor
         .admin()
         .effects(
             &solid_objects::admin::EffectFilter::new()
-                .status("dead")
+                .status(solid_objects::admin::EffectStatus::Dead)
                 .limit(10),
         )
         .await
@@ -799,7 +799,7 @@ async fn a_stored_reply_with_a_wrong_argument_name_fails_the_effect_for_good() {
         .admin()
         .effects(
             &solid_objects::admin::EffectFilter::new()
-                .status("dead")
+                .status(solid_objects::admin::EffectStatus::Dead)
                 .limit(10),
         )
         .await
@@ -829,7 +829,7 @@ async fn retrying_a_dead_effect_after_its_failure_went_back_reports_the_new_outc
         .admin()
         .effects(
             &solid_objects::admin::EffectFilter::new()
-                .status("dead")
+                .status(solid_objects::admin::EffectStatus::Dead)
                 .limit(10),
         )
         .await

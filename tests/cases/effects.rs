@@ -396,7 +396,7 @@ async fn an_effect_kind_has_its_own_retry_policy_and_its_handler_knows_the_last_
         .admin()
         .effects(
             &solid_objects::admin::EffectFilter::new()
-                .status("dead")
+                .status(solid_objects::admin::EffectStatus::Dead)
                 .limit(10),
         )
         .await
@@ -554,7 +554,7 @@ async fn an_effect_dead_because_the_policy_was_lowered_keeps_its_real_error() {
         .admin()
         .effects(
             &solid_objects::admin::EffectFilter::new()
-                .status("dead")
+                .status(solid_objects::admin::EffectStatus::Dead)
                 .limit(10),
         )
         .await
@@ -633,7 +633,7 @@ async fn an_effect_abandoned_by_a_shutdown_runs_again_even_on_its_last_attempt()
         .admin()
         .effects(
             &solid_objects::admin::EffectFilter::new()
-                .status("dead")
+                .status(solid_objects::admin::EffectStatus::Dead)
                 .limit(10),
         )
         .await
@@ -704,7 +704,7 @@ async fn an_effect_kind_with_zero_attempts_still_runs_once() {
         .admin()
         .effects(
             &solid_objects::admin::EffectFilter::new()
-                .status("dead")
+                .status(solid_objects::admin::EffectStatus::Dead)
                 .limit(10),
         )
         .await

@@ -927,7 +927,7 @@ async fn effects_run_once_per_lease_and_a_stale_runner_cannot_undo_them() {
             .admin()
             .effects(
                 &solid_objects::admin::EffectFilter::new()
-                    .status("dead")
+                    .status(solid_objects::admin::EffectStatus::Dead)
                     .limit(10)
             )
             .await
@@ -1103,7 +1103,7 @@ async fn dead_letters_and_dead_effects_are_pruned_after_their_retention() {
             .admin()
             .effects(
                 &solid_objects::admin::EffectFilter::new()
-                    .status("dead")
+                    .status(solid_objects::admin::EffectStatus::Dead)
                     .limit(10)
             )
             .await
@@ -1134,7 +1134,7 @@ async fn dead_letters_and_dead_effects_are_pruned_after_their_retention() {
             .admin()
             .effects(
                 &solid_objects::admin::EffectFilter::new()
-                    .status("dead")
+                    .status(solid_objects::admin::EffectStatus::Dead)
                     .limit(10),
             )
             .await
@@ -1164,7 +1164,7 @@ async fn dead_letters_and_dead_effects_are_pruned_after_their_retention() {
         .admin()
         .effects(
             &solid_objects::admin::EffectFilter::new()
-                .status("dead")
+                .status(solid_objects::admin::EffectStatus::Dead)
                 .limit(10)
         )
         .await

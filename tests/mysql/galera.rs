@@ -675,7 +675,7 @@ async fn a_dead_effect_retried_through_every_node_at_once_is_revived_once() {
     assert_eq!(runtimes[0].testing().run_effects().await.unwrap(), DEAD);
     let dead = runtimes[0]
         .admin()
-        .effects(&EffectFilter::new().status("dead"))
+        .effects(&EffectFilter::new().status(solid_objects::admin::EffectStatus::Dead))
         .await
         .unwrap();
     assert_eq!(dead.len(), DEAD);

@@ -350,7 +350,7 @@ async fn an_effect_failure_whose_text_holds_a_nul_byte_is_recorded_on_postgres()
         .admin()
         .effects(
             &solid_objects::admin::EffectFilter::new()
-                .status("dead")
+                .status(solid_objects::admin::EffectStatus::Dead)
                 .limit(10),
         )
         .await

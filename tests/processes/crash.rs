@@ -259,7 +259,7 @@ async fn killed_mid_effect(backend: Backend, marker: &Path, lease: Option<Durati
         .admin()
         .effects(
             &solid_objects::admin::EffectFilter::new()
-                .status("dead")
+                .status(solid_objects::admin::EffectStatus::Dead)
                 .limit(10),
         )
         .await
@@ -296,7 +296,7 @@ async fn killed_on_every_attempt(backend: Backend, marker: &Path, lease: Option<
             .admin()
             .effects(
                 &solid_objects::admin::EffectFilter::new()
-                    .status("dead")
+                    .status(solid_objects::admin::EffectStatus::Dead)
                     .limit(10),
             )
             .await
@@ -314,7 +314,7 @@ async fn killed_on_every_attempt(backend: Backend, marker: &Path, lease: Option<
         .admin()
         .effects(
             &solid_objects::admin::EffectFilter::new()
-                .status("dead")
+                .status(solid_objects::admin::EffectStatus::Dead)
                 .limit(10),
         )
         .await

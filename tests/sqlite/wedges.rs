@@ -283,7 +283,7 @@ async fn a_stale_effect_runner_cannot_overwrite_a_retried_effect() {
         .admin()
         .effects(
             &solid_objects::admin::EffectFilter::new()
-                .status("dead")
+                .status(solid_objects::admin::EffectStatus::Dead)
                 .limit(10),
         )
         .await
@@ -306,7 +306,7 @@ async fn a_stale_effect_runner_cannot_overwrite_a_retried_effect() {
         .admin()
         .effects(
             &solid_objects::admin::EffectFilter::new()
-                .status("dead")
+                .status(solid_objects::admin::EffectStatus::Dead)
                 .limit(10),
         )
         .await

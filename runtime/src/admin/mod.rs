@@ -49,9 +49,9 @@ pub use activity::{
 };
 pub use model::{
     ActorDetails, ActorFilter, ActorPage, ActorSummary, ActorTypeSummary, AdminEvent,
-    DeadLetterFilter, DeadLetterSummary, DoctorReport, EffectFilter, EffectSummary, MailboxDepth,
-    MailboxHead, MessageSummary, Overview, PruneCounts, Redriven, ReminderFilter, ReminderSummary,
-    Status, StoredKind, Undecodable,
+    DeadLetterFilter, DeadLetterSummary, DoctorReport, EffectFilter, EffectStatus, EffectSummary,
+    MailboxDepth, MailboxHead, MessageSummary, Overview, PruneCounts, Redriven, ReminderFilter,
+    ReminderSummary, Status, StoredKind, Undecodable, SHOWN_ARGUMENTS_CHARS,
 };
 
 use self::store_rows::public;
@@ -331,7 +331,9 @@ impl Admin {
                 actor_type: Some(actor_type.to_owned()),
                 actor_id: Some(actor_id.to_owned()),
                 ..EffectFilter::default()
-            };
+            }
+            .pending()
+            .status(EffectStatus::Dead);
             let details = ActorDetails {
                 summary,
                 state,
@@ -341,13 +343,11 @@ impl Admin {
                         .all_reminders(&ReminderSelection::from(&reminders), i64::from(MAX_PAGE))
                         .await?,
                 ),
-                effects: store
-                    .effects(&EffectSelection::from(&effects), i64::from(MAX_PAGE))
-                    .await?
-                    .into_iter()
-                    .filter(|effect| effect.status != "done")
-                    .map(EffectSummary::from)
-                    .collect(),
+                effects: public(
+                    store
+                        .effects(&EffectSelection::from(&effects), i64::from(MAX_PAGE))
+                        .await?,
+                ),
                 recent_messages: store
                     .recent_messages(
                         key,
@@ -386,8 +386,8 @@ impl Admin {
                     .into_iter()
                     .map(|record| DeadLetterSummary {
                         message_id: record.id,
-                        arguments: serde_json::from_str(&record.arguments)
-                            .unwrap_or(Value::String(record.arguments)),
+                        request_id: record.request_id,
+                        arguments: store_rows::shown_arguments(record.arguments),
                         actor_type: record.actor_type,
                         actor_id: record.actor_id,
                         operation: record.operation,
@@ -490,15 +490,22 @@ impl Admin {
     /// Effects matching `filter`, oldest first.
     pub async fn effects(&self, filter: &EffectFilter) -> Result<Vec<EffectSummary>> {
         check_texts(&[
-            filter.status.as_deref(),
             filter.actor_type.as_deref(),
             filter.actor_id.as_deref(),
             filter.name.as_deref(),
         ])?;
+        let statuses = (!filter.statuses.is_empty()).then(|| {
+            let names: Vec<&str> = filter
+                .statuses
+                .iter()
+                .map(|status| status.as_str())
+                .collect();
+            names.join(",")
+        });
         let resource = describe(
             "effects",
             &[
-                ("status", filter.status.as_deref()),
+                ("status", statuses.as_deref()),
                 ("type", filter.actor_type.as_deref()),
                 ("id", filter.actor_id.as_deref()),
                 ("name", filter.name.as_deref()),

@@ -4,6 +4,10 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::client::message::MessageRef;
+use crate::client::shared::Runtime;
+pub use crate::store::admin_rows::EffectStatus;
+
 /// One actor type: how many actors it has, and how much of its work waits.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
@@ -252,8 +256,12 @@ impl ReminderFilter {
     }
 }
 
+/// The most characters of stored arguments a listing shows: longer ones are cut there and
+/// end with `…`.
+pub const SHOWN_ARGUMENTS_CHARS: usize = 4096;
+
 /// An effect, as operators see it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct EffectSummary {
     /// Its row id (what `retry_effect` takes).
@@ -266,8 +274,11 @@ pub struct EffectSummary {
     pub actor_id: String,
     /// The effect's kind.
     pub name: String,
-    /// `ready`, `running`, `done` or `dead`.
-    pub status: String,
+    /// What it was asked to do: its stored value as JSON, cut at
+    /// [`SHOWN_ARGUMENTS_CHARS`] (then a string ending with `…`).
+    pub arguments: Value,
+    /// Where it is in its life.
+    pub status: EffectStatus,
     /// Attempts made.
     pub attempts: i64,
     /// When it may run (ready), or when its runner's lease ends (running).
@@ -279,12 +290,13 @@ pub struct EffectSummary {
 }
 
 /// Which effects [`Admin::effects`](super::Admin::effects) lists.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// By default ([`EffectFilter::new`]): every status, kind and actor, the oldest 100.
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct EffectFilter {
-    /// Only this status: `ready`, `running`, `done`, `dead`, or `pending` (ready or
-    /// running). Every status if `None`.
-    pub status: Option<String>,
+    /// Only effects with one of these statuses; every status if empty.
+    pub statuses: Vec<EffectStatus>,
     /// Only this actor type.
     pub actor_type: Option<String>,
     /// Only this actor (with `actor_type`).
@@ -295,16 +307,36 @@ pub struct EffectFilter {
     pub limit: u32,
 }
 
+impl Default for EffectFilter {
+    fn default() -> Self {
+        Self {
+            statuses: Vec::new(),
+            actor_type: None,
+            actor_id: None,
+            name: None,
+            limit: 100,
+        }
+    }
+}
+
 impl EffectFilter {
     /// Every effect, the oldest 100.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Only effects with this status: `ready`, `running`, `done`, `dead` or `pending`.
-    pub fn status(mut self, status: impl Into<String>) -> Self {
-        self.status = Some(status.into());
+    /// Only effects with this status (call again to add another).
+    pub fn status(mut self, status: EffectStatus) -> Self {
+        if !self.statuses.contains(&status) {
+            self.statuses.push(status);
+        }
         self
+    }
+
+    /// Only effects that have not run to the end: ready or running.
+    pub fn pending(self) -> Self {
+        self.status(EffectStatus::Ready)
+            .status(EffectStatus::Running)
     }
 
     /// Only effects emitted by actors of this type.
@@ -334,7 +366,11 @@ impl EffectFilter {
 
 /// Which dead letters [`Admin::dead_letters`](super::Admin::dead_letters) lists and
 /// [`Admin::redrive`](super::Admin::redrive) enqueues again.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// By default ([`DeadLetterFilter::new`]): every actor type, operation and time, not those
+/// an operator already retried (`include_retried: false`), the oldest 100 (`limit: 100`), as
+/// its `Debug` output shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DeadLetterFilter {
     /// Only this actor type.
@@ -353,8 +389,22 @@ pub struct DeadLetterFilter {
     pub limit: u32,
 }
 
+impl Default for DeadLetterFilter {
+    fn default() -> Self {
+        Self {
+            actor_type: None,
+            operation: None,
+            error_contains: None,
+            since: None,
+            until: None,
+            include_retried: false,
+            limit: 100,
+        }
+    }
+}
+
 impl DeadLetterFilter {
-    /// Every dead letter not retried yet.
+    /// Every dead letter not retried yet, the oldest 100.
     pub fn new() -> Self {
         Self::default()
     }
@@ -403,13 +453,17 @@ impl DeadLetterFilter {
 pub struct DeadLetterSummary {
     /// The message's id (what `retry_dead_letter` takes).
     pub message_id: i64,
+    /// The request id its caller gave it or was given (what
+    /// [`Runtime::message`](crate::Runtime::message) finds it by).
+    pub request_id: String,
     /// Its actor's type.
     pub actor_type: String,
     /// Its actor's id.
     pub actor_id: String,
     /// Its operation.
     pub operation: String,
-    /// Its arguments.
+    /// Its arguments: their stored value as JSON, cut at [`SHOWN_ARGUMENTS_CHARS`] (then a
+    /// string ending with `…`).
     pub arguments: Value,
     /// Attempts made.
     pub attempts: i64,
@@ -419,6 +473,20 @@ pub struct DeadLetterSummary {
     pub failed_at: Option<DateTime<Utc>>,
     /// The message an operator's retry enqueued, if it was retried.
     pub retried_as: Option<i64>,
+}
+
+impl DeadLetterSummary {
+    /// A handle on the message on `runtime`: its status, and its result once an operator's
+    /// retry ran it ([`MessageRef::status`] follows the retry).
+    pub fn message(&self, runtime: &Runtime) -> MessageRef {
+        MessageRef::from_parts(
+            runtime.clone(),
+            &self.actor_type,
+            &self.actor_id,
+            self.message_id,
+            self.request_id.clone(),
+        )
+    }
 }
 
 /// What a redrive did.

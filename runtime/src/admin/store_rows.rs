@@ -6,7 +6,8 @@ use serde_json::Value;
 
 use super::model::{
     ActorFilter, ActorSummary, ActorTypeSummary, AdminEvent, DeadLetterFilter, EffectFilter,
-    EffectSummary, MailboxDepth, MailboxHead, PruneCounts, ReminderFilter, ReminderSummary, Status,
+    EffectStatus, EffectSummary, MailboxDepth, MailboxHead, PruneCounts, ReminderFilter,
+    ReminderSummary, Status, SHOWN_ARGUMENTS_CHARS,
 };
 use crate::store::admin_rows::{
     ActorRow, ActorSelection, ActorTypeRow, AdminEventRow, DeadLetterSelection, EffectRow,
@@ -23,6 +24,15 @@ fn time(micros: Option<i64>) -> Option<DateTime<Utc>> {
 /// Stored JSON text as a value (text that is not JSON, as a string).
 fn json(text: Option<String>) -> Option<Value> {
     text.map(|text| serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+/// Stored arguments as a listing shows them: their JSON, or, past
+/// [`SHOWN_ARGUMENTS_CHARS`], their first characters as a string ending with `…`.
+pub(super) fn shown_arguments(text: String) -> Value {
+    match text.char_indices().nth(SHOWN_ARGUMENTS_CHARS) {
+        None => serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        Some((cut, _)) => Value::String(format!("{}…", &text[..cut])),
+    }
 }
 
 /// Rows of the store as public values.
@@ -91,6 +101,7 @@ impl From<EffectRow> for EffectSummary {
             actor_type: row.actor_type,
             actor_id: row.actor_id,
             name: row.name,
+            arguments: shown_arguments(row.payload),
             status: row.status,
             attempts: row.attempts,
             available_at: from_micros(row.available_at),
@@ -177,7 +188,8 @@ impl<'a> From<&'a ReminderFilter> for ReminderSelection<'a> {
 impl<'a> From<&'a EffectFilter> for EffectSelection<'a> {
     fn from(filter: &'a EffectFilter) -> Self {
         Self {
-            status: filter.status.as_deref(),
+            statuses: EffectStatus::ALL
+                .map(|status| filter.statuses.is_empty() || filter.statuses.contains(&status)),
             actor_type: filter.actor_type.as_deref(),
             actor_id: filter.actor_id.as_deref(),
             name: filter.name.as_deref(),

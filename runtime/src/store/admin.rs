@@ -182,10 +182,10 @@ pub(crate) const REMINDER_ARGUMENTS: &str =
 /// oldest first, at most `$5` (`NULL`: any).
 pub(crate) const EFFECTS: &str =
     "SELECT id, effect_id, actor_type, actor_id, name, status, attempts,
-            available_at, last_error, created_at
+            available_at, last_error, created_at, SUBSTR(payload, 1, 4097) AS payload
      FROM solid_effects
-     WHERE ($1 IS NULL OR status = $1
-            OR ($1 = 'pending' AND status IN ('ready', 'running')))
+     WHERE (status <> 'ready' OR $1) AND (status <> 'running' OR $6)
+       AND (status <> 'done' OR $7) AND (status <> 'dead' OR $8)
        AND ($2 IS NULL OR actor_type = $2) AND ($3 IS NULL OR actor_id = $3)
        AND ($4 IS NULL OR name = $4)
      ORDER BY id LIMIT $5";
@@ -359,12 +359,16 @@ impl<S: ReadConnections> AdminReads for S {
     }
 
     async fn effects(&self, selection: &EffectSelection<'_>, limit: i64) -> Result<Vec<EffectRow>> {
+        let [ready, running, done, dead] = selection.statuses;
         let rows = query(EFFECTS)
-            .bind(selection.status)
+            .bind(ready)
             .bind(selection.actor_type)
             .bind(selection.actor_id)
             .bind(selection.name)
             .bind(limit)
+            .bind(running)
+            .bind(done)
+            .bind(dead)
             .fetch_all(self.readers())
             .await?;
         rows.iter().map(rows::listed_effect).collect()

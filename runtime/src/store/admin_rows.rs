@@ -2,6 +2,8 @@
 //! own types, with times in stored microseconds, decoded in [`rows`](super::rows) and turned
 //! into the administration API's public types in one place (`admin/store_rows.rs`).
 
+use serde::Serialize;
+
 /// An actor type and its counts.
 #[derive(Debug, Clone)]
 pub(crate) struct ActorTypeRow {
@@ -64,6 +66,47 @@ pub(crate) struct ReminderSelection<'a> {
     pub(crate) due_before: Option<i64>,
 }
 
+/// Where an effect is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum EffectStatus {
+    /// Waiting for a worker: its turn committed, or a failed attempt waits for its retry.
+    Ready,
+    /// Claimed by a worker, whose lease has not run out.
+    Running,
+    /// Its handler succeeded.
+    Done,
+    /// Its handler failed for good, or ran out of attempts: an operator may retry it.
+    Dead,
+}
+
+impl EffectStatus {
+    /// Every status, in the order an effect goes through them.
+    pub const ALL: [EffectStatus; 4] = [Self::Ready, Self::Running, Self::Done, Self::Dead];
+
+    /// The status as stored: `ready`, `running`, `done` or `dead`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ready => "ready",
+            Self::Running => "running",
+            Self::Done => "done",
+            Self::Dead => "dead",
+        }
+    }
+
+    /// The status stored as `text`, if it is one.
+    pub fn from_stored(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|status| status.as_str() == text)
+    }
+}
+
+impl std::fmt::Display for EffectStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// An effect as operators list it.
 #[derive(Debug, Clone)]
 pub(crate) struct EffectRow {
@@ -72,18 +115,21 @@ pub(crate) struct EffectRow {
     pub(crate) actor_type: String,
     pub(crate) actor_id: String,
     pub(crate) name: String,
-    pub(crate) status: String,
+    pub(crate) status: EffectStatus,
     pub(crate) attempts: i64,
     pub(crate) available_at: i64,
     pub(crate) last_error: Option<String>,
     pub(crate) created_at: i64,
+    /// Its payload's first 4097 characters: one more than a listing shows, so a longer
+    /// one is known to be cut.
+    pub(crate) payload: String,
 }
 
 /// Which effects to list.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct EffectSelection<'a> {
-    /// A status, or `pending` for ready and running ones.
-    pub(crate) status: Option<&'a str>,
+    /// Whether effects that are ready, running, done and dead are listed, in that order.
+    pub(crate) statuses: [bool; 4],
     pub(crate) actor_type: Option<&'a str>,
     pub(crate) actor_id: Option<&'a str>,
     pub(crate) name: Option<&'a str>,

@@ -2,8 +2,8 @@
 //! everywhere.
 
 use super::admin_rows::{
-    ActorRow, ActorTypeRow, AdminEventRow, EffectRow, MailboxDepthRow, MailboxHeadRow,
-    ScheduledReminderRow,
+    ActorRow, ActorTypeRow, AdminEventRow, EffectRow, EffectStatus, MailboxDepthRow,
+    MailboxHeadRow, ScheduledReminderRow,
 };
 use super::query::{get, Row};
 use super::{
@@ -238,17 +238,24 @@ pub(crate) fn scheduled_reminder(row: &Row) -> Result<ScheduledReminderRow> {
 
 /// An effect as operators list it.
 pub(crate) fn listed_effect(row: &Row) -> Result<EffectRow> {
+    let id = get(row, "id")?;
+    let status: String = get(row, "status")?;
     Ok(EffectRow {
-        id: get(row, "id")?,
+        id,
         effect_id: get(row, "effect_id")?,
         actor_type: get(row, "actor_type")?,
         actor_id: get(row, "actor_id")?,
         name: get(row, "name")?,
-        status: get(row, "status")?,
+        status: EffectStatus::from_stored(&status).ok_or_else(|| {
+            Error::Database(sqlx::Error::Protocol(format!(
+                "effect {id} has an unknown status {status:?}"
+            )))
+        })?,
         attempts: get(row, "attempts")?,
         available_at: get(row, "available_at")?,
         last_error: get(row, "last_error")?,
         created_at: get(row, "created_at")?,
+        payload: get(row, "payload")?,
     })
 }
 

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Operate solid-objects actors from their database: status, actors, dead letters,
 /// effects, reminders, pause and resume, prune, doctor.
@@ -169,11 +169,26 @@ pub(crate) struct DeadLetterFilterArgs {
     pub(crate) limit: u32,
 }
 
+/// A status `effects --status` takes.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum EffectStatusArg {
+    /// Waiting for a worker.
+    Ready,
+    /// Claimed by a worker.
+    Running,
+    /// Ran to the end.
+    Done,
+    /// Failed for good.
+    Dead,
+    /// Ready or running.
+    Pending,
+}
+
 #[derive(Debug, Args)]
 pub(crate) struct EffectsArgs {
     /// Only this status: ready, running, done, dead, or pending (ready or running).
-    #[arg(long, value_parser = ["ready", "running", "done", "dead", "pending"])]
-    pub(crate) status: Option<String>,
+    #[arg(long, value_enum)]
+    pub(crate) status: Option<EffectStatusArg>,
     /// Only effects of actors of this type.
     #[arg(long = "type")]
     pub(crate) actor_type: Option<String>,

@@ -50,6 +50,31 @@ impl Out {
     }
 }
 
+/// The most characters of arguments a table's cell shows (`--json` shows what the
+/// administration API returns).
+const ARGUMENTS_CELL_CHARS: usize = 60;
+
+/// Arguments for a table's cell: compact JSON (a string, such as arguments the listing cut,
+/// as its text), every control character escaped as `\uXXXX`, cut at
+/// [`ARGUMENTS_CELL_CHARS`] with `…`.
+pub(crate) fn arguments(value: &serde_json::Value) -> String {
+    let text = match value {
+        serde_json::Value::String(text) => text.chars().fold(String::new(), |mut shown, c| {
+            if c.is_control() {
+                let _ = write!(shown, "\\u{:04x}", u32::from(c));
+            } else {
+                shown.push(c);
+            }
+            shown
+        }),
+        value => value.to_string(),
+    };
+    match text.char_indices().nth(ARGUMENTS_CELL_CHARS) {
+        None => text,
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+    }
+}
+
 /// A time, or `-` for none.
 pub(crate) fn time(at: Option<chrono::DateTime<chrono::Utc>>) -> String {
     at.map_or_else(|| "-".to_owned(), |at| at.to_string())

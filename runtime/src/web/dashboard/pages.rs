@@ -8,8 +8,8 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
 use super::charts;
 use crate::admin::{
-    Activity, ActorActivity, ActorDetails, DeadLetterSummary, MessageSummary, Overview, Redriven,
-    ReminderSummary,
+    Activity, ActorActivity, ActorDetails, DeadLetterSummary, EffectSummary, MessageSummary,
+    Overview, Redriven, ReminderSummary,
 };
 
 const STYLE: &str = "
@@ -33,6 +33,7 @@ h2 { font-size: 1.1em; }
 h3 { font-size: 1em; margin: .8em 0 .2em; }
 .charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 0 1.5em; }
 svg.chart { max-width: 100%; height: auto; }
+code.arguments { display: block; max-width: 40em; max-height: 12em; overflow: auto; white-space: pre-wrap; word-break: break-all; }
 .windows a, .windows strong { margin-right: .8em; }
 ";
 
@@ -158,7 +159,7 @@ fn dead_letter_rows(base: &str, letters: &[DeadLetterSummary]) -> Markup {
         table {
             tr {
                 th { "message" } th { "actor" } th { "operation" } th { "attempts" }
-                th { "error" } th { "failed at" } th {}
+                th { "error" } th { "arguments" } th { "failed at" } th {}
             }
             @for letter in letters {
                 tr {
@@ -171,6 +172,7 @@ fn dead_letter_rows(base: &str, letters: &[DeadLetterSummary]) -> Markup {
                     td { (letter.operation) }
                     td class="num" { (letter.attempts) }
                     td { (letter.error) }
+                    td { code.arguments { (letter.arguments) } }
                     td { (maybe_time(letter.failed_at)) }
                     td {
                         @match letter.retried_as {
@@ -183,6 +185,28 @@ fn dead_letter_rows(base: &str, letters: &[DeadLetterSummary]) -> Markup {
         }
         @if letters.is_empty() {
             p { "No dead letters." }
+        }
+    }
+}
+
+/// An actor's effects, with what each was asked to do.
+fn effect_rows(effects: &[EffectSummary]) -> Markup {
+    html! {
+        table {
+            tr {
+                th { "effect" } th { "name" } th { "status" } th { "attempts" } th { "last error" }
+                th { "arguments" }
+            }
+            @for effect in effects {
+                tr {
+                    td { (effect.id) }
+                    td { (effect.name) }
+                    td class={ "status-" (effect.status) } { (effect.status) }
+                    td class="num" { (effect.attempts) }
+                    td { (effect.last_error.as_deref().unwrap_or("-")) }
+                    td { code.arguments { (effect.arguments) } }
+                }
+            }
         }
     }
 }
@@ -374,18 +398,7 @@ pub(super) fn actor(base: &str, details: &ActorDetails, turns: &ActorActivity) -
         h2 { "Reminders" }
         (reminder_rows(&details.reminders))
         h2 { "Effects not done" }
-        table {
-            tr { th { "effect" } th { "name" } th { "status" } th { "attempts" } th { "last error" } }
-            @for effect in &details.effects {
-                tr {
-                    td { (effect.id) }
-                    td { (effect.name) }
-                    td class={ "status-" (effect.status) } { (effect.status) }
-                    td class="num" { (effect.attempts) }
-                    td { (effect.last_error.as_deref().unwrap_or("-")) }
-                }
-            }
-        }
+        (effect_rows(&details.effects))
         h2 { "Recent messages" }
         (message_rows(base, &details.recent_messages))
     };
@@ -489,6 +502,53 @@ pub(super) fn failure(status: StatusCode, message: &str) -> Markup {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Arguments as an attacker would write them, as the administration API shows them.
+    fn hostile_arguments() -> serde_json::Value {
+        serde_json::json!({ "desk": "<script>alert(1)</script>\"><img src=x onerror=alert(2)>" })
+    }
+
+    /// The markup of `rows` holds the hostile arguments only escaped.
+    fn assert_shown_as_text(rows: Markup) {
+        let html = rows.into_string();
+        assert!(!html.contains("<script>"), "{html}");
+        assert!(!html.contains("<img"), "{html}");
+        assert!(
+            html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+            "{html}"
+        );
+    }
+
+    #[test]
+    fn an_effects_and_a_dead_letters_arguments_are_shown_as_text() {
+        let effect = EffectSummary {
+            id: 7,
+            effect_id: "e".to_owned(),
+            actor_type: "Desk".to_owned(),
+            actor_id: "d1".to_owned(),
+            name: "notify".to_owned(),
+            arguments: hostile_arguments(),
+            status: crate::admin::EffectStatus::Dead,
+            attempts: 1,
+            available_at: DateTime::UNIX_EPOCH,
+            last_error: None,
+            created_at: DateTime::UNIX_EPOCH,
+        };
+        assert_shown_as_text(effect_rows(&[effect]));
+        let letter = DeadLetterSummary {
+            message_id: 8,
+            request_id: "r".to_owned(),
+            actor_type: "Desk".to_owned(),
+            actor_id: "d1".to_owned(),
+            operation: "fragile".to_owned(),
+            arguments: hostile_arguments(),
+            attempts: 1,
+            error: "down".to_owned(),
+            failed_at: None,
+            retried_as: None,
+        };
+        assert_shown_as_text(dead_letter_rows("/ops", &[letter]));
+    }
 
     #[test]
     fn links_keep_underscores_and_hyphens_and_encode_the_rest() {

@@ -5,7 +5,7 @@ use solid_objects::admin::{Admin, DeadLetterFilter};
 use solid_objects::Error;
 
 use crate::args::{DeadLetterAction, DeadLetterFilterArgs, DeadLettersArgs};
-use crate::out::{time, Out};
+use crate::out::{arguments, time, Out};
 use crate::table::Table;
 use crate::{complain, Exit};
 
@@ -31,6 +31,7 @@ pub(crate) async fn dead_letters(
                     "ATTEMPTS",
                     "FAILED AT",
                     "ERROR",
+                    "ARGUMENTS",
                 ]);
                 for letter in &letters {
                     table.row(vec![
@@ -41,6 +42,7 @@ pub(crate) async fn dead_letters(
                         letter.attempts.to_string(),
                         time(letter.failed_at),
                         letter.error.clone(),
+                        arguments(&letter.arguments),
                     ]);
                 }
                 out.text(&table.render("no dead letters"));

@@ -1,10 +1,10 @@
 //! `effects`: effects, filtered by status, actor and name.
 
-use solid_objects::admin::{Admin, EffectFilter};
+use solid_objects::admin::{Admin, EffectFilter, EffectStatus};
 use solid_objects::Error;
 
-use crate::args::EffectsArgs;
-use crate::out::Out;
+use crate::args::{EffectStatusArg, EffectsArgs};
+use crate::out::{arguments, Out};
 use crate::table::Table;
 use crate::Exit;
 
@@ -15,9 +15,14 @@ pub(crate) async fn effects(
     out: &mut Out,
 ) -> Result<Exit, Error> {
     let mut filter = EffectFilter::new().limit(args.limit);
-    if let Some(status) = args.status {
-        filter = filter.status(status);
-    }
+    filter = match args.status {
+        None => filter,
+        Some(EffectStatusArg::Pending) => filter.pending(),
+        Some(EffectStatusArg::Ready) => filter.status(EffectStatus::Ready),
+        Some(EffectStatusArg::Running) => filter.status(EffectStatus::Running),
+        Some(EffectStatusArg::Done) => filter.status(EffectStatus::Done),
+        Some(EffectStatusArg::Dead) => filter.status(EffectStatus::Dead),
+    };
     if let Some(actor_type) = args.actor_type {
         filter = filter.actor_type(actor_type);
     }
@@ -39,16 +44,18 @@ pub(crate) async fn effects(
             "ATTEMPTS",
             "CREATED AT",
             "LAST ERROR",
+            "ARGUMENTS",
         ]);
         for e in &effects {
             table.row(vec![
                 e.id.to_string(),
                 e.name.clone(),
                 format!("{}/{}", e.actor_type, e.actor_id),
-                e.status.clone(),
+                e.status.to_string(),
                 e.attempts.to_string(),
                 e.created_at.to_string(),
                 e.last_error.clone().unwrap_or_default(),
+                arguments(&e.arguments),
             ]);
         }
         out.text(&table.render("no effects"));

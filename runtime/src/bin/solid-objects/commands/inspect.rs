@@ -3,7 +3,7 @@
 use solid_objects::admin::Admin;
 use solid_objects::Error;
 
-use crate::out::{time, Out};
+use crate::out::{arguments, time, Out};
 use crate::table::Table;
 use crate::{complain, Exit};
 
@@ -58,14 +58,22 @@ pub(crate) async fn inspect(
             reminders.row(vec![r.name.clone(), r.key.clone(), r.due_at.to_string()]);
         }
         out.text(&reminders.render("no reminders"));
-        let mut effects = Table::new(&["EFFECT", "NAME", "STATUS", "ATTEMPTS", "LAST ERROR"]);
+        let mut effects = Table::new(&[
+            "EFFECT",
+            "NAME",
+            "STATUS",
+            "ATTEMPTS",
+            "LAST ERROR",
+            "ARGUMENTS",
+        ]);
         for e in &details.effects {
             effects.row(vec![
                 e.id.to_string(),
                 e.name.clone(),
-                e.status.clone(),
+                e.status.to_string(),
                 e.attempts.to_string(),
                 e.last_error.clone().unwrap_or_default(),
+                arguments(&e.arguments),
             ]);
         }
         out.text(&effects.render("no unfinished effects"));
