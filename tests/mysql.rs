@@ -6,6 +6,8 @@
 #[path = "mysql/backend.rs"]
 mod backend;
 mod cases;
+#[path = "servers/conflicts.rs"]
+mod conflicts;
 #[path = "mysql/dialect.rs"]
 mod dialect;
 #[path = "mysql/galera.rs"]

@@ -10,6 +10,8 @@ mod backend;
 mod cases;
 #[path = "postgres/compression.rs"]
 mod compression;
+#[path = "servers/conflicts.rs"]
+mod conflicts;
 #[path = "postgres/lifecycle.rs"]
 mod lifecycle;
 #[path = "postgres/listen_notify.rs"]

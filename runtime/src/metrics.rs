@@ -19,6 +19,8 @@
 //! | `solid_objects_messages_rejected_total` | counter | `actor_type`, `operation` | messages whose handler rejected them, committed |
 //! | `solid_objects_messages_failed_total` | counter | `actor_type`, `operation` | failed attempts counted on a message (a panic, an error, a turn timeout, a write that failed), the last attempt of a dead letter included |
 //! | `solid_objects_messages_dead_total` | counter | `actor_type`, `operation` | messages that became dead letters |
+//! | `solid_objects_turn_conflicts_total` | counter | `actor_type` | turns that conflicted with another transaction (Galera certification, a PostgreSQL serialization failure or deadlock) and ran again or waited for a later pass; never counted as failed attempts |
+//! | `solid_objects_commits_in_doubt_total` | counter | `actor_type` | turns whose `COMMIT` went unanswered, whose message was read back to learn whether it was kept |
 //! | `solid_objects_turn_duration_seconds` | histogram | `actor_type`, `operation` | one turn: its handler and its commit (or the end of a turn that committed nothing), in seconds |
 //! | `solid_objects_call_duration_seconds` | histogram | `actor_type`, `operation` | a synchronous call or query as its caller waits for it, the turns of earlier messages included, whatever its answer, in seconds |
 //! | `solid_objects_reminder_lateness_seconds` | histogram | `actor_type`, `operation` | how long after its due time a reminder fired into its actor's mailbox, in seconds (`operation`: the reminder) |
@@ -52,6 +54,10 @@ pub const MESSAGES_REJECTED: &str = "solid_objects_messages_rejected_total";
 pub const MESSAGES_FAILED: &str = "solid_objects_messages_failed_total";
 /// Counter: messages that became dead letters.
 pub const MESSAGES_DEAD: &str = "solid_objects_messages_dead_total";
+/// Counter: turns that conflicted with another transaction.
+pub const TURN_CONFLICTS: &str = "solid_objects_turn_conflicts_total";
+/// Counter: turns whose commit went unanswered.
+pub const COMMITS_IN_DOUBT: &str = "solid_objects_commits_in_doubt_total";
 /// Histogram: the duration of one turn, in seconds.
 pub const TURN_DURATION: &str = "solid_objects_turn_duration_seconds";
 /// Histogram: a synchronous call's or query's latency as its caller sees it, in seconds.
@@ -82,6 +88,11 @@ pub(crate) fn describe() {
         (MESSAGES_REJECTED, "Messages whose handler rejected them"),
         (MESSAGES_FAILED, "Failed attempts counted on messages"),
         (MESSAGES_DEAD, "Messages that became dead letters"),
+        (
+            TURN_CONFLICTS,
+            "Turns that conflicted with another transaction, never counted as failures",
+        ),
+        (COMMITS_IN_DOUBT, "Turns whose commit went unanswered"),
     ];
     for (name, description) in counters {
         describe_counter!(name, Unit::Count, description);
@@ -137,6 +148,16 @@ pub(crate) fn failed(actor_type: &str, operation: &str, dead: bool) {
         counter!(MESSAGES_DEAD, ACTOR_TYPE => actor_type.to_owned(), OPERATION => operation.to_owned())
             .increment(1);
     }
+}
+
+/// A turn of `actor_type` conflicted with another transaction.
+pub(crate) fn turn_conflict(actor_type: &str) {
+    counter!(TURN_CONFLICTS, ACTOR_TYPE => actor_type.to_owned()).increment(1);
+}
+
+/// A turn of `actor_type` committed without an answer.
+pub(crate) fn commit_in_doubt(actor_type: &str) {
+    counter!(COMMITS_IN_DOUBT, ACTOR_TYPE => actor_type.to_owned()).increment(1);
 }
 
 /// One turn took `elapsed`.

@@ -32,6 +32,20 @@ pub(crate) const OTHER_APPLICATION_FIRST: &str =
 /// statement, so a swallowed error alone breaks nothing.
 pub(crate) const BREAKS_THE_TRANSACTION: &str = "ROLLBACK";
 
+/// A trigger that fails the first 20 completions of actor `hot`'s messages with a deadlock
+/// (a sequence counts them: it is not rolled back with the turn).
+pub(crate) const CONFLICTS_FOR_HOT: &[&str] = &[
+    "CREATE SEQUENCE hot_conflicts",
+    "CREATE TRIGGER conflict_for_hot BEFORE UPDATE ON solid_messages FOR EACH ROW
+     BEGIN
+         IF NEW.actor_id = 'hot' AND NEW.status = 'completed'
+            AND NEXT VALUE FOR hot_conflicts <= 20 THEN
+             SIGNAL SQLSTATE '40001'
+                 SET MESSAGE_TEXT = 'forced conflict', MYSQL_ERRNO = 1213;
+         END IF;
+     END",
+];
+
 /// The ids of the running effects, oldest first (the column's binary collation reads as
 /// bytes in sqlx; converted, as text).
 pub(crate) const RUNNING_EFFECT_IDS: &str = "SELECT CONVERT(effect_id USING utf8mb4)

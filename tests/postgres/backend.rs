@@ -26,6 +26,22 @@ pub(crate) const OTHER_APPLICATION_FIRST: &str = "SET LOCAL deadlock_timeout = '
 /// error).
 pub(crate) const BREAKS_THE_TRANSACTION: &str = "SELECT 1/0";
 
+/// A trigger that fails the first 20 completions of actor `hot`'s messages with a
+/// serialization failure (a sequence counts them: it is not rolled back with the turn).
+pub(crate) const CONFLICTS_FOR_HOT: &[&str] = &[
+    "CREATE SEQUENCE hot_conflicts",
+    "CREATE FUNCTION conflict_for_hot() RETURNS trigger LANGUAGE plpgsql AS $$
+     BEGIN
+         IF NEW.actor_id = 'hot' AND NEW.status = 'completed'
+            AND nextval('hot_conflicts') <= 20 THEN
+             RAISE EXCEPTION 'forced conflict' USING ERRCODE = '40001';
+         END IF;
+         RETURN NEW;
+     END $$",
+    "CREATE TRIGGER conflict_for_hot BEFORE UPDATE ON solid_messages
+     FOR EACH ROW EXECUTE FUNCTION conflict_for_hot()",
+];
+
 /// The ids of the running effects, oldest first.
 pub(crate) const RUNNING_EFFECT_IDS: &str =
     "SELECT effect_id FROM solid_effects WHERE status = 'running' ORDER BY id";

@@ -21,6 +21,14 @@ const DOCTOR_UNDECODABLE: usize = 100;
 /// The actor type of the doctor's scratch actor.
 const DOCTOR_TYPE: &str = "solid_objects.doctor";
 
+/// Passes that left one ready message unrun (its turn kept conflicting, or its commit kept
+/// going unanswered) past which the doctor reports it: about 10 s of a hot actor that never
+/// gets its turn through.
+pub const STALLS_WARNING: i64 = 50;
+
+/// Stalled messages the doctor names.
+const DOCTOR_STALLED: i64 = 10;
+
 /// Clock skew past which the doctor reports a problem: leases and due times go wrong.
 const SKEW_WARNING_MS: i64 = 1000;
 
@@ -79,6 +87,28 @@ pub(super) async fn examine(admin: &Admin) -> Result<DoctorReport> {
              operation or accept the old arguments (serde aliases, defaults) before \
              deploying it",
             row.id, row.operation, row.actor_type, row.actor_id, row.error
+        ));
+    }
+    let stalled = engine
+        .reads()
+        .stalled_messages(STALLS_WARNING, DOCTOR_STALLED)
+        .await?;
+    if !stalled.is_empty() {
+        let named: Vec<String> = stalled
+            .iter()
+            .map(|row| {
+                format!(
+                    "message {} of {}/{} ({} passes)",
+                    row.id, row.actor_type, row.actor_id, row.stalls
+                )
+            })
+            .collect();
+        problems.push(format!(
+            "ready messages were left unrun by {STALLS_WARNING} or more passes each, their \
+             turns conflicting with other transactions (a hot actor written through several \
+             Galera nodes, say) or their commits going unanswered: {}; send an actor's \
+             writes through one node, or find what cuts the connections",
+            named.join(", ")
         ));
     }
     let unhandled_effects: Vec<UnhandledEffects> = engine

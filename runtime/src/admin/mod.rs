@@ -54,6 +54,7 @@ pub use model::{
     ReminderSummary, Status, StoredKind, Undecodable, SHOWN_ARGUMENTS_CHARS,
 };
 
+pub use self::doctor::STALLS_WARNING;
 use self::store_rows::public;
 use crate::client::effect::UnhandledEffects;
 use crate::client::message::MessageRef;

@@ -3,8 +3,11 @@
 //! arguments that do not decode, a state that does not decode, a savepoint or a write that
 //! failed, a handler that ran past the turn timeout. The turn's own transaction is gone by
 //! then, so the attempt is recorded in a transaction of its own, on the message row alone (no
-//! actor lock: the turn that failed may still hold it, on a connection being closed).
+//! actor lock: the turn that failed may still hold it, on a connection being closed). A pass
+//! that leaves a message unrun because its turn kept conflicting, or its commit kept going
+//! unanswered, counts a stall instead of an attempt.
 
+use super::conflicts::rerun_conflicts;
 use super::one_turn::Turns;
 use super::settle::failed_progress;
 use super::{from_micros, Outcome, Step, TurnReport};
@@ -78,7 +81,23 @@ impl Turns<'_> {
         .await?;
         tx.commit().await
     }
+
+    /// Counts a pass that leaves `message_id` unrun, with `why` as its note (its turn kept
+    /// conflicting, or its commit kept going unanswered): no attempt is counted, so the
+    /// message never moves toward a dead letter for it, and a later pass runs it. The count
+    /// is how an endless one shows ([`Admin::doctor`](crate::admin::Admin::doctor)).
+    pub(super) async fn record_stall(&self, message_id: i64, why: &str) -> Result<Step> {
+        tracing::warn!(message_id, why, "a message is left for a later pass");
+        rerun_conflicts(|| async {
+            let mut tx = self.core().begin(None).await?;
+            tx.record_stall(message_id, why).await?;
+            tx.commit().await
+        })
+        .await?;
+        Ok(Step::Busy)
+    }
 }
+
 impl MessageProgress<'_> {
     /// A message that waits in the mailbox until `available_at`.
     pub(crate) fn ready(attempts: i64, available_at: i64) -> Self {

@@ -18,8 +18,9 @@ use crate::error::{Error, Result};
 use crate::store::ErrorKinds;
 use crate::store::{ActorKey, Instance, MessageProgress, StoredMessage, StoredStatus, Transaction};
 
-/// How many times in a row a turn that conflicts with other transactions runs again at once
-/// before its attempt is counted as failed.
+/// How many times in a row a worker's turn that conflicts with other transactions (or whose
+/// commit goes unanswered) runs again in one pass before its message is left for a later
+/// pass, a stall counted and no attempt.
 const CONFLICT_RETRIES: u32 = 8;
 
 /// One try at an actor's next message.
@@ -30,9 +31,10 @@ enum Attempted {
     Conflict { head: StoredMessage, why: String },
     /// It ran past its group commit's budget: try again outside any group.
     OverBudget,
-    /// Its group commit ended in doubt: the next try reads whether it was kept (it waits
-    /// for the writer, which the group holds until it ends, or joins that same group).
-    InDoubt,
+    /// Its commit, or its group commit, ended in doubt: the next try reads whether it was
+    /// kept (it waits for the writer, which the group holds until it ends, or joins that
+    /// same group).
+    InDoubt { message_id: i64 },
 }
 
 /// The locked actor and the due head of its mailbox, its transaction still open.
@@ -68,16 +70,24 @@ impl Turns<'_> {
             match attempt {
                 Ok(Attempted::Done(step)) => return Ok(step),
                 Ok(Attempted::OverBudget) => alone = true,
-                Ok(Attempted::InDoubt) => {
-                    // A connection cut at every COMMIT leaves the message for a later pass
-                    // rather than spinning on it.
+                Ok(Attempted::InDoubt { message_id }) => {
+                    self.core().store().counters().commit_in_doubt();
+                    crate::metrics::commit_in_doubt(A::TYPE_NAME);
                     in_doubt += 1;
-                    let past_deadline = lock.deadline().is_some_and(|at| Instant::now() >= at);
-                    if past_deadline || in_doubt >= CONFLICT_RETRIES {
+                    if lock.deadline().is_some_and(|at| Instant::now() >= at) {
                         return Ok(Step::Busy);
+                    }
+                    // A connection cut at every COMMIT leaves the message for a later pass
+                    // rather than spinning on it, a stall counted.
+                    if in_doubt >= CONFLICT_RETRIES {
+                        let why = "its commit kept going unanswered (the connection was lost \
+                                   at COMMIT); it runs again in a later pass";
+                        return self.record_stall(message_id, why).await;
                     }
                 }
                 Ok(Attempted::Conflict { head, why }) => {
+                    self.core().store().counters().conflict();
+                    crate::metrics::turn_conflict(A::TYPE_NAME);
                     conflicts += 1;
                     // A caller's deadline that passes while its turn conflicts (a Galera
                     // node's turn certified first) leaves the message as it was, nothing
@@ -85,12 +95,15 @@ impl Turns<'_> {
                     if lock.deadline().is_some_and(|at| Instant::now() >= at) {
                         return Ok(Step::Busy);
                     }
-                    // A caller's turn runs again until its deadline: a conflict is no
-                    // failure of its message, however many turns other nodes certify first.
+                    // A conflict is no failure of its message, however many turns other
+                    // nodes certify first: a caller's turn runs again until its deadline, a
+                    // worker's is left for a later pass, a stall counted.
                     if conflicts >= CONFLICT_RETRIES && !lock.waits() {
-                        let error =
-                            format!("the turn kept conflicting with other transactions: {why}");
-                        return self.count_failure::<A>(key, &head, &error, true).await;
+                        let why = format!(
+                            "its turn kept conflicting with other transactions ({why}); it \
+                             runs again in a later pass"
+                        );
+                        return self.record_stall(head.id, &why).await;
                     }
                     tracing::debug!(actor_id, conflicts, %why, "a turn conflicted; running it again");
                     conflict_pause(conflicts).await;
@@ -103,6 +116,8 @@ impl Turns<'_> {
                     if error.is_conflict()
                         && (lock.waits() || conflicts + 1 < CONFLICT_RETRIES) =>
                 {
+                    self.core().store().counters().conflict();
+                    crate::metrics::turn_conflict(A::TYPE_NAME);
                     if lock.deadline().is_some_and(|at| Instant::now() >= at) {
                         return Ok(Step::Busy);
                     }
@@ -110,7 +125,13 @@ impl Turns<'_> {
                     tracing::debug!(actor_id, conflicts, %error, "taking a turn conflicted; taking it again");
                     conflict_pause(conflicts).await;
                 }
-                Err(error) => return Err(error),
+                Err(error) => {
+                    if error.is_conflict() {
+                        self.core().store().counters().conflict();
+                        crate::metrics::turn_conflict(A::TYPE_NAME);
+                    }
+                    return Err(error);
+                }
             }
         }
     }
@@ -158,7 +179,11 @@ impl Turns<'_> {
             Err(Uncommitted::Conflict(why)) => return Ok(Attempted::Conflict { head, why }),
             Err(Uncommitted::OverBudget) => return Ok(Attempted::OverBudget),
             // The message's row says whether the turn was kept: the next try reads it.
-            Err(Uncommitted::InDoubt) => return Ok(Attempted::InDoubt),
+            Err(Uncommitted::InDoubt) => {
+                return Ok(Attempted::InDoubt {
+                    message_id: head.id,
+                })
+            }
             Err(Uncommitted::Abandoned) => Step::Busy,
             Err(Uncommitted::Failed { error, retryable }) => {
                 #[cfg(feature = "simulation")]

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use super::admin_rows::{
     ActorRow, ActorSelection, ActorTypeRow, AdminEventRow, AdminEventWrite, Counted,
     DeadLetterSelection, EffectRow, EffectSelection, MailboxDepthRow, MailboxHeadRow, Pruned,
-    ReminderSelection, ScheduledReminderRow, StatusRow,
+    ReminderSelection, ScheduledReminderRow, StalledRow, StatusRow,
 };
 use super::dialect::PerDialect;
 use super::effects::{PRUNE_DEAD_EFFECTS, PRUNE_DONE_EFFECTS};
@@ -87,6 +87,11 @@ pub(crate) const DEAD_LETTERS_MATCHING: &str =
        AND ($6 IS NULL OR finished_at < $6)
        AND (retried_as IS NULL OR $7)
      ORDER BY id LIMIT $8";
+
+/// Ready messages that passes left unrun at least `$1` times, the most first, at most `$2`.
+pub(crate) const STALLED_MESSAGES: &str = "SELECT id, actor_type, actor_id, stalls
+     FROM solid_messages WHERE status = 'ready' AND stalls >= $1
+     ORDER BY stalls DESC, id LIMIT $2";
 
 /// The highest message id so far.
 pub(crate) const NEWEST_MESSAGE_ID: &str = "SELECT MAX(id) FROM solid_messages";
@@ -267,6 +272,10 @@ pub(crate) trait AdminReads: Send + Sync {
         limit: i64,
     ) -> Result<Vec<MessageRecord>>;
 
+    /// The ready messages that passes left unrun at least `min_stalls` times, the most
+    /// first, at most `limit`.
+    async fn stalled_messages(&self, min_stalls: i64, limit: i64) -> Result<Vec<StalledRow>>;
+
     /// The highest message id so far (0 for none): a message enqueued later has a higher one.
     async fn newest_message_id(&self) -> Result<i64>;
 
@@ -393,6 +402,15 @@ impl<S: ReadConnections> AdminReads for S {
             .fetch_all(self.readers())
             .await?;
         rows.iter().map(rows::message).collect()
+    }
+
+    async fn stalled_messages(&self, min_stalls: i64, limit: i64) -> Result<Vec<StalledRow>> {
+        let rows = query(STALLED_MESSAGES)
+            .bind(min_stalls)
+            .bind(limit)
+            .fetch_all(self.readers())
+            .await?;
+        rows.iter().map(rows::stalled).collect()
     }
 
     async fn newest_message_id(&self) -> Result<i64> {

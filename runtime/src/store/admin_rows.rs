@@ -149,6 +149,15 @@ pub(crate) struct DeadLetterSelection<'a> {
     pub(crate) include_retried: bool,
 }
 
+/// A ready message that passes left unrun again and again.
+#[derive(Debug, Clone)]
+pub(crate) struct StalledRow {
+    pub(crate) id: i64,
+    pub(crate) actor_type: String,
+    pub(crate) actor_id: String,
+    pub(crate) stalls: i64,
+}
+
 /// An actor's ready messages.
 #[derive(Debug, Clone)]
 pub(crate) struct MailboxDepthRow {

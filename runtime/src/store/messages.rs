@@ -126,6 +126,11 @@ pub(crate) const UPDATE_MESSAGE: &str = "UPDATE solid_messages
          finished_at = $6
      WHERE id = $7 AND status = 'ready' AND attempts = $8";
 
+/// Counts a pass that left ready message `$2` unrun, noting (`$1`) why.
+pub(crate) const RECORD_STALL: &str =
+    "UPDATE solid_messages SET stalls = stalls + 1, last_error = $1
+     WHERE id = $2 AND status = 'ready'";
+
 /// Notes (`$1`) why ready message `$2` waits.
 pub(crate) const NOTE_MESSAGE: &str =
     "UPDATE solid_messages SET last_error = $1 WHERE id = $2 AND status = 'ready'";
@@ -394,6 +399,10 @@ pub(crate) trait MessageWrites: Send {
     /// Notes why a ready message waits, without counting an attempt.
     async fn note_message(&mut self, message_id: i64, note: &str) -> Result<()>;
 
+    /// Counts a pass that left a ready message unrun (its turn kept conflicting, or its
+    /// commit kept going unanswered), noting why, without counting an attempt.
+    async fn record_stall(&mut self, message_id: i64, why: &str) -> Result<()>;
+
     /// How many ready messages the actor has, counting at most `limit`.
     async fn count_ready(&mut self, actor: ActorKey<'_, '_>, limit: i64) -> Result<i64>;
 
@@ -517,6 +526,16 @@ impl<T: WriteConnection> MessageWrites for T {
         self.counters().statement();
         query(NOTE_MESSAGE)
             .bind(storable_text(note))
+            .bind(message_id)
+            .execute(self.on())
+            .await?;
+        Ok(())
+    }
+
+    async fn record_stall(&mut self, message_id: i64, why: &str) -> Result<()> {
+        self.counters().statement();
+        query(RECORD_STALL)
+            .bind(storable_text(why))
             .bind(message_id)
             .execute(self.on())
             .await?;

@@ -532,6 +532,13 @@ pub struct Stats {
     /// Passes the runtime's workers made over the due reminders, the ready mailboxes and the
     /// due effects, idle polls included (an idle pass may begin no transaction).
     pub worker_passes: u64,
+    /// Turns that conflicted with another transaction (a Galera node certified another
+    /// write first, a PostgreSQL serialization failure or deadlock) and were run again or
+    /// left for a later pass: never counted as a failed attempt.
+    pub conflicts: u64,
+    /// Turns whose commit went unanswered (the connection was lost at `COMMIT`) and whose
+    /// message was read back to learn whether it was kept.
+    pub commits_in_doubt: u64,
 }
 
 /// The counters behind [`Stats`].
@@ -544,6 +551,8 @@ pub(crate) struct Counters {
     waiting_for_writer: AtomicU64,
     grouped_turns: AtomicU64,
     worker_passes: AtomicU64,
+    conflicts: AtomicU64,
+    commits_in_doubt: AtomicU64,
 }
 
 impl Counters {
@@ -557,6 +566,14 @@ impl Counters {
 
     pub(crate) fn grouped_turn(&self) {
         self.grouped_turns.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn conflict(&self) {
+        self.conflicts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn commit_in_doubt(&self) {
+        self.commits_in_doubt.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn worker_pass(&self) {
@@ -594,6 +611,8 @@ impl Counters {
             waiting_for_writer: self.waiting_for_writer.load(Ordering::Acquire),
             grouped_turns: self.grouped_turns.load(Ordering::Relaxed),
             worker_passes: self.worker_passes.load(Ordering::Relaxed),
+            conflicts: self.conflicts.load(Ordering::Relaxed),
+            commits_in_doubt: self.commits_in_doubt.load(Ordering::Relaxed),
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use super::admin_rows::{
     ActorRow, ActorTypeRow, AdminEventRow, EffectRow, EffectStatus, MailboxDepthRow,
-    MailboxHeadRow, ScheduledReminderRow,
+    MailboxHeadRow, ScheduledReminderRow, StalledRow,
 };
 use super::query::{get, Row};
 use super::{
@@ -256,6 +256,16 @@ pub(crate) fn listed_effect(row: &Row) -> Result<EffectRow> {
         last_error: get(row, "last_error")?,
         created_at: get(row, "created_at")?,
         payload: get(row, "payload")?,
+    })
+}
+
+/// A ready message that passes left unrun.
+pub(crate) fn stalled(row: &Row) -> Result<StalledRow> {
+    Ok(StalledRow {
+        id: get(row, "id")?,
+        actor_type: get(row, "actor_type")?,
+        actor_id: get(row, "actor_id")?,
+        stalls: get(row, "stalls")?,
     })
 }
 

@@ -69,6 +69,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "wake_ups",
         include_str!("../../../migrations/mysql/0013_wake_ups.sql"),
     ),
+    (
+        14,
+        "stalls",
+        include_str!("../../../migrations/mysql/0014_stalls.sql"),
+    ),
 ];
 
 /// The collation the migrations name: MariaDB's binary collation without padding.

@@ -100,6 +100,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "lock without creating",
         include_str!("../../../migrations/postgres/0012_lock_without_creating.sql"),
     ),
+    (
+        14,
+        "stalls",
+        include_str!("../../../migrations/postgres/0014_stalls.sql"),
+    ),
 ];
 
 /// How long a search for a host tries each one on an application's pool (the runtime knows

@@ -75,6 +75,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "activity",
         include_str!("../../../migrations/sqlite/0011_activity.sql"),
     ),
+    (
+        14,
+        "stalls",
+        include_str!("../../../migrations/sqlite/0014_stalls.sql"),
+    ),
 ];
 
 /// How long a statement outside a caller's deadline waits for another process's write lock.
