@@ -17,6 +17,10 @@
 //! seconds of acknowledgements that is: what the README means by "an asynchronous standby
 //! can lose acknowledged turns". It asserts nothing about those numbers.
 //!
+//! After a failover, idle workers of one process run a message another process enqueued on
+//! the promoted server within the first second, before their next poll: their `LISTEN`
+//! connection follows the host that accepts writes.
+//!
 //! The synchronous case takes about 40 s of wall time (20 s of chaos at least, 28 s with
 //! the two failovers and the rejoin inside it, then the drain; at most 20 + 120 s of chaos
 //! and 60 s of drain), the asynchronous one about 10 s.
@@ -29,6 +33,9 @@ use std::time::Duration;
 
 use sqlx::{Connection, PgConnection};
 use tokio::time::Instant;
+
+use solid_objects::prelude::*;
+use solid_objects::Workers;
 
 use crate::chaos::{self, Application, Disturbance, Topology};
 use crate::support::postgres_cluster::{PgCluster, Replication};
@@ -349,4 +356,103 @@ async fn acknowledge_until_the_primary_is_gone(
             return (acknowledged, Refusal { after, error });
         }
     }
+}
+
+/// An actor that counts what it was told.
+#[actor]
+#[derive(Default)]
+struct Bell {
+    rung: u32,
+}
+
+#[actor]
+impl Bell {
+    #[command]
+    fn ring(&mut self) -> u32 {
+        self.rung += 1;
+        self.rung
+    }
+}
+
+/// A runtime on the cluster's multi-host URL that knows [`Bell`], with `workers`.
+async fn bell_runtime(url: &str, workers: Workers) -> Runtime {
+    Runtime::builder()
+        .postgres(url, 4)
+        .policy(AllowAll)
+        .actor::<Bell>()
+        .workers(workers)
+        .start()
+        .await
+        .expect("the runtime starts")
+}
+
+/// Whether the message ran within `within`.
+async fn completed_within(message: &MessageRef<u32>, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if matches!(message.status().await, Ok(MessageStatus::Completed)) {
+            return true;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wake_up_sent_just_after_a_promotion_reaches_idle_workers_without_a_poll() {
+    let _turn = chaos::SOAKS.lock().await;
+    let Some(mut cluster) = PgCluster::start(Replication::Synchronous).await else {
+        return;
+    };
+    let database = cluster.database().await;
+    let url = cluster.url(&database);
+    // Idle workers that would next look for work in an hour: only a wake-up runs it sooner.
+    let workers = bell_runtime(&url, Workers::new(1).idle_poll(Duration::from_secs(3600))).await;
+    let running = tokio::spawn({
+        let workers = workers.clone();
+        async move { workers.run().await }
+    });
+    let caller = bell_runtime(&url, Workers::new(1)).await;
+    let bell = caller.reference::<Bell>("b");
+    let before = bell.enqueue().ring().await.unwrap();
+    assert!(
+        completed_within(&before, Duration::from_secs(10)).await,
+        "the workers hear the caller's commits before the failover"
+    );
+    // Idle, the workers poll 0.1 s after their last work, then 0.2 s later, doubling up to
+    // the hour: 7 s on, their next poll is 12.7 s after their last work.
+    let idle_since = Instant::now();
+    tokio::time::sleep(Duration::from_secs(7)).await;
+
+    cluster.kill_primary();
+    cluster.promote_standby().await;
+    let promoted = Instant::now();
+    let after = loop {
+        // The caller's own connections were to the killed primary: it finds the promoted
+        // one within its call's deadline.
+        match bell.enqueue().ring().await {
+            Ok(after) => break after,
+            Err(error) => assert!(
+                promoted.elapsed() < Duration::from_secs(30),
+                "the caller enqueues on the promoted server: {error}"
+            ),
+        }
+    };
+    let enqueued_after = promoted.elapsed();
+
+    let next_poll = idle_since + Duration::from_secs(12);
+    let ran = completed_within(&after, next_poll.saturating_duration_since(Instant::now())).await;
+    workers.shutdown();
+    let _ = tokio::time::timeout(Duration::from_secs(10), running).await;
+    caller.close().await;
+    workers.close().await;
+    assert!(
+        ran,
+        "a message enqueued {:.2} s after the promotion ran before the workers' next poll",
+        enqueued_after.as_secs_f64()
+    );
+    assert!(
+        enqueued_after < Duration::from_secs(1),
+        "the wake-up was sent in the first second after the promotion ({enqueued_after:?})"
+    );
 }

@@ -13,6 +13,7 @@
 pub(crate) mod errors;
 mod failover;
 mod hosts;
+mod listener;
 #[cfg(feature = "test-support")]
 pub(crate) mod test_database;
 
@@ -20,12 +21,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
+use sqlx::postgres::PgPool;
 use sqlx::{PgConnection, Postgres};
 use tokio::time::Instant;
 
 use self::failover::Failover;
 use self::hosts::Host;
+use self::listener::Listener;
 use super::connect::{open_pool, Checkout, Endpoint};
 use super::instances::{LOCK_ACTOR_AND_HEAD, RELOCKS};
 use super::owned_transaction::{OwnedTransaction, Parked};
@@ -242,25 +244,6 @@ impl PostgresStore {
     }
 }
 
-impl PostgresStore {
-    /// `LISTEN` on `channel`, on a connection of its own outside the pool the turns use: a
-    /// listener holds its connection for good, and a pool of one would have none left for
-    /// turns.
-    async fn listener(&self, channel: &str) -> Result<PgListener> {
-        // It reconnects to the host the turns' pool uses now; if that host goes away, its
-        // next reconnect fails within the connect timeout, and the caller listens again,
-        // on the host the pool uses then.
-        let options = (*self.readers.connect_options()).clone();
-        let own = PgPoolOptions::new()
-            .max_connections(1)
-            .acquire_timeout(self.failover.per_try())
-            .connect_lazy_with(options);
-        let mut listener = PgListener::connect_with(&own).await?;
-        listener.listen(channel).await?;
-        Ok(listener)
-    }
-}
-
 /// The migrations this database has applied; `None` if it has no solid-objects schema.
 async fn applied(pool: &PgPool) -> Result<Option<Vec<i64>>> {
     let exists: bool =
@@ -414,7 +397,7 @@ impl Store for PostgresStore {
     }
 
     async fn listen(&self) -> Result<Option<Box<dyn WorkNotices>>> {
-        let listener = self.listener(WORK_CHANNEL).await?;
+        let listener = Listener::start(&self.readers, &self.failover, WORK_CHANNEL).await?;
         Ok(Some(Box::new(Notices {
             listener,
             counters: Arc::clone(&self.counters),
@@ -422,7 +405,7 @@ impl Store for PostgresStore {
     }
 
     async fn listen_states(&self) -> Result<Option<Box<dyn StateNotices>>> {
-        let listener = self.listener(STATE_CHANNEL).await?;
+        let listener = Listener::start(&self.readers, &self.failover, STATE_CHANNEL).await?;
         Ok(Some(Box::new(StateListener { listener })))
     }
 
@@ -551,37 +534,36 @@ impl Transaction for PostgresTransaction {
     }
 }
 
-/// `LISTEN` on a connection of its own, which reconnects (and listens again) by itself when
-/// it is lost.
+/// `LISTEN` for work on a connection of its own ([`Listener`]).
 struct Notices {
-    listener: PgListener,
+    listener: Listener,
     counters: Arc<Counters>,
 }
 
 #[async_trait]
 impl WorkNotices for Notices {
-    /// Returns at a notice, and also when the connection was lost and listens again: the
+    /// Returns at a notice, and also once the connection was lost and listens again: the
     /// notices sent while it was away are gone, so the workers look for their work.
     async fn next(&mut self) -> Result<()> {
-        if self.listener.try_recv().await?.is_some() {
+        if self.listener.next().await?.is_some() {
             self.counters.work_notice();
         }
         Ok(())
     }
 }
 
-/// `LISTEN` for committed states on a connection of its own.
+/// `LISTEN` for committed states on a connection of its own ([`Listener`]).
 struct StateListener {
-    listener: PgListener,
+    listener: Listener,
 }
 
 #[async_trait]
 impl StateNotices for StateListener {
     async fn next(&mut self) -> Result<Option<StateNotice>> {
         loop {
-            // `None`: the connection was lost (notices sent meanwhile are gone); the next
-            // call connects and listens again.
-            let Some(notification) = self.listener.try_recv().await? else {
+            // `None`: the connection was lost (notices sent meanwhile are gone), and it
+            // listens again.
+            let Some(notification) = self.listener.next().await? else {
                 return Ok(None);
             };
             let payload = notification.payload();
