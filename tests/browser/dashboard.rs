@@ -20,7 +20,7 @@ use axum::Router;
 use fantoccini::Locator;
 use solid_objects::admin::DeadLetterFilter;
 use solid_objects::dashboard::{self, Operator};
-use solid_objects::policy::{AdminRequest, Denied, Policy, Request as CallRequest};
+use solid_objects::policy::{AdminAction, AdminRequest, Denied, Policy, Request as CallRequest};
 use solid_objects::prelude::*;
 use tower::ServiceExt;
 
@@ -180,6 +180,67 @@ fn post(uri: &str, site: &str) -> Request<Body> {
         .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
         .body(Body::empty())
         .unwrap()
+}
+
+/// A policy written before the charts: operators read the overview, actors and dead
+/// letters, but no activity (and this one no dead letters either).
+struct BeforeTheCharts;
+
+impl Policy for BeforeTheCharts {
+    fn authorize_message(&self, _request: &CallRequest<'_>) -> Result<(), Denied> {
+        Ok(())
+    }
+
+    fn authorize_query(&self, _request: &CallRequest<'_>) -> Result<(), Denied> {
+        Ok(())
+    }
+
+    fn authorize_administration(&self, request: &AdminRequest<'_>) -> Result<(), Denied> {
+        match request.action {
+            AdminAction::Overview | AdminAction::Inspect => Ok(()),
+            _ => Err(Denied::new("not in this policy")),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_policy_that_allows_the_overview_but_not_the_charts_sees_the_rest_and_what_is_withheld() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = Runtime::builder()
+        .sqlite(dir.path().join("actors.db"))
+        .policy(BeforeTheCharts)
+        .actor::<Till>()
+        .start()
+        .await
+        .unwrap();
+    runtime.reference::<Till>("t1").sell().await.unwrap();
+    let app = app(&runtime, false);
+
+    let (status, _, page) = send(app.clone(), get("/ops")).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert!(
+        page.contains("Actor types"),
+        "the overview's own parts show"
+    );
+    assert!(page.contains(">Till<"), "{page}");
+    for action in ["activity", "list_dead_letters"] {
+        assert!(
+            page.contains(&format!(
+                "the administration policy does not allow <code>{action}</code>"
+            )),
+            "{action} is said to be withheld: {page}"
+        );
+    }
+    assert!(!page.contains("<svg"), "no chart is drawn: {page}");
+
+    let (status, _, page) = send(app, get("/ops/actors/Till/t1")).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert!(page.contains("revision"), "{page}");
+    assert!(
+        page.contains("the administration policy does not allow <code>activity</code>"),
+        "{page}"
+    );
+    runtime.close().await;
 }
 
 #[tokio::test]

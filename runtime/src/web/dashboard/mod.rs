@@ -256,11 +256,13 @@ type Page = Result<Html<String>, Failed>;
 async fn overview(console: Console, Query(shown): Query<Shown>) -> Page {
     let window = shown.window()?;
     let overview = console.admin.overview(10).await?;
-    let activity = console.admin.activity(window).await?;
-    let dead = console
-        .admin
-        .dead_letters(&DeadLetterFilter::new().limit(20))
-        .await?;
+    let activity = pages::part(console.admin.activity(window).await)?;
+    let dead = pages::part(
+        console
+            .admin
+            .dead_letters(&DeadLetterFilter::new().limit(20))
+            .await,
+    )?;
     Ok(Html(
         pages::overview(&console.base, &overview, &activity, &dead).into_string(),
     ))
@@ -276,10 +278,12 @@ async fn actor(
     let details = console.admin.inspect(&actor_type, &actor_id).await?;
     let page = match details {
         Some(details) => {
-            let turns = console
-                .admin
-                .actor_activity(&actor_type, &actor_id, window)
-                .await?;
+            let turns = pages::part(
+                console
+                    .admin
+                    .actor_activity(&actor_type, &actor_id, window)
+                    .await,
+            )?;
             pages::actor(&console.base, &details, &turns)
         }
         None => pages::missing(&console.base, &format!("{actor_type} {actor_id}")),

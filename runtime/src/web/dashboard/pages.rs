@@ -37,6 +37,31 @@ code.arguments { display: block; max-width: 40em; max-height: 12em; overflow: au
 .windows a, .windows strong { margin-right: .8em; }
 ";
 
+/// A part of a page the policy may withhold: its content, or the action it refused.
+pub(super) type Part<T> = Result<T, &'static str>;
+
+/// A part of a page from what the administration API answered: withheld when the policy
+/// refused its action (the rest of the page still shows), an error otherwise.
+pub(super) fn part<T>(answered: crate::Result<T>) -> crate::Result<Part<T>> {
+    match answered {
+        Ok(content) => Ok(Ok(content)),
+        Err(crate::Error::AdministrationDenied { action, .. }) => Ok(Err(action)),
+        Err(error) => Err(error),
+    }
+}
+
+/// A part of a page, or the notice that says the policy withheld it.
+fn shown<T>(part: &Part<T>, show: impl FnOnce(&T) -> Markup) -> Markup {
+    match part {
+        Ok(content) => show(content),
+        Err(action) => html! {
+            p.notice.withheld {
+                "Withheld: the administration policy does not allow " code { (action) } " here."
+            }
+        },
+    }
+}
+
 /// The page around every body: title, style sheet and navigation.
 fn layout(base: &str, title: &str, refresh: bool, body: Markup) -> Markup {
     html! {
@@ -216,12 +241,12 @@ fn effect_rows(effects: &[EffectSummary]) -> Markup {
 pub(super) fn overview(
     base: &str,
     overview: &Overview,
-    shown: &Activity,
-    dead: &[DeadLetterSummary],
+    activity: &Part<Activity>,
+    dead: &Part<Vec<DeadLetterSummary>>,
 ) -> Markup {
     let status = &overview.status;
     let body = html! {
-        (charts::overview(overview_link(base), shown))
+        (shown(activity, |activity| charts::overview(overview_link(base), activity)))
         div.cards {
             section.card {
                 h2 { "Messages waiting, and dead letters" }
@@ -256,7 +281,7 @@ pub(super) fn overview(
             }
         }
         h2 { "Newest dead letters" }
-        (dead_letter_rows(base, dead))
+        (shown(dead, |dead| dead_letter_rows(base, dead)))
         div.cards {
             section {
                 h2 { "Actor types" }
@@ -342,7 +367,7 @@ fn message_rows(base: &str, messages: &[MessageSummary]) -> Markup {
 
 /// One actor: its row, pause or resume, its turns over a window, state, head, reminders,
 /// effects, recent messages.
-pub(super) fn actor(base: &str, details: &ActorDetails, turns: &ActorActivity) -> Markup {
+pub(super) fn actor(base: &str, details: &ActorDetails, turns: &Part<ActorActivity>) -> Markup {
     let summary = &details.summary;
     let link = actor_link(base, &summary.actor_type, &summary.actor_id);
     let title = format!("{} {}", summary.actor_type, summary.actor_id);
@@ -377,7 +402,7 @@ pub(super) fn actor(base: &str, details: &ActorDetails, turns: &ActorActivity) -
                 }
             }
         }
-        (charts::actor(&link, &title, turns))
+        (shown(turns, |turns| charts::actor(&link, &title, turns)))
         h2 { "State" }
         @match state {
             Some(state) => pre { (state) },
