@@ -402,16 +402,25 @@ impl<DB: Database> Parked<DB> {
             return Some(connection);
         }
         connections.idle.push((connection, Instant::now()));
-        // A sweep whose Tokio runtime ended (a `block_on` that returned) ended with it.
+        // A sweep whose Tokio runtime ended (a `block_on` that returned) ended with it; one
+        // being started (no handle yet) has not.
         let sweep_ended = connections
             .sweeper
             .as_ref()
-            .is_none_or(JoinHandle::is_finished);
-        if !connections.sweeping || sweep_ended {
-            connections.sweeping = true;
-            let gives_back = GivesBack(Arc::downgrade(&self.connections));
-            connections.sweeper = Some(runtime.spawn(sweep(gives_back)));
+            .is_some_and(JoinHandle::is_finished);
+        if connections.sweeping && !sweep_ended {
+            return None;
         }
+        connections.sweeping = true;
+        connections.sweeper = None;
+        drop(connections);
+        // Spawned with the lock released: a runtime shutting down drops the sweep at once,
+        // and its `GivesBack` takes the lock to give the parked connections back.
+        let sweeper = runtime.spawn(sweep(GivesBack(Arc::downgrade(&self.connections))));
+        self.connections
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .sweeper = Some(sweeper);
         None
     }
 
@@ -458,7 +467,8 @@ struct ParkedConnections<DB: Database> {
     idle: Vec<(PoolConnection<DB>, Instant)>,
     /// Set while a sweep is under way; its task clears it when it has nothing left to do.
     sweeping: bool,
-    /// The sweep's task, which may also have ended with the Tokio runtime it ran on.
+    /// The sweep's task, which may also have ended with the Tokio runtime it ran on; `None`
+    /// while it is being spawned.
     sweeper: Option<JoinHandle<()>>,
 }
 
@@ -535,5 +545,63 @@ struct WaitingForThePool(Arc<AtomicUsize>);
 impl Drop for WaitingForThePool {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+#[cfg(all(test, feature = "sqlite"))]
+mod tests {
+    use super::*;
+
+    /// Parks its connection when dropped, as a transaction that ended does.
+    struct ParksOnDrop(
+        Option<PoolConnection<sqlx::Sqlite>>,
+        Arc<Parked<sqlx::Sqlite>>,
+    );
+
+    impl Drop for ParksOnDrop {
+        fn drop(&mut self) {
+            if let Some(connection) = self.0.take() {
+                drop(self.1.put(connection));
+            }
+        }
+    }
+
+    /// A connection parked while its Tokio runtime shuts down (a task dropped by the
+    /// shutdown parks it) starts a sweep the runtime drops at once: that sweep gives the
+    /// connections back, and the shutdown ends.
+    #[test]
+    fn a_connection_parked_while_its_runtime_shuts_down_leaves_no_shutdown_waiting() {
+        let (ended, shut_down) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap();
+            let (pool, parked) = runtime.block_on(async {
+                let pool = sqlx::pool::PoolOptions::<sqlx::Sqlite>::new()
+                    .max_connections(4)
+                    .connect("sqlite::memory:")
+                    .await
+                    .unwrap();
+                let parked = Arc::new(Parked::beside(&pool));
+                (pool, parked)
+            });
+            let connection = runtime.block_on(pool.acquire()).unwrap();
+            let parks = ParksOnDrop(Some(connection), Arc::clone(&parked));
+            runtime.spawn(async move {
+                let _parks = parks;
+                std::future::pending::<()>().await;
+            });
+            drop(runtime);
+            let _ = ended.send(parked.take().is_none());
+        });
+        let given_back = shut_down
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the runtime shut down");
+        assert!(
+            given_back,
+            "the dropped sweep gave the parked connection back"
+        );
     }
 }
