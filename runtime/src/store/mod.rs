@@ -31,6 +31,8 @@ pub(crate) mod effects;
 mod error_kind;
 pub(crate) mod errors;
 mod failed_attempts;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) mod failover;
 pub(crate) mod instances;
 pub(crate) mod messages;
 #[cfg(feature = "mysql")]

@@ -144,8 +144,9 @@ pub(crate) enum On<'e> {
     PostgresPool(&'e sqlx::PgPool, &'e (dyn Fn() + Sync)),
     #[cfg(feature = "mysql")]
     MySql(&'e mut sqlx::MySqlConnection),
+    /// The pool, and what to tell when one of its connections turns out lost.
     #[cfg(feature = "mysql")]
-    MySqlPool(&'e sqlx::MySqlPool),
+    MySqlPool(&'e sqlx::MySqlPool, &'e (dyn Fn() + Sync)),
     /// Where a statement of a store that wraps another runs, once its [`Gate`] lets it.
     #[cfg(feature = "simulation")]
     Gated(&'e dyn Gate, Box<On<'e>>),
@@ -260,7 +261,7 @@ impl<'q> Query<'q> {
             #[cfg(feature = "mysql")]
             On::MySql(connection) => Ok(mysql_done(&self.mysql().execute(connection).await?)),
             #[cfg(feature = "mysql")]
-            On::MySqlPool(pool) => {
+            On::MySqlPool(pool, _) => {
                 let mut connection = super::mysql::statement::Borrowed::acquire(pool).await?;
                 let done = self.mysql().execute(connection.get()).await;
                 connection.finish(done).map(|done| mysql_done(&done))
@@ -307,7 +308,7 @@ impl<'q> Query<'q> {
                 .await?
                 .map(Row::MySql)),
             #[cfg(feature = "mysql")]
-            On::MySqlPool(pool) => {
+            On::MySqlPool(pool, lost) => {
                 let query = &self;
                 let read = || async move {
                     let mut connection = super::mysql::statement::Borrowed::acquire(pool).await?;
@@ -315,9 +316,7 @@ impl<'q> Query<'q> {
                     connection.finish(done)
                 };
                 let connections = pool.options().get_max_connections();
-                Ok(read_on_pool(connections, &|| {}, read)
-                    .await?
-                    .map(Row::MySql))
+                Ok(read_on_pool(connections, lost, read).await?.map(Row::MySql))
             }
         }
     }
@@ -362,7 +361,7 @@ impl<'q> Query<'q> {
                 Ok(rows(self.mysql().fetch_all(connection).await?, Row::MySql))
             }
             #[cfg(feature = "mysql")]
-            On::MySqlPool(pool) => {
+            On::MySqlPool(pool, lost) => {
                 let query = &self;
                 let read = || async move {
                     let mut connection = super::mysql::statement::Borrowed::acquire(pool).await?;
@@ -371,7 +370,7 @@ impl<'q> Query<'q> {
                 };
                 let connections = pool.options().get_max_connections();
                 Ok(rows(
-                    read_on_pool(connections, &|| {}, read).await?,
+                    read_on_pool(connections, lost, read).await?,
                     Row::MySql,
                 ))
             }

@@ -9,6 +9,11 @@ pub(crate) fn kind(number: u16) -> Option<Kind> {
         // ER_LOCK_WAIT_TIMEOUT, MariaDB's max_statement_time (ER_STATEMENT_TIMEOUT), MySQL's
         // max_execution_time (ER_QUERY_TIMEOUT).
         1205 | 1969 | 3024 => Some(Kind::Busy),
+        // ER_SERVER_SHUTDOWN, MariaDB's ER_CONNECTION_KILLED: the server is going away.
+        1053 | 1927 => Some(Kind::ConnectionLost),
+        // ER_OPTION_PREVENTS_STATEMENT (`--read-only`), ER_READ_ONLY_MODE: a replica, or a
+        // primary being switched away from.
+        1290 | 1836 => Some(Kind::ReadOnly),
         _ => None,
     }
 }

@@ -26,6 +26,7 @@
 
 pub(crate) mod errors;
 mod migration_lock;
+mod probe;
 pub(crate) mod statement;
 #[cfg(feature = "test-support")]
 pub(crate) mod test_database;
@@ -35,6 +36,8 @@ mod wake_ups;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use async_trait::async_trait;
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool};
 use sqlx::{Executor, MySql};
@@ -42,7 +45,8 @@ use sqlx::{Executor, MySql};
 use self::migration_lock::MigrationLock;
 pub(crate) use self::text::Text;
 use self::wake_ups::Bell;
-use super::connect::{open_pool, Endpoint};
+use super::connect::{open_pool, Checkout, Endpoint};
+use super::failover::{Failover, Host};
 use super::instances::{lock_row, RowLocks};
 use super::owned_transaction::{CommitPacket, OwnedTransaction, Parked};
 use super::query::{get, Dialect, On, Row};
@@ -51,6 +55,7 @@ use super::{
     SchemaMode, Store, Transaction, Version, WorkNotices, WriteConnection,
 };
 use crate::error::{Error, Result};
+use crate::store::ErrorKinds;
 
 /// The schema, applied in order at start; each entry runs once per database.
 const MIGRATIONS: &[(i64, &str, &str)] = &[
@@ -97,6 +102,11 @@ pub(crate) struct MySqlStore {
     parked: Arc<Parked<MySql>>,
     /// Rung after each commit that left work, for other processes' idle workers.
     bell: Bell,
+    /// The endpoint, and the wait for it to accept writes again after a connection to it
+    /// was lost (a restart, a switch behind a proxy).
+    failover: Arc<Failover<MySql>>,
+    /// Tells the failover of a lost connection (it waits for the endpoint again).
+    lost: Box<dyn Fn() + Send + Sync>,
     counters: Arc<Counters>,
     flavor: Flavor,
     /// How a turn's `COMMIT` is sent: leading a string of its own on a Galera node.
@@ -115,24 +125,42 @@ impl MySqlStore {
         schema: SchemaMode,
     ) -> Result<Self> {
         let options: MySqlConnectOptions = url.parse()?;
+        let host = endpoint_of(options);
         let endpoint = Endpoint {
             backend: "MySQL",
-            host: options.get_socket().map_or_else(
-                || options.get_host().to_owned(),
-                |socket| socket.display().to_string(),
-            ),
-            port: options.get_port(),
+            host: host.host.clone(),
+            port: host.port,
         };
-        let pool = open_pool(options, &endpoint, connections, connect_timeout, None).await?;
+        let failover = Failover::new(vec![host.clone()], 0, connect_timeout);
+        let checkout: Arc<dyn Checkout> = Arc::clone(&failover) as Arc<dyn Checkout>;
+        let pool = open_pool(
+            host.options,
+            &endpoint,
+            connections,
+            connect_timeout,
+            Some(checkout),
+        )
+        .await?;
         Ok(Self {
             owns_pool: true,
-            ..Self::with_pool(pool, schema).await?
+            ..Self::following(pool, schema, failover).await?
         })
     }
 
     /// Uses an application's pool, and applies the migrations (or, with
     /// [`SchemaMode::RequireCurrent`], checks them). Closing the runtime leaves the pool open.
     pub(crate) async fn with_pool(pool: MySqlPool, schema: SchemaMode) -> Result<Self> {
+        let host = endpoint_of((*pool.connect_options()).clone());
+        let failover = Failover::new(vec![host], 0, CONNECT_TIMEOUT_OF_A_POOL);
+        Self::following(pool, schema, failover).await
+    }
+
+    /// The store on `pool`, whose endpoint `failover` waits for after a lost connection.
+    async fn following(
+        pool: MySqlPool,
+        schema: SchemaMode,
+        failover: Arc<Failover<MySql>>,
+    ) -> Result<Self> {
         let version: String = sqlx::query_scalar("SELECT VERSION()")
             .fetch_one(&pool)
             .await?;
@@ -149,10 +177,16 @@ impl MySqlStore {
             SchemaMode::Migrate => migrate(&pool).await?,
             SchemaMode::RequireCurrent => require_current(applied(&pool).await?, MIGRATIONS)?,
         }
+        let parked = Arc::new(Parked::beside(&pool));
+        let left_behind = Arc::clone(&parked);
+        failover.follow(&pool, move || left_behind.close_all());
+        let suspect = Arc::clone(&failover);
         Ok(Self {
-            parked: Arc::new(Parked::beside(&pool)),
+            parked,
             bell: Bell::beside(&pool),
             readers: pool,
+            failover,
+            lost: Box::new(move || suspect.suspect()),
             counters: Arc::default(),
             flavor,
             commit_packet,
@@ -349,6 +383,26 @@ async fn migrate(pool: &MySqlPool) -> Result<()> {
     lock.release().await
 }
 
+/// How long the wait for the endpoint tries it on an application's pool (the runtime knows
+/// no connect timeout of its own there).
+const CONNECT_TIMEOUT_OF_A_POOL: Duration = Duration::from_secs(2);
+
+/// The one endpoint of a MySQL URL (a server, or a proxy in front of several), as the
+/// failover tries it.
+fn endpoint_of(options: MySqlConnectOptions) -> Host<MySql> {
+    let host = options.get_socket().map_or_else(
+        || options.get_host().to_owned(),
+        |socket| socket.display().to_string(),
+    );
+    let port = options.get_port();
+    Host {
+        name: format!("{host}:{port}"),
+        host,
+        port,
+        options,
+    }
+}
+
 /// The table of applied migrations, one row per version.
 const CREATE_MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS solid_schema_migrations (
     version BIGINT PRIMARY KEY, description VARCHAR(255) NOT NULL,
@@ -389,7 +443,7 @@ impl RowLocks for MySqlTransaction {
 
 impl ReadConnections for MySqlStore {
     fn readers(&self) -> On<'_> {
-        On::MySqlPool(&self.readers)
+        On::MySqlPool(&self.readers, &*self.lost)
     }
 
     fn dialect(&self) -> Dialect {
@@ -414,14 +468,24 @@ impl Store for MySqlStore {
     async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>> {
         // One round trip: the bounds and the isolation travel with the BEGIN.
         let begin = self.begin_statement(&bounds);
-        let tx = OwnedTransaction::begin(
+        // While the endpoint is not known to accept writes, wait for it (until the deadline).
+        self.failover.serving(bounds.deadline).await?;
+        let begun = OwnedTransaction::begin(
             &self.readers,
             Some(&self.parked),
             bounds.deadline,
             begin,
-            &|| {},
+            &*self.lost,
         )
-        .await?
+        .await;
+        let tx = match begun {
+            // The pool found no connection by the deadline while the endpoint was away: the
+            // database, not a busy pool, kept the caller waiting.
+            Err(error) if error.is_busy() && self.failover.searching() => {
+                return Err(self.failover.unavailable())
+            }
+            begun => begun?,
+        }
         .close_if_abandoned();
         Ok(Box::new(MySqlTransaction {
             tx,
@@ -440,7 +504,13 @@ impl Store for MySqlStore {
         self.bell.ring();
     }
 
+    async fn reconnect(&self, deadline: Instant) -> Result<()> {
+        self.failover.suspect();
+        self.failover.serving(deadline).await
+    }
+
     async fn close(&self) {
+        self.failover.close();
         self.bell.close().await;
         self.parked.release();
         if self.owns_pool {

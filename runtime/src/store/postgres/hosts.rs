@@ -15,14 +15,7 @@ use crate::error::{Error, Result};
 const SESSION_ATTRIBUTES: &str = "target_session_attrs";
 
 /// One host of the database, and how to connect to it.
-#[derive(Debug, Clone)]
-pub(crate) struct Host {
-    /// `host:port` (or the socket's path), as errors name it: never with the password.
-    pub(crate) name: String,
-    pub(crate) host: String,
-    pub(crate) port: u16,
-    pub(crate) options: PgConnectOptions,
-}
+pub(crate) type Host = crate::store::failover::Host<sqlx::Postgres>;
 
 /// The hosts `url` names, in its order.
 ///

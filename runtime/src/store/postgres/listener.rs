@@ -13,8 +13,9 @@ use std::time::Duration;
 use sqlx::postgres::{PgListener, PgNotification, PgPool, PgPoolOptions};
 use tokio::time::Instant;
 
-use super::failover::Failover;
 use crate::error::Result;
+use crate::store::failover::Failover;
+use sqlx::Postgres;
 
 /// How long a listener whose connection was lost waits for a host that accepts writes
 /// before it fails (its caller tries again).
@@ -26,14 +27,14 @@ pub(super) struct Listener {
     channel: &'static str,
     /// The turns' pool, whose connect options name the host it uses now.
     pool: PgPool,
-    failover: Arc<Failover>,
+    failover: Arc<Failover<Postgres>>,
 }
 
 impl Listener {
     /// Listens on `channel` on the host the turns' `pool` uses now.
     pub(super) async fn start(
         pool: &PgPool,
-        failover: &Arc<Failover>,
+        failover: &Arc<Failover<Postgres>>,
         channel: &'static str,
     ) -> Result<Self> {
         Ok(Self {
@@ -71,7 +72,11 @@ impl Listener {
 
 /// A listener on `channel` on the host `pool` uses now, which reports a lost connection
 /// instead of reconnecting.
-async fn listen(pool: &PgPool, failover: &Failover, channel: &'static str) -> Result<PgListener> {
+async fn listen(
+    pool: &PgPool,
+    failover: &Failover<Postgres>,
+    channel: &'static str,
+) -> Result<PgListener> {
     let options = (*pool.connect_options()).clone();
     let own = PgPoolOptions::new()
         .max_connections(1)

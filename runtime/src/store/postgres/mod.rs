@@ -11,9 +11,9 @@
 //! that another host is still running.
 
 pub(crate) mod errors;
-mod failover;
 mod hosts;
 mod listener;
+mod probe;
 #[cfg(feature = "test-support")]
 pub(crate) mod test_database;
 
@@ -25,10 +25,10 @@ use sqlx::postgres::PgPool;
 use sqlx::{PgConnection, Postgres};
 use tokio::time::Instant;
 
-use self::failover::Failover;
 use self::hosts::Host;
 use self::listener::Listener;
 use super::connect::{open_pool, Checkout, Endpoint};
+use super::failover::{self, Failover};
 use super::instances::{LOCK_ACTOR_AND_HEAD, RELOCKS};
 use super::owned_transaction::{OwnedTransaction, Parked};
 use super::query::{get, query, Dialect, On};
@@ -130,7 +130,7 @@ pub(crate) struct PostgresStore {
     /// The connections turns leave between them, out of the pool.
     parked: Arc<Parked<Postgres>>,
     /// The database's hosts, and the search for the one that accepts writes.
-    failover: Arc<Failover>,
+    failover: Arc<Failover<Postgres>>,
     /// Tells the failover of a lost connection (it searches for the host again).
     lost: Box<dyn Fn() + Send + Sync>,
     counters: Arc<Counters>,
@@ -224,7 +224,11 @@ impl PostgresStore {
     }
 
     /// The store on `pool`, which `failover` moves from host to host.
-    async fn following(pool: PgPool, schema: SchemaMode, failover: Arc<Failover>) -> Result<Self> {
+    async fn following(
+        pool: PgPool,
+        schema: SchemaMode,
+        failover: Arc<Failover<Postgres>>,
+    ) -> Result<Self> {
         match schema {
             SchemaMode::Migrate => migrate(&pool).await?,
             SchemaMode::RequireCurrent => require_current(applied(&pool).await?, MIGRATIONS)?,

@@ -1,6 +1,9 @@
 //! Following the host that accepts writes: [`Failover`] keeps the turns' pool of one
-//! PostgreSQL database on the host of its list that accepts writes, and finds the next one
-//! when a connection to that host is lost or it turns read-only.
+//! PostgreSQL or MySQL database on the host of its list that accepts writes, and finds the
+//! next one when a connection to that host is lost or it turns read-only. A MySQL URL names
+//! one endpoint (a server, or the proxy or managed endpoint in front of several): the
+//! failover then waits for that endpoint to accept writes again after a restart or a
+//! switch behind it.
 //!
 //! The rule its methods obey: only a host just found to accept writes
 //! (`transaction_read_only` is off on a fresh connection to it) is ever given to the pool,
@@ -10,22 +13,61 @@
 //! [`Error::DatabaseUnavailable`]; one search at a time tries the hosts (the one served last
 //! first, then the others in the URL's order), backing off to a round a second.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use sqlx::postgres::PgPool;
-use sqlx::{Connection, PgConnection};
+use sqlx::{Connection, Database, Pool};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::hosts::Host;
 use crate::error::{Error, Result};
 use crate::store::connect::Checkout;
 
-/// Whether the session accepts writes: `off` on a primary, `on` on a standby (libpq's test
-/// for `target_session_attrs=read-write`).
-const READ_ONLY: &str = "SHOW transaction_read_only";
+/// A database whose hosts a [`Failover`] tries: how it names itself, and whether a host
+/// accepts writes.
+pub(crate) trait Probe: Database {
+    /// The backend as errors name it (`PostgreSQL`, `MySQL`).
+    const BACKEND: &'static str;
+
+    /// Whether the server `options` names accepts writes, on a fresh connection: `false`
+    /// for a standby or a read-only server.
+    fn accepts_writes(
+        options: &ConnectOptions<Self>,
+    ) -> impl Future<Output = sqlx::Result<bool>> + Send;
+}
+
+/// How a connection to a database of type `DB` is made.
+pub(crate) type ConnectOptions<DB> = <<DB as Database>::Connection as Connection>::Options;
+
+/// One host of a database, and how to connect to it.
+pub(crate) struct Host<DB: Database> {
+    /// `host:port` (or the socket's path), as errors name it: never with the password.
+    pub(crate) name: String,
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) options: ConnectOptions<DB>,
+}
+
+impl<DB: Database> Clone for Host<DB> {
+    fn clone(&self) -> Self {
+        Self {
+            name: self.name.clone(),
+            host: self.host.clone(),
+            port: self.port,
+            options: self.options.clone(),
+        }
+    }
+}
+
+impl<DB: Database> std::fmt::Debug for Host<DB> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
 
 /// The first pause between two rounds over the hosts, and the longest.
 const FIRST_BACKOFF: Duration = Duration::from_millis(20);
@@ -49,25 +91,29 @@ struct State {
 
 /// The hosts of one database, the pool that follows the one accepting writes, and the search
 /// for it; see the module docs.
-pub(crate) struct Failover {
-    hosts: Vec<Host>,
+pub(crate) struct Failover<DB: Probe> {
+    hosts: Vec<Host<DB>>,
     /// How long one try of one host may take.
     per_try: Duration,
     state: Mutex<State>,
     /// True while the current host is known to accept writes.
     serving: watch::Sender<bool>,
     /// The pool moved to the host found, once the store opened it.
-    pool: Mutex<Option<PgPool>>,
+    pool: Mutex<Option<Pool<DB>>>,
     /// Called when the pool moved (drops the parked connections).
     on_move: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
     /// Set when the store closes: a search under way stops.
     closed: AtomicBool,
 }
 
-impl Failover {
+impl<DB: Probe> Failover<DB> {
     /// The hosts of `hosts`, serving the one at `writable`; a host is tried for at most
     /// `connect_timeout` (2 s at most) during a search.
-    pub(crate) fn new(hosts: Vec<Host>, writable: usize, connect_timeout: Duration) -> Arc<Self> {
+    pub(crate) fn new(
+        hosts: Vec<Host<DB>>,
+        writable: usize,
+        connect_timeout: Duration,
+    ) -> Arc<Self> {
         Arc::new(Self {
             hosts,
             per_try: connect_timeout.min(MOST_PER_HOST),
@@ -90,13 +136,13 @@ impl Failover {
     }
 
     /// The host the pool opens its connections to now.
-    pub(crate) fn current(&self) -> &Host {
+    pub(crate) fn current(&self) -> &Host<DB> {
         &self.hosts[self.lock().current]
     }
 
     /// Moves `pool` along with the host that accepts writes from now on, calling `on_move`
     /// each time it moved.
-    pub(crate) fn follow(&self, pool: &PgPool, on_move: impl Fn() + Send + Sync + 'static) {
+    pub(crate) fn follow(&self, pool: &Pool<DB>, on_move: impl Fn() + Send + Sync + 'static) {
         *self.pool.lock().unwrap_or_else(PoisonError::into_inner) = Some(pool.clone());
         *self.on_move.lock().unwrap_or_else(PoisonError::into_inner) = Some(Box::new(on_move));
     }
@@ -121,8 +167,9 @@ impl Failover {
         drop(state);
         self.serving.send_replace(false);
         tracing::warn!(
+            backend = DB::BACKEND,
             host = current,
-            "a connection to PostgreSQL was lost or refused a write; looking for the host \
+            "a connection to the database was lost or refused a write; looking for the host \
              that accepts writes (transactions wait for it until their deadline)"
         );
         tokio::spawn(Arc::clone(self).search());
@@ -161,7 +208,7 @@ impl Failover {
             failure => failure.to_owned(),
         };
         Error::DatabaseUnavailable {
-            backend: "PostgreSQL",
+            backend: DB::BACKEND,
             hosts: self.names(),
             reason,
             waited: state
@@ -186,7 +233,7 @@ impl Failover {
                 std::iter::once(current).chain((0..self.hosts.len()).filter(|&i| i != current));
             let mut failures = Vec::new();
             for index in order {
-                match accepts_writes(&self.hosts[index], self.per_try).await {
+                match accepts_writes::<DB>(&self.hosts[index], self.per_try).await {
                     Ok(()) => {
                         self.serve(index);
                         return;
@@ -222,15 +269,17 @@ impl Failover {
         let searched_for = searched.map(|since| since.elapsed());
         match index == from {
             true => tracing::info!(
+                backend = DB::BACKEND,
                 host = self.hosts[index].name,
                 ?searched_for,
-                "PostgreSQL accepts writes on the same host; the runtime carries on"
+                "the database accepts writes on the same host; the runtime carries on"
             ),
             false => tracing::warn!(
+                backend = DB::BACKEND,
                 from = self.hosts[from].name,
                 to = self.hosts[index].name,
                 ?searched_for,
-                "PostgreSQL accepts writes on another host; the runtime moved there"
+                "the database accepts writes on another host; the runtime moved there"
             ),
         }
     }
@@ -240,7 +289,7 @@ impl Failover {
     }
 }
 
-impl Checkout for Failover {
+impl<DB: Probe> Checkout for Failover<DB> {
     fn lost(self: Arc<Self>) {
         self.suspect();
     }
@@ -261,7 +310,10 @@ impl Checkout for Failover {
 /// # Errors
 ///
 /// [`Error::DatabaseUnavailable`] when none did by then, saying what each try came to.
-pub(crate) async fn first_writable(hosts: &[Host], timeout: Duration) -> Result<usize> {
+pub(crate) async fn first_writable<DB: Probe>(
+    hosts: &[Host<DB>],
+    timeout: Duration,
+) -> Result<usize> {
     let started = Instant::now();
     let deadline = started + timeout;
     let mut backoff = FIRST_BACKOFF;
@@ -269,7 +321,7 @@ pub(crate) async fn first_writable(hosts: &[Host], timeout: Duration) -> Result<
         let mut failures = Vec::new();
         for (index, host) in hosts.iter().enumerate() {
             let left = deadline.saturating_duration_since(Instant::now());
-            match accepts_writes(host, left.min(MOST_PER_HOST)).await {
+            match accepts_writes::<DB>(host, left.min(MOST_PER_HOST)).await {
                 Ok(()) => return Ok(index),
                 Err(failure) => failures.push(failure),
             }
@@ -277,7 +329,7 @@ pub(crate) async fn first_writable(hosts: &[Host], timeout: Duration) -> Result<
         if Instant::now() + backoff >= deadline {
             let names: Vec<&str> = hosts.iter().map(|host| host.name.as_str()).collect();
             return Err(Error::DatabaseUnavailable {
-                backend: "PostgreSQL",
+                backend: DB::BACKEND,
                 hosts: names.join(", "),
                 reason: failures.join("; "),
                 waited: whole_millis(started.elapsed()),
@@ -290,18 +342,13 @@ pub(crate) async fn first_writable(hosts: &[Host], timeout: Duration) -> Result<
 }
 
 /// Whether `host` answers within `within` and accepts writes; if not, why not, naming it.
-async fn accepts_writes(host: &Host, within: Duration) -> std::result::Result<(), String> {
-    let tried = async {
-        let mut connection = PgConnection::connect_with(&host.options).await?;
-        let read_only: String = sqlx::query_scalar(READ_ONLY)
-            .fetch_one(&mut connection)
-            .await?;
-        let _ = connection.close().await;
-        Ok::<_, sqlx::Error>(read_only)
-    };
-    match tokio::time::timeout(within, tried).await {
-        Ok(Ok(read_only)) if read_only == "off" => Ok(()),
-        Ok(Ok(_)) => Err(format!("{} accepts no writes (a standby)", host.name)),
+async fn accepts_writes<DB: Probe>(
+    host: &Host<DB>,
+    within: Duration,
+) -> std::result::Result<(), String> {
+    match tokio::time::timeout(within, DB::accepts_writes(&host.options)).await {
+        Ok(Ok(true)) => Ok(()),
+        Ok(Ok(false)) => Err(format!("{} accepts no writes (a standby)", host.name)),
         Ok(Err(sqlx::Error::Io(error))) => Err(format!("{}: {}", host.name, error.kind())),
         Ok(Err(error)) => Err(format!("{}: {error}", host.name)),
         Err(_) => Err(format!("{} did not answer within {within:?}", host.name)),
