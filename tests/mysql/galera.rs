@@ -4,7 +4,9 @@
 //! committed meanwhile and aborts the loser (error 1213, SQLSTATE 40001); it does not
 //! replicate `GET_LOCK` or `LOCK TABLES`. These pin what the runtime does there: runtimes
 //! that start at once on an empty database migrate it once; calls on one actor through two
-//! nodes all commit, each once, with no failed attempt counted; a due reminder fires once
+//! nodes all commit, each once, with no failed attempt counted, and a hot actor's turns that
+//! lose certification for whole passes count conflicts and stalls, never attempts; a due
+//! reminder fires once
 //! and an effect runs once whichever nodes' workers look; an operator's pause, resume and
 //! retry of a dead effect through one node is answered as on one server whatever other
 //! nodes commit meanwhile; and a read on another node sees
@@ -201,6 +203,88 @@ async fn calls_on_one_actor_through_two_nodes_each_commit_once_and_count_no_fail
     for runtime in runtimes {
         runtime.close().await;
     }
+}
+
+/// A hot actor's turns through node 0 lose certification to another node's writes to their
+/// message rows, pass after pass, until a whole pass gave up on one: every message then
+/// completes at its first attempt, the passes that gave up counted stalls and never an
+/// attempt, and `Stats::conflicts` counts each lost certification.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hot_actors_turns_that_lose_certification_for_whole_passes_complete_with_no_failed_attempt(
+) {
+    const PASSES: usize = 400;
+    let Some((cluster, database, _shared)) = database().await else {
+        return;
+    };
+    let clock = ManualClock::starting_now();
+    let runtime = runtime(cluster, 0, &database, &clock).await;
+    let hot = runtime.reference::<Tally>("hot");
+    let before = runtime.stats();
+    let ready = "SELECT COUNT(*) FROM solid_messages WHERE status = 'ready'";
+    let stalled = "SELECT COUNT(*) FROM solid_messages WHERE stalls > 0";
+    // Node 1 writes the ready messages' rows as fast as it can, so a turn on node 0 that
+    // took the head finds at COMMIT that another node certified a write to it first.
+    let writing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let writer = tokio::spawn({
+        let (writing, url) = (writing.clone(), cluster.url(1, &database));
+        async move {
+            let mut node_1 = sqlx::MySqlConnection::connect(&url).await.unwrap();
+            let mut writes = 0_u64;
+            while writing.load(Ordering::SeqCst) {
+                let written = sqlx::query(
+                    "UPDATE solid_messages
+                     SET last_error = IF(last_error IS NULL, 'written on node 1', NULL)
+                     WHERE status = 'ready'",
+                )
+                .execute(&mut node_1)
+                .await;
+                // Node 0's turn certified first this time: node 1's write lost instead.
+                match written {
+                    Ok(_) => writes += 1,
+                    Err(sqlx::Error::Database(_)) => {}
+                    Err(error) => panic!("node 1 writes: {error}"),
+                }
+            }
+            writes
+        }
+    });
+    let mut enqueued = 0;
+    let mut passes = 0;
+    while scalar(cluster, 0, &database, stalled).await == 0 {
+        passes += 1;
+        assert!(
+            passes <= PASSES,
+            "no pass gave up on a message in {PASSES} passes ({} conflicts)",
+            runtime.stats().conflicts - before.conflicts
+        );
+        if scalar(cluster, 0, &database, ready).await == 0 {
+            hot.enqueue()
+                .add()
+                .await
+                .expect("the enqueue is acknowledged");
+            enqueued += 1;
+        }
+        runtime.testing().drain().await.expect("a pass");
+    }
+    writing.store(false, Ordering::SeqCst);
+    let writes = writer.await.unwrap();
+    while scalar(cluster, 0, &database, ready).await > 0 {
+        runtime.testing().drain().await.expect("a pass");
+    }
+
+    let conflicts = runtime.stats().conflicts - before.conflicts;
+    println!("{passes} passes, {writes} writes on node 1, {conflicts} conflicts");
+    assert_eq!(hot.snapshot().await.unwrap().count, enqueued);
+    let not_first_time = "SELECT COUNT(*) FROM solid_messages
+         WHERE status <> 'completed' OR attempts <> 1";
+    assert_eq!(
+        scalar(cluster, 0, &database, not_first_time).await,
+        0,
+        "no failed attempt counted"
+    );
+    // A pass gives up on a message after 8 conflicts in a row.
+    assert!(conflicts >= 8, "{conflicts} conflicts counted");
+    runtime.close().await;
 }
 
 /// Reminders on thirty actors come due, and runtimes on all three nodes fire and run them
