@@ -4,7 +4,8 @@
 //!
 //! [`MariaDb::shared`] is one server for every test of a process (each test takes a
 //! database of its own); [`MariaDb::start`] is a server of the test's own, for tests that
-//! restart or kill it.
+//! restart or kill it ([`MariaDb::kill`], [`MariaDb::restart`]); [`MariaDb::start_with`]
+//! gives it options of its own (a replication primary's binary log, say).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -18,6 +19,8 @@ use super::postgres::free_port;
 pub struct MariaDb {
     dir: tempfile::TempDir,
     port: u16,
+    /// The options this server runs with beyond every server's.
+    options: Vec<String>,
     /// The shell that runs the server and kills it once this process is gone.
     watchdog: Option<Child>,
 }
@@ -28,12 +31,18 @@ impl MariaDb {
     /// Starts a server. Without MariaDB on the machine it returns `None` (the test then says
     /// it skipped), except under CI (`CI` set), where it panics.
     pub fn start() -> Option<Self> {
-        let Some(server) = binary("mariadbd") else {
+        Self::start_with(&[])
+    }
+
+    /// Starts a server with `options` after the ones every server here has; `None` as
+    /// [`MariaDb::start`].
+    pub fn start_with(options: &[&str]) -> Option<Self> {
+        if binary("mariadbd").is_none() {
             let missing = missing().expect("no mariadbd");
             assert!(std::env::var_os("CI").is_none(), "{missing}");
             eprintln!("skipped: {missing}");
             return None;
-        };
+        }
         let install = binary("mariadb-install-db").expect("mariadb-install-db beside mariadbd");
         let dir = tempfile::tempdir().expect("a temp dir");
         let data = dir.path().join("data");
@@ -48,35 +57,38 @@ impl MariaDb {
             "mariadb-install-db failed: {}",
             String::from_utf8_lossy(&installed.stderr)
         );
-        let port = free_port();
         let mut mariadb = Self {
             dir,
-            port,
+            port: free_port(),
+            options: options.iter().map(|option| (*option).to_owned()).collect(),
             watchdog: None,
         };
-        // The watchdog kills the server once this process is gone: a shared server is
-        // never dropped.
+        mariadb.launch();
+        mariadb.wait_until_ready();
+        Some(mariadb)
+    }
+
+    /// Runs `mariadbd` on this server's datadir and port under a watchdog shell that kills
+    /// it once this process is gone (a shared server is never dropped).
+    fn launch(&mut self) {
         let watchdog = format!(
             "\"$0\" \"$@\" & server=$!; echo $server > {pid}; \
              while kill -0 {parent} 2>/dev/null && kill -0 $server 2>/dev/null; do sleep 1; done; \
              kill -9 $server 2>/dev/null",
-            pid = path(&mariadb.pid_file()),
+            pid = path(&self.pid_file()),
             parent = std::process::id(),
         );
         let watchdog = Command::new("sh")
             .args(["-c", &watchdog])
-            .arg(server)
+            .arg(binary("mariadbd").expect("mariadbd"))
             .args(["--no-defaults", "--user=root", "--skip-grant-tables"])
-            .arg(format!("--datadir={}", path(&data)))
-            .arg(format!("--port={port}"))
+            .arg(format!("--datadir={}", path(&self.dir.path().join("data"))))
+            .arg(format!("--port={}", self.port))
             .arg("--bind-address=127.0.0.1")
-            .arg(format!(
-                "--socket={}",
-                path(&mariadb.dir.path().join("sock"))
-            ))
+            .arg(format!("--socket={}", path(&self.dir.path().join("sock"))))
             .arg(format!(
                 "--log-error={}",
-                path(&mariadb.dir.path().join("error.log"))
+                path(&self.dir.path().join("error.log"))
             ))
             .args([
                 "--innodb-buffer-pool-size=64M",
@@ -86,14 +98,37 @@ impl MariaDb {
                 "--max-connections=400",
                 "--max-allowed-packet=64M",
             ])
+            .args(&self.options)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("mariadbd starts");
-        mariadb.watchdog = Some(watchdog);
-        mariadb.wait_until_ready();
-        Some(mariadb)
+        self.watchdog = Some(watchdog);
+    }
+
+    /// Kills the server with SIGKILL, as a crash would, and waits until it is gone.
+    pub fn kill(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(self.pid_file()) {
+            let _ = Command::new("kill").args(["-9", pid.trim()]).status();
+            let _ = std::fs::remove_file(self.pid_file());
+        }
+        // With the server gone, the watchdog's loop ends.
+        if let Some(mut watchdog) = self.watchdog.take() {
+            let _ = watchdog.wait();
+        }
+    }
+
+    /// Starts the killed server again on its datadir and port, and waits until it listens
+    /// (it recovers what it had committed first).
+    pub fn restart(&mut self) {
+        self.launch();
+        self.wait_until_ready();
+    }
+
+    /// The client port.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// One server for every test of this process.
@@ -120,7 +155,8 @@ impl MariaDb {
         self.url(&name)
     }
 
-    fn url(&self, database: &str) -> String {
+    /// The URL of `database` on this server.
+    pub fn url(&self, database: &str) -> String {
         format!("mysql://root@127.0.0.1:{}/{database}", self.port)
     }
 
@@ -143,13 +179,7 @@ impl MariaDb {
 
 impl Drop for MariaDb {
     fn drop(&mut self) {
-        if let Ok(pid) = std::fs::read_to_string(self.pid_file()) {
-            let _ = Command::new("kill").args(["-9", pid.trim()]).status();
-        }
-        // With the server gone, the watchdog's loop ends.
-        if let Some(mut watchdog) = self.watchdog.take() {
-            let _ = watchdog.wait();
-        }
+        self.kill();
     }
 }
 

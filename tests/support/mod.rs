@@ -10,9 +10,11 @@
 
 pub mod browser;
 pub mod commit_cutter;
+pub mod endpoint;
 pub mod galera;
 pub mod gates;
 pub mod mariadb;
+pub mod mariadb_replication;
 pub mod postgres;
 pub mod postgres_cluster;
 pub mod steps;
