@@ -50,6 +50,8 @@ impl MariaDb {
             .args(["--no-defaults", "--auth-root-authentication-method=normal"])
             .args(["--skip-test-db", "--user=root"])
             .arg(format!("--datadir={}", path(&data)))
+            // Temporary tables of its own: bootstraps at once shared /tmp's and failed.
+            .arg(format!("--tmpdir={}", path(dir.path())))
             .output()
             .expect("mariadb-install-db runs");
         assert!(
@@ -85,6 +87,7 @@ impl MariaDb {
             .arg(format!("--datadir={}", path(&self.dir.path().join("data"))))
             .arg(format!("--port={}", self.port))
             .arg("--bind-address=127.0.0.1")
+            .arg(format!("--tmpdir={}", path(self.dir.path())))
             .arg(format!("--socket={}", path(&self.dir.path().join("sock"))))
             .arg(format!(
                 "--log-error={}",
