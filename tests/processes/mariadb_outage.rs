@@ -26,6 +26,7 @@ use tokio::time::Instant;
 use solid_objects::prelude::*;
 
 use crate::chaos::{self, Application, Disturbance, Topology};
+use crate::support::commit_cutter::{CommitCutter, Cut};
 use crate::support::mariadb_replication::MariaDbReplication;
 
 /// How long the soak runs on one primary before the next step of the disturbance.
@@ -94,22 +95,46 @@ async fn the_soak_loses_no_acknowledged_turn_when_the_primary_restarts_and_is_th
     );
 }
 
-/// Kills the primary, checks a call then fails as unavailable, restarts it; later kills it
-/// again and replaces it by the replica; returns the figures of each step.
+/// Kills the primary right after it ran a call's `COMMIT` and before it answered, checks
+/// that call and one made while it is down fail as unavailable (the first naming its
+/// message, which is kept), restarts it; later kills it again and replaces it by the
+/// replica; returns the figures of each step.
 async fn restart_then_replace(
     replication: Arc<tokio::sync::Mutex<MariaDbReplication>>,
     url: String,
 ) -> String {
     let mut replication = replication.lock().await;
     let application = Application::new(&url);
-    let runtime = chaos::builder(&url, 2)
+    let (cut_url, cutter) = CommitCutter::in_front_of(&url).await;
+    let runtime = chaos::builder(&cut_url, 2)
         .actor::<Outage>()
         .start()
         .await
         .expect("a runtime of the test's own");
     let before = applied(&application).await;
-    let killed = Instant::now();
-    replication.kill_primary();
+    // A call whose COMMIT the primary ran and never answered: it went away right after.
+    cutter.arm(Cut::AnswerWithheld, 0);
+    let committed_then_down = runtime
+        .reference::<Outage>("committed-then-down")
+        .timeout(OUTAGE_CALL_TIMEOUT);
+    let in_doubt = committed_then_down.call();
+    let kill = async {
+        let armed = Instant::now();
+        while cutter.withheld() == 0 {
+            assert!(armed.elapsed() < FIRST_COMMIT_WAIT, "the COMMIT ran");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        replication.kill_primary();
+        Instant::now()
+    };
+    let (in_doubt, killed) = tokio::join!(in_doubt, kill);
+    let Err(Error::DatabaseUnavailable {
+        request_id: Some(in_doubt_request),
+        ..
+    }) = &in_doubt
+    else {
+        panic!("a call whose turn may have committed names its message: {in_doubt:?}");
+    };
     let refused = runtime
         .reference::<Outage>("while-down")
         .timeout(OUTAGE_CALL_TIMEOUT)
@@ -120,15 +145,22 @@ async fn restart_then_replace(
             refused,
             Err(Error::DatabaseUnavailable {
                 backend: "MySQL",
+                request_id: None,
                 ..
             })
         ),
-        "a call while the primary is down fails as unavailable: {refused:?}"
+        "a call while the primary is down fails as unavailable, naming no message: {refused:?}"
     );
     let restarting = killed.elapsed();
     replication.restart_primary();
     let restarted = killed.elapsed();
     let restart = first_commit_after(&application, before, killed).await;
+    let kept = runtime
+        .message(in_doubt_request)
+        .await
+        .expect("the message is looked up")
+        .expect("the turn in doubt committed: the server ran its COMMIT");
+    assert_eq!(kept.status().await.unwrap(), MessageStatus::Completed);
     tokio::time::sleep(BETWEEN_STEPS).await;
 
     let before = applied(&application).await;
@@ -139,9 +171,11 @@ async fn restart_then_replace(
     let replace = first_commit_after(&application, before, killed).await;
     runtime.close().await;
     format!(
-        "restart: a call while down answered {}; restarted after {:.2} s (started at {:.2} s), \
+        "restart: a call whose COMMIT ran as the primary went away answered {}; a call \
+         while it was down answered {}; restarted after {:.2} s (started at {:.2} s), \
          first commit after {restart:.2} s; replacement: replica promoted and the endpoint \
          switched after {:.2} s, first commit after {replace:.2} s",
+        in_doubt.expect_err("unavailable"),
         refused.expect_err("unavailable"),
         restarted.as_secs_f64(),
         restarting.as_secs_f64(),
