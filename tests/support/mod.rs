@@ -13,8 +13,10 @@ pub mod commit_cutter;
 pub mod galera;
 pub mod gates;
 pub mod mariadb;
+pub mod migrating;
 pub mod postgres;
 pub mod postgres_cluster;
+pub mod release_dumps;
 pub mod steps;
 pub mod subscription;
 
