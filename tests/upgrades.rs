@@ -22,10 +22,10 @@ use serde::{Deserialize, Serialize};
 use solid_objects::admin::{ActorFilter, DeadLetterFilter, EffectFilter, ReminderFilter};
 use solid_objects::prelude::*;
 use solid_objects::{Builder, Drained};
-use support::release_dumps;
 use support::mariadb::MariaDb;
 use support::migrating;
 use support::postgres::PgServer;
+use support::release_dumps;
 
 /// The manual clock's time while the fixtures were written; each reading test starts there.
 fn written_at() -> DateTime<Utc> {
@@ -767,7 +767,8 @@ async fn mariadb_dumps_of_every_release_load_migrate_and_run() {
 
 /// A process upgrading the first release's PostgreSQL dump is killed while it builds one of
 /// migration 11's indexes (which it does outside a transaction); the next start finishes the
-/// migration, and every row is there and runs as that release promised.
+/// migration, every row is there and runs as that release promised, and the schema is a
+/// fresh database's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_postgres_dump_upgraded_by_a_process_killed_mid_index_build_migrates_at_the_next_start() {
     let Some(server) = PgServer::start() else {
@@ -778,12 +779,17 @@ async fn a_postgres_dump_upgraded_by_a_process_killed_mid_index_build_migrates_a
     release_dumps::load_postgres(&release, &url);
     migrating::kill_mid_index_build(&url, "migrating_process").await;
     let fixture = release.join("postgres.sql").display().to_string();
-    open_and_run(Runtime::builder().postgres(url, 4), &fixture).await;
+    open_and_run(Runtime::builder().postgres(&url, 4), &fixture).await;
+    assert_eq!(
+        migrating::schema(&url).await,
+        migrating::fresh_schema(&server.database().await).await,
+        "the schema is a fresh database's"
+    );
 }
 
 /// A process upgrading the first release's MariaDB dump is killed while its migration 11
-/// waits to build an index; the next start finishes the migration, and every row is there
-/// and runs as that release promised.
+/// waits to build an index; the next start finishes the migration, every row is there and
+/// runs as that release promised, and the schema is a fresh database's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mariadb_dump_upgraded_by_a_process_killed_mid_index_build_migrates_at_the_next_start() {
     let Some(server) = MariaDb::start() else {
@@ -794,7 +800,12 @@ async fn a_mariadb_dump_upgraded_by_a_process_killed_mid_index_build_migrates_at
     release_dumps::load_mariadb(&release, &url);
     migrating::kill_mid_index_build(&url, "migrating_process").await;
     let fixture = release.join("mariadb.sql").display().to_string();
-    open_and_run(Runtime::builder().mysql(url, 4), &fixture).await;
+    open_and_run(Runtime::builder().mysql(&url, 4), &fixture).await;
+    assert_eq!(
+        migrating::schema(&url).await,
+        migrating::fresh_schema(&server.database().await).await,
+        "the schema is a fresh database's"
+    );
 }
 
 /// The child of the crash cases above: a runtime that migrates the database its parent

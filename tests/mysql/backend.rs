@@ -63,6 +63,14 @@ pub(crate) const FILL_MESSAGES: &str = "INSERT INTO solid_messages (actor_type, 
             'completed', 0, seq, seq, 'null', IF(seq MOD 2 = 0, seq, NULL)
      FROM seq_1_to_10000000 WHERE seq <= ?";
 
+/// What a process that died just after migration 14's `ALTER TABLE` committed (MySQL commits
+/// DDL by itself), before its record, leaves in a migrated database: the column there, the
+/// migration not recorded, and its one step recorded as begun.
+pub(crate) const CRASH_BEFORE_THE_LAST_STEPS_RECORD: &[&str] = &[
+    "DELETE FROM solid_schema_migrations WHERE version = 14",
+    "INSERT INTO solid_migration_steps (version, step, finished) VALUES (14, 0, FALSE)",
+];
+
 /// Another fresh database on the process's server.
 pub(crate) async fn another_database(_: &Server) -> String {
     MariaDb::shared().expect("MariaDB runs").database().await

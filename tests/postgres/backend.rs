@@ -58,6 +58,16 @@ pub(crate) const FILL_MESSAGES: &str = "INSERT INTO solid_messages (actor_type, 
             'null', CASE WHEN g % 2 = 0 THEN g END
      FROM generate_series(1, $1) AS g";
 
+/// What a process that died just after migration 11's last index was built, before it was
+/// recorded, leaves in a migrated database: the index there, the migration not recorded, and
+/// its five actions before (the table, the replaced index built, the old one dropped, the new
+/// one renamed, the reminders' index) recorded. The later migrations stay recorded.
+pub(crate) const CRASH_BEFORE_THE_LAST_STEPS_RECORD: &[&str] = &[
+    "DELETE FROM solid_schema_migrations WHERE version = 11",
+    "INSERT INTO solid_migration_steps (version, step)
+     VALUES (11, 0), (11, 1), (11, 2), (11, 3), (11, 4)",
+];
+
 /// Another fresh database on the test's server.
 pub(crate) async fn another_database(server: &PgServer) -> String {
     server.database().await

@@ -13,7 +13,7 @@ use solid_objects::prelude::*;
 use sqlx::any::AnyPoolOptions;
 use sqlx::AnyPool;
 
-use crate::support::{migrating, release_dumps, numbered_placeholders, test_name};
+use crate::support::{migrating, numbered_placeholders, release_dumps, test_name};
 
 /// The finished messages the mailbox holds while it migrates: enough that building migration
 /// 11's indexes on them takes seconds (on PostgreSQL, in the transaction of the build before
@@ -61,16 +61,9 @@ fn load_first_release(url: &str) {
     }
 }
 
-/// The indexes a database this build created gets, on the server of `server`.
-async fn fresh_indexes(server: &crate::backend::Server) -> Vec<String> {
-    let fresh = crate::backend::another_database(server).await;
-    let runtime = migrating::builder(&fresh)
-        .policy(AllowAll)
-        .start()
-        .await
-        .expect("this build creates a database");
-    runtime.close().await;
-    migrating::indexes(&fresh).await
+/// The schema a database this build created gets, on the server of `server`.
+async fn fresh_schema(server: &crate::backend::Server) -> Vec<String> {
+    migrating::fresh_schema(&crate::backend::another_database(server).await).await
 }
 
 /// The earlier build's process: a turn every [`TURN_EVERY`] on an application's pool, each
@@ -176,7 +169,7 @@ async fn run_turn(pool: &AnyPool, statements: &[String; 4], number: i64) {
 
 /// A database of the first release with half a million finished messages is migrated by
 /// this build while a process of the earlier build runs a turn every 20 ms on it: no turn
-/// waits a second, and the indexes are a fresh database's.
+/// waits a second, and the schema is a fresh database's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn turns_go_on_while_migration_11_builds_its_indexes_on_a_large_mailbox() {
     let Some((server, url)) = crate::backend::database().await else {
@@ -234,15 +227,15 @@ async fn turns_go_on_while_migration_11_builds_its_indexes_on_a_large_mailbox() 
         "a turn waited {longest:?} while the migration ran ({migrated_in:?})"
     );
     assert_eq!(
-        migrating::indexes(&url).await,
-        fresh_indexes(&server).await,
-        "the indexes are a fresh database's"
+        migrating::schema(&url).await,
+        fresh_schema(&server).await,
+        "the schema is a fresh database's"
     );
 }
 
 /// A process killed while it builds one of migration 11's indexes leaves the migration part
 /// of the way (on PostgreSQL an invalid index under the new one's name); the next start
-/// finishes it, and the indexes are a fresh database's, every message still there.
+/// finishes it, and the schema is a fresh database's, every message still there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_migration_killed_mid_index_build_is_finished_by_the_next_start() {
     let Some((server, url)) = crate::backend::database().await else {
@@ -269,14 +262,57 @@ async fn a_migration_killed_mid_index_build_is_finished_by_the_next_start() {
         .expect("the next start finishes the migration");
     runtime.close().await;
     assert_eq!(
-        migrating::indexes(&url).await,
-        fresh_indexes(&server).await,
-        "the indexes are a fresh database's"
+        migrating::schema(&url).await,
+        fresh_schema(&server).await,
+        "the schema is a fresh database's"
     );
     assert_eq!(
         crate::several_runtimes::scalar(&url, "SELECT COUNT(*) FROM solid_messages").await,
         messages
     );
+}
+
+/// A process that dies after a migration's last step changed the schema and before that step
+/// was recorded (MySQL commits DDL by itself, and PostgreSQL an index built concurrently)
+/// leaves the change in place and the migration unrecorded; the next start finds the step
+/// done, records the migration, and the schema is a fresh database's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_applied_but_not_recorded_before_a_crash_is_found_done_at_the_next_start() {
+    let Some((_server, url)) = crate::backend::database().await else {
+        return;
+    };
+    let fresh = migrating::fresh_schema(&url).await;
+    let pool = crate::several_runtimes::application_pool(&url).await;
+    let recorded: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM solid_schema_migrations")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    for statement in crate::backend::CRASH_BEFORE_THE_LAST_STEPS_RECORD {
+        sqlx::raw_sql(statement).execute(&pool).await.unwrap();
+    }
+
+    let runtime = migrating::builder(&url)
+        .policy(AllowAll)
+        .start()
+        .await
+        .expect("the next start finishes the migration");
+    runtime.close().await;
+    assert_eq!(
+        migrating::schema(&url).await,
+        fresh,
+        "the schema is a fresh database's"
+    );
+    let migrations: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM solid_schema_migrations")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(migrations, recorded, "every migration is recorded");
+    let steps: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM solid_migration_steps")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(steps, 0, "a recorded migration's steps are forgotten");
+    pool.close().await;
 }
 
 /// The child of [`a_migration_killed_mid_index_build_is_finished_by_the_next_start`]: a

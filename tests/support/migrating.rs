@@ -1,5 +1,5 @@
 //! A migrating process killed in the middle of an index build, and the schema a migration
-//! leaves: what the migration cases of tests/servers/migrations.rs and tests/upgrades.rs
+//! leaves (its columns and indexes, to compare with a fresh database's): what the migration cases of tests/servers/migrations.rs and tests/upgrades.rs
 //! share, on PostgreSQL or MariaDB (a database URL's scheme says which).
 //!
 //! [`kill_mid_index_build`] starts a child process (this test binary, running only the case
@@ -36,6 +36,25 @@ const POSTGRES_INDEXES: &str = "SELECT c.relname || ': ' || pg_get_indexdef(i.in
      JOIN pg_class c ON c.oid = i.indexrelid
      JOIN pg_namespace n ON n.oid = c.relnamespace
      WHERE n.nspname = current_schema()
+     ORDER BY 1";
+
+/// The columns of PostgreSQL's current schema: each one's table, name, type, nullability and
+/// default.
+const POSTGRES_COLUMNS: &str = "SELECT (table_name || '.' || column_name || ' ' || data_type
+            || CASE WHEN is_nullable = 'NO' THEN ' NOT NULL' ELSE '' END
+            || COALESCE(' DEFAULT ' || column_default, ''))::TEXT
+     FROM information_schema.columns
+     WHERE table_schema = current_schema()
+     ORDER BY 1";
+
+/// The columns of MariaDB's current database: each one's table, name, type, nullability,
+/// default and collation.
+const MARIADB_COLUMNS: &str = "SELECT CAST(CONCAT(table_name, '.', column_name, ' ', column_type,
+            IF(is_nullable = 'NO', ' NOT NULL', ''),
+            IFNULL(CONCAT(' DEFAULT ', column_default), ''),
+            IFNULL(CONCAT(' COLLATE ', collation_name), '')) AS CHAR)
+     FROM information_schema.columns
+     WHERE table_schema = DATABASE()
      ORDER BY 1";
 
 /// The indexes of MariaDB's current database: each one's table, name, uniqueness and columns
@@ -180,20 +199,54 @@ async fn pause_while_it_runs(child: &mut Child, deadline: Instant) {
     tokio::time::sleep(Duration::from_millis(5)).await;
 }
 
+/// The schema of the database of `url`, one line each, ordered: every column (its table, type,
+/// nullability and default), then every index as [`indexes`] shows it.
+pub async fn schema(url: &str) -> Vec<String> {
+    let (columns, indexes) = if url.starts_with("postgres://") {
+        (POSTGRES_COLUMNS, POSTGRES_INDEXES)
+    } else {
+        (MARIADB_COLUMNS, MARIADB_INDEXES)
+    };
+    let mut schema = lines(url, columns).await;
+    schema.extend(lines(url, indexes).await);
+    schema
+}
+
 /// The indexes of the database of `url`, one line each, ordered: name, definition and (on
 /// PostgreSQL) whether it is invalid.
 pub async fn indexes(url: &str) -> Vec<String> {
     if url.starts_with("postgres://") {
+        lines(url, POSTGRES_INDEXES).await
+    } else {
+        lines(url, MARIADB_INDEXES).await
+    }
+}
+
+/// The one text column of the rows of `query` on the database of `url`.
+async fn lines(url: &str, query: &str) -> Vec<String> {
+    if url.starts_with("postgres://") {
         let mut connection = PgConnection::connect(url).await.unwrap();
-        sqlx::query_scalar(POSTGRES_INDEXES)
+        sqlx::query_scalar(query)
             .fetch_all(&mut connection)
             .await
             .unwrap()
     } else {
         let mut connection = MySqlConnection::connect(url).await.unwrap();
-        sqlx::query_scalar(MARIADB_INDEXES)
+        sqlx::query_scalar(query)
             .fetch_all(&mut connection)
             .await
             .unwrap()
     }
+}
+
+/// The schema a database this build created has, `fresh` (an empty database on the same
+/// server): this build migrates it, and [`schema`] reads it.
+pub async fn fresh_schema(fresh: &str) -> Vec<String> {
+    let runtime = builder(fresh)
+        .policy(AllowAll)
+        .start()
+        .await
+        .expect("this build creates a database");
+    runtime.close().await;
+    schema(fresh).await
 }
