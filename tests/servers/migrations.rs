@@ -16,9 +16,9 @@ use sqlx::AnyPool;
 use crate::support::{migrating, numbered_placeholders, release_dumps, test_name};
 
 /// The finished messages the mailbox holds while it migrates: enough that building migration
-/// 11's indexes on them takes seconds (on PostgreSQL, in the transaction of the build before
-/// this one, 1.6 s with writes to the table waiting all along).
-const FILLER_MESSAGES: i64 = 500_000;
+/// 11's indexes on them takes seconds (on PostgreSQL, applied in one transaction as the build
+/// before this one did, a turn waited 1.1 s behind half as many).
+const FILLER_MESSAGES: i64 = 1_000_000;
 
 /// How often the earlier build's process starts a turn.
 const TURN_EVERY: Duration = Duration::from_millis(20);
@@ -167,7 +167,7 @@ async fn run_turn(pool: &AnyPool, statements: &[String; 4], number: i64) {
     tx.commit().await.unwrap();
 }
 
-/// A database of the first release with half a million finished messages is migrated by
+/// A database of the first release with a million finished messages is migrated by
 /// this build while a process of the earlier build runs a turn every 20 ms on it: no turn
 /// waits a second, and the schema is a fresh database's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
