@@ -214,6 +214,41 @@ async fn record_migration(
 mod tests {
     use crate::store::migration_steps::{steps, Step};
 
+    /// From migration 11 on, a statements step adds no index to a table (an index in a
+    /// `CREATE TABLE` is on an empty table): a later migration that forgets the
+    /// `-- step: index` line fails here rather than block turns.
+    #[test]
+    fn from_migration_11_on_every_index_added_to_a_table_is_an_index_step() {
+        for (version, _, sql) in super::MIGRATIONS {
+            if *version < 11 {
+                continue;
+            }
+            for step in steps(sql) {
+                let Step::Statements(sql) = step else {
+                    continue;
+                };
+                let spelled: String = sql
+                    .lines()
+                    .filter(|line| !line.trim_start().starts_with("--"))
+                    .flat_map(str::split_whitespace)
+                    .collect::<String>()
+                    .to_ascii_uppercase();
+                for adding in [
+                    "ADDKEY",
+                    "ADDINDEX",
+                    "ADDUNIQUE",
+                    "CREATEINDEX",
+                    "CREATEUNIQUE",
+                ] {
+                    assert!(
+                        !spelled.contains(adding),
+                        "migration {version} adds an index outside a `-- step: index`"
+                    );
+                }
+            }
+        }
+    }
+
     /// Every index step of this build's migrations is one that never blocks writes: the
     /// server builds it in place, and refuses it rather than lock the table.
     #[test]

@@ -211,6 +211,50 @@ mod tests {
         }
     }
 
+    /// The first migration whose indexes on tables that grow are built concurrently.
+    const FIRST_WITH_INDEX_STEPS: i64 = 11;
+
+    /// From migration 11 on, an index outside an index step is only one on a table its own
+    /// step creates (an empty table, which no turn writes yet): a later migration that
+    /// forgets the `-- step: index` line fails here rather than block turns.
+    #[test]
+    fn from_migration_11_on_every_index_on_an_existing_table_is_an_index_step() {
+        for (version, _, sql) in super::super::MIGRATIONS {
+            if *version < FIRST_WITH_INDEX_STEPS {
+                continue;
+            }
+            for step in steps(sql) {
+                let Step::Statements(sql) = step else {
+                    continue;
+                };
+                let words: Vec<String> = sql
+                    .lines()
+                    .filter(|line| !line.trim_start().starts_with("--"))
+                    .flat_map(|line| line.split(|c: char| c.is_whitespace() || c == '('))
+                    .filter(|word| !word.is_empty())
+                    .map(str::to_ascii_lowercase)
+                    .collect();
+                let created: Vec<&str> = words
+                    .windows(2)
+                    .filter(|pair| pair[0] == "table")
+                    .map(|pair| pair[1].as_str())
+                    .collect();
+                for (at, word) in words.iter().enumerate() {
+                    // `INDEX [CONCURRENTLY] [IF NOT EXISTS] name ON table`
+                    let before = &words[at.saturating_sub(6)..at];
+                    if word == "on" && before.iter().any(|word| word == "index") {
+                        let table = words.get(at + 1).map_or("", String::as_str);
+                        assert!(
+                            created.contains(&table),
+                            "migration {version} indexes {table}, which it did not create, \
+                             outside a `-- step: index`"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     /// Every index step of this build's migrations reads, and builds concurrently.
     #[test]
     fn every_index_step_of_the_migrations_reads() {
