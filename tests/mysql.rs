@@ -14,6 +14,8 @@ mod dialect;
 mod galera;
 #[path = "servers/lost_commit_answers.rs"]
 mod lost_commit_answers;
+#[path = "servers/migrations.rs"]
+mod migrations;
 #[path = "servers/nothing_wedges.rs"]
 mod nothing_wedges;
 #[path = "servers/several_runtimes.rs"]

@@ -18,6 +18,8 @@ mod lifecycle;
 mod listen_notify;
 #[path = "servers/lost_commit_answers.rs"]
 mod lost_commit_answers;
+#[path = "servers/migrations.rs"]
+mod migrations;
 #[path = "servers/nothing_wedges.rs"]
 mod nothing_wedges;
 #[path = "postgres/mod.rs"]

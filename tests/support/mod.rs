@@ -15,8 +15,10 @@ pub mod galera;
 pub mod gates;
 pub mod mariadb;
 pub mod mariadb_replication;
+pub mod migrating;
 pub mod postgres;
 pub mod postgres_cluster;
+pub mod release_dumps;
 pub mod steps;
 pub mod subscription;
 

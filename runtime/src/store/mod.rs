@@ -35,6 +35,10 @@ mod failed_attempts;
 pub(crate) mod failover;
 pub(crate) mod instances;
 pub(crate) mod messages;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod migration_steps;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod migration_waits;
 #[cfg(feature = "mysql")]
 pub(crate) mod mysql;
 mod owned_transaction;
