@@ -566,6 +566,98 @@ async fn a_dead_effects_hostile_arguments_are_listed_escaped_and_capped() {
     );
 }
 
+/// A failure's text is as hostile as arguments: a handler's or an effect's error (an HTTP
+/// body a remote server chose, say) is listed in the same tables, beside the escaped
+/// ARGUMENTS column, and reaches the terminal as it is.
+#[tokio::test]
+async fn a_dead_letters_and_a_dead_effects_hostile_errors_are_listed_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("actors.db");
+    let hostile = "\u{1b}[2J\u{1b}]0;pwned\u{7}\nforged\trow";
+    let runtime = Runtime::builder()
+        .sqlite(&path)
+        .policy(AllowAll)
+        .actor::<Desk>()
+        .effect(move |_: Notify, _| async move { Err::<(), _>(Failure::permanent(hostile)) })
+        .start()
+        .await
+        .unwrap();
+    let desk = runtime.reference::<Desk>("d4");
+    desk.notify("d4".to_owned()).await.unwrap();
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
+    desk.fail(hostile.to_owned()).await.unwrap_err();
+    runtime.close().await;
+    let url = format!("sqlite://{}", path.display());
+
+    for args in [
+        &["dead-letters"][..],
+        &["effects", "--status", "dead"],
+        &["inspect", "Desk", "d4"],
+    ] {
+        let output = cli(&url, args).await;
+        assert_eq!(output.status.code(), Some(0), "{args:?}");
+        let text = String::from_utf8(output.stdout).unwrap();
+        assert!(
+            text.contains("pwned"),
+            "{args:?}: the error is listed: {text}"
+        );
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}'),
+            "{args:?}: a terminal escape in an error reaches the screen: {text:?}"
+        );
+        assert!(
+            !text.contains("\nforged"),
+            "{args:?}: an error's newline forges a row of the table: {text:?}"
+        );
+    }
+}
+
+/// Arguments short enough to be shown as their JSON go through `serde_json`, which escapes
+/// only U+0000 to U+001F: DEL and the C1 controls (U+009B is CSI, what `ESC [` starts, and
+/// xterm acts on it in UTF-8) reach the terminal as they are, though the column promises
+/// every control character escaped.
+#[tokio::test]
+async fn a_dead_effects_arguments_with_c1_controls_are_listed_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("actors.db");
+    let runtime = Runtime::builder()
+        .sqlite(&path)
+        .policy(AllowAll)
+        .actor::<Desk>()
+        .effect(|_: Notify, _| async { Err::<(), _>(Failure::permanent("mail server down")) })
+        .start()
+        .await
+        .unwrap();
+    let desk = runtime.reference::<Desk>("d5");
+    desk.notify("\u{9b}2J\u{9b}31mred\u{7f}\u{85}".to_owned())
+        .await
+        .unwrap();
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
+    runtime.close().await;
+    let url = format!("sqlite://{}", path.display());
+
+    for args in [
+        &["effects", "--status", "dead"][..],
+        &["inspect", "Desk", "d5"],
+    ] {
+        let output = cli(&url, args).await;
+        assert_eq!(output.status.code(), Some(0), "{args:?}");
+        let text = String::from_utf8(output.stdout).unwrap();
+        assert!(
+            text.contains("31mred"),
+            "{args:?}: the arguments are listed: {text}"
+        );
+        let raw: Vec<char> = text
+            .chars()
+            .filter(|c| c.is_control() && *c != '\n')
+            .collect();
+        assert!(
+            raw.is_empty(),
+            "{args:?}: control characters reach the terminal unescaped: {raw:?} in {text:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn output_into_a_closed_pipe_ends_quietly() {
     let dir = tempfile::tempdir().unwrap();

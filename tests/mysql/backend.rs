@@ -46,6 +46,18 @@ pub(crate) const CONFLICTS_FOR_HOT: &[&str] = &[
      END",
 ];
 
+/// A trigger that fails every completion of actor `doomed`'s messages with a deadlock: an
+/// application's trigger that is wrong for good, not a passing conflict.
+pub(crate) const CONFLICTS_FOR_DOOMED_FOR_EVER: &[&str] = &[
+    "CREATE TRIGGER conflict_for_doomed BEFORE UPDATE ON solid_messages FOR EACH ROW
+     BEGIN
+         IF NEW.actor_id = 'doomed' AND NEW.status = 'completed' THEN
+             SIGNAL SQLSTATE '40001'
+                 SET MESSAGE_TEXT = 'a trigger that always conflicts', MYSQL_ERRNO = 1213;
+         END IF;
+     END",
+];
+
 /// The ids of the running effects, oldest first (the column's binary collation reads as
 /// bytes in sqlx; converted, as text).
 pub(crate) const RUNNING_EFFECT_IDS: &str = "SELECT CONVERT(effect_id USING utf8mb4)

@@ -42,6 +42,20 @@ pub(crate) const CONFLICTS_FOR_HOT: &[&str] = &[
      FOR EACH ROW EXECUTE FUNCTION conflict_for_hot()",
 ];
 
+/// A trigger that fails every completion of actor `doomed`'s messages with a serialization
+/// failure: an application's trigger that is wrong for good, not a passing conflict.
+pub(crate) const CONFLICTS_FOR_DOOMED_FOR_EVER: &[&str] = &[
+    "CREATE FUNCTION conflict_for_doomed() RETURNS trigger LANGUAGE plpgsql AS $$
+     BEGIN
+         IF NEW.actor_id = 'doomed' AND NEW.status = 'completed' THEN
+             RAISE EXCEPTION 'a trigger that always conflicts' USING ERRCODE = '40001';
+         END IF;
+         RETURN NEW;
+     END $$",
+    "CREATE TRIGGER conflict_for_doomed BEFORE UPDATE ON solid_messages
+     FOR EACH ROW EXECUTE FUNCTION conflict_for_doomed()",
+];
+
 /// The ids of the running effects, oldest first.
 pub(crate) const RUNNING_EFFECT_IDS: &str =
     "SELECT effect_id FROM solid_effects WHERE status = 'running' ORDER BY id";

@@ -419,7 +419,8 @@ impl Store for MySqlStore {
             Err(error) if error.is_busy() => {
                 return Err(self
                     .failover
-                    .no_connection_by_deadline(&self.readers, error))
+                    .no_connection_by_deadline(&self.readers, error)
+                    .await)
             }
             begun => begun?,
         }

@@ -323,7 +323,8 @@ impl Store for PostgresStore {
             Err(error) if error.is_busy() => {
                 return Err(self
                     .failover
-                    .no_connection_by_deadline(&self.readers, error))
+                    .no_connection_by_deadline(&self.readers, error)
+                    .await)
             }
             begun => begun?,
         };
