@@ -1,7 +1,8 @@
 //! Several OS processes on one database: a worker killed with SIGKILL mid-turn or mid-effect,
 //! a process killed while a group of calls shares one open transaction,
 //! the soak that kills workers every two seconds, the soak through a PostgreSQL failover,
-//! and the soak over a three-node Galera cluster that loses a node. Each module re-runs this
+//! the soak over a three-node Galera cluster that loses a node, and one HTTP request's trace
+//! through a worker in another process. Each module re-runs this
 //! binary as its child processes (selecting one function by its full name) and runs on
 //! SQLite, PostgreSQL and MariaDB.
 
@@ -18,6 +19,8 @@ mod failover;
 #[path = "processes/galera.rs"]
 mod galera;
 mod support;
+#[path = "processes/trace_context.rs"]
+mod trace_context;
 
 /// The backend of `support::Harness::new()` in this binary: a test that names no backend runs on a SQLite file.
 const BACKEND: support::Backend = support::Backend::Sqlite;

@@ -17,6 +17,7 @@ pub mod postgres;
 pub mod postgres_cluster;
 pub mod steps;
 pub mod subscription;
+pub mod telemetry;
 
 pub use postgres::free_port;
 
