@@ -108,10 +108,17 @@ fn one<'s>(spans: &'s [Finished], name: &str, operation: &str) -> &'s Finished {
     found[0]
 }
 
-/// The `traceparent` column of the rows `sql` selects, as stored.
-async fn stored(harness: &Harness, sql: &str) -> Vec<Option<String>> {
+/// The `traceparent` column of the messages of operation `operation` to the actor `id`, as
+/// stored.
+async fn stored(harness: &Harness, id: &str, operation: &str) -> Vec<Option<String>> {
     let pool = support::connect(harness).await;
-    let values = sqlx::query_scalar(sql).fetch_all(&pool).await.unwrap();
+    let sql = "SELECT traceparent FROM solid_messages WHERE actor_id = ? AND operation = ?";
+    let values = sqlx::query_scalar(&harness.sql(sql))
+        .bind(id)
+        .bind(operation)
+        .fetch_all(&pool)
+        .await
+        .unwrap();
     pool.close().await;
     values
 }
@@ -158,11 +165,7 @@ async fn a_message_a_reminder_an_effect_and_its_reply_continue_the_trace_that_ca
     for span in &spans {
         assert_eq!(span.trace_id, TRACE_ID, "{span:?} is the request's");
     }
-    let enqueued = stored(
-        &harness,
-        "SELECT traceparent FROM solid_messages WHERE operation = 'order'",
-    )
-    .await;
+    let enqueued = stored(&harness, "d-1", "order").await;
     let expected = format!("00-{TRACE_ID}-{}-01", request.span_id);
     assert_eq!(
         enqueued,
@@ -193,10 +196,7 @@ async fn a_hostile_traceparent_is_never_stored_nor_followed_and_never_breaks_a_t
         let request = request_span("/orders", traceparent);
         desk.enqueue().order().instrument(request).await.unwrap();
         let id = format!("hostile-{index}");
-        let message = format!(
-            "SELECT traceparent FROM solid_messages WHERE actor_id = '{id}' AND operation = 'order'"
-        );
-        let [Some(written)] = &stored(&harness, &message).await[..] else {
+        let [Some(written)] = &stored(&harness, &id, "order").await[..] else {
             panic!("the message stores its request's context");
         };
         assert!(
@@ -238,11 +238,16 @@ async fn a_hostile_traceparent_is_never_stored_nor_followed_and_never_breaks_a_t
 /// characters, and what it refuses it does not hold.
 async fn corrupt_with(harness: &Harness, table: &str, id: &str, value: &str) {
     let pool = support::connect(harness).await;
-    let clear = format!("UPDATE {table} SET traceparent = NULL WHERE actor_id = '{id}'");
-    sqlx::query(&clear).execute(&pool).await.unwrap();
-    let write = format!("UPDATE {table} SET traceparent = ? WHERE actor_id = '{id}'");
+    let clear = format!("UPDATE {table} SET traceparent = NULL WHERE actor_id = ?");
+    sqlx::query(&harness.sql(&clear))
+        .bind(id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let write = format!("UPDATE {table} SET traceparent = ? WHERE actor_id = ?");
     let written = sqlx::query(&harness.sql(&write))
         .bind(value)
+        .bind(id)
         .execute(&pool)
         .await;
     pool.close().await;

@@ -4,6 +4,12 @@
 //!
 //! A case runs on a current-thread runtime, so the runtime's turns and effect tasks run on
 //! the thread whose subscriber it set, and no other case's spans reach its exporter.
+//!
+//! `tracing` caches, per callsite, whether any subscriber wants it, when the callsite is first
+//! reached. While a single subscriber is registered in the process it asks only the subscriber
+//! of the thread that got there first: another case's thread, without one, reaching `turn`
+//! before this case would hide every turn of this case. A second subscriber that lives as
+//! long as the process ([`keep_every_subscriber_asked`]) makes it ask every live one.
 
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
 use opentelemetry::trace::{SpanId, TracerProvider as _};
@@ -84,6 +90,7 @@ impl Finished {
 impl Telemetry {
     /// A provider that exports each span as it ends into memory.
     pub fn new() -> Self {
+        keep_every_subscriber_asked();
         let exporter = InMemorySpanExporter::default();
         let provider = SdkTracerProvider::builder()
             .with_simple_exporter(exporter.clone())
@@ -108,6 +115,14 @@ impl Telemetry {
         let spans = self.exporter.get_finished_spans().expect("the spans read");
         spans.iter().map(Finished::of).collect()
     }
+}
+
+/// Registers, once per process, a subscriber that never goes away and wants nothing, so that
+/// `tracing` decides whether a callsite is wanted by asking every live subscriber, never only
+/// the current thread's (which it does while one subscriber alone is registered).
+fn keep_every_subscriber_asked() {
+    static FOR_EVER: std::sync::OnceLock<tracing::Dispatch> = std::sync::OnceLock::new();
+    FOR_EVER.get_or_init(|| tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default()));
 }
 
 /// A span named `name` whose parent is the caller that `traceparent` (a W3C header's value)
