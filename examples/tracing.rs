@@ -110,14 +110,18 @@ async fn place_and_ship(
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // Every span goes to stdout as it ends, and to memory for the checks at the end.
+    // Every span goes to stdout as it ends, and to memory for the checks at the end; the
+    // level filter keeps the database driver's DEBUG events about each statement out.
     let kept = InMemorySpanExporter::default();
     let provider = SdkTracerProvider::builder()
         .with_simple_exporter(opentelemetry_stdout::SpanExporter::default())
         .with_simple_exporter(kept.clone())
         .build();
     let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("tracing-example"));
-    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer))?;
+    let subscriber = tracing_subscriber::registry()
+        .with(tracing_subscriber::filter::LevelFilter::INFO)
+        .with(layer);
+    tracing::subscriber::set_global_default(subscriber)?;
 
     let dir = tempfile::tempdir()?;
     let runtime = Runtime::builder()
