@@ -8,7 +8,8 @@
 //! name, and [`TraceContext::continue_in`] sets it as the remote parent of a turn's or an
 //! effect run's span. What a row holds is read back only if it is a valid `traceparent` of
 //! exactly 55 bytes (lower-case hex, no all-zero id, no version `ff`): anything else is no
-//! context at all, and never fails a turn. `tracestate` is not carried.
+//! context at all, and never fails a turn; the store reads at most 56 characters of the
+//! column, so a longer value is never read whole. `tracestate` is not carried.
 //!
 //! A parent, not a link: the span that takes the row up gets the stored context as its
 //! parent, so it shares the trace id of the request that caused it, and a trace follows one

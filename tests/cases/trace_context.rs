@@ -181,6 +181,8 @@ async fn a_hostile_traceparent_is_never_stored_nor_followed_and_never_breaks_a_t
     let _current = telemetry.enter();
     let runtime = start(&harness).await;
     let oversized = format!("00-{}", "z".repeat(10_000));
+    // A valid one with more after it: the store reads 56 characters, one too many.
+    let valid_then_more = format!("{TRACEPARENT}{}", "0".repeat(10_000));
     let hostile = [
         "not a traceparent",
         "00-0AF7651916CD43DD8448EB211C80319C-B7AD6B7169203331-01",
@@ -188,6 +190,7 @@ async fn a_hostile_traceparent_is_never_stored_nor_followed_and_never_breaks_a_t
         "00-00000000000000000000000000000000-b7ad6b7169203331-01",
         "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-and-more",
         &oversized,
+        &valid_then_more,
     ];
     for (index, traceparent) in hostile.iter().enumerate() {
         let desk = runtime.reference::<Desk>(format!("hostile-{index}"));

@@ -75,7 +75,7 @@ pub(crate) fn claim_effect(dialect: Dialect) -> &'static str {
                        attempts, claims, incarnation, on_success, on_failure,
                        created_at, last_error{}",
             dialect.skip_locked(),
-            traced!(", traceparent"),
+            traced!(read "traceparent"),
         )
     });
     CLAIM_EFFECT.get(dialect)
@@ -105,7 +105,7 @@ pub(crate) const CLAIMED_EFFECT: &str = concat!(
     "SELECT id, effect_id, actor_type, actor_id, name, payload,
             attempts, claims, incarnation, on_success, on_failure,
             created_at, last_error",
-    traced!(", traceparent"),
+    traced!(read "traceparent"),
     "
      FROM solid_effects WHERE id = $1"
 );

@@ -64,7 +64,7 @@ pub(crate) const INSTANCE_AND_HEAD: &str = concat!(
  LEFT JOIN solid_instances i ON i.actor_type = $1 AND i.actor_id = $2
  LEFT JOIN (SELECT id, operation, arguments, attempts, available_at,
                    incarnation AS message_incarnation, scheduled_for",
-    traced!(", traceparent"),
+    traced!(read "traceparent"),
     "
             FROM solid_messages
             WHERE actor_type = $1 AND actor_id = $2 AND status = 'ready'
@@ -104,7 +104,7 @@ pub(crate) fn savepoint_then_instance_and_head() -> &'static str {
 #[cfg(feature = "postgres")]
 pub(crate) const LOCK_ACTOR_AND_HEAD: &str = concat!(
     "SELECT l.*",
-    traced!(", m.traceparent"),
+    traced!(read "m.traceparent"),
     " FROM solid_lock_actor($1, $2, $3, $4, $5, $6) AS l",
     traced!(" LEFT JOIN solid_messages m ON m.id = l.id")
 );

@@ -45,7 +45,7 @@ pub(crate) const MESSAGE_BY_IDEMPOTENCY_KEY: &str =
 pub(crate) const HEAD_OF_MAILBOX: &str = concat!(
     "SELECT id, operation, arguments, attempts, available_at,
             incarnation AS message_incarnation, scheduled_for",
-    traced!(", traceparent"),
+    traced!(read "traceparent"),
     "
      FROM solid_messages
      WHERE actor_type = $1 AND actor_id = $2 AND status = 'ready'

@@ -25,8 +25,15 @@
 /// of a statement that reads or writes a `traceparent` column (see
 /// [`TraceContext`](crate::trace_context::TraceContext)), so that a build without the feature
 /// runs the statements it ran before the column existed.
+///
+/// `traced!(read "m.traceparent")` is the column read as `, ... AS traceparent`, cut at 56
+/// characters: one more than a valid `traceparent` has, so that whatever longer a row holds
+/// (SQLite's column takes any text) is read as no context without being read whole.
 #[cfg(feature = "opentelemetry")]
 macro_rules! traced {
+    (read $column:literal) => {
+        concat!(", SUBSTR(", $column, ", 1, 56) AS traceparent")
+    };
     ($sql:literal) => {
         $sql
     };
@@ -35,6 +42,9 @@ macro_rules! traced {
 /// `$sql` in a build with the `opentelemetry` feature, and nothing in one without.
 #[cfg(not(feature = "opentelemetry"))]
 macro_rules! traced {
+    (read $column:literal) => {
+        ""
+    };
     ($sql:literal) => {
         ""
     };

@@ -59,7 +59,7 @@ pub(crate) fn due_reminders(dialect: Dialect) -> &'static str {
              FROM solid_reminders
              WHERE due_at <= $2 AND CAST(id AS TEXT) NOT IN ({})
              ORDER BY due_at, id LIMIT $3{}",
-            traced!(", traceparent"),
+            traced!(read "traceparent"),
             dialect.json_texts("$1"),
             dialect.skip_locked(),
         )
