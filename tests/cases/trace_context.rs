@@ -146,7 +146,7 @@ async fn a_message_a_reminder_an_effect_and_its_reply_continue_the_trace_that_ca
     assert_eq!(warehouse.snapshot().await.unwrap().picked, 1);
     runtime.close().await;
 
-    let spans = telemetry.finished();
+    let spans = telemetry.finished_with("request").await;
     let request = one(&spans, "request", "-");
     let order = one(&spans, "turn", "order");
     let chain = [

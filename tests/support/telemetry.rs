@@ -115,6 +115,21 @@ impl Telemetry {
         let spans = self.exporter.get_finished_spans().expect("the spans read");
         spans.iter().map(Finished::of).collect()
     }
+
+    /// The spans that ended, once a span named `name` is among them, or as they are after 10
+    /// seconds: a span ends when its last handle is dropped, and the SQLite driver's worker
+    /// thread holds the span that was current when a statement was sent until a moment after
+    /// it answered (a request's span can end after the request's response).
+    pub async fn finished_with(&self, name: &str) -> Vec<Finished> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let spans = self.finished();
+            if spans.iter().any(|span| span.name == name) || std::time::Instant::now() > deadline {
+                return spans;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
 }
 
 /// Registers, once per process, a subscriber that never goes away and wants nothing, so that
