@@ -80,7 +80,7 @@ pub(crate) use call::CallOptions;
 pub(crate) use call::Calls;
 pub(crate) use destroy::Destroy;
 pub(crate) use effect_kinds::EffectKinds;
-pub(crate) use effects::Effects;
+pub(crate) use effects::{effect_span, Effects};
 pub(crate) use enqueue::EnqueueOptions;
 pub(crate) use one_turn::Turns;
 pub(crate) use operator_writes::OperatorWrites;

@@ -36,11 +36,17 @@ pub(crate) fn unhandled_effects(dialect: Dialect) -> &'static str {
     UNHANDLED_EFFECTS.get(dialect)
 }
 
-/// Stores an effect the actor's (`$2`, `$3`) turn emitted, ready at its creation `$6`.
-pub(crate) const INSERT_EFFECT: &str =
+/// Stores an effect the actor's (`$2`, `$3`) turn emitted, ready at its creation `$6` (and,
+/// with the trace context, the context `$10` of that turn).
+pub(crate) const INSERT_EFFECT: &str = concat!(
     "INSERT INTO solid_effects (effect_id, actor_type, actor_id, name, payload, status,
-         available_at, created_at, incarnation, on_success, on_failure)
-     VALUES ($1, $2, $3, $4, $5, 'ready', $6, $6, $7, $8, $9)";
+         available_at, created_at, incarnation, on_success, on_failure",
+    traced!(", traceparent"),
+    ")
+     VALUES ($1, $2, $3, $4, $5, 'ready', $6, $6, $7, $8, $9",
+    traced!(", $10"),
+    ")"
+);
 
 /// Claims one effect named `$1` that is due (ready at `$2`, or running with a lease that ran
 /// out by the lease clock), leasing it for `$3` microseconds, and noting `$4` as the last
@@ -67,8 +73,9 @@ pub(crate) fn claim_effect(dialect: Dialect) -> &'static str {
                  ORDER BY available_at, id LIMIT 1{})
              RETURNING id, effect_id, actor_type, actor_id, name, payload,
                        attempts, claims, incarnation, on_success, on_failure,
-                       created_at, last_error",
+                       created_at, last_error{}",
             dialect.skip_locked(),
+            traced!(read "traceparent"),
         )
     });
     CLAIM_EFFECT.get(dialect)
@@ -94,10 +101,14 @@ pub(crate) const CLAIM_EFFECT_MYSQL: &str = "UPDATE solid_effects
      WHERE id = $2";
 
 /// The effect `$1` as a claim returns it.
-pub(crate) const CLAIMED_EFFECT: &str = "SELECT id, effect_id, actor_type, actor_id, name, payload,
+pub(crate) const CLAIMED_EFFECT: &str = concat!(
+    "SELECT id, effect_id, actor_type, actor_id, name, payload,
             attempts, claims, incarnation, on_success, on_failure,
-            created_at, last_error
-     FROM solid_effects WHERE id = $1";
+            created_at, last_error",
+    traced!(read "traceparent"),
+    "
+     FROM solid_effects WHERE id = $1"
+);
 
 /// Extends the lease of effect `$1`, still running under claim `$4`, to `$3` microseconds
 /// from now by the lease clock (`$2`, the runtime's time, is that clock on SQLite only).
@@ -230,7 +241,7 @@ impl<T: WriteConnection> EffectWrites for T {
         effect: &NewEffect<'_>,
     ) -> Result<()> {
         self.counters().statement();
-        query(INSERT_EFFECT)
+        let insert = query(INSERT_EFFECT)
             .bind(effect.effect_id)
             .bind(actor.actor_type)
             .bind(actor.actor_id)
@@ -239,9 +250,10 @@ impl<T: WriteConnection> EffectWrites for T {
             .bind(effect.created_at)
             .bind(effect.incarnation)
             .bind(effect.on_success)
-            .bind(effect.on_failure)
-            .execute(self.on())
-            .await?;
+            .bind(effect.on_failure);
+        #[cfg(feature = "opentelemetry")]
+        let insert = insert.bind(effect.trace.traceparent());
+        insert.execute(self.on()).await?;
         Ok(())
     }
 

@@ -18,15 +18,23 @@ pub(crate) const ACTOR_REMINDERS: &str =
      WHERE actor_type = $1 AND actor_id = $2 ORDER BY due_at, name, \"key\"";
 
 /// Stores the actor's (`$1`, `$2`) reminder named `$3` with key `$4`, replacing the one with
-/// that name and key.
-pub(crate) const UPSERT_REMINDER: &str = "INSERT INTO solid_reminders
+/// that name and key (and, with the trace context, the context `$10` of the turn that
+/// scheduled it).
+pub(crate) const UPSERT_REMINDER: &str = concat!(
+    "INSERT INTO solid_reminders
          (actor_type, actor_id, name, \"key\", due_at, arguments, incarnation,
-          every_micros, missed)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+          every_micros, missed",
+    traced!(", traceparent"),
+    ")
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9",
+    traced!(", $10"),
+    ")
      ON CONFLICT (actor_type, actor_id, name, \"key\") DO UPDATE SET
          due_at = excluded.due_at, arguments = excluded.arguments,
          incarnation = excluded.incarnation,
-         every_micros = excluded.every_micros, missed = excluded.missed";
+         every_micros = excluded.every_micros, missed = excluded.missed",
+    traced!(", traceparent = excluded.traceparent")
+);
 
 /// When the actor's (`$1`, `$2`) reminder named `$3` with key `$4` is due.
 pub(crate) const REMINDER_DUE: &str = "SELECT due_at FROM solid_reminders
@@ -47,10 +55,11 @@ pub(crate) fn due_reminders(dialect: Dialect) -> &'static str {
     static DUE_REMINDERS: PerDialect = PerDialect::new(|dialect| {
         format!(
             "SELECT id, due_at, actor_type, actor_id, name, arguments, incarnation,
-                    every_micros, missed
+                    every_micros, missed{}
              FROM solid_reminders
              WHERE due_at <= $2 AND CAST(id AS TEXT) NOT IN ({})
              ORDER BY due_at, id LIMIT $3{}",
+            traced!(read "traceparent"),
             dialect.json_texts("$1"),
             dialect.skip_locked(),
         )
@@ -217,7 +226,7 @@ impl<T: WriteConnection> ReminderWrites for T {
         reminder: &ReminderWrite<'_>,
     ) -> Result<()> {
         self.counters().statement();
-        query(UPSERT_REMINDER)
+        let upsert = query(UPSERT_REMINDER)
             .bind(actor.actor_type)
             .bind(actor.actor_id)
             .bind(reminder.name)
@@ -226,9 +235,10 @@ impl<T: WriteConnection> ReminderWrites for T {
             .bind(reminder.arguments)
             .bind(reminder.incarnation)
             .bind(reminder.every)
-            .bind(reminder.missed)
-            .execute(self.on())
-            .await?;
+            .bind(reminder.missed);
+        #[cfg(feature = "opentelemetry")]
+        let upsert = upsert.bind(reminder.trace.traceparent());
+        upsert.execute(self.on()).await?;
         Ok(())
     }
 

@@ -80,6 +80,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "stalls",
         include_str!("../../../migrations/mysql/0014_stalls.sql"),
     ),
+    (
+        16,
+        "trace context",
+        include_str!("../../../migrations/mysql/0016_trace_context.sql"),
+    ),
 ];
 
 /// The collation the migrations name: MariaDB's binary collation without padding.

@@ -110,6 +110,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "stalls",
         include_str!("../../../migrations/postgres/0014_stalls.sql"),
     ),
+    (
+        16,
+        "trace context",
+        include_str!("../../../migrations/postgres/0016_trace_context.sql"),
+    ),
 ];
 
 /// How long a search for a host tries each one on an application's pool (the runtime knows

@@ -80,6 +80,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "stalls",
         include_str!("../../../migrations/sqlite/0014_stalls.sql"),
     ),
+    (
+        16,
+        "trace context",
+        include_str!("../../../migrations/sqlite/0016_trace_context.sql"),
+    ),
 ];
 
 /// How long a statement outside a caller's deadline waits for another process's write lock.
