@@ -286,8 +286,6 @@ fn minutes_from_noon<T>(
 }
 
 #[tokio::test]
-#[ignore = "an operator's retry of a dead reminder message keeps the reminder's due time, so the \
-            charts count the reminder as due from then until the retry, and its lateness again"]
 async fn a_reminder_whose_dead_letter_was_retried_was_not_due_while_it_lay_dead() {
     let harness = Harness::new();
     harness.clock.set(noon(0, 10));
@@ -366,8 +364,6 @@ async fn a_reminder_that_fired_late_was_due_until_it_fired_though_its_actor_was_
 }
 
 #[tokio::test]
-#[ignore = "an operator's retry of a dead effect makes its row ready again with its first \
-            emission time, so the charts count it as pending for the whole time it lay dead"]
 async fn an_effect_retried_after_it_died_was_not_pending_while_it_lay_dead() {
     let harness = Harness::new();
     harness.clock.set(noon(0, 10));
@@ -497,8 +493,6 @@ async fn a_reminder_is_never_early_when_the_clock_stepped_back_before_its_turn()
 }
 
 #[tokio::test]
-#[ignore = "a reminder deleted before it fired (its actor destroyed, or unscheduled) leaves no \
-            row, so the minutes it was due and unfired vanish from the backlog afterwards"]
 async fn an_overdue_reminder_deleted_before_it_fired_was_due_until_then() {
     let harness = Harness::new();
     harness.clock.set(noon(0, 10));

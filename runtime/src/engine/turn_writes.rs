@@ -19,8 +19,8 @@ use crate::codec::store_and_read_back;
 use crate::error::{Error, Result};
 use crate::limits::{Limits, Payload};
 use crate::store::{
-    ActorKey, Instance, InstanceWrite, MessageProgress, NewEffect, NewMessage, ReminderWrite,
-    Transaction,
+    ActorKey, Doomed, Instance, InstanceWrite, MessageProgress, NewEffect, NewMessage,
+    ReminderWrite, Transaction,
 };
 use crate::time::saturating::later;
 use crate::validate::{validate_id, validate_key};
@@ -143,7 +143,7 @@ impl Writes {
         if self.destroy {
             tx.destroy_actor(key, now).await?;
         } else {
-            write_reminders(tx, key, &self.reminders, instance.incarnation).await?;
+            write_reminders(tx, key, &self.reminders, instance.incarnation, now).await?;
         }
         self.write_effects_and_sends(registrar, tx, key, now, instance.incarnation)
             .await
@@ -198,12 +198,14 @@ impl Writes {
     }
 }
 
-/// Writes a completed turn's reminder changes, in the incarnation it ran in.
+/// Writes a completed turn's reminder changes, in the incarnation it ran in, at `now`
+/// (microseconds).
 async fn write_reminders(
     tx: &mut dyn Transaction,
     key: ActorKey<'_, '_>,
     reminders: &[ReminderOp],
     incarnation: i64,
+    now: i64,
 ) -> Result<()> {
     for change in reminders {
         match change {
@@ -226,7 +228,11 @@ async fn write_reminders(
                 tx.upsert_reminder(key, &write).await?;
             }
             ReminderOp::Delete { name, key: alarm } => {
-                tx.delete_reminder(key, name, alarm.as_deref()).await?;
+                let doomed = Doomed::Named {
+                    name,
+                    key: alarm.as_deref(),
+                };
+                tx.delete_reminders(key, doomed, now).await?;
             }
         }
     }

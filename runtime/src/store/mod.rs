@@ -22,6 +22,7 @@
 //! cannot deadlock.
 
 pub(crate) mod activity;
+pub(crate) mod activity_tallies;
 pub(crate) mod admin;
 pub(crate) mod admin_rows;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
@@ -58,13 +59,14 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 pub(crate) use self::activity::ActivityReads;
+pub(crate) use self::activity_tallies::TallyWrites;
 pub(crate) use self::admin::{AdminReads, AdminWrites};
 pub(crate) use self::effects::{EffectReads, EffectWrites};
 pub(crate) use self::errors::ErrorKinds;
 pub(crate) use self::instances::{InstanceReads, InstanceWrites};
 pub(crate) use self::messages::{MessageReads, MessageWrites};
 use self::query::{Dialect, On};
-pub(crate) use self::reminders::{ReminderReads, ReminderWrites};
+pub(crate) use self::reminders::{Doomed, ReminderReads, ReminderWrites};
 pub(crate) use self::turns::{TurnMessage, TurnWrites};
 use crate::error::Result;
 
@@ -789,6 +791,7 @@ pub(crate) trait Transaction:
     + ReminderWrites
     + EffectWrites
     + AdminWrites
+    + TallyWrites
     + TurnWrites
     + Savepoints
 {

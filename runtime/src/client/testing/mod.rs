@@ -241,9 +241,11 @@ impl<'r> Testing<'r> {
         }
     }
 
-    /// Does the workers' hourly upkeep now: prunes what is past its retention, warns (once
-    /// per kind) about effects that waited over a minute with no handler in this runtime,
-    /// and notes on messages whose operation this build does not know why they wait.
+    /// Does the workers' hourly upkeep now: folds the charts' tallies of the minutes that
+    /// ended two minutes ago or more (which the workers also do every minute), prunes what
+    /// is past its retention, warns (once per kind) about effects that waited over a minute
+    /// with no handler in this runtime, and notes on messages whose operation this build
+    /// does not know why they wait.
     pub async fn upkeep(&self) -> Result<()> {
         self.runtime.engine().upkeep().run().await
     }

@@ -79,6 +79,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "stalls",
         include_str!("../../../migrations/mysql/0014_stalls.sql"),
     ),
+    (
+        15,
+        "activity tally",
+        include_str!("../../../migrations/mysql/0015_activity_tally.sql"),
+    ),
 ];
 
 /// The collation the migrations name: MariaDB's binary collation without padding.

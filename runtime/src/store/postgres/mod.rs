@@ -107,6 +107,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "stalls",
         include_str!("../../../migrations/postgres/0014_stalls.sql"),
     ),
+    (
+        15,
+        "activity tally",
+        include_str!("../../../migrations/postgres/0015_activity_tally.sql"),
+    ),
 ];
 
 /// How long a search for a host tries each one on an application's pool (the runtime knows
