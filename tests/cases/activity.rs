@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::http::{Request as HttpRequest, StatusCode};
 use serde::{Deserialize, Serialize};
-use solid_objects::admin::{Activity, ActivityPoint, DeadLetterFilter, EffectFilter, Window};
+use solid_objects::admin::{
+    Activity, ActivityPoint, ActorActivity, DeadLetterFilter, EffectFilter, Window,
+};
 use solid_objects::prelude::*;
 use solid_objects::{Effect, RetryPolicy};
 use support::{Backend, Harness};
@@ -519,6 +521,138 @@ async fn an_overdue_reminder_deleted_before_it_fired_was_due_until_then() {
         [0, 1, 1, 0, 0],
         "the minutes that passed keep what was due in them"
     );
+    runtime.close().await;
+}
+
+/// Every window of the overview and of one actor's page, read now.
+async fn every_window(runtime: &Runtime, actor: &str) -> Vec<(Activity, ActorActivity)> {
+    let admin = runtime.admin();
+    let mut windows = Vec::new();
+    for window in Window::ALL {
+        windows.push((
+            admin.activity(window).await.unwrap(),
+            admin
+                .actor_activity("Station", actor, window)
+                .await
+                .unwrap(),
+        ));
+    }
+    windows
+}
+
+#[tokio::test]
+async fn folding_the_minutes_that_ended_into_the_tallies_changes_no_figure() {
+    let harness = Harness::new();
+    harness.clock.set(noon(0, 10));
+    let courier_up = Arc::new(AtomicBool::new(false));
+    let up = Arc::clone(&courier_up);
+    let runtime = harness
+        .builder()
+        .await
+        .actor::<Station>()
+        .effect(move |_: Post, _| {
+            let up = up.load(Ordering::SeqCst);
+            async move {
+                match up {
+                    true => Ok(()),
+                    false => Err(Failure::permanent("the courier is away")),
+                }
+            }
+        })
+        .start()
+        .await
+        .expect("starts");
+    let station = |id: &str| runtime.reference::<Station>(id);
+    let testing = runtime.testing();
+    let admin = runtime.admin();
+    // 12:00: turns, a chime due at 12:01 that dies, a ring due at 12:02 that never fires, and
+    // a parcel that dies at 12:00:20.
+    for _ in 0..3 {
+        station("s1").work().await.unwrap();
+    }
+    station("bell")
+        .plan_chime(noon(1, 0).timestamp())
+        .await
+        .unwrap();
+    station("tower").plan(noon(2, 0).timestamp()).await.unwrap();
+    station("s1").post("p-1".to_owned()).await.unwrap();
+    harness.clock.set(noon(0, 20));
+    assert_eq!(testing.run_effects().await.unwrap(), 1);
+    harness.clock.set(noon(1, 10));
+    let ran = testing.run_due_reminders().await.unwrap();
+    assert_eq!((ran.occurrences_fired, ran.dead.len()), (1, 1));
+    // 12:04: the minutes to 12:02 are folded (the first parcel's death among them); a second
+    // parcel dies at 12:04:30, after the fold.
+    harness.clock.set(noon(4, 10));
+    testing.upkeep().await.unwrap();
+    station("s1").refuse().await.unwrap_err();
+    station("s1").post("p-2".to_owned()).await.unwrap();
+    harness.clock.set(noon(4, 30));
+    assert_eq!(testing.run_effects().await.unwrap(), 1);
+    // 12:05: the bell is fixed and its dead letter retried; both parcels are retried.
+    harness.clock.set(noon(5, 10));
+    station("bell").fix().await.unwrap();
+    let dead = admin.dead_letters(&DeadLetterFilter::new()).await.unwrap();
+    admin.retry_dead_letter(dead[0].message_id).await.unwrap();
+    assert_eq!(testing.drain().await.unwrap().completed, 1);
+    let dead_effects = admin
+        .effects(&EffectFilter::new().status(solid_objects::admin::EffectStatus::Dead))
+        .await
+        .unwrap();
+    assert_eq!(dead_effects.len(), 2);
+    for effect in &dead_effects {
+        assert!(admin.retry_effect(effect.id).await.unwrap());
+    }
+    // 12:06: the parcels are posted, and the tower is shut with its overdue ring.
+    harness.clock.set(noon(6, 10));
+    courier_up.store(true, Ordering::SeqCst);
+    assert_eq!(testing.run_effects().await.unwrap(), 2);
+    station("tower").shut().await.unwrap();
+    harness.clock.set(noon(7, 10));
+    testing.upkeep().await.unwrap();
+
+    // 12:09: the minutes to 12:05 are folded, 12:05 to 12:07 are read from the rows.
+    harness.clock.set(noon(9, 10));
+    let unfolded = every_window(&runtime, "s1").await;
+    let hour = &unfolded[0].0;
+    assert_eq!(
+        minutes_from_noon(hour, 9, |point| point.backlog.due_reminders),
+        [0, 0, 1, 1, 1, 1, 0, 0, 0],
+        "the ring was due from 12:02 until the tower was shut at 12:06:10"
+    );
+    assert_eq!(
+        minutes_from_noon(hour, 9, |point| point.backlog.pending_effects),
+        [0, 0, 0, 0, 0, 2, 0, 0, 0],
+        "the parcels were pending only from their retry at 12:05:10 to 12:06:10"
+    );
+    assert_eq!(
+        minutes_from_noon(hour, 9, |point| {
+            let f = point.finished;
+            (f.completed, f.rejected, f.dead)
+        }),
+        [
+            (6, 0, 0),
+            (0, 0, 1),
+            (0, 0, 0),
+            (0, 0, 0),
+            (1, 1, 0),
+            (2, 0, 0),
+            (1, 0, 0),
+            (0, 0, 0),
+            (0, 0, 0)
+        ]
+    );
+    // Every minute to 12:07 folded: each window of the overview and of an actor's page is
+    // what it was.
+    testing.upkeep().await.unwrap();
+    let pool = support::connect(&harness).await;
+    let folded_until: i64 = sqlx::query_scalar("SELECT folded_until FROM solid_activity_folded")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    assert_eq!(folded_until, noon(7, 0).timestamp_micros());
+    assert_eq!(every_window(&runtime, "s1").await, unfolded);
     runtime.close().await;
 }
 

@@ -16,9 +16,14 @@ const FOLD_LAG: i64 = 2 * MINUTE;
 /// half hour its first slice may start before that, and more. Older rows are never charted.
 const FOLD_HISTORY: i64 = 25 * 60 * MINUTE;
 
-/// The most minutes one transaction folds, so a fold that catches up (after an upgrade, or
-/// a time with no workers) holds no lock for long.
+/// The minutes one statement of a fold reads at first, so a fold that catches up (after an
+/// upgrade, or a time with no workers) holds no lock for long.
 const FOLD_STEP: i64 = 10 * MINUTE;
+
+/// The most minutes one statement of a fold reads once the steps before it in its
+/// transaction found nothing: a quiet stretch (a new database's day of history) is crossed
+/// in a few statements, not a transaction per step.
+const FOLD_LEAP: i64 = 8 * FOLD_STEP;
 
 /// The fold job. It borrows the core.
 #[derive(Clone, Copy)]
@@ -35,9 +40,9 @@ impl<'e> ActivityFold<'e> {
 
 impl ActivityFold<'_> {
     /// Folds every minute that ended [`FOLD_LAG`] ago or more and is not folded yet, from
-    /// the fold mark (or a day and an hour back, for a database never folded), in steps of
-    /// [`FOLD_STEP`], each its own transaction; returns how many minutes. A process that
-    /// finds another folding leaves it to that one.
+    /// the fold mark (or a day and an hour back, for a database never folded), a transaction
+    /// per step that found something ([`step`](Self::step)); returns how many minutes. A
+    /// process that finds another folding leaves it to that one.
     pub(crate) async fn run(&self) -> Result<i64> {
         let mut folded = 0;
         loop {
@@ -63,8 +68,10 @@ impl ActivityFold<'_> {
         (minute - FOLD_HISTORY, minute - FOLD_LAG)
     }
 
-    /// Folds one step from the fold mark, in a transaction of its own; returns how many
-    /// minutes (0: nothing to fold, or another process holds the mark).
+    /// Folds from the fold mark, in a transaction of its own, [`FOLD_STEP`] minutes at a time
+    /// until a step finds rows (each step that finds none twice as long as the one before,
+    /// up to [`FOLD_LEAP`]), and moves the mark past them; returns how many minutes (0:
+    /// nothing to fold, or another process holds the mark).
     async fn step(&self) -> Result<i64> {
         let mut tx = self.core.begin(None).await?;
         let Some(mark) = tx.lock_fold_mark().await? else {
@@ -72,14 +79,23 @@ impl ActivityFold<'_> {
             return Ok(0);
         };
         let (earliest, target) = self.bounds();
-        let from = mark.max(earliest);
-        let until = target.min(from.saturating_add(FOLD_STEP));
-        if until <= from {
+        let start = mark.max(earliest);
+        let (mut from, mut step) = (start, FOLD_STEP);
+        while from < target {
+            let until = target.min(from.saturating_add(step));
+            let tallied = tx.fold_activity(from, until).await?;
+            from = until;
+            if tallied > 0 {
+                break;
+            }
+            step = step.saturating_mul(2).min(FOLD_LEAP);
+        }
+        if from <= start {
             Core::release(tx).await;
             return Ok(0);
         }
-        tx.fold_activity(from, until).await?;
+        tx.move_fold_mark(from).await?;
         tx.commit().await?;
-        Ok((until - from) / MINUTE)
+        Ok((from - start) / MINUTE)
     }
 }

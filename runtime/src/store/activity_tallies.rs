@@ -355,8 +355,11 @@ pub(crate) trait TallyWrites: Send {
     async fn lock_fold_mark(&mut self) -> Result<Option<i64>>;
 
     /// Folds the rows that finished in `[from, until)` (whole minutes, from the fold mark)
-    /// into the tallies, and moves the fold mark to `until`.
-    async fn fold_activity(&mut self, from: i64, until: i64) -> Result<()>;
+    /// into the tallies; returns how many tally rows it wrote (0: nothing finished then).
+    async fn fold_activity(&mut self, from: i64, until: i64) -> Result<u64>;
+
+    /// Moves the fold mark to `until`: every row that finished before it is tallied.
+    async fn move_fold_mark(&mut self, until: i64) -> Result<()>;
 
     /// Deletes the tallies of minutes before `before`; returns how many rows.
     async fn prune_tallies(&mut self, before: i64) -> Result<u64>;
@@ -372,19 +375,23 @@ impl<T: WriteConnection> TallyWrites for T {
         Ok(row.map(|row| get(&row, 0)).transpose()?)
     }
 
-    async fn fold_activity(&mut self, from: i64, until: i64) -> Result<()> {
+    async fn fold_activity(&mut self, from: i64, until: i64) -> Result<u64> {
         self.counters().statement();
-        query(fold_activity(self.dialect()))
+        let activity = query(fold_activity(self.dialect()))
             .bind(from)
             .bind(until)
             .execute(self.on())
             .await?;
         self.counters().statement();
-        query(fold_actor_activity())
+        let actors = query(fold_actor_activity())
             .bind(from)
             .bind(until)
             .execute(self.on())
             .await?;
+        Ok(activity.rows_affected + actors.rows_affected)
+    }
+
+    async fn move_fold_mark(&mut self, until: i64) -> Result<()> {
         self.counters().statement();
         query(MOVE_FOLD_MARK).bind(until).execute(self.on()).await?;
         Ok(())
