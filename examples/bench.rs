@@ -2266,7 +2266,10 @@ async fn chart_row(backend: Backend<'_>, messages: i64) -> Outcome {
     run_statements(backend, &chart_history(backend, messages, history)).await?;
     let loaded = started.elapsed();
     // The actor whose page is fetched exists: a turn at 12:00:10.
-    runtime.reference::<Counter>("chart-b-0").increment().await?;
+    runtime
+        .reference::<Counter>("chart-b-0")
+        .increment()
+        .await?;
     let started = Instant::now();
     runtime.testing().upkeep().await?;
     let folded = started.elapsed();

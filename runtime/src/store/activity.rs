@@ -260,6 +260,54 @@ pub(crate) trait ActivityReads: Send + Sync {
 
     /// Where folding stands: every row that finished before it is in the tallies.
     async fn fold_mark(&self) -> Result<i64>;
+
+    /// How the database plans each statement of [`activity`](Self::activity) and
+    /// [`actor_activity`](Self::actor_activity) over `span`: each statement's name and the
+    /// steps of its plan, one a line (MySQL's: the table, the access type and the key).
+    async fn activity_plans(
+        &self,
+        actor: ActorKey<'_, '_>,
+        span: Span,
+    ) -> Result<Vec<(&'static str, Vec<String>)>>;
+}
+
+/// The charts' statements, each named and asked for its plan ([`Dialect::explain`]); the
+/// first binds an actor before the span.
+static EXPLAINED: [(&str, PerDialect); 5] = [
+    (
+        "actor_tallies",
+        PerDialect::new(|dialect| format!("{}{}", dialect.explain(), actor_tallies(dialect))),
+    ),
+    (
+        "activity_tallies",
+        PerDialect::new(|dialect| format!("{}{}", dialect.explain(), activity_tallies(dialect))),
+    ),
+    (
+        "waiting_messages",
+        PerDialect::new(|dialect| format!("{}{}", dialect.explain(), waiting_messages())),
+    ),
+    (
+        "due_reminders",
+        PerDialect::new(|dialect| format!("{}{}", dialect.explain(), due_reminders())),
+    ),
+    (
+        "waiting_effects",
+        PerDialect::new(|dialect| format!("{}{}", dialect.explain(), waiting_effects())),
+    ),
+];
+
+/// One step of a plan, as [`ActivityReads::activity_plans`] gives it.
+fn plan_step(dialect: Dialect, row: &Row) -> Result<String> {
+    Ok(match dialect {
+        Dialect::Sqlite => get(row, "detail")?,
+        Dialect::Postgres => get(row, 0)?,
+        Dialect::MySql => format!(
+            "{} {} {}",
+            get::<Option<String>>(row, "table")?.unwrap_or_default(),
+            get::<Option<String>>(row, "type")?.unwrap_or_default(),
+            get::<Option<String>>(row, "key")?.unwrap_or_default(),
+        ),
+    })
 }
 
 /// Adds a count of `kind` in `slice` to the slice's outcomes, if it is an outcome.
@@ -388,6 +436,37 @@ impl<S: ReadConnections> ActivityReads for S {
             add_outcome(&mut outcomes, get(row, "slot")?, &kind, get(row, "count")?);
         }
         Ok(outcomes)
+    }
+
+    async fn activity_plans(
+        &self,
+        actor: ActorKey<'_, '_>,
+        span: Span,
+    ) -> Result<Vec<(&'static str, Vec<String>)>> {
+        let dialect = self.dialect();
+        let mut plans = Vec::new();
+        for (index, (name, explained)) in EXPLAINED.iter().enumerate() {
+            let mut statement = query(explained.get(dialect));
+            if index == 0 {
+                statement = statement.bind(actor.actor_type).bind(actor.actor_id);
+            }
+            let until = match index {
+                0 | 1 => span.until,
+                _ => span.now.saturating_add(1),
+            };
+            let rows = statement
+                .bind(span.from)
+                .bind(until)
+                .bind(span.width)
+                .fetch_all(self.readers())
+                .await?;
+            let steps = rows
+                .iter()
+                .map(|row| plan_step(dialect, row))
+                .collect::<Result<_>>()?;
+            plans.push((*name, steps));
+        }
+        Ok(plans)
     }
 
     async fn fold_mark(&self) -> Result<i64> {

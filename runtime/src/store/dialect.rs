@@ -140,6 +140,15 @@ impl Dialect {
         }
     }
 
+    /// What asks for a statement's plan instead of running it, before the statement: SQLite's
+    /// `EXPLAIN QUERY PLAN`, the others' `EXPLAIN`.
+    pub(crate) fn explain(self) -> &'static str {
+        match self {
+            Self::Sqlite => "EXPLAIN QUERY PLAN ",
+            Self::Postgres | Self::MySql => "EXPLAIN ",
+        }
+    }
+
     /// What returns an inserted row's `id`: ` RETURNING id`, or nothing on MySQL, where the
     /// statement's last insert id is the row's.
     pub(crate) fn returning_id(self) -> &'static str {
