@@ -6,6 +6,8 @@
 #[path = "mysql/backend.rs"]
 mod backend;
 mod cases;
+#[path = "servers/chart_plans.rs"]
+mod chart_plans;
 #[path = "servers/conflicts.rs"]
 mod conflicts;
 #[path = "mysql/dialect.rs"]

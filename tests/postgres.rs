@@ -8,6 +8,8 @@ mod administration;
 #[path = "postgres/backend.rs"]
 mod backend;
 mod cases;
+#[path = "servers/chart_plans.rs"]
+mod chart_plans;
 #[path = "postgres/compression.rs"]
 mod compression;
 #[path = "servers/conflicts.rs"]

@@ -191,8 +191,8 @@ async fn operate(url: &str, runtime: &Runtime) {
     );
     // PostgreSQL has migrations 8 (lz4 for states), 9 (state notices for watchers), 10 (the
     // lock in one statement) and 12 (a lock that never creates a row for a grouped call),
-    // which SQLite has no use for; both have 11 (the charts), 14 (stalled passes) and 16
-    // (the trace context stored with rows). The tool knows the backend's newest file.
+    // which SQLite has no use for; both have 11 (the charts), 14 (stalled passes), 15 (the
+    // charts' tallies) and 16 (the trace context stored with rows). The tool knows the backend's newest file.
     let backend = if url.starts_with("postgres") {
         "postgres"
     } else {

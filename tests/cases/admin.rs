@@ -855,8 +855,8 @@ async fn doctor(setup: Setup) {
     // (a lock that never creates a row for a grouped call), which SQLite has no use for; the
     // MySQL store's schema is one migration, then the charts' migration 11 and the wake-up
     // bell's 13 (PostgreSQL notifies instead), numbered as on the other backends. Every
-    // backend has 14, the messages' count of stalled passes, and 16, the trace context
-    // stored with messages, reminders and effects. The newest is the backend's newest file
+    // backend has 14, the messages' count of stalled passes, 15, the charts' tallies, and
+    // 16, the trace context stored with messages, reminders and effects. The newest is the backend's newest file
     // in migrations/: a file the build does not apply fails here.
     let newest = *setup.backend().migrations().last().unwrap();
     assert!(newest >= 16, "{newest}");

@@ -580,7 +580,7 @@ async fn racing_starts_and_a_half_run_migration() {
         runtime.reference::<Ledger>("m").record("x").await.unwrap();
         runtime.close().await;
     }
-    // Each of this build's migrations (1, 11, 13, 14, 16: the files in migrations/mysql) once.
+    // Each of this build's migrations (1, 11, 13, 14, 15, 16: the files in migrations/mysql) once.
     let migrations = crate::support::Backend::MariaDb.migrations().len();
     assert_eq!(
         scalar(&url, "SELECT COUNT(*) FROM solid_schema_migrations").await,

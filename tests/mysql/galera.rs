@@ -161,7 +161,7 @@ async fn runtimes_starting_at_once_on_different_nodes_apply_each_migration_once(
             assert_eq!(tally.add().await.unwrap(), 1);
             runtime.close().await;
         }
-        // Each of this build's migrations (1, 11, 13, 14, 16: the files in migrations/mysql)
+        // Each of this build's migrations (1, 11, 13, 14, 15, 16: the files in migrations/mysql)
         // once.
         let count = "SELECT COUNT(*) FROM solid_schema_migrations";
         let migrations = crate::support::Backend::MariaDb.migrations().len();

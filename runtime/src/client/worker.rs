@@ -5,7 +5,9 @@
 //!
 //! Workers only call the engine; what they run is decided there.
 
-use std::sync::PoisonError;
+use std::sync::{Mutex, PoisonError};
+
+use chrono::{DateTime, Utc};
 use std::time::Duration;
 
 use tokio::task::JoinSet;
@@ -34,6 +36,9 @@ const NOTICE_RETRY: Duration = Duration::from_secs(1);
 const DATABASE_WAIT: Duration = Duration::from_secs(1);
 /// How often (by the runtime's clock) the workers do the upkeep: prune, report.
 const UPKEEP_EVERY: chrono::TimeDelta = chrono::TimeDelta::hours(1);
+/// How often (by the runtime's clock) the workers fold the charts' tallies of the minutes
+/// that ended: the charts count the minutes not yet folded from their rows.
+const FOLD_EVERY: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
 
 impl Runtime {
     /// Runs the workers until [`shutdown`](Runtime::shutdown): they fire due reminders as
@@ -331,23 +336,24 @@ impl WorkerLoop {
         let effects =
             crate::client::effect::start_due(&self.runtime, &self.runtime.shared.effect_tasks)
                 .await?;
-        if self.upkeep_due() {
+        if self.due(&self.runtime.shared.last_upkeep, UPKEEP_EVERY) {
             self.runtime.engine().upkeep().run().await?;
+        } else if self.due(&self.runtime.shared.last_fold, FOLD_EVERY) {
+            // The charts read the minutes not folded from their rows: a fold that failed
+            // (the database away for a moment) leaves them to the next one.
+            if let Err(error) = self.runtime.engine().activity_fold().run().await {
+                tracing::warn!(%error, "folding the charts' tallies failed; the next fold catches up");
+            }
         }
         Ok(fired + turns + effects > 0)
     }
 
-    /// Whether this worker should do the hourly upkeep now (and if so, no other will for a
-    /// while).
-    fn upkeep_due(&self) -> bool {
+    /// Whether this worker should do a periodic job last done at `last` now, `every` being
+    /// its period by the runtime's clock (and if so, no other will for a while).
+    fn due(&self, last: &Mutex<Option<DateTime<Utc>>>, every: chrono::TimeDelta) -> bool {
         let now = self.runtime.engine().core().now();
-        let mut last = self
-            .runtime
-            .shared
-            .last_upkeep
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let due = last.is_none_or(|last| now - last >= UPKEEP_EVERY);
+        let mut last = last.lock().unwrap_or_else(PoisonError::into_inner);
+        let due = last.is_none_or(|last| now - last >= every);
         if due {
             *last = Some(now);
         }

@@ -19,8 +19,8 @@ use crate::codec::store_and_read_back;
 use crate::error::{Error, Result};
 use crate::limits::{Limits, Payload};
 use crate::store::{
-    ActorKey, Instance, InstanceWrite, MessageProgress, NewEffect, NewMessage, ReminderWrite,
-    Transaction,
+    ActorKey, Doomed, Instance, InstanceWrite, MessageProgress, NewEffect, NewMessage,
+    ReminderWrite, Transaction,
 };
 use crate::time::saturating::later;
 use crate::trace_context::TraceContext;
@@ -146,7 +146,7 @@ impl Writes {
         if self.destroy {
             tx.destroy_actor(key, now).await?;
         } else {
-            write_reminders(tx, key, &self.reminders, incarnation, trace).await?;
+            write_reminders(tx, key, &self.reminders, incarnation, now, trace).await?;
         }
         self.write_effects(tx, key, now, incarnation, trace).await?;
         self.write_sends(registrar, tx, now, trace).await
@@ -216,13 +216,14 @@ impl Writes {
     }
 }
 
-/// Writes a completed turn's reminder changes, in the incarnation it ran in and with its
-/// trace context.
+/// Writes a completed turn's reminder changes, in the incarnation it ran in, at `now`
+/// (microseconds), with its trace context.
 async fn write_reminders(
     tx: &mut dyn Transaction,
     key: ActorKey<'_, '_>,
     reminders: &[ReminderOp],
     incarnation: i64,
+    now: i64,
     trace: TraceContext,
 ) -> Result<()> {
     for change in reminders {
@@ -247,7 +248,11 @@ async fn write_reminders(
                 tx.upsert_reminder(key, &write).await?;
             }
             ReminderOp::Delete { name, key: alarm } => {
-                tx.delete_reminder(key, name, alarm.as_deref()).await?;
+                let doomed = Doomed::Named {
+                    name,
+                    key: alarm.as_deref(),
+                };
+                tx.delete_reminders(key, doomed, now).await?;
             }
         }
     }

@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::activity_tallies::{share_fold_mark, EffectLife, ADD_TALLY};
 use super::dialect::PerDialect;
 use super::messages::storable_text;
-use super::query::{query, Dialect};
+use super::query::{get, query, Dialect};
 use super::{
     rows, ActorKey, ClaimedEffect, EffectProgress, NewEffect, PendingEffects, ReadConnections,
     WriteConnection,
@@ -141,6 +142,18 @@ pub(crate) const REVIVE_EFFECT: &str = "UPDATE solid_effects
      SET status = 'ready', attempts = 0, available_at = $2, last_error = NULL,
          finished_at = NULL
      WHERE id = $1 AND status = 'dead'";
+
+/// The dead effect `$1`'s emission and death, locked until commit.
+fn dead_effect(dialect: Dialect) -> &'static str {
+    static DEAD_EFFECT: PerDialect = PerDialect::new(|dialect| {
+        format!(
+            "SELECT created_at, finished_at FROM solid_effects
+             WHERE id = $1 AND status = 'dead'{}",
+            dialect.for_update()
+        )
+    });
+    DEAD_EFFECT.get(dialect)
+}
 
 /// Deletes done effects that finished before `$1`.
 pub(crate) const PRUNE_DONE_EFFECTS: &str =
@@ -353,12 +366,48 @@ impl<T: WriteConnection> EffectWrites for T {
     }
 
     async fn revive_effect(&mut self, id: i64, now: i64) -> Result<bool> {
+        let dialect = self.dialect();
+        // Held until commit, so no fold tallies the effect's death while this retry moves it.
+        self.counters().statement();
+        let mark = query(share_fold_mark(dialect))
+            .fetch_optional(self.on())
+            .await?
+            .map(|row| get::<i64>(&row, 0))
+            .transpose()?
+            .unwrap_or_default();
+        self.counters().statement();
+        let Some(dead) = query(dead_effect(dialect))
+            .bind(id)
+            .fetch_optional(self.on())
+            .await?
+        else {
+            return Ok(false);
+        };
+        let created_at: i64 = get(&dead, "created_at")?;
+        let died_at: Option<i64> = get(&dead, "finished_at")?;
         self.counters().statement();
         let revived = query(REVIVE_EFFECT)
             .bind(id)
             .bind(now)
             .execute(self.on())
             .await?;
-        Ok(revived.rows_affected == 1)
+        if revived.rows_affected != 1 {
+            return Ok(false);
+        }
+        let life = EffectLife {
+            created_at,
+            died_at: died_at.unwrap_or(now),
+            retried_at: now,
+        };
+        for (minute, kind, count) in life.tallies(mark) {
+            self.counters().statement();
+            query(ADD_TALLY)
+                .bind(minute)
+                .bind(kind)
+                .bind(count)
+                .execute(self.on())
+                .await?;
+        }
+        Ok(true)
     }
 }

@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use super::dialect::PerDialect;
 use super::messages::{DESTROY_READY_MESSAGES, HEAD_OF_MAILBOX};
 use super::query::{query, Dialect};
-use super::reminders::DELETE_ACTOR_REMINDERS;
+use super::reminders::{Doomed, ReminderWrites};
 use super::{
     rows, ActorKey, Bounds, CommittedActor, Instance, InstanceWrite, LockWait, LockedActor,
     ReadConnections, StateNotice, StoredMessage, Version, WriteConnection,
@@ -309,12 +309,7 @@ impl<T: WriteConnection> InstanceWrites for T {
     }
 
     async fn destroy_actor(&mut self, actor: ActorKey<'_, '_>, now: i64) -> Result<()> {
-        self.counters().statement();
-        query(DELETE_ACTOR_REMINDERS)
-            .bind(actor.actor_type)
-            .bind(actor.actor_id)
-            .execute(self.on())
-            .await?;
+        self.delete_reminders(actor, Doomed::Every, now).await?;
         self.counters().statement();
         query(DESTROY_READY_MESSAGES)
             .bind(actor.actor_type)

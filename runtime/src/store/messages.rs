@@ -165,8 +165,13 @@ pub(crate) const RELEASE_DEAD_LETTER: &str =
     "UPDATE solid_messages SET idempotency_key = NULL, retried_as = 0
      WHERE id = $1 AND status = 'dead' AND retried_as IS NULL";
 
-/// Records that message `$1` retried dead letter `$2`.
-pub(crate) const LINK_RETRY: &str = "UPDATE solid_messages SET retried_as = $1 WHERE id = $2";
+/// Records that message `$1` retried dead letter `$2`, on both: the dead letter names its
+/// retry, and the retry its dead letter (the charts count a retried reminder's message as a
+/// message, not as a reminder that fired again).
+pub(crate) const LINK_RETRY: &str = "UPDATE solid_messages
+     SET retried_as = CASE WHEN id = $2 THEN $1 ELSE retried_as END,
+         retry_of = CASE WHEN id = $1 THEN $2 ELSE retry_of END
+     WHERE id IN ($1, $2)";
 
 /// Deletes completed, rejected and destroyed messages that finished before `$1`, but each
 /// living actor's `$2` newest finished ones with an idempotency key (an actor with no row,

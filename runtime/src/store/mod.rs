@@ -51,6 +51,7 @@ macro_rules! traced {
 }
 
 pub(crate) mod activity;
+pub(crate) mod activity_tallies;
 pub(crate) mod admin;
 pub(crate) mod admin_rows;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
@@ -91,13 +92,14 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 pub(crate) use self::activity::ActivityReads;
+pub(crate) use self::activity_tallies::TallyWrites;
 pub(crate) use self::admin::{AdminReads, AdminWrites};
 pub(crate) use self::effects::{EffectReads, EffectWrites};
 pub(crate) use self::errors::ErrorKinds;
 pub(crate) use self::instances::{InstanceReads, InstanceWrites};
 pub(crate) use self::messages::{MessageReads, MessageWrites};
 use self::query::{Dialect, On};
-pub(crate) use self::reminders::{ReminderReads, ReminderWrites};
+pub(crate) use self::reminders::{Doomed, ReminderReads, ReminderWrites};
 pub(crate) use self::turns::{TurnMessage, TurnWrites};
 use crate::error::Result;
 use crate::trace_context::TraceContext;
@@ -838,6 +840,7 @@ pub(crate) trait Transaction:
     + ReminderWrites
     + EffectWrites
     + AdminWrites
+    + TallyWrites
     + TurnWrites
     + Savepoints
 {

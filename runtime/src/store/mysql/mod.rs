@@ -81,6 +81,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../../../migrations/mysql/0014_stalls.sql"),
     ),
     (
+        15,
+        "activity tally",
+        include_str!("../../../migrations/mysql/0015_activity_tally.sql"),
+    ),
+    (
         16,
         "trace context",
         include_str!("../../../migrations/mysql/0016_trace_context.sql"),
