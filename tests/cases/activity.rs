@@ -99,7 +99,36 @@ impl Station {
     fn shut(&mut self, turn: &mut Turn<Self>) {
         turn.destroy();
     }
+
+    /// Schedules the station's one bell, under the key `bell`, for `at` (seconds since the
+    /// epoch): replacing the one scheduled before.
+    #[command]
+    fn set_bell(&mut self, turn: &mut Turn<Self>, at: i64) {
+        let due = DateTime::from_timestamp(at, 0).expect("a time");
+        turn.schedule(due, "bell").ring();
+    }
+
+    /// Works once the gate lets it through: a turn whose handler takes its time.
+    #[command]
+    async fn work_slowly(&mut self) -> u32 {
+        SLOW_TURN.started.notify_one();
+        SLOW_TURN.go_on.notified().await;
+        self.worked += 1;
+        self.worked
+    }
 }
+
+/// The gate of `Station::work_slowly`: it says when its handler started, and waits to be let
+/// through.
+struct Gate {
+    started: tokio::sync::Notify,
+    go_on: tokio::sync::Notify,
+}
+
+static SLOW_TURN: Gate = Gate {
+    started: tokio::sync::Notify::const_new(),
+    go_on: tokio::sync::Notify::const_new(),
+};
 
 /// Noon on a Monday, and `minute:second` after it.
 fn noon(minute: i64, second: i64) -> DateTime<Utc> {
@@ -687,5 +716,107 @@ async fn a_window_in_which_nothing_happened_is_idle_not_a_flat_line_of_zeros() {
         .points
         .iter()
         .all(|point| point.backlog.ready_messages == 1));
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn an_overdue_reminder_rescheduled_for_later_before_it_fired_was_due_until_then() {
+    let harness = Harness::new();
+    harness.clock.set(noon(0, 10));
+    let runtime = runtime(&harness).await;
+    let tower = runtime.reference::<Station>("tower");
+    // The bell due at 12:01, which no worker fires; at 12:03:10 it is set for 13:00 instead.
+    tower.set_bell(noon(1, 0).timestamp()).await.unwrap();
+    harness.clock.set(noon(2, 10));
+    let admin = runtime.admin();
+    let before = admin.activity(Window::FifteenMinutes).await.unwrap();
+    assert_eq!(
+        minutes_from_noon(&before, 3, |point| point.backlog.due_reminders),
+        [0, 1, 1],
+        "while it waits, the bell is due from 12:01"
+    );
+    harness.clock.set(noon(3, 10));
+    tower.set_bell(noon(60, 0).timestamp()).await.unwrap();
+    harness.clock.set(noon(4, 10));
+
+    let after = admin.activity(Window::FifteenMinutes).await.unwrap();
+    assert_eq!(
+        from_noon(&after, |point| point.backlog.due_reminders),
+        [0, 1, 1, 0, 0],
+        "the minutes that passed keep what was due in them"
+    );
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_turn_that_ends_after_the_clock_stepped_back_behind_the_folded_minutes_is_counted() {
+    let harness = Harness::new();
+    harness.clock.set(noon(0, 10));
+    let runtime = runtime(&harness).await;
+    let station = runtime.reference::<Station>("s1");
+    let testing = runtime.testing();
+    station.work().await.unwrap();
+    // 12:04:10: the minutes to 12:02 are folded; then the host's clock is set back to
+    // 12:01:50 (corrected), a turn ends, and the clock goes on to 12:05:10.
+    harness.clock.set(noon(4, 10));
+    testing.upkeep().await.unwrap();
+    harness.clock.set(noon(1, 50));
+    station.work().await.unwrap();
+    harness.clock.set(noon(5, 10));
+
+    let activity = runtime
+        .admin()
+        .activity(Window::FifteenMinutes)
+        .await
+        .unwrap();
+    let completed = from_noon(&activity, |point| point.finished.completed);
+    assert_eq!(
+        completed.iter().sum::<i64>(),
+        2,
+        "both turns are in the charts, whatever minute the second was stamped in: {completed:?}"
+    );
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_turn_whose_handler_ran_while_its_minute_was_folded_is_counted() {
+    let harness = Harness::new();
+    harness.clock.set(noon(0, 10));
+    let runtime = runtime(&harness).await;
+    let testing = runtime.testing();
+    // A turn starts at 12:00:10 and its handler takes its time; meanwhile it is 12:05:10,
+    // and the workers fold the minutes to 12:03.
+    let station = runtime.reference::<Station>("s1");
+    let slow = tokio::spawn(async move { station.work_slowly().await });
+    SLOW_TURN.started.notified().await;
+    harness.clock.set(noon(5, 10));
+    let upkeep = {
+        let runtime = runtime.clone();
+        tokio::spawn(async move { runtime.testing().upkeep().await })
+    };
+    // A backend whose fold waits for the turn's transaction lets it wait a little, then the
+    // handler goes on.
+    let waited = support::eventually(Duration::from_secs(3), || {
+        let finished = upkeep.is_finished();
+        async move { finished }
+    })
+    .await;
+    SLOW_TURN.go_on.notify_one();
+    assert_eq!(slow.await.unwrap().unwrap(), 1);
+    upkeep.await.unwrap().unwrap();
+    testing.upkeep().await.unwrap();
+
+    let activity = runtime
+        .admin()
+        .activity(Window::FifteenMinutes)
+        .await
+        .unwrap();
+    let completed = from_noon(&activity, |point| point.finished.completed);
+    assert_eq!(
+        completed.iter().sum::<i64>(),
+        1,
+        "the turn completed (the fold {} before it committed): {completed:?}",
+        if waited { "ended" } else { "waited" }
+    );
     runtime.close().await;
 }
