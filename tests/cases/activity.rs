@@ -108,6 +108,12 @@ impl Station {
         turn.schedule(due, "bell").ring();
     }
 
+    /// Rings every five minutes from now on (a missed ring is made up by the latest one).
+    #[command]
+    fn ring_every_five_minutes(&mut self, turn: &mut Turn<Self>) {
+        turn.schedule_every(TimeDelta::minutes(5), "five").ring();
+    }
+
     /// Works once the gate lets it through: a turn whose handler takes its time.
     #[command]
     async fn work_slowly(&mut self) -> u32 {
@@ -817,6 +823,41 @@ async fn a_turn_whose_handler_ran_while_its_minute_was_folded_is_counted() {
         1,
         "the turn completed (the fold {} before it committed): {completed:?}",
         if waited { "ended" } else { "waited" }
+    );
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_recurring_reminder_that_missed_occurrences_was_due_from_the_first_it_missed() {
+    let harness = Harness::new();
+    harness.clock.set(noon(0, 10));
+    let runtime = runtime(&harness).await;
+    let testing = runtime.testing();
+    let admin = runtime.admin();
+    // Due at 12:05:10, 12:10:10, ...: no worker fires it until 12:13, when the latest missed
+    // occurrence fires.
+    runtime
+        .reference::<Station>("clock")
+        .ring_every_five_minutes()
+        .await
+        .unwrap();
+    harness.clock.set(noon(12, 50));
+    let before = admin.activity(Window::FifteenMinutes).await.unwrap();
+    assert_eq!(
+        minutes_from_noon(&before, 12, |point| point.backlog.due_reminders),
+        [0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1],
+        "while it waits, the ring is due from 12:05:10"
+    );
+    harness.clock.set(noon(13, 0));
+    let fired = testing.run_due_reminders().await.unwrap();
+    assert_eq!(fired.occurrences_fired, 1);
+    harness.clock.set(noon(14, 10));
+
+    let after = admin.activity(Window::FifteenMinutes).await.unwrap();
+    assert_eq!(
+        minutes_from_noon(&after, 14, |point| point.backlog.due_reminders),
+        [0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0],
+        "the minutes that passed keep what was due in them"
     );
     runtime.close().await;
 }
