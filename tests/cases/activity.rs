@@ -861,3 +861,53 @@ async fn a_recurring_reminder_that_missed_occurrences_was_due_from_the_first_it_
     );
     runtime.close().await;
 }
+
+#[tokio::test]
+async fn a_dead_letter_kept_past_the_retention_of_finished_messages_stays_in_the_days_chart() {
+    let harness = Harness::new();
+    harness.clock.set(noon(0, 10));
+    // Finished messages are kept an hour; dead letters, for operators, the default 30 days.
+    let runtime = harness
+        .builder()
+        .await
+        .actor::<Station>()
+        .limits(solid_objects::Limits::new().retention(Duration::from_secs(3600)))
+        .retry(RetryPolicy::new().base_delay(Duration::from_secs(1)))
+        .start()
+        .await
+        .expect("starts");
+    let testing = runtime.testing();
+    let admin = runtime.admin();
+    // 12:00: a stumble fails twice and is a dead letter.
+    runtime
+        .reference::<Station>("s4")
+        .enqueue()
+        .stumble()
+        .await
+        .unwrap();
+    assert_eq!(testing.drain().await.unwrap().failed.len(), 1);
+    harness.clock.set(noon(0, 20));
+    assert_eq!(testing.drain().await.unwrap().dead.len(), 1);
+    let day_of = |activity: &Activity| {
+        let point = activity
+            .points
+            .iter()
+            .find(|point| point.at == noon(0, 0))
+            .expect("noon's half hour is in the day");
+        point.finished.dead
+    };
+    harness.clock.set(noon(30, 10));
+    assert_eq!(day_of(&admin.activity(Window::Day).await.unwrap()), 1);
+
+    // 14:30: the upkeep folds the minutes and prunes what finished over an hour ago.
+    harness.clock.set(noon(150, 10));
+    testing.upkeep().await.unwrap();
+    let dead = admin.dead_letters(&DeadLetterFilter::new()).await.unwrap();
+    assert_eq!(dead.len(), 1, "the dead letter is kept for operators");
+    assert_eq!(
+        day_of(&admin.activity(Window::Day).await.unwrap()),
+        1,
+        "the day's chart still counts the dead letter the operators still see"
+    );
+    runtime.close().await;
+}
