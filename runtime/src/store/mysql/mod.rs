@@ -98,7 +98,8 @@ const NO_PAD_BINARY: &str = "utf8mb4_nopad_bin";
 /// MySQL 8's binary collation without padding, where the server has no [`NO_PAD_BINARY`].
 const MYSQL_NO_PAD_BINARY: &str = "utf8mb4_0900_bin";
 
-/// Which server speaks: they differ in how a statement's time is bounded.
+/// Which server speaks: they differ in how a statement's time is bounded, and in whether a
+/// `DELETE` returns what it deleted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Flavor {
     MariaDb,
@@ -510,6 +511,10 @@ impl WriteConnection for MySqlTransaction {
 
     fn poison(&mut self) {
         self.tx.poison();
+    }
+
+    fn deletes_return_rows(&self) -> bool {
+        self.flavor == Flavor::MariaDb
     }
 }
 
