@@ -17,6 +17,7 @@ use solid_objects::admin::{ActorFilter, DeadLetterFilter, EffectFilter, Reminder
 use solid_objects::policy::{AdminAction, AdminRequest, Denied, Policy, Request};
 use solid_objects::prelude::*;
 use solid_objects::{Effect, Limits};
+use support::workers::{fire_due_reminders, run_workers};
 use support::{Backend, Harness};
 
 /// A reminder to ring later.
@@ -520,15 +521,7 @@ async fn pause_and_resume(setup: Setup) {
     d2.enqueue().add(3).await.unwrap();
     setup.clock.advance(Duration::from_secs(600));
     // Fires d1's reminder into its mailbox, then runs what it can: d2 only.
-    assert_eq!(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-        1
-    );
+    assert_eq!(fire_due_reminders(&runtime).await, 1);
     assert_eq!(d2.total().await.unwrap(), 3);
     assert_eq!(runtime.testing().drain().await.unwrap().turns, 0);
     let d1 = admin.inspect("Desk", "d1").await.unwrap().unwrap();
@@ -1230,10 +1223,7 @@ async fn a_redrive_with_workers_running_retries_only_the_dead_letters_that_were_
         .unwrap()
         .len();
     assert_eq!(before, 300);
-    let running = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
+    let running = run_workers(&runtime);
     let redriven = tokio::time::timeout(
         Duration::from_secs(20),
         admin.redrive(

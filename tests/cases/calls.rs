@@ -8,6 +8,8 @@ use std::time::Duration;
 use serde_json::json;
 use solid_objects::prelude::*;
 use solid_objects::{Limits, MessageStatus, MAX_ACTOR_ID_BYTES};
+use support::operator::dead_letters;
+use support::workers::{answered, run_workers};
 use support::{count, execute, together, Backend, Harness};
 
 /// An actor that records entries and can be told to fail.
@@ -293,19 +295,7 @@ async fn a_panicking_query_fails_without_claiming_a_message_it_never_had() {
         !text.contains("dead letter"),
         "a query has no message: {text}"
     );
-    assert_eq!(
-        runtime
-            .admin()
-            .dead_letters(
-                &solid_objects::admin::DeadLetterFilter::new()
-                    .include_retried()
-                    .limit(10)
-            )
-            .await
-            .unwrap()
-            .len(),
-        0
-    );
+    assert_eq!(dead_letters(&runtime).await.len(), 0);
     assert_eq!(count(&harness, "solid_messages").await, messages);
     runtime.close().await;
 }
@@ -662,10 +652,7 @@ async fn workers_fire_due_reminders_and_return_on_shutdown() {
     let runtime = harness.start().await;
     let journal = runtime.reference::<Journal>("j-1");
     journal.ping_in(10).await.unwrap();
-    let worker = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
+    let worker = run_workers(&runtime);
 
     harness.advance_minutes(10);
     let rung = tokio::time::timeout(Duration::from_secs(10), async {
@@ -703,14 +690,8 @@ async fn workers_leave_an_undecodable_mailbox_alone_and_serve_the_other_actors()
     let healthy = runtime.reference::<Journal>("healthy");
     let queued = healthy.enqueue().record("served").await.unwrap();
 
-    let worker = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
-    let served = support::eventually(Duration::from_secs(10), || async {
-        queued.result().await.unwrap().is_some()
-    })
-    .await;
+    let worker = run_workers(&runtime);
+    let served = answered(&queued, Duration::from_secs(10)).await;
     let entries = healthy.snapshot().await.unwrap().entries;
     runtime.shutdown();
     worker.await.unwrap().unwrap();

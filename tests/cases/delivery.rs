@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use solid_objects::prelude::*;
 use solid_objects::{MessageStatus, MAX_ACTOR_ID_BYTES};
+use support::operator::{dead_letters, prune};
 use support::{count, execute, rejection_code, Harness};
 
 /// An actor whose operations fail on demand; `log` records what ran, in order.
@@ -258,15 +259,7 @@ async fn a_message_that_always_fails_becomes_a_dead_letter_after_five_attempts()
         Some(1),
         "later messages ran on"
     );
-    let dead = runtime
-        .admin()
-        .dead_letters(
-            &solid_objects::admin::DeadLetterFilter::new()
-                .include_retried()
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_letters(&runtime).await;
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].message_id, fragile.id());
     assert_eq!(dead[0].operation, "fragile");
@@ -369,19 +362,7 @@ async fn a_permanent_failure_is_dead_at_once_and_max_attempts_can_be_set_per_act
     );
     harness.clock.advance(Duration::from_secs(1));
     runtime.testing().drain().await.unwrap();
-    assert_eq!(
-        runtime
-            .admin()
-            .dead_letters(
-                &solid_objects::admin::DeadLetterFilter::new()
-                    .include_retried()
-                    .limit(10)
-            )
-            .await
-            .unwrap()
-            .len(),
-        2
-    );
+    assert_eq!(dead_letters(&runtime).await.len(), 2);
     runtime.close().await;
 }
 
@@ -401,15 +382,7 @@ async fn a_rejection_code_that_is_not_snake_case_is_dead_at_once() {
         }) => assert!(error.contains("must be snake_case"), "{error}"),
         other => panic!("a code that can never pass is a dead letter at once, not {other:?}"),
     }
-    let dead = runtime
-        .admin()
-        .dead_letters(
-            &solid_objects::admin::DeadLetterFilter::new()
-                .include_retried()
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_letters(&runtime).await;
     assert_eq!(dead.len(), 1, "dead after one attempt, not retried");
 
     // Enqueued, the worker's first attempt is its last too.
@@ -616,12 +589,7 @@ async fn retention_prunes_old_finished_messages_but_keeps_recent_keys_and_unfini
         .unwrap();
 
     harness.advance_minutes(31 * 24 * 60);
-    let pruned = runtime
-        .admin()
-        .prune()
-        .await
-        .map(|pruned| pruned.total())
-        .unwrap();
+    let pruned = prune(&runtime).await;
 
     assert_eq!(
         pruned,

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::EffectFailure;
+use support::operator::{dead_effects, dead_letters};
 use support::{count, execute, Harness};
 
 #[derive(Serialize, Deserialize)]
@@ -111,10 +112,8 @@ fn processor(harness: &Harness, failures: u32) -> impl std::future::Future<Outpu
     let failures = Arc::new(AtomicU32::new(failures));
     async move {
         harness
-            .store()
+            .builder()
             .await
-            .clock(harness.clock.clone())
-            .policy(AllowAll)
             .effect(move |charge: ChargeCard, context: EffectContext| {
                 let failures = Arc::clone(&failures);
                 async move {
@@ -206,15 +205,7 @@ async fn an_effect_that_fails_for_good_sends_its_failure_to_the_failure_command(
             "unpaid after 1 attempt(s) of charge_card: card declined"
         ]
     );
-    let dead = runtime
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status("dead")
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_effects(&runtime).await;
     assert_eq!(dead.len(), 1);
     assert_eq!(
         state.unpaid,
@@ -229,10 +220,8 @@ async fn an_effect_that_fails_for_good_sends_its_failure_to_the_failure_command(
 async fn retryable_failures_reply_only_after_the_last_attempt() {
     let harness = Harness::new();
     let runtime = harness
-        .store()
+        .builder()
         .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
         .retry(solid_objects::RetryPolicy::default().max_attempts(3))
         .effect(|_: ChargeCard, _: EffectContext| async {
             Err::<Charged, _>(Failure::retryable("the processor timed out"))
@@ -273,15 +262,7 @@ async fn an_output_too_large_for_its_command_fails_the_effect_with_a_clear_error
     runtime.testing().run_effects().await.unwrap();
     runtime.testing().drain().await.unwrap();
 
-    let dead = runtime
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status("dead")
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_effects(&runtime).await;
     assert_eq!(dead.len(), 1);
     assert!(
         dead[0]
@@ -362,15 +343,7 @@ async fn a_stored_reply_that_does_not_read_fails_the_effect_and_wedges_nothing()
     runtime.testing().run_effects().await.unwrap();
     runtime.testing().drain().await.unwrap();
 
-    let dead = runtime
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status("dead")
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_effects(&runtime).await;
     assert_eq!(dead.len(), 1);
     assert!(
         dead[0]
@@ -401,19 +374,7 @@ async fn a_reply_waits_in_the_mailbox_as_an_ordinary_message() {
     runtime.testing().drain().await.unwrap();
 
     assert_eq!(ready, ["completed", "ready"]);
-    assert!(matches!(
-        runtime
-            .admin()
-            .dead_letters(
-                &solid_objects::admin::DeadLetterFilter::new()
-                    .include_retried()
-                    .limit(10)
-            )
-            .await
-            .unwrap()
-            .as_slice(),
-        []
-    ));
+    assert!(matches!(dead_letters(&runtime).await.as_slice(), []));
     runtime.close().await;
 }
 
@@ -503,10 +464,8 @@ async fn the_failure_reply_of_an_effect_near_the_arguments_limit_still_arrives()
     let harness = Harness::new();
     let limit = 16 * 1024;
     let runtime = harness
-        .store()
+        .builder()
         .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
         .limits(solid_objects::Limits::new().max_arguments_bytes(limit))
         .effect(|_: PrintLabel, _: EffectContext| async {
             Err::<(), _>(Failure::permanent(
@@ -540,15 +499,7 @@ async fn the_failure_reply_of_an_effect_near_the_arguments_limit_still_arrives()
     runtime.testing().run_effects().await.unwrap();
     runtime.testing().drain().await.unwrap();
 
-    let dead = runtime
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status("dead")
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_effects(&runtime).await;
     assert_eq!(dead.len(), 1);
     assert!(dead[0]
         .last_error
@@ -697,15 +648,8 @@ async fn an_effect_output_at_the_nesting_limit_still_reaches_its_actor() {
     assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
     runtime.testing().drain().await.unwrap();
 
-    let dead: Vec<(String, String)> = runtime
-        .admin()
-        .dead_letters(
-            &solid_objects::admin::DeadLetterFilter::new()
-                .include_retried()
-                .limit(10),
-        )
+    let dead: Vec<(String, String)> = dead_letters(&runtime)
         .await
-        .unwrap()
         .into_iter()
         .map(|letter| (letter.operation, letter.error))
         .collect();
@@ -716,16 +660,7 @@ async fn an_effect_output_at_the_nesting_limit_still_reaches_its_actor() {
         "the effect's outcome must reach the actor (its output, or its failure); instead the \
          reply was committed unreadable. dead letters: {dead:?}, actor log: {log:?}, dead \
          effects: {}",
-        runtime
-            .admin()
-            .effects(
-                &solid_objects::admin::EffectFilter::new()
-                    .status("dead")
-                    .limit(10)
-            )
-            .await
-            .unwrap()
-            .len()
+        dead_effects(&runtime).await.len()
     );
 }
 
@@ -748,15 +683,7 @@ async fn a_stored_reply_naming_an_unknown_command_fails_the_effect_and_the_actor
 
     assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
     let later = till.note("later".to_owned()).await;
-    let dead_effects = runtime
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status("dead")
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead_effects = dead_effects(&runtime).await;
     assert!(
         later.is_ok() && dead_effects.len() == 1,
         "the actor must go on and the effect fail for good with a clear error; the call got \
@@ -783,28 +710,12 @@ async fn a_stored_reply_with_a_wrong_argument_name_fails_the_effect_for_good() {
     assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
     runtime.testing().drain().await.unwrap();
 
-    let dead_letters: Vec<String> = runtime
-        .admin()
-        .dead_letters(
-            &solid_objects::admin::DeadLetterFilter::new()
-                .include_retried()
-                .limit(10),
-        )
+    let dead_letters: Vec<String> = dead_letters(&runtime)
         .await
-        .unwrap()
         .into_iter()
         .map(|letter| format!("{}: {}", letter.operation, letter.error))
         .collect();
-    let dead_effects = runtime
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status("dead")
-                .limit(10),
-        )
-        .await
-        .unwrap()
-        .len();
+    let dead_effects = dead_effects(&runtime).await.len();
     assert_eq!(
         (dead_letters.clone(), dead_effects),
         (Vec::<String>::new(), 1),
@@ -825,15 +736,7 @@ async fn retrying_a_dead_effect_after_its_failure_went_back_reports_the_new_outc
     till.pay(13).await.unwrap();
     runtime.testing().run_effects().await.unwrap();
     runtime.testing().drain().await.unwrap();
-    let dead = runtime
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status("dead")
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_effects(&runtime).await;
     assert_eq!(dead.len(), 1);
     assert_eq!(
         till.snapshot().await.unwrap().log,

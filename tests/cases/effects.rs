@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::Workers;
 use solid_objects::{Effect, EffectContext, RetryPolicy};
+use support::operator::dead_effects;
+use support::workers::run_workers;
 use support::{count, eventually, execute, rejection_code, Backend, Harness};
 
 /// Charge a card for a hold.
@@ -392,15 +394,7 @@ async fn an_effect_kind_has_its_own_retry_policy_and_its_handler_knows_the_last_
     }
 
     assert_eq!(*seen.lock().unwrap(), [(1, 2, false), (2, 2, true)]);
-    let dead = runtime
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status("dead")
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_effects(&runtime).await;
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].attempts, 2);
     runtime.close().await;
@@ -440,10 +434,7 @@ async fn workers_run_effects() {
     let runtime = start(&harness, &provider).await;
     let checkout = runtime.reference::<Checkout>("c-1");
     checkout.hold("h-1", 900).await.unwrap();
-    let worker = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
+    let worker = run_workers(&runtime);
 
     let paid = eventually(Duration::from_secs(10), || async {
         checkout.snapshot().await.unwrap().paid.contains("h-1")
@@ -550,15 +541,7 @@ async fn an_effect_dead_because_the_policy_was_lowered_keeps_its_real_error() {
     let runtime = start_with_attempts(&harness, &provider, 1).await;
     harness.advance_minutes(10);
     runtime.testing().run_effects().await.unwrap();
-    let dead = runtime
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status("dead")
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_effects(&runtime).await;
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].attempts, 1);
     assert!(
@@ -613,10 +596,7 @@ async fn an_effect_abandoned_by_a_shutdown_runs_again_even_on_its_last_attempt()
         .hold("h-1", 300)
         .await
         .unwrap();
-    let workers = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
+    let workers = run_workers(&runtime);
     entered.acquire().await.unwrap().forget();
     let report = runtime
         .shutdown_with_deadline(Duration::from_millis(100))
@@ -629,15 +609,7 @@ async fn an_effect_abandoned_by_a_shutdown_runs_again_even_on_its_last_attempt()
     let runtime = start_with_attempts(&harness, &provider, 1).await;
     harness.advance_minutes(10);
     runtime.testing().run_effects().await.unwrap();
-    let dead = runtime
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status("dead")
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_effects(&runtime).await;
     assert!(
         dead.is_empty() && provider.calls.lock().unwrap().len() == 1,
         "the abandoned effect did not run again: it is dead with {:?}",
@@ -700,15 +672,8 @@ async fn an_effect_kind_with_zero_attempts_still_runs_once() {
         .unwrap();
     runtime.reference::<Pinger>("p").ping().await.unwrap();
     runtime.testing().run_effects().await.unwrap();
-    let dead: Vec<_> = runtime
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status("dead")
-                .limit(10),
-        )
+    let dead: Vec<_> = dead_effects(&runtime)
         .await
-        .unwrap()
         .into_iter()
         .map(|dead| dead.last_error.unwrap_or_default())
         .collect();
@@ -798,10 +763,7 @@ async fn a_kind_with_a_backlog_does_not_starve_a_kind_registered_after_it() {
     let reporter = runtime.reference::<NoteTaker>("r-1");
     reporter.reports(BACKLOG).await.unwrap();
     reporter.note().await.unwrap();
-    let worker = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
+    let worker = run_workers(&runtime);
 
     // Every effect task a kind-by-kind claim could give is held by a gated report: the quick
     // note runs only if the kinds take turns.

@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 use solid_objects::prelude::*;
 use solid_objects::{Clock, Effect, EffectContext, MessageStatus, RetryPolicy};
+use support::operator::{dead_effects, dead_letters, prune, status_of};
+use support::workers::{answered, run_workers};
 use support::{count, eventually, execute, Backend, Harness};
 use tokio::sync::Notify;
 
@@ -102,18 +104,6 @@ fn nested(depth: u32) -> Value {
     (1..depth).fold(Value::Array(Vec::new()), |inner, _| {
         Value::Array(vec![inner])
     })
-}
-
-/// The status of a message found by its request id.
-async fn status_of(runtime: &Runtime, request_id: &str) -> MessageStatus {
-    runtime
-        .message(request_id)
-        .await
-        .unwrap()
-        .expect("the message is kept")
-        .status()
-        .await
-        .unwrap()
 }
 
 /// The number of the next pseudo-random step: a small xorshift, so the test needs no
@@ -400,10 +390,8 @@ impl Bomber {
 async fn an_effect_handler_that_panics_before_its_future_is_a_failed_attempt() {
     let harness = Harness::new();
     let runtime = harness
-        .store()
+        .builder()
         .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
         .effect(|effect: Detonate, _context: EffectContext| {
             assert!(!effect.sync_panic, "the handler panicked before its future");
             std::future::ready(Ok(()))
@@ -464,10 +452,7 @@ async fn a_worker_that_dies_is_restarted_and_run_returns_only_after_shutdown() {
         .await
         .unwrap();
     armed.store(1, Ordering::SeqCst);
-    let run = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
+    let run = run_workers(&runtime);
     let tripped = eventually(Duration::from_secs(10), || async {
         armed.load(Ordering::SeqCst) == 0
     })
@@ -480,10 +465,7 @@ async fn a_worker_that_dies_is_restarted_and_run_returns_only_after_shutdown() {
         .record("served")
         .await
         .unwrap();
-    let served = eventually(Duration::from_secs(10), || async {
-        queued.result().await.unwrap().is_some()
-    })
-    .await;
+    let served = answered(&queued, Duration::from_secs(10)).await;
 
     assert!(served, "no worker ran the message after the first one died");
     assert!(!run.is_finished(), "run() returned before shutdown");
@@ -524,14 +506,8 @@ async fn a_thousand_blocked_heads_do_not_delay_a_ready_actor() {
         .await
         .unwrap();
 
-    let run = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
-    let served = eventually(Duration::from_secs(60), || async {
-        ready.result().await.unwrap().is_some()
-    })
-    .await;
+    let run = run_workers(&runtime);
+    let served = answered(&ready, Duration::from_secs(60)).await;
     runtime.shutdown();
     run.await.unwrap().unwrap();
 
@@ -541,15 +517,7 @@ async fn a_thousand_blocked_heads_do_not_delay_a_ready_actor() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_messages_for_unknown_types_do_not_delay_a_ready_actor() {
     let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
-        .workers(1)
-        .start()
-        .await
-        .unwrap();
+    let runtime = harness.builder().await.workers(1).start().await.unwrap();
     let ready = runtime
         .reference::<Victim>("ready")
         .enqueue()
@@ -570,14 +538,8 @@ async fn a_thousand_messages_for_unknown_types_do_not_delay_a_ready_actor() {
     )
     .await;
 
-    let run = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
-    let served = eventually(Duration::from_secs(10), || async {
-        ready.result().await.unwrap().is_some()
-    })
-    .await;
+    let run = run_workers(&runtime);
+    let served = answered(&ready, Duration::from_secs(10)).await;
     runtime.shutdown();
     run.await.unwrap().unwrap();
 
@@ -635,10 +597,8 @@ async fn caller_supplied_durations_never_panic() {
     let mut limits = solid_objects::Limits::default();
     limits.retention = Duration::MAX;
     let runtime = harness
-        .store()
+        .builder()
         .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
         .retry(retry)
         .limits(limits)
         .start()
@@ -804,15 +764,7 @@ async fn a_retried_dead_letter_answers_its_original_idempotency_key() {
         Err(Error::HandlerFailed { retry_at: None, .. })
     ));
     switch.turn_on().await.unwrap();
-    let dead = runtime
-        .admin()
-        .dead_letters(
-            &solid_objects::admin::DeadLetterFilter::new()
-                .include_retried()
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_letters(&runtime).await;
     let retried = runtime
         .admin()
         .retry_dead_letter(dead[0].message_id)
@@ -861,10 +813,8 @@ impl Till {
 async fn provider_runtime(harness: &Harness, provider: &Arc<SlowProvider>) -> Runtime {
     let provider = Arc::clone(provider);
     harness
-        .store()
+        .builder()
         .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
         .effect(move |charge: Charge, context: EffectContext| {
             let provider = Arc::clone(&provider);
             async move {
@@ -923,16 +873,7 @@ async fn effects_run_once_per_lease_and_a_stale_runner_cannot_undo_them() {
         assert_eq!(times, 1, "effect {n} ran {times} times: {runs:?}");
     }
     assert!(
-        first
-            .admin()
-            .effects(
-                &solid_objects::admin::EffectFilter::new()
-                    .status("dead")
-                    .limit(10)
-            )
-            .await
-            .unwrap()
-            .is_empty(),
+        dead_effects(&first).await.is_empty(),
         "a stale runner turned a done effect dead"
     );
     assert_eq!(
@@ -946,10 +887,8 @@ async fn effects_run_once_per_lease_and_a_stale_runner_cannot_undo_them() {
 /// A runtime on the harness whose handlers may run `turn_timeout`.
 async fn impatient_runtime(harness: &Harness, turn_timeout: Duration) -> Runtime {
     harness
-        .store()
+        .builder()
         .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
         .turn_timeout(turn_timeout)
         .start()
         .await
@@ -1066,10 +1005,8 @@ async fn undertaker_runtime(harness: &Harness, dead_retention: Duration) -> Runt
     let mut limits = solid_objects::Limits::default();
     limits.dead_retention = dead_retention;
     harness
-        .store()
+        .builder()
         .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
         .limits(limits)
         .effect(|_: Doomed, _: EffectContext| async { Err(Failure::permanent("never")) })
         .start()
@@ -1085,91 +1022,21 @@ async fn dead_letters_and_dead_effects_are_pruned_after_their_retention() {
     undertaker.doom().await.unwrap();
     undertaker.fail().await.unwrap_err();
     runtime.testing().run_effects().await.unwrap();
-    assert_eq!(
-        runtime
-            .admin()
-            .dead_letters(
-                &solid_objects::admin::DeadLetterFilter::new()
-                    .include_retried()
-                    .limit(10)
-            )
-            .await
-            .unwrap()
-            .len(),
-        1
-    );
-    assert_eq!(
-        runtime
-            .admin()
-            .effects(
-                &solid_objects::admin::EffectFilter::new()
-                    .status("dead")
-                    .limit(10)
-            )
-            .await
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(dead_letters(&runtime).await.len(), 1);
+    assert_eq!(dead_effects(&runtime).await.len(), 1);
 
     harness.advance_minutes(23 * 60);
-    runtime
-        .admin()
-        .prune()
-        .await
-        .map(|pruned| pruned.total())
-        .unwrap();
+    prune(&runtime).await;
     let kept = (
-        runtime
-            .admin()
-            .dead_letters(
-                &solid_objects::admin::DeadLetterFilter::new()
-                    .include_retried()
-                    .limit(10),
-            )
-            .await
-            .unwrap()
-            .len(),
-        runtime
-            .admin()
-            .effects(
-                &solid_objects::admin::EffectFilter::new()
-                    .status("dead")
-                    .limit(10),
-            )
-            .await
-            .unwrap()
-            .len(),
+        dead_letters(&runtime).await.len(),
+        dead_effects(&runtime).await.len(),
     );
     harness.advance_minutes(2 * 60);
-    runtime
-        .admin()
-        .prune()
-        .await
-        .map(|pruned| pruned.total())
-        .unwrap();
+    prune(&runtime).await;
 
     assert_eq!(kept, (1, 1), "pruned before their retention");
-    assert!(runtime
-        .admin()
-        .dead_letters(
-            &solid_objects::admin::DeadLetterFilter::new()
-                .include_retried()
-                .limit(10)
-        )
-        .await
-        .unwrap()
-        .is_empty());
-    assert!(runtime
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status("dead")
-                .limit(10)
-        )
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(dead_letters(&runtime).await.is_empty());
+    assert!(dead_effects(&runtime).await.is_empty());
     runtime.close().await;
 }
 
@@ -1184,26 +1051,9 @@ async fn a_dead_retention_of_zero_keeps_dead_letters() {
         .unwrap_err();
 
     harness.advance_minutes(365 * 24 * 60);
-    runtime
-        .admin()
-        .prune()
-        .await
-        .map(|pruned| pruned.total())
-        .unwrap();
+    prune(&runtime).await;
 
-    assert_eq!(
-        runtime
-            .admin()
-            .dead_letters(
-                &solid_objects::admin::DeadLetterFilter::new()
-                    .include_retried()
-                    .limit(10)
-            )
-            .await
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(dead_letters(&runtime).await.len(), 1);
     runtime.close().await;
 }
 

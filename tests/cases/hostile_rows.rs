@@ -107,10 +107,8 @@ async fn corrupt(harness: &Harness, column: &str, value: Option<&String>) {
 async fn survive(corruption: Corruption) {
     let harness = Harness::new();
     let runtime = harness
-        .store()
+        .builder()
         .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
         .effect(|_: Notice, _: EffectContext| async { Ok(()) })
         .start()
         .await

@@ -9,6 +9,8 @@ use crate::support::subscription::Subscription;
 use axum_core::response::IntoResponse;
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
+use support::operator::{dead_letters, prune};
+use support::workers::fire_due_reminders;
 use support::{count, Harness};
 
 /// Why a hold is refused, as a caller can match on it.
@@ -159,12 +161,7 @@ async fn a_turn_that_destroys_its_actor_ends_its_pending_messages_and_reminders(
 
     runtime.testing().drain().await.unwrap();
     harness.advance_minutes(120);
-    let fired = runtime
-        .testing()
-        .run_due_reminders()
-        .await
-        .unwrap()
-        .occurrences_fired;
+    let fired = fire_due_reminders(&runtime).await;
 
     assert_eq!(cancel.result().await.unwrap(), Some(0));
     assert!(
@@ -259,12 +256,7 @@ async fn a_recurring_reminder_goes_on_until_it_is_cancelled() {
     }
     subscription.stop_renewing().await.unwrap();
     harness.advance_minutes(180);
-    let after_cancel = runtime
-        .testing()
-        .run_due_reminders()
-        .await
-        .unwrap()
-        .occurrences_fired;
+    let after_cancel = fire_due_reminders(&runtime).await;
 
     assert_eq!(subscription.snapshot().await.unwrap().renewals.len(), 3);
     assert_eq!(after_cancel, 0);
@@ -327,24 +319,8 @@ async fn a_dead_reminder_of_a_destroyed_incarnation_retried_by_an_operator_never
     let meter = runtime.reference::<Meter>("m");
     assert_eq!(meter.install(true).await.unwrap(), 1);
     harness.advance_minutes(60);
-    assert_eq!(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-        1
-    );
-    let dead = runtime
-        .admin()
-        .dead_letters(
-            &solid_objects::admin::DeadLetterFilter::new()
-                .include_retried()
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    assert_eq!(fire_due_reminders(&runtime).await, 1);
+    let dead = dead_letters(&runtime).await;
     assert_eq!(dead.len(), 1, "incarnation 1's occurrence failed for good");
 
     meter.destroy().await.unwrap();
@@ -377,15 +353,7 @@ async fn a_retried_reminder_occurrence_keeps_its_scheduled_time() {
     harness.advance_minutes(60);
     let scheduled = harness.clock.now().timestamp();
     runtime.testing().run_due_reminders().await.unwrap();
-    let dead = runtime
-        .admin()
-        .dead_letters(
-            &solid_objects::admin::DeadLetterFilter::new()
-                .include_retried()
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_letters(&runtime).await;
     assert_eq!(dead.len(), 1);
 
     meter.repair().await.unwrap();
@@ -422,12 +390,7 @@ async fn destroyed_messages_are_pruned_after_the_retention_period() {
     );
 
     harness.clock.advance(Duration::from_secs(400 * 24 * 3600));
-    runtime
-        .admin()
-        .prune()
-        .await
-        .map(|pruned| pruned.total())
-        .unwrap();
+    prune(&runtime).await;
 
     assert_eq!(
         count(&harness, "solid_messages WHERE status = 'destroyed'").await,

@@ -16,6 +16,8 @@ use solid_objects::metrics::{
 };
 use solid_objects::prelude::*;
 use solid_objects::{Effect, EffectContext};
+use support::operator::dead_letters;
+use support::workers::fire_due_reminders;
 use support::{rejection_code, Harness};
 
 /// Tells the outside world something.
@@ -144,10 +146,8 @@ async fn messages_turns_calls_reminders_and_effects_are_counted_by_actor_type_an
     let prometheus = support::prometheus();
     let harness = Harness::new();
     let runtime = harness
-        .store()
+        .builder()
         .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
         .actor::<Instrument>()
         .actor::<Buzzer>()
         .effect(|_: Announce, _: EffectContext| async { Ok(()) })
@@ -168,31 +168,11 @@ async fn messages_turns_calls_reminders_and_effects_are_counted_by_actor_type_an
     assert!(meter.fail().await.is_err());
     harness.clock.advance(Duration::from_secs(1));
     assert_eq!(runtime.testing().drain().await.unwrap().turns, 1);
-    assert_eq!(
-        runtime
-            .admin()
-            .dead_letters(
-                &solid_objects::admin::DeadLetterFilter::new()
-                    .include_retried()
-                    .limit(10)
-            )
-            .await
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(dead_letters(&runtime).await.len(), 1);
     // A reminder due in a minute fires 30 seconds late and sends a message to a Buzzer.
     meter.ring_later().await.unwrap();
     harness.clock.advance(Duration::from_secs(90));
-    assert_eq!(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-        1
-    );
+    assert_eq!(fire_due_reminders(&runtime).await, 1);
     assert_eq!(
         runtime
             .reference::<Buzzer>("front")

@@ -332,11 +332,7 @@ impl Traveller {
 /// A runtime of the harness's with every call allowed, and the postcard's handler if
 /// `handles` (which counts its runs).
 async fn postcard_runtime(harness: &Harness, handles: Option<Arc<Mutex<usize>>>) -> Runtime {
-    let mut builder = harness
-        .store()
-        .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll);
+    let mut builder = harness.builder().await;
     if let Some(runs) = handles {
         builder = builder.effect(move |_: Postcard, _: EffectContext| {
             let runs = Arc::clone(&runs);
@@ -480,14 +476,7 @@ async fn effects_nobody_handles_are_warned_about_once_and_listed() {
     let logs = Logs::default();
     let _capture = logs.capture();
     let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
-        .start()
-        .await
-        .unwrap();
+    let runtime = harness.builder().await.start().await.unwrap();
     let traveller = runtime.reference::<Traveller>("t");
     traveller.write_home().await.unwrap();
     traveller.write_home().await.unwrap();
@@ -537,10 +526,8 @@ async fn an_effect_another_process_is_running_is_not_listed_as_unhandled() {
     let worker = {
         let gate = Arc::clone(&gate);
         harness
-            .store()
+            .builder()
             .await
-            .clock(harness.clock.clone())
-            .policy(AllowAll)
             .effect(move |_: Letter, _: EffectContext| {
                 let gate = Arc::clone(&gate);
                 async move {
@@ -561,10 +548,8 @@ async fn an_effect_another_process_is_running_is_not_listed_as_unhandled() {
 
     // Another process, without the letter's handler, looks while the worker runs it.
     let web = harness
-        .store()
+        .builder()
         .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
         .actor::<LetterWriter>()
         .start()
         .await

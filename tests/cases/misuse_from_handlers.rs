@@ -432,15 +432,7 @@ async fn a_runtime_leaves_the_applications_sqlite_connections_as_it_found_them()
 #[tokio::test]
 async fn a_runtime_started_as_the_default_is_reached_by_reference() {
     let harness = Harness::new();
-    harness
-        .store()
-        .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
-        .set_default()
-        .start()
-        .await
-        .unwrap();
+    harness.builder().await.set_default().start().await.unwrap();
 
     let added = Counter::reference("started-as-default").add(1).await;
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 use solid_objects::policy::{Denied, Request, RequestKind};
 use solid_objects::prelude::*;
 use solid_objects::ScheduledReminder;
+use support::workers::fire_due_reminders;
 use support::Harness;
 
 #[actor]
@@ -122,25 +123,9 @@ async fn a_handler_reads_when_a_reminder_is_due_and_moves_it() {
     );
 
     harness.advance_minutes(20);
-    assert_eq!(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-        0
-    );
+    assert_eq!(fire_due_reminders(&runtime).await, 0);
     harness.advance_minutes(5);
-    assert_eq!(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-        1
-    );
+    assert_eq!(fire_due_reminders(&runtime).await, 1);
     assert_eq!(counter.expires_at("h-1").await.unwrap(), None, "it fired");
 
     counter.hold("h-3", 5).await.unwrap();
@@ -199,15 +184,7 @@ async fn unschedule_all_cancels_every_key_of_one_reminder_only() {
         .collect();
     assert_eq!(left, ["digest"]);
     harness.advance_minutes(60);
-    assert_eq!(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-        1
-    );
+    assert_eq!(fire_due_reminders(&runtime).await, 1);
     let state = counter.snapshot().await.unwrap();
     assert!(state.expired.is_empty());
     assert_eq!(state.digests, 1);

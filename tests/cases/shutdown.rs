@@ -27,6 +27,8 @@ use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::Workers;
 use solid_objects::{Clock, Effect, MessageStatus, ShutdownReport};
+use support::operator::status_of;
+use support::workers::{run_workers, within};
 use support::{eventually, Backend, Harness};
 use tokio::sync::Semaphore;
 
@@ -201,17 +203,6 @@ impl Database {
     }
 }
 
-/// Starts `runtime`'s workers in a task of their own.
-fn run(runtime: &Runtime) -> tokio::task::JoinHandle<Result<(), Error>> {
-    let runtime = runtime.clone();
-    tokio::spawn(async move { runtime.run().await })
-}
-
-async fn status(runtime: &Runtime, request_id: &str) -> MessageStatus {
-    let message = runtime.message(request_id).await.unwrap().expect("kept");
-    message.status().await.unwrap()
-}
-
 fn is_ready_unattempted(status: &MessageStatus) -> bool {
     matches!(status, MessageStatus::Ready { attempts: 0, .. })
 }
@@ -226,7 +217,7 @@ async fn a_turn_in_flight_finishes_within_the_deadline_commits_and_nothing_new_s
     let job = runtime.reference::<Job>("in-flight");
     let first = job.enqueue().work("in-flight").await.unwrap();
     let second = job.enqueue().work("in-flight").await.unwrap();
-    let workers = run(&runtime);
+    let workers = run_workers(&runtime);
     let gate = gate("in-flight");
     gate.entered().await;
 
@@ -252,7 +243,7 @@ async fn a_turn_in_flight_finishes_within_the_deadline_commits_and_nothing_new_s
         Some(1),
         "the turn in flight committed"
     );
-    let second = status(&runtime, second.request_id()).await;
+    let second = status_of(&runtime, second.request_id()).await;
     assert!(
         is_ready_unattempted(&second),
         "no turn starts after the shutdown: {second:?}"
@@ -293,7 +284,7 @@ async fn a_call_waiting_when_its_runtime_closes_hears_its_message_is_queued() {
     };
 
     let fresh = backend.runtime().await;
-    let queued = status(&fresh, request_id).await;
+    let queued = status_of(&fresh, request_id).await;
     assert!(is_ready_unattempted(&queued), "{queued:?}");
     assert_eq!(backend.marks().await, 0);
     fresh.close().await;
@@ -309,7 +300,7 @@ async fn abandoned_at_the_deadline(backend: Database, gate_name: &str) {
     let stuck = new_gate(gate_name, true);
     let job = first.reference::<Job>(gate_name);
     let message = job.enqueue().work(gate_name.to_owned()).await.unwrap();
-    let workers = run(&first);
+    let workers = run_workers(&first);
     stuck.entered().await;
 
     let report = first.shutdown_with_deadline(SHORT_DEADLINE).await;
@@ -319,7 +310,7 @@ async fn abandoned_at_the_deadline(backend: Database, gate_name: &str) {
     workers.await.unwrap().unwrap();
 
     let second = backend.runtime().await;
-    let after = status(&second, message.request_id()).await;
+    let after = status_of(&second, message.request_id()).await;
     assert!(
         is_ready_unattempted(&after),
         "the abandoned turn counted nothing: {after:?}"
@@ -374,7 +365,7 @@ async fn an_effect_past_the_deadline_is_abandoned_and_runs_again_at_once() {
         .notify("effect".to_owned())
         .await
         .unwrap();
-    let workers = run(&first);
+    let workers = run_workers(&first);
     effect_gate.entered().await;
 
     let report = first.shutdown_with_deadline(SHORT_DEADLINE).await;
@@ -575,13 +566,6 @@ async fn builder(harness: &Harness) -> solid_objects::Builder {
     harness.builder().await.actor::<Grinder>().workers(1)
 }
 
-async fn within<T>(seconds: u64, what: &str, future: impl std::future::Future<Output = T>) -> T {
-    match tokio::time::timeout(Duration::from_secs(seconds), future).await {
-        Ok(done) => done,
-        Err(_) => panic!("{what} did not finish within {seconds} s"),
-    }
-}
-
 /// `shutdown_with_deadline`: "an abandoned turn rolls back and its message stays ready ...
 /// so another process (or this one, restarted) runs it". A turn abandoned in its own query
 /// on `turn.sqlite()` must free the writer: the next runtime on the file starts and writes
@@ -608,7 +592,7 @@ async fn a_turn_abandoned_inside_its_own_sqlite_query_frees_the_writer_for_the_n
         .grind("grind".to_owned())
         .await
         .unwrap();
-    let workers = run(&first);
+    let workers = run_workers(&first);
     entered("grind").acquire().await.unwrap().forget();
 
     let report = first.shutdown_with_deadline(SHORT_DEADLINE).await;
@@ -648,7 +632,7 @@ async fn a_callers_turn_in_flight_ends_with_its_future_and_then_close_returns() 
         .start()
         .await
         .unwrap();
-    let workers = run(&runtime);
+    let workers = run_workers(&runtime);
     let caller = tokio::spawn({
         let runtime = runtime.clone();
         async move {
@@ -706,7 +690,7 @@ async fn shutdown_before_run_twice_and_beside_close_all_return() {
         .wait("twice".to_owned())
         .await
         .unwrap();
-    let workers = run(&runtime);
+    let workers = run_workers(&runtime);
     entered("twice").acquire().await.unwrap().forget();
     let (a, b) = within(10, "two shutdowns", async {
         tokio::join!(
@@ -734,7 +718,7 @@ async fn shutdown_before_run_twice_and_beside_close_all_return() {
         .wait("close".to_owned())
         .await
         .unwrap();
-    let workers = run(&runtime);
+    let workers = run_workers(&runtime);
     entered("close").acquire().await.unwrap().forget();
     let closing = tokio::spawn({
         let runtime = runtime.clone();
@@ -814,7 +798,7 @@ async fn a_commit_between_a_workers_pass_and_its_wait_still_wakes_it() {
         .start()
         .await
         .unwrap();
-    let workers = run(&runtime);
+    let workers = run_workers(&runtime);
     within(30, "the worker's 6th idle pass", reached.notified()).await;
 
     // The worker's pass found nothing and it has not waited yet: a commit now.
@@ -868,7 +852,7 @@ async fn a_delayed_message_due_while_workers_wait_on_the_turn_runs_within_an_idl
         .await
         .unwrap();
     let before = runtime.stats().worker_passes;
-    let workers = run(&runtime);
+    let workers = run_workers(&runtime);
     // After eight idle passes the workers have backed off to the longest poll and take
     // turns.
     let backed_off = eventually(Duration::from_secs(10), || async {
@@ -947,7 +931,7 @@ async fn metrics_count_nothing_of_an_abandoned_turn_and_one_failure_per_timeout(
         .wait()
         .await
         .unwrap();
-    let workers = run(&first);
+    let workers = run_workers(&first);
     entered("metered").acquire().await.unwrap().forget();
     let report = first.shutdown_with_deadline(SHORT_DEADLINE).await;
     assert_eq!(report.abandoned_workers, 1);

@@ -12,7 +12,6 @@
 use crate::support;
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::{LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -20,18 +19,13 @@ use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::Workers;
 use solid_objects::{Effect, EffectContext, MessageStatus};
+use support::operator::dead_letters;
+use support::workers::{answered, run_workers, within};
 use support::{count, eventually, Harness};
 
 // ---------------------------------------------------------------------------------------
 // Shared helpers
 // ---------------------------------------------------------------------------------------
-
-/// Waits for `work` at most `seconds`; a wedge fails the test.
-pub(crate) async fn within<T>(seconds: u64, what: &str, work: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(seconds), work)
-        .await
-        .unwrap_or_else(|_| panic!("{what} did not finish within {seconds} s: wedged"))
-}
 
 /// Counters by name, for handlers that report how often they ran.
 static RUNS: LazyLock<Mutex<HashMap<String, usize>>> = LazyLock::new(Mutex::default);
@@ -241,15 +235,7 @@ async fn a_send_whose_arguments_cannot_be_read_back_is_never_committed() {
         .await;
     let sent = gauge.forward("target".to_owned(), 0.0, 0.0).await;
     runtime.testing().drain().await.ok();
-    let dead = runtime
-        .admin()
-        .dead_letters(
-            &solid_objects::admin::DeadLetterFilter::new()
-                .include_retried()
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_letters(&runtime).await;
     let target_dead: Vec<_> = dead
         .iter()
         .filter(|letter| letter.actor_id == "target")
@@ -281,10 +267,8 @@ async fn a_send_whose_arguments_cannot_be_read_back_is_never_committed() {
 async fn a_panicking_default_is_a_counted_attempt_and_does_not_wedge_the_workers() {
     let harness = Harness::new();
     let runtime = harness
-        .store()
+        .builder()
         .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
         .actor::<Brittle>()
         .actor::<Counter>()
         .start()
@@ -312,15 +296,9 @@ async fn a_panicking_default_is_a_counted_attempt_and_does_not_wedge_the_workers
         .bump()
         .await
         .unwrap();
-    let run = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
+    let run = run_workers(&runtime);
 
-    let served = eventually(Duration::from_secs(10), || async {
-        healthy.result().await.unwrap().is_some()
-    })
-    .await;
+    let served = answered(&healthy, Duration::from_secs(10)).await;
     // A worker pass runs several actors side by side: the healthy message may finish before
     // the brittle one's failure is recorded.
     eventually(Duration::from_secs(10), || async {
@@ -430,10 +408,7 @@ async fn a_hung_effect_handler_does_not_wedge_every_worker() {
         .ring_up("hung".to_owned())
         .await
         .unwrap();
-    let run = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
+    let run = run_workers(&runtime);
     let both_stuck = eventually(Duration::from_secs(15), || async {
         runs("charge:hung") >= 2
     })
@@ -445,10 +420,7 @@ async fn a_hung_effect_handler_does_not_wedge_every_worker() {
         .bump()
         .await
         .unwrap();
-    let served = eventually(Duration::from_secs(10), || async {
-        queued.result().await.unwrap().is_some()
-    })
-    .await;
+    let served = answered(&queued, Duration::from_secs(10)).await;
     runtime.shutdown();
     run.abort();
 

@@ -11,8 +11,9 @@ use solid_objects::prelude::*;
 use solid_objects::MessageStatus;
 use solid_objects::Workers;
 
-use crate::cases::wedges::{ran, runs, within, Charge, Counter, Till};
+use crate::cases::wedges::{ran, runs, Charge, Counter, Till};
 use crate::support::gates::gate;
+use crate::support::workers::within;
 use crate::support::{eventually, previous_build_rows, Backend, Harness};
 
 /// Past any backoff of the default retry policy.

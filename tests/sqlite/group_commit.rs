@@ -27,6 +27,7 @@ use solid_objects::GroupCommit;
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, Connection};
 use support::steps::{completed, create_steps, grouped, stored_steps};
+use support::workers::run_workers;
 use support::{eventually, together, Harness};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
@@ -1136,10 +1137,7 @@ async fn worker_turns_and_sync_calls_mixed_each_run_once() {
         .start()
         .await
         .unwrap();
-    let workers = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
+    let workers = run_workers(&runtime);
     let answers = together(12, |caller| {
         let runtime = runtime.clone();
         async move {
@@ -1207,10 +1205,7 @@ async fn shutdown_with_deadline_under_load_leaves_whole_turns_and_a_free_file() 
             .await
             .unwrap();
     }
-    let workers = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
+    let workers = run_workers(&runtime);
     let callers = tokio::spawn({
         let runtime = runtime.clone();
         async move {

@@ -11,8 +11,10 @@ use std::time::{Duration, Instant};
 use solid_objects::prelude::*;
 use solid_objects::{EffectContext, MessageStatus};
 
-use crate::cases::wedges::{within, Charge, Counter, Till};
+use crate::cases::wedges::{Charge, Counter, Till};
 use crate::support::gates::gate;
+use crate::support::operator::dead_effects;
+use crate::support::workers::{answered, run_workers, within};
 use crate::support::{count, eventually, previous_build_rows, Harness};
 
 /// A handler that runs a slow query of its own on the turn's SQLite connection (a report, a
@@ -48,10 +50,8 @@ impl Grinder {
 async fn a_handler_stuck_in_its_own_sqlite_query_frees_the_writer_at_the_turn_timeout() {
     let harness = Harness::new();
     let runtime = harness
-        .store()
+        .builder()
         .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
         .turn_timeout(Duration::from_millis(300))
         .start()
         .await
@@ -240,10 +240,8 @@ async fn a_stale_effect_runner_cannot_overwrite_a_retried_effect() {
     let harness = Harness::new();
     let start = || async {
         harness
-            .store()
+            .builder()
             .await
-            .clock(harness.clock.clone())
-            .policy(AllowAll)
             .effect(|_: Charge, _: EffectContext| async move {
                 match INVOCATIONS.fetch_add(1, Ordering::SeqCst) {
                     0 => {
@@ -279,15 +277,7 @@ async fn a_stale_effect_runner_cannot_overwrite_a_retried_effect() {
     within(30, "the second runner", second.testing().run_effects())
         .await
         .unwrap();
-    let dead = second
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status("dead")
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_effects(&second).await;
     assert_eq!(dead.len(), 1, "the effect died");
     assert!(second.admin().retry_effect(dead[0].id).await.unwrap());
     let retry = tokio::spawn({
@@ -302,15 +292,7 @@ async fn a_stale_effect_runner_cannot_overwrite_a_retried_effect() {
     gate("stale-retry").open();
     within(30, "the retry", retry).await.unwrap().ok();
 
-    let dead = first
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status("dead")
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_effects(&first).await;
     let done = count(&harness, "solid_effects WHERE status = 'done'").await;
     first.close().await;
     second.close().await;
@@ -357,10 +339,7 @@ async fn a_newer_builds_broadcast_never_starves_a_ready_message() {
         .bump()
         .await
         .unwrap();
-    let run = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
+    let run = run_workers(&runtime);
 
     let noted = || async {
         sqlx::query_scalar::<_, i64>(
@@ -377,10 +356,7 @@ async fn a_newer_builds_broadcast_never_starves_a_ready_message() {
         noted().await >= 10_000 || ready.result().await.unwrap().is_some()
     })
     .await;
-    let served = eventually(Duration::from_secs(10), || async {
-        ready.result().await.unwrap().is_some()
-    })
-    .await;
+    let served = answered(&ready, Duration::from_secs(10)).await;
     let noted = noted().await;
     runtime.shutdown();
     run.abort();

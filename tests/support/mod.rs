@@ -13,10 +13,12 @@ pub mod commit_cutter;
 pub mod galera;
 pub mod gates;
 pub mod mariadb;
+pub mod operator;
 pub mod postgres;
 pub mod postgres_cluster;
 pub mod steps;
 pub mod subscription;
+pub mod workers;
 
 pub use postgres::free_port;
 
