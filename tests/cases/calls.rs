@@ -8,67 +8,10 @@ use std::time::Duration;
 use serde_json::json;
 use solid_objects::prelude::*;
 use solid_objects::{Limits, MessageStatus, MAX_ACTOR_ID_BYTES};
+use support::journal::{Journal, JournalMessage, JournalQuery};
 use support::operator::dead_letters;
 use support::workers::{answered, run_workers};
 use support::{count, execute, together, Backend, Harness};
-
-/// An actor that records entries and can be told to fail.
-#[actor]
-#[derive(Default)]
-struct Journal {
-    entries: Vec<String>,
-    pings: u32,
-}
-
-#[actor]
-impl Journal {
-    #[command]
-    fn record(&mut self, entry: String) -> usize {
-        self.entries.push(entry);
-        self.entries.len()
-    }
-
-    #[command]
-    fn record_then_panic(&mut self, turn: &mut Turn<Self>, entry: String) -> usize {
-        self.entries.push(entry);
-        turn.schedule(turn.now(), "never").ping();
-        panic!("the handler broke");
-    }
-
-    #[command]
-    fn ping_in(&mut self, turn: &mut Turn<Self>, minutes: i64) {
-        let at = turn.now() + TimeDelta::minutes(minutes);
-        turn.schedule(at, "ping").ping();
-    }
-
-    #[reminder]
-    fn ping(&mut self) -> u32 {
-        self.pings += 1;
-        self.pings
-    }
-
-    /// Refuses every call before the journal has an entry.
-    #[command]
-    fn amend(&mut self, entry: String) -> Result<usize, Rejection> {
-        if self.entries.is_empty() {
-            return Err(reject!(
-                nothing_to_amend,
-                "There is no entry to amend with {entry}"
-            ));
-        }
-        Ok(self.record(entry))
-    }
-
-    #[query]
-    fn entries(&self) -> Vec<String> {
-        self.entries.clone()
-    }
-
-    #[query]
-    fn entry_count_then_panic(&self) -> usize {
-        panic!("the query broke after {} entries", self.entries.len())
-    }
-}
 
 /// Another actor type that claims the same stored name.
 #[actor(name = "Journal")]

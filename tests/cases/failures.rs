@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 use solid_objects::prelude::*;
 use solid_objects::{Clock, Effect, EffectContext, MessageStatus, RetryPolicy};
+use support::effect_actors::{Charge, Till};
 use support::operator::{dead_effects, dead_letters, prune, status_of};
 use support::workers::{answered, run_workers};
 use support::{count, eventually, execute, Backend, Harness};
@@ -363,43 +364,27 @@ async fn ids_and_keys_with_nul_bytes_are_typed_errors_and_write_nothing() {
     runtime.close().await;
 }
 
-/// Runs once; its handler panics before it returns a future.
-#[derive(Serialize, Deserialize)]
-struct Detonate {
-    sync_panic: bool,
-}
-
-impl Effect for Detonate {
-    const NAME: &'static str = "detonate";
-    type Output = ();
-}
-
-#[actor]
-#[derive(Default)]
-struct Bomber {}
-
-#[actor]
-impl Bomber {
-    #[command]
-    fn arm(&mut self, turn: &mut Turn<Self>) {
-        turn.emit(Detonate { sync_panic: true });
-    }
-}
-
 #[tokio::test]
 async fn an_effect_handler_that_panics_before_its_future_is_a_failed_attempt() {
     let harness = Harness::new();
     let runtime = harness
         .builder()
         .await
-        .effect(|effect: Detonate, _context: EffectContext| {
-            assert!(!effect.sync_panic, "the handler panicked before its future");
+        .effect(|charge: Charge, _context: EffectContext| {
+            assert!(
+                charge.tag != "armed",
+                "the handler panicked before its future"
+            );
             std::future::ready(Ok(()))
         })
         .start()
         .await
         .unwrap();
-    runtime.reference::<Bomber>("b").arm().await.unwrap();
+    runtime
+        .reference::<Till>("t")
+        .ring_up("armed")
+        .await
+        .unwrap();
 
     let runtime_task = runtime.clone();
     let ran = tokio::spawn(async move { runtime_task.testing().run_effects().await }).await;
@@ -788,28 +773,6 @@ struct SlowProvider {
     blocking: Mutex<bool>,
 }
 
-#[derive(Serialize, Deserialize)]
-struct Charge {
-    n: u32,
-}
-
-impl Effect for Charge {
-    const NAME: &'static str = "charge";
-    type Output = ();
-}
-
-#[actor]
-#[derive(Default)]
-struct Till {}
-
-#[actor]
-impl Till {
-    #[command]
-    fn ring_up(&mut self, turn: &mut Turn<Self>, n: u32) {
-        turn.emit(Charge { n });
-    }
-}
-
 async fn provider_runtime(harness: &Harness, provider: &Arc<SlowProvider>) -> Runtime {
     let provider = Arc::clone(provider);
     harness
@@ -822,7 +785,7 @@ async fn provider_runtime(harness: &Harness, provider: &Arc<SlowProvider>) -> Ru
                     .runs
                     .lock()
                     .unwrap()
-                    .push(format!("{}:{}", charge.n, context.id()));
+                    .push(format!("{}:{}", charge.tag, context.id()));
                 let block = std::mem::take(&mut *provider.blocking.lock().unwrap());
                 if block {
                     provider.started.notify_one();
@@ -852,7 +815,7 @@ async fn effects_run_once_per_lease_and_a_stale_runner_cannot_undo_them() {
     let second = provider_runtime(&harness, &provider).await;
     let till = first.reference::<Till>("t");
     for n in 1..=3 {
-        till.ring_up(n).await.unwrap();
+        till.ring_up(n.to_string()).await.unwrap();
     }
     *provider.blocking.lock().unwrap() = true;
     let stale = tokio::spawn({

@@ -13,38 +13,13 @@ use std::time::Duration;
 use solid_objects::prelude::*;
 use solid_objects::GroupCommit;
 use support::gates::gate;
+use support::journal::{Journal, JournalRef};
 use support::{count, together, Harness};
 
-/// An actor that numbers what it is told, and can be told to reject.
-#[actor]
-#[derive(Default)]
-struct Counter {
-    seen: Vec<String>,
-}
-
-#[actor]
-impl Counter {
-    #[command]
-    fn note(&mut self, what: String) -> usize {
-        self.seen.push(what);
-        self.seen.len()
-    }
-
-    #[command]
-    fn refuse(&mut self, turn: &mut Turn<Self>, what: String) -> Result<usize, Rejection> {
-        self.seen.push(what);
-        turn.schedule(turn.now(), "never").tick();
-        Err(reject!(refused, "refused"))
-    }
-
-    #[reminder]
-    fn tick(&mut self) {}
-}
-
 /// The hot actor, which exists after its first call (its message is the mailbox's first).
-async fn warm_hot_actor(runtime: &Runtime) -> <Counter as solid_objects::Addressable>::Reference {
-    let hot = runtime.reference::<Counter>("hot");
-    hot.note("warm-up".to_owned()).await.unwrap();
+async fn warm_hot_actor(runtime: &Runtime) -> JournalRef {
+    let hot = runtime.reference::<Journal>("hot");
+    hot.record("warm-up".to_owned()).await.unwrap();
     hot
 }
 
@@ -60,7 +35,7 @@ async fn sixteen_callers_of_one_actor_share_commits_and_each_hears_its_own_turn(
         async move {
             let mut answers = Vec::new();
             for n in 0..10 {
-                answers.push(hot.note(format!("{caller}-{n}")).await.unwrap());
+                answers.push(hot.record(format!("{caller}-{n}")).await.unwrap());
             }
             answers
         }
@@ -75,10 +50,10 @@ async fn sixteen_callers_of_one_actor_share_commits_and_each_hears_its_own_turn(
         assert!(calls.windows(2).all(|pair| pair[0] < pair[1]), "{calls:?}");
     }
     let state = hot.snapshot().await.unwrap();
-    assert_eq!(state.seen.len(), 161);
+    assert_eq!(state.entries.len(), 161);
     for (caller, calls) in answers.iter().enumerate() {
         for (n, position) in calls.iter().enumerate() {
-            assert_eq!(state.seen[position - 1], format!("{caller}-{n}"));
+            assert_eq!(state.entries[position - 1], format!("{caller}-{n}"));
         }
     }
     let grouped = after.grouped_turns - before.grouped_turns;
@@ -109,8 +84,11 @@ async fn a_member_that_rejects_keeps_nothing_and_the_others_commit() {
             for n in 0..6 {
                 let what = format!("{caller}-{n}");
                 answers.push(match (caller + n) % 2 {
-                    0 => hot.note(what).await.map_err(|error| error.to_string()),
-                    _ => hot.refuse(what).await.map_err(|error| error.to_string()),
+                    0 => hot.record(what).await.map_err(|error| error.to_string()),
+                    _ => hot
+                        .record_then_reject(what)
+                        .await
+                        .map_err(|error| error.to_string()),
                 });
             }
             answers
@@ -126,14 +104,14 @@ async fn a_member_that_rejects_keeps_nothing_and_the_others_commit() {
     assert_eq!(noted, 36, "{answers:?}");
     let state = hot.snapshot().await.unwrap();
     assert_eq!(
-        state.seen.len(),
+        state.entries.len(),
         37,
         "only the notes are kept: {:?}",
-        state.seen
+        state.entries
     );
     for (caller, calls) in answers.iter().enumerate() {
         for (n, answer) in calls.iter().enumerate() {
-            let kept = state.seen.contains(&format!("{caller}-{n}"));
+            let kept = state.entries.contains(&format!("{caller}-{n}"));
             assert_eq!(kept, (caller + n) % 2 == 0, "{caller}-{n}: {answer:?}");
         }
     }
@@ -154,16 +132,16 @@ async fn callers_that_share_an_idempotency_key_on_a_hot_actor_run_it_once() {
         async move {
             let key = format!("key-{}", caller % 4);
             let what = format!("once-{}", caller % 4);
-            hot.idempotency_key(key).note(what).await.unwrap()
+            hot.idempotency_key(key).record(what).await.unwrap()
         }
     })
     .await;
 
     let state = hot.snapshot().await.unwrap();
-    assert_eq!(state.seen.len(), 5, "{:?}", state.seen);
+    assert_eq!(state.entries.len(), 5, "{:?}", state.entries);
     for caller in 0..16 {
         let what = format!("once-{}", caller % 4);
-        assert_eq!(state.seen[answers[caller] - 1], what);
+        assert_eq!(state.entries[answers[caller] - 1], what);
         assert_eq!(answers[caller], answers[caller % 4]);
     }
     runtime.close().await;
@@ -185,7 +163,7 @@ async fn with_group_commit_off_every_call_is_a_transaction_of_its_own() {
         let hot = hot.clone();
         async move {
             for n in 0..5 {
-                hot.note(format!("{caller}-{n}")).await.unwrap();
+                hot.record(format!("{caller}-{n}")).await.unwrap();
             }
         }
     })
@@ -193,7 +171,7 @@ async fn with_group_commit_off_every_call_is_a_transaction_of_its_own() {
     let after = runtime.stats();
     assert_eq!(after.grouped_turns, before.grouped_turns);
     assert_eq!(after.transactions - before.transactions, 40);
-    assert_eq!(hot.snapshot().await.unwrap().seen.len(), 41);
+    assert_eq!(hot.snapshot().await.unwrap().entries.len(), 41);
     runtime.close().await;
 }
 
@@ -212,7 +190,7 @@ async fn calls_dropped_while_they_wait_in_a_group_keep_all_or_nothing_and_nothin
             for n in 0..12u64 {
                 let what = format!("{caller}-{n}");
                 let patience = Duration::from_micros(50 * ((caller as u64 * 7 + n * 13) % 40));
-                let call = hot.note(what.clone());
+                let call = hot.record(what.clone());
                 answers.push((what, tokio::time::timeout(patience, call).await));
             }
             answers
@@ -228,17 +206,17 @@ async fn calls_dropped_while_they_wait_in_a_group_keep_all_or_nothing_and_nothin
     assert!(settled, "queued messages never ran");
 
     let state = hot.snapshot().await.unwrap();
-    let unique: BTreeSet<&String> = state.seen.iter().collect();
+    let unique: BTreeSet<&String> = state.entries.iter().collect();
     assert_eq!(
         unique.len(),
-        state.seen.len(),
+        state.entries.len(),
         "a turn ran twice: {:?}",
-        state.seen
+        state.entries
     );
     for (what, answer) in answers.iter().flatten() {
         if let Ok(Ok(position)) = answer {
             assert_eq!(
-                &state.seen[position - 1],
+                &state.entries[position - 1],
                 what,
                 "a caller heard another's turn"
             );
@@ -246,13 +224,13 @@ async fn calls_dropped_while_they_wait_in_a_group_keep_all_or_nothing_and_nothin
     }
     // Every kept turn has its completed message row, and the next call comes after them.
     let completed = count(&harness, "solid_messages WHERE status = 'completed'").await;
-    assert_eq!(completed, i64::try_from(state.seen.len()).unwrap());
+    assert_eq!(completed, i64::try_from(state.entries.len()).unwrap());
     let rows = count(&harness, "solid_messages").await;
-    let next = hot.note("after".to_owned()).await.unwrap();
+    let next = hot.record("after".to_owned()).await.unwrap();
     assert_eq!(next, usize::try_from(rows).unwrap() + 1);
     let after = hot.snapshot().await.unwrap();
-    let unique: BTreeSet<&String> = after.seen.iter().collect();
-    assert_eq!(unique.len(), after.seen.len(), "a turn ran twice");
+    let unique: BTreeSet<&String> = after.entries.iter().collect();
+    assert_eq!(unique.len(), after.entries.len(), "a turn ran twice");
     runtime.close().await;
 }
 
@@ -264,22 +242,22 @@ async fn an_actor_locked_elsewhere_never_holds_the_group_its_call_would_join() {
         return;
     }
     let runtime = harness.start().await;
-    let held = runtime.reference::<Counter>("held");
-    held.note("created".to_owned()).await.unwrap();
+    let held = runtime.reference::<Journal>("held");
+    held.record("created".to_owned()).await.unwrap();
     for actor in 0..8 {
-        let counter = runtime.reference::<Counter>(format!("c-{actor}"));
-        counter.note("created".to_owned()).await.unwrap();
+        let counter = runtime.reference::<Journal>(format!("c-{actor}"));
+        counter.record("created".to_owned()).await.unwrap();
     }
     // Another program holds one actor's row while the calls run.
     let pool = support::connect(&harness).await;
     let mut other = pool.begin().await.unwrap();
     // By its whole key: InnoDB locks every row a scan passes.
     let lock = "SELECT 1 FROM solid_instances \
-                WHERE actor_type = 'Counter' AND actor_id = 'held' FOR UPDATE";
+                WHERE actor_type = 'Journal' AND actor_id = 'held' FOR UPDATE";
     sqlx::query(lock).fetch_all(&mut *other).await.unwrap();
     let waiting = tokio::spawn({
         let held = held.clone();
-        async move { held.note("after the lock".to_owned()).await }
+        async move { held.record("after the lock".to_owned()).await }
     });
 
     let answers = together(16, |caller| {
@@ -287,8 +265,8 @@ async fn an_actor_locked_elsewhere_never_holds_the_group_its_call_would_join() {
         async move {
             let mut answers = Vec::new();
             for n in 0..5 {
-                let counter = runtime.reference::<Counter>(format!("c-{}", (caller + n) % 8));
-                answers.push(counter.note(format!("{caller}-{n}")).await);
+                let counter = runtime.reference::<Journal>(format!("c-{}", (caller + n) % 8));
+                answers.push(counter.record(format!("{caller}-{n}")).await);
             }
             answers
         }
@@ -303,8 +281,8 @@ async fn an_actor_locked_elsewhere_never_holds_the_group_its_call_would_join() {
     other.commit().await.unwrap();
     assert_eq!(waiting.await.unwrap().unwrap(), 2);
     for actor in 0..8 {
-        let counter = runtime.reference::<Counter>(format!("c-{actor}"));
-        assert_eq!(counter.snapshot().await.unwrap().seen.len(), 11);
+        let counter = runtime.reference::<Journal>(format!("c-{actor}"));
+        assert_eq!(counter.snapshot().await.unwrap().entries.len(), 11);
     }
     pool.close().await;
     runtime.close().await;

@@ -12,9 +12,9 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use axum_core::response::IntoResponse;
-use serde::{Deserialize, Serialize};
 use solid_objects::policy::{Denied, Policy, Request};
 use solid_objects::prelude::*;
+use support::effect_actors::{Charge, Till};
 use support::{Backend, Harness};
 use tokio::sync::mpsc;
 
@@ -231,26 +231,6 @@ async fn the_fix_a_refusal_names_is_code_that_exists() {
     runtime.close().await;
 }
 
-#[derive(Serialize, Deserialize)]
-struct Ping {}
-
-impl Effect for Ping {
-    const NAME: &'static str = "edge_ping";
-    type Output = ();
-}
-
-#[actor]
-#[derive(Default)]
-struct Pinger {}
-
-#[actor]
-impl Pinger {
-    #[command]
-    fn ping(&mut self, turn: &mut Turn<Self>) {
-        turn.emit(Ping {});
-    }
-}
-
 /// A runtime's own effect handler, run by that runtime's workers, reaches that runtime with
 /// the generated `Counter::reference(id)`, whatever the process default is: workers and
 /// effects run inside their runtime's scope, as `testing().run_effects()` does.
@@ -262,7 +242,7 @@ async fn a_runtimes_own_effect_handler_reaches_that_runtime() {
         .store()
         .await
         .policy(AllowAll)
-        .effect(move |_: Ping, _context: EffectContext| {
+        .effect(move |_: Charge, _context: EffectContext| {
             let reached = reached.clone();
             async move {
                 let answer = Counter::reference("c").add(1).await;
@@ -279,7 +259,7 @@ async fn a_runtimes_own_effect_handler_reaches_that_runtime() {
         async move { runtime.scope(runtime.run()).await }
     });
     runtime
-        .scope(async { Pinger::reference("p").ping().await })
+        .scope(async { Till::reference("t").ring_up("ping").await })
         .await
         .unwrap();
     let answer = tokio::time::timeout(Duration::from_secs(20), answers.recv())

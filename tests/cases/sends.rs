@@ -203,37 +203,6 @@ async fn a_delayed_send_waits_and_a_keyed_send_arrives_once() {
     runtime.close().await;
 }
 
-#[actor]
-#[derive(Debug, Default)]
-struct Warehouse {
-    reserved: Vec<String>,
-}
-
-#[actor]
-impl Warehouse {
-    #[command]
-    fn reserve(&mut self, order: String) -> usize {
-        self.reserved.push(order);
-        self.reserved.len()
-    }
-}
-
-#[actor]
-#[derive(Debug, Default)]
-struct Shopper {}
-
-#[actor]
-impl Shopper {
-    /// Asks the warehouse to reserve in `hours` hours.
-    #[command]
-    fn reserve_later(&mut self, turn: &mut Turn<Self>, warehouse: String, hours: i64) {
-        let me = turn.actor_id().to_owned();
-        turn.send::<Warehouse>(warehouse)
-            .delay(TimeDelta::hours(hours))
-            .reserve(me);
-    }
-}
-
 /// A delayed send holds back that message, not its target.
 /// A delayed message waits in the target's mailbox with `available_at` in the future; other
 /// senders' messages and callers' synchronous calls to the target run meanwhile (else any actor
@@ -243,28 +212,25 @@ impl Shopper {
 async fn a_delayed_send_does_not_hold_the_target_for_other_callers() {
     let harness = Harness::new();
     let runtime = harness.start().await;
-    let shopper = runtime.reference::<Shopper>("alice");
-    shopper
-        .reserve_later("w-1".to_owned(), 24 * 365)
-        .await
-        .unwrap();
+    let shopper = runtime.reference::<Order>("alice");
+    shopper.reserve_later("w-1", 24 * 365 * 60).await.unwrap();
 
     // Another customer reserves now, synchronously.
     let warehouse = runtime
-        .reference::<Warehouse>("w-1")
+        .reference::<Stock>("w-1")
         .timeout(Duration::from_millis(500));
-    let now = warehouse.reserve("bob".to_owned()).await;
+    let now = warehouse.reserve("bob", 1).await;
     assert!(
         matches!(now, Ok(1)),
         "a delayed message from one sender holds the warehouse for a year: {now:?}"
     );
     // The delayed message still runs, once it is due.
     runtime.testing().drain().await.unwrap();
-    assert_eq!(warehouse.snapshot().await.unwrap().reserved, ["bob"]);
+    assert_eq!(warehouse.snapshot().await.unwrap().arrivals, ["bob"]);
     harness.advance_minutes(24 * 365 * 60 + 1);
     runtime.testing().drain().await.unwrap();
     assert_eq!(
-        warehouse.snapshot().await.unwrap().reserved,
+        warehouse.snapshot().await.unwrap().arrivals,
         ["bob", "alice"]
     );
 }

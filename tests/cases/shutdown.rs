@@ -23,10 +23,10 @@ use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::Workers;
-use solid_objects::{Clock, Effect, MessageStatus, ShutdownReport};
+use solid_objects::{Clock, MessageStatus, ShutdownReport};
+use support::effect_actors::{Charge, Till};
 use support::operator::status_of;
 use support::workers::{run_workers, within};
 use support::{eventually, Backend, Harness};
@@ -134,30 +134,6 @@ impl Job {
 async fn mark(turn: &mut Turn<Job>, gate: &str) -> Result<(), TurnError> {
     support::execute_in_turn(turn, "INSERT INTO marks (gate) VALUES (?)", &[gate]).await?;
     Ok(())
-}
-
-/// An effect whose handler never ends the first time it runs.
-#[derive(Serialize, Deserialize)]
-struct Notify {
-    gate: String,
-}
-
-impl Effect for Notify {
-    const NAME: &'static str = "notify";
-    type Output = ();
-}
-
-/// Emits a [`Notify`] effect.
-#[actor]
-#[derive(Default)]
-struct Notifier {}
-
-#[actor]
-impl Notifier {
-    #[command]
-    fn notify(&mut self, turn: &mut Turn<Self>, gate: String) {
-        turn.emit(Notify { gate });
-    }
 }
 
 /// The harness's database, and the builder every runtime here starts from.
@@ -352,17 +328,17 @@ async fn an_effect_past_the_deadline_is_abandoned_and_runs_again_at_once() {
     let effect_gate = new_gate("effect", true);
     let with_effect = |builder: solid_objects::Builder| {
         builder
-            .actor::<Notifier>()
+            .actor::<Till>()
             .workers(Workers::default().effect_lease(Duration::from_secs(60)))
-            .effect(|notify: Notify, _context| async move {
-                gate(&notify.gate).pass().await;
+            .effect(|charge: Charge, _context| async move {
+                gate(&charge.tag).pass().await;
                 Ok::<(), Failure>(())
             })
     };
     let first = with_effect(backend.builder().await).start().await.unwrap();
     first
-        .reference::<Notifier>("n")
-        .notify("effect".to_owned())
+        .reference::<Till>("t")
+        .ring_up("effect")
         .await
         .unwrap();
     let workers = run_workers(&first);

@@ -15,10 +15,10 @@ use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::Workers;
-use solid_objects::{Effect, EffectContext, MessageStatus};
+use solid_objects::{EffectContext, MessageStatus};
+use support::effect_actors::{Charge, Till};
 use support::operator::dead_letters;
 use support::workers::{answered, run_workers, within};
 use support::{count, eventually, Harness};
@@ -130,30 +130,6 @@ impl Brittle {
     #[query]
     fn pokes(&self) -> u32 {
         self.pokes
-    }
-}
-
-/// An effect: a charge at a payment provider.
-#[derive(Serialize, Deserialize)]
-pub(crate) struct Charge {
-    pub(crate) tag: String,
-}
-
-impl Effect for Charge {
-    const NAME: &'static str = "charge";
-    type Output = ();
-}
-
-/// Emits charges.
-#[actor]
-#[derive(Default)]
-pub(crate) struct Till {}
-
-#[actor]
-impl Till {
-    #[command]
-    pub(crate) fn ring_up(&mut self, turn: &mut Turn<Self>, tag: String) {
-        turn.emit(Charge { tag });
     }
 }
 

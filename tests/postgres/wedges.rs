@@ -11,7 +11,8 @@ use solid_objects::prelude::*;
 use solid_objects::MessageStatus;
 use solid_objects::Workers;
 
-use crate::cases::wedges::{ran, runs, Charge, Counter, Till};
+use crate::cases::wedges::{ran, runs, Counter};
+use crate::support::effect_actors::{Charge, Till};
 use crate::support::gates::gate;
 use crate::support::workers::within;
 use crate::support::{eventually, previous_build_rows, Backend, Harness};

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use solid_objects::prelude::*;
 use solid_objects::{EffectContext, MessageStatus};
 
-use crate::cases::wedges::{Charge, Counter, Till};
+use crate::cases::wedges::Counter;
+use crate::support::effect_actors::{Charge, Till};
 use crate::support::gates::gate;
 use crate::support::operator::dead_effects;
 use crate::support::workers::{answered, run_workers, within};

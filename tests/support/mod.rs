@@ -10,8 +10,10 @@
 
 pub mod browser;
 pub mod commit_cutter;
+pub mod effect_actors;
 pub mod galera;
 pub mod gates;
+pub mod journal;
 pub mod mariadb;
 pub mod operator;
 pub mod postgres;
