@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::json;
 use solid_objects::prelude::*;
 use solid_objects::{Limits, MessageStatus, MAX_ACTOR_ID_BYTES};
+use support::fixtures::{start_with_policy, started, started_on};
 use support::journal::{Journal, JournalMessage, JournalQuery};
 use support::operator::dead_letters;
 use support::workers::{answered, run_workers};
@@ -89,13 +90,7 @@ impl solid_objects::Policy for SignedIn {
 #[tokio::test]
 async fn a_policy_sees_the_operation_its_arguments_and_the_callers_context() {
     let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .policy(SignedIn)
-        .start()
-        .await
-        .unwrap();
+    let runtime = start_with_policy(&harness, SignedIn).await;
     let anonymous = runtime.reference::<Journal>("j-1");
     let ana = runtime
         .reference::<Journal>("j-1")
@@ -153,13 +148,7 @@ impl solid_objects::Policy for TypedJournalPolicy {
 #[tokio::test]
 async fn a_policy_can_match_calls_as_the_actors_typed_messages_and_queries() {
     let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .policy(TypedJournalPolicy)
-        .start()
-        .await
-        .unwrap();
+    let runtime = start_with_policy(&harness, TypedJournalPolicy).await;
     let journal = runtime.reference::<Journal>("j-1");
     assert_eq!(journal.record("allowed").await.unwrap(), 1);
     assert_eq!(journal.entries().await.unwrap(), ["allowed"]);
@@ -184,9 +173,7 @@ async fn a_policy_can_match_calls_as_the_actors_typed_messages_and_queries() {
 /// as the backend allows, in one transaction; a reminder the turn schedules is one more.
 #[tokio::test]
 async fn a_sync_command_on_a_warm_actor_is_one_transaction_of_few_statements() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("j-1");
+    let (harness, runtime, journal) = started_on::<Journal>("j-1").await;
     journal.record("warm-up").await.unwrap();
 
     let before = runtime.stats();
@@ -206,9 +193,7 @@ async fn a_sync_command_on_a_warm_actor_is_one_transaction_of_few_statements() {
 
 #[tokio::test]
 async fn a_query_reads_in_order_and_leaves_no_message_row() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("j-1");
+    let (harness, runtime, journal) = started_on::<Journal>("j-1").await;
     journal.record("one").await.unwrap();
     let messages = count(&harness, "solid_messages").await;
 
@@ -220,9 +205,7 @@ async fn a_query_reads_in_order_and_leaves_no_message_row() {
 
 #[tokio::test]
 async fn a_panicking_query_fails_without_claiming_a_message_it_never_had() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("j-1");
+    let (harness, runtime, journal) = started_on::<Journal>("j-1").await;
     journal.record("one").await.unwrap();
     let messages = count(&harness, "solid_messages").await;
 
@@ -245,8 +228,7 @@ async fn a_panicking_query_fails_without_claiming_a_message_it_never_had() {
 
 #[tokio::test]
 async fn a_snapshot_of_an_unknown_actor_is_its_default_state_and_creates_nothing() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
 
     let state = runtime
         .reference::<Journal>("never-called")
@@ -265,8 +247,7 @@ async fn a_snapshot_of_an_unknown_actor_is_its_default_state_and_creates_nothing
 /// actor and rejected when it runs leaves no actor row either.
 #[tokio::test]
 async fn a_rejected_call_on_an_actor_that_never_existed_leaves_no_rows_but_its_keys() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
     let rejected = |answer: Result<usize, Error>| match answer {
         Err(Error::Rejected(rejection)) => rejection.code().to_owned(),
         other => panic!("the call should be rejected, got {other:?}"),
@@ -332,8 +313,7 @@ async fn a_rejected_call_on_an_actor_that_never_existed_leaves_no_rows_but_its_k
 
 #[tokio::test]
 async fn ids_must_be_non_empty_and_at_most_255_bytes_and_are_bound_as_parameters() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
 
     for bad in [String::new(), "x".repeat(MAX_ACTOR_ID_BYTES + 1)] {
         let result = runtime.reference::<Journal>(bad).record("x").await;
@@ -357,9 +337,7 @@ async fn ids_must_be_non_empty_and_at_most_255_bytes_and_are_bound_as_parameters
 
 #[tokio::test]
 async fn a_panicking_handler_keeps_none_of_its_changes_and_reports_the_failure() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("j-1");
+    let (harness, runtime, journal) = started_on::<Journal>("j-1").await;
     journal.record("before").await.unwrap();
 
     let failure = journal.record_then_panic("lost").await.unwrap_err();
@@ -383,9 +361,7 @@ async fn a_panicking_handler_keeps_none_of_its_changes_and_reports_the_failure()
 
 #[tokio::test]
 async fn a_call_behind_a_message_that_waits_for_a_retry_times_out_and_says_why() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("j-1");
+    let (_harness, runtime, journal) = started_on::<Journal>("j-1").await;
     journal.record_then_panic("lost").await.unwrap_err();
 
     let result = journal
@@ -426,9 +402,7 @@ async fn a_call_behind_a_message_that_waits_for_a_retry_times_out_and_says_why()
 
 #[tokio::test]
 async fn state_that_no_longer_deserialises_is_a_clear_error_and_changes_nothing() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("j-1");
+    let (harness, runtime, journal) = started_on::<Journal>("j-1").await;
     journal.record("one").await.unwrap();
     execute(
         &harness,
@@ -449,9 +423,7 @@ async fn state_that_no_longer_deserialises_is_a_clear_error_and_changes_nothing(
 
 #[tokio::test]
 async fn an_unknown_operation_in_a_stored_row_is_a_clear_error_and_is_left_alone() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("j-1");
+    let (harness, runtime, journal) = started_on::<Journal>("j-1").await;
     journal.record("one").await.unwrap();
     execute(
         &harness,
@@ -492,8 +464,7 @@ async fn an_unknown_operation_in_a_stored_row_is_a_clear_error_and_is_left_alone
 
 #[tokio::test]
 async fn a_message_for_an_actor_type_the_runtime_does_not_know_stays_queued() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
     runtime
         .reference::<Journal>("j-1")
         .record("one")
@@ -517,8 +488,7 @@ async fn a_message_for_an_actor_type_the_runtime_does_not_know_stays_queued() {
 
 #[tokio::test]
 async fn two_actor_types_with_one_stored_name_are_refused() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (_harness, runtime) = started().await;
     runtime
         .reference::<Journal>("j-1")
         .record("one")
@@ -570,8 +540,7 @@ async fn arguments_over_the_limit_are_refused_before_anything_is_written() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn different_actors_run_concurrently_and_each_keeps_its_own_order() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (_harness, runtime) = started().await;
 
     let lengths = together(40, |call| {
         let journal = runtime.reference::<Journal>(format!("j-{}", call % 4));
@@ -591,9 +560,7 @@ async fn different_actors_run_concurrently_and_each_keeps_its_own_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_fire_due_reminders_and_return_on_shutdown() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("j-1");
+    let (harness, runtime, journal) = started_on::<Journal>("j-1").await;
     journal.ping_in(10).await.unwrap();
     let worker = run_workers(&runtime);
 
@@ -616,8 +583,7 @@ async fn workers_fire_due_reminders_and_return_on_shutdown() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_leave_an_undecodable_mailbox_alone_and_serve_the_other_actors() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
     runtime
         .reference::<Journal>("broken")
         .record("one")
@@ -694,8 +660,7 @@ async fn a_runtime_on_the_applications_own_sqlite_pool() {
 
 #[tokio::test]
 async fn the_runtime_reads_its_own_clock_as_handlers_do() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
     assert_eq!(runtime.now(), harness.clock.now());
     harness.advance_minutes(90);
     assert_eq!(

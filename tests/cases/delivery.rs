@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use solid_objects::prelude::*;
 use solid_objects::{MessageStatus, MAX_ACTOR_ID_BYTES};
+use support::fixtures::{started, started_on};
 use support::journal::{Journal, JournalMessage, JournalRef};
 use support::operator::{dead_letters, prune};
 use support::{count, execute, rejection_code, Harness};
@@ -37,9 +38,7 @@ async fn ready_attempts(message: &MessageRef<usize>) -> (i64, chrono::DateTime<c
 
 #[tokio::test]
 async fn a_message_that_fails_twice_holds_back_later_ones_then_all_run_in_order() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("w");
+    let (harness, runtime, journal) = started_on::<Journal>("w").await;
     let start = harness.clock.now();
     let flaky = journal.enqueue().flaky("a", 2).await.unwrap();
     let b = journal.enqueue().record("b").await.unwrap();
@@ -73,9 +72,7 @@ async fn a_message_that_fails_twice_holds_back_later_ones_then_all_run_in_order(
 
 #[tokio::test]
 async fn a_sync_call_whose_handler_fails_names_its_queued_message_to_wait_for() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("w");
+    let (harness, runtime, journal) = started_on::<Journal>("w").await;
 
     // The failed attempt is committed with the message, which is retried later: the caller
     // is told which message to wait for, since calling again would record it twice.
@@ -117,9 +114,7 @@ async fn a_sync_call_whose_handler_fails_names_its_queued_message_to_wait_for() 
 
 #[tokio::test]
 async fn a_message_that_always_fails_becomes_a_dead_letter_after_five_attempts() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("w");
+    let (harness, runtime, journal) = started_on::<Journal>("w").await;
     journal.set_broken(true).await.unwrap();
     let fragile = journal.enqueue().fragile("x").await.unwrap();
     let after = journal.enqueue().record("after").await.unwrap();
@@ -179,9 +174,7 @@ async fn a_message_that_always_fails_becomes_a_dead_letter_after_five_attempts()
 
 #[tokio::test]
 async fn a_drain_reports_each_failed_attempt_and_each_dead_letter_it_ran() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let impatient = runtime.reference::<Impatient>("i");
+    let (harness, runtime, impatient) = started_on::<Impatient>("i").await;
     let failing = impatient.enqueue().fail().await.unwrap();
     let journal = runtime.reference::<Journal>("w");
     journal.enqueue().record("fine").await.unwrap();
@@ -223,8 +216,7 @@ async fn a_drain_reports_each_failed_attempt_and_each_dead_letter_it_ran() {
 
 #[tokio::test]
 async fn a_permanent_failure_is_dead_at_once_and_max_attempts_can_be_set_per_actor() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
 
     let permanent = runtime.reference::<Journal>("w").invalid().await;
     assert!(
@@ -259,9 +251,7 @@ async fn a_permanent_failure_is_dead_at_once_and_max_attempts_can_be_set_per_act
 
 #[tokio::test]
 async fn a_rejection_code_that_is_not_snake_case_is_dead_at_once() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("w");
+    let (_harness, runtime, journal) = started_on::<Journal>("w").await;
 
     let failed = journal.reject_with("Not Snake".to_owned()).await;
     match &failed {
@@ -298,9 +288,7 @@ async fn a_rejection_code_that_is_not_snake_case_is_dead_at_once() {
 
 #[tokio::test]
 async fn an_idempotency_key_with_other_arguments_is_a_conflict_and_writes_nothing() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("w");
+    let (harness, runtime, journal) = started_on::<Journal>("w").await;
     journal
         .enqueue()
         .idempotency_key("k")
@@ -321,9 +309,7 @@ async fn an_idempotency_key_with_other_arguments_is_a_conflict_and_writes_nothin
 
 #[tokio::test]
 async fn a_sync_call_with_a_used_key_answers_without_running_again() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("w");
+    let (_harness, runtime, journal) = started_on::<Journal>("w").await;
 
     let first = journal
         .clone()
@@ -357,9 +343,7 @@ async fn found_request_id(journal: &JournalRef) -> String {
 
 #[tokio::test]
 async fn a_query_sees_every_earlier_enqueued_message_applied() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("w");
+    let (_harness, runtime, journal) = started_on::<Journal>("w").await;
     for label in ["a", "b", "c"] {
         journal.enqueue().record(label).await.unwrap();
     }
@@ -370,9 +354,7 @@ async fn a_query_sees_every_earlier_enqueued_message_applied() {
 
 #[tokio::test]
 async fn a_delayed_message_waits_for_its_time() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("w");
+    let (harness, runtime, journal) = started_on::<Journal>("w").await;
     let later = journal
         .enqueue()
         .delay(Duration::from_secs(30))
@@ -389,9 +371,7 @@ async fn a_delayed_message_waits_for_its_time() {
 
 #[tokio::test]
 async fn arguments_over_one_mebibyte_are_refused_and_nothing_is_written() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("w");
+    let (harness, runtime, journal) = started_on::<Journal>("w").await;
     journal.record("small").await.unwrap();
     let messages = count(&harness, "solid_messages").await;
 
@@ -418,9 +398,7 @@ async fn arguments_over_one_mebibyte_are_refused_and_nothing_is_written() {
 
 #[tokio::test]
 async fn the_10001st_unfinished_message_is_refused_and_nothing_is_written() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("full");
+    let (harness, runtime, journal) = started_on::<Journal>("full").await;
     journal.record("first").await.unwrap();
     let queued: Vec<String> = (2..=10_001)
         .map(|i| {
@@ -458,9 +436,7 @@ async fn the_10001st_unfinished_message_is_refused_and_nothing_is_written() {
 
 #[tokio::test]
 async fn retention_prunes_old_finished_messages_but_keeps_recent_keys_and_unfinished_work() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("w");
+    let (harness, runtime, journal) = started_on::<Journal>("w").await;
     for entry in 0..70 {
         journal
             .clone()
@@ -510,8 +486,7 @@ async fn retention_prunes_old_finished_messages_but_keeps_recent_keys_and_unfini
 /// arguments is a conflict, not a second run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_under_one_key_makes_one_actor_per_scope_whoever_retries() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
     let answers = support::together(6, |_| {
         let created = runtime.reference_for_key::<Journal>("tenant-1", "create-1");
         async move {
@@ -616,8 +591,7 @@ async fn a_handlers_own_transaction_commits_only_with_its_turn() {
 
 #[tokio::test]
 async fn an_id_over_the_limit_is_refused_for_enqueues_too() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (_harness, runtime) = started().await;
 
     let result = runtime
         .reference::<Journal>("x".repeat(MAX_ACTOR_ID_BYTES + 1))
@@ -636,9 +610,7 @@ async fn an_id_over_the_limit_is_refused_for_enqueues_too() {
 /// twice. The error names its request id, or says that the message ran.
 #[tokio::test]
 async fn a_call_whose_result_does_not_decode_names_its_completed_message() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("w");
+    let (_harness, runtime, journal) = started_on::<Journal>("w").await;
 
     let error = journal
         .as_reference()
@@ -673,9 +645,7 @@ async fn a_call_whose_result_does_not_decode_names_its_completed_message() {
 /// `Paused` ("try again after it is resumed"), which names no message.
 #[tokio::test]
 async fn a_keyed_call_on_a_paused_actor_whose_message_is_queued_names_it() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("w");
+    let (_harness, runtime, journal) = started_on::<Journal>("w").await;
     let queued = journal
         .enqueue()
         .idempotency_key("k-paused")

@@ -14,6 +14,7 @@ use serde_json::Value;
 use solid_objects::prelude::*;
 use solid_objects::{Clock, Effect, EffectContext, MessageStatus, RetryPolicy};
 use support::effect_actors::{Charge, Till};
+use support::fixtures::{started, started_on};
 use support::operator::{dead_effects, dead_letters, prune, status_of};
 use support::workers::{answered, run_workers};
 use support::{count, eventually, execute, Backend, Harness};
@@ -178,8 +179,7 @@ async fn another_process_writes(harness: &Harness) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cancelled_calls_never_wedge_the_writer() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
     let mut tasks = Vec::new();
     for task in 0..8_u64 {
         let runtime = runtime.clone();
@@ -222,9 +222,7 @@ async fn cancelled_calls_never_wedge_the_writer() {
 
 #[tokio::test]
 async fn a_state_nested_too_deep_to_read_back_is_never_committed() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let victim = runtime.reference::<Victim>("deep");
+    let (_harness, runtime, victim) = started_on::<Victim>("deep").await;
     victim.record("before").await.unwrap();
 
     let result = victim.nest(127).await;
@@ -238,9 +236,7 @@ async fn a_state_nested_too_deep_to_read_back_is_never_committed() {
 
 #[tokio::test]
 async fn arguments_nested_too_deep_to_read_back_are_refused_at_the_door() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let victim = runtime.reference::<Victim>("deep");
+    let (harness, runtime, victim) = started_on::<Victim>("deep").await;
 
     let sync = victim.store(nested(128)).await;
     let queued = victim.enqueue().store(nested(128)).await;
@@ -254,9 +250,7 @@ async fn arguments_nested_too_deep_to_read_back_are_refused_at_the_door() {
 
 #[tokio::test]
 async fn stored_arguments_that_do_not_decode_become_a_dead_letter_and_later_messages_run() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let victim = runtime.reference::<Victim>("v");
+    let (harness, runtime, victim) = started_on::<Victim>("v").await;
     victim.record("one").await.unwrap();
     execute(
         &harness,
@@ -283,9 +277,7 @@ async fn stored_arguments_that_do_not_decode_become_a_dead_letter_and_later_mess
 
 #[tokio::test]
 async fn a_swallowed_sql_error_is_a_counted_attempt() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let victim = runtime.reference::<Victim>("v");
+    let (harness, runtime, victim) = started_on::<Victim>("v").await;
     let poisoned = victim.enqueue().swallow_sql_error().await.unwrap();
     let later = victim.enqueue().record("later").await.unwrap();
 
@@ -316,9 +308,7 @@ async fn a_swallowed_sql_error_is_a_counted_attempt() {
 
 #[tokio::test]
 async fn a_panicking_serialize_is_a_counted_attempt() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let victim = runtime.reference::<Victim>("v");
+    let (harness, runtime, victim) = started_on::<Victim>("v").await;
     victim.record("one").await.unwrap();
 
     let runtime_task = runtime.clone();
@@ -337,8 +327,7 @@ async fn a_panicking_serialize_is_a_counted_attempt() {
 /// A reminder scheduled under a key no database may store, or sent to such an id.
 #[tokio::test]
 async fn ids_and_keys_with_nul_bytes_are_typed_errors_and_write_nothing() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
 
     let id = runtime.reference::<Victim>("a\0b").record("x").await;
     let key = runtime
@@ -533,8 +522,7 @@ async fn a_thousand_messages_for_unknown_types_do_not_delay_a_ready_actor() {
 
 #[tokio::test]
 async fn an_unknown_operation_waits_for_a_build_that_knows_it_and_says_why() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
     runtime
         .reference::<Victim>("v")
         .record("one")
@@ -665,9 +653,7 @@ async fn another_process_holding_the_file_gives_a_sync_timeout_not_database_lock
 
 #[tokio::test]
 async fn a_clock_that_steps_back_never_blocks_the_mailbox() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let victim = runtime.reference::<Victim>("v");
+    let (harness, runtime, victim) = started_on::<Victim>("v").await;
     let queued = victim.enqueue().record("one").await.unwrap();
 
     harness.clock.set(harness.clock.now() - TimeDelta::hours(1));
@@ -681,9 +667,7 @@ async fn a_clock_that_steps_back_never_blocks_the_mailbox() {
 
 #[tokio::test]
 async fn a_delayed_message_holds_back_no_call_and_its_wait_says_when_it_is_due() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let victim = runtime.reference::<Victim>("v");
+    let (harness, runtime, victim) = started_on::<Victim>("v").await;
     let later = victim
         .enqueue()
         .delay(Duration::from_secs(3600))
@@ -740,9 +724,7 @@ impl Switch {
 
 #[tokio::test]
 async fn a_retried_dead_letter_answers_its_original_idempotency_key() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let switch = runtime.reference::<Switch>("s");
+    let (_harness, runtime, switch) = started_on::<Switch>("s").await;
     let failed = switch.clone().idempotency_key("k").bump().await;
     assert!(matches!(
         failed,
@@ -919,9 +901,7 @@ async fn a_sync_call_whose_handler_hangs_past_the_turn_timeout_fails_and_is_coun
 
 #[tokio::test]
 async fn a_caller_that_gives_up_on_a_slow_handler_leaves_nothing_behind() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let victim = runtime.reference::<Victim>("v");
+    let (harness, runtime, victim) = started_on::<Victim>("v").await;
 
     let result = victim
         .clone()
@@ -1022,9 +1002,7 @@ async fn a_dead_retention_of_zero_keeps_dead_letters() {
 
 #[tokio::test]
 async fn effects_without_a_handler_are_listed_for_operators() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let undertaker = runtime.reference::<Undertaker>("u");
+    let (_harness, runtime, undertaker) = started_on::<Undertaker>("u").await;
     undertaker.doom().await.unwrap();
     undertaker.doom().await.unwrap();
 

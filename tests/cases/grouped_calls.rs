@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use solid_objects::prelude::*;
 use solid_objects::GroupCommit;
+use support::fixtures::started;
 use support::gates::gate;
 use support::journal::{Journal, JournalRef};
 use support::{count, together, Harness};
@@ -25,8 +26,7 @@ async fn warm_hot_actor(runtime: &Runtime) -> JournalRef {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixteen_callers_of_one_actor_share_commits_and_each_hears_its_own_turn() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
     let hot = warm_hot_actor(&runtime).await;
     let before = runtime.stats();
 
@@ -73,8 +73,7 @@ async fn sixteen_callers_of_one_actor_share_commits_and_each_hears_its_own_turn(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_member_that_rejects_keeps_nothing_and_the_others_commit() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
     let hot = warm_hot_actor(&runtime).await;
 
     let answers = together(12, |caller| {
@@ -123,8 +122,7 @@ async fn a_member_that_rejects_keeps_nothing_and_the_others_commit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn callers_that_share_an_idempotency_key_on_a_hot_actor_run_it_once() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (_harness, runtime) = started().await;
     let hot = warm_hot_actor(&runtime).await;
 
     let answers = together(16, |caller| {
@@ -177,8 +175,7 @@ async fn with_group_commit_off_every_call_is_a_transaction_of_its_own() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn calls_dropped_while_they_wait_in_a_group_keep_all_or_nothing_and_nothing_wedges() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
     let hot = warm_hot_actor(&runtime).await;
 
     // Each caller drops some of its calls part-way: while queued in a group, while its turn

@@ -9,6 +9,7 @@ use crate::support::subscription::Subscription;
 use axum_core::response::IntoResponse;
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
+use support::fixtures::{start_with_policy, started_on};
 use support::operator::{dead_letters, prune};
 use support::workers::fire_due_reminders;
 use support::{count, Harness};
@@ -60,9 +61,7 @@ impl Venue {
 
 #[tokio::test]
 async fn a_typed_rejection_reaches_the_caller_as_its_own_enum() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let venue = runtime.reference::<Venue>("v");
+    let (_harness, runtime, venue) = started_on::<Venue>("v").await;
     venue.open(3).await.unwrap();
 
     let too_many = venue.hold(5).await.unwrap_err();
@@ -101,9 +100,7 @@ async fn a_typed_rejection_reaches_the_caller_as_its_own_enum() {
 async fn a_typed_rejection_answers_http_with_the_status_its_variant_names() {
     use axum_core::response::IntoResponse;
 
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let venue = runtime.reference::<Venue>("v");
+    let (_harness, runtime, venue) = started_on::<Venue>("v").await;
     venue.open(3).await.unwrap();
 
     let invalid = venue.hold(-1).await.unwrap_err();
@@ -124,9 +121,7 @@ async fn a_typed_rejection_answers_http_with_the_status_its_variant_names() {
 
 #[tokio::test]
 async fn a_destroyed_actor_starts_a_new_incarnation_that_sees_nothing_of_the_old_one() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let subscription = runtime.reference::<Subscription>("s-1");
+    let (harness, runtime, subscription) = started_on::<Subscription>("s-1").await;
     assert_eq!(subscription.start("gold").await.unwrap(), 1);
     let queued = subscription.enqueue().start("late").await.unwrap();
 
@@ -151,9 +146,7 @@ async fn a_destroyed_actor_starts_a_new_incarnation_that_sees_nothing_of_the_old
 
 #[tokio::test]
 async fn a_turn_that_destroys_its_actor_ends_its_pending_messages_and_reminders() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let subscription = runtime.reference::<Subscription>("s-1");
+    let (harness, runtime, subscription) = started_on::<Subscription>("s-1").await;
     subscription.start("gold").await.unwrap();
     subscription.renew_hourly(false).await.unwrap();
     let cancel = subscription.enqueue().cancel().await.unwrap();
@@ -194,13 +187,7 @@ async fn destroying_is_denied_unless_the_policy_allows_it() {
         }
     }
     let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .policy(CallsOnly)
-        .start()
-        .await
-        .unwrap();
+    let runtime = start_with_policy(&harness, CallsOnly).await;
     let subscription = runtime.reference::<Subscription>("s-1");
     subscription.start("gold").await.unwrap();
 
@@ -215,9 +202,7 @@ async fn destroying_is_denied_unless_the_policy_allows_it() {
 }
 
 async fn renewals_after_an_outage(all: bool) -> Vec<i64> {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let subscription = runtime.reference::<Subscription>("s-1");
+    let (harness, runtime, subscription) = started_on::<Subscription>("s-1").await;
     subscription.renew_hourly(all).await.unwrap();
     let start = harness.clock.now();
     runtime.close().await;
@@ -245,9 +230,7 @@ async fn an_hourly_reminder_after_a_ten_hour_outage_fires_once_or_ten_times_in_o
 
 #[tokio::test]
 async fn a_recurring_reminder_goes_on_until_it_is_cancelled() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let subscription = runtime.reference::<Subscription>("s-1");
+    let (harness, runtime, subscription) = started_on::<Subscription>("s-1").await;
     subscription.renew_hourly(false).await.unwrap();
 
     for _ in 0..3 {
@@ -314,9 +297,7 @@ impl Meter {
 #[tokio::test]
 async fn a_dead_reminder_of_a_destroyed_incarnation_retried_by_an_operator_never_runs_on_the_next()
 {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let meter = runtime.reference::<Meter>("m");
+    let (harness, runtime, meter) = started_on::<Meter>("m").await;
     assert_eq!(meter.install(true).await.unwrap(), 1);
     harness.advance_minutes(60);
     assert_eq!(fire_due_reminders(&runtime).await, 1);
@@ -346,9 +327,7 @@ async fn a_dead_reminder_of_a_destroyed_incarnation_retried_by_an_operator_never
 /// `turn.scheduled_at()` is the time it was scheduled for.
 #[tokio::test]
 async fn a_retried_reminder_occurrence_keeps_its_scheduled_time() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let meter = runtime.reference::<Meter>("m");
+    let (harness, runtime, meter) = started_on::<Meter>("m").await;
     meter.install(true).await.unwrap();
     harness.advance_minutes(60);
     let scheduled = harness.clock.now().timestamp();
@@ -377,9 +356,7 @@ async fn a_retried_reminder_occurrence_keeps_its_scheduled_time() {
 /// one, so actors destroyed and recreated for years do not grow `solid_messages` for ever.
 #[tokio::test]
 async fn destroyed_messages_are_pruned_after_the_retention_period() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let meter = runtime.reference::<Meter>("m");
+    let (harness, runtime, meter) = started_on::<Meter>("m").await;
     for _ in 0..3 {
         meter.enqueue().add().await.unwrap();
     }
@@ -404,9 +381,7 @@ async fn destroyed_messages_are_pruned_after_the_retention_period() {
 /// from a crash (a 500 logged as a server error).
 #[tokio::test]
 async fn a_destroyed_message_answers_http_clients_with_a_client_error() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let meter = runtime.reference::<Meter>("m");
+    let (_harness, _runtime, meter) = started_on::<Meter>("m").await;
     let queued = meter.enqueue().add().await.unwrap();
     meter.destroy().await.unwrap();
     let error = queued

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use solid_objects::policy::{Denied, Policy, Request, RequestKind};
 use solid_objects::prelude::*;
 use solid_objects::EffectContext;
+use support::fixtures::{start_with_policy, started_on};
 use support::{count, Harness};
 
 /// The runtime a handler reaches for, as an application might keep it in a global.
@@ -112,9 +113,7 @@ async fn a_synchronous_call_from_inside_a_handler_fails_at_once_and_says_to_send
 
 #[tokio::test]
 async fn a_timeout_under_a_millisecond_is_refused_before_anything_is_written() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let counter = runtime.reference::<Counter>("c");
+    let (harness, runtime, counter) = started_on::<Counter>("c").await;
 
     let called = counter.clone().timeout(Duration::ZERO).add(1).await;
     let tiny = counter
@@ -147,9 +146,7 @@ async fn a_timeout_under_a_millisecond_is_refused_before_anything_is_written() {
 
 #[tokio::test]
 async fn a_wait_that_times_out_says_why_the_message_has_not_run_and_a_delayed_one_blocks_nothing() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let counter = runtime.reference::<Counter>("c");
+    let (_harness, runtime, counter) = started_on::<Counter>("c").await;
     let delayed = counter
         .enqueue()
         .delay(TimeDelta::hours(1))
@@ -210,26 +207,14 @@ impl Policy for NoAdding {
 #[tokio::test]
 async fn a_message_found_by_key_is_revealed_only_to_a_caller_allowed_its_command() {
     let harness = Harness::new();
-    let writer = harness
-        .store()
-        .await
-        .policy(ReadOnly)
-        .start()
-        .await
-        .unwrap();
+    let writer = start_with_policy(&harness, ReadOnly).await;
     writer
         .reference::<Counter>("c")
         .idempotency_key("k")
         .add(5)
         .await
         .unwrap();
-    let reader = harness
-        .store()
-        .await
-        .policy(NoAdding)
-        .start()
-        .await
-        .unwrap();
+    let reader = start_with_policy(&harness, NoAdding).await;
 
     let allowed = writer.reference::<Counter>("c").message_with_key("k").await;
     let denied = reader.reference::<Counter>("c").message_with_key("k").await;

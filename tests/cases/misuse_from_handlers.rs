@@ -15,6 +15,7 @@ use axum_core::response::IntoResponse;
 use solid_objects::policy::{Denied, Policy, Request};
 use solid_objects::prelude::*;
 use support::effect_actors::{Charge, Till};
+use support::fixtures::{start_with_policy, started};
 use support::{Backend, Harness};
 use tokio::sync::mpsc;
 
@@ -202,8 +203,7 @@ async fn message_with_key_from_inside_a_handler_does_not_wait_for_its_own_turn()
 /// (a sender has one method per command: a query or `wait` cannot be sent).
 #[tokio::test]
 async fn the_fix_a_refusal_names_is_code_that_exists() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (_harness, runtime) = started().await;
     ADVICE_RUNTIME.set(runtime.clone()).unwrap();
     let queued = runtime
         .reference::<Counter>("other")
@@ -309,13 +309,7 @@ impl Policy for BuggyPolicy {
 #[tokio::test]
 async fn a_panicking_policy_leaks_nothing_into_the_http_response() {
     let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .policy(BuggyPolicy)
-        .start()
-        .await
-        .unwrap();
+    let runtime = start_with_policy(&harness, BuggyPolicy).await;
 
     let error = runtime
         .reference::<Counter>("c")
@@ -335,8 +329,7 @@ async fn a_panicking_policy_leaks_nothing_into_the_http_response() {
 /// A rejection's 409 body always has `code`, `message` and `details` (null without details).
 #[tokio::test]
 async fn a_rejection_response_always_has_code_message_and_details() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (_harness, runtime) = started().await;
     let error = Error::Rejected(Rejection::new("room_not_found", "No room 12").unwrap());
 
     let (status, body) = body_of(error.into_response()).await;
@@ -438,8 +431,7 @@ impl Notifier {
 /// moved into a task) cannot stage into nothing: using it panics with what to do instead.
 #[tokio::test]
 async fn a_send_staged_after_its_turn_is_never_silently_dropped() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (_harness, runtime) = started().await;
     runtime
         .reference::<Notifier>("n")
         .notify_later()
@@ -558,8 +550,7 @@ impl Charger {
 /// charge runs twice. The response names the queued message, as Queued's 202 does.
 #[tokio::test]
 async fn a_failed_call_to_be_retried_names_its_queued_message_in_the_http_response() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (_harness, runtime) = started().await;
     let error = runtime
         .reference::<Charger>("card")
         .charge()

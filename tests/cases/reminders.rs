@@ -9,6 +9,7 @@ use std::time::Duration;
 use solid_objects::policy::{Denied, Request, RequestKind};
 use solid_objects::prelude::*;
 use solid_objects::ScheduledReminder;
+use support::fixtures::started_on;
 use support::workers::fire_due_reminders;
 use support::Harness;
 
@@ -98,9 +99,7 @@ impl Counter {
 
 #[tokio::test]
 async fn a_handler_reads_when_a_reminder_is_due_and_moves_it() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let counter = runtime.reference::<Counter>("c");
+    let (harness, runtime, counter) = started_on::<Counter>("c").await;
     let now = harness.clock.now();
 
     assert_eq!(counter.expires_at("h-1").await.unwrap(), None);
@@ -136,9 +135,7 @@ async fn a_handler_reads_when_a_reminder_is_due_and_moves_it() {
 
 #[tokio::test]
 async fn the_lookup_counts_what_its_own_turn_staged() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let counter = runtime.reference::<Counter>("c");
+    let (harness, runtime, counter) = started_on::<Counter>("c").await;
     let now = harness.clock.now();
     counter.hold("h", 30).await.unwrap();
 
@@ -165,9 +162,7 @@ async fn the_lookup_counts_what_its_own_turn_staged() {
 
 #[tokio::test]
 async fn unschedule_all_cancels_every_key_of_one_reminder_only() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let counter = runtime.reference::<Counter>("c");
+    let (harness, runtime, counter) = started_on::<Counter>("c").await;
     for hold in ["a", "b", "c"] {
         counter.hold(hold, 10).await.unwrap();
     }
@@ -193,9 +188,7 @@ async fn unschedule_all_cancels_every_key_of_one_reminder_only() {
 
 #[tokio::test]
 async fn an_operator_lists_an_actors_reminders_next_due_first_across_restarts() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let counter = runtime.reference::<Counter>("c");
+    let (harness, runtime, counter) = started_on::<Counter>("c").await;
     let now = harness.clock.now();
     counter.hold("late", 90).await.unwrap();
     counter.hold("early", 5).await.unwrap();
@@ -301,9 +294,7 @@ impl Alarm {
 /// commit.
 #[tokio::test]
 async fn a_lookup_after_turn_destroy_says_no_reminder_is_due() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let alarm = runtime.reference::<Alarm>("a");
+    let (_harness, _runtime, alarm) = started_on::<Alarm>("a").await;
     alarm.arm().await.unwrap();
 
     let still_due = alarm.retire().await.unwrap();

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use solid_objects::prelude::*;
-use support::{count, rejection_code, Harness};
+use support::fixtures::{started, started_on};
+use support::{count, rejection_code};
 
 /// Stock of one product: reservations by order.
 #[actor]
@@ -84,9 +85,7 @@ impl Order {
 
 #[tokio::test]
 async fn a_turn_sends_its_messages_when_it_commits_and_they_run_in_order() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let order = runtime.reference::<Order>("o-1");
+    let (harness, runtime, order) = started_on::<Order>("o-1").await;
     let second = runtime.reference::<Order>("o-2");
 
     let lines = vec![("apple".to_owned(), 2), ("pear".to_owned(), 1)];
@@ -124,9 +123,7 @@ async fn a_turn_sends_its_messages_when_it_commits_and_they_run_in_order() {
 
 #[tokio::test]
 async fn a_rejected_or_failed_turn_sends_nothing() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let order = runtime.reference::<Order>("o-1");
+    let (harness, runtime, order) = started_on::<Order>("o-1").await;
 
     assert_eq!(rejection_code(order.place(Vec::new()).await), "empty_order");
     assert!(matches!(
@@ -144,8 +141,7 @@ async fn a_rejected_or_failed_turn_sends_nothing() {
 
 #[tokio::test]
 async fn a_worker_runs_what_other_actors_sent_even_if_nothing_referenced_the_target() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
     runtime
         .reference::<Order>("o-1")
         .place(vec![("plum".to_owned(), 3)])
@@ -169,9 +165,7 @@ async fn a_worker_runs_what_other_actors_sent_even_if_nothing_referenced_the_tar
 
 #[tokio::test]
 async fn a_delayed_send_waits_and_a_keyed_send_arrives_once() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let order = runtime.reference::<Order>("o-1");
+    let (harness, runtime, order) = started_on::<Order>("o-1").await;
     let stock = runtime.reference::<Stock>("sku-1");
 
     order.reserve_later("sku-1", 10).await.unwrap();
@@ -210,9 +204,7 @@ async fn a_delayed_send_waits_and_a_keyed_send_arrives_once() {
 /// delayed message runs once it is due.
 #[tokio::test]
 async fn a_delayed_send_does_not_hold_the_target_for_other_callers() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let shopper = runtime.reference::<Order>("alice");
+    let (harness, runtime, shopper) = started_on::<Order>("alice").await;
     shopper.reserve_later("w-1", 24 * 365 * 60).await.unwrap();
 
     // Another customer reserves now, synchronously.

@@ -27,6 +27,7 @@ use solid_objects::prelude::*;
 use solid_objects::Workers;
 use solid_objects::{Clock, MessageStatus, ShutdownReport};
 use support::effect_actors::{Charge, Till};
+use support::fixtures::start_with_policy;
 use support::operator::status_of;
 use support::workers::{run_workers, within};
 use support::{eventually, Backend, Harness};
@@ -435,13 +436,7 @@ async fn closed_completes_when_the_runtime_shuts_down_and_stops_an_axum_server()
     use futures_util::FutureExt;
 
     let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .policy(AllowAll)
-        .start()
-        .await
-        .unwrap();
+    let runtime = start_with_policy(&harness, AllowAll).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let router = axum::Router::new().route("/", axum::routing::get(|| async { "up" }));
     let serving = axum::serve(listener, router).with_graceful_shutdown(runtime.closed());

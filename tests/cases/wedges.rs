@@ -19,6 +19,7 @@ use solid_objects::prelude::*;
 use solid_objects::Workers;
 use solid_objects::{EffectContext, MessageStatus};
 use support::effect_actors::{Charge, Till};
+use support::fixtures::{started, started_on};
 use support::operator::dead_letters;
 use support::workers::{answered, run_workers, within};
 use support::{count, eventually, Harness};
@@ -166,8 +167,7 @@ async fn a_nan_state_is_never_committed(runtime: &Runtime) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_state_holding_nan_is_never_committed() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (_harness, runtime) = started().await;
     let wrong = a_nan_state_is_never_committed(&runtime).await;
     runtime.close().await;
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
@@ -179,9 +179,7 @@ async fn a_state_holding_nan_is_never_committed() {
 /// the caller gets a decode error for a turn that did happen.
 #[tokio::test]
 async fn a_nan_result_is_a_dead_letter_not_a_completed_turn() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let gauge = runtime.reference::<Gauge>("g");
+    let (harness, runtime, gauge) = started_on::<Gauge>("g").await;
 
     let result = gauge.average(0.0, 0.0).await;
     let completed = count(&harness, "solid_messages WHERE status = 'completed'").await;
@@ -201,9 +199,7 @@ async fn a_nan_result_is_a_dead_letter_not_a_completed_turn() {
 /// run ("Never commit what cannot be read back").
 #[tokio::test]
 async fn a_send_whose_arguments_cannot_be_read_back_is_never_committed() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let gauge = runtime.reference::<Gauge>("source");
+    let (_harness, runtime, gauge) = started_on::<Gauge>("source").await;
 
     let at_the_door = runtime
         .reference::<Gauge>("target")
@@ -304,8 +300,7 @@ async fn a_panicking_default_is_a_counted_attempt_and_does_not_wedge_the_workers
 /// user code outside a handler.
 #[tokio::test]
 async fn a_panicking_default_reaches_callers_as_an_error_not_a_panic() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (_harness, runtime) = started().await;
     let mut wrong = Vec::new();
 
     let call = tokio::spawn({

@@ -13,6 +13,7 @@ use solid_objects::{EffectContext, MessageStatus};
 
 use crate::cases::wedges::Counter;
 use crate::support::effect_actors::{Charge, Till};
+use crate::support::fixtures::started_on;
 use crate::support::gates::gate;
 use crate::support::operator::dead_effects;
 use crate::support::workers::{answered, run_workers, within};
@@ -95,9 +96,7 @@ async fn a_handler_stuck_in_its_own_sqlite_query_frees_the_writer_at_the_turn_ti
 /// it is).
 #[tokio::test]
 async fn an_enqueue_while_another_process_writes_gets_a_typed_timeout_not_database_locked() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let counter = runtime.reference::<Counter>("c");
+    let (harness, runtime, counter) = started_on::<Counter>("c").await;
     counter.bump().await.unwrap();
     let options = sqlx::sqlite::SqliteConnectOptions::new().filename(harness.path());
     let outsider = sqlx::SqlitePool::connect_with(options).await.unwrap();
@@ -131,9 +130,7 @@ async fn an_enqueue_while_another_process_writes_gets_a_typed_timeout_not_databa
 /// other process holds the file until the long call has waited half a second.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_waits_for_another_process_until_its_own_deadline_after_a_shorter_call() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let counter = runtime.reference::<Counter>("c");
+    let (harness, runtime, counter) = started_on::<Counter>("c").await;
     counter.bump().await.unwrap();
     let options = sqlx::sqlite::SqliteConnectOptions::new().filename(harness.path());
     let outsider = sqlx::SqlitePool::connect_with(options).await.unwrap();

@@ -11,6 +11,7 @@
 pub mod browser;
 pub mod commit_cutter;
 pub mod effect_actors;
+pub mod fixtures;
 pub mod galera;
 pub mod gates;
 pub mod journal;
