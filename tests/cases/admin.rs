@@ -17,6 +17,7 @@ use solid_objects::admin::{ActorFilter, DeadLetterFilter, EffectFilter, Reminder
 use solid_objects::policy::{AdminAction, AdminRequest, Denied, Policy, Request};
 use solid_objects::prelude::*;
 use solid_objects::{Effect, Limits};
+use support::policies::CallersOnly;
 use support::workers::{fire_due_reminders, run_workers};
 use support::{Backend, Harness};
 
@@ -98,20 +99,6 @@ impl Desk {
     }
 }
 
-/// An application's policy: its callers may call actors; it says nothing of
-/// administration, which is therefore denied.
-struct Application;
-
-impl Policy for Application {
-    fn authorize_message(&self, _request: &Request<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-
-    fn authorize_query(&self, _request: &Request<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-}
-
 /// The application's policy with operators: administration for a context naming one.
 struct WithOperators;
 
@@ -167,6 +154,11 @@ impl Setup {
 
     fn backend(&self) -> Backend {
         self.harness.backend()
+    }
+
+    /// A pool of the test's own on the database, outside the runtime.
+    async fn pool(&self) -> sqlx::AnyPool {
+        support::connect(&self.harness).await
     }
 }
 
@@ -233,7 +225,7 @@ async fn denied_by_default_and_audited(setup: Setup) {
         "{error}"
     );
     unconfigured.close().await;
-    let application = setup.runtime(Application).await;
+    let application = setup.runtime(CallersOnly).await;
     let admin = application.admin().context(json!({ "user": "mallory" }));
     let error = admin.pause("Desk", "d1").await.unwrap_err();
     let Error::AdministrationDenied { reason, .. } = &error else {
@@ -887,58 +879,6 @@ async fn overview_and_messages(setup: Setup) {
     runtime.close().await;
 }
 
-/// A tally that counts and breaks on demand.
-#[actor]
-#[derive(Default)]
-struct Tally {
-    total: i64,
-    broken: bool,
-}
-
-#[actor]
-impl Tally {
-    #[command]
-    fn add(&mut self, n: i64) -> i64 {
-        self.total += n;
-        self.total
-    }
-
-    #[command]
-    fn set_broken(&mut self, broken: bool) {
-        self.broken = broken;
-    }
-
-    /// Fails for good while the desk is broken.
-    #[command]
-    fn fragile(&mut self, why: String) -> Result<i64, Failure> {
-        if self.broken {
-            return Err(Failure::permanent(why));
-        }
-        self.total += 1;
-        Ok(self.total)
-    }
-
-    #[query]
-    fn total(&self) -> i64 {
-        self.total
-    }
-}
-
-/// Everything allowed, administration included.
-struct Operators;
-
-impl Policy for Operators {
-    fn authorize_message(&self, _request: &Request<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-    fn authorize_query(&self, _request: &Request<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-    fn authorize_administration(&self, _request: &AdminRequest<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-}
-
 /// A policy whose administration check panics.
 struct Panicking;
 
@@ -983,41 +923,6 @@ fn poll_limit<F: Future>(left: usize, inner: F) -> PollLimit<F> {
     }
 }
 
-/// The database of one case, on the binary's backend, with [`Tally`] and the operators' policy.
-struct Database {
-    harness: Harness,
-}
-
-impl Database {
-    /// A fresh database on the binary's backend.
-    fn new() -> Self {
-        Self {
-            harness: Harness::new(),
-        }
-    }
-
-    /// A builder on the database with the harness's clock, [`Operators`] and [`Tally`].
-    async fn builder(&self) -> solid_objects::Builder {
-        self.harness
-            .store()
-            .await
-            .clock(self.harness.clock.clone())
-            .policy(Operators)
-            .actor::<Tally>()
-            .sync_timeout(Duration::from_secs(30))
-    }
-
-    /// A runtime from [`Database::builder`].
-    async fn runtime(&self) -> Runtime {
-        self.builder().await.start().await.unwrap()
-    }
-
-    /// A pool of the test's own on the database, outside the runtime.
-    async fn pool(&self) -> sqlx::AnyPool {
-        support::connect(&self.harness).await
-    }
-}
-
 /// One number read by the test's own pool.
 async fn scalar(pool: &sqlx::AnyPool, sql: &str) -> i64 {
     sqlx::query_scalar(sql)
@@ -1031,11 +936,11 @@ async fn scalar(pool: &sqlx::AnyPool, sql: &str) -> i64 {
 /// after its change committed must not leave the change without its audit row.
 #[tokio::test]
 async fn a_dropped_retry_never_leaves_a_retried_dead_letter_without_its_audit_row() {
-    let db = Database::new();
-    let runtime = db.runtime().await;
-    let pool = db.pool().await;
+    let setup = Setup::new();
+    let runtime = setup.runtime(AllowAll).await;
+    let pool = setup.pool().await;
     let admin = runtime.admin().context(ana());
-    let desk = runtime.reference::<Tally>("d1");
+    let desk = runtime.reference::<Desk>("d1");
     desk.set_broken(true).await.unwrap();
     let mut unaudited = Vec::new();
     for polls in 1..=40 {
@@ -1077,13 +982,13 @@ async fn a_dropped_retry_never_leaves_a_retried_dead_letter_without_its_audit_ro
 /// call dropped before it acted).
 #[tokio::test]
 async fn a_dropped_pause_is_paused_and_audited_or_neither() {
-    let db = Database::new();
-    let runtime = db.runtime().await;
-    let pool = db.pool().await;
+    let setup = Setup::new();
+    let runtime = setup.runtime(AllowAll).await;
+    let pool = setup.pool().await;
     let admin = runtime.admin().context(ana());
     for polls in 1..=30 {
         let id = format!("p{polls}");
-        let _ = poll_limit(polls, admin.pause("Tally", &id)).await;
+        let _ = poll_limit(polls, admin.pause("Desk", &id)).await;
         let paused = scalar(
             &pool,
             &format!(
@@ -1096,7 +1001,7 @@ async fn a_dropped_pause_is_paused_and_audited_or_neither() {
             &pool,
             &format!(
                 "SELECT COUNT(*) FROM solid_admin_events WHERE action = 'pause' \
-                 AND resource = 'Tally/{id}'"
+                 AND resource = 'Desk/{id}'"
             ),
         )
         .await;
@@ -1105,7 +1010,7 @@ async fn a_dropped_pause_is_paused_and_audited_or_neither() {
             "after {polls} polls: paused {paused}, rows {audited}"
         );
     }
-    assert_eq!(runtime.reference::<Tally>("x").add(2).await.unwrap(), 2);
+    assert_eq!(runtime.reference::<Desk>("x").add(2).await.unwrap(), 2);
 }
 
 /// Promise: any future may be dropped at any await and nothing is left behind. The
@@ -1113,9 +1018,9 @@ async fn a_dropped_pause_is_paused_and_audited_or_neither() {
 /// dropped half-way: it would show in every listing and `status` forever.
 #[tokio::test]
 async fn a_dropped_doctor_leaves_no_scratch_actor_behind() {
-    let db = Database::new();
-    let runtime = db.runtime().await;
-    let pool = db.pool().await;
+    let setup = Setup::new();
+    let runtime = setup.runtime(AllowAll).await;
+    let pool = setup.pool().await;
     let admin = runtime.admin().context(ana());
     let mut left_behind = Vec::new();
     for polls in 1..=40 {
@@ -1145,9 +1050,9 @@ async fn a_dropped_doctor_leaves_no_scratch_actor_behind() {
 /// type is bad input, as an empty or oversized id is.
 #[tokio::test]
 async fn pausing_an_empty_or_oversized_actor_type_is_refused_and_changes_nothing() {
-    let db = Database::new();
-    let runtime = db.runtime().await;
-    let pool = db.pool().await;
+    let setup = Setup::new();
+    let runtime = setup.runtime(AllowAll).await;
+    let pool = setup.pool().await;
     let admin = runtime.admin().context(ana());
     let empty = admin.pause("", "d1").await;
     let huge_type = "T".repeat(1 << 20);
@@ -1170,12 +1075,12 @@ async fn pausing_an_empty_or_oversized_actor_type_is_refused_and_changes_nothing
 /// audited (expected to hold).
 #[tokio::test]
 async fn a_panicking_policy_denies_and_the_denial_is_audited() {
-    let db = Database::new();
-    let runtime = db.builder().await.policy(Panicking).start().await.unwrap();
+    let setup = Setup::new();
+    let runtime = setup.runtime(Panicking).await;
     let error = runtime
         .admin()
         .context(ana())
-        .pause("Tally", "d1")
+        .pause("Desk", "d1")
         .await
         .unwrap_err();
     assert!(
@@ -1183,7 +1088,7 @@ async fn a_panicking_policy_denies_and_the_denial_is_audited() {
         "{error}"
     );
     runtime.close().await;
-    let pool = db.pool().await;
+    let pool = setup.pool().await;
     let denied = scalar(
         &pool,
         "SELECT COUNT(*) FROM solid_admin_events WHERE action = 'pause' AND outcome = 'denied'",
@@ -1203,10 +1108,10 @@ async fn a_panicking_policy_denies_and_the_denial_is_audited() {
 /// redrive is still paging forward by id: it must not pick those up and send them again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_redrive_with_workers_running_retries_only_the_dead_letters_that_were_there() {
-    let db = Database::new();
-    let runtime = db.runtime().await;
+    let setup = Setup::new();
+    let runtime = setup.runtime(AllowAll).await;
     let desks: Vec<_> = (0..30)
-        .map(|i| runtime.reference::<Tally>(&format!("poison-{i}")))
+        .map(|i| runtime.reference::<Desk>(&format!("poison-{i}")))
         .collect();
     for desk in &desks {
         desk.set_broken(true).await.unwrap();
@@ -1228,14 +1133,14 @@ async fn a_redrive_with_workers_running_retries_only_the_dead_letters_that_were_
         Duration::from_secs(20),
         admin.redrive(
             &DeadLetterFilter::new()
-                .actor_type("Tally")
+                .actor_type("Desk")
                 .operation("fragile"),
         ),
     )
     .await;
     runtime.shutdown();
     running.await.unwrap().unwrap();
-    let pool = db.pool().await;
+    let pool = setup.pool().await;
     let retried = scalar(
         &pool,
         "SELECT COUNT(*) FROM solid_messages WHERE retried_as > 0",

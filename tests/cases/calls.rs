@@ -8,9 +8,12 @@ use std::time::Duration;
 use serde_json::json;
 use solid_objects::prelude::*;
 use solid_objects::{Limits, MessageStatus, MAX_ACTOR_ID_BYTES};
-use support::fixtures::{start_with_policy, started, started_on};
+use support::fixtures::{
+    application_pool, on_application_pool, start_with_policy, started, started_on,
+};
 use support::journal::{Journal, JournalMessage, JournalQuery};
 use support::operator::dead_letters;
+use support::stored_rows::insert_ready_message;
 use support::workers::{answered, run_workers};
 use support::{count, execute, together, Backend, Harness};
 
@@ -425,13 +428,7 @@ async fn state_that_no_longer_deserialises_is_a_clear_error_and_changes_nothing(
 async fn an_unknown_operation_in_a_stored_row_is_a_clear_error_and_is_left_alone() {
     let (harness, runtime, journal) = started_on::<Journal>("j-1").await;
     journal.record("one").await.unwrap();
-    execute(
-        &harness,
-        "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
-             request_id, status, available_at, created_at)
-         VALUES ('Journal', 'j-1', 'vanished', '{}', 'r-vanished', 'ready', 0, 0);",
-    )
-    .await;
+    insert_ready_message(&harness, "Journal", "j-1", "vanished", "{}", "r-vanished").await;
 
     let result = journal
         .clone()
@@ -464,19 +461,9 @@ async fn an_unknown_operation_in_a_stored_row_is_a_clear_error_and_is_left_alone
 
 #[tokio::test]
 async fn a_message_for_an_actor_type_the_runtime_does_not_know_stays_queued() {
-    let (harness, runtime) = started().await;
-    runtime
-        .reference::<Journal>("j-1")
-        .record("one")
-        .await
-        .unwrap();
-    execute(
-        &harness,
-        "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
-             request_id, status, available_at, created_at)
-         VALUES ('Ghost', 'g-1', 'haunt', '{}', 'r-ghost', 'ready', 0, 0);",
-    )
-    .await;
+    let (harness, runtime, journal) = started_on::<Journal>("j-1").await;
+    journal.record("one").await.unwrap();
+    insert_ready_message(&harness, "Ghost", "g-1", "haunt", "{}", "r-ghost").await;
 
     assert_eq!(runtime.testing().drain().await.unwrap().turns, 0);
     assert_eq!(
@@ -488,12 +475,8 @@ async fn a_message_for_an_actor_type_the_runtime_does_not_know_stays_queued() {
 
 #[tokio::test]
 async fn two_actor_types_with_one_stored_name_are_refused() {
-    let (_harness, runtime) = started().await;
-    runtime
-        .reference::<Journal>("j-1")
-        .record("one")
-        .await
-        .unwrap();
+    let (_harness, runtime, journal) = started_on::<Journal>("j-1").await;
+    journal.record("one").await.unwrap();
 
     let result = runtime.reference::<Impostor>("j-1").touch().await;
 
@@ -583,17 +566,15 @@ async fn workers_fire_due_reminders_and_return_on_shutdown() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_leave_an_undecodable_mailbox_alone_and_serve_the_other_actors() {
-    let (harness, runtime) = started().await;
-    runtime
-        .reference::<Journal>("broken")
-        .record("one")
-        .await
-        .unwrap();
-    execute(
+    let (harness, runtime, journal) = started_on::<Journal>("broken").await;
+    journal.record("one").await.unwrap();
+    insert_ready_message(
         &harness,
-        "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
-             request_id, status, available_at, created_at)
-         VALUES ('Journal', 'broken', 'vanished', '{}', 'r-vanished', 'ready', 0, 0);",
+        "Journal",
+        "broken",
+        "vanished",
+        "{}",
+        "r-vanished",
     )
     .await;
     let healthy = runtime.reference::<Journal>("healthy");
@@ -629,22 +610,9 @@ async fn a_runtime_on_the_applications_own_sqlite_pool() {
     ) {
         return;
     }
-    let options = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(harness.path())
-        .create_if_missing(true)
-        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal);
-    let pool = sqlx::sqlite::SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect_with(options)
-        .await
-        .unwrap();
-    let runtime = Runtime::builder()
-        .sqlite_pool(pool.clone())
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
-        .start()
-        .await
-        .unwrap();
+    let pool = application_pool(&harness, 1, None).await;
+    let builder = on_application_pool(&harness, pool.clone());
+    let runtime = builder.start().await.unwrap();
 
     let journal = runtime.reference::<Journal>("j-1");
     assert_eq!(journal.record("one").await.unwrap(), 1);

@@ -16,8 +16,9 @@ use solid_objects::{Clock, Effect, EffectContext, MessageStatus, RetryPolicy};
 use support::effect_actors::{Charge, Till};
 use support::fixtures::{started, started_on};
 use support::operator::{dead_effects, dead_letters, prune, status_of};
+use support::stored_rows::{insert_ready_message, insert_ready_messages, ready_message};
 use support::workers::{answered, run_workers};
-use support::{count, eventually, execute, Backend, Harness};
+use support::{count, eventually, Backend, Harness};
 use tokio::sync::Notify;
 
 /// A field whose serialisation panics while `explode` is set: user serde code that panics.
@@ -252,11 +253,13 @@ async fn arguments_nested_too_deep_to_read_back_are_refused_at_the_door() {
 async fn stored_arguments_that_do_not_decode_become_a_dead_letter_and_later_messages_run() {
     let (harness, runtime, victim) = started_on::<Victim>("v").await;
     victim.record("one").await.unwrap();
-    execute(
+    insert_ready_message(
         &harness,
-        "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
-             request_id, status, available_at, created_at)
-         VALUES ('Victim', 'v', 'record', '{\"entry\": 42}', 'r-bad', 'ready', 0, 0);",
+        "Victim",
+        "v",
+        "record",
+        r#"{"entry": 42}"#,
+        "r-bad",
     )
     .await;
     let later = victim.enqueue().record("three").await.unwrap();
@@ -499,18 +502,17 @@ async fn a_thousand_messages_for_unknown_types_do_not_delay_a_ready_actor() {
         .await
         .unwrap();
     let ghosts: Vec<String> = (1..=1000)
-        .map(|i| format!("('Ghost', 'g-{i}', 'haunt', '{{}}', 'r-ghost-{i}', 'ready', 0, 0)"))
+        .map(|i| {
+            ready_message(
+                "Ghost",
+                &format!("g-{i}"),
+                "haunt",
+                "{}",
+                &format!("r-ghost-{i}"),
+            )
+        })
         .collect();
-    execute(
-        &harness,
-        &format!(
-            "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
-                 request_id, status, available_at, created_at)
-             VALUES {}",
-            ghosts.join(", ")
-        ),
-    )
-    .await;
+    insert_ready_messages(&harness, &ghosts).await;
 
     let run = run_workers(&runtime);
     let served = answered(&ready, Duration::from_secs(10)).await;
@@ -522,19 +524,9 @@ async fn a_thousand_messages_for_unknown_types_do_not_delay_a_ready_actor() {
 
 #[tokio::test]
 async fn an_unknown_operation_waits_for_a_build_that_knows_it_and_says_why() {
-    let (harness, runtime) = started().await;
-    runtime
-        .reference::<Victim>("v")
-        .record("one")
-        .await
-        .unwrap();
-    execute(
-        &harness,
-        "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
-             request_id, status, available_at, created_at)
-         VALUES ('Victim', 'v', 'vanished', '{}', 'r-vanished', 'ready', 0, 0);",
-    )
-    .await;
+    let (harness, runtime, victim) = started_on::<Victim>("v").await;
+    victim.record("one").await.unwrap();
+    insert_ready_message(&harness, "Victim", "v", "vanished", "{}", "r-vanished").await;
 
     let drained = runtime.testing().drain().await;
     let called = runtime.reference::<Victim>("v").record("two").await;

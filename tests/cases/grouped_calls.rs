@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
+use tokio::task::JoinHandle;
+
 use solid_objects::prelude::*;
 use solid_objects::GroupCommit;
 use support::fixtures::started;
@@ -148,13 +150,7 @@ async fn callers_that_share_an_idempotency_key_on_a_hot_actor_run_it_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn with_group_commit_off_every_call_is_a_transaction_of_its_own() {
     let harness = Harness::new();
-    let runtime = harness
-        .builder()
-        .await
-        .group_commit(GroupCommit::off())
-        .start()
-        .await
-        .unwrap();
+    let runtime = grouped_runtime(&harness, GroupCommit::off()).await;
     let hot = warm_hot_actor(&runtime).await;
     let before = runtime.stats();
     together(8, |caller| {
@@ -342,15 +338,24 @@ impl Stamper {
     }
 }
 
-/// A runtime whose groups take members in for long enough that a case arranges them.
-async fn patient_groups(harness: &Harness) -> Runtime {
-    harness
-        .builder()
-        .await
-        .group_commit(GroupCommit::default().max_wait(Duration::from_secs(20)))
-        .start()
-        .await
-        .unwrap()
+/// A runtime on the harness that groups commits as `grouping` says.
+async fn grouped_runtime(harness: &Harness, grouping: GroupCommit) -> Runtime {
+    let builder = harness.builder().await.group_commit(grouping);
+    builder.start().await.unwrap()
+}
+
+/// A runtime whose groups take members in for at most `max_wait`.
+async fn grouping_for(harness: &Harness, max_wait: Duration) -> Runtime {
+    grouped_runtime(harness, GroupCommit::default().max_wait(max_wait)).await
+}
+
+/// A runtime whose groups take members in for long enough that a case arranges them, and
+/// the stamper `id` on it, warm.
+async fn patient_stamper(id: &str) -> (Harness, Runtime, StamperRef) {
+    let harness = Harness::new();
+    let runtime = grouping_for(&harness, Duration::from_secs(20)).await;
+    let stamper = warm_stamper(&runtime, id).await;
+    (harness, runtime, stamper)
 }
 
 /// Spawns `call` and lets it run to where it waits: these cases run on one thread, where a
@@ -366,34 +371,54 @@ async fn spawned<T: Send + 'static>(
     handle
 }
 
+/// A call of a stamper spawned as [`spawned`] spawns it; its answer, once it has one.
+type Spawned = JoinHandle<Result<u64, Error>>;
+
+/// `stamper.wait_at(name)`, spawned.
+async fn spawned_wait_at(stamper: &StamperRef, name: &str) -> Spawned {
+    let (stamper, name) = (stamper.clone(), name.to_owned());
+    spawned(async move { stamper.wait_at(name).await }).await
+}
+
+/// `stamper.wait_at(name)` of a caller that gives up after 700 ms, spawned: the gate `name`
+/// never opens.
+async fn spawned_giving_up(stamper: &StamperRef, name: &str) -> Spawned {
+    let impatient = stamper.clone().timeout(Duration::from_millis(700));
+    spawned_wait_at(&impatient, name).await
+}
+
+/// `stamper.stamp()`, under the idempotency key `key` if there is one, spawned.
+async fn spawned_stamp(stamper: &StamperRef, key: Option<&str>) -> Spawned {
+    let stamper = match key {
+        Some(key) => stamper.clone().idempotency_key(key),
+        None => stamper.clone(),
+    };
+    spawned(async move { stamper.stamp().await }).await
+}
+
+/// A call of `hot.wait_at(name)` that waits at its gate: the leader of a group whose
+/// members the case then queues behind it.
+async fn leader(hot: &StamperRef, name: &str) -> Spawned {
+    let leader = spawned_wait_at(hot, name).await;
+    gate(name).reached(1).await;
+    leader
+}
+
+/// A stamper of the runtime that exists (its first turn has committed).
+async fn warm_stamper(runtime: &Runtime, id: &str) -> StamperRef {
+    let stamper = runtime.reference::<Stamper>(id);
+    stamper.stamp().await.unwrap();
+    stamper
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn a_member_whose_caller_gives_up_mid_handler_undoes_only_its_own_turn() {
-    let harness = Harness::new();
-    let runtime = patient_groups(&harness).await;
-    let hot = runtime.reference::<Stamper>("late");
-    hot.stamp().await.unwrap();
+    let (_harness, runtime, hot) = patient_stamper("late").await;
 
     let (leader_gate, member_gate) = ("late-leader", "late-member");
-    let leader = spawned({
-        let hot = hot.clone();
-        async move { hot.wait_at(leader_gate.to_owned()).await }
-    })
-    .await;
-    gate(leader_gate).reached(1).await;
-    let member = spawned({
-        let hot = hot.clone();
-        async move { hot.wait_at(member_gate.to_owned()).await }
-    })
-    .await;
-    let late = spawned({
-        let hot = hot.clone();
-        async move {
-            hot.timeout(Duration::from_millis(700))
-                .wait_at("late-never-opened".to_owned())
-                .await
-        }
-    })
-    .await;
+    let leader = leader(&hot, leader_gate).await;
+    let member = spawned_wait_at(&hot, member_gate).await;
+    let late = spawned_giving_up(&hot, "late-never-opened").await;
     gate(leader_gate).open();
     gate(member_gate).open();
 
@@ -412,39 +437,15 @@ async fn a_member_whose_caller_gives_up_mid_handler_undoes_only_its_own_turn() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_member_whose_key_an_earlier_member_wrote_hears_only_what_commits() {
-    let harness = Harness::new();
-    let runtime = patient_groups(&harness).await;
-    let hot = runtime.reference::<Stamper>("keys");
-    hot.stamp().await.unwrap();
+    let (_harness, runtime, hot) = patient_stamper("keys").await;
 
     // The leader's handler waits while two calls under one key queue behind it, then one
     // whose caller gives up in its handler: its turn is undone, the rest commit.
     let leader_gate = "keys-leader";
-    let leader = spawned({
-        let hot = hot.clone();
-        async move { hot.wait_at(leader_gate.to_owned()).await }
-    })
-    .await;
-    gate(leader_gate).reached(1).await;
-    let first = spawned({
-        let hot = hot.clone();
-        async move { hot.idempotency_key("k").stamp().await }
-    })
-    .await;
-    let second = spawned({
-        let hot = hot.clone();
-        async move { hot.idempotency_key("k").stamp().await }
-    })
-    .await;
-    let late = spawned({
-        let hot = hot.clone();
-        async move {
-            hot.timeout(Duration::from_millis(700))
-                .wait_at("keys-never-opened".to_owned())
-                .await
-        }
-    })
-    .await;
+    let leader = leader(&hot, leader_gate).await;
+    let first = spawned_stamp(&hot, Some("k")).await;
+    let second = spawned_stamp(&hot, Some("k")).await;
+    let late = spawned_giving_up(&hot, "keys-never-opened").await;
     gate(leader_gate).open();
 
     let first = first.await.unwrap().unwrap();
@@ -462,33 +463,13 @@ async fn a_member_whose_key_an_earlier_member_wrote_hears_only_what_commits() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_leader_dropped_after_taking_members_leaves_no_caller_a_false_answer() {
-    let harness = Harness::new();
-    let runtime = patient_groups(&harness).await;
-    let hot = runtime.reference::<Stamper>("dropped");
-    hot.stamp().await.unwrap();
+    let (_harness, runtime, hot) = patient_stamper("dropped").await;
 
     let (leader_gate, blocker_gate) = ("dropped-leader", "dropped-blocker");
-    let leader = spawned({
-        let hot = hot.clone();
-        async move { hot.wait_at(leader_gate.to_owned()).await }
-    })
-    .await;
-    gate(leader_gate).reached(1).await;
-    let first = spawned({
-        let hot = hot.clone();
-        async move { hot.idempotency_key("k").stamp().await }
-    })
-    .await;
-    let second = spawned({
-        let hot = hot.clone();
-        async move { hot.idempotency_key("k").stamp().await }
-    })
-    .await;
-    let blocker = spawned({
-        let hot = hot.clone();
-        async move { hot.wait_at(blocker_gate.to_owned()).await }
-    })
-    .await;
+    let leader = leader(&hot, leader_gate).await;
+    let first = spawned_stamp(&hot, Some("k")).await;
+    let second = spawned_stamp(&hot, Some("k")).await;
+    let blocker = spawned_wait_at(&hot, blocker_gate).await;
     gate(leader_gate).open();
     // The leader has run its members' turns, and waits in the last one's handler.
     gate(blocker_gate).reached(1).await;
@@ -518,29 +499,13 @@ async fn a_leader_dropped_after_taking_members_leaves_no_caller_a_false_answer()
 
 #[tokio::test(flavor = "current_thread")]
 async fn grouped_turns_counts_only_turns_that_committed_in_a_group() {
-    let harness = Harness::new();
-    let runtime = patient_groups(&harness).await;
-    let hot = runtime.reference::<Stamper>("counted");
-    hot.stamp().await.unwrap();
+    let (_harness, runtime, hot) = patient_stamper("counted").await;
 
     let (leader_gate, blocker_gate) = ("counted-leader", "counted-blocker");
-    let leader = spawned({
-        let hot = hot.clone();
-        async move { hot.wait_at(leader_gate.to_owned()).await }
-    })
-    .await;
-    gate(leader_gate).reached(1).await;
+    let leader = leader(&hot, leader_gate).await;
     let before = runtime.stats();
-    let member = spawned({
-        let hot = hot.clone();
-        async move { hot.stamp().await }
-    })
-    .await;
-    let blocker = spawned({
-        let hot = hot.clone();
-        async move { hot.wait_at(blocker_gate.to_owned()).await }
-    })
-    .await;
+    let member = spawned_stamp(&hot, None).await;
+    let blocker = spawned_wait_at(&hot, blocker_gate).await;
     gate(leader_gate).open();
     gate(blocker_gate).reached(1).await;
     // The leader goes away with its group: nothing of it commits, and its members run again
@@ -570,13 +535,7 @@ async fn grouped_turns_counts_only_turns_that_committed_in_a_group() {
 #[tokio::test]
 async fn a_group_that_takes_members_in_for_ever_still_answers_its_calls() {
     let harness = Harness::new();
-    let runtime = harness
-        .builder()
-        .await
-        .group_commit(GroupCommit::default().max_wait(Duration::MAX))
-        .start()
-        .await
-        .unwrap();
+    let runtime = grouping_for(&harness, Duration::MAX).await;
     let hot = runtime.reference::<Stamper>("for-ever");
     let answer = tokio::spawn(async move { hot.stamp().await }).await;
     assert!(matches!(answer, Ok(Ok(_))), "{answer:?}");
@@ -587,33 +546,17 @@ async fn a_group_that_takes_members_in_for_ever_still_answers_its_calls() {
 async fn a_member_cut_off_mid_statement_by_the_groups_budget_keeps_nothing_and_runs_once() {
     let harness = Harness::new();
     support::execute(&harness, "CREATE TABLE marks (what TEXT NOT NULL)").await;
-    let runtime = harness
-        .builder()
-        .await
-        .group_commit(GroupCommit::default().max_wait(Duration::from_millis(300)))
-        .start()
-        .await
-        .unwrap();
-    let hot = runtime.reference::<Stamper>("slow");
-    hot.stamp().await.unwrap();
+    let runtime = grouping_for(&harness, Duration::from_millis(300)).await;
+    let hot = warm_stamper(&runtime, "slow").await;
 
     let leader_gate = "slow-leader";
-    let leader = spawned({
-        let hot = hot.clone();
-        async move { hot.wait_at(leader_gate.to_owned()).await }
-    })
-    .await;
-    gate(leader_gate).reached(1).await;
+    let leader = leader(&hot, leader_gate).await;
     let slow = spawned({
         let hot = hot.clone();
         async move { hot.slow_mark("slow-member".to_owned()).await }
     })
     .await;
-    let after = spawned({
-        let hot = hot.clone();
-        async move { hot.stamp().await }
-    })
-    .await;
+    let after = spawned_stamp(&hot, None).await;
     gate(leader_gate).open();
     let (leader, slow, after) = (
         leader.await.unwrap(),
@@ -642,7 +585,7 @@ async fn a_new_actor_created_elsewhere_never_holds_the_group_its_call_joins() {
     if !harness.backend().is_server() {
         return;
     }
-    let runtime = patient_groups(&harness).await;
+    let runtime = grouping_for(&harness, Duration::from_secs(20)).await;
     let one = runtime.reference::<Stamper>("one");
     let two = runtime.reference::<Stamper>("two");
     let other = runtime.reference::<Stamper>("other");
@@ -664,36 +607,14 @@ async fn a_new_actor_created_elsewhere_never_holds_the_group_its_call_joins() {
 
     // Two groups open; the second takes members in, and waits in its first member's handler.
     let (one_gate, two_gate, member_gate) = ("fresh-one", "fresh-two", "fresh-two-member");
-    let first = spawned({
-        let one = one.clone();
-        async move { one.wait_at(one_gate.to_owned()).await }
-    })
-    .await;
-    gate(one_gate).reached(1).await;
-    let second = spawned({
-        let two = two.clone();
-        async move { two.wait_at(two_gate.to_owned()).await }
-    })
-    .await;
-    gate(two_gate).reached(1).await;
-    let member = spawned({
-        let two = two.clone();
-        async move { two.wait_at(member_gate.to_owned()).await }
-    })
-    .await;
+    let first = leader(&one, one_gate).await;
+    let second = leader(&two, two_gate).await;
+    let member = spawned_wait_at(&two, member_gate).await;
     gate(two_gate).open();
     gate(member_gate).reached(1).await;
     // Calls of other actors join the group that takes members in.
-    let fresh_call = spawned({
-        let fresh = fresh.clone();
-        async move { fresh.stamp().await }
-    })
-    .await;
-    let other_call = spawned({
-        let other = other.clone();
-        async move { other.stamp().await }
-    })
-    .await;
+    let fresh_call = spawned_stamp(&fresh, None).await;
+    let other_call = spawned_stamp(&other, None).await;
     gate(member_gate).open();
 
     let other_heard = tokio::time::timeout(Duration::from_secs(3), other_call).await;

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use support::fixtures::{start_with_policy, started_on};
 use support::operator::{dead_letters, prune};
+use support::policies::CallersOnly;
 use support::workers::fire_due_reminders;
 use support::{count, Harness};
 
@@ -170,24 +171,8 @@ async fn a_turn_that_destroys_its_actor_ends_its_pending_messages_and_reminders(
 
 #[tokio::test]
 async fn destroying_is_denied_unless_the_policy_allows_it() {
-    struct CallsOnly;
-    impl Policy for CallsOnly {
-        fn authorize_message(
-            &self,
-            _request: &solid_objects::policy::Request<'_>,
-        ) -> Result<(), solid_objects::policy::Denied> {
-            Ok(())
-        }
-
-        fn authorize_query(
-            &self,
-            _request: &solid_objects::policy::Request<'_>,
-        ) -> Result<(), solid_objects::policy::Denied> {
-            Ok(())
-        }
-    }
     let harness = Harness::new();
-    let runtime = start_with_policy(&harness, CallsOnly).await;
+    let runtime = start_with_policy(&harness, CallersOnly).await;
     let subscription = runtime.reference::<Subscription>("s-1");
     subscription.start("gold").await.unwrap();
 

@@ -15,7 +15,9 @@ use axum_core::response::IntoResponse;
 use solid_objects::policy::{Denied, Policy, Request};
 use solid_objects::prelude::*;
 use support::effect_actors::{Charge, Till};
-use support::fixtures::{start_with_policy, started};
+use support::fixtures::{
+    application_pool, on_application_pool, start_with_policy, started, started_on,
+};
 use support::{Backend, Harness};
 use tokio::sync::mpsc;
 
@@ -116,19 +118,8 @@ static QUEUED: OnceLock<MessageRef<u32>> = OnceLock::new();
 /// A runtime on the application's own SQLite pool of one connection, as
 /// `Builder::sqlite_pool` recommends ("a pool of one connection serves turns best").
 async fn on_a_pool_of_one(harness: &Harness) -> Runtime {
-    let options = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(harness.path())
-        .create_if_missing(true)
-        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal);
-    let pool = sqlx::sqlite::SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect_with(options)
-        .await
-        .unwrap();
-    Runtime::builder()
-        .sqlite_pool(pool)
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
+    let pool = application_pool(harness, 1, None).await;
+    on_application_pool(harness, pool)
         .sync_timeout(Duration::from_secs(120))
         .turn_timeout(Duration::from_secs(120))
         .start()
@@ -358,27 +349,13 @@ async fn a_runtime_leaves_the_applications_sqlite_connections_as_it_found_them()
     ) {
         return;
     }
-    let options = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(harness.path())
-        .create_if_missing(true)
-        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
-        .busy_timeout(Duration::from_secs(5));
-    let pool = sqlx::sqlite::SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect_with(options)
-        .await
-        .unwrap();
+    let pool = application_pool(&harness, 1, Some(Duration::from_secs(5))).await;
     let before: i64 = sqlx::query_scalar("PRAGMA busy_timeout")
         .fetch_one(&pool)
         .await
         .unwrap();
-    let runtime = Runtime::builder()
-        .sqlite_pool(pool.clone())
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
-        .start()
-        .await
-        .unwrap();
+    let builder = on_application_pool(&harness, pool.clone());
+    let runtime = builder.start().await.unwrap();
 
     let _ = runtime
         .reference::<Counter>("c")
@@ -431,12 +408,8 @@ impl Notifier {
 /// moved into a task) cannot stage into nothing: using it panics with what to do instead.
 #[tokio::test]
 async fn a_send_staged_after_its_turn_is_never_silently_dropped() {
-    let (_harness, runtime) = started().await;
-    runtime
-        .reference::<Notifier>("n")
-        .notify_later()
-        .await
-        .unwrap();
+    let (_harness, runtime, notifier) = started_on::<Notifier>("n").await;
+    notifier.notify_later().await.unwrap();
 
     let sender = ESCAPED.lock().unwrap().take().expect("the handler kept it");
     let staged = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sender.add(1)));

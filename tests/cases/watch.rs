@@ -18,6 +18,7 @@ use solid_objects::policy::{Denied, Request};
 use solid_objects::prelude::*;
 use solid_objects::{GroupCommit, Watch};
 use support::fixtures::{start_with_policy, started, started_on};
+use support::policies::CallersOnly;
 use support::{eventually, execute, together, Harness};
 
 /// How long a test waits for something a watcher should see at once (or at its next poll).
@@ -86,19 +87,6 @@ impl Steps {
     fn step_then_reject(&mut self, n: u32) -> Result<usize, Rejection> {
         self.steps.push(n);
         Err(reject!(refused, "step {} is refused", n))
-    }
-}
-
-/// Everyone may call and read; nobody said anything about watching.
-struct CallersOnly;
-
-impl Policy for CallersOnly {
-    fn authorize_message(&self, _: &Request<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-
-    fn authorize_query(&self, _: &Request<'_>) -> Result<(), Denied> {
-        Ok(())
     }
 }
 

@@ -26,6 +26,7 @@ use solid_objects::prelude::*;
 use solid_objects::GroupCommit;
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, Connection};
+use support::fixtures::{application_pool, on_application_pool};
 use support::steps::{completed, create_steps, grouped, stored_steps};
 use support::workers::run_workers;
 use support::{eventually, together, Harness};
@@ -1334,19 +1335,8 @@ async fn close_while_a_group_is_open_with_waiters() {
 async fn an_application_pool_still_takes_turns_one_commit_each() {
     let harness = Harness::new();
     create_tables(&harness.path()).await;
-    let options = SqliteConnectOptions::new()
-        .filename(harness.path())
-        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
-        .busy_timeout(Duration::from_secs(10));
-    let pool = sqlx::sqlite::SqlitePoolOptions::new()
-        .max_connections(4)
-        .connect_with(options)
-        .await
-        .unwrap();
-    let runtime = Runtime::builder()
-        .sqlite_pool(pool.clone())
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
+    let pool = application_pool(&harness, 4, Some(Duration::from_secs(10))).await;
+    let runtime = on_application_pool(&harness, pool.clone())
         .actor::<Probe>()
         .start()
         .await

@@ -1,7 +1,11 @@
 //! The setups most cases begin with, each in one call.
 
+use std::time::Duration;
+
 use solid_objects::policy::Policy;
 use solid_objects::prelude::*;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+use sqlx::SqlitePool;
 
 use super::Harness;
 
@@ -25,4 +29,33 @@ pub async fn started_on<A: solid_objects::Addressable>(
     let (harness, runtime) = started().await;
     let actor = runtime.reference::<A>(id);
     (harness, runtime, actor)
+}
+
+/// A pool of the application's own on the harness's SQLite file (created if missing, in WAL
+/// mode) of `connections` connections, each with `busy_timeout` if the application sets one.
+pub async fn application_pool(
+    harness: &Harness,
+    connections: u32,
+    busy_timeout: Option<Duration>,
+) -> SqlitePool {
+    let mut options = SqliteConnectOptions::new()
+        .filename(harness.path())
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal);
+    if let Some(timeout) = busy_timeout {
+        options = options.busy_timeout(timeout);
+    }
+    SqlitePoolOptions::new()
+        .max_connections(connections)
+        .connect_with(options)
+        .await
+        .expect("the application's pool opens")
+}
+
+/// A builder on the application's `pool`, on the harness's clock, that allows every call.
+pub fn on_application_pool(harness: &Harness, pool: SqlitePool) -> solid_objects::Builder {
+    Runtime::builder()
+        .sqlite_pool(pool)
+        .clock(harness.clock.clone())
+        .policy(AllowAll)
 }

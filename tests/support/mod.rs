@@ -17,9 +17,11 @@ pub mod gates;
 pub mod journal;
 pub mod mariadb;
 pub mod operator;
+pub mod policies;
 pub mod postgres;
 pub mod postgres_cluster;
 pub mod steps;
+pub mod stored_rows;
 pub mod subscription;
 pub mod workers;
 
