@@ -9,13 +9,13 @@ use serde_json::json;
 use solid_objects::prelude::*;
 use solid_objects::{Limits, MessageStatus, MAX_ACTOR_ID_BYTES};
 use support::fixtures::{
-    application_pool, on_application_pool, start_with_policy, started, started_on,
+    application_pool, on_application_pool, sqlite_harness, start_with_policy, started, started_on,
 };
 use support::journal::{Journal, JournalMessage, JournalQuery};
 use support::operator::dead_letters;
 use support::stored_rows::insert_ready_message;
 use support::workers::{answered, run_workers};
-use support::{count, execute, together, Backend, Harness};
+use support::{count, execute, together, Harness};
 
 /// Another actor type that claims the same stored name.
 #[actor(name = "Journal")]
@@ -602,14 +602,9 @@ async fn workers_leave_an_undecodable_mailbox_alone_and_serve_the_other_actors()
 /// created in that database, and its turns and reads run on the pool's connections.
 #[tokio::test]
 async fn a_runtime_on_the_applications_own_sqlite_pool() {
-    let harness = Harness::new();
-    if !support::only_on(
-        &harness,
-        Backend::Sqlite,
-        "the application's own pool is a SQLite pool",
-    ) {
+    let Some(harness) = sqlite_harness("the application's own pool is a SQLite pool") else {
         return;
-    }
+    };
     let pool = application_pool(&harness, 1, None).await;
     let builder = on_application_pool(&harness, pool.clone());
     let runtime = builder.start().await.unwrap();

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::EffectFailure;
+use support::fixtures::started_with;
 use support::operator::{dead_effects, dead_letters};
 use support::{count, execute, Harness};
 
@@ -218,17 +219,14 @@ async fn an_effect_that_fails_for_good_sends_its_failure_to_the_failure_command(
 
 #[tokio::test]
 async fn retryable_failures_reply_only_after_the_last_attempt() {
-    let harness = Harness::new();
-    let runtime = harness
-        .builder()
-        .await
-        .retry(solid_objects::RetryPolicy::default().max_attempts(3))
-        .effect(|_: ChargeCard, _: EffectContext| async {
-            Err::<Charged, _>(Failure::retryable("the processor timed out"))
-        })
-        .start()
-        .await
-        .unwrap();
+    let (harness, runtime) = started_with(|builder| {
+        builder
+            .retry(solid_objects::RetryPolicy::default().max_attempts(3))
+            .effect(|_: ChargeCard, _: EffectContext| async {
+                Err::<Charged, _>(Failure::retryable("the processor timed out"))
+            })
+    })
+    .await;
     let order = runtime.reference::<Order>("o");
     order.pay(250).await.unwrap();
 
@@ -461,20 +459,17 @@ impl Shipment {
 /// turn is kept), and the failure's error text is cut to the room that is left.
 #[tokio::test]
 async fn the_failure_reply_of_an_effect_near_the_arguments_limit_still_arrives() {
-    let harness = Harness::new();
     let limit = 16 * 1024;
-    let runtime = harness
-        .builder()
-        .await
-        .limits(solid_objects::Limits::new().max_arguments_bytes(limit))
-        .effect(|_: PrintLabel, _: EffectContext| async {
-            Err::<(), _>(Failure::permanent(
-                "the printer is out of ink. ".repeat(200),
-            ))
-        })
-        .start()
-        .await
-        .unwrap();
+    let (_harness, runtime) = started_with(|builder| {
+        builder
+            .limits(solid_objects::Limits::new().max_arguments_bytes(limit))
+            .effect(|_: PrintLabel, _: EffectContext| async {
+                Err::<(), _>(Failure::permanent(
+                    "the printer is out of ink. ".repeat(200),
+                ))
+            })
+    })
+    .await;
     let shipment = runtime.reference::<Shipment>("s");
 
     // Over the limit once the failure's room is counted: the turn fails for good (its

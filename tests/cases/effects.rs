@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::Workers;
 use solid_objects::{Effect, EffectContext, RetryPolicy};
+use support::fixtures::{sqlite_harness, started_with};
 use support::operator::dead_effects;
 use support::workers::run_workers;
 use support::{count, eventually, execute, rejection_code, Backend, Harness};
@@ -199,16 +200,11 @@ async fn a_failed_attempt_is_retried_with_backoff_under_the_same_id() {
 
 #[tokio::test]
 async fn an_effect_whose_worker_died_runs_again_when_its_lease_runs_out() {
-    let harness = Harness::new();
     // On a server leases run on the server's clock, which the manual clock does not move:
     // the MariaDB reliability cases have effect_lease_uses_the_database_clock.
-    if !support::only_on(
-        &harness,
-        Backend::Sqlite,
-        "leases run on the server's clock",
-    ) {
+    let Some(harness) = sqlite_harness("leases run on the server's clock") else {
         return;
-    }
+    };
     let provider = Arc::new(Provider::default());
     let runtime = start(&harness, &provider).await;
     runtime
@@ -251,16 +247,11 @@ async fn an_effect_whose_worker_died_runs_again_when_its_lease_runs_out() {
 /// a second time by another runner, and its own outcome is recorded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_effect_renews_its_lease_and_is_not_run_twice() {
-    let harness = Harness::new();
     // On a server leases run on the server's clock: the MariaDB reliability cases have
     // a_running_effect_keeps_its_lease_past_the_first.
-    if !support::only_on(
-        &harness,
-        Backend::Sqlite,
-        "leases run on the server's clock",
-    ) {
+    let Some(harness) = sqlite_harness("leases run on the server's clock") else {
         return;
-    }
+    };
     let lease = Duration::from_millis(300);
     let runs = Arc::new(AtomicU32::new(0));
     let entered = Arc::new(tokio::sync::Semaphore::new(0));
@@ -359,13 +350,9 @@ impl Depot {
 /// its handler is told which attempt it runs, of how many, and whether it is the last.
 #[tokio::test]
 async fn an_effect_kind_has_its_own_retry_policy_and_its_handler_knows_the_last_attempt() {
-    let harness = Harness::new();
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let runtime = harness
-        .builder()
-        .await
-        .retry(RetryPolicy::new().max_attempts(5))
-        .effect({
+    let (harness, runtime) = started_with(|builder| {
+        builder.retry(RetryPolicy::new().max_attempts(5)).effect({
             let seen = Arc::clone(&seen);
             move |_: Deliver, context: EffectContext| {
                 let seen = Arc::clone(&seen);
@@ -379,9 +366,8 @@ async fn an_effect_kind_has_its_own_retry_policy_and_its_handler_knows_the_last_
                 }
             }
         })
-        .start()
-        .await
-        .unwrap();
+    })
+    .await;
     runtime
         .reference::<Depot>("d")
         .send("p-1".to_owned())
@@ -452,30 +438,27 @@ async fn workers_run_effects() {
 /// and cannot finish while the renewal waits (the handler is not polled meanwhile).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_renewal_does_not_wedge_a_handler_that_calls_actors() {
-    let harness = Harness::new();
     let calls = Arc::new(AtomicU32::new(0));
-    let runtime = harness
-        .builder()
-        .await
-        // Renewed every 5 ms: renewals fall while the handler's calls run their turns.
-        .workers(Workers::default().effect_lease(Duration::from_millis(15)))
-        .effect({
-            let calls = Arc::clone(&calls);
-            move |charge: ChargeCard, context: EffectContext| {
+    let (harness, runtime) = started_with(|builder| {
+        builder
+            // Renewed every 5 ms: renewals fall while the handler's calls run their turns.
+            .workers(Workers::default().effect_lease(Duration::from_millis(15)))
+            .effect({
                 let calls = Arc::clone(&calls);
-                async move {
-                    let checkout = context.runtime().reference::<Checkout>(context.actor_id());
-                    for _ in 0..200 {
-                        checkout.paid(charge.hold_id.clone()).await?;
-                        calls.fetch_add(1, Ordering::SeqCst);
+                move |charge: ChargeCard, context: EffectContext| {
+                    let calls = Arc::clone(&calls);
+                    async move {
+                        let checkout = context.runtime().reference::<Checkout>(context.actor_id());
+                        for _ in 0..200 {
+                            checkout.paid(charge.hold_id.clone()).await?;
+                            calls.fetch_add(1, Ordering::SeqCst);
+                        }
+                        Ok(())
                     }
-                    Ok(())
                 }
-            }
-        })
-        .start()
-        .await
-        .unwrap();
+            })
+    })
+    .await;
     runtime
         .reference::<Checkout>("c-1")
         .hold("h-1", 300)
@@ -652,12 +635,9 @@ impl Pinger {
 /// attempt (0 of 0) stopped before it finished".
 #[tokio::test]
 async fn an_effect_kind_with_zero_attempts_still_runs_once() {
-    let harness = Harness::new();
     let runs = Arc::new(AtomicU32::new(0));
-    let runtime = harness
-        .builder()
-        .await
-        .effect({
+    let (_harness, runtime) = started_with(|builder| {
+        builder.effect({
             let runs = Arc::clone(&runs);
             move |_: Ping, _: EffectContext| {
                 let runs = Arc::clone(&runs);
@@ -667,9 +647,8 @@ async fn an_effect_kind_with_zero_attempts_still_runs_once() {
                 }
             }
         })
-        .start()
-        .await
-        .unwrap();
+    })
+    .await;
     runtime.reference::<Pinger>("p").ping().await.unwrap();
     runtime.testing().run_effects().await.unwrap();
     let dead: Vec<_> = dead_effects(&runtime)
@@ -733,33 +712,30 @@ impl NoteTaker {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kind_with_a_backlog_does_not_starve_a_kind_registered_after_it() {
     const BACKLOG: u32 = 60;
-    let harness = Harness::new();
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let quick_ran = Arc::new(AtomicBool::new(false));
-    let runtime = harness
-        .builder()
-        .await
-        .workers(1)
-        .effect({
-            let gate = Arc::clone(&gate);
-            move |_: GatedReport, _: EffectContext| {
+    let (_harness, runtime) = started_with(|builder| {
+        builder
+            .workers(1)
+            .effect({
                 let gate = Arc::clone(&gate);
-                async move {
-                    gate.acquire().await.expect("the gate stays open").forget();
-                    Ok(())
+                move |_: GatedReport, _: EffectContext| {
+                    let gate = Arc::clone(&gate);
+                    async move {
+                        gate.acquire().await.expect("the gate stays open").forget();
+                        Ok(())
+                    }
                 }
-            }
-        })
-        .effect({
-            let quick_ran = Arc::clone(&quick_ran);
-            move |_: QuickNote, _: EffectContext| {
-                quick_ran.store(true, Ordering::SeqCst);
-                async { Ok(()) }
-            }
-        })
-        .start()
-        .await
-        .unwrap();
+            })
+            .effect({
+                let quick_ran = Arc::clone(&quick_ran);
+                move |_: QuickNote, _: EffectContext| {
+                    quick_ran.store(true, Ordering::SeqCst);
+                    async { Ok(()) }
+                }
+            })
+    })
+    .await;
     let reporter = runtime.reference::<NoteTaker>("r-1");
     reporter.reports(BACKLOG).await.unwrap();
     reporter.note().await.unwrap();

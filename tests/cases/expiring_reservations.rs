@@ -7,6 +7,7 @@ use crate::support;
 
 use inventory::{HoldStatus, SeatInventory, SeatInventoryMessage};
 use solid_objects::Runtime;
+use support::fixtures::started_with;
 use support::workers::fire_due_reminders;
 use support::{rejection_code, together, Harness};
 
@@ -225,12 +226,9 @@ async fn a_hold_that_falls_due_while_the_runtime_is_stopped_expires_after_a_rest
 async fn a_payment_is_staged_as_an_effect_and_confirms_the_hold_after_it_runs() {
     use std::sync::{Arc, Mutex};
 
-    let harness = Harness::new();
     let charged = Arc::new(Mutex::new(Vec::new()));
-    let runtime = harness
-        .builder()
-        .await
-        .effect({
+    let (harness, runtime) = started_with(|builder| {
+        builder.effect({
             let charged = Arc::clone(&charged);
             move |charge: inventory::ChargeHold, context: solid_objects::EffectContext| {
                 let charged = Arc::clone(&charged);
@@ -245,9 +243,8 @@ async fn a_payment_is_staged_as_an_effect_and_confirms_the_hold_after_it_runs() 
                 }
             }
         })
-        .start()
-        .await
-        .unwrap();
+    })
+    .await;
     let show = runtime.reference::<SeatInventory>("show-42");
     show.open_show(5).await.unwrap();
     show.hold("h-1", "ana", 2).await.unwrap();

@@ -14,11 +14,11 @@ use serde_json::Value;
 use solid_objects::prelude::*;
 use solid_objects::{Clock, Effect, EffectContext, MessageStatus, RetryPolicy};
 use support::effect_actors::{Charge, Till};
-use support::fixtures::{started, started_on};
+use support::fixtures::{sqlite_harness, started, started_on, started_with};
 use support::operator::{dead_effects, dead_letters, prune, status_of};
 use support::stored_rows::{insert_ready_message, insert_ready_messages, ready_message};
 use support::workers::{answered, run_workers};
-use support::{count, eventually, Backend, Harness};
+use support::{count, eventually, Harness};
 use tokio::sync::Notify;
 
 /// A field whose serialisation panics while `explode` is set: user serde code that panics.
@@ -358,20 +358,16 @@ async fn ids_and_keys_with_nul_bytes_are_typed_errors_and_write_nothing() {
 
 #[tokio::test]
 async fn an_effect_handler_that_panics_before_its_future_is_a_failed_attempt() {
-    let harness = Harness::new();
-    let runtime = harness
-        .builder()
-        .await
-        .effect(|charge: Charge, _context: EffectContext| {
+    let (harness, runtime) = started_with(|builder| {
+        builder.effect(|charge: Charge, _context: EffectContext| {
             assert!(
                 charge.tag != "armed",
                 "the handler panicked before its future"
             );
             std::future::ready(Ok(()))
         })
-        .start()
-        .await
-        .unwrap();
+    })
+    .await;
     runtime
         .reference::<Till>("t")
         .ring_up("armed")
@@ -555,20 +551,12 @@ async fn an_unknown_operation_waits_for_a_build_that_knows_it_and_says_why() {
 
 #[tokio::test]
 async fn caller_supplied_durations_never_panic() {
-    let harness = Harness::new();
     let mut retry = RetryPolicy::default();
     retry.base_delay = Duration::MAX;
     retry.max_delay = Duration::MAX;
     let mut limits = solid_objects::Limits::default();
     limits.retention = Duration::MAX;
-    let runtime = harness
-        .builder()
-        .await
-        .retry(retry)
-        .limits(limits)
-        .start()
-        .await
-        .unwrap();
+    let (_harness, runtime) = started_with(|builder| builder.retry(retry).limits(limits)).await;
     let victim = runtime.reference::<Victim>("v");
 
     let patient = victim.clone().timeout(Duration::MAX).record("one").await;
@@ -595,10 +583,9 @@ async fn caller_supplied_durations_never_panic() {
 #[tokio::test]
 async fn the_database_file_is_readable_by_its_owner_only() {
     use std::os::unix::fs::PermissionsExt;
-    let harness = Harness::new();
-    if !support::only_on(&harness, Backend::Sqlite, "a database file is SQLite's") {
+    let Some(harness) = sqlite_harness("a database file is SQLite's") else {
         return;
-    }
+    };
     let runtime = harness.start().await;
     runtime
         .reference::<Victim>("v")
@@ -616,10 +603,9 @@ async fn the_database_file_is_readable_by_its_owner_only() {
 
 #[tokio::test]
 async fn another_process_holding_the_file_gives_a_sync_timeout_not_database_locked() {
-    let harness = Harness::new();
-    if !support::only_on(&harness, Backend::Sqlite, "the file lock is SQLite's") {
+    let Some(harness) = sqlite_harness("the file lock is SQLite's") else {
         return;
-    }
+    };
     let runtime = harness.start().await;
     let victim = runtime.reference::<Victim>("v");
     victim.record("one").await.unwrap();
@@ -776,14 +762,11 @@ async fn provider_runtime(harness: &Harness, provider: &Arc<SlowProvider>) -> Ru
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn effects_run_once_per_lease_and_a_stale_runner_cannot_undo_them() {
-    let harness = Harness::new();
-    if !support::only_on(
-        &harness,
-        Backend::Sqlite,
+    let Some(harness) = sqlite_harness(
         "leases run on the manual clock only on SQLite; a server's on its own clock",
-    ) {
+    ) else {
         return;
-    }
+    };
     let provider = Arc::new(SlowProvider::default());
     let first = provider_runtime(&harness, &provider).await;
     let second = provider_runtime(&harness, &provider).await;

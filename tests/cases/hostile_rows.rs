@@ -9,6 +9,7 @@ use solid_objects::admin::DeadLetterFilter;
 use solid_objects::prelude::*;
 use solid_objects::{EffectContext, MessageStatus};
 use support::effect_actors::Charge;
+use support::fixtures::started_with;
 use support::{Backend, Harness};
 
 #[actor]
@@ -94,14 +95,9 @@ async fn corrupt(harness: &Harness, column: &str, value: Option<&String>) {
 }
 
 async fn survive(corruption: Corruption) {
-    let harness = Harness::new();
-    let runtime = harness
-        .builder()
-        .await
-        .effect(|_: Charge, _: EffectContext| async { Ok(()) })
-        .start()
-        .await
-        .unwrap();
+    let (harness, runtime) =
+        started_with(|builder| builder.effect(|_: Charge, _: EffectContext| async { Ok(()) }))
+            .await;
     let ledger = runtime.reference::<Ledger>("l");
     ledger.add("remind").await.unwrap();
     ledger.add("notify").await.unwrap();

@@ -16,9 +16,10 @@ use solid_objects::metrics::{
 };
 use solid_objects::prelude::*;
 use solid_objects::{Effect, EffectContext};
+use support::fixtures::started_with;
 use support::operator::dead_letters;
+use support::rejection_code;
 use support::workers::fire_due_reminders;
-use support::{rejection_code, Harness};
 
 /// Tells the outside world something.
 #[derive(Serialize, Deserialize)]
@@ -144,16 +145,13 @@ impl Exposition {
 async fn messages_turns_calls_reminders_and_effects_are_counted_by_actor_type_and_operation() {
     // Installed before the runtime starts, so it also gets the descriptions.
     let prometheus = support::prometheus();
-    let harness = Harness::new();
-    let runtime = harness
-        .builder()
-        .await
-        .actor::<Instrument>()
-        .actor::<Buzzer>()
-        .effect(|_: Announce, _: EffectContext| async { Ok(()) })
-        .start()
-        .await
-        .unwrap();
+    let (harness, runtime) = started_with(|builder| {
+        builder
+            .actor::<Instrument>()
+            .actor::<Buzzer>()
+            .effect(|_: Announce, _: EffectContext| async { Ok(()) })
+    })
+    .await;
     let meter = runtime.reference::<Instrument>("m-1");
 
     // Three enqueued messages: the first drain samples the mailbox depth, then runs them.

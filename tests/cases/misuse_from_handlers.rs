@@ -16,7 +16,7 @@ use solid_objects::policy::{Denied, Policy, Request};
 use solid_objects::prelude::*;
 use support::effect_actors::{Charge, Till};
 use support::fixtures::{
-    application_pool, on_application_pool, start_with_policy, started, started_on,
+    application_pool, on_application_pool, sqlite_harness, start_with_policy, started, started_on,
 };
 use support::{Backend, Harness};
 use tokio::sync::mpsc;
@@ -132,14 +132,9 @@ async fn on_a_pool_of_one(harness: &Harness) -> Runtime {
 /// connection, and a read that waited for it would wait for its own turn.
 #[tokio::test]
 async fn a_snapshot_from_inside_a_handler_does_not_wait_for_its_own_turn() {
-    let harness = Harness::new();
-    if !support::only_on(
-        &harness,
-        Backend::Sqlite,
-        "the application's own pool of one is a SQLite pool",
-    ) {
+    let Some(harness) = sqlite_harness("the application's own pool of one is a SQLite pool") else {
         return;
-    }
+    };
     let runtime = on_a_pool_of_one(&harness).await;
     SNAPSHOT_RUNTIME.set(runtime.clone()).unwrap();
 
@@ -159,14 +154,9 @@ async fn a_snapshot_from_inside_a_handler_does_not_wait_for_its_own_turn() {
 /// The same for `message_with_key(..)`.
 #[tokio::test]
 async fn message_with_key_from_inside_a_handler_does_not_wait_for_its_own_turn() {
-    let harness = Harness::new();
-    if !support::only_on(
-        &harness,
-        Backend::Sqlite,
-        "the application's own pool of one is a SQLite pool",
-    ) {
+    let Some(harness) = sqlite_harness("the application's own pool of one is a SQLite pool") else {
         return;
-    }
+    };
     let runtime = on_a_pool_of_one(&harness).await;
     KEYED_RUNTIME.set(runtime.clone()).unwrap();
     runtime
@@ -341,14 +331,9 @@ async fn a_rejection_response_always_has_code_message_and_details() {
 /// connections it opens).
 #[tokio::test]
 async fn a_runtime_leaves_the_applications_sqlite_connections_as_it_found_them() {
-    let harness = Harness::new();
-    if !support::only_on(
-        &harness,
-        Backend::Sqlite,
-        "the application's own pool is a SQLite pool",
-    ) {
+    let Some(harness) = sqlite_harness("the application's own pool is a SQLite pool") else {
         return;
-    }
+    };
     let pool = application_pool(&harness, 1, Some(Duration::from_secs(5))).await;
     let before: i64 = sqlx::query_scalar("PRAGMA busy_timeout")
         .fetch_one(&pool)

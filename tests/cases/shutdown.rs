@@ -27,10 +27,10 @@ use solid_objects::prelude::*;
 use solid_objects::Workers;
 use solid_objects::{Clock, MessageStatus, ShutdownReport};
 use support::effect_actors::{Charge, Till};
-use support::fixtures::start_with_policy;
+use support::fixtures::{sqlite_harness, start_with_policy};
 use support::operator::status_of;
 use support::workers::{run_workers, within};
-use support::{eventually, Backend, Harness};
+use support::{eventually, Harness};
 use tokio::sync::Semaphore;
 
 const CHILD_DATABASE: &str = "SHUTDOWN_CHILD_DATABASE";
@@ -543,14 +543,9 @@ async fn builder(harness: &Harness) -> solid_objects::Builder {
 /// at once. (This held: `Turn`'s drop poisons the transaction, which interrupts the query.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_abandoned_inside_its_own_sqlite_query_frees_the_writer_for_the_next_runtime() {
-    let harness = Harness::new();
-    if !support::only_on(
-        &harness,
-        Backend::Sqlite,
-        "the handler's query runs on turn.sqlite()",
-    ) {
+    let Some(harness) = sqlite_harness("the handler's query runs on turn.sqlite()") else {
         return;
-    }
+    };
     let first = builder(&harness)
         .await
         .turn_timeout(Duration::from_secs(600))
@@ -736,18 +731,15 @@ impl Clock for TrapClock {
 /// for the worker's next poll (up to `idle_poll`: here 3.2 s into the back-off).
 #[tokio::test(flavor = "multi_thread", worker_threads = 3)]
 async fn a_commit_between_a_workers_pass_and_its_wait_still_wakes_it() {
-    let harness = Harness::new();
     // The trap blocks one of the test's runtime threads inside the worker's pass; on both
     // servers the enqueue below then waited for ever in some runs (a task stuck behind the
     // blocked thread, it seems): a defect of this test's trap, reported. It ran on SQLite only
     // before the backends shared their cases.
-    if !support::only_on(
-        &harness,
-        Backend::Sqlite,
-        "the trap clock blocks a runtime thread, which hangs the server drivers",
-    ) {
+    let Some(harness) =
+        sqlite_harness("the trap clock blocks a runtime thread, which hangs the server drivers")
+    else {
         return;
-    }
+    };
     let passes = Arc::new(AtomicUsize::new(0));
     let reached = Arc::new(tokio::sync::Notify::new());
     let release = Arc::new(std::sync::Barrier::new(2));

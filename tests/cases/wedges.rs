@@ -19,7 +19,7 @@ use solid_objects::prelude::*;
 use solid_objects::Workers;
 use solid_objects::{EffectContext, MessageStatus};
 use support::effect_actors::{Charge, Till};
-use support::fixtures::{started, started_on};
+use support::fixtures::{started, started_on, started_with};
 use support::operator::dead_letters;
 use support::workers::{answered, run_workers, within};
 use support::{count, eventually, Harness};
@@ -237,15 +237,8 @@ async fn a_send_whose_arguments_cannot_be_read_back_is_never_committed() {
 /// the mailboxes of every other actor behind it never drain.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_default_is_a_counted_attempt_and_does_not_wedge_the_workers() {
-    let harness = Harness::new();
-    let runtime = harness
-        .builder()
-        .await
-        .actor::<Brittle>()
-        .actor::<Counter>()
-        .start()
-        .await
-        .unwrap();
+    let (_harness, runtime) =
+        started_with(|builder| builder.actor::<Brittle>().actor::<Counter>()).await;
     // Three actors whose Default panics, ahead of a healthy one (more than there are
     // workers, so a worker cannot skip them all as claimed by the other).
     let brittle = runtime

@@ -13,7 +13,7 @@ use solid_objects::{EffectContext, MessageStatus};
 
 use crate::cases::wedges::Counter;
 use crate::support::effect_actors::{Charge, Till};
-use crate::support::fixtures::started_on;
+use crate::support::fixtures::{started_on, started_with};
 use crate::support::gates::gate;
 use crate::support::operator::dead_effects;
 use crate::support::workers::{answered, run_workers, within};
@@ -50,14 +50,8 @@ impl Grinder {
 /// finds the database locked until the query ends. The attempt is not even counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handler_stuck_in_its_own_sqlite_query_frees_the_writer_at_the_turn_timeout() {
-    let harness = Harness::new();
-    let runtime = harness
-        .builder()
-        .await
-        .turn_timeout(Duration::from_millis(300))
-        .start()
-        .await
-        .unwrap();
+    let (_harness, runtime) =
+        started_with(|builder| builder.turn_timeout(Duration::from_millis(300))).await;
     let grinding = runtime
         .reference::<Grinder>("g")
         .enqueue()

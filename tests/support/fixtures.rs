@@ -7,7 +7,7 @@ use solid_objects::prelude::*;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::SqlitePool;
 
-use super::Harness;
+use super::{Backend, Harness};
 
 /// A fresh harness on the binary's backend, and a runtime on it that allows every call.
 pub async fn started() -> (Harness, Runtime) {
@@ -58,4 +58,21 @@ pub fn on_application_pool(harness: &Harness, pool: SqlitePool) -> solid_objects
         .sqlite_pool(pool)
         .clock(harness.clock.clone())
         .policy(AllowAll)
+}
+
+/// A fresh harness when the binary's backend is SQLite; on the others, `None` after saying
+/// why the case skips (`why`, see [`only_on`](super::only_on)), and the case returns.
+pub fn sqlite_harness(why: &str) -> Option<Harness> {
+    let harness = Harness::new();
+    super::only_on(&harness, Backend::Sqlite, why).then_some(harness)
+}
+
+/// A fresh harness, and a runtime on it that allows every call, built as `configure` says.
+pub async fn started_with(
+    configure: impl FnOnce(solid_objects::Builder) -> solid_objects::Builder,
+) -> (Harness, Runtime) {
+    let harness = Harness::new();
+    let builder = configure(harness.builder().await);
+    let runtime = builder.start().await.expect("the runtime starts");
+    (harness, runtime)
 }
