@@ -12,97 +12,20 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use solid_objects::admin::{ActorFilter, DeadLetterFilter, EffectFilter, ReminderFilter};
 use solid_objects::policy::{AdminAction, AdminRequest, Denied, Policy, Request};
 use solid_objects::prelude::*;
-use solid_objects::{Effect, Limits};
+use solid_objects::Limits;
+use support::desk::{Desk, Notify};
 use support::policies::CallersOnly;
 use support::workers::{fire_due_reminders, run_workers};
 use support::{Backend, Harness};
 
-/// A reminder to ring later.
-#[derive(Serialize, Deserialize)]
-struct Notify {
-    desk: String,
-}
+/// An application's policy: its callers may call and read every actor, and administration
+/// is decided by the function it holds.
+struct Administered(fn(&AdminRequest<'_>) -> Result<(), Denied>);
 
-impl Effect for Notify {
-    const NAME: &'static str = "notify";
-    type Output = ();
-}
-
-/// A desk that counts, rings reminders, notifies, and breaks on demand.
-#[actor]
-#[derive(Default)]
-struct Desk {
-    total: i64,
-    rings: u32,
-    broken: bool,
-}
-
-#[actor]
-impl Desk {
-    #[command]
-    fn add(&mut self, n: i64) -> i64 {
-        self.total += n;
-        self.total
-    }
-
-    /// Schedules a ring in `minutes` and emits a notification.
-    #[command]
-    fn plan(&mut self, turn: &mut Turn<Self>, minutes: i64) {
-        turn.schedule(turn.now() + TimeDelta::minutes(minutes), "ring")
-            .ring();
-        turn.emit(Notify {
-            desk: turn.actor_id().to_owned(),
-        });
-    }
-
-    #[command]
-    fn set_broken(&mut self, broken: bool) {
-        self.broken = broken;
-    }
-
-    /// Fails for good while the desk is broken, with `why` as the error.
-    #[command]
-    fn fragile(&mut self, why: String) -> Result<i64, Failure> {
-        if self.broken {
-            return Err(Failure::permanent(why));
-        }
-        self.total += 1;
-        Ok(self.total)
-    }
-
-    /// Fails and retries (backoff) while the desk is broken.
-    #[command]
-    fn flaky(&mut self) -> Result<(), Failure> {
-        if self.broken {
-            return Err(Failure::retryable("the printer is jammed"));
-        }
-        Ok(())
-    }
-
-    #[reminder]
-    fn ring(&mut self) {
-        self.rings += 1;
-    }
-
-    #[query]
-    fn total(&self) -> i64 {
-        self.total
-    }
-
-    #[query]
-    fn rings(&self) -> u32 {
-        self.rings
-    }
-}
-
-/// The application's policy with operators: administration for a context naming one.
-struct WithOperators;
-
-impl Policy for WithOperators {
+impl Policy for Administered {
     fn authorize_message(&self, _request: &Request<'_>) -> Result<(), Denied> {
         Ok(())
     }
@@ -112,14 +35,19 @@ impl Policy for WithOperators {
     }
 
     fn authorize_administration(&self, request: &AdminRequest<'_>) -> Result<(), Denied> {
-        let operator = request.context.and_then(|context| context.get("operator"));
-        match (operator, request.action) {
-            (Some(_), _) => Ok(()),
-            (None, AdminAction::Status) => Ok(()),
-            (None, _) => Err(Denied::new("operators only")),
-        }
+        (self.0)(request)
     }
 }
+
+/// The application's policy with operators: administration for a context naming one.
+const WITH_OPERATORS: Administered = Administered(|request| {
+    let operator = request.context.and_then(|context| context.get("operator"));
+    match (operator, request.action) {
+        (Some(_), _) => Ok(()),
+        (None, AdminAction::Status) => Ok(()),
+        (None, _) => Err(Denied::new("operators only")),
+    }
+});
 
 /// The harness's database on the binary's backend, and the clock of the runtimes on it.
 struct Setup {
@@ -239,7 +167,7 @@ async fn denied_by_default_and_audited(setup: Setup) {
     application.close().await;
 
     // Nothing was paused; the operator's runtime reads the log: every refusal is there.
-    let operators = setup.runtime(WithOperators).await;
+    let operators = setup.runtime(WITH_OPERATORS).await;
     operators
         .reference::<Desk>("d1")
         .add(1)
@@ -305,15 +233,14 @@ async fn denied_by_default_and_audited(setup: Setup) {
 }
 
 async fn list_and_inspect(setup: Setup) {
-    let runtime = setup.runtime(WithOperators).await;
+    let runtime = setup.runtime(WITH_OPERATORS).await;
     for id in ["alpha-1", "alpha-2", "beta-1"] {
         runtime.reference::<Desk>(id).add(2).await.unwrap();
     }
     runtime.reference::<Desk>("alpha-1").plan(30).await.unwrap();
     // An actor with only a message, enqueued for later, and one whose head keeps failing.
-    runtime
-        .reference::<Desk>("gamma-1")
-        .enqueue()
+    let desk = runtime.reference::<Desk>("gamma-1");
+    desk.enqueue()
         .delay(Duration::from_secs(3600))
         .add(5)
         .await
@@ -431,7 +358,7 @@ async fn list_and_inspect(setup: Setup) {
 /// pauses the actor: the call stops waiting, and says its message is queued (calling again
 /// after the resume would add twice).
 async fn paused_while_a_call_waits(setup: Setup) {
-    let runtime = setup.runtime(WithOperators).await;
+    let runtime = setup.runtime(WITH_OPERATORS).await;
     let admin = runtime.admin().context(ana());
     let desk = runtime.reference::<Desk>("d1");
     desk.set_broken(true).await.unwrap();
@@ -487,7 +414,7 @@ async fn paused_while_a_call_waits(setup: Setup) {
 }
 
 async fn pause_and_resume(setup: Setup) {
-    let runtime = setup.runtime(WithOperators).await;
+    let runtime = setup.runtime(WITH_OPERATORS).await;
     let desk = runtime.reference::<Desk>("d1");
     desk.add(1).await.unwrap();
     desk.plan(5).await.unwrap();
@@ -544,7 +471,7 @@ async fn pause_and_resume(setup: Setup) {
 }
 
 async fn dead_letters_and_redrive(setup: Setup) {
-    let runtime = setup.runtime(WithOperators).await;
+    let runtime = setup.runtime(WITH_OPERATORS).await;
     let desks = [
         runtime.reference::<Desk>("d1"),
         runtime.reference::<Desk>("d2"),
@@ -629,7 +556,7 @@ async fn prune_preview_then_execute(setup: Setup) {
         .builder()
         .await
         .limits(limits)
-        .policy(WithOperators)
+        .policy(WITH_OPERATORS)
         .start()
         .await
         .unwrap();
@@ -674,7 +601,7 @@ async fn dead_effects_and_retry(setup: Setup) {
     let runtime = setup
         .builder()
         .await
-        .policy(WithOperators)
+        .policy(WITH_OPERATORS)
         .effect(move |_: Notify, _| {
             let up = up.load(Ordering::SeqCst);
             async move {
@@ -744,7 +671,7 @@ async fn dead_effects_and_retry(setup: Setup) {
 }
 
 async fn doctor(setup: Setup) {
-    let runtime = setup.runtime(WithOperators).await;
+    let runtime = setup.runtime(WITH_OPERATORS).await;
     let report = runtime.admin().context(ana()).doctor().await.unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     assert_eq!(
@@ -796,7 +723,7 @@ async fn doctor(setup: Setup) {
 /// The overview's counts, busiest mailboxes, last hour and reminder lateness; one message by
 /// id; an actor's recent messages, newest first.
 async fn overview_and_messages(setup: Setup) {
-    let runtime = setup.runtime(WithOperators).await;
+    let runtime = setup.runtime(WITH_OPERATORS).await;
     let admin = runtime.admin().context(ana());
     let start = setup.clock.now();
     let desk = runtime.reference::<Desk>("d-1");
@@ -880,19 +807,7 @@ async fn overview_and_messages(setup: Setup) {
 }
 
 /// A policy whose administration check panics.
-struct Panicking;
-
-impl Policy for Panicking {
-    fn authorize_message(&self, _request: &Request<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-    fn authorize_query(&self, _request: &Request<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-    fn authorize_administration(&self, _request: &AdminRequest<'_>) -> Result<(), Denied> {
-        panic!("the policy's directory lookup failed");
-    }
-}
+const PANICKING: Administered = Administered(|_| panic!("the policy's directory lookup failed"));
 
 /// Polls the inner future at most `left` times, then drops it where it stands (as a
 /// `tokio::time::timeout`, a `select!` or a disconnected HTTP client would).
@@ -1076,7 +991,7 @@ async fn pausing_an_empty_or_oversized_actor_type_is_refused_and_changes_nothing
 #[tokio::test]
 async fn a_panicking_policy_denies_and_the_denial_is_audited() {
     let setup = Setup::new();
-    let runtime = setup.runtime(Panicking).await;
+    let runtime = setup.runtime(PANICKING).await;
     let error = runtime
         .admin()
         .context(ana())

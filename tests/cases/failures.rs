@@ -14,7 +14,7 @@ use serde_json::Value;
 use solid_objects::prelude::*;
 use solid_objects::{Clock, Effect, EffectContext, MessageStatus, RetryPolicy};
 use support::effect_actors::{Charge, Till};
-use support::fixtures::{sqlite_harness, started, started_on, started_with};
+use support::fixtures::{sqlite_harness, started, started_on, started_with, FileHolder};
 use support::operator::{dead_effects, dead_letters, prune, status_of};
 use support::stored_rows::{insert_ready_message, insert_ready_messages, ready_message};
 use support::workers::{answered, run_workers};
@@ -368,11 +368,8 @@ async fn an_effect_handler_that_panics_before_its_future_is_a_failed_attempt() {
         })
     })
     .await;
-    runtime
-        .reference::<Till>("t")
-        .ring_up("armed")
-        .await
-        .unwrap();
+    let till = runtime.reference::<Till>("t");
+    till.ring_up("armed").await.unwrap();
 
     let runtime_task = runtime.clone();
     let ran = tokio::spawn(async move { runtime_task.testing().run_effects().await }).await;
@@ -432,12 +429,8 @@ async fn a_worker_that_dies_is_restarted_and_run_returns_only_after_shutdown() {
     .await;
     assert!(tripped, "the worker never read the clock");
 
-    let queued = runtime
-        .reference::<Victim>("v")
-        .enqueue()
-        .record("served")
-        .await
-        .unwrap();
+    let victim = runtime.reference::<Victim>("v");
+    let queued = victim.enqueue().record("served").await.unwrap();
     let served = answered(&queued, Duration::from_secs(10)).await;
 
     assert!(served, "no worker ran the message after the first one died");
@@ -472,12 +465,8 @@ async fn a_thousand_blocked_heads_do_not_delay_a_ready_actor() {
             .unwrap();
         blocked.enqueue().record("behind").await.unwrap();
     }
-    let ready = runtime
-        .reference::<Victim>("ready")
-        .enqueue()
-        .record("now")
-        .await
-        .unwrap();
+    let victim = runtime.reference::<Victim>("ready");
+    let ready = victim.enqueue().record("now").await.unwrap();
 
     let run = run_workers(&runtime);
     let served = answered(&ready, Duration::from_secs(60)).await;
@@ -491,12 +480,8 @@ async fn a_thousand_blocked_heads_do_not_delay_a_ready_actor() {
 async fn a_thousand_messages_for_unknown_types_do_not_delay_a_ready_actor() {
     let harness = Harness::new();
     let runtime = harness.builder().await.workers(1).start().await.unwrap();
-    let ready = runtime
-        .reference::<Victim>("ready")
-        .enqueue()
-        .record("now")
-        .await
-        .unwrap();
+    let victim = runtime.reference::<Victim>("ready");
+    let ready = victim.enqueue().record("now").await.unwrap();
     let ghosts: Vec<String> = (1..=1000)
         .map(|i| {
             ready_message(
@@ -587,11 +572,8 @@ async fn the_database_file_is_readable_by_its_owner_only() {
         return;
     };
     let runtime = harness.start().await;
-    runtime
-        .reference::<Victim>("v")
-        .record("one")
-        .await
-        .unwrap();
+    let victim = runtime.reference::<Victim>("v");
+    victim.record("one").await.unwrap();
 
     for suffix in ["", "-wal", "-shm"] {
         let path = format!("{}{suffix}", harness.path().display());
@@ -609,17 +591,14 @@ async fn another_process_holding_the_file_gives_a_sync_timeout_not_database_lock
     let runtime = harness.start().await;
     let victim = runtime.reference::<Victim>("v");
     victim.record("one").await.unwrap();
-    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(harness.path());
-    let outsider = sqlx::SqlitePool::connect_with(options).await.unwrap();
-    let holding = outsider.begin_with("BEGIN IMMEDIATE").await.unwrap();
+    let outsider = FileHolder::take(&harness).await;
 
     let blocked = victim
         .clone()
         .timeout(Duration::from_secs(6))
         .record("two")
         .await;
-    holding.rollback().await.unwrap();
-    outsider.close().await;
+    outsider.release().await;
 
     assert!(
         matches!(blocked, Err(Error::SyncTimeout { .. })),

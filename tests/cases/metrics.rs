@@ -171,15 +171,8 @@ async fn messages_turns_calls_reminders_and_effects_are_counted_by_actor_type_an
     meter.ring_later().await.unwrap();
     harness.clock.advance(Duration::from_secs(90));
     assert_eq!(fire_due_reminders(&runtime).await, 1);
-    assert_eq!(
-        runtime
-            .reference::<Buzzer>("front")
-            .snapshot()
-            .await
-            .unwrap()
-            .chimes,
-        1
-    );
+    let buzzer = runtime.reference::<Buzzer>("front");
+    assert_eq!(buzzer.snapshot().await.unwrap().chimes, 1);
     // An effect that waits 10 seconds in the outbox, whose success goes back to the Instrument.
     meter.ping().await.unwrap();
     harness.clock.advance(Duration::from_secs(10));

@@ -208,12 +208,8 @@ impl Policy for NoAdding {
 async fn a_message_found_by_key_is_revealed_only_to_a_caller_allowed_its_command() {
     let harness = Harness::new();
     let writer = start_with_policy(&harness, ReadOnly).await;
-    writer
-        .reference::<Counter>("c")
-        .idempotency_key("k")
-        .add(5)
-        .await
-        .unwrap();
+    let counter = writer.reference::<Counter>("c");
+    counter.idempotency_key("k").add(5).await.unwrap();
     let reader = start_with_policy(&harness, NoAdding).await;
 
     let allowed = writer.reference::<Counter>("c").message_with_key("k").await;

@@ -159,12 +159,8 @@ async fn message_with_key_from_inside_a_handler_does_not_wait_for_its_own_turn()
     };
     let runtime = on_a_pool_of_one(&harness).await;
     KEYED_RUNTIME.set(runtime.clone()).unwrap();
-    runtime
-        .reference::<Counter>("other")
-        .idempotency_key("k")
-        .add(1)
-        .await
-        .unwrap();
+    let counter = runtime.reference::<Counter>("other");
+    counter.idempotency_key("k").add(1).await.unwrap();
 
     let audited =
         tokio::time::timeout(AT_ONCE, runtime.reference::<Auditor>("a").audit_key()).await;
@@ -186,12 +182,8 @@ async fn message_with_key_from_inside_a_handler_does_not_wait_for_its_own_turn()
 async fn the_fix_a_refusal_names_is_code_that_exists() {
     let (_harness, runtime) = started().await;
     ADVICE_RUNTIME.set(runtime.clone()).unwrap();
-    let queued = runtime
-        .reference::<Counter>("other")
-        .enqueue()
-        .add(1)
-        .await
-        .unwrap();
+    let counter = runtime.reference::<Counter>("other");
+    let queued = counter.enqueue().add(1).await.unwrap();
     QUEUED.set(queued).unwrap();
 
     let (asked, waited) =
@@ -248,12 +240,8 @@ async fn a_runtimes_own_effect_handler_reaches_that_runtime() {
         .expect("the workers ran the effect")
         .expect("an answer");
 
-    let own = runtime
-        .reference::<Counter>("c")
-        .snapshot()
-        .await
-        .unwrap()
-        .value;
+    let counter = runtime.reference::<Counter>("c");
+    let own = counter.snapshot().await.unwrap().value;
     runtime.shutdown();
     let _ = tokio::time::timeout(Duration::from_secs(20), workers).await;
     runtime.close().await;
@@ -399,12 +387,8 @@ async fn a_send_staged_after_its_turn_is_never_silently_dropped() {
     let sender = ESCAPED.lock().unwrap().take().expect("the handler kept it");
     let staged = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sender.add(1)));
     runtime.testing().drain().await.unwrap();
-    let delivered = runtime
-        .reference::<Counter>("notified")
-        .snapshot()
-        .await
-        .unwrap()
-        .value;
+    let counter = runtime.reference::<Counter>("notified");
+    let delivered = counter.snapshot().await.unwrap().value;
 
     runtime.close().await;
     assert!(

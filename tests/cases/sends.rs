@@ -142,11 +142,8 @@ async fn a_rejected_or_failed_turn_sends_nothing() {
 #[tokio::test]
 async fn a_worker_runs_what_other_actors_sent_even_if_nothing_referenced_the_target() {
     let (harness, runtime) = started().await;
-    runtime
-        .reference::<Order>("o-1")
-        .place(vec![("plum".to_owned(), 3)])
-        .await
-        .unwrap();
+    let order = runtime.reference::<Order>("o-1");
+    order.place(vec![("plum".to_owned(), 3)]).await.unwrap();
     runtime.close().await;
 
     let runtime = harness

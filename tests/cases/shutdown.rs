@@ -384,12 +384,8 @@ async fn run_until_signal_ends_on_sigterm_after_its_turn_in_flight_commits() {
         .execute("CREATE TABLE marks (gate TEXT NOT NULL)")
         .await;
     let runtime = backend.runtime().await;
-    let message = runtime
-        .reference::<Job>("child")
-        .enqueue()
-        .work_until_shutdown()
-        .await
-        .unwrap();
+    let job = runtime.reference::<Job>("child");
+    let message = job.enqueue().work_until_shutdown().await.unwrap();
 
     let mut child = Command::new(std::env::current_exe().expect("the test binary"))
         .args([
@@ -552,12 +548,8 @@ async fn a_turn_abandoned_inside_its_own_sqlite_query_frees_the_writer_for_the_n
         .start()
         .await
         .unwrap();
-    first
-        .reference::<Grinder>("g")
-        .enqueue()
-        .grind("grind".to_owned())
-        .await
-        .unwrap();
+    let grinder = first.reference::<Grinder>("g");
+    grinder.enqueue().grind("grind".to_owned()).await.unwrap();
     let workers = run_workers(&first);
     entered("grind").acquire().await.unwrap().forget();
 
@@ -650,12 +642,8 @@ async fn shutdown_before_run_twice_and_beside_close_all_return() {
     let harness = Harness::new();
     let runtime = builder(&harness).await.start().await.unwrap();
     ENTRIES.store(0, Ordering::Release);
-    let message = runtime
-        .reference::<Grinder>("twice")
-        .enqueue()
-        .wait("twice".to_owned())
-        .await
-        .unwrap();
+    let grinder = runtime.reference::<Grinder>("twice");
+    let message = grinder.enqueue().wait("twice".to_owned()).await.unwrap();
     let workers = run_workers(&runtime);
     entered("twice").acquire().await.unwrap().forget();
     let (a, b) = within(10, "two shutdowns", async {
@@ -678,12 +666,8 @@ async fn shutdown_before_run_twice_and_beside_close_all_return() {
     let harness = Harness::new();
     let runtime = builder(&harness).await.start().await.unwrap();
     ENTRIES.store(0, Ordering::Release);
-    runtime
-        .reference::<Grinder>("close")
-        .enqueue()
-        .wait("close".to_owned())
-        .await
-        .unwrap();
+    let grinder = runtime.reference::<Grinder>("close");
+    grinder.enqueue().wait("close".to_owned()).await.unwrap();
     let workers = run_workers(&runtime);
     entered("close").acquire().await.unwrap().forget();
     let closing = tokio::spawn({
@@ -765,12 +749,8 @@ async fn a_commit_between_a_workers_pass_and_its_wait_still_wakes_it() {
     within(30, "the worker's 6th idle pass", reached.notified()).await;
 
     // The worker's pass found nothing and it has not waited yet: a commit now.
-    let message = runtime
-        .reference::<Grinder>("late")
-        .enqueue()
-        .bump()
-        .await
-        .unwrap();
+    let grinder = runtime.reference::<Grinder>("late");
+    let message = grinder.enqueue().bump().await.unwrap();
     tokio::task::spawn_blocking(move || {
         release.wait();
     })
@@ -807,8 +787,8 @@ async fn a_delayed_message_due_while_workers_wait_on_the_turn_runs_within_an_idl
         .start()
         .await
         .unwrap();
-    let message = runtime
-        .reference::<Grinder>("delayed")
+    let grinder = runtime.reference::<Grinder>("delayed");
+    let message = grinder
         .enqueue()
         .delay(Duration::from_secs(60))
         .bump()
@@ -888,12 +868,8 @@ async fn metrics_count_nothing_of_an_abandoned_turn_and_one_failure_per_timeout(
     let harness = Harness::new();
     let with = |builder: solid_objects::Builder| builder.actor::<Metered>();
     let first = with(builder(&harness).await).start().await.unwrap();
-    let message = first
-        .reference::<Metered>("m")
-        .enqueue()
-        .wait()
-        .await
-        .unwrap();
+    let metered = first.reference::<Metered>("m");
+    let message = metered.enqueue().wait().await.unwrap();
     let workers = run_workers(&first);
     entered("metered").acquire().await.unwrap().forget();
     let report = first.shutdown_with_deadline(SHORT_DEADLINE).await;
@@ -912,12 +888,8 @@ async fn metrics_count_nothing_of_an_abandoned_turn_and_one_failure_per_timeout(
         .unwrap();
     assert_eq!(second.testing().drain().await.unwrap().turns, 1);
     assert_eq!(message.typed::<u32>().result().await.unwrap(), Some(1));
-    second
-        .reference::<Metered>("h")
-        .enqueue()
-        .hang()
-        .await
-        .unwrap();
+    let metered = second.reference::<Metered>("h");
+    metered.enqueue().hang().await.unwrap();
     assert_eq!(second.testing().drain().await.unwrap().turns, 1);
     assert_eq!(
         second.testing().drain().await.unwrap().turns,

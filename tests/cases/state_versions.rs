@@ -559,11 +559,8 @@ async fn reminders_an_older_build_stored_that_a_new_build_cannot_decode_are_list
 {
     let harness = Harness::new();
     let first = hold_build::<HoldV1>(&harness).await;
-    first
-        .reference::<HoldV1>("show-1")
-        .place("h-1")
-        .await
-        .unwrap();
+    let hold_v1 = first.reference::<HoldV1>("show-1");
+    hold_v1.place("h-1").await.unwrap();
     first.close().await;
 
     let second = hold_build::<HoldV2>(&harness).await;
@@ -629,11 +626,8 @@ async fn reminders_an_older_build_stored_that_a_new_build_cannot_decode_are_list
 async fn a_build_that_keeps_the_old_reminder_decodes_what_earlier_builds_stored() {
     let harness = Harness::new();
     let first = hold_build::<HoldV1>(&harness).await;
-    first
-        .reference::<HoldV1>("show-1")
-        .place("h-1")
-        .await
-        .unwrap();
+    let hold_v1 = first.reference::<HoldV1>("show-1");
+    hold_v1.place("h-1").await.unwrap();
     first.close().await;
 
     let third = hold_build::<HoldV3>(&harness).await;

@@ -18,6 +18,7 @@ use std::time::Duration;
 use solid_objects::prelude::*;
 use solid_objects::Workers;
 use solid_objects::{EffectContext, MessageStatus};
+use support::counter::Counter;
 use support::effect_actors::{Charge, Till};
 use support::fixtures::{started, started_on, started_with};
 use support::operator::dead_letters;
@@ -83,27 +84,6 @@ impl Gauge {
     #[query]
     fn samples(&self) -> u32 {
         self.samples
-    }
-}
-
-/// A plain counter.
-#[actor]
-#[derive(Default)]
-pub(crate) struct Counter {
-    pub(crate) n: u32,
-}
-
-#[actor]
-impl Counter {
-    #[command]
-    pub(crate) fn bump(&mut self) -> u32 {
-        self.n += 1;
-        self.n
-    }
-
-    #[query]
-    pub(crate) fn value(&self) -> u32 {
-        self.n
     }
 }
 
@@ -241,12 +221,8 @@ async fn a_panicking_default_is_a_counted_attempt_and_does_not_wedge_the_workers
         started_with(|builder| builder.actor::<Brittle>().actor::<Counter>()).await;
     // Three actors whose Default panics, ahead of a healthy one (more than there are
     // workers, so a worker cannot skip them all as claimed by the other).
-    let brittle = runtime
-        .reference::<Brittle>("b1")
-        .enqueue()
-        .poke()
-        .await
-        .unwrap();
+    let first_brittle = runtime.reference::<Brittle>("b1");
+    let brittle = first_brittle.enqueue().poke().await.unwrap();
     for id in ["b2", "b3"] {
         runtime
             .reference::<Brittle>(id)
@@ -255,12 +231,8 @@ async fn a_panicking_default_is_a_counted_attempt_and_does_not_wedge_the_workers
             .await
             .unwrap();
     }
-    let healthy = runtime
-        .reference::<Counter>("c")
-        .enqueue()
-        .bump()
-        .await
-        .unwrap();
+    let counter = runtime.reference::<Counter>("c");
+    let healthy = counter.enqueue().bump().await.unwrap();
     let run = run_workers(&runtime);
 
     let served = answered(&healthy, Duration::from_secs(10)).await;
@@ -367,23 +339,16 @@ async fn a_hung_effect_handler_does_not_wedge_every_worker() {
         .start()
         .await
         .unwrap();
-    runtime
-        .reference::<Till>("t")
-        .ring_up("hung".to_owned())
-        .await
-        .unwrap();
+    let till = runtime.reference::<Till>("t");
+    till.ring_up("hung".to_owned()).await.unwrap();
     let run = run_workers(&runtime);
     let both_stuck = eventually(Duration::from_secs(15), || async {
         runs("charge:hung") >= 2
     })
     .await;
 
-    let queued = runtime
-        .reference::<Counter>("after")
-        .enqueue()
-        .bump()
-        .await
-        .unwrap();
+    let counter = runtime.reference::<Counter>("after");
+    let queued = counter.enqueue().bump().await.unwrap();
     let served = answered(&queued, Duration::from_secs(10)).await;
     runtime.shutdown();
     run.abort();

@@ -12,7 +12,7 @@ use std::time::Duration;
 use solid_objects::prelude::*;
 use sqlx::Connection;
 
-use crate::cases::wedges::Counter;
+use crate::support::counter::Counter;
 use crate::support::eventually;
 use crate::support::postgres::{free_port, PgServer};
 use crate::support::workers::within;

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use solid_objects::prelude::*;
 use solid_objects::{EffectContext, MessageStatus};
 
-use crate::cases::wedges::Counter;
+use crate::support::counter::{the_previous_builds_delayed_message_waits, Counter};
 use crate::support::effect_actors::{Charge, Till};
-use crate::support::fixtures::{started_on, started_with};
+use crate::support::fixtures::{started_on, started_with, FileHolder};
 use crate::support::gates::gate;
 use crate::support::operator::dead_effects;
 use crate::support::workers::{answered, run_workers, within};
@@ -52,12 +52,8 @@ impl Grinder {
 async fn a_handler_stuck_in_its_own_sqlite_query_frees_the_writer_at_the_turn_timeout() {
     let (_harness, runtime) =
         started_with(|builder| builder.turn_timeout(Duration::from_millis(300))).await;
-    let grinding = runtime
-        .reference::<Grinder>("g")
-        .enqueue()
-        .grind()
-        .await
-        .unwrap();
+    let grinder = runtime.reference::<Grinder>("g");
+    let grinding = grinder.enqueue().grind().await.unwrap();
 
     let started = Instant::now();
     let drained = within(30, "the drain", runtime.testing().drain()).await;
@@ -92,9 +88,7 @@ async fn a_handler_stuck_in_its_own_sqlite_query_frees_the_writer_at_the_turn_ti
 async fn an_enqueue_while_another_process_writes_gets_a_typed_timeout_not_database_locked() {
     let (harness, runtime, counter) = started_on::<Counter>("c").await;
     counter.bump().await.unwrap();
-    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(harness.path());
-    let outsider = sqlx::SqlitePool::connect_with(options).await.unwrap();
-    let holding = outsider.begin_with("BEGIN IMMEDIATE").await.unwrap();
+    let outsider = FileHolder::take(&harness).await;
 
     let enqueued = within(
         30,
@@ -107,8 +101,7 @@ async fn an_enqueue_while_another_process_writes_gets_a_typed_timeout_not_databa
     )
     .await
     .map(|_| ());
-    holding.rollback().await.unwrap();
-    outsider.close().await;
+    outsider.release().await;
     runtime.close().await;
 
     assert!(
@@ -126,9 +119,7 @@ async fn an_enqueue_while_another_process_writes_gets_a_typed_timeout_not_databa
 async fn a_call_waits_for_another_process_until_its_own_deadline_after_a_shorter_call() {
     let (harness, runtime, counter) = started_on::<Counter>("c").await;
     counter.bump().await.unwrap();
-    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(harness.path());
-    let outsider = sqlx::SqlitePool::connect_with(options).await.unwrap();
-    let holding = outsider.begin_with("BEGIN IMMEDIATE").await.unwrap();
+    let outsider = FileHolder::take(&harness).await;
 
     let short = counter
         .clone()
@@ -147,9 +138,8 @@ async fn a_call_waits_for_another_process_until_its_own_deadline_after_a_shorter
         early.is_err(),
         "the long call ended while the other process held the file: {early:?}"
     );
-    holding.rollback().await.unwrap();
+    outsider.release().await;
     let long = within(30, "the long call", long).await.unwrap();
-    outsider.close().await;
     runtime.close().await;
 
     assert_eq!(
@@ -171,54 +161,24 @@ async fn upgrading_a_sqlite_database_keeps_delayed_messages_waiting() {
         .filename(harness.path())
         .create_if_missing(true);
     let old = sqlx::SqlitePool::connect_with(options).await.unwrap();
-    sqlx::raw_sql(
-        "CREATE TABLE solid_schema_migrations (
-             version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)",
-    )
-    .execute(&old)
-    .await
-    .unwrap();
-    sqlx::raw_sql(include_str!("../../migrations/sqlite/0001_actors.sql"))
-        .execute(&old)
-        .await
-        .unwrap();
-    sqlx::raw_sql(include_str!("../../migrations/sqlite/0002_effects.sql"))
-        .execute(&old)
-        .await
-        .unwrap();
-    sqlx::raw_sql(&format!(
+    let applied = format!(
         "INSERT INTO solid_schema_migrations VALUES (1, 'actors', datetime('now'));
          INSERT INTO solid_schema_migrations VALUES (2, 'effects', datetime('now'));
          {}",
         previous_build_rows(now, later)
-    ))
-    .execute(&old)
-    .await
-    .unwrap();
+    );
+    for sql in [
+        "CREATE TABLE solid_schema_migrations (
+             version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)",
+        include_str!("../../migrations/sqlite/0001_actors.sql"),
+        include_str!("../../migrations/sqlite/0002_effects.sql"),
+        &applied,
+    ] {
+        sqlx::raw_sql(sql).execute(&old).await.unwrap();
+    }
     old.close().await;
 
-    let runtime = harness.start().await;
-    let counter = runtime.reference::<Counter>("c");
-    // The control: a message this build enqueues with a delay waits.
-    let control = runtime.reference::<Counter>("control");
-    control
-        .enqueue()
-        .delay(Duration::from_secs(3600))
-        .bump()
-        .await
-        .unwrap();
-    let ran = runtime.testing().drain().await;
-    let value = counter.snapshot().await.unwrap().n;
-    assert_eq!(control.snapshot().await.unwrap().n, 0, "the control ran");
-    let delayed = runtime.message("delayed-request").await.unwrap().unwrap();
-    let status = delayed.status().await.unwrap();
-    runtime.close().await;
-
-    assert_eq!(
-        value, 0,
-        "a message delayed by an hour ran right after the upgrade (drain: {ran:?}; it is \
-         {status:?})"
-    );
+    the_previous_builds_delayed_message_waits(harness.start().await).await;
 }
 
 /// Finishing an effect checks the lease by its attempt count, which an operator's retry
@@ -252,11 +212,8 @@ async fn a_stale_effect_runner_cannot_overwrite_a_retried_effect() {
     };
     let first = start().await.unwrap();
     let second = start().await.unwrap();
-    first
-        .reference::<Till>("t")
-        .ring_up("x".to_owned())
-        .await
-        .unwrap();
+    let till = first.reference::<Till>("t");
+    till.ring_up("x".to_owned()).await.unwrap();
 
     // The first runner claims the effect and stalls past its lease.
     let stale = tokio::spawn({
@@ -325,12 +282,8 @@ async fn a_newer_builds_broadcast_never_starves_a_ready_message() {
     .execute(&outside)
     .await
     .unwrap();
-    let ready = runtime
-        .reference::<Counter>("ready")
-        .enqueue()
-        .bump()
-        .await
-        .unwrap();
+    let counter = runtime.reference::<Counter>("ready");
+    let ready = counter.enqueue().bump().await.unwrap();
     let run = run_workers(&runtime);
 
     let noted = || async {

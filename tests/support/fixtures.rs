@@ -76,3 +76,31 @@ pub async fn started_with(
     let runtime = builder.start().await.expect("the runtime starts");
     (harness, runtime)
 }
+
+/// Another process's hold on the harness's SQLite file: a connection of its own that took
+/// the write lock (`BEGIN IMMEDIATE`) and keeps it until [`FileHolder::release`].
+pub struct FileHolder {
+    pool: SqlitePool,
+    holding: sqlx::Transaction<'static, sqlx::Sqlite>,
+}
+
+impl FileHolder {
+    /// Takes the write lock of the harness's SQLite file.
+    pub async fn take(harness: &Harness) -> Self {
+        let options = SqliteConnectOptions::new().filename(harness.path());
+        let pool = SqlitePool::connect_with(options)
+            .await
+            .expect("the file opens");
+        let holding = pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .expect("the write lock is taken");
+        Self { pool, holding }
+    }
+
+    /// Lets the write lock go, and closes the connection.
+    pub async fn release(self) {
+        self.holding.rollback().await.expect("the hold rolls back");
+        self.pool.close().await;
+    }
+}

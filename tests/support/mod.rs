@@ -10,6 +10,8 @@
 
 pub mod browser;
 pub mod commit_cutter;
+pub mod counter;
+pub mod desk;
 pub mod effect_actors;
 pub mod fixtures;
 pub mod galera;
