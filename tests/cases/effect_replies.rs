@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::EffectFailure;
 use support::fixtures::started_with;
-use support::operator::{dead_effects, dead_letters};
+use support::operator::{dead_effects, dead_letters, last_error};
+use support::workers::run_effects_and_replies;
 use support::{count, execute, Harness};
 
 #[derive(Serialize, Deserialize)]
@@ -109,9 +110,9 @@ impl Order {
 
 /// A card processor whose first `failures` calls time out; a charge of 13 cents is
 /// declined for good, and one of 99 answers with an id too large to store.
-fn processor(harness: &Harness, failures: u32) -> impl std::future::Future<Output = Runtime> + '_ {
+async fn processor(harness: &Harness, failures: u32) -> Runtime {
     let failures = Arc::new(AtomicU32::new(failures));
-    async move {
+    {
         harness
             .builder()
             .await
@@ -143,11 +144,17 @@ fn processor(harness: &Harness, failures: u32) -> impl std::future::Future<Outpu
     }
 }
 
+/// A fresh harness, a runtime on it with [`processor`]'s card processor, and order "o".
+async fn order_on_processor(failures: u32) -> (Harness, Runtime, OrderRef) {
+    let harness = Harness::new();
+    let runtime = processor(&harness, failures).await;
+    let order = runtime.reference::<Order>("o");
+    (harness, runtime, order)
+}
+
 #[tokio::test]
 async fn the_output_of_a_succeeded_effect_reaches_the_command_named_for_it() {
-    let harness = Harness::new();
-    let runtime = processor(&harness, 0).await;
-    let order = runtime.reference::<Order>("o");
+    let (harness, runtime, order) = order_on_processor(0).await;
     order.pay(250).await.unwrap();
     order.note("after paying").await.unwrap();
 
@@ -170,9 +177,7 @@ async fn the_output_of_a_succeeded_effect_reaches_the_command_named_for_it() {
 
 #[tokio::test]
 async fn a_retried_effect_replies_once_when_it_finally_succeeds() {
-    let harness = Harness::new();
-    let runtime = processor(&harness, 2).await;
-    let order = runtime.reference::<Order>("o");
+    let (harness, runtime, order) = order_on_processor(2).await;
     order.pay(250).await.unwrap();
 
     for _ in 0..3 {
@@ -190,13 +195,10 @@ async fn a_retried_effect_replies_once_when_it_finally_succeeds() {
 
 #[tokio::test]
 async fn an_effect_that_fails_for_good_sends_its_failure_to_the_failure_command() {
-    let harness = Harness::new();
-    let runtime = processor(&harness, 0).await;
-    let order = runtime.reference::<Order>("o");
+    let (_harness, runtime, order) = order_on_processor(0).await;
     order.pay(13).await.unwrap();
 
-    runtime.testing().run_effects().await.unwrap();
-    runtime.testing().drain().await.unwrap();
+    run_effects_and_replies(&runtime).await;
 
     let state = order.snapshot().await.unwrap();
     assert_eq!(
@@ -252,24 +254,17 @@ async fn retryable_failures_reply_only_after_the_last_attempt() {
 
 #[tokio::test]
 async fn an_output_too_large_for_its_command_fails_the_effect_with_a_clear_error() {
-    let harness = Harness::new();
-    let runtime = processor(&harness, 0).await;
-    let order = runtime.reference::<Order>("o");
+    let (_harness, runtime, order) = order_on_processor(0).await;
     order.pay(99).await.unwrap();
 
-    runtime.testing().run_effects().await.unwrap();
-    runtime.testing().drain().await.unwrap();
+    run_effects_and_replies(&runtime).await;
 
     let dead = dead_effects(&runtime).await;
     assert_eq!(dead.len(), 1);
     assert!(
-        dead[0]
-            .last_error
-            .as_deref()
-            .unwrap_or_default()
-            .contains("its output cannot go back to Order"),
+        last_error(&dead[0]).contains("its output cannot go back to Order"),
         "{}",
-        dead[0].last_error.as_deref().unwrap_or_default()
+        last_error(&dead[0])
     );
     let log = order.snapshot().await.unwrap().log;
     assert_eq!(log.len(), 2, "{log:?}");
@@ -279,9 +274,7 @@ async fn an_output_too_large_for_its_command_fails_the_effect_with_a_clear_error
 
 #[tokio::test]
 async fn a_rejected_turn_emits_nothing_and_nothing_replies() {
-    let harness = Harness::new();
-    let runtime = processor(&harness, 0).await;
-    let order = runtime.reference::<Order>("o");
+    let (harness, runtime, order) = order_on_processor(0).await;
 
     assert!(order.pay(0).await.is_err());
 
@@ -294,9 +287,7 @@ async fn a_rejected_turn_emits_nothing_and_nothing_replies() {
 
 #[tokio::test]
 async fn an_effect_without_replies_and_a_unit_output_work_as_before() {
-    let harness = Harness::new();
-    let runtime = processor(&harness, 0).await;
-    let order = runtime.reference::<Order>("o");
+    let (_harness, runtime, order) = order_on_processor(0).await;
     order.pay_quietly(250).await.unwrap();
     order.notify().await.unwrap();
 
@@ -309,9 +300,7 @@ async fn an_effect_without_replies_and_a_unit_output_work_as_before() {
 
 #[tokio::test]
 async fn the_reply_of_an_effect_from_a_destroyed_incarnation_never_lands_on_the_next() {
-    let harness = Harness::new();
-    let runtime = processor(&harness, 0).await;
-    let order = runtime.reference::<Order>("o");
+    let (harness, runtime, order) = order_on_processor(0).await;
     order.pay(250).await.unwrap();
     order.destroy().await.unwrap();
     order.note("new incarnation").await.unwrap();
@@ -332,25 +321,18 @@ async fn the_reply_of_an_effect_from_a_destroyed_incarnation_never_lands_on_the_
 
 #[tokio::test]
 async fn a_stored_reply_that_does_not_read_fails_the_effect_and_wedges_nothing() {
-    let harness = Harness::new();
-    let runtime = processor(&harness, 0).await;
-    let order = runtime.reference::<Order>("o");
+    let (harness, runtime, order) = order_on_processor(0).await;
     order.pay(250).await.unwrap();
     execute(&harness, "UPDATE solid_effects SET on_success = 'not json'").await;
 
-    runtime.testing().run_effects().await.unwrap();
-    runtime.testing().drain().await.unwrap();
+    run_effects_and_replies(&runtime).await;
 
     let dead = dead_effects(&runtime).await;
     assert_eq!(dead.len(), 1);
     assert!(
-        dead[0]
-            .last_error
-            .as_deref()
-            .unwrap_or_default()
-            .contains("stored on_success reply does not read"),
+        last_error(&dead[0]).contains("stored on_success reply does not read"),
         "{}",
-        dead[0].last_error.as_deref().unwrap_or_default()
+        last_error(&dead[0])
     );
     // Its failure reply still reaches the actor, and the actor goes on.
     order.note("later").await.unwrap();
@@ -362,9 +344,7 @@ async fn a_stored_reply_that_does_not_read_fails_the_effect_and_wedges_nothing()
 
 #[tokio::test]
 async fn a_reply_waits_in_the_mailbox_as_an_ordinary_message() {
-    let harness = Harness::new();
-    let runtime = processor(&harness, 0).await;
-    let order = runtime.reference::<Order>("o");
+    let (harness, runtime, order) = order_on_processor(0).await;
     order.pay(250).await.unwrap();
     runtime.testing().run_effects().await.unwrap();
 
@@ -378,9 +358,7 @@ async fn a_reply_waits_in_the_mailbox_as_an_ordinary_message() {
 
 #[tokio::test]
 async fn a_caller_cannot_forge_an_effect_reply_and_nothing_is_written() {
-    let harness = Harness::new();
-    let runtime = processor(&harness, 0).await;
-    let order = runtime.reference::<Order>("o");
+    let (harness, runtime, order) = order_on_processor(0).await;
     let forged = || OrderMessage::Charged {
         receipt: Charged {
             charge_id: "forged".to_owned(),
@@ -491,16 +469,11 @@ async fn the_failure_reply_of_an_effect_near_the_arguments_limit_still_arrives()
     let text = "x".repeat(limit - 512 - 40);
     shipment.label(text.clone()).await.unwrap();
 
-    runtime.testing().run_effects().await.unwrap();
-    runtime.testing().drain().await.unwrap();
+    run_effects_and_replies(&runtime).await;
 
     let dead = dead_effects(&runtime).await;
     assert_eq!(dead.len(), 1);
-    assert!(dead[0]
-        .last_error
-        .as_deref()
-        .unwrap_or_default()
-        .starts_with("the printer is out of ink"));
+    assert!(last_error(&dead[0]).starts_with("the printer is out of ink"));
     assert_eq!(
         shipment.snapshot().await.unwrap().failed,
         [text.len()],
@@ -629,15 +602,21 @@ async fn till_runtime(harness: &Harness, declines: u32) -> Runtime {
         .expect("the runtime starts")
 }
 
+/// A fresh harness, a runtime on it as [`till_runtime`] starts it, and till "t".
+async fn till_on_processor(declines: u32) -> (Harness, Runtime, TillRef) {
+    let harness = Harness::new();
+    let runtime = till_runtime(&harness, declines).await;
+    let till = runtime.reference::<Till>("t");
+    (harness, runtime, till)
+}
+
 /// "Never commit what cannot be read back": an effect output at serde_json's nesting limit.
 /// It passes the output's own read-back, but the reply command wraps it two levels deeper
 /// (`{"operation":..,"arguments":{"tree":<output>}}`); the outcome must still reach the actor
 /// (its output, or its failure), never a reply message committed unreadable.
 #[tokio::test]
 async fn an_effect_output_at_the_nesting_limit_still_reaches_its_actor() {
-    let harness = Harness::new();
-    let runtime = till_runtime(&harness, 0).await;
-    let till = runtime.reference::<Till>("t");
+    let (_harness, runtime, till) = till_on_processor(0).await;
     till.fetch(127).await.unwrap();
 
     assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
@@ -659,6 +638,16 @@ async fn an_effect_output_at_the_nesting_limit_still_reaches_its_actor() {
     );
 }
 
+/// A till on a fresh runtime as [`till_runtime`] starts it, whose charge of 250 cents waits to
+/// run with its stored `on_success` reply overwritten by `on_success`.
+async fn till_whose_stored_reply_is(on_success: &str) -> (Harness, Runtime, TillRef) {
+    let (harness, runtime, till) = till_on_processor(0).await;
+    till.pay(250).await.unwrap();
+    let update = format!("UPDATE solid_effects SET on_success = '{on_success}'");
+    execute(&harness, &update).await;
+    (harness, runtime, till)
+}
+
 /// A stored `on_success` that names a command the actor does not have fails the effect for good.
 /// "An unreadable stored reply fails the effect for good with a clear error", and unknown
 /// operations in stored rows get a typed error and change nothing: the actor's mailbox never
@@ -666,15 +655,8 @@ async fn an_effect_output_at_the_nesting_limit_still_reaches_its_actor() {
 /// effects emitted by the old build are still pending), and later calls to the actor go on.
 #[tokio::test]
 async fn a_stored_reply_naming_an_unknown_command_fails_the_effect_and_the_actor_goes_on() {
-    let harness = Harness::new();
-    let runtime = till_runtime(&harness, 0).await;
-    let till = runtime.reference::<Till>("t");
-    till.pay(250).await.unwrap();
-    execute(
-        &harness,
-        r#"UPDATE solid_effects SET on_success = '{"operation":"refund_everything","argument":"receipt"}'"#,
-    )
-    .await;
+    let on_success = r#"{"operation":"refund_everything","argument":"receipt"}"#;
+    let (_harness, runtime, till) = till_whose_stored_reply_is(on_success).await;
 
     assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
     let later = till.note("later".to_owned()).await;
@@ -692,15 +674,8 @@ async fn a_stored_reply_naming_an_unknown_command_fails_the_effect_and_the_actor
 /// the effect is dead (and its failure reaches on_failure), and no dead letter is left.
 #[tokio::test]
 async fn a_stored_reply_with_a_wrong_argument_name_fails_the_effect_for_good() {
-    let harness = Harness::new();
-    let runtime = till_runtime(&harness, 0).await;
-    let till = runtime.reference::<Till>("t");
-    till.pay(250).await.unwrap();
-    execute(
-        &harness,
-        r#"UPDATE solid_effects SET on_success = '{"operation":"charged","argument":"wrong"}'"#,
-    )
-    .await;
+    let on_success = r#"{"operation":"charged","argument":"wrong"}"#;
+    let (_harness, runtime, _till) = till_whose_stored_reply_is(on_success).await;
 
     assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
     runtime.testing().drain().await.unwrap();
@@ -725,12 +700,9 @@ async fn a_stored_reply_with_a_wrong_argument_name_fails_the_effect_for_good() {
 /// as final says so in its state). Both arrive, in order, each once.
 #[tokio::test]
 async fn retrying_a_dead_effect_after_its_failure_went_back_reports_the_new_outcome_too() {
-    let harness = Harness::new();
-    let runtime = till_runtime(&harness, 1).await;
-    let till = runtime.reference::<Till>("t");
+    let (_harness, runtime, till) = till_on_processor(1).await;
     till.pay(13).await.unwrap();
-    runtime.testing().run_effects().await.unwrap();
-    runtime.testing().drain().await.unwrap();
+    run_effects_and_replies(&runtime).await;
     let dead = dead_effects(&runtime).await;
     assert_eq!(dead.len(), 1);
     assert_eq!(
@@ -744,8 +716,7 @@ async fn retrying_a_dead_effect_after_its_failure_went_back_reports_the_new_outc
         !runtime.admin().retry_effect(dead[0].id).await.unwrap(),
         "once"
     );
-    runtime.testing().run_effects().await.unwrap();
-    runtime.testing().drain().await.unwrap();
+    run_effects_and_replies(&runtime).await;
 
     assert_eq!(
         till.snapshot().await.unwrap().log,

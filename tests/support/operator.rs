@@ -37,3 +37,8 @@ pub async fn status_of(runtime: &Runtime, request_id: &str) -> MessageStatus {
     let message = message.expect("the message is kept");
     message.status().await.expect("the status reads")
 }
+
+/// The error `effect` last failed with, empty if it has none.
+pub fn last_error(effect: &EffectSummary) -> &str {
+    effect.last_error.as_deref().unwrap_or_default()
+}

@@ -37,3 +37,18 @@ pub async fn fire_due_reminders(runtime: &Runtime) -> usize {
     let drained = runtime.testing().run_due_reminders().await;
     drained.expect("the due reminders fire").occurrences_fired
 }
+
+/// Runs the effects that are due, then every message waiting, the replies they enqueued
+/// among them.
+pub async fn run_effects_and_replies(runtime: &Runtime) {
+    runtime
+        .testing()
+        .run_effects()
+        .await
+        .expect("the effects run");
+    runtime
+        .testing()
+        .drain()
+        .await
+        .expect("the mailboxes drain");
+}
