@@ -3,7 +3,6 @@
 
 use crate::support;
 
-use std::future::Future;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,8 +12,12 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 use solid_objects::prelude::*;
 use solid_objects::{Clock, Effect, EffectContext, MessageStatus, RetryPolicy};
+use support::cancellation::{drop_after, next_random};
 use support::effect_actors::{Charge, Till};
-use support::fixtures::{sqlite_harness, started, started_on, started_with, FileHolder};
+use support::fixtures::{
+    sqlite_harness, started, started_on, started_with, started_without_fsync, FileHolder,
+};
+use support::journal::Journal;
 use support::operator::{dead_effects, dead_letters, prune, status_of};
 use support::stored_rows::{insert_ready_message, insert_ready_messages, ready_message};
 use support::workers::{answered, run_workers};
@@ -107,30 +110,6 @@ fn nested(depth: u32) -> Value {
     (1..depth).fold(Value::Array(Vec::new()), |inner, _| {
         Value::Array(vec![inner])
     })
-}
-
-/// The number of the next pseudo-random step: a small xorshift, so the test needs no
-/// dependency and replays the same interleaving plan on every run.
-fn next_random(state: &mut u64) -> u64 {
-    *state ^= *state << 13;
-    *state ^= *state >> 7;
-    *state ^= *state << 17;
-    *state
-}
-
-/// Polls `future` for `polls` scheduler turns, then drops it wherever it is.
-async fn drop_after(future: impl Future, polls: u64) {
-    let mut future = std::pin::pin!(future);
-    for _ in 0..polls {
-        let done = std::future::poll_fn(|context| {
-            std::task::Poll::Ready(future.as_mut().poll(context).is_ready())
-        })
-        .await;
-        if done {
-            return;
-        }
-        tokio::task::yield_now().await;
-    }
 }
 
 const OUTSIDE_WRITER: &str = "RELIABILITY_OUTSIDE_WRITER";
@@ -441,20 +420,11 @@ async fn a_worker_that_dies_is_restarted_and_run_returns_only_after_shutdown() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_blocked_heads_do_not_delay_a_ready_actor() {
-    let harness = Harness::new();
     // Each blocked actor's message behind its delayed one is ready (a delayed message holds
     // back nothing), so the ready actor, the newest, comes after a thousand turns: about a
     // second on SQLite, several on a server. The bound is for a worker that never reaches
     // it, not a speed: speed is the bench's.
-    let runtime = harness
-        .store_without_fsync()
-        .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
-        .workers(1)
-        .start()
-        .await
-        .unwrap();
+    let (_harness, runtime) = started_without_fsync(|builder| builder.workers(1)).await;
     for n in 0..1000 {
         let blocked = runtime.reference::<Victim>(format!("blocked-{n}"));
         blocked
@@ -891,11 +861,6 @@ impl Undertaker {
     fn doom(&mut self, turn: &mut Turn<Self>) {
         turn.emit(Doomed {});
     }
-
-    #[command]
-    fn fail(&mut self) -> Result<(), Failure> {
-        Err(Failure::permanent("never"))
-    }
 }
 
 async fn undertaker_runtime(harness: &Harness, dead_retention: Duration) -> Runtime {
@@ -915,9 +880,9 @@ async fn undertaker_runtime(harness: &Harness, dead_retention: Duration) -> Runt
 async fn dead_letters_and_dead_effects_are_pruned_after_their_retention() {
     let harness = Harness::new();
     let runtime = undertaker_runtime(&harness, Duration::from_secs(24 * 3600)).await;
-    let undertaker = runtime.reference::<Undertaker>("u");
-    undertaker.doom().await.unwrap();
-    undertaker.fail().await.unwrap_err();
+    runtime.reference::<Undertaker>("u").doom().await.unwrap();
+    let journal = runtime.reference::<Journal>("u");
+    journal.invalid().await.unwrap_err();
     runtime.testing().run_effects().await.unwrap();
     assert_eq!(dead_letters(&runtime).await.len(), 1);
     assert_eq!(dead_effects(&runtime).await.len(), 1);
@@ -941,11 +906,8 @@ async fn dead_letters_and_dead_effects_are_pruned_after_their_retention() {
 async fn a_dead_retention_of_zero_keeps_dead_letters() {
     let harness = Harness::new();
     let runtime = undertaker_runtime(&harness, Duration::ZERO).await;
-    runtime
-        .reference::<Undertaker>("u")
-        .fail()
-        .await
-        .unwrap_err();
+    let journal = runtime.reference::<Journal>("u");
+    journal.invalid().await.unwrap_err();
 
     harness.advance_minutes(365 * 24 * 60);
     prune(&runtime).await;

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use solid_objects::policy::{Denied, Policy, Request, RequestKind};
 use solid_objects::prelude::*;
 use solid_objects::EffectContext;
-use support::fixtures::{start_with_policy, started_on};
+use support::fixtures::{start_with_policy, started_on, started_on_system_time};
 use support::{count, Harness};
 
 /// The runtime a handler reaches for, as an application might keep it in a global.
@@ -67,15 +67,8 @@ impl Caller {
 
 #[tokio::test]
 async fn a_synchronous_call_from_inside_a_handler_fails_at_once_and_says_to_send() {
-    let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .policy(AllowAll)
-        .sync_timeout(Duration::from_secs(60))
-        .start()
-        .await
-        .unwrap();
+    let (harness, runtime) =
+        started_on_system_time(|builder| builder.sync_timeout(Duration::from_secs(60))).await;
     RUNTIME.set(runtime.clone()).unwrap();
 
     let said = tokio::time::timeout(
@@ -565,15 +558,10 @@ async fn an_effect_another_process_is_running_is_not_listed_as_unhandled() {
 /// ever.
 #[tokio::test]
 async fn a_declared_effect_without_a_handler_is_refused_for_an_actor_referenced_after_start() {
-    let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .policy(AllowAll)
-        .effect(|_: Telegram, _: EffectContext| async { Ok(()) })
-        .start()
-        .await
-        .expect("no actor type is known yet");
+    let (_harness, runtime) = started_on_system_time(|builder| {
+        builder.effect(|_: Telegram, _: EffectContext| async { Ok(()) })
+    })
+    .await;
     let called = runtime
         .reference::<Correspondent>("later")
         .write_home()

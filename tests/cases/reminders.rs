@@ -9,9 +9,8 @@ use std::time::Duration;
 use solid_objects::policy::{Denied, Request, RequestKind};
 use solid_objects::prelude::*;
 use solid_objects::ScheduledReminder;
-use support::fixtures::started_on;
+use support::fixtures::{started_on, started_with};
 use support::workers::fire_due_reminders;
-use support::Harness;
 
 #[actor]
 #[derive(Default)]
@@ -244,15 +243,7 @@ async fn listing_reminders_is_authorised_as_a_query() {
             Err(Denied::new("operators only"))
         }
     }
-    let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .clock(harness.clock.clone())
-        .policy(CommandsOnly)
-        .start()
-        .await
-        .unwrap();
+    let (_harness, runtime) = started_with(|builder| builder.policy(CommandsOnly)).await;
     let counter = runtime.reference::<Counter>("c");
     counter.hold("h", 5).await.unwrap();
 

@@ -17,7 +17,9 @@ use futures_util::StreamExt;
 use solid_objects::policy::{Denied, Request};
 use solid_objects::prelude::*;
 use solid_objects::{GroupCommit, Watch};
-use support::fixtures::{start_with_policy, started, started_on};
+use support::fixtures::{
+    start_with_policy, started, started_on, started_on_system_time, started_with,
+};
 use support::policies::CallersOnly;
 use support::{eventually, execute, together, Harness};
 
@@ -383,15 +385,7 @@ impl solid_objects::Policy for PublicCounters {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_policy_names_the_watched_actor_by_its_type() {
-    let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .clock(harness.clock.clone())
-        .policy(PublicCounters)
-        .start()
-        .await
-        .unwrap();
+    let (_harness, runtime) = started_with(|builder| builder.policy(PublicCounters)).await;
     let mut public = runtime.reference::<Counter>("public-1").watch();
     assert!(
         matches!(next(&mut public).await, Some(Ok(_))),
@@ -552,15 +546,9 @@ async fn a_thousand_watchers_of_one_actor_each_see_the_newest_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn turns_undone_inside_group_commits_are_never_seen() {
-    let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .group_commit(GroupCommit::default().max_wait(Duration::from_millis(50)))
-        .policy(AllowAll)
-        .start()
-        .await
-        .unwrap();
+    let grouping = GroupCommit::default().max_wait(Duration::from_millis(50));
+    let (_harness, runtime) =
+        started_on_system_time(|builder| builder.group_commit(grouping)).await;
     let actors: Vec<String> = (0..8).map(|actor| format!("s-{actor}")).collect();
     // Each watcher keeps every state it sees, by revision, from before the first call until
     // the last step (`LAST`, taken after the others without a deadline).

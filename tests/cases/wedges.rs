@@ -20,10 +20,10 @@ use solid_objects::Workers;
 use solid_objects::{EffectContext, MessageStatus};
 use support::counter::Counter;
 use support::effect_actors::{Charge, Till};
-use support::fixtures::{started, started_on, started_with};
+use support::fixtures::{started, started_on, started_on_system_time, started_with};
 use support::operator::dead_letters;
 use support::workers::{answered, run_workers, within};
-use support::{count, eventually, Harness};
+use support::{count, eventually};
 
 // ---------------------------------------------------------------------------------------
 // Shared helpers
@@ -324,21 +324,17 @@ async fn a_panicking_default_reaches_callers_as_an_error_not_a_panic() {
 /// mailbox drains any more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_effect_handler_does_not_wedge_every_worker() {
-    let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .policy(AllowAll)
-        .workers(Workers::new(2).effect_lease(Duration::from_millis(200)))
-        .actor::<Counter>()
-        .effect(|charge: Charge, _: EffectContext| async move {
-            ran(&format!("charge:{}", charge.tag));
-            std::future::pending::<()>().await;
-            Ok::<(), Failure>(())
-        })
-        .start()
-        .await
-        .unwrap();
+    let (_harness, runtime) = started_on_system_time(|builder| {
+        builder
+            .workers(Workers::new(2).effect_lease(Duration::from_millis(200)))
+            .actor::<Counter>()
+            .effect(|charge: Charge, _: EffectContext| async move {
+                ran(&format!("charge:{}", charge.tag));
+                std::future::pending::<()>().await;
+                Ok::<(), Failure>(())
+            })
+    })
+    .await;
     let till = runtime.reference::<Till>("t");
     till.ring_up("hung".to_owned()).await.unwrap();
     let run = run_workers(&runtime);

@@ -13,7 +13,7 @@ use solid_objects::{EffectContext, MessageStatus};
 
 use crate::support::counter::{the_previous_builds_delayed_message_waits, Counter};
 use crate::support::effect_actors::{Charge, Till};
-use crate::support::fixtures::{started_on, started_with, FileHolder};
+use crate::support::fixtures::{started_on, started_with, started_without_fsync, FileHolder};
 use crate::support::gates::gate;
 use crate::support::operator::dead_effects;
 use crate::support::workers::{answered, run_workers, within};
@@ -260,16 +260,7 @@ async fn a_stale_effect_runner_cannot_overwrite_a_retried_effect() {
 /// cap, and the ready message behind them is never reached.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_newer_builds_broadcast_never_starves_a_ready_message() {
-    let harness = Harness::new();
-    let runtime = harness
-        .store_without_fsync()
-        .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
-        .actor::<Counter>()
-        .start()
-        .await
-        .unwrap();
+    let (harness, runtime) = started_without_fsync(|builder| builder.actor::<Counter>()).await;
     let options = sqlx::sqlite::SqliteConnectOptions::new().filename(harness.path());
     let outside = sqlx::SqlitePool::connect_with(options).await.unwrap();
     sqlx::raw_sql(

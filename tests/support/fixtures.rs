@@ -73,8 +73,28 @@ pub async fn started_with(
 ) -> (Harness, Runtime) {
     let harness = Harness::new();
     let builder = configure(harness.builder().await);
-    let runtime = builder.start().await.expect("the runtime starts");
-    (harness, runtime)
+    (harness, builder.start().await.expect("the runtime starts"))
+}
+
+/// [`started_with`] on the system's clock: for cases whose leases and waits pass in real
+/// time.
+pub async fn started_on_system_time(
+    configure: impl FnOnce(solid_objects::Builder) -> solid_objects::Builder,
+) -> (Harness, Runtime) {
+    let harness = Harness::new();
+    let builder = configure(harness.store().await.policy(AllowAll));
+    (harness, builder.start().await.expect("the runtime starts"))
+}
+
+/// [`started_with`] without an fsync at each commit on SQLite (see
+/// [`Harness::store_without_fsync`]): for cases that commit thousands of turns.
+pub async fn started_without_fsync(
+    configure: impl FnOnce(solid_objects::Builder) -> solid_objects::Builder,
+) -> (Harness, Runtime) {
+    let harness = Harness::new();
+    let store = harness.store_without_fsync().await;
+    let builder = configure(store.clock(harness.clock.clone()).policy(AllowAll));
+    (harness, builder.start().await.expect("the runtime starts"))
 }
 
 /// Another process's hold on the harness's SQLite file: a connection of its own that took

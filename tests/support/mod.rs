@@ -9,6 +9,7 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod cancellation;
 pub mod commit_cutter;
 pub mod counter;
 pub mod desk;
