@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use solid_objects::prelude::*;
+use support::workers::{fire_due_reminders, run_workers};
 use support::{Backend, Harness};
 use tokio::sync::Barrier;
 
@@ -133,15 +134,7 @@ async fn fire_in_batches(backend: impl Fn() -> solid_objects::Builder) {
     }
 
     clock.advance(Duration::from_secs(3600));
-    assert_eq!(
-        firing
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-        HOURLY
-    );
+    assert_eq!(fire_due_reminders(&firing).await, HOURLY);
     assert_eq!(with_alarm.testing().drain().await.unwrap().turns, HOURLY);
     with_alarm.close().await;
     firing.close().await;
@@ -556,10 +549,7 @@ async fn a_turn_rearming_while_reminders_fire_keeps_its_schedule() {
         .unwrap();
     // The owner's workers run the fired messages, so the re-arming call is not stuck behind
     // them (they may fire reminders too).
-    let workers = tokio::spawn({
-        let owner = owner.clone();
-        async move { owner.run().await }
-    });
+    let workers = run_workers(&owner);
     let firing = builder().start().await.unwrap();
     let bell = owner.reference::<Bell>("rearmed");
     for _ in 0..2 {

@@ -3,55 +3,18 @@
 //! filter is a typed error, and concurrent redrives, retries and prunes retry each dead
 //! letter once.
 
-use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use solid_objects::admin::DeadLetterFilter;
-use solid_objects::policy::{AdminRequest, Denied, Policy, Request};
 use solid_objects::prelude::*;
 use solid_objects::Workers;
-use tokio::sync::Semaphore;
 
+use crate::support::desk::Desk;
 use crate::support::eventually;
+use crate::support::gates::gate;
 use crate::support::postgres::PgServer;
-
-/// A desk that counts and breaks on demand.
-#[actor]
-#[derive(Default)]
-pub(crate) struct Desk {
-    total: i64,
-    broken: bool,
-}
-
-#[actor]
-impl Desk {
-    #[command]
-    pub(crate) fn add(&mut self, n: i64) -> i64 {
-        self.total += n;
-        self.total
-    }
-
-    #[command]
-    fn set_broken(&mut self, broken: bool) {
-        self.broken = broken;
-    }
-
-    /// Fails for good while the desk is broken.
-    #[command]
-    fn fragile(&mut self, why: String) -> Result<i64, Failure> {
-        if self.broken {
-            return Err(Failure::permanent(why));
-        }
-        self.total += 1;
-        Ok(self.total)
-    }
-
-    #[query]
-    fn total(&self) -> i64 {
-        self.total
-    }
-}
+use crate::support::workers::run_workers;
 
 /// Holds its turn at a gate named after its id until the test opens it.
 #[actor]
@@ -67,58 +30,6 @@ impl Door {
         gate(turn.actor_id()).pass().await;
         self.held += 1;
         self.held
-    }
-}
-
-pub(crate) struct Gate {
-    entered: Semaphore,
-    open: Semaphore,
-}
-
-impl Gate {
-    async fn pass(&self) {
-        self.entered.add_permits(1);
-        let _ = self.open.acquire().await;
-    }
-
-    async fn reached(&self) {
-        tokio::time::timeout(Duration::from_secs(15), self.entered.acquire())
-            .await
-            .expect("the handler reached its gate")
-            .unwrap()
-            .forget();
-    }
-
-    fn open(&self) {
-        self.open.close();
-    }
-}
-
-pub(crate) static GATES: LazyLock<Mutex<HashMap<String, Arc<Gate>>>> =
-    LazyLock::new(Mutex::default);
-
-pub(crate) fn gate(name: &str) -> Arc<Gate> {
-    let mut gates = GATES.lock().unwrap_or_else(PoisonError::into_inner);
-    Arc::clone(gates.entry(name.to_owned()).or_insert_with(|| {
-        Arc::new(Gate {
-            entered: Semaphore::new(0),
-            open: Semaphore::new(0),
-        })
-    }))
-}
-
-/// Everything allowed, administration included.
-pub(crate) struct Operators;
-
-impl Policy for Operators {
-    fn authorize_message(&self, _request: &Request<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-    fn authorize_query(&self, _request: &Request<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-    fn authorize_administration(&self, _request: &AdminRequest<'_>) -> Result<(), Denied> {
-        Ok(())
     }
 }
 
@@ -147,7 +58,7 @@ impl Postgres {
         Runtime::builder()
             .postgres(&self.url, connections)
             .clock(self.clock.clone())
-            .policy(Operators)
+            .policy(AllowAll)
             .actor::<Desk>()
             .actor::<Door>()
             .sync_timeout(Duration::from_secs(30))
@@ -171,10 +82,7 @@ impl Postgres {
             .start()
             .await
             .unwrap();
-        let running = tokio::spawn({
-            let workers = workers.clone();
-            async move { workers.run().await }
-        });
+        let running = run_workers(&workers);
         assert!(
             eventually(Duration::from_secs(10), || async {
                 self.listening().await == 1
@@ -206,7 +114,7 @@ async fn a_pause_during_a_turn_returns_after_that_turn_committed_on_postgres() {
         let door = door.clone();
         async move { door.hold().await }
     });
-    gate("pg-door").reached().await;
+    gate("pg-door").reached(1).await;
     let pausing = tokio::spawn({
         let admin = runtime.admin().context(ana());
         async move { admin.pause("Door", "pg-door").await }

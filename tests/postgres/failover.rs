@@ -12,9 +12,10 @@ use std::time::Duration;
 use solid_objects::prelude::*;
 use sqlx::Connection;
 
-use crate::cases::wedges::{within, Counter};
+use crate::support::counter::Counter;
 use crate::support::eventually;
 use crate::support::postgres::{free_port, PgServer};
+use crate::support::workers::within;
 
 /// A database of one name on each of `servers` (a database of the first's name is created
 /// on the others), migrated on each; the URL of each, in order.

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use solid_objects::prelude::*;
 
-use crate::administration::{ana, Desk, Postgres};
+use crate::administration::{ana, Postgres};
+use crate::support::desk::Desk;
 use crate::support::eventually;
 
 /// Promise: while `run` runs, one connection listens and idle workers wake on

@@ -11,8 +11,11 @@ use solid_objects::prelude::*;
 use solid_objects::MessageStatus;
 use solid_objects::Workers;
 
-use crate::cases::wedges::{ran, runs, within, Charge, Counter, Till};
+use crate::cases::wedges::{ran, runs};
+use crate::support::counter::{the_previous_builds_delayed_message_waits, Counter};
+use crate::support::effect_actors::{Charge, Till};
 use crate::support::gates::gate;
+use crate::support::workers::within;
 use crate::support::{eventually, previous_build_rows, Backend, Harness};
 
 /// Past any backoff of the default retry policy.
@@ -93,55 +96,25 @@ async fn upgrading_a_postgres_database_keeps_delayed_messages_waiting() {
     let now = clock.now().timestamp_micros();
     let later = now + 3_600_000_000;
     let old = sqlx::PgPool::connect(&url).await.unwrap();
-    sqlx::raw_sql(
-        "CREATE TABLE solid_schema_migrations (
-             version BIGINT PRIMARY KEY, description TEXT NOT NULL,
-             applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
-    )
-    .execute(&old)
-    .await
-    .unwrap();
-    sqlx::raw_sql(include_str!("../../migrations/postgres/0001_actors.sql"))
-        .execute(&old)
-        .await
-        .unwrap();
-    sqlx::raw_sql(include_str!("../../migrations/postgres/0002_effects.sql"))
-        .execute(&old)
-        .await
-        .unwrap();
-    sqlx::raw_sql(&format!(
+    let applied = format!(
         "INSERT INTO solid_schema_migrations (version, description) VALUES (1, 'actors');
          INSERT INTO solid_schema_migrations (version, description) VALUES (2, 'effects');
          {}",
         previous_build_rows(now, later)
-    ))
-    .execute(&old)
-    .await
-    .unwrap();
+    );
+    for sql in [
+        "CREATE TABLE solid_schema_migrations (
+             version BIGINT PRIMARY KEY, description TEXT NOT NULL,
+             applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+        include_str!("../../migrations/postgres/0001_actors.sql"),
+        include_str!("../../migrations/postgres/0002_effects.sql"),
+        &applied,
+    ] {
+        sqlx::raw_sql(sql).execute(&old).await.unwrap();
+    }
     old.close().await;
 
-    let runtime = postgres_runtime(&url, 4, &clock).await;
-    let counter = runtime.reference::<Counter>("c");
-    // The control: a message this build enqueues with a delay waits.
-    let control = runtime.reference::<Counter>("control");
-    control
-        .enqueue()
-        .delay(Duration::from_secs(3600))
-        .bump()
-        .await
-        .unwrap();
-    let ran = runtime.testing().drain().await;
-    let value = counter.snapshot().await.unwrap().n;
-    assert_eq!(control.snapshot().await.unwrap().n, 0, "the control ran");
-    let delayed = runtime.message("delayed-request").await.unwrap().unwrap();
-    let status = delayed.status().await.unwrap();
-    runtime.close().await;
-
-    assert_eq!(
-        value, 0,
-        "a message delayed by an hour ran right after the upgrade (drain: {ran:?}; it is \
-         {status:?})"
-    );
+    the_previous_builds_delayed_message_waits(postgres_runtime(&url, 4, &clock).await).await;
 }
 
 // ---------------------------------------------------------------------------------------

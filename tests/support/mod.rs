@@ -9,14 +9,24 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod cancellation;
 pub mod commit_cutter;
+pub mod counter;
+pub mod desk;
+pub mod effect_actors;
+pub mod fixtures;
 pub mod galera;
 pub mod gates;
+pub mod journal;
 pub mod mariadb;
+pub mod operator;
+pub mod policies;
 pub mod postgres;
 pub mod postgres_cluster;
 pub mod steps;
+pub mod stored_rows;
 pub mod subscription;
+pub mod workers;
 
 pub use postgres::free_port;
 
