@@ -15,6 +15,7 @@ pub mod gates;
 pub mod mariadb;
 pub mod postgres;
 pub mod postgres_cluster;
+pub mod runtimes;
 pub mod servers;
 pub mod steps;
 pub mod subscription;
