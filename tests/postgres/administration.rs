@@ -3,18 +3,17 @@
 //! filter is a typed error, and concurrent redrives, retries and prunes retry each dead
 //! letter once.
 
-use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use solid_objects::admin::DeadLetterFilter;
-use solid_objects::policy::{AdminRequest, Denied, Policy, Request};
 use solid_objects::prelude::*;
 use solid_objects::Workers;
-use tokio::sync::Semaphore;
 
 use crate::support::eventually;
+use crate::support::gates::gate;
 use crate::support::postgres::PgServer;
+use crate::support::runtimes::{scalar, spawn_workers};
 
 /// A desk that counts and breaks on demand.
 #[actor]
@@ -70,58 +69,7 @@ impl Door {
     }
 }
 
-pub(crate) struct Gate {
-    entered: Semaphore,
-    open: Semaphore,
-}
-
-impl Gate {
-    async fn pass(&self) {
-        self.entered.add_permits(1);
-        let _ = self.open.acquire().await;
-    }
-
-    async fn reached(&self) {
-        tokio::time::timeout(Duration::from_secs(15), self.entered.acquire())
-            .await
-            .expect("the handler reached its gate")
-            .unwrap()
-            .forget();
-    }
-
-    fn open(&self) {
-        self.open.close();
-    }
-}
-
-pub(crate) static GATES: LazyLock<Mutex<HashMap<String, Arc<Gate>>>> =
-    LazyLock::new(Mutex::default);
-
-pub(crate) fn gate(name: &str) -> Arc<Gate> {
-    let mut gates = GATES.lock().unwrap_or_else(PoisonError::into_inner);
-    Arc::clone(gates.entry(name.to_owned()).or_insert_with(|| {
-        Arc::new(Gate {
-            entered: Semaphore::new(0),
-            open: Semaphore::new(0),
-        })
-    }))
-}
-
-/// Everything allowed, administration included.
-pub(crate) struct Operators;
-
-impl Policy for Operators {
-    fn authorize_message(&self, _request: &Request<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-    fn authorize_query(&self, _request: &Request<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-    fn authorize_administration(&self, _request: &AdminRequest<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-}
-
+/// The context of the operator every administration call here is made by.
 pub(crate) fn ana() -> Value {
     json!({ "operator": "ana" })
 }
@@ -147,17 +95,14 @@ impl Postgres {
         Runtime::builder()
             .postgres(&self.url, connections)
             .clock(self.clock.clone())
-            .policy(Operators)
+            .policy(AllowAll)
             .actor::<Desk>()
             .actor::<Door>()
             .sync_timeout(Duration::from_secs(30))
     }
 
     pub(crate) async fn scalar(&self, sql: &str) -> i64 {
-        let pool = sqlx::PgPool::connect(&self.url).await.unwrap();
-        let value = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
-        pool.close().await;
-        value
+        scalar(&self.url, sql).await
     }
 
     /// A runtime whose one worker runs, listens, and polls only every 10 minutes: it finds
@@ -171,10 +116,7 @@ impl Postgres {
             .start()
             .await
             .unwrap();
-        let running = tokio::spawn({
-            let workers = workers.clone();
-            async move { workers.run().await }
-        });
+        let running = spawn_workers(&workers);
         assert!(
             eventually(Duration::from_secs(10), || async {
                 self.listening().await == 1
@@ -206,7 +148,7 @@ async fn a_pause_during_a_turn_returns_after_that_turn_committed_on_postgres() {
         let door = door.clone();
         async move { door.hold().await }
     });
-    gate("pg-door").reached().await;
+    gate("pg-door").reached(1).await;
     let pausing = tokio::spawn({
         let admin = runtime.admin().context(ana());
         async move { admin.pause("Door", "pg-door").await }
