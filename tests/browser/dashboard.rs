@@ -10,7 +10,9 @@
 use std::time::Duration;
 
 use crate::support::browser::Browser;
+use crate::support::charts::{noon, Station};
 use crate::support::eventually;
+use crate::support::runtimes::spawn_workers;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, StatusCode};
@@ -668,10 +670,7 @@ async fn in_a_browser_a_dead_letter_is_retried_with_its_button_and_seen_complete
     let dir = tempfile::tempdir().unwrap();
     let runtime = runtime(&dir).await;
     let letter = dead_letter(&runtime, "t-7").await;
-    let workers = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
+    let workers = spawn_workers(&runtime);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let app = app(&runtime, false);
@@ -793,10 +792,7 @@ async fn in_a_browser_under_a_nested_mount_every_link_and_button_works_and_no_fr
     let from_message = dead_letter(&runtime, "t-2").await;
     let from_list = dead_letter(&runtime, "t-3").await;
     dead_letter(&runtime, "t-4").await;
-    let workers = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
+    let workers = spawn_workers(&runtime);
     // The dashboard two routers down (at /admin/ops), next to a page of the application's
     // own that tries to show it in a frame.
     let framing = "<!DOCTYPE html><title>framing</title><iframe src=\"/admin/ops\"></iframe>";
@@ -1211,51 +1207,11 @@ async fn a_pause_of_an_unknown_actor_type_is_a_client_error() {
     runtime.close().await;
 }
 
-/// A job that runs, or fails for a while (three attempts, then a dead letter), and rings.
-#[actor(max_attempts = 3)]
-#[derive(Default)]
-struct Job {
-    runs: u32,
-    rings: u32,
-}
-
-#[actor]
-impl Job {
-    #[command]
-    fn run(&mut self) -> u32 {
-        self.runs += 1;
-        self.runs
-    }
-
-    #[command]
-    fn jam(&mut self) -> Result<(), Failure> {
-        Err(Failure::retryable("the printer is out of paper"))
-    }
-
-    /// Schedules a ring at `at` (seconds since the epoch).
-    #[command]
-    fn plan(&mut self, turn: &mut Turn<Self>, at: i64) {
-        let due = DateTime::from_timestamp(at, 0).expect("a time");
-        turn.schedule(due, at.to_string()).ring();
-    }
-
-    #[reminder]
-    fn ring(&mut self) {
-        self.rings += 1;
-    }
-}
-
-/// Noon on a Monday, and `minute:second` after it.
-fn noon(minute: i64, second: i64) -> DateTime<Utc> {
-    let noon: DateTime<Utc> = "2026-03-02T12:00:00Z".parse().expect("a time");
-    noon + TimeDelta::minutes(minute) + TimeDelta::seconds(second)
-}
-
 /// The hour of known work the charts are checked against, minute by minute from noon: each
 /// minute `m` has `8 + (m % 3 == 0)` completed turns (500 in the hour: four reminders
-/// planned in minute 0 and rung in minute 20 among them), and ten jobs jammed in minutes 40
-/// to 49 fail once a minute, three times each (30 failed attempts), and end as dead letters
-/// (10) two minutes after they were enqueued. The rings were due at 12:19:30, 12:20:00,
+/// planned in minute 0 and rung in minute 20 among them), and ten stations that stumble in
+/// minutes 40 to 49 fail once a minute, three times each (30 failed attempts), and end as
+/// dead letters (10) two minutes after they were enqueued. The rings were due at 12:19:30, 12:20:00,
 /// 12:20:04 and 12:20:09 and ring at 12:20:10: 40, 10, 6 and 1 s late.
 struct KnownHour;
 
@@ -1280,7 +1236,7 @@ impl KnownHour {
         i64::from(Self::JAMMED.contains(&(minute - 2)))
     }
 
-    /// Jobs waiting for their next attempt at the end of the minute.
+    /// Stations waiting for their next attempt at the end of the minute.
     fn ready(minute: i64) -> i64 {
         Self::JAMMED
             .filter(|jammed| (*jammed..jammed + 2).contains(&minute))
@@ -1295,8 +1251,8 @@ impl KnownHour {
             let mut turns = Self::completed(minute);
             if minute == 0 {
                 for ring in Self::rings() {
-                    let job = runtime.reference::<Job>("planner");
-                    job.plan(ring.timestamp()).await.unwrap();
+                    let station = runtime.reference::<Station>("planner");
+                    station.plan(ring.timestamp()).await.unwrap();
                     turns -= 1;
                 }
             }
@@ -1304,12 +1260,12 @@ impl KnownHour {
                 turns -= 4;
             }
             for turn in 0..turns {
-                let job = runtime.reference::<Job>(&format!("job-{}", turn % 4));
-                job.run().await.unwrap();
+                let station = runtime.reference::<Station>(&format!("job-{}", turn % 4));
+                station.work().await.unwrap();
             }
             if Self::JAMMED.contains(&minute) {
-                let job = runtime.reference::<Job>(&format!("jammed-{minute}"));
-                job.enqueue().jam().await.unwrap();
+                let station = runtime.reference::<Station>(&format!("jammed-{minute}"));
+                station.enqueue().stumble().await.unwrap();
             }
             testing.run_due_reminders().await.unwrap();
         }
@@ -1350,8 +1306,12 @@ async fn in_a_browser_the_overview_charts_an_hour_of_known_work_point_by_point()
         .sqlite(dir.path().join("actors.db"))
         .policy(Operators)
         .clock(clock.clone())
-        .retry(solid_objects::RetryPolicy::new().base_delay(Duration::from_secs(1)))
-        .actor::<Job>()
+        .retry(
+            solid_objects::RetryPolicy::new()
+                .base_delay(Duration::from_secs(1))
+                .max_attempts(3),
+        )
+        .actor::<Station>()
         .start()
         .await
         .unwrap();
@@ -1440,9 +1400,9 @@ async fn in_a_browser_the_overview_charts_an_hour_of_known_work_point_by_point()
     assert_eq!(half_hour("dead", "12:30"), Some(10));
     assert_eq!(day.len(), 4 * 48);
 
-    // A jammed job's own page: its three failed attempts, and its death.
+    // A jammed station's own page: its three failed attempts, and its death.
     client
-        .goto(&format!("http://{address}/ops/actors/Job/jammed-45"))
+        .goto(&format!("http://{address}/ops/actors/Station/jammed-45"))
         .await
         .unwrap();
     let turns = chart_points(&client.source().await.unwrap(), "turns");

@@ -13,108 +13,26 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{Request as HttpRequest, StatusCode};
-use serde::{Deserialize, Serialize};
 use solid_objects::admin::{Activity, ActivityPoint, DeadLetterFilter, EffectFilter, Window};
 use solid_objects::prelude::*;
-use solid_objects::{Effect, RetryPolicy};
+use solid_objects::RetryPolicy;
+use support::charts::{noon, Post, Station};
 use support::{Backend, Harness};
 use tower::ServiceExt;
 
-/// A parcel to post once the turn that asked for it commits.
-#[derive(Serialize, Deserialize)]
-struct Post {
-    parcel: String,
-}
-
-impl Effect for Post {
-    const NAME: &'static str = "post";
-    type Output = ();
-}
-
-/// A station that works, refuses, stumbles for good (two attempts), posts and rings.
-#[actor(max_attempts = 2)]
-#[derive(Default)]
-struct Station {
-    worked: u32,
-    rings: u32,
-    fixed: bool,
-}
-
-#[actor]
-impl Station {
-    #[command]
-    fn work(&mut self) -> u32 {
-        self.worked += 1;
-        self.worked
-    }
-
-    #[command]
-    fn refuse(&mut self) -> Result<(), Rejection> {
-        Err(reject!(closed, "The station is closed"))
-    }
-
-    #[command]
-    fn stumble(&mut self) -> Result<(), Failure> {
-        Err(Failure::retryable("the floor is wet"))
-    }
-
-    #[command]
-    fn post(&mut self, turn: &mut Turn<Self>, parcel: String) {
-        turn.emit(Post { parcel });
-    }
-
-    /// Schedules a ring at `at` (seconds since the epoch).
-    #[command]
-    fn plan(&mut self, turn: &mut Turn<Self>, at: i64) {
-        let due = DateTime::from_timestamp(at, 0).expect("a time");
-        turn.schedule(due, at.to_string()).ring();
-    }
-
-    #[reminder]
-    fn ring(&mut self) {
-        self.rings += 1;
-    }
-
-    /// Schedules a chime at `at` (seconds since the epoch): it fails for good until fixed.
-    #[command]
-    fn plan_chime(&mut self, turn: &mut Turn<Self>, at: i64) {
-        let due = DateTime::from_timestamp(at, 0).expect("a time");
-        turn.schedule(due, at.to_string()).chime();
-    }
-
-    #[reminder]
-    fn chime(&mut self) -> Result<(), Failure> {
-        match self.fixed {
-            true => Ok(()),
-            false => Err(Failure::permanent("the bell is cracked")),
-        }
-    }
-
-    #[command]
-    fn fix(&mut self) {
-        self.fixed = true;
-    }
-
-    /// Destroys the station.
-    #[command]
-    fn shut(&mut self, turn: &mut Turn<Self>) {
-        turn.destroy();
-    }
-}
-
-/// Noon on a Monday, and `minute:second` after it.
-fn noon(minute: i64, second: i64) -> DateTime<Utc> {
-    let noon: DateTime<Utc> = "2026-03-02T12:00:00Z".parse().expect("a time");
-    noon + TimeDelta::minutes(minute) + TimeDelta::seconds(second)
-}
-
+/// A runtime on the harness's database of stations, whose turns have two attempts, the
+/// second a second after the first failed.
 async fn runtime(harness: &Harness) -> Runtime {
     harness
         .builder()
         .await
         .actor::<Station>()
         .effect(|_: Post, _| async { Ok(()) })
-        .retry(RetryPolicy::new().base_delay(Duration::from_secs(1)))
+        .retry(
+            RetryPolicy::new()
+                .base_delay(Duration::from_secs(1))
+                .max_attempts(2),
+        )
         .start()
         .await
         .expect("starts")
@@ -122,12 +40,7 @@ async fn runtime(harness: &Harness) -> Runtime {
 
 /// The five minutes from noon of a window's points, each picked by `pick`.
 fn from_noon<T>(activity: &Activity, pick: impl Fn(&ActivityPoint) -> T) -> Vec<T> {
-    let first = activity
-        .points
-        .iter()
-        .position(|point| point.at == noon(0, 0))
-        .expect("noon is in the window");
-    activity.points[first..first + 5].iter().map(pick).collect()
+    minutes_from_noon(activity, 5, pick)
 }
 
 #[tokio::test]

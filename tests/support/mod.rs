@@ -9,6 +9,7 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod charts;
 pub mod children;
 pub mod commit_cutter;
 pub mod galera;
