@@ -9,62 +9,17 @@ use std::time::Duration;
 
 use solid_objects::admin::{ActorFilter, DeadLetterFilter};
 use solid_objects::prelude::*;
-use solid_objects::Failure;
 use sqlx::mysql::MySqlPoolOptions;
 use sqlx::Executor;
 
+use crate::support::actors::Ledger;
 use crate::support::mariadb::MariaDb;
 use crate::support::runtimes::{on_a_thread_of_its_own, scalar, spawn_workers, start_at_once};
 
 const SOON: Duration = Duration::from_secs(20);
 
-#[actor]
-#[derive(Default)]
-struct Ledger {
-    entries: Vec<String>,
-}
-
-#[actor]
-impl Ledger {
-    #[command]
-    fn record(&mut self, entry: String) -> usize {
-        self.entries.push(entry);
-        self.entries.len()
-    }
-
-    #[command]
-    fn fragile(&mut self, why: String) -> Result<(), Failure> {
-        Err(Failure::permanent(why))
-    }
-
-    #[command]
-    fn forward(&mut self, turn: &mut Turn<Self>, key: String) {
-        turn.send::<Sink>("target")
-            .idempotency_key(key)
-            .take("once");
-    }
-
-    #[query]
-    fn count(&self) -> usize {
-        self.entries.len()
-    }
-}
-
-#[actor]
-#[derive(Default)]
-struct Sink {
-    taken: Vec<String>,
-}
-
-#[actor]
-impl Sink {
-    #[command]
-    fn take(&mut self, what: String) -> usize {
-        self.taken.push(what);
-        self.taken.len()
-    }
-}
-
+/// A fresh database on the process's MariaDB, and a clock for the runtimes on it; `None`,
+/// and the test skips, on a machine without MariaDB outside CI.
 async fn database() -> Option<(String, ManualClock)> {
     let server = MariaDb::shared()?;
     Some((server.database().await, ManualClock::starting_now()))

@@ -19,65 +19,18 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use solid_objects::admin::{DeadLetterFilter, EffectFilter};
 use solid_objects::prelude::*;
-use solid_objects::{Effect, EffectContext};
+use solid_objects::EffectContext;
 
 use sqlx::Connection;
 
+use crate::support::actors::{Noted, Tally};
 use crate::support::galera::{Galera, NODES};
 use crate::support::runtimes::{close_all, start_at_once};
 
 /// How long one call may take, certification conflicts and their reruns included.
 const CALL_WITHIN: Duration = Duration::from_secs(30);
-
-/// A count that each call adds to.
-#[actor]
-#[derive(Default)]
-struct Tally {
-    count: i64,
-    fired: Vec<String>,
-}
-
-#[actor]
-impl Tally {
-    /// Adds one; returns the count after it.
-    #[command]
-    fn add(&mut self) -> i64 {
-        self.count += 1;
-        self.count
-    }
-
-    /// Schedules `name` to fire a minute from now.
-    #[command]
-    fn remind(&mut self, turn: &mut Turn<Self>, name: String) {
-        turn.schedule(turn.now() + TimeDelta::minutes(1), name.clone())
-            .fire(name);
-    }
-
-    /// Emits the effect `Noted` named `name`.
-    #[command]
-    fn note(&mut self, turn: &mut Turn<Self>, name: String) {
-        turn.emit(Noted { name });
-    }
-
-    #[reminder]
-    fn fire(&mut self, name: String) {
-        self.fired.push(name);
-    }
-}
-
-/// An effect whose runs the test counts.
-#[derive(Serialize, Deserialize)]
-struct Noted {
-    name: String,
-}
-
-impl Effect for Noted {
-    const NAME: &'static str = "noted";
-    type Output = ();
-}
 
 /// A test's fresh database on the process's cluster, the clock of its runtimes, and its
 /// share of the cluster for as long as it holds one.

@@ -18,24 +18,9 @@ use solid_objects::{MessageRef, MessageStatus};
 
 use crate::backend;
 use crate::cases::wedges::within;
+use crate::support::actors::Tally;
 use crate::support::commit_cutter::{CommitCutter, Cut};
 use crate::support::{eventually, numbered_placeholders};
-
-/// Counts the passes through it: its state says how many times a pass was applied.
-#[actor]
-#[derive(Default)]
-struct Turnstile {
-    passes: u32,
-}
-
-#[actor]
-impl Turnstile {
-    #[command]
-    fn pass(&mut self) -> u32 {
-        self.passes += 1;
-        self.passes
-    }
-}
 
 /// An actor's messages as the database holds them.
 #[derive(Debug, PartialEq, Eq)]
@@ -93,18 +78,19 @@ impl BehindTheCutter {
         })
     }
 
-    fn turnstile(&self, id: &str) -> <Turnstile as solid_objects::Addressable>::Reference {
+    /// The tally `id`, whose calls wait ten seconds at most.
+    fn tally(&self, id: &str) -> <Tally as solid_objects::Addressable>::Reference {
         self.runtime
-            .reference::<Turnstile>(id)
+            .reference::<Tally>(id)
             .timeout(Duration::from_secs(10))
     }
 
-    /// The actor's passes, read through the runtime.
-    async fn passes(&self, id: &str) -> u32 {
-        within(30, "a snapshot", self.turnstile(id).snapshot())
+    /// The actor's passes (its count), read through the runtime.
+    async fn passes(&self, id: &str) -> i64 {
+        within(30, "a snapshot", self.tally(id).snapshot())
             .await
             .unwrap()
-            .passes
+            .count
     }
 
     /// `sql`, with `?` placeholders, as the binary's server spells it.
@@ -155,8 +141,8 @@ impl BehindTheCutter {
     }
 
     /// Enqueues a pass of the actor `id`.
-    async fn enqueue(&self, id: &str) -> MessageRef<u32> {
-        within(30, "the enqueue", self.turnstile(id).enqueue().pass())
+    async fn enqueue(&self, id: &str) -> MessageRef<i64> {
+        within(30, "the enqueue", self.tally(id).enqueue().add())
             .await
             .unwrap()
     }
@@ -177,7 +163,7 @@ impl BehindTheCutter {
     }
 
     /// Runs what is queued, then reads the actor's passes and its messages.
-    async fn settle(&self, id: &str) -> (u32, Mailbox) {
+    async fn settle(&self, id: &str) -> (i64, Mailbox) {
         self.drain().await;
         (self.passes(id).await, self.mailbox(id).await)
     }
@@ -211,7 +197,7 @@ async fn a_call_whose_commit_is_cut_answers_once(cut: Cut, id: &str) {
         return;
     };
     let (answered, cuts) = proxy
-        .cutting(cut, 0, "the call", proxy.turnstile(id).pass())
+        .cutting(cut, 0, "the call", proxy.tally(id).add())
         .await;
     let (passes, mailbox) = proxy.settle(id).await;
     proxy.close().await;
@@ -231,11 +217,11 @@ async fn a_keyed_call_whose_commit_answer_is_lost_answers_the_committed_result_u
     let Some(proxy) = BehindTheCutter::start().await else {
         return;
     };
-    let keyed = || proxy.turnstile("keyed").idempotency_key("entry-1");
+    let keyed = || proxy.tally("keyed").idempotency_key("entry-1");
     let (answered, cuts) = proxy
-        .cutting(Cut::AnswerLost, 0, "the call", keyed().pass())
+        .cutting(Cut::AnswerLost, 0, "the call", keyed().add())
         .await;
-    let again = within(30, "the call again", keyed().pass()).await;
+    let again = within(30, "the call again", keyed().add()).await;
     let (passes, mailbox) = proxy.settle("keyed").await;
     proxy.close().await;
 
@@ -287,12 +273,7 @@ async fn a_draining_callers_turn_whose_commit_answer_is_lost_runs_once() {
     };
     let queued = proxy.enqueue("drained").await;
     let (answered, cuts) = proxy
-        .cutting(
-            Cut::AnswerLost,
-            1,
-            "the call",
-            proxy.turnstile("drained").pass(),
-        )
+        .cutting(Cut::AnswerLost, 1, "the call", proxy.tally("drained").add())
         .await;
     let (passes, mailbox) = proxy.settle("drained").await;
     let status = within(30, "the status", queued.status()).await;
@@ -319,12 +300,7 @@ async fn a_call_whose_enqueue_behind_a_queued_message_loses_its_commit_answer_ru
     };
     proxy.enqueue("behind").await;
     let (answered, cuts) = proxy
-        .cutting(
-            Cut::AnswerLost,
-            0,
-            "the call",
-            proxy.turnstile("behind").pass(),
-        )
+        .cutting(Cut::AnswerLost, 0, "the call", proxy.tally("behind").add())
         .await;
     let (passes, mailbox) = proxy.settle("behind").await;
     proxy.close().await;
@@ -356,7 +332,7 @@ async fn an_enqueue_whose_commit_is_cut_stores_one_message(
         return;
     };
     let (enqueued, cuts) = proxy
-        .cutting(cut, 0, "the enqueue", proxy.turnstile(id).enqueue().pass())
+        .cutting(cut, 0, "the enqueue", proxy.tally(id).enqueue().add())
         .await;
     let stored = proxy.request_ids(id).await;
     let (passes, mailbox) = proxy.settle(id).await;

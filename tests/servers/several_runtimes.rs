@@ -8,8 +8,11 @@ use crate::cases::expiring_reservations::inventory;
 
 use std::time::Duration;
 
+use crate::support::actors::{Noted, Tally};
+use crate::support::gates::gate;
 use crate::support::runtimes::{
-    builder, completes, noticed_beyond, pool as application_pool, scalar, spawn_workers, stop_workers,
+    builder, completes, noticed_beyond, pool as application_pool, scalar, spawn_workers,
+    stop_workers,
 };
 use crate::support::{eventually, rejection_code, together};
 use inventory::SeatInventory;
@@ -464,32 +467,6 @@ async fn concurrent_calls_with_one_idempotency_key_run_once_across_processes() {
     second.close().await;
 }
 
-/// Tells the world a journal entry was kept.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Announce {
-    entry: String,
-}
-
-impl solid_objects::Effect for Announce {
-    const NAME: &'static str = "announce";
-    type Output = ();
-}
-
-/// A journal that announces its entries.
-#[actor]
-#[derive(Default)]
-struct Herald {
-    announced: u32,
-}
-
-#[actor]
-impl Herald {
-    #[command]
-    fn keep(&mut self, turn: &mut Turn<Self>, entry: String) {
-        turn.emit(Announce { entry });
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_effect_claimed_by_two_processes_at_once_runs_once() {
     let Some(db) = TestDatabase::fresh().await else {
@@ -501,25 +478,23 @@ async fn an_effect_claimed_by_two_processes_at_once_runs_once() {
         let runs = std::sync::Arc::clone(&runs);
         let runtime = db
             .builder(4)
-            .effect(
-                move |announce: Announce, context: solid_objects::EffectContext| {
-                    let runs = std::sync::Arc::clone(&runs);
-                    async move {
-                        runs.lock()
-                            .unwrap()
-                            .push((announce.entry, context.id().to_owned()));
-                        Ok::<(), Failure>(())
-                    }
-                },
-            )
+            .effect(move |noted: Noted, context: solid_objects::EffectContext| {
+                let runs = std::sync::Arc::clone(&runs);
+                async move {
+                    runs.lock()
+                        .unwrap()
+                        .push((noted.name, context.id().to_owned()));
+                    Ok::<(), Failure>(())
+                }
+            })
             .start()
             .await
             .unwrap();
         processes.push(runtime);
     }
     processes[0]
-        .reference::<Herald>("h")
-        .keep("first")
+        .reference::<Tally>("h")
+        .note("first")
         .await
         .unwrap();
 
@@ -997,39 +972,6 @@ async fn a_test_database_prints_no_password() {
     assert!(!printed.contains("hunter2"), "{printed}");
 }
 
-/// A tally whose turns can be held at a named gate (crate::support::gates) while they hold
-/// the actor's lock.
-#[actor]
-#[derive(Default)]
-struct Tally {
-    count: u32,
-}
-
-#[actor]
-impl Tally {
-    /// Adds one, after waiting at `gate`.
-    #[command]
-    async fn add_at(&mut self, gate: String) -> u32 {
-        crate::support::gates::gate(&gate).pass().await;
-        self.count += 1;
-        self.count
-    }
-
-    /// Adds one.
-    #[command]
-    fn add(&mut self) -> u32 {
-        self.count += 1;
-        self.count
-    }
-
-    /// Refuses, after waiting at `gate`.
-    #[command]
-    async fn refuse_at(&mut self, gate: String) -> Result<u32, Rejection> {
-        crate::support::gates::gate(&gate).pass().await;
-        Err(reject!(refused, "Refused at {gate}"))
-    }
-}
-
 /// A rejected turn of an actor that never held state deletes the row its lock held; a call
 /// in another process that was waiting for that lock still gets the actor to itself: a third
 /// call waits for it, and neither increment is lost. (The never-lived row here is one an
@@ -1059,7 +1001,7 @@ async fn a_call_waiting_behind_a_never_lived_actors_rejected_turn_keeps_the_acto
         let tally = refusing.reference::<Tally>(tally_id);
         async move { tally.refuse_at(refuse_gate.to_owned()).await }
     });
-    crate::support::gates::gate(refuse_gate).reached(1).await;
+    gate(refuse_gate).reached(1).await;
     // Another process's call waits for that lock.
     let first_add = tokio::spawn({
         let tally = waiting.reference::<Tally>(tally_id);
@@ -1069,10 +1011,10 @@ async fn a_call_waiting_behind_a_never_lived_actors_rejected_turn_keeps_the_acto
         eventually(Duration::from_secs(10), sessions_waiting).await,
         "the second call never came to wait for the actor's lock"
     );
-    crate::support::gates::gate(refuse_gate).open();
+    gate(refuse_gate).open();
     assert_eq!(rejection_code(refused.await.unwrap()), "refused");
     // The waiting call's turn runs, and holds the actor at its gate.
-    crate::support::gates::gate(add_gate).reached(1).await;
+    gate(add_gate).reached(1).await;
 
     // A third call must wait for it.
     let second_add = tokio::spawn({
@@ -1084,7 +1026,7 @@ async fn a_call_waiting_behind_a_never_lived_actors_rejected_turn_keeps_the_acto
     })
     .await;
     assert!(settled, "the third call neither waited nor finished");
-    crate::support::gates::gate(add_gate).open();
+    gate(add_gate).open();
 
     let mut answers = vec![
         first_add.await.unwrap().unwrap(),

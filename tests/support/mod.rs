@@ -8,6 +8,7 @@
 
 #![allow(dead_code)]
 
+pub mod actors;
 pub mod browser;
 pub mod charts;
 pub mod children;
