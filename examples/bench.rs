@@ -1689,6 +1689,21 @@ impl Worked {
     }
 }
 
+/// Starts `builder`'s runtime and runs its workers in a task of their own.
+async fn start_running(
+    builder: solid_objects::Builder,
+) -> Result<
+    (
+        Runtime,
+        tokio::task::JoinHandle<Result<(), solid_objects::Error>>,
+    ),
+    Failed,
+> {
+    let runtime = builder.start().await?;
+    let running = run_workers(&runtime);
+    Ok((runtime, running))
+}
+
 /// Runs the workers of `runtime` in a task of their own, until its shutdown.
 fn run_workers(runtime: &Runtime) -> tokio::task::JoinHandle<Result<(), solid_objects::Error>> {
     let runtime = runtime.clone();
@@ -2009,15 +2024,15 @@ async fn chain_rows(postgres: Option<&str>, mysql: Option<&str>) -> Outcome {
 async fn chains(backend: Backend<'_>, runtimes: u64) -> Result<Duration, Failed> {
     let mut started = Vec::new();
     for _ in 0..runtimes {
-        let runtime = backend
-            .builder()
-            .workers(2)
-            .actor::<Entry>()
-            .actor::<Hub>()
-            .actor::<Finish>()
-            .start()
-            .await?;
-        let running = run_workers(&runtime);
+        let (runtime, running) = start_running(
+            backend
+                .builder()
+                .workers(2)
+                .actor::<Entry>()
+                .actor::<Hub>()
+                .actor::<Finish>(),
+        )
+        .await?;
         started.push((runtime, running));
     }
     let run = RUN.fetch_add(1, Ordering::AcqRel);
@@ -2062,13 +2077,7 @@ static RUN: AtomicU64 = AtomicU64::new(0);
 async fn wake_up(backend: Backend<'_>, samples: usize) -> Result<Vec<Duration>, Failed> {
     let (started, mut starts) = tokio::sync::mpsc::unbounded_channel();
     *STARTED.lock().unwrap_or_else(PoisonError::into_inner) = Some(started);
-    let workers = backend
-        .builder()
-        .actor::<Stamp>()
-        .workers(4)
-        .start()
-        .await?;
-    let running = run_workers(&workers);
+    let (workers, running) = start_running(backend.builder().actor::<Stamp>().workers(4)).await?;
     let sender = backend.builder().start().await?;
     let stamp = sender.reference::<Stamp>("wake-up");
     let mut gaps = Gaps(0x9e37_79b9_7f4a_7c15);
@@ -2126,13 +2135,8 @@ async fn idle_rows(postgres: Option<&str>, mysql: Option<&str>) -> Outcome {
     let path = dir.path().join("idle.db");
     let backends = Backend::all(Some(&path), postgres, mysql, false);
     for backend in backends {
-        let runtime = backend
-            .builder()
-            .actor::<Counter>()
-            .workers(4)
-            .start()
-            .await?;
-        let running = run_workers(&runtime);
+        let (runtime, running) =
+            start_running(backend.builder().actor::<Counter>().workers(4)).await?;
         let settle = match backend {
             Backend::MySql(_) => 12,
             _ => 2,

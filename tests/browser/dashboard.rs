@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use crate::support::actors::Ledger;
 use crate::support::browser::Browser;
 use crate::support::charts::{noon, Station};
 use crate::support::eventually;
@@ -90,11 +91,17 @@ fn app(runtime: &Runtime, anonymous: bool) -> Router {
     dashboard::mount(Router::new(), "/ops", dashboard)
 }
 
+/// A runtime of tills on a SQLite file in `dir`, under the operators' policy.
 async fn runtime(dir: &tempfile::TempDir) -> Runtime {
+    runtime_of::<Till>(dir).await
+}
+
+/// A runtime of `A`s on a SQLite file in `dir`, under the operators' policy.
+async fn runtime_of<A: solid_objects::Actor>(dir: &tempfile::TempDir) -> Runtime {
     Runtime::builder()
         .sqlite(dir.path().join("actors.db"))
         .policy(Operators)
-        .actor::<Till>()
+        .actor::<A>()
         .start()
         .await
         .unwrap()
@@ -128,10 +135,14 @@ async fn send(app: Router, request: Request<Body>) -> (StatusCode, Option<String
         .headers()
         .get(header::LOCATION)
         .map(|location| location.to_str().unwrap().to_owned());
-    let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+    let body = axum::body::to_bytes(response.into_body(), 1 << 22)
         .await
         .unwrap();
-    (status, location, String::from_utf8(body.to_vec()).unwrap())
+    (
+        status,
+        location,
+        String::from_utf8_lossy(&body).into_owned(),
+    )
 }
 
 /// Sends `request` to `app`; returns the status and the response's headers.
@@ -690,13 +701,7 @@ async fn in_a_browser_a_dead_letter_is_retried_with_its_button_and_seen_complete
         .await
         .unwrap();
     let retry = format!("form[action='/ops/dead-letters/{letter}/retry'] button");
-    client
-        .find(Locator::Css(&retry))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser.click(Locator::Css(&retry)).await;
     // The button leads to the retried message's page, which refreshes itself until it ran.
     let completed = eventually(Duration::from_secs(20), || async {
         match client.find(Locator::Id("status")).await {
@@ -995,62 +1000,31 @@ async fn in_a_browser_the_link_to_an_actor_whose_id_is_a_dot_segment_leads_to_th
     runtime.close().await;
 }
 
-#[actor]
-#[derive(Default, Debug, PartialEq)]
-struct Counter {
-    value: u64,
-}
-
-#[actor]
-impl Counter {
-    #[command]
-    fn add(&mut self, n: u64) -> u64 {
-        self.value += n;
-        self.value
-    }
-
-    #[command]
-    fn close(&mut self, turn: &mut Turn<Self>) {
-        turn.destroy();
-    }
-
-    #[command]
-    fn fail(&mut self) -> Result<u64, Failure> {
-        Err(Failure::permanent("<script>alert(1)</script>"))
-    }
-}
-
-fn counter_app(runtime: &Runtime) -> Router {
+/// The dashboard nested at `/ops` behind `as_ana` (without `dashboard::mount`).
+fn ledger_app(runtime: &Runtime) -> Router {
     Router::new().nest(
         "/ops",
         dashboard::router(runtime.clone()).layer(axum::middleware::from_fn(as_ana)),
     )
 }
 
-async fn counter_runtime(dir: &tempfile::TempDir) -> Runtime {
-    Runtime::builder()
-        .sqlite(dir.path().join("actors.db"))
-        .policy(Operators)
-        .actor::<Counter>()
-        .start()
-        .await
-        .unwrap()
+/// Sends `request` to `app`; returns the status and the body.
+async fn status_and_body(app: Router, request: Request<Body>) -> (StatusCode, String) {
+    let (status, _, body) = send(app, request).await;
+    (status, body)
 }
 
-async fn status_and_body(app: Router, request: Request<Body>) -> (StatusCode, String) {
-    let response = app.oneshot(request).await.unwrap();
-    let status = response.status();
-    let body = axum::body::to_bytes(response.into_body(), 1 << 22)
-        .await
-        .unwrap();
-    (status, String::from_utf8_lossy(&body).into_owned())
+/// A page's text from its heading on, 300 characters at most, for a failure's message.
+fn heading_on(page: &str) -> String {
+    let from_heading = page.split("<h1>").nth(1).unwrap_or(page);
+    from_heading.chars().take(300).collect()
 }
 
 #[tokio::test]
 async fn cross_site_posts_are_refused_in_every_origin_variant() {
     let dir = tempfile::tempdir().unwrap();
-    let runtime = counter_runtime(&dir).await;
-    runtime.reference::<Counter>("c").add(1).await.unwrap();
+    let runtime = runtime_of::<Ledger>(&dir).await;
+    runtime.reference::<Ledger>("c").record("x").await.unwrap();
     let variants: Vec<Vec<(&str, &str)>> = vec![
         vec![("origin", "null")],
         vec![
@@ -1070,16 +1044,16 @@ async fn cross_site_posts_are_refused_in_every_origin_variant() {
         vec![("sec-fetch-site", "CROSS-SITE")],
     ];
     for headers in variants {
-        let mut request = Request::post("/ops/actors/Counter/c/pause");
+        let mut request = Request::post("/ops/actors/Ledger/c/pause");
         for (name, value) in &headers {
             request = request.header(*name, *value);
         }
         let (status, body) =
-            status_and_body(counter_app(&runtime), request.body(Body::empty()).unwrap()).await;
+            status_and_body(ledger_app(&runtime), request.body(Body::empty()).unwrap()).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{headers:?}: {body}");
     }
     let admin = runtime.admin().context(json!({ "operator": "auditor" }));
-    let details = admin.inspect("Counter", "c").await.unwrap().unwrap();
+    let details = admin.inspect("Ledger", "c").await.unwrap().unwrap();
     assert_eq!(details.summary.paused_at, None);
     runtime.close().await;
 }
@@ -1087,17 +1061,17 @@ async fn cross_site_posts_are_refused_in_every_origin_variant() {
 #[tokio::test]
 async fn bad_ids_are_client_errors_and_escaped() {
     let dir = tempfile::tempdir().unwrap();
-    let runtime = counter_runtime(&dir).await;
-    let counter = runtime.reference::<Counter>("c");
-    counter.add(1).await.unwrap();
+    let runtime = runtime_of::<Ledger>(&dir).await;
+    let ledger = runtime.reference::<Ledger>("c");
+    ledger.record("x").await.unwrap();
     let long = "y".repeat(20_000);
     for uri in [
-        "/ops/actors/Counter/a%00b".to_owned(),
-        format!("/ops/actors/Counter/{long}"),
+        "/ops/actors/Ledger/a%00b".to_owned(),
+        format!("/ops/actors/Ledger/{long}"),
         "/ops/actors/%3Cscript%3Ealert(1)%3C%2Fscript%3E/x".to_owned(),
-        "/ops/actors/Counter/..%2F..%2Fetc".to_owned(),
+        "/ops/actors/Ledger/..%2F..%2Fetc".to_owned(),
     ] {
-        let (status, body) = status_and_body(counter_app(&runtime), get(&uri)).await;
+        let (status, body) = status_and_body(ledger_app(&runtime), get(&uri)).await;
         assert!(
             status != StatusCode::INTERNAL_SERVER_ERROR,
             "{uri}: {status} {body}"
@@ -1106,11 +1080,11 @@ async fn bad_ids_are_client_errors_and_escaped() {
     }
     // A pause of a too-long id or a NUL id.
     for id in ["a%00b".to_owned(), long.clone()] {
-        let request = Request::post(format!("/ops/actors/Counter/{id}/pause"))
+        let request = Request::post(format!("/ops/actors/Ledger/{id}/pause"))
             .header("sec-fetch-site", "same-origin")
             .body(Body::empty())
             .unwrap();
-        let (status, body) = status_and_body(counter_app(&runtime), request).await;
+        let (status, body) = status_and_body(ledger_app(&runtime), request).await;
         assert!(
             status.is_client_error(),
             "pause {}: {status} {body}",
@@ -1118,8 +1092,11 @@ async fn bad_ids_are_client_errors_and_escaped() {
         );
     }
     // A failure text with markup, on the dead letters page and the message page.
-    counter.fail().await.unwrap_err();
-    let (status, body) = status_and_body(counter_app(&runtime), get("/ops/dead-letters")).await;
+    ledger
+        .fragile("<script>alert(1)</script>")
+        .await
+        .unwrap_err();
+    let (status, body) = status_and_body(ledger_app(&runtime), get("/ops/dead-letters")).await;
     assert_eq!(status, StatusCode::OK);
     assert!(!body.contains("<script>"), "{body}");
     runtime.close().await;
@@ -1132,29 +1109,26 @@ fn same_origin_post(uri: &str) -> Request<Body> {
         .unwrap()
 }
 
+/// Posts to `uri` of the ledgers' dashboard as its own buttons do; returns the status and
+/// the page's text from its heading on.
+async fn posted_from_the_dashboard(runtime: &Runtime, uri: &str) -> (StatusCode, String) {
+    let (status, body) = status_and_body(ledger_app(runtime), same_origin_post(uri)).await;
+    (status, heading_on(&body))
+}
+
 /// The retry button posted for a message that is not a dead letter (a completed one: an old
 /// page, a crafted form) is the operator's mistake, a 4xx page saying why; the dashboard
 /// answers 500 "internal error" and logs it as a server failure.
 #[tokio::test]
 async fn a_retry_of_a_completed_message_is_a_client_error_not_a_500() {
     let dir = tempfile::tempdir().unwrap();
-    let runtime = counter_runtime(&dir).await;
-    runtime.reference::<Counter>("c").add(1).await.unwrap();
+    let runtime = runtime_of::<Ledger>(&dir).await;
+    runtime.reference::<Ledger>("c").record("x").await.unwrap();
     let admin = runtime.admin().context(json!({ "operator": "auditor" }));
-    let details = admin.inspect("Counter", "c").await.unwrap().unwrap();
+    let details = admin.inspect("Ledger", "c").await.unwrap().unwrap();
     let completed = details.recent_messages.first().expect("the add").message_id;
-    let (status, body) = status_and_body(
-        counter_app(&runtime),
-        same_origin_post(&format!("/ops/dead-letters/{completed}/retry")),
-    )
-    .await;
-    let shown = body
-        .split("<h1>")
-        .nth(1)
-        .unwrap_or(&body)
-        .chars()
-        .take(300)
-        .collect::<String>();
+    let (status, shown) =
+        posted_from_the_dashboard(&runtime, &format!("/ops/dead-letters/{completed}/retry")).await;
     assert!(
         status.is_client_error(),
         "retry of completed #{completed}: {status}: {shown}"
@@ -1166,19 +1140,9 @@ async fn a_retry_of_a_completed_message_is_a_client_error_not_a_500() {
 #[tokio::test]
 async fn a_retry_of_an_unknown_message_is_not_found_not_a_500() {
     let dir = tempfile::tempdir().unwrap();
-    let runtime = counter_runtime(&dir).await;
-    let (status, body) = status_and_body(
-        counter_app(&runtime),
-        same_origin_post("/ops/dead-letters/999999/retry"),
-    )
-    .await;
-    let shown = body
-        .split("<h1>")
-        .nth(1)
-        .unwrap_or(&body)
-        .chars()
-        .take(300)
-        .collect::<String>();
+    let runtime = runtime_of::<Ledger>(&dir).await;
+    let (status, shown) =
+        posted_from_the_dashboard(&runtime, "/ops/dead-letters/999999/retry").await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{shown}");
     runtime.close().await;
 }
@@ -1187,19 +1151,8 @@ async fn a_retry_of_an_unknown_message_is_not_found_not_a_500() {
 #[tokio::test]
 async fn a_pause_of_an_unknown_actor_type_is_a_client_error() {
     let dir = tempfile::tempdir().unwrap();
-    let runtime = counter_runtime(&dir).await;
-    let (status, body) = status_and_body(
-        counter_app(&runtime),
-        same_origin_post("/ops/actors/Nope/x/pause"),
-    )
-    .await;
-    let shown = body
-        .split("<h1>")
-        .nth(1)
-        .unwrap_or(&body)
-        .chars()
-        .take(300)
-        .collect::<String>();
+    let runtime = runtime_of::<Ledger>(&dir).await;
+    let (status, shown) = posted_from_the_dashboard(&runtime, "/ops/actors/Nope/x/pause").await;
     assert!(
         status.is_client_error() || status.is_redirection(),
         "{status}: {shown}"
@@ -1378,13 +1331,7 @@ async fn in_a_browser_the_overview_charts_an_hour_of_known_work_point_by_point()
     browser.screenshot("dashboard-charts").await;
 
     // The day, a point per half hour, through its link.
-    client
-        .find(Locator::LinkText("24 hours"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser.click(Locator::LinkText("24 hours")).await;
     title_of_overview(client).await;
     assert!(client
         .current_url()

@@ -16,7 +16,8 @@ use axum::http::{Request as HttpRequest, StatusCode};
 use solid_objects::admin::{Activity, ActivityPoint, DeadLetterFilter, EffectFilter, Window};
 use solid_objects::prelude::*;
 use solid_objects::RetryPolicy;
-use support::charts::{noon, Post, Station};
+use support::actors::Noted;
+use support::charts::{noon, Station};
 use support::{Backend, Harness};
 use tower::ServiceExt;
 
@@ -27,7 +28,7 @@ async fn runtime(harness: &Harness) -> Runtime {
         .builder()
         .await
         .actor::<Station>()
-        .effect(|_: Post, _| async { Ok(()) })
+        .effect(|_: Noted, _| async { Ok(()) })
         .retry(
             RetryPolicy::new()
                 .base_delay(Duration::from_secs(1))
@@ -290,7 +291,7 @@ async fn an_effect_retried_after_it_died_was_not_pending_while_it_lay_dead() {
         .builder()
         .await
         .actor::<Station>()
-        .effect(move |_: Post, _| {
+        .effect(move |_: Noted, _| {
             let up = up.load(Ordering::SeqCst);
             async move {
                 match up {
@@ -302,14 +303,11 @@ async fn an_effect_retried_after_it_died_was_not_pending_while_it_lay_dead() {
         .start()
         .await
         .expect("starts");
+    let station = |id: &str| runtime.reference::<Station>(id);
     let testing = runtime.testing();
     // A parcel emitted at 12:00:10 dies at 12:00:20; an operator retries it at 12:05:10, and
     // it is posted at 12:06:10.
-    runtime
-        .reference::<Station>("s1")
-        .post("p-1".to_owned())
-        .await
-        .unwrap();
+    station("s1").post("p-1".to_owned()).await.unwrap();
     harness.clock.set(noon(0, 20));
     assert_eq!(testing.run_effects().await.unwrap(), 1);
     let admin = runtime.admin();
@@ -338,19 +336,11 @@ async fn what_waits_now_is_counted_now_after_the_clock_stepped_back() {
     let harness = Harness::new();
     harness.clock.set(noon(5, 10));
     let runtime = runtime(&harness).await;
+    let station = |id: &str| runtime.reference::<Station>(id);
     // Enqueued at 12:05:10, and a parcel emitted then; the clock then steps back two minutes
     // (a host's clock corrected), and both still wait.
-    runtime
-        .reference::<Station>("s1")
-        .enqueue()
-        .work()
-        .await
-        .unwrap();
-    runtime
-        .reference::<Station>("s2")
-        .post("p-1".to_owned())
-        .await
-        .unwrap();
+    station("s1").enqueue().work().await.unwrap();
+    station("s2").post("p-1".to_owned()).await.unwrap();
     harness.clock.set(noon(3, 10));
     let admin = runtime.admin();
     let status = admin.status().await.unwrap();
@@ -378,15 +368,12 @@ async fn a_reminder_is_never_early_when_the_clock_stepped_back_before_its_turn()
     let harness = Harness::new();
     harness.clock.set(noon(0, 10));
     let runtime = runtime(&harness).await;
+    let station = |id: &str| runtime.reference::<Station>(id);
     let admin = runtime.admin();
     let testing = runtime.testing();
     // A ring due at 12:05 fires at 12:05:10 while its station is paused; the clock then steps
     // back two minutes, the station is resumed, and the ring's turn ends at 12:03:10.
-    runtime
-        .reference::<Station>("s1")
-        .plan(noon(5, 0).timestamp())
-        .await
-        .unwrap();
+    station("s1").plan(noon(5, 0).timestamp()).await.unwrap();
     assert!(admin.pause("Station", "s1").await.unwrap());
     harness.clock.set(noon(5, 10));
     let fired = testing.run_due_reminders().await.unwrap();
@@ -446,6 +433,7 @@ async fn a_window_in_which_nothing_happened_is_idle_not_a_flat_line_of_zeros() {
     let harness = Harness::new();
     harness.clock.set(noon(0, 10));
     let runtime = runtime(&harness).await;
+    let station = |id: &str| runtime.reference::<Station>(id);
     let admin = runtime.admin();
     let empty = admin.activity(Window::Hour).await.unwrap();
     assert!(empty.is_idle(), "{empty:?}");
@@ -462,12 +450,7 @@ async fn a_window_in_which_nothing_happened_is_idle_not_a_flat_line_of_zeros() {
         .unwrap();
     assert!(actor.is_idle());
     // A message that waits is not idle, however long it waits.
-    runtime
-        .reference::<Station>("s2")
-        .enqueue()
-        .work()
-        .await
-        .unwrap();
+    station("s2").enqueue().work().await.unwrap();
     harness.clock.set(noon(240, 10));
     let waiting = admin.activity(Window::FifteenMinutes).await.unwrap();
     assert!(!waiting.is_idle());

@@ -13,6 +13,13 @@ pub(crate) use crate::support::runtimes::{
 /// A connection of the test's own, outside the runtime.
 pub(crate) type Observer = MySqlPool;
 
+/// A fresh database on the process's throwaway server; `None`, and the test skips, on a
+/// machine without MariaDB outside CI.
+pub(crate) async fn database() -> Option<((), String)> {
+    let url = MariaDb::shared()?.database().await;
+    Some(((), url))
+}
+
 /// Sessions of this database waiting for a lock. InnoDB does not always list such a
 /// wait as 'LOCK WAIT' (MariaDB 10.11 left an UPDATE waiting for a READ COMMITTED turn's
 /// row 'RUNNING'): a statement of this database still running after a second waits.
@@ -20,6 +27,11 @@ pub(crate) const SESSIONS_WAITING_FOR_A_LOCK: &str =
     "SELECT COUNT(*) FROM information_schema.PROCESSLIST
      WHERE DB = DATABASE() AND ID <> CONNECTION_ID()
        AND COMMAND IN ('Query', 'Execute') AND TIME >= 1";
+
+/// A pool of the test's own on the database `url`, outside the runtime.
+pub(crate) async fn observer(url: &str) -> Observer {
+    MySqlPool::connect(url).await.unwrap()
+}
 
 /// Nothing: InnoDB rolls back the smaller transaction, and the other application writes
 /// more rows first.
@@ -39,17 +51,6 @@ pub(crate) const BREAKS_THE_TRANSACTION: &str = "ROLLBACK";
 /// bytes in sqlx; converted, as text).
 pub(crate) const RUNNING_EFFECT_IDS: &str = "SELECT CONVERT(effect_id USING utf8mb4)
      FROM solid_effects WHERE status = 'running' ORDER BY id";
-
-/// A fresh database on the process's throwaway server; `None`, and the test skips, on a
-/// machine without MariaDB outside CI.
-pub(crate) async fn database() -> Option<((), String)> {
-    let url = MariaDb::shared()?.database().await;
-    Some(((), url))
-}
-
-pub(crate) async fn observer(url: &str) -> Observer {
-    MySqlPool::connect(url).await.unwrap()
-}
 
 /// The turn's connection.
 pub(crate) async fn connection<A: solid_objects::Actor>(

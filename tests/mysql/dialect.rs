@@ -14,7 +14,9 @@ use sqlx::Executor;
 
 use crate::support::actors::Ledger;
 use crate::support::mariadb::MariaDb;
-use crate::support::runtimes::{on_a_thread_of_its_own, scalar, spawn_workers, start_at_once};
+use crate::support::runtimes::{
+    on_a_thread_of_its_own, scalar, spawn_workers, start_at_once, state_of,
+};
 
 const SOON: Duration = Duration::from_secs(20);
 
@@ -347,12 +349,7 @@ async fn near_identical_ids_and_keys_stay_distinct() {
     }
     for id in ids {
         assert_eq!(
-            runtime
-                .reference::<Ledger>(id)
-                .snapshot()
-                .await
-                .unwrap()
-                .entries,
+            state_of::<Ledger>(&runtime, id).await.entries,
             vec![id.to_owned()]
         );
     }

@@ -27,7 +27,7 @@ use sqlx::Connection;
 
 use crate::support::actors::{Noted, Tally};
 use crate::support::galera::{Galera, NODES};
-use crate::support::runtimes::{close_all, start_at_once};
+use crate::support::runtimes::{close_all, start_at_once, state_of};
 
 /// How long one call may take, certification conflicts and their reruns included.
 const CALL_WITHIN: Duration = Duration::from_secs(30);
@@ -224,11 +224,7 @@ async fn a_due_reminder_fires_once_when_every_node_looks() {
         runtime.testing().drain().await.expect("draining");
     }
     for actor in 0..ACTORS {
-        let state = runtimes[0]
-            .reference::<Tally>(format!("r{actor}"))
-            .snapshot()
-            .await
-            .unwrap();
+        let state = state_of::<Tally>(&runtimes[0], &format!("r{actor}")).await;
         assert_eq!(state.fired, [format!("due-{actor}")], "actor r{actor}");
     }
     let fired = "SELECT COUNT(*) FROM solid_messages WHERE operation = 'fire'";
@@ -309,19 +305,9 @@ async fn a_read_through_another_node_sees_the_latest_commit_when_that_node_waits
     let mut stale_without_waiting = 0;
     for round in 1..=ROUNDS {
         assert_eq!(tally.add().await.unwrap(), round);
-        let seen = waiting
-            .reference::<Tally>("read")
-            .snapshot()
-            .await
-            .unwrap()
-            .count;
+        let seen = state_of::<Tally>(&waiting, "read").await.count;
         assert_eq!(seen, round, "a read through the waiting node");
-        let seen = not_waiting
-            .reference::<Tally>("read")
-            .snapshot()
-            .await
-            .unwrap()
-            .count;
+        let seen = state_of::<Tally>(&not_waiting, "read").await.count;
         if seen != round {
             stale_without_waiting += 1;
         }
@@ -414,11 +400,7 @@ async fn one_callers_enqueues_through_two_nodes_in_turn_run_in_the_order_they_we
     };
     tokio::join!(load, caller);
     runtimes[0].testing().drain().await.expect("draining");
-    let state = runtimes[0]
-        .reference::<Ledger>("ordered")
-        .snapshot()
-        .await
-        .unwrap();
+    let state = state_of::<Ledger>(&runtimes[0], "ordered").await;
     assert_eq!(
         state.entries,
         (0..ENQUEUES).collect::<Vec<_>>(),
@@ -675,11 +657,7 @@ async fn queued_messages_drained_by_every_node_at_once_run_once_in_order_and_cou
         drained.unwrap_or_else(|error| panic!("node {node} drains: {error}"));
     }
     for actor in 0..ACTORS {
-        let state = runtimes[0]
-            .reference::<Ledger>(format!("q{actor}"))
-            .snapshot()
-            .await
-            .unwrap();
+        let state = state_of::<Ledger>(&runtimes[0], &format!("q{actor}")).await;
         assert_eq!(
             state.entries,
             (0..PER_ACTOR).collect::<Vec<_>>(),
@@ -732,11 +710,7 @@ async fn a_hot_actor_drained_and_called_through_every_node_at_once_counts_no_fai
     for called in called {
         called.expect("every call commits");
     }
-    let state = runtimes[0]
-        .reference::<Ledger>("hot")
-        .snapshot()
-        .await
-        .unwrap();
+    let state = state_of::<Ledger>(&runtimes[0], "hot").await;
     let queued: Vec<u32> = state
         .entries
         .iter()
@@ -760,10 +734,7 @@ async fn a_hot_actor_drained_and_called_through_every_node_at_once_counts_no_fai
 async fn calls_answered_through_a_node_killed_under_them_are_all_in_the_cluster() {
     const CALLERS: usize = 8;
     const KILLED: usize = 2;
-    let Some(cluster) = tokio::task::spawn_blocking(Galera::start)
-        .await
-        .expect("the cluster starts")
-    else {
+    let Some(cluster) = Galera::start_aside().await else {
         return;
     };
     let database = cluster.database().await;

@@ -13,9 +13,22 @@ pub(crate) use crate::support::runtimes::{
 /// A connection of the test's own, outside the runtime.
 pub(crate) type Observer = PgPool;
 
+/// A fresh database on its own throwaway server (keep the server alive while the test
+/// runs); `None`, and the test skips, on a machine without PostgreSQL outside CI.
+pub(crate) async fn database() -> Option<(PgServer, String)> {
+    let server = PgServer::start()?;
+    let url = server.database().await;
+    Some((server, url))
+}
+
 /// Sessions of this database waiting for a lock.
 pub(crate) const SESSIONS_WAITING_FOR_A_LOCK: &str = "SELECT COUNT(*) FROM pg_stat_activity
      WHERE datname = current_database() AND wait_event_type = 'Lock'";
+
+/// A pool of the test's own on the database `url`, outside the runtime.
+pub(crate) async fn observer(url: &str) -> Observer {
+    PgPool::connect(url).await.unwrap()
+}
 
 /// Run in the handler before its first write, so that its session is the one
 /// PostgreSQL picks to break the deadlock.
@@ -32,18 +45,6 @@ pub(crate) const BREAKS_THE_TRANSACTION: &str = "SELECT 1/0";
 /// The ids of the running effects, oldest first.
 pub(crate) const RUNNING_EFFECT_IDS: &str =
     "SELECT effect_id FROM solid_effects WHERE status = 'running' ORDER BY id";
-
-/// A fresh database on its own throwaway server (keep the server alive while the test
-/// runs); `None`, and the test skips, on a machine without PostgreSQL outside CI.
-pub(crate) async fn database() -> Option<(PgServer, String)> {
-    let server = PgServer::start()?;
-    let url = server.database().await;
-    Some((server, url))
-}
-
-pub(crate) async fn observer(url: &str) -> Observer {
-    PgPool::connect(url).await.unwrap()
-}
 
 /// The turn's connection.
 pub(crate) async fn connection<A: solid_objects::Actor>(

@@ -136,20 +136,15 @@ async fn a_runtime_given_several_hosts_works_on_the_first_that_answers_and_accep
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn when_its_host_goes_away_the_runtime_moves_to_the_next_that_accepts_writes() {
-    let Some(TwoHosts {
-        primary,
-        _replacement,
-        urls,
-        runtime,
-    }) = TwoHosts::start().await
-    else {
+    let Some(hosts) = TwoHosts::start().await else {
         return;
     };
+    let (urls, runtime) = (&hosts.urls, &hosts.runtime);
     let counter = runtime.reference::<Counter>("moving");
     assert_eq!(within(30, "a call", counter.bump()).await.unwrap(), 1);
     assert_eq!(within(30, "a call", counter.bump()).await.unwrap(), 2);
 
-    drop(primary);
+    drop(hosts.primary);
     // The replacement holds none of the first host's rows (no replication here): the call
     // answering 1 is the proof that it ran there.
     let moved = within(60, "a call after the host went away", counter.bump()).await;
@@ -195,16 +190,11 @@ async fn a_call_while_no_host_accepts_writes_fails_as_unavailable_within_its_dea
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_pause_while_their_host_is_gone_and_resume_on_the_next_by_themselves() {
-    let Some(TwoHosts {
-        primary,
-        _replacement,
-        urls,
-        runtime,
-    }) = TwoHosts::start().await
-    else {
+    let Some(hosts) = TwoHosts::start().await else {
         return;
     };
-    let running = spawn_workers(&runtime);
+    let (urls, runtime) = (&hosts.urls, &hosts.runtime);
+    let running = spawn_workers(runtime);
     let counter = runtime.reference::<Counter>("worked");
     within(30, "an enqueue", counter.enqueue().bump())
         .await
@@ -215,7 +205,7 @@ async fn workers_pause_while_their_host_is_gone_and_resume_on_the_next_by_themse
     .await;
     assert!(ran_here, "a worker ran the first message on the primary");
 
-    drop(primary);
+    drop(hosts.primary);
     // Queued on the replacement once the runtime moved there: only a worker that resumed by
     // itself runs it.
     within(
@@ -275,15 +265,10 @@ async fn turn_read_only(url: &str) {
 /// the read-only host being used again. About 2 s; 60 s bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn when_its_host_turns_read_only_the_runtime_moves_to_the_next_that_accepts_writes() {
-    let Some(TwoHosts {
-        primary: _primary,
-        _replacement,
-        urls,
-        runtime,
-    }) = TwoHosts::start().await
-    else {
+    let Some(hosts) = TwoHosts::start().await else {
         return;
     };
+    let (urls, runtime) = (&hosts.urls, &hosts.runtime);
     let counter = runtime.reference::<Counter>("demoted");
     assert_eq!(within(30, "a call", counter.bump()).await.unwrap(), 1);
 

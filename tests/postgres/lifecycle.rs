@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::support::children::running_only;
 use crate::support::eventually;
 use crate::support::postgres::PgServer;
-use crate::support::runtimes::{builder, scalar_on as scalar};
+use crate::support::runtimes::{builder, fire_due, scalar_on as scalar};
 use crate::support::subscription::Subscription;
 use solid_objects::prelude::*;
 use sqlx::{Connection, PgConnection, PgPool};
@@ -45,19 +45,16 @@ impl Server {
             .expect("the runtime starts on PostgreSQL")
     }
 
+    /// A new database on the server, and a runtime on it; the database's URL.
+    async fn fresh(&self) -> (String, Runtime) {
+        let url = self.server.database().await;
+        let runtime = self.runtime(&url).await;
+        (url, runtime)
+    }
+
     fn advance_minutes(&self, minutes: u64) {
         self.clock.advance(Duration::from_secs(minutes * 60));
     }
-}
-
-/// Fires the reminders due now through `runtime`; how many occurrences fired.
-async fn fire_due(runtime: &Runtime) -> usize {
-    runtime
-        .testing()
-        .run_due_reminders()
-        .await
-        .unwrap()
-        .occurrences_fired
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -65,8 +62,7 @@ async fn on_postgres_a_destroyed_actor_starts_incarnation_two_that_sees_nothing_
     let Some(server) = Server::start() else {
         return;
     };
-    let url = server.server.database().await;
-    let runtime = server.runtime(&url).await;
+    let (url, runtime) = server.fresh().await;
     // Another process, which does not run subscriptions: it only waits on a message.
     let observer = server.runtime(&url).await;
     let pool = PgPool::connect(&url).await.unwrap();
@@ -149,8 +145,7 @@ async fn on_postgres_a_turn_that_destroys_its_actor_ends_its_pending_messages_an
     let Some(server) = Server::start() else {
         return;
     };
-    let url = server.server.database().await;
-    let runtime = server.runtime(&url).await;
+    let (url, runtime) = server.fresh().await;
     let pool = PgPool::connect(&url).await.unwrap();
     let subscription = runtime.reference::<Subscription>("s-1");
     subscription.start("gold").await.unwrap();
@@ -200,8 +195,7 @@ async fn on_postgres_a_turn_that_destroys_its_actor_ends_its_pending_messages_an
 /// outage, then after one more hour; every runtime is closed and a new one started on the
 /// same database across the outage.
 async fn renewals_after_an_outage(server: &Server, all: bool) -> (Vec<i64>, Vec<i64>) {
-    let url = server.server.database().await;
-    let runtime = server.runtime(&url).await;
+    let (url, runtime) = server.fresh().await;
     let subscription = runtime.reference::<Subscription>("s-1");
     subscription.renew_hourly(all).await.unwrap();
     let start = server.clock.now().timestamp();

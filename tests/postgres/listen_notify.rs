@@ -24,13 +24,7 @@ async fn a_one_connection_postgres_runtime_still_runs_calls_while_run_listens() 
         .await
         .unwrap();
     let running = spawn_workers(&runtime);
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            db.listening().await == 1
-        })
-        .await,
-        "the runtime listens"
-    );
+    db.assert_one_listens("the runtime listens").await;
     let added = tokio::time::timeout(
         Duration::from_secs(20),
         runtime.reference::<Desk>("d1").add(1),

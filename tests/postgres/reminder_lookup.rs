@@ -35,10 +35,9 @@ impl Probe {
 /// otherwise abort the whole turn transaction.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reminder_lookup_with_a_nul_key_leaves_a_turn_that_handled_the_error_to_commit() {
-    let Some(db) = Postgres::start().await else {
+    let Some((_db, runtime)) = Postgres::with_runtime(4).await else {
         return;
     };
-    let runtime = db.builder(4).start().await.unwrap();
     let probe = runtime.reference::<Probe>("p");
 
     let answer = probe.probe("hold\0x".to_owned()).await;

@@ -13,7 +13,7 @@ use solid_objects::Workers;
 
 use crate::cases::wedges::{ran, runs, within, Charge, Counter, Till};
 use crate::support::gates::gate;
-use crate::support::runtimes::{builder, runtime as postgres_runtime};
+use crate::support::runtimes::{builder, dead_effects, runtime as postgres_runtime};
 use crate::support::{eventually, previous_build_rows, Backend, Harness};
 
 /// Past any backoff of the default retry policy.
@@ -344,15 +344,7 @@ async fn an_effect_failure_whose_text_holds_a_nul_byte_is_recorded_on_postgres()
         .unwrap();
 
     let ran = within(30, "run_effects", runtime.testing().run_effects()).await;
-    let dead = runtime
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status("dead")
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_effects(&runtime).await;
     runtime.close().await;
 
     assert!(

@@ -11,8 +11,8 @@ use std::time::Duration;
 use crate::support::actors::{Noted, Tally};
 use crate::support::gates::gate;
 use crate::support::runtimes::{
-    builder, completes, noticed_beyond, pool as application_pool, scalar, spawn_workers,
-    stop_workers,
+    builder, completes, fire_due, noticed_beyond, pool as application_pool, scalar, spawn_workers,
+    state_of, stop_workers,
 };
 use crate::support::{eventually, rejection_code, together};
 use inventory::SeatInventory;
@@ -262,14 +262,7 @@ async fn an_overdue_reminder_fires_once_after_a_restart_even_with_two_processes_
         } else {
             second.clone()
         };
-        async move {
-            runtime
-                .testing()
-                .run_due_reminders()
-                .await
-                .unwrap()
-                .occurrences_fired
-        }
+        async move { fire_due(&runtime).await }
     })
     .await;
 
@@ -454,12 +447,7 @@ async fn concurrent_calls_with_one_idempotency_key_run_once_across_processes() {
 
     assert_eq!(results, vec![1; 6]);
     assert_eq!(
-        first
-            .reference::<Journal>("j")
-            .snapshot()
-            .await
-            .unwrap()
-            .entries,
+        state_of::<Journal>(&first, "j").await.entries,
         ["only once"]
     );
     assert_eq!(db.scalar("SELECT COUNT(*) FROM solid_messages").await, 1);
@@ -1039,12 +1027,7 @@ async fn a_call_waiting_behind_a_never_lived_actors_rejected_turn_keeps_the_acto
         "the two increments ran one after the other"
     );
     assert_eq!(
-        third
-            .reference::<Tally>(tally_id)
-            .snapshot()
-            .await
-            .unwrap()
-            .count,
+        state_of::<Tally>(&third, tally_id).await.count,
         2,
         "no increment was lost"
     );

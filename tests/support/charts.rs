@@ -3,20 +3,9 @@
 //! turns work, refuse, stumble, post, ring and chime, and noon on a Monday, when the charts'
 //! cases start.
 
-use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
-use solid_objects::Effect;
 
-/// A parcel to post once the turn that asked for it commits.
-#[derive(Serialize, Deserialize)]
-pub struct Post {
-    parcel: String,
-}
-
-impl Effect for Post {
-    const NAME: &'static str = "post";
-    type Output = ();
-}
+use super::actors::Noted;
 
 /// A station that works, refuses, stumbles (for good once the runtime's attempts run out),
 /// posts, rings, and chimes while it is fixed.
@@ -46,9 +35,10 @@ impl Station {
         Err(Failure::retryable("the floor is wet"))
     }
 
+    /// Posts `parcel` once the turn commits: the effect `Noted` named `parcel`.
     #[command]
     pub fn post(&mut self, turn: &mut Turn<Self>, parcel: String) {
-        turn.emit(Post { parcel });
+        turn.emit(Noted { name: parcel });
     }
 
     /// Schedules a ring at `at` (seconds since the epoch).

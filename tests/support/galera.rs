@@ -81,6 +81,14 @@ impl Galera {
         Some(cluster)
     }
 
+    /// [`Galera::start`] on a blocking thread (the start waits for the nodes), for an async
+    /// test of its own cluster.
+    pub async fn start_aside() -> Option<Self> {
+        tokio::task::spawn_blocking(Self::start)
+            .await
+            .expect("the cluster starts")
+    }
+
     /// One cluster for every test of this process.
     pub fn shared() -> Option<&'static Self> {
         static SHARED: OnceLock<Option<Galera>> = OnceLock::new();

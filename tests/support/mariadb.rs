@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use super::servers::{database_name, free_port, path, skipped};
+use super::servers::{create_database, database_name, free_port, path, skipped};
 
 /// A running server; killed on drop.
 pub struct MariaDb {
@@ -22,6 +22,12 @@ pub struct MariaDb {
 }
 
 impl MariaDb {
+    /// One server for every test of this process.
+    pub fn shared() -> Option<&'static Self> {
+        static SHARED: OnceLock<Option<MariaDb>> = OnceLock::new();
+        SHARED.get_or_init(Self::start).as_ref()
+    }
+
     /// Starts a server. Without MariaDB on the machine it returns `None` (the test then says
     /// it skipped), except under CI (`CI` set), where it panics.
     pub fn start() -> Option<Self> {
@@ -34,12 +40,6 @@ impl MariaDb {
         server.launch(&[]);
         server.wait_until_listening();
         Some(Self { server, _dir: dir })
-    }
-
-    /// One server for every test of this process.
-    pub fn shared() -> Option<&'static Self> {
-        static SHARED: OnceLock<Option<MariaDb>> = OnceLock::new();
-        SHARED.get_or_init(Self::start).as_ref()
     }
 
     /// A new, empty database on this server; returns its URL.
@@ -166,14 +166,7 @@ impl Mariadbd {
 
     /// Creates the empty database `name`.
     pub async fn create_database(&self, name: &str) {
-        let admin = sqlx::MySqlPool::connect(&self.url(""))
-            .await
-            .expect("the server accepts connections");
-        sqlx::raw_sql(&format!("CREATE DATABASE {name}"))
-            .execute(&admin)
-            .await
-            .expect("CREATE DATABASE");
-        admin.close().await;
+        create_database(&self.url(""), name).await;
     }
 
     /// SIGKILLs the server and waits for its watchdog to end; whether there was a server to

@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 
 pub use super::servers::free_port;
-use super::servers::{database_name, path, skipped};
+use super::servers::{create_database, database_name, path, skipped};
 
 /// The user every server is created with (a superuser, trusted on loopback).
 pub const USER: &str = "solid";
@@ -77,14 +77,7 @@ impl PgServer {
 
     /// A new, empty database called `name` on this server; returns its URL.
     pub async fn database_named(&self, name: &str) -> String {
-        let admin = sqlx::PgPool::connect(&self.url("postgres"))
-            .await
-            .expect("the server accepts connections");
-        sqlx::query(&format!("CREATE DATABASE {name}"))
-            .execute(&admin)
-            .await
-            .expect("CREATE DATABASE");
-        admin.close().await;
+        create_database(&self.url("postgres"), name).await;
         self.url(name)
     }
 

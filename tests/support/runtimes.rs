@@ -83,15 +83,83 @@ pub async fn completes<T>(message: &MessageRef<T>, within: Duration) -> bool {
     .await
 }
 
-/// The application's own pool on the server database `url` (sqlx's `Any` driver).
-pub async fn pool(url: &str) -> AnyPool {
-    sqlx::any::install_default_drivers();
-    AnyPool::connect(url).await.unwrap()
+/// The committed state of the actor `id` of type `A`, read through `runtime`.
+pub async fn state_of<A: solid_objects::Actor>(runtime: &Runtime, id: &str) -> A {
+    let reference = solid_objects::Reference::<A>::new(id);
+    runtime.scope(reference.snapshot()).await.unwrap()
 }
 
-/// One number that `sql` reads from the server database `url`, on a pool of its own.
-pub async fn scalar(url: &str, sql: &str) -> i64 {
-    let pool = pool(url).await;
+/// The dead effects of `runtime`'s database, ten at most.
+pub async fn dead_effects(runtime: &Runtime) -> Vec<solid_objects::admin::EffectSummary> {
+    let dead = solid_objects::admin::EffectFilter::new()
+        .status("dead")
+        .limit(10);
+    runtime.admin().effects(&dead).await.unwrap()
+}
+
+/// Fires the reminders due now through `runtime`; how many occurrences fired.
+pub async fn fire_due(runtime: &Runtime) -> usize {
+    runtime
+        .testing()
+        .run_due_reminders()
+        .await
+        .unwrap()
+        .occurrences_fired
+}
+
+/// The application's own pool (sqlx's `Any` driver) on `database`, a server's URL or a
+/// SQLite file's path.
+pub async fn pool(database: &str) -> AnyPool {
+    sqlx::any::install_default_drivers();
+    let url = match database.contains("://") {
+        true => database.to_owned(),
+        false => format!("sqlite://{database}?mode=rwc"),
+    };
+    AnyPool::connect(&url).await.unwrap()
+}
+
+/// Runs the statements `sql` on `database` (as [`pool`] opens it), on a pool of its own.
+pub async fn execute(database: &str, sql: &str) {
+    let pool = pool(database).await;
+    sqlx::raw_sql(sql)
+        .execute(&pool)
+        .await
+        .unwrap_or_else(|error| panic!("{sql}: {error}"));
+    pool.close().await;
+}
+
+/// Runs `sql` (its placeholders `$1`, `$2`, .., each once and in order), bound to `texts`
+/// and then `numbers`, in the turn's transaction, whichever backend the runtime is on.
+pub async fn execute_in_turn_with<A: solid_objects::Actor>(
+    turn: &mut Turn<A>,
+    sql: &str,
+    texts: &[&str],
+    numbers: &[i64],
+) -> Result<(), TurnError> {
+    if turn.sqlite().await.is_ok() {
+        let query = texts.iter().fold(sqlx::query(sql), |q, text| q.bind(*text));
+        let query = numbers.iter().fold(query, |q, number| q.bind(*number));
+        query.execute(turn.sqlite().await?).await?;
+    } else if turn.postgres().await.is_ok() {
+        let query = texts.iter().fold(sqlx::query(sql), |q, text| q.bind(*text));
+        let query = numbers.iter().fold(query, |q, number| q.bind(*number));
+        query.execute(turn.postgres().await?).await?;
+    } else {
+        // MySQL's placeholders are `?`.
+        let sql = (1..=9).fold(sql.to_owned(), |sql, n| sql.replace(&format!("${n}"), "?"));
+        let query = texts
+            .iter()
+            .fold(sqlx::query(&sql), |q, text| q.bind(*text));
+        let query = numbers.iter().fold(query, |q, number| q.bind(*number));
+        query.execute(turn.mysql().await?).await?;
+    }
+    Ok(())
+}
+
+/// One number that `sql` reads from `database` (as [`pool`] opens it), on a pool of its
+/// own.
+pub async fn scalar(database: &str, sql: &str) -> i64 {
+    let pool = pool(database).await;
     let value = scalar_on(&pool, sql).await;
     pool.close().await;
     value
