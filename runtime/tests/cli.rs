@@ -8,6 +8,9 @@
 #[path = "../../tests/support/postgres.rs"]
 #[allow(unreachable_pub, dead_code)]
 mod postgres;
+#[path = "../../tests/support/servers.rs"]
+#[allow(unreachable_pub, dead_code)]
+mod servers;
 
 use std::process::Output;
 use std::time::{Duration, Instant};

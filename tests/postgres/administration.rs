@@ -14,6 +14,7 @@ use crate::support::desk::Desk;
 use crate::support::eventually;
 use crate::support::gates::gate;
 use crate::support::postgres::PgServer;
+use crate::support::runtimes::scalar;
 use crate::support::workers::run_workers;
 
 /// Holds its turn at a gate named after its id until the test opens it.
@@ -33,6 +34,7 @@ impl Door {
     }
 }
 
+/// The context of the operator every administration call here is made by.
 pub(crate) fn ana() -> Value {
     json!({ "operator": "ana" })
 }
@@ -54,6 +56,14 @@ impl Postgres {
         })
     }
 
+    /// A fresh server and a runtime of desks and doors on it with `connections`; `None` (the
+    /// test skips) on a machine without PostgreSQL, outside CI.
+    pub(crate) async fn with_runtime(connections: u32) -> Option<(Self, Runtime)> {
+        let db = Self::start().await?;
+        let runtime = db.builder(connections).start().await.unwrap();
+        Some((db, runtime))
+    }
+
     pub(crate) fn builder(&self, connections: u32) -> solid_objects::Builder {
         Runtime::builder()
             .postgres(&self.url, connections)
@@ -65,10 +75,7 @@ impl Postgres {
     }
 
     pub(crate) async fn scalar(&self, sql: &str) -> i64 {
-        let pool = sqlx::PgPool::connect(&self.url).await.unwrap();
-        let value = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
-        pool.close().await;
-        value
+        scalar(&self.url, sql).await
     }
 
     /// A runtime whose one worker runs, listens, and polls only every 10 minutes: it finds
@@ -83,14 +90,20 @@ impl Postgres {
             .await
             .unwrap();
         let running = run_workers(&workers);
+        self.assert_one_listens("the workers listen").await;
+        (workers, running)
+    }
+
+    /// Asserts that one connection comes to listen for work within ten seconds; `message`
+    /// says whose otherwise.
+    pub(crate) async fn assert_one_listens(&self, message: &str) {
         assert!(
             eventually(Duration::from_secs(10), || async {
                 self.listening().await == 1
             })
             .await,
-            "the workers listen"
+            "{message}"
         );
-        (workers, running)
     }
 
     pub(crate) async fn listening(&self) -> i64 {
@@ -105,10 +118,9 @@ impl Postgres {
 /// PostgreSQL a turn in flight holds the actor's row; the pause must wait for its commit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_pause_during_a_turn_returns_after_that_turn_committed_on_postgres() {
-    let Some(db) = Postgres::start().await else {
+    let Some((db, runtime)) = Postgres::with_runtime(4).await else {
         return;
     };
-    let runtime = db.builder(4).start().await.unwrap();
     let door = runtime.reference::<Door>("pg-door");
     let holding = tokio::spawn({
         let door = door.clone();
@@ -148,10 +160,9 @@ async fn a_pause_during_a_turn_returns_after_that_turn_committed_on_postgres() {
 /// "never a database error") and changes nothing, the audit table included.
 #[tokio::test]
 async fn a_nul_byte_in_an_actor_type_is_a_typed_error_and_the_failed_pause_is_audited() {
-    let Some(db) = Postgres::start().await else {
+    let Some((_db, runtime)) = Postgres::with_runtime(2).await else {
         return;
     };
-    let runtime = db.builder(2).start().await.unwrap();
     let admin = runtime.admin().context(ana());
     let error = admin.pause("Desk\0evil", "d1").await.unwrap_err();
     let events = admin.audit_log(5).await.unwrap();
@@ -171,10 +182,9 @@ async fn a_nul_byte_in_an_actor_type_is_a_typed_error_and_the_failed_pause_is_au
 /// Promise: filters with NUL bytes get a clear error, not a database one (PostgreSQL).
 #[tokio::test]
 async fn a_nul_byte_in_a_listing_filter_is_a_typed_error_on_postgres() {
-    let Some(db) = Postgres::start().await else {
+    let Some((_db, runtime)) = Postgres::with_runtime(2).await else {
         return;
     };
-    let runtime = db.builder(2).start().await.unwrap();
     let admin = runtime.admin().context(ana());
     let listed = admin
         .actors(&solid_objects::admin::ActorFilter::new().id_prefix("d\0"))
@@ -190,10 +200,9 @@ async fn a_nul_byte_in_a_listing_filter_is_a_typed_error_on_postgres() {
 /// prune (expected to hold): each dead letter is retried exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_redrives_retries_and_prunes_retry_each_dead_letter_once_on_postgres() {
-    let Some(db) = Postgres::start().await else {
+    let Some((db, runtime)) = Postgres::with_runtime(8).await else {
         return;
     };
-    let runtime = db.builder(8).start().await.unwrap();
     let desk = runtime.reference::<Desk>("crowd");
     desk.set_broken(true).await.unwrap();
     for i in 0..60 {

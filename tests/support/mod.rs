@@ -8,11 +8,15 @@
 
 #![allow(dead_code)]
 
+pub mod actors;
 pub mod browser;
 pub mod cancellation;
+pub mod charts;
+pub mod children;
 pub mod commit_cutter;
 pub mod counter;
 pub mod desk;
+pub mod each_backend;
 pub mod effect_actors;
 pub mod fixtures;
 pub mod galera;
@@ -23,6 +27,8 @@ pub mod operator;
 pub mod policies;
 pub mod postgres;
 pub mod postgres_cluster;
+pub mod runtimes;
+pub mod servers;
 pub mod steps;
 pub mod stored_rows;
 pub mod subscription;
