@@ -1,7 +1,8 @@
 //! Several OS processes on one database: a worker killed with SIGKILL mid-turn or mid-effect,
 //! a process killed while a group of calls shares one open transaction,
 //! the soak that kills workers every two seconds, the soak through a PostgreSQL failover,
-//! and the soak over a three-node Galera cluster that loses a node. Each module re-runs this
+//! the soak through a MariaDB primary restarted and then replaced behind one endpoint, and
+//! the soak over a three-node Galera cluster that loses a node. Each module re-runs this
 //! binary as its child processes (selecting one function by its full name) and runs on
 //! SQLite, PostgreSQL and MariaDB.
 
@@ -17,6 +18,8 @@ mod crashed_groups;
 mod failover;
 #[path = "processes/galera.rs"]
 mod galera;
+#[path = "processes/mariadb_outage.rs"]
+mod mariadb_outage;
 mod support;
 
 /// The backend of `support::Harness::new()` in this binary: a test that names no backend runs on a SQLite file.

@@ -447,14 +447,14 @@ async fn soak_on(backend: Backend, name: &str, workers: usize) {
 /// The whole soak on one database: schema, `workers` worker processes, drivers and kills,
 /// the disturbance if any, drain, checks; fails the test if anything was lost, doubled or
 /// out of order. `backend` names the soak in what it prints; the worker processes' logs
-/// go under `logs`.
+/// go under `logs`. Returns how many calls failed with `Error::DatabaseUnavailable`.
 pub(crate) async fn soak(
     backend: &str,
     topology: &Topology,
     workers: usize,
     logs: &Path,
     disturbance: Option<Disturbance>,
-) {
+) -> u32 {
     let settings = Settings::from_env();
     let _ = tracing::subscriber::set_global_default(Warnings(|line| {
         DRIVER_LOG.lock().expect("the driver's log").push(line);
@@ -476,7 +476,9 @@ pub(crate) async fn soak(
     let pool = application.pool_by(Instant::now() + CLOSE_WAIT).await;
     let figures = Figures::read(&pool, &run.issued).await;
     pool.close().await;
+    let unavailable = run.errors.unavailable();
     run.report(backend, &settings, &figures);
+    unavailable
 }
 
 /// What happened while the workers were killed and then drained.
@@ -565,7 +567,8 @@ impl Run {
             std::io::stderr().lock(),
             "chaos {backend}: {} workers, {:.1} s of chaos (seed {}), drained in {:.1} s; \
              calls acknowledged {}; {figures}; kills {}, worker crashes {}, \
-             calls never answered {}, unavailable at callers {}, database errors at callers {}",
+             calls never answered {}, unavailable at callers {} ({} naming their message), \
+             database errors at callers {}",
             self.workers,
             self.chaos.as_secs_f64(),
             settings.seed,
@@ -575,6 +578,7 @@ impl Run {
             self.crashes,
             self.issued.unanswered,
             self.errors.unavailable(),
+            self.errors.unavailable_in_doubt(),
             self.errors.database_errors(),
         );
         if let Some(disturbed) = &self.disturbed {
@@ -986,6 +990,8 @@ struct ErrorLog {
     kinds: Mutex<BTreeMap<String, (u32, String)>>,
     /// How many calls failed with `Error::DatabaseUnavailable`.
     unavailable: std::sync::atomic::AtomicU32,
+    /// How many of those named their message: its turn may have committed.
+    unavailable_in_doubt: std::sync::atomic::AtomicU32,
     /// How many calls failed with `Error::Database`.
     database: std::sync::atomic::AtomicU32,
 }
@@ -993,7 +999,12 @@ struct ErrorLog {
 impl ErrorLog {
     fn note(&self, error: &Error, form: &str) {
         match error {
-            Error::DatabaseUnavailable { .. } => self.unavailable.fetch_add(1, Ordering::Relaxed),
+            Error::DatabaseUnavailable { request_id, .. } => {
+                if request_id.is_some() {
+                    self.unavailable_in_doubt.fetch_add(1, Ordering::Relaxed);
+                }
+                self.unavailable.fetch_add(1, Ordering::Relaxed)
+            }
             Error::Database(_) => self.database.fetch_add(1, Ordering::Relaxed),
             _ => 0,
         };
@@ -1019,6 +1030,11 @@ impl ErrorLog {
     /// (`Error::DatabaseUnavailable`): the call is retried under its key.
     fn unavailable(&self) -> u32 {
         self.unavailable.load(Ordering::Relaxed)
+    }
+
+    /// How many calls failed with `Error::DatabaseUnavailable` naming their message.
+    fn unavailable_in_doubt(&self) -> u32 {
+        self.unavailable_in_doubt.load(Ordering::Relaxed)
     }
 
     fn print(&self, backend: &str) {

@@ -27,6 +27,11 @@ pub enum Cut {
     /// The `COMMIT` never reaches the server: the proxy closes both sides instead of
     /// passing it on, and the server rolls the transaction back when it sees the close.
     NeverSent,
+    /// The `COMMIT` reaches the server, which runs it to the end ([`CommitCutter::withheld`]
+    /// counts it once its answer was read); the answer is withheld, and the client's
+    /// connection stays open until the server's side closes: the server went away right
+    /// after it committed.
+    AnswerWithheld,
 }
 
 /// The cut a proxy is armed for: which one, after how many other `COMMIT`s.
@@ -48,6 +53,8 @@ enum Protocol {
 pub struct CommitCutter {
     armed: Mutex<Option<Armed>>,
     cuts: AtomicUsize,
+    /// The answers withheld to their end ([`Cut::AnswerWithheld`]).
+    withheld: AtomicUsize,
 }
 
 impl CommitCutter {
@@ -68,6 +75,7 @@ impl CommitCutter {
         let cutter = Arc::new(CommitCutter {
             armed: Mutex::new(None),
             cuts: AtomicUsize::new(0),
+            withheld: AtomicUsize::new(0),
         });
         let shared = Arc::clone(&cutter);
         tokio::spawn(async move {
@@ -95,6 +103,12 @@ impl CommitCutter {
         self.cuts.load(Ordering::SeqCst)
     }
 
+    /// How many answers to a `COMMIT` cut with [`Cut::AnswerWithheld`] the server sent to
+    /// their end: that many such `COMMIT`s ran.
+    pub fn withheld(&self) -> usize {
+        self.withheld.load(Ordering::SeqCst)
+    }
+
     /// The cut to make of a `COMMIT` the client just sent, if the proxy is armed for it.
     fn cut_for_this_commit(&self) -> Option<Cut> {
         let mut armed = self.armed.lock().unwrap_or_else(PoisonError::into_inner);
@@ -115,7 +129,7 @@ impl CommitCutter {
         let (server_read, server_write) = server.into_split();
         let (cut_tx, cut_rx) = tokio::sync::watch::channel(None);
         let upward = self.client_to_server(protocol, client_read, server_write, cut_tx);
-        let downward = server_to_client(protocol, server_read, client_write, cut_rx);
+        let downward = self.server_to_client(protocol, server_read, client_write, cut_rx);
         tokio::join!(upward, downward);
     }
 
@@ -149,30 +163,40 @@ impl CommitCutter {
         }
         let _ = server.shutdown().await;
     }
-}
 
-/// Passes the server's messages on until it closes; once a `COMMIT` is cut, passes nothing
-/// more: reads the server's answer to that `COMMIT` to its end (for [`Cut::AnswerLost`]; for
-/// [`Cut::NeverSent`] the server closes instead) and closes the client's connection.
-async fn server_to_client(
-    protocol: Protocol,
-    mut server: OwnedReadHalf,
-    mut client: OwnedWriteHalf,
-    cut: tokio::sync::watch::Receiver<Option<Cut>>,
-) {
-    while let Ok(frame) = read_server_frame(protocol, &mut server).await {
-        // The client sent nothing after its COMMIT: what comes once it was cut answers it.
-        if cut.borrow().is_some() {
-            if ends_the_answer(protocol, &frame) {
+    /// Passes the server's messages on until it closes; once a `COMMIT` is cut, passes
+    /// nothing more: reads the server's answer to that `COMMIT` to its end (for
+    /// [`Cut::AnswerLost`]; for [`Cut::NeverSent`] the server closes instead) and closes the
+    /// client's connection, or, for [`Cut::AnswerWithheld`], keeps reading until the server
+    /// closes first.
+    async fn server_to_client(
+        &self,
+        protocol: Protocol,
+        mut server: OwnedReadHalf,
+        mut client: OwnedWriteHalf,
+        cut: tokio::sync::watch::Receiver<Option<Cut>>,
+    ) {
+        while let Ok(frame) = read_server_frame(protocol, &mut server).await {
+            // The client sent nothing after its COMMIT: what comes once it was cut answers
+            // it.
+            let made = *cut.borrow();
+            match made {
+                Some(Cut::AnswerWithheld) => {
+                    if ends_the_answer(protocol, &frame) {
+                        self.withheld.fetch_add(1, Ordering::SeqCst);
+                    }
+                    continue;
+                }
+                Some(_) if ends_the_answer(protocol, &frame) => break,
+                Some(_) => continue,
+                None => {}
+            }
+            if client.write_all(&frame).await.is_err() {
                 break;
             }
-            continue;
         }
-        if client.write_all(&frame).await.is_err() {
-            break;
-        }
+        let _ = client.shutdown().await;
     }
-    let _ = client.shutdown().await;
 }
 
 /// Reads one message of the server's (every one of them is typed).

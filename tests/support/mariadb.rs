@@ -4,8 +4,9 @@
 //!
 //! [`MariaDb::shared`] is one server for every test of a process (each test takes a
 //! database of its own); [`MariaDb::start`] is a server of the test's own, for tests that
-//! restart or kill it. [`Mariadbd`] is one server process, which a Galera cluster's nodes
-//! (tests/support/galera.rs) are too.
+//! restart or kill it ([`MariaDb::kill`], [`MariaDb::restart`]); [`MariaDb::start_with`]
+//! gives it options of its own (a replication primary's binary log, say). [`Mariadbd`] is
+//! one server process, which a Galera cluster's nodes (tests/support/galera.rs) are too.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -17,6 +18,8 @@ use super::servers::{create_database, database_name, free_port, path, skipped};
 /// A running server; killed on drop.
 pub struct MariaDb {
     server: Mariadbd,
+    /// The options this server runs with beyond every server's.
+    options: Vec<String>,
     /// Holds the server's directory; declared after the server, so dropped after it.
     _dir: tempfile::TempDir,
 }
@@ -31,15 +34,48 @@ impl MariaDb {
     /// Starts a server. Without MariaDB on the machine it returns `None` (the test then says
     /// it skipped), except under CI (`CI` set), where it panics.
     pub fn start() -> Option<Self> {
+        Self::start_with(&[])
+    }
+
+    /// Starts a server with `options` after the ones every server here has; `None` as
+    /// [`MariaDb::start`].
+    pub fn start_with(options: &[&str]) -> Option<Self> {
         if let Some(missing) = missing() {
             return skipped(missing);
         }
         let dir = tempfile::tempdir().expect("a temp dir");
         let mut server = Mariadbd::new(dir.path().join("server"), "root");
+        let options: Vec<String> = options.iter().map(|option| (*option).to_owned()).collect();
         server.install();
-        server.launch(&[]);
+        server.launch(&options);
         server.wait_until_listening();
-        Some(Self { server, _dir: dir })
+        Some(Self {
+            server,
+            options,
+            _dir: dir,
+        })
+    }
+
+    /// Kills the server with SIGKILL, as a crash would, and waits until it is gone.
+    pub fn kill(&mut self) {
+        self.server.kill();
+    }
+
+    /// Starts the killed server again on its datadir and port, and waits until it listens
+    /// (it recovers what it had committed first).
+    pub fn restart(&mut self) {
+        self.server.launch(&self.options);
+        self.server.wait_until_listening();
+    }
+
+    /// The client port.
+    pub fn port(&self) -> u16 {
+        self.server.port()
+    }
+
+    /// The URL of `database` on this server.
+    pub fn url(&self, database: &str) -> String {
+        self.server.url(database)
     }
 
     /// A new, empty database on this server; returns its URL.
@@ -94,6 +130,8 @@ impl Mariadbd {
             .arg("--skip-test-db")
             .arg(format!("--user={}", self.user))
             .arg(format!("--datadir={}", path(&self.dir.join("data"))))
+            // Temporary tables of its own: bootstraps at once shared /tmp's and failed.
+            .arg(format!("--tmpdir={}", path(&self.dir)))
             .output()
             .expect("mariadb-install-db runs");
         assert!(
@@ -128,6 +166,7 @@ impl Mariadbd {
             .arg(format!("--datadir={}", path(&self.dir.join("data"))))
             .arg(format!("--port={}", self.port))
             .arg("--bind-address=127.0.0.1")
+            .arg(format!("--tmpdir={}", path(&self.dir)))
             .arg(format!("--socket={}", path(&self.dir.join("sock"))))
             .arg(format!("--log-error={}", path(&self.dir.join("error.log"))))
             .arg(format!(

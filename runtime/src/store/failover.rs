@@ -200,6 +200,29 @@ impl<DB: Probe> Failover<DB> {
         !*self.serving.borrow()
     }
 
+    /// What a transaction whose pool handed it no connection by its deadline fails with
+    /// (`busy`, the pool's timeout, when the pool was busy).
+    ///
+    /// While a search runs, or while the pool was opening a connection rather than waiting
+    /// for one in use (the host refused or did not answer, and sqlx's pool tries again
+    /// until the deadline without saying so), the database kept the caller waiting, not a
+    /// busy pool: [`Error::DatabaseUnavailable`], and a search starts.
+    pub(crate) fn no_connection_by_deadline(
+        self: &Arc<Self>,
+        pool: &Pool<DB>,
+        busy: Error,
+    ) -> Error {
+        if !self.searching() {
+            let opening =
+                pool.num_idle() == 0 && pool.size() < pool.options().get_max_connections();
+            if !opening {
+                return busy;
+            }
+            self.suspect();
+        }
+        self.unavailable()
+    }
+
     /// What a transaction that found no host accepting writes fails with.
     pub(crate) fn unavailable(&self) -> Error {
         let state = self.lock();

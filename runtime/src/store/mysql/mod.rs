@@ -479,10 +479,10 @@ impl Store for MySqlStore {
         )
         .await;
         let tx = match begun {
-            // The pool found no connection by the deadline while the endpoint was away: the
-            // database, not a busy pool, kept the caller waiting.
-            Err(error) if error.is_busy() && self.failover.searching() => {
-                return Err(self.failover.unavailable())
+            Err(error) if error.is_busy() => {
+                return Err(self
+                    .failover
+                    .no_connection_by_deadline(&self.readers, error))
             }
             begun => begun?,
         }
