@@ -9,7 +9,7 @@ use inventory::{HoldStatus, SeatInventory, SeatInventoryMessage};
 use solid_objects::Runtime;
 use support::fixtures::started_with;
 use support::workers::fire_due_reminders;
-use support::{rejection_code, together, Harness};
+use support::{held_and_rejected, rejection_code, together, Harness};
 
 /// A show with `capacity` seats on a fresh runtime.
 async fn show(harness: &Harness, capacity: u32) -> (Runtime, inventory::SeatInventoryRef) {
@@ -33,12 +33,7 @@ async fn eight_concurrent_holds_against_five_seats_hold_five_and_reject_three() 
     })
     .await;
 
-    let held = results.iter().filter(|result| result.is_ok()).count();
-    let rejected: Vec<String> = results
-        .into_iter()
-        .filter(|result| result.is_err())
-        .map(rejection_code)
-        .collect();
+    let (held, rejected) = held_and_rejected(results);
     assert_eq!(held, 5);
     assert_eq!(rejected, vec!["not_enough_seats"; 3]);
     assert_eq!(show.seats_left().await.unwrap(), 0);

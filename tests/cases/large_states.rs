@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::support;
 
 use solid_objects::prelude::*;
+use support::cancellation::abort_some;
 use support::fixtures::{started, started_on};
 use support::{execute, Harness};
 
@@ -316,15 +317,7 @@ async fn callers_dropped_mid_call_on_two_runtimes_leave_every_committed_add_in_t
             };
             calls.push(tokio::spawn(async move { archive.add(1).await }));
         }
-        for (n, call) in calls.into_iter().enumerate() {
-            if (n + round) % 2 == 0 {
-                for _ in 0..(n * 3 + round) {
-                    tokio::task::yield_now().await;
-                }
-                call.abort();
-            }
-            let _ = call.await;
-        }
+        abort_some(calls, |n| ((n + round) % 2 == 0).then_some(n * 3 + round)).await;
     }
     first.testing().drain().await.unwrap();
     second.testing().drain().await.unwrap();
@@ -381,15 +374,7 @@ async fn adds_racing_destroys_on_two_runtimes_count_only_what_followed_the_last_
                 calls.push(tokio::spawn(async move { burning.burn().await }));
             }
         }
-        for (n, call) in calls.into_iter().enumerate() {
-            if (n + round) % 3 == 0 {
-                for _ in 0..(n * 2 + round) {
-                    tokio::task::yield_now().await;
-                }
-                call.abort();
-            }
-            let _ = call.await;
-        }
+        abort_some(calls, |n| ((n + round) % 3 == 0).then_some(n * 2 + round)).await;
     }
     adder.testing().drain().await.unwrap();
     burner.testing().drain().await.unwrap();

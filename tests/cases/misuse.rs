@@ -9,6 +9,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use super::misuse_from_handlers::Counter;
 use serde::{Deserialize, Serialize};
 use solid_objects::policy::{Denied, Policy, Request, RequestKind};
 use solid_objects::prelude::*;
@@ -18,21 +19,6 @@ use support::{count, Harness};
 
 /// The runtime a handler reaches for, as an application might keep it in a global.
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
-
-#[actor]
-#[derive(Default)]
-struct Counter {
-    value: u32,
-}
-
-#[actor]
-impl Counter {
-    #[command]
-    fn add(&mut self, by: u32) -> u32 {
-        self.value += by;
-        self.value
-    }
-}
 
 #[actor]
 #[derive(Default)]

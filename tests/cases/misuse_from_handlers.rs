@@ -25,22 +25,25 @@ use tokio::sync::mpsc;
 /// than the timeouts a hang runs into (60 s and more below).
 const AT_ONCE: Duration = Duration::from_secs(10);
 
+/// A counter that the handlers here (and misuse's callers) reach for.
 #[actor]
 #[derive(Default)]
-struct Counter {
+pub(crate) struct Counter {
     value: u32,
 }
 
 #[actor]
 impl Counter {
+    /// Adds `by`; returns the value after it.
     #[command]
-    fn add(&mut self, by: u32) -> u32 {
+    pub(crate) fn add(&mut self, by: u32) -> u32 {
         self.value += by;
         self.value
     }
 
+    /// The value.
     #[query]
-    fn value(&self) -> u32 {
+    pub(crate) fn value(&self) -> u32 {
         self.value
     }
 }

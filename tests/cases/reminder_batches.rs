@@ -464,6 +464,16 @@ async fn many_recurring_reminders_move_in_one_batch() {
     runtime.close().await;
 }
 
+/// A builder on `database` (the harness's backend) with the harness's clock, allowing every
+/// call: one of several runtimes on one database.
+fn allowing_on(harness: &Harness, database: &str) -> solid_objects::Builder {
+    harness
+        .backend()
+        .store_at(database)
+        .clock(harness.clock.clone())
+        .policy(AllowAll)
+}
+
 async fn fire_twice_at_once(builder: impl Fn() -> solid_objects::Builder, clock: &ManualClock) {
     let owner = builder().actor::<Bell>().start().await.unwrap();
     for actor in 0..4 {
@@ -516,13 +526,7 @@ async fn two_runtimes_firing_at_once_fire_each_occurrence_once() {
     let harness = Harness::new();
     let database = harness.database().await;
     let clock = harness.clock.clone();
-    let builder = || {
-        harness
-            .backend()
-            .store_at(&database)
-            .clock(clock.clone())
-            .policy(AllowAll)
-    };
+    let builder = || allowing_on(&harness, &database);
     fire_twice_at_once(builder, &clock).await;
 }
 
@@ -534,13 +538,7 @@ async fn a_turn_rearming_while_reminders_fire_keeps_its_schedule() {
     let harness = Harness::new();
     let database = harness.database().await;
     let clock = harness.clock.clone();
-    let builder = || {
-        harness
-            .backend()
-            .store_at(&database)
-            .clock(clock.clone())
-            .policy(AllowAll)
-    };
+    let builder = || allowing_on(&harness, &database);
     let owner = builder()
         .actor::<Bell>()
         .sync_timeout(Duration::from_secs(120))

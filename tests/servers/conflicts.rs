@@ -24,6 +24,18 @@ impl Tally {
     }
 }
 
+/// A runtime on `url` with `connections` and a clock of its own, allowing every call, that
+/// knows the tally.
+async fn tally_runtime(url: &str, connections: u32) -> Runtime {
+    backend::builder(url, connections)
+        .clock(ManualClock::starting_now())
+        .policy(AllowAll)
+        .actor::<Tally>()
+        .start()
+        .await
+        .unwrap()
+}
+
 /// Five messages of one actor whose completions conflict twenty times (two whole passes of
 /// reruns and more) all complete, each at its first attempt: the passes that gave up on the
 /// first one counted two stalls and no attempt, and every conflict is in the stats.
@@ -32,13 +44,7 @@ async fn a_hot_actors_turns_that_conflict_for_whole_passes_complete_with_no_fail
     let Some((_server, url)) = database().await else {
         return;
     };
-    let runtime = backend::builder(&url, 8)
-        .clock(ManualClock::starting_now())
-        .policy(AllowAll)
-        .actor::<Tally>()
-        .start()
-        .await
-        .unwrap();
+    let runtime = tally_runtime(&url, 8).await;
     let hot = runtime.reference::<Tally>("hot");
     for _ in 0..5 {
         hot.enqueue().add().await.unwrap();
@@ -94,13 +100,7 @@ async fn the_doctor_names_a_message_that_passes_kept_leaving_unrun() {
     let Some((_server, url)) = database().await else {
         return;
     };
-    let runtime = backend::builder(&url, 4)
-        .clock(ManualClock::starting_now())
-        .policy(AllowAll)
-        .actor::<Tally>()
-        .start()
-        .await
-        .unwrap();
+    let runtime = tally_runtime(&url, 4).await;
     let queued = runtime
         .reference::<Tally>("hot")
         .enqueue()

@@ -14,7 +14,7 @@ use crate::support::runtimes::{
     builder, completes, noticed_beyond, pool as application_pool, scalar, state_of, stop_workers,
 };
 use crate::support::workers::{fire_due_reminders, run_workers};
-use crate::support::{eventually, rejection_code, together};
+use crate::support::{eventually, held_and_rejected, rejection_code, together};
 use inventory::SeatInventory;
 use solid_objects::prelude::*;
 
@@ -170,12 +170,7 @@ async fn eight_holds_through_two_processes_against_five_seats_hold_exactly_five(
     })
     .await;
 
-    let held = results.iter().filter(|result| result.is_ok()).count();
-    let rejected: Vec<String> = results
-        .into_iter()
-        .filter(|result| result.is_err())
-        .map(rejection_code)
-        .collect();
+    let (held, rejected) = held_and_rejected(results);
     assert_eq!(held, 5);
     assert_eq!(rejected, vec!["not_enough_seats"; 3]);
     assert_eq!(

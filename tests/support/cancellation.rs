@@ -1,5 +1,5 @@
 //! Calls given up part-way, in a plan that is the same on every run: the cases that check
-//! nothing wedges when callers cancel draw their cancellations from here.
+//! nothing wedges or is lost when callers cancel draw their cancellations from here.
 
 use std::future::Future;
 
@@ -24,5 +24,22 @@ pub async fn drop_after(future: impl Future, polls: u64) {
             return;
         }
         tokio::task::yield_now().await;
+    }
+}
+
+/// Awaits each of `calls` in order; the call `n` for which `aborts(n)` is `Some(yields)` is
+/// first given `yields` scheduler turns, then aborted wherever it is.
+pub async fn abort_some<T>(
+    calls: Vec<tokio::task::JoinHandle<T>>,
+    aborts: impl Fn(usize) -> Option<usize>,
+) {
+    for (n, call) in calls.into_iter().enumerate() {
+        if let Some(yields) = aborts(n) {
+            for _ in 0..yields {
+                tokio::task::yield_now().await;
+            }
+            call.abort();
+        }
+        let _ = call.await;
     }
 }

@@ -308,6 +308,18 @@ pub fn rejection_code<T: Debug>(result: Result<T, Error>) -> String {
     }
 }
 
+/// How many of `results` succeeded, and the codes of the rejections the others ended with,
+/// in order; panics on any other error.
+pub fn held_and_rejected<T: Debug>(results: Vec<Result<T, Error>>) -> (usize, Vec<String>) {
+    let held = results.iter().filter(|result| result.is_ok()).count();
+    let rejected = results
+        .into_iter()
+        .filter(|result| result.is_err())
+        .map(rejection_code)
+        .collect();
+    (held, rejected)
+}
+
 /// Runs `tasks` futures on the runtime's worker threads, released together by a barrier;
 /// returns their outputs in task order.
 pub async fn together<F, Fut, T>(tasks: usize, make: F) -> Vec<T>
