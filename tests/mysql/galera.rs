@@ -27,7 +27,7 @@ use solid_objects::EffectContext;
 
 use sqlx::Connection;
 
-use crate::support::actors::{Noted, Tally};
+use crate::support::actors::{Noted, Tally, TallyRef};
 use crate::support::galera::{Galera, NODES};
 use crate::support::runtimes::{close_all, start_at_once, state_of};
 
@@ -127,6 +127,40 @@ static PAUSING: std::sync::LazyLock<std::sync::Arc<tokio::sync::RwLock<()>>> =
 /// Messages that did not complete at their first attempt, or whose attempt failed.
 const NOT_FIRST_TIME: &str = "SELECT COUNT(*) FROM solid_messages
      WHERE status <> 'completed' OR attempts <> 1 OR last_error IS NOT NULL";
+
+/// `calls` calls of `tally.add()` at once, and beside them `other`, begun after the calls
+/// had a scheduler turn; the calls' answers, in order, and what `other` came to.
+async fn calls_beside<T>(
+    tally: &TallyRef,
+    calls: usize,
+    other: impl std::future::Future<Output = T>,
+) -> (Vec<Result<i64, Error>>, T) {
+    let calls = (0..calls).map(|_| {
+        let tally = tally.clone();
+        async move { tally.add().await }
+    });
+    let other = async {
+        tokio::task::yield_now().await;
+        other.await
+    };
+    tokio::join!(futures_util::future::join_all(calls), other)
+}
+
+/// Panics, naming `round`, on an answer in `answers` that is neither a count nor an error
+/// that `expected` accepts.
+fn each_answered_or(
+    round: usize,
+    answers: Vec<Result<i64, Error>>,
+    expected: impl Fn(&Error) -> bool,
+) {
+    for answer in answers {
+        match answer {
+            Ok(_) => {}
+            Err(error) if expected(&error) => {}
+            Err(error) => panic!("round {round}: a call: {error}"),
+        }
+    }
+}
 
 /// One number, read through node `node` after it caught up with the cluster.
 async fn scalar(cluster: &Galera, node: usize, database: &str, sql: &str) -> i64 {
@@ -545,22 +579,12 @@ async fn destroying_an_actor_through_one_node_while_calls_run_through_another_su
     for round in 0..ROUNDS {
         let tally = caller.reference::<Tally>("doomed");
         tally.add().await.expect("a call before the destroy");
-        let calls = (0..CALLS).map(|_| {
-            let tally = tally.clone();
-            async move { tally.add().await }
-        });
-        let destroy = async {
-            tokio::task::yield_now().await;
-            destroyer.reference::<Tally>("doomed").destroy().await
-        };
-        let (answers, destroyed) = tokio::join!(futures_util::future::join_all(calls), destroy);
+        let doomed = destroyer.reference::<Tally>("doomed");
+        let (answers, destroyed) = calls_beside(&tally, CALLS, doomed.destroy()).await;
         destroyed.unwrap_or_else(|error| panic!("round {round}: the destroy: {error}"));
-        for answer in answers {
-            match answer {
-                Ok(_) | Err(Error::Destroyed { .. }) => {}
-                Err(error) => panic!("round {round}: a call: {error}"),
-            }
-        }
+        each_answered_or(round, answers, |error| {
+            matches!(error, Error::Destroyed { .. })
+        });
     }
     destroyer.close().await;
     caller.close().await;
@@ -583,27 +607,18 @@ async fn pausing_and_resuming_an_actor_through_one_node_while_calls_run_through_
     tally.add().await.expect("a call before the first pause");
     let admin = operator.admin();
     for round in 0..ROUNDS {
-        let calls = (0..CALLS).map(|_| {
-            let tally = tally.clone();
-            async move { tally.add().await }
-        });
         let pause_then_resume = async {
-            tokio::task::yield_now().await;
             let paused = admin.pause("Tally", "hot").await;
             let resumed = admin.resume("Tally", "hot").await;
             (paused, resumed)
         };
-        let (answers, (paused, resumed)) =
-            tokio::join!(futures_util::future::join_all(calls), pause_then_resume);
+        let (answers, (paused, resumed)) = calls_beside(&tally, CALLS, pause_then_resume).await;
         let paused = paused.unwrap_or_else(|error| panic!("round {round}: the pause: {error}"));
         let resumed = resumed.unwrap_or_else(|error| panic!("round {round}: the resume: {error}"));
         assert!(paused && resumed, "round {round}: each changed the actor");
-        for answer in answers {
-            match answer {
-                Ok(_) | Err(Error::Paused { .. }) => {}
-                Err(error) => panic!("round {round}: a call: {error}"),
-            }
-        }
+        each_answered_or(round, answers, |error| {
+            matches!(error, Error::Paused { .. })
+        });
     }
     operator.close().await;
     caller.close().await;

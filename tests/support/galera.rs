@@ -62,15 +62,10 @@ impl Galera {
             })
             .collect();
         let mut cluster = Self { nodes, dir };
+        // The server user writes the nodes' temporary files from the bootstrap on.
+        cluster.own_by_server_user();
         cluster.nodes[0].server.install();
-        if server_user() == "mysql" {
-            let owned = Command::new("chown")
-                .args(["-R", "mysql:mysql"])
-                .arg(cluster.dir.path())
-                .status()
-                .expect("chown runs");
-            assert!(owned.success(), "chown of the cluster's dir to mysql");
-        }
+        cluster.own_by_server_user();
         cluster.launch(0, true);
         cluster.wait_until_synced(&[0], 1);
         for index in 1..NODES {
@@ -205,6 +200,18 @@ impl Galera {
                 );
                 std::thread::sleep(Duration::from_millis(100));
             }
+        }
+    }
+
+    /// Gives the cluster's directory to the user the servers run as, where that is `mysql`.
+    fn own_by_server_user(&self) {
+        if server_user() == "mysql" {
+            let owned = Command::new("chown")
+                .args(["-R", "mysql:mysql"])
+                .arg(self.dir.path())
+                .status()
+                .expect("chown runs");
+            assert!(owned.success(), "chown of the cluster's dir to mysql");
         }
     }
 
