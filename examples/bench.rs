@@ -105,8 +105,17 @@
 //! 5 round trips per call; written per call is the growth of InnoDB's redo log sequence
 //! number. Written per call, 1 caller, on PostgreSQL and MySQL: target at most 1.3x raw's.
 //!
+//! - charts: on SQLite and each server named, `BENCH_CHART_MESSAGES` (default 1,000,000)
+//!   finished messages over the 23.5 hours before noon (with their failed attempts, fired
+//!   reminders and done effects), loaded in one statement per table from a generated series
+//!   and tallied by the workers' fold (its time printed); then the time to fetch every window
+//!   of the overview and of an actor's page from the dashboard's router, and the overview's
+//!   figures alone. Target: every page under 200 ms in the test profile (run the bench
+//!   without `--release` for this row: `BENCH_ROWS=charts cargo run --example bench`). On
+//!   MySQL the series is MariaDB's `seq_1_to_N`.
+//!
 //! `BENCH_ROWS` (a comma-separated list of `calls`, `postgres`, `mysql`, `drain`,
-//! `reminders`, `large`, `wake`, `idle`) runs only those rows; `drain` runs `calls` too, for
+//! `reminders`, `large`, `wake`, `idle`, `charts`) runs only those rows; `drain` runs `calls` too, for
 //! its baseline.
 
 use std::future::Future;
@@ -275,6 +284,9 @@ async fn main() -> Outcome {
     }
     if runs("idle") {
         idle_rows(postgres.as_deref(), mysql.as_deref()).await?;
+    }
+    if runs("charts") {
+        chart_rows(postgres.as_deref(), mysql.as_deref()).await?;
     }
     println!("\npeak resident memory: {}", peak_memory());
     Ok(())
@@ -2212,4 +2224,254 @@ fn peak_memory() -> String {
                 .map(|line| line.trim_start_matches("VmHWM:").trim().to_owned())
         })
         .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// The finished messages the charts row loads unless `BENCH_CHART_MESSAGES` says otherwise.
+const CHART_MESSAGES: u64 = 1_000_000;
+
+/// The charts row: on each backend, `BENCH_CHART_MESSAGES` (default 1,000,000) finished
+/// messages spread over the 23.5 hours before noon are loaded in one statement each, with
+/// their failed attempts and done effects; the workers' fold tallies them (timed); then every
+/// window of the overview and of an actor's page is fetched from the dashboard's router, as
+/// a browser would, at 12:00:10 by a manual clock (so the last two minutes are read from
+/// their rows, as the workers' fold leaves them).
+async fn chart_rows(postgres: Option<&str>, mysql: Option<&str>) -> Outcome {
+    let messages = i64::try_from(setting("BENCH_CHART_MESSAGES", CHART_MESSAGES)?)?.max(1000);
+    println!(
+        "\ncharts: {messages} finished messages over the 23.5 h before noon (a fired reminder \
+         in 100, a dead letter and a failed attempt in 1,000, an effect in 10, over 1,000 \
+         actors), tallied by the workers' fold; each window's page fetched from the dashboard's \
+         router, median of 5 after one unmeasured; target: every page under 200 ms in the \
+         test profile (`cargo run --example bench`, not --release)"
+    );
+    println!(
+        "{:<12} {:>8} {:>8} {:>8} {:>14} {:>14} {:>14}",
+        "backend", "load", "fold", "window", "overview", "its figures", "actor's page"
+    );
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("charts.db");
+    let mut backends = vec![Backend::Sqlite(&path)];
+    if let Some(url) = postgres {
+        backends.push(Backend::Postgres { url, listen: true });
+    }
+    if let Some(url) = mysql {
+        backends.push(Backend::MySql(url));
+    }
+    for backend in backends {
+        chart_row(backend, messages).await?;
+    }
+    Ok(())
+}
+
+/// Noon on a Monday, `minutes` and `seconds` after it: the charts row's now.
+fn chart_noon(minutes: i64, seconds: i64) -> DateTime<Utc> {
+    let noon = DateTime::from_timestamp(1_772_452_800, 0).unwrap_or_default();
+    noon + TimeDelta::minutes(minutes) + TimeDelta::seconds(seconds)
+}
+
+/// One backend's charts row.
+async fn chart_row(backend: Backend<'_>, messages: i64) -> Outcome {
+    let clock = ManualClock::new(chart_noon(0, 10));
+    // The runtime migrates the database first; the rows go into its tables.
+    let runtime = backend
+        .builder()
+        .actor::<Counter>()
+        .clock(clock.clone())
+        .start()
+        .await?;
+    let history = (
+        chart_noon(30 - 24 * 60, 0).timestamp_micros(),
+        chart_noon(0, 0).timestamp_micros(),
+    );
+    let started = Instant::now();
+    run_statements(backend, &chart_history(backend, messages, history)).await?;
+    let loaded = started.elapsed();
+    // The actor whose page is fetched exists: a turn at 12:00:10.
+    runtime
+        .reference::<Counter>("chart-b-0")
+        .increment()
+        .await?;
+    let started = Instant::now();
+    runtime.testing().upkeep().await?;
+    let folded = started.elapsed();
+    let day = runtime
+        .admin()
+        .activity(solid_objects::admin::Window::Day)
+        .await?;
+    let completed: i64 = day
+        .points
+        .iter()
+        .map(|point| point.finished.completed)
+        .sum();
+    if completed != messages - messages / 1000 + 1 {
+        return Err(format!("the day's chart counts {completed} completed messages").into());
+    }
+    for window in solid_objects::admin::Window::ALL {
+        let overview = page_time(&runtime, "/", window).await?;
+        let figures = median_time(|| async {
+            runtime.admin().activity(window).await?;
+            Ok(())
+        })
+        .await?;
+        let actor = page_time(&runtime, "/actors/Counter/chart-b-0", window).await?;
+        println!(
+            "{:<12} {:>8} {:>8} {:>8} {:>14} {:>14} {:>14}",
+            match backend {
+                Backend::Sqlite(_) => "SQLite",
+                Backend::Postgres { .. } => "PostgreSQL",
+                Backend::MySql(_) => "MySQL",
+            },
+            format!("{:.0} s", loaded.as_secs_f64()),
+            format!("{:.1} s", folded.as_secs_f64()),
+            window.as_str(),
+            format!("{:.1} ms", millis(overview)),
+            format!("{:.1} ms", millis(figures)),
+            format!("{:.1} ms", millis(actor)),
+        );
+    }
+    runtime.close().await;
+    Ok(())
+}
+
+/// The median time of 5 runs of `run`, after one unmeasured.
+async fn median_time<F, Fut>(run: F) -> Result<Duration, Failed>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<(), Failed>>,
+{
+    run().await?;
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        let started = Instant::now();
+        run().await?;
+        times.push(started.elapsed());
+    }
+    times.sort();
+    Ok(times[2])
+}
+
+/// The median time to fetch a page of the dashboard over `window` from its router.
+async fn page_time(
+    runtime: &Runtime,
+    page: &str,
+    window: solid_objects::admin::Window,
+) -> Result<Duration, Failed> {
+    use tower::ServiceExt;
+    median_time(|| async {
+        let router = solid_objects::dashboard::router(runtime.clone());
+        let request = axum::http::Request::get(format!("{page}?window={window}"))
+            .body(axum::body::Body::empty())?;
+        let response = router.oneshot(request).await?;
+        if response.status() != axum::http::StatusCode::OK {
+            return Err(format!("{page}: {}", response.status()).into());
+        }
+        let body = axum::body::to_bytes(response.into_body(), 1 << 24).await?;
+        let body = String::from_utf8_lossy(&body);
+        if !body.contains("<svg") {
+            return Err(format!("{page} {window}: no chart in {body}").into());
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// The statements that load the charts row's history into a migrated database: the rows a
+/// bench run before left are deleted, with every tally; then `rows` finished messages of
+/// `Counter` actors `chart-b-0` to `chart-b-999` spread evenly over `(from, until]` (one in a
+/// hundred a fired reminder, one in a thousand a dead letter), a failed attempt for every thousandth, and an effect done for every tenth, each
+/// table in one statement from a generated series (SQLite's recursive CTE, PostgreSQL's
+/// `generate_series`, MariaDB's `seq_1_to_N`).
+fn chart_history(backend: Backend<'_>, rows: i64, (from, until): (i64, i64)) -> Vec<String> {
+    let series = match backend {
+        Backend::Sqlite(_) => format!(
+            "WITH RECURSIVE numbers(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM numbers \
+             WHERE n < {rows}) SELECT n FROM numbers"
+        ),
+        Backend::Postgres { .. } => {
+            format!("SELECT n FROM generate_series(CAST(1 AS BIGINT), {rows}) AS n")
+        }
+        Backend::MySql(_) => format!("SELECT seq AS n FROM seq_1_to_{rows}"),
+    };
+    let concat = |a: &str, b: &str| match backend {
+        Backend::Sqlite(_) | Backend::Postgres { .. } => format!("'{a}' || {b}"),
+        Backend::MySql(_) => format!("CONCAT('{a}', {b})"),
+    };
+    let step = (until - from) / rows;
+    let at = format!("{from} + n * {step}");
+    let mut statements: Vec<String> = [
+        "DELETE FROM solid_messages WHERE actor_type = 'Counter' AND actor_id LIKE 'chart-b-%'",
+        "DELETE FROM solid_failed_attempts
+         WHERE actor_type = 'Counter' AND actor_id LIKE 'chart-b-%'",
+        "DELETE FROM solid_effects WHERE actor_type = 'Counter' AND actor_id LIKE 'chart-b-%'",
+        "DELETE FROM solid_activity",
+        "DELETE FROM solid_actor_activity",
+        "UPDATE solid_activity_folded SET folded_until = 0",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    statements.push(format!(
+        "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments, request_id,
+             status, attempts, available_at, result, created_at, finished_at, scheduled_for)
+         SELECT 'Counter', {actor}, 'work', '[]', {request},
+                CASE WHEN n % 1000 = 0 THEN 'dead' ELSE 'completed' END,
+                CASE WHEN n % 1000 = 0 THEN 1 ELSE 0 END,
+                {at}, 'null', {at} - 2000000, {at},
+                CASE WHEN n % 100 = 1 THEN {at} - 5000000 END
+         FROM ({series}) AS numbers",
+        actor = concat("chart-b-", "n % 1000"),
+        request = concat("chart-", "n"),
+    ));
+    statements.push(format!(
+        "INSERT INTO solid_failed_attempts (message_id, actor_type, actor_id, failed_at)
+         SELECT n, 'Counter', {actor}, {at} - 1000000
+         FROM ({series}) AS numbers WHERE n % 1000 = 0",
+        actor = concat("chart-b-", "n % 1000"),
+    ));
+    statements.push(format!(
+        "INSERT INTO solid_effects (effect_id, actor_type, actor_id, name, payload, status,
+             attempts, available_at, created_at, finished_at)
+         SELECT {effect}, 'Counter', {actor}, 'post', '{{}}', 'done', 1,
+                {at}, {at} - 1000000, {at}
+         FROM ({series}) AS numbers WHERE n % 10 = 0",
+        effect = concat("chart-effect-", "n"),
+        actor = concat("chart-b-", "n % 1000"),
+    ));
+    // The statistics a server's own upkeep gathers after such a load (autovacuum's analyze,
+    // InnoDB's own). SQLite keeps none unless asked, and the runtime does not ask.
+    match backend {
+        Backend::Sqlite(_) => {}
+        Backend::Postgres { .. } => statements.push("ANALYZE".to_owned()),
+        Backend::MySql(_) => statements
+            .push("ANALYZE TABLE solid_messages, solid_failed_attempts, solid_effects".to_owned()),
+    }
+    statements
+}
+
+/// Runs `statements` one by one on a connection of their own to `backend`'s database.
+async fn run_statements(backend: Backend<'_>, statements: &[String]) -> Outcome {
+    match backend {
+        Backend::Sqlite(path) => {
+            let mut connection =
+                SqliteConnection::connect_with(&SqliteConnectOptions::new().filename(path)).await?;
+            for statement in statements {
+                sqlx::raw_sql(statement).execute(&mut connection).await?;
+            }
+            connection.close().await?;
+        }
+        Backend::Postgres { url, .. } => {
+            let mut connection = PgConnection::connect(url).await?;
+            for statement in statements {
+                sqlx::raw_sql(statement).execute(&mut connection).await?;
+            }
+            connection.close().await?;
+        }
+        Backend::MySql(url) => {
+            let mut connection = MySqlConnection::connect(url).await?;
+            for statement in statements {
+                sqlx::raw_sql(statement).execute(&mut connection).await?;
+            }
+            connection.close().await?;
+        }
+    }
+    Ok(())
 }

@@ -6,6 +6,8 @@
 #[path = "mysql/backend.rs"]
 mod backend;
 mod cases;
+#[path = "servers/chart_plans.rs"]
+mod chart_plans;
 #[path = "servers/conflicts.rs"]
 mod conflicts;
 #[path = "mysql/dialect.rs"]
@@ -14,6 +16,8 @@ mod dialect;
 mod galera;
 #[path = "servers/lost_commit_answers.rs"]
 mod lost_commit_answers;
+#[path = "servers/migrations.rs"]
+mod migrations;
 #[path = "servers/nothing_wedges.rs"]
 mod nothing_wedges;
 #[path = "servers/several_runtimes.rs"]

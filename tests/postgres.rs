@@ -8,6 +8,8 @@ mod administration;
 #[path = "postgres/backend.rs"]
 mod backend;
 mod cases;
+#[path = "servers/chart_plans.rs"]
+mod chart_plans;
 #[path = "postgres/compression.rs"]
 mod compression;
 #[path = "servers/conflicts.rs"]
@@ -18,6 +20,8 @@ mod lifecycle;
 mod listen_notify;
 #[path = "servers/lost_commit_answers.rs"]
 mod lost_commit_answers;
+#[path = "servers/migrations.rs"]
+mod migrations;
 #[path = "servers/nothing_wedges.rs"]
 mod nothing_wedges;
 #[path = "postgres/mod.rs"]

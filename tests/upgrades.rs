@@ -15,15 +15,17 @@ mod support;
 /// The backend of `support::Harness::new()` in this binary (each test here names its own).
 const BACKEND: support::Backend = support::Backend::Sqlite;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 use solid_objects::admin::{ActorFilter, DeadLetterFilter, EffectFilter, ReminderFilter};
 use solid_objects::prelude::*;
 use solid_objects::{Builder, Drained};
 use support::mariadb::MariaDb;
+use support::migrating;
 use support::postgres::PgServer;
+use support::release_dumps;
 
 /// The manual clock's time while the fixtures were written; each reading test starts there.
 fn written_at() -> DateTime<Utc> {
@@ -726,76 +728,9 @@ async fn check_idempotency_keys(runtime: &Runtime, fixture: &str) {
     assert_eq!(entries.len(), 2, "{fixture}: nothing ran again");
 }
 
-/// The fixtures of every release, oldest first: the folders under tests/fixtures.
-fn releases() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let mut releases: Vec<PathBuf> = std::fs::read_dir(&root)
-        .expect("tests/fixtures is there")
-        .map(|entry| entry.expect("a fixture folder").path())
-        .filter(|path| path.is_dir())
-        .collect();
-    releases.sort();
-    assert!(
-        releases.iter().any(|path| path.ends_with("0.1.0")),
-        "the first release's fixtures are kept"
-    );
-    releases
-}
-
-/// A program of the machine's PostgreSQL: in `PG_BIN`, or the newest
-/// `/usr/lib/postgresql/*/bin`, as the throwaway server's.
-fn postgres_program(name: &str) -> PathBuf {
-    if let Some(bin) = std::env::var_os("PG_BIN") {
-        return PathBuf::from(bin).join(name);
-    }
-    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .expect("PostgreSQL is installed")
-        .map(|entry| entry.expect("a version").path().join("bin").join(name))
-        .filter(|program| program.exists())
-        .collect();
-    versions.sort();
-    versions
-        .pop()
-        .unwrap_or_else(|| panic!("{name} is installed"))
-}
-
-/// Runs a program to its end; panics with its error output if it fails.
-fn run(command: &mut Command) -> Vec<u8> {
-    let output = command
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|error| panic!("{command:?} cannot run: {error}"));
-    assert!(
-        output.status.success(),
-        "{command:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output.stdout
-}
-
-/// The host, port and database of a MariaDB URL of the throwaway server.
-fn mariadb_address(url: &str) -> (String, String, String) {
-    let address = url.strip_prefix("mysql://root@").expect("a root URL");
-    let (host, database) = address.split_once('/').expect("a database");
-    let (host, port) = host.split_once(':').expect("a port");
-    (host.to_owned(), port.to_owned(), database.to_owned())
-}
-
-/// The `mariadb` or `mariadb-dump` command with `options`, on the database of `url`.
-fn mariadb_command(program: &str, options: &[&str], url: &str) -> Command {
-    let (host, port, database) = mariadb_address(url);
-    let mut command = Command::new(program);
-    command.args(["--no-defaults", "--protocol=tcp", "--user=root"]);
-    command
-        .arg(format!("--host={host}"))
-        .arg(format!("--port={port}"));
-    command.args(options).arg(database);
-    command
-}
-
 #[tokio::test]
 async fn sqlite_files_of_every_release_open_migrate_and_run() {
-    for release in releases() {
+    for release in release_dumps::releases() {
         let dir = tempfile::tempdir().expect("a temp dir");
         let path = dir.path().join("actors.db");
         std::fs::copy(release.join("sqlite.db"), &path).expect("the fixture copies");
@@ -809,14 +744,10 @@ async fn postgres_dumps_of_every_release_load_migrate_and_run() {
     let Some(server) = PgServer::start() else {
         return;
     };
-    for release in releases() {
+    for release in release_dumps::releases() {
         let url = server.database().await;
-        let dump = release.join("postgres.sql");
-        run(Command::new(postgres_program("psql"))
-            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-f"])
-            .arg(&dump)
-            .arg(&url));
-        let fixture = dump.display().to_string();
+        release_dumps::load_postgres(&release, &url);
+        let fixture = release.join("postgres.sql").display().to_string();
         open_and_run(Runtime::builder().postgres(url, 4), &fixture).await;
     }
 }
@@ -826,21 +757,62 @@ async fn mariadb_dumps_of_every_release_load_migrate_and_run() {
     let Some(server) = MariaDb::start() else {
         return;
     };
-    for release in releases() {
+    for release in release_dumps::releases() {
         let url = server.database().await;
-        let dump = release.join("mariadb.sql");
-        let file = std::fs::File::open(&dump).expect("the dump opens");
-        let mut load = mariadb_command("mariadb", &[], &url);
-        let output = load.stdin(file).output().expect("mariadb runs");
-        assert!(
-            output.status.success(),
-            "loading {} failed: {}",
-            dump.display(),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let fixture = dump.display().to_string();
+        release_dumps::load_mariadb(&release, &url);
+        let fixture = release.join("mariadb.sql").display().to_string();
         open_and_run(Runtime::builder().mysql(url, 4), &fixture).await;
     }
+}
+
+/// A process upgrading the first release's PostgreSQL dump is killed while it builds one of
+/// migration 11's indexes (which it does outside a transaction); the next start finishes the
+/// migration, every row is there and runs as that release promised, and the schema is a
+/// fresh database's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_dump_upgraded_by_a_process_killed_mid_index_build_migrates_at_the_next_start() {
+    let Some(server) = PgServer::start() else {
+        return;
+    };
+    let release = release_dumps::first_release();
+    let url = server.database().await;
+    release_dumps::load_postgres(&release, &url);
+    migrating::kill_mid_index_build(&url, "migrating_process").await;
+    let fixture = release.join("postgres.sql").display().to_string();
+    open_and_run(Runtime::builder().postgres(&url, 4), &fixture).await;
+    assert_eq!(
+        migrating::schema(&url).await,
+        migrating::fresh_schema(&server.database().await).await,
+        "the schema is a fresh database's"
+    );
+}
+
+/// A process upgrading the first release's MariaDB dump is killed while its migration 11
+/// waits to build an index; the next start finishes the migration, every row is there and
+/// runs as that release promised, and the schema is a fresh database's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mariadb_dump_upgraded_by_a_process_killed_mid_index_build_migrates_at_the_next_start() {
+    let Some(server) = MariaDb::start() else {
+        return;
+    };
+    let release = release_dumps::first_release();
+    let url = server.database().await;
+    release_dumps::load_mariadb(&release, &url);
+    migrating::kill_mid_index_build(&url, "migrating_process").await;
+    let fixture = release.join("mariadb.sql").display().to_string();
+    open_and_run(Runtime::builder().mysql(&url, 4), &fixture).await;
+    assert_eq!(
+        migrating::schema(&url).await,
+        migrating::fresh_schema(&server.database().await).await,
+        "the schema is a fresh database's"
+    );
+}
+
+/// The child of the crash cases above: a runtime that migrates the database its parent
+/// names (nothing in a normal run).
+#[tokio::test]
+async fn migrating_process() {
+    migrating::migrate_if_asked().await;
 }
 
 /// Writes this build's fixtures into `tests/fixtures/<version>/` (the package's version):
@@ -876,15 +848,21 @@ async fn write_fixtures_of_this_build() {
     let postgres = PgServer::start().expect("PostgreSQL is installed");
     let url = postgres.database().await;
     write_rows(|| Runtime::builder().postgres(&url, 4)).await;
-    let dump = run(Command::new(postgres_program("pg_dump"))
-        .args(["--no-owner", "--no-privileges", "--dbname"])
-        .arg(&url));
+    let dump = release_dumps::run(
+        Command::new(release_dumps::postgres_program("pg_dump"))
+            .args(["--no-owner", "--no-privileges", "--dbname"])
+            .arg(&url),
+    );
     std::fs::write(release.join("postgres.sql"), dump).expect("the dump is written");
 
     let mariadb = MariaDb::start().expect("MariaDB is installed");
     let url = mariadb.database().await;
     write_rows(|| Runtime::builder().mysql(&url, 4)).await;
     let options = ["--skip-comments", "--skip-extended-insert", "--hex-blob"];
-    let dump = run(&mut mariadb_command("mariadb-dump", &options, &url));
+    let dump = release_dumps::run(&mut release_dumps::mariadb_command(
+        "mariadb-dump",
+        &options,
+        &url,
+    ));
     std::fs::write(release.join("mariadb.sql"), dump).expect("the dump is written");
 }

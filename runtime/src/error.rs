@@ -675,6 +675,23 @@ pub enum Error {
         known: i64,
     },
 
+    /// A schema migration stopped because other sessions held a lock it needs for longer than
+    /// it waits: a long transaction on one of the runtime's tables, say.
+    ///
+    /// A step that takes a strong lock on a table waits for it only briefly each time, so that
+    /// turns never queue behind it, and tries again for up to five minutes; an index build
+    /// waits as long for the transactions already using its table. The steps finished so far
+    /// are kept, and the next start (or `solid-objects migrate`) resumes from there.
+    #[error("schema migration {version} waited {waited:?} for locks other sessions held ({reason}) and stopped; the steps it finished are kept and the next start resumes from there: end the long-running transaction on the runtime's tables (see pg_stat_activity, or the server's process list), then start again")]
+    SchemaMigrationBlocked {
+        /// The migration that stopped.
+        version: i64,
+        /// How long it waited.
+        waited: Duration,
+        /// The database's last answer.
+        reason: String,
+    },
+
     /// The database failed.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),

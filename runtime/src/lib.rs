@@ -14,6 +14,7 @@
 //   store/        the only place SQL lives
 //   leaves        error, time/ (clock, stored micros, saturating arithmetic), limits,
 //                 validate, codec, metrics, ids (request and effect ids),
+//                 trace_context (the W3C context stored with rows),
 //                 simulation (the test-only schedule of faults)
 //
 // This file declares the modules and re-exports the public API; it is no layer.
@@ -91,6 +92,7 @@
 //! | `dashboard` | off | [`dashboard::router`][dashboard]: the operators' web dashboard, an axum 0.8 `Router` of server-rendered pages (charts of work over time, stuck actors, dead letters) to mount behind the application's authentication |
 //! | `test-support` | off | `TestDatabase`: a database of its own for each test on a PostgreSQL or MySQL server, or a temporary SQLite file where no server is named (`TestDatabase::from_env`) |
 //! | `simulation` | off | `Builder::simulation` and the `simulation` module: a fault-injecting schedule and seeded ids, for deterministic simulation tests; never for production |
+//! | `opentelemetry` | off | W3C trace context across the durable boundary: a message, a reminder and an effect store the `traceparent` of the span that caused them, and the turn or effect run that takes them up (in any process) continues that trace, through `tracing-opentelemetry` (see the [operating guide](guide::operating#traces-across-the-durable-boundary)) |
 //! | `cli` | off | the `solid-objects` command-line tool for operators (`cargo install solid-objects --features cli`) |
 //!
 //! At least one of `sqlite`, `postgres` and `mysql` is on; a PostgreSQL-only build
@@ -168,6 +170,7 @@ pub mod metrics;
 pub mod simulation;
 mod store;
 mod time;
+mod trace_context;
 mod validate;
 mod web;
 

@@ -33,7 +33,11 @@
 //! (`solid_objects`), `messaging.operation.type` (`process`), `messaging.destination.name`
 //! (the actor type), `messaging.operation.name` and `messaging.message.id` (none for a
 //! call's turn on an empty mailbox, whose message is written with it), besides `actor_id` and
-//! `outcome`.
+//! `outcome`; each attempt at an effect runs in a span `effect` (`effect`: its kind,
+//! `effect_id`, `actor_type`, `actor_id`, `attempt`). With the `opentelemetry` feature, a
+//! turn's span continues the trace of the span that sent its message, and an effect's that of
+//! the turn that emitted it, in whichever process they run ([the operating
+//! guide](crate::guide::operating#traces-across-the-durable-boundary)).
 //!
 //! [`ActorState::TYPE_NAME`]: crate::ActorState::TYPE_NAME
 //! [`Effect::NAME`]: crate::Effect::NAME

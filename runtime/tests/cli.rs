@@ -194,9 +194,14 @@ async fn operate(url: &str, runtime: &Runtime) {
     );
     // PostgreSQL has migrations 8 (lz4 for states), 9 (state notices for watchers), 10 (the
     // lock in one statement) and 12 (a lock that never creates a row for a grouped call),
-    // which SQLite has no use for; both have 11 (the charts) and 14 (stalled passes).
-    let newest = 14;
-    assert_eq!(doctor["known_migration"], newest);
+    // which SQLite has no use for; both have 11 (the charts), 14 (stalled passes), 15 (the
+    // charts' tallies) and 16 (the trace context stored with rows). The tool knows the backend's newest file.
+    let backend = if url.starts_with("postgres") {
+        "postgres"
+    } else {
+        "sqlite"
+    };
+    assert_eq!(doctor["known_migration"], newest_migration(backend));
     // The application's effects wait for a handler; the tool runs none, and lists them
     // without calling them a problem.
     assert_eq!(doctor["unhandled_effects"][0]["name"], "notify");
@@ -220,6 +225,23 @@ async fn operate(url: &str, runtime: &Runtime) {
         .await
         .unwrap();
     assert_eq!(from_env.status.code(), Some(0));
+}
+
+/// The version of the newest migration file in `migrations/{backend}` (`0016_trace_context.sql`
+/// is 16).
+fn newest_migration(backend: &str) -> i64 {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("migrations")
+        .join(backend);
+    std::fs::read_dir(&dir)
+        .unwrap_or_else(|error| panic!("{} is read: {error}", dir.display()))
+        .map(|entry| {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            let (version, _) = name.split_once('_').expect("a migration's name");
+            version.parse::<i64>().expect("a migration's version")
+        })
+        .max()
+        .expect("a migration")
 }
 
 #[tokio::test]
@@ -567,6 +589,98 @@ async fn a_dead_effects_hostile_arguments_are_listed_escaped_and_capped() {
         Some(2),
         "an unknown status is refused"
     );
+}
+
+/// A failure's text is as hostile as arguments: a handler's or an effect's error (an HTTP
+/// body a remote server chose, say) is listed in the same tables, beside the escaped
+/// ARGUMENTS column, and reaches the terminal as it is.
+#[tokio::test]
+async fn a_dead_letters_and_a_dead_effects_hostile_errors_are_listed_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("actors.db");
+    let hostile = "\u{1b}[2J\u{1b}]0;pwned\u{7}\nforged\trow";
+    let runtime = Runtime::builder()
+        .sqlite(&path)
+        .policy(AllowAll)
+        .actor::<Desk>()
+        .effect(move |_: Notify, _| async move { Err::<(), _>(Failure::permanent(hostile)) })
+        .start()
+        .await
+        .unwrap();
+    let desk = runtime.reference::<Desk>("d4");
+    desk.notify("d4".to_owned()).await.unwrap();
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
+    desk.fail(hostile.to_owned()).await.unwrap_err();
+    runtime.close().await;
+    let url = format!("sqlite://{}", path.display());
+
+    for args in [
+        &["dead-letters"][..],
+        &["effects", "--status", "dead"],
+        &["inspect", "Desk", "d4"],
+    ] {
+        let output = cli(&url, args).await;
+        assert_eq!(output.status.code(), Some(0), "{args:?}");
+        let text = String::from_utf8(output.stdout).unwrap();
+        assert!(
+            text.contains("pwned"),
+            "{args:?}: the error is listed: {text}"
+        );
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}'),
+            "{args:?}: a terminal escape in an error reaches the screen: {text:?}"
+        );
+        assert!(
+            !text.contains("\nforged"),
+            "{args:?}: an error's newline forges a row of the table: {text:?}"
+        );
+    }
+}
+
+/// Arguments short enough to be shown as their JSON go through `serde_json`, which escapes
+/// only U+0000 to U+001F: DEL and the C1 controls (U+009B is CSI, what `ESC [` starts, and
+/// xterm acts on it in UTF-8) reach the terminal as they are, though the column promises
+/// every control character escaped.
+#[tokio::test]
+async fn a_dead_effects_arguments_with_c1_controls_are_listed_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("actors.db");
+    let runtime = Runtime::builder()
+        .sqlite(&path)
+        .policy(AllowAll)
+        .actor::<Desk>()
+        .effect(|_: Notify, _| async { Err::<(), _>(Failure::permanent("mail server down")) })
+        .start()
+        .await
+        .unwrap();
+    let desk = runtime.reference::<Desk>("d5");
+    desk.notify("\u{9b}2J\u{9b}31mred\u{7f}\u{85}".to_owned())
+        .await
+        .unwrap();
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
+    runtime.close().await;
+    let url = format!("sqlite://{}", path.display());
+
+    for args in [
+        &["effects", "--status", "dead"][..],
+        &["inspect", "Desk", "d5"],
+    ] {
+        let output = cli(&url, args).await;
+        assert_eq!(output.status.code(), Some(0), "{args:?}");
+        let text = String::from_utf8(output.stdout).unwrap();
+        assert!(
+            text.contains("31mred"),
+            "{args:?}: the arguments are listed: {text}"
+        );
+        let raw: Vec<char> = text
+            .chars()
+            .filter(|c| c.is_control() && *c != '\n')
+            .collect();
+        assert!(
+            raw.is_empty(),
+            "{args:?}: control characters reach the terminal unescaped: {raw:?} in {text:?}"
+        );
+    }
 }
 
 #[tokio::test]

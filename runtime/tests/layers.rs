@@ -5,7 +5,7 @@
 //!
 //! | layer | modules | what it holds |
 //! |-------|---------|---------------|
-//! | leaves | `error`, `time`, `limits`, `validate`, `codec`, `metrics`, `ids`, `simulation` | what every layer uses |
+//! | leaves | `error`, `time`, `limits`, `validate`, `codec`, `metrics`, `ids`, `trace_context`, `simulation` | what every layer uses |
 //! | store | `store` | the only place SQL lives |
 //! | actor | `actor` | the contract the macros implement and handlers use |
 //! | engine | `engine` | the only layer that writes: calls, turns, workers, effects |
@@ -39,6 +39,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "codec",
             "metrics",
             "ids",
+            "trace_context",
             "simulation",
         ],
     ),

@@ -819,8 +819,24 @@ async fn response_head(address: std::net::SocketAddr, path: &str) -> (String, He
 /// Clicks the element `locator` finds and waits until the page it leads to has loaded a
 /// dashboard page (its title ends with the dashboard's name); returns that page's title, or
 /// panics with where the click led.
+///
+/// The page before the click is marked first, and the wait is for a page without the mark:
+/// a click that leads from one page to another of the same title (a filtered list, a list
+/// after a retry) would otherwise read the old page's title before the browser left it.
 async fn click_through(client: &fantoccini::Client, locator: Locator<'_>, what: &str) -> String {
+    client
+        .execute("window.solidObjectsLeft = true;", Vec::new())
+        .await
+        .unwrap();
     client.find(locator).await.unwrap().click().await.unwrap();
+    let left = eventually(Duration::from_secs(10), || async {
+        client
+            .execute("return window.solidObjectsLeft === undefined;", Vec::new())
+            .await
+            .is_ok_and(|left| left == serde_json::Value::Bool(true))
+    })
+    .await;
+    assert!(left, "{what} did not lead to another page");
     title_of_dashboard_page(client, what).await
 }
 

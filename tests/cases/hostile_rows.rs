@@ -1,6 +1,7 @@
 //! Stored rows hold whatever the database holds: arbitrary text in every column the runtime
-//! decodes (state, arguments, results, reminder arguments, effect payloads) gets an error or
-//! a counted failure, never a panic, and never a message that waits forever uncounted.
+//! decodes (state, arguments, results, reminder arguments, effect payloads, the trace context
+//! stored with messages, reminders and effects) gets an error or a counted failure, never a
+//! panic, and never a message that waits forever uncounted.
 
 use crate::support;
 
@@ -60,6 +61,7 @@ struct Corruption {
     result: Option<String>,
     reminder: Option<String>,
     payload: Option<String>,
+    traceparent: Option<String>,
 }
 
 fn corruption() -> impl Strategy<Value = Corruption> {
@@ -69,14 +71,18 @@ fn corruption() -> impl Strategy<Value = Corruption> {
         prop::option::of(stored_text()),
         prop::option::of(stored_text()),
         prop::option::of(stored_text()),
+        prop::option::of(stored_text()),
     )
-        .prop_map(|(state, arguments, result, reminder, payload)| Corruption {
-            state,
-            arguments,
-            result,
-            reminder,
-            payload,
-        })
+        .prop_map(
+            |(state, arguments, result, reminder, payload, traceparent)| Corruption {
+                state,
+                arguments,
+                result,
+                reminder,
+                payload,
+                traceparent,
+            },
+        )
 }
 
 async fn corrupt(harness: &Harness, column: &str, value: Option<&String>) {
@@ -123,6 +129,10 @@ async fn survive(corruption: Corruption) {
     ];
     for (column, value) in columns {
         corrupt(&harness, column, value.as_ref()).await;
+    }
+    for table in ["solid_messages", "solid_reminders", "solid_effects"] {
+        let sql = format!("UPDATE {table} SET traceparent = ?");
+        corrupt(&harness, &sql, corruption.traceparent.as_ref()).await;
     }
 
     let _ = ledger.snapshot().await;

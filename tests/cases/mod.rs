@@ -27,5 +27,6 @@ mod reminders;
 mod sends;
 mod shutdown;
 mod state_versions;
+mod trace_context;
 pub(crate) mod watch;
 pub(crate) mod wedges;

@@ -61,10 +61,47 @@ pub(crate) const CONFLICTS_FOR_HOT: &[&str] = &[
      END",
 ];
 
+/// A trigger that fails every completion of actor `doomed`'s messages with a deadlock: an
+/// application's trigger that is wrong for good, not a passing conflict.
+pub(crate) const CONFLICTS_FOR_DOOMED_FOR_EVER: &[&str] = &[
+    "CREATE TRIGGER conflict_for_doomed BEFORE UPDATE ON solid_messages FOR EACH ROW
+     BEGIN
+         IF NEW.actor_id = 'doomed' AND NEW.status = 'completed' THEN
+             SIGNAL SQLSTATE '40001'
+                 SET MESSAGE_TEXT = 'a trigger that always conflicts', MYSQL_ERRNO = 1213;
+         END IF;
+     END",
+];
+
 /// The ids of the running effects, oldest first (the column's binary collation reads as
 /// bytes in sqlx; converted, as text).
 pub(crate) const RUNNING_EFFECT_IDS: &str = "SELECT CONVERT(effect_id USING utf8mb4)
      FROM solid_effects WHERE status = 'running' ORDER BY id";
+
+/// What keeps a test's databases alive: nothing, the process's server outlives them.
+pub(crate) type Server = ();
+
+/// Fills `solid_messages` with `$1` completed messages of 1000 actors, every other one a
+/// fired reminder's (MariaDB's sequence engine counts them).
+pub(crate) const FILL_MESSAGES: &str = "INSERT INTO solid_messages (actor_type, actor_id,
+         operation, arguments, request_id, status, available_at, created_at, finished_at,
+         result, scheduled_for)
+     SELECT 'Filler', CONCAT('f-', seq MOD 1000), 'post', '[]', CONCAT('filler-', seq),
+            'completed', 0, seq, seq, 'null', IF(seq MOD 2 = 0, seq, NULL)
+     FROM seq_1_to_10000000 WHERE seq <= ?";
+
+/// What a process that died just after migration 14's `ALTER TABLE` committed (MySQL commits
+/// DDL by itself), before its record, leaves in a migrated database: the column there, the
+/// migration not recorded, and its one step recorded as begun.
+pub(crate) const CRASH_BEFORE_THE_LAST_STEPS_RECORD: &[&str] = &[
+    "DELETE FROM solid_schema_migrations WHERE version = 14",
+    "INSERT INTO solid_migration_steps (version, step, finished) VALUES (14, 0, FALSE)",
+];
+
+/// Another fresh database on the process's server.
+pub(crate) async fn another_database(_: &Server) -> String {
+    MariaDb::shared().expect("MariaDB runs").database().await
+}
 
 /// The turn's connection.
 pub(crate) async fn connection<A: solid_objects::Actor>(

@@ -58,9 +58,50 @@ pub(crate) const CONFLICTS_FOR_HOT: &[&str] = &[
      FOR EACH ROW EXECUTE FUNCTION conflict_for_hot()",
 ];
 
+/// A trigger that fails every completion of actor `doomed`'s messages with a serialization
+/// failure: an application's trigger that is wrong for good, not a passing conflict.
+pub(crate) const CONFLICTS_FOR_DOOMED_FOR_EVER: &[&str] = &[
+    "CREATE FUNCTION conflict_for_doomed() RETURNS trigger LANGUAGE plpgsql AS $$
+     BEGIN
+         IF NEW.actor_id = 'doomed' AND NEW.status = 'completed' THEN
+             RAISE EXCEPTION 'a trigger that always conflicts' USING ERRCODE = '40001';
+         END IF;
+         RETURN NEW;
+     END $$",
+    "CREATE TRIGGER conflict_for_doomed BEFORE UPDATE ON solid_messages
+     FOR EACH ROW EXECUTE FUNCTION conflict_for_doomed()",
+];
+
 /// The ids of the running effects, oldest first.
 pub(crate) const RUNNING_EFFECT_IDS: &str =
     "SELECT effect_id FROM solid_effects WHERE status = 'running' ORDER BY id";
+
+/// What keeps a test's databases alive: its throwaway server.
+pub(crate) type Server = PgServer;
+
+/// Fills `solid_messages` with `$1` completed messages of 1000 actors, every other one a
+/// fired reminder's.
+pub(crate) const FILL_MESSAGES: &str = "INSERT INTO solid_messages (actor_type, actor_id,
+         operation, arguments, request_id, status, available_at, created_at, finished_at,
+         result, scheduled_for)
+     SELECT 'Filler', 'f-' || (g % 1000), 'post', '[]', 'filler-' || g, 'completed', 0, g, g,
+            'null', CASE WHEN g % 2 = 0 THEN g END
+     FROM generate_series(1, $1) AS g";
+
+/// What a process that died just after migration 11's last index was built, before it was
+/// recorded, leaves in a migrated database: the index there, the migration not recorded, and
+/// its five actions before (the table, the replaced index built, the old one dropped, the new
+/// one renamed, the reminders' index) recorded. The later migrations stay recorded.
+pub(crate) const CRASH_BEFORE_THE_LAST_STEPS_RECORD: &[&str] = &[
+    "DELETE FROM solid_schema_migrations WHERE version = 11",
+    "INSERT INTO solid_migration_steps (version, step)
+     VALUES (11, 0), (11, 1), (11, 2), (11, 3), (11, 4)",
+];
+
+/// Another fresh database on the test's server.
+pub(crate) async fn another_database(server: &PgServer) -> String {
+    server.database().await
+}
 
 /// The turn's connection.
 pub(crate) async fn connection<A: solid_objects::Actor>(

@@ -133,3 +133,49 @@ async fn the_doctor_names_a_message_that_passes_kept_leaving_unrun() {
     assert!(stalled(&report.problems), "{:?}", report.problems);
     runtime.close().await;
 }
+
+/// A turn that conflicts on every try, pass after pass (a trigger that always raises the
+/// conflict), is never a failure of its message: past [`STALLS_WARNING`] passes it is still
+/// ready with no attempt counted, each pass counted as a stall, and the doctor names it:
+/// the escape hatch by which an endless conflict surfaces.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_that_conflicts_on_every_try_stays_ready_uncounted_and_the_doctor_names_it() {
+    let Some((_server, url)) = database().await else {
+        return;
+    };
+    let runtime = backend::builder(&url, 4)
+        .clock(ManualClock::starting_now())
+        .policy(AllowAll)
+        .actor::<Tally>()
+        .start()
+        .await
+        .unwrap();
+    let doomed = runtime.reference::<Tally>("doomed");
+    let first = doomed.enqueue().add().await.unwrap();
+    let observer = backend::observer(&url).await;
+    for statement in backend::CONFLICTS_FOR_DOOMED_FOR_EVER {
+        sqlx::raw_sql(statement).execute(&observer).await.unwrap();
+    }
+
+    for _ in 0..=STALLS_WARNING {
+        runtime.testing().drain().await.unwrap();
+    }
+
+    let id = first.id();
+    let row = format!("SELECT COUNT(*) FROM solid_messages WHERE id = {id} AND status = 'ready' AND attempts = 0 AND stalls = {}", STALLS_WARNING + 1);
+    assert_eq!(
+        scalar(&observer, &row).await,
+        1,
+        "message {id} is ready, with no attempt and a stall per pass"
+    );
+    let report = runtime.admin().doctor().await.unwrap();
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|problem| problem.contains(&format!("message {id} of Tally/doomed"))),
+        "{:?}",
+        report.problems
+    );
+    runtime.close().await;
+}

@@ -328,6 +328,64 @@ async fn a_call_waits_for_a_turn_held_elsewhere_only_until_its_timeout() {
     runtime.close().await;
 }
 
+/// A call whose timeout runs out while its pool opens a connection to a healthy server (every
+/// open connection is busy with other calls) ran out of time: it hears `SyncTimeout`, not
+/// `DatabaseUnavailable` ("no host accepted writes"), which is not true, and which starts a
+/// search for a host that pauses every turn of the runtime meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_runs_out_of_time_while_a_healthy_server_opens_a_connection_hears_a_timeout() {
+    let Some(db) = TestDatabase::fresh().await else {
+        return;
+    };
+    let TestDatabase { url, clock, .. } = db;
+    let runtime = builder(&url, 16)
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .workers(0)
+        .start()
+        .await
+        .expect("the runtime starts on the server");
+    let journal = runtime.reference::<Journal>("j");
+    journal.record("first").await.unwrap();
+    let other_process = application_pool(&url).await;
+    let mut turn_elsewhere = other_process.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM solid_instances WHERE actor_id = 'j' FOR UPDATE")
+        .execute(&mut *turn_elsewhere)
+        .await
+        .unwrap();
+    // Calls that hold every connection the pool opened so far, waiting for the row.
+    let waiting: Vec<_> = (0..10)
+        .map(|_| {
+            let journal = journal.clone().timeout(Duration::from_secs(20));
+            tokio::spawn(async move { journal.record("waits").await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let mut unavailable = Vec::new();
+    for attempt in 0..20 {
+        let result = runtime
+            .reference::<Journal>(&format!("k{attempt}"))
+            .timeout(Duration::from_millis(1))
+            .record("hurried")
+            .await;
+        if let Err(error @ Error::DatabaseUnavailable { .. }) = result {
+            unavailable.push(error.to_string());
+        }
+    }
+
+    turn_elsewhere.rollback().await.unwrap();
+    for call in waiting {
+        let _ = call.await;
+    }
+    other_process.close().await;
+    assert!(
+        unavailable.is_empty(),
+        "a healthy server was reported unavailable to a call that ran out of time: {unavailable:?}"
+    );
+    runtime.close().await;
+}
+
 /// A call runs its actor's queued message first; when that turn, after its handler, waits
 /// for a row another process holds until the call's timeout, the caller hears the timeout
 /// and the queued message's attempt is not counted: the turn's writes are bounded by the

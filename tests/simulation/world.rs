@@ -61,6 +61,10 @@ pub(crate) enum CrashBy {
 /// The prefix of the line a world that waits to be killed writes its model on.
 pub(crate) const MODEL: &str = "simulation model: ";
 
+/// How long a retry after the recovery waits for its answer (milliseconds of the paused
+/// clock).
+const RETRY_DEADLINE_MILLIS: u64 = 5_000;
+
 /// What a killed world's process hands over, for another process to go on from: the
 /// caller's side of the run, which dies with the process.
 #[derive(Debug, Serialize, Deserialize)]
@@ -225,6 +229,7 @@ impl World {
     pub(crate) fn finish(mut self) -> Report {
         self.recovering = true;
         self.recover();
+        self.retry_answered_under_their_keys();
         self.check();
         self.drop_runtime();
         self.report.store_steps = self.schedule.steps();
@@ -700,6 +705,40 @@ impl World {
         self.report
             .violations
             .push("work was left after 40 rounds of recovery: wedged".to_owned());
+    }
+
+    /// After the recovery, each operation whose caller heard an answer is made once more
+    /// under its key, as a client that lost the answer retries it: it must answer what it
+    /// answered, from what the file holds, without running again (a violation otherwise).
+    fn retry_answered_under_their_keys(&mut self) {
+        for index in 0..self.operations.len() {
+            let operation = self.operations[index].clone();
+            let Some(first) = operation.answer.clone() else {
+                continue;
+            };
+            // Nothing hangs or fails now: a retry that does not answer by then never will.
+            let attempted = Operation {
+                deadline_millis: Some(RETRY_DEADLINE_MILLIS),
+                ..operation.clone()
+            };
+            let ended =
+                self.drive(|runtime| async move { workload::attempt(&runtime, &attempted).await });
+            let heard = match ended {
+                Ended::Done(Ok(answer)) if answer == first => continue,
+                Ended::Done(Ok(answer)) => format!("{answer:?}"),
+                Ended::Done(Err(error)) => format!("the error {error}"),
+                Ended::Hung => "nothing (it hung)".to_owned(),
+            };
+            self.trace(format!(
+                "retried op {} {:?} -> {heard}",
+                operation.entry, operation.work
+            ));
+            self.report.violations.push(format!(
+                "after the recovery, operation {} retried under its key answered {heard}, but \
+                 {first:?} before",
+                operation.entry
+            ));
+        }
     }
 
     /// The invariants, on what the file holds after the recovery.

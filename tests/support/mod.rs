@@ -25,15 +25,18 @@ pub mod gates;
 pub mod journal;
 pub mod mariadb;
 pub mod mariadb_replication;
+pub mod migrating;
 pub mod operator;
 pub mod policies;
 pub mod postgres;
 pub mod postgres_cluster;
+pub mod release_dumps;
 pub mod runtimes;
 pub mod servers;
 pub mod steps;
 pub mod stored_rows;
 pub mod subscription;
+pub mod telemetry;
 pub mod workers;
 
 pub use postgres::free_port;
@@ -60,6 +63,29 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// The versions of this build's schema migrations on the backend, lowest first: the
+    /// numbers that start the file names in `migrations/` (`0014_stalls.sql` is 14).
+    pub fn migrations(self) -> Vec<i64> {
+        let folder = match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+            Backend::MariaDb => "mysql",
+        };
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("migrations")
+            .join(folder);
+        let mut versions: Vec<i64> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|error| panic!("{} is read: {error}", dir.display()))
+            .map(|entry| {
+                let name = entry.unwrap().file_name().into_string().unwrap();
+                let (version, _) = name.split_once('_').expect("a migration's name");
+                version.parse().expect("a migration's version")
+            })
+            .collect();
+        versions.sort_unstable();
+        versions
+    }
+
     /// The statements a sync command on a warm actor runs between its BEGIN and its COMMIT,
     /// as the runtime's statement counter counts them: on SQLite the lock with the
     /// mailbox's head, the message row, the state; on PostgreSQL the lock with the head (one

@@ -14,7 +14,7 @@ use std::str::FromStr;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde::Serialize;
 
-use crate::store::activity::{ActivityRows, RankedLateness, SliceOutcomes, Span, Waited};
+use crate::store::activity::{ActivityRows, LatenessCount, SliceOutcomes, Span, Waited};
 use crate::time::micros::from_micros;
 
 /// How far back the charts look: the last 15 minutes or the last hour, a point per minute, or
@@ -170,9 +170,11 @@ impl Backlog {
 pub struct Lateness {
     /// How many reminders' turns ended in the slice.
     pub reminders: i64,
-    /// The median lateness, in milliseconds (nearest rank).
+    /// The median lateness, in milliseconds (nearest rank), to two significant figures
+    /// rounded down (below 100 ms, exact).
     pub p50_ms: i64,
-    /// The 99th percentile's, in milliseconds (nearest rank).
+    /// The 99th percentile's, in milliseconds (nearest rank), to two significant figures
+    /// rounded down (below 100 ms, exact).
     pub p99_ms: i64,
 }
 
@@ -343,18 +345,36 @@ pub(super) fn activity(window: Window, span: &Span, rows: &ActivityRows) -> Acti
     }
 }
 
-/// The lateness of the reminders of the slice starting at `slice`: its first row is the
-/// median's, its last the 99th percentile's (one row when a single reminder ran). A reminder
-/// fires only once due, so a turn that ended before its due time did so by a clock that
-/// stepped back after it fired: it ran on time, not early.
-fn lateness(rows: &[RankedLateness], slice: i64) -> Option<Lateness> {
-    let mut of_slice = rows.iter().filter(|row| row.slice == slice);
-    let median = of_slice.next()?;
-    let high = of_slice.next_back().unwrap_or(median);
+/// The lateness of the reminders of the slice starting at `slice`, from how many ran with
+/// each lateness bucket: the buckets of the median's and the 99th percentile's reminder
+/// (nearest rank). A reminder fires only once due, so a turn that ended before its due time
+/// did so by a clock that stepped back after it fired: it ran on time, not early.
+fn lateness(rows: &[LatenessCount], slice: i64) -> Option<Lateness> {
+    let mut buckets: Vec<(i64, i64)> = rows
+        .iter()
+        .filter(|row| row.slice == slice && row.reminders > 0)
+        .map(|row| (row.lateness_ms.max(0), row.reminders))
+        .collect();
+    buckets.sort_unstable();
+    let reminders: i64 = buckets.iter().map(|(_, count)| count).sum();
+    if reminders == 0 {
+        return None;
+    }
+    // The bucket of the reminder at `rank` (from 1), in order of lateness.
+    let at_rank = |rank: i64| {
+        let mut seen = 0;
+        buckets
+            .iter()
+            .find(|(_, count)| {
+                seen += count;
+                seen >= rank
+            })
+            .map_or(0, |(ms, _)| *ms)
+    };
     Some(Lateness {
-        reminders: median.reminders,
-        p50_ms: median.lateness.max(0) / 1000,
-        p99_ms: high.lateness.max(0) / 1000,
+        reminders,
+        p50_ms: at_rank((reminders + 1) / 2),
+        p99_ms: at_rank((99 * reminders + 99) / 100),
     })
 }
 
@@ -426,15 +446,15 @@ mod tests {
             ],
             pending_effects: vec![waited(at(0), Some(at(1)), 3)],
             lateness: vec![
-                RankedLateness {
+                LatenessCount {
                     slice: at(4),
-                    lateness: 1_500_000,
-                    reminders: 3,
+                    lateness_ms: 9000,
+                    reminders: 1,
                 },
-                RankedLateness {
+                LatenessCount {
                     slice: at(4),
-                    lateness: 9_000_000,
-                    reminders: 3,
+                    lateness_ms: 1500,
+                    reminders: 2,
                 },
             ],
         };

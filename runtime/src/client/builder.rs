@@ -520,6 +520,7 @@ impl Builder {
                 shutdown: Notify::new(),
                 stopping: Stopping::new(),
                 last_upkeep: Mutex::new(None),
+                last_fold: Mutex::new(None),
                 effect_tasks: EffectTasks::new(),
                 effect_runners: self.effects,
             }),

@@ -21,6 +21,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use futures_util::FutureExt;
+use tracing::Instrument;
 
 pub use crate::actor::effect::{Effect, EffectFailure};
 use crate::actor::failure::Failure;
@@ -31,6 +32,7 @@ use crate::codec::{panic_text, store_value};
 use crate::error::Result;
 use crate::limits::RetryPolicy;
 use crate::store::ClaimedEffect;
+use crate::trace_context::TraceContext;
 
 /// Effects waiting to run whose kind has no handler in this runtime, for operators: from
 /// [`Admin::unhandled_effects`](crate::admin::Admin::unhandled_effects).
@@ -208,12 +210,30 @@ const RELEASE_BOUND: std::time::Duration = std::time::Duration::from_secs(2);
 /// still this runner's then: a stale runner's outcome is discarded). If `abandoning`
 /// resolves first (a shutdown's deadline passed), the handler is dropped and the lease given
 /// back with the attempt not counted.
+///
+/// The attempt runs in the effect's span, a child of the turn that emitted it, and the reply
+/// its outcome sends continues that span's trace.
 async fn run_claimed(
     runtime: &Runtime,
     name: &'static str,
     runner: &dyn EffectRunner,
     claimed: ClaimedEffect,
     abandoning: impl Future<Output = ()>,
+) -> Result<()> {
+    let span = crate::engine::effect_span(&claimed);
+    let trace = TraceContext::of(&span);
+    attempt(runtime, (name, runner), claimed, abandoning, trace)
+        .instrument(span)
+        .await
+}
+
+/// The attempt of [`run_claimed`], in its span, whose context is `trace`.
+async fn attempt(
+    runtime: &Runtime,
+    (name, runner): (&'static str, &dyn EffectRunner),
+    claimed: ClaimedEffect,
+    abandoning: impl Future<Output = ()>,
+    trace: TraceContext,
 ) -> Result<()> {
     let engine = runtime.engine();
     let max_attempts = engine.effect_kinds().retry(name).max_attempts;
@@ -299,6 +319,9 @@ async fn run_claimed(
     if let Err(failure) = &outcome {
         tracing::warn!(effect = name, id = claimed.effect_id, %failure, "an effect failed");
     }
-    engine.effects().finish_effect(&claimed, outcome).await?;
+    engine
+        .effects()
+        .finish_effect(&claimed, outcome, trace)
+        .await?;
     Ok(())
 }

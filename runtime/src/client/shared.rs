@@ -54,6 +54,8 @@ pub(crate) struct Shared {
     pub(crate) stopping: Stopping,
     /// When the workers last did the upkeep (pruning, reports).
     pub(crate) last_upkeep: Mutex<Option<DateTime<Utc>>>,
+    /// When the workers last folded the charts' tallies.
+    pub(crate) last_fold: Mutex<Option<DateTime<Utc>>>,
     /// The effect handlers the workers started.
     pub(crate) effect_tasks: EffectTasks,
     /// The effect handlers, with the names of the effects they run.

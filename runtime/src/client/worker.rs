@@ -5,7 +5,9 @@
 //!
 //! Workers only call the engine; what they run is decided there.
 
-use std::sync::PoisonError;
+use std::sync::{Mutex, PoisonError};
+
+use chrono::{DateTime, Utc};
 use std::time::Duration;
 
 use tokio::task::JoinSet;
@@ -34,6 +36,9 @@ const NOTICE_RETRY: Duration = Duration::from_secs(1);
 const DATABASE_WAIT: Duration = Duration::from_secs(1);
 /// How often (by the runtime's clock) the workers do the upkeep: prune, report.
 const UPKEEP_EVERY: chrono::TimeDelta = chrono::TimeDelta::hours(1);
+/// How often (by the runtime's clock) the workers fold the charts' tallies of the minutes
+/// that ended: the charts count the minutes not yet folded from their rows.
+const FOLD_EVERY: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
 
 impl Runtime {
     /// Runs the workers until [`shutdown`](Runtime::shutdown): they fire due reminders as
@@ -331,28 +336,57 @@ impl WorkerLoop {
         let effects =
             crate::client::effect::start_due(&self.runtime, &self.runtime.shared.effect_tasks)
                 .await?;
-        if self.upkeep_due() {
-            self.runtime.engine().upkeep().run().await?;
+        match self.upkeep_due() {
+            Some(Periodic::Upkeep) => self.runtime.engine().upkeep().run().await?,
+            Some(Periodic::Fold) => {
+                // The charts read the minutes not folded from their rows: a fold that
+                // failed (the database away for a moment) leaves them to the next one.
+                if let Err(error) = self.runtime.engine().activity_fold().run().await {
+                    tracing::warn!(%error, "folding the charts' tallies failed; the next fold catches up");
+                }
+            }
+            None => {}
         }
         Ok(fired + turns + effects > 0)
     }
 
-    /// Whether this worker should do the hourly upkeep now (and if so, no other will for a
-    /// while).
-    fn upkeep_due(&self) -> bool {
+    /// Which periodic job this worker should do now, if any: the hourly upkeep, or else the
+    /// fold of the minutes that ended (if so, no other worker does it for a while). The
+    /// runtime's clock is read once, the last thing a pass does before the worker waits.
+    fn upkeep_due(&self) -> Option<Periodic> {
         let now = self.runtime.engine().core().now();
-        let mut last = self
-            .runtime
-            .shared
-            .last_upkeep
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let due = last.is_none_or(|last| now - last >= UPKEEP_EVERY);
-        if due {
-            *last = Some(now);
+        let shared = &self.runtime.shared;
+        if take_if_due(&shared.last_upkeep, now, UPKEEP_EVERY) {
+            Some(Periodic::Upkeep)
+        } else if take_if_due(&shared.last_fold, now, FOLD_EVERY) {
+            Some(Periodic::Fold)
+        } else {
+            None
         }
-        due
     }
+}
+
+/// A job the workers do now and then, by the runtime's clock.
+enum Periodic {
+    /// The hourly upkeep (which folds too).
+    Upkeep,
+    /// The fold of the charts' minutes that ended.
+    Fold,
+}
+
+/// Whether a job last done at `last` is due at `now`, `every` being its period; if so, it is
+/// marked done now, so no other worker does it for a while.
+fn take_if_due(
+    last: &Mutex<Option<DateTime<Utc>>>,
+    now: DateTime<Utc>,
+    every: chrono::TimeDelta,
+) -> bool {
+    let mut last = last.lock().unwrap_or_else(PoisonError::into_inner);
+    let due = last.is_none_or(|last| now - last >= every);
+    if due {
+        *last = Some(now);
+    }
+    due
 }
 
 /// Aborts a task when dropped.

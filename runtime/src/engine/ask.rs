@@ -17,6 +17,7 @@ use crate::error::Result;
 use crate::limits::deadline_after;
 use crate::store::ErrorKinds;
 use crate::store::{ActorKey, Instance};
+use crate::trace_context::TraceContext;
 
 impl Calls<'_> {
     /// An ordered read: runs the actor's earlier messages, then answers from its state.
@@ -38,6 +39,7 @@ impl Calls<'_> {
             operation,
             timeout,
             deadline: deadline_after(timeout),
+            trace: TraceContext::NONE,
         };
         let answer = call.ask_until_answered::<A>(query).await;
         crate::metrics::call_duration(A::TYPE_NAME, operation, started.elapsed());

@@ -13,7 +13,7 @@ use super::settle::failed_progress;
 use super::{from_micros, Outcome, Step, TurnReport};
 use crate::actor::Actor;
 use crate::error::{Error, Result};
-use crate::store::{ActorKey, MessageProgress, StoredMessage, StoredStatus};
+use crate::store::{ActorKey, ErrorKinds, MessageProgress, StoredMessage, StoredStatus};
 
 impl Turns<'_> {
     /// The attempts an actor's failing message gets before it becomes a dead letter.
@@ -88,12 +88,20 @@ impl Turns<'_> {
     /// is how an endless one shows ([`Admin::doctor`](crate::admin::Admin::doctor)).
     pub(super) async fn record_stall(&self, message_id: i64, why: &str) -> Result<Step> {
         tracing::warn!(message_id, why, "a message is left for a later pass");
-        rerun_conflicts(|| async {
+        let recorded = rerun_conflicts(|| async {
             let mut tx = self.core().begin(None).await?;
             tx.record_stall(message_id, why).await?;
             tx.commit().await
         })
-        .await?;
+        .await;
+        match recorded {
+            // Counting the stall kept conflicting too: the count is lost, not the message,
+            // which stays ready for a later pass.
+            Err(error) if error.is_conflict() => {
+                tracing::debug!(message_id, %error, "the stall was not counted");
+            }
+            recorded => recorded?,
+        }
         Ok(Step::Busy)
     }
 }

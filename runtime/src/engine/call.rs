@@ -23,6 +23,7 @@ use crate::error::{Error, Result};
 use crate::limits::deadline_after;
 use crate::store::ErrorKinds;
 use crate::store::{ActorKey, LockWait, MessageLookup, MessageRecord, NewMessage, Transaction};
+use crate::trace_context::TraceContext;
 
 /// How long past the caller's deadline the failure of its turn may take to be recorded.
 const RECORD_FAILURE_WITHIN: Duration = Duration::from_secs(1);
@@ -43,6 +44,9 @@ pub(super) struct Call<'a> {
     pub(super) operation: &'static str,
     pub(super) timeout: Duration,
     pub(super) deadline: Instant,
+    /// The caller's trace context, which the call's message is stored with and its turn
+    /// continues (none for a query, which stores no message).
+    pub(super) trace: TraceContext,
 }
 
 impl Call<'_> {
@@ -230,6 +234,7 @@ impl<'e> Calls<'e> {
             operation: message.name(),
             timeout: options.timeout,
             deadline: deadline_after(options.timeout),
+            trace: TraceContext::current(),
         };
         let mut message = Some(message);
         let request_id = crate::ids::new_request_id();
@@ -371,6 +376,7 @@ impl Call<'_> {
             arguments,
             request_id,
             idempotency_key: options.idempotency_key,
+            trace: self.trace,
         };
         let instance = locked.instance;
         let ran = self
@@ -421,6 +427,7 @@ impl Call<'_> {
             options.idempotency_key,
             Origin {
                 request_id: Some(request_id),
+                trace: self.trace,
                 ..Origin::now()
             },
         )
@@ -521,6 +528,7 @@ impl Call<'_> {
             progress,
             incarnation: None,
             scheduled_for: None,
+            trace: self.trace,
         };
         let inserted = async {
             // The failure is recorded even if the handler used up the caller's time, but a

@@ -18,6 +18,7 @@ use super::{micros, paused};
 use crate::actor::Actor;
 use crate::store::ErrorKinds;
 use crate::store::{ActorKey, LockWait, MessageLookup, Transaction};
+use crate::trace_context::TraceContext;
 
 /// A call's message as a member carries it to its group's leader.
 struct MemberCall<A: Actor> {
@@ -27,6 +28,8 @@ struct MemberCall<A: Actor> {
     request_id: String,
     idempotency_key: Option<String>,
     deadline: Instant,
+    /// The caller's trace context.
+    trace: TraceContext,
 }
 
 impl Call<'_> {
@@ -53,6 +56,7 @@ impl Call<'_> {
                 request_id: attempt.request_id.to_owned(),
                 idempotency_key: options.idempotency_key.map(str::to_owned),
                 deadline: self.deadline,
+                trace: self.trace,
             })
         });
         let alone = |message: Option<A::Message>| message.expect("a call that joined no group");
@@ -214,6 +218,7 @@ async fn member_steps<A: Actor>(
         arguments: &call.arguments,
         request_id: &call.request_id,
         idempotency_key: call.idempotency_key.as_deref(),
+        trace: call.trace,
         caller_deadline: call.deadline,
         budget: until,
     };

@@ -15,14 +15,17 @@ use crate::store::{
     ActorKey, ClaimedEffect, EffectProgress, MessageProgress, NewMessage, PendingEffects,
     Transaction,
 };
+use crate::trace_context::TraceContext;
 
 /// The longest error text an `EffectFailure` carries back to its actor, in bytes.
 const MAX_FAILURE_TEXT: usize = 4096;
 
-/// Where an attempt leaves an effect, and the command it sends back to its actor.
+/// Where an attempt leaves an effect, the command it sends back to its actor, and the trace
+/// context that reply continues.
 struct Outcome<'a> {
     progress: EffectProgress<'a>,
     reply: Option<Reply>,
+    trace: TraceContext,
 }
 
 /// A command an effect's outcome goes back to its actor as.
@@ -41,6 +44,21 @@ fn truncated(text: &str, max: usize) -> &str {
         end -= 1;
     }
     &text[..end]
+}
+
+/// The span an attempt at `effect` runs in (its handler, its lease's renewals and its
+/// outcome): a child of the turn that emitted it, wherever that ran.
+pub(crate) fn effect_span(effect: &ClaimedEffect) -> tracing::Span {
+    let span = tracing::info_span!(
+        "effect",
+        effect = effect.name,
+        effect_id = effect.effect_id,
+        actor_type = effect.actor_type,
+        actor_id = effect.actor_id,
+        attempt = effect.attempts,
+    );
+    effect.trace.continue_in(&span);
+    span
 }
 
 /// How long an effect may wait with no process that handles it before this one warns.
@@ -131,6 +149,8 @@ impl Effects<'_> {
                     finished_at: Some(now),
                 },
                 reply: self.replies().failure_reply(&effect, &error, attempts),
+                // No attempt ran: the reply continues the turn that emitted the effect.
+                trace: effect.trace,
             };
             self.record_effect(tx, &effect, dead).await?;
         }
@@ -166,12 +186,13 @@ impl Effects<'_> {
 
     /// Records how an attempt at an effect went: done, retried with backoff, or dead; a
     /// final outcome the effect names a reply for enqueues that command to its actor in the
-    /// same transaction. A runner whose lease ran out (another runner claimed the effect
-    /// since) records nothing.
+    /// same transaction, continuing the attempt's `trace` (its span's context). A runner
+    /// whose lease ran out (another runner claimed the effect since) records nothing.
     pub(crate) async fn finish_effect(
         &self,
         effect: &ClaimedEffect,
         outcome: std::result::Result<String, Failure>,
+        trace: TraceContext,
     ) -> Result<bool> {
         let now = self.core.now();
         let (outcome, success_reply) = match outcome {
@@ -222,9 +243,12 @@ impl Effects<'_> {
             _ => None,
         };
         let tx = self.core.begin(None).await?;
-        let recorded = self
-            .record_effect(tx, effect, Outcome { progress, reply })
-            .await?;
+        let outcome = Outcome {
+            progress,
+            reply,
+            trace,
+        };
+        let recorded = self.record_effect(tx, effect, outcome).await?;
         if !recorded {
             tracing::warn!(
                 effect_id = effect.effect_id,
@@ -243,7 +267,11 @@ impl Effects<'_> {
         effect: &ClaimedEffect,
         outcome: Outcome<'_>,
     ) -> Result<bool> {
-        let Outcome { progress, reply } = outcome;
+        let Outcome {
+            progress,
+            reply,
+            trace,
+        } = outcome;
         let recorded = tx
             .finish_effect(effect.id, effect.claims, &progress)
             .await?;
@@ -262,6 +290,7 @@ impl Effects<'_> {
                 progress: MessageProgress::ready(0, 0),
                 incarnation: Some(effect.incarnation),
                 scheduled_for: None,
+                trace,
             };
             tx.insert_message(actor, &message).await?;
         }

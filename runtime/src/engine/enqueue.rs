@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::limits::deadline_after;
 use crate::store::ErrorKinds;
 use crate::store::{ActorKey, MessageLookup};
+use crate::trace_context::TraceContext;
 
 /// The options of one enqueue.
 #[derive(Debug, Clone, Copy)]
@@ -160,6 +161,7 @@ impl Calls<'_> {
             Origin {
                 available_at,
                 request_id: Some(request_id),
+                trace: TraceContext::current(),
                 ..Origin::now()
             },
         )

@@ -112,26 +112,23 @@ impl Turns<'_> {
                 // Taking the head conflicted (a Galera node's applier aborted the lock for a
                 // write another node committed first): nothing was written, so it is taken
                 // again, as a turn's conflict is run again.
-                Err(error)
-                    if error.is_conflict()
-                        && (lock.waits() || conflicts + 1 < CONFLICT_RETRIES) =>
-                {
+                Err(error) if error.is_conflict() => {
                     self.core().store().counters().conflict();
                     crate::metrics::turn_conflict(A::TYPE_NAME);
                     if lock.deadline().is_some_and(|at| Instant::now() >= at) {
                         return Ok(Step::Busy);
                     }
                     conflicts += 1;
+                    // A worker's pass that kept conflicting leaves the actor for a later
+                    // pass: nothing was written, and a conflict is no error of the pass.
+                    if conflicts >= CONFLICT_RETRIES && !lock.waits() {
+                        tracing::debug!(actor_id, conflicts, %error, "taking a turn kept conflicting; leaving it for a later pass");
+                        return Ok(Step::Busy);
+                    }
                     tracing::debug!(actor_id, conflicts, %error, "taking a turn conflicted; taking it again");
                     conflict_pause(conflicts).await;
                 }
-                Err(error) => {
-                    if error.is_conflict() {
-                        self.core().store().counters().conflict();
-                        crate::metrics::turn_conflict(A::TYPE_NAME);
-                    }
-                    return Err(error);
-                }
+                Err(error) => return Err(error),
             }
         }
     }

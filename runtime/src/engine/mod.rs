@@ -17,7 +17,8 @@
 //! - attempts: `attempts` (how many a message gets, and counting one outside a turn);
 //! - reminders: `reminders` (firing due ones, listing an actor's; `UnreadableReminders`);
 //! - workers: `workers` (a pass over ready actors; `Workers`: claims, stalls, samples);
-//! - upkeep: `upkeep` (retention, unhandled effects, unknown operations), `dead_letters`
+//! - upkeep: `upkeep` (retention, unhandled effects, unknown operations), `activity_fold`
+//!   (the charts' tallies of the minutes that ended), `dead_letters`
 //!   (an operator's retry) and `pause` (an operator's pause and resume);
 //! - effects: `effects` (claims, leases, outcomes and replies; `EffectKinds`);
 //! - watchers: `watchers` (`Watchers`: commits told to the actors' subscribers);
@@ -33,6 +34,7 @@
 //! connection was lost with it, or its group commit failed) is read back by its message:
 //! found, it committed once; not found once the actor's lock is held again, it runs again.
 
+mod activity_fold;
 mod ask;
 mod attempts;
 mod call;
@@ -76,11 +78,12 @@ use crate::time::clock::Clock;
 // The stored-time conversions (the `time` leaf), in scope for the engine's files.
 pub(crate) use self::core::Core;
 use crate::time::{from_micros, micros};
+pub(crate) use activity_fold::ActivityFold;
 pub(crate) use call::CallOptions;
 pub(crate) use call::Calls;
 pub(crate) use destroy::Destroy;
 pub(crate) use effect_kinds::EffectKinds;
-pub(crate) use effects::Effects;
+pub(crate) use effects::{effect_span, Effects};
 pub(crate) use enqueue::EnqueueOptions;
 pub(crate) use one_turn::Turns;
 pub(crate) use operator_writes::OperatorWrites;
@@ -367,9 +370,19 @@ impl Engine {
         WorkerPass::new(self.turns(), &self.registry, &self.workers)
     }
 
-    /// The upkeep job: retention, unhandled effects, unknown operations.
+    /// The upkeep job: the charts' tallies, retention, unhandled effects, unknown operations.
     pub(crate) fn upkeep(&self) -> Upkeep<'_> {
-        Upkeep::new(&self.core, &self.registry, self.effects())
+        Upkeep::new(
+            &self.core,
+            &self.registry,
+            self.effects(),
+            self.activity_fold(),
+        )
+    }
+
+    /// The fold job: the charts' tallies of the minutes that ended.
+    pub(crate) fn activity_fold(&self) -> ActivityFold<'_> {
+        ActivityFold::new(&self.core)
     }
 
     /// The operators' writes: retried dead letters, pauses, the audit log.

@@ -34,6 +34,7 @@ use crate::store::{
     ActorKey, Instance, InstanceWrite, MessageProgress, NewMessage, StoredMessage, StoredStatus,
     Transaction, TurnMessage,
 };
+use crate::trace_context::TraceContext;
 
 /// The turns job: one turn of an actor, from its handler to its commit, and one step of an
 /// actor's mailbox (`mailbox_step.rs`) with its failed attempts (`attempts.rs`). It borrows
@@ -55,6 +56,8 @@ pub(super) enum Delivery<'a, M> {
         arguments: &'a str,
         request_id: &'a str,
         idempotency_key: Option<&'a str>,
+        /// The caller's trace context, which the message is stored with.
+        trace: TraceContext,
     },
     /// The head of the mailbox.
     Stored { head: &'a StoredMessage, message: M },
@@ -72,6 +75,10 @@ struct Running<'a> {
     fresh: Option<(&'a str, &'a str, Option<&'a str>)>,
     /// When a fired reminder's occurrence was scheduled for.
     scheduled_at: Option<DateTime<Utc>>,
+    /// The trace context the message came with (a fresh call's is stored with its row).
+    sent_with: TraceContext,
+    /// The context of the turn's own span, which its messages, reminders and effects carry.
+    trace: TraceContext,
     /// The caller's deadline, if a caller waits for the turn.
     caller_deadline: Option<Instant>,
     /// When the group the turn joined needs its transaction back, as a group's member.
@@ -162,6 +169,8 @@ pub(super) struct FreshTurn<'a, M> {
     pub(super) arguments: &'a str,
     pub(super) request_id: &'a str,
     pub(super) idempotency_key: Option<&'a str>,
+    /// The caller's trace context (the leader's task runs the turn, not the caller's).
+    pub(super) trace: TraceContext,
     pub(super) caller_deadline: Instant,
     /// When its group needs its transaction back: a handler still running then is undone.
     pub(super) budget: Instant,
@@ -210,9 +219,9 @@ impl<'e> Turns<'e> {
             deadline: caller_deadline,
             leads,
         } = waiter;
-        let scheduled_at = match &delivery {
-            Delivery::Stored { head, .. } => head.scheduled_for.map(from_micros),
-            Delivery::Fresh { .. } => None,
+        let (scheduled_at, sent_with) = match &delivery {
+            Delivery::Stored { head, .. } => (head.scheduled_for.map(from_micros), head.trace),
+            Delivery::Fresh { trace, .. } => (None, *trace),
         };
         let (message, message_id, previous_attempts, fresh) = match delivery {
             Delivery::Fresh {
@@ -220,6 +229,7 @@ impl<'e> Turns<'e> {
                 arguments,
                 request_id,
                 idempotency_key,
+                trace: _,
             } => (
                 message,
                 None,
@@ -229,7 +239,8 @@ impl<'e> Turns<'e> {
             Delivery::Stored { head, message } => (message, Some(head.id), head.attempts, None),
         };
         let operation = message.name();
-        let span = turn_span(key, operation, message_id);
+        let span = turn_span(key, operation, message_id, sent_with);
+        let trace = TraceContext::of(&span);
         let started = Instant::now();
         let ran = async move {
             let running = Running {
@@ -239,6 +250,8 @@ impl<'e> Turns<'e> {
                 previous_attempts,
                 fresh,
                 scheduled_at,
+                sent_with,
+                trace,
                 caller_deadline,
                 budget: None,
                 now: self.core.now(),
@@ -266,7 +279,7 @@ impl<'e> Turns<'e> {
         turn: FreshTurn<'_, A::Message>,
     ) -> Result<(Box<dyn Transaction>, Written), Unwritten> {
         let operation = turn.message.name();
-        let span = turn_span(key, operation, None);
+        let span = turn_span(key, operation, None, turn.trace);
         let running = Running {
             key,
             operation,
@@ -274,6 +287,8 @@ impl<'e> Turns<'e> {
             previous_attempts: 0,
             fresh: Some((turn.arguments, turn.request_id, turn.idempotency_key)),
             scheduled_at: None,
+            sent_with: turn.trace,
+            trace: TraceContext::of(&span),
             caller_deadline: Some(turn.caller_deadline),
             budget: Some(turn.budget),
             now: self.core.now(),
@@ -483,7 +498,14 @@ impl<'e> Turns<'e> {
         let mut delivered = Vec::new();
         if let Some(writes) = &settled.writes {
             delivered = writes
-                .write(self.registrar, tx, running.key, instance, now)
+                .write(
+                    self.registrar,
+                    tx,
+                    running.key,
+                    instance,
+                    now,
+                    running.trace,
+                )
                 .await
                 .map_err(|error| running.uncommitted(error))?;
         }
@@ -590,6 +612,7 @@ async fn write_message_row(
                 progress,
                 incarnation: None,
                 scheduled_for: None,
+                trace: running.sent_with,
             };
             TurnMessage::New(&new)
         }
@@ -604,13 +627,16 @@ async fn write_message_row(
 }
 
 /// The span of a turn: OpenTelemetry's messaging conventions, the actor type as the
-/// destination.
+/// destination, and as its parent the span that sent its message (`sent_with`: a caller's,
+/// another turn's, an effect run's), wherever that ran; with no such context, the current
+/// span.
 fn turn_span(
     key: ActorKey<'_, '_>,
     operation: &'static str,
     message_id: Option<i64>,
+    sent_with: TraceContext,
 ) -> tracing::Span {
-    tracing::info_span!(
+    let span = tracing::info_span!(
         "turn",
         messaging.system = "solid_objects",
         messaging.operation.type = "process",
@@ -619,7 +645,9 @@ fn turn_span(
         messaging.message.id = message_id,
         actor_id = key.actor_id,
         outcome = tracing::field::Empty,
-    )
+    );
+    sent_with.continue_in(&span);
+    span
 }
 
 /// Commits a turn's transaction: a connection lost with the `COMMIT` leaves the turn in

@@ -11,6 +11,7 @@ use super::tail::{insert_ready, Enqueued, Origin};
 use crate::error::{Error, Result};
 use crate::store::admin_rows::AdminEventWrite;
 use crate::store::{ActorKey, InstanceWrite, LockWait, MessageLookup, MessageRecord, StoredStatus};
+use crate::trace_context::TraceContext;
 
 /// The operators' writes job. It borrows the core.
 #[derive(Clone, Copy)]
@@ -111,6 +112,8 @@ impl OperatorWrites<'_> {
                 incarnation: record.incarnation,
                 scheduled_for: record.scheduled_for,
                 request_id: None,
+                // The retry continues the trace of the operator's request.
+                trace: TraceContext::current(),
             },
         )
         .await?;

@@ -169,7 +169,8 @@ impl Reminders<'_> {
 }
 
 /// The message a reminder's occurrence appends to its actor's mailbox: available now
-/// whatever the clock says later, for the incarnation that scheduled it.
+/// whatever the clock says later, for the incarnation that scheduled it, continuing the
+/// trace of the turn that scheduled it.
 fn fired_message<'a>(
     reminder: &'a DueReminder,
     request_id: &'a str,
@@ -185,6 +186,7 @@ fn fired_message<'a>(
         progress: MessageProgress::ready(0, 0),
         incarnation: Some(reminder.incarnation),
         scheduled_for: Some(scheduled_for),
+        trace: reminder.trace,
     }
 }
 

@@ -6,6 +6,7 @@ use super::core::Core;
 use super::micros;
 use crate::error::{Error, Result};
 use crate::store::{ActorKey, MessageProgress, MessageRecord, NewMessage, Transaction};
+use crate::trace_context::TraceContext;
 
 /// A message now in a mailbox.
 #[derive(Debug, Clone)]
@@ -47,6 +48,7 @@ pub(super) async fn insert_ready(
                 progress: MessageProgress::ready(0, origin.available_at),
                 incarnation: origin.incarnation,
                 scheduled_for: origin.scheduled_for,
+                trace: origin.trace,
             },
         )
         .await?;
@@ -57,8 +59,9 @@ pub(super) async fn insert_ready(
 }
 
 /// When a message enqueued at the tail may run, what it keeps of an earlier message (an
-/// operator's retry of a dead letter keeps a fired reminder's incarnation and time), and the
-/// request id an earlier try of the same enqueue stored it under, if any.
+/// operator's retry of a dead letter keeps a fired reminder's incarnation and time), the
+/// request id an earlier try of the same enqueue stored it under, if any, and the trace
+/// context of the span that enqueued it.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Origin<'a> {
     /// Not before this time (microseconds; 0: now).
@@ -67,16 +70,20 @@ pub(super) struct Origin<'a> {
     pub(super) scheduled_for: Option<i64>,
     /// The request id to store the message under (`None`: a new one).
     pub(super) request_id: Option<&'a str>,
+    /// The context of the span that enqueued it, which its turn continues.
+    pub(super) trace: TraceContext,
 }
 
 impl Origin<'_> {
-    /// A new message, due now, of whichever incarnation is current, under a new request id.
+    /// A new message, due now, of whichever incarnation is current, under a new request id,
+    /// with no trace context.
     pub(super) fn now() -> Self {
         Self {
             available_at: 0,
             incarnation: None,
             scheduled_for: None,
             request_id: None,
+            trace: TraceContext::NONE,
         }
     }
 }

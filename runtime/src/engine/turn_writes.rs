@@ -19,10 +19,11 @@ use crate::codec::store_and_read_back;
 use crate::error::{Error, Result};
 use crate::limits::{Limits, Payload};
 use crate::store::{
-    ActorKey, Instance, InstanceWrite, MessageProgress, NewEffect, NewMessage, ReminderWrite,
-    Transaction,
+    ActorKey, Doomed, Instance, InstanceWrite, MessageProgress, NewEffect, NewMessage,
+    ReminderWrite, Transaction,
 };
 use crate::time::saturating::later;
+use crate::trace_context::TraceContext;
 use crate::validate::{validate_id, validate_key};
 
 /// A staged reminder change, encoded for the store.
@@ -130,8 +131,8 @@ impl Writes {
 
     /// Writes the rest of the turn in `tx`, after its message row and state: the
     /// destruction of the actor or its reminder changes, then its effects and messages,
-    /// none of which takes another actor's lock; returns the actor type and operation of
-    /// each message delivered.
+    /// none of which takes another actor's lock, each with the turn's `trace` context;
+    /// returns the actor type and operation of each message delivered.
     pub(super) async fn write(
         &self,
         registrar: &dyn Registrar,
@@ -139,27 +140,28 @@ impl Writes {
         key: ActorKey<'_, '_>,
         instance: &Instance,
         now: i64,
+        trace: TraceContext,
     ) -> Result<Vec<(&'static str, &'static str)>> {
+        let incarnation = instance.incarnation;
         if self.destroy {
             tx.destroy_actor(key, now).await?;
         } else {
-            write_reminders(tx, key, &self.reminders, instance.incarnation).await?;
+            write_reminders(tx, key, &self.reminders, incarnation, now, trace).await?;
         }
-        self.write_effects_and_sends(registrar, tx, key, now, instance.incarnation)
-            .await
+        self.write_effects(tx, key, now, incarnation, trace).await?;
+        self.write_sends(registrar, tx, now, trace).await
     }
 
-    /// Writes a completed turn's effects and messages, none of which takes another actor's
-    /// lock; returns the actor type and operation of each message delivered.
-    async fn write_effects_and_sends(
+    /// Writes a completed turn's effects, of the actor's `incarnation` and with the turn's
+    /// trace context.
+    async fn write_effects(
         &self,
-        registrar: &dyn Registrar,
         tx: &mut dyn Transaction,
         key: ActorKey<'_, '_>,
         now: i64,
         incarnation: i64,
-    ) -> Result<Vec<(&'static str, &'static str)>> {
-        let mut delivered = Vec::new();
+        trace: TraceContext,
+    ) -> Result<()> {
         for effect in &self.effects {
             let effect = NewEffect {
                 effect_id: &effect.effect_id,
@@ -169,9 +171,24 @@ impl Writes {
                 incarnation,
                 on_success: effect.on_success.as_deref(),
                 on_failure: effect.on_failure.as_deref(),
+                trace,
             };
             tx.insert_effect(key, &effect).await?;
         }
+        Ok(())
+    }
+
+    /// Writes a completed turn's messages to other actors, none of which takes another
+    /// actor's lock, with the turn's `trace` context; returns the actor type and operation of
+    /// each message delivered.
+    async fn write_sends(
+        &self,
+        registrar: &dyn Registrar,
+        tx: &mut dyn Transaction,
+        now: i64,
+        trace: TraceContext,
+    ) -> Result<Vec<(&'static str, &'static str)>> {
+        let mut delivered = Vec::new();
         for send in &self.sends {
             (send.register)(registrar)?;
             let target = ActorKey {
@@ -188,6 +205,7 @@ impl Writes {
                 progress: MessageProgress::ready(0, send.available_at),
                 incarnation: None,
                 scheduled_for: None,
+                trace,
             };
             // A key already used for this target delivers nothing more.
             if tx.insert_message_once(target, &message).await?.is_some() {
@@ -198,12 +216,15 @@ impl Writes {
     }
 }
 
-/// Writes a completed turn's reminder changes, in the incarnation it ran in.
+/// Writes a completed turn's reminder changes, in the incarnation it ran in, at `now`
+/// (microseconds), with its trace context.
 async fn write_reminders(
     tx: &mut dyn Transaction,
     key: ActorKey<'_, '_>,
     reminders: &[ReminderOp],
     incarnation: i64,
+    now: i64,
+    trace: TraceContext,
 ) -> Result<()> {
     for change in reminders {
         match change {
@@ -222,11 +243,16 @@ async fn write_reminders(
                     incarnation,
                     every: every.map(|(interval, _)| interval),
                     missed: every.map(|(_, missed)| missed.as_str()),
+                    trace,
                 };
                 tx.upsert_reminder(key, &write).await?;
             }
             ReminderOp::Delete { name, key: alarm } => {
-                tx.delete_reminder(key, name, alarm.as_deref()).await?;
+                let doomed = Doomed::Named {
+                    name,
+                    key: alarm.as_deref(),
+                };
+                tx.delete_reminders(key, doomed, now).await?;
             }
         }
     }

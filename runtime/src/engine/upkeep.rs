@@ -1,6 +1,8 @@
-//! Upkeep: the workers' hourly pass, which prunes what is past its retention, warns about
-//! effects no handler here runs, and notes why messages of unknown operations wait.
+//! Upkeep: the workers' hourly pass, which folds the charts' tallies, prunes what is past its
+//! retention (tallies included), warns about effects no handler here runs, and notes why
+//! messages of unknown operations wait.
 
+use super::activity_fold::ActivityFold;
 use super::conflicts::rerun_conflicts;
 use super::core::Core;
 use super::effects::Effects;
@@ -17,31 +19,44 @@ const UNKNOWN_NOTED: i64 = 100;
 /// Each actor's newest finished messages with an idempotency key that retention keeps.
 pub(crate) const KEPT_IDEMPOTENCY_KEYS: i64 = 64;
 
-/// The upkeep job: retention, the effects no handler here runs, and the messages of
-/// operations this build does not know. It borrows the core, the registry, and the effects
-/// job it asks about unhandled effects.
+/// The upkeep job: the charts' tallies, retention, the effects no handler here runs, and
+/// the messages of operations this build does not know. It borrows the core, the registry,
+/// the effects job it asks about unhandled effects, and the fold job.
 #[derive(Clone, Copy)]
 pub(crate) struct Upkeep<'e> {
     core: &'e Core,
     registry: &'e Registry,
     effects: Effects<'e>,
+    fold: ActivityFold<'e>,
 }
 
 impl<'e> Upkeep<'e> {
     /// The upkeep job over the engine's parts.
-    pub(super) fn new(core: &'e Core, registry: &'e Registry, effects: Effects<'e>) -> Self {
+    pub(super) fn new(
+        core: &'e Core,
+        registry: &'e Registry,
+        effects: Effects<'e>,
+        fold: ActivityFold<'e>,
+    ) -> Self {
         Self {
             core,
             registry,
             effects,
+            fold,
         }
     }
 }
 
 impl Upkeep<'_> {
-    /// The workers' hourly upkeep: prunes what is past its retention, warns about effects
-    /// no handler here runs, and notes why messages of unknown operations wait.
+    /// The workers' hourly upkeep: folds the charts' tallies (before retention deletes the
+    /// rows), prunes what is past its retention, warns about effects no handler here runs,
+    /// and notes why messages of unknown operations wait.
     pub(crate) async fn run(&self) -> Result<()> {
+        let folded = self.fold.run().await?;
+        tracing::debug!(
+            folded,
+            "folded the charts' tallies of the minutes that ended"
+        );
         let pruned = self.prune(true).await?.total();
         tracing::debug!(pruned, "pruned old messages and effects");
         self.effects.report_unhandled_effects().await?;
@@ -82,8 +97,9 @@ impl Upkeep<'_> {
         Ok(heads.len())
     }
 
-    /// Deletes what is past its retention (audit rows of administration calls included);
-    /// returns how many rows of each kind. Without `commit`, rolls back: a preview.
+    /// Deletes what is past its retention (audit rows of administration calls and the
+    /// charts' tallies of its minutes included); returns how many rows of each kind (the
+    /// tallies uncounted). Without `commit`, rolls back: a preview.
     pub(crate) async fn prune(&self, commit: bool) -> Result<Pruned> {
         let now = self.core.now();
         let limits = &self.core.config().limits;
@@ -99,6 +115,7 @@ impl Upkeep<'_> {
             let mut tx = self.core.begin(None).await?;
             let mut pruned = tx.prune(&retention).await?;
             pruned.admin_events = tx.prune_admin_events(retention.finished_before).await?;
+            tx.prune_tallies(retention.finished_before).await?;
             if commit {
                 tx.commit().await?;
             }

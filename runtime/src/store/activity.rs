@@ -1,243 +1,153 @@
 //! The statements of the operators' charts, and the trait that runs them on any backend:
-//! what finished, failed and waited in each slice of a window of time, counted at read time
-//! from the rows the runtime keeps anyway (a turn writes no tally of its own).
+//! what finished, failed and waited in each slice of a window of time, read from the tallies
+//! of its minutes ([`activity_tallies`](super::activity_tallies)) and, for the minutes the
+//! upkeep has not folded yet, from the rows that finished since the fold mark.
 //!
 //! A window is `[from, until)` cut into slices of `width` microseconds, `from` and `until`
-//! multiples of `width`. A time's slice is named by its start, `at - at % width`; a time
-//! before the window counts in the slice `from - width`, "before the window".
+//! multiples of `width` (and of a minute). A time's slice is named by its start,
+//! `at - at % width`; a time before the window counts in the slice `from - width`, "before
+//! the window".
 //!
-//! What finished and failed is counted per slice by a range count on an index, not by
-//! grouping the window's rows (a sort of every row on SQLite; MySQL groups them, see
-//! [`outcomes`]). What waited at the end of each
-//! slice is what started by then and had not ended by then; a message that started and ended
-//! in the same slice never waited at a slice's end, so only those that waited across a
-//! slice's end are grouped, with those waiting now. Each statement reads one index:
+//! What finished and failed, and where each finished thing started and stopped waiting, is
+//! one statement ([`activity_tallies`], [`actor_tallies`]): the tallies of the window's
+//! minutes, and what the rows that finished from the fold mark on count as, in one snapshot,
+//! so a fold that commits meanwhile is counted once. What waited at the end of a slice is
+//! what waits now and started by then ([`waiting_messages`], [`due_reminders`],
+//! [`waiting_effects`], which read only what waits), and every thing that stopped waiting
+//! after that slice less every thing that started after it. Each statement reads its minutes
+//! or what waits, never the window's rows:
 //!
-//! | statement | index |
+//! | statement | reads |
 //! |---|---|
-//! | [`outcomes`] | `solid_messages_finished` (status, finished at, enqueued at, actor), `solid_failed_attempts_at` |
-//! | [`messages_across_slices`] | `solid_messages_finished` |
+//! | [`activity_tallies`] | `solid_activity` (the window's minutes); the rows since the fold mark as [`events`](super::activity_tallies::events) reads them |
+//! | [`actor_tallies`] | `solid_actor_activity` (the actor's minutes); since the fold mark, `solid_messages_finished`, `solid_failed_attempts_actor` |
 //! | [`waiting_messages`] | `solid_messages_ready` (the ready messages) |
-//! | [`fired_reminders`], [`reminder_lateness`] | `solid_messages_reminders` (fired reminders' finished messages; on MySQL, `solid_messages_finished`, which has their due times there) |
 //! | [`due_reminders`] | `solid_reminders_due` |
-//! | [`effects_across_slices`] | `solid_effects_finished` (status, finished at, emitted at) |
 //! | [`waiting_effects`] | `solid_effects_due` (the ready and running effects) |
-//! | [`actor_outcomes`] | `solid_messages_finished` (its actor columns filter the window's range), `solid_failed_attempts_actor` |
 //!
-//! The statements run one after another, not in one snapshot: a turn that commits between
-//! two of them may be missing from (or counted twice in) the backlog of that moment, never
-//! from what finished.
+//! The statements of a window run one after another, not in one snapshot: a turn that
+//! commits between two of them may be missing from (or counted twice in) the backlog of that
+//! moment, never from what finished.
 
 use async_trait::async_trait;
 
 use std::sync::LazyLock;
 
+use super::activity_tallies::{
+    events, Placing, COMPLETED, DEAD, DESTROYED, EFFECT_IN, EFFECT_OUT, FAILED, FOLD_MARK,
+    LATENESS, MESSAGE_IN, REJECTED, REMINDER_IN, REMINDER_OUT,
+};
 use super::dialect::PerDialect;
 use super::query::{get, query, Dialect, Row};
 use super::{ActorKey, ReadConnections};
 use crate::error::Result;
 
-/// The slice of the time `at` as every statement names it: the start of the slice it is in,
-/// or `$1 - $3` for a time before the window `[$1, $2)` of slices `$3` wide.
-fn slice_of(at: &str) -> String {
-    format!("CASE WHEN {at} < $1 THEN $1 - $3 ELSE {at} - {at} % $3 END")
+/// The slice of the time `at` in the window that starts at `from` (a parameter), in slices
+/// `width` wide: the start of the slice it is in, or `from - width` for a time before the
+/// window.
+fn slice_of(at: &str, from: &str, width: &str) -> String {
+    format!("(CASE WHEN {at} < {from} THEN {from} - {width} ELSE {at} - {at} % {width} END)")
 }
 
-/// The slices of `[from, until)`, `width` wide, as a table `slices (slice)` of their starts.
-fn slices(from: &str, until: &str, width: &str) -> String {
-    format!(
-        "WITH RECURSIVE slices (slice) AS (SELECT {from} UNION ALL SELECT slice + {width} \
-         FROM slices WHERE slice + {width} < {until}) "
-    )
+/// The first finish time the rows are counted from in a window starting at `from`: the
+/// fold mark (of `w`, the mark's row), or the window's start if that is later.
+fn unfolded_from(from: &str) -> String {
+    format!("(CASE WHEN w.folded_until > {from} THEN w.folded_until ELSE {from} END)")
 }
 
-/// How many messages of `status` (and of the actor `actor` names, if it names one) finished in
-/// the slice `slice` of width `width`, as a column named for the status.
-fn finished_in_slice(actor: &str, status: &str, width: &str) -> String {
-    format!(
-        "(SELECT COUNT(*) FROM solid_messages WHERE {actor}status <> 'ready' \
-         AND status = '{status}' AND finished_at >= slice AND finished_at < slice + {width}) \
-         AS {status}"
-    )
-}
-
-/// The columns of [`outcomes`] from events (`slice`, `kind`: a status, or `failed`) grouped by
-/// slice (MySQL).
-const OUTCOMES_BY_SLICE: &str = "SELECT slice,
-        COUNT(CASE WHEN kind = 'completed' THEN 1 END) AS completed,
-        COUNT(CASE WHEN kind = 'rejected' THEN 1 END) AS rejected,
-        COUNT(CASE WHEN kind = 'dead' THEN 1 END) AS dead,
-        COUNT(CASE WHEN kind = 'failed' THEN 1 END) AS failed_attempts ";
-
-/// The counts of one actor's (`$1`, `$2`) slices: its condition, before a status.
-const THE_ACTOR: &str = "actor_type = $1 AND actor_id = $2 AND ";
-
-// solid_messages and solid_failed_attempts.
-
-/// For each slice `$3` wide of `[$1, $2)`: the messages that completed, were rejected and
-/// became dead letters in it, and the attempts that failed in it. SQLite and PostgreSQL count
-/// each slice's range of the index; MySQL, which reads no range of an index for a value of the
-/// outer query (it would read a status's every row for each slice), groups the window's rows.
-pub(crate) fn outcomes(dialect: Dialect) -> &'static str {
-    static OUTCOMES: PerDialect = PerDialect::new(|dialect| match dialect {
-        Dialect::Sqlite | Dialect::Postgres => format!(
-            "{}SELECT slice, {}, {}, {}, (SELECT COUNT(*) FROM solid_failed_attempts
-                 WHERE failed_at >= slice AND failed_at < slice + $3) AS failed_attempts
-             FROM slices ORDER BY slice",
-            slices("$1", "$2", "$3"),
-            finished_in_slice("", "completed", "$3"),
-            finished_in_slice("", "rejected", "$3"),
-            finished_in_slice("", "dead", "$3"),
-        ),
-        Dialect::MySql => format!(
-            "{OUTCOMES_BY_SLICE}FROM (SELECT finished_at - finished_at % $3 AS slice, status AS kind
-                   FROM solid_messages
-                   WHERE status IN ('completed', 'rejected', 'dead')
-                     AND finished_at >= $1 AND finished_at < $2
-                   UNION ALL
-                   SELECT failed_at - failed_at % $3 AS slice, 'failed' AS kind
-                   FROM solid_failed_attempts WHERE failed_at >= $1 AND failed_at < $2
-             ) AS events GROUP BY slice ORDER BY slice"
-        ),
+/// For each slice `$3` wide of `[$1, $2)`, and what started waiting before it: the counts of
+/// each kind and lateness bucket of the whole database's tally, from its minutes and from the
+/// rows that finished since the fold mark.
+pub(crate) fn activity_tallies(dialect: Dialect) -> &'static str {
+    static ACTIVITY_TALLIES: PerDialect = PerDialect::new(|dialect| {
+        let at = |at: &str| slice_of(at, "$1", "$3");
+        let from = unfolded_from("$1");
+        let events = events(
+            dialect,
+            &Placing {
+                at: &at,
+                join: "solid_activity_folded AS w CROSS JOIN ",
+                joined: "w.id = 1 AND ",
+                from: &from,
+                until: "$2",
+            },
+        );
+        format!(
+            "SELECT slot, kind, bucket, {sum} AS count FROM (
+                 SELECT {minute} AS slot, kind, bucket, count FROM solid_activity
+                 WHERE minute >= $1 AND minute < $2
+                 UNION ALL
+                 {events}) AS tallies
+             GROUP BY slot, kind, bucket ORDER BY slot",
+            sum = dialect.whole("SUM(count)"),
+            minute = at("minute"),
+        )
     });
-    OUTCOMES.get(dialect)
+    ACTIVITY_TALLIES.get(dialect)
 }
 
 /// For each slice `$5` wide of `[$3, $4)`: the actor's (`$1`, `$2`) messages that completed,
-/// were rejected and became dead letters in it, and its attempts that failed in it (as
-/// [`outcomes`] counts them).
-pub(crate) fn actor_outcomes(dialect: Dialect) -> &'static str {
-    static ACTOR_OUTCOMES: PerDialect = PerDialect::new(|dialect| match dialect {
-        Dialect::Sqlite | Dialect::Postgres => format!(
-            "{}SELECT slice, {}, {}, {}, (SELECT COUNT(*) FROM solid_failed_attempts
-                 WHERE actor_type = $1 AND actor_id = $2
-                   AND failed_at >= slice AND failed_at < slice + $5) AS failed_attempts
-             FROM slices ORDER BY slice",
-            slices("$3", "$4", "$5"),
-            finished_in_slice(THE_ACTOR, "completed", "$5"),
-            finished_in_slice(THE_ACTOR, "rejected", "$5"),
-            finished_in_slice(THE_ACTOR, "dead", "$5"),
-        ),
-        Dialect::MySql => format!(
-            "{OUTCOMES_BY_SLICE}FROM (SELECT finished_at - finished_at % $5 AS slice, status AS kind
-                   FROM solid_messages
-                   WHERE actor_type = $1 AND actor_id = $2
-                     AND status IN ('completed', 'rejected', 'dead')
-                     AND finished_at >= $3 AND finished_at < $4
-                   UNION ALL
-                   SELECT failed_at - failed_at % $5 AS slice, 'failed' AS kind
-                   FROM solid_failed_attempts
-                   WHERE actor_type = $1 AND actor_id = $2
-                     AND failed_at >= $3 AND failed_at < $4
-             ) AS events GROUP BY slice ORDER BY slice"
-        ),
-    });
-    ACTOR_OUTCOMES.get(dialect)
-}
-
-/// The messages that finished in `[$1, $2)` in a later slice than the one they were enqueued
-/// in (they waited across a slice's end), by the slice they were enqueued in and the one they
-/// finished in, in slices `$3` wide.
-pub(crate) fn messages_across_slices() -> &'static str {
-    static TEXT: LazyLock<String> = LazyLock::new(|| {
+/// were rejected and became dead letters in it, and its attempts that failed in it, as
+/// counts of those kinds, from its tally's minutes and the rows since the fold mark.
+pub(crate) fn actor_tallies(dialect: Dialect) -> &'static str {
+    static ACTOR_TALLIES: PerDialect = PerDialect::new(|dialect| {
+        let at = |at: &str| slice_of(at, "$3", "$5");
         format!(
-            "SELECT {} AS started, finished_at - finished_at % $3 AS ended, COUNT(*) AS count
-             FROM solid_messages
-             WHERE status <> 'ready' AND status IN ('completed', 'rejected', 'dead', 'destroyed')
-               AND finished_at >= $1 AND finished_at < $2
-               AND created_at < finished_at - finished_at % $3
-             GROUP BY started, ended",
-            slice_of("created_at"),
+            "SELECT slot, kind, {sum} AS count FROM (
+                 SELECT {minute} AS slot, kind, count FROM solid_actor_activity
+                 WHERE actor_type = $1 AND actor_id = $2 AND minute >= $3 AND minute < $4
+                 UNION ALL
+                 SELECT {finished_at} AS slot, status AS kind, COUNT(*) AS count
+                 FROM solid_activity_folded AS w CROSS JOIN solid_messages
+                 WHERE w.id = 1 AND status <> 'ready'
+                   AND status IN ('completed', 'rejected', 'dead')
+                   AND finished_at >= {from} AND finished_at < $4
+                   AND actor_type = $1 AND actor_id = $2
+                 GROUP BY slot, kind
+                 UNION ALL
+                 SELECT {failed_at} AS slot, '{FAILED}' AS kind, COUNT(*) AS count
+                 FROM solid_activity_folded AS w CROSS JOIN solid_failed_attempts
+                 WHERE w.id = 1 AND actor_type = $1 AND actor_id = $2
+                   AND failed_at >= {from} AND failed_at < $4
+                 GROUP BY slot) AS tallies
+             GROUP BY slot, kind ORDER BY slot",
+            sum = dialect.whole("SUM(count)"),
+            minute = at("minute"),
+            finished_at = at("finished_at"),
+            failed_at = at("failed_at"),
+            from = unfolded_from("$3"),
         )
     });
-    &TEXT
+    ACTOR_TALLIES.get(dialect)
 }
 
-/// The messages waiting now, by the slice they were enqueued in and (a fired reminder's) the
-/// slice it was due in, in slices `$3` wide from `$1`. A time at or after `$2` (now, plus one
-/// microsecond: stored before the clock stepped back) counts as now: the message waits now.
+/// The messages waiting now, by the slice they were enqueued in and (a fired reminder's,
+/// not an operator's retry of one) the slice it was due in, in slices `$3` wide from `$1`. A
+/// time at or after `$2` (now, plus one microsecond: stored before the clock stepped back)
+/// counts as now: the message waits now.
 pub(crate) fn waiting_messages() -> &'static str {
     static TEXT: LazyLock<String> = LazyLock::new(|| {
         format!(
             "SELECT {} AS started,
-                    CASE WHEN scheduled_for IS NULL THEN NULL ELSE {} END AS due,
+                    CASE WHEN scheduled_for IS NULL OR retry_of IS NOT NULL THEN NULL
+                         ELSE {} END AS due,
                     COUNT(*) AS count
              FROM solid_messages
              WHERE status = 'ready'
              GROUP BY started, due",
-            slice_of("(CASE WHEN created_at < $2 THEN created_at ELSE $2 - 1 END)"),
-            slice_of("(CASE WHEN scheduled_for < $2 THEN scheduled_for ELSE $2 - 1 END)"),
+            slice_of(
+                "(CASE WHEN created_at < $2 THEN created_at ELSE $2 - 1 END)",
+                "$1",
+                "$3"
+            ),
+            slice_of(
+                "(CASE WHEN scheduled_for < $2 THEN scheduled_for ELSE $2 - 1 END)",
+                "$1",
+                "$3"
+            ),
         )
     });
     &TEXT
-}
-
-/// Where a statement on fired reminders' finished messages in `[$1, $2)` finds them: the
-/// partial index of them on SQLite and PostgreSQL (SQLite reads it only without a list of
-/// statuses), `solid_messages_finished` by status on MySQL. `ran` takes only those whose
-/// turn ran (not those ended as destroyed); otherwise every one.
-fn fired_reminders_finished(dialect: Dialect, ran: bool) -> &'static str {
-    match (dialect, ran) {
-        (Dialect::Sqlite | Dialect::Postgres, true) => {
-            "scheduled_for IS NOT NULL AND status <> 'ready' AND status <> 'destroyed'
-             AND finished_at >= $1 AND finished_at < $2"
-        }
-        (Dialect::MySql, true) => {
-            "status IN ('completed', 'rejected', 'dead') AND scheduled_for IS NOT NULL
-             AND finished_at >= $1 AND finished_at < $2"
-        }
-        (Dialect::Sqlite | Dialect::Postgres, false) => {
-            "scheduled_for IS NOT NULL AND status <> 'ready'
-             AND finished_at >= $1 AND finished_at < $2"
-        }
-        (Dialect::MySql, false) => {
-            "status IN ('completed', 'rejected', 'dead', 'destroyed') AND scheduled_for IS NOT NULL
-             AND finished_at >= $1 AND finished_at < $2"
-        }
-    }
-}
-
-/// The fired reminders whose messages ended in `[$1, $2)`, by the slice they were due in and
-/// the slice they fired in (their message was enqueued), in slices `$3` wide. A reminder was
-/// due until it fired whether its message then ran or was ended as destroyed (its actor was
-/// destroyed first), so those count too.
-pub(crate) fn fired_reminders(dialect: Dialect) -> &'static str {
-    static FIRED_REMINDERS: PerDialect = PerDialect::new(|dialect| {
-        format!(
-            "SELECT {} AS started, {} AS ended, COUNT(*) AS count FROM solid_messages WHERE {}
-             GROUP BY started, ended",
-            slice_of("scheduled_for"),
-            slice_of("created_at"),
-            fired_reminders_finished(dialect, false),
-        )
-    });
-    FIRED_REMINDERS.get(dialect)
-}
-
-/// For each slice `$3` wide of `[$1, $2)` in which fired reminders' turns ended (completed,
-/// rejected or dead): the number of them, and the lateness (end minus due time) of the
-/// median's and the 99th percentile's (nearest rank), the median first; one row where they
-/// are the same reminder.
-pub(crate) fn reminder_lateness(dialect: Dialect) -> &'static str {
-    static REMINDER_LATENESS: PerDialect = PerDialect::new(|dialect| {
-        format!(
-            "SELECT slice, lateness, reminders FROM (
-                 SELECT finished_at - finished_at % $3 AS slice,
-                        finished_at - scheduled_for AS lateness,
-                        ROW_NUMBER() OVER (
-                            PARTITION BY finished_at - finished_at % $3
-                            ORDER BY finished_at - scheduled_for) AS position,
-                        COUNT(*) OVER (PARTITION BY finished_at - finished_at % $3)
-                            AS reminders
-                 FROM solid_messages WHERE {}) AS ranked
-             WHERE (2 * position >= reminders AND 2 * (position - 1) < reminders)
-                OR (100 * position >= 99 * reminders
-                    AND 100 * (position - 1) < 99 * reminders)
-             ORDER BY slice, lateness",
-            fired_reminders_finished(dialect, true),
-        )
-    });
-    REMINDER_LATENESS.get(dialect)
 }
 
 // solid_reminders.
@@ -249,29 +159,13 @@ pub(crate) fn due_reminders() -> &'static str {
             "SELECT {} AS started, COUNT(*) AS count
              FROM solid_reminders WHERE due_at < $2
              GROUP BY started",
-            slice_of("due_at"),
+            slice_of("due_at", "$1", "$3"),
         )
     });
     &TEXT
 }
 
 // solid_effects.
-
-/// The effects that finished (done or dead) in `[$1, $2)` in a later slice than the one they
-/// were emitted in, by the slice they were emitted in and the one they finished in.
-pub(crate) fn effects_across_slices() -> &'static str {
-    static TEXT: LazyLock<String> = LazyLock::new(|| {
-        format!(
-            "SELECT {} AS started, finished_at - finished_at % $3 AS ended, COUNT(*) AS count
-             FROM solid_effects
-             WHERE status IN ('done', 'dead') AND finished_at >= $1 AND finished_at < $2
-               AND created_at < finished_at - finished_at % $3
-             GROUP BY started, ended",
-            slice_of("created_at"),
-        )
-    });
-    &TEXT
-}
 
 /// The effects waiting or running now, by the slice they were emitted in (one emitted at or
 /// after `$2`, now plus one microsecond, before the clock stepped back: now's).
@@ -282,7 +176,11 @@ pub(crate) fn waiting_effects() -> &'static str {
              FROM solid_effects
              WHERE status IN ('ready', 'running')
              GROUP BY started",
-            slice_of("(CASE WHEN created_at < $2 THEN created_at ELSE $2 - 1 END)"),
+            slice_of(
+                "(CASE WHEN created_at < $2 THEN created_at ELSE $2 - 1 END)",
+                "$1",
+                "$3"
+            ),
         )
     });
     &TEXT
@@ -321,19 +219,21 @@ pub(crate) struct Waited {
     pub(crate) count: i64,
 }
 
-/// One percentile's reminder in a slice: its lateness, and how many reminders ran there.
+/// How many fired reminders' turns ended in a slice with one lateness (to two significant
+/// figures).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RankedLateness {
+pub(crate) struct LatenessCount {
     pub(crate) slice: i64,
-    /// Microseconds between when it was due and when its turn ended.
-    pub(crate) lateness: i64,
+    /// Milliseconds between when they were due and when their turns ended, in the bucket's
+    /// two significant figures, rounded down.
+    pub(crate) lateness_ms: i64,
     pub(crate) reminders: i64,
 }
 
 /// What the statements of a window found, for the whole database.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ActivityRows {
-    /// Each slice's outcomes, in order.
+    /// Each slice's outcomes, in order (a slice where nothing finished or failed has none).
     pub(crate) outcomes: Vec<SliceOutcomes>,
     /// Messages that waited across a slice's end, or wait now.
     pub(crate) ready_messages: Vec<Waited>,
@@ -341,8 +241,8 @@ pub(crate) struct ActivityRows {
     pub(crate) due_reminders: Vec<Waited>,
     /// Effects that were pending across a slice's end, or are now.
     pub(crate) pending_effects: Vec<Waited>,
-    /// Per slice, the median's and the 99th percentile's lateness, the median first.
-    pub(crate) lateness: Vec<RankedLateness>,
+    /// Per slice, how many fired reminders' turns ended with each lateness.
+    pub(crate) lateness: Vec<LatenessCount>,
 }
 
 /// The operators' charts' reads, without locking anything.
@@ -357,30 +257,125 @@ pub(crate) trait ActivityReads: Send + Sync {
         actor: ActorKey<'_, '_>,
         span: Span,
     ) -> Result<Vec<SliceOutcomes>>;
+
+    /// Where folding stands: every row that finished before it is in the tallies.
+    async fn fold_mark(&self) -> Result<i64>;
+
+    /// How the database plans each statement of [`activity`](Self::activity) and
+    /// [`actor_activity`](Self::actor_activity) over `span`: each statement's name and the
+    /// steps of its plan, one a line (MySQL's: the table, the access type and the key).
+    async fn activity_plans(
+        &self,
+        actor: ActorKey<'_, '_>,
+        span: Span,
+    ) -> Result<Vec<(&'static str, Vec<String>)>>;
 }
 
-/// A row of [`outcomes`] or [`actor_outcomes`].
-fn slice_outcomes(row: &Row) -> Result<SliceOutcomes> {
-    Ok(SliceOutcomes {
-        slice: get(row, "slice")?,
-        completed: get(row, "completed")?,
-        rejected: get(row, "rejected")?,
-        dead: get(row, "dead")?,
-        failed_attempts: get(row, "failed_attempts")?,
+/// The charts' statements, each named and asked for its plan ([`Dialect::explain`]); the
+/// first binds an actor before the span.
+static EXPLAINED: [(&str, PerDialect); 5] = [
+    (
+        "actor_tallies",
+        PerDialect::new(|dialect| format!("{}{}", dialect.explain(), actor_tallies(dialect))),
+    ),
+    (
+        "activity_tallies",
+        PerDialect::new(|dialect| format!("{}{}", dialect.explain(), activity_tallies(dialect))),
+    ),
+    (
+        "waiting_messages",
+        PerDialect::new(|dialect| format!("{}{}", dialect.explain(), waiting_messages())),
+    ),
+    (
+        "due_reminders",
+        PerDialect::new(|dialect| format!("{}{}", dialect.explain(), due_reminders())),
+    ),
+    (
+        "waiting_effects",
+        PerDialect::new(|dialect| format!("{}{}", dialect.explain(), waiting_effects())),
+    ),
+];
+
+/// One step of a plan, as [`ActivityReads::activity_plans`] gives it.
+fn plan_step(dialect: Dialect, row: &Row) -> Result<String> {
+    Ok(match dialect {
+        Dialect::Sqlite => get(row, "detail")?,
+        Dialect::Postgres => get(row, 0)?,
+        Dialect::MySql => format!(
+            "{} {} {}",
+            get::<Option<String>>(row, "table")?.unwrap_or_default(),
+            get::<Option<String>>(row, "type")?.unwrap_or_default(),
+            get::<Option<String>>(row, "key")?.unwrap_or_default(),
+        ),
     })
 }
 
-/// A `(started, ended, count)` row; `ended` is `None` where the statement has none.
-fn waited(row: &Row, ended: bool) -> Result<Waited> {
+/// Adds a count of `kind` in `slice` to the slice's outcomes, if it is an outcome.
+fn add_outcome(outcomes: &mut Vec<SliceOutcomes>, slice: i64, kind: &str, count: i64) {
+    if ![COMPLETED, REJECTED, DEAD, FAILED].contains(&kind) {
+        return;
+    }
+    if outcomes.last().is_none_or(|last| last.slice != slice) {
+        outcomes.push(SliceOutcomes {
+            slice,
+            ..SliceOutcomes::default()
+        });
+    }
+    if let Some(outcome) = outcomes.last_mut() {
+        match kind {
+            COMPLETED => outcome.completed += count,
+            REJECTED => outcome.rejected += count,
+            DEAD => outcome.dead += count,
+            _ => outcome.failed_attempts += count,
+        }
+    }
+}
+
+/// A `(started, count)` row of something that waits now, or a `(started, ended, count)` row.
+fn waited(row: &Row, ended: Option<i64>) -> Result<Waited> {
     Ok(Waited {
         started: get(row, "started")?,
-        ended: if ended {
-            Some(get(row, "ended")?)
-        } else {
-            None
-        },
+        ended,
         count: get(row, "count")?,
     })
+}
+
+/// Reads the rows of [`activity_tallies`] into `rows`: outcomes by slice; each thing that
+/// stopped waiting in a slice as having waited since before the window until then, and each
+/// that started as the same, taken back (what waited at a slice's end then adds up to every
+/// stop after it less every start after it); and the lateness buckets.
+fn read_tallies(rows: &mut ActivityRows, tallies: &[Row], before: i64) -> Result<()> {
+    for row in tallies {
+        let slice: i64 = get(row, "slot")?;
+        let kind: String = get(row, "kind")?;
+        let count: i64 = get(row, "count")?;
+        let since_before = |count| Waited {
+            started: before,
+            ended: Some(slice),
+            count,
+        };
+        match kind.as_str() {
+            COMPLETED | REJECTED | DEAD => {
+                add_outcome(&mut rows.outcomes, slice, &kind, count);
+                rows.ready_messages.push(since_before(count));
+            }
+            DESTROYED => rows.ready_messages.push(since_before(count)),
+            FAILED => add_outcome(&mut rows.outcomes, slice, &kind, count),
+            MESSAGE_IN => rows.ready_messages.push(since_before(-count)),
+            REMINDER_IN => rows.due_reminders.push(since_before(-count)),
+            REMINDER_OUT => rows.due_reminders.push(since_before(count)),
+            EFFECT_IN => rows.pending_effects.push(since_before(-count)),
+            EFFECT_OUT => rows.pending_effects.push(since_before(count)),
+            LATENESS => rows.lateness.push(LatenessCount {
+                slice,
+                lateness_ms: get(row, "bucket")?,
+                reminders: count,
+            }),
+            _ => {}
+        }
+    }
+    rows.outcomes.retain(|outcome| outcome.slice > before);
+    Ok(())
 }
 
 #[async_trait]
@@ -393,27 +388,17 @@ impl<S: ReadConnections> ActivityReads for S {
                 .bind(until)
                 .bind(span.width)
         };
-        let finished = |statement| bind(statement, span.until);
         let waiting = |statement| bind(statement, span.now.saturating_add(1));
         let mut rows = ActivityRows::default();
-        let dialect = self.dialect();
-        for row in finished(outcomes(dialect))
+        let tallies = bind(activity_tallies(self.dialect()), span.until)
             .fetch_all(self.readers())
-            .await?
-        {
-            rows.outcomes.push(slice_outcomes(&row)?);
-        }
-        for row in finished(messages_across_slices())
-            .fetch_all(self.readers())
-            .await?
-        {
-            rows.ready_messages.push(waited(&row, true)?);
-        }
+            .await?;
+        read_tallies(&mut rows, &tallies, span.from - span.width)?;
         for row in waiting(waiting_messages())
             .fetch_all(self.readers())
             .await?
         {
-            rows.ready_messages.push(waited(&row, false)?);
+            rows.ready_messages.push(waited(&row, None)?);
             // A fired reminder's message waits: the reminder was due until it fired.
             if let Some(due) = get::<Option<i64>>(&row, "due")? {
                 rows.due_reminders.push(Waited {
@@ -423,33 +408,11 @@ impl<S: ReadConnections> ActivityReads for S {
                 });
             }
         }
-        for row in finished(fired_reminders(dialect))
-            .fetch_all(self.readers())
-            .await?
-        {
-            rows.due_reminders.push(waited(&row, true)?);
-        }
         for row in waiting(due_reminders()).fetch_all(self.readers()).await? {
-            rows.due_reminders.push(waited(&row, false)?);
-        }
-        for row in finished(effects_across_slices())
-            .fetch_all(self.readers())
-            .await?
-        {
-            rows.pending_effects.push(waited(&row, true)?);
+            rows.due_reminders.push(waited(&row, None)?);
         }
         for row in waiting(waiting_effects()).fetch_all(self.readers()).await? {
-            rows.pending_effects.push(waited(&row, false)?);
-        }
-        for row in finished(reminder_lateness(dialect))
-            .fetch_all(self.readers())
-            .await?
-        {
-            rows.lateness.push(RankedLateness {
-                slice: get(&row, "slice")?,
-                lateness: get(&row, "lateness")?,
-                reminders: get(&row, "reminders")?,
-            });
+            rows.pending_effects.push(waited(&row, None)?);
         }
         Ok(rows)
     }
@@ -459,7 +422,7 @@ impl<S: ReadConnections> ActivityReads for S {
         actor: ActorKey<'_, '_>,
         span: Span,
     ) -> Result<Vec<SliceOutcomes>> {
-        let rows = query(actor_outcomes(self.dialect()))
+        let rows = query(actor_tallies(self.dialect()))
             .bind(actor.actor_type)
             .bind(actor.actor_id)
             .bind(span.from)
@@ -467,6 +430,50 @@ impl<S: ReadConnections> ActivityReads for S {
             .bind(span.width)
             .fetch_all(self.readers())
             .await?;
-        rows.iter().map(slice_outcomes).collect()
+        let mut outcomes = Vec::new();
+        for row in &rows {
+            let kind: String = get(row, "kind")?;
+            add_outcome(&mut outcomes, get(row, "slot")?, &kind, get(row, "count")?);
+        }
+        Ok(outcomes)
+    }
+
+    async fn activity_plans(
+        &self,
+        actor: ActorKey<'_, '_>,
+        span: Span,
+    ) -> Result<Vec<(&'static str, Vec<String>)>> {
+        let dialect = self.dialect();
+        let mut plans = Vec::new();
+        for (index, (name, explained)) in EXPLAINED.iter().enumerate() {
+            let mut statement = query(explained.get(dialect));
+            if index == 0 {
+                statement = statement.bind(actor.actor_type).bind(actor.actor_id);
+            }
+            let until = match index {
+                0 | 1 => span.until,
+                _ => span.now.saturating_add(1),
+            };
+            let rows = statement
+                .bind(span.from)
+                .bind(until)
+                .bind(span.width)
+                .fetch_all(self.readers())
+                .await?;
+            let steps = rows
+                .iter()
+                .map(|row| plan_step(dialect, row))
+                .collect::<Result<_>>()?;
+            plans.push((*name, steps));
+        }
+        Ok(plans)
+    }
+
+    async fn fold_mark(&self) -> Result<i64> {
+        let row = query(FOLD_MARK).fetch_optional(self.readers()).await?;
+        Ok(row
+            .map(|row| get::<i64>(&row, 0))
+            .transpose()?
+            .unwrap_or_default())
     }
 }

@@ -101,6 +101,54 @@ impl Dialect {
         }
     }
 
+    /// What locks the rows a read returns until commit, after its `WHERE`: nothing on
+    /// SQLite, whose one writer holds them all.
+    pub(crate) fn for_update(self) -> &'static str {
+        match self {
+            Self::Sqlite => "",
+            Self::Postgres | Self::MySql => " FOR UPDATE",
+        }
+    }
+
+    /// What takes a shared lock on the rows a read returns until commit (waiting for a
+    /// transaction that holds one for update): nothing on SQLite; MariaDB knows only the
+    /// older spelling, which MySQL 8 still reads.
+    pub(crate) fn for_share(self) -> &'static str {
+        match self {
+            Self::Sqlite => "",
+            Self::Postgres => " FOR SHARE",
+            Self::MySql => " LOCK IN SHARE MODE",
+        }
+    }
+
+    /// The whole quotient of two integers, `dividend / divisor` rounded toward zero (MySQL's
+    /// `/` gives a decimal).
+    pub(crate) fn whole_quotient(self, dividend: &str, divisor: &str) -> String {
+        match self {
+            Self::Sqlite | Self::Postgres => format!("({dividend}) / {divisor}"),
+            Self::MySql => format!("({dividend}) DIV {divisor}"),
+        }
+    }
+
+    /// A sum (or other number) `number` read as a `BIGINT`: PostgreSQL's sum of integers is
+    /// a `NUMERIC`, MySQL's a `DECIMAL`.
+    pub(crate) fn whole(self, number: &str) -> String {
+        match self {
+            Self::Sqlite => number.to_owned(),
+            Self::Postgres => format!("CAST({number} AS BIGINT)"),
+            Self::MySql => format!("CAST({number} AS SIGNED)"),
+        }
+    }
+
+    /// What asks for a statement's plan instead of running it, before the statement: SQLite's
+    /// `EXPLAIN QUERY PLAN`, the others' `EXPLAIN`.
+    pub(crate) fn explain(self) -> &'static str {
+        match self {
+            Self::Sqlite => "EXPLAIN QUERY PLAN ",
+            Self::Postgres | Self::MySql => "EXPLAIN ",
+        }
+    }
+
     /// What returns an inserted row's `id`: ` RETURNING id`, or nothing on MySQL, where the
     /// statement's last insert id is the row's.
     pub(crate) fn returning_id(self) -> &'static str {

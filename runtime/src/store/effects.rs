@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::activity_tallies::{share_fold_mark, EffectLife, ADD_TALLY};
 use super::dialect::PerDialect;
 use super::messages::storable_text;
-use super::query::{query, Dialect};
+use super::query::{get, query, Dialect};
 use super::{
     rows, ActorKey, ClaimedEffect, EffectProgress, NewEffect, PendingEffects, ReadConnections,
     WriteConnection,
@@ -36,11 +37,17 @@ pub(crate) fn unhandled_effects(dialect: Dialect) -> &'static str {
     UNHANDLED_EFFECTS.get(dialect)
 }
 
-/// Stores an effect the actor's (`$2`, `$3`) turn emitted, ready at its creation `$6`.
-pub(crate) const INSERT_EFFECT: &str =
+/// Stores an effect the actor's (`$2`, `$3`) turn emitted, ready at its creation `$6` (and,
+/// with the trace context, the context `$10` of that turn).
+pub(crate) const INSERT_EFFECT: &str = concat!(
     "INSERT INTO solid_effects (effect_id, actor_type, actor_id, name, payload, status,
-         available_at, created_at, incarnation, on_success, on_failure)
-     VALUES ($1, $2, $3, $4, $5, 'ready', $6, $6, $7, $8, $9)";
+         available_at, created_at, incarnation, on_success, on_failure",
+    traced!(", traceparent"),
+    ")
+     VALUES ($1, $2, $3, $4, $5, 'ready', $6, $6, $7, $8, $9",
+    traced!(", $10"),
+    ")"
+);
 
 /// Claims one effect named `$1` that is due (ready at `$2`, or running with a lease that ran
 /// out by the lease clock), leasing it for `$3` microseconds, and noting `$4` as the last
@@ -67,8 +74,9 @@ pub(crate) fn claim_effect(dialect: Dialect) -> &'static str {
                  ORDER BY available_at, id LIMIT 1{})
              RETURNING id, effect_id, actor_type, actor_id, name, payload,
                        attempts, claims, incarnation, on_success, on_failure,
-                       created_at, last_error",
+                       created_at, last_error{}",
             dialect.skip_locked(),
+            traced!(read "traceparent"),
         )
     });
     CLAIM_EFFECT.get(dialect)
@@ -94,10 +102,14 @@ pub(crate) const CLAIM_EFFECT_MYSQL: &str = "UPDATE solid_effects
      WHERE id = $2";
 
 /// The effect `$1` as a claim returns it.
-pub(crate) const CLAIMED_EFFECT: &str = "SELECT id, effect_id, actor_type, actor_id, name, payload,
+pub(crate) const CLAIMED_EFFECT: &str = concat!(
+    "SELECT id, effect_id, actor_type, actor_id, name, payload,
             attempts, claims, incarnation, on_success, on_failure,
-            created_at, last_error
-     FROM solid_effects WHERE id = $1";
+            created_at, last_error",
+    traced!(read "traceparent"),
+    "
+     FROM solid_effects WHERE id = $1"
+);
 
 /// Extends the lease of effect `$1`, still running under claim `$4`, to `$3` microseconds
 /// from now by the lease clock (`$2`, the runtime's time, is that clock on SQLite only).
@@ -130,6 +142,18 @@ pub(crate) const REVIVE_EFFECT: &str = "UPDATE solid_effects
      SET status = 'ready', attempts = 0, available_at = $2, last_error = NULL,
          finished_at = NULL
      WHERE id = $1 AND status = 'dead'";
+
+/// The dead effect `$1`'s emission and death, locked until commit.
+fn dead_effect(dialect: Dialect) -> &'static str {
+    static DEAD_EFFECT: PerDialect = PerDialect::new(|dialect| {
+        format!(
+            "SELECT created_at, finished_at FROM solid_effects
+             WHERE id = $1 AND status = 'dead'{}",
+            dialect.for_update()
+        )
+    });
+    DEAD_EFFECT.get(dialect)
+}
 
 /// Deletes done effects that finished before `$1`.
 pub(crate) const PRUNE_DONE_EFFECTS: &str =
@@ -230,7 +254,7 @@ impl<T: WriteConnection> EffectWrites for T {
         effect: &NewEffect<'_>,
     ) -> Result<()> {
         self.counters().statement();
-        query(INSERT_EFFECT)
+        let insert = query(INSERT_EFFECT)
             .bind(effect.effect_id)
             .bind(actor.actor_type)
             .bind(actor.actor_id)
@@ -239,9 +263,10 @@ impl<T: WriteConnection> EffectWrites for T {
             .bind(effect.created_at)
             .bind(effect.incarnation)
             .bind(effect.on_success)
-            .bind(effect.on_failure)
-            .execute(self.on())
-            .await?;
+            .bind(effect.on_failure);
+        #[cfg(feature = "opentelemetry")]
+        let insert = insert.bind(effect.trace.traceparent());
+        insert.execute(self.on()).await?;
         Ok(())
     }
 
@@ -341,12 +366,48 @@ impl<T: WriteConnection> EffectWrites for T {
     }
 
     async fn revive_effect(&mut self, id: i64, now: i64) -> Result<bool> {
+        let dialect = self.dialect();
+        // Held until commit, so no fold tallies the effect's death while this retry moves it.
+        self.counters().statement();
+        let mark = query(share_fold_mark(dialect))
+            .fetch_optional(self.on())
+            .await?
+            .map(|row| get::<i64>(&row, 0))
+            .transpose()?
+            .unwrap_or_default();
+        self.counters().statement();
+        let Some(dead) = query(dead_effect(dialect))
+            .bind(id)
+            .fetch_optional(self.on())
+            .await?
+        else {
+            return Ok(false);
+        };
+        let created_at: i64 = get(&dead, "created_at")?;
+        let died_at: Option<i64> = get(&dead, "finished_at")?;
         self.counters().statement();
         let revived = query(REVIVE_EFFECT)
             .bind(id)
             .bind(now)
             .execute(self.on())
             .await?;
-        Ok(revived.rows_affected == 1)
+        if revived.rows_affected != 1 {
+            return Ok(false);
+        }
+        let life = EffectLife {
+            created_at,
+            died_at: died_at.unwrap_or(now),
+            retried_at: now,
+        };
+        for (minute, kind, count) in life.tallies(mark) {
+            self.counters().statement();
+            query(ADD_TALLY)
+                .bind(minute)
+                .bind(kind)
+                .bind(count)
+                .execute(self.on())
+                .await?;
+        }
+        Ok(true)
     }
 }

@@ -12,7 +12,8 @@ pub(crate) enum Kind {
     /// The connection is gone (closed by the server, reset, the server shutting down):
     /// nothing more runs on it.
     ConnectionLost,
-    /// The session takes no writes (a primary turned standby).
+    /// The session takes no writes (a primary turned standby): only servers say so.
+    #[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
     ReadOnly,
     /// Anything else.
     Other,

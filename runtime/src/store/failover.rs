@@ -77,6 +77,9 @@ const MOST_BACKOFF: Duration = Duration::from_secs(1);
 /// a host that does not answer holds up the others.
 const MOST_PER_HOST: Duration = Duration::from_secs(2);
 
+/// How long the check of a host that a call's deadline passed waiting for may take.
+const HOST_CHECK: Duration = Duration::from_millis(250);
+
 /// What the search knows.
 struct State {
     /// The host the pool opens its connections to.
@@ -203,11 +206,13 @@ impl<DB: Probe> Failover<DB> {
     /// What a transaction whose pool handed it no connection by its deadline fails with
     /// (`busy`, the pool's timeout, when the pool was busy).
     ///
-    /// While a search runs, or while the pool was opening a connection rather than waiting
-    /// for one in use (the host refused or did not answer, and sqlx's pool tries again
-    /// until the deadline without saying so), the database kept the caller waiting, not a
-    /// busy pool: [`Error::DatabaseUnavailable`], and a search starts.
-    pub(crate) fn no_connection_by_deadline(
+    /// While a search runs, the database kept the caller waiting: [`Error::DatabaseUnavailable`].
+    /// When the pool was opening a connection rather than waiting for one in use (sqlx's
+    /// pool tries a refused connection again until the deadline without saying so), one
+    /// short try of the host ([`HOST_CHECK`]) tells a host that refuses or does not answer
+    /// (unavailable, and a search starts) from one that was only slower than the caller's
+    /// deadline (`busy`).
+    pub(crate) async fn no_connection_by_deadline(
         self: &Arc<Self>,
         pool: &Pool<DB>,
         busy: Error,
@@ -216,6 +221,13 @@ impl<DB: Probe> Failover<DB> {
             let opening =
                 pool.num_idle() == 0 && pool.size() < pool.options().get_max_connections();
             if !opening {
+                return busy;
+            }
+            let host = self.current().clone();
+            if accepts_writes::<DB>(&host, self.per_try.min(HOST_CHECK))
+                .await
+                .is_ok()
+            {
                 return busy;
             }
             self.suspect();

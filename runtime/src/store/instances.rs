@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use super::dialect::PerDialect;
 use super::messages::{DESTROY_READY_MESSAGES, HEAD_OF_MAILBOX};
 use super::query::{query, Dialect};
-use super::reminders::DELETE_ACTOR_REMINDERS;
+use super::reminders::{Doomed, ReminderWrites};
 use super::{
     rows, ActorKey, Bounds, CommittedActor, Instance, InstanceWrite, LockWait, LockedActor,
     ReadConnections, StateNotice, StoredMessage, Version, WriteConnection,
@@ -51,21 +51,26 @@ pub(crate) const LOCK_INSTANCE: &str =
 /// row is still at the version the caller holds in memory, incarnation `$4` and revision
 /// `$5` (`-1`: none).
 #[cfg(feature = "sqlite")]
-pub(crate) const INSTANCE_AND_HEAD: &str =
+pub(crate) const INSTANCE_AND_HEAD: &str = concat!(
     "SELECT CASE WHEN i.incarnation = $4 AND i.revision = $5 THEN NULL ELSE i.state END
             AS state,
         i.revision, i.incarnation, i.state_version, i.paused_at,
         h.id, h.operation,
         h.arguments, h.attempts, h.available_at, h.message_incarnation,
-        h.scheduled_for
+        h.scheduled_for",
+    traced!(", h.traceparent"),
+    "
  FROM (SELECT 1) AS one
  LEFT JOIN solid_instances i ON i.actor_type = $1 AND i.actor_id = $2
  LEFT JOIN (SELECT id, operation, arguments, attempts, available_at,
-                   incarnation AS message_incarnation, scheduled_for
+                   incarnation AS message_incarnation, scheduled_for",
+    traced!(read "traceparent"),
+    "
             FROM solid_messages
             WHERE actor_type = $1 AND actor_id = $2 AND status = 'ready'
               AND (attempts > 0 OR available_at <= $3)
-            ORDER BY id LIMIT 1) AS h ON 1 = 1";
+            ORDER BY id LIMIT 1) AS h ON 1 = 1"
+);
 
 /// [`INSTANCE_AND_HEAD`] behind the `BEGIN IMMEDIATE` that takes the database's write lock
 /// for it: a new group commit's first turn, in one hand-off to SQLite's worker thread.
@@ -91,9 +96,18 @@ pub(crate) fn savepoint_then_instance_and_head() -> &'static str {
 /// its mailbox as of `$4` read after the lock was taken; the state is left out (`NULL`) when
 /// the row is still at the version the caller holds in memory, incarnation `$5` and revision
 /// `$6` (`-1`: none).
+///
+/// With the `opentelemetry` feature, the head's `traceparent` is joined to the function's row
+/// by the head's id (the function's columns stay those of migration 12). The join reads with
+/// the statement's snapshot, taken before the lock's wait: a head committed during that wait
+/// comes without its trace context (its turn's span keeps the parent `tracing` gives it).
 #[cfg(feature = "postgres")]
-pub(crate) const LOCK_ACTOR_AND_HEAD: &str =
-    "SELECT * FROM solid_lock_actor($1, $2, $3, $4, $5, $6)";
+pub(crate) const LOCK_ACTOR_AND_HEAD: &str = concat!(
+    "SELECT l.*",
+    traced!(read "m.traceparent"),
+    " FROM solid_lock_actor($1, $2, $3, $4, $5, $6) AS l",
+    traced!(" LEFT JOIN solid_messages m ON m.id = l.id")
+);
 
 /// Creates the actor's row (`$1`, `$2`) if it is missing.
 pub(crate) fn create_instance(dialect: Dialect) -> &'static str {
@@ -295,12 +309,7 @@ impl<T: WriteConnection> InstanceWrites for T {
     }
 
     async fn destroy_actor(&mut self, actor: ActorKey<'_, '_>, now: i64) -> Result<()> {
-        self.counters().statement();
-        query(DELETE_ACTOR_REMINDERS)
-            .bind(actor.actor_type)
-            .bind(actor.actor_id)
-            .execute(self.on())
-            .await?;
+        self.delete_reminders(actor, Doomed::Every, now).await?;
         self.counters().statement();
         query(DESTROY_READY_MESSAGES)
             .bind(actor.actor_type)

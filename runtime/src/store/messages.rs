@@ -42,12 +42,16 @@ pub(crate) const MESSAGE_BY_IDEMPOTENCY_KEY: &str =
 /// A message sent or enqueued with a delay is not in line until it
 /// is due, so it holds back nothing; one waiting out its retry backoff is, and holds the
 /// messages behind it.
-pub(crate) const HEAD_OF_MAILBOX: &str = "SELECT id, operation, arguments, attempts, available_at,
-            incarnation AS message_incarnation, scheduled_for
+pub(crate) const HEAD_OF_MAILBOX: &str = concat!(
+    "SELECT id, operation, arguments, attempts, available_at,
+            incarnation AS message_incarnation, scheduled_for",
+    traced!(read "traceparent"),
+    "
      FROM solid_messages
      WHERE actor_type = $1 AND actor_id = $2 AND status = 'ready'
        AND (attempts > 0 OR available_at <= $3)
-     ORDER BY id LIMIT 1";
+     ORDER BY id LIMIT 1"
+);
 
 /// Actors whose head message is due at `$2` and whose `type:operation` is in the JSON array
 /// `$1`, and who are not paused, oldest head first, at most `$3`.
@@ -101,10 +105,20 @@ pub(crate) fn unknown_operations(dialect: Dialect) -> &'static str {
 }
 
 /// The start of a multi-row insert of messages: the rows (`VALUES ..`) follow.
-const INSERT_MESSAGES: &str =
+const INSERT_MESSAGES: &str = concat!(
     "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
                      request_id, idempotency_key, status, attempts, available_at, result,
-                     last_error, created_at, finished_at, incarnation, scheduled_for) ";
+                     last_error, created_at, finished_at, incarnation, scheduled_for",
+    traced!(", traceparent"),
+    ") "
+);
+
+/// How many values each row of [`INSERT_MESSAGES`] binds.
+const INSERTED_COLUMNS: usize = if cfg!(feature = "opentelemetry") {
+    16
+} else {
+    15
+};
 
 /// What follows one inserted message to return its id (PostgreSQL, SQLite).
 const RETURNING_ID: &str = " RETURNING id";
@@ -151,8 +165,13 @@ pub(crate) const RELEASE_DEAD_LETTER: &str =
     "UPDATE solid_messages SET idempotency_key = NULL, retried_as = 0
      WHERE id = $1 AND status = 'dead' AND retried_as IS NULL";
 
-/// Records that message `$1` retried dead letter `$2`.
-pub(crate) const LINK_RETRY: &str = "UPDATE solid_messages SET retried_as = $1 WHERE id = $2";
+/// Records that message `$1` retried dead letter `$2`, on both: the dead letter names its
+/// retry, and the retry its dead letter (the charts count a retried reminder's message as a
+/// message, not as a reminder that fired again).
+pub(crate) const LINK_RETRY: &str = "UPDATE solid_messages
+     SET retried_as = CASE WHEN id = $2 THEN $1 ELSE retried_as END,
+         retry_of = CASE WHEN id = $1 THEN $2 ELSE retry_of END
+     WHERE id IN ($1, $2)";
 
 /// Deletes completed, rejected and destroyed messages that finished before `$1`, but each
 /// living actor's `$2` newest finished ones with an idempotency key (an actor with no row,
@@ -176,8 +195,8 @@ pub(crate) const PRUNE_FINISHED: &str = "DELETE FROM solid_messages
 pub(crate) const PRUNE_DEAD_LETTERS: &str =
     "DELETE FROM solid_messages WHERE status = 'dead' AND finished_at < $1";
 
-/// Most message rows one statement inserts: 15 bound values each, well inside SQLite's
-/// 32,766 and PostgreSQL's 65,535 per statement.
+/// Most message rows one statement inserts: 15 bound values each (16 with the trace
+/// context), well inside SQLite's 32,766 and PostgreSQL's 65,535 per statement.
 const MESSAGES_PER_INSERT: usize = 500;
 
 /// Most bytes of arguments one multi-row insert carries (a single larger row goes alone):
@@ -223,21 +242,20 @@ fn message_insert<'q>(
     messages: &[(ActorKey<'q, 'q>, NewMessage<'q>)],
     suffix: &str,
 ) -> Query<'q> {
-    const COLUMNS: usize = 15;
     let mut sql = String::with_capacity(INSERT_MESSAGES.len() + messages.len() * 64);
     sql.push_str(INSERT_MESSAGES);
     sql.push_str("VALUES ");
-    let mut values: Vec<Value<'q>> = Vec::with_capacity(messages.len() * COLUMNS);
+    let mut values: Vec<Value<'q>> = Vec::with_capacity(messages.len() * INSERTED_COLUMNS);
     for (row, (actor, message)) in messages.iter().enumerate() {
         if row > 0 {
             sql.push_str(", ");
         }
         sql.push('(');
-        for column in 0..COLUMNS {
+        for column in 0..INSERTED_COLUMNS {
             if column > 0 {
                 sql.push_str(", ");
             }
-            dialect.push_placeholder(&mut sql, row * COLUMNS + column + 1);
+            dialect.push_placeholder(&mut sql, row * INSERTED_COLUMNS + column + 1);
         }
         sql.push(')');
         let progress = &message.progress;
@@ -258,6 +276,8 @@ fn message_insert<'q>(
             message.incarnation.into(),
             message.scheduled_for.into(),
         ]);
+        #[cfg(feature = "opentelemetry")]
+        values.push(message.trace.traceparent().into());
     }
     sql.push_str(suffix);
     built(sql, values)
@@ -592,6 +612,7 @@ mod tests {
             progress: MessageProgress::ready(0, 0),
             incarnation: None,
             scheduled_for: None,
+            trace: crate::trace_context::TraceContext::NONE,
         };
         ((), message)
     }

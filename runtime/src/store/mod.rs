@@ -21,7 +21,37 @@
 //! therefore never waits for a second actor's lock, and two actors that send to each other
 //! cannot deadlock.
 
+/// `$sql` in a build with the `opentelemetry` feature, and nothing in one without: the part
+/// of a statement that reads or writes a `traceparent` column (see
+/// [`TraceContext`](crate::trace_context::TraceContext)), so that a build without the feature
+/// runs the statements it ran before the column existed.
+///
+/// `traced!(read "m.traceparent")` is the column read as `, ... AS traceparent`, cut at 56
+/// characters: one more than a valid `traceparent` has, so that whatever longer a row holds
+/// (SQLite's column takes any text) is read as no context without being read whole.
+#[cfg(feature = "opentelemetry")]
+macro_rules! traced {
+    (read $column:literal) => {
+        concat!(", SUBSTR(", $column, ", 1, 56) AS traceparent")
+    };
+    ($sql:literal) => {
+        $sql
+    };
+}
+
+/// `$sql` in a build with the `opentelemetry` feature, and nothing in one without.
+#[cfg(not(feature = "opentelemetry"))]
+macro_rules! traced {
+    (read $column:literal) => {
+        ""
+    };
+    ($sql:literal) => {
+        ""
+    };
+}
+
 pub(crate) mod activity;
+pub(crate) mod activity_tallies;
 pub(crate) mod admin;
 pub(crate) mod admin_rows;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
@@ -35,6 +65,10 @@ mod failed_attempts;
 pub(crate) mod failover;
 pub(crate) mod instances;
 pub(crate) mod messages;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod migration_steps;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod migration_waits;
 #[cfg(feature = "mysql")]
 pub(crate) mod mysql;
 mod owned_transaction;
@@ -58,15 +92,17 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 pub(crate) use self::activity::ActivityReads;
+pub(crate) use self::activity_tallies::TallyWrites;
 pub(crate) use self::admin::{AdminReads, AdminWrites};
 pub(crate) use self::effects::{EffectReads, EffectWrites};
 pub(crate) use self::errors::ErrorKinds;
 pub(crate) use self::instances::{InstanceReads, InstanceWrites};
 pub(crate) use self::messages::{MessageReads, MessageWrites};
 use self::query::{Dialect, On};
-pub(crate) use self::reminders::{ReminderReads, ReminderWrites};
+pub(crate) use self::reminders::{Doomed, ReminderReads, ReminderWrites};
 pub(crate) use self::turns::{TurnMessage, TurnWrites};
 use crate::error::Result;
+use crate::trace_context::TraceContext;
 
 /// What a store does, as it opens, with the solid-objects schema the database holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -273,6 +309,8 @@ pub(crate) struct StoredMessage {
     pub(crate) incarnation: Option<i64>,
     /// For a reminder's message, the time its occurrence was scheduled for.
     pub(crate) scheduled_for: Option<i64>,
+    /// The context of the span that sent it: its turn's span continues that trace.
+    pub(crate) trace: TraceContext,
 }
 
 /// How a message row stands after a write.
@@ -301,6 +339,9 @@ pub(crate) struct NewMessage<'a> {
     /// For a fired reminder: the incarnation it belongs to and its occurrence's time.
     pub(crate) incarnation: Option<i64>,
     pub(crate) scheduled_for: Option<i64>,
+    /// The context of the span that sent it (a caller's, a turn's, an effect run's).
+    #[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
+    pub(crate) trace: TraceContext,
 }
 
 /// A message row as stored, for callers, operators and idempotency checks.
@@ -374,6 +415,9 @@ pub(crate) struct ReminderWrite<'a> {
     /// occurrences (`latest` or `all`).
     pub(crate) every: Option<i64>,
     pub(crate) missed: Option<&'a str>,
+    /// The context of the turn that scheduled it, which its occurrences' turns continue.
+    #[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
+    pub(crate) trace: TraceContext,
 }
 
 /// A reminder taken from the store because it is due.
@@ -388,6 +432,8 @@ pub(crate) struct DueReminder {
     pub(crate) incarnation: i64,
     pub(crate) every: Option<i64>,
     pub(crate) missed: Option<String>,
+    /// The context of the turn that scheduled it.
+    pub(crate) trace: TraceContext,
 }
 
 /// A scheduled reminder as an operator lists it.
@@ -410,6 +456,9 @@ pub(crate) struct NewEffect<'a> {
     pub(crate) incarnation: i64,
     pub(crate) on_success: Option<&'a str>,
     pub(crate) on_failure: Option<&'a str>,
+    /// The context of the turn that emitted it, which its runs continue.
+    #[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
+    pub(crate) trace: TraceContext,
 }
 
 /// An effect a worker claimed (its attempts already counting this one).
@@ -435,6 +484,8 @@ pub(crate) struct ClaimedEffect {
     /// The error of its last attempt: a failure the handler returned, or, if this claim
     /// took it over from a runner whose lease ran out, that that runner stopped.
     pub(crate) last_error: Option<String>,
+    /// The context of the turn that emitted it.
+    pub(crate) trace: TraceContext,
 }
 
 /// Unfinished effects of one kind, for operators.
@@ -789,6 +840,7 @@ pub(crate) trait Transaction:
     + ReminderWrites
     + EffectWrites
     + AdminWrites
+    + TallyWrites
     + TurnWrites
     + Savepoints
 {
@@ -914,5 +966,41 @@ impl<T: WriteConnection> Savepoints for T {
     async fn rollback_member(&mut self) -> Result<()> {
         self.counters().statement();
         on_savepoint(self, ROLLBACK_MEMBER).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::query::Dialect;
+    use super::{effects, instances, messages, reminders};
+
+    /// Every statement that reads or writes a `traceparent` column, in each dialect.
+    fn traced_statements() -> Vec<&'static str> {
+        let mut statements = vec![
+            messages::HEAD_OF_MAILBOX,
+            reminders::UPSERT_REMINDER,
+            effects::INSERT_EFFECT,
+            effects::CLAIMED_EFFECT,
+            #[cfg(feature = "sqlite")]
+            instances::INSTANCE_AND_HEAD,
+            #[cfg(feature = "postgres")]
+            instances::LOCK_ACTOR_AND_HEAD,
+        ];
+        for dialect in [Dialect::Sqlite, Dialect::Postgres, Dialect::MySql] {
+            statements.push(reminders::due_reminders(dialect));
+            statements.push(effects::claim_effect(dialect));
+        }
+        statements
+    }
+
+    #[test]
+    fn only_a_build_with_the_trace_context_names_its_column() {
+        for statement in traced_statements() {
+            assert_eq!(
+                statement.contains("traceparent"),
+                cfg!(feature = "opentelemetry"),
+                "{statement}"
+            );
+        }
     }
 }

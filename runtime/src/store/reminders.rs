@@ -3,8 +3,11 @@
 //!
 //! Firing a reminder takes no actor's lock: it appends a message and settles the reminder.
 
+use std::sync::LazyLock;
+
 use async_trait::async_trait;
 
+use super::activity_tallies::{dropped_reminders, MINUTE};
 use super::dialect::PerDialect;
 use super::query::{built, get, query, Dialect, Value};
 use super::{
@@ -18,28 +21,138 @@ pub(crate) const ACTOR_REMINDERS: &str =
      WHERE actor_type = $1 AND actor_id = $2 ORDER BY due_at, name, \"key\"";
 
 /// Stores the actor's (`$1`, `$2`) reminder named `$3` with key `$4`, replacing the one with
-/// that name and key.
-pub(crate) const UPSERT_REMINDER: &str = "INSERT INTO solid_reminders
+/// that name and key (and, with the trace context, the context `$10` of the turn that
+/// scheduled it).
+pub(crate) const UPSERT_REMINDER: &str = concat!(
+    "INSERT INTO solid_reminders
          (actor_type, actor_id, name, \"key\", due_at, arguments, incarnation,
-          every_micros, missed)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+          every_micros, missed",
+    traced!(", traceparent"),
+    ")
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9",
+    traced!(", $10"),
+    ")
      ON CONFLICT (actor_type, actor_id, name, \"key\") DO UPDATE SET
          due_at = excluded.due_at, arguments = excluded.arguments,
          incarnation = excluded.incarnation,
-         every_micros = excluded.every_micros, missed = excluded.missed";
+         every_micros = excluded.every_micros, missed = excluded.missed",
+    traced!(", traceparent = excluded.traceparent")
+);
 
 /// When the actor's (`$1`, `$2`) reminder named `$3` with key `$4` is due.
 pub(crate) const REMINDER_DUE: &str = "SELECT due_at FROM solid_reminders
      WHERE actor_type = $1 AND actor_id = $2 AND name = $3 AND \"key\" = $4";
 
-/// Deletes the actor's (`$1`, `$2`) reminder named `$3` with key `$4` (every key, for `NULL`).
-pub(crate) const DELETE_REMINDER: &str = "DELETE FROM solid_reminders
-     WHERE actor_type = $1 AND actor_id = $2 AND name = $3
-       AND ($4 IS NULL OR \"key\" = $4)";
+/// Reminders a turn deletes: the actor's (`$1`, `$2`) reminder named `$3` with key `$4`
+/// (every key, for `NULL`), or every reminder of the actor (`$1`, `$2`) when it is destroyed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Doomed<'a> {
+    /// The reminder named `name` with `key` (every key, for `None`).
+    Named { name: &'a str, key: Option<&'a str> },
+    /// Every reminder of the actor.
+    Every,
+}
 
-/// Deletes every reminder of the actor (`$1`, `$2`).
-pub(crate) const DELETE_ACTOR_REMINDERS: &str =
-    "DELETE FROM solid_reminders WHERE actor_type = $1 AND actor_id = $2";
+impl Doomed<'_> {
+    /// Which rows of `solid_reminders` it takes.
+    fn condition(self) -> &'static str {
+        match self {
+            Self::Named { .. } => {
+                "actor_type = $1 AND actor_id = $2 AND name = $3 AND ($4 IS NULL OR \"key\" = $4)"
+            }
+            Self::Every => "actor_type = $1 AND actor_id = $2",
+        }
+    }
+
+    /// The parameter that holds the start of the minute they are deleted in.
+    fn now_minute(self) -> &'static str {
+        match self {
+            Self::Named { .. } => "$5",
+            Self::Every => "$3",
+        }
+    }
+
+    /// Which of its statements a text is for: 0 for a named reminder, 1 for every one.
+    fn index(self) -> usize {
+        match self {
+            Self::Named { .. } => 0,
+            Self::Every => 1,
+        }
+    }
+}
+
+/// Deletes the reminders `doomed` takes, and tallies those that were due before the minute
+/// they are deleted in as due until then ([`dropped_reminders`]), in one statement
+/// (PostgreSQL).
+fn delete_and_tally(doomed: Doomed<'_>) -> &'static str {
+    static TEXTS: [LazyLock<String>; 2] = [
+        LazyLock::new(|| {
+            delete_and_tally_text(Doomed::Named {
+                name: "",
+                key: None,
+            })
+        }),
+        LazyLock::new(|| delete_and_tally_text(Doomed::Every)),
+    ];
+    &TEXTS[doomed.index()]
+}
+
+/// The text of [`delete_and_tally`].
+fn delete_and_tally_text(doomed: Doomed<'_>) -> String {
+    format!(
+        "WITH gone AS (DELETE FROM solid_reminders WHERE {} RETURNING due_at) {}",
+        doomed.condition(),
+        dropped_reminders("gone WHERE true", doomed.now_minute()),
+    )
+}
+
+/// Tallies the reminders `doomed` takes that were due before the minute they are about to be
+/// deleted in, locking them first (SQLite, MySQL: a firing under way holds them, and this
+/// waits for it and finds them gone).
+fn tally_doomed(dialect: Dialect, doomed: Doomed<'_>) -> &'static str {
+    static TEXTS: [PerDialect; 2] = [
+        PerDialect::new(|dialect| {
+            tally_doomed_text(
+                dialect,
+                Doomed::Named {
+                    name: "",
+                    key: None,
+                },
+            )
+        }),
+        PerDialect::new(|dialect| tally_doomed_text(dialect, Doomed::Every)),
+    ];
+    TEXTS[doomed.index()].get(dialect)
+}
+
+/// The text of [`tally_doomed`].
+fn tally_doomed_text(dialect: Dialect, doomed: Doomed<'_>) -> String {
+    let source = format!(
+        "(SELECT due_at FROM solid_reminders WHERE {}{}) AS doomed WHERE true",
+        doomed.condition(),
+        dialect.for_update(),
+    );
+    dropped_reminders(&source, doomed.now_minute())
+}
+
+/// Deletes the reminders `doomed` takes (after [`tally_doomed`]).
+fn delete_doomed(doomed: Doomed<'_>) -> &'static str {
+    static TEXTS: [LazyLock<String>; 2] = [
+        LazyLock::new(|| {
+            delete_doomed_text(Doomed::Named {
+                name: "",
+                key: None,
+            })
+        }),
+        LazyLock::new(|| delete_doomed_text(Doomed::Every)),
+    ];
+    &TEXTS[doomed.index()]
+}
+
+/// The text of [`delete_doomed`].
+fn delete_doomed_text(doomed: Doomed<'_>) -> String {
+    format!("DELETE FROM solid_reminders WHERE {}", doomed.condition())
+}
 
 /// Up to `$3` reminders due at `$2` whose ids are not in the JSON array `$1` (of strings),
 /// earliest first, locked until commit where the backend skips locked rows.
@@ -47,10 +160,11 @@ pub(crate) fn due_reminders(dialect: Dialect) -> &'static str {
     static DUE_REMINDERS: PerDialect = PerDialect::new(|dialect| {
         format!(
             "SELECT id, due_at, actor_type, actor_id, name, arguments, incarnation,
-                    every_micros, missed
+                    every_micros, missed{}
              FROM solid_reminders
              WHERE due_at <= $2 AND CAST(id AS TEXT) NOT IN ({})
              ORDER BY due_at, id LIMIT $3{}",
+            traced!(read "traceparent"),
             dialect.json_texts("$1"),
             dialect.skip_locked(),
         )
@@ -183,12 +297,13 @@ pub(crate) trait ReminderWrites: Send {
         key: &str,
     ) -> Result<Option<i64>>;
 
-    /// Deletes the reminder with this name and key (every key, for `None`), if any.
-    async fn delete_reminder(
+    /// Deletes the reminders `doomed` takes, if any, at `now` (microseconds); the charts keep
+    /// each one that was due before this minute as due until it.
+    async fn delete_reminders(
         &mut self,
         actor: ActorKey<'_, '_>,
-        name: &str,
-        key: Option<&str>,
+        doomed: Doomed<'_>,
+        now: i64,
     ) -> Result<()>;
 
     /// Returns up to `limit` reminders due at `now`, earliest first, locked until commit
@@ -217,7 +332,7 @@ impl<T: WriteConnection> ReminderWrites for T {
         reminder: &ReminderWrite<'_>,
     ) -> Result<()> {
         self.counters().statement();
-        query(UPSERT_REMINDER)
+        let upsert = query(UPSERT_REMINDER)
             .bind(actor.actor_type)
             .bind(actor.actor_id)
             .bind(reminder.name)
@@ -226,9 +341,10 @@ impl<T: WriteConnection> ReminderWrites for T {
             .bind(reminder.arguments)
             .bind(reminder.incarnation)
             .bind(reminder.every)
-            .bind(reminder.missed)
-            .execute(self.on())
-            .await?;
+            .bind(reminder.missed);
+        #[cfg(feature = "opentelemetry")]
+        let upsert = upsert.bind(reminder.trace.traceparent());
+        upsert.execute(self.on()).await?;
         Ok(())
     }
 
@@ -248,18 +364,39 @@ impl<T: WriteConnection> ReminderWrites for T {
             .await?)
     }
 
-    async fn delete_reminder(
+    async fn delete_reminders(
         &mut self,
         actor: ActorKey<'_, '_>,
-        name: &str,
-        key: Option<&str>,
+        doomed: Doomed<'_>,
+        now: i64,
     ) -> Result<()> {
+        let now_minute = now - now.rem_euclid(MINUTE);
+        // The reminder's own parameters, then (for a tally) the minute.
+        let bound = |statement, tallied: bool| {
+            let statement = query(statement).bind(actor.actor_type).bind(actor.actor_id);
+            let statement = match doomed {
+                Doomed::Named { name, key } => statement.bind(name).bind(key),
+                Doomed::Every => statement,
+            };
+            match tallied {
+                true => statement.bind(now_minute),
+                false => statement,
+            }
+        };
+        let dialect = self.dialect();
+        if dialect == Dialect::Postgres {
+            self.counters().statement();
+            bound(delete_and_tally(doomed), true)
+                .execute(self.on())
+                .await?;
+            return Ok(());
+        }
         self.counters().statement();
-        query(DELETE_REMINDER)
-            .bind(actor.actor_type)
-            .bind(actor.actor_id)
-            .bind(name)
-            .bind(key)
+        bound(tally_doomed(dialect, doomed), true)
+            .execute(self.on())
+            .await?;
+        self.counters().statement();
+        bound(delete_doomed(doomed), false)
             .execute(self.on())
             .await?;
         Ok(())

@@ -11,6 +11,7 @@ use super::{
     StateNotice, StoredArguments, StoredMessage, StoredStatus, UnknownHead, Version,
 };
 use crate::error::{Error, Result};
+use crate::trace_context::TraceContext;
 
 /// A ready message's or a scheduled reminder's operation and arguments.
 pub(crate) fn stored_arguments(row: &Row) -> Result<StoredArguments> {
@@ -56,7 +57,26 @@ pub(crate) fn stored_message(row: &Row) -> Result<StoredMessage> {
         available_at: get(row, "available_at")?,
         incarnation: get(row, "message_incarnation")?,
         scheduled_for: get(row, "scheduled_for")?,
+        trace: trace_context(row),
     })
+}
+
+/// The trace context in a row's `traceparent` column, with the `opentelemetry` feature: none
+/// unless it holds a valid one (whatever else it holds, of whatever type, is no context and
+/// no error); without the feature the column is not read.
+fn trace_context(row: &Row) -> TraceContext {
+    #[cfg(feature = "opentelemetry")]
+    return get::<Option<String>>(row, "traceparent")
+        .ok()
+        .flatten()
+        .map_or(TraceContext::NONE, |stored| {
+            TraceContext::from_traceparent(&stored)
+        });
+    #[cfg(not(feature = "opentelemetry"))]
+    {
+        let _ = row;
+        TraceContext::NONE
+    }
 }
 
 /// An actor's row (`state`, `revision`, both `NULL` if it has none) beside the head of its
@@ -126,6 +146,7 @@ pub(crate) fn due_reminder(row: &Row) -> Result<Result<DueReminder>> {
             incarnation: get(row, "incarnation").map_err(column)?,
             every: get(row, "every_micros").map_err(column)?,
             missed: get(row, "missed").map_err(column)?,
+            trace: trace_context(row),
         };
         if let Some(every) = reminder.every.filter(|every| *every <= 0) {
             return Err(format!(
@@ -187,6 +208,7 @@ pub(crate) fn claimed_effect(row: &Row) -> Result<ClaimedEffect> {
         on_failure: get(row, "on_failure")?,
         created_at: get(row, "created_at")?,
         last_error: get(row, "last_error")?,
+        trace: trace_context(row),
     })
 }
 

@@ -55,24 +55,37 @@ impl Out {
 const ARGUMENTS_CELL_CHARS: usize = 60;
 
 /// Arguments for a table's cell: compact JSON (a string, such as arguments the listing cut,
-/// as its text), every control character escaped as `\uXXXX`, cut at
+/// as its text), every control character escaped as `\uXXXX` ([`escaped`]), cut at
 /// [`ARGUMENTS_CELL_CHARS`] with `…`.
 pub(crate) fn arguments(value: &serde_json::Value) -> String {
     let text = match value {
-        serde_json::Value::String(text) => text.chars().fold(String::new(), |mut shown, c| {
-            if c.is_control() {
-                let _ = write!(shown, "\\u{:04x}", u32::from(c));
-            } else {
-                shown.push(c);
-            }
-            shown
-        }),
-        value => value.to_string(),
+        serde_json::Value::String(text) => escaped(text),
+        value => escaped(&value.to_string()),
     };
     match text.char_indices().nth(ARGUMENTS_CELL_CHARS) {
         None => text,
         Some((cut, _)) => format!("{}…", &text[..cut]),
     }
+}
+
+/// `text` with every control character (C0, DEL and C1: a terminal acts on U+009B as on
+/// `ESC [`) escaped as `\uXXXX`, so that what a handler or a caller wrote can neither
+/// drive the terminal nor forge a row of a table.
+pub(crate) fn escaped(text: &str) -> String {
+    escaped_but(text, |_| false)
+}
+
+/// [`escaped`], keeping the control characters `kept` says (a pretty-printed JSON's line
+/// breaks).
+pub(crate) fn escaped_but(text: &str, kept: impl Fn(char) -> bool) -> String {
+    text.chars().fold(String::new(), |mut shown, c| {
+        if c.is_control() && !kept(c) {
+            let _ = write!(shown, "\\u{:04x}", u32::from(c));
+        } else {
+            shown.push(c);
+        }
+        shown
+    })
 }
 
 /// A time, or `-` for none.

@@ -241,9 +241,49 @@ impl<'r> Testing<'r> {
         }
     }
 
-    /// Does the workers' hourly upkeep now: prunes what is past its retention, warns (once
-    /// per kind) about effects that waited over a minute with no handler in this runtime,
-    /// and notes on messages whose operation this build does not know why they wait.
+    /// How the database plans each statement of the charts, for the three windows' shapes
+    /// (15 and 60 slices of a minute, 48 of half an hour, ending with the slice under way)
+    /// and the page of the actor `actor_type`/`actor_id`: each statement, named after its
+    /// window (`15m activity_tallies`), with the steps of its plan, one a line. For tests
+    /// that pin the charts' plans on a server; not a stable API.
+    #[doc(hidden)]
+    pub async fn activity_plans(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+    ) -> Result<Vec<(String, Vec<String>)>> {
+        const MINUTE: i64 = 60_000_000;
+        let now = crate::time::micros::micros(self.runtime.engine().core().now());
+        let actor = crate::store::ActorKey {
+            actor_type,
+            actor_id,
+        };
+        let mut plans = Vec::new();
+        for (window, width, slices) in [
+            ("15m", MINUTE, 15),
+            ("1h", MINUTE, 60),
+            ("24h", 30 * MINUTE, 48),
+        ] {
+            let until = now - now.rem_euclid(width) + width;
+            let span = crate::store::activity::Span {
+                from: until - slices * width,
+                until,
+                width,
+                now,
+            };
+            let reads = self.runtime.engine().reads();
+            for (name, steps) in reads.activity_plans(actor, span).await? {
+                plans.push((format!("{window} {name}"), steps));
+            }
+        }
+        Ok(plans)
+    }
+
+    /// Does the workers' hourly upkeep now: folds the charts' tallies of the minutes that
+    /// ended two minutes ago or more (which the workers also do every minute), prunes what
+    /// is past its retention, warns (once per kind) about effects that waited over a minute
+    /// with no handler in this runtime, and notes on messages whose operation this build
+    /// does not know why they wait.
     pub async fn upkeep(&self) -> Result<()> {
         self.runtime.engine().upkeep().run().await
     }

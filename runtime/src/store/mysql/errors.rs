@@ -17,3 +17,15 @@ pub(crate) fn kind(number: u16) -> Option<Kind> {
         _ => None,
     }
 }
+
+/// Whether a DDL statement's error says that its change is in place already: a duplicate
+/// column (1060), key name (1061) or table (1050), or a column or key to drop that is gone
+/// (1091).
+pub(crate) fn is_already_done(error: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(database) = error else {
+        return false;
+    };
+    database
+        .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+        .is_some_and(|mysql| matches!(mysql.number(), 1050 | 1060 | 1061 | 1091))
+}

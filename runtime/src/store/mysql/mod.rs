@@ -26,6 +26,7 @@
 
 pub(crate) mod errors;
 mod migration_lock;
+mod migrations;
 mod probe;
 pub(crate) mod statement;
 #[cfg(feature = "test-support")]
@@ -42,7 +43,7 @@ use async_trait::async_trait;
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool};
 use sqlx::{Executor, MySql};
 
-use self::migration_lock::MigrationLock;
+use self::migrations::{applied, migrate};
 pub(crate) use self::text::Text;
 use self::wake_ups::Bell;
 use super::connect::{open_pool, Checkout, Endpoint};
@@ -57,7 +58,7 @@ use super::{
 use crate::error::{Error, Result};
 use crate::store::ErrorKinds;
 
-/// The schema, applied in order at start; each entry runs once per database.
+/// The schema, applied in order at start ([`migrations`]); each entry runs once per database.
 const MIGRATIONS: &[(i64, &str, &str)] = &[
     (
         1,
@@ -78,6 +79,16 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         14,
         "stalls",
         include_str!("../../../migrations/mysql/0014_stalls.sql"),
+    ),
+    (
+        15,
+        "activity tally",
+        include_str!("../../../migrations/mysql/0015_activity_tally.sql"),
+    ),
+    (
+        16,
+        "trace context",
+        include_str!("../../../migrations/mysql/0016_trace_context.sql"),
     ),
 ];
 
@@ -334,55 +345,6 @@ async fn galera(pool: &MySqlPool) -> Result<bool> {
     Ok(wsrep.is_some_and(|(_, value)| value.0.eq_ignore_ascii_case("ON")))
 }
 
-/// The migrations this database has applied; `None` if it has no solid-objects schema.
-async fn applied(pool: &MySqlPool) -> Result<Option<Vec<i64>>> {
-    let tables: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM information_schema.tables
-         WHERE table_schema = DATABASE() AND table_name = 'solid_schema_migrations'",
-    )
-    .fetch_one(pool)
-    .await?;
-    if tables == 0 {
-        return Ok(None);
-    }
-    let versions = sqlx::query_scalar("SELECT version FROM solid_schema_migrations")
-        .fetch_all(pool)
-        .await?;
-    Ok(Some(versions))
-}
-
-/// Applies the migrations this database has not seen yet, under the migration lock (a row,
-/// which a Galera cluster's nodes share; see [`migration_lock`]). MySQL commits each DDL
-/// statement by itself, so a migration is written to be run again whole if a process dies
-/// inside it (`CREATE TABLE IF NOT EXISTS`).
-async fn migrate(pool: &MySqlPool) -> Result<()> {
-    let lock = MigrationLock::take(pool).await?;
-    sqlx::raw_sql(CREATE_MIGRATIONS_TABLE).execute(pool).await?;
-    let has_no_pad_binary: Option<i64> = sqlx::query_scalar(HAS_COLLATION)
-        .bind(NO_PAD_BINARY)
-        .fetch_optional(pool)
-        .await?;
-    for (version, description, sql) in MIGRATIONS {
-        let applied: Option<i64> = sqlx::query_scalar(MIGRATION_APPLIED)
-            .bind(version)
-            .fetch_optional(pool)
-            .await?;
-        if applied.is_none() {
-            let sql = match has_no_pad_binary {
-                Some(_) => (*sql).to_owned(),
-                None => sql.replace(NO_PAD_BINARY, MYSQL_NO_PAD_BINARY),
-            };
-            sqlx::raw_sql(&sql).execute(pool).await?;
-            sqlx::query(RECORD_MIGRATION)
-                .bind(version)
-                .bind(description)
-                .execute(pool)
-                .await?;
-        }
-    }
-    lock.release().await
-}
-
 /// How long the wait for the endpoint tries it on an application's pool (the runtime knows
 /// no connect timeout of its own there).
 const CONNECT_TIMEOUT_OF_A_POOL: Duration = Duration::from_secs(2);
@@ -402,21 +364,6 @@ fn endpoint_of(options: MySqlConnectOptions) -> Host<MySql> {
         options,
     }
 }
-
-/// The table of applied migrations, one row per version.
-const CREATE_MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS solid_schema_migrations (
-    version BIGINT PRIMARY KEY, description VARCHAR(255) NOT NULL,
-    applied_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6))";
-
-/// Whether the server has the collation `$1`.
-const HAS_COLLATION: &str = "SELECT 1 FROM information_schema.COLLATIONS WHERE COLLATION_NAME = ?";
-
-/// Whether migration `$1` was applied.
-const MIGRATION_APPLIED: &str = "SELECT version FROM solid_schema_migrations WHERE version = ?";
-
-/// Records migration `$1`, described as `$2`, as applied.
-const RECORD_MIGRATION: &str =
-    "INSERT INTO solid_schema_migrations (version, description) VALUES (?, ?)";
 
 /// A transaction on one pooled connection.
 struct MySqlTransaction {
@@ -482,7 +429,8 @@ impl Store for MySqlStore {
             Err(error) if error.is_busy() => {
                 return Err(self
                     .failover
-                    .no_connection_by_deadline(&self.readers, error))
+                    .no_connection_by_deadline(&self.readers, error)
+                    .await)
             }
             begun => begun?,
         }

@@ -111,7 +111,7 @@ async fn template(server_url: &str) -> Result<Template> {
         .max_connections(1)
         .connect(&with_database(server_url, &name)?)
         .await?;
-    let migrated = super::migrate(&pool).await;
+    let migrated = super::migrations::migrate(&pool).await;
     let tables = sqlx::query_scalar(
         "SELECT table_name FROM information_schema.tables
          WHERE table_schema = DATABASE() AND table_type = 'BASE TABLE' ORDER BY table_name",

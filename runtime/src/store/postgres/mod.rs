@@ -12,7 +12,9 @@
 
 pub(crate) mod errors;
 mod hosts;
+mod index_steps;
 mod listener;
+mod migrations;
 mod probe;
 #[cfg(feature = "test-support")]
 pub(crate) mod test_database;
@@ -27,6 +29,7 @@ use tokio::time::Instant;
 
 use self::hosts::Host;
 use self::listener::Listener;
+use self::migrations::{applied, migrate};
 use super::connect::{open_pool, Checkout, Endpoint};
 use super::failover::{self, Failover};
 use super::instances::{LOCK_ACTOR_AND_HEAD, RELOCKS};
@@ -40,7 +43,7 @@ use super::{
 use crate::error::{Error, Result};
 use crate::store::ErrorKinds;
 
-/// The schema, applied in order at start; each entry runs once per database.
+/// The schema, applied in order at start ([`migrations`]); each entry runs once per database.
 const MIGRATIONS: &[(i64, &str, &str)] = &[
     (
         1,
@@ -107,6 +110,16 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "stalls",
         include_str!("../../../migrations/postgres/0014_stalls.sql"),
     ),
+    (
+        15,
+        "activity tally",
+        include_str!("../../../migrations/postgres/0015_activity_tally.sql"),
+    ),
+    (
+        16,
+        "trace context",
+        include_str!("../../../migrations/postgres/0016_trace_context.sql"),
+    ),
 ];
 
 /// How long a search for a host tries each one on an application's pool (the runtime knows
@@ -119,9 +132,6 @@ const WORK_CHANNEL: &str = "solid_objects_work";
 /// The channel a commit that changes an actor's state notifies with `[type, id, incarnation,
 /// revision]` (by the triggers of migration 9), for watchers.
 const STATE_CHANNEL: &str = "solid_objects_state";
-
-/// Serialises concurrent migrators (several processes starting at once).
-const MIGRATION_LOCK: i64 = 0x736f_6c69_645f_6f62;
 
 /// The PostgreSQL store.
 pub(crate) struct PostgresStore {
@@ -248,56 +258,6 @@ impl PostgresStore {
     }
 }
 
-/// The migrations this database has applied; `None` if it has no solid-objects schema.
-async fn applied(pool: &PgPool) -> Result<Option<Vec<i64>>> {
-    let exists: bool =
-        sqlx::query_scalar("SELECT to_regclass('solid_schema_migrations') IS NOT NULL")
-            .fetch_one(pool)
-            .await?;
-    if !exists {
-        return Ok(None);
-    }
-    let versions = sqlx::query_scalar("SELECT version FROM solid_schema_migrations")
-        .fetch_all(pool)
-        .await?;
-    Ok(Some(versions))
-}
-
-/// Applies the migrations this database has not seen yet, under an advisory lock.
-async fn migrate(pool: &PgPool) -> Result<()> {
-    let mut tx = pool.begin().await?;
-    sqlx::query("SELECT pg_advisory_xact_lock($1)")
-        .bind(MIGRATION_LOCK)
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query(
-        "CREATE TABLE IF NOT EXISTS solid_schema_migrations (
-            version BIGINT PRIMARY KEY, description TEXT NOT NULL,
-            applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
-    )
-    .execute(&mut *tx)
-    .await?;
-    for (version, description, sql) in MIGRATIONS {
-        let applied = sqlx::query("SELECT 1 FROM solid_schema_migrations WHERE version = $1")
-            .bind(version)
-            .fetch_optional(&mut *tx)
-            .await?
-            .is_some();
-        if !applied {
-            sqlx::raw_sql(sql).execute(&mut *tx).await?;
-            sqlx::query(
-                "INSERT INTO solid_schema_migrations (version, description) VALUES ($1, $2)",
-            )
-            .bind(version)
-            .bind(description)
-            .execute(&mut *tx)
-            .await?;
-        }
-    }
-    tx.commit().await?;
-    Ok(())
-}
-
 /// A duration as PostgreSQL's `lock_timeout`/`statement_timeout` take it: whole
 /// milliseconds, at least one (zero would mean no limit).
 fn millis(duration: Duration) -> u128 {
@@ -373,7 +333,8 @@ impl Store for PostgresStore {
             Err(error) if error.is_busy() => {
                 return Err(self
                     .failover
-                    .no_connection_by_deadline(&self.readers, error))
+                    .no_connection_by_deadline(&self.readers, error)
+                    .await)
             }
             begun => begun?,
         };

@@ -80,6 +80,16 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "stalls",
         include_str!("../../../migrations/sqlite/0014_stalls.sql"),
     ),
+    (
+        15,
+        "activity tally",
+        include_str!("../../../migrations/sqlite/0015_activity_tally.sql"),
+    ),
+    (
+        16,
+        "trace context",
+        include_str!("../../../migrations/sqlite/0016_trace_context.sql"),
+    ),
 ];
 
 /// How long a statement outside a caller's deadline waits for another process's write lock.
@@ -571,9 +581,9 @@ mod tests {
 
     use super::MIGRATIONS;
     use crate::store::activity::{
-        actor_outcomes, due_reminders, effects_across_slices, fired_reminders,
-        messages_across_slices, outcomes, reminder_lateness, waiting_effects, waiting_messages,
+        activity_tallies, actor_tallies, due_reminders, waiting_effects, waiting_messages,
     };
+    use crate::store::activity_tallies::{fold_activity, fold_actor_activity};
     use crate::store::admin::{ACTOR_TYPES, FINISHED_SINCE, OUTSTANDING_COUNTS};
     use crate::store::query::Dialect;
 
@@ -606,23 +616,38 @@ mod tests {
                 .expect("the migration runs");
         }
         let statements = [
-            (outcomes(Dialect::Sqlite), "solid_messages_finished"),
-            (outcomes(Dialect::Sqlite), "solid_failed_attempts_at"),
-            (actor_outcomes(Dialect::Sqlite), "solid_messages_finished"),
             (
-                actor_outcomes(Dialect::Sqlite),
-                "solid_failed_attempts_actor",
+                activity_tallies(Dialect::Sqlite),
+                "solid_activity USING PRIMARY KEY",
             ),
-            (messages_across_slices(), "solid_messages_finished"),
-            (waiting_messages(), "solid_messages_ready"),
-            (fired_reminders(Dialect::Sqlite), "solid_messages_reminders"),
+            (activity_tallies(Dialect::Sqlite), "solid_messages_finished"),
             (
-                reminder_lateness(Dialect::Sqlite),
+                activity_tallies(Dialect::Sqlite),
                 "solid_messages_reminders",
             ),
+            (
+                activity_tallies(Dialect::Sqlite),
+                "solid_failed_attempts_at",
+            ),
+            (activity_tallies(Dialect::Sqlite), "solid_effects_finished"),
+            (
+                actor_tallies(Dialect::Sqlite),
+                "solid_actor_activity USING PRIMARY KEY",
+            ),
+            (actor_tallies(Dialect::Sqlite), "solid_messages_finished"),
+            (
+                actor_tallies(Dialect::Sqlite),
+                "solid_failed_attempts_actor",
+            ),
+            (waiting_messages(), "solid_messages_ready"),
             (due_reminders(), "solid_reminders_due"),
-            (effects_across_slices(), "solid_effects_finished"),
             (waiting_effects(), "solid_effects_due"),
+            (fold_activity(Dialect::Sqlite), "solid_messages_finished"),
+            (fold_activity(Dialect::Sqlite), "solid_messages_reminders"),
+            (fold_activity(Dialect::Sqlite), "solid_failed_attempts_at"),
+            (fold_activity(Dialect::Sqlite), "solid_effects_finished"),
+            (fold_actor_activity(), "solid_messages_finished"),
+            (fold_actor_activity(), "solid_failed_attempts_at"),
             (OUTSTANDING_COUNTS, "solid_messages_dead"),
             (OUTSTANDING_COUNTS, "solid_effects_finished"),
             (ACTOR_TYPES, "solid_messages_mailbox"),

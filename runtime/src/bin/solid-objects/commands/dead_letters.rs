@@ -5,7 +5,7 @@ use solid_objects::admin::{Admin, DeadLetterFilter};
 use solid_objects::Error;
 
 use crate::args::{DeadLetterAction, DeadLetterFilterArgs, DeadLettersArgs};
-use crate::out::{arguments, time, Out};
+use crate::out::{arguments, escaped, time, Out};
 use crate::table::Table;
 use crate::{complain, Exit};
 
@@ -41,7 +41,7 @@ pub(crate) async fn dead_letters(
                         letter.operation.clone(),
                         letter.attempts.to_string(),
                         time(letter.failed_at),
-                        letter.error.clone(),
+                        escaped(&letter.error),
                         arguments(&letter.arguments),
                     ]);
                 }

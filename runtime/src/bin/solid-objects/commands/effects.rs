@@ -4,7 +4,7 @@ use solid_objects::admin::{Admin, EffectFilter, EffectStatus};
 use solid_objects::Error;
 
 use crate::args::{EffectStatusArg, EffectsArgs};
-use crate::out::{arguments, Out};
+use crate::out::{arguments, escaped, Out};
 use crate::table::Table;
 use crate::Exit;
 
@@ -54,7 +54,7 @@ pub(crate) async fn effects(
                 e.status.to_string(),
                 e.attempts.to_string(),
                 e.created_at.to_string(),
-                e.last_error.clone().unwrap_or_default(),
+                escaped(e.last_error.as_deref().unwrap_or_default()),
                 arguments(&e.arguments),
             ]);
         }

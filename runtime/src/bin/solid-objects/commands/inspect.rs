@@ -3,7 +3,7 @@
 use solid_objects::admin::Admin;
 use solid_objects::Error;
 
-use crate::out::{arguments, time, Out};
+use crate::out::{arguments, escaped, escaped_but, time, Out};
 use crate::table::Table;
 use crate::{complain, Exit};
 
@@ -45,12 +45,17 @@ pub(crate) async fn inspect(
                 head.next_attempt_at,
                 head.last_error
                     .as_ref()
-                    .map_or_else(String::new, |error| format!(": {error}"))
+                    .map_or_else(String::new, |error| format!(": {}", escaped(error)))
             );
         }
         let state = details.state.as_ref().map_or_else(
             || "none".to_owned(),
-            |state| serde_json::to_string_pretty(state).unwrap_or_default(),
+            |state| {
+                escaped_but(
+                    &serde_json::to_string_pretty(state).unwrap_or_default(),
+                    |c| c == '\n',
+                )
+            },
         );
         say!(out, "state: {state}");
         let mut reminders = Table::new(&["REMINDER", "KEY", "DUE AT"]);
@@ -72,7 +77,7 @@ pub(crate) async fn inspect(
                 e.name.clone(),
                 e.status.to_string(),
                 e.attempts.to_string(),
-                e.last_error.clone().unwrap_or_default(),
+                escaped(e.last_error.as_deref().unwrap_or_default()),
                 arguments(&e.arguments),
             ]);
         }

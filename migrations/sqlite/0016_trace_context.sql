@@ -1,0 +1,7 @@
+-- The W3C trace context of the span that caused a row (version 16 on every backend): a
+-- message's, a reminder's and an effect's `traceparent`, written only by a build with the
+-- `opentelemetry` feature, at most 55 bytes, and read back only when it is a valid one.
+-- NULL everywhere else: a build without the feature neither reads nor writes it.
+ALTER TABLE solid_messages ADD COLUMN traceparent TEXT;
+ALTER TABLE solid_reminders ADD COLUMN traceparent TEXT;
+ALTER TABLE solid_effects ADD COLUMN traceparent TEXT;

@@ -1,0 +1,101 @@
+//! Folding the charts' tallies: the rows that finished in each complete minute are counted
+//! once into the tallies the charts read, a few minutes at a time, by whichever process's
+//! workers get to it first.
+
+use super::conflicts::rerun_conflicts;
+use super::core::Core;
+use super::micros;
+use crate::error::Result;
+use crate::store::activity_tallies::MINUTE;
+
+/// How long after a minute ends its rows are folded: a turn that stamped its finish in that
+/// minute has long committed by then, on a host whose clock is up to a minute behind too.
+const FOLD_LAG: i64 = 2 * MINUTE;
+
+/// How far back the first fold of a database reaches: the longest window, a day, and the
+/// half hour its first slice may start before that, and more. Older rows are never charted.
+const FOLD_HISTORY: i64 = 25 * 60 * MINUTE;
+
+/// The minutes one statement of a fold reads at first, so a fold that catches up (after an
+/// upgrade, or a time with no workers) holds no lock for long.
+const FOLD_STEP: i64 = 10 * MINUTE;
+
+/// The most minutes one statement of a fold reads once the steps before it in its
+/// transaction found nothing: a quiet stretch (a new database's day of history) is crossed
+/// in a few statements, not a transaction per step.
+const FOLD_LEAP: i64 = 8 * FOLD_STEP;
+
+/// The fold job. It borrows the core.
+#[derive(Clone, Copy)]
+pub(crate) struct ActivityFold<'e> {
+    core: &'e Core,
+}
+
+impl<'e> ActivityFold<'e> {
+    /// The fold job over the engine's core.
+    pub(super) fn new(core: &'e Core) -> Self {
+        Self { core }
+    }
+}
+
+impl ActivityFold<'_> {
+    /// Folds every minute that ended [`FOLD_LAG`] ago or more and is not folded yet, from
+    /// the fold mark (or a day and an hour back, for a database never folded), a transaction
+    /// per step that found something ([`step`](Self::step)); returns how many minutes. A
+    /// process that finds another folding leaves it to that one.
+    pub(crate) async fn run(&self) -> Result<i64> {
+        let mut folded = 0;
+        loop {
+            let (earliest, target) = self.bounds();
+            // A read first, so an idle database's workers begin no transaction to find the
+            // mark where it should be.
+            let mark = self.core.store().fold_mark().await?;
+            if mark.max(earliest) >= target {
+                return Ok(folded);
+            }
+            let minutes = rerun_conflicts(|| self.step()).await?;
+            if minutes == 0 {
+                return Ok(folded);
+            }
+            folded += minutes;
+        }
+    }
+
+    /// The first minute a fold may start at, and the minute folding stops before, now.
+    fn bounds(&self) -> (i64, i64) {
+        let now = micros(self.core.now());
+        let minute = now - now.rem_euclid(MINUTE);
+        (minute - FOLD_HISTORY, minute - FOLD_LAG)
+    }
+
+    /// Folds from the fold mark, in a transaction of its own, [`FOLD_STEP`] minutes at a time
+    /// until a step finds rows (each step that finds none twice as long as the one before,
+    /// up to [`FOLD_LEAP`]), and moves the mark past them; returns how many minutes (0:
+    /// nothing to fold, or another process holds the mark).
+    async fn step(&self) -> Result<i64> {
+        let mut tx = self.core.begin(None).await?;
+        let Some(mark) = tx.lock_fold_mark().await? else {
+            Core::release(tx).await;
+            return Ok(0);
+        };
+        let (earliest, target) = self.bounds();
+        let start = mark.max(earliest);
+        let (mut from, mut step) = (start, FOLD_STEP);
+        while from < target {
+            let until = target.min(from.saturating_add(step));
+            let tallied = tx.fold_activity(from, until).await?;
+            from = until;
+            if tallied > 0 {
+                break;
+            }
+            step = step.saturating_mul(2).min(FOLD_LEAP);
+        }
+        if from <= start {
+            Core::release(tx).await;
+            return Ok(0);
+        }
+        tx.move_fold_mark(from).await?;
+        tx.commit().await?;
+        Ok((from - start) / MINUTE)
+    }
+}

@@ -1,0 +1,252 @@
+//! A migrating process killed in the middle of an index build, and the schema a migration
+//! leaves (its columns and indexes, to compare with a fresh database's): what the migration cases of tests/servers/migrations.rs and tests/upgrades.rs
+//! share, on PostgreSQL or MariaDB (a database URL's scheme says which).
+//!
+//! [`kill_mid_index_build`] starts a child process (this test binary, running only the case
+//! that calls [`migrate_if_asked`]) whose runtime migrates a database of an earlier release,
+//! while this process holds a transaction open on `solid_messages`: the child's first index
+//! build on that table waits for it. Once it waits, the child is killed with SIGKILL and its
+//! session on the server is ended too (a server ends a dead client's session only when it
+//! next writes to it; an operator, or a pooler, ends it sooner), so what the build left stays:
+//! on PostgreSQL an invalid index, on MySQL a step recorded as begun and not finished.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use solid_objects::prelude::*;
+use sqlx::{Connection, MySqlConnection, PgConnection};
+
+/// The variable that names the database a child migrates.
+pub const MIGRATING_DATABASE: &str = "MIGRATING_DATABASE";
+
+/// PostgreSQL's sessions of this database that build an index concurrently and wait for a
+/// lock.
+const POSTGRES_BUILD_WAITING: &str = "SELECT pid::BIGINT FROM pg_stat_activity
+     WHERE datname = current_database() AND wait_event_type = 'Lock'
+       AND query LIKE 'CREATE INDEX CONCURRENTLY %'";
+
+/// MariaDB's sessions of this database that wait for a table's metadata lock.
+const MARIADB_DDL_WAITING: &str = "SELECT CAST(ID AS SIGNED) FROM information_schema.PROCESSLIST
+     WHERE DB = DATABASE() AND STATE = 'Waiting for table metadata lock'";
+
+/// The indexes of PostgreSQL's current schema: each one's name, definition and validity.
+const POSTGRES_INDEXES: &str = "SELECT c.relname || ': ' || pg_get_indexdef(i.indexrelid)
+            || CASE WHEN i.indisvalid THEN '' ELSE ' (INVALID)' END
+     FROM pg_index i
+     JOIN pg_class c ON c.oid = i.indexrelid
+     JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE n.nspname = current_schema()
+     ORDER BY 1";
+
+/// The columns of PostgreSQL's current schema: each one's table, name, type, nullability and
+/// default.
+const POSTGRES_COLUMNS: &str = "SELECT (table_name || '.' || column_name || ' ' || data_type
+            || CASE WHEN is_nullable = 'NO' THEN ' NOT NULL' ELSE '' END
+            || COALESCE(' DEFAULT ' || column_default, ''))::TEXT
+     FROM information_schema.columns
+     WHERE table_schema = current_schema()
+     ORDER BY 1";
+
+/// The columns of MariaDB's current database: each one's table, name, type, nullability,
+/// default and collation.
+const MARIADB_COLUMNS: &str = "SELECT CAST(CONCAT(table_name, '.', column_name, ' ', column_type,
+            IF(is_nullable = 'NO', ' NOT NULL', ''),
+            IFNULL(CONCAT(' DEFAULT ', column_default), ''),
+            IFNULL(CONCAT(' COLLATE ', collation_name), '')) AS CHAR)
+     FROM information_schema.columns
+     WHERE table_schema = DATABASE()
+     ORDER BY 1";
+
+/// The indexes of MariaDB's current database: each one's table, name, uniqueness and columns
+/// (with prefix lengths) in order.
+const MARIADB_INDEXES: &str = "SELECT CAST(CONCAT(table_name, '.', index_name,
+            IF(non_unique = 0, ' UNIQUE', ''), ' (',
+            GROUP_CONCAT(CONCAT(column_name, IFNULL(CONCAT('(', sub_part, ')'), ''))
+                         ORDER BY seq_in_index SEPARATOR ', '),
+            ')') AS CHAR)
+     FROM information_schema.statistics
+     WHERE table_schema = DATABASE()
+     GROUP BY table_name, index_name, non_unique
+     ORDER BY 1";
+
+/// The child's part: a runtime on the database the parent named, which migrates it; nothing
+/// when the parent named none (a normal run of the test binary).
+pub async fn migrate_if_asked() {
+    let Ok(url) = std::env::var(MIGRATING_DATABASE) else {
+        return;
+    };
+    let runtime = builder(&url)
+        .policy(AllowAll)
+        .start()
+        .await
+        .expect("the child migrates");
+    runtime.close().await;
+}
+
+/// A builder on the server database of `url`.
+pub fn builder(url: &str) -> solid_objects::Builder {
+    if url.starts_with("postgres://") {
+        Runtime::builder().postgres(url, 4)
+    } else {
+        Runtime::builder().mysql(url, 4)
+    }
+}
+
+/// Starts a child migrating the database of `url` (running `test`, this binary's case that
+/// calls [`migrate_if_asked`]), kills it with SIGKILL once its first index build on
+/// `solid_messages` waits for this process's open transaction, and ends its session.
+pub async fn kill_mid_index_build(url: &str, test: &str) {
+    if url.starts_with("postgres://") {
+        kill_on_postgres(url, test).await;
+    } else {
+        kill_on_mariadb(url, test).await;
+    }
+}
+
+/// [`kill_mid_index_build`] on PostgreSQL: a `CREATE INDEX CONCURRENTLY` waits for every
+/// transaction that writes to its table, and has committed its (invalid) index by then.
+async fn kill_on_postgres(url: &str, test: &str) {
+    let mut holder = PgConnection::connect(url).await.unwrap();
+    sqlx::raw_sql("BEGIN; LOCK TABLE solid_messages IN ROW EXCLUSIVE MODE")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    let mut observer = PgConnection::connect(url).await.unwrap();
+    let mut child = spawn(url, test);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let session: i64 = loop {
+        let waiting = sqlx::query_scalar(POSTGRES_BUILD_WAITING)
+            .fetch_optional(&mut observer)
+            .await
+            .unwrap();
+        if let Some(session) = waiting {
+            break session;
+        }
+        pause_while_it_runs(&mut child, deadline).await;
+    };
+    child.kill().expect("SIGKILL the migrating process");
+    child.wait().expect("the migrating process is reaped");
+    sqlx::query("SELECT pg_terminate_backend($1::INT)")
+        .bind(session)
+        .execute(&mut observer)
+        .await
+        .unwrap();
+    sqlx::raw_sql("ROLLBACK")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+}
+
+/// [`kill_mid_index_build`] on MariaDB: an `ALTER TABLE` waits for the metadata lock every
+/// open transaction that read its table holds. The killed process's migration lock row is
+/// deleted, as an operator does after a crash (its lease would free it in 30 s).
+async fn kill_on_mariadb(url: &str, test: &str) {
+    let mut holder = MySqlConnection::connect(url).await.unwrap();
+    sqlx::raw_sql("START TRANSACTION; SELECT COUNT(*) FROM solid_messages")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    let mut observer = MySqlConnection::connect(url).await.unwrap();
+    let mut child = spawn(url, test);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let session: i64 = loop {
+        let waiting = sqlx::query_scalar(MARIADB_DDL_WAITING)
+            .fetch_optional(&mut observer)
+            .await
+            .unwrap();
+        if let Some(session) = waiting {
+            break session;
+        }
+        pause_while_it_runs(&mut child, deadline).await;
+    };
+    child.kill().expect("SIGKILL the migrating process");
+    child.wait().expect("the migrating process is reaped");
+    sqlx::raw_sql(&format!("KILL {session}"))
+        .execute(&mut observer)
+        .await
+        .unwrap();
+    sqlx::raw_sql("ROLLBACK")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    sqlx::raw_sql("DELETE FROM solid_migration_lock")
+        .execute(&mut observer)
+        .await
+        .unwrap();
+}
+
+/// Starts this binary as a child running only `test`, on the database of `url`.
+fn spawn(url: &str, test: &str) -> Child {
+    Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(MIGRATING_DATABASE, url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the migrating process starts")
+}
+
+/// Pauses before the next look for the child's waiting index build; panics if the child
+/// ended, or `deadline` passed.
+async fn pause_while_it_runs(child: &mut Child, deadline: Instant) {
+    if let Some(status) = child.try_wait().unwrap() {
+        panic!("the migrating process ended ({status}) before its index build waited");
+    }
+    assert!(
+        Instant::now() < deadline,
+        "the migrating process never waited in an index build"
+    );
+    tokio::time::sleep(Duration::from_millis(5)).await;
+}
+
+/// The schema of the database of `url`, one line each, ordered: every column (its table, type,
+/// nullability and default), then every index as [`indexes`] shows it.
+pub async fn schema(url: &str) -> Vec<String> {
+    let (columns, indexes) = if url.starts_with("postgres://") {
+        (POSTGRES_COLUMNS, POSTGRES_INDEXES)
+    } else {
+        (MARIADB_COLUMNS, MARIADB_INDEXES)
+    };
+    let mut schema = lines(url, columns).await;
+    schema.extend(lines(url, indexes).await);
+    schema
+}
+
+/// The indexes of the database of `url`, one line each, ordered: name, definition and (on
+/// PostgreSQL) whether it is invalid.
+pub async fn indexes(url: &str) -> Vec<String> {
+    if url.starts_with("postgres://") {
+        lines(url, POSTGRES_INDEXES).await
+    } else {
+        lines(url, MARIADB_INDEXES).await
+    }
+}
+
+/// The one text column of the rows of `query` on the database of `url`.
+async fn lines(url: &str, query: &str) -> Vec<String> {
+    if url.starts_with("postgres://") {
+        let mut connection = PgConnection::connect(url).await.unwrap();
+        sqlx::query_scalar(query)
+            .fetch_all(&mut connection)
+            .await
+            .unwrap()
+    } else {
+        let mut connection = MySqlConnection::connect(url).await.unwrap();
+        sqlx::query_scalar(query)
+            .fetch_all(&mut connection)
+            .await
+            .unwrap()
+    }
+}
+
+/// The schema a database this build created has, `fresh` (an empty database on the same
+/// server): this build migrates it, and [`schema`] reads it.
+pub async fn fresh_schema(fresh: &str) -> Vec<String> {
+    let runtime = builder(fresh)
+        .policy(AllowAll)
+        .start()
+        .await
+        .expect("this build creates a database");
+    runtime.close().await;
+    schema(fresh).await
+}
