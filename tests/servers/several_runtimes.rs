@@ -360,7 +360,15 @@ async fn a_call_that_runs_out_of_time_while_a_healthy_server_opens_a_connection_
             tokio::spawn(async move { journal.record("waits").await })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let observer = crate::backend::observer(&url).await;
+    let holding = eventually(Duration::from_secs(10), || {
+        let observer = observer.clone();
+        async move {
+            crate::backend::scalar(&observer, crate::backend::SESSIONS_WAITING_FOR_A_LOCK).await > 0
+        }
+    })
+    .await;
+    assert!(holding, "the waiting calls never came to wait for the row");
 
     let mut unavailable = Vec::new();
     for attempt in 0..20 {
