@@ -7,22 +7,7 @@ use solid_objects::admin::STALLS_WARNING;
 use solid_objects::prelude::*;
 
 use crate::backend::{self, database, scalar};
-
-/// An actor that counts its entries.
-#[actor]
-#[derive(Default)]
-struct Tally {
-    entries: u32,
-}
-
-#[actor]
-impl Tally {
-    #[command]
-    fn add(&mut self) -> u32 {
-        self.entries += 1;
-        self.entries
-    }
-}
+use crate::support::actors::Tally;
 
 /// A runtime on `url` with `connections` and a clock of its own, allowing every call, that
 /// knows the tally.
@@ -68,7 +53,7 @@ async fn a_hot_actors_turns_that_conflict_for_whole_passes_complete_with_no_fail
         runtime.testing().drain().await.unwrap();
     }
 
-    assert_eq!(hot.snapshot().await.unwrap().entries, 5);
+    assert_eq!(hot.snapshot().await.unwrap().count, 5);
     // A completed message counts the attempt that ran it: a failed one would make two.
     let failed = "SELECT COUNT(*) FROM solid_messages WHERE attempts <> 1";
     assert_eq!(

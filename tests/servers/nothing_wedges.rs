@@ -20,6 +20,7 @@ use sqlx::Executor;
 use tokio::sync::{Barrier, Notify};
 
 use crate::backend::{self, database, runtime_on, scalar};
+use crate::support::actors::Tally;
 use crate::support::cancellation::{drop_after, next_random};
 use crate::support::eventually;
 use crate::support::workers::within;
@@ -914,28 +915,6 @@ async fn effects_run_once_per_lease() {
     assert_eq!(BATCH_PROBE.begun().len(), 5, "every effect ran once");
     observer.close().await;
     runtime.close().await;
-}
-
-/// An actor whose calls are cut short at random points.
-#[actor]
-#[derive(Default)]
-struct Tally {
-    count: u32,
-}
-
-#[actor]
-impl Tally {
-    #[command]
-    fn add(&mut self) -> u32 {
-        self.count += 1;
-        self.count
-    }
-
-    /// Holds its row lock forever.
-    #[command]
-    async fn stall(&mut self) {
-        std::future::pending::<()>().await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -46,6 +46,12 @@ impl Tally {
             .fire(name);
     }
 
+    /// Holds the actor's row lock forever: a turn that never ends.
+    #[command]
+    pub async fn stall(&mut self) {
+        std::future::pending::<()>().await;
+    }
+
     /// Emits the effect `Noted` named `name`.
     #[command]
     pub fn note(&mut self, turn: &mut Turn<Self>, name: String) {
