@@ -22,7 +22,9 @@ use crate::actor::{Actor, Operations};
 use crate::error::{Error, Result};
 use crate::limits::deadline_after;
 use crate::store::ErrorKinds;
-use crate::store::{ActorKey, LockWait, MessageLookup, MessageRecord, NewMessage, Transaction};
+use crate::store::{
+    ActorKey, ActorLock, LockWait, MessageLookup, MessageRecord, NewMessage, Transaction,
+};
 use crate::trace_context::TraceContext;
 
 /// How long past the caller's deadline the failure of its turn may take to be recorded.
@@ -323,12 +325,12 @@ impl Call<'_> {
         let held = self.turns.states().held(self.key);
         let known = held.as_ref().map(Held::version);
         let locked = tx
-            .lock_actor(
-                self.key,
-                LockWait::Wait,
-                micros(self.turns.core().now()),
+            .lock_actor(ActorLock {
+                actor: self.key,
+                wait: LockWait::Wait,
+                now: micros(self.turns.core().now()),
                 known,
-            )
+            })
             .await;
         let Some(locked) = (match locked {
             // The wait for the actor is bounded by the turn timeout too: a caller whose

@@ -16,7 +16,9 @@ use crate::actor::operation_codec::decode_operation;
 use crate::actor::Actor;
 use crate::error::{Error, Result};
 use crate::store::ErrorKinds;
-use crate::store::{ActorKey, Instance, MessageProgress, StoredMessage, StoredStatus, Transaction};
+use crate::store::{
+    ActorKey, ActorLock, Instance, MessageProgress, StoredMessage, StoredStatus, Transaction,
+};
 
 /// How many times in a row a worker's turn that conflicts with other transactions (or whose
 /// commit goes unanswered) runs again in one pass before its message is left for a later
@@ -208,7 +210,12 @@ impl Turns<'_> {
         let held = self.states().held(key);
         let known = held.as_ref().map(Held::version);
         let Some(locked) = tx
-            .lock_actor(key, lock.wait(), micros(self.core().now()), known)
+            .lock_actor(ActorLock {
+                actor: key,
+                wait: lock.wait(),
+                now: micros(self.core().now()),
+                known,
+            })
             .await?
         else {
             // On PostgreSQL the skipped actor's row may have just been created.

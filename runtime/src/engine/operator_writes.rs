@@ -10,7 +10,9 @@ use super::micros;
 use super::tail::{insert_ready, Enqueued, Origin};
 use crate::error::{Error, Result};
 use crate::store::admin_rows::AdminEventWrite;
-use crate::store::{ActorKey, InstanceWrite, LockWait, MessageLookup, MessageRecord, StoredStatus};
+use crate::store::{
+    ActorKey, ActorLock, InstanceWrite, LockWait, MessageLookup, MessageRecord, StoredStatus,
+};
 use crate::trace_context::TraceContext;
 
 /// The operators' writes job. It borrows the core.
@@ -191,7 +193,12 @@ impl OperatorWrites<'_> {
         };
         tx.write_instance(key, &write).await?;
         let read = tx
-            .lock_actor(key, LockWait::Wait, micros(self.core.now()), None)
+            .lock_actor(ActorLock {
+                actor: key,
+                wait: LockWait::Wait,
+                now: micros(self.core.now()),
+                known: None,
+            })
             .await?;
         Core::release(tx).await;
         Ok(read.and_then(|locked| locked.instance.state))
