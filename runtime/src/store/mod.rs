@@ -270,6 +270,19 @@ pub(crate) struct ActorLock<'t, 'i> {
     pub(crate) known: Option<Version>,
 }
 
+impl<'t, 'i> ActorLock<'t, 'i> {
+    /// Locks `actor` as of `now`, waiting for a turn elsewhere (and creating a missing row),
+    /// with no state held in memory.
+    pub(crate) fn waiting(actor: ActorKey<'t, 'i>, now: i64) -> Self {
+        Self {
+            actor,
+            wait: LockWait::Wait,
+            now,
+            known: None,
+        }
+    }
+}
+
 /// An actor locked by a transaction: its row and the head of its mailbox.
 #[derive(Debug, Clone)]
 pub(crate) struct LockedActor {
