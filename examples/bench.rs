@@ -256,11 +256,16 @@ async fn main() -> Outcome {
         None
     };
     if let Some(url) = postgres.as_deref().filter(|_| runs("postgres")) {
-        postgres_rows(operations, url, &mut written, &mut trips).await?;
+        // Row 5.
+        let meter = Meter::Wal(PgConnection::connect(url).await?);
+        let results = (&mut written, &mut trips);
+        dialect_rows::<sqlx::Postgres>(&POSTGRES, meter, operations, url, results).await?;
     }
     let mysql = std::env::var("BENCH_MYSQL_URL").ok();
     if let Some(url) = mysql.as_deref().filter(|_| runs("mysql")) {
-        mysql_rows(operations, url, &mut written, &mut trips).await?;
+        let meter = Meter::Redo(MySqlConnection::connect(url).await?);
+        let results = (&mut written, &mut trips);
+        dialect_rows::<sqlx::MySql>(&MYSQL, meter, operations, url, results).await?;
     }
     if let Some(raw_full) = raw_full.filter(|_| runs("drain")) {
         drain_row(raw_full).await?;
@@ -297,6 +302,19 @@ struct Measured {
     per_commit: Option<f64>,
     /// For the framework: what its runtime counted during the run.
     counted: Option<Counted>,
+}
+
+impl Measured {
+    /// A row's figures that are a rate and its errors alone.
+    fn rate_only(rate: f64, errors: u64) -> Self {
+        Self {
+            rate,
+            latencies: Vec::new(),
+            errors,
+            per_commit: None,
+            counted: None,
+        }
+    }
 }
 
 /// What a runtime's counters (`Runtime::stats`) grew by over some calls, with those calls.
@@ -433,13 +451,7 @@ async fn sqlite_rows(
 ) -> Result<f64, Failed> {
     let full = Durability::Full;
     let one = sqlite_pair(full, 1, 1, operations).await?;
-    print_line(
-        "SQLite FULL, 1 caller, 1 actor",
-        &one.framework,
-        Some(one.raw.rate),
-        ">=0.9x",
-        &raw_note("raw, 1 caller", &one.raw),
-    );
+    one.print_against_its_raw("SQLite FULL, 1 caller, 1 actor", ">=0.9x", "raw, 1 caller");
     let hot = sqlite_pair(full, CALLERS, 1, operations).await?;
     print_line(
         "SQLite FULL, 16 callers, 1 actor",
@@ -448,12 +460,10 @@ async fn sqlite_rows(
         "5000/s",
         "the framework's 1-caller rate (row above); the target is a rate",
     );
-    print_line(
+    hot.print_against_its_raw(
         "  the same, against raw",
-        &hot.framework,
-        Some(hot.raw.rate),
         "",
-        &raw_note("raw, 16 callers on 1 row, 1 connection", &hot.raw),
+        "raw, 16 callers on 1 row, 1 connection",
     );
     let spread = sqlite_pair(full, CALLERS, SPREAD, operations).await?;
     print_line(
@@ -463,21 +473,17 @@ async fn sqlite_rows(
         ">=3x",
         "raw, 1 caller (row 1's baseline)",
     );
-    print_line(
+    spread.print_against_its_raw(
         "  the same, against raw",
-        &spread.framework,
-        Some(spread.raw.rate),
         "",
-        &raw_note("raw, 16 callers over 100 rows, 1 connection", &spread.raw),
+        "raw, 16 callers over 100 rows, 1 connection",
     );
     let normal = Durability::Normal;
     let normal_one = sqlite_pair(normal, 1, 1, operations).await?;
-    print_line(
+    normal_one.print_against_its_raw(
         "SQLite NORMAL, 1 caller, 1 actor",
-        &normal_one.framework,
-        Some(normal_one.raw.rate),
         ">=1.5x",
-        &raw_note("raw NORMAL, 1 caller", &normal_one.raw),
+        "raw NORMAL, 1 caller",
     );
     let driver = rusqlite_rate(normal, operations).await?;
     print_line(
@@ -488,15 +494,10 @@ async fn sqlite_rows(
         "raw NORMAL on rusqlite, 1 caller: the same turn without sqlx's worker thread",
     );
     let normal_spread = sqlite_pair(normal, CALLERS, SPREAD, operations).await?;
-    print_line(
+    normal_spread.print_against_its_raw(
         "SQLite NORMAL, 16 callers, 100 actors",
-        &normal_spread.framework,
-        Some(normal_spread.raw.rate),
         "",
-        &raw_note(
-            "raw NORMAL, 16 callers over 100 rows, 1 connection",
-            &normal_spread.raw,
-        ),
+        "raw NORMAL, 16 callers over 100 rows, 1 connection",
     );
     for (workload, pair) in [
         ("SQLite FULL, 1 caller", &one),
@@ -526,6 +527,20 @@ async fn sqlite_rows(
         }
     }
     Ok(one.raw.rate)
+}
+
+impl Pair {
+    /// Prints the row `name` of the framework's run against its raw run (`raw` says which),
+    /// with `target`.
+    fn print_against_its_raw(&self, name: &str, target: &str, raw: &str) {
+        print_line(
+            name,
+            &self.framework,
+            Some(self.raw.rate),
+            target,
+            &raw_note(raw, &self.raw),
+        );
+    }
 }
 
 /// The statements the raw SQLite turn hands to sqlx's worker thread: BEGIN, the read, the
@@ -572,7 +587,9 @@ async fn sqlite_pair(
         callers,
         actors,
         operations,
-        |connection, id| async move { sqlite_turn(&mut *connection.lock().await, &id).await },
+        |connection, id| async move {
+            sqlx::Sqlite::raw_turn(&mut *connection.lock().await, RAW_SQLITE_TURN, &id).await
+        },
     )
     .await?;
     Ok(Pair {
@@ -600,13 +617,9 @@ async fn raw_sqlite(
         .busy_timeout(Duration::from_secs(5))
         .foreign_keys(true);
     let mut connection = SqliteConnection::connect_with(&options).await?;
-    sqlx::raw_sql(
-        "CREATE TABLE raw_counters (id TEXT PRIMARY KEY, value INTEGER NOT NULL);
-         CREATE TABLE raw_log (id INTEGER PRIMARY KEY, counter_id TEXT NOT NULL,
-                               at INTEGER NOT NULL, value INTEGER NOT NULL);",
-    )
-    .execute(&mut connection)
-    .await?;
+    sqlx::raw_sql(RAW_SQLITE_TABLES)
+        .execute(&mut connection)
+        .await?;
     Ok(connection)
 }
 
@@ -625,16 +638,12 @@ async fn rusqlite_rate(durability: Durability, operations: usize) -> Result<f64,
         connection.pragma_update(None, "journal_mode", "WAL")?;
         connection.pragma_update(None, "synchronous", synchronous)?;
         connection.pragma_update(None, "foreign_keys", true)?;
-        connection.execute_batch(
-            "CREATE TABLE raw_counters (id TEXT PRIMARY KEY, value INTEGER NOT NULL);
-             CREATE TABLE raw_log (id INTEGER PRIMARY KEY, counter_id TEXT NOT NULL,
-                                   at INTEGER NOT NULL, value INTEGER NOT NULL);",
-        )?;
+        connection.execute_batch(RAW_SQLITE_TABLES)?;
         let mut turn = || -> Result<(), rusqlite::Error> {
             let tx =
                 connection.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let value: Option<i64> = tx
-                .prepare_cached("SELECT value FROM raw_counters WHERE id = ?1")?
+                .prepare_cached(RAW_SQLITE_TURN.read)?
                 .query_row(["c-0"], |row| row.get(0))
                 .map(Some)
                 .or_else(|error| match error {
@@ -642,12 +651,9 @@ async fn rusqlite_rate(durability: Durability, operations: usize) -> Result<f64,
                     error => Err(error),
                 })?;
             let value = value.unwrap_or(0) + 1;
-            tx.prepare_cached(
-                "INSERT INTO raw_counters (id, value) VALUES (?1, ?2)
-                 ON CONFLICT (id) DO UPDATE SET value = excluded.value",
-            )?
-            .execute(rusqlite::params!["c-0", value])?;
-            tx.prepare_cached("INSERT INTO raw_log (counter_id, at, value) VALUES (?1, ?2, ?3)")?
+            tx.prepare_cached(RAW_SQLITE_TURN.write)?
+                .execute(rusqlite::params!["c-0", value])?;
+            tx.prepare_cached(RAW_SQLITE_TURN.log)?
                 .execute(rusqlite::params![
                     "c-0",
                     chrono::Utc::now().timestamp_millis(),
@@ -666,116 +672,120 @@ async fn rusqlite_rate(durability: Durability, operations: usize) -> Result<f64,
     Ok(operations as f64 / elapsed.as_secs_f64())
 }
 
-/// One hand-written durable turn on SQLite: read the counter, write it back, log it.
-async fn sqlite_turn(connection: &mut SqliteConnection, id: &str) -> Result<(), Failed> {
-    let mut tx = connection.begin_with("BEGIN IMMEDIATE").await?;
-    let value: Option<i64> = sqlx::query_scalar("SELECT value FROM raw_counters WHERE id = ?1")
-        .bind(id)
-        .fetch_optional(&mut *tx)
-        .await?;
-    let value = value.unwrap_or(0) + 1;
-    sqlx::query(
-        "INSERT INTO raw_counters (id, value) VALUES (?1, ?2)
-         ON CONFLICT (id) DO UPDATE SET value = excluded.value",
-    )
-    .bind(id)
-    .bind(value)
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query("INSERT INTO raw_log (counter_id, at, value) VALUES (?1, ?2, ?3)")
-        .bind(id)
-        .bind(chrono::Utc::now().timestamp_millis())
-        .bind(value)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok(())
+/// The raw SQLite turn's tables: the counters and their log.
+const RAW_SQLITE_TABLES: &str =
+    "CREATE TABLE raw_counters (id TEXT PRIMARY KEY, value INTEGER NOT NULL);
+     CREATE TABLE raw_log (id INTEGER PRIMARY KEY, counter_id TEXT NOT NULL,
+                           at INTEGER NOT NULL, value INTEGER NOT NULL);";
+
+/// The raw SQLite turn's statements: its transaction takes the write lock at once.
+const RAW_SQLITE_TURN: RawTurn = RawTurn {
+    begin: Some("BEGIN IMMEDIATE"),
+    logs_its_time: true,
+    read: "SELECT value FROM raw_counters WHERE id = ?1",
+    write: "INSERT INTO raw_counters (id, value) VALUES (?1, ?2)
+            ON CONFLICT (id) DO UPDATE SET value = excluded.value",
+    log: "INSERT INTO raw_log (counter_id, at, value) VALUES (?1, ?2, ?3)",
+};
+
+/// What the rows of PostgreSQL and MySQL do not share: names, targets and the raw turn's
+/// SQL.
+struct Dialect {
+    name: &'static str,
+    prefix: &'static str,
+    default_port: u16,
+    /// The round-trip targets of the hot key's workload and of the 100 actors' one.
+    round_trips_targets: [&'static str; 2],
+    /// Creates the raw turn's tables, if they are not there.
+    raw_tables: &'static str,
+    /// The raw turn: read the counter locked, write it back, log it.
+    raw_turn: RawTurn,
+    /// A runtime of 16 connections on a URL.
+    builder: fn(&str) -> solid_objects::Builder,
 }
 
-/// Row 5: PostgreSQL, 1 caller, 16 callers on 1 actor (a hot key) and 16 callers over 100
-/// actors.
-async fn postgres_rows(
-    operations: usize,
-    url: &str,
-    written: &mut Vec<Written>,
-    trips: &mut Vec<RoundTrips>,
-) -> Outcome {
-    let mut meter = Meter::Wal(PgConnection::connect(url).await?);
-    let mut setup = PgConnection::connect(url).await?;
-    sqlx::raw_sql(
+/// The statements of one hand-written durable turn, in a backend's dialect.
+#[derive(Clone, Copy)]
+struct RawTurn {
+    /// What begins the transaction, if not the driver's `BEGIN`.
+    begin: Option<&'static str>,
+    /// Whether the log row takes the time (in milliseconds) as its second parameter, rather
+    /// than the server's clock.
+    logs_its_time: bool,
+    /// Reads the counter, locking its row.
+    read: &'static str,
+    /// Writes the counter back.
+    write: &'static str,
+    /// Appends the log row.
+    log: &'static str,
+}
+
+const POSTGRES: Dialect = Dialect {
+    name: "PostgreSQL",
+    prefix: "pg",
+    default_port: 5432,
+    round_trips_targets: ["<=6", ""],
+    raw_tables:
         "CREATE TABLE IF NOT EXISTS bench_raw_counters (id TEXT PRIMARY KEY, value BIGINT NOT NULL);
          CREATE TABLE IF NOT EXISTS bench_raw_log (id BIGSERIAL PRIMARY KEY,
              counter_id TEXT NOT NULL, at TIMESTAMPTZ NOT NULL, value BIGINT NOT NULL);",
-    )
-    .execute(&mut setup)
-    .await?;
-    setup.close().await?;
-    let server = Server {
-        name: "PostgreSQL",
-        prefix: "pg",
-        url,
-        default_port: 5432,
-        workloads: vec![
-            Workload {
-                callers: 1,
-                actors: 1,
-                target: ">=0.9x",
-                round_trips_target: "<=5",
-                written_target: "<=1.3x",
-            },
-            Workload {
-                callers: CALLERS,
-                actors: 1,
-                target: ">=2x",
-                round_trips_target: "<=6",
-                written_target: "",
-            },
-            Workload {
-                callers: CALLERS,
-                actors: SPREAD,
-                target: ">=1.2x",
-                round_trips_target: "",
-                written_target: "",
-            },
-        ],
-        builder: Box::new(|url| Runtime::builder().postgres(url, 16)),
-    };
-    server_rows(
-        server,
-        &mut meter,
-        operations,
-        (written, trips),
-        PgConnection::connect,
-        |connection, id| async move { postgres_turn(&mut *connection.lock().await, &id).await },
-    )
-    .await
-}
+    raw_turn: RawTurn {
+        begin: None,
+        logs_its_time: false,
+        read: "SELECT value FROM bench_raw_counters WHERE id = $1 FOR UPDATE",
+        write: "INSERT INTO bench_raw_counters (id, value) VALUES ($1, $2)
+         ON CONFLICT (id) DO UPDATE SET value = excluded.value",
+        log: "INSERT INTO bench_raw_log (counter_id, at, value) VALUES ($1, now(), $2)",
+    },
+    builder: |url| Runtime::builder().postgres(url, 16),
+};
 
-/// The MySQL rows (with `BENCH_MYSQL_URL`): 1 caller, 16 callers on 1 actor and 16 callers
-/// over 100 actors, on MySQL or MariaDB.
-async fn mysql_rows(
-    operations: usize,
-    url: &str,
-    written: &mut Vec<Written>,
-    trips: &mut Vec<RoundTrips>,
-) -> Outcome {
-    let mut meter = Meter::Redo(MySqlConnection::connect(url).await?);
-    let mut setup = MySqlConnection::connect(url).await?;
-    sqlx::raw_sql(
-        "CREATE TABLE IF NOT EXISTS bench_raw_counters (id VARCHAR(255) PRIMARY KEY,
+const MYSQL: Dialect = Dialect {
+    name: "MySQL",
+    prefix: "my",
+    default_port: 3306,
+    round_trips_targets: ["<=5", "<=5"],
+    raw_tables: "CREATE TABLE IF NOT EXISTS bench_raw_counters (id VARCHAR(255) PRIMARY KEY,
              value BIGINT NOT NULL) DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
          CREATE TABLE IF NOT EXISTS bench_raw_log (id BIGINT AUTO_INCREMENT PRIMARY KEY,
              counter_id VARCHAR(255) NOT NULL, at TIMESTAMP(6) NOT NULL, value BIGINT NOT NULL)
              DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;",
-    )
-    .execute(&mut setup)
-    .await?;
+    raw_turn: RawTurn {
+        begin: None,
+        logs_its_time: false,
+        read: "SELECT value FROM bench_raw_counters WHERE id = ? FOR UPDATE",
+        write: "INSERT INTO bench_raw_counters (id, value) VALUES (?, ?)
+         ON DUPLICATE KEY UPDATE value = VALUES(value)",
+        log: "INSERT INTO bench_raw_log (counter_id, at, value) VALUES (?, NOW(6), ?)",
+    },
+    builder: |url| Runtime::builder().mysql(url, 16),
+};
+
+/// The rows of the server of `url` (1 caller, 16 callers on 1 actor, 16 callers over 100
+/// actors), in `dialect`, its writes measured by `meter`: row 5 on PostgreSQL, the MySQL
+/// rows (with `BENCH_MYSQL_URL`) on MySQL or MariaDB.
+async fn dialect_rows<DB>(
+    dialect: &'static Dialect,
+    mut meter: Meter,
+    operations: usize,
+    url: &str,
+    results: (&mut Vec<Written>, &mut Vec<RoundTrips>),
+) -> Outcome
+where
+    DB: RawTurnDatabase,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+{
+    let mut setup = DB::Connection::connect(url).await?;
+    sqlx::raw_sql(dialect.raw_tables)
+        .execute(&mut setup)
+        .await?;
     setup.close().await?;
+    let [hot_key_round_trips, spread_round_trips] = dialect.round_trips_targets;
     let server = Server {
-        name: "MySQL",
-        prefix: "my",
+        name: dialect.name,
+        prefix: dialect.prefix,
         url,
-        default_port: 3306,
+        default_port: dialect.default_port,
         workloads: vec![
             Workload {
                 callers: 1,
@@ -788,26 +798,29 @@ async fn mysql_rows(
                 callers: CALLERS,
                 actors: 1,
                 target: ">=2x",
-                round_trips_target: "<=5",
+                round_trips_target: hot_key_round_trips,
                 written_target: "",
             },
             Workload {
                 callers: CALLERS,
                 actors: SPREAD,
                 target: ">=1.2x",
-                round_trips_target: "<=5",
+                round_trips_target: spread_round_trips,
                 written_target: "",
             },
         ],
-        builder: Box::new(|url| Runtime::builder().mysql(url, 16)),
+        builder: Box::new(dialect.builder),
     };
+    let statements = dialect.raw_turn;
     server_rows(
         server,
         &mut meter,
         operations,
-        (written, trips),
-        MySqlConnection::connect,
-        |connection, id| async move { mysql_turn(&mut *connection.lock().await, &id).await },
+        results,
+        DB::Connection::connect,
+        move |connection: Arc<tokio::sync::Mutex<DB::Connection>>, id| async move {
+            DB::raw_turn(&mut *connection.lock().await, statements, &id).await
+        },
     )
     .await
 }
@@ -953,57 +966,50 @@ fn connections_opened(connections: u64) -> String {
     }
 }
 
-/// One hand-written durable turn on PostgreSQL: read the counter locked, write it back, log
-/// it.
-async fn postgres_turn(connection: &mut PgConnection, id: &str) -> Result<(), Failed> {
-    let mut tx = connection.begin().await?;
-    let value: Option<i64> =
-        sqlx::query_scalar("SELECT value FROM bench_raw_counters WHERE id = $1 FOR UPDATE")
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?;
-    let value = value.unwrap_or(0) + 1;
-    sqlx::query(
-        "INSERT INTO bench_raw_counters (id, value) VALUES ($1, $2)
-         ON CONFLICT (id) DO UPDATE SET value = excluded.value",
-    )
-    .bind(id)
-    .bind(value)
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query("INSERT INTO bench_raw_log (counter_id, at, value) VALUES ($1, now(), $2)")
-        .bind(id)
-        .bind(value)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok(())
+/// A database the hand-written turn runs on.
+trait RawTurnDatabase: sqlx::Database {
+    /// One hand-written durable turn with `turn`'s statements: read the counter (locked),
+    /// write it back, log it.
+    fn raw_turn<'a>(
+        connection: &'a mut Self::Connection,
+        turn: RawTurn,
+        id: &'a str,
+    ) -> impl Future<Output = Outcome> + Send + 'a;
 }
 
-/// One hand-written durable turn on MySQL: read the counter locked, write it back, log it.
-async fn mysql_turn(connection: &mut MySqlConnection, id: &str) -> Result<(), Failed> {
-    let mut tx = connection.begin().await?;
-    let value: Option<i64> =
-        sqlx::query_scalar("SELECT value FROM bench_raw_counters WHERE id = ? FOR UPDATE")
+impl<DB> RawTurnDatabase for DB
+where
+    DB: sqlx::Database,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Decode<'q, DB> + sqlx::Type<DB>,
+    usize: sqlx::ColumnIndex<DB::Row>,
+{
+    async fn raw_turn(connection: &mut Self::Connection, turn: RawTurn, id: &str) -> Outcome {
+        let mut tx = match turn.begin {
+            Some(begin) => connection.begin_with(begin).await?,
+            None => connection.begin().await?,
+        };
+        let value: Option<i64> = sqlx::query_scalar(turn.read)
             .bind(id)
             .fetch_optional(&mut *tx)
             .await?;
-    let value = value.unwrap_or(0) + 1;
-    sqlx::query(
-        "INSERT INTO bench_raw_counters (id, value) VALUES (?, ?)
-         ON DUPLICATE KEY UPDATE value = VALUES(value)",
-    )
-    .bind(id)
-    .bind(value)
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query("INSERT INTO bench_raw_log (counter_id, at, value) VALUES (?, NOW(6), ?)")
-        .bind(id)
-        .bind(value)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok(())
+        let value = value.unwrap_or(0) + 1;
+        sqlx::query(turn.write)
+            .bind(id)
+            .bind(value)
+            .execute(&mut *tx)
+            .await?;
+        let log = sqlx::query(turn.log).bind(id);
+        let log = match turn.logs_its_time {
+            true => log.bind(chrono::Utc::now().timestamp_millis()),
+            false => log,
+        };
+        log.bind(value).execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(())
+    }
 }
 
 /// How a run's writes are measured.
@@ -1016,6 +1022,18 @@ enum Meter {
     Wal(PgConnection),
     /// MySQL: the bytes InnoDB's redo log sequence number moves during the timed run.
     Redo(MySqlConnection),
+}
+
+impl Meter {
+    /// Where the server's log of writes stands, in bytes: PostgreSQL's WAL position or
+    /// InnoDB's redo log sequence number.
+    async fn log_position(&mut self) -> Result<u64, Failed> {
+        match self {
+            Meter::WalFile(_) => Err("a SQLite file's writes are counted in WAL frames".into()),
+            Meter::Wal(connection) => wal_position(connection).await,
+            Meter::Redo(connection) => redo_position(connection).await,
+        }
+    }
 }
 
 /// Calls in each counting window (WAL frames, round trips): few enough that a window's WAL
@@ -1436,17 +1454,10 @@ where
             let frames = wal_frames_per_call(path, callers, call).await?;
             Ok((measured, frames))
         }
-        Meter::Wal(connection) => {
-            let before = wal_position(connection).await?;
+        server => {
+            let before = server.log_position().await?;
             let measured = counted(callers, operations, runtime, call).await?;
-            let written = wal_position(connection).await?.saturating_sub(before);
-            let per_call = written as f64 / succeeded(&measured).max(1) as f64;
-            Ok((measured, per_call))
-        }
-        Meter::Redo(connection) => {
-            let before = redo_position(connection).await?;
-            let measured = counted(callers, operations, runtime, call).await?;
-            let written = redo_position(connection).await?.saturating_sub(before);
+            let written = server.log_position().await?.saturating_sub(before);
             let per_call = written as f64 / succeeded(&measured).max(1) as f64;
             Ok((measured, per_call))
         }
@@ -1534,29 +1545,42 @@ fn sqlite_builder(path: &std::path::Path, durability: Durability) -> solid_objec
         .policy(AllowAll)
 }
 
+/// Runs `each` (given a runtime of actor `A` on the SQLite file at `path`, `synchronous =
+/// NORMAL`, and a call's index) `count` times from 16 callers, untimed: the setup of a
+/// row; how many calls succeeded.
+async fn set_up<A, F, Fut>(path: &std::path::Path, count: usize, each: F) -> Result<u64, Failed>
+where
+    A: solid_objects::Actor,
+    F: Fn(&Runtime, usize) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Outcome> + Send + 'static,
+{
+    let setup = sqlite_builder(path, Durability::Normal)
+        .actor::<A>()
+        .start()
+        .await?;
+    let done = measure(CALLERS, count, {
+        let setup = setup.clone();
+        move |index| each(&setup, index)
+    })
+    .await?;
+    setup.close().await;
+    Ok(succeeded(&done))
+}
+
 /// Row 6: queued messages drained by 2 workers on SQLite FULL, against `raw_rate` (row 1's
 /// raw rate).
 async fn drain_row(raw_rate: f64) -> Outcome {
     let messages = usize::try_from(setting("BENCH_DRAIN_MESSAGES", 10_000)?)?;
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("drain.db");
-    let setup = sqlite_builder(&path, Durability::Normal)
-        .actor::<Counter>()
-        .start()
-        .await?;
-    let queued = measure(CALLERS, messages, {
-        let setup = setup.clone();
-        move |index| {
-            let counter = setup.reference::<Counter>(format!("c-{}", index % SPREAD));
-            async move {
-                counter.enqueue().increment().await?;
-                Ok(())
-            }
+    let queued = set_up::<Counter, _, _>(&path, messages, |setup, index| {
+        let counter = setup.reference::<Counter>(format!("c-{}", index % SPREAD));
+        async move {
+            counter.enqueue().increment().await?;
+            Ok(())
         }
     })
     .await?;
-    setup.close().await;
-    let queued = succeeded(&queued);
     let builder = sqlite_builder(&path, Durability::Full)
         .actor::<Counter>()
         .workers(2);
@@ -1571,18 +1595,12 @@ async fn drain_row(raw_rate: f64) -> Outcome {
     check.close().await;
     print_line(
         &format!("drain, 2 workers, {queued} msgs, 100 actors"),
-        &Measured {
-            rate: worked.rate(),
-            latencies: Vec::new(),
-            errors: queued.saturating_sub(total),
-            per_commit: Some(worked.per_commit),
-            counted: None,
-        },
+        &worked.measured(queued.saturating_sub(total)),
         Some(raw_rate),
         ">=3x",
         &format!(
             "raw FULL, 1 caller (row 1); messages/s; {:.2} statements per message",
-            worked.statements as f64 / worked.handled.max(1) as f64
+            worked.statements_per_run()
         ),
     );
     Ok(())
@@ -1594,23 +1612,14 @@ async fn reminder_row() -> Outcome {
     let reminders = usize::try_from(setting("BENCH_REMINDERS", 5_000)?)?;
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("reminders.db");
-    let setup = sqlite_builder(&path, Durability::Normal)
-        .actor::<Alarm>()
-        .start()
-        .await?;
-    let armed = measure(CALLERS, reminders, {
-        let setup = setup.clone();
-        move |index| {
-            let alarm = setup.reference::<Alarm>(format!("a-{index}"));
-            async move {
-                alarm.arm().await?;
-                Ok(())
-            }
+    let armed = set_up::<Alarm, _, _>(&path, reminders, |setup, index| {
+        let alarm = setup.reference::<Alarm>(format!("a-{index}"));
+        async move {
+            alarm.arm().await?;
+            Ok(())
         }
     })
     .await?;
-    setup.close().await;
-    let armed = succeeded(&armed);
 
     let firing = sqlite_builder(&path, Durability::Full).start().await?;
     let before = firing.stats();
@@ -1627,13 +1636,10 @@ async fn reminder_row() -> Outcome {
     firing.close().await;
     print_line(
         &format!("reminders fired, {armed} due"),
-        &Measured {
-            rate: fired as f64 / elapsed.as_secs_f64(),
-            latencies: Vec::new(),
-            errors: armed.saturating_sub(fired),
-            per_commit: None,
-            counted: None,
-        },
+        &Measured::rate_only(
+            fired as f64 / elapsed.as_secs_f64(),
+            armed.saturating_sub(fired),
+        ),
         None,
         "<=2 st",
         &format!(
@@ -1648,18 +1654,12 @@ async fn reminder_row() -> Outcome {
     let worked = work_off(builder, fired).await?;
     print_line(
         &format!("reminders rung, 2 workers, {fired} fired"),
-        &Measured {
-            rate: worked.rate(),
-            latencies: Vec::new(),
-            errors: fired.saturating_sub(worked.handled),
-            per_commit: Some(worked.per_commit),
-            counted: None,
-        },
+        &worked.measured(fired.saturating_sub(worked.handled)),
         None,
         "",
         &format!(
             "turns/s; {:.2} statements per turn",
-            worked.statements as f64 / worked.handled.max(1) as f64
+            worked.statements_per_run()
         ),
     );
     Ok(())
@@ -1686,6 +1686,50 @@ impl Worked {
     fn rate(&self) -> f64 {
         self.handled as f64 / self.elapsed.as_secs_f64()
     }
+
+    /// The statements per handler run.
+    fn statements_per_run(&self) -> f64 {
+        self.statements as f64 / self.handled.max(1) as f64
+    }
+
+    /// Their rate and commits as a row's figures, with `errors`.
+    fn measured(&self, errors: u64) -> Measured {
+        Measured {
+            per_commit: Some(self.per_commit),
+            ..Measured::rate_only(self.rate(), errors)
+        }
+    }
+}
+
+/// Starts `builder`'s runtime and runs its workers in a task of their own.
+async fn start_running(
+    builder: solid_objects::Builder,
+) -> Result<
+    (
+        Runtime,
+        tokio::task::JoinHandle<Result<(), solid_objects::Error>>,
+    ),
+    Failed,
+> {
+    let runtime = builder.start().await?;
+    let running = run_workers(&runtime);
+    Ok((runtime, running))
+}
+
+/// Runs the workers of `runtime` in a task of their own, until its shutdown.
+fn run_workers(runtime: &Runtime) -> tokio::task::JoinHandle<Result<(), solid_objects::Error>> {
+    let runtime = runtime.clone();
+    tokio::spawn(async move { runtime.run().await })
+}
+
+/// Shuts `runtime` down, its turns given 5 s, and waits for the task `running` its workers.
+async fn shut_down(
+    runtime: &Runtime,
+    running: tokio::task::JoinHandle<Result<(), solid_objects::Error>>,
+) -> Outcome {
+    runtime.shutdown_with_deadline(Duration::from_secs(5)).await;
+    running.await??;
+    Ok(())
 }
 
 /// How long `work_off` waits for a handler to run before it gives up.
@@ -1698,10 +1742,7 @@ async fn work_off(builder: solid_objects::Builder, expected: u64) -> Result<Work
     let before = runtime.stats();
     let first = HANDLED.load(Ordering::Relaxed);
     let started = Instant::now();
-    let running = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
+    let running = run_workers(&runtime);
     let (mut seen, mut progressed) = (first, Instant::now());
     while seen < first + expected && progressed.elapsed() < STALL {
         tokio::time::sleep(Duration::from_millis(1)).await;
@@ -1711,8 +1752,7 @@ async fn work_off(builder: solid_objects::Builder, expected: u64) -> Result<Work
         }
     }
     let elapsed = started.elapsed();
-    runtime.shutdown_with_deadline(Duration::from_secs(5)).await;
-    running.await??;
+    shut_down(&runtime, running).await?;
     let after = runtime.stats();
     runtime.close().await;
     let commits = after.commits.saturating_sub(before.commits).max(1);
@@ -1764,26 +1804,17 @@ async fn large_state_rows(postgres: Option<&str>, mysql: Option<&str>) -> Outcom
 
 /// The bytes written per call by rows 1 to 5 and the MySQL rows.
 fn print_written(written: &[Written]) {
-    println!(
-        "\nwritten per call: SQLite, WAL frames (pages) appended, counted over {} calls after \
+    let heading = format!(
+        "written per call: SQLite, WAL frames (pages) appended, counted over {} calls after \
          the timed run; PostgreSQL, bytes of the server's WAL position; MySQL, bytes of \
          InnoDB's redo log sequence number",
         WINDOWS * WINDOW_CALLS
     );
-    println!(
-        "{:<40} {:>9} {:>9} {:>7} {:>7}",
-        "workload", "framework", "raw", "ratio", "target"
-    );
-    for line in written {
-        println!(
-            "{:<40} {:>9.2} {:>9.2} {:>6.2}x {:>7}",
-            line.workload,
-            line.framework,
-            line.raw,
-            line.framework / line.raw,
-            line.target
-        );
-    }
+    let lines = written.iter().map(|line| {
+        let note = String::new();
+        (&*line.workload, line.framework, line.raw, line.target, note)
+    });
+    print_against_raw(&heading, lines);
 }
 
 /// The round trips per call of the call rows, framework against raw.
@@ -1791,27 +1822,40 @@ fn print_round_trips(trips: &[RoundTrips]) {
     if trips.is_empty() {
         return;
     }
-    println!(
-        "\nround trips per call: SQLite, statements handed to sqlx's worker thread (the \
+    let heading = format!(
+        "round trips per call: SQLite, statements handed to sqlx's worker thread (the \
          runtime's counted statements, a turn's BEGIN or SAVEPOINT travelling with its lock, \
          and a COMMIT per commit; raw: BEGIN, SELECT, upsert, log row, COMMIT); PostgreSQL and \
          MySQL, round trips through a counting proxy over {} calls after the timed run (pool \
          checks included); statements: the runtime's, BEGIN and COMMIT included",
         WINDOWS * WINDOW_CALLS
     );
+    let lines = trips.iter().map(|line| {
+        let note = format!("  {}", line.note);
+        (&*line.workload, line.framework, line.raw, line.target, note)
+    });
+    print_against_raw(&heading, lines);
+}
+
+/// Prints `heading` after a blank line, then a line per workload: the framework's figure,
+/// raw's, their ratio, the target, and the line's note.
+fn print_against_raw<'a>(
+    heading: &str,
+    lines: impl IntoIterator<Item = (&'a str, f64, f64, &'a str, String)>,
+) {
+    println!("\n{heading}");
     println!(
         "{:<40} {:>9} {:>9} {:>7} {:>7}",
         "workload", "framework", "raw", "ratio", "target"
     );
-    for line in trips {
+    for (workload, framework, raw, target, note) in lines {
         println!(
-            "{:<40} {:>9.2} {:>9.2} {:>6.2}x {:>7}  {}",
-            line.workload,
-            line.framework,
-            line.raw,
-            line.framework / line.raw,
-            line.target,
-            line.note
+            "{:<40} {:>9.2} {:>9.2} {:>6.2}x {:>7}{note}",
+            workload,
+            framework,
+            raw,
+            framework / raw,
+            target
         );
     }
 }
@@ -1824,7 +1868,26 @@ enum Backend<'a> {
     MySql(&'a str),
 }
 
-impl Backend<'_> {
+impl<'a> Backend<'a> {
+    /// The SQLite file at `sqlite`, PostgreSQL (listening, and without listening too when
+    /// `polling_too`) and MySQL, those that are given, in that order.
+    fn all(
+        sqlite: Option<&'a std::path::Path>,
+        postgres: Option<&'a str>,
+        mysql: Option<&'a str>,
+        polling_too: bool,
+    ) -> Vec<Self> {
+        let mut backends: Vec<Self> = sqlite.map(Self::Sqlite).into_iter().collect();
+        if let Some(url) = postgres {
+            backends.push(Self::Postgres { url, listen: true });
+            if polling_too {
+                backends.push(Self::Postgres { url, listen: false });
+            }
+        }
+        backends.extend(mysql.map(Self::MySql));
+        backends
+    }
+
     fn builder(self) -> solid_objects::Builder {
         let builder = match self {
             Self::Sqlite(path) => Runtime::builder().sqlite(path),
@@ -1867,14 +1930,7 @@ async fn wake_up_rows(postgres: Option<&str>, mysql: Option<&str>) -> Outcome {
     );
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("wake.db");
-    let mut backends = vec![Backend::Sqlite(&path)];
-    if let Some(url) = postgres {
-        backends.push(Backend::Postgres { url, listen: true });
-        backends.push(Backend::Postgres { url, listen: false });
-    }
-    if let Some(url) = mysql {
-        backends.push(Backend::MySql(url));
-    }
+    let backends = Backend::all(Some(&path), postgres, mysql, true);
     for backend in backends {
         let mut latencies = wake_up(backend, samples).await?;
         latencies.sort();
@@ -1949,13 +2005,7 @@ static FINISHED_CHAINS: AtomicU64 = AtomicU64::new(0);
 /// then on two runtimes (pools of their own, nothing shared in memory, so each learns of
 /// the other's commits through the database only) that send half each.
 async fn chain_rows(postgres: Option<&str>, mysql: Option<&str>) -> Outcome {
-    let mut servers = Vec::new();
-    if let Some(url) = postgres {
-        servers.push(Backend::Postgres { url, listen: true });
-    }
-    if let Some(url) = mysql {
-        servers.push(Backend::MySql(url));
-    }
+    let servers = Backend::all(None, postgres, mysql, false);
     if servers.is_empty() {
         return Ok(());
     }
@@ -1986,18 +2036,15 @@ async fn chain_rows(postgres: Option<&str>, mysql: Option<&str>) -> Outcome {
 async fn chains(backend: Backend<'_>, runtimes: u64) -> Result<Duration, Failed> {
     let mut started = Vec::new();
     for _ in 0..runtimes {
-        let runtime = backend
-            .builder()
-            .workers(2)
-            .actor::<Entry>()
-            .actor::<Hub>()
-            .actor::<Finish>()
-            .start()
-            .await?;
-        let running = tokio::spawn({
-            let runtime = runtime.clone();
-            async move { runtime.run().await }
-        });
+        let (runtime, running) = start_running(
+            backend
+                .builder()
+                .workers(2)
+                .actor::<Entry>()
+                .actor::<Hub>()
+                .actor::<Finish>(),
+        )
+        .await?;
         started.push((runtime, running));
     }
     let run = RUN.fetch_add(1, Ordering::AcqRel);
@@ -2028,8 +2075,7 @@ async fn chains(backend: Backend<'_>, runtimes: u64) -> Result<Duration, Failed>
     }
     let took = began.elapsed();
     for (runtime, running) in started {
-        runtime.shutdown_with_deadline(Duration::from_secs(5)).await;
-        running.await??;
+        shut_down(&runtime, running).await?;
         runtime.close().await;
     }
     Ok(took)
@@ -2043,16 +2089,7 @@ static RUN: AtomicU64 = AtomicU64::new(0);
 async fn wake_up(backend: Backend<'_>, samples: usize) -> Result<Vec<Duration>, Failed> {
     let (started, mut starts) = tokio::sync::mpsc::unbounded_channel();
     *STARTED.lock().unwrap_or_else(PoisonError::into_inner) = Some(started);
-    let workers = backend
-        .builder()
-        .actor::<Stamp>()
-        .workers(4)
-        .start()
-        .await?;
-    let running = tokio::spawn({
-        let workers = workers.clone();
-        async move { workers.run().await }
-    });
+    let (workers, running) = start_running(backend.builder().actor::<Stamp>().workers(4)).await?;
     let sender = backend.builder().start().await?;
     let stamp = sender.reference::<Stamp>("wake-up");
     let mut gaps = Gaps(0x9e37_79b9_7f4a_7c15);
@@ -2067,8 +2104,7 @@ async fn wake_up(backend: Backend<'_>, samples: usize) -> Result<Vec<Duration>, 
             latencies.push(handled.saturating_duration_since(committed));
         }
     }
-    workers.shutdown_with_deadline(Duration::from_secs(5)).await;
-    running.await??;
+    shut_down(&workers, running).await?;
     workers.close().await;
     sender.close().await;
     Ok(latencies)
@@ -2109,24 +2145,10 @@ async fn idle_rows(postgres: Option<&str>, mysql: Option<&str>) -> Outcome {
     println!("{:<44} {:>12} {:>12}", "backend", "CPU", "queries/s");
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("idle.db");
-    let mut backends = vec![Backend::Sqlite(&path)];
-    if let Some(url) = postgres {
-        backends.push(Backend::Postgres { url, listen: true });
-    }
-    if let Some(url) = mysql {
-        backends.push(Backend::MySql(url));
-    }
+    let backends = Backend::all(Some(&path), postgres, mysql, false);
     for backend in backends {
-        let runtime = backend
-            .builder()
-            .actor::<Counter>()
-            .workers(4)
-            .start()
-            .await?;
-        let running = tokio::spawn({
-            let runtime = runtime.clone();
-            async move { runtime.run().await }
-        });
+        let (runtime, running) =
+            start_running(backend.builder().actor::<Counter>().workers(4)).await?;
         let settle = match backend {
             Backend::MySql(_) => 12,
             _ => 2,
@@ -2144,8 +2166,7 @@ async fn idle_rows(postgres: Option<&str>, mysql: Option<&str>) -> Outcome {
             }
             _ => "-".to_owned(),
         };
-        runtime.shutdown_with_deadline(Duration::from_secs(5)).await;
-        running.await??;
+        shut_down(&runtime, running).await?;
         runtime.close().await;
         let (name, target) = match backend {
             Backend::Sqlite(_) => ("SQLite", ""),

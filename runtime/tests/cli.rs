@@ -8,6 +8,9 @@
 #[path = "../../tests/support/postgres.rs"]
 #[allow(unreachable_pub, dead_code)]
 mod postgres;
+#[path = "../../tests/support/servers.rs"]
+#[allow(unreachable_pub, dead_code)]
+mod servers;
 
 use std::process::Output;
 use std::time::{Duration, Instant};
@@ -15,6 +18,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::{Effect, Error};
+use sqlx::sqlite::SqliteConnectOptions;
 
 /// What the desk asks for after its turn.
 #[derive(Serialize, Deserialize)]
@@ -116,6 +120,57 @@ async fn application(builder: solid_objects::Builder) -> Runtime {
         .fail("gateway down".to_owned())
         .await;
     assert!(dead.is_err());
+    runtime
+}
+
+/// What the binary on `url` with `args` printed, which must succeed.
+async fn printed(url: &str, args: &[&str]) -> String {
+    let output = cli(url, args).await;
+    assert_eq!(output.status.code(), Some(0), "{args:?}");
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// The URL of the SQLite file at `path`, which the [`application`] left behind, closed.
+async fn application_file(path: &std::path::Path) -> String {
+    application(Runtime::builder().sqlite(path))
+        .await
+        .close()
+        .await;
+    format!("sqlite://{}", path.display())
+}
+
+/// Each command that lists the dead effects of the desk `id` on the database at `url`
+/// (`effects --status dead`, `inspect Desk <id>`), and what it printed.
+async fn dead_effect_listings<'a>(url: &str, id: &'a str) -> Vec<(Vec<&'a str>, String)> {
+    let mut listings = Vec::new();
+    for args in [
+        vec!["effects", "--status", "dead"],
+        vec!["inspect", "Desk", id],
+    ] {
+        let text = printed(url, &args).await;
+        listings.push((args, text));
+    }
+    listings
+}
+
+/// A runtime on the SQLite file `path` whose desk `id` emitted a notification for `desk`,
+/// which died at its first attempt with `error`.
+async fn with_a_dead_notification(
+    path: &std::path::Path,
+    id: &str,
+    desk: String,
+    error: &'static str,
+) -> Runtime {
+    let runtime = Runtime::builder()
+        .sqlite(path)
+        .policy(AllowAll)
+        .actor::<Desk>()
+        .effect(move |_: Notify, _| async move { Err::<(), _>(Failure::permanent(error)) })
+        .start()
+        .await
+        .unwrap();
+    runtime.reference::<Desk>(id).notify(desk).await.unwrap();
+    assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
     runtime
 }
 
@@ -385,32 +440,30 @@ async fn refused(url: &str, args: &[&str], why: &str) {
 
 /// The names of the tables in the SQLite file at `path`, read without writing.
 async fn tables(path: &std::path::Path) -> Vec<String> {
-    use sqlx::Connection;
-    let options = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(path)
-        .read_only(true);
-    let mut connection = sqlx::SqliteConnection::connect_with(&options)
-        .await
-        .unwrap();
+    let mut connection = own_connection(path, |options| options.read_only(true)).await;
     let names = sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table'")
         .fetch_all(&mut connection)
         .await
         .unwrap();
-    connection.close().await.unwrap();
+    sqlx::Connection::close(connection).await.unwrap();
     names
 }
 
 /// Runs `sql` on the SQLite file at `path`.
 async fn execute_sql(path: &std::path::Path, sql: &str) {
-    use sqlx::Connection;
-    let options = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(path)
-        .create_if_missing(true);
-    let mut connection = sqlx::SqliteConnection::connect_with(&options)
-        .await
-        .unwrap();
+    let mut connection = own_connection(path, |options| options.create_if_missing(true)).await;
     sqlx::raw_sql(sql).execute(&mut connection).await.unwrap();
-    connection.close().await.unwrap();
+    sqlx::Connection::close(connection).await.unwrap();
+}
+
+/// A connection of the test's own to the SQLite file at `path`, with the options `with`
+/// sets.
+async fn own_connection(
+    path: &std::path::Path,
+    with: impl FnOnce(SqliteConnectOptions) -> SqliteConnectOptions,
+) -> sqlx::SqliteConnection {
+    let options = with(SqliteConnectOptions::new().filename(path));
+    sqlx::Connection::connect_with(&options).await.unwrap()
 }
 
 /// Whether the SQLite file at `path` has a `-wal` or `-shm` file beside it.
@@ -464,17 +517,13 @@ async fn the_cli_writes_nothing_to_a_database_that_is_not_this_builds() {
 
     // A database a newer build migrated.
     let newer = dir.path().join("newer.db");
-    application(Runtime::builder().sqlite(&newer))
-        .await
-        .close()
-        .await;
+    let newer_url = application_file(&newer).await;
     execute_sql(
         &newer,
         "INSERT INTO solid_schema_migrations (version, description, applied_at)
          VALUES (999, 'from a newer build', datetime('now'))",
     )
     .await;
-    let newer_url = format!("sqlite://{}", newer.display());
     for args in commands {
         refused(&newer_url, args, "newer than this build").await;
     }
@@ -500,10 +549,7 @@ async fn the_cli_writes_nothing_to_a_database_that_is_not_this_builds() {
     // A database as the build before migration 7 (administration) left it: only `migrate`
     // upgrades it.
     let older = dir.path().join("older.db");
-    application(Runtime::builder().sqlite(&older))
-        .await
-        .close()
-        .await;
+    let older_url = application_file(&older).await;
     execute_sql(
         &older,
         "DROP INDEX solid_messages_dead;
@@ -512,7 +558,6 @@ async fn the_cli_writes_nothing_to_a_database_that_is_not_this_builds() {
          DELETE FROM solid_schema_migrations WHERE version = 7",
     )
     .await;
-    let older_url = format!("sqlite://{}", older.display());
     for args in commands {
         refused(&older_url, args, "older than this build").await;
     }
@@ -537,28 +582,12 @@ async fn the_cli_writes_nothing_to_a_database_that_is_not_this_builds() {
 async fn a_dead_effects_hostile_arguments_are_listed_escaped_and_capped() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("actors.db");
-    let runtime = Runtime::builder()
-        .sqlite(&path)
-        .policy(AllowAll)
-        .actor::<Desk>()
-        .effect(|_: Notify, _| async { Err::<(), _>(Failure::permanent("mail server down")) })
-        .start()
-        .await
-        .unwrap();
     let hostile = format!("\u{1b}[2J\u{1b}]0;pwned\u{7}\n{}", "x".repeat(10_000));
-    let desk = runtime.reference::<Desk>("d3");
-    desk.notify(hostile).await.unwrap();
-    assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
+    let runtime = with_a_dead_notification(&path, "d3", hostile, "mail server down").await;
     runtime.close().await;
     let url = format!("sqlite://{}", path.display());
 
-    for args in [
-        &["effects", "--status", "dead"][..],
-        &["inspect", "Desk", "d3"],
-    ] {
-        let output = cli(&url, args).await;
-        assert_eq!(output.status.code(), Some(0), "{args:?}");
-        let text = String::from_utf8(output.stdout).unwrap();
+    for (args, text) in dead_effect_listings(&url, "d3").await {
         assert!(
             !text.contains('\u{1b}'),
             "{args:?}: no terminal escape reaches the screen"
@@ -596,29 +625,15 @@ async fn a_dead_letters_and_a_dead_effects_hostile_errors_are_listed_escaped() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("actors.db");
     let hostile = "\u{1b}[2J\u{1b}]0;pwned\u{7}\nforged\trow";
-    let runtime = Runtime::builder()
-        .sqlite(&path)
-        .policy(AllowAll)
-        .actor::<Desk>()
-        .effect(move |_: Notify, _| async move { Err::<(), _>(Failure::permanent(hostile)) })
-        .start()
-        .await
-        .unwrap();
+    let runtime = with_a_dead_notification(&path, "d4", "d4".to_owned(), hostile).await;
     let desk = runtime.reference::<Desk>("d4");
-    desk.notify("d4".to_owned()).await.unwrap();
-    assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
     desk.fail(hostile.to_owned()).await.unwrap_err();
     runtime.close().await;
     let url = format!("sqlite://{}", path.display());
 
-    for args in [
-        &["dead-letters"][..],
-        &["effects", "--status", "dead"],
-        &["inspect", "Desk", "d4"],
-    ] {
-        let output = cli(&url, args).await;
-        assert_eq!(output.status.code(), Some(0), "{args:?}");
-        let text = String::from_utf8(output.stdout).unwrap();
+    let mut listings = dead_effect_listings(&url, "d4").await;
+    listings.push((vec!["dead-letters"], printed(&url, &["dead-letters"]).await));
+    for (args, text) in listings {
         assert!(
             text.contains("pwned"),
             "{args:?}: the error is listed: {text}"
@@ -642,29 +657,12 @@ async fn a_dead_letters_and_a_dead_effects_hostile_errors_are_listed_escaped() {
 async fn a_dead_effects_arguments_with_c1_controls_are_listed_escaped() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("actors.db");
-    let runtime = Runtime::builder()
-        .sqlite(&path)
-        .policy(AllowAll)
-        .actor::<Desk>()
-        .effect(|_: Notify, _| async { Err::<(), _>(Failure::permanent("mail server down")) })
-        .start()
-        .await
-        .unwrap();
-    let desk = runtime.reference::<Desk>("d5");
-    desk.notify("\u{9b}2J\u{9b}31mred\u{7f}\u{85}".to_owned())
-        .await
-        .unwrap();
-    assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
+    let controls = "\u{9b}2J\u{9b}31mred\u{7f}\u{85}".to_owned();
+    let runtime = with_a_dead_notification(&path, "d5", controls, "mail server down").await;
     runtime.close().await;
     let url = format!("sqlite://{}", path.display());
 
-    for args in [
-        &["effects", "--status", "dead"][..],
-        &["inspect", "Desk", "d5"],
-    ] {
-        let output = cli(&url, args).await;
-        assert_eq!(output.status.code(), Some(0), "{args:?}");
-        let text = String::from_utf8(output.stdout).unwrap();
+    for (args, text) in dead_effect_listings(&url, "d5").await {
         assert!(
             text.contains("31mred"),
             "{args:?}: the arguments are listed: {text}"
@@ -683,40 +681,16 @@ async fn a_dead_effects_arguments_with_c1_controls_are_listed_escaped() {
 #[tokio::test]
 async fn output_into_a_closed_pipe_ends_quietly() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("actors.db");
-    application(Runtime::builder().sqlite(&path))
-        .await
-        .close()
-        .await;
-    let url = format!("sqlite://{}", path.display());
+    let url = application_file(&dir.path().join("actors.db")).await;
     for args in [
         &["dead-letters", "--json"][..],
         &["status"],
         &["inspect", "Desk", "d1"],
     ] {
         // As `| head -1` leaves it once it has its line: nobody reads the pipe.
-        let writer = closed_pipe();
-        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_solid-objects"))
-            .arg("--database-url")
-            .arg(&url)
-            .args(args)
-            .stdout(writer)
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap()
-            .wait_with_output()
-            .await
-            .unwrap();
-        assert_eq!(
-            String::from_utf8_lossy(&output.stderr),
-            "",
-            "{args:?} ends quietly"
-        );
-        assert_eq!(
-            output.status.code(),
-            Some(0),
-            "{args:?}: the command's own code"
-        );
+        let (code, stderr) = into_a_closed_pipe(&url, args).await;
+        assert_eq!(stderr, "", "{args:?} ends quietly");
+        assert_eq!(code, Some(0), "{args:?}: the command's own code");
     }
 }
 
@@ -802,12 +776,7 @@ async fn into_a_closed_pipe(url: &str, args: &[&str]) -> (Option<i32>, String) {
 #[tokio::test]
 async fn every_command_that_prints_ends_quietly_into_a_closed_pipe() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("actors.db");
-    application(Runtime::builder().sqlite(&path))
-        .await
-        .close()
-        .await;
-    let url = format!("sqlite://{}", path.display());
+    let url = application_file(&dir.path().join("actors.db")).await;
     let commands: [&[&str]; 12] = [
         &["status"],
         &["actors"],

@@ -9,8 +9,11 @@
 
 use std::time::Duration;
 
+use crate::support::actors::Ledger;
 use crate::support::browser::Browser;
+use crate::support::charts::{noon, Station};
 use crate::support::eventually;
+use crate::support::workers::run_workers;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, StatusCode};
@@ -88,11 +91,17 @@ fn app(runtime: &Runtime, anonymous: bool) -> Router {
     dashboard::mount(Router::new(), "/ops", dashboard)
 }
 
+/// A runtime of tills on a SQLite file in `dir`, under the operators' policy.
 async fn runtime(dir: &tempfile::TempDir) -> Runtime {
+    runtime_of::<Till>(dir).await
+}
+
+/// A runtime of `A`s on a SQLite file in `dir`, under the operators' policy.
+async fn runtime_of<A: solid_objects::Actor>(dir: &tempfile::TempDir) -> Runtime {
     Runtime::builder()
         .sqlite(dir.path().join("actors.db"))
         .policy(Operators)
-        .actor::<Till>()
+        .actor::<A>()
         .start()
         .await
         .unwrap()
@@ -126,10 +135,14 @@ async fn send(app: Router, request: Request<Body>) -> (StatusCode, Option<String
         .headers()
         .get(header::LOCATION)
         .map(|location| location.to_str().unwrap().to_owned());
-    let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+    let body = axum::body::to_bytes(response.into_body(), 1 << 22)
         .await
         .unwrap();
-    (status, location, String::from_utf8(body.to_vec()).unwrap())
+    (
+        status,
+        location,
+        String::from_utf8_lossy(&body).into_owned(),
+    )
 }
 
 /// Sends `request` to `app`; returns the status and the response's headers.
@@ -729,10 +742,7 @@ async fn in_a_browser_a_dead_letter_is_retried_with_its_button_and_seen_complete
     let dir = tempfile::tempdir().unwrap();
     let runtime = runtime(&dir).await;
     let letter = dead_letter(&runtime, "t-7").await;
-    let workers = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
+    let workers = run_workers(&runtime);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let app = app(&runtime, false);
@@ -752,13 +762,7 @@ async fn in_a_browser_a_dead_letter_is_retried_with_its_button_and_seen_complete
         .await
         .unwrap();
     let retry = format!("form[action='/ops/dead-letters/{letter}/retry'] button");
-    client
-        .find(Locator::Css(&retry))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser.click(Locator::Css(&retry)).await;
     // The button leads to the retried message's page, which refreshes itself until it ran.
     let completed = eventually(Duration::from_secs(20), || async {
         match client.find(Locator::Id("status")).await {
@@ -870,10 +874,7 @@ async fn in_a_browser_under_a_nested_mount_every_link_and_button_works_and_no_fr
     let from_message = dead_letter(&runtime, "t-2").await;
     let from_list = dead_letter(&runtime, "t-3").await;
     dead_letter(&runtime, "t-4").await;
-    let workers = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
+    let workers = run_workers(&runtime);
     // The dashboard two routers down (at /admin/ops), next to a page of the application's
     // own that tries to show it in a frame.
     let framing = "<!DOCTYPE html><title>framing</title><iframe src=\"/admin/ops\"></iframe>";
@@ -1076,62 +1077,31 @@ async fn in_a_browser_the_link_to_an_actor_whose_id_is_a_dot_segment_leads_to_th
     runtime.close().await;
 }
 
-#[actor]
-#[derive(Default, Debug, PartialEq)]
-struct Counter {
-    value: u64,
-}
-
-#[actor]
-impl Counter {
-    #[command]
-    fn add(&mut self, n: u64) -> u64 {
-        self.value += n;
-        self.value
-    }
-
-    #[command]
-    fn close(&mut self, turn: &mut Turn<Self>) {
-        turn.destroy();
-    }
-
-    #[command]
-    fn fail(&mut self) -> Result<u64, Failure> {
-        Err(Failure::permanent("<script>alert(1)</script>"))
-    }
-}
-
-fn counter_app(runtime: &Runtime) -> Router {
+/// The dashboard nested at `/ops` behind `as_ana` (without `dashboard::mount`).
+fn ledger_app(runtime: &Runtime) -> Router {
     Router::new().nest(
         "/ops",
         dashboard::router(runtime.clone()).layer(axum::middleware::from_fn(as_ana)),
     )
 }
 
-async fn counter_runtime(dir: &tempfile::TempDir) -> Runtime {
-    Runtime::builder()
-        .sqlite(dir.path().join("actors.db"))
-        .policy(Operators)
-        .actor::<Counter>()
-        .start()
-        .await
-        .unwrap()
+/// Sends `request` to `app`; returns the status and the body.
+async fn status_and_body(app: Router, request: Request<Body>) -> (StatusCode, String) {
+    let (status, _, body) = send(app, request).await;
+    (status, body)
 }
 
-async fn status_and_body(app: Router, request: Request<Body>) -> (StatusCode, String) {
-    let response = app.oneshot(request).await.unwrap();
-    let status = response.status();
-    let body = axum::body::to_bytes(response.into_body(), 1 << 22)
-        .await
-        .unwrap();
-    (status, String::from_utf8_lossy(&body).into_owned())
+/// A page's text from its heading on, 300 characters at most, for a failure's message.
+fn heading_on(page: &str) -> String {
+    let from_heading = page.split("<h1>").nth(1).unwrap_or(page);
+    from_heading.chars().take(300).collect()
 }
 
 #[tokio::test]
 async fn cross_site_posts_are_refused_in_every_origin_variant() {
     let dir = tempfile::tempdir().unwrap();
-    let runtime = counter_runtime(&dir).await;
-    runtime.reference::<Counter>("c").add(1).await.unwrap();
+    let runtime = runtime_of::<Ledger>(&dir).await;
+    runtime.reference::<Ledger>("c").record("x").await.unwrap();
     let variants: Vec<Vec<(&str, &str)>> = vec![
         vec![("origin", "null")],
         vec![
@@ -1151,16 +1121,16 @@ async fn cross_site_posts_are_refused_in_every_origin_variant() {
         vec![("sec-fetch-site", "CROSS-SITE")],
     ];
     for headers in variants {
-        let mut request = Request::post("/ops/actors/Counter/c/pause");
+        let mut request = Request::post("/ops/actors/Ledger/c/pause");
         for (name, value) in &headers {
             request = request.header(*name, *value);
         }
         let (status, body) =
-            status_and_body(counter_app(&runtime), request.body(Body::empty()).unwrap()).await;
+            status_and_body(ledger_app(&runtime), request.body(Body::empty()).unwrap()).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{headers:?}: {body}");
     }
     let admin = runtime.admin().context(json!({ "operator": "auditor" }));
-    let details = admin.inspect("Counter", "c").await.unwrap().unwrap();
+    let details = admin.inspect("Ledger", "c").await.unwrap().unwrap();
     assert_eq!(details.summary.paused_at, None);
     runtime.close().await;
 }
@@ -1168,17 +1138,17 @@ async fn cross_site_posts_are_refused_in_every_origin_variant() {
 #[tokio::test]
 async fn bad_ids_are_client_errors_and_escaped() {
     let dir = tempfile::tempdir().unwrap();
-    let runtime = counter_runtime(&dir).await;
-    let counter = runtime.reference::<Counter>("c");
-    counter.add(1).await.unwrap();
+    let runtime = runtime_of::<Ledger>(&dir).await;
+    let ledger = runtime.reference::<Ledger>("c");
+    ledger.record("x").await.unwrap();
     let long = "y".repeat(20_000);
     for uri in [
-        "/ops/actors/Counter/a%00b".to_owned(),
-        format!("/ops/actors/Counter/{long}"),
+        "/ops/actors/Ledger/a%00b".to_owned(),
+        format!("/ops/actors/Ledger/{long}"),
         "/ops/actors/%3Cscript%3Ealert(1)%3C%2Fscript%3E/x".to_owned(),
-        "/ops/actors/Counter/..%2F..%2Fetc".to_owned(),
+        "/ops/actors/Ledger/..%2F..%2Fetc".to_owned(),
     ] {
-        let (status, body) = status_and_body(counter_app(&runtime), get(&uri)).await;
+        let (status, body) = status_and_body(ledger_app(&runtime), get(&uri)).await;
         assert!(
             status != StatusCode::INTERNAL_SERVER_ERROR,
             "{uri}: {status} {body}"
@@ -1187,11 +1157,11 @@ async fn bad_ids_are_client_errors_and_escaped() {
     }
     // A pause of a too-long id or a NUL id.
     for id in ["a%00b".to_owned(), long.clone()] {
-        let request = Request::post(format!("/ops/actors/Counter/{id}/pause"))
+        let request = Request::post(format!("/ops/actors/Ledger/{id}/pause"))
             .header("sec-fetch-site", "same-origin")
             .body(Body::empty())
             .unwrap();
-        let (status, body) = status_and_body(counter_app(&runtime), request).await;
+        let (status, body) = status_and_body(ledger_app(&runtime), request).await;
         assert!(
             status.is_client_error(),
             "pause {}: {status} {body}",
@@ -1199,8 +1169,11 @@ async fn bad_ids_are_client_errors_and_escaped() {
         );
     }
     // A failure text with markup, on the dead letters page and the message page.
-    counter.fail().await.unwrap_err();
-    let (status, body) = status_and_body(counter_app(&runtime), get("/ops/dead-letters")).await;
+    ledger
+        .fragile("<script>alert(1)</script>")
+        .await
+        .unwrap_err();
+    let (status, body) = status_and_body(ledger_app(&runtime), get("/ops/dead-letters")).await;
     assert_eq!(status, StatusCode::OK);
     assert!(!body.contains("<script>"), "{body}");
     runtime.close().await;
@@ -1213,29 +1186,26 @@ fn same_origin_post(uri: &str) -> Request<Body> {
         .unwrap()
 }
 
+/// Posts to `uri` of the ledgers' dashboard as its own buttons do; returns the status and
+/// the page's text from its heading on.
+async fn posted_from_the_dashboard(runtime: &Runtime, uri: &str) -> (StatusCode, String) {
+    let (status, body) = status_and_body(ledger_app(runtime), same_origin_post(uri)).await;
+    (status, heading_on(&body))
+}
+
 /// The retry button posted for a message that is not a dead letter (a completed one: an old
 /// page, a crafted form) is the operator's mistake, a 4xx page saying why; the dashboard
 /// answers 500 "internal error" and logs it as a server failure.
 #[tokio::test]
 async fn a_retry_of_a_completed_message_is_a_client_error_not_a_500() {
     let dir = tempfile::tempdir().unwrap();
-    let runtime = counter_runtime(&dir).await;
-    runtime.reference::<Counter>("c").add(1).await.unwrap();
+    let runtime = runtime_of::<Ledger>(&dir).await;
+    runtime.reference::<Ledger>("c").record("x").await.unwrap();
     let admin = runtime.admin().context(json!({ "operator": "auditor" }));
-    let details = admin.inspect("Counter", "c").await.unwrap().unwrap();
+    let details = admin.inspect("Ledger", "c").await.unwrap().unwrap();
     let completed = details.recent_messages.first().expect("the add").message_id;
-    let (status, body) = status_and_body(
-        counter_app(&runtime),
-        same_origin_post(&format!("/ops/dead-letters/{completed}/retry")),
-    )
-    .await;
-    let shown = body
-        .split("<h1>")
-        .nth(1)
-        .unwrap_or(&body)
-        .chars()
-        .take(300)
-        .collect::<String>();
+    let (status, shown) =
+        posted_from_the_dashboard(&runtime, &format!("/ops/dead-letters/{completed}/retry")).await;
     assert!(
         status.is_client_error(),
         "retry of completed #{completed}: {status}: {shown}"
@@ -1247,19 +1217,9 @@ async fn a_retry_of_a_completed_message_is_a_client_error_not_a_500() {
 #[tokio::test]
 async fn a_retry_of_an_unknown_message_is_not_found_not_a_500() {
     let dir = tempfile::tempdir().unwrap();
-    let runtime = counter_runtime(&dir).await;
-    let (status, body) = status_and_body(
-        counter_app(&runtime),
-        same_origin_post("/ops/dead-letters/999999/retry"),
-    )
-    .await;
-    let shown = body
-        .split("<h1>")
-        .nth(1)
-        .unwrap_or(&body)
-        .chars()
-        .take(300)
-        .collect::<String>();
+    let runtime = runtime_of::<Ledger>(&dir).await;
+    let (status, shown) =
+        posted_from_the_dashboard(&runtime, "/ops/dead-letters/999999/retry").await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{shown}");
     runtime.close().await;
 }
@@ -1268,19 +1228,8 @@ async fn a_retry_of_an_unknown_message_is_not_found_not_a_500() {
 #[tokio::test]
 async fn a_pause_of_an_unknown_actor_type_is_a_client_error() {
     let dir = tempfile::tempdir().unwrap();
-    let runtime = counter_runtime(&dir).await;
-    let (status, body) = status_and_body(
-        counter_app(&runtime),
-        same_origin_post("/ops/actors/Nope/x/pause"),
-    )
-    .await;
-    let shown = body
-        .split("<h1>")
-        .nth(1)
-        .unwrap_or(&body)
-        .chars()
-        .take(300)
-        .collect::<String>();
+    let runtime = runtime_of::<Ledger>(&dir).await;
+    let (status, shown) = posted_from_the_dashboard(&runtime, "/ops/actors/Nope/x/pause").await;
     assert!(
         status.is_client_error() || status.is_redirection(),
         "{status}: {shown}"
@@ -1288,51 +1237,11 @@ async fn a_pause_of_an_unknown_actor_type_is_a_client_error() {
     runtime.close().await;
 }
 
-/// A job that runs, or fails for a while (three attempts, then a dead letter), and rings.
-#[actor(max_attempts = 3)]
-#[derive(Default)]
-struct Job {
-    runs: u32,
-    rings: u32,
-}
-
-#[actor]
-impl Job {
-    #[command]
-    fn run(&mut self) -> u32 {
-        self.runs += 1;
-        self.runs
-    }
-
-    #[command]
-    fn jam(&mut self) -> Result<(), Failure> {
-        Err(Failure::retryable("the printer is out of paper"))
-    }
-
-    /// Schedules a ring at `at` (seconds since the epoch).
-    #[command]
-    fn plan(&mut self, turn: &mut Turn<Self>, at: i64) {
-        let due = DateTime::from_timestamp(at, 0).expect("a time");
-        turn.schedule(due, at.to_string()).ring();
-    }
-
-    #[reminder]
-    fn ring(&mut self) {
-        self.rings += 1;
-    }
-}
-
-/// Noon on a Monday, and `minute:second` after it.
-fn noon(minute: i64, second: i64) -> DateTime<Utc> {
-    let noon: DateTime<Utc> = "2026-03-02T12:00:00Z".parse().expect("a time");
-    noon + TimeDelta::minutes(minute) + TimeDelta::seconds(second)
-}
-
 /// The hour of known work the charts are checked against, minute by minute from noon: each
 /// minute `m` has `8 + (m % 3 == 0)` completed turns (500 in the hour: four reminders
-/// planned in minute 0 and rung in minute 20 among them), and ten jobs jammed in minutes 40
-/// to 49 fail once a minute, three times each (30 failed attempts), and end as dead letters
-/// (10) two minutes after they were enqueued. The rings were due at 12:19:30, 12:20:00,
+/// planned in minute 0 and rung in minute 20 among them), and ten stations that stumble in
+/// minutes 40 to 49 fail once a minute, three times each (30 failed attempts), and end as
+/// dead letters (10) two minutes after they were enqueued. The rings were due at 12:19:30, 12:20:00,
 /// 12:20:04 and 12:20:09 and ring at 12:20:10: 40, 10, 6 and 1 s late.
 struct KnownHour;
 
@@ -1357,7 +1266,7 @@ impl KnownHour {
         i64::from(Self::JAMMED.contains(&(minute - 2)))
     }
 
-    /// Jobs waiting for their next attempt at the end of the minute.
+    /// Stations waiting for their next attempt at the end of the minute.
     fn ready(minute: i64) -> i64 {
         Self::JAMMED
             .filter(|jammed| (*jammed..jammed + 2).contains(&minute))
@@ -1372,8 +1281,8 @@ impl KnownHour {
             let mut turns = Self::completed(minute);
             if minute == 0 {
                 for ring in Self::rings() {
-                    let job = runtime.reference::<Job>("planner");
-                    job.plan(ring.timestamp()).await.unwrap();
+                    let station = runtime.reference::<Station>("planner");
+                    station.plan(ring.timestamp()).await.unwrap();
                     turns -= 1;
                 }
             }
@@ -1381,12 +1290,12 @@ impl KnownHour {
                 turns -= 4;
             }
             for turn in 0..turns {
-                let job = runtime.reference::<Job>(&format!("job-{}", turn % 4));
-                job.run().await.unwrap();
+                let station = runtime.reference::<Station>(&format!("job-{}", turn % 4));
+                station.work().await.unwrap();
             }
             if Self::JAMMED.contains(&minute) {
-                let job = runtime.reference::<Job>(&format!("jammed-{minute}"));
-                job.enqueue().jam().await.unwrap();
+                let station = runtime.reference::<Station>(&format!("jammed-{minute}"));
+                station.enqueue().stumble().await.unwrap();
             }
             testing.run_due_reminders().await.unwrap();
         }
@@ -1427,8 +1336,12 @@ async fn in_a_browser_the_overview_charts_an_hour_of_known_work_point_by_point()
         .sqlite(dir.path().join("actors.db"))
         .policy(Operators)
         .clock(clock.clone())
-        .retry(solid_objects::RetryPolicy::new().base_delay(Duration::from_secs(1)))
-        .actor::<Job>()
+        .retry(
+            solid_objects::RetryPolicy::new()
+                .base_delay(Duration::from_secs(1))
+                .max_attempts(3),
+        )
+        .actor::<Station>()
         .start()
         .await
         .unwrap();
@@ -1495,13 +1408,7 @@ async fn in_a_browser_the_overview_charts_an_hour_of_known_work_point_by_point()
     browser.screenshot("dashboard-charts").await;
 
     // The day, a point per half hour, through its link.
-    client
-        .find(Locator::LinkText("24 hours"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser.click(Locator::LinkText("24 hours")).await;
     title_of_overview(client).await;
     assert!(client
         .current_url()
@@ -1517,9 +1424,9 @@ async fn in_a_browser_the_overview_charts_an_hour_of_known_work_point_by_point()
     assert_eq!(half_hour("dead", "12:30"), Some(10));
     assert_eq!(day.len(), 4 * 48);
 
-    // A jammed job's own page: its three failed attempts, and its death.
+    // A jammed station's own page: its three failed attempts, and its death.
     client
-        .goto(&format!("http://{address}/ops/actors/Job/jammed-45"))
+        .goto(&format!("http://{address}/ops/actors/Station/jammed-45"))
         .await
         .unwrap();
     let turns = chart_points(&client.source().await.unwrap(), "turns");

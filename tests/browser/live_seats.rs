@@ -70,23 +70,14 @@ async fn the_page_shows_seats_left_drop_within_a_second_of_a_hold_elsewhere() {
     );
 
     // The page's own button: hold seat 0, then confirm it.
-    client
-        .find(Locator::Css("#seats button[title='seat 0: free']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser
+        .click(Locator::Css("#seats button[title='seat 0: free']"))
+        .await;
     assert!(shows_left(client, SEATS - 3, Duration::from_secs(5)).await);
     browser.screenshot("live-seats").await;
-    client
-        .wait()
-        .for_element(Locator::Css("#holds button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser
+        .click_once_shown(Locator::Css("#holds button"))
+        .await;
     let sold = eventually(Duration::from_secs(5), || async {
         text(client, "status").await.as_deref() == Some("Seat 0 is yours.")
     })

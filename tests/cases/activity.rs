@@ -11,144 +11,28 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use solid_objects::admin::{
     Activity, ActivityPoint, ActorActivity, DeadLetterFilter, EffectFilter, Window,
 };
 use solid_objects::prelude::*;
-use solid_objects::{Effect, RetryPolicy};
+use solid_objects::RetryPolicy;
+use support::actors::Noted;
+use support::charts::{noon, Station, SLOW_TURN};
 use support::Harness;
 
-/// A parcel to post once the turn that asked for it commits.
-#[derive(Serialize, Deserialize)]
-struct Post {
-    parcel: String,
-}
-
-impl Effect for Post {
-    const NAME: &'static str = "post";
-    type Output = ();
-}
-
-/// A station that works, refuses, stumbles for good (two attempts), posts and rings.
-#[actor(max_attempts = 2)]
-#[derive(Default)]
-struct Station {
-    worked: u32,
-    rings: u32,
-    fixed: bool,
-}
-
-#[actor]
-impl Station {
-    #[command]
-    fn work(&mut self) -> u32 {
-        self.worked += 1;
-        self.worked
-    }
-
-    #[command]
-    fn refuse(&mut self) -> Result<(), Rejection> {
-        Err(reject!(closed, "The station is closed"))
-    }
-
-    #[command]
-    fn stumble(&mut self) -> Result<(), Failure> {
-        Err(Failure::retryable("the floor is wet"))
-    }
-
-    #[command]
-    fn post(&mut self, turn: &mut Turn<Self>, parcel: String) {
-        turn.emit(Post { parcel });
-    }
-
-    /// Schedules a ring at `at` (seconds since the epoch).
-    #[command]
-    fn plan(&mut self, turn: &mut Turn<Self>, at: i64) {
-        let due = DateTime::from_timestamp(at, 0).expect("a time");
-        turn.schedule(due, at.to_string()).ring();
-    }
-
-    #[reminder]
-    fn ring(&mut self) {
-        self.rings += 1;
-    }
-
-    /// Schedules a chime at `at` (seconds since the epoch): it fails for good until fixed.
-    #[command]
-    fn plan_chime(&mut self, turn: &mut Turn<Self>, at: i64) {
-        let due = DateTime::from_timestamp(at, 0).expect("a time");
-        turn.schedule(due, at.to_string()).chime();
-    }
-
-    #[reminder]
-    fn chime(&mut self) -> Result<(), Failure> {
-        match self.fixed {
-            true => Ok(()),
-            false => Err(Failure::permanent("the bell is cracked")),
-        }
-    }
-
-    #[command]
-    fn fix(&mut self) {
-        self.fixed = true;
-    }
-
-    /// Destroys the station.
-    #[command]
-    fn shut(&mut self, turn: &mut Turn<Self>) {
-        turn.destroy();
-    }
-
-    /// Schedules the station's one bell, under the key `bell`, for `at` (seconds since the
-    /// epoch): replacing the one scheduled before.
-    #[command]
-    fn set_bell(&mut self, turn: &mut Turn<Self>, at: i64) {
-        let due = DateTime::from_timestamp(at, 0).expect("a time");
-        turn.schedule(due, "bell").ring();
-    }
-
-    /// Rings every five minutes from now on (a missed ring is made up by the latest one).
-    #[command]
-    fn ring_every_five_minutes(&mut self, turn: &mut Turn<Self>) {
-        turn.schedule_every(TimeDelta::minutes(5), "five").ring();
-    }
-
-    /// Works once the gate lets it through: a turn whose handler takes its time.
-    #[command]
-    async fn work_slowly(&mut self) -> u32 {
-        SLOW_TURN.started.notify_one();
-        SLOW_TURN.go_on.notified().await;
-        self.worked += 1;
-        self.worked
-    }
-}
-
-/// The gate of `Station::work_slowly`: it says when its handler started, and waits to be let
-/// through.
-struct Gate {
-    started: tokio::sync::Notify,
-    go_on: tokio::sync::Notify,
-}
-
-static SLOW_TURN: Gate = Gate {
-    started: tokio::sync::Notify::const_new(),
-    go_on: tokio::sync::Notify::const_new(),
-};
-
-/// Noon on a Monday, and `minute:second` after it.
-fn noon(minute: i64, second: i64) -> DateTime<Utc> {
-    let noon: DateTime<Utc> = "2026-03-02T12:00:00Z".parse().expect("a time");
-    noon + TimeDelta::minutes(minute) + TimeDelta::seconds(second)
-}
-
+/// A runtime on the harness's database of stations, whose turns have two attempts, the
+/// second a second after the first failed.
 async fn runtime(harness: &Harness) -> Runtime {
     harness
         .builder()
         .await
         .actor::<Station>()
-        .effect(|_: Post, _| async { Ok(()) })
-        .retry(RetryPolicy::new().base_delay(Duration::from_secs(1)))
+        .effect(|_: Noted, _| async { Ok(()) })
+        .retry(
+            RetryPolicy::new()
+                .base_delay(Duration::from_secs(1))
+                .max_attempts(2),
+        )
         .start()
         .await
         .expect("starts")
@@ -156,12 +40,7 @@ async fn runtime(harness: &Harness) -> Runtime {
 
 /// The five minutes from noon of a window's points, each picked by `pick`.
 fn from_noon<T>(activity: &Activity, pick: impl Fn(&ActivityPoint) -> T) -> Vec<T> {
-    let first = activity
-        .points
-        .iter()
-        .position(|point| point.at == noon(0, 0))
-        .expect("noon is in the window");
-    activity.points[first..first + 5].iter().map(pick).collect()
+    minutes_from_noon(activity, 5, pick)
 }
 
 #[tokio::test]
@@ -407,7 +286,7 @@ async fn an_effect_retried_after_it_died_was_not_pending_while_it_lay_dead() {
         .builder()
         .await
         .actor::<Station>()
-        .effect(move |_: Post, _| {
+        .effect(move |_: Noted, _| {
             let up = up.load(Ordering::SeqCst);
             async move {
                 match up {
@@ -419,14 +298,11 @@ async fn an_effect_retried_after_it_died_was_not_pending_while_it_lay_dead() {
         .start()
         .await
         .expect("starts");
+    let station = |id: &str| runtime.reference::<Station>(id);
     let testing = runtime.testing();
     // A parcel emitted at 12:00:10 dies at 12:00:20; an operator retries it at 12:05:10, and
     // it is posted at 12:06:10.
-    runtime
-        .reference::<Station>("s1")
-        .post("p-1".to_owned())
-        .await
-        .unwrap();
+    station("s1").post("p-1".to_owned()).await.unwrap();
     harness.clock.set(noon(0, 20));
     assert_eq!(testing.run_effects().await.unwrap(), 1);
     let admin = runtime.admin();
@@ -455,19 +331,11 @@ async fn what_waits_now_is_counted_now_after_the_clock_stepped_back() {
     let harness = Harness::new();
     harness.clock.set(noon(5, 10));
     let runtime = runtime(&harness).await;
+    let station = |id: &str| runtime.reference::<Station>(id);
     // Enqueued at 12:05:10, and a parcel emitted then; the clock then steps back two minutes
     // (a host's clock corrected), and both still wait.
-    runtime
-        .reference::<Station>("s1")
-        .enqueue()
-        .work()
-        .await
-        .unwrap();
-    runtime
-        .reference::<Station>("s2")
-        .post("p-1".to_owned())
-        .await
-        .unwrap();
+    station("s1").enqueue().work().await.unwrap();
+    station("s2").post("p-1".to_owned()).await.unwrap();
     harness.clock.set(noon(3, 10));
     let admin = runtime.admin();
     let status = admin.status().await.unwrap();
@@ -495,15 +363,12 @@ async fn a_reminder_is_never_early_when_the_clock_stepped_back_before_its_turn()
     let harness = Harness::new();
     harness.clock.set(noon(0, 10));
     let runtime = runtime(&harness).await;
+    let station = |id: &str| runtime.reference::<Station>(id);
     let admin = runtime.admin();
     let testing = runtime.testing();
     // A ring due at 12:05 fires at 12:05:10 while its station is paused; the clock then steps
     // back two minutes, the station is resumed, and the ring's turn ends at 12:03:10.
-    runtime
-        .reference::<Station>("s1")
-        .plan(noon(5, 0).timestamp())
-        .await
-        .unwrap();
+    station("s1").plan(noon(5, 0).timestamp()).await.unwrap();
     assert!(admin.pause("Station", "s1").await.unwrap());
     harness.clock.set(noon(5, 10));
     let fired = testing.run_due_reminders().await.unwrap();
@@ -582,7 +447,7 @@ async fn folding_the_minutes_that_ended_into_the_tallies_changes_no_figure() {
         .builder()
         .await
         .actor::<Station>()
-        .effect(move |_: Post, _| {
+        .effect(move |_: Noted, _| {
             let up = up.load(Ordering::SeqCst);
             async move {
                 match up {
@@ -693,6 +558,7 @@ async fn a_window_in_which_nothing_happened_is_idle_not_a_flat_line_of_zeros() {
     let harness = Harness::new();
     harness.clock.set(noon(0, 10));
     let runtime = runtime(&harness).await;
+    let station = |id: &str| runtime.reference::<Station>(id);
     let admin = runtime.admin();
     let empty = admin.activity(Window::Hour).await.unwrap();
     assert!(empty.is_idle(), "{empty:?}");
@@ -709,12 +575,7 @@ async fn a_window_in_which_nothing_happened_is_idle_not_a_flat_line_of_zeros() {
         .unwrap();
     assert!(actor.is_idle());
     // A message that waits is not idle, however long it waits.
-    runtime
-        .reference::<Station>("s2")
-        .enqueue()
-        .work()
-        .await
-        .unwrap();
+    station("s2").enqueue().work().await.unwrap();
     harness.clock.set(noon(240, 10));
     let waiting = admin.activity(Window::FifteenMinutes).await.unwrap();
     assert!(!waiting.is_idle());
@@ -876,7 +737,11 @@ async fn a_dead_letter_kept_past_the_retention_of_finished_messages_stays_in_the
         .await
         .actor::<Station>()
         .limits(solid_objects::Limits::new().retention(Duration::from_secs(3600)))
-        .retry(RetryPolicy::new().base_delay(Duration::from_secs(1)))
+        .retry(
+            RetryPolicy::new()
+                .base_delay(Duration::from_secs(1))
+                .max_attempts(2),
+        )
         .start()
         .await
         .expect("starts");

@@ -12,118 +12,23 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use solid_objects::admin::{
     ActorFilter, DeadLetterFilter, EffectFilter, EffectStatus, ReminderFilter,
     SHOWN_ARGUMENTS_CHARS,
 };
 use solid_objects::policy::{AdminAction, AdminRequest, Denied, Policy, Request};
 use solid_objects::prelude::*;
-use solid_objects::{Effect, Limits};
+use solid_objects::Limits;
+use support::desk::{Desk, Notify};
+use support::policies::CallersOnly;
+use support::workers::{fire_due_reminders, run_workers};
 use support::{Backend, Harness};
 
-/// A reminder to ring later.
-#[derive(Serialize, Deserialize)]
-struct Notify {
-    desk: String,
-}
+/// An application's policy: its callers may call and read every actor, and administration
+/// is decided by the function it holds.
+struct Administered(fn(&AdminRequest<'_>) -> Result<(), Denied>);
 
-impl Effect for Notify {
-    const NAME: &'static str = "notify";
-    type Output = ();
-}
-
-/// A desk that counts, rings reminders, notifies, and breaks on demand.
-#[actor]
-#[derive(Default)]
-struct Desk {
-    total: i64,
-    rings: u32,
-    broken: bool,
-}
-
-#[actor]
-impl Desk {
-    #[command]
-    fn add(&mut self, n: i64) -> i64 {
-        self.total += n;
-        self.total
-    }
-
-    /// Schedules a ring in `minutes` and emits a notification.
-    #[command]
-    fn plan(&mut self, turn: &mut Turn<Self>, minutes: i64) {
-        turn.schedule(turn.now() + TimeDelta::minutes(minutes), "ring")
-            .ring();
-        turn.emit(Notify {
-            desk: turn.actor_id().to_owned(),
-        });
-    }
-
-    /// Emits a notification for `desk`, whatever text it is.
-    #[command]
-    fn notify(&mut self, turn: &mut Turn<Self>, desk: String) {
-        turn.emit(Notify { desk });
-    }
-
-    #[command]
-    fn set_broken(&mut self, broken: bool) {
-        self.broken = broken;
-    }
-
-    /// Fails for good while the desk is broken, with `why` as the error.
-    #[command]
-    fn fragile(&mut self, why: String) -> Result<i64, Failure> {
-        if self.broken {
-            return Err(Failure::permanent(why));
-        }
-        self.total += 1;
-        Ok(self.total)
-    }
-
-    /// Fails and retries (backoff) while the desk is broken.
-    #[command]
-    fn flaky(&mut self) -> Result<(), Failure> {
-        if self.broken {
-            return Err(Failure::retryable("the printer is jammed"));
-        }
-        Ok(())
-    }
-
-    #[reminder]
-    fn ring(&mut self) {
-        self.rings += 1;
-    }
-
-    #[query]
-    fn total(&self) -> i64 {
-        self.total
-    }
-
-    #[query]
-    fn rings(&self) -> u32 {
-        self.rings
-    }
-}
-
-/// An application's policy: its callers may call actors; it says nothing of
-/// administration, which is therefore denied.
-struct Application;
-
-impl Policy for Application {
-    fn authorize_message(&self, _request: &Request<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-
-    fn authorize_query(&self, _request: &Request<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-}
-
-/// The application's policy with operators: administration for a context naming one.
-struct WithOperators;
-
-impl Policy for WithOperators {
+impl Policy for Administered {
     fn authorize_message(&self, _request: &Request<'_>) -> Result<(), Denied> {
         Ok(())
     }
@@ -133,14 +38,19 @@ impl Policy for WithOperators {
     }
 
     fn authorize_administration(&self, request: &AdminRequest<'_>) -> Result<(), Denied> {
-        let operator = request.context.and_then(|context| context.get("operator"));
-        match (operator, request.action) {
-            (Some(_), _) => Ok(()),
-            (None, AdminAction::Status) => Ok(()),
-            (None, _) => Err(Denied::new("operators only")),
-        }
+        (self.0)(request)
     }
 }
+
+/// The application's policy with operators: administration for a context naming one.
+const WITH_OPERATORS: Administered = Administered(|request| {
+    let operator = request.context.and_then(|context| context.get("operator"));
+    match (operator, request.action) {
+        (Some(_), _) => Ok(()),
+        (None, AdminAction::Status) => Ok(()),
+        (None, _) => Err(Denied::new("operators only")),
+    }
+});
 
 /// The harness's database on the binary's backend, and the clock of the runtimes on it.
 struct Setup {
@@ -175,6 +85,11 @@ impl Setup {
 
     fn backend(&self) -> Backend {
         self.harness.backend()
+    }
+
+    /// A pool of the test's own on the database, outside the runtime.
+    async fn pool(&self) -> sqlx::AnyPool {
+        support::connect(&self.harness).await
     }
 }
 
@@ -245,7 +160,7 @@ async fn denied_by_default_and_audited(setup: Setup) {
         "{error}"
     );
     unconfigured.close().await;
-    let application = setup.runtime(Application).await;
+    let application = setup.runtime(CallersOnly).await;
     let admin = application.admin().context(json!({ "user": "mallory" }));
     let error = admin.pause("Desk", "d1").await.unwrap_err();
     let Error::AdministrationDenied { reason, .. } = &error else {
@@ -259,7 +174,7 @@ async fn denied_by_default_and_audited(setup: Setup) {
     application.close().await;
 
     // Nothing was paused; the operator's runtime reads the log: every refusal is there.
-    let operators = setup.runtime(WithOperators).await;
+    let operators = setup.runtime(WITH_OPERATORS).await;
     operators
         .reference::<Desk>("d1")
         .add(1)
@@ -325,15 +240,14 @@ async fn denied_by_default_and_audited(setup: Setup) {
 }
 
 async fn list_and_inspect(setup: Setup) {
-    let runtime = setup.runtime(WithOperators).await;
+    let runtime = setup.runtime(WITH_OPERATORS).await;
     for id in ["alpha-1", "alpha-2", "beta-1"] {
         runtime.reference::<Desk>(id).add(2).await.unwrap();
     }
     runtime.reference::<Desk>("alpha-1").plan(30).await.unwrap();
     // An actor with only a message, enqueued for later, and one whose head keeps failing.
-    runtime
-        .reference::<Desk>("gamma-1")
-        .enqueue()
+    let desk = runtime.reference::<Desk>("gamma-1");
+    desk.enqueue()
         .delay(Duration::from_secs(3600))
         .add(5)
         .await
@@ -451,7 +365,7 @@ async fn list_and_inspect(setup: Setup) {
 /// pauses the actor: the call stops waiting, and says its message is queued (calling again
 /// after the resume would add twice).
 async fn paused_while_a_call_waits(setup: Setup) {
-    let runtime = setup.runtime(WithOperators).await;
+    let runtime = setup.runtime(WITH_OPERATORS).await;
     let admin = runtime.admin().context(ana());
     let desk = runtime.reference::<Desk>("d1");
     desk.set_broken(true).await.unwrap();
@@ -507,7 +421,7 @@ async fn paused_while_a_call_waits(setup: Setup) {
 }
 
 async fn pause_and_resume(setup: Setup) {
-    let runtime = setup.runtime(WithOperators).await;
+    let runtime = setup.runtime(WITH_OPERATORS).await;
     let desk = runtime.reference::<Desk>("d1");
     desk.add(1).await.unwrap();
     desk.plan(5).await.unwrap();
@@ -533,15 +447,7 @@ async fn pause_and_resume(setup: Setup) {
     d2.enqueue().add(3).await.unwrap();
     setup.clock.advance(Duration::from_secs(600));
     // Fires d1's reminder into its mailbox, then runs what it can: d2 only.
-    assert_eq!(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-        1
-    );
+    assert_eq!(fire_due_reminders(&runtime).await, 1);
     assert_eq!(d2.total().await.unwrap(), 3);
     assert_eq!(runtime.testing().drain().await.unwrap().turns, 0);
     let d1 = admin.inspect("Desk", "d1").await.unwrap().unwrap();
@@ -572,7 +478,7 @@ async fn pause_and_resume(setup: Setup) {
 }
 
 async fn dead_letters_and_redrive(setup: Setup) {
-    let runtime = setup.runtime(WithOperators).await;
+    let runtime = setup.runtime(WITH_OPERATORS).await;
     let desks = [
         runtime.reference::<Desk>("d1"),
         runtime.reference::<Desk>("d2"),
@@ -672,7 +578,7 @@ async fn hostile_dead_arguments(setup: Setup) {
     let runtime = setup
         .builder()
         .await
-        .policy(WithOperators)
+        .policy(WITH_OPERATORS)
         .effect(|_: Notify, _| async {
             Err::<(), _>(Failure::permanent("the mail server is down"))
         })
@@ -722,7 +628,7 @@ async fn prune_preview_then_execute(setup: Setup) {
         .builder()
         .await
         .limits(limits)
-        .policy(WithOperators)
+        .policy(WITH_OPERATORS)
         .start()
         .await
         .unwrap();
@@ -767,7 +673,7 @@ async fn dead_effects_and_retry(setup: Setup) {
     let runtime = setup
         .builder()
         .await
-        .policy(WithOperators)
+        .policy(WITH_OPERATORS)
         .effect(move |_: Notify, _| {
             let up = up.load(Ordering::SeqCst);
             async move {
@@ -837,7 +743,7 @@ async fn dead_effects_and_retry(setup: Setup) {
 }
 
 async fn doctor(setup: Setup) {
-    let runtime = setup.runtime(WithOperators).await;
+    let runtime = setup.runtime(WITH_OPERATORS).await;
     let report = runtime.admin().context(ana()).doctor().await.unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     assert_eq!(
@@ -894,7 +800,7 @@ async fn doctor(setup: Setup) {
 /// The overview's counts, busiest mailboxes, last hour and reminder lateness; one message by
 /// id; an actor's recent messages, newest first.
 async fn overview_and_messages(setup: Setup) {
-    let runtime = setup.runtime(WithOperators).await;
+    let runtime = setup.runtime(WITH_OPERATORS).await;
     let admin = runtime.admin().context(ana());
     let start = setup.clock.now();
     let desk = runtime.reference::<Desk>("d-1");
@@ -977,72 +883,8 @@ async fn overview_and_messages(setup: Setup) {
     runtime.close().await;
 }
 
-/// A tally that counts and breaks on demand.
-#[actor]
-#[derive(Default)]
-struct Tally {
-    total: i64,
-    broken: bool,
-}
-
-#[actor]
-impl Tally {
-    #[command]
-    fn add(&mut self, n: i64) -> i64 {
-        self.total += n;
-        self.total
-    }
-
-    #[command]
-    fn set_broken(&mut self, broken: bool) {
-        self.broken = broken;
-    }
-
-    /// Fails for good while the desk is broken.
-    #[command]
-    fn fragile(&mut self, why: String) -> Result<i64, Failure> {
-        if self.broken {
-            return Err(Failure::permanent(why));
-        }
-        self.total += 1;
-        Ok(self.total)
-    }
-
-    #[query]
-    fn total(&self) -> i64 {
-        self.total
-    }
-}
-
-/// Everything allowed, administration included.
-struct Operators;
-
-impl Policy for Operators {
-    fn authorize_message(&self, _request: &Request<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-    fn authorize_query(&self, _request: &Request<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-    fn authorize_administration(&self, _request: &AdminRequest<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-}
-
 /// A policy whose administration check panics.
-struct Panicking;
-
-impl Policy for Panicking {
-    fn authorize_message(&self, _request: &Request<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-    fn authorize_query(&self, _request: &Request<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-    fn authorize_administration(&self, _request: &AdminRequest<'_>) -> Result<(), Denied> {
-        panic!("the policy's directory lookup failed");
-    }
-}
+const PANICKING: Administered = Administered(|_| panic!("the policy's directory lookup failed"));
 
 /// Polls the inner future at most `left` times, then drops it where it stands (as a
 /// `tokio::time::timeout`, a `select!` or a disconnected HTTP client would).
@@ -1073,41 +915,6 @@ fn poll_limit<F: Future>(left: usize, inner: F) -> PollLimit<F> {
     }
 }
 
-/// The database of one case, on the binary's backend, with [`Tally`] and the operators' policy.
-struct Database {
-    harness: Harness,
-}
-
-impl Database {
-    /// A fresh database on the binary's backend.
-    fn new() -> Self {
-        Self {
-            harness: Harness::new(),
-        }
-    }
-
-    /// A builder on the database with the harness's clock, [`Operators`] and [`Tally`].
-    async fn builder(&self) -> solid_objects::Builder {
-        self.harness
-            .store()
-            .await
-            .clock(self.harness.clock.clone())
-            .policy(Operators)
-            .actor::<Tally>()
-            .sync_timeout(Duration::from_secs(30))
-    }
-
-    /// A runtime from [`Database::builder`].
-    async fn runtime(&self) -> Runtime {
-        self.builder().await.start().await.unwrap()
-    }
-
-    /// A pool of the test's own on the database, outside the runtime.
-    async fn pool(&self) -> sqlx::AnyPool {
-        support::connect(&self.harness).await
-    }
-}
-
 /// One number read by the test's own pool.
 async fn scalar(pool: &sqlx::AnyPool, sql: &str) -> i64 {
     sqlx::query_scalar(sql)
@@ -1121,11 +928,11 @@ async fn scalar(pool: &sqlx::AnyPool, sql: &str) -> i64 {
 /// after its change committed must not leave the change without its audit row.
 #[tokio::test]
 async fn a_dropped_retry_never_leaves_a_retried_dead_letter_without_its_audit_row() {
-    let db = Database::new();
-    let runtime = db.runtime().await;
-    let pool = db.pool().await;
+    let setup = Setup::new();
+    let runtime = setup.runtime(AllowAll).await;
+    let pool = setup.pool().await;
     let admin = runtime.admin().context(ana());
-    let desk = runtime.reference::<Tally>("d1");
+    let desk = runtime.reference::<Desk>("d1");
     desk.set_broken(true).await.unwrap();
     let mut unaudited = Vec::new();
     for polls in 1..=40 {
@@ -1167,13 +974,13 @@ async fn a_dropped_retry_never_leaves_a_retried_dead_letter_without_its_audit_ro
 /// call dropped before it acted).
 #[tokio::test]
 async fn a_dropped_pause_is_paused_and_audited_or_neither() {
-    let db = Database::new();
-    let runtime = db.runtime().await;
-    let pool = db.pool().await;
+    let setup = Setup::new();
+    let runtime = setup.runtime(AllowAll).await;
+    let pool = setup.pool().await;
     let admin = runtime.admin().context(ana());
     for polls in 1..=30 {
         let id = format!("p{polls}");
-        let _ = poll_limit(polls, admin.pause("Tally", &id)).await;
+        let _ = poll_limit(polls, admin.pause("Desk", &id)).await;
         let paused = scalar(
             &pool,
             &format!(
@@ -1186,7 +993,7 @@ async fn a_dropped_pause_is_paused_and_audited_or_neither() {
             &pool,
             &format!(
                 "SELECT COUNT(*) FROM solid_admin_events WHERE action = 'pause' \
-                 AND resource = 'Tally/{id}'"
+                 AND resource = 'Desk/{id}'"
             ),
         )
         .await;
@@ -1195,7 +1002,7 @@ async fn a_dropped_pause_is_paused_and_audited_or_neither() {
             "after {polls} polls: paused {paused}, rows {audited}"
         );
     }
-    assert_eq!(runtime.reference::<Tally>("x").add(2).await.unwrap(), 2);
+    assert_eq!(runtime.reference::<Desk>("x").add(2).await.unwrap(), 2);
 }
 
 /// Promise: any future may be dropped at any await and nothing is left behind. The
@@ -1203,9 +1010,9 @@ async fn a_dropped_pause_is_paused_and_audited_or_neither() {
 /// dropped half-way: it would show in every listing and `status` forever.
 #[tokio::test]
 async fn a_dropped_doctor_leaves_no_scratch_actor_behind() {
-    let db = Database::new();
-    let runtime = db.runtime().await;
-    let pool = db.pool().await;
+    let setup = Setup::new();
+    let runtime = setup.runtime(AllowAll).await;
+    let pool = setup.pool().await;
     let admin = runtime.admin().context(ana());
     let mut left_behind = Vec::new();
     for polls in 1..=40 {
@@ -1235,9 +1042,9 @@ async fn a_dropped_doctor_leaves_no_scratch_actor_behind() {
 /// type is bad input, as an empty or oversized id is.
 #[tokio::test]
 async fn pausing_an_empty_or_oversized_actor_type_is_refused_and_changes_nothing() {
-    let db = Database::new();
-    let runtime = db.runtime().await;
-    let pool = db.pool().await;
+    let setup = Setup::new();
+    let runtime = setup.runtime(AllowAll).await;
+    let pool = setup.pool().await;
     let admin = runtime.admin().context(ana());
     let empty = admin.pause("", "d1").await;
     let huge_type = "T".repeat(1 << 20);
@@ -1260,12 +1067,12 @@ async fn pausing_an_empty_or_oversized_actor_type_is_refused_and_changes_nothing
 /// audited (expected to hold).
 #[tokio::test]
 async fn a_panicking_policy_denies_and_the_denial_is_audited() {
-    let db = Database::new();
-    let runtime = db.builder().await.policy(Panicking).start().await.unwrap();
+    let setup = Setup::new();
+    let runtime = setup.runtime(PANICKING).await;
     let error = runtime
         .admin()
         .context(ana())
-        .pause("Tally", "d1")
+        .pause("Desk", "d1")
         .await
         .unwrap_err();
     assert!(
@@ -1273,7 +1080,7 @@ async fn a_panicking_policy_denies_and_the_denial_is_audited() {
         "{error}"
     );
     runtime.close().await;
-    let pool = db.pool().await;
+    let pool = setup.pool().await;
     let denied = scalar(
         &pool,
         "SELECT COUNT(*) FROM solid_admin_events WHERE action = 'pause' AND outcome = 'denied'",
@@ -1293,10 +1100,10 @@ async fn a_panicking_policy_denies_and_the_denial_is_audited() {
 /// redrive is still paging forward by id: it must not pick those up and send them again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_redrive_with_workers_running_retries_only_the_dead_letters_that_were_there() {
-    let db = Database::new();
-    let runtime = db.runtime().await;
+    let setup = Setup::new();
+    let runtime = setup.runtime(AllowAll).await;
     let desks: Vec<_> = (0..30)
-        .map(|i| runtime.reference::<Tally>(&format!("poison-{i}")))
+        .map(|i| runtime.reference::<Desk>(&format!("poison-{i}")))
         .collect();
     for desk in &desks {
         desk.set_broken(true).await.unwrap();
@@ -1313,22 +1120,19 @@ async fn a_redrive_with_workers_running_retries_only_the_dead_letters_that_were_
         .unwrap()
         .len();
     assert_eq!(before, 300);
-    let running = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
+    let running = run_workers(&runtime);
     let redriven = tokio::time::timeout(
         Duration::from_secs(20),
         admin.redrive(
             &DeadLetterFilter::new()
-                .actor_type("Tally")
+                .actor_type("Desk")
                 .operation("fragile"),
         ),
     )
     .await;
     runtime.shutdown();
     running.await.unwrap().unwrap();
-    let pool = db.pool().await;
+    let pool = setup.pool().await;
     let retried = scalar(
         &pool,
         "SELECT COUNT(*) FROM solid_messages WHERE retried_as > 0",

@@ -8,70 +8,14 @@ use std::time::Duration;
 use serde_json::json;
 use solid_objects::prelude::*;
 use solid_objects::{Limits, MessageStatus, MAX_ACTOR_ID_BYTES};
-use support::{count, execute, together, Backend, Harness};
-
-/// An actor that records entries and can be told to fail.
-#[actor]
-#[derive(Default)]
-struct Journal {
-    entries: Vec<String>,
-    pings: u32,
-}
-
-#[actor]
-impl Journal {
-    #[command]
-    fn record(&mut self, entry: String) -> usize {
-        self.entries.push(entry);
-        self.entries.len()
-    }
-
-    #[command]
-    fn record_then_panic(&mut self, turn: &mut Turn<Self>, entry: String) -> usize {
-        self.entries.push(entry);
-        turn.schedule(turn.now(), "never").ping();
-        panic!("the handler broke");
-    }
-
-    #[command]
-    fn ping_in(&mut self, turn: &mut Turn<Self>, minutes: i64) {
-        let at = turn.now() + TimeDelta::minutes(minutes);
-        turn.schedule(at, "ping").ping();
-    }
-
-    #[command]
-    fn cancel_ping(&mut self, turn: &mut Turn<Self>) {
-        turn.unschedule("ping").ping();
-    }
-
-    #[reminder]
-    fn ping(&mut self) -> u32 {
-        self.pings += 1;
-        self.pings
-    }
-
-    /// Refuses every call before the journal has an entry.
-    #[command]
-    fn amend(&mut self, entry: String) -> Result<usize, Rejection> {
-        if self.entries.is_empty() {
-            return Err(reject!(
-                nothing_to_amend,
-                "There is no entry to amend with {entry}"
-            ));
-        }
-        Ok(self.record(entry))
-    }
-
-    #[query]
-    fn entries(&self) -> Vec<String> {
-        self.entries.clone()
-    }
-
-    #[query]
-    fn entry_count_then_panic(&self) -> usize {
-        panic!("the query broke after {} entries", self.entries.len())
-    }
-}
+use support::fixtures::{
+    application_pool, on_application_pool, sqlite_harness, start_with_policy, started, started_on,
+};
+use support::journal::{Journal, JournalMessage, JournalQuery};
+use support::operator::dead_letters;
+use support::stored_rows::insert_ready_message;
+use support::workers::{answered, run_workers};
+use support::{count, execute, together, Harness};
 
 /// Another actor type that claims the same stored name.
 #[actor(name = "Journal")]
@@ -149,13 +93,7 @@ impl solid_objects::Policy for SignedIn {
 #[tokio::test]
 async fn a_policy_sees_the_operation_its_arguments_and_the_callers_context() {
     let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .policy(SignedIn)
-        .start()
-        .await
-        .unwrap();
+    let runtime = start_with_policy(&harness, SignedIn).await;
     let anonymous = runtime.reference::<Journal>("j-1");
     let ana = runtime
         .reference::<Journal>("j-1")
@@ -213,13 +151,7 @@ impl solid_objects::Policy for TypedJournalPolicy {
 #[tokio::test]
 async fn a_policy_can_match_calls_as_the_actors_typed_messages_and_queries() {
     let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .policy(TypedJournalPolicy)
-        .start()
-        .await
-        .unwrap();
+    let runtime = start_with_policy(&harness, TypedJournalPolicy).await;
     let journal = runtime.reference::<Journal>("j-1");
     assert_eq!(journal.record("allowed").await.unwrap(), 1);
     assert_eq!(journal.entries().await.unwrap(), ["allowed"]);
@@ -244,9 +176,7 @@ async fn a_policy_can_match_calls_as_the_actors_typed_messages_and_queries() {
 /// as the backend allows, in one transaction; a reminder the turn schedules is one more.
 #[tokio::test]
 async fn a_sync_command_on_a_warm_actor_is_one_transaction_of_few_statements() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("j-1");
+    let (harness, runtime, journal) = started_on::<Journal>("j-1").await;
     journal.record("warm-up").await.unwrap();
 
     let before = runtime.stats();
@@ -286,9 +216,7 @@ async fn a_sync_command_that_unschedules_a_reminder_is_one_statement_more() {
 
 #[tokio::test]
 async fn a_query_reads_in_order_and_leaves_no_message_row() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("j-1");
+    let (harness, runtime, journal) = started_on::<Journal>("j-1").await;
     journal.record("one").await.unwrap();
     let messages = count(&harness, "solid_messages").await;
 
@@ -300,9 +228,7 @@ async fn a_query_reads_in_order_and_leaves_no_message_row() {
 
 #[tokio::test]
 async fn a_panicking_query_fails_without_claiming_a_message_it_never_had() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("j-1");
+    let (harness, runtime, journal) = started_on::<Journal>("j-1").await;
     journal.record("one").await.unwrap();
     let messages = count(&harness, "solid_messages").await;
 
@@ -318,27 +244,14 @@ async fn a_panicking_query_fails_without_claiming_a_message_it_never_had() {
         !text.contains("dead letter"),
         "a query has no message: {text}"
     );
-    assert_eq!(
-        runtime
-            .admin()
-            .dead_letters(
-                &solid_objects::admin::DeadLetterFilter::new()
-                    .include_retried()
-                    .limit(10)
-            )
-            .await
-            .unwrap()
-            .len(),
-        0
-    );
+    assert_eq!(dead_letters(&runtime).await.len(), 0);
     assert_eq!(count(&harness, "solid_messages").await, messages);
     runtime.close().await;
 }
 
 #[tokio::test]
 async fn a_snapshot_of_an_unknown_actor_is_its_default_state_and_creates_nothing() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
 
     let state = runtime
         .reference::<Journal>("never-called")
@@ -357,8 +270,7 @@ async fn a_snapshot_of_an_unknown_actor_is_its_default_state_and_creates_nothing
 /// actor and rejected when it runs leaves no actor row either.
 #[tokio::test]
 async fn a_rejected_call_on_an_actor_that_never_existed_leaves_no_rows_but_its_keys() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
     let rejected = |answer: Result<usize, Error>| match answer {
         Err(Error::Rejected(rejection)) => rejection.code().to_owned(),
         other => panic!("the call should be rejected, got {other:?}"),
@@ -424,8 +336,7 @@ async fn a_rejected_call_on_an_actor_that_never_existed_leaves_no_rows_but_its_k
 
 #[tokio::test]
 async fn ids_must_be_non_empty_and_at_most_255_bytes_and_are_bound_as_parameters() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
 
     for bad in [String::new(), "x".repeat(MAX_ACTOR_ID_BYTES + 1)] {
         let result = runtime.reference::<Journal>(bad).record("x").await;
@@ -449,9 +360,7 @@ async fn ids_must_be_non_empty_and_at_most_255_bytes_and_are_bound_as_parameters
 
 #[tokio::test]
 async fn a_panicking_handler_keeps_none_of_its_changes_and_reports_the_failure() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("j-1");
+    let (harness, runtime, journal) = started_on::<Journal>("j-1").await;
     journal.record("before").await.unwrap();
 
     let failure = journal.record_then_panic("lost").await.unwrap_err();
@@ -475,9 +384,7 @@ async fn a_panicking_handler_keeps_none_of_its_changes_and_reports_the_failure()
 
 #[tokio::test]
 async fn a_call_behind_a_message_that_waits_for_a_retry_times_out_and_says_why() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("j-1");
+    let (_harness, runtime, journal) = started_on::<Journal>("j-1").await;
     journal.record_then_panic("lost").await.unwrap_err();
 
     let result = journal
@@ -518,9 +425,7 @@ async fn a_call_behind_a_message_that_waits_for_a_retry_times_out_and_says_why()
 
 #[tokio::test]
 async fn state_that_no_longer_deserialises_is_a_clear_error_and_changes_nothing() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("j-1");
+    let (harness, runtime, journal) = started_on::<Journal>("j-1").await;
     journal.record("one").await.unwrap();
     execute(
         &harness,
@@ -541,17 +446,9 @@ async fn state_that_no_longer_deserialises_is_a_clear_error_and_changes_nothing(
 
 #[tokio::test]
 async fn an_unknown_operation_in_a_stored_row_is_a_clear_error_and_is_left_alone() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("j-1");
+    let (harness, runtime, journal) = started_on::<Journal>("j-1").await;
     journal.record("one").await.unwrap();
-    execute(
-        &harness,
-        "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
-             request_id, status, available_at, created_at)
-         VALUES ('Journal', 'j-1', 'vanished', '{}', 'r-vanished', 'ready', 0, 0);",
-    )
-    .await;
+    insert_ready_message(&harness, "Journal", "j-1", "vanished", "{}", "r-vanished").await;
 
     let result = journal
         .clone()
@@ -584,20 +481,9 @@ async fn an_unknown_operation_in_a_stored_row_is_a_clear_error_and_is_left_alone
 
 #[tokio::test]
 async fn a_message_for_an_actor_type_the_runtime_does_not_know_stays_queued() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    runtime
-        .reference::<Journal>("j-1")
-        .record("one")
-        .await
-        .unwrap();
-    execute(
-        &harness,
-        "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
-             request_id, status, available_at, created_at)
-         VALUES ('Ghost', 'g-1', 'haunt', '{}', 'r-ghost', 'ready', 0, 0);",
-    )
-    .await;
+    let (harness, runtime, journal) = started_on::<Journal>("j-1").await;
+    journal.record("one").await.unwrap();
+    insert_ready_message(&harness, "Ghost", "g-1", "haunt", "{}", "r-ghost").await;
 
     assert_eq!(runtime.testing().drain().await.unwrap().turns, 0);
     assert_eq!(
@@ -609,13 +495,8 @@ async fn a_message_for_an_actor_type_the_runtime_does_not_know_stays_queued() {
 
 #[tokio::test]
 async fn two_actor_types_with_one_stored_name_are_refused() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    runtime
-        .reference::<Journal>("j-1")
-        .record("one")
-        .await
-        .unwrap();
+    let (_harness, runtime, journal) = started_on::<Journal>("j-1").await;
+    journal.record("one").await.unwrap();
 
     let result = runtime.reference::<Impostor>("j-1").touch().await;
 
@@ -662,8 +543,7 @@ async fn arguments_over_the_limit_are_refused_before_anything_is_written() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn different_actors_run_concurrently_and_each_keeps_its_own_order() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (_harness, runtime) = started().await;
 
     let lengths = together(40, |call| {
         let journal = runtime.reference::<Journal>(format!("j-{}", call % 4));
@@ -683,14 +563,9 @@ async fn different_actors_run_concurrently_and_each_keeps_its_own_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_fire_due_reminders_and_return_on_shutdown() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let journal = runtime.reference::<Journal>("j-1");
+    let (harness, runtime, journal) = started_on::<Journal>("j-1").await;
     journal.ping_in(10).await.unwrap();
-    let worker = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
+    let worker = run_workers(&runtime);
 
     harness.advance_minutes(10);
     let rung = tokio::time::timeout(Duration::from_secs(10), async {
@@ -711,31 +586,22 @@ async fn workers_fire_due_reminders_and_return_on_shutdown() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_leave_an_undecodable_mailbox_alone_and_serve_the_other_actors() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    runtime
-        .reference::<Journal>("broken")
-        .record("one")
-        .await
-        .unwrap();
-    execute(
+    let (harness, runtime, journal) = started_on::<Journal>("broken").await;
+    journal.record("one").await.unwrap();
+    insert_ready_message(
         &harness,
-        "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
-             request_id, status, available_at, created_at)
-         VALUES ('Journal', 'broken', 'vanished', '{}', 'r-vanished', 'ready', 0, 0);",
+        "Journal",
+        "broken",
+        "vanished",
+        "{}",
+        "r-vanished",
     )
     .await;
     let healthy = runtime.reference::<Journal>("healthy");
     let queued = healthy.enqueue().record("served").await.unwrap();
 
-    let worker = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
-    let served = support::eventually(Duration::from_secs(10), || async {
-        queued.result().await.unwrap().is_some()
-    })
-    .await;
+    let worker = run_workers(&runtime);
+    let served = answered(&queued, Duration::from_secs(10)).await;
     let entries = healthy.snapshot().await.unwrap().entries;
     runtime.shutdown();
     worker.await.unwrap().unwrap();
@@ -756,30 +622,12 @@ async fn workers_leave_an_undecodable_mailbox_alone_and_serve_the_other_actors()
 /// created in that database, and its turns and reads run on the pool's connections.
 #[tokio::test]
 async fn a_runtime_on_the_applications_own_sqlite_pool() {
-    let harness = Harness::new();
-    if !support::only_on(
-        &harness,
-        Backend::Sqlite,
-        "the application's own pool is a SQLite pool",
-    ) {
+    let Some(harness) = sqlite_harness("the application's own pool is a SQLite pool") else {
         return;
-    }
-    let options = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(harness.path())
-        .create_if_missing(true)
-        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal);
-    let pool = sqlx::sqlite::SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect_with(options)
-        .await
-        .unwrap();
-    let runtime = Runtime::builder()
-        .sqlite_pool(pool.clone())
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
-        .start()
-        .await
-        .unwrap();
+    };
+    let pool = application_pool(&harness, 1, None).await;
+    let builder = on_application_pool(&harness, pool.clone());
+    let runtime = builder.start().await.unwrap();
 
     let journal = runtime.reference::<Journal>("j-1");
     assert_eq!(journal.record("one").await.unwrap(), 1);
@@ -795,8 +643,7 @@ async fn a_runtime_on_the_applications_own_sqlite_pool() {
 
 #[tokio::test]
 async fn the_runtime_reads_its_own_clock_as_handlers_do() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
     assert_eq!(runtime.now(), harness.clock.now());
     harness.advance_minutes(90);
     assert_eq!(

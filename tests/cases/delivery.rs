@@ -7,117 +7,10 @@ use std::time::Duration;
 
 use solid_objects::prelude::*;
 use solid_objects::{MessageStatus, MAX_ACTOR_ID_BYTES};
+use support::fixtures::{started, started_on};
+use support::journal::{Journal, JournalMessage, JournalRef};
+use support::operator::{dead_letters, prune};
 use support::{count, execute, rejection_code, Harness};
-
-/// An actor whose operations fail on demand; `log` records what ran, in order.
-#[actor]
-#[derive(Default)]
-struct Worklog {
-    log: Vec<String>,
-    broken: bool,
-}
-
-#[actor]
-impl Worklog {
-    #[command]
-    fn record(&mut self, label: String) -> usize {
-        self.log.push(label);
-        self.log.len()
-    }
-
-    /// Fails on its first `failures` attempts.
-    #[command]
-    fn flaky(
-        &mut self,
-        turn: &mut Turn<Self>,
-        label: String,
-        failures: u32,
-    ) -> Result<usize, Failure> {
-        if turn.attempt() <= failures {
-            return Err(Failure::retryable(format!(
-                "attempt {} failed",
-                turn.attempt()
-            )));
-        }
-        Ok(self.record(label))
-    }
-
-    /// Fails while the log is broken.
-    #[command]
-    fn fragile(&mut self, label: String) -> Result<usize, Failure> {
-        if self.broken {
-            return Err(Failure::retryable("the log is broken"));
-        }
-        Ok(self.record(label))
-    }
-
-    #[command]
-    fn set_broken(&mut self, broken: bool) {
-        self.broken = broken;
-    }
-
-    #[command]
-    fn invalid(&mut self) -> Result<(), Failure> {
-        Err(Failure::permanent("this can never work"))
-    }
-
-    /// Rejects with a code made at run time, which `Rejection::new` checks.
-    #[command]
-    fn reject_with(&mut self, code: String) -> Result<(), TurnError> {
-        Err(Rejection::new(code, "Refused")?.into())
-    }
-
-    #[command]
-    async fn note_then_reject(
-        &mut self,
-        turn: &mut Turn<Self>,
-        label: String,
-    ) -> Result<(), TurnError> {
-        support::execute_in_turn(turn, "INSERT INTO notes (label) VALUES (?)", &[&label]).await?;
-        self.log.push(label);
-        Err(reject!(changed_my_mind, "The note is withdrawn").into())
-    }
-
-    /// Writes `label` in a transaction of the handler's own, begun on the turn's connection
-    /// and committed, then rejects if `reject`.
-    #[command]
-    async fn note_in_own_transaction(
-        &mut self,
-        turn: &mut Turn<Self>,
-        label: String,
-        reject: bool,
-    ) -> Result<(), TurnError> {
-        use sqlx::Connection;
-        const INSERT: &str = "INSERT INTO notes (label) VALUES (?)";
-        if turn.sqlite().await.is_ok() {
-            let mut own = turn.sqlite().await?.begin().await?;
-            sqlx::query(INSERT).bind(&label).execute(&mut *own).await?;
-            own.commit().await?;
-        } else if turn.postgres().await.is_ok() {
-            let mut own = turn.postgres().await?.begin().await?;
-            let numbered = support::numbered_placeholders(INSERT);
-            sqlx::query(&numbered)
-                .bind(&label)
-                .execute(&mut *own)
-                .await?;
-            own.commit().await?;
-        } else {
-            let mut own = turn.mysql().await?.begin().await?;
-            sqlx::query(INSERT).bind(&label).execute(&mut *own).await?;
-            own.commit().await?;
-        }
-        self.log.push(label);
-        if reject {
-            return Err(reject!(changed_my_mind, "The note is withdrawn").into());
-        }
-        Ok(())
-    }
-
-    #[query]
-    fn log(&self) -> Vec<String> {
-        self.log.clone()
-    }
-}
 
 /// An actor that gives up after two attempts.
 #[actor(max_attempts = 2)]
@@ -145,13 +38,11 @@ async fn ready_attempts(message: &MessageRef<usize>) -> (i64, chrono::DateTime<c
 
 #[tokio::test]
 async fn a_message_that_fails_twice_holds_back_later_ones_then_all_run_in_order() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let worklog = runtime.reference::<Worklog>("w");
+    let (harness, runtime, journal) = started_on::<Journal>("w").await;
     let start = harness.clock.now();
-    let flaky = worklog.enqueue().flaky("a", 2).await.unwrap();
-    let b = worklog.enqueue().record("b").await.unwrap();
-    worklog.enqueue().record("c").await.unwrap();
+    let flaky = journal.enqueue().flaky("a", 2).await.unwrap();
+    let b = journal.enqueue().record("b").await.unwrap();
+    journal.enqueue().record("c").await.unwrap();
 
     assert_eq!(runtime.testing().drain().await.unwrap().turns, 1);
     let (attempts, retry_at) = ready_attempts(&flaky).await;
@@ -162,32 +53,30 @@ async fn a_message_that_fails_twice_holds_back_later_ones_then_all_run_in_order(
         None,
         "b waits behind the failed message"
     );
-    assert!(worklog.snapshot().await.unwrap().log.is_empty());
+    assert!(journal.snapshot().await.unwrap().entries.is_empty());
 
     harness.clock.advance(Duration::from_secs(1));
     assert_eq!(runtime.testing().drain().await.unwrap().turns, 1);
     let (attempts, retry_at) = ready_attempts(&flaky).await;
     assert_eq!(attempts, 2);
     assert_eq!((retry_at - start).num_seconds(), 1 + 2);
-    assert!(worklog.snapshot().await.unwrap().log.is_empty());
+    assert!(journal.snapshot().await.unwrap().entries.is_empty());
 
     harness.clock.advance(Duration::from_secs(2));
     assert_eq!(runtime.testing().drain().await.unwrap().turns, 3);
     assert_eq!(flaky.result().await.unwrap(), Some(1));
     assert_eq!(b.result().await.unwrap(), Some(2));
-    assert_eq!(worklog.log().await.unwrap(), ["a", "b", "c"]);
+    assert_eq!(journal.entries().await.unwrap(), ["a", "b", "c"]);
     runtime.close().await;
 }
 
 #[tokio::test]
 async fn a_sync_call_whose_handler_fails_names_its_queued_message_to_wait_for() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let worklog = runtime.reference::<Worklog>("w");
+    let (harness, runtime, journal) = started_on::<Journal>("w").await;
 
     // The failed attempt is committed with the message, which is retried later: the caller
     // is told which message to wait for, since calling again would record it twice.
-    let failed = worklog.flaky("once".to_owned(), 1).await.unwrap_err();
+    let failed = journal.flaky("once".to_owned(), 1).await.unwrap_err();
     let text = failed.to_string();
     assert!(
         text.contains("retried at") && text.contains("do not call again"),
@@ -214,10 +103,10 @@ async fn a_sync_call_whose_handler_fails_names_its_queued_message_to_wait_for() 
     harness.clock.advance(Duration::from_secs(60));
     runtime.testing().drain().await.unwrap();
     assert_eq!(queued.result().await.unwrap(), Some(1));
-    assert_eq!(worklog.log().await.unwrap(), ["once"], "recorded once");
+    assert_eq!(journal.entries().await.unwrap(), ["once"], "recorded once");
 
     // A permanent failure names its message too, now a dead letter.
-    let dead = worklog.invalid().await.unwrap_err();
+    let dead = journal.invalid().await.unwrap_err();
     assert!(dead.to_string().contains("is now a dead letter"), "{dead}");
     assert_eq!(dead.queued_request_id(), None, "nothing left to wait for");
     runtime.close().await;
@@ -225,12 +114,10 @@ async fn a_sync_call_whose_handler_fails_names_its_queued_message_to_wait_for() 
 
 #[tokio::test]
 async fn a_message_that_always_fails_becomes_a_dead_letter_after_five_attempts() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let worklog = runtime.reference::<Worklog>("w");
-    worklog.set_broken(true).await.unwrap();
-    let fragile = worklog.enqueue().fragile("x").await.unwrap();
-    let after = worklog.enqueue().record("after").await.unwrap();
+    let (harness, runtime, journal) = started_on::<Journal>("w").await;
+    journal.set_broken(true).await.unwrap();
+    let fragile = journal.enqueue().fragile("x").await.unwrap();
+    let after = journal.enqueue().record("after").await.unwrap();
 
     for attempt in 1..=5 {
         runtime.testing().drain().await.unwrap();
@@ -258,21 +145,13 @@ async fn a_message_that_always_fails_becomes_a_dead_letter_after_five_attempts()
         Some(1),
         "later messages ran on"
     );
-    let dead = runtime
-        .admin()
-        .dead_letters(
-            &solid_objects::admin::DeadLetterFilter::new()
-                .include_retried()
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_letters(&runtime).await;
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].message_id, fragile.id());
     assert_eq!(dead[0].operation, "fragile");
     assert_eq!(dead[0].attempts, 5);
 
-    worklog.set_broken(false).await.unwrap();
+    journal.set_broken(false).await.unwrap();
     let retried = runtime
         .admin()
         .retry_dead_letter(fragile.id())
@@ -289,18 +168,16 @@ async fn a_message_that_always_fails_becomes_a_dead_letter_after_five_attempts()
         "retrying twice enqueues one message"
     );
     assert_eq!(runtime.testing().drain().await.unwrap().turns, 1);
-    assert_eq!(worklog.log().await.unwrap(), ["after", "x"]);
+    assert_eq!(journal.entries().await.unwrap(), ["after", "x"]);
     runtime.close().await;
 }
 
 #[tokio::test]
 async fn a_drain_reports_each_failed_attempt_and_each_dead_letter_it_ran() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let impatient = runtime.reference::<Impatient>("i");
+    let (harness, runtime, impatient) = started_on::<Impatient>("i").await;
     let failing = impatient.enqueue().fail().await.unwrap();
-    let worklog = runtime.reference::<Worklog>("w");
-    worklog.enqueue().record("fine").await.unwrap();
+    let journal = runtime.reference::<Journal>("w");
+    journal.enqueue().record("fine").await.unwrap();
 
     let first = runtime.testing().drain().await.unwrap();
     assert_eq!((first.turns, first.completed), (2, 1), "{first:?}");
@@ -339,10 +216,9 @@ async fn a_drain_reports_each_failed_attempt_and_each_dead_letter_it_ran() {
 
 #[tokio::test]
 async fn a_permanent_failure_is_dead_at_once_and_max_attempts_can_be_set_per_actor() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
 
-    let permanent = runtime.reference::<Worklog>("w").invalid().await;
+    let permanent = runtime.reference::<Journal>("w").invalid().await;
     assert!(
         matches!(
             &permanent,
@@ -369,29 +245,15 @@ async fn a_permanent_failure_is_dead_at_once_and_max_attempts_can_be_set_per_act
     );
     harness.clock.advance(Duration::from_secs(1));
     runtime.testing().drain().await.unwrap();
-    assert_eq!(
-        runtime
-            .admin()
-            .dead_letters(
-                &solid_objects::admin::DeadLetterFilter::new()
-                    .include_retried()
-                    .limit(10)
-            )
-            .await
-            .unwrap()
-            .len(),
-        2
-    );
+    assert_eq!(dead_letters(&runtime).await.len(), 2);
     runtime.close().await;
 }
 
 #[tokio::test]
 async fn a_rejection_code_that_is_not_snake_case_is_dead_at_once() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let worklog = runtime.reference::<Worklog>("w");
+    let (_harness, runtime, journal) = started_on::<Journal>("w").await;
 
-    let failed = worklog.reject_with("Not Snake".to_owned()).await;
+    let failed = journal.reject_with("Not Snake".to_owned()).await;
     match &failed {
         Err(Error::HandlerFailed {
             attempts: 1,
@@ -401,19 +263,11 @@ async fn a_rejection_code_that_is_not_snake_case_is_dead_at_once() {
         }) => assert!(error.contains("must be snake_case"), "{error}"),
         other => panic!("a code that can never pass is a dead letter at once, not {other:?}"),
     }
-    let dead = runtime
-        .admin()
-        .dead_letters(
-            &solid_objects::admin::DeadLetterFilter::new()
-                .include_retried()
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_letters(&runtime).await;
     assert_eq!(dead.len(), 1, "dead after one attempt, not retried");
 
     // Enqueued, the worker's first attempt is its last too.
-    let queued = worklog
+    let queued = journal
         .enqueue()
         .reject_with("Also-Not".to_owned())
         .await
@@ -427,17 +281,15 @@ async fn a_rejection_code_that_is_not_snake_case_is_dead_at_once() {
     }
 
     // A snake_case code is an ordinary rejection.
-    let rejected = worklog.reject_with("refused".to_owned()).await;
+    let rejected = journal.reject_with("refused".to_owned()).await;
     assert_eq!(rejection_code(rejected), "refused");
     runtime.close().await;
 }
 
 #[tokio::test]
 async fn an_idempotency_key_with_other_arguments_is_a_conflict_and_writes_nothing() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let worklog = runtime.reference::<Worklog>("w");
-    worklog
+    let (harness, runtime, journal) = started_on::<Journal>("w").await;
+    journal
         .enqueue()
         .idempotency_key("k")
         .record("one")
@@ -445,7 +297,7 @@ async fn an_idempotency_key_with_other_arguments_is_a_conflict_and_writes_nothin
         .unwrap();
     let before = count(&harness, "solid_messages").await;
 
-    let conflict = worklog.enqueue().idempotency_key("k").record("two").await;
+    let conflict = journal.enqueue().idempotency_key("k").record("two").await;
 
     assert!(
         matches!(&conflict, Err(Error::IdempotencyConflict { key, .. }) if key == "k"),
@@ -457,17 +309,15 @@ async fn an_idempotency_key_with_other_arguments_is_a_conflict_and_writes_nothin
 
 #[tokio::test]
 async fn a_sync_call_with_a_used_key_answers_without_running_again() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let worklog = runtime.reference::<Worklog>("w");
+    let (_harness, runtime, journal) = started_on::<Journal>("w").await;
 
-    let first = worklog
+    let first = journal
         .clone()
         .idempotency_key("k")
         .record("once")
         .await
         .unwrap();
-    let retry = worklog
+    let retry = journal
         .clone()
         .idempotency_key("k")
         .record("once")
@@ -475,41 +325,37 @@ async fn a_sync_call_with_a_used_key_answers_without_running_again() {
         .unwrap();
 
     assert_eq!((first, retry), (1, 1));
-    assert_eq!(worklog.log().await.unwrap(), ["once"]);
-    let found = worklog.message_with_key("k").await.unwrap().expect("kept");
+    assert_eq!(journal.entries().await.unwrap(), ["once"]);
+    let found = journal.message_with_key("k").await.unwrap().expect("kept");
     assert_eq!(found.typed::<usize>().result().await.unwrap(), Some(1));
     let by_request = runtime
-        .message(found_request_id(&worklog).await.as_str())
+        .message(found_request_id(&journal).await.as_str())
         .await
         .unwrap();
     assert!(by_request.is_some());
     runtime.close().await;
 }
 
-async fn found_request_id(worklog: &WorklogRef) -> String {
-    let message = worklog.message_with_key("k").await.unwrap().unwrap();
+async fn found_request_id(journal: &JournalRef) -> String {
+    let message = journal.message_with_key("k").await.unwrap().unwrap();
     message.request_id().to_owned()
 }
 
 #[tokio::test]
 async fn a_query_sees_every_earlier_enqueued_message_applied() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let worklog = runtime.reference::<Worklog>("w");
+    let (_harness, runtime, journal) = started_on::<Journal>("w").await;
     for label in ["a", "b", "c"] {
-        worklog.enqueue().record(label).await.unwrap();
+        journal.enqueue().record(label).await.unwrap();
     }
 
-    assert_eq!(worklog.log().await.unwrap(), ["a", "b", "c"]);
+    assert_eq!(journal.entries().await.unwrap(), ["a", "b", "c"]);
     runtime.close().await;
 }
 
 #[tokio::test]
 async fn a_delayed_message_waits_for_its_time() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let worklog = runtime.reference::<Worklog>("w");
-    let later = worklog
+    let (harness, runtime, journal) = started_on::<Journal>("w").await;
+    let later = journal
         .enqueue()
         .delay(Duration::from_secs(30))
         .record("later")
@@ -525,15 +371,13 @@ async fn a_delayed_message_waits_for_its_time() {
 
 #[tokio::test]
 async fn arguments_over_one_mebibyte_are_refused_and_nothing_is_written() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let worklog = runtime.reference::<Worklog>("w");
-    worklog.record("small").await.unwrap();
+    let (harness, runtime, journal) = started_on::<Journal>("w").await;
+    journal.record("small").await.unwrap();
     let messages = count(&harness, "solid_messages").await;
 
     let huge = "x".repeat(1 << 20);
-    let enqueued = worklog.enqueue().record(huge.clone()).await;
-    let called = worklog.record(huge).await;
+    let enqueued = journal.enqueue().record(huge.clone()).await;
+    let called = journal.record(huge).await;
 
     for result in [enqueued.map(|_| ()), called.map(|_| ())] {
         assert!(
@@ -548,20 +392,18 @@ async fn arguments_over_one_mebibyte_are_refused_and_nothing_is_written() {
         );
     }
     assert_eq!(count(&harness, "solid_messages").await, messages);
-    assert_eq!(worklog.log().await.unwrap(), ["small"]);
+    assert_eq!(journal.entries().await.unwrap(), ["small"]);
     runtime.close().await;
 }
 
 #[tokio::test]
 async fn the_10001st_unfinished_message_is_refused_and_nothing_is_written() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let worklog = runtime.reference::<Worklog>("full");
-    worklog.record("first").await.unwrap();
+    let (harness, runtime, journal) = started_on::<Journal>("full").await;
+    journal.record("first").await.unwrap();
     let queued: Vec<String> = (2..=10_001)
         .map(|i| {
             format!(
-                "('Worklog', 'full', 'record', '{{\"label\":\"queued\"}}', 'r-{i}', 'ready', \
+                "('Journal', 'full', 'record', '{{\"entry\":\"queued\"}}', 'r-{i}', 'ready', \
                  1, 9223372036854775807, 0)"
             )
         })
@@ -579,8 +421,8 @@ async fn the_10001st_unfinished_message_is_refused_and_nothing_is_written() {
     let messages = count(&harness, "solid_messages").await;
     assert_eq!(messages, 10_001);
 
-    let enqueued = worklog.enqueue().record("one too many").await;
-    let called = worklog.record("one too many").await;
+    let enqueued = journal.enqueue().record("one too many").await;
+    let called = journal.record("one too many").await;
 
     for result in [enqueued.map(|_| ()), called.map(|_| ())] {
         assert!(
@@ -594,11 +436,9 @@ async fn the_10001st_unfinished_message_is_refused_and_nothing_is_written() {
 
 #[tokio::test]
 async fn retention_prunes_old_finished_messages_but_keeps_recent_keys_and_unfinished_work() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let worklog = runtime.reference::<Worklog>("w");
+    let (harness, runtime, journal) = started_on::<Journal>("w").await;
     for entry in 0..70 {
-        worklog
+        journal
             .clone()
             .idempotency_key(format!("k-{entry}"))
             .record(format!("e-{entry}"))
@@ -606,9 +446,9 @@ async fn retention_prunes_old_finished_messages_but_keeps_recent_keys_and_unfini
             .unwrap();
     }
     for entry in 0..5 {
-        worklog.record(format!("unkeyed-{entry}")).await.unwrap();
+        journal.record(format!("unkeyed-{entry}")).await.unwrap();
     }
-    let waiting = worklog
+    let waiting = journal
         .enqueue()
         .available_at(harness.clock.now() + chrono::TimeDelta::days(60))
         .record("future")
@@ -616,12 +456,7 @@ async fn retention_prunes_old_finished_messages_but_keeps_recent_keys_and_unfini
         .unwrap();
 
     harness.advance_minutes(31 * 24 * 60);
-    let pruned = runtime
-        .admin()
-        .prune()
-        .await
-        .map(|pruned| pruned.total())
-        .unwrap();
+    let pruned = prune(&runtime).await;
 
     assert_eq!(
         pruned,
@@ -629,13 +464,13 @@ async fn retention_prunes_old_finished_messages_but_keeps_recent_keys_and_unfini
         "the unkeyed and the six oldest keyed messages"
     );
     assert_eq!(count(&harness, "solid_messages").await, 64 + 1);
-    assert!(worklog.message_with_key("k-69").await.unwrap().is_some());
-    assert!(worklog.message_with_key("k-5").await.unwrap().is_none());
+    assert!(journal.message_with_key("k-69").await.unwrap().is_some());
+    assert!(journal.message_with_key("k-5").await.unwrap().is_none());
     assert!(matches!(
         waiting.status().await.unwrap(),
         MessageStatus::Ready { .. }
     ));
-    let answered = worklog
+    let answered = journal
         .clone()
         .idempotency_key("k-69")
         .record("e-69")
@@ -651,10 +486,9 @@ async fn retention_prunes_old_finished_messages_but_keeps_recent_keys_and_unfini
 /// arguments is a conflict, not a second run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_under_one_key_makes_one_actor_per_scope_whoever_retries() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
     let answers = support::together(6, |_| {
-        let created = runtime.reference_for_key::<Worklog>("tenant-1", "create-1");
+        let created = runtime.reference_for_key::<Journal>("tenant-1", "create-1");
         async move {
             (
                 created.id().to_owned(),
@@ -675,27 +509,27 @@ async fn a_create_under_one_key_makes_one_actor_per_scope_whoever_retries() {
             "every retry hears the one run's answer"
         );
     }
-    let worklog = runtime.reference::<Worklog>(id.clone());
-    assert_eq!(worklog.snapshot().await.unwrap().log, ["order"]);
+    let journal = runtime.reference::<Journal>(id.clone());
+    assert_eq!(journal.snapshot().await.unwrap().entries, ["order"]);
     assert_eq!(
         count(&harness, "solid_messages").await,
         1,
         "one message for six requests"
     );
 
-    let other = runtime.reference_for_key::<Worklog>("tenant-2", "create-1");
+    let other = runtime.reference_for_key::<Journal>("tenant-2", "create-1");
     assert_ne!(other.id(), id, "another scope's key of the same text");
     assert_eq!(other.record("order".to_owned()).await.unwrap(), 1);
 
     let changed = runtime
-        .reference_for_key::<Worklog>("tenant-1", "create-1")
+        .reference_for_key::<Journal>("tenant-1", "create-1")
         .record("another order".to_owned())
         .await;
     assert!(
         matches!(changed, Err(Error::IdempotencyConflict { .. })),
         "the same key with other arguments: {changed:?}"
     );
-    assert_eq!(worklog.snapshot().await.unwrap().log, ["order"]);
+    assert_eq!(journal.snapshot().await.unwrap().entries, ["order"]);
     runtime.close().await;
 }
 
@@ -704,13 +538,13 @@ async fn application_rows_written_before_a_rejection_are_rolled_back() {
     let harness = Harness::new();
     execute(&harness, "CREATE TABLE notes (label TEXT NOT NULL)").await;
     let runtime = harness.start().await;
-    let worklog = runtime.reference::<Worklog>("w");
+    let journal = runtime.reference::<Journal>("w");
 
-    let result = worklog.note_then_reject("draft").await;
+    let result = journal.note_then_reject("draft").await;
 
     assert_eq!(rejection_code(result), "changed_my_mind");
     assert_eq!(count(&harness, "notes").await, 0);
-    assert!(worklog.log().await.unwrap().is_empty());
+    assert!(journal.entries().await.unwrap().is_empty());
     // The actor never lived and the call had no key: the rejection keeps no row either.
     assert_eq!(count(&harness, "solid_messages").await, 0);
     assert_eq!(count(&harness, "solid_instances").await, 0);
@@ -730,14 +564,14 @@ async fn a_handlers_own_transaction_commits_only_with_its_turn() {
     }
     execute(&harness, "CREATE TABLE notes (label TEXT NOT NULL)").await;
     let runtime = harness.start().await;
-    let worklog = runtime.reference::<Worklog>("w");
+    let journal = runtime.reference::<Journal>("w");
 
     for round in 0..4 {
-        worklog
+        journal
             .note_in_own_transaction(format!("kept-{round}"), false)
             .await
             .unwrap();
-        let rejected = worklog
+        let rejected = journal
             .note_in_own_transaction(format!("withdrawn-{round}"), true)
             .await;
         assert_eq!(rejection_code(rejected), "changed_my_mind");
@@ -749,7 +583,7 @@ async fn a_handlers_own_transaction_commits_only_with_its_turn() {
         0
     );
     assert_eq!(
-        worklog.log().await.unwrap(),
+        journal.entries().await.unwrap(),
         ["kept-0", "kept-1", "kept-2", "kept-3"]
     );
     runtime.close().await;
@@ -757,11 +591,10 @@ async fn a_handlers_own_transaction_commits_only_with_its_turn() {
 
 #[tokio::test]
 async fn an_id_over_the_limit_is_refused_for_enqueues_too() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (_harness, runtime) = started().await;
 
     let result = runtime
-        .reference::<Worklog>("x".repeat(MAX_ACTOR_ID_BYTES + 1))
+        .reference::<Journal>("x".repeat(MAX_ACTOR_ID_BYTES + 1))
         .enqueue()
         .record("x")
         .await;
@@ -777,21 +610,19 @@ async fn an_id_over_the_limit_is_refused_for_enqueues_too() {
 /// twice. The error names its request id, or says that the message ran.
 #[tokio::test]
 async fn a_call_whose_result_does_not_decode_names_its_completed_message() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let worklog = runtime.reference::<Worklog>("w");
+    let (_harness, runtime, journal) = started_on::<Journal>("w").await;
 
-    let error = worklog
+    let error = journal
         .as_reference()
         .clone()
         .idempotency_key("k-decode")
-        .call::<String>(WorklogMessage::Record {
-            label: "once".to_owned(),
+        .call::<String>(JournalMessage::Record {
+            entry: "once".to_owned(),
         })
         .await
         .expect_err("a usize does not read back as a String");
     let text = error.to_string();
-    let message = worklog
+    let message = journal
         .message_with_key("k-decode")
         .await
         .unwrap()
@@ -800,7 +631,7 @@ async fn a_call_whose_result_does_not_decode_names_its_completed_message() {
         matches!(message.status().await.unwrap(), MessageStatus::Completed),
         "the message ran"
     );
-    assert_eq!(worklog.log().await.unwrap(), ["once"]);
+    assert_eq!(journal.entries().await.unwrap(), ["once"]);
     assert!(
         text.contains(message.request_id()) || !text.contains("retry"),
         "the error tells the caller to retry a call whose message ran, naming no message: {text}"
@@ -814,23 +645,21 @@ async fn a_call_whose_result_does_not_decode_names_its_completed_message() {
 /// `Paused` ("try again after it is resumed"), which names no message.
 #[tokio::test]
 async fn a_keyed_call_on_a_paused_actor_whose_message_is_queued_names_it() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let worklog = runtime.reference::<Worklog>("w");
-    let queued = worklog
+    let (_harness, runtime, journal) = started_on::<Journal>("w").await;
+    let queued = journal
         .enqueue()
         .idempotency_key("k-paused")
         .record("once")
         .await
         .unwrap();
-    assert!(runtime.admin().pause("Worklog", "w").await.unwrap());
+    assert!(runtime.admin().pause("Journal", "w").await.unwrap());
 
-    let error = worklog
+    let error = journal
         .as_reference()
         .clone()
         .idempotency_key("k-paused")
-        .call::<usize>(WorklogMessage::Record {
-            label: "once".to_owned(),
+        .call::<usize>(JournalMessage::Record {
+            entry: "once".to_owned(),
         })
         .await
         .expect_err("the actor is paused");

@@ -12,6 +12,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::EffectFailure;
+use support::fixtures::started_with;
+use support::operator::{dead_effects, dead_letters, last_error};
+use support::workers::run_effects_and_replies;
 use support::{count, execute, Harness};
 
 #[derive(Serialize, Deserialize)]
@@ -107,14 +110,12 @@ impl Order {
 
 /// A card processor whose first `failures` calls time out; a charge of 13 cents is
 /// declined for good, and one of 99 answers with an id too large to store.
-fn processor(harness: &Harness, failures: u32) -> impl std::future::Future<Output = Runtime> + '_ {
+async fn processor(harness: &Harness, failures: u32) -> Runtime {
     let failures = Arc::new(AtomicU32::new(failures));
-    async move {
+    {
         harness
-            .store()
+            .builder()
             .await
-            .clock(harness.clock.clone())
-            .policy(AllowAll)
             .effect(move |charge: ChargeCard, context: EffectContext| {
                 let failures = Arc::clone(&failures);
                 async move {
@@ -143,11 +144,17 @@ fn processor(harness: &Harness, failures: u32) -> impl std::future::Future<Outpu
     }
 }
 
+/// A fresh harness, a runtime on it with [`processor`]'s card processor, and order "o".
+async fn order_on_processor(failures: u32) -> (Harness, Runtime, OrderRef) {
+    let harness = Harness::new();
+    let runtime = processor(&harness, failures).await;
+    let order = runtime.reference::<Order>("o");
+    (harness, runtime, order)
+}
+
 #[tokio::test]
 async fn the_output_of_a_succeeded_effect_reaches_the_command_named_for_it() {
-    let harness = Harness::new();
-    let runtime = processor(&harness, 0).await;
-    let order = runtime.reference::<Order>("o");
+    let (harness, runtime, order) = order_on_processor(0).await;
     order.pay(250).await.unwrap();
     order.note("after paying").await.unwrap();
 
@@ -170,9 +177,7 @@ async fn the_output_of_a_succeeded_effect_reaches_the_command_named_for_it() {
 
 #[tokio::test]
 async fn a_retried_effect_replies_once_when_it_finally_succeeds() {
-    let harness = Harness::new();
-    let runtime = processor(&harness, 2).await;
-    let order = runtime.reference::<Order>("o");
+    let (harness, runtime, order) = order_on_processor(2).await;
     order.pay(250).await.unwrap();
 
     for _ in 0..3 {
@@ -190,13 +195,10 @@ async fn a_retried_effect_replies_once_when_it_finally_succeeds() {
 
 #[tokio::test]
 async fn an_effect_that_fails_for_good_sends_its_failure_to_the_failure_command() {
-    let harness = Harness::new();
-    let runtime = processor(&harness, 0).await;
-    let order = runtime.reference::<Order>("o");
+    let (_harness, runtime, order) = order_on_processor(0).await;
     order.pay(13).await.unwrap();
 
-    runtime.testing().run_effects().await.unwrap();
-    runtime.testing().drain().await.unwrap();
+    run_effects_and_replies(&runtime).await;
 
     let state = order.snapshot().await.unwrap();
     assert_eq!(
@@ -206,15 +208,7 @@ async fn an_effect_that_fails_for_good_sends_its_failure_to_the_failure_command(
             "unpaid after 1 attempt(s) of charge_card: card declined"
         ]
     );
-    let dead = runtime
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status(solid_objects::admin::EffectStatus::Dead)
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_effects(&runtime).await;
     assert_eq!(dead.len(), 1);
     assert_eq!(
         state.unpaid,
@@ -227,19 +221,14 @@ async fn an_effect_that_fails_for_good_sends_its_failure_to_the_failure_command(
 
 #[tokio::test]
 async fn retryable_failures_reply_only_after_the_last_attempt() {
-    let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
-        .retry(solid_objects::RetryPolicy::default().max_attempts(3))
-        .effect(|_: ChargeCard, _: EffectContext| async {
-            Err::<Charged, _>(Failure::retryable("the processor timed out"))
-        })
-        .start()
-        .await
-        .unwrap();
+    let (harness, runtime) = started_with(|builder| {
+        builder
+            .retry(solid_objects::RetryPolicy::default().max_attempts(3))
+            .effect(|_: ChargeCard, _: EffectContext| async {
+                Err::<Charged, _>(Failure::retryable("the processor timed out"))
+            })
+    })
+    .await;
     let order = runtime.reference::<Order>("o");
     order.pay(250).await.unwrap();
 
@@ -265,32 +254,17 @@ async fn retryable_failures_reply_only_after_the_last_attempt() {
 
 #[tokio::test]
 async fn an_output_too_large_for_its_command_fails_the_effect_with_a_clear_error() {
-    let harness = Harness::new();
-    let runtime = processor(&harness, 0).await;
-    let order = runtime.reference::<Order>("o");
+    let (_harness, runtime, order) = order_on_processor(0).await;
     order.pay(99).await.unwrap();
 
-    runtime.testing().run_effects().await.unwrap();
-    runtime.testing().drain().await.unwrap();
+    run_effects_and_replies(&runtime).await;
 
-    let dead = runtime
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status(solid_objects::admin::EffectStatus::Dead)
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_effects(&runtime).await;
     assert_eq!(dead.len(), 1);
     assert!(
-        dead[0]
-            .last_error
-            .as_deref()
-            .unwrap_or_default()
-            .contains("its output cannot go back to Order"),
+        last_error(&dead[0]).contains("its output cannot go back to Order"),
         "{}",
-        dead[0].last_error.as_deref().unwrap_or_default()
+        last_error(&dead[0])
     );
     let log = order.snapshot().await.unwrap().log;
     assert_eq!(log.len(), 2, "{log:?}");
@@ -300,9 +274,7 @@ async fn an_output_too_large_for_its_command_fails_the_effect_with_a_clear_error
 
 #[tokio::test]
 async fn a_rejected_turn_emits_nothing_and_nothing_replies() {
-    let harness = Harness::new();
-    let runtime = processor(&harness, 0).await;
-    let order = runtime.reference::<Order>("o");
+    let (harness, runtime, order) = order_on_processor(0).await;
 
     assert!(order.pay(0).await.is_err());
 
@@ -315,9 +287,7 @@ async fn a_rejected_turn_emits_nothing_and_nothing_replies() {
 
 #[tokio::test]
 async fn an_effect_without_replies_and_a_unit_output_work_as_before() {
-    let harness = Harness::new();
-    let runtime = processor(&harness, 0).await;
-    let order = runtime.reference::<Order>("o");
+    let (_harness, runtime, order) = order_on_processor(0).await;
     order.pay_quietly(250).await.unwrap();
     order.notify().await.unwrap();
 
@@ -330,9 +300,7 @@ async fn an_effect_without_replies_and_a_unit_output_work_as_before() {
 
 #[tokio::test]
 async fn the_reply_of_an_effect_from_a_destroyed_incarnation_never_lands_on_the_next() {
-    let harness = Harness::new();
-    let runtime = processor(&harness, 0).await;
-    let order = runtime.reference::<Order>("o");
+    let (harness, runtime, order) = order_on_processor(0).await;
     order.pay(250).await.unwrap();
     order.destroy().await.unwrap();
     order.note("new incarnation").await.unwrap();
@@ -353,33 +321,18 @@ async fn the_reply_of_an_effect_from_a_destroyed_incarnation_never_lands_on_the_
 
 #[tokio::test]
 async fn a_stored_reply_that_does_not_read_fails_the_effect_and_wedges_nothing() {
-    let harness = Harness::new();
-    let runtime = processor(&harness, 0).await;
-    let order = runtime.reference::<Order>("o");
+    let (harness, runtime, order) = order_on_processor(0).await;
     order.pay(250).await.unwrap();
     execute(&harness, "UPDATE solid_effects SET on_success = 'not json'").await;
 
-    runtime.testing().run_effects().await.unwrap();
-    runtime.testing().drain().await.unwrap();
+    run_effects_and_replies(&runtime).await;
 
-    let dead = runtime
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status(solid_objects::admin::EffectStatus::Dead)
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_effects(&runtime).await;
     assert_eq!(dead.len(), 1);
     assert!(
-        dead[0]
-            .last_error
-            .as_deref()
-            .unwrap_or_default()
-            .contains("stored on_success reply does not read"),
+        last_error(&dead[0]).contains("stored on_success reply does not read"),
         "{}",
-        dead[0].last_error.as_deref().unwrap_or_default()
+        last_error(&dead[0])
     );
     // Its failure reply still reaches the actor, and the actor goes on.
     order.note("later").await.unwrap();
@@ -391,9 +344,7 @@ async fn a_stored_reply_that_does_not_read_fails_the_effect_and_wedges_nothing()
 
 #[tokio::test]
 async fn a_reply_waits_in_the_mailbox_as_an_ordinary_message() {
-    let harness = Harness::new();
-    let runtime = processor(&harness, 0).await;
-    let order = runtime.reference::<Order>("o");
+    let (harness, runtime, order) = order_on_processor(0).await;
     order.pay(250).await.unwrap();
     runtime.testing().run_effects().await.unwrap();
 
@@ -401,27 +352,13 @@ async fn a_reply_waits_in_the_mailbox_as_an_ordinary_message() {
     runtime.testing().drain().await.unwrap();
 
     assert_eq!(ready, ["completed", "ready"]);
-    assert!(matches!(
-        runtime
-            .admin()
-            .dead_letters(
-                &solid_objects::admin::DeadLetterFilter::new()
-                    .include_retried()
-                    .limit(10)
-            )
-            .await
-            .unwrap()
-            .as_slice(),
-        []
-    ));
+    assert!(matches!(dead_letters(&runtime).await.as_slice(), []));
     runtime.close().await;
 }
 
 #[tokio::test]
 async fn a_caller_cannot_forge_an_effect_reply_and_nothing_is_written() {
-    let harness = Harness::new();
-    let runtime = processor(&harness, 0).await;
-    let order = runtime.reference::<Order>("o");
+    let (harness, runtime, order) = order_on_processor(0).await;
     let forged = || OrderMessage::Charged {
         receipt: Charged {
             charge_id: "forged".to_owned(),
@@ -500,22 +437,17 @@ impl Shipment {
 /// turn is kept), and the failure's error text is cut to the room that is left.
 #[tokio::test]
 async fn the_failure_reply_of_an_effect_near_the_arguments_limit_still_arrives() {
-    let harness = Harness::new();
     let limit = 16 * 1024;
-    let runtime = harness
-        .store()
-        .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
-        .limits(solid_objects::Limits::new().max_arguments_bytes(limit))
-        .effect(|_: PrintLabel, _: EffectContext| async {
-            Err::<(), _>(Failure::permanent(
-                "the printer is out of ink. ".repeat(200),
-            ))
-        })
-        .start()
-        .await
-        .unwrap();
+    let (_harness, runtime) = started_with(|builder| {
+        builder
+            .limits(solid_objects::Limits::new().max_arguments_bytes(limit))
+            .effect(|_: PrintLabel, _: EffectContext| async {
+                Err::<(), _>(Failure::permanent(
+                    "the printer is out of ink. ".repeat(200),
+                ))
+            })
+    })
+    .await;
     let shipment = runtime.reference::<Shipment>("s");
 
     // Over the limit once the failure's room is counted: the turn fails for good (its
@@ -537,24 +469,11 @@ async fn the_failure_reply_of_an_effect_near_the_arguments_limit_still_arrives()
     let text = "x".repeat(limit - 512 - 40);
     shipment.label(text.clone()).await.unwrap();
 
-    runtime.testing().run_effects().await.unwrap();
-    runtime.testing().drain().await.unwrap();
+    run_effects_and_replies(&runtime).await;
 
-    let dead = runtime
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status(solid_objects::admin::EffectStatus::Dead)
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_effects(&runtime).await;
     assert_eq!(dead.len(), 1);
-    assert!(dead[0]
-        .last_error
-        .as_deref()
-        .unwrap_or_default()
-        .starts_with("the printer is out of ink"));
+    assert!(last_error(&dead[0]).starts_with("the printer is out of ink"));
     assert_eq!(
         shipment.snapshot().await.unwrap().failed,
         [text.len()],
@@ -683,29 +602,28 @@ async fn till_runtime(harness: &Harness, declines: u32) -> Runtime {
         .expect("the runtime starts")
 }
 
+/// A fresh harness, a runtime on it as [`till_runtime`] starts it, and till "t".
+async fn till_on_processor(declines: u32) -> (Harness, Runtime, TillRef) {
+    let harness = Harness::new();
+    let runtime = till_runtime(&harness, declines).await;
+    let till = runtime.reference::<Till>("t");
+    (harness, runtime, till)
+}
+
 /// "Never commit what cannot be read back": an effect output at serde_json's nesting limit.
 /// It passes the output's own read-back, but the reply command wraps it two levels deeper
 /// (`{"operation":..,"arguments":{"tree":<output>}}`); the outcome must still reach the actor
 /// (its output, or its failure), never a reply message committed unreadable.
 #[tokio::test]
 async fn an_effect_output_at_the_nesting_limit_still_reaches_its_actor() {
-    let harness = Harness::new();
-    let runtime = till_runtime(&harness, 0).await;
-    let till = runtime.reference::<Till>("t");
+    let (_harness, runtime, till) = till_on_processor(0).await;
     till.fetch(127).await.unwrap();
 
     assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
     runtime.testing().drain().await.unwrap();
 
-    let dead: Vec<(String, String)> = runtime
-        .admin()
-        .dead_letters(
-            &solid_objects::admin::DeadLetterFilter::new()
-                .include_retried()
-                .limit(10),
-        )
+    let dead: Vec<(String, String)> = dead_letters(&runtime)
         .await
-        .unwrap()
         .into_iter()
         .map(|letter| (letter.operation, letter.error))
         .collect();
@@ -716,17 +634,18 @@ async fn an_effect_output_at_the_nesting_limit_still_reaches_its_actor() {
         "the effect's outcome must reach the actor (its output, or its failure); instead the \
          reply was committed unreadable. dead letters: {dead:?}, actor log: {log:?}, dead \
          effects: {}",
-        runtime
-            .admin()
-            .effects(
-                &solid_objects::admin::EffectFilter::new()
-                    .status(solid_objects::admin::EffectStatus::Dead)
-                    .limit(10)
-            )
-            .await
-            .unwrap()
-            .len()
+        dead_effects(&runtime).await.len()
     );
+}
+
+/// A till on a fresh runtime as [`till_runtime`] starts it, whose charge of 250 cents waits to
+/// run with its stored `on_success` reply overwritten by `on_success`.
+async fn till_whose_stored_reply_is(on_success: &str) -> (Harness, Runtime, TillRef) {
+    let (harness, runtime, till) = till_on_processor(0).await;
+    till.pay(250).await.unwrap();
+    let update = format!("UPDATE solid_effects SET on_success = '{on_success}'");
+    execute(&harness, &update).await;
+    (harness, runtime, till)
 }
 
 /// A stored `on_success` that names a command the actor does not have fails the effect for good.
@@ -736,27 +655,12 @@ async fn an_effect_output_at_the_nesting_limit_still_reaches_its_actor() {
 /// effects emitted by the old build are still pending), and later calls to the actor go on.
 #[tokio::test]
 async fn a_stored_reply_naming_an_unknown_command_fails_the_effect_and_the_actor_goes_on() {
-    let harness = Harness::new();
-    let runtime = till_runtime(&harness, 0).await;
-    let till = runtime.reference::<Till>("t");
-    till.pay(250).await.unwrap();
-    execute(
-        &harness,
-        r#"UPDATE solid_effects SET on_success = '{"operation":"refund_everything","argument":"receipt"}'"#,
-    )
-    .await;
+    let on_success = r#"{"operation":"refund_everything","argument":"receipt"}"#;
+    let (_harness, runtime, till) = till_whose_stored_reply_is(on_success).await;
 
     assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
     let later = till.note("later".to_owned()).await;
-    let dead_effects = runtime
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status(solid_objects::admin::EffectStatus::Dead)
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead_effects = dead_effects(&runtime).await;
     assert!(
         later.is_ok() && dead_effects.len() == 1,
         "the actor must go on and the effect fail for good with a clear error; the call got \
@@ -770,41 +674,18 @@ async fn a_stored_reply_naming_an_unknown_command_fails_the_effect_and_the_actor
 /// the effect is dead (and its failure reaches on_failure), and no dead letter is left.
 #[tokio::test]
 async fn a_stored_reply_with_a_wrong_argument_name_fails_the_effect_for_good() {
-    let harness = Harness::new();
-    let runtime = till_runtime(&harness, 0).await;
-    let till = runtime.reference::<Till>("t");
-    till.pay(250).await.unwrap();
-    execute(
-        &harness,
-        r#"UPDATE solid_effects SET on_success = '{"operation":"charged","argument":"wrong"}'"#,
-    )
-    .await;
+    let on_success = r#"{"operation":"charged","argument":"wrong"}"#;
+    let (_harness, runtime, _till) = till_whose_stored_reply_is(on_success).await;
 
     assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
     runtime.testing().drain().await.unwrap();
 
-    let dead_letters: Vec<String> = runtime
-        .admin()
-        .dead_letters(
-            &solid_objects::admin::DeadLetterFilter::new()
-                .include_retried()
-                .limit(10),
-        )
+    let dead_letters: Vec<String> = dead_letters(&runtime)
         .await
-        .unwrap()
         .into_iter()
         .map(|letter| format!("{}: {}", letter.operation, letter.error))
         .collect();
-    let dead_effects = runtime
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status(solid_objects::admin::EffectStatus::Dead)
-                .limit(10),
-        )
-        .await
-        .unwrap()
-        .len();
+    let dead_effects = dead_effects(&runtime).await.len();
     assert_eq!(
         (dead_letters.clone(), dead_effects),
         (Vec::<String>::new(), 1),
@@ -819,21 +700,10 @@ async fn a_stored_reply_with_a_wrong_argument_name_fails_the_effect_for_good() {
 /// as final says so in its state). Both arrive, in order, each once.
 #[tokio::test]
 async fn retrying_a_dead_effect_after_its_failure_went_back_reports_the_new_outcome_too() {
-    let harness = Harness::new();
-    let runtime = till_runtime(&harness, 1).await;
-    let till = runtime.reference::<Till>("t");
+    let (_harness, runtime, till) = till_on_processor(1).await;
     till.pay(13).await.unwrap();
-    runtime.testing().run_effects().await.unwrap();
-    runtime.testing().drain().await.unwrap();
-    let dead = runtime
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status(solid_objects::admin::EffectStatus::Dead)
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    run_effects_and_replies(&runtime).await;
+    let dead = dead_effects(&runtime).await;
     assert_eq!(dead.len(), 1);
     assert_eq!(
         till.snapshot().await.unwrap().log,
@@ -846,8 +716,7 @@ async fn retrying_a_dead_effect_after_its_failure_went_back_reports_the_new_outc
         !runtime.admin().retry_effect(dead[0].id).await.unwrap(),
         "once"
     );
-    runtime.testing().run_effects().await.unwrap();
-    runtime.testing().drain().await.unwrap();
+    run_effects_and_replies(&runtime).await;
 
     assert_eq!(
         till.snapshot().await.unwrap().log,

@@ -12,6 +12,10 @@ use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::Workers;
 use solid_objects::{Effect, EffectContext, RetryPolicy};
+use support::effect_actors::{Charge, Till};
+use support::fixtures::{sqlite_harness, started_with};
+use support::operator::{dead_effects, last_error};
+use support::workers::run_workers;
 use support::{count, eventually, execute, rejection_code, Backend, Harness};
 
 /// Charge a card for a hold.
@@ -111,11 +115,24 @@ async fn start(harness: &Harness, provider: &Arc<Provider>) -> Runtime {
         .unwrap()
 }
 
-#[tokio::test]
-async fn an_effect_runs_after_its_turn_commits_and_reports_back() {
+/// A fresh harness, a runtime on it whose charges go to a provider of their own (see
+/// [`start`]), and that provider.
+async fn started_with_provider() -> (Harness, Runtime, Arc<Provider>) {
     let harness = Harness::new();
     let provider = Arc::new(Provider::default());
     let runtime = start(&harness, &provider).await;
+    (harness, runtime, provider)
+}
+
+/// Checkout "c-1" of `runtime` holds "h-1" for 300 cents, and stages its charge.
+async fn hold_300_cents(runtime: &Runtime) {
+    let checkout = runtime.reference::<Checkout>("c-1");
+    checkout.hold("h-1", 300).await.unwrap();
+}
+
+#[tokio::test]
+async fn an_effect_runs_after_its_turn_commits_and_reports_back() {
+    let (harness, runtime, provider) = started_with_provider().await;
     let checkout = runtime.reference::<Checkout>("c-1");
 
     checkout.hold("h-1", 500).await.unwrap();
@@ -144,9 +161,7 @@ async fn an_effect_runs_after_its_turn_commits_and_reports_back() {
 
 #[tokio::test]
 async fn a_rejected_turn_emits_nothing() {
-    let harness = Harness::new();
-    let provider = Arc::new(Provider::default());
-    let runtime = start(&harness, &provider).await;
+    let (harness, runtime, _provider) = started_with_provider().await;
 
     let result = runtime.reference::<Checkout>("c-1").hold("h-1", 0).await;
 
@@ -158,10 +173,8 @@ async fn a_rejected_turn_emits_nothing() {
 
 #[tokio::test]
 async fn a_failed_attempt_is_retried_with_backoff_under_the_same_id() {
-    let harness = Harness::new();
-    let provider = Arc::new(Provider::default());
+    let (harness, runtime, provider) = started_with_provider().await;
     provider.failures_left.store(1, Ordering::SeqCst);
-    let runtime = start(&harness, &provider).await;
     let checkout = runtime.reference::<Checkout>("c-1");
     checkout.hold("h-1", 700).await.unwrap();
 
@@ -197,23 +210,14 @@ async fn a_failed_attempt_is_retried_with_backoff_under_the_same_id() {
 
 #[tokio::test]
 async fn an_effect_whose_worker_died_runs_again_when_its_lease_runs_out() {
-    let harness = Harness::new();
     // On a server leases run on the server's clock, which the manual clock does not move:
     // the MariaDB reliability cases have effect_lease_uses_the_database_clock.
-    if !support::only_on(
-        &harness,
-        Backend::Sqlite,
-        "leases run on the server's clock",
-    ) {
+    let Some(harness) = sqlite_harness("leases run on the server's clock") else {
         return;
-    }
+    };
     let provider = Arc::new(Provider::default());
     let runtime = start(&harness, &provider).await;
-    runtime
-        .reference::<Checkout>("c-1")
-        .hold("h-1", 300)
-        .await
-        .unwrap();
+    hold_300_cents(&runtime).await;
     let leased_until = harness.clock.now() + chrono::TimeDelta::minutes(5);
     execute(
         &harness,
@@ -249,16 +253,11 @@ async fn an_effect_whose_worker_died_runs_again_when_its_lease_runs_out() {
 /// a second time by another runner, and its own outcome is recorded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_effect_renews_its_lease_and_is_not_run_twice() {
-    let harness = Harness::new();
     // On a server leases run on the server's clock: the MariaDB reliability cases have
     // a_running_effect_keeps_its_lease_past_the_first.
-    if !support::only_on(
-        &harness,
-        Backend::Sqlite,
-        "leases run on the server's clock",
-    ) {
+    let Some(harness) = sqlite_harness("leases run on the server's clock") else {
         return;
-    }
+    };
     let lease = Duration::from_millis(300);
     let runs = Arc::new(AtomicU32::new(0));
     let entered = Arc::new(tokio::sync::Semaphore::new(0));
@@ -284,11 +283,7 @@ async fn a_running_effect_renews_its_lease_and_is_not_run_twice() {
     };
     let first = start().await;
     let second = start().await;
-    first
-        .reference::<Checkout>("c-1")
-        .hold("h-1", 300)
-        .await
-        .unwrap();
+    hold_300_cents(&first).await;
     let running = tokio::spawn({
         let first = first.clone();
         async move { first.testing().run_effects().await }
@@ -357,13 +352,9 @@ impl Depot {
 /// its handler is told which attempt it runs, of how many, and whether it is the last.
 #[tokio::test]
 async fn an_effect_kind_has_its_own_retry_policy_and_its_handler_knows_the_last_attempt() {
-    let harness = Harness::new();
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let runtime = harness
-        .builder()
-        .await
-        .retry(RetryPolicy::new().max_attempts(5))
-        .effect({
+    let (harness, runtime) = started_with(|builder| {
+        builder.retry(RetryPolicy::new().max_attempts(5)).effect({
             let seen = Arc::clone(&seen);
             move |_: Deliver, context: EffectContext| {
                 let seen = Arc::clone(&seen);
@@ -377,9 +368,8 @@ async fn an_effect_kind_has_its_own_retry_policy_and_its_handler_knows_the_last_
                 }
             }
         })
-        .start()
-        .await
-        .unwrap();
+    })
+    .await;
     runtime
         .reference::<Depot>("d")
         .send("p-1".to_owned())
@@ -392,15 +382,7 @@ async fn an_effect_kind_has_its_own_retry_policy_and_its_handler_knows_the_last_
     }
 
     assert_eq!(*seen.lock().unwrap(), [(1, 2, false), (2, 2, true)]);
-    let dead = runtime
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status(solid_objects::admin::EffectStatus::Dead)
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_effects(&runtime).await;
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].attempts, 2);
     runtime.close().await;
@@ -408,15 +390,9 @@ async fn an_effect_kind_has_its_own_retry_policy_and_its_handler_knows_the_last_
 
 #[tokio::test]
 async fn a_permanent_failure_ends_the_effect_until_an_operator_retries_it() {
-    let harness = Harness::new();
-    let provider = Arc::new(Provider::default());
+    let (harness, runtime, provider) = started_with_provider().await;
     provider.permanent.store(1, Ordering::SeqCst);
-    let runtime = start(&harness, &provider).await;
-    runtime
-        .reference::<Checkout>("c-1")
-        .hold("h-1", 300)
-        .await
-        .unwrap();
+    hold_300_cents(&runtime).await;
 
     assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
     harness.advance_minutes(60);
@@ -435,15 +411,10 @@ async fn a_permanent_failure_ends_the_effect_until_an_operator_retries_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_run_effects() {
-    let harness = Harness::new();
-    let provider = Arc::new(Provider::default());
-    let runtime = start(&harness, &provider).await;
+    let (_harness, runtime, provider) = started_with_provider().await;
     let checkout = runtime.reference::<Checkout>("c-1");
     checkout.hold("h-1", 900).await.unwrap();
-    let worker = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
+    let worker = run_workers(&runtime);
 
     let paid = eventually(Duration::from_secs(10), || async {
         checkout.snapshot().await.unwrap().paid.contains("h-1")
@@ -461,35 +432,28 @@ async fn workers_run_effects() {
 /// and cannot finish while the renewal waits (the handler is not polled meanwhile).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_renewal_does_not_wedge_a_handler_that_calls_actors() {
-    let harness = Harness::new();
     let calls = Arc::new(AtomicU32::new(0));
-    let runtime = harness
-        .builder()
-        .await
-        // Renewed every 5 ms: renewals fall while the handler's calls run their turns.
-        .workers(Workers::default().effect_lease(Duration::from_millis(15)))
-        .effect({
-            let calls = Arc::clone(&calls);
-            move |charge: ChargeCard, context: EffectContext| {
+    let (harness, runtime) = started_with(|builder| {
+        builder
+            // Renewed every 5 ms: renewals fall while the handler's calls run their turns.
+            .workers(Workers::default().effect_lease(Duration::from_millis(15)))
+            .effect({
                 let calls = Arc::clone(&calls);
-                async move {
-                    let checkout = context.runtime().reference::<Checkout>(context.actor_id());
-                    for _ in 0..200 {
-                        checkout.paid(charge.hold_id.clone()).await?;
-                        calls.fetch_add(1, Ordering::SeqCst);
+                move |charge: ChargeCard, context: EffectContext| {
+                    let calls = Arc::clone(&calls);
+                    async move {
+                        let checkout = context.runtime().reference::<Checkout>(context.actor_id());
+                        for _ in 0..200 {
+                            checkout.paid(charge.hold_id.clone()).await?;
+                            calls.fetch_add(1, Ordering::SeqCst);
+                        }
+                        Ok(())
                     }
-                    Ok(())
                 }
-            }
-        })
-        .start()
-        .await
-        .unwrap();
-    runtime
-        .reference::<Checkout>("c-1")
-        .hold("h-1", 300)
-        .await
-        .unwrap();
+            })
+    })
+    .await;
+    hold_300_cents(&runtime).await;
 
     let ran = tokio::time::timeout(Duration::from_secs(60), runtime.testing().run_effects()).await;
     assert!(
@@ -539,41 +503,21 @@ async fn an_effect_dead_because_the_policy_was_lowered_keeps_its_real_error() {
     let provider = Arc::new(Provider::default());
     provider.failures_left.store(1, Ordering::SeqCst);
     let runtime = start_with_attempts(&harness, &provider, 5).await;
-    runtime
-        .reference::<Checkout>("c-1")
-        .hold("h-1", 300)
-        .await
-        .unwrap();
+    hold_300_cents(&runtime).await;
     assert_eq!(runtime.testing().run_effects().await.unwrap(), 1);
     runtime.close().await;
 
     let runtime = start_with_attempts(&harness, &provider, 1).await;
     harness.advance_minutes(10);
     runtime.testing().run_effects().await.unwrap();
-    let dead = runtime
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status(solid_objects::admin::EffectStatus::Dead)
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_effects(&runtime).await;
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].attempts, 1);
     assert!(
-        dead[0]
-            .last_error
-            .as_deref()
-            .unwrap_or_default()
-            .contains("the provider timed out")
-            && !dead[0]
-                .last_error
-                .as_deref()
-                .unwrap_or_default()
-                .contains("killed"),
+        last_error(&dead[0]).contains("the provider timed out")
+            && !last_error(&dead[0]).contains("killed"),
         "the dead effect's error is not true: {:?}",
-        dead[0].last_error.as_deref().unwrap_or_default()
+        last_error(&dead[0])
     );
     runtime.close().await;
 }
@@ -608,15 +552,8 @@ async fn an_effect_abandoned_by_a_shutdown_runs_again_even_on_its_last_attempt()
         .start()
         .await
         .unwrap();
-    runtime
-        .reference::<Checkout>("c-1")
-        .hold("h-1", 300)
-        .await
-        .unwrap();
-    let workers = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
+    hold_300_cents(&runtime).await;
+    let workers = run_workers(&runtime);
     entered.acquire().await.unwrap().forget();
     let report = runtime
         .shutdown_with_deadline(Duration::from_millis(100))
@@ -629,21 +566,11 @@ async fn an_effect_abandoned_by_a_shutdown_runs_again_even_on_its_last_attempt()
     let runtime = start_with_attempts(&harness, &provider, 1).await;
     harness.advance_minutes(10);
     runtime.testing().run_effects().await.unwrap();
-    let dead = runtime
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status(solid_objects::admin::EffectStatus::Dead)
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_effects(&runtime).await;
     assert!(
         dead.is_empty() && provider.calls.lock().unwrap().len() == 1,
         "the abandoned effect did not run again: it is dead with {:?}",
-        dead.iter()
-            .map(|dead| dead.last_error.as_deref().unwrap_or_default())
-            .collect::<Vec<_>>()
+        dead.iter().map(last_error).collect::<Vec<_>>()
     );
     runtime.close().await;
 }
@@ -680,12 +607,9 @@ impl Pinger {
 /// attempt (0 of 0) stopped before it finished".
 #[tokio::test]
 async fn an_effect_kind_with_zero_attempts_still_runs_once() {
-    let harness = Harness::new();
     let runs = Arc::new(AtomicU32::new(0));
-    let runtime = harness
-        .builder()
-        .await
-        .effect({
+    let (_harness, runtime) = started_with(|builder| {
+        builder.effect({
             let runs = Arc::clone(&runs);
             move |_: Ping, _: EffectContext| {
                 let runs = Arc::clone(&runs);
@@ -695,20 +619,12 @@ async fn an_effect_kind_with_zero_attempts_still_runs_once() {
                 }
             }
         })
-        .start()
-        .await
-        .unwrap();
+    })
+    .await;
     runtime.reference::<Pinger>("p").ping().await.unwrap();
     runtime.testing().run_effects().await.unwrap();
-    let dead: Vec<_> = runtime
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status(solid_objects::admin::EffectStatus::Dead)
-                .limit(10),
-        )
+    let dead: Vec<_> = dead_effects(&runtime)
         .await
-        .unwrap()
         .into_iter()
         .map(|dead| dead.last_error.unwrap_or_default())
         .collect();
@@ -720,88 +636,45 @@ async fn an_effect_kind_with_zero_attempts_still_runs_once() {
     runtime.close().await;
 }
 
-/// A kind of effect registered first, of which many wait; each holds its task until the
-/// test opens the gate.
-#[derive(Serialize, Deserialize)]
-struct GatedReport {
-    number: u32,
-}
-
-impl Effect for GatedReport {
-    const NAME: &'static str = "gated_report";
-    type Output = ();
-}
-
-/// A kind of effect registered after the gated one.
-#[derive(Serialize, Deserialize)]
-struct QuickNote;
-
-impl Effect for QuickNote {
-    const NAME: &'static str = "quick_note";
-    type Output = ();
-}
-
-/// Emits a backlog of gated reports, then a quick note.
-#[actor]
-#[derive(Default)]
-struct NoteTaker {}
-
-#[actor]
-impl NoteTaker {
-    #[command]
-    fn reports(&mut self, turn: &mut Turn<Self>, count: u32) {
-        for number in 0..count {
-            turn.emit(GatedReport { number });
-        }
-    }
-
-    #[command]
-    fn note(&mut self, turn: &mut Turn<Self>) {
-        turn.emit(QuickNote);
-    }
-}
-
 /// The workers share their effect tasks among the kinds they handle: a kind with a backlog
 /// does not keep every task while another kind's effect waits, whatever order the kinds were
 /// registered in (every process registers them in the same order, so a kind-by-kind claim
-/// would starve the same kind everywhere).
+/// would starve the same kind everywhere). Here a backlog of the till's charges, registered
+/// first, each holds its task until the test opens the gate; the depot's delivery comes after.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kind_with_a_backlog_does_not_starve_a_kind_registered_after_it() {
     const BACKLOG: u32 = 60;
-    let harness = Harness::new();
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let quick_ran = Arc::new(AtomicBool::new(false));
-    let runtime = harness
-        .builder()
-        .await
-        .workers(1)
-        .effect({
-            let gate = Arc::clone(&gate);
-            move |_: GatedReport, _: EffectContext| {
+    let (_harness, runtime) = started_with(|builder| {
+        builder
+            .workers(1)
+            .effect({
                 let gate = Arc::clone(&gate);
-                async move {
-                    gate.acquire().await.expect("the gate stays open").forget();
-                    Ok(())
+                move |_: Charge, _: EffectContext| {
+                    let gate = Arc::clone(&gate);
+                    async move {
+                        gate.acquire().await.expect("the gate stays open").forget();
+                        Ok(())
+                    }
                 }
-            }
-        })
-        .effect({
-            let quick_ran = Arc::clone(&quick_ran);
-            move |_: QuickNote, _: EffectContext| {
-                quick_ran.store(true, Ordering::SeqCst);
-                async { Ok(()) }
-            }
-        })
-        .start()
-        .await
-        .unwrap();
-    let reporter = runtime.reference::<NoteTaker>("r-1");
-    reporter.reports(BACKLOG).await.unwrap();
-    reporter.note().await.unwrap();
-    let worker = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
+            })
+            .effect({
+                let quick_ran = Arc::clone(&quick_ran);
+                move |_: Deliver, _: EffectContext| {
+                    quick_ran.store(true, Ordering::SeqCst);
+                    async { Ok(()) }
+                }
+            })
+    })
+    .await;
+    let till = runtime.reference::<Till>("t");
+    for number in 0..BACKLOG {
+        till.ring_up(number.to_string()).await.unwrap();
+    }
+    let depot = runtime.reference::<Depot>("d");
+    depot.send("p-1".to_owned()).await.unwrap();
+    let worker = run_workers(&runtime);
 
     // Every effect task a kind-by-kind claim could give is held by a gated report: the quick
     // note runs only if the kinds take turns.

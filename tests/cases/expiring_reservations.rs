@@ -7,7 +7,9 @@ use crate::support;
 
 use inventory::{HoldStatus, SeatInventory, SeatInventoryMessage};
 use solid_objects::Runtime;
-use support::{rejection_code, together, Harness};
+use support::fixtures::started_with;
+use support::workers::fire_due_reminders;
+use support::{held_and_rejected, rejection_code, together, Harness};
 
 /// A show with `capacity` seats on a fresh runtime.
 async fn show(harness: &Harness, capacity: u32) -> (Runtime, inventory::SeatInventoryRef) {
@@ -31,12 +33,7 @@ async fn eight_concurrent_holds_against_five_seats_hold_five_and_reject_three() 
     })
     .await;
 
-    let held = results.iter().filter(|result| result.is_ok()).count();
-    let rejected: Vec<String> = results
-        .into_iter()
-        .filter(|result| result.is_err())
-        .map(rejection_code)
-        .collect();
+    let (held, rejected) = held_and_rejected(results);
     assert_eq!(held, 5);
     assert_eq!(rejected, vec!["not_enough_seats"; 3]);
     assert_eq!(show.seats_left().await.unwrap(), 0);
@@ -66,28 +63,12 @@ async fn an_extension_moves_the_reminder_to_the_new_deadline() {
     show.extend_hold("h-1").await.unwrap();
 
     harness.advance_minutes(16);
-    assert_eq!(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-        0
-    );
+    assert_eq!(fire_due_reminders(&runtime).await, 0);
     assert_eq!(show.seats_left().await.unwrap(), 3);
     assert!(show.snapshot().await.unwrap().holds.contains_key("h-1"));
 
     harness.advance_minutes(5);
-    assert_eq!(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-        1
-    );
+    assert_eq!(fire_due_reminders(&runtime).await, 1);
     assert_eq!(show.seats_left().await.unwrap(), 5);
     assert!(show.snapshot().await.unwrap().holds.is_empty());
     runtime.close().await;
@@ -157,15 +138,7 @@ async fn a_confirmation_retry_returns_the_same_result_and_cancels_the_reminder()
     assert_eq!(state.confirmed["h-1"], 2);
     assert!(state.holds.is_empty());
     harness.advance_minutes(16);
-    assert_eq!(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-        0
-    );
+    assert_eq!(fire_due_reminders(&runtime).await, 0);
     assert_eq!(show.seats_left().await.unwrap(), 3);
     runtime.close().await;
 }
@@ -176,15 +149,7 @@ async fn a_confirmation_after_expiry_is_rejected_with_no_hold() {
     let (runtime, show) = show(&harness, 5).await;
     show.hold("h-1", "ana", 2).await.unwrap();
     harness.advance_minutes(16);
-    assert_eq!(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-        1
-    );
+    assert_eq!(fire_due_reminders(&runtime).await, 1);
 
     assert_eq!(rejection_code(show.confirm("h-1").await), "no_hold");
     assert!(show.snapshot().await.unwrap().confirmed.is_empty());
@@ -244,15 +209,7 @@ async fn a_hold_that_falls_due_while_the_runtime_is_stopped_expires_after_a_rest
     let show = runtime.reference::<SeatInventory>("show-42");
     assert_eq!(show.snapshot().await.unwrap().holds.len(), 1);
 
-    assert_eq!(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-        1
-    );
+    assert_eq!(fire_due_reminders(&runtime).await, 1);
     assert!(show.snapshot().await.unwrap().holds.is_empty());
     assert_eq!(show.seats_left().await.unwrap(), 5);
     runtime.close().await;
@@ -264,12 +221,9 @@ async fn a_hold_that_falls_due_while_the_runtime_is_stopped_expires_after_a_rest
 async fn a_payment_is_staged_as_an_effect_and_confirms_the_hold_after_it_runs() {
     use std::sync::{Arc, Mutex};
 
-    let harness = Harness::new();
     let charged = Arc::new(Mutex::new(Vec::new()));
-    let runtime = harness
-        .builder()
-        .await
-        .effect({
+    let (harness, runtime) = started_with(|builder| {
+        builder.effect({
             let charged = Arc::clone(&charged);
             move |charge: inventory::ChargeHold, context: solid_objects::EffectContext| {
                 let charged = Arc::clone(&charged);
@@ -284,9 +238,8 @@ async fn a_payment_is_staged_as_an_effect_and_confirms_the_hold_after_it_runs() 
                 }
             }
         })
-        .start()
-        .await
-        .unwrap();
+    })
+    .await;
     let show = runtime.reference::<SeatInventory>("show-42");
     show.open_show(5).await.unwrap();
     show.hold("h-1", "ana", 2).await.unwrap();

@@ -3,7 +3,6 @@
 
 use crate::support;
 
-use std::future::Future;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,7 +12,16 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 use solid_objects::prelude::*;
 use solid_objects::{Clock, Effect, EffectContext, MessageStatus, RetryPolicy};
-use support::{count, eventually, execute, Backend, Harness};
+use support::cancellation::{drop_after, next_random};
+use support::effect_actors::{Charge, Till};
+use support::fixtures::{
+    sqlite_harness, started, started_on, started_with, started_without_fsync, FileHolder,
+};
+use support::journal::Journal;
+use support::operator::{dead_effects, dead_letters, prune, status_of};
+use support::stored_rows::{insert_ready_message, insert_ready_messages, ready_message};
+use support::workers::{answered, run_workers};
+use support::{count, eventually, Harness};
 use tokio::sync::Notify;
 
 /// A field whose serialisation panics while `explode` is set: user serde code that panics.
@@ -104,42 +112,6 @@ fn nested(depth: u32) -> Value {
     })
 }
 
-/// The status of a message found by its request id.
-async fn status_of(runtime: &Runtime, request_id: &str) -> MessageStatus {
-    runtime
-        .message(request_id)
-        .await
-        .unwrap()
-        .expect("the message is kept")
-        .status()
-        .await
-        .unwrap()
-}
-
-/// The number of the next pseudo-random step: a small xorshift, so the test needs no
-/// dependency and replays the same interleaving plan on every run.
-fn next_random(state: &mut u64) -> u64 {
-    *state ^= *state << 13;
-    *state ^= *state >> 7;
-    *state ^= *state << 17;
-    *state
-}
-
-/// Polls `future` for `polls` scheduler turns, then drops it wherever it is.
-async fn drop_after(future: impl Future, polls: u64) {
-    let mut future = std::pin::pin!(future);
-    for _ in 0..polls {
-        let done = std::future::poll_fn(|context| {
-            std::task::Poll::Ready(future.as_mut().poll(context).is_ready())
-        })
-        .await;
-        if done {
-            return;
-        }
-        tokio::task::yield_now().await;
-    }
-}
-
 const OUTSIDE_WRITER: &str = "RELIABILITY_OUTSIDE_WRITER";
 
 /// The second process: writes one row to the database the parent names (by its URL), in a
@@ -187,8 +159,7 @@ async fn another_process_writes(harness: &Harness) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cancelled_calls_never_wedge_the_writer() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
     let mut tasks = Vec::new();
     for task in 0..8_u64 {
         let runtime = runtime.clone();
@@ -231,9 +202,7 @@ async fn cancelled_calls_never_wedge_the_writer() {
 
 #[tokio::test]
 async fn a_state_nested_too_deep_to_read_back_is_never_committed() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let victim = runtime.reference::<Victim>("deep");
+    let (_harness, runtime, victim) = started_on::<Victim>("deep").await;
     victim.record("before").await.unwrap();
 
     let result = victim.nest(127).await;
@@ -247,9 +216,7 @@ async fn a_state_nested_too_deep_to_read_back_is_never_committed() {
 
 #[tokio::test]
 async fn arguments_nested_too_deep_to_read_back_are_refused_at_the_door() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let victim = runtime.reference::<Victim>("deep");
+    let (harness, runtime, victim) = started_on::<Victim>("deep").await;
 
     let sync = victim.store(nested(128)).await;
     let queued = victim.enqueue().store(nested(128)).await;
@@ -263,15 +230,15 @@ async fn arguments_nested_too_deep_to_read_back_are_refused_at_the_door() {
 
 #[tokio::test]
 async fn stored_arguments_that_do_not_decode_become_a_dead_letter_and_later_messages_run() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let victim = runtime.reference::<Victim>("v");
+    let (harness, runtime, victim) = started_on::<Victim>("v").await;
     victim.record("one").await.unwrap();
-    execute(
+    insert_ready_message(
         &harness,
-        "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
-             request_id, status, available_at, created_at)
-         VALUES ('Victim', 'v', 'record', '{\"entry\": 42}', 'r-bad', 'ready', 0, 0);",
+        "Victim",
+        "v",
+        "record",
+        r#"{"entry": 42}"#,
+        "r-bad",
     )
     .await;
     let later = victim.enqueue().record("three").await.unwrap();
@@ -292,9 +259,7 @@ async fn stored_arguments_that_do_not_decode_become_a_dead_letter_and_later_mess
 
 #[tokio::test]
 async fn a_swallowed_sql_error_is_a_counted_attempt() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let victim = runtime.reference::<Victim>("v");
+    let (harness, runtime, victim) = started_on::<Victim>("v").await;
     let poisoned = victim.enqueue().swallow_sql_error().await.unwrap();
     let later = victim.enqueue().record("later").await.unwrap();
 
@@ -325,9 +290,7 @@ async fn a_swallowed_sql_error_is_a_counted_attempt() {
 
 #[tokio::test]
 async fn a_panicking_serialize_is_a_counted_attempt() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let victim = runtime.reference::<Victim>("v");
+    let (harness, runtime, victim) = started_on::<Victim>("v").await;
     victim.record("one").await.unwrap();
 
     let runtime_task = runtime.clone();
@@ -346,8 +309,7 @@ async fn a_panicking_serialize_is_a_counted_attempt() {
 /// A reminder scheduled under a key no database may store, or sent to such an id.
 #[tokio::test]
 async fn ids_and_keys_with_nul_bytes_are_typed_errors_and_write_nothing() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
 
     let id = runtime.reference::<Victim>("a\0b").record("x").await;
     let key = runtime
@@ -373,45 +335,20 @@ async fn ids_and_keys_with_nul_bytes_are_typed_errors_and_write_nothing() {
     runtime.close().await;
 }
 
-/// Runs once; its handler panics before it returns a future.
-#[derive(Serialize, Deserialize)]
-struct Detonate {
-    sync_panic: bool,
-}
-
-impl Effect for Detonate {
-    const NAME: &'static str = "detonate";
-    type Output = ();
-}
-
-#[actor]
-#[derive(Default)]
-struct Bomber {}
-
-#[actor]
-impl Bomber {
-    #[command]
-    fn arm(&mut self, turn: &mut Turn<Self>) {
-        turn.emit(Detonate { sync_panic: true });
-    }
-}
-
 #[tokio::test]
 async fn an_effect_handler_that_panics_before_its_future_is_a_failed_attempt() {
-    let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
-        .effect(|effect: Detonate, _context: EffectContext| {
-            assert!(!effect.sync_panic, "the handler panicked before its future");
+    let (harness, runtime) = started_with(|builder| {
+        builder.effect(|charge: Charge, _context: EffectContext| {
+            assert!(
+                charge.tag != "armed",
+                "the handler panicked before its future"
+            );
             std::future::ready(Ok(()))
         })
-        .start()
-        .await
-        .unwrap();
-    runtime.reference::<Bomber>("b").arm().await.unwrap();
+    })
+    .await;
+    let till = runtime.reference::<Till>("t");
+    till.ring_up("armed").await.unwrap();
 
     let runtime_task = runtime.clone();
     let ran = tokio::spawn(async move { runtime_task.testing().run_effects().await }).await;
@@ -464,26 +401,16 @@ async fn a_worker_that_dies_is_restarted_and_run_returns_only_after_shutdown() {
         .await
         .unwrap();
     armed.store(1, Ordering::SeqCst);
-    let run = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
+    let run = run_workers(&runtime);
     let tripped = eventually(Duration::from_secs(10), || async {
         armed.load(Ordering::SeqCst) == 0
     })
     .await;
     assert!(tripped, "the worker never read the clock");
 
-    let queued = runtime
-        .reference::<Victim>("v")
-        .enqueue()
-        .record("served")
-        .await
-        .unwrap();
-    let served = eventually(Duration::from_secs(10), || async {
-        queued.result().await.unwrap().is_some()
-    })
-    .await;
+    let victim = runtime.reference::<Victim>("v");
+    let queued = victim.enqueue().record("served").await.unwrap();
+    let served = answered(&queued, Duration::from_secs(10)).await;
 
     assert!(served, "no worker ran the message after the first one died");
     assert!(!run.is_finished(), "run() returned before shutdown");
@@ -493,20 +420,11 @@ async fn a_worker_that_dies_is_restarted_and_run_returns_only_after_shutdown() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_blocked_heads_do_not_delay_a_ready_actor() {
-    let harness = Harness::new();
     // Each blocked actor's message behind its delayed one is ready (a delayed message holds
     // back nothing), so the ready actor, the newest, comes after a thousand turns: about a
     // second on SQLite, several on a server. The bound is for a worker that never reaches
     // it, not a speed: speed is the bench's.
-    let runtime = harness
-        .store_without_fsync()
-        .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
-        .workers(1)
-        .start()
-        .await
-        .unwrap();
+    let (_harness, runtime) = started_without_fsync(|builder| builder.workers(1)).await;
     for n in 0..1000 {
         let blocked = runtime.reference::<Victim>(format!("blocked-{n}"));
         blocked
@@ -517,21 +435,11 @@ async fn a_thousand_blocked_heads_do_not_delay_a_ready_actor() {
             .unwrap();
         blocked.enqueue().record("behind").await.unwrap();
     }
-    let ready = runtime
-        .reference::<Victim>("ready")
-        .enqueue()
-        .record("now")
-        .await
-        .unwrap();
+    let victim = runtime.reference::<Victim>("ready");
+    let ready = victim.enqueue().record("now").await.unwrap();
 
-    let run = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
-    let served = eventually(Duration::from_secs(60), || async {
-        ready.result().await.unwrap().is_some()
-    })
-    .await;
+    let run = run_workers(&runtime);
+    let served = answered(&ready, Duration::from_secs(60)).await;
     runtime.shutdown();
     run.await.unwrap().unwrap();
 
@@ -541,43 +449,24 @@ async fn a_thousand_blocked_heads_do_not_delay_a_ready_actor() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_messages_for_unknown_types_do_not_delay_a_ready_actor() {
     let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
-        .workers(1)
-        .start()
-        .await
-        .unwrap();
-    let ready = runtime
-        .reference::<Victim>("ready")
-        .enqueue()
-        .record("now")
-        .await
-        .unwrap();
+    let runtime = harness.builder().await.workers(1).start().await.unwrap();
+    let victim = runtime.reference::<Victim>("ready");
+    let ready = victim.enqueue().record("now").await.unwrap();
     let ghosts: Vec<String> = (1..=1000)
-        .map(|i| format!("('Ghost', 'g-{i}', 'haunt', '{{}}', 'r-ghost-{i}', 'ready', 0, 0)"))
+        .map(|i| {
+            ready_message(
+                "Ghost",
+                &format!("g-{i}"),
+                "haunt",
+                "{}",
+                &format!("r-ghost-{i}"),
+            )
+        })
         .collect();
-    execute(
-        &harness,
-        &format!(
-            "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
-                 request_id, status, available_at, created_at)
-             VALUES {}",
-            ghosts.join(", ")
-        ),
-    )
-    .await;
+    insert_ready_messages(&harness, &ghosts).await;
 
-    let run = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
-    let served = eventually(Duration::from_secs(10), || async {
-        ready.result().await.unwrap().is_some()
-    })
-    .await;
+    let run = run_workers(&runtime);
+    let served = answered(&ready, Duration::from_secs(10)).await;
     runtime.shutdown();
     run.await.unwrap().unwrap();
 
@@ -586,20 +475,9 @@ async fn a_thousand_messages_for_unknown_types_do_not_delay_a_ready_actor() {
 
 #[tokio::test]
 async fn an_unknown_operation_waits_for_a_build_that_knows_it_and_says_why() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    runtime
-        .reference::<Victim>("v")
-        .record("one")
-        .await
-        .unwrap();
-    execute(
-        &harness,
-        "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
-             request_id, status, available_at, created_at)
-         VALUES ('Victim', 'v', 'vanished', '{}', 'r-vanished', 'ready', 0, 0);",
-    )
-    .await;
+    let (harness, runtime, victim) = started_on::<Victim>("v").await;
+    victim.record("one").await.unwrap();
+    insert_ready_message(&harness, "Victim", "v", "vanished", "{}", "r-vanished").await;
 
     let drained = runtime.testing().drain().await;
     let called = runtime.reference::<Victim>("v").record("two").await;
@@ -628,22 +506,12 @@ async fn an_unknown_operation_waits_for_a_build_that_knows_it_and_says_why() {
 
 #[tokio::test]
 async fn caller_supplied_durations_never_panic() {
-    let harness = Harness::new();
     let mut retry = RetryPolicy::default();
     retry.base_delay = Duration::MAX;
     retry.max_delay = Duration::MAX;
     let mut limits = solid_objects::Limits::default();
     limits.retention = Duration::MAX;
-    let runtime = harness
-        .store()
-        .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
-        .retry(retry)
-        .limits(limits)
-        .start()
-        .await
-        .unwrap();
+    let (_harness, runtime) = started_with(|builder| builder.retry(retry).limits(limits)).await;
     let victim = runtime.reference::<Victim>("v");
 
     let patient = victim.clone().timeout(Duration::MAX).record("one").await;
@@ -670,16 +538,12 @@ async fn caller_supplied_durations_never_panic() {
 #[tokio::test]
 async fn the_database_file_is_readable_by_its_owner_only() {
     use std::os::unix::fs::PermissionsExt;
-    let harness = Harness::new();
-    if !support::only_on(&harness, Backend::Sqlite, "a database file is SQLite's") {
+    let Some(harness) = sqlite_harness("a database file is SQLite's") else {
         return;
-    }
+    };
     let runtime = harness.start().await;
-    runtime
-        .reference::<Victim>("v")
-        .record("one")
-        .await
-        .unwrap();
+    let victim = runtime.reference::<Victim>("v");
+    victim.record("one").await.unwrap();
 
     for suffix in ["", "-wal", "-shm"] {
         let path = format!("{}{suffix}", harness.path().display());
@@ -691,24 +555,20 @@ async fn the_database_file_is_readable_by_its_owner_only() {
 
 #[tokio::test]
 async fn another_process_holding_the_file_gives_a_sync_timeout_not_database_locked() {
-    let harness = Harness::new();
-    if !support::only_on(&harness, Backend::Sqlite, "the file lock is SQLite's") {
+    let Some(harness) = sqlite_harness("the file lock is SQLite's") else {
         return;
-    }
+    };
     let runtime = harness.start().await;
     let victim = runtime.reference::<Victim>("v");
     victim.record("one").await.unwrap();
-    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(harness.path());
-    let outsider = sqlx::SqlitePool::connect_with(options).await.unwrap();
-    let holding = outsider.begin_with("BEGIN IMMEDIATE").await.unwrap();
+    let outsider = FileHolder::take(&harness).await;
 
     let blocked = victim
         .clone()
         .timeout(Duration::from_secs(6))
         .record("two")
         .await;
-    holding.rollback().await.unwrap();
-    outsider.close().await;
+    outsider.release().await;
 
     assert!(
         matches!(blocked, Err(Error::SyncTimeout { .. })),
@@ -720,9 +580,7 @@ async fn another_process_holding_the_file_gives_a_sync_timeout_not_database_lock
 
 #[tokio::test]
 async fn a_clock_that_steps_back_never_blocks_the_mailbox() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let victim = runtime.reference::<Victim>("v");
+    let (harness, runtime, victim) = started_on::<Victim>("v").await;
     let queued = victim.enqueue().record("one").await.unwrap();
 
     harness.clock.set(harness.clock.now() - TimeDelta::hours(1));
@@ -736,9 +594,7 @@ async fn a_clock_that_steps_back_never_blocks_the_mailbox() {
 
 #[tokio::test]
 async fn a_delayed_message_holds_back_no_call_and_its_wait_says_when_it_is_due() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let victim = runtime.reference::<Victim>("v");
+    let (harness, runtime, victim) = started_on::<Victim>("v").await;
     let later = victim
         .enqueue()
         .delay(Duration::from_secs(3600))
@@ -795,24 +651,14 @@ impl Switch {
 
 #[tokio::test]
 async fn a_retried_dead_letter_answers_its_original_idempotency_key() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let switch = runtime.reference::<Switch>("s");
+    let (_harness, runtime, switch) = started_on::<Switch>("s").await;
     let failed = switch.clone().idempotency_key("k").bump().await;
     assert!(matches!(
         failed,
         Err(Error::HandlerFailed { retry_at: None, .. })
     ));
     switch.turn_on().await.unwrap();
-    let dead = runtime
-        .admin()
-        .dead_letters(
-            &solid_objects::admin::DeadLetterFilter::new()
-                .include_retried()
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_letters(&runtime).await;
     let retried = runtime
         .admin()
         .retry_dead_letter(dead[0].message_id)
@@ -836,35 +682,11 @@ struct SlowProvider {
     blocking: Mutex<bool>,
 }
 
-#[derive(Serialize, Deserialize)]
-struct Charge {
-    n: u32,
-}
-
-impl Effect for Charge {
-    const NAME: &'static str = "charge";
-    type Output = ();
-}
-
-#[actor]
-#[derive(Default)]
-struct Till {}
-
-#[actor]
-impl Till {
-    #[command]
-    fn ring_up(&mut self, turn: &mut Turn<Self>, n: u32) {
-        turn.emit(Charge { n });
-    }
-}
-
 async fn provider_runtime(harness: &Harness, provider: &Arc<SlowProvider>) -> Runtime {
     let provider = Arc::clone(provider);
     harness
-        .store()
+        .builder()
         .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
         .effect(move |charge: Charge, context: EffectContext| {
             let provider = Arc::clone(&provider);
             async move {
@@ -872,7 +694,7 @@ async fn provider_runtime(harness: &Harness, provider: &Arc<SlowProvider>) -> Ru
                     .runs
                     .lock()
                     .unwrap()
-                    .push(format!("{}:{}", charge.n, context.id()));
+                    .push(format!("{}:{}", charge.tag, context.id()));
                 let block = std::mem::take(&mut *provider.blocking.lock().unwrap());
                 if block {
                     provider.started.notify_one();
@@ -889,20 +711,17 @@ async fn provider_runtime(harness: &Harness, provider: &Arc<SlowProvider>) -> Ru
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn effects_run_once_per_lease_and_a_stale_runner_cannot_undo_them() {
-    let harness = Harness::new();
-    if !support::only_on(
-        &harness,
-        Backend::Sqlite,
+    let Some(harness) = sqlite_harness(
         "leases run on the manual clock only on SQLite; a server's on its own clock",
-    ) {
+    ) else {
         return;
-    }
+    };
     let provider = Arc::new(SlowProvider::default());
     let first = provider_runtime(&harness, &provider).await;
     let second = provider_runtime(&harness, &provider).await;
     let till = first.reference::<Till>("t");
     for n in 1..=3 {
-        till.ring_up(n).await.unwrap();
+        till.ring_up(n.to_string()).await.unwrap();
     }
     *provider.blocking.lock().unwrap() = true;
     let stale = tokio::spawn({
@@ -923,16 +742,7 @@ async fn effects_run_once_per_lease_and_a_stale_runner_cannot_undo_them() {
         assert_eq!(times, 1, "effect {n} ran {times} times: {runs:?}");
     }
     assert!(
-        first
-            .admin()
-            .effects(
-                &solid_objects::admin::EffectFilter::new()
-                    .status(solid_objects::admin::EffectStatus::Dead)
-                    .limit(10)
-            )
-            .await
-            .unwrap()
-            .is_empty(),
+        dead_effects(&first).await.is_empty(),
         "a stale runner turned a done effect dead"
     );
     assert_eq!(
@@ -946,10 +756,8 @@ async fn effects_run_once_per_lease_and_a_stale_runner_cannot_undo_them() {
 /// A runtime on the harness whose handlers may run `turn_timeout`.
 async fn impatient_runtime(harness: &Harness, turn_timeout: Duration) -> Runtime {
     harness
-        .store()
+        .builder()
         .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
         .turn_timeout(turn_timeout)
         .start()
         .await
@@ -1017,9 +825,7 @@ async fn a_sync_call_whose_handler_hangs_past_the_turn_timeout_fails_and_is_coun
 
 #[tokio::test]
 async fn a_caller_that_gives_up_on_a_slow_handler_leaves_nothing_behind() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let victim = runtime.reference::<Victim>("v");
+    let (harness, runtime, victim) = started_on::<Victim>("v").await;
 
     let result = victim
         .clone()
@@ -1055,21 +861,14 @@ impl Undertaker {
     fn doom(&mut self, turn: &mut Turn<Self>) {
         turn.emit(Doomed {});
     }
-
-    #[command]
-    fn fail(&mut self) -> Result<(), Failure> {
-        Err(Failure::permanent("never"))
-    }
 }
 
 async fn undertaker_runtime(harness: &Harness, dead_retention: Duration) -> Runtime {
     let mut limits = solid_objects::Limits::default();
     limits.dead_retention = dead_retention;
     harness
-        .store()
+        .builder()
         .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
         .limits(limits)
         .effect(|_: Doomed, _: EffectContext| async { Err(Failure::permanent("never")) })
         .start()
@@ -1081,95 +880,25 @@ async fn undertaker_runtime(harness: &Harness, dead_retention: Duration) -> Runt
 async fn dead_letters_and_dead_effects_are_pruned_after_their_retention() {
     let harness = Harness::new();
     let runtime = undertaker_runtime(&harness, Duration::from_secs(24 * 3600)).await;
-    let undertaker = runtime.reference::<Undertaker>("u");
-    undertaker.doom().await.unwrap();
-    undertaker.fail().await.unwrap_err();
+    runtime.reference::<Undertaker>("u").doom().await.unwrap();
+    let journal = runtime.reference::<Journal>("u");
+    journal.invalid().await.unwrap_err();
     runtime.testing().run_effects().await.unwrap();
-    assert_eq!(
-        runtime
-            .admin()
-            .dead_letters(
-                &solid_objects::admin::DeadLetterFilter::new()
-                    .include_retried()
-                    .limit(10)
-            )
-            .await
-            .unwrap()
-            .len(),
-        1
-    );
-    assert_eq!(
-        runtime
-            .admin()
-            .effects(
-                &solid_objects::admin::EffectFilter::new()
-                    .status(solid_objects::admin::EffectStatus::Dead)
-                    .limit(10)
-            )
-            .await
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(dead_letters(&runtime).await.len(), 1);
+    assert_eq!(dead_effects(&runtime).await.len(), 1);
 
     harness.advance_minutes(23 * 60);
-    runtime
-        .admin()
-        .prune()
-        .await
-        .map(|pruned| pruned.total())
-        .unwrap();
+    prune(&runtime).await;
     let kept = (
-        runtime
-            .admin()
-            .dead_letters(
-                &solid_objects::admin::DeadLetterFilter::new()
-                    .include_retried()
-                    .limit(10),
-            )
-            .await
-            .unwrap()
-            .len(),
-        runtime
-            .admin()
-            .effects(
-                &solid_objects::admin::EffectFilter::new()
-                    .status(solid_objects::admin::EffectStatus::Dead)
-                    .limit(10),
-            )
-            .await
-            .unwrap()
-            .len(),
+        dead_letters(&runtime).await.len(),
+        dead_effects(&runtime).await.len(),
     );
     harness.advance_minutes(2 * 60);
-    runtime
-        .admin()
-        .prune()
-        .await
-        .map(|pruned| pruned.total())
-        .unwrap();
+    prune(&runtime).await;
 
     assert_eq!(kept, (1, 1), "pruned before their retention");
-    assert!(runtime
-        .admin()
-        .dead_letters(
-            &solid_objects::admin::DeadLetterFilter::new()
-                .include_retried()
-                .limit(10)
-        )
-        .await
-        .unwrap()
-        .is_empty());
-    assert!(runtime
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status(solid_objects::admin::EffectStatus::Dead)
-                .limit(10)
-        )
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(dead_letters(&runtime).await.is_empty());
+    assert!(dead_effects(&runtime).await.is_empty());
     runtime.close().await;
 }
 
@@ -1177,41 +906,19 @@ async fn dead_letters_and_dead_effects_are_pruned_after_their_retention() {
 async fn a_dead_retention_of_zero_keeps_dead_letters() {
     let harness = Harness::new();
     let runtime = undertaker_runtime(&harness, Duration::ZERO).await;
-    runtime
-        .reference::<Undertaker>("u")
-        .fail()
-        .await
-        .unwrap_err();
+    let journal = runtime.reference::<Journal>("u");
+    journal.invalid().await.unwrap_err();
 
     harness.advance_minutes(365 * 24 * 60);
-    runtime
-        .admin()
-        .prune()
-        .await
-        .map(|pruned| pruned.total())
-        .unwrap();
+    prune(&runtime).await;
 
-    assert_eq!(
-        runtime
-            .admin()
-            .dead_letters(
-                &solid_objects::admin::DeadLetterFilter::new()
-                    .include_retried()
-                    .limit(10)
-            )
-            .await
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(dead_letters(&runtime).await.len(), 1);
     runtime.close().await;
 }
 
 #[tokio::test]
 async fn effects_without_a_handler_are_listed_for_operators() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let undertaker = runtime.reference::<Undertaker>("u");
+    let (_harness, runtime, undertaker) = started_on::<Undertaker>("u").await;
     undertaker.doom().await.unwrap();
     undertaker.doom().await.unwrap();
 

@@ -10,48 +10,25 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
+use tokio::task::JoinHandle;
+
 use solid_objects::prelude::*;
 use solid_objects::GroupCommit;
+use support::fixtures::started;
 use support::gates::gate;
+use support::journal::{Journal, JournalRef};
 use support::{count, together, Harness};
 
-/// An actor that numbers what it is told, and can be told to reject.
-#[actor]
-#[derive(Default)]
-struct Counter {
-    seen: Vec<String>,
-}
-
-#[actor]
-impl Counter {
-    #[command]
-    fn note(&mut self, what: String) -> usize {
-        self.seen.push(what);
-        self.seen.len()
-    }
-
-    #[command]
-    fn refuse(&mut self, turn: &mut Turn<Self>, what: String) -> Result<usize, Rejection> {
-        self.seen.push(what);
-        turn.schedule(turn.now(), "never").tick();
-        Err(reject!(refused, "refused"))
-    }
-
-    #[reminder]
-    fn tick(&mut self) {}
-}
-
 /// The hot actor, which exists after its first call (its message is the mailbox's first).
-async fn warm_hot_actor(runtime: &Runtime) -> <Counter as solid_objects::Addressable>::Reference {
-    let hot = runtime.reference::<Counter>("hot");
-    hot.note("warm-up".to_owned()).await.unwrap();
+async fn warm_hot_actor(runtime: &Runtime) -> JournalRef {
+    let hot = runtime.reference::<Journal>("hot");
+    hot.record("warm-up".to_owned()).await.unwrap();
     hot
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixteen_callers_of_one_actor_share_commits_and_each_hears_its_own_turn() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
     let hot = warm_hot_actor(&runtime).await;
     let before = runtime.stats();
 
@@ -60,7 +37,7 @@ async fn sixteen_callers_of_one_actor_share_commits_and_each_hears_its_own_turn(
         async move {
             let mut answers = Vec::new();
             for n in 0..10 {
-                answers.push(hot.note(format!("{caller}-{n}")).await.unwrap());
+                answers.push(hot.record(format!("{caller}-{n}")).await.unwrap());
             }
             answers
         }
@@ -75,10 +52,10 @@ async fn sixteen_callers_of_one_actor_share_commits_and_each_hears_its_own_turn(
         assert!(calls.windows(2).all(|pair| pair[0] < pair[1]), "{calls:?}");
     }
     let state = hot.snapshot().await.unwrap();
-    assert_eq!(state.seen.len(), 161);
+    assert_eq!(state.entries.len(), 161);
     for (caller, calls) in answers.iter().enumerate() {
         for (n, position) in calls.iter().enumerate() {
-            assert_eq!(state.seen[position - 1], format!("{caller}-{n}"));
+            assert_eq!(state.entries[position - 1], format!("{caller}-{n}"));
         }
     }
     let grouped = after.grouped_turns - before.grouped_turns;
@@ -98,8 +75,7 @@ async fn sixteen_callers_of_one_actor_share_commits_and_each_hears_its_own_turn(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_member_that_rejects_keeps_nothing_and_the_others_commit() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
     let hot = warm_hot_actor(&runtime).await;
 
     let answers = together(12, |caller| {
@@ -109,8 +85,11 @@ async fn a_member_that_rejects_keeps_nothing_and_the_others_commit() {
             for n in 0..6 {
                 let what = format!("{caller}-{n}");
                 answers.push(match (caller + n) % 2 {
-                    0 => hot.note(what).await.map_err(|error| error.to_string()),
-                    _ => hot.refuse(what).await.map_err(|error| error.to_string()),
+                    0 => hot.record(what).await.map_err(|error| error.to_string()),
+                    _ => hot
+                        .record_then_reject(what)
+                        .await
+                        .map_err(|error| error.to_string()),
                 });
             }
             answers
@@ -126,14 +105,14 @@ async fn a_member_that_rejects_keeps_nothing_and_the_others_commit() {
     assert_eq!(noted, 36, "{answers:?}");
     let state = hot.snapshot().await.unwrap();
     assert_eq!(
-        state.seen.len(),
+        state.entries.len(),
         37,
         "only the notes are kept: {:?}",
-        state.seen
+        state.entries
     );
     for (caller, calls) in answers.iter().enumerate() {
         for (n, answer) in calls.iter().enumerate() {
-            let kept = state.seen.contains(&format!("{caller}-{n}"));
+            let kept = state.entries.contains(&format!("{caller}-{n}"));
             assert_eq!(kept, (caller + n) % 2 == 0, "{caller}-{n}: {answer:?}");
         }
     }
@@ -145,8 +124,7 @@ async fn a_member_that_rejects_keeps_nothing_and_the_others_commit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn callers_that_share_an_idempotency_key_on_a_hot_actor_run_it_once() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (_harness, runtime) = started().await;
     let hot = warm_hot_actor(&runtime).await;
 
     let answers = together(16, |caller| {
@@ -154,16 +132,16 @@ async fn callers_that_share_an_idempotency_key_on_a_hot_actor_run_it_once() {
         async move {
             let key = format!("key-{}", caller % 4);
             let what = format!("once-{}", caller % 4);
-            hot.idempotency_key(key).note(what).await.unwrap()
+            hot.idempotency_key(key).record(what).await.unwrap()
         }
     })
     .await;
 
     let state = hot.snapshot().await.unwrap();
-    assert_eq!(state.seen.len(), 5, "{:?}", state.seen);
+    assert_eq!(state.entries.len(), 5, "{:?}", state.entries);
     for caller in 0..16 {
         let what = format!("once-{}", caller % 4);
-        assert_eq!(state.seen[answers[caller] - 1], what);
+        assert_eq!(state.entries[answers[caller] - 1], what);
         assert_eq!(answers[caller], answers[caller % 4]);
     }
     runtime.close().await;
@@ -172,20 +150,14 @@ async fn callers_that_share_an_idempotency_key_on_a_hot_actor_run_it_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn with_group_commit_off_every_call_is_a_transaction_of_its_own() {
     let harness = Harness::new();
-    let runtime = harness
-        .builder()
-        .await
-        .group_commit(GroupCommit::off())
-        .start()
-        .await
-        .unwrap();
+    let runtime = grouped_runtime(&harness, GroupCommit::off()).await;
     let hot = warm_hot_actor(&runtime).await;
     let before = runtime.stats();
     together(8, |caller| {
         let hot = hot.clone();
         async move {
             for n in 0..5 {
-                hot.note(format!("{caller}-{n}")).await.unwrap();
+                hot.record(format!("{caller}-{n}")).await.unwrap();
             }
         }
     })
@@ -193,14 +165,13 @@ async fn with_group_commit_off_every_call_is_a_transaction_of_its_own() {
     let after = runtime.stats();
     assert_eq!(after.grouped_turns, before.grouped_turns);
     assert_eq!(after.transactions - before.transactions, 40);
-    assert_eq!(hot.snapshot().await.unwrap().seen.len(), 41);
+    assert_eq!(hot.snapshot().await.unwrap().entries.len(), 41);
     runtime.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn calls_dropped_while_they_wait_in_a_group_keep_all_or_nothing_and_nothing_wedges() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
     let hot = warm_hot_actor(&runtime).await;
 
     // Each caller drops some of its calls part-way: while queued in a group, while its turn
@@ -212,7 +183,7 @@ async fn calls_dropped_while_they_wait_in_a_group_keep_all_or_nothing_and_nothin
             for n in 0..12u64 {
                 let what = format!("{caller}-{n}");
                 let patience = Duration::from_micros(50 * ((caller as u64 * 7 + n * 13) % 40));
-                let call = hot.note(what.clone());
+                let call = hot.record(what.clone());
                 answers.push((what, tokio::time::timeout(patience, call).await));
             }
             answers
@@ -228,17 +199,17 @@ async fn calls_dropped_while_they_wait_in_a_group_keep_all_or_nothing_and_nothin
     assert!(settled, "queued messages never ran");
 
     let state = hot.snapshot().await.unwrap();
-    let unique: BTreeSet<&String> = state.seen.iter().collect();
+    let unique: BTreeSet<&String> = state.entries.iter().collect();
     assert_eq!(
         unique.len(),
-        state.seen.len(),
+        state.entries.len(),
         "a turn ran twice: {:?}",
-        state.seen
+        state.entries
     );
     for (what, answer) in answers.iter().flatten() {
         if let Ok(Ok(position)) = answer {
             assert_eq!(
-                &state.seen[position - 1],
+                &state.entries[position - 1],
                 what,
                 "a caller heard another's turn"
             );
@@ -246,13 +217,13 @@ async fn calls_dropped_while_they_wait_in_a_group_keep_all_or_nothing_and_nothin
     }
     // Every kept turn has its completed message row, and the next call comes after them.
     let completed = count(&harness, "solid_messages WHERE status = 'completed'").await;
-    assert_eq!(completed, i64::try_from(state.seen.len()).unwrap());
+    assert_eq!(completed, i64::try_from(state.entries.len()).unwrap());
     let rows = count(&harness, "solid_messages").await;
-    let next = hot.note("after".to_owned()).await.unwrap();
+    let next = hot.record("after".to_owned()).await.unwrap();
     assert_eq!(next, usize::try_from(rows).unwrap() + 1);
     let after = hot.snapshot().await.unwrap();
-    let unique: BTreeSet<&String> = after.seen.iter().collect();
-    assert_eq!(unique.len(), after.seen.len(), "a turn ran twice");
+    let unique: BTreeSet<&String> = after.entries.iter().collect();
+    assert_eq!(unique.len(), after.entries.len(), "a turn ran twice");
     runtime.close().await;
 }
 
@@ -264,22 +235,22 @@ async fn an_actor_locked_elsewhere_never_holds_the_group_its_call_would_join() {
         return;
     }
     let runtime = harness.start().await;
-    let held = runtime.reference::<Counter>("held");
-    held.note("created".to_owned()).await.unwrap();
+    let held = runtime.reference::<Journal>("held");
+    held.record("created".to_owned()).await.unwrap();
     for actor in 0..8 {
-        let counter = runtime.reference::<Counter>(format!("c-{actor}"));
-        counter.note("created".to_owned()).await.unwrap();
+        let counter = runtime.reference::<Journal>(format!("c-{actor}"));
+        counter.record("created".to_owned()).await.unwrap();
     }
     // Another program holds one actor's row while the calls run.
     let pool = support::connect(&harness).await;
     let mut other = pool.begin().await.unwrap();
     // By its whole key: InnoDB locks every row a scan passes.
     let lock = "SELECT 1 FROM solid_instances \
-                WHERE actor_type = 'Counter' AND actor_id = 'held' FOR UPDATE";
+                WHERE actor_type = 'Journal' AND actor_id = 'held' FOR UPDATE";
     sqlx::query(lock).fetch_all(&mut *other).await.unwrap();
     let waiting = tokio::spawn({
         let held = held.clone();
-        async move { held.note("after the lock".to_owned()).await }
+        async move { held.record("after the lock".to_owned()).await }
     });
 
     let answers = together(16, |caller| {
@@ -287,8 +258,8 @@ async fn an_actor_locked_elsewhere_never_holds_the_group_its_call_would_join() {
         async move {
             let mut answers = Vec::new();
             for n in 0..5 {
-                let counter = runtime.reference::<Counter>(format!("c-{}", (caller + n) % 8));
-                answers.push(counter.note(format!("{caller}-{n}")).await);
+                let counter = runtime.reference::<Journal>(format!("c-{}", (caller + n) % 8));
+                answers.push(counter.record(format!("{caller}-{n}")).await);
             }
             answers
         }
@@ -303,8 +274,8 @@ async fn an_actor_locked_elsewhere_never_holds_the_group_its_call_would_join() {
     other.commit().await.unwrap();
     assert_eq!(waiting.await.unwrap().unwrap(), 2);
     for actor in 0..8 {
-        let counter = runtime.reference::<Counter>(format!("c-{actor}"));
-        assert_eq!(counter.snapshot().await.unwrap().seen.len(), 11);
+        let counter = runtime.reference::<Journal>(format!("c-{actor}"));
+        assert_eq!(counter.snapshot().await.unwrap().entries.len(), 11);
     }
     pool.close().await;
     runtime.close().await;
@@ -367,15 +338,24 @@ impl Stamper {
     }
 }
 
-/// A runtime whose groups take members in for long enough that a case arranges them.
-async fn patient_groups(harness: &Harness) -> Runtime {
-    harness
-        .builder()
-        .await
-        .group_commit(GroupCommit::default().max_wait(Duration::from_secs(20)))
-        .start()
-        .await
-        .unwrap()
+/// A runtime on the harness that groups commits as `grouping` says.
+async fn grouped_runtime(harness: &Harness, grouping: GroupCommit) -> Runtime {
+    let builder = harness.builder().await.group_commit(grouping);
+    builder.start().await.unwrap()
+}
+
+/// A runtime whose groups take members in for at most `max_wait`.
+async fn grouping_for(harness: &Harness, max_wait: Duration) -> Runtime {
+    grouped_runtime(harness, GroupCommit::default().max_wait(max_wait)).await
+}
+
+/// A runtime whose groups take members in for long enough that a case arranges them, and
+/// the stamper `id` on it, warm.
+async fn patient_stamper(id: &str) -> (Harness, Runtime, StamperRef) {
+    let harness = Harness::new();
+    let runtime = grouping_for(&harness, Duration::from_secs(20)).await;
+    let stamper = warm_stamper(&runtime, id).await;
+    (harness, runtime, stamper)
 }
 
 /// Spawns `call` and lets it run to where it waits: these cases run on one thread, where a
@@ -391,34 +371,54 @@ async fn spawned<T: Send + 'static>(
     handle
 }
 
+/// A call of a stamper spawned as [`spawned`] spawns it; its answer, once it has one.
+type Spawned = JoinHandle<Result<u64, Error>>;
+
+/// `stamper.wait_at(name)`, spawned.
+async fn spawned_wait_at(stamper: &StamperRef, name: &str) -> Spawned {
+    let (stamper, name) = (stamper.clone(), name.to_owned());
+    spawned(async move { stamper.wait_at(name).await }).await
+}
+
+/// `stamper.wait_at(name)` of a caller that gives up after 700 ms, spawned: the gate `name`
+/// never opens.
+async fn spawned_giving_up(stamper: &StamperRef, name: &str) -> Spawned {
+    let impatient = stamper.clone().timeout(Duration::from_millis(700));
+    spawned_wait_at(&impatient, name).await
+}
+
+/// `stamper.stamp()`, under the idempotency key `key` if there is one, spawned.
+async fn spawned_stamp(stamper: &StamperRef, key: Option<&str>) -> Spawned {
+    let stamper = match key {
+        Some(key) => stamper.clone().idempotency_key(key),
+        None => stamper.clone(),
+    };
+    spawned(async move { stamper.stamp().await }).await
+}
+
+/// A call of `hot.wait_at(name)` that waits at its gate: the leader of a group whose
+/// members the case then queues behind it.
+async fn leader(hot: &StamperRef, name: &str) -> Spawned {
+    let leader = spawned_wait_at(hot, name).await;
+    gate(name).reached(1).await;
+    leader
+}
+
+/// A stamper of the runtime that exists (its first turn has committed).
+async fn warm_stamper(runtime: &Runtime, id: &str) -> StamperRef {
+    let stamper = runtime.reference::<Stamper>(id);
+    stamper.stamp().await.unwrap();
+    stamper
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn a_member_whose_caller_gives_up_mid_handler_undoes_only_its_own_turn() {
-    let harness = Harness::new();
-    let runtime = patient_groups(&harness).await;
-    let hot = runtime.reference::<Stamper>("late");
-    hot.stamp().await.unwrap();
+    let (_harness, runtime, hot) = patient_stamper("late").await;
 
     let (leader_gate, member_gate) = ("late-leader", "late-member");
-    let leader = spawned({
-        let hot = hot.clone();
-        async move { hot.wait_at(leader_gate.to_owned()).await }
-    })
-    .await;
-    gate(leader_gate).reached(1).await;
-    let member = spawned({
-        let hot = hot.clone();
-        async move { hot.wait_at(member_gate.to_owned()).await }
-    })
-    .await;
-    let late = spawned({
-        let hot = hot.clone();
-        async move {
-            hot.timeout(Duration::from_millis(700))
-                .wait_at("late-never-opened".to_owned())
-                .await
-        }
-    })
-    .await;
+    let leader = leader(&hot, leader_gate).await;
+    let member = spawned_wait_at(&hot, member_gate).await;
+    let late = spawned_giving_up(&hot, "late-never-opened").await;
     gate(leader_gate).open();
     gate(member_gate).open();
 
@@ -437,39 +437,15 @@ async fn a_member_whose_caller_gives_up_mid_handler_undoes_only_its_own_turn() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_member_whose_key_an_earlier_member_wrote_hears_only_what_commits() {
-    let harness = Harness::new();
-    let runtime = patient_groups(&harness).await;
-    let hot = runtime.reference::<Stamper>("keys");
-    hot.stamp().await.unwrap();
+    let (_harness, runtime, hot) = patient_stamper("keys").await;
 
     // The leader's handler waits while two calls under one key queue behind it, then one
     // whose caller gives up in its handler: its turn is undone, the rest commit.
     let leader_gate = "keys-leader";
-    let leader = spawned({
-        let hot = hot.clone();
-        async move { hot.wait_at(leader_gate.to_owned()).await }
-    })
-    .await;
-    gate(leader_gate).reached(1).await;
-    let first = spawned({
-        let hot = hot.clone();
-        async move { hot.idempotency_key("k").stamp().await }
-    })
-    .await;
-    let second = spawned({
-        let hot = hot.clone();
-        async move { hot.idempotency_key("k").stamp().await }
-    })
-    .await;
-    let late = spawned({
-        let hot = hot.clone();
-        async move {
-            hot.timeout(Duration::from_millis(700))
-                .wait_at("keys-never-opened".to_owned())
-                .await
-        }
-    })
-    .await;
+    let leader = leader(&hot, leader_gate).await;
+    let first = spawned_stamp(&hot, Some("k")).await;
+    let second = spawned_stamp(&hot, Some("k")).await;
+    let late = spawned_giving_up(&hot, "keys-never-opened").await;
     gate(leader_gate).open();
 
     let first = first.await.unwrap().unwrap();
@@ -487,33 +463,13 @@ async fn a_member_whose_key_an_earlier_member_wrote_hears_only_what_commits() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_leader_dropped_after_taking_members_leaves_no_caller_a_false_answer() {
-    let harness = Harness::new();
-    let runtime = patient_groups(&harness).await;
-    let hot = runtime.reference::<Stamper>("dropped");
-    hot.stamp().await.unwrap();
+    let (_harness, runtime, hot) = patient_stamper("dropped").await;
 
     let (leader_gate, blocker_gate) = ("dropped-leader", "dropped-blocker");
-    let leader = spawned({
-        let hot = hot.clone();
-        async move { hot.wait_at(leader_gate.to_owned()).await }
-    })
-    .await;
-    gate(leader_gate).reached(1).await;
-    let first = spawned({
-        let hot = hot.clone();
-        async move { hot.idempotency_key("k").stamp().await }
-    })
-    .await;
-    let second = spawned({
-        let hot = hot.clone();
-        async move { hot.idempotency_key("k").stamp().await }
-    })
-    .await;
-    let blocker = spawned({
-        let hot = hot.clone();
-        async move { hot.wait_at(blocker_gate.to_owned()).await }
-    })
-    .await;
+    let leader = leader(&hot, leader_gate).await;
+    let first = spawned_stamp(&hot, Some("k")).await;
+    let second = spawned_stamp(&hot, Some("k")).await;
+    let blocker = spawned_wait_at(&hot, blocker_gate).await;
     gate(leader_gate).open();
     // The leader has run its members' turns, and waits in the last one's handler.
     gate(blocker_gate).reached(1).await;
@@ -543,29 +499,13 @@ async fn a_leader_dropped_after_taking_members_leaves_no_caller_a_false_answer()
 
 #[tokio::test(flavor = "current_thread")]
 async fn grouped_turns_counts_only_turns_that_committed_in_a_group() {
-    let harness = Harness::new();
-    let runtime = patient_groups(&harness).await;
-    let hot = runtime.reference::<Stamper>("counted");
-    hot.stamp().await.unwrap();
+    let (_harness, runtime, hot) = patient_stamper("counted").await;
 
     let (leader_gate, blocker_gate) = ("counted-leader", "counted-blocker");
-    let leader = spawned({
-        let hot = hot.clone();
-        async move { hot.wait_at(leader_gate.to_owned()).await }
-    })
-    .await;
-    gate(leader_gate).reached(1).await;
+    let leader = leader(&hot, leader_gate).await;
     let before = runtime.stats();
-    let member = spawned({
-        let hot = hot.clone();
-        async move { hot.stamp().await }
-    })
-    .await;
-    let blocker = spawned({
-        let hot = hot.clone();
-        async move { hot.wait_at(blocker_gate.to_owned()).await }
-    })
-    .await;
+    let member = spawned_stamp(&hot, None).await;
+    let blocker = spawned_wait_at(&hot, blocker_gate).await;
     gate(leader_gate).open();
     gate(blocker_gate).reached(1).await;
     // The leader goes away with its group: nothing of it commits, and its members run again
@@ -595,13 +535,7 @@ async fn grouped_turns_counts_only_turns_that_committed_in_a_group() {
 #[tokio::test]
 async fn a_group_that_takes_members_in_for_ever_still_answers_its_calls() {
     let harness = Harness::new();
-    let runtime = harness
-        .builder()
-        .await
-        .group_commit(GroupCommit::default().max_wait(Duration::MAX))
-        .start()
-        .await
-        .unwrap();
+    let runtime = grouping_for(&harness, Duration::MAX).await;
     let hot = runtime.reference::<Stamper>("for-ever");
     let answer = tokio::spawn(async move { hot.stamp().await }).await;
     assert!(matches!(answer, Ok(Ok(_))), "{answer:?}");
@@ -612,33 +546,17 @@ async fn a_group_that_takes_members_in_for_ever_still_answers_its_calls() {
 async fn a_member_cut_off_mid_statement_by_the_groups_budget_keeps_nothing_and_runs_once() {
     let harness = Harness::new();
     support::execute(&harness, "CREATE TABLE marks (what TEXT NOT NULL)").await;
-    let runtime = harness
-        .builder()
-        .await
-        .group_commit(GroupCommit::default().max_wait(Duration::from_millis(300)))
-        .start()
-        .await
-        .unwrap();
-    let hot = runtime.reference::<Stamper>("slow");
-    hot.stamp().await.unwrap();
+    let runtime = grouping_for(&harness, Duration::from_millis(300)).await;
+    let hot = warm_stamper(&runtime, "slow").await;
 
     let leader_gate = "slow-leader";
-    let leader = spawned({
-        let hot = hot.clone();
-        async move { hot.wait_at(leader_gate.to_owned()).await }
-    })
-    .await;
-    gate(leader_gate).reached(1).await;
+    let leader = leader(&hot, leader_gate).await;
     let slow = spawned({
         let hot = hot.clone();
         async move { hot.slow_mark("slow-member".to_owned()).await }
     })
     .await;
-    let after = spawned({
-        let hot = hot.clone();
-        async move { hot.stamp().await }
-    })
-    .await;
+    let after = spawned_stamp(&hot, None).await;
     gate(leader_gate).open();
     let (leader, slow, after) = (
         leader.await.unwrap(),
@@ -667,7 +585,7 @@ async fn a_new_actor_created_elsewhere_never_holds_the_group_its_call_joins() {
     if !harness.backend().is_server() {
         return;
     }
-    let runtime = patient_groups(&harness).await;
+    let runtime = grouping_for(&harness, Duration::from_secs(20)).await;
     let one = runtime.reference::<Stamper>("one");
     let two = runtime.reference::<Stamper>("two");
     let other = runtime.reference::<Stamper>("other");
@@ -689,36 +607,14 @@ async fn a_new_actor_created_elsewhere_never_holds_the_group_its_call_joins() {
 
     // Two groups open; the second takes members in, and waits in its first member's handler.
     let (one_gate, two_gate, member_gate) = ("fresh-one", "fresh-two", "fresh-two-member");
-    let first = spawned({
-        let one = one.clone();
-        async move { one.wait_at(one_gate.to_owned()).await }
-    })
-    .await;
-    gate(one_gate).reached(1).await;
-    let second = spawned({
-        let two = two.clone();
-        async move { two.wait_at(two_gate.to_owned()).await }
-    })
-    .await;
-    gate(two_gate).reached(1).await;
-    let member = spawned({
-        let two = two.clone();
-        async move { two.wait_at(member_gate.to_owned()).await }
-    })
-    .await;
+    let first = leader(&one, one_gate).await;
+    let second = leader(&two, two_gate).await;
+    let member = spawned_wait_at(&two, member_gate).await;
     gate(two_gate).open();
     gate(member_gate).reached(1).await;
     // Calls of other actors join the group that takes members in.
-    let fresh_call = spawned({
-        let fresh = fresh.clone();
-        async move { fresh.stamp().await }
-    })
-    .await;
-    let other_call = spawned({
-        let other = other.clone();
-        async move { other.stamp().await }
-    })
-    .await;
+    let fresh_call = spawned_stamp(&fresh, None).await;
+    let other_call = spawned_stamp(&other, None).await;
     gate(member_gate).open();
 
     let other_heard = tokio::time::timeout(Duration::from_secs(3), other_call).await;

@@ -6,9 +6,11 @@
 use crate::support;
 
 use proptest::prelude::*;
-use serde::{Deserialize, Serialize};
+use solid_objects::admin::DeadLetterFilter;
 use solid_objects::prelude::*;
-use solid_objects::{Effect, EffectContext, MessageStatus};
+use solid_objects::{EffectContext, MessageStatus};
+use support::effect_actors::Charge;
+use support::fixtures::started_with;
 use support::{Backend, Harness};
 
 #[actor]
@@ -25,9 +27,7 @@ impl Ledger {
             turn.schedule(turn.now(), "soon").settle(entry.clone());
         }
         if entry == "notify" {
-            turn.emit(Notice {
-                entry: entry.clone(),
-            });
+            turn.emit(Charge { tag: entry.clone() });
         }
         self.entries.push(entry);
         self.entries.len()
@@ -37,16 +37,6 @@ impl Ledger {
     fn settle(&mut self, entry: String) {
         self.entries.push(format!("settled {entry}"));
     }
-}
-
-#[derive(Serialize, Deserialize)]
-struct Notice {
-    entry: String,
-}
-
-impl Effect for Notice {
-    const NAME: &'static str = "notice";
-    type Output = ();
 }
 
 /// Stored text: JSON of many shapes, raw bytes, or brackets nested past what JSON reads.
@@ -111,16 +101,9 @@ async fn corrupt(harness: &Harness, column: &str, value: Option<&String>) {
 }
 
 async fn survive(corruption: Corruption) {
-    let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
-        .effect(|_: Notice, _: EffectContext| async { Ok(()) })
-        .start()
-        .await
-        .unwrap();
+    let (harness, runtime) =
+        started_with(|builder| builder.effect(|_: Charge, _: EffectContext| async { Ok(()) }))
+            .await;
     let ledger = runtime.reference::<Ledger>("l");
     ledger.add("remind").await.unwrap();
     ledger.add("notify").await.unwrap();
@@ -128,36 +111,25 @@ async fn survive(corruption: Corruption) {
     runtime.testing().drain().await.unwrap();
     let queued = ledger.enqueue().add("queued").await.unwrap();
 
-    corrupt(
-        &harness,
-        "UPDATE solid_instances SET state = ?",
-        corruption.state.as_ref(),
-    )
-    .await;
-    corrupt(
-        &harness,
-        "UPDATE solid_messages SET arguments = ? WHERE status = 'ready'",
-        corruption.arguments.as_ref(),
-    )
-    .await;
-    corrupt(
-        &harness,
-        "UPDATE solid_messages SET result = ? WHERE status <> 'ready'",
-        corruption.result.as_ref(),
-    )
-    .await;
-    corrupt(
-        &harness,
-        "UPDATE solid_reminders SET arguments = ?",
-        corruption.reminder.as_ref(),
-    )
-    .await;
-    corrupt(
-        &harness,
-        "UPDATE solid_effects SET payload = ?",
-        corruption.payload.as_ref(),
-    )
-    .await;
+    let columns = [
+        ("UPDATE solid_instances SET state = ?", &corruption.state),
+        (
+            "UPDATE solid_messages SET arguments = ? WHERE status = 'ready'",
+            &corruption.arguments,
+        ),
+        (
+            "UPDATE solid_messages SET result = ? WHERE status <> 'ready'",
+            &corruption.result,
+        ),
+        (
+            "UPDATE solid_reminders SET arguments = ?",
+            &corruption.reminder,
+        ),
+        ("UPDATE solid_effects SET payload = ?", &corruption.payload),
+    ];
+    for (column, value) in columns {
+        corrupt(&harness, column, value.as_ref()).await;
+    }
     for table in ["solid_messages", "solid_reminders", "solid_effects"] {
         let sql = format!("UPDATE {table} SET traceparent = ?");
         corrupt(&harness, &sql, corruption.traceparent.as_ref()).await;
@@ -166,14 +138,7 @@ async fn survive(corruption: Corruption) {
     let _ = ledger.snapshot().await;
     let _ = done.result().await;
     let _ = done.status().await;
-    let _ = runtime
-        .admin()
-        .dead_letters(
-            &solid_objects::admin::DeadLetterFilter::new()
-                .include_retried()
-                .limit(10),
-        )
-        .await;
+    let _ = runtime.admin().dead_letters(&DeadLetterFilter::new()).await;
     let _ = runtime.testing().run_due_reminders().await;
     let _ = runtime.testing().drain().await;
     let _ = runtime.testing().run_effects().await;

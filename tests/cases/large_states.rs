@@ -8,6 +8,8 @@ use std::time::Duration;
 use crate::support;
 
 use solid_objects::prelude::*;
+use support::cancellation::abort_some;
+use support::fixtures::{started, started_on};
 use support::{execute, Harness};
 
 /// The bytes of an archive's pages: past the size the runtime keeps in memory (8 KiB).
@@ -126,9 +128,7 @@ async fn two_runtimes_taking_turns_on_one_actor_each_see_the_others_commits() {
 
 #[tokio::test]
 async fn a_rejected_or_failed_turn_leaves_the_committed_state_to_the_next() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let archive = runtime.reference::<Archive>("a-1");
+    let (_harness, runtime, archive) = started_on::<Archive>("a-1").await;
     assert_eq!(archive.add(1).await.unwrap(), 1);
 
     let rejected = archive.add_then_reject(10).await;
@@ -177,9 +177,7 @@ async fn a_turn_past_the_turn_timeout_or_the_callers_deadline_leaves_the_committ
 
 #[tokio::test]
 async fn a_call_after_a_destroy_starts_from_the_default_state() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let archive = runtime.reference::<Archive>("a-1");
+    let (harness, runtime, archive) = started_on::<Archive>("a-1").await;
     assert_eq!(archive.add(5).await.unwrap(), 5);
 
     archive.destroy().await.unwrap();
@@ -199,9 +197,7 @@ async fn a_call_after_a_destroy_starts_from_the_default_state() {
 
 #[tokio::test]
 async fn a_state_committed_outside_this_process_is_read_by_its_next_turn() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let archive = runtime.reference::<Archive>("a-1");
+    let (harness, runtime, archive) = started_on::<Archive>("a-1").await;
     assert_eq!(archive.add(1).await.unwrap(), 1);
 
     rewrite_state(&harness, "a-1", 500, true).await;
@@ -226,8 +222,7 @@ async fn a_state_committed_outside_this_process_is_read_by_its_next_turn() {
 /// runtime that holds nothing (the cache turned off, or another process) reads the row.
 #[tokio::test]
 async fn a_state_changed_without_a_new_revision_is_not_read_while_this_process_holds_it() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
     let uncached = harness
         .builder()
         .await
@@ -256,9 +251,7 @@ async fn a_state_changed_without_a_new_revision_is_not_read_while_this_process_h
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn callers_racing_on_one_actor_in_one_process_each_run_on_the_last_commit() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let archive = runtime.reference::<Archive>("a-1");
+    let (_harness, runtime, archive) = started_on::<Archive>("a-1").await;
     assert_eq!(archive.add(1).await.unwrap(), 1);
 
     let mut totals = support::together(8, |_| {
@@ -324,15 +317,7 @@ async fn callers_dropped_mid_call_on_two_runtimes_leave_every_committed_add_in_t
             };
             calls.push(tokio::spawn(async move { archive.add(1).await }));
         }
-        for (n, call) in calls.into_iter().enumerate() {
-            if (n + round) % 2 == 0 {
-                for _ in 0..(n * 3 + round) {
-                    tokio::task::yield_now().await;
-                }
-                call.abort();
-            }
-            let _ = call.await;
-        }
+        abort_some(calls, |n| ((n + round) % 2 == 0).then_some(n * 3 + round)).await;
     }
     first.testing().drain().await.unwrap();
     second.testing().drain().await.unwrap();
@@ -389,15 +374,7 @@ async fn adds_racing_destroys_on_two_runtimes_count_only_what_followed_the_last_
                 calls.push(tokio::spawn(async move { burning.burn().await }));
             }
         }
-        for (n, call) in calls.into_iter().enumerate() {
-            if (n + round) % 3 == 0 {
-                for _ in 0..(n * 2 + round) {
-                    tokio::task::yield_now().await;
-                }
-                call.abort();
-            }
-            let _ = call.await;
-        }
+        abort_some(calls, |n| ((n + round) % 3 == 0).then_some(n * 2 + round)).await;
     }
     adder.testing().drain().await.unwrap();
     burner.testing().drain().await.unwrap();

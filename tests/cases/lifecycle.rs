@@ -9,6 +9,10 @@ use crate::support::subscription::Subscription;
 use axum_core::response::IntoResponse;
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
+use support::fixtures::{start_with_policy, started_on};
+use support::operator::{dead_letters, prune};
+use support::policies::CallersOnly;
+use support::workers::fire_due_reminders;
 use support::{count, Harness};
 
 /// Why a hold is refused, as a caller can match on it.
@@ -58,9 +62,7 @@ impl Venue {
 
 #[tokio::test]
 async fn a_typed_rejection_reaches_the_caller_as_its_own_enum() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let venue = runtime.reference::<Venue>("v");
+    let (_harness, runtime, venue) = started_on::<Venue>("v").await;
     venue.open(3).await.unwrap();
 
     let too_many = venue.hold(5).await.unwrap_err();
@@ -99,9 +101,7 @@ async fn a_typed_rejection_reaches_the_caller_as_its_own_enum() {
 async fn a_typed_rejection_answers_http_with_the_status_its_variant_names() {
     use axum_core::response::IntoResponse;
 
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let venue = runtime.reference::<Venue>("v");
+    let (_harness, runtime, venue) = started_on::<Venue>("v").await;
     venue.open(3).await.unwrap();
 
     let invalid = venue.hold(-1).await.unwrap_err();
@@ -122,9 +122,7 @@ async fn a_typed_rejection_answers_http_with_the_status_its_variant_names() {
 
 #[tokio::test]
 async fn a_destroyed_actor_starts_a_new_incarnation_that_sees_nothing_of_the_old_one() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let subscription = runtime.reference::<Subscription>("s-1");
+    let (harness, runtime, subscription) = started_on::<Subscription>("s-1").await;
     assert_eq!(subscription.start("gold").await.unwrap(), 1);
     let queued = subscription.enqueue().start("late").await.unwrap();
 
@@ -149,9 +147,7 @@ async fn a_destroyed_actor_starts_a_new_incarnation_that_sees_nothing_of_the_old
 
 #[tokio::test]
 async fn a_turn_that_destroys_its_actor_ends_its_pending_messages_and_reminders() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let subscription = runtime.reference::<Subscription>("s-1");
+    let (harness, runtime, subscription) = started_on::<Subscription>("s-1").await;
     subscription.start("gold").await.unwrap();
     subscription.renew_hourly(false).await.unwrap();
     let cancel = subscription.enqueue().cancel().await.unwrap();
@@ -159,12 +155,7 @@ async fn a_turn_that_destroys_its_actor_ends_its_pending_messages_and_reminders(
 
     runtime.testing().drain().await.unwrap();
     harness.advance_minutes(120);
-    let fired = runtime
-        .testing()
-        .run_due_reminders()
-        .await
-        .unwrap()
-        .occurrences_fired;
+    let fired = fire_due_reminders(&runtime).await;
 
     assert_eq!(cancel.result().await.unwrap(), Some(0));
     assert!(
@@ -180,30 +171,8 @@ async fn a_turn_that_destroys_its_actor_ends_its_pending_messages_and_reminders(
 
 #[tokio::test]
 async fn destroying_is_denied_unless_the_policy_allows_it() {
-    struct CallsOnly;
-    impl Policy for CallsOnly {
-        fn authorize_message(
-            &self,
-            _request: &solid_objects::policy::Request<'_>,
-        ) -> Result<(), solid_objects::policy::Denied> {
-            Ok(())
-        }
-
-        fn authorize_query(
-            &self,
-            _request: &solid_objects::policy::Request<'_>,
-        ) -> Result<(), solid_objects::policy::Denied> {
-            Ok(())
-        }
-    }
     let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .policy(CallsOnly)
-        .start()
-        .await
-        .unwrap();
+    let runtime = start_with_policy(&harness, CallersOnly).await;
     let subscription = runtime.reference::<Subscription>("s-1");
     subscription.start("gold").await.unwrap();
 
@@ -218,9 +187,7 @@ async fn destroying_is_denied_unless_the_policy_allows_it() {
 }
 
 async fn renewals_after_an_outage(all: bool) -> Vec<i64> {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let subscription = runtime.reference::<Subscription>("s-1");
+    let (harness, runtime, subscription) = started_on::<Subscription>("s-1").await;
     subscription.renew_hourly(all).await.unwrap();
     let start = harness.clock.now();
     runtime.close().await;
@@ -248,9 +215,7 @@ async fn an_hourly_reminder_after_a_ten_hour_outage_fires_once_or_ten_times_in_o
 
 #[tokio::test]
 async fn a_recurring_reminder_goes_on_until_it_is_cancelled() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let subscription = runtime.reference::<Subscription>("s-1");
+    let (harness, runtime, subscription) = started_on::<Subscription>("s-1").await;
     subscription.renew_hourly(false).await.unwrap();
 
     for _ in 0..3 {
@@ -259,12 +224,7 @@ async fn a_recurring_reminder_goes_on_until_it_is_cancelled() {
     }
     subscription.stop_renewing().await.unwrap();
     harness.advance_minutes(180);
-    let after_cancel = runtime
-        .testing()
-        .run_due_reminders()
-        .await
-        .unwrap()
-        .occurrences_fired;
+    let after_cancel = fire_due_reminders(&runtime).await;
 
     assert_eq!(subscription.snapshot().await.unwrap().renewals.len(), 3);
     assert_eq!(after_cancel, 0);
@@ -322,29 +282,11 @@ impl Meter {
 #[tokio::test]
 async fn a_dead_reminder_of_a_destroyed_incarnation_retried_by_an_operator_never_runs_on_the_next()
 {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let meter = runtime.reference::<Meter>("m");
+    let (harness, runtime, meter) = started_on::<Meter>("m").await;
     assert_eq!(meter.install(true).await.unwrap(), 1);
     harness.advance_minutes(60);
-    assert_eq!(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-        1
-    );
-    let dead = runtime
-        .admin()
-        .dead_letters(
-            &solid_objects::admin::DeadLetterFilter::new()
-                .include_retried()
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    assert_eq!(fire_due_reminders(&runtime).await, 1);
+    let dead = dead_letters(&runtime).await;
     assert_eq!(dead.len(), 1, "incarnation 1's occurrence failed for good");
 
     meter.destroy().await.unwrap();
@@ -370,22 +312,12 @@ async fn a_dead_reminder_of_a_destroyed_incarnation_retried_by_an_operator_never
 /// `turn.scheduled_at()` is the time it was scheduled for.
 #[tokio::test]
 async fn a_retried_reminder_occurrence_keeps_its_scheduled_time() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let meter = runtime.reference::<Meter>("m");
+    let (harness, runtime, meter) = started_on::<Meter>("m").await;
     meter.install(true).await.unwrap();
     harness.advance_minutes(60);
     let scheduled = harness.clock.now().timestamp();
     runtime.testing().run_due_reminders().await.unwrap();
-    let dead = runtime
-        .admin()
-        .dead_letters(
-            &solid_objects::admin::DeadLetterFilter::new()
-                .include_retried()
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_letters(&runtime).await;
     assert_eq!(dead.len(), 1);
 
     meter.repair().await.unwrap();
@@ -409,9 +341,7 @@ async fn a_retried_reminder_occurrence_keeps_its_scheduled_time() {
 /// one, so actors destroyed and recreated for years do not grow `solid_messages` for ever.
 #[tokio::test]
 async fn destroyed_messages_are_pruned_after_the_retention_period() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let meter = runtime.reference::<Meter>("m");
+    let (harness, runtime, meter) = started_on::<Meter>("m").await;
     for _ in 0..3 {
         meter.enqueue().add().await.unwrap();
     }
@@ -422,12 +352,7 @@ async fn destroyed_messages_are_pruned_after_the_retention_period() {
     );
 
     harness.clock.advance(Duration::from_secs(400 * 24 * 3600));
-    runtime
-        .admin()
-        .prune()
-        .await
-        .map(|pruned| pruned.total())
-        .unwrap();
+    prune(&runtime).await;
 
     assert_eq!(
         count(&harness, "solid_messages WHERE status = 'destroyed'").await,
@@ -441,9 +366,7 @@ async fn destroyed_messages_are_pruned_after_the_retention_period() {
 /// from a crash (a 500 logged as a server error).
 #[tokio::test]
 async fn a_destroyed_message_answers_http_clients_with_a_client_error() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let meter = runtime.reference::<Meter>("m");
+    let (_harness, _runtime, meter) = started_on::<Meter>("m").await;
     let queued = meter.enqueue().add().await.unwrap();
     meter.destroy().await.unwrap();
     let error = queued

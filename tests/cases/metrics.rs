@@ -16,7 +16,10 @@ use solid_objects::metrics::{
 };
 use solid_objects::prelude::*;
 use solid_objects::{Effect, EffectContext};
-use support::{rejection_code, Harness};
+use support::fixtures::started_with;
+use support::operator::dead_letters;
+use support::rejection_code;
+use support::workers::fire_due_reminders;
 
 /// Tells the outside world something.
 #[derive(Serialize, Deserialize)]
@@ -142,18 +145,13 @@ impl Exposition {
 async fn messages_turns_calls_reminders_and_effects_are_counted_by_actor_type_and_operation() {
     // Installed before the runtime starts, so it also gets the descriptions.
     let prometheus = support::prometheus();
-    let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
-        .actor::<Instrument>()
-        .actor::<Buzzer>()
-        .effect(|_: Announce, _: EffectContext| async { Ok(()) })
-        .start()
-        .await
-        .unwrap();
+    let (harness, runtime) = started_with(|builder| {
+        builder
+            .actor::<Instrument>()
+            .actor::<Buzzer>()
+            .effect(|_: Announce, _: EffectContext| async { Ok(()) })
+    })
+    .await;
     let meter = runtime.reference::<Instrument>("m-1");
 
     // Three enqueued messages: the first drain samples the mailbox depth, then runs them.
@@ -168,40 +166,13 @@ async fn messages_turns_calls_reminders_and_effects_are_counted_by_actor_type_an
     assert!(meter.fail().await.is_err());
     harness.clock.advance(Duration::from_secs(1));
     assert_eq!(runtime.testing().drain().await.unwrap().turns, 1);
-    assert_eq!(
-        runtime
-            .admin()
-            .dead_letters(
-                &solid_objects::admin::DeadLetterFilter::new()
-                    .include_retried()
-                    .limit(10)
-            )
-            .await
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(dead_letters(&runtime).await.len(), 1);
     // A reminder due in a minute fires 30 seconds late and sends a message to a Buzzer.
     meter.ring_later().await.unwrap();
     harness.clock.advance(Duration::from_secs(90));
-    assert_eq!(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-        1
-    );
-    assert_eq!(
-        runtime
-            .reference::<Buzzer>("front")
-            .snapshot()
-            .await
-            .unwrap()
-            .chimes,
-        1
-    );
+    assert_eq!(fire_due_reminders(&runtime).await, 1);
+    let buzzer = runtime.reference::<Buzzer>("front");
+    assert_eq!(buzzer.snapshot().await.unwrap().chimes, 1);
     // An effect that waits 10 seconds in the outbox, whose success goes back to the Instrument.
     meter.ping().await.unwrap();
     harness.clock.advance(Duration::from_secs(10));

@@ -9,29 +9,16 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use super::misuse_from_handlers::Counter;
 use serde::{Deserialize, Serialize};
 use solid_objects::policy::{Denied, Policy, Request, RequestKind};
 use solid_objects::prelude::*;
 use solid_objects::EffectContext;
+use support::fixtures::{start_with_policy, started_on, started_on_system_time};
 use support::{count, Harness};
 
 /// The runtime a handler reaches for, as an application might keep it in a global.
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
-
-#[actor]
-#[derive(Default)]
-struct Counter {
-    value: u32,
-}
-
-#[actor]
-impl Counter {
-    #[command]
-    fn add(&mut self, by: u32) -> u32 {
-        self.value += by;
-        self.value
-    }
-}
 
 #[actor]
 #[derive(Default)]
@@ -66,15 +53,8 @@ impl Caller {
 
 #[tokio::test]
 async fn a_synchronous_call_from_inside_a_handler_fails_at_once_and_says_to_send() {
-    let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .policy(AllowAll)
-        .sync_timeout(Duration::from_secs(60))
-        .start()
-        .await
-        .unwrap();
+    let (harness, runtime) =
+        started_on_system_time(|builder| builder.sync_timeout(Duration::from_secs(60))).await;
     RUNTIME.set(runtime.clone()).unwrap();
 
     let said = tokio::time::timeout(
@@ -112,9 +92,7 @@ async fn a_synchronous_call_from_inside_a_handler_fails_at_once_and_says_to_send
 
 #[tokio::test]
 async fn a_timeout_under_a_millisecond_is_refused_before_anything_is_written() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let counter = runtime.reference::<Counter>("c");
+    let (harness, runtime, counter) = started_on::<Counter>("c").await;
 
     let called = counter.clone().timeout(Duration::ZERO).add(1).await;
     let tiny = counter
@@ -147,9 +125,7 @@ async fn a_timeout_under_a_millisecond_is_refused_before_anything_is_written() {
 
 #[tokio::test]
 async fn a_wait_that_times_out_says_why_the_message_has_not_run_and_a_delayed_one_blocks_nothing() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let counter = runtime.reference::<Counter>("c");
+    let (_harness, runtime, counter) = started_on::<Counter>("c").await;
     let delayed = counter
         .enqueue()
         .delay(TimeDelta::hours(1))
@@ -210,26 +186,10 @@ impl Policy for NoAdding {
 #[tokio::test]
 async fn a_message_found_by_key_is_revealed_only_to_a_caller_allowed_its_command() {
     let harness = Harness::new();
-    let writer = harness
-        .store()
-        .await
-        .policy(ReadOnly)
-        .start()
-        .await
-        .unwrap();
-    writer
-        .reference::<Counter>("c")
-        .idempotency_key("k")
-        .add(5)
-        .await
-        .unwrap();
-    let reader = harness
-        .store()
-        .await
-        .policy(NoAdding)
-        .start()
-        .await
-        .unwrap();
+    let writer = start_with_policy(&harness, ReadOnly).await;
+    let counter = writer.reference::<Counter>("c");
+    counter.idempotency_key("k").add(5).await.unwrap();
+    let reader = start_with_policy(&harness, NoAdding).await;
 
     let allowed = writer.reference::<Counter>("c").message_with_key("k").await;
     let denied = reader.reference::<Counter>("c").message_with_key("k").await;
@@ -332,11 +292,7 @@ impl Traveller {
 /// A runtime of the harness's with every call allowed, and the postcard's handler if
 /// `handles` (which counts its runs).
 async fn postcard_runtime(harness: &Harness, handles: Option<Arc<Mutex<usize>>>) -> Runtime {
-    let mut builder = harness
-        .store()
-        .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll);
+    let mut builder = harness.builder().await;
     if let Some(runs) = handles {
         builder = builder.effect(move |_: Postcard, _: EffectContext| {
             let runs = Arc::clone(&runs);
@@ -480,14 +436,7 @@ async fn effects_nobody_handles_are_warned_about_once_and_listed() {
     let logs = Logs::default();
     let _capture = logs.capture();
     let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
-        .start()
-        .await
-        .unwrap();
+    let runtime = harness.builder().await.start().await.unwrap();
     let traveller = runtime.reference::<Traveller>("t");
     traveller.write_home().await.unwrap();
     traveller.write_home().await.unwrap();
@@ -537,10 +486,8 @@ async fn an_effect_another_process_is_running_is_not_listed_as_unhandled() {
     let worker = {
         let gate = Arc::clone(&gate);
         harness
-            .store()
+            .builder()
             .await
-            .clock(harness.clock.clone())
-            .policy(AllowAll)
             .effect(move |_: Letter, _: EffectContext| {
                 let gate = Arc::clone(&gate);
                 async move {
@@ -561,10 +508,8 @@ async fn an_effect_another_process_is_running_is_not_listed_as_unhandled() {
 
     // Another process, without the letter's handler, looks while the worker runs it.
     let web = harness
-        .store()
+        .builder()
         .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
         .actor::<LetterWriter>()
         .start()
         .await
@@ -599,15 +544,10 @@ async fn an_effect_another_process_is_running_is_not_listed_as_unhandled() {
 /// ever.
 #[tokio::test]
 async fn a_declared_effect_without_a_handler_is_refused_for_an_actor_referenced_after_start() {
-    let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .policy(AllowAll)
-        .effect(|_: Telegram, _: EffectContext| async { Ok(()) })
-        .start()
-        .await
-        .expect("no actor type is known yet");
+    let (_harness, runtime) = started_on_system_time(|builder| {
+        builder.effect(|_: Telegram, _: EffectContext| async { Ok(()) })
+    })
+    .await;
     let called = runtime
         .reference::<Correspondent>("later")
         .write_home()

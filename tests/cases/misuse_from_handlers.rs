@@ -12,9 +12,12 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use axum_core::response::IntoResponse;
-use serde::{Deserialize, Serialize};
 use solid_objects::policy::{Denied, Policy, Request};
 use solid_objects::prelude::*;
+use support::effect_actors::{Charge, Till};
+use support::fixtures::{
+    application_pool, on_application_pool, sqlite_harness, start_with_policy, started, started_on,
+};
 use support::{Backend, Harness};
 use tokio::sync::mpsc;
 
@@ -22,22 +25,25 @@ use tokio::sync::mpsc;
 /// than the timeouts a hang runs into (60 s and more below).
 const AT_ONCE: Duration = Duration::from_secs(10);
 
+/// A counter that the handlers here (and misuse's callers) reach for.
 #[actor]
 #[derive(Default)]
-struct Counter {
+pub(crate) struct Counter {
     value: u32,
 }
 
 #[actor]
 impl Counter {
+    /// Adds `by`; returns the value after it.
     #[command]
-    fn add(&mut self, by: u32) -> u32 {
+    pub(crate) fn add(&mut self, by: u32) -> u32 {
         self.value += by;
         self.value
     }
 
+    /// The value.
     #[query]
-    fn value(&self) -> u32 {
+    pub(crate) fn value(&self) -> u32 {
         self.value
     }
 }
@@ -115,19 +121,8 @@ static QUEUED: OnceLock<MessageRef<u32>> = OnceLock::new();
 /// A runtime on the application's own SQLite pool of one connection, as
 /// `Builder::sqlite_pool` recommends ("a pool of one connection serves turns best").
 async fn on_a_pool_of_one(harness: &Harness) -> Runtime {
-    let options = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(harness.path())
-        .create_if_missing(true)
-        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal);
-    let pool = sqlx::sqlite::SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect_with(options)
-        .await
-        .unwrap();
-    Runtime::builder()
-        .sqlite_pool(pool)
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
+    let pool = application_pool(harness, 1, None).await;
+    on_application_pool(harness, pool)
         .sync_timeout(Duration::from_secs(120))
         .turn_timeout(Duration::from_secs(120))
         .start()
@@ -140,14 +135,9 @@ async fn on_a_pool_of_one(harness: &Harness) -> Runtime {
 /// connection, and a read that waited for it would wait for its own turn.
 #[tokio::test]
 async fn a_snapshot_from_inside_a_handler_does_not_wait_for_its_own_turn() {
-    let harness = Harness::new();
-    if !support::only_on(
-        &harness,
-        Backend::Sqlite,
-        "the application's own pool of one is a SQLite pool",
-    ) {
+    let Some(harness) = sqlite_harness("the application's own pool of one is a SQLite pool") else {
         return;
-    }
+    };
     let runtime = on_a_pool_of_one(&harness).await;
     SNAPSHOT_RUNTIME.set(runtime.clone()).unwrap();
 
@@ -167,22 +157,13 @@ async fn a_snapshot_from_inside_a_handler_does_not_wait_for_its_own_turn() {
 /// The same for `message_with_key(..)`.
 #[tokio::test]
 async fn message_with_key_from_inside_a_handler_does_not_wait_for_its_own_turn() {
-    let harness = Harness::new();
-    if !support::only_on(
-        &harness,
-        Backend::Sqlite,
-        "the application's own pool of one is a SQLite pool",
-    ) {
+    let Some(harness) = sqlite_harness("the application's own pool of one is a SQLite pool") else {
         return;
-    }
+    };
     let runtime = on_a_pool_of_one(&harness).await;
     KEYED_RUNTIME.set(runtime.clone()).unwrap();
-    runtime
-        .reference::<Counter>("other")
-        .idempotency_key("k")
-        .add(1)
-        .await
-        .unwrap();
+    let counter = runtime.reference::<Counter>("other");
+    counter.idempotency_key("k").add(1).await.unwrap();
 
     let audited =
         tokio::time::timeout(AT_ONCE, runtime.reference::<Auditor>("a").audit_key()).await;
@@ -202,15 +183,10 @@ async fn message_with_key_from_inside_a_handler_does_not_wait_for_its_own_turn()
 /// (a sender has one method per command: a query or `wait` cannot be sent).
 #[tokio::test]
 async fn the_fix_a_refusal_names_is_code_that_exists() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (_harness, runtime) = started().await;
     ADVICE_RUNTIME.set(runtime.clone()).unwrap();
-    let queued = runtime
-        .reference::<Counter>("other")
-        .enqueue()
-        .add(1)
-        .await
-        .unwrap();
+    let counter = runtime.reference::<Counter>("other");
+    let queued = counter.enqueue().add(1).await.unwrap();
     QUEUED.set(queued).unwrap();
 
     let (asked, waited) =
@@ -231,26 +207,6 @@ async fn the_fix_a_refusal_names_is_code_that_exists() {
     runtime.close().await;
 }
 
-#[derive(Serialize, Deserialize)]
-struct Ping {}
-
-impl Effect for Ping {
-    const NAME: &'static str = "edge_ping";
-    type Output = ();
-}
-
-#[actor]
-#[derive(Default)]
-struct Pinger {}
-
-#[actor]
-impl Pinger {
-    #[command]
-    fn ping(&mut self, turn: &mut Turn<Self>) {
-        turn.emit(Ping {});
-    }
-}
-
 /// A runtime's own effect handler, run by that runtime's workers, reaches that runtime with
 /// the generated `Counter::reference(id)`, whatever the process default is: workers and
 /// effects run inside their runtime's scope, as `testing().run_effects()` does.
@@ -262,7 +218,7 @@ async fn a_runtimes_own_effect_handler_reaches_that_runtime() {
         .store()
         .await
         .policy(AllowAll)
-        .effect(move |_: Ping, _context: EffectContext| {
+        .effect(move |_: Charge, _context: EffectContext| {
             let reached = reached.clone();
             async move {
                 let answer = Counter::reference("c").add(1).await;
@@ -279,7 +235,7 @@ async fn a_runtimes_own_effect_handler_reaches_that_runtime() {
         async move { runtime.scope(runtime.run()).await }
     });
     runtime
-        .scope(async { Pinger::reference("p").ping().await })
+        .scope(async { Till::reference("t").ring_up("ping").await })
         .await
         .unwrap();
     let answer = tokio::time::timeout(Duration::from_secs(20), answers.recv())
@@ -287,12 +243,8 @@ async fn a_runtimes_own_effect_handler_reaches_that_runtime() {
         .expect("the workers ran the effect")
         .expect("an answer");
 
-    let own = runtime
-        .reference::<Counter>("c")
-        .snapshot()
-        .await
-        .unwrap()
-        .value;
+    let counter = runtime.reference::<Counter>("c");
+    let own = counter.snapshot().await.unwrap().value;
     runtime.shutdown();
     let _ = tokio::time::timeout(Duration::from_secs(20), workers).await;
     runtime.close().await;
@@ -329,13 +281,7 @@ impl Policy for BuggyPolicy {
 #[tokio::test]
 async fn a_panicking_policy_leaks_nothing_into_the_http_response() {
     let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .policy(BuggyPolicy)
-        .start()
-        .await
-        .unwrap();
+    let runtime = start_with_policy(&harness, BuggyPolicy).await;
 
     let error = runtime
         .reference::<Counter>("c")
@@ -355,8 +301,7 @@ async fn a_panicking_policy_leaks_nothing_into_the_http_response() {
 /// A rejection's 409 body always has `code`, `message` and `details` (null without details).
 #[tokio::test]
 async fn a_rejection_response_always_has_code_message_and_details() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (_harness, runtime) = started().await;
     let error = Error::Rejected(Rejection::new("room_not_found", "No room 12").unwrap());
 
     let (status, body) = body_of(error.into_response()).await;
@@ -377,35 +322,16 @@ async fn a_rejection_response_always_has_code_message_and_details() {
 /// connections it opens).
 #[tokio::test]
 async fn a_runtime_leaves_the_applications_sqlite_connections_as_it_found_them() {
-    let harness = Harness::new();
-    if !support::only_on(
-        &harness,
-        Backend::Sqlite,
-        "the application's own pool is a SQLite pool",
-    ) {
+    let Some(harness) = sqlite_harness("the application's own pool is a SQLite pool") else {
         return;
-    }
-    let options = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(harness.path())
-        .create_if_missing(true)
-        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
-        .busy_timeout(Duration::from_secs(5));
-    let pool = sqlx::sqlite::SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect_with(options)
-        .await
-        .unwrap();
+    };
+    let pool = application_pool(&harness, 1, Some(Duration::from_secs(5))).await;
     let before: i64 = sqlx::query_scalar("PRAGMA busy_timeout")
         .fetch_one(&pool)
         .await
         .unwrap();
-    let runtime = Runtime::builder()
-        .sqlite_pool(pool.clone())
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
-        .start()
-        .await
-        .unwrap();
+    let builder = on_application_pool(&harness, pool.clone());
+    let runtime = builder.start().await.unwrap();
 
     let _ = runtime
         .reference::<Counter>("c")
@@ -432,15 +358,7 @@ async fn a_runtime_leaves_the_applications_sqlite_connections_as_it_found_them()
 #[tokio::test]
 async fn a_runtime_started_as_the_default_is_reached_by_reference() {
     let harness = Harness::new();
-    harness
-        .store()
-        .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
-        .set_default()
-        .start()
-        .await
-        .unwrap();
+    harness.builder().await.set_default().start().await.unwrap();
 
     let added = Counter::reference("started-as-default").add(1).await;
 
@@ -466,23 +384,14 @@ impl Notifier {
 /// moved into a task) cannot stage into nothing: using it panics with what to do instead.
 #[tokio::test]
 async fn a_send_staged_after_its_turn_is_never_silently_dropped() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    runtime
-        .reference::<Notifier>("n")
-        .notify_later()
-        .await
-        .unwrap();
+    let (_harness, runtime, notifier) = started_on::<Notifier>("n").await;
+    notifier.notify_later().await.unwrap();
 
     let sender = ESCAPED.lock().unwrap().take().expect("the handler kept it");
     let staged = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sender.add(1)));
     runtime.testing().drain().await.unwrap();
-    let delivered = runtime
-        .reference::<Counter>("notified")
-        .snapshot()
-        .await
-        .unwrap()
-        .value;
+    let counter = runtime.reference::<Counter>("notified");
+    let delivered = counter.snapshot().await.unwrap().value;
 
     runtime.close().await;
     assert!(
@@ -586,8 +495,7 @@ impl Charger {
 /// charge runs twice. The response names the queued message, as Queued's 202 does.
 #[tokio::test]
 async fn a_failed_call_to_be_retried_names_its_queued_message_in_the_http_response() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (_harness, runtime) = started().await;
     let error = runtime
         .reference::<Charger>("card")
         .charge()

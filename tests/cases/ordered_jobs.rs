@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use ledger::{EntryKind, LedgerAccount, LedgerAccountMessage};
 use solid_objects::prelude::*;
+use support::workers::fire_due_reminders;
 use support::{count, eventually, rejection_code, Backend, Harness};
 
 /// The ledger's `ledger_entries` table in MySQL's form, for the run on MariaDB.
@@ -238,15 +239,7 @@ async fn the_statement_reminder_runs_after_the_runtime_is_reopened() {
         account.snapshot().await.unwrap().statement_balance_cents,
         None
     );
-    assert_eq!(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-        1
-    );
+    assert_eq!(fire_due_reminders(&runtime).await, 1);
 
     assert_eq!(
         account.snapshot().await.unwrap().statement_balance_cents,

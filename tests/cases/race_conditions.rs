@@ -5,6 +5,7 @@ use crate::support;
 mod tickets;
 
 use solid_objects::Runtime;
+use support::workers::fire_due_reminders;
 use support::{rejection_code, together, Harness};
 use tickets::{EventTickets, EventTicketsMessage, EventTicketsRef, HoldOutcome};
 
@@ -62,27 +63,11 @@ async fn after_a_restart_nothing_runs_at_nine_minutes_and_the_expiry_runs_at_ele
     let runtime = harness.start().await;
     let event = runtime.reference::<EventTickets>("concert");
     harness.advance_minutes(9);
-    assert_eq!(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-        0
-    );
+    assert_eq!(fire_due_reminders(&runtime).await, 0);
     assert_eq!(event.seats_available().await.unwrap(), 2);
 
     harness.advance_minutes(2);
-    assert_eq!(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-        1
-    );
+    assert_eq!(fire_due_reminders(&runtime).await, 1);
     assert_eq!(event.seats_available().await.unwrap(), 3);
     assert!(event.snapshot().await.unwrap().holds.is_empty());
     runtime.close().await;
@@ -95,15 +80,7 @@ async fn a_stale_expiry_leaves_the_buyers_new_hold_alone() {
     event.hold("ana", "h-1").await.unwrap();
     let first_deadline = event.snapshot().await.unwrap().holds["ana"].expires_at;
     harness.advance_minutes(11);
-    assert_eq!(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-        1
-    );
+    assert_eq!(fire_due_reminders(&runtime).await, 1);
     assert_eq!(event.hold("ana", "h-2").await.unwrap(), held("h-2"));
 
     let stale = EventTicketsMessage::Expire {
@@ -146,15 +123,7 @@ async fn a_confirmation_after_expiry_is_rejected_with_no_hold() {
     let (runtime, event) = event(&harness, 3).await;
     event.hold("ana", "h-1").await.unwrap();
     harness.advance_minutes(11);
-    assert_eq!(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-        1
-    );
+    assert_eq!(fire_due_reminders(&runtime).await, 1);
 
     assert_eq!(rejection_code(event.confirm("ana", "h-1").await), "no_hold");
     let state = event.snapshot().await.unwrap();
@@ -209,15 +178,7 @@ async fn a_retry_with_the_same_hold_id_after_the_deadline_makes_a_fresh_hold_tha
     let state = event.snapshot().await.unwrap();
     assert_eq!(state.holds["ana"].expires_at, fresh_deadline);
     assert_eq!(state.seats_available, 2);
-    assert_eq!(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-        0
-    );
+    assert_eq!(fire_due_reminders(&runtime).await, 0);
     runtime.close().await;
 }
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use solid_objects::prelude::*;
+use support::workers::{fire_due_reminders, run_workers};
 use support::{Backend, Harness};
 use tokio::sync::Barrier;
 
@@ -133,15 +134,7 @@ async fn fire_in_batches(backend: impl Fn() -> solid_objects::Builder) {
     }
 
     clock.advance(Duration::from_secs(3600));
-    assert_eq!(
-        firing
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-        HOURLY
-    );
+    assert_eq!(fire_due_reminders(&firing).await, HOURLY);
     assert_eq!(with_alarm.testing().drain().await.unwrap().turns, HOURLY);
     with_alarm.close().await;
     firing.close().await;
@@ -471,6 +464,16 @@ async fn many_recurring_reminders_move_in_one_batch() {
     runtime.close().await;
 }
 
+/// A builder on `database` (the harness's backend) with the harness's clock, allowing every
+/// call: one of several runtimes on one database.
+fn allowing_on(harness: &Harness, database: &str) -> solid_objects::Builder {
+    harness
+        .backend()
+        .store_at(database)
+        .clock(harness.clock.clone())
+        .policy(AllowAll)
+}
+
 async fn fire_twice_at_once(builder: impl Fn() -> solid_objects::Builder, clock: &ManualClock) {
     let owner = builder().actor::<Bell>().start().await.unwrap();
     for actor in 0..4 {
@@ -523,13 +526,7 @@ async fn two_runtimes_firing_at_once_fire_each_occurrence_once() {
     let harness = Harness::new();
     let database = harness.database().await;
     let clock = harness.clock.clone();
-    let builder = || {
-        harness
-            .backend()
-            .store_at(&database)
-            .clock(clock.clone())
-            .policy(AllowAll)
-    };
+    let builder = || allowing_on(&harness, &database);
     fire_twice_at_once(builder, &clock).await;
 }
 
@@ -541,13 +538,7 @@ async fn a_turn_rearming_while_reminders_fire_keeps_its_schedule() {
     let harness = Harness::new();
     let database = harness.database().await;
     let clock = harness.clock.clone();
-    let builder = || {
-        harness
-            .backend()
-            .store_at(&database)
-            .clock(clock.clone())
-            .policy(AllowAll)
-    };
+    let builder = || allowing_on(&harness, &database);
     let owner = builder()
         .actor::<Bell>()
         .sync_timeout(Duration::from_secs(120))
@@ -556,10 +547,7 @@ async fn a_turn_rearming_while_reminders_fire_keeps_its_schedule() {
         .unwrap();
     // The owner's workers run the fired messages, so the re-arming call is not stuck behind
     // them (they may fire reminders too).
-    let workers = tokio::spawn({
-        let owner = owner.clone();
-        async move { owner.run().await }
-    });
+    let workers = run_workers(&owner);
     let firing = builder().start().await.unwrap();
     let bell = owner.reference::<Bell>("rearmed");
     for _ in 0..2 {

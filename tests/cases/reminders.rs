@@ -9,7 +9,8 @@ use std::time::Duration;
 use solid_objects::policy::{Denied, Request, RequestKind};
 use solid_objects::prelude::*;
 use solid_objects::ScheduledReminder;
-use support::Harness;
+use support::fixtures::{started_on, started_with};
+use support::workers::fire_due_reminders;
 
 #[actor]
 #[derive(Default)]
@@ -97,9 +98,7 @@ impl Counter {
 
 #[tokio::test]
 async fn a_handler_reads_when_a_reminder_is_due_and_moves_it() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let counter = runtime.reference::<Counter>("c");
+    let (harness, runtime, counter) = started_on::<Counter>("c").await;
     let now = harness.clock.now();
 
     assert_eq!(counter.expires_at("h-1").await.unwrap(), None);
@@ -122,25 +121,9 @@ async fn a_handler_reads_when_a_reminder_is_due_and_moves_it() {
     );
 
     harness.advance_minutes(20);
-    assert_eq!(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-        0
-    );
+    assert_eq!(fire_due_reminders(&runtime).await, 0);
     harness.advance_minutes(5);
-    assert_eq!(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-        1
-    );
+    assert_eq!(fire_due_reminders(&runtime).await, 1);
     assert_eq!(counter.expires_at("h-1").await.unwrap(), None, "it fired");
 
     counter.hold("h-3", 5).await.unwrap();
@@ -151,9 +134,7 @@ async fn a_handler_reads_when_a_reminder_is_due_and_moves_it() {
 
 #[tokio::test]
 async fn the_lookup_counts_what_its_own_turn_staged() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let counter = runtime.reference::<Counter>("c");
+    let (harness, runtime, counter) = started_on::<Counter>("c").await;
     let now = harness.clock.now();
     counter.hold("h", 30).await.unwrap();
 
@@ -180,9 +161,7 @@ async fn the_lookup_counts_what_its_own_turn_staged() {
 
 #[tokio::test]
 async fn unschedule_all_cancels_every_key_of_one_reminder_only() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let counter = runtime.reference::<Counter>("c");
+    let (harness, runtime, counter) = started_on::<Counter>("c").await;
     for hold in ["a", "b", "c"] {
         counter.hold(hold, 10).await.unwrap();
     }
@@ -199,15 +178,7 @@ async fn unschedule_all_cancels_every_key_of_one_reminder_only() {
         .collect();
     assert_eq!(left, ["digest"]);
     harness.advance_minutes(60);
-    assert_eq!(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-        1
-    );
+    assert_eq!(fire_due_reminders(&runtime).await, 1);
     let state = counter.snapshot().await.unwrap();
     assert!(state.expired.is_empty());
     assert_eq!(state.digests, 1);
@@ -216,9 +187,7 @@ async fn unschedule_all_cancels_every_key_of_one_reminder_only() {
 
 #[tokio::test]
 async fn an_operator_lists_an_actors_reminders_next_due_first_across_restarts() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let counter = runtime.reference::<Counter>("c");
+    let (harness, runtime, counter) = started_on::<Counter>("c").await;
     let now = harness.clock.now();
     counter.hold("late", 90).await.unwrap();
     counter.hold("early", 5).await.unwrap();
@@ -274,15 +243,7 @@ async fn listing_reminders_is_authorised_as_a_query() {
             Err(Denied::new("operators only"))
         }
     }
-    let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .clock(harness.clock.clone())
-        .policy(CommandsOnly)
-        .start()
-        .await
-        .unwrap();
+    let (_harness, runtime) = started_with(|builder| builder.policy(CommandsOnly)).await;
     let counter = runtime.reference::<Counter>("c");
     counter.hold("h", 5).await.unwrap();
 
@@ -324,9 +285,7 @@ impl Alarm {
 /// commit.
 #[tokio::test]
 async fn a_lookup_after_turn_destroy_says_no_reminder_is_due() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let alarm = runtime.reference::<Alarm>("a");
+    let (_harness, _runtime, alarm) = started_on::<Alarm>("a").await;
     alarm.arm().await.unwrap();
 
     let still_due = alarm.retire().await.unwrap();

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use solid_objects::prelude::*;
-use support::{count, rejection_code, Harness};
+use support::fixtures::{started, started_on};
+use support::{count, rejection_code};
 
 /// Stock of one product: reservations by order.
 #[actor]
@@ -84,9 +85,7 @@ impl Order {
 
 #[tokio::test]
 async fn a_turn_sends_its_messages_when_it_commits_and_they_run_in_order() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let order = runtime.reference::<Order>("o-1");
+    let (harness, runtime, order) = started_on::<Order>("o-1").await;
     let second = runtime.reference::<Order>("o-2");
 
     let lines = vec![("apple".to_owned(), 2), ("pear".to_owned(), 1)];
@@ -124,9 +123,7 @@ async fn a_turn_sends_its_messages_when_it_commits_and_they_run_in_order() {
 
 #[tokio::test]
 async fn a_rejected_or_failed_turn_sends_nothing() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let order = runtime.reference::<Order>("o-1");
+    let (harness, runtime, order) = started_on::<Order>("o-1").await;
 
     assert_eq!(rejection_code(order.place(Vec::new()).await), "empty_order");
     assert!(matches!(
@@ -144,13 +141,9 @@ async fn a_rejected_or_failed_turn_sends_nothing() {
 
 #[tokio::test]
 async fn a_worker_runs_what_other_actors_sent_even_if_nothing_referenced_the_target() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    runtime
-        .reference::<Order>("o-1")
-        .place(vec![("plum".to_owned(), 3)])
-        .await
-        .unwrap();
+    let (harness, runtime) = started().await;
+    let order = runtime.reference::<Order>("o-1");
+    order.place(vec![("plum".to_owned(), 3)]).await.unwrap();
     runtime.close().await;
 
     let runtime = harness
@@ -169,9 +162,7 @@ async fn a_worker_runs_what_other_actors_sent_even_if_nothing_referenced_the_tar
 
 #[tokio::test]
 async fn a_delayed_send_waits_and_a_keyed_send_arrives_once() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let order = runtime.reference::<Order>("o-1");
+    let (harness, runtime, order) = started_on::<Order>("o-1").await;
     let stock = runtime.reference::<Stock>("sku-1");
 
     order.reserve_later("sku-1", 10).await.unwrap();
@@ -203,37 +194,6 @@ async fn a_delayed_send_waits_and_a_keyed_send_arrives_once() {
     runtime.close().await;
 }
 
-#[actor]
-#[derive(Debug, Default)]
-struct Warehouse {
-    reserved: Vec<String>,
-}
-
-#[actor]
-impl Warehouse {
-    #[command]
-    fn reserve(&mut self, order: String) -> usize {
-        self.reserved.push(order);
-        self.reserved.len()
-    }
-}
-
-#[actor]
-#[derive(Debug, Default)]
-struct Shopper {}
-
-#[actor]
-impl Shopper {
-    /// Asks the warehouse to reserve in `hours` hours.
-    #[command]
-    fn reserve_later(&mut self, turn: &mut Turn<Self>, warehouse: String, hours: i64) {
-        let me = turn.actor_id().to_owned();
-        turn.send::<Warehouse>(warehouse)
-            .delay(TimeDelta::hours(hours))
-            .reserve(me);
-    }
-}
-
 /// A delayed send holds back that message, not its target.
 /// A delayed message waits in the target's mailbox with `available_at` in the future; other
 /// senders' messages and callers' synchronous calls to the target run meanwhile (else any actor
@@ -241,30 +201,25 @@ impl Shopper {
 /// delayed message runs once it is due.
 #[tokio::test]
 async fn a_delayed_send_does_not_hold_the_target_for_other_callers() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let shopper = runtime.reference::<Shopper>("alice");
-    shopper
-        .reserve_later("w-1".to_owned(), 24 * 365)
-        .await
-        .unwrap();
+    let (harness, runtime, shopper) = started_on::<Order>("alice").await;
+    shopper.reserve_later("w-1", 24 * 365 * 60).await.unwrap();
 
     // Another customer reserves now, synchronously.
     let warehouse = runtime
-        .reference::<Warehouse>("w-1")
+        .reference::<Stock>("w-1")
         .timeout(Duration::from_millis(500));
-    let now = warehouse.reserve("bob".to_owned()).await;
+    let now = warehouse.reserve("bob", 1).await;
     assert!(
         matches!(now, Ok(1)),
         "a delayed message from one sender holds the warehouse for a year: {now:?}"
     );
     // The delayed message still runs, once it is due.
     runtime.testing().drain().await.unwrap();
-    assert_eq!(warehouse.snapshot().await.unwrap().reserved, ["bob"]);
+    assert_eq!(warehouse.snapshot().await.unwrap().arrivals, ["bob"]);
     harness.advance_minutes(24 * 365 * 60 + 1);
     runtime.testing().drain().await.unwrap();
     assert_eq!(
-        warehouse.snapshot().await.unwrap().reserved,
+        warehouse.snapshot().await.unwrap().arrivals,
         ["bob", "alice"]
     );
 }

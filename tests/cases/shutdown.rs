@@ -23,11 +23,14 @@ use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::Workers;
-use solid_objects::{Clock, Effect, MessageStatus, ShutdownReport};
-use support::{eventually, Backend, Harness};
+use solid_objects::{Clock, MessageStatus, ShutdownReport};
+use support::effect_actors::{Charge, Till};
+use support::fixtures::{sqlite_harness, start_with_policy};
+use support::operator::status_of;
+use support::workers::{run_workers, within};
+use support::{eventually, Harness};
 use tokio::sync::Semaphore;
 
 const CHILD_DATABASE: &str = "SHUTDOWN_CHILD_DATABASE";
@@ -134,30 +137,6 @@ async fn mark(turn: &mut Turn<Job>, gate: &str) -> Result<(), TurnError> {
     Ok(())
 }
 
-/// An effect whose handler never ends the first time it runs.
-#[derive(Serialize, Deserialize)]
-struct Notify {
-    gate: String,
-}
-
-impl Effect for Notify {
-    const NAME: &'static str = "notify";
-    type Output = ();
-}
-
-/// Emits a [`Notify`] effect.
-#[actor]
-#[derive(Default)]
-struct Notifier {}
-
-#[actor]
-impl Notifier {
-    #[command]
-    fn notify(&mut self, turn: &mut Turn<Self>, gate: String) {
-        turn.emit(Notify { gate });
-    }
-}
-
 /// The harness's database, and the builder every runtime here starts from.
 struct Database {
     harness: Harness,
@@ -201,17 +180,6 @@ impl Database {
     }
 }
 
-/// Starts `runtime`'s workers in a task of their own.
-fn run(runtime: &Runtime) -> tokio::task::JoinHandle<Result<(), Error>> {
-    let runtime = runtime.clone();
-    tokio::spawn(async move { runtime.run().await })
-}
-
-async fn status(runtime: &Runtime, request_id: &str) -> MessageStatus {
-    let message = runtime.message(request_id).await.unwrap().expect("kept");
-    message.status().await.unwrap()
-}
-
 fn is_ready_unattempted(status: &MessageStatus) -> bool {
     matches!(status, MessageStatus::Ready { attempts: 0, .. })
 }
@@ -226,7 +194,7 @@ async fn a_turn_in_flight_finishes_within_the_deadline_commits_and_nothing_new_s
     let job = runtime.reference::<Job>("in-flight");
     let first = job.enqueue().work("in-flight").await.unwrap();
     let second = job.enqueue().work("in-flight").await.unwrap();
-    let workers = run(&runtime);
+    let workers = run_workers(&runtime);
     let gate = gate("in-flight");
     gate.entered().await;
 
@@ -252,7 +220,7 @@ async fn a_turn_in_flight_finishes_within_the_deadline_commits_and_nothing_new_s
         Some(1),
         "the turn in flight committed"
     );
-    let second = status(&runtime, second.request_id()).await;
+    let second = status_of(&runtime, second.request_id()).await;
     assert!(
         is_ready_unattempted(&second),
         "no turn starts after the shutdown: {second:?}"
@@ -293,7 +261,7 @@ async fn a_call_waiting_when_its_runtime_closes_hears_its_message_is_queued() {
     };
 
     let fresh = backend.runtime().await;
-    let queued = status(&fresh, request_id).await;
+    let queued = status_of(&fresh, request_id).await;
     assert!(is_ready_unattempted(&queued), "{queued:?}");
     assert_eq!(backend.marks().await, 0);
     fresh.close().await;
@@ -309,7 +277,7 @@ async fn abandoned_at_the_deadline(backend: Database, gate_name: &str) {
     let stuck = new_gate(gate_name, true);
     let job = first.reference::<Job>(gate_name);
     let message = job.enqueue().work(gate_name.to_owned()).await.unwrap();
-    let workers = run(&first);
+    let workers = run_workers(&first);
     stuck.entered().await;
 
     let report = first.shutdown_with_deadline(SHORT_DEADLINE).await;
@@ -319,7 +287,7 @@ async fn abandoned_at_the_deadline(backend: Database, gate_name: &str) {
     workers.await.unwrap().unwrap();
 
     let second = backend.runtime().await;
-    let after = status(&second, message.request_id()).await;
+    let after = status_of(&second, message.request_id()).await;
     assert!(
         is_ready_unattempted(&after),
         "the abandoned turn counted nothing: {after:?}"
@@ -361,20 +329,20 @@ async fn an_effect_past_the_deadline_is_abandoned_and_runs_again_at_once() {
     let effect_gate = new_gate("effect", true);
     let with_effect = |builder: solid_objects::Builder| {
         builder
-            .actor::<Notifier>()
+            .actor::<Till>()
             .workers(Workers::default().effect_lease(Duration::from_secs(60)))
-            .effect(|notify: Notify, _context| async move {
-                gate(&notify.gate).pass().await;
+            .effect(|charge: Charge, _context| async move {
+                gate(&charge.tag).pass().await;
                 Ok::<(), Failure>(())
             })
     };
     let first = with_effect(backend.builder().await).start().await.unwrap();
     first
-        .reference::<Notifier>("n")
-        .notify("effect".to_owned())
+        .reference::<Till>("t")
+        .ring_up("effect")
         .await
         .unwrap();
-    let workers = run(&first);
+    let workers = run_workers(&first);
     effect_gate.entered().await;
 
     let report = first.shutdown_with_deadline(SHORT_DEADLINE).await;
@@ -416,12 +384,8 @@ async fn run_until_signal_ends_on_sigterm_after_its_turn_in_flight_commits() {
         .execute("CREATE TABLE marks (gate TEXT NOT NULL)")
         .await;
     let runtime = backend.runtime().await;
-    let message = runtime
-        .reference::<Job>("child")
-        .enqueue()
-        .work_until_shutdown()
-        .await
-        .unwrap();
+    let job = runtime.reference::<Job>("child");
+    let message = job.enqueue().work_until_shutdown().await.unwrap();
 
     let mut child = Command::new(std::env::current_exe().expect("the test binary"))
         .args([
@@ -468,13 +432,7 @@ async fn closed_completes_when_the_runtime_shuts_down_and_stops_an_axum_server()
     use futures_util::FutureExt;
 
     let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .policy(AllowAll)
-        .start()
-        .await
-        .unwrap();
+    let runtime = start_with_policy(&harness, AllowAll).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let router = axum::Router::new().route("/", axum::routing::get(|| async { "up" }));
     let serving = axum::serve(listener, router).with_graceful_shutdown(runtime.closed());
@@ -575,40 +533,24 @@ async fn builder(harness: &Harness) -> solid_objects::Builder {
     harness.builder().await.actor::<Grinder>().workers(1)
 }
 
-async fn within<T>(seconds: u64, what: &str, future: impl std::future::Future<Output = T>) -> T {
-    match tokio::time::timeout(Duration::from_secs(seconds), future).await {
-        Ok(done) => done,
-        Err(_) => panic!("{what} did not finish within {seconds} s"),
-    }
-}
-
 /// `shutdown_with_deadline`: "an abandoned turn rolls back and its message stays ready ...
 /// so another process (or this one, restarted) runs it". A turn abandoned in its own query
 /// on `turn.sqlite()` must free the writer: the next runtime on the file starts and writes
 /// at once. (This held: `Turn`'s drop poisons the transaction, which interrupts the query.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_abandoned_inside_its_own_sqlite_query_frees_the_writer_for_the_next_runtime() {
-    let harness = Harness::new();
-    if !support::only_on(
-        &harness,
-        Backend::Sqlite,
-        "the handler's query runs on turn.sqlite()",
-    ) {
+    let Some(harness) = sqlite_harness("the handler's query runs on turn.sqlite()") else {
         return;
-    }
+    };
     let first = builder(&harness)
         .await
         .turn_timeout(Duration::from_secs(600))
         .start()
         .await
         .unwrap();
-    first
-        .reference::<Grinder>("g")
-        .enqueue()
-        .grind("grind".to_owned())
-        .await
-        .unwrap();
-    let workers = run(&first);
+    let grinder = first.reference::<Grinder>("g");
+    grinder.enqueue().grind("grind".to_owned()).await.unwrap();
+    let workers = run_workers(&first);
     entered("grind").acquire().await.unwrap().forget();
 
     let report = first.shutdown_with_deadline(SHORT_DEADLINE).await;
@@ -648,7 +590,7 @@ async fn a_callers_turn_in_flight_ends_with_its_future_and_then_close_returns() 
         .start()
         .await
         .unwrap();
-    let workers = run(&runtime);
+    let workers = run_workers(&runtime);
     let caller = tokio::spawn({
         let runtime = runtime.clone();
         async move {
@@ -700,13 +642,9 @@ async fn shutdown_before_run_twice_and_beside_close_all_return() {
     let harness = Harness::new();
     let runtime = builder(&harness).await.start().await.unwrap();
     ENTRIES.store(0, Ordering::Release);
-    let message = runtime
-        .reference::<Grinder>("twice")
-        .enqueue()
-        .wait("twice".to_owned())
-        .await
-        .unwrap();
-    let workers = run(&runtime);
+    let grinder = runtime.reference::<Grinder>("twice");
+    let message = grinder.enqueue().wait("twice".to_owned()).await.unwrap();
+    let workers = run_workers(&runtime);
     entered("twice").acquire().await.unwrap().forget();
     let (a, b) = within(10, "two shutdowns", async {
         tokio::join!(
@@ -728,13 +666,9 @@ async fn shutdown_before_run_twice_and_beside_close_all_return() {
     let harness = Harness::new();
     let runtime = builder(&harness).await.start().await.unwrap();
     ENTRIES.store(0, Ordering::Release);
-    runtime
-        .reference::<Grinder>("close")
-        .enqueue()
-        .wait("close".to_owned())
-        .await
-        .unwrap();
-    let workers = run(&runtime);
+    let grinder = runtime.reference::<Grinder>("close");
+    grinder.enqueue().wait("close".to_owned()).await.unwrap();
+    let workers = run_workers(&runtime);
     entered("close").acquire().await.unwrap().forget();
     let closing = tokio::spawn({
         let runtime = runtime.clone();
@@ -781,18 +715,15 @@ impl Clock for TrapClock {
 /// for the worker's next poll (up to `idle_poll`: here 3.2 s into the back-off).
 #[tokio::test(flavor = "multi_thread", worker_threads = 3)]
 async fn a_commit_between_a_workers_pass_and_its_wait_still_wakes_it() {
-    let harness = Harness::new();
     // The trap blocks one of the test's runtime threads inside the worker's pass; on both
     // servers the enqueue below then waited for ever in some runs (a task stuck behind the
     // blocked thread, it seems): a defect of this test's trap, reported. It ran on SQLite only
     // before the backends shared their cases.
-    if !support::only_on(
-        &harness,
-        Backend::Sqlite,
-        "the trap clock blocks a runtime thread, which hangs the server drivers",
-    ) {
+    let Some(harness) =
+        sqlite_harness("the trap clock blocks a runtime thread, which hangs the server drivers")
+    else {
         return;
-    }
+    };
     let passes = Arc::new(AtomicUsize::new(0));
     let reached = Arc::new(tokio::sync::Notify::new());
     let release = Arc::new(std::sync::Barrier::new(2));
@@ -814,16 +745,12 @@ async fn a_commit_between_a_workers_pass_and_its_wait_still_wakes_it() {
         .start()
         .await
         .unwrap();
-    let workers = run(&runtime);
+    let workers = run_workers(&runtime);
     within(30, "the worker's 6th idle pass", reached.notified()).await;
 
     // The worker's pass found nothing and it has not waited yet: a commit now.
-    let message = runtime
-        .reference::<Grinder>("late")
-        .enqueue()
-        .bump()
-        .await
-        .unwrap();
+    let grinder = runtime.reference::<Grinder>("late");
+    let message = grinder.enqueue().bump().await.unwrap();
     tokio::task::spawn_blocking(move || {
         release.wait();
     })
@@ -860,15 +787,15 @@ async fn a_delayed_message_due_while_workers_wait_on_the_turn_runs_within_an_idl
         .start()
         .await
         .unwrap();
-    let message = runtime
-        .reference::<Grinder>("delayed")
+    let grinder = runtime.reference::<Grinder>("delayed");
+    let message = grinder
         .enqueue()
         .delay(Duration::from_secs(60))
         .bump()
         .await
         .unwrap();
     let before = runtime.stats().worker_passes;
-    let workers = run(&runtime);
+    let workers = run_workers(&runtime);
     // After eight idle passes the workers have backed off to the longest poll and take
     // turns.
     let backed_off = eventually(Duration::from_secs(10), || async {
@@ -941,13 +868,9 @@ async fn metrics_count_nothing_of_an_abandoned_turn_and_one_failure_per_timeout(
     let harness = Harness::new();
     let with = |builder: solid_objects::Builder| builder.actor::<Metered>();
     let first = with(builder(&harness).await).start().await.unwrap();
-    let message = first
-        .reference::<Metered>("m")
-        .enqueue()
-        .wait()
-        .await
-        .unwrap();
-    let workers = run(&first);
+    let metered = first.reference::<Metered>("m");
+    let message = metered.enqueue().wait().await.unwrap();
+    let workers = run_workers(&first);
     entered("metered").acquire().await.unwrap().forget();
     let report = first.shutdown_with_deadline(SHORT_DEADLINE).await;
     assert_eq!(report.abandoned_workers, 1);
@@ -965,12 +888,8 @@ async fn metrics_count_nothing_of_an_abandoned_turn_and_one_failure_per_timeout(
         .unwrap();
     assert_eq!(second.testing().drain().await.unwrap().turns, 1);
     assert_eq!(message.typed::<u32>().result().await.unwrap(), Some(1));
-    second
-        .reference::<Metered>("h")
-        .enqueue()
-        .hang()
-        .await
-        .unwrap();
+    let metered = second.reference::<Metered>("h");
+    metered.enqueue().hang().await.unwrap();
     assert_eq!(second.testing().drain().await.unwrap().turns, 1);
     assert_eq!(
         second.testing().drain().await.unwrap().turns,

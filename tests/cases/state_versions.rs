@@ -8,6 +8,7 @@ use crate::support;
 use serde::Deserialize;
 use solid_objects::prelude::*;
 use solid_objects::MessageStatus;
+use support::fixtures::started;
 use support::{execute, Backend, Harness};
 
 /// Version 1 stored `{"owner": .., "balance": euros}`; version 2 renamed `owner` to
@@ -123,8 +124,7 @@ async fn stored(harness: &Harness, actor_id: &str) -> (String, i64) {
 
 #[tokio::test]
 async fn states_stored_at_v1_and_v2_read_through_a_v3_build() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
     store(
         &harness,
         "Wallet",
@@ -179,8 +179,7 @@ async fn states_stored_at_v1_and_v2_read_through_a_v3_build() {
 
 #[tokio::test]
 async fn a_new_actor_stores_the_current_version() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
     runtime.reference::<Wallet>("new").deposit(3).await.unwrap();
     assert_eq!(stored(&harness, "new").await.1, 3);
     runtime.close().await;
@@ -188,8 +187,7 @@ async fn a_new_actor_stores_the_current_version() {
 
 #[tokio::test]
 async fn a_state_from_a_newer_build_is_left_alone_and_its_messages_wait_uncounted() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
     let future_state = r#"{"holder": "cy", "cents": 1, "history": [], "loyalty": 9}"#;
     store(&harness, "Wallet", "w", 4, future_state).await;
     let wallet = runtime.reference::<Wallet>("w");
@@ -247,8 +245,7 @@ async fn a_state_from_a_newer_build_is_left_alone_and_its_messages_wait_uncounte
 
 #[tokio::test]
 async fn a_call_queued_behind_a_waiting_message_says_it_is_queued_and_runs_once() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
     let future_state = r#"{"holder": "cy", "cents": 1, "history": [], "loyalty": 9}"#;
     store(&harness, "Wallet", "w", 4, future_state).await;
     let wallet = runtime.reference::<Wallet>("w");
@@ -310,8 +307,7 @@ async fn a_call_queued_behind_a_waiting_message_says_it_is_queued_and_runs_once(
 
 #[tokio::test]
 async fn a_call_queued_behind_a_message_no_migration_reads_says_it_is_queued() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
     store(&harness, "Tally", "t", 1, r#"{"count": 4}"#).await;
     let tally = runtime.reference::<Tally>("t");
     tally.enqueue().add().await.unwrap();
@@ -343,8 +339,7 @@ async fn a_call_queued_behind_a_message_no_migration_reads_says_it_is_queued() {
 
 #[tokio::test]
 async fn a_state_no_migration_reads_waits_uncounted() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
     store(&harness, "Tally", "t", 1, r#"{"count": 4}"#).await;
     let tally = runtime.reference::<Tally>("t");
 
@@ -380,8 +375,7 @@ async fn a_state_no_migration_reads_waits_uncounted() {
 
 #[tokio::test]
 async fn a_failing_migration_is_a_counted_attempt_then_a_dead_letter() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
     let overflowing = format!(r#"{{"holder": "dee", "balance": {}}}"#, u64::MAX);
     store(&harness, "Wallet", "w", 2, &overflowing).await;
     let wallet = runtime.reference::<Wallet>("w");
@@ -420,8 +414,7 @@ async fn a_failing_migration_is_a_counted_attempt_then_a_dead_letter() {
 
 #[tokio::test]
 async fn a_panicking_migration_is_a_counted_attempt_and_the_worker_lives() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
     store(
         &harness,
         "Wallet",
@@ -457,8 +450,7 @@ async fn a_panicking_migration_is_a_counted_attempt_and_the_worker_lives() {
 
 #[tokio::test]
 async fn a_v1_state_that_is_not_what_the_migration_expects_fails_counted() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (harness, runtime) = started().await;
     store(&harness, "Wallet", "odd", 1, r#"["not", "an", "object"]"#).await;
     let wallet = runtime.reference::<Wallet>("odd");
     match wallet.deposit(1).await {
@@ -567,11 +559,8 @@ async fn reminders_an_older_build_stored_that_a_new_build_cannot_decode_are_list
 {
     let harness = Harness::new();
     let first = hold_build::<HoldV1>(&harness).await;
-    first
-        .reference::<HoldV1>("show-1")
-        .place("h-1")
-        .await
-        .unwrap();
+    let hold_v1 = first.reference::<HoldV1>("show-1");
+    hold_v1.place("h-1").await.unwrap();
     first.close().await;
 
     let second = hold_build::<HoldV2>(&harness).await;
@@ -637,11 +626,8 @@ async fn reminders_an_older_build_stored_that_a_new_build_cannot_decode_are_list
 async fn a_build_that_keeps_the_old_reminder_decodes_what_earlier_builds_stored() {
     let harness = Harness::new();
     let first = hold_build::<HoldV1>(&harness).await;
-    first
-        .reference::<HoldV1>("show-1")
-        .place("h-1")
-        .await
-        .unwrap();
+    let hold_v1 = first.reference::<HoldV1>("show-1");
+    hold_v1.place("h-1").await.unwrap();
     first.close().await;
 
     let third = hold_build::<HoldV3>(&harness).await;

@@ -17,6 +17,10 @@ use futures_util::StreamExt;
 use solid_objects::policy::{Denied, Request};
 use solid_objects::prelude::*;
 use solid_objects::{GroupCommit, Watch};
+use support::fixtures::{
+    start_with_policy, started, started_on, started_on_system_time, started_with,
+};
+use support::policies::CallersOnly;
 use support::{eventually, execute, together, Harness};
 
 /// How long a test waits for something a watcher should see at once (or at its next poll).
@@ -85,19 +89,6 @@ impl Steps {
     fn step_then_reject(&mut self, n: u32) -> Result<usize, Rejection> {
         self.steps.push(n);
         Err(reject!(refused, "step {} is refused", n))
-    }
-}
-
-/// Everyone may call and read; nobody said anything about watching.
-struct CallersOnly;
-
-impl Policy for CallersOnly {
-    fn authorize_message(&self, _: &Request<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-
-    fn authorize_query(&self, _: &Request<'_>) -> Result<(), Denied> {
-        Ok(())
     }
 }
 
@@ -394,15 +385,7 @@ impl solid_objects::Policy for PublicCounters {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_policy_names_the_watched_actor_by_its_type() {
-    let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .clock(harness.clock.clone())
-        .policy(PublicCounters)
-        .start()
-        .await
-        .unwrap();
+    let (_harness, runtime) = started_with(|builder| builder.policy(PublicCounters)).await;
     let mut public = runtime.reference::<Counter>("public-1").watch();
     assert!(
         matches!(next(&mut public).await, Some(Ok(_))),
@@ -428,9 +411,7 @@ async fn a_policy_names_the_watched_actor_by_its_type() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_projection_skips_the_revisions_it_does_not_change() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let counter = runtime.reference::<Counter>("c");
+    let (_harness, runtime, counter) = started_on::<Counter>("c").await;
     let mut values = counter.watch_with(|counter| counter.value);
     assert_eq!(next_state(&mut values).await, (0, 0));
     counter.note("a note".to_owned()).await.unwrap();
@@ -499,8 +480,7 @@ async fn a_state_that_no_longer_deserialises_is_an_error_item_and_the_watch_goes
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_watch_ends_when_the_runtime_shuts_down() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (_harness, runtime) = started().await;
     let mut watch = runtime.reference::<Counter>("c").watch();
     assert_eq!(next_state(&mut watch).await.0, 0);
     let waiting = tokio::spawn(async move { watch.next().await.is_none() });
@@ -518,9 +498,7 @@ async fn a_watch_ends_when_the_runtime_shuts_down() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn watchers_dropped_mid_read_and_mid_wait_leave_commits_and_other_watchers_unharmed() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let counter = runtime.reference::<Counter>("c");
+    let (_harness, runtime, counter) = started_on::<Counter>("c").await;
     let mut steady = counter.watch();
     assert_eq!(next_state(&mut steady).await.0, 0);
     for round in 1..=50u64 {
@@ -543,9 +521,7 @@ async fn watchers_dropped_mid_read_and_mid_wait_leave_commits_and_other_watchers
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_thousand_watchers_of_one_actor_each_see_the_newest_state() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let counter = runtime.reference::<Counter>("c");
+    let (_harness, runtime, counter) = started_on::<Counter>("c").await;
     let mut watches: Vec<Watch<Counter>> = (0..1_000).map(|_| counter.watch()).collect();
     let firsts = futures_util::future::join_all(watches.iter_mut().map(next_state)).await;
     assert!(firsts.iter().all(|(revision, _)| *revision == 0));
@@ -570,15 +546,9 @@ async fn a_thousand_watchers_of_one_actor_each_see_the_newest_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn turns_undone_inside_group_commits_are_never_seen() {
-    let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .group_commit(GroupCommit::default().max_wait(Duration::from_millis(50)))
-        .policy(AllowAll)
-        .start()
-        .await
-        .unwrap();
+    let grouping = GroupCommit::default().max_wait(Duration::from_millis(50));
+    let (_harness, runtime) =
+        started_on_system_time(|builder| builder.group_commit(grouping)).await;
     let actors: Vec<String> = (0..8).map(|actor| format!("s-{actor}")).collect();
     // Each watcher keeps every state it sees, by revision, from before the first call until
     // the last step (`LAST`, taken after the others without a deadline).
@@ -670,9 +640,7 @@ async fn chunk(
 async fn a_watch_as_server_sent_events_sends_states_then_the_destroy_event() {
     use axum::response::IntoResponse;
 
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let counter = runtime.reference::<Counter>("c");
+    let (_harness, runtime, counter) = started_on::<Counter>("c").await;
     counter.add(2).await.unwrap();
     let sse = counter
         .watch_with(|counter| counter.value)
@@ -710,13 +678,7 @@ async fn a_denied_watch_as_server_sent_events_is_a_403() {
     use axum::response::IntoResponse;
 
     let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .policy(CallersOnly)
-        .start()
-        .await
-        .unwrap();
+    let runtime = start_with_policy(&harness, CallersOnly).await;
     let denied = runtime.reference::<Counter>("c").watch().into_sse().await;
     let response = denied
         .map(IntoResponse::into_response)
@@ -753,8 +715,7 @@ impl Dial {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watching_an_invalid_id_is_an_error_item_then_ends() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (_harness, runtime) = started().await;
     for id in ["", "a\0b", &"x".repeat(100_000)] {
         let mut watch = runtime.reference::<Dial>(id).watch();
         let first = next(&mut watch).await;
@@ -770,9 +731,7 @@ async fn watching_an_invalid_id_is_an_error_item_then_ends() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_begun_before_the_actor_exists_sees_its_first_commit() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let counter = runtime.reference::<Dial>("new");
+    let (_harness, runtime, counter) = started_on::<Dial>("new").await;
     let mut watch = counter.watch();
     assert_eq!(
         next(&mut watch).await.unwrap().unwrap(),
@@ -796,9 +755,7 @@ async fn a_watch_begun_before_the_actor_exists_sees_its_first_commit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn destroy_then_recreate_before_the_watcher_reads_is_destroyed_once_then_the_end() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let counter = runtime.reference::<Dial>("phoenix");
+    let (_harness, runtime, counter) = started_on::<Dial>("phoenix").await;
     counter.add(1).await.unwrap();
     let mut watch = counter.watch();
     assert!(matches!(
@@ -819,9 +776,7 @@ async fn destroy_then_recreate_before_the_watcher_reads_is_destroyed_once_then_t
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_follower_task_ends_when_the_last_watch_is_dropped() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let counter = runtime.reference::<Dial>("c");
+    let (_harness, runtime, counter) = started_on::<Dial>("c").await;
     counter.add(1).await.unwrap();
     let metrics = tokio::runtime::Handle::current().metrics();
     let before = metrics.num_alive_tasks();
@@ -844,9 +799,7 @@ async fn the_follower_task_ends_when_the_last_watch_is_dropped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_does_not_hang_while_a_server_sent_events_stream_is_open() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let counter = runtime.reference::<Dial>("c");
+    let (_harness, runtime, counter) = started_on::<Dial>("c").await;
     counter.add(1).await.unwrap();
     let sse = counter.watch().into_sse().await.unwrap();
     // The stream is being read: its first event (the current state) has arrived.

@@ -12,26 +12,22 @@
 use crate::support;
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::{LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::Workers;
-use solid_objects::{Effect, EffectContext, MessageStatus};
-use support::{count, eventually, Harness};
+use solid_objects::{EffectContext, MessageStatus};
+use support::counter::Counter;
+use support::effect_actors::{Charge, Till};
+use support::fixtures::{started, started_on, started_on_system_time, started_with};
+use support::operator::dead_letters;
+use support::workers::{answered, run_workers, within};
+use support::{count, eventually};
 
 // ---------------------------------------------------------------------------------------
 // Shared helpers
 // ---------------------------------------------------------------------------------------
-
-/// Waits for `work` at most `seconds`; a wedge fails the test.
-pub(crate) async fn within<T>(seconds: u64, what: &str, work: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(seconds), work)
-        .await
-        .unwrap_or_else(|_| panic!("{what} did not finish within {seconds} s: wedged"))
-}
 
 /// Counters by name, for handlers that report how often they ran.
 static RUNS: LazyLock<Mutex<HashMap<String, usize>>> = LazyLock::new(Mutex::default);
@@ -91,27 +87,6 @@ impl Gauge {
     }
 }
 
-/// A plain counter.
-#[actor]
-#[derive(Default)]
-pub(crate) struct Counter {
-    pub(crate) n: u32,
-}
-
-#[actor]
-impl Counter {
-    #[command]
-    pub(crate) fn bump(&mut self) -> u32 {
-        self.n += 1;
-        self.n
-    }
-
-    #[query]
-    pub(crate) fn value(&self) -> u32 {
-        self.n
-    }
-}
-
 /// An actor whose `Default` (user code, like a `Serialize` impl) panics: it needs a
 /// configuration that was never loaded.
 #[actor(max_attempts = 2)]
@@ -136,30 +111,6 @@ impl Brittle {
     #[query]
     fn pokes(&self) -> u32 {
         self.pokes
-    }
-}
-
-/// An effect: a charge at a payment provider.
-#[derive(Serialize, Deserialize)]
-pub(crate) struct Charge {
-    pub(crate) tag: String,
-}
-
-impl Effect for Charge {
-    const NAME: &'static str = "charge";
-    type Output = ();
-}
-
-/// Emits charges.
-#[actor]
-#[derive(Default)]
-pub(crate) struct Till {}
-
-#[actor]
-impl Till {
-    #[command]
-    pub(crate) fn ring_up(&mut self, turn: &mut Turn<Self>, tag: String) {
-        turn.emit(Charge { tag });
     }
 }
 
@@ -196,8 +147,7 @@ async fn a_nan_state_is_never_committed(runtime: &Runtime) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_state_holding_nan_is_never_committed() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (_harness, runtime) = started().await;
     let wrong = a_nan_state_is_never_committed(&runtime).await;
     runtime.close().await;
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
@@ -209,9 +159,7 @@ async fn a_state_holding_nan_is_never_committed() {
 /// the caller gets a decode error for a turn that did happen.
 #[tokio::test]
 async fn a_nan_result_is_a_dead_letter_not_a_completed_turn() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let gauge = runtime.reference::<Gauge>("g");
+    let (harness, runtime, gauge) = started_on::<Gauge>("g").await;
 
     let result = gauge.average(0.0, 0.0).await;
     let completed = count(&harness, "solid_messages WHERE status = 'completed'").await;
@@ -231,9 +179,7 @@ async fn a_nan_result_is_a_dead_letter_not_a_completed_turn() {
 /// run ("Never commit what cannot be read back").
 #[tokio::test]
 async fn a_send_whose_arguments_cannot_be_read_back_is_never_committed() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let gauge = runtime.reference::<Gauge>("source");
+    let (_harness, runtime, gauge) = started_on::<Gauge>("source").await;
 
     let at_the_door = runtime
         .reference::<Gauge>("target")
@@ -241,15 +187,7 @@ async fn a_send_whose_arguments_cannot_be_read_back_is_never_committed() {
         .await;
     let sent = gauge.forward("target".to_owned(), 0.0, 0.0).await;
     runtime.testing().drain().await.ok();
-    let dead = runtime
-        .admin()
-        .dead_letters(
-            &solid_objects::admin::DeadLetterFilter::new()
-                .include_retried()
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_letters(&runtime).await;
     let target_dead: Vec<_> = dead
         .iter()
         .filter(|letter| letter.actor_id == "target")
@@ -279,25 +217,12 @@ async fn a_send_whose_arguments_cannot_be_read_back_is_never_committed() {
 /// the mailboxes of every other actor behind it never drain.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_default_is_a_counted_attempt_and_does_not_wedge_the_workers() {
-    let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
-        .actor::<Brittle>()
-        .actor::<Counter>()
-        .start()
-        .await
-        .unwrap();
+    let (_harness, runtime) =
+        started_with(|builder| builder.actor::<Brittle>().actor::<Counter>()).await;
     // Three actors whose Default panics, ahead of a healthy one (more than there are
     // workers, so a worker cannot skip them all as claimed by the other).
-    let brittle = runtime
-        .reference::<Brittle>("b1")
-        .enqueue()
-        .poke()
-        .await
-        .unwrap();
+    let first_brittle = runtime.reference::<Brittle>("b1");
+    let brittle = first_brittle.enqueue().poke().await.unwrap();
     for id in ["b2", "b3"] {
         runtime
             .reference::<Brittle>(id)
@@ -306,21 +231,11 @@ async fn a_panicking_default_is_a_counted_attempt_and_does_not_wedge_the_workers
             .await
             .unwrap();
     }
-    let healthy = runtime
-        .reference::<Counter>("c")
-        .enqueue()
-        .bump()
-        .await
-        .unwrap();
-    let run = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
+    let counter = runtime.reference::<Counter>("c");
+    let healthy = counter.enqueue().bump().await.unwrap();
+    let run = run_workers(&runtime);
 
-    let served = eventually(Duration::from_secs(10), || async {
-        healthy.result().await.unwrap().is_some()
-    })
-    .await;
+    let served = answered(&healthy, Duration::from_secs(10)).await;
     // A worker pass runs several actors side by side: the healthy message may finish before
     // the brittle one's failure is recorded.
     eventually(Duration::from_secs(10), || async {
@@ -350,8 +265,7 @@ async fn a_panicking_default_is_a_counted_attempt_and_does_not_wedge_the_workers
 /// user code outside a handler.
 #[tokio::test]
 async fn a_panicking_default_reaches_callers_as_an_error_not_a_panic() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
+    let (_harness, runtime) = started().await;
     let mut wrong = Vec::new();
 
     let call = tokio::spawn({
@@ -410,45 +324,28 @@ async fn a_panicking_default_reaches_callers_as_an_error_not_a_panic() {
 /// mailbox drains any more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_effect_handler_does_not_wedge_every_worker() {
-    let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .policy(AllowAll)
-        .workers(Workers::new(2).effect_lease(Duration::from_millis(200)))
-        .actor::<Counter>()
-        .effect(|charge: Charge, _: EffectContext| async move {
-            ran(&format!("charge:{}", charge.tag));
-            std::future::pending::<()>().await;
-            Ok::<(), Failure>(())
-        })
-        .start()
-        .await
-        .unwrap();
-    runtime
-        .reference::<Till>("t")
-        .ring_up("hung".to_owned())
-        .await
-        .unwrap();
-    let run = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
+    let (_harness, runtime) = started_on_system_time(|builder| {
+        builder
+            .workers(Workers::new(2).effect_lease(Duration::from_millis(200)))
+            .actor::<Counter>()
+            .effect(|charge: Charge, _: EffectContext| async move {
+                ran(&format!("charge:{}", charge.tag));
+                std::future::pending::<()>().await;
+                Ok::<(), Failure>(())
+            })
+    })
+    .await;
+    let till = runtime.reference::<Till>("t");
+    till.ring_up("hung".to_owned()).await.unwrap();
+    let run = run_workers(&runtime);
     let both_stuck = eventually(Duration::from_secs(15), || async {
         runs("charge:hung") >= 2
     })
     .await;
 
-    let queued = runtime
-        .reference::<Counter>("after")
-        .enqueue()
-        .bump()
-        .await
-        .unwrap();
-    let served = eventually(Duration::from_secs(10), || async {
-        queued.result().await.unwrap().is_some()
-    })
-    .await;
+    let counter = runtime.reference::<Counter>("after");
+    let queued = counter.enqueue().bump().await.unwrap();
+    let served = answered(&queued, Duration::from_secs(10)).await;
     runtime.shutdown();
     run.abort();
 

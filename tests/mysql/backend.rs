@@ -3,12 +3,22 @@
 //! the few statements that differ.
 
 use solid_objects::prelude::*;
-use sqlx::{Connection, MySqlConnection, MySqlPool};
+use sqlx::{MySqlConnection, MySqlPool};
 
 use crate::support::mariadb::MariaDb;
+pub(crate) use crate::support::runtimes::{
+    builder, row_is_free_while_this_thread_blocks, runtime as runtime_on, scalar_on as scalar,
+};
 
 /// A connection of the test's own, outside the runtime.
 pub(crate) type Observer = MySqlPool;
+
+/// A fresh database on the process's throwaway server; `None`, and the test skips, on a
+/// machine without MariaDB outside CI.
+pub(crate) async fn database() -> Option<((), String)> {
+    let url = MariaDb::shared()?.database().await;
+    Some(((), url))
+}
 
 /// Sessions of this database waiting for a lock. InnoDB does not always list such a
 /// wait as 'LOCK WAIT' (MariaDB 10.11 left an UPDATE waiting for a READ COMMITTED turn's
@@ -17,6 +27,11 @@ pub(crate) const SESSIONS_WAITING_FOR_A_LOCK: &str =
     "SELECT COUNT(*) FROM information_schema.PROCESSLIST
      WHERE DB = DATABASE() AND ID <> CONNECTION_ID()
        AND COMMAND IN ('Query', 'Execute') AND TIME >= 1";
+
+/// A pool of the test's own on the database `url`, outside the runtime.
+pub(crate) async fn observer(url: &str) -> Observer {
+    MySqlPool::connect(url).await.unwrap()
+}
 
 /// Nothing: InnoDB rolls back the smaller transaction, and the other application writes
 /// more rows first.
@@ -88,70 +103,9 @@ pub(crate) async fn another_database(_: &Server) -> String {
     MariaDb::shared().expect("MariaDB runs").database().await
 }
 
-/// A fresh database on the process's throwaway server; `None`, and the test skips, on a
-/// machine without MariaDB outside CI.
-pub(crate) async fn database() -> Option<((), String)> {
-    let url = MariaDb::shared()?.database().await;
-    Some(((), url))
-}
-
-pub(crate) fn builder(url: &str, connections: u32) -> solid_objects::Builder {
-    Runtime::builder().mysql(url, connections)
-}
-
-/// A runtime on `url` with `connections` connections and the given clock.
-pub(crate) async fn runtime_on(url: &str, connections: u32, clock: &ManualClock) -> Runtime {
-    builder(url, connections)
-        .clock(clock.clone())
-        .policy(AllowAll)
-        .start()
-        .await
-        .expect("the runtime starts on MariaDB")
-}
-
-pub(crate) async fn observer(url: &str) -> Observer {
-    MySqlPool::connect(url).await.unwrap()
-}
-
-/// One number from the database, read by an outside connection.
-pub(crate) async fn scalar(pool: &Observer, sql: &str) -> i64 {
-    sqlx::query_scalar(sql)
-        .fetch_one(pool)
-        .await
-        .unwrap_or_else(|error| panic!("{sql}: {error}"))
-}
-
 /// The turn's connection.
 pub(crate) async fn connection<A: solid_objects::Actor>(
     turn: &mut Turn<A>,
 ) -> Result<&mut MySqlConnection, Error> {
     turn.mysql().await
-}
-
-/// Whether another session can lock the actor's row at once, asked from an OS thread of
-/// its own while this thread blocks (see the PostgreSQL file).
-pub(crate) fn row_is_free_while_this_thread_blocks(url: &str, actor_id: &str) -> bool {
-    let url = url.to_owned();
-    let actor_id = actor_id.to_owned();
-    std::thread::spawn(move || {
-        let probe = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        probe.block_on(async {
-            let mut connection = MySqlConnection::connect(&url).await.unwrap();
-            let mut tx = connection.begin().await.unwrap();
-            sqlx::query("SET SESSION innodb_lock_wait_timeout = 2")
-                .execute(&mut *tx)
-                .await
-                .unwrap();
-            sqlx::query("SELECT 1 FROM solid_instances WHERE actor_id = ? FOR UPDATE")
-                .bind(&actor_id)
-                .execute(&mut *tx)
-                .await
-                .is_ok()
-        })
-    })
-    .join()
-    .unwrap()
 }

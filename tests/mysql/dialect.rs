@@ -9,81 +9,66 @@ use std::time::Duration;
 
 use solid_objects::admin::{ActorFilter, DeadLetterFilter};
 use solid_objects::prelude::*;
-use solid_objects::Failure;
 use sqlx::mysql::MySqlPoolOptions;
 use sqlx::Executor;
 
+use crate::support::actors::Ledger;
 use crate::support::mariadb::MariaDb;
+use crate::support::runtimes::{on_a_thread_of_its_own, scalar, start_at_once, state_of};
+use crate::support::workers::run_workers;
 
 const SOON: Duration = Duration::from_secs(20);
 
-#[actor]
-#[derive(Default)]
-struct Ledger {
-    entries: Vec<String>,
-}
-
-#[actor]
-impl Ledger {
-    #[command]
-    fn record(&mut self, entry: String) -> usize {
-        self.entries.push(entry);
-        self.entries.len()
-    }
-
-    #[command]
-    fn fragile(&mut self, why: String) -> Result<(), Failure> {
-        Err(Failure::permanent(why))
-    }
-
-    #[command]
-    fn forward(&mut self, turn: &mut Turn<Self>, key: String) {
-        turn.send::<Sink>("target")
-            .idempotency_key(key)
-            .take("once");
-    }
-
-    #[query]
-    fn count(&self) -> usize {
-        self.entries.len()
-    }
-}
-
-#[actor]
-#[derive(Default)]
-struct Sink {
-    taken: Vec<String>,
-}
-
-#[actor]
-impl Sink {
-    #[command]
-    fn take(&mut self, what: String) -> usize {
-        self.taken.push(what);
-        self.taken.len()
-    }
-}
-
+/// A fresh database on the process's MariaDB, and a clock for the runtimes on it; `None`,
+/// and the test skips, on a machine without MariaDB outside CI.
 async fn database() -> Option<(String, ManualClock)> {
     let server = MariaDb::shared()?;
     Some((server.database().await, ManualClock::starting_now()))
 }
 
+/// A runtime on `url` with four connections and `clock`, allowing every call.
 async fn runtime(url: &str, clock: &ManualClock) -> Runtime {
-    Runtime::builder()
-        .mysql(url, 4)
-        .clock(clock.clone())
-        .policy(AllowAll)
-        .start()
-        .await
-        .expect("the runtime starts on MariaDB")
+    crate::support::runtimes::runtime(url, 4, clock).await
 }
 
-async fn scalar(url: &str, sql: &str) -> i64 {
-    let pool = sqlx::MySqlPool::connect(url).await.unwrap();
-    let value = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
-    pool.close().await;
-    value
+/// How long the application waits for a connection of its pool, unless a test says.
+const ACQUIRE_WITHIN: Duration = Duration::from_secs(30);
+
+/// The application's pool on `url`, of `connections` that it waits `acquire_within` for,
+/// whose every new session runs `settings` first (if any).
+async fn application_pool(
+    url: &str,
+    connections: u32,
+    acquire_within: Duration,
+    settings: Option<&'static str>,
+) -> sqlx::MySqlPool {
+    MySqlPoolOptions::new()
+        .max_connections(connections)
+        .acquire_timeout(acquire_within)
+        .after_connect(move |connection, _| {
+            Box::pin(async move {
+                if let Some(settings) = settings {
+                    connection.execute(settings).await?;
+                }
+                Ok(())
+            })
+        })
+        .connect(url)
+        .await
+        .unwrap()
+}
+
+/// A builder on the application's `pool` with `clock`, allowing every call.
+fn on_pool(pool: &sqlx::MySqlPool, clock: &ManualClock) -> solid_objects::Builder {
+    Runtime::builder()
+        .mysql_pool(pool.clone())
+        .clock(clock.clone())
+        .policy(AllowAll)
+}
+
+/// A runtime on the application's `pool` with `clock`, allowing every call.
+async fn runtime_on_pool(pool: &sqlx::MySqlPool, clock: &ManualClock) -> Runtime {
+    on_pool(pool, clock).start().await.unwrap()
 }
 
 /// `Admin::pause` documents "False if it was paused already". MySQL with sqlx's
@@ -125,11 +110,7 @@ async fn an_idempotent_send_whose_key_is_taken_is_not_counted_as_enqueued() {
         return;
     };
     // First: what the server reports for the backend's statement form.
-    let pool = MySqlPoolOptions::new()
-        .max_connections(1)
-        .connect(&url)
-        .await
-        .unwrap();
+    let pool = application_pool(&url, 1, ACQUIRE_WITHIN, None).await;
     pool.execute("CREATE TABLE dup (id BIGINT AUTO_INCREMENT PRIMARY KEY, k VARCHAR(10) UNIQUE)")
         .await
         .unwrap();
@@ -186,11 +167,7 @@ async fn a_turns_statement_bounds_do_not_outlive_the_turn_on_the_pool() {
     let Some((url, clock)) = database().await else {
         return;
     };
-    let pool = MySqlPoolOptions::new()
-        .max_connections(1)
-        .connect(&url)
-        .await
-        .unwrap();
+    let pool = application_pool(&url, 1, ACQUIRE_WITHIN, None).await;
     let before: (f64, i64) = sqlx::query_as(
         "SELECT CAST(@@session.max_statement_time AS DOUBLE), \
          CAST(@@session.innodb_lock_wait_timeout AS SIGNED)",
@@ -198,10 +175,7 @@ async fn a_turns_statement_bounds_do_not_outlive_the_turn_on_the_pool() {
     .fetch_one(&pool)
     .await
     .unwrap();
-    let runtime = Runtime::builder()
-        .mysql_pool(pool.clone())
-        .clock(clock.clone())
-        .policy(AllowAll)
+    let runtime = on_pool(&pool, &clock)
         .turn_timeout(Duration::from_millis(200))
         .start()
         .await
@@ -240,27 +214,11 @@ async fn a_turns_autocommit_does_not_outlive_the_turn_on_the_applications_pool()
     let Some((url, clock)) = database().await else {
         return;
     };
-    let pool = MySqlPoolOptions::new()
-        .max_connections(1)
-        .after_connect(|connection, _| {
-            Box::pin(async move {
-                connection.execute("SET SESSION autocommit = 0").await?;
-                Ok(())
-            })
-        })
-        .connect(&url)
-        .await
-        .unwrap();
+    let pool = application_pool(&url, 1, ACQUIRE_WITHIN, Some("SET SESSION autocommit = 0")).await;
     pool.execute("CREATE TABLE app_autocommit (n INT NOT NULL PRIMARY KEY)")
         .await
         .unwrap();
-    let runtime = Runtime::builder()
-        .mysql_pool(pool.clone())
-        .clock(clock.clone())
-        .policy(AllowAll)
-        .start()
-        .await
-        .unwrap();
+    let runtime = runtime_on_pool(&pool, &clock).await;
     // A read first: on such a session it leaves a transaction open behind it.
     let ledger = runtime.reference::<Ledger>("autocommit");
     ledger.snapshot().await.unwrap();
@@ -298,21 +256,11 @@ async fn the_applications_transaction_after_turns_on_its_pool_rolls_back() {
     let Some((url, clock)) = database().await else {
         return;
     };
-    let pool = MySqlPoolOptions::new()
-        .max_connections(1)
-        .connect(&url)
-        .await
-        .unwrap();
+    let pool = application_pool(&url, 1, ACQUIRE_WITHIN, None).await;
     pool.execute("CREATE TABLE app_rows (n INT NOT NULL)")
         .await
         .unwrap();
-    let runtime = Runtime::builder()
-        .mysql_pool(pool.clone())
-        .clock(clock.clone())
-        .policy(AllowAll)
-        .start()
-        .await
-        .unwrap();
+    let runtime = runtime_on_pool(&pool, &clock).await;
     let ledger = runtime.reference::<Ledger>("b2").idempotency_key("once");
     // The first call commits its turn; the second finds the key's message and rolls back.
     assert_eq!(ledger.record("x").await.unwrap(), 1);
@@ -340,26 +288,14 @@ async fn the_dead_letter_filter_works_under_no_backslash_escapes() {
     let Some((url, clock)) = database().await else {
         return;
     };
-    let pool = MySqlPoolOptions::new()
-        .max_connections(2)
-        .after_connect(|connection, _| {
-            Box::pin(async move {
-                connection
-                    .execute("SET SESSION sql_mode = CONCAT(@@sql_mode, ',NO_BACKSLASH_ESCAPES')")
-                    .await?;
-                Ok(())
-            })
-        })
-        .connect(&url)
-        .await
-        .unwrap();
-    let runtime = Runtime::builder()
-        .mysql_pool(pool.clone())
-        .clock(clock.clone())
-        .policy(AllowAll)
-        .start()
-        .await
-        .unwrap();
+    let pool = application_pool(
+        &url,
+        2,
+        ACQUIRE_WITHIN,
+        Some("SET SESSION sql_mode = CONCAT(@@sql_mode, ',NO_BACKSLASH_ESCAPES')"),
+    )
+    .await;
+    let runtime = runtime_on_pool(&pool, &clock).await;
     let ledger = runtime.reference::<Ledger>("n1");
     let _ = ledger.fragile("card declined 100%_").await;
     let filter = DeadLetterFilter::new().error_contains("100%_");
@@ -412,12 +348,7 @@ async fn near_identical_ids_and_keys_stay_distinct() {
     }
     for id in ids {
         assert_eq!(
-            runtime
-                .reference::<Ledger>(id)
-                .snapshot()
-                .await
-                .unwrap()
-                .entries,
+            state_of::<Ledger>(&runtime, id).await.entries,
             vec![id.to_owned()]
         );
     }
@@ -557,24 +488,7 @@ async fn racing_starts_and_a_half_run_migration() {
     let Some((url, clock)) = database().await else {
         return;
     };
-    let starts: Vec<_> = (0..4)
-        .map(|_| {
-            let url = url.clone();
-            let clock = clock.clone();
-            async move {
-                tokio::time::timeout(
-                    SOON,
-                    Runtime::builder()
-                        .mysql(&url, 2)
-                        .clock(clock)
-                        .policy(AllowAll)
-                        .start(),
-                )
-                .await
-            }
-        })
-        .collect();
-    let started = futures_util::future::join_all(starts).await;
+    let started = start_at_once(&vec![url.clone(); 4], 2, &clock, SOON).await;
     for runtime in started {
         let runtime = runtime.expect("starts in time").expect("starts");
         runtime.reference::<Ledger>("m").record("x").await.unwrap();
@@ -599,15 +513,11 @@ async fn racing_starts_and_a_half_run_migration() {
         sqlx::query(statement).execute(&pool).await.unwrap();
     }
     pool.close().await;
-    let runtime = tokio::time::timeout(SOON, runtime_on(&half, &clock))
+    let runtime = tokio::time::timeout(SOON, runtime(&half, &clock))
         .await
         .expect("starts in time");
     runtime.reference::<Ledger>("h").record("x").await.unwrap();
     runtime.close().await;
-}
-
-async fn runtime_on(url: &str, clock: &ManualClock) -> Runtime {
-    runtime(url, clock).await
 }
 
 /// A stored row the runtime cannot read: a clear error, nothing changed.
@@ -704,22 +614,7 @@ async fn a_read_after_the_server_ended_the_pools_sessions_reads_on_a_new_connect
     for read in futures_util::future::join_all(warm).await {
         read.unwrap();
     }
-    let observer = sqlx::MySqlPool::connect(&url).await.unwrap();
-    let sessions: Vec<i64> = sqlx::query_scalar(
-        "SELECT ID FROM information_schema.PROCESSLIST
-         WHERE DB = DATABASE() AND ID <> CONNECTION_ID()",
-    )
-    .fetch_all(&observer)
-    .await
-    .unwrap();
-    assert!(!sessions.is_empty(), "the runtime had no session to end");
-    for id in &sessions {
-        observer
-            .execute(format!("KILL {id}").as_str())
-            .await
-            .unwrap();
-    }
-    observer.close().await;
+    end_the_runtimes_sessions(&url).await;
 
     let snapshot = ledger.snapshot().await.map(|state| state.entries.len());
     runtime.close().await;
@@ -824,15 +719,25 @@ async fn a_handlers_own_missing_savepoint_is_its_failure_not_a_conflict() {
 // Connections parked between turns
 // ---------------------------------------------------------------------------------------
 
-/// The ids of every session on the case's database but the observer's own.
-async fn sessions_of(observer: &sqlx::MySqlPool) -> Vec<i64> {
-    sqlx::query_scalar(
+/// Ends every session on the case's database (`KILL`), as a restart, a failover or an
+/// operator does; asserts that the runtime had one.
+async fn end_the_runtimes_sessions(url: &str) {
+    let observer = sqlx::MySqlPool::connect(url).await.unwrap();
+    let sessions: Vec<i64> = sqlx::query_scalar(
         "SELECT ID FROM information_schema.PROCESSLIST
          WHERE DB = DATABASE() AND ID <> CONNECTION_ID()",
     )
-    .fetch_all(observer)
+    .fetch_all(&observer)
     .await
-    .unwrap()
+    .unwrap();
+    assert!(!sessions.is_empty(), "the runtime had no session to end");
+    for id in &sessions {
+        observer
+            .execute(format!("KILL {id}").as_str())
+            .await
+            .unwrap();
+    }
+    observer.close().await;
 }
 
 /// A call right after the server ended every session of the runtime (a restart, a failover,
@@ -854,16 +759,7 @@ async fn a_call_after_the_server_ended_the_parked_sessions_runs_on_a_new_connect
     );
     a.unwrap();
     b.unwrap();
-    let observer = sqlx::MySqlPool::connect(&url).await.unwrap();
-    let sessions = sessions_of(&observer).await;
-    assert!(!sessions.is_empty(), "the runtime had no session to end");
-    for id in &sessions {
-        observer
-            .execute(format!("KILL {id}").as_str())
-            .await
-            .unwrap();
-    }
-    observer.close().await;
+    end_the_runtimes_sessions(&url).await;
 
     let called = tokio::time::timeout(SOON, ledger.record("two".to_owned())).await;
     let other_called = tokio::time::timeout(SOON, other.record("two".to_owned())).await;
@@ -883,25 +779,20 @@ async fn an_idle_runtime_holds_none_of_the_applications_pool() {
     let Some((url, clock)) = database().await else {
         return;
     };
-    let pool = MySqlPoolOptions::new()
-        .max_connections(2)
-        .acquire_timeout(Duration::from_secs(3))
-        .connect(&url)
-        .await
-        .unwrap();
-    let runtime = Runtime::builder()
-        .mysql_pool(pool.clone())
-        .clock(clock.clone())
-        .policy(AllowAll)
-        .start()
-        .await
-        .unwrap();
+    let pool = application_pool(&url, 2, Duration::from_secs(3), None).await;
+    let runtime = runtime_on_pool(&pool, &clock).await;
     runtime
         .reference::<Ledger>("idle")
         .record("x".to_owned())
         .await
         .unwrap();
     // The runtime is idle now: the application takes both of its pool's connections.
+    assert_the_application_takes_both_connections(runtime, pool).await;
+}
+
+/// Asserts that the application takes both connections of its `pool` of two while
+/// `runtime`, on that pool, is idle; closes both.
+async fn assert_the_application_takes_both_connections(runtime: Runtime, pool: sqlx::MySqlPool) {
     let first = pool.acquire().await;
     let second = pool.acquire().await;
     let (first, second) = (first.map(drop), second.map(drop));
@@ -914,6 +805,16 @@ async fn an_idle_runtime_holds_none_of_the_applications_pool() {
     );
 }
 
+/// Records `entry` on the ledger `id` through `runtime`, on a Tokio runtime of its own that
+/// ends right after the call.
+fn record_on_a_tokio_runtime_of_its_own(runtime: &Runtime, id: &'static str, entry: &str) {
+    let ledger = runtime.reference::<Ledger>(id);
+    let entry = entry.to_owned();
+    on_a_thread_of_its_own(async move {
+        ledger.record(entry).await.unwrap();
+    });
+}
+
 /// A runtime dropped without `close` (a test that panicked, an application that forgot)
 /// gives the application's pool back its connections as it found them: the application's
 /// `begin()` then begins a transaction, whose rollback undoes its rows, not a savepoint of a
@@ -923,22 +824,12 @@ async fn the_applications_transaction_after_a_dropped_runtime_rolls_back() {
     let Some((url, clock)) = database().await else {
         return;
     };
-    let pool = MySqlPoolOptions::new()
-        .max_connections(4)
-        .connect(&url)
-        .await
-        .unwrap();
+    let pool = application_pool(&url, 4, ACQUIRE_WITHIN, None).await;
     pool.execute("CREATE TABLE app_rows_dropped (n INT NOT NULL)")
         .await
         .unwrap();
     {
-        let runtime = Runtime::builder()
-            .mysql_pool(pool.clone())
-            .clock(clock.clone())
-            .policy(AllowAll)
-            .start()
-            .await
-            .unwrap();
+        let runtime = runtime_on_pool(&pool, &clock).await;
         let (d1, d2) = (
             runtime.reference::<Ledger>("d1"),
             runtime.reference::<Ledger>("d2"),
@@ -989,52 +880,17 @@ async fn an_idle_runtime_holds_none_of_the_pool_after_its_first_tokio_runtime_en
     let Some((url, clock)) = database().await else {
         return;
     };
-    let pool = MySqlPoolOptions::new()
-        .max_connections(2)
-        .acquire_timeout(Duration::from_secs(3))
-        .connect(&url)
-        .await
-        .unwrap();
-    let runtime = Runtime::builder()
-        .mysql_pool(pool.clone())
-        .clock(clock.clone())
-        .policy(AllowAll)
-        .start()
-        .await
-        .unwrap();
+    let pool = application_pool(&url, 2, Duration::from_secs(3), None).await;
+    let runtime = runtime_on_pool(&pool, &clock).await;
     // A first call on a Tokio runtime of its own, which ends right after it.
-    let on_its_own = runtime.clone();
-    std::thread::spawn(move || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(async {
-                on_its_own
-                    .reference::<Ledger>("first")
-                    .record("x".to_owned())
-                    .await
-                    .unwrap();
-            });
-    })
-    .join()
-    .unwrap();
+    record_on_a_tokio_runtime_of_its_own(&runtime, "first", "x");
     runtime
         .reference::<Ledger>("first")
         .record("y".to_owned())
         .await
         .unwrap();
     // Idle now: the application takes both of its pool's connections.
-    let first = pool.acquire().await;
-    let second = pool.acquire().await;
-    let (first, second) = (first.map(drop), second.map(drop));
-    runtime.close().await;
-    pool.close().await;
-    assert!(
-        first.is_ok() && second.is_ok(),
-        "with the runtime idle, the application's two acquires on its pool of two heard \
-         {first:?} and {second:?}"
-    );
+    assert_the_application_takes_both_connections(runtime, pool).await;
 }
 
 /// A runtime whose calls ran on a Tokio runtime that has since ended (a request's own
@@ -1045,47 +901,12 @@ async fn an_idle_runtime_holds_none_of_the_pool_after_the_tokio_runtime_of_its_l
     let Some((url, clock)) = database().await else {
         return;
     };
-    let pool = MySqlPoolOptions::new()
-        .max_connections(2)
-        .acquire_timeout(Duration::from_secs(3))
-        .connect(&url)
-        .await
-        .unwrap();
-    let runtime = Runtime::builder()
-        .mysql_pool(pool.clone())
-        .clock(clock.clone())
-        .policy(AllowAll)
-        .start()
-        .await
-        .unwrap();
+    let pool = application_pool(&url, 2, Duration::from_secs(3), None).await;
+    let runtime = runtime_on_pool(&pool, &clock).await;
     // The one call, on a Tokio runtime of its own, which ends right after it.
-    let on_its_own = runtime.clone();
-    std::thread::spawn(move || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(async {
-                on_its_own
-                    .reference::<Ledger>("first")
-                    .record("y".to_owned())
-                    .await
-                    .unwrap();
-            });
-    })
-    .join()
-    .unwrap();
+    record_on_a_tokio_runtime_of_its_own(&runtime, "first", "y");
     // Idle now: the application takes both of its pool's connections.
-    let first = pool.acquire().await;
-    let second = pool.acquire().await;
-    let (first, second) = (first.map(drop), second.map(drop));
-    runtime.close().await;
-    pool.close().await;
-    assert!(
-        first.is_ok() && second.is_ok(),
-        "with the runtime idle, the application's two acquires on its pool of two heard \
-         {first:?} and {second:?}"
-    );
+    assert_the_application_takes_both_connections(runtime, pool).await;
 }
 
 /// A pool that chooses its database in its `after_connect` hook (`USE`), as an application's
@@ -1109,19 +930,13 @@ async fn wake_ups_reach_a_runtime_whose_pool_picks_its_database_after_connecting
         .connect(&format!("{server}/mysql"))
         .await
         .unwrap();
-    let workers = Runtime::builder()
-        .mysql_pool(pool.clone())
-        .clock(clock.clone())
-        .policy(AllowAll)
+    let workers = on_pool(&pool, &clock)
         .actor::<Ledger>()
         .workers(1)
         .start()
         .await
         .unwrap();
-    let running = tokio::spawn({
-        let workers = workers.clone();
-        async move { workers.run().await }
-    });
+    let running = run_workers(&workers);
     let caller = runtime(&url, &clock).await;
     let ledger = caller.reference::<Ledger>("woken");
     let mut heard = false;

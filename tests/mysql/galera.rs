@@ -21,73 +21,99 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use solid_objects::admin::{DeadLetterFilter, EffectFilter};
 use solid_objects::prelude::*;
-use solid_objects::{Effect, EffectContext};
+use solid_objects::EffectContext;
 
 use sqlx::Connection;
 
+use crate::support::actors::{Noted, Tally, TallyRef};
 use crate::support::galera::{Galera, NODES};
+use crate::support::runtimes::{close_all, start_at_once, state_of};
 
 /// How long one call may take, certification conflicts and their reruns included.
 const CALL_WITHIN: Duration = Duration::from_secs(30);
 
-/// A count that each call adds to.
-#[actor]
-#[derive(Default)]
-struct Tally {
-    count: i64,
-    fired: Vec<String>,
+/// A test's fresh database on the process's cluster, the clock of its runtimes, and its
+/// share of the cluster for as long as it holds one.
+struct Case {
+    cluster: &'static Galera,
+    database: String,
+    clock: ManualClock,
+    shared: Option<ClusterShared>,
 }
 
-#[actor]
-impl Tally {
-    /// Adds one; returns the count after it.
-    #[command]
-    fn add(&mut self) -> i64 {
-        self.count += 1;
-        self.count
+impl Case {
+    /// A fresh database on the process's cluster; `None`, and the test skips, on a machine
+    /// without MariaDB or Galera outside CI.
+    async fn start() -> Option<Self> {
+        let cluster = Galera::shared()?;
+        let shared = PAUSING.clone().read_owned().await;
+        Some(Self {
+            cluster,
+            database: cluster.database().await,
+            clock: ManualClock::starting_now(),
+            shared: Some(shared),
+        })
     }
 
-    /// Schedules `name` to fire a minute from now.
-    #[command]
-    fn remind(&mut self, turn: &mut Turn<Self>, name: String) {
-        turn.schedule(turn.now() + TimeDelta::minutes(1), name.clone())
-            .fire(name);
+    /// Gives up the test's share of the cluster and waits until it has the cluster to itself,
+    /// for as long as it holds the guard.
+    async fn alone(&mut self) -> tokio::sync::RwLockWriteGuard<'static, ()> {
+        self.shared.take();
+        PAUSING.write().await
     }
 
-    /// Emits the effect `Noted` named `name`.
-    #[command]
-    fn note(&mut self, turn: &mut Turn<Self>, name: String) {
-        turn.emit(Noted { name });
+    /// The URL of the database on node `node`.
+    fn url(&self, node: usize) -> String {
+        self.cluster.url(node, &self.database)
     }
 
-    #[reminder]
-    fn fire(&mut self, name: String) {
-        self.fired.push(name);
+    /// A builder on node `node` with the test's clock, allowing every call, waiting
+    /// [`CALL_WITHIN`] for a call.
+    fn builder(&self, node: usize) -> solid_objects::Builder {
+        Runtime::builder()
+            .mysql(self.url(node), 8)
+            .clock(self.clock.clone())
+            .policy(AllowAll)
+            .sync_timeout(CALL_WITHIN)
     }
-}
 
-/// An effect whose runs the test counts.
-#[derive(Serialize, Deserialize)]
-struct Noted {
-    name: String,
-}
+    /// The runtime `builder` (one of [`Case::builder`]) starts on node `node`.
+    async fn start_on(node: usize, builder: solid_objects::Builder) -> Runtime {
+        builder
+            .start()
+            .await
+            .unwrap_or_else(|error| panic!("the runtime starts on node {node}: {error}"))
+    }
 
-impl Effect for Noted {
-    const NAME: &'static str = "noted";
-    type Output = ();
-}
+    /// A runtime on node `node`.
+    async fn runtime(&self, node: usize) -> Runtime {
+        Self::start_on(node, self.builder(node)).await
+    }
 
-/// A fresh database on the process's cluster, and the cluster shared for as long as the
-/// test holds the guard; `None`, and the test skips, on a machine without MariaDB or Galera
-/// outside CI.
-async fn database() -> Option<(&'static Galera, String, ClusterShared)> {
-    let cluster = Galera::shared()?;
-    let shared = PAUSING.clone().read_owned().await;
-    let database = cluster.database().await;
-    Some((cluster, database, shared))
+    /// A runtime on each node, in the nodes' order, each from the node's builder as
+    /// `configure` finishes it.
+    async fn runtimes_with(
+        &self,
+        configure: impl Fn(solid_objects::Builder) -> solid_objects::Builder,
+    ) -> Vec<Runtime> {
+        let mut runtimes = Vec::new();
+        for node in 0..NODES {
+            runtimes.push(Self::start_on(node, configure(self.builder(node))).await);
+        }
+        runtimes
+    }
+
+    /// A runtime on each node, in the nodes' order.
+    async fn runtimes(&self) -> Vec<Runtime> {
+        self.runtimes_with(|builder| builder).await
+    }
+
+    /// One number, read through node `node` after it caught up with the cluster.
+    async fn scalar(&self, node: usize, sql: &str) -> i64 {
+        scalar(self.cluster, node, &self.database, sql).await
+    }
 }
 
 /// A test's share of the cluster: while any test holds one, no test pauses a node.
@@ -98,16 +124,42 @@ type ClusterShared = tokio::sync::OwnedRwLockReadGuard<()>;
 static PAUSING: std::sync::LazyLock<std::sync::Arc<tokio::sync::RwLock<()>>> =
     std::sync::LazyLock::new(std::sync::Arc::default);
 
-/// A runtime on node `node` of the cluster, with `clock`.
-async fn runtime(cluster: &Galera, node: usize, database: &str, clock: &ManualClock) -> Runtime {
-    Runtime::builder()
-        .mysql(cluster.url(node, database), 8)
-        .clock(clock.clone())
-        .policy(AllowAll)
-        .sync_timeout(CALL_WITHIN)
-        .start()
-        .await
-        .unwrap_or_else(|error| panic!("the runtime starts on node {node}: {error}"))
+/// Messages that did not complete at their first attempt, or whose attempt failed.
+const NOT_FIRST_TIME: &str = "SELECT COUNT(*) FROM solid_messages
+     WHERE status <> 'completed' OR attempts <> 1 OR last_error IS NOT NULL";
+
+/// `calls` calls of `tally.add()` at once, and beside them `other`, begun after the calls
+/// had a scheduler turn; the calls' answers, in order, and what `other` came to.
+async fn calls_beside<T>(
+    tally: &TallyRef,
+    calls: usize,
+    other: impl std::future::Future<Output = T>,
+) -> (Vec<Result<i64, Error>>, T) {
+    let calls = (0..calls).map(|_| {
+        let tally = tally.clone();
+        async move { tally.add().await }
+    });
+    let other = async {
+        tokio::task::yield_now().await;
+        other.await
+    };
+    tokio::join!(futures_util::future::join_all(calls), other)
+}
+
+/// Panics, naming `round`, on an answer in `answers` that is neither a count nor an error
+/// that `expected` accepts.
+fn each_answered_or(
+    round: usize,
+    answers: Vec<Result<i64, Error>>,
+    expected: impl Fn(&Error) -> bool,
+) {
+    for answer in answers {
+        match answer {
+            Ok(_) => {}
+            Err(error) if expected(&error) => {}
+            Err(error) => panic!("round {round}: a call: {error}"),
+        }
+    }
 }
 
 /// One number, read through node `node` after it caught up with the cluster.
@@ -133,26 +185,11 @@ async fn scalar(cluster: &Galera, node: usize, database: &str, sql: &str) -> i64
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runtimes_starting_at_once_on_different_nodes_apply_each_migration_once() {
     for _ in 0..3 {
-        let Some((cluster, database, _shared)) = database().await else {
+        let Some(case) = Case::start().await else {
             return;
         };
-        let clock = ManualClock::starting_now();
-        let starts = (0..NODES).map(|node| {
-            let url = cluster.url(node, &database);
-            let clock = clock.clone();
-            async move {
-                tokio::time::timeout(
-                    CALL_WITHIN,
-                    Runtime::builder()
-                        .mysql(&url, 2)
-                        .clock(clock)
-                        .policy(AllowAll)
-                        .start(),
-                )
-                .await
-            }
-        });
-        let started = futures_util::future::join_all(starts).await;
+        let urls: Vec<String> = (0..NODES).map(|node| case.url(node)).collect();
+        let started = start_at_once(&urls, 2, &case.clock, CALL_WITHIN).await;
         for (node, runtime) in started.into_iter().enumerate() {
             let runtime = runtime
                 .unwrap_or_else(|_| panic!("node {node}'s runtime started in time"))
@@ -166,7 +203,7 @@ async fn runtimes_starting_at_once_on_different_nodes_apply_each_migration_once(
         let count = "SELECT COUNT(*) FROM solid_schema_migrations";
         let migrations = crate::support::Backend::MariaDb.migrations().len();
         assert_eq!(
-            scalar(cluster, 0, &database, count).await,
+            case.scalar(0, count).await,
             i64::try_from(migrations).unwrap()
         );
     }
@@ -178,14 +215,10 @@ async fn runtimes_starting_at_once_on_different_nodes_apply_each_migration_once(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_on_one_actor_through_two_nodes_each_commit_once_and_count_no_failure() {
     const CALLS_PER_NODE: usize = 20;
-    let Some((cluster, database, _shared)) = database().await else {
+    let Some(case) = Case::start().await else {
         return;
     };
-    let clock = ManualClock::starting_now();
-    let runtimes = [
-        runtime(cluster, 0, &database, &clock).await,
-        runtime(cluster, 1, &database, &clock).await,
-    ];
+    let runtimes = [case.runtime(0).await, case.runtime(1).await];
     let calls = runtimes.iter().flat_map(|runtime| {
         let tally = runtime.reference::<Tally>("hot");
         (0..CALLS_PER_NODE).map(move |_| {
@@ -200,14 +233,10 @@ async fn calls_on_one_actor_through_two_nodes_each_commit_once_and_count_no_fail
         .collect();
     let total = i64::try_from(2 * CALLS_PER_NODE).unwrap();
     assert_eq!(counts, (1..=total).collect::<BTreeSet<_>>());
-    let not_first_time = "SELECT COUNT(*) FROM solid_messages
-         WHERE status <> 'completed' OR attempts <> 1 OR last_error IS NOT NULL";
-    assert_eq!(scalar(cluster, 0, &database, not_first_time).await, 0);
+    assert_eq!(case.scalar(0, NOT_FIRST_TIME).await, 0);
     let messages = "SELECT COUNT(*) FROM solid_messages";
-    assert_eq!(scalar(cluster, 1, &database, messages).await, total);
-    for runtime in runtimes {
-        runtime.close().await;
-    }
+    assert_eq!(case.scalar(1, messages).await, total);
+    close_all(runtimes).await;
 }
 
 /// A hot actor's turns through node 0 lose certification to another node's writes to their
@@ -218,11 +247,10 @@ async fn calls_on_one_actor_through_two_nodes_each_commit_once_and_count_no_fail
 async fn a_hot_actors_turns_that_lose_certification_for_whole_passes_complete_with_no_failed_attempt(
 ) {
     const PASSES: usize = 400;
-    let Some((cluster, database, _shared)) = database().await else {
+    let Some(case) = Case::start().await else {
         return;
     };
-    let clock = ManualClock::starting_now();
-    let runtime = runtime(cluster, 0, &database, &clock).await;
+    let runtime = case.runtime(0).await;
     let hot = runtime.reference::<Tally>("hot");
     let before = runtime.stats();
     let ready = "SELECT COUNT(*) FROM solid_messages WHERE status = 'ready'";
@@ -231,7 +259,7 @@ async fn a_hot_actors_turns_that_lose_certification_for_whole_passes_complete_wi
     // took the head finds at COMMIT that another node certified a write to it first.
     let writing = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let writer = tokio::spawn({
-        let (writing, url) = (writing.clone(), cluster.url(1, &database));
+        let (writing, url) = (writing.clone(), case.url(1));
         async move {
             let mut node_1 = sqlx::MySqlConnection::connect(&url).await.unwrap();
             let mut writes = 0_u64;
@@ -255,14 +283,14 @@ async fn a_hot_actors_turns_that_lose_certification_for_whole_passes_complete_wi
     });
     let mut enqueued = 0;
     let mut passes = 0;
-    while scalar(cluster, 0, &database, stalled).await == 0 {
+    while case.scalar(0, stalled).await == 0 {
         passes += 1;
         assert!(
             passes <= PASSES,
             "no pass gave up on a message in {PASSES} passes ({} conflicts)",
             runtime.stats().conflicts - before.conflicts
         );
-        if scalar(cluster, 0, &database, ready).await == 0 {
+        if case.scalar(0, ready).await == 0 {
             hot.enqueue()
                 .add()
                 .await
@@ -273,7 +301,7 @@ async fn a_hot_actors_turns_that_lose_certification_for_whole_passes_complete_wi
     }
     writing.store(false, Ordering::SeqCst);
     let writes = writer.await.unwrap();
-    while scalar(cluster, 0, &database, ready).await > 0 {
+    while case.scalar(0, ready).await > 0 {
         runtime.testing().drain().await.expect("a pass");
     }
 
@@ -283,7 +311,7 @@ async fn a_hot_actors_turns_that_lose_certification_for_whole_passes_complete_wi
     let not_first_time = "SELECT COUNT(*) FROM solid_messages
          WHERE status <> 'completed' OR attempts <> 1";
     assert_eq!(
-        scalar(cluster, 0, &database, not_first_time).await,
+        case.scalar(0, not_first_time).await,
         0,
         "no failed attempt counted"
     );
@@ -297,20 +325,16 @@ async fn a_hot_actors_turns_that_lose_certification_for_whole_passes_complete_wi
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_due_reminder_fires_once_when_every_node_looks() {
     const ACTORS: usize = 30;
-    let Some((cluster, database, _shared)) = database().await else {
+    let Some(case) = Case::start().await else {
         return;
     };
-    let clock = ManualClock::starting_now();
-    let mut runtimes = Vec::new();
-    for node in 0..NODES {
-        runtimes.push(runtime(cluster, node, &database, &clock).await);
-    }
+    let runtimes = case.runtimes().await;
     for actor in 0..ACTORS {
         let runtime = &runtimes[actor % NODES];
         let tally = runtime.reference::<Tally>(format!("r{actor}"));
         tally.remind(format!("due-{actor}")).await.unwrap();
     }
-    clock.advance(Duration::from_secs(120));
+    case.clock.advance(Duration::from_secs(120));
     let firing = runtimes.iter().map(|runtime| async move {
         let testing = runtime.testing();
         for _ in 0..3 {
@@ -322,23 +346,14 @@ async fn a_due_reminder_fires_once_when_every_node_looks() {
         runtime.testing().drain().await.expect("draining");
     }
     for actor in 0..ACTORS {
-        let state = runtimes[0]
-            .reference::<Tally>(format!("r{actor}"))
-            .snapshot()
-            .await
-            .unwrap();
+        let state = state_of::<Tally>(&runtimes[0], &format!("r{actor}")).await;
         assert_eq!(state.fired, [format!("due-{actor}")], "actor r{actor}");
     }
     let fired = "SELECT COUNT(*) FROM solid_messages WHERE operation = 'fire'";
-    assert_eq!(
-        scalar(cluster, 2, &database, fired).await,
-        i64::try_from(ACTORS).unwrap()
-    );
+    assert_eq!(case.scalar(2, fired).await, i64::try_from(ACTORS).unwrap());
     let left = "SELECT COUNT(*) FROM solid_reminders";
-    assert_eq!(scalar(cluster, 1, &database, left).await, 0);
-    for runtime in runtimes {
-        runtime.close().await;
-    }
+    assert_eq!(case.scalar(1, left).await, 0);
+    close_all(runtimes).await;
 }
 
 /// Thirty effects, and runtimes on all three nodes run due effects at once: each effect's
@@ -346,20 +361,14 @@ async fn a_due_reminder_fires_once_when_every_node_looks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_effect_is_run_once_when_every_node_claims() {
     const EFFECTS: usize = 30;
-    let Some((cluster, database, _shared)) = database().await else {
+    let Some(case) = Case::start().await else {
         return;
     };
-    let clock = ManualClock::starting_now();
     let runs: Arc<Vec<AtomicU32>> = Arc::new((0..EFFECTS).map(|_| AtomicU32::new(0)).collect());
-    let mut runtimes = Vec::new();
-    for node in 0..NODES {
-        let runs = Arc::clone(&runs);
-        let runtime = Runtime::builder()
-            .mysql(cluster.url(node, &database), 8)
-            .clock(clock.clone())
-            .policy(AllowAll)
-            .sync_timeout(CALL_WITHIN)
-            .effect(move |noted: Noted, _: EffectContext| {
+    let runtimes = case
+        .runtimes_with(|builder| {
+            let runs = Arc::clone(&runs);
+            builder.effect(move |noted: Noted, _: EffectContext| {
                 let runs = Arc::clone(&runs);
                 async move {
                     let index: usize = noted.name.parse().expect("an effect's number");
@@ -367,11 +376,8 @@ async fn an_effect_is_run_once_when_every_node_claims() {
                     Ok::<(), Failure>(())
                 }
             })
-            .start()
-            .await
-            .unwrap_or_else(|error| panic!("the runtime starts on node {node}: {error}"));
-        runtimes.push(runtime);
-    }
+        })
+        .await;
     for effect in 0..EFFECTS {
         let tally = runtimes[effect % NODES].reference::<Tally>(format!("e{effect}"));
         tally.note(effect.to_string()).await.unwrap();
@@ -392,13 +398,8 @@ async fn an_effect_is_run_once_when_every_node_claims() {
     assert_eq!(counts, vec![1; EFFECTS], "runs per effect");
     assert_eq!(ran, EFFECTS);
     let done = "SELECT COUNT(*) FROM solid_effects WHERE status = 'done' AND attempts = 1";
-    assert_eq!(
-        scalar(cluster, 2, &database, done).await,
-        i64::try_from(EFFECTS).unwrap()
-    );
-    for runtime in runtimes {
-        runtime.close().await;
-    }
+    assert_eq!(case.scalar(2, done).await, i64::try_from(EFFECTS).unwrap());
+    close_all(runtimes).await;
 }
 
 /// A snapshot through another node right after a call returned sees the call when that node
@@ -408,36 +409,27 @@ async fn an_effect_is_run_once_when_every_node_claims() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_through_another_node_sees_the_latest_commit_when_that_node_waits_for_causality() {
     const ROUNDS: i64 = 200;
-    let Some((cluster, database, _shared)) = database().await else {
+    let Some(case) = Case::start().await else {
         return;
     };
-    let admin = sqlx::MySqlPool::connect(&cluster.url(2, "")).await.unwrap();
+    let admin = sqlx::MySqlPool::connect(&case.cluster.url(2, ""))
+        .await
+        .unwrap();
     sqlx::query("SET GLOBAL wsrep_sync_wait = 1")
         .execute(&admin)
         .await
         .unwrap();
     admin.close().await;
-    let clock = ManualClock::starting_now();
-    let writer = runtime(cluster, 0, &database, &clock).await;
-    let waiting = runtime(cluster, 2, &database, &clock).await;
-    let not_waiting = runtime(cluster, 1, &database, &clock).await;
+    let writer = case.runtime(0).await;
+    let waiting = case.runtime(2).await;
+    let not_waiting = case.runtime(1).await;
     let tally = writer.reference::<Tally>("read");
     let mut stale_without_waiting = 0;
     for round in 1..=ROUNDS {
         assert_eq!(tally.add().await.unwrap(), round);
-        let seen = waiting
-            .reference::<Tally>("read")
-            .snapshot()
-            .await
-            .unwrap()
-            .count;
+        let seen = state_of::<Tally>(&waiting, "read").await.count;
         assert_eq!(seen, round, "a read through the waiting node");
-        let seen = not_waiting
-            .reference::<Tally>("read")
-            .snapshot()
-            .await
-            .unwrap()
-            .count;
+        let seen = state_of::<Tally>(&not_waiting, "read").await.count;
         if seen != round {
             stale_without_waiting += 1;
         }
@@ -492,14 +484,10 @@ impl Broken {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_callers_enqueues_through_two_nodes_in_turn_run_in_the_order_they_were_acknowledged() {
     const ENQUEUES: u32 = 60;
-    let Some((cluster, database, _shared)) = database().await else {
+    let Some(case) = Case::start().await else {
         return;
     };
-    let clock = ManualClock::starting_now();
-    let runtimes = [
-        runtime(cluster, 0, &database, &clock).await,
-        runtime(cluster, 1, &database, &clock).await,
-    ];
+    let runtimes = [case.runtime(0).await, case.runtime(1).await];
     // Other actors' enqueues through node 0 keep node 1's applier busy meanwhile.
     let busy = std::sync::atomic::AtomicBool::new(true);
     let load = (0..8).map(|lane| {
@@ -534,19 +522,13 @@ async fn one_callers_enqueues_through_two_nodes_in_turn_run_in_the_order_they_we
     };
     tokio::join!(load, caller);
     runtimes[0].testing().drain().await.expect("draining");
-    let state = runtimes[0]
-        .reference::<Ledger>("ordered")
-        .snapshot()
-        .await
-        .unwrap();
+    let state = state_of::<Ledger>(&runtimes[0], "ordered").await;
     assert_eq!(
         state.entries,
         (0..ENQUEUES).collect::<Vec<_>>(),
         "turns in acknowledgement order (message ids in that order: {ids:?})"
     );
-    for runtime in runtimes {
-        runtime.close().await;
-    }
+    close_all(runtimes).await;
 }
 
 /// Ten idempotency keys, each used for the same enqueue through all three nodes at once:
@@ -554,14 +536,10 @@ async fn one_callers_enqueues_through_two_nodes_in_turn_run_in_the_order_they_we
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idempotency_key_used_through_every_node_at_once_stores_one_message() {
     const KEYS: u32 = 10;
-    let Some((cluster, database, _shared)) = database().await else {
+    let Some(case) = Case::start().await else {
         return;
     };
-    let clock = ManualClock::starting_now();
-    let mut runtimes = Vec::new();
-    for node in 0..NODES {
-        runtimes.push(runtime(cluster, node, &database, &clock).await);
-    }
+    let runtimes = case.runtimes().await;
     for key in 0..KEYS {
         let enqueues = runtimes.iter().map(|runtime| async move {
             runtime
@@ -587,10 +565,8 @@ async fn an_idempotency_key_used_through_every_node_at_once_stores_one_message()
         );
     }
     let stored = "SELECT COUNT(*) FROM solid_messages";
-    assert_eq!(scalar(cluster, 2, &database, stored).await, i64::from(KEYS));
-    for runtime in runtimes {
-        runtime.close().await;
-    }
+    assert_eq!(case.scalar(2, stored).await, i64::from(KEYS));
+    close_all(runtimes).await;
 }
 
 /// Calls on one actor through node 1 while the actor is destroyed through node 0, five
@@ -600,31 +576,20 @@ async fn an_idempotency_key_used_through_every_node_at_once_stores_one_message()
 async fn destroying_an_actor_through_one_node_while_calls_run_through_another_succeeds() {
     const ROUNDS: usize = 5;
     const CALLS: usize = 10;
-    let Some((cluster, database, _shared)) = database().await else {
+    let Some(case) = Case::start().await else {
         return;
     };
-    let clock = ManualClock::starting_now();
-    let destroyer = runtime(cluster, 0, &database, &clock).await;
-    let caller = runtime(cluster, 1, &database, &clock).await;
+    let destroyer = case.runtime(0).await;
+    let caller = case.runtime(1).await;
     for round in 0..ROUNDS {
         let tally = caller.reference::<Tally>("doomed");
         tally.add().await.expect("a call before the destroy");
-        let calls = (0..CALLS).map(|_| {
-            let tally = tally.clone();
-            async move { tally.add().await }
-        });
-        let destroy = async {
-            tokio::task::yield_now().await;
-            destroyer.reference::<Tally>("doomed").destroy().await
-        };
-        let (answers, destroyed) = tokio::join!(futures_util::future::join_all(calls), destroy);
+        let doomed = destroyer.reference::<Tally>("doomed");
+        let (answers, destroyed) = calls_beside(&tally, CALLS, doomed.destroy()).await;
         destroyed.unwrap_or_else(|error| panic!("round {round}: the destroy: {error}"));
-        for answer in answers {
-            match answer {
-                Ok(_) | Err(Error::Destroyed { .. }) => {}
-                Err(error) => panic!("round {round}: a call: {error}"),
-            }
-        }
+        each_answered_or(round, answers, |error| {
+            matches!(error, Error::Destroyed { .. })
+        });
     }
     destroyer.close().await;
     caller.close().await;
@@ -638,37 +603,27 @@ async fn destroying_an_actor_through_one_node_while_calls_run_through_another_su
 async fn pausing_and_resuming_an_actor_through_one_node_while_calls_run_through_another_succeeds() {
     const ROUNDS: usize = 10;
     const CALLS: usize = 10;
-    let Some((cluster, database, _shared)) = database().await else {
+    let Some(case) = Case::start().await else {
         return;
     };
-    let clock = ManualClock::starting_now();
-    let operator = runtime(cluster, 0, &database, &clock).await;
-    let caller = runtime(cluster, 1, &database, &clock).await;
+    let operator = case.runtime(0).await;
+    let caller = case.runtime(1).await;
     let tally = caller.reference::<Tally>("hot");
     tally.add().await.expect("a call before the first pause");
     let admin = operator.admin();
     for round in 0..ROUNDS {
-        let calls = (0..CALLS).map(|_| {
-            let tally = tally.clone();
-            async move { tally.add().await }
-        });
         let pause_then_resume = async {
-            tokio::task::yield_now().await;
             let paused = admin.pause("Tally", "hot").await;
             let resumed = admin.resume("Tally", "hot").await;
             (paused, resumed)
         };
-        let (answers, (paused, resumed)) =
-            tokio::join!(futures_util::future::join_all(calls), pause_then_resume);
+        let (answers, (paused, resumed)) = calls_beside(&tally, CALLS, pause_then_resume).await;
         let paused = paused.unwrap_or_else(|error| panic!("round {round}: the pause: {error}"));
         let resumed = resumed.unwrap_or_else(|error| panic!("round {round}: the resume: {error}"));
         assert!(paused && resumed, "round {round}: each changed the actor");
-        for answer in answers {
-            match answer {
-                Ok(_) | Err(Error::Paused { .. }) => {}
-                Err(error) => panic!("round {round}: a call: {error}"),
-            }
-        }
+        each_answered_or(round, answers, |error| {
+            matches!(error, Error::Paused { .. })
+        });
     }
     operator.close().await;
     caller.close().await;
@@ -680,14 +635,10 @@ async fn pausing_and_resuming_an_actor_through_one_node_while_calls_run_through_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_letter_retried_through_every_node_at_once_is_enqueued_once_and_each_hears_it() {
     const DEAD: usize = 10;
-    let Some((cluster, database, _shared)) = database().await else {
+    let Some(case) = Case::start().await else {
         return;
     };
-    let clock = ManualClock::starting_now();
-    let mut runtimes = Vec::new();
-    for node in 0..NODES {
-        runtimes.push(runtime(cluster, node, &database, &clock).await);
-    }
+    let runtimes = case.runtimes().await;
     for actor in 0..DEAD {
         let broken = runtimes[0].reference::<Broken>(format!("b{actor}"));
         assert!(broken.run().await.is_err(), "b{actor} fails");
@@ -723,12 +674,10 @@ async fn a_dead_letter_retried_through_every_node_at_once_is_enqueued_once_and_e
     }
     let stored = "SELECT COUNT(*) FROM solid_messages";
     assert_eq!(
-        scalar(cluster, 1, &database, stored).await,
+        case.scalar(1, stored).await,
         i64::try_from(2 * DEAD).unwrap()
     );
-    for runtime in runtimes {
-        runtime.close().await;
-    }
+    close_all(runtimes).await;
 }
 
 /// Ten dead effects, each retried through all three nodes at once: each is made ready again
@@ -738,25 +687,16 @@ async fn a_dead_letter_retried_through_every_node_at_once_is_enqueued_once_and_e
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_effect_retried_through_every_node_at_once_is_revived_once() {
     const DEAD: usize = 10;
-    let Some((cluster, database, _shared)) = database().await else {
+    let Some(case) = Case::start().await else {
         return;
     };
-    let clock = ManualClock::starting_now();
-    let mut runtimes = Vec::new();
-    for node in 0..NODES {
-        let runtime = Runtime::builder()
-            .mysql(cluster.url(node, &database), 8)
-            .clock(clock.clone())
-            .policy(AllowAll)
-            .sync_timeout(CALL_WITHIN)
-            .effect(|_: Noted, _: EffectContext| async {
+    let runtimes = case
+        .runtimes_with(|builder| {
+            builder.effect(|_: Noted, _: EffectContext| async {
                 Err::<(), Failure>(Failure::permanent("the printer is gone"))
             })
-            .start()
-            .await
-            .unwrap_or_else(|error| panic!("the runtime starts on node {node}: {error}"));
-        runtimes.push(runtime);
-    }
+        })
+        .await;
     for effect in 0..DEAD {
         let tally = runtimes[0].reference::<Tally>(format!("p{effect}"));
         tally.note(effect.to_string()).await.unwrap();
@@ -784,13 +724,8 @@ async fn a_dead_effect_retried_through_every_node_at_once_is_revived_once() {
         assert_eq!(revived, 1, "effect {}: one retry revives it", effect.id);
     }
     let ready = "SELECT COUNT(*) FROM solid_effects WHERE status = 'ready' AND attempts = 0";
-    assert_eq!(
-        scalar(cluster, 2, &database, ready).await,
-        i64::try_from(DEAD).unwrap()
-    );
-    for runtime in runtimes {
-        runtime.close().await;
-    }
+    assert_eq!(case.scalar(2, ready).await, i64::try_from(DEAD).unwrap());
+    close_all(runtimes).await;
 }
 
 /// Sixty messages enqueued on three actors, then every node's runtime drains at once: each
@@ -800,14 +735,10 @@ async fn a_dead_effect_retried_through_every_node_at_once_is_revived_once() {
 async fn queued_messages_drained_by_every_node_at_once_run_once_in_order_and_count_no_failure() {
     const ACTORS: u32 = 3;
     const PER_ACTOR: u32 = 20;
-    let Some((cluster, database, _shared)) = database().await else {
+    let Some(case) = Case::start().await else {
         return;
     };
-    let clock = ManualClock::starting_now();
-    let mut runtimes = Vec::new();
-    for node in 0..NODES {
-        runtimes.push(runtime(cluster, node, &database, &clock).await);
-    }
+    let runtimes = case.runtimes().await;
     for entry in 0..PER_ACTOR {
         for actor in 0..ACTORS {
             runtimes[0]
@@ -829,23 +760,15 @@ async fn queued_messages_drained_by_every_node_at_once_run_once_in_order_and_cou
         drained.unwrap_or_else(|error| panic!("node {node} drains: {error}"));
     }
     for actor in 0..ACTORS {
-        let state = runtimes[0]
-            .reference::<Ledger>(format!("q{actor}"))
-            .snapshot()
-            .await
-            .unwrap();
+        let state = state_of::<Ledger>(&runtimes[0], &format!("q{actor}")).await;
         assert_eq!(
             state.entries,
             (0..PER_ACTOR).collect::<Vec<_>>(),
             "actor q{actor}"
         );
     }
-    let not_first_time = "SELECT COUNT(*) FROM solid_messages
-         WHERE status <> 'completed' OR attempts <> 1 OR last_error IS NOT NULL";
-    assert_eq!(scalar(cluster, 0, &database, not_first_time).await, 0);
-    for runtime in runtimes {
-        runtime.close().await;
-    }
+    assert_eq!(case.scalar(0, NOT_FIRST_TIME).await, 0);
+    close_all(runtimes).await;
 }
 
 /// Sixty messages enqueued on one actor while every node's runtime drains it twice at once,
@@ -856,14 +779,10 @@ async fn queued_messages_drained_by_every_node_at_once_run_once_in_order_and_cou
 async fn a_hot_actor_drained_and_called_through_every_node_at_once_counts_no_failure() {
     const QUEUED: u32 = 60;
     const CALLS_PER_NODE: u32 = 5;
-    let Some((cluster, database, _shared)) = database().await else {
+    let Some(case) = Case::start().await else {
         return;
     };
-    let clock = ManualClock::starting_now();
-    let mut runtimes = Vec::new();
-    for node in 0..NODES {
-        runtimes.push(runtime(cluster, node, &database, &clock).await);
-    }
+    let runtimes = case.runtimes().await;
     for entry in 0..QUEUED {
         runtimes[0]
             .reference::<Ledger>("hot")
@@ -894,11 +813,7 @@ async fn a_hot_actor_drained_and_called_through_every_node_at_once_counts_no_fai
     for called in called {
         called.expect("every call commits");
     }
-    let state = runtimes[0]
-        .reference::<Ledger>("hot")
-        .snapshot()
-        .await
-        .unwrap();
+    let state = state_of::<Ledger>(&runtimes[0], "hot").await;
     let queued: Vec<u32> = state
         .entries
         .iter()
@@ -910,12 +825,8 @@ async fn a_hot_actor_drained_and_called_through_every_node_at_once_counts_no_fai
         state.entries.len(),
         usize::try_from(QUEUED + 3 * CALLS_PER_NODE).unwrap()
     );
-    let not_first_time = "SELECT COUNT(*) FROM solid_messages
-         WHERE status <> 'completed' OR attempts <> 1 OR last_error IS NOT NULL";
-    assert_eq!(scalar(cluster, 0, &database, not_first_time).await, 0);
-    for runtime in runtimes {
-        runtime.close().await;
-    }
+    assert_eq!(case.scalar(0, NOT_FIRST_TIME).await, 0);
+    close_all(runtimes).await;
 }
 
 /// Eight callers call on actors of their own through node 2 until it is killed
@@ -926,10 +837,7 @@ async fn a_hot_actor_drained_and_called_through_every_node_at_once_counts_no_fai
 async fn calls_answered_through_a_node_killed_under_them_are_all_in_the_cluster() {
     const CALLERS: usize = 8;
     const KILLED: usize = 2;
-    let Some(cluster) = tokio::task::spawn_blocking(Galera::start)
-        .await
-        .expect("the cluster starts")
-    else {
+    let Some(cluster) = Galera::start_aside().await else {
         return;
     };
     let database = cluster.database().await;
@@ -1002,13 +910,14 @@ async fn calls_answered_through_a_node_killed_under_them_are_all_in_the_cluster(
 /// `wsrep_sync_wait`, `autocommit` and lock wait, not the turn's. Under ten seconds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_begin_that_waits_out_its_causal_wait_leaves_the_session_as_it_found_it() {
-    let Some((cluster, database, shared)) = database().await else {
+    let Some(mut case) = Case::start().await else {
         return;
     };
-    drop(shared);
-    let _alone = PAUSING.write().await;
-    let url = cluster.url(0, &database);
-    let admin = sqlx::MySqlPool::connect(&cluster.url(0, "")).await.unwrap();
+    let _alone = case.alone().await;
+    let url = case.url(0);
+    let admin = sqlx::MySqlPool::connect(&case.cluster.url(0, ""))
+        .await
+        .unwrap();
     sqlx::query("SET GLOBAL wsrep_provider_options = 'repl.causal_read_timeout=PT1S'")
         .execute(&admin)
         .await
@@ -1022,10 +931,9 @@ async fn a_begin_that_waits_out_its_causal_wait_leaves_the_session_as_it_found_i
                    CAST(@@session.autocommit AS SIGNED), \
                    CAST(@@session.innodb_lock_wait_timeout AS SIGNED)";
     let before: (i64, i64, i64) = sqlx::query_as(session).fetch_one(&pool).await.unwrap();
-    let clock = ManualClock::starting_now();
     let runtime = Runtime::builder()
         .mysql_pool(pool.clone())
-        .clock(clock.clone())
+        .clock(case.clock.clone())
         .policy(AllowAll)
         .sync_timeout(Duration::from_secs(3))
         .start()
@@ -1040,9 +948,7 @@ async fn a_begin_that_waits_out_its_causal_wait_leaves_the_session_as_it_found_i
         .execute(&mut lock)
         .await
         .unwrap();
-    let other = sqlx::MySqlPool::connect(&cluster.url(1, &database))
-        .await
-        .unwrap();
+    let other = sqlx::MySqlPool::connect(&case.url(1)).await.unwrap();
     sqlx::query("CREATE TABLE moved_on (n INT PRIMARY KEY)")
         .execute(&other)
         .await

@@ -3,55 +3,19 @@
 //! filter is a typed error, and concurrent redrives, retries and prunes retry each dead
 //! letter once.
 
-use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use solid_objects::admin::DeadLetterFilter;
-use solid_objects::policy::{AdminRequest, Denied, Policy, Request};
 use solid_objects::prelude::*;
 use solid_objects::Workers;
-use tokio::sync::Semaphore;
 
+use crate::support::desk::Desk;
 use crate::support::eventually;
+use crate::support::gates::gate;
 use crate::support::postgres::PgServer;
-
-/// A desk that counts and breaks on demand.
-#[actor]
-#[derive(Default)]
-pub(crate) struct Desk {
-    total: i64,
-    broken: bool,
-}
-
-#[actor]
-impl Desk {
-    #[command]
-    pub(crate) fn add(&mut self, n: i64) -> i64 {
-        self.total += n;
-        self.total
-    }
-
-    #[command]
-    fn set_broken(&mut self, broken: bool) {
-        self.broken = broken;
-    }
-
-    /// Fails for good while the desk is broken.
-    #[command]
-    fn fragile(&mut self, why: String) -> Result<i64, Failure> {
-        if self.broken {
-            return Err(Failure::permanent(why));
-        }
-        self.total += 1;
-        Ok(self.total)
-    }
-
-    #[query]
-    fn total(&self) -> i64 {
-        self.total
-    }
-}
+use crate::support::runtimes::scalar;
+use crate::support::workers::run_workers;
 
 /// Holds its turn at a gate named after its id until the test opens it.
 #[actor]
@@ -70,58 +34,7 @@ impl Door {
     }
 }
 
-pub(crate) struct Gate {
-    entered: Semaphore,
-    open: Semaphore,
-}
-
-impl Gate {
-    async fn pass(&self) {
-        self.entered.add_permits(1);
-        let _ = self.open.acquire().await;
-    }
-
-    async fn reached(&self) {
-        tokio::time::timeout(Duration::from_secs(15), self.entered.acquire())
-            .await
-            .expect("the handler reached its gate")
-            .unwrap()
-            .forget();
-    }
-
-    fn open(&self) {
-        self.open.close();
-    }
-}
-
-pub(crate) static GATES: LazyLock<Mutex<HashMap<String, Arc<Gate>>>> =
-    LazyLock::new(Mutex::default);
-
-pub(crate) fn gate(name: &str) -> Arc<Gate> {
-    let mut gates = GATES.lock().unwrap_or_else(PoisonError::into_inner);
-    Arc::clone(gates.entry(name.to_owned()).or_insert_with(|| {
-        Arc::new(Gate {
-            entered: Semaphore::new(0),
-            open: Semaphore::new(0),
-        })
-    }))
-}
-
-/// Everything allowed, administration included.
-pub(crate) struct Operators;
-
-impl Policy for Operators {
-    fn authorize_message(&self, _request: &Request<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-    fn authorize_query(&self, _request: &Request<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-    fn authorize_administration(&self, _request: &AdminRequest<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-}
-
+/// The context of the operator every administration call here is made by.
 pub(crate) fn ana() -> Value {
     json!({ "operator": "ana" })
 }
@@ -143,21 +56,26 @@ impl Postgres {
         })
     }
 
+    /// A fresh server and a runtime of desks and doors on it with `connections`; `None` (the
+    /// test skips) on a machine without PostgreSQL, outside CI.
+    pub(crate) async fn with_runtime(connections: u32) -> Option<(Self, Runtime)> {
+        let db = Self::start().await?;
+        let runtime = db.builder(connections).start().await.unwrap();
+        Some((db, runtime))
+    }
+
     pub(crate) fn builder(&self, connections: u32) -> solid_objects::Builder {
         Runtime::builder()
             .postgres(&self.url, connections)
             .clock(self.clock.clone())
-            .policy(Operators)
+            .policy(AllowAll)
             .actor::<Desk>()
             .actor::<Door>()
             .sync_timeout(Duration::from_secs(30))
     }
 
     pub(crate) async fn scalar(&self, sql: &str) -> i64 {
-        let pool = sqlx::PgPool::connect(&self.url).await.unwrap();
-        let value = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
-        pool.close().await;
-        value
+        scalar(&self.url, sql).await
     }
 
     /// A runtime whose one worker runs, listens, and polls only every 10 minutes: it finds
@@ -171,18 +89,21 @@ impl Postgres {
             .start()
             .await
             .unwrap();
-        let running = tokio::spawn({
-            let workers = workers.clone();
-            async move { workers.run().await }
-        });
+        let running = run_workers(&workers);
+        self.assert_one_listens("the workers listen").await;
+        (workers, running)
+    }
+
+    /// Asserts that one connection comes to listen for work within ten seconds; `message`
+    /// says whose otherwise.
+    pub(crate) async fn assert_one_listens(&self, message: &str) {
         assert!(
             eventually(Duration::from_secs(10), || async {
                 self.listening().await == 1
             })
             .await,
-            "the workers listen"
+            "{message}"
         );
-        (workers, running)
     }
 
     pub(crate) async fn listening(&self) -> i64 {
@@ -197,16 +118,15 @@ impl Postgres {
 /// PostgreSQL a turn in flight holds the actor's row; the pause must wait for its commit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_pause_during_a_turn_returns_after_that_turn_committed_on_postgres() {
-    let Some(db) = Postgres::start().await else {
+    let Some((db, runtime)) = Postgres::with_runtime(4).await else {
         return;
     };
-    let runtime = db.builder(4).start().await.unwrap();
     let door = runtime.reference::<Door>("pg-door");
     let holding = tokio::spawn({
         let door = door.clone();
         async move { door.hold().await }
     });
-    gate("pg-door").reached().await;
+    gate("pg-door").reached(1).await;
     let pausing = tokio::spawn({
         let admin = runtime.admin().context(ana());
         async move { admin.pause("Door", "pg-door").await }
@@ -240,10 +160,9 @@ async fn a_pause_during_a_turn_returns_after_that_turn_committed_on_postgres() {
 /// "never a database error") and changes nothing, the audit table included.
 #[tokio::test]
 async fn a_nul_byte_in_an_actor_type_is_a_typed_error_and_the_failed_pause_is_audited() {
-    let Some(db) = Postgres::start().await else {
+    let Some((_db, runtime)) = Postgres::with_runtime(2).await else {
         return;
     };
-    let runtime = db.builder(2).start().await.unwrap();
     let admin = runtime.admin().context(ana());
     let error = admin.pause("Desk\0evil", "d1").await.unwrap_err();
     let events = admin.audit_log(5).await.unwrap();
@@ -263,10 +182,9 @@ async fn a_nul_byte_in_an_actor_type_is_a_typed_error_and_the_failed_pause_is_au
 /// Promise: filters with NUL bytes get a clear error, not a database one (PostgreSQL).
 #[tokio::test]
 async fn a_nul_byte_in_a_listing_filter_is_a_typed_error_on_postgres() {
-    let Some(db) = Postgres::start().await else {
+    let Some((_db, runtime)) = Postgres::with_runtime(2).await else {
         return;
     };
-    let runtime = db.builder(2).start().await.unwrap();
     let admin = runtime.admin().context(ana());
     let listed = admin
         .actors(&solid_objects::admin::ActorFilter::new().id_prefix("d\0"))
@@ -282,10 +200,9 @@ async fn a_nul_byte_in_a_listing_filter_is_a_typed_error_on_postgres() {
 /// prune (expected to hold): each dead letter is retried exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_redrives_retries_and_prunes_retry_each_dead_letter_once_on_postgres() {
-    let Some(db) = Postgres::start().await else {
+    let Some((db, runtime)) = Postgres::with_runtime(8).await else {
         return;
     };
-    let runtime = db.builder(8).start().await.unwrap();
     let desk = runtime.reference::<Desk>("crowd");
     desk.set_broken(true).await.unwrap();
     for i in 0..60 {

@@ -3,16 +3,32 @@
 //! a lock, and PostgreSQL's spelling of the few statements that differ.
 
 use solid_objects::prelude::*;
-use sqlx::{Connection, PgConnection, PgPool};
+use sqlx::{PgConnection, PgPool};
 
 use crate::support::postgres::PgServer;
+pub(crate) use crate::support::runtimes::{
+    builder, row_is_free_while_this_thread_blocks, runtime as runtime_on, scalar_on as scalar,
+};
 
 /// A connection of the test's own, outside the runtime.
 pub(crate) type Observer = PgPool;
 
+/// A fresh database on its own throwaway server (keep the server alive while the test
+/// runs); `None`, and the test skips, on a machine without PostgreSQL outside CI.
+pub(crate) async fn database() -> Option<(PgServer, String)> {
+    let server = PgServer::start()?;
+    let url = server.database().await;
+    Some((server, url))
+}
+
 /// Sessions of this database waiting for a lock.
 pub(crate) const SESSIONS_WAITING_FOR_A_LOCK: &str = "SELECT COUNT(*) FROM pg_stat_activity
      WHERE datname = current_database() AND wait_event_type = 'Lock'";
+
+/// A pool of the test's own on the database `url`, outside the runtime.
+pub(crate) async fn observer(url: &str) -> Observer {
+    PgPool::connect(url).await.unwrap()
+}
 
 /// Run in the handler before its first write, so that its session is the one
 /// PostgreSQL picks to break the deadlock.
@@ -87,73 +103,9 @@ pub(crate) async fn another_database(server: &PgServer) -> String {
     server.database().await
 }
 
-/// A fresh database on its own throwaway server (keep the server alive while the test
-/// runs); `None`, and the test skips, on a machine without PostgreSQL outside CI.
-pub(crate) async fn database() -> Option<(PgServer, String)> {
-    let server = PgServer::start()?;
-    let url = server.database().await;
-    Some((server, url))
-}
-
-pub(crate) fn builder(url: &str, connections: u32) -> solid_objects::Builder {
-    Runtime::builder().postgres(url, connections)
-}
-
-/// A runtime on `url` with `connections` connections and the given clock.
-pub(crate) async fn runtime_on(url: &str, connections: u32, clock: &ManualClock) -> Runtime {
-    builder(url, connections)
-        .clock(clock.clone())
-        .policy(AllowAll)
-        .start()
-        .await
-        .expect("the runtime starts on PostgreSQL")
-}
-
-pub(crate) async fn observer(url: &str) -> Observer {
-    PgPool::connect(url).await.unwrap()
-}
-
-/// One number from the database, read by an outside connection.
-pub(crate) async fn scalar(pool: &Observer, sql: &str) -> i64 {
-    sqlx::query_scalar(sql)
-        .fetch_one(pool)
-        .await
-        .unwrap_or_else(|error| panic!("{sql}: {error}"))
-}
-
 /// The turn's connection.
 pub(crate) async fn connection<A: solid_objects::Actor>(
     turn: &mut Turn<A>,
 ) -> Result<&mut PgConnection, Error> {
     turn.postgres().await
-}
-
-/// Whether another session can lock the actor's row at once, asked from an OS thread of
-/// its own while this thread blocks: a test on a current-thread runtime then sees
-/// exactly what the runtime left behind when its call returned, with no task of it
-/// running meanwhile.
-pub(crate) fn row_is_free_while_this_thread_blocks(url: &str, actor_id: &str) -> bool {
-    let url = url.to_owned();
-    let actor_id = actor_id.to_owned();
-    std::thread::spawn(move || {
-        let probe = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        probe.block_on(async {
-            let mut connection = PgConnection::connect(&url).await.unwrap();
-            let mut tx = connection.begin().await.unwrap();
-            sqlx::query("SET LOCAL lock_timeout = '2s'")
-                .execute(&mut *tx)
-                .await
-                .unwrap();
-            sqlx::query("SELECT 1 FROM solid_instances WHERE actor_id = $1 FOR UPDATE")
-                .bind(&actor_id)
-                .execute(&mut *tx)
-                .await
-                .is_ok()
-        })
-    })
-    .join()
-    .unwrap()
 }

@@ -12,9 +12,10 @@ use std::time::Duration;
 use solid_objects::prelude::*;
 use sqlx::Connection;
 
-use crate::cases::wedges::{within, Counter};
+use crate::support::counter::Counter;
 use crate::support::eventually;
 use crate::support::postgres::{free_port, PgServer};
+use crate::support::workers::{run_workers, within};
 
 /// A database of one name on each of `servers` (a database of the first's name is created
 /// on the others), migrated on each; the URL of each, in order.
@@ -27,17 +28,7 @@ async fn one_database_on_each(servers: &[&PgServer]) -> Vec<String> {
         .to_owned();
     let mut urls = vec![first];
     for server in &servers[1..] {
-        let other = server.database().await;
-        let admin = sqlx::PgPool::connect(&other)
-            .await
-            .expect("the server answers");
-        sqlx::query(&format!("CREATE DATABASE {name}"))
-            .execute(&admin)
-            .await
-            .expect("CREATE DATABASE");
-        admin.close().await;
-        let (prefix, _) = other.rsplit_once('/').expect("a URL with a database");
-        urls.push(format!("{prefix}/{name}"));
+        urls.push(server.database_named(&name).await);
     }
     for url in &urls {
         let runtime = runtime_on(url, Duration::from_secs(10)).await;
@@ -63,6 +54,35 @@ fn multi_host(urls: &[String]) -> String {
     )
 }
 
+/// A primary and the server that replaces it, one database of one name on each, and a
+/// runtime on the URL that lists both hosts, the primary's first.
+struct TwoHosts {
+    primary: PgServer,
+    /// Keeps the replacement running while the test runs.
+    _replacement: PgServer,
+    /// The database's URL on the primary, then on the replacement.
+    urls: Vec<String>,
+    runtime: Runtime,
+}
+
+impl TwoHosts {
+    /// `None` (the test skips) on a machine without PostgreSQL, outside CI.
+    async fn start() -> Option<Self> {
+        let (Some(primary), Some(replacement)) = (PgServer::start(), PgServer::start()) else {
+            return None;
+        };
+        let urls = one_database_on_each(&[&primary, &replacement]).await;
+        let runtime = runtime_on(&multi_host(&urls), Duration::from_secs(20)).await;
+        Some(Self {
+            primary,
+            _replacement: replacement,
+            urls,
+            runtime,
+        })
+    }
+}
+
+/// A runtime on `url` (one host or several) of Counters, waiting `timeout` for a call.
 async fn runtime_on(url: &str, timeout: Duration) -> Runtime {
     Runtime::builder()
         .postgres(url, 4)
@@ -116,16 +136,15 @@ async fn a_runtime_given_several_hosts_works_on_the_first_that_answers_and_accep
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn when_its_host_goes_away_the_runtime_moves_to_the_next_that_accepts_writes() {
-    let (Some(primary), Some(replacement)) = (PgServer::start(), PgServer::start()) else {
+    let Some(hosts) = TwoHosts::start().await else {
         return;
     };
-    let urls = one_database_on_each(&[&primary, &replacement]).await;
-    let runtime = runtime_on(&multi_host(&urls), Duration::from_secs(20)).await;
+    let (urls, runtime) = (&hosts.urls, &hosts.runtime);
     let counter = runtime.reference::<Counter>("moving");
     assert_eq!(within(30, "a call", counter.bump()).await.unwrap(), 1);
     assert_eq!(within(30, "a call", counter.bump()).await.unwrap(), 2);
 
-    drop(primary);
+    drop(hosts.primary);
     // The replacement holds none of the first host's rows (no replication here): the call
     // answering 1 is the proof that it ran there.
     let moved = within(60, "a call after the host went away", counter.bump()).await;
@@ -171,15 +190,11 @@ async fn a_call_while_no_host_accepts_writes_fails_as_unavailable_within_its_dea
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_pause_while_their_host_is_gone_and_resume_on_the_next_by_themselves() {
-    let (Some(primary), Some(replacement)) = (PgServer::start(), PgServer::start()) else {
+    let Some(hosts) = TwoHosts::start().await else {
         return;
     };
-    let urls = one_database_on_each(&[&primary, &replacement]).await;
-    let runtime = runtime_on(&multi_host(&urls), Duration::from_secs(20)).await;
-    let running = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
+    let (urls, runtime) = (&hosts.urls, &hosts.runtime);
+    let running = run_workers(runtime);
     let counter = runtime.reference::<Counter>("worked");
     within(30, "an enqueue", counter.enqueue().bump())
         .await
@@ -190,7 +205,7 @@ async fn workers_pause_while_their_host_is_gone_and_resume_on_the_next_by_themse
     .await;
     assert!(ran_here, "a worker ran the first message on the primary");
 
-    drop(primary);
+    drop(hosts.primary);
     // Queued on the replacement once the runtime moved there: only a worker that resumed by
     // itself runs it.
     within(
@@ -250,11 +265,10 @@ async fn turn_read_only(url: &str) {
 /// the read-only host being used again. About 2 s; 60 s bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn when_its_host_turns_read_only_the_runtime_moves_to_the_next_that_accepts_writes() {
-    let (Some(primary), Some(replacement)) = (PgServer::start(), PgServer::start()) else {
+    let Some(hosts) = TwoHosts::start().await else {
         return;
     };
-    let urls = one_database_on_each(&[&primary, &replacement]).await;
-    let runtime = runtime_on(&multi_host(&urls), Duration::from_secs(20)).await;
+    let (urls, runtime) = (&hosts.urls, &hosts.runtime);
     let counter = runtime.reference::<Counter>("demoted");
     assert_eq!(within(30, "a call", counter.bump()).await.unwrap(), 1);
 

@@ -9,9 +9,12 @@
 use std::process::Stdio;
 use std::time::Duration;
 
+use crate::support::children::running_only;
 use crate::support::eventually;
 use crate::support::postgres::PgServer;
+use crate::support::runtimes::{builder, scalar_on as scalar};
 use crate::support::subscription::Subscription;
+use crate::support::workers::fire_due_reminders;
 use solid_objects::prelude::*;
 use sqlx::{Connection, PgConnection, PgPool};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
@@ -34,8 +37,7 @@ impl Server {
 
     /// A runtime on `url` with this server's clock, allowing every call.
     async fn runtime(&self, url: &str) -> Runtime {
-        Runtime::builder()
-            .postgres(url, 4)
+        builder(url, 4)
             .clock(self.clock.clone())
             .policy(AllowAll)
             .sync_timeout(Duration::from_secs(30))
@@ -44,16 +46,16 @@ impl Server {
             .expect("the runtime starts on PostgreSQL")
     }
 
+    /// A new database on the server, and a runtime on it; the database's URL.
+    async fn fresh(&self) -> (String, Runtime) {
+        let url = self.server.database().await;
+        let runtime = self.runtime(&url).await;
+        (url, runtime)
+    }
+
     fn advance_minutes(&self, minutes: u64) {
         self.clock.advance(Duration::from_secs(minutes * 60));
     }
-}
-
-async fn scalar(pool: &PgPool, sql: &str) -> i64 {
-    sqlx::query_scalar(sql)
-        .fetch_one(pool)
-        .await
-        .unwrap_or_else(|error| panic!("{sql}: {error}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -61,8 +63,7 @@ async fn on_postgres_a_destroyed_actor_starts_incarnation_two_that_sees_nothing_
     let Some(server) = Server::start() else {
         return;
     };
-    let url = server.server.database().await;
-    let runtime = server.runtime(&url).await;
+    let (url, runtime) = server.fresh().await;
     // Another process, which does not run subscriptions: it only waits on a message.
     let observer = server.runtime(&url).await;
     let pool = PgPool::connect(&url).await.unwrap();
@@ -83,12 +84,7 @@ async fn on_postgres_a_destroyed_actor_starts_incarnation_two_that_sees_nothing_
 
     subscription.destroy().await.unwrap();
     server.advance_minutes(10);
-    let fired = runtime
-        .testing()
-        .run_due_reminders()
-        .await
-        .unwrap()
-        .occurrences_fired;
+    let fired = fire_due_reminders(&runtime).await;
 
     assert_eq!(fired, 0, "the first incarnation's nudge never fires");
     assert!(matches!(
@@ -126,12 +122,7 @@ async fn on_postgres_a_destroyed_actor_starts_incarnation_two_that_sees_nothing_
     assert_eq!((state.plan.as_str(), state.reminders_seen), ("silver", 0));
     server.advance_minutes(5);
     assert_eq!(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
+        fire_due_reminders(&runtime).await,
         1,
         "the second incarnation's own nudge fires"
     );
@@ -155,34 +146,20 @@ async fn on_postgres_a_turn_that_destroys_its_actor_ends_its_pending_messages_an
     let Some(server) = Server::start() else {
         return;
     };
-    let url = server.server.database().await;
-    let runtime = server.runtime(&url).await;
+    let (url, runtime) = server.fresh().await;
     let pool = PgPool::connect(&url).await.unwrap();
     let subscription = runtime.reference::<Subscription>("s-1");
     subscription.start("gold").await.unwrap();
     subscription.renew_hourly(false).await.unwrap();
     server.advance_minutes(60);
-    assert_eq!(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-        2
-    );
+    assert_eq!(fire_due_reminders(&runtime).await, 2);
     assert_eq!(subscription.snapshot().await.unwrap().renewals.len(), 1);
     let cancel = subscription.enqueue().cancel().await.unwrap();
     let after = subscription.enqueue().start("queued after").await.unwrap();
 
     let turns = runtime.testing().drain().await.unwrap().turns;
     server.advance_minutes(120);
-    let fired = runtime
-        .testing()
-        .run_due_reminders()
-        .await
-        .unwrap()
-        .occurrences_fired;
+    let fired = fire_due_reminders(&runtime).await;
 
     assert_eq!(turns, 1, "only the destroying turn ran");
     assert_eq!(
@@ -219,8 +196,7 @@ async fn on_postgres_a_turn_that_destroys_its_actor_ends_its_pending_messages_an
 /// outage, then after one more hour; every runtime is closed and a new one started on the
 /// same database across the outage.
 async fn renewals_after_an_outage(server: &Server, all: bool) -> (Vec<i64>, Vec<i64>) {
-    let url = server.server.database().await;
-    let runtime = server.runtime(&url).await;
+    let (url, runtime) = server.fresh().await;
     let subscription = runtime.reference::<Subscription>("s-1");
     subscription.renew_hourly(all).await.unwrap();
     let start = server.clock.now().timestamp();
@@ -230,26 +206,13 @@ async fn renewals_after_an_outage(server: &Server, all: bool) -> (Vec<i64>, Vec<
     let runtime = server.runtime(&url).await;
     let subscription = runtime.reference::<Subscription>("s-1");
     assert_eq!(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
+        fire_due_reminders(&runtime).await,
         if all { 10 } else { 1 },
         "one occurrence fired, or each of the ten missed ones"
     );
     let after_outage = subscription.snapshot().await.unwrap().renewals;
     server.advance_minutes(60);
-    assert_eq!(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-        1
-    );
+    assert_eq!(fire_due_reminders(&runtime).await, 1);
     let an_hour_later = subscription.snapshot().await.unwrap().renewals;
     runtime.close().await;
     let hours = |renewals: Vec<i64>| {
@@ -291,45 +254,19 @@ async fn on_postgres_a_recurring_reminder_survives_a_restart_and_goes_on_until_i
     let mut fired = Vec::new();
     for _ in 0..2 {
         server.advance_minutes(60);
-        fired.push(
-            runtime
-                .testing()
-                .run_due_reminders()
-                .await
-                .unwrap()
-                .occurrences_fired,
-        );
+        fired.push(fire_due_reminders(&runtime).await);
     }
     runtime.close().await;
 
     let runtime = server.runtime(&url).await;
     let subscription = runtime.reference::<Subscription>("s-1");
     server.advance_minutes(30);
-    fired.push(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-    );
+    fired.push(fire_due_reminders(&runtime).await);
     server.advance_minutes(30);
-    fired.push(
-        runtime
-            .testing()
-            .run_due_reminders()
-            .await
-            .unwrap()
-            .occurrences_fired,
-    );
+    fired.push(fire_due_reminders(&runtime).await);
     subscription.stop_renewing().await.unwrap();
     server.advance_minutes(180);
-    let after_cancel = runtime
-        .testing()
-        .run_due_reminders()
-        .await
-        .unwrap()
-        .occurrences_fired;
+    let after_cancel = fire_due_reminders(&runtime).await;
 
     assert_eq!(
         fired,
@@ -582,17 +519,13 @@ async fn on_postgres_a_destroy_racing_a_turn_in_another_process_waits_for_it_or_
         .unwrap();
     let runtime = server.runtime(&url).await;
     let ledger = runtime.reference::<Ledger>(LEDGER);
-    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "lifecycle::caller_process",
-            "--nocapture",
-            "--quiet",
-            "--test-threads=1",
-        ])
+    let mut caller = running_only("lifecycle::caller_process");
+    caller
+        .arg("--quiet")
         .env(CALLER_DATABASE, &url)
         .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+        .stdout(Stdio::piped());
+    let mut child = tokio::process::Command::from(caller)
         .kill_on_drop(true)
         .spawn()
         .expect("the child process starts");

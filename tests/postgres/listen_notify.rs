@@ -5,10 +5,11 @@
 
 use std::time::Duration;
 
-use solid_objects::prelude::*;
-
-use crate::administration::{ana, Desk, Postgres};
+use crate::administration::{ana, Postgres};
+use crate::support::desk::Desk;
 use crate::support::eventually;
+use crate::support::runtimes::{completes, noticed_beyond, stop_workers};
+use crate::support::workers::run_workers;
 
 /// Promise: while `run` runs, one connection listens and idle workers wake on
 /// commits; the builder accepts any number of connections from 1. With `postgres(url, 1)`
@@ -24,25 +25,15 @@ async fn a_one_connection_postgres_runtime_still_runs_calls_while_run_listens() 
         .start()
         .await
         .unwrap();
-    let running = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            db.listening().await == 1
-        })
-        .await,
-        "the runtime listens"
-    );
+    let running = run_workers(&runtime);
+    db.assert_one_listens("the runtime listens").await;
     let added = tokio::time::timeout(
         Duration::from_secs(20),
         runtime.reference::<Desk>("d1").add(1),
     )
     .await
     .expect("the call ends");
-    runtime.shutdown();
-    let _ = tokio::time::timeout(Duration::from_secs(10), running).await;
+    stop_workers(&runtime, running).await;
     assert_eq!(
         added.as_ref().ok(),
         Some(&1),
@@ -87,16 +78,9 @@ async fn a_killed_listen_connection_comes_back_and_notices_flow_again() {
         .add(3)
         .await
         .unwrap();
-    let noticed = eventually(Duration::from_secs(10), || async {
-        workers.stats().work_notices > before
-    })
-    .await;
-    let ran = eventually(Duration::from_secs(10), || async {
-        matches!(queued.status().await, Ok(MessageStatus::Completed))
-    })
-    .await;
-    workers.shutdown();
-    let _ = tokio::time::timeout(Duration::from_secs(10), running).await;
+    let noticed = noticed_beyond(&workers, before, Duration::from_secs(10)).await;
+    let ran = completes(&queued, Duration::from_secs(10)).await;
+    stop_workers(&workers, running).await;
     assert!(noticed && ran, "noticed {noticed}, ran {ran}");
 }
 
@@ -126,8 +110,7 @@ async fn a_resume_from_another_runtime_wakes_idle_workers_on_postgres() {
     })
     .await;
     let notices = workers.stats().work_notices - before;
-    workers.shutdown();
-    let _ = tokio::time::timeout(Duration::from_secs(10), running).await;
+    stop_workers(&workers, running).await;
     assert!(
         ran,
         "the resumed actor's message ran (notices since: {notices})"

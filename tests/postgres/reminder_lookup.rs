@@ -1,11 +1,9 @@
 //! A reminder lookup on PostgreSQL, which stores no NUL byte in text: a key the server would
 //! refuse is an error the handler can handle, and its turn still commits.
 
-use std::time::Duration;
-
 use solid_objects::prelude::*;
 
-use crate::support::postgres::PgServer;
+use crate::administration::Postgres;
 
 #[actor]
 #[derive(Debug, Default)]
@@ -37,18 +35,9 @@ impl Probe {
 /// otherwise abort the whole turn transaction.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reminder_lookup_with_a_nul_key_leaves_a_turn_that_handled_the_error_to_commit() {
-    let Some(server) = PgServer::start() else {
+    let Some((_db, runtime)) = Postgres::with_runtime(4).await else {
         return;
     };
-    let url = server.database().await;
-    let runtime = Runtime::builder()
-        .postgres(&url, 4)
-        .clock(ManualClock::starting_now())
-        .policy(AllowAll)
-        .sync_timeout(Duration::from_secs(30))
-        .start()
-        .await
-        .expect("the runtime starts on PostgreSQL");
     let probe = runtime.reference::<Probe>("p");
 
     let answer = probe.probe("hold\0x".to_owned()).await;

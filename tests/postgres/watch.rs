@@ -25,13 +25,7 @@ async fn only_watched_actors_notify_their_commits() {
     let harness = Harness::new();
     let url = harness.url().await;
     // Notices only (an hour between polls): what reaches the watcher came by NOTIFY.
-    let runtime = Runtime::builder()
-        .postgres(&url, 8)
-        .watch_poll(Duration::from_secs(3600))
-        .policy(AllowAll)
-        .start()
-        .await
-        .unwrap();
+    let runtime = pg_runtime(&url).await;
     let mut listener = sqlx::postgres::PgListener::connect(&url).await.unwrap();
     listener.listen("solid_objects_state").await.unwrap();
 
@@ -102,6 +96,7 @@ async fn only_watched_actors_notify_their_commits() {
     runtime.close().await;
 }
 
+/// A runtime on `url` whose watches poll once an hour: what reaches them comes by notice.
 async fn pg_runtime(url: &str) -> Runtime {
     Runtime::builder()
         .postgres(url, 8)

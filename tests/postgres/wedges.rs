@@ -11,8 +11,13 @@ use solid_objects::prelude::*;
 use solid_objects::MessageStatus;
 use solid_objects::Workers;
 
-use crate::cases::wedges::{ran, runs, within, Charge, Counter, Till};
+use crate::cases::wedges::{ran, runs};
+use crate::support::counter::{the_previous_builds_delayed_message_waits, Counter};
+use crate::support::effect_actors::{Charge, Till};
 use crate::support::gates::gate;
+use crate::support::operator::dead_effects;
+use crate::support::runtimes::{builder, runtime as postgres_runtime};
+use crate::support::workers::within;
 use crate::support::{eventually, previous_build_rows, Backend, Harness};
 
 /// Past any backoff of the default retry policy.
@@ -74,14 +79,20 @@ async fn postgres() -> Option<(Harness, String)> {
     Some((harness, url))
 }
 
-async fn postgres_runtime(url: &str, connections: u32, clock: &ManualClock) -> Runtime {
-    Runtime::builder()
-        .postgres(url, connections)
+/// A builder on `url` with `connections` and `clock`, allowing every call.
+fn postgres_builder(url: &str, connections: u32, clock: &ManualClock) -> solid_objects::Builder {
+    builder(url, connections)
         .clock(clock.clone())
         .policy(AllowAll)
-        .start()
-        .await
-        .expect("the runtime starts on PostgreSQL")
+}
+
+/// Calls `touch` on `sloth` four times at once: every connection of a pool of four in use
+/// at once, then idle in the pool.
+async fn touch_with_every_connection(sloth: &<Sloth as solid_objects::Addressable>::Reference) {
+    let warm: Vec<_> = (0..4).map(|_| sloth.touch()).collect();
+    for touched in futures_util::future::join_all(warm).await {
+        touched.unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -93,55 +104,25 @@ async fn upgrading_a_postgres_database_keeps_delayed_messages_waiting() {
     let now = clock.now().timestamp_micros();
     let later = now + 3_600_000_000;
     let old = sqlx::PgPool::connect(&url).await.unwrap();
-    sqlx::raw_sql(
-        "CREATE TABLE solid_schema_migrations (
-             version BIGINT PRIMARY KEY, description TEXT NOT NULL,
-             applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
-    )
-    .execute(&old)
-    .await
-    .unwrap();
-    sqlx::raw_sql(include_str!("../../migrations/postgres/0001_actors.sql"))
-        .execute(&old)
-        .await
-        .unwrap();
-    sqlx::raw_sql(include_str!("../../migrations/postgres/0002_effects.sql"))
-        .execute(&old)
-        .await
-        .unwrap();
-    sqlx::raw_sql(&format!(
+    let applied = format!(
         "INSERT INTO solid_schema_migrations (version, description) VALUES (1, 'actors');
          INSERT INTO solid_schema_migrations (version, description) VALUES (2, 'effects');
          {}",
         previous_build_rows(now, later)
-    ))
-    .execute(&old)
-    .await
-    .unwrap();
+    );
+    for sql in [
+        "CREATE TABLE solid_schema_migrations (
+             version BIGINT PRIMARY KEY, description TEXT NOT NULL,
+             applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+        include_str!("../../migrations/postgres/0001_actors.sql"),
+        include_str!("../../migrations/postgres/0002_effects.sql"),
+        &applied,
+    ] {
+        sqlx::raw_sql(sql).execute(&old).await.unwrap();
+    }
     old.close().await;
 
-    let runtime = postgres_runtime(&url, 4, &clock).await;
-    let counter = runtime.reference::<Counter>("c");
-    // The control: a message this build enqueues with a delay waits.
-    let control = runtime.reference::<Counter>("control");
-    control
-        .enqueue()
-        .delay(Duration::from_secs(3600))
-        .bump()
-        .await
-        .unwrap();
-    let ran = runtime.testing().drain().await;
-    let value = counter.snapshot().await.unwrap().n;
-    assert_eq!(control.snapshot().await.unwrap().n, 0, "the control ran");
-    let delayed = runtime.message("delayed-request").await.unwrap().unwrap();
-    let status = delayed.status().await.unwrap();
-    runtime.close().await;
-
-    assert_eq!(
-        value, 0,
-        "a message delayed by an hour ran right after the upgrade (drain: {ran:?}; it is \
-         {status:?})"
-    );
+    the_previous_builds_delayed_message_waits(postgres_runtime(&url, 4, &clock).await).await;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -160,19 +141,13 @@ async fn a_caller_waiting_longer_than_the_turn_timeout_never_gets_a_database_err
     };
     let clock = ManualClock::starting_now();
     // A batch process with a generous turn timeout holds the actor in a slow turn.
-    let batch = Runtime::builder()
-        .postgres(&url, 4)
-        .clock(clock.clone())
-        .policy(AllowAll)
+    let batch = postgres_builder(&url, 4, &clock)
         .turn_timeout(Duration::from_secs(60))
         .start()
         .await
         .unwrap();
     // A web process with a short turn timeout and a patient caller.
-    let web = Runtime::builder()
-        .postgres(&url, 4)
-        .clock(clock.clone())
-        .policy(AllowAll)
+    let web = postgres_builder(&url, 4, &clock)
         .turn_timeout(Duration::from_millis(500))
         .start()
         .await
@@ -326,10 +301,7 @@ async fn an_effect_failure_whose_text_holds_a_nul_byte_is_recorded_on_postgres()
     let Some((_server, url)) = postgres().await else {
         return;
     };
-    let runtime = Runtime::builder()
-        .postgres(&url, 4)
-        .clock(ManualClock::starting_now())
-        .policy(AllowAll)
+    let runtime = postgres_builder(&url, 4, &ManualClock::starting_now())
         .effect(|charge: Charge, _: EffectContext| async move {
             ran(&format!("charge:{}", charge.tag));
             Err(Failure::permanent(
@@ -346,15 +318,7 @@ async fn an_effect_failure_whose_text_holds_a_nul_byte_is_recorded_on_postgres()
         .unwrap();
 
     let ran = within(30, "run_effects", runtime.testing().run_effects()).await;
-    let dead = runtime
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status(solid_objects::admin::EffectStatus::Dead)
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_effects(&runtime).await;
     runtime.close().await;
 
     assert!(
@@ -373,10 +337,7 @@ async fn a_huge_effect_lease_saturates_on_postgres() {
     let Some((_server, url)) = postgres().await else {
         return;
     };
-    let runtime = Runtime::builder()
-        .postgres(&url, 4)
-        .clock(ManualClock::starting_now())
-        .policy(AllowAll)
+    let runtime = postgres_builder(&url, 4, &ManualClock::starting_now())
         .workers(Workers::default().effect_lease(Duration::MAX))
         .effect(|charge: Charge, _: EffectContext| async move {
             ran(&format!("charge:{}", charge.tag));
@@ -506,10 +467,7 @@ async fn a_call_after_the_server_ended_the_pools_sessions_begins_on_a_new_connec
     let runtime = postgres_runtime(&url, 4, &clock).await;
     let sloth = runtime.reference::<Sloth>("restarted");
     // Every connection of the pool in use at once, then idle in the pool.
-    let warm: Vec<_> = (0..4).map(|_| sloth.touch()).collect();
-    for touched in futures_util::future::join_all(warm).await {
-        touched.unwrap();
-    }
+    touch_with_every_connection(&sloth).await;
     end_the_runtimes_sessions(&url).await;
 
     assert_eq!(sloth.touch().await.unwrap(), 5);
@@ -697,10 +655,7 @@ async fn the_applications_pool_goes_on_after_the_server_ended_its_sessions() {
         .await
         .expect("the runtime starts on the application's pool");
     let sloth = runtime.reference::<Sloth>("application-pool");
-    let warm: Vec<_> = (0..4).map(|_| sloth.touch()).collect();
-    for touched in futures_util::future::join_all(warm).await {
-        touched.unwrap();
-    }
+    touch_with_every_connection(&sloth).await;
     end_the_runtimes_sessions(&url).await;
 
     let called = within(30, "a call", sloth.touch()).await;

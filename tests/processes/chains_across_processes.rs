@@ -12,14 +12,15 @@
 //! marker file, and sends its half once the parent's marker says go. The parent first runs
 //! all 60 chains alone, and prints both times (the bench's chain row compares them).
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::support::mariadb::MariaDb;
-use crate::support::postgres::PgServer;
+use crate::support::children::running_only;
+use crate::support::each_backend::{own_database, test_on_each_backend};
+use crate::support::runtimes::builder;
+use crate::support::workers::run_workers;
+use crate::support::Backend;
 use solid_objects::prelude::*;
-use solid_objects::Builder;
 use solid_objects::Workers;
 
 const DATABASE: &str = "CHAIN_DATABASE";
@@ -81,12 +82,7 @@ impl Finish {
 
 /// A runtime on a PostgreSQL or MySQL URL whose workers poll once an hour.
 async fn start(database: &str) -> Runtime {
-    let builder: Builder = if database.starts_with("postgres://") {
-        Runtime::builder().postgres(database, 8)
-    } else {
-        Runtime::builder().mysql(database, 8)
-    };
-    builder
+    builder(database, 8)
         .policy(AllowAll)
         .workers(Workers::new(2).idle_poll(Duration::from_secs(3600)))
         .actor::<Entry>()
@@ -97,10 +93,11 @@ async fn start(database: &str) -> Runtime {
         .expect("the runtime starts")
 }
 
-/// Starts a runtime's workers; returns the task running them.
-fn run(runtime: &Runtime) -> tokio::task::JoinHandle<Result<(), Error>> {
-    let runtime = runtime.clone();
-    tokio::spawn(async move { runtime.run().await })
+/// Shuts `runtime` down, waits for the task `running` its workers, and closes it.
+async fn stop_and_close(runtime: Runtime, running: tokio::task::JoinHandle<Result<(), Error>>) {
+    runtime.shutdown();
+    running.await.unwrap().unwrap();
+    runtime.close().await;
 }
 
 /// Sends the chains `first..last` of `run`.
@@ -123,7 +120,7 @@ async fn chains_process() {
     };
     let markers = PathBuf::from(std::env::var(MARKERS).unwrap());
     let runtime = start(&database).await;
-    let running = run(&runtime);
+    let running = run_workers(&runtime);
     std::fs::write(markers.join("ready"), "").unwrap();
     let waiting = Instant::now();
     while !markers.join("go").exists() {
@@ -164,21 +161,29 @@ async fn finished(database: &str, run: &str, started: Instant) -> Option<Duratio
     done
 }
 
-async fn chains_finish_on_wake_ups(database: String) {
+/// The chains alone, then split between two processes, on a database of their own on
+/// `backend` (skipped where its server is not installed).
+async fn chains_finish_on_wake_ups(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((database, _server)) = own_database(backend, dir.path()).await else {
+        return;
+    };
     let alone = start(&database).await;
-    let running = run(&alone);
+    let running = run_workers(&alone);
     let started = Instant::now();
     send(&alone, "alone", 0..CHAINS).await;
     let one_process = finished(&database, "alone", started).await;
-    alone.shutdown();
-    running.await.unwrap().unwrap();
-    alone.close().await;
+    stop_and_close(alone, running).await;
     let one_process = one_process.expect("one process runs the chains");
 
     let markers = tempfile::tempdir().unwrap();
-    let mut child = spawn(&database, markers.path());
+    let mut child = running_only("chains_across_processes::chains_process")
+        .env(DATABASE, &database)
+        .env(MARKERS, markers.path())
+        .spawn()
+        .expect("the child starts");
     let parent = start(&database).await;
-    let running = run(&parent);
+    let running = run_workers(&parent);
     let waiting = Instant::now();
     while !markers.path().join("ready").exists() {
         assert!(waiting.elapsed() < DEADLINE, "the child's runtime started");
@@ -191,9 +196,7 @@ async fn chains_finish_on_wake_ups(database: String) {
     let notices = parent.stats().work_notices;
     child.kill().expect("SIGKILL the child");
     child.wait().expect("the child is reaped");
-    parent.shutdown();
-    running.await.unwrap().unwrap();
-    parent.close().await;
+    stop_and_close(parent, running).await;
     println!(
         "{CHAINS} three-hop chains through one hub: one process {one_process:?}, two \
          processes {two_processes:?} ({notices} wake-ups heard by the parent)"
@@ -208,34 +211,9 @@ async fn chains_finish_on_wake_ups(database: String) {
     );
 }
 
-fn spawn(database: &str, markers: &Path) -> Child {
-    Command::new(std::env::current_exe().expect("the test binary"))
-        .args([
-            "--exact",
-            "chains_across_processes::chains_process",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(DATABASE, database)
-        .env(MARKERS, markers)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the child starts")
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_postgres_chains_sent_by_two_processes_finish_on_notices() {
-    let Some(server) = PgServer::start() else {
-        return;
-    };
-    chains_finish_on_wake_ups(server.database().await).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_mariadb_chains_sent_by_two_processes_finish_on_the_bell() {
-    let Some(server) = MariaDb::start() else {
-        return;
-    };
-    chains_finish_on_wake_ups(server.database().await).await;
+test_on_each_backend! {
+    on_postgres_chains_sent_by_two_processes_finish_on_notices =>
+        chains_finish_on_wake_ups(Postgres),
+    on_mariadb_chains_sent_by_two_processes_finish_on_the_bell =>
+        chains_finish_on_wake_ups(MariaDb),
 }

@@ -37,13 +37,14 @@ use std::io::Write;
 use std::mem::take;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::support::mariadb::MariaDb;
-use crate::support::postgres::PgServer;
+use crate::support::children::running_only;
+use crate::support::each_backend::{own_database, test_on_each_backend};
+use crate::support::runtimes::{self, execute_in_turn_with};
+use crate::support::Backend;
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::Workers;
@@ -133,7 +134,7 @@ impl Counter {
         let actor = turn.actor_id().to_owned();
         let sql = "INSERT INTO applied (actor, seq, process) VALUES ($1, $2, $3)";
         let process = i64::from(std::process::id());
-        execute(turn, sql, &[&actor], &[seq, process]).await?;
+        execute_in_turn_with(turn, sql, &[&actor], &[seq, process]).await?;
         if seq % SEND_EVERY == 0 {
             turn.send::<Counter>(send_target(&actor, seq))
                 .receive(actor.clone(), seq);
@@ -154,7 +155,7 @@ impl Counter {
     async fn remind(&mut self, turn: &mut Turn<Self>, seq: i64) -> Result<(), TurnError> {
         let actor = turn.actor_id().to_owned();
         let sql = "INSERT INTO reminded (actor, seq) VALUES ($1, $2)";
-        execute(turn, sql, &[&actor], &[seq]).await
+        execute_in_turn_with(turn, sql, &[&actor], &[seq]).await
     }
 
     /// Records the message `seq` of the actor `source`, sent from one of its turns.
@@ -167,40 +168,8 @@ impl Counter {
     ) -> Result<(), TurnError> {
         let target = turn.actor_id().to_owned();
         let sql = "INSERT INTO received (target, source, seq) VALUES ($1, $2, $3)";
-        execute(turn, sql, &[&target, &source], &[seq]).await
+        execute_in_turn_with(turn, sql, &[&target, &source], &[seq]).await
     }
-}
-
-/// Runs `sql`, bound to `texts` and then `numbers`, on the turn's connection (any
-/// backend).
-async fn execute(
-    turn: &mut Turn<Counter>,
-    sql: &str,
-    texts: &[&str],
-    numbers: &[i64],
-) -> Result<(), TurnError> {
-    if turn.sqlite().await.is_ok() {
-        let query = texts.iter().fold(sqlx::query(sql), |q, text| q.bind(*text));
-        let query = numbers.iter().fold(query, |q, number| q.bind(*number));
-        query.execute(turn.sqlite().await?).await?;
-    } else if turn.postgres().await.is_ok() {
-        let query = texts.iter().fold(sqlx::query(sql), |q, text| q.bind(*text));
-        let query = numbers.iter().fold(query, |q, number| q.bind(*number));
-        query.execute(turn.postgres().await?).await?;
-    } else {
-        let sql = positional(sql);
-        let query = texts
-            .iter()
-            .fold(sqlx::query(&sql), |q, text| q.bind(*text));
-        let query = numbers.iter().fold(query, |q, number| q.bind(*number));
-        query.execute(turn.mysql().await?).await?;
-    }
-    Ok(())
-}
-
-/// `sql` with MySQL's placeholders: its `$1`, `$2`, .. (in order, each once) as `?`.
-fn positional(sql: &str) -> String {
-    (1..=9).fold(sql.to_owned(), |sql, n| sql.replace(&format!("${n}"), "?"))
 }
 
 /// The effect a turn emits every 3rd message.
@@ -285,14 +254,7 @@ fn actor_index(name: &str) -> usize {
 
 /// A runtime builder on `database`, a PostgreSQL or MySQL URL or a SQLite path.
 pub(crate) fn builder(database: &str, connections: u32) -> Builder {
-    let builder = if database.starts_with("postgres://") {
-        Runtime::builder().postgres(database, connections)
-    } else if database.starts_with("mysql://") {
-        Runtime::builder().mysql(database, connections)
-    } else {
-        Runtime::builder().sqlite(database)
-    };
-    builder.policy(AllowAll)
+    runtimes::builder(database, connections).policy(AllowAll)
 }
 
 /// The application's own connections to a database (sqlx's `Any` driver), on the writable
@@ -455,41 +417,31 @@ async fn worker_process() {
     runtime.run().await.expect("the workers run");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_sqlite_three_worker_processes_killed_every_two_seconds_lose_nothing() {
-    let _turn = SOAKS.lock().await;
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let database = dir.path().join("chaos.db").display().to_string();
-    soak("sqlite", &Topology::single(&database), 3, dir.path(), None).await;
+test_on_each_backend! {
+    on_sqlite_three_worker_processes_killed_every_two_seconds_lose_nothing =>
+        soak_on(Sqlite, "sqlite", 3),
+    on_postgres_four_worker_processes_killed_every_two_seconds_lose_nothing =>
+        soak_on(Postgres, "postgres", 4),
+    on_mariadb_four_worker_processes_killed_every_two_seconds_lose_nothing =>
+        soak_on(MariaDb, "mariadb", 4),
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_postgres_four_worker_processes_killed_every_two_seconds_lose_nothing() {
+/// The soak, named `name`, with `workers` worker processes on a database of its own on
+/// `backend` (skipped where its server is not installed), once no other soak runs.
+async fn soak_on(backend: Backend, name: &str, workers: usize) {
     let _turn = SOAKS.lock().await;
-    let Some(server) = PgServer::start() else {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let Some((database, _server)) = own_database(backend, dir.path()).await else {
         return;
     };
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let database = server.database().await;
     soak(
-        "postgres",
+        name,
         &Topology::single(&database),
-        4,
+        workers,
         dir.path(),
         None,
     )
     .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_mariadb_four_worker_processes_killed_every_two_seconds_lose_nothing() {
-    let _turn = SOAKS.lock().await;
-    let Some(server) = MariaDb::start() else {
-        return;
-    };
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let database = server.database().await;
-    soak("mariadb", &Topology::single(&database), 4, dir.path(), None).await;
 }
 
 /// The whole soak on one database: schema, `workers` worker processes, drivers and kills,
@@ -807,16 +759,11 @@ impl Supervisor {
             .append(true)
             .open(&self.log)
             .expect("the workers' log opens");
-        Command::new(std::env::current_exe().expect("the test binary"))
-            .args([
-                "--exact",
-                "chaos::worker_process",
-                "--nocapture",
-                "--test-threads=1",
-            ])
+        let mut worker = running_only("chaos::worker_process");
+        worker
             .env(DATABASE, &self.databases[slot % self.databases.len()])
-            .stdout(Stdio::null())
-            .stderr(log)
+            .stderr(log);
+        Command::from(worker)
             .kill_on_drop(true)
             .spawn()
             .expect("the worker process starts")

@@ -10,13 +10,14 @@
 //! killed on every attempt ends dead and sends its failure reply. The child for those is
 //! `effect_worker_process`, on the parent's clock (`CRASH_WORKER_NOW`).
 
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::support::mariadb::MariaDb;
-use crate::support::postgres::PgServer;
-use crate::support::{eventually, Harness};
+use crate::support::children::running_only;
+use crate::support::each_backend::{own_database, test_on_each_backend};
+use crate::support::operator::dead_effects;
+use crate::support::runtimes::{builder, execute, execute_in_turn_with, runtime, scalar, state_of};
+use crate::support::{eventually, Backend};
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::Workers;
@@ -42,24 +43,8 @@ impl Stepper {
     /// process is killed.
     #[command]
     async fn step(&mut self, turn: &mut Turn<Self>, n: u32) -> Result<usize, TurnError> {
-        const INSERT: &str = "INSERT INTO steps (n) VALUES ($1)";
-        if turn.sqlite().await.is_ok() {
-            sqlx::query(INSERT)
-                .bind(n)
-                .execute(turn.sqlite().await?)
-                .await?;
-        } else if turn.postgres().await.is_ok() {
-            let n = i64::from(n);
-            sqlx::query(INSERT)
-                .bind(n)
-                .execute(turn.postgres().await?)
-                .await?;
-        } else {
-            sqlx::query("INSERT INTO steps (n) VALUES (?)")
-                .bind(n)
-                .execute(turn.mysql().await?)
-                .await?;
-        }
+        let insert = "INSERT INTO steps (n) VALUES ($1)";
+        execute_in_turn_with(turn, insert, &[], &[i64::from(n)]).await?;
         self.steps.push(n);
         if let Ok(marker) = std::env::var(HANG_MARKER) {
             std::fs::write(marker, n.to_string()).map_err(Failure::retryable)?;
@@ -75,7 +60,7 @@ async fn worker_process() {
     let Ok(database) = std::env::var(DATABASE) else {
         return;
     };
-    let runtime = builder_for(&database)
+    let runtime = builder(&database, 4)
         .policy(AllowAll)
         .actor::<Stepper>()
         .start()
@@ -158,7 +143,7 @@ async fn effect_worker_process() {
     };
     let now: i64 = std::env::var(NOW).unwrap().parse().unwrap();
     let clock = ManualClock::new(chrono::DateTime::from_timestamp_micros(now).unwrap());
-    let mut builder = two_attempts(builder_for(&database)).clock(clock);
+    let mut builder = two_attempts(builder(&database, 4)).clock(clock);
     if let Ok(lease) = std::env::var(EFFECT_LEASE) {
         let lease = Duration::from_millis(lease.parse().unwrap());
         builder = builder.workers(Workers::default().effect_lease(lease));
@@ -173,21 +158,13 @@ async fn effect_worker_process() {
 
 /// Starts an effect worker on `backend`, waits until its handler runs, and kills it;
 /// returns which attempt the killed run was.
-fn kill_mid_effect(backend: &Backend, marker: &Path, lease: Option<Duration>) -> u32 {
+fn kill_mid_effect(backend: &Parent, marker: &Path, lease: Option<Duration>) -> u32 {
     let _ = std::fs::remove_file(marker);
-    let mut command = Command::new(std::env::current_exe().expect("the test binary"));
+    let mut command = running_only("crash::effect_worker_process");
     command
-        .args([
-            "--exact",
-            "crash::effect_worker_process",
-            "--nocapture",
-            "--test-threads=1",
-        ])
         .env(EFFECT_DATABASE, &backend.database)
         .env(HANG_MARKER, marker)
-        .env(NOW, backend.clock.now().timestamp_micros().to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        .env(NOW, backend.clock.now().timestamp_micros().to_string());
     if let Some(lease) = lease {
         command.env(EFFECT_LEASE, lease.as_millis().to_string());
     }
@@ -212,8 +189,8 @@ fn kill_mid_effect(backend: &Backend, marker: &Path, lease: Option<Duration>) ->
 }
 
 /// A runtime of the parent's that runs the poison effect (and counts its runs).
-async fn poison_runtime(backend: &Backend, lease: Option<Duration>) -> Runtime {
-    let mut builder = two_attempts(builder_for(&backend.database))
+async fn poison_runtime(backend: &Parent, lease: Option<Duration>) -> Runtime {
+    let mut builder = two_attempts(builder(&backend.database, 4))
         .clock(backend.clock.clone())
         .policy(AllowAll);
     if let Some(lease) = lease {
@@ -222,18 +199,25 @@ async fn poison_runtime(backend: &Backend, lease: Option<Duration>) -> Runtime {
     builder.start().await.expect("the runtime starts")
 }
 
-/// Kills the effect's worker once; the effect runs again (in the parent) once the lease
-/// has run out: on SQLite the default lease, by the runtime's clock (30 s and a little
-/// more, not five minutes), on a server `lease` by the server's clock.
-async fn killed_mid_effect(backend: Backend, marker: &Path, lease: Option<Duration>) {
-    let patient = format!("killed-once-{}", backend.clock.now().timestamp_micros());
-    let runtime = poison_runtime(&backend, lease).await;
+/// A patient named `prefix` and the clock's time that took a dose of poison, its effect not
+/// run yet; its name.
+async fn poisoned(backend: &Parent, prefix: &str, lease: Option<Duration>) -> String {
+    let patient = format!("{prefix}-{}", backend.clock.now().timestamp_micros());
+    let runtime = poison_runtime(backend, lease).await;
     runtime
         .reference::<Patient>(&patient)
         .take(1)
         .await
         .unwrap();
     runtime.close().await;
+    patient
+}
+
+/// Kills the effect's worker once; the effect runs again (in the parent) once the lease
+/// has run out: on SQLite the default lease, by the runtime's clock (30 s and a little
+/// more, not five minutes), on a server `lease` by the server's clock.
+async fn killed_mid_effect(backend: Parent, marker: &Path, lease: Option<Duration>) {
+    let patient = poisoned(&backend, "killed-once", lease).await;
     assert_eq!(kill_mid_effect(&backend, marker, lease), 1);
 
     let runtime = poison_runtime(&backend, lease).await;
@@ -255,15 +239,8 @@ async fn killed_mid_effect(backend: Backend, marker: &Path, lease: Option<Durati
         "the killed worker's effect did not run again within a lease"
     );
     assert_eq!(parent_runs(&patient), 1);
-    let status: Vec<String> = runtime
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status(solid_objects::admin::EffectStatus::Dead)
-                .limit(10),
-        )
+    let status: Vec<String> = dead_effects(&runtime)
         .await
-        .unwrap()
         .into_iter()
         .map(|dead| dead.last_error.unwrap_or_default())
         .collect();
@@ -273,15 +250,8 @@ async fn killed_mid_effect(backend: Backend, marker: &Path, lease: Option<Durati
 
 /// Kills the effect's worker on each of its two attempts: the effect is dead with two
 /// attempts, it never runs a third time, and its failure reply reaches the actor.
-async fn killed_on_every_attempt(backend: Backend, marker: &Path, lease: Option<Duration>) {
-    let patient = format!("killed-twice-{}", backend.clock.now().timestamp_micros());
-    let runtime = poison_runtime(&backend, lease).await;
-    runtime
-        .reference::<Patient>(&patient)
-        .take(1)
-        .await
-        .unwrap();
-    runtime.close().await;
+async fn killed_on_every_attempt(backend: Parent, marker: &Path, lease: Option<Duration>) {
+    let patient = poisoned(&backend, "killed-twice", lease).await;
     for attempt in 1..=2 {
         assert_eq!(kill_mid_effect(&backend, marker, lease), attempt);
         // On a server the next worker claims it once the lease ran out by the server's
@@ -292,16 +262,7 @@ async fn killed_on_every_attempt(backend: Backend, marker: &Path, lease: Option<
     let runtime = poison_runtime(&backend, lease).await;
     let dead = eventually(Duration::from_secs(20), || async {
         runtime.testing().run_effects().await.unwrap();
-        !runtime
-            .admin()
-            .effects(
-                &solid_objects::admin::EffectFilter::new()
-                    .status(solid_objects::admin::EffectStatus::Dead)
-                    .limit(10),
-            )
-            .await
-            .unwrap()
-            .is_empty()
+        !dead_effects(&runtime).await.is_empty()
     })
     .await;
     let runs = parent_runs(&patient);
@@ -310,108 +271,45 @@ async fn killed_on_every_attempt(backend: Backend, marker: &Path, lease: Option<
         "the effect is not dead after its runner was killed on both of its attempts; \
          it ran a third time {runs} times"
     );
-    let dead = runtime
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status(solid_objects::admin::EffectStatus::Dead)
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_effects(&runtime).await;
     assert_eq!(dead[0].attempts, 2);
     runtime.testing().drain().await.unwrap();
-    let state = runtime
-        .reference::<Patient>(&patient)
-        .snapshot()
-        .await
-        .unwrap();
+    let state = state_of::<Patient>(&runtime, &patient).await;
     assert_eq!(state.failures, ["poison 1 after 2"]);
     runtime.close().await;
 }
 
-/// A builder on a SQLite path, a PostgreSQL URL or a MySQL URL.
-fn builder_for(database: &str) -> solid_objects::Builder {
-    if database.starts_with("postgres://") {
-        Runtime::builder().postgres(database, 4)
-    } else if database.starts_with("mysql://") {
-        Runtime::builder().mysql(database, 4)
-    } else {
-        Runtime::builder().sqlite(database)
-    }
-}
-
-fn spawn_worker(database: &str, marker: &Path) -> std::process::Child {
-    Command::new(std::env::current_exe().expect("the test binary"))
-        .args([
-            "--exact",
-            "crash::worker_process",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(DATABASE, database)
-        .env(HANG_MARKER, marker)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the worker process starts")
-}
-
 /// Where the parent keeps the actors: the runtimes it opens, and a connection for checks.
-struct Backend {
+struct Parent {
     database: String,
     clock: ManualClock,
 }
 
-impl Backend {
+impl Parent {
     async fn runtime(&self) -> Runtime {
-        builder_for(&self.database)
-            .clock(self.clock.clone())
-            .policy(AllowAll)
-            .start()
-            .await
-            .expect("the runtime starts")
+        runtime(&self.database, 4, &self.clock).await
     }
 
+    /// The rows of the application's `steps`.
     async fn steps(&self) -> i64 {
-        let pool = sqlx::AnyPool::connect(&self.any_url()).await.unwrap();
-        let count = sqlx::query_scalar("SELECT COUNT(*) FROM steps")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-        pool.close().await;
-        count
-    }
-
-    async fn create_steps(&self) {
-        let pool = sqlx::AnyPool::connect(&self.any_url()).await.unwrap();
-        sqlx::query("CREATE TABLE steps (n BIGINT NOT NULL)")
-            .execute(&pool)
-            .await
-            .unwrap();
-        pool.close().await;
-    }
-
-    fn any_url(&self) -> String {
-        if self.database.contains("://") {
-            self.database.clone()
-        } else {
-            format!("sqlite://{}?mode=rwc", self.database)
-        }
+        scalar(&self.database, "SELECT COUNT(*) FROM steps").await
     }
 }
 
 /// Kills a worker in the middle of the turn of `step(2)`, then checks what survived.
-async fn killed_mid_turn(backend: Backend, marker: &Path) {
-    sqlx::any::install_default_drivers();
-    backend.create_steps().await;
+async fn killed_mid_turn(backend: Parent, marker: &Path) {
+    execute(&backend.database, "CREATE TABLE steps (n BIGINT NOT NULL)").await;
     let runtime = backend.runtime().await;
     let stepper = runtime.reference::<Stepper>("s-1");
     assert_eq!(stepper.step(1).await.unwrap(), 1);
     let second = stepper.enqueue().step(2).await.unwrap();
     runtime.close().await;
 
-    let mut worker = spawn_worker(&backend.database, marker);
+    let mut worker = running_only("crash::worker_process")
+        .env(DATABASE, &backend.database)
+        .env(HANG_MARKER, marker)
+        .spawn()
+        .expect("the worker process starts");
     let hung = eventually(Duration::from_secs(30), || async { marker.exists() }).await;
     worker.kill().expect("SIGKILL the worker");
     worker.wait().expect("the worker is reaped");
@@ -446,100 +344,68 @@ async fn killed_mid_turn(backend: Backend, marker: &Path) {
     runtime.close().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_sqlite_a_worker_killed_mid_turn_loses_the_turn_and_the_message_runs_after_restart() {
-    let harness = Harness::new();
-    let backend = Backend {
-        database: harness.path().display().to_string(),
-        clock: harness.clock.clone(),
-    };
-    killed_mid_turn(backend, &harness.path().with_extension("hang")).await;
+test_on_each_backend! {
+    on_sqlite_a_worker_killed_mid_turn_loses_the_turn_and_the_message_runs_after_restart =>
+        killed_mid_turn_on(Sqlite),
+    on_postgres_a_worker_killed_mid_turn_loses_the_turn_and_the_message_runs_after_restart =>
+        killed_mid_turn_on(Postgres),
+    on_mariadb_a_worker_killed_mid_turn_loses_the_turn_and_the_message_runs_after_restart =>
+        killed_mid_turn_on(MariaDb),
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_postgres_a_worker_killed_mid_turn_loses_the_turn_and_the_message_runs_after_restart() {
-    let Some(server) = PgServer::start() else {
-        return;
-    };
-    let marker_dir = tempfile::tempdir().unwrap();
-    let backend = Backend {
-        database: server.database().await,
-        clock: ManualClock::starting_now(),
-    };
-    killed_mid_turn(backend, &marker_dir.path().join("hang")).await;
+/// [`killed_mid_turn`] on a database of its own on `backend` (skipped where its server is
+/// not installed).
+async fn killed_mid_turn_on(backend: Backend) {
+    on_own_database(backend, |parent, marker, _| async move {
+        killed_mid_turn(parent, &marker).await;
+    })
+    .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_mariadb_a_worker_killed_mid_turn_loses_the_turn_and_the_message_runs_after_restart() {
-    let Some(server) = MariaDb::start() else {
-        return;
-    };
-    let marker_dir = tempfile::tempdir().unwrap();
-    let backend = Backend {
-        database: server.database().await,
-        clock: ManualClock::starting_now(),
-    };
-    killed_mid_turn(backend, &marker_dir.path().join("hang")).await;
-}
-
-/// The backend of an effect crash test; every one gets a database of its own.
-async fn effect_backend(name: &str, dir: &Path) -> Option<(Backend, Box<dyn std::any::Any>)> {
-    match name {
-        "sqlite" => Some((
-            Backend {
-                database: dir.join("actors.db").display().to_string(),
-                clock: ManualClock::starting_now(),
-            },
-            Box::new(()),
-        )),
-        "postgres" => {
-            let server = PgServer::start()?;
-            let database = server.database().await;
-            Some((
-                Backend {
-                    database,
-                    clock: ManualClock::starting_now(),
-                },
-                Box::new(server),
-            ))
-        }
-        _ => {
-            let server = MariaDb::start()?;
-            let database = server.database().await;
-            Some((
-                Backend {
-                    database,
-                    clock: ManualClock::starting_now(),
-                },
-                Box::new(server),
-            ))
-        }
+/// The effect crash `test` (given where the parent keeps the actors, the marker file and
+/// the lease) on a database of its own on each backend whose server is installed. On a
+/// server, leases run on its clock: the tests use a short one.
+async fn on_every_backend<F, Fut>(test: F)
+where
+    F: Fn(Parent, PathBuf, Option<Duration>) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    for backend in [Backend::Sqlite, Backend::Postgres, Backend::MariaDb] {
+        on_own_database(backend, &test).await;
     }
 }
 
-/// On a server, leases run on its clock: the tests use a short one.
-fn server_lease(name: &str) -> Option<Duration> {
-    (name != "sqlite").then_some(Duration::from_secs(1))
+/// The crash `test` (given where the parent keeps the actors, the marker file and the lease)
+/// on a database of its own on `backend`, unless its server is not installed.
+async fn on_own_database<F, Fut>(backend: Backend, test: F)
+where
+    F: Fn(Parent, PathBuf, Option<Duration>) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let dir = tempfile::tempdir().unwrap();
+    let Some((database, _server)) = own_database(backend, dir.path()).await else {
+        return;
+    };
+    let parent = Parent {
+        database,
+        clock: ManualClock::starting_now(),
+    };
+    let lease = backend.is_server().then_some(Duration::from_secs(1));
+    test(parent, dir.path().join("hang"), lease).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_killed_mid_effect_leaves_it_to_run_again_within_one_lease() {
-    for name in ["sqlite", "postgres", "mariadb"] {
-        let dir = tempfile::tempdir().unwrap();
-        let Some((backend, _server)) = effect_backend(name, dir.path()).await else {
-            continue;
-        };
-        killed_mid_effect(backend, &dir.path().join("hang"), server_lease(name)).await;
-    }
+    on_every_backend(|parent, marker, lease| async move {
+        killed_mid_effect(parent, &marker, lease).await;
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_effect_whose_worker_is_killed_on_every_attempt_is_dead_and_replies() {
-    for name in ["sqlite", "postgres", "mariadb"] {
-        let dir = tempfile::tempdir().unwrap();
-        let Some((backend, _server)) = effect_backend(name, dir.path()).await else {
-            continue;
-        };
-        killed_on_every_attempt(backend, &dir.path().join("hang"), server_lease(name)).await;
-    }
+    on_every_backend(|parent, marker, lease| async move {
+        killed_on_every_attempt(parent, &marker, lease).await;
+    })
+    .await;
 }

@@ -15,15 +15,16 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use crate::support::mariadb::MariaDb;
-use crate::support::postgres::PgServer;
-use crate::support::{eventually, Harness};
+use crate::support::children::running_only;
+use crate::support::each_backend::{own_database, test_on_each_backend};
+use crate::support::runtimes::{builder, execute, execute_in_turn_with, pool};
+use crate::support::{eventually, Backend};
 use solid_objects::prelude::*;
-use solid_objects::{Builder, GroupCommit};
+use solid_objects::GroupCommit;
 
 const DATABASE: &str = "GROUPED_CRASH_DATABASE";
 const ANSWERS: &str = "GROUPED_CRASH_ANSWERS";
@@ -82,23 +83,8 @@ impl Ledger {
 
 /// Writes `n` to `entries` in the turn's transaction.
 async fn insert_entry(turn: &mut Turn<Ledger>, n: u32) -> Result<(), TurnError> {
-    if turn.postgres().await.is_ok() {
-        sqlx::query("INSERT INTO entries (n) VALUES ($1)")
-            .bind(i64::from(n))
-            .execute(turn.postgres().await?)
-            .await?;
-    } else if turn.mysql().await.is_ok() {
-        sqlx::query("INSERT INTO entries (n) VALUES (?)")
-            .bind(n)
-            .execute(turn.mysql().await?)
-            .await?;
-    } else {
-        sqlx::query("INSERT INTO entries (n) VALUES (?)")
-            .bind(n)
-            .execute(turn.sqlite().await?)
-            .await?;
-    }
-    Ok(())
+    let insert = "INSERT INTO entries (n) VALUES ($1)";
+    execute_in_turn_with(turn, insert, &[], &[i64::from(n)]).await
 }
 
 /// How many rows of `round` the turn's transaction sees.
@@ -128,17 +114,6 @@ fn key(n: u32) -> String {
     format!("add-{n}")
 }
 
-/// A builder on a SQLite path, a PostgreSQL URL or a MySQL URL.
-fn builder_for(database: &str) -> Builder {
-    if database.starts_with("postgres://") {
-        Runtime::builder().postgres(database, 4)
-    } else if database.starts_with("mysql://") {
-        Runtime::builder().mysql(database, 4)
-    } else {
-        Runtime::builder().sqlite(database)
-    }
-}
-
 /// The child: rounds of 8 concurrent calls to one actor, for ever, or until the stopped
 /// round's 8th turn. A group takes in turns for as long as the calls may wait.
 #[tokio::test(flavor = "current_thread")]
@@ -147,7 +122,7 @@ async fn grouped_calls_process() {
         return;
     };
     let answers = PathBuf::from(std::env::var(ANSWERS).unwrap());
-    let runtime = builder_for(&database)
+    let runtime = builder(&database, 4)
         .policy(AllowAll)
         .group_commit(GroupCommit::default().max_wait(Duration::from_secs(60)))
         .actor::<Ledger>()
@@ -196,18 +171,10 @@ impl Crashed {
     }
 
     fn spawn(&self, stop: Option<(u32, &Path)>) -> Child {
-        let mut command = Command::new(std::env::current_exe().expect("the test binary"));
+        let mut command = running_only("crashed_groups::grouped_calls_process");
         command
-            .args([
-                "--exact",
-                "crashed_groups::grouped_calls_process",
-                "--nocapture",
-                "--test-threads=1",
-            ])
             .env(DATABASE, &self.database)
-            .env(ANSWERS, self.answers())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .env(ANSWERS, self.answers());
         if let Some((round, marker)) = stop {
             command
                 .env(STOP_ROUND, round.to_string())
@@ -233,18 +200,9 @@ impl Crashed {
         (heard, grouped)
     }
 
-    async fn pool(&self) -> sqlx::AnyPool {
-        sqlx::any::install_default_drivers();
-        let url = if self.database.contains("://") {
-            self.database.clone()
-        } else {
-            format!("sqlite://{}?mode=rwc", self.database)
-        };
-        sqlx::AnyPool::connect(&url).await.unwrap()
-    }
-
+    /// The numbers in the application's `entries`, in order.
     async fn entries(&self) -> Vec<u32> {
-        let pool = self.pool().await;
+        let pool = pool(&self.database).await;
         let rows: Vec<i64> = sqlx::query_scalar("SELECT n FROM entries ORDER BY n")
             .fetch_all(&pool)
             .await
@@ -257,7 +215,7 @@ impl Crashed {
     /// turns or whole groups of them, every answer heard is there with its message, and
     /// the actor serves the next call. Returns the turns kept.
     async fn check(&self) -> Vec<u32> {
-        let runtime = builder_for(&self.database)
+        let runtime = builder(&self.database, 4)
             .policy(AllowAll)
             .actor::<Ledger>()
             .start()
@@ -323,7 +281,7 @@ async fn killed_in_an_open_group(database: String) {
         database,
         dir: tempfile::tempdir().unwrap(),
     };
-    create_entries(&crashed).await;
+    execute(&crashed.database, CREATE_ENTRIES).await;
     let marker = crashed.dir.path().join("stopped");
     let mut child = crashed.spawn(Some((STOPPED_ROUND, &marker)));
     let stopped = wait_for(&mut child, || marker.exists());
@@ -348,7 +306,7 @@ async fn killed_between_or_in_groups(database: String) {
         database,
         dir: tempfile::tempdir().unwrap(),
     };
-    create_entries(&crashed).await;
+    execute(&crashed.database, CREATE_ENTRIES).await;
     let mut child = crashed.spawn(None);
     let ran = wait_for(&mut child, || crashed.heard().0.len() >= 5 * ROUND as usize);
     kill(child);
@@ -361,14 +319,8 @@ async fn killed_between_or_in_groups(database: String) {
     );
 }
 
-async fn create_entries(crashed: &Crashed) {
-    let pool = crashed.pool().await;
-    sqlx::query("CREATE TABLE entries (n BIGINT NOT NULL)")
-        .execute(&pool)
-        .await
-        .unwrap();
-    pool.close().await;
-}
+/// The application's table of the numbers its turns add.
+const CREATE_ENTRIES: &str = "CREATE TABLE entries (n BIGINT NOT NULL)";
 
 /// Waits up to a minute for `reached`, failing early if the child exits.
 fn wait_for(child: &mut Child, mut reached: impl FnMut() -> bool) -> bool {
@@ -390,28 +342,24 @@ fn kill(mut child: Child) {
     child.wait().expect("the child is reaped");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_sqlite_a_process_killed_in_a_group_of_eight_keeps_all_or_none() {
-    let open = Harness::new();
-    killed_in_an_open_group(open.path().display().to_string()).await;
-    let anywhere = Harness::new();
-    killed_between_or_in_groups(anywhere.path().display().to_string()).await;
+test_on_each_backend! {
+    on_sqlite_a_process_killed_in_a_group_of_eight_keeps_all_or_none => killed_in_groups_on(Sqlite),
+    on_postgres_a_process_killed_in_a_group_of_eight_keeps_all_or_none =>
+        killed_in_groups_on(Postgres),
+    on_mariadb_a_process_killed_in_a_group_of_eight_keeps_all_or_none =>
+        killed_in_groups_on(MariaDb),
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_postgres_a_process_killed_in_a_group_of_eight_keeps_all_or_none() {
-    let Some(server) = PgServer::start() else {
+/// Both kills, each on a database of its own on `backend` (skipped where its server is not
+/// installed).
+async fn killed_in_groups_on(backend: Backend) {
+    let (open, anywhere) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let Some((open, _open_server)) = own_database(backend, open.path()).await else {
         return;
     };
-    killed_in_an_open_group(server.database().await).await;
-    killed_between_or_in_groups(server.database().await).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_mariadb_a_process_killed_in_a_group_of_eight_keeps_all_or_none() {
-    let Some(server) = MariaDb::start() else {
+    killed_in_an_open_group(open).await;
+    let Some((anywhere, _server)) = own_database(backend, anywhere.path()).await else {
         return;
     };
-    killed_in_an_open_group(server.database().await).await;
-    killed_between_or_in_groups(server.database().await).await;
+    killed_between_or_in_groups(anywhere).await;
 }

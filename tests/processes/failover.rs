@@ -38,6 +38,7 @@ use solid_objects::prelude::*;
 use solid_objects::Workers;
 
 use crate::chaos::{self, Application, Disturbance, Topology};
+use crate::support::actors::Tally;
 use crate::support::postgres_cluster::{PgCluster, Replication};
 
 /// How long the soak runs on one primary before the next step of the disturbance.
@@ -358,28 +359,12 @@ async fn acknowledge_until_the_primary_is_gone(
     }
 }
 
-/// An actor that counts what it was told.
-#[actor]
-#[derive(Default)]
-struct Bell {
-    rung: u32,
-}
-
-#[actor]
-impl Bell {
-    #[command]
-    fn ring(&mut self) -> u32 {
-        self.rung += 1;
-        self.rung
-    }
-}
-
-/// A runtime on the cluster's multi-host URL that knows [`Bell`], with `workers`.
-async fn bell_runtime(url: &str, workers: Workers) -> Runtime {
+/// A runtime on the cluster's multi-host URL that knows [`Tally`], with `workers`.
+async fn tally_runtime(url: &str, workers: Workers) -> Runtime {
     Runtime::builder()
         .postgres(url, 4)
         .policy(AllowAll)
-        .actor::<Bell>()
+        .actor::<Tally>()
         .workers(workers)
         .start()
         .await
@@ -387,7 +372,7 @@ async fn bell_runtime(url: &str, workers: Workers) -> Runtime {
 }
 
 /// Whether the message ran within `within`.
-async fn completed_within(message: &MessageRef<u32>, within: Duration) -> bool {
+async fn completed_within(message: &MessageRef<i64>, within: Duration) -> bool {
     let deadline = Instant::now() + within;
     while Instant::now() < deadline {
         if matches!(message.status().await, Ok(MessageStatus::Completed)) {
@@ -407,14 +392,14 @@ async fn a_wake_up_sent_just_after_a_promotion_reaches_idle_workers_without_a_po
     let database = cluster.database().await;
     let url = cluster.url(&database);
     // Idle workers that would next look for work in an hour: only a wake-up runs it sooner.
-    let workers = bell_runtime(&url, Workers::new(1).idle_poll(Duration::from_secs(3600))).await;
+    let workers = tally_runtime(&url, Workers::new(1).idle_poll(Duration::from_secs(3600))).await;
     let running = tokio::spawn({
         let workers = workers.clone();
         async move { workers.run().await }
     });
-    let caller = bell_runtime(&url, Workers::new(1)).await;
-    let bell = caller.reference::<Bell>("b");
-    let before = bell.enqueue().ring().await.unwrap();
+    let caller = tally_runtime(&url, Workers::new(1)).await;
+    let tally = caller.reference::<Tally>("b");
+    let before = tally.enqueue().add().await.unwrap();
     assert!(
         completed_within(&before, Duration::from_secs(10)).await,
         "the workers hear the caller's commits before the failover"
@@ -430,7 +415,7 @@ async fn a_wake_up_sent_just_after_a_promotion_reaches_idle_workers_without_a_po
     let after = loop {
         // The caller's own connections were to the killed primary: it finds the promoted
         // one within its call's deadline.
-        match bell.enqueue().ring().await {
+        match tally.enqueue().add().await {
             Ok(after) => break after,
             Err(error) => assert!(
                 promoted.elapsed() < Duration::from_secs(30),

@@ -28,10 +28,7 @@ const AWAY_FOR: Duration = Duration::from_secs(3);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_soak_loses_nothing_over_three_galera_nodes_when_one_is_killed_and_rejoins() {
     let _turn = chaos::SOAKS.lock().await;
-    let Some(cluster) = tokio::task::spawn_blocking(Galera::start)
-        .await
-        .expect("the cluster starts")
-    else {
+    let Some(cluster) = Galera::start_aside().await else {
         return;
     };
     let database = cluster.database().await;

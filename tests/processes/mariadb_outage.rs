@@ -26,6 +26,7 @@ use tokio::time::Instant;
 use solid_objects::prelude::*;
 
 use crate::chaos::{self, Application, Disturbance, Topology};
+use crate::support::actors::Tally;
 use crate::support::commit_cutter::{CommitCutter, Cut};
 use crate::support::mariadb_replication::MariaDbReplication;
 
@@ -37,22 +38,6 @@ const OUTAGE_CALL_TIMEOUT: Duration = Duration::from_secs(1);
 const FIRST_COMMIT_WAIT: Duration = Duration::from_secs(60);
 /// How often the test looks for a new turn.
 const POLL: Duration = Duration::from_millis(20);
-
-/// An actor the test calls itself while the primary is down.
-#[actor]
-#[derive(Default)]
-struct Outage {
-    calls: u32,
-}
-
-#[actor]
-impl Outage {
-    #[command]
-    fn call(&mut self) -> u32 {
-        self.calls += 1;
-        self.calls
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_soak_loses_no_acknowledged_turn_when_the_primary_restarts_and_is_then_replaced_behind_one_endpoint(
@@ -107,7 +92,7 @@ async fn restart_then_replace(
     let application = Application::new(&url);
     let (cut_url, cutter) = CommitCutter::in_front_of(&url).await;
     let runtime = chaos::builder(&cut_url, 2)
-        .actor::<Outage>()
+        .actor::<Tally>()
         .start()
         .await
         .expect("a runtime of the test's own");
@@ -115,9 +100,9 @@ async fn restart_then_replace(
     // A call whose COMMIT the primary ran and never answered: it went away right after.
     cutter.arm(Cut::AnswerWithheld, 0);
     let committed_then_down = runtime
-        .reference::<Outage>("committed-then-down")
+        .reference::<Tally>("committed-then-down")
         .timeout(OUTAGE_CALL_TIMEOUT);
-    let in_doubt = committed_then_down.call();
+    let in_doubt = committed_then_down.add();
     let kill = async {
         let armed = Instant::now();
         while cutter.withheld() == 0 {
@@ -136,9 +121,9 @@ async fn restart_then_replace(
         panic!("a call whose turn may have committed names its message: {in_doubt:?}");
     };
     let refused = runtime
-        .reference::<Outage>("while-down")
+        .reference::<Tally>("while-down")
         .timeout(OUTAGE_CALL_TIMEOUT)
-        .call()
+        .add()
         .await;
     assert!(
         matches!(

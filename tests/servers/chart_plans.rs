@@ -7,23 +7,8 @@
 use solid_objects::prelude::*;
 
 use crate::backend::{self, database};
+use crate::support::actors::Tally;
 use crate::support::Backend;
-
-/// An actor the charts' page is read for.
-#[actor]
-#[derive(Default)]
-struct Tally {
-    entries: u32,
-}
-
-#[actor]
-impl Tally {
-    #[command]
-    fn add(&mut self) -> u32 {
-        self.entries += 1;
-        self.entries
-    }
-}
 
 /// `rows` numbers from 1, as the server generates them.
 fn series(rows: i64) -> String {

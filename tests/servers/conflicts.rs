@@ -7,21 +7,18 @@ use solid_objects::admin::STALLS_WARNING;
 use solid_objects::prelude::*;
 
 use crate::backend::{self, database, scalar};
+use crate::support::actors::Tally;
 
-/// An actor that counts its entries.
-#[actor]
-#[derive(Default)]
-struct Tally {
-    entries: u32,
-}
-
-#[actor]
-impl Tally {
-    #[command]
-    fn add(&mut self) -> u32 {
-        self.entries += 1;
-        self.entries
-    }
+/// A runtime on `url` with `connections` and a clock of its own, allowing every call, that
+/// knows the tally.
+async fn tally_runtime(url: &str, connections: u32) -> Runtime {
+    backend::builder(url, connections)
+        .clock(ManualClock::starting_now())
+        .policy(AllowAll)
+        .actor::<Tally>()
+        .start()
+        .await
+        .unwrap()
 }
 
 /// Five messages of one actor whose completions conflict twenty times (two whole passes of
@@ -32,13 +29,7 @@ async fn a_hot_actors_turns_that_conflict_for_whole_passes_complete_with_no_fail
     let Some((_server, url)) = database().await else {
         return;
     };
-    let runtime = backend::builder(&url, 8)
-        .clock(ManualClock::starting_now())
-        .policy(AllowAll)
-        .actor::<Tally>()
-        .start()
-        .await
-        .unwrap();
+    let runtime = tally_runtime(&url, 8).await;
     let hot = runtime.reference::<Tally>("hot");
     for _ in 0..5 {
         hot.enqueue().add().await.unwrap();
@@ -62,7 +53,7 @@ async fn a_hot_actors_turns_that_conflict_for_whole_passes_complete_with_no_fail
         runtime.testing().drain().await.unwrap();
     }
 
-    assert_eq!(hot.snapshot().await.unwrap().entries, 5);
+    assert_eq!(hot.snapshot().await.unwrap().count, 5);
     // A completed message counts the attempt that ran it: a failed one would make two.
     let failed = "SELECT COUNT(*) FROM solid_messages WHERE attempts <> 1";
     assert_eq!(
@@ -94,13 +85,7 @@ async fn the_doctor_names_a_message_that_passes_kept_leaving_unrun() {
     let Some((_server, url)) = database().await else {
         return;
     };
-    let runtime = backend::builder(&url, 4)
-        .clock(ManualClock::starting_now())
-        .policy(AllowAll)
-        .actor::<Tally>()
-        .start()
-        .await
-        .unwrap();
+    let runtime = tally_runtime(&url, 4).await;
     let queued = runtime
         .reference::<Tally>("hot")
         .enqueue()

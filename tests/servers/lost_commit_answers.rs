@@ -14,34 +14,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use solid_objects::prelude::*;
-use solid_objects::MessageStatus;
+use solid_objects::{MessageRef, MessageStatus};
 
 use crate::backend;
+use crate::support::actors::Tally;
 use crate::support::commit_cutter::{CommitCutter, Cut};
+use crate::support::workers::within;
 use crate::support::{eventually, numbered_placeholders};
-
-/// Counts the passes through it: its state says how many times a pass was applied.
-#[actor]
-#[derive(Default)]
-struct Turnstile {
-    passes: u32,
-}
-
-#[actor]
-impl Turnstile {
-    #[command]
-    fn pass(&mut self) -> u32 {
-        self.passes += 1;
-        self.passes
-    }
-}
-
-/// Waits for `work` at most `seconds`; a wedge fails the test.
-async fn within<T>(seconds: u64, what: &str, work: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(seconds), work)
-        .await
-        .unwrap_or_else(|_| panic!("{what} did not finish within {seconds} s: wedged"))
-}
 
 /// An actor's messages as the database holds them.
 #[derive(Debug, PartialEq, Eq)]
@@ -60,6 +39,13 @@ const RAN_ONCE: Mailbox = Mailbox {
     completed: 1,
     most_attempts: 1,
     errors: 0,
+};
+
+/// What two messages that completed on their first attempt leave.
+const BOTH_RAN_ONCE: Mailbox = Mailbox {
+    messages: 2,
+    completed: 2,
+    ..RAN_ONCE
 };
 
 /// A runtime whose every connection passes through a commit-cutting proxy, on a fresh
@@ -92,18 +78,19 @@ impl BehindTheCutter {
         })
     }
 
-    fn turnstile(&self, id: &str) -> <Turnstile as solid_objects::Addressable>::Reference {
+    /// The tally `id`, whose calls wait ten seconds at most.
+    fn tally(&self, id: &str) -> <Tally as solid_objects::Addressable>::Reference {
         self.runtime
-            .reference::<Turnstile>(id)
+            .reference::<Tally>(id)
             .timeout(Duration::from_secs(10))
     }
 
-    /// The actor's passes, read through the runtime.
-    async fn passes(&self, id: &str) -> u32 {
-        within(30, "a snapshot", self.turnstile(id).snapshot())
+    /// The actor's passes (its count), read through the runtime.
+    async fn passes(&self, id: &str) -> i64 {
+        within(30, "a snapshot", self.tally(id).snapshot())
             .await
             .unwrap()
-            .passes
+            .count
     }
 
     /// `sql`, with `?` placeholders, as the binary's server spells it.
@@ -153,6 +140,34 @@ impl BehindTheCutter {
             .unwrap()
     }
 
+    /// Enqueues a pass of the actor `id`.
+    async fn enqueue(&self, id: &str) -> MessageRef<i64> {
+        within(30, "the enqueue", self.tally(id).enqueue().add())
+            .await
+            .unwrap()
+    }
+
+    /// Arms the proxy to cut `cut` into the `COMMIT` after the next `passing`, and waits
+    /// for `work` (`what`, in a wedge's message); what it answered, and how many `COMMIT`s
+    /// the proxy cut by then.
+    async fn cutting<T>(
+        &self,
+        cut: Cut,
+        passing: usize,
+        what: &str,
+        work: impl Future<Output = T>,
+    ) -> (T, usize) {
+        self.cutter.arm(cut, passing);
+        let answered = within(30, what, work).await;
+        (answered, self.cutter.cuts())
+    }
+
+    /// Runs what is queued, then reads the actor's passes and its messages.
+    async fn settle(&self, id: &str) -> (i64, Mailbox) {
+        self.drain().await;
+        (self.passes(id).await, self.mailbox(id).await)
+    }
+
     /// Runs every queued message, moving the clock past any retry's backoff first.
     async fn drain(&self) {
         self.clock.advance(Duration::from_secs(3600));
@@ -171,15 +186,20 @@ impl BehindTheCutter {
 /// message completed on its first attempt, with no failure recorded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_whose_commit_answer_is_lost_answers_the_committed_result() {
+    a_call_whose_commit_is_cut_answers_once(Cut::AnswerLost, "lost").await;
+}
+
+/// A synchronous call on the empty mailbox of actor `id` whose `COMMIT` the proxy cuts
+/// with `cut`: the caller gets the result of the one turn applied, and its one message
+/// completed on its first attempt, with no failure recorded.
+async fn a_call_whose_commit_is_cut_answers_once(cut: Cut, id: &str) {
     let Some(proxy) = BehindTheCutter::start().await else {
         return;
     };
-    proxy.cutter.arm(Cut::AnswerLost, 0);
-    let answered = within(30, "the call", proxy.turnstile("lost").pass()).await;
-    let cuts = proxy.cutter.cuts();
-    proxy.drain().await;
-    let passes = proxy.passes("lost").await;
-    let mailbox = proxy.mailbox("lost").await;
+    let (answered, cuts) = proxy
+        .cutting(cut, 0, "the call", proxy.tally(id).add())
+        .await;
+    let (passes, mailbox) = proxy.settle(id).await;
     proxy.close().await;
 
     assert_eq!(cuts, 1, "the proxy cut no COMMIT");
@@ -197,14 +217,12 @@ async fn a_keyed_call_whose_commit_answer_is_lost_answers_the_committed_result_u
     let Some(proxy) = BehindTheCutter::start().await else {
         return;
     };
-    proxy.cutter.arm(Cut::AnswerLost, 0);
-    let keyed = || proxy.turnstile("keyed").idempotency_key("entry-1");
-    let answered = within(30, "the call", keyed().pass()).await;
-    let cuts = proxy.cutter.cuts();
-    let again = within(30, "the call again", keyed().pass()).await;
-    proxy.drain().await;
-    let passes = proxy.passes("keyed").await;
-    let mailbox = proxy.mailbox("keyed").await;
+    let keyed = || proxy.tally("keyed").idempotency_key("entry-1");
+    let (answered, cuts) = proxy
+        .cutting(Cut::AnswerLost, 0, "the call", keyed().add())
+        .await;
+    let again = within(30, "the call again", keyed().add()).await;
+    let (passes, mailbox) = proxy.settle("keyed").await;
     proxy.close().await;
 
     assert_eq!(cuts, 1, "the proxy cut no COMMIT");
@@ -223,20 +241,17 @@ async fn a_queued_turn_whose_commit_answer_is_lost_runs_once() {
     let Some(proxy) = BehindTheCutter::start().await else {
         return;
     };
-    let queued = within(
-        30,
-        "the enqueue",
-        proxy.turnstile("queued").enqueue().pass(),
-    )
-    .await
-    .unwrap();
-    proxy.cutter.arm(Cut::AnswerLost, 0);
-    let drained = within(30, "the drain", proxy.runtime.testing().drain()).await;
-    let cuts = proxy.cutter.cuts();
-    proxy.drain().await;
+    let queued = proxy.enqueue("queued").await;
+    let (drained, cuts) = proxy
+        .cutting(
+            Cut::AnswerLost,
+            0,
+            "the drain",
+            proxy.runtime.testing().drain(),
+        )
+        .await;
+    let (passes, mailbox) = proxy.settle("queued").await;
     let status = within(30, "the status", queued.status()).await;
-    let passes = proxy.passes("queued").await;
-    let mailbox = proxy.mailbox("queued").await;
     proxy.close().await;
 
     assert_eq!(cuts, 1, "the proxy cut no COMMIT");
@@ -256,33 +271,20 @@ async fn a_draining_callers_turn_whose_commit_answer_is_lost_runs_once() {
     let Some(proxy) = BehindTheCutter::start().await else {
         return;
     };
-    let queued = within(
-        30,
-        "the enqueue",
-        proxy.turnstile("drained").enqueue().pass(),
-    )
-    .await
-    .unwrap();
-    proxy.cutter.arm(Cut::AnswerLost, 1);
-    let answered = within(30, "the call", proxy.turnstile("drained").pass()).await;
-    let cuts = proxy.cutter.cuts();
-    proxy.drain().await;
+    let queued = proxy.enqueue("drained").await;
+    let (answered, cuts) = proxy
+        .cutting(Cut::AnswerLost, 1, "the call", proxy.tally("drained").add())
+        .await;
+    let (passes, mailbox) = proxy.settle("drained").await;
     let status = within(30, "the status", queued.status()).await;
-    let passes = proxy.passes("drained").await;
-    let mailbox = proxy.mailbox("drained").await;
     proxy.close().await;
 
     assert_eq!(cuts, 1, "the proxy cut no COMMIT");
-    let both_ran_once = Mailbox {
-        messages: 2,
-        completed: 2,
-        ..RAN_ONCE
-    };
     assert!(
         matches!(answered, Ok(2))
             && matches!(status, Ok(MessageStatus::Completed))
             && passes == 2
-            && mailbox == both_ran_once,
+            && mailbox == BOTH_RAN_ONCE,
         "the call answered {answered:?}; the queued message is {status:?}; the actor counts \
          {passes} passes; its messages: {mailbox:?}"
     );
@@ -296,29 +298,16 @@ async fn a_call_whose_enqueue_behind_a_queued_message_loses_its_commit_answer_ru
     let Some(proxy) = BehindTheCutter::start().await else {
         return;
     };
-    within(
-        30,
-        "the enqueue",
-        proxy.turnstile("behind").enqueue().pass(),
-    )
-    .await
-    .unwrap();
-    proxy.cutter.arm(Cut::AnswerLost, 0);
-    let answered = within(30, "the call", proxy.turnstile("behind").pass()).await;
-    let cuts = proxy.cutter.cuts();
-    proxy.drain().await;
-    let passes = proxy.passes("behind").await;
-    let mailbox = proxy.mailbox("behind").await;
+    proxy.enqueue("behind").await;
+    let (answered, cuts) = proxy
+        .cutting(Cut::AnswerLost, 0, "the call", proxy.tally("behind").add())
+        .await;
+    let (passes, mailbox) = proxy.settle("behind").await;
     proxy.close().await;
 
     assert_eq!(cuts, 1, "the proxy cut no COMMIT");
-    let both_ran_once = Mailbox {
-        messages: 2,
-        completed: 2,
-        ..RAN_ONCE
-    };
     assert!(
-        matches!(answered, Ok(2)) && passes == 2 && mailbox == both_ran_once,
+        matches!(answered, Ok(2)) && passes == 2 && mailbox == BOTH_RAN_ONCE,
         "the call answered {answered:?}; the actor counts {passes} passes; its messages: \
          {mailbox:?}"
     );
@@ -328,22 +317,33 @@ async fn a_call_whose_enqueue_behind_a_queued_message_loses_its_commit_answer_ru
 /// error that names its request id; there is one message, never a second, and it runs once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_enqueue_whose_commit_answer_is_lost_leaves_one_message_named_to_its_caller() {
+    an_enqueue_whose_commit_is_cut_stores_one_message(Cut::AnswerLost, "sent", true).await;
+}
+
+/// An enqueue for actor `id` whose `COMMIT` the proxy cuts with `cut`: the caller gets the
+/// one message stored (or, where `an_error_may_name_it`, an error that names its request
+/// id), and it runs once.
+async fn an_enqueue_whose_commit_is_cut_stores_one_message(
+    cut: Cut,
+    id: &str,
+    an_error_may_name_it: bool,
+) {
     let Some(proxy) = BehindTheCutter::start().await else {
         return;
     };
-    proxy.cutter.arm(Cut::AnswerLost, 0);
-    let enqueued = within(30, "the enqueue", proxy.turnstile("sent").enqueue().pass()).await;
-    let cuts = proxy.cutter.cuts();
-    let stored = proxy.request_ids("sent").await;
-    proxy.drain().await;
-    let passes = proxy.passes("sent").await;
-    let mailbox = proxy.mailbox("sent").await;
+    let (enqueued, cuts) = proxy
+        .cutting(cut, 0, "the enqueue", proxy.tally(id).enqueue().add())
+        .await;
+    let stored = proxy.request_ids(id).await;
+    let (passes, mailbox) = proxy.settle(id).await;
     proxy.close().await;
 
     assert_eq!(cuts, 1, "the proxy cut no COMMIT");
     let named = match (&enqueued, stored.as_slice()) {
         (Ok(message), [stored]) => message.request_id() == stored,
-        (Err(error), [stored]) => error.to_string().contains(stored.as_str()),
+        (Err(error), [stored]) if an_error_may_name_it => {
+            error.to_string().contains(stored.as_str())
+        }
         _ => false,
     };
     assert!(
@@ -359,23 +359,7 @@ async fn an_enqueue_whose_commit_answer_is_lost_leaves_one_message_named_to_its_
 /// attempt (the lost connection was not the turn's failure).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_whose_commit_never_reached_the_server_runs_again_and_answers_once() {
-    let Some(proxy) = BehindTheCutter::start().await else {
-        return;
-    };
-    proxy.cutter.arm(Cut::NeverSent, 0);
-    let answered = within(30, "the call", proxy.turnstile("unsent").pass()).await;
-    let cuts = proxy.cutter.cuts();
-    proxy.drain().await;
-    let passes = proxy.passes("unsent").await;
-    let mailbox = proxy.mailbox("unsent").await;
-    proxy.close().await;
-
-    assert_eq!(cuts, 1, "the proxy cut no COMMIT");
-    assert!(
-        matches!(answered, Ok(1)) && passes == 1 && mailbox == RAN_ONCE,
-        "the call answered {answered:?}; the actor counts {passes} passes; its messages: \
-         {mailbox:?}"
-    );
+    a_call_whose_commit_is_cut_answers_once(Cut::NeverSent, "unsent").await;
 }
 
 /// A queued message whose `COMMIT` never reached the server: the turn is not there, so it
@@ -386,16 +370,15 @@ async fn a_queued_turn_whose_commit_never_reached_the_server_runs_again_uncounte
     let Some(proxy) = BehindTheCutter::start().await else {
         return;
     };
-    let queued = within(
-        30,
-        "the enqueue",
-        proxy.turnstile("requeued").enqueue().pass(),
-    )
-    .await
-    .unwrap();
-    proxy.cutter.arm(Cut::NeverSent, 0);
-    let drained = within(30, "the drain", proxy.runtime.testing().drain()).await;
-    let cuts = proxy.cutter.cuts();
+    let queued = proxy.enqueue("requeued").await;
+    let (drained, cuts) = proxy
+        .cutting(
+            Cut::NeverSent,
+            0,
+            "the drain",
+            proxy.runtime.testing().drain(),
+        )
+        .await;
     // The server ends the cut session when it sees the close; until then a worker's pass
     // skips the actor it still holds.
     let completed = eventually(Duration::from_secs(10), || async {
@@ -420,31 +403,5 @@ async fn a_queued_turn_whose_commit_never_reached_the_server_runs_again_uncounte
 /// the same request id within its deadline, and the caller gets that one message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_enqueue_whose_commit_never_reached_the_server_stores_its_message_once() {
-    let Some(proxy) = BehindTheCutter::start().await else {
-        return;
-    };
-    proxy.cutter.arm(Cut::NeverSent, 0);
-    let enqueued = within(
-        30,
-        "the enqueue",
-        proxy.turnstile("resent").enqueue().pass(),
-    )
-    .await;
-    let cuts = proxy.cutter.cuts();
-    let stored = proxy.request_ids("resent").await;
-    proxy.drain().await;
-    let passes = proxy.passes("resent").await;
-    let mailbox = proxy.mailbox("resent").await;
-    proxy.close().await;
-
-    assert_eq!(cuts, 1, "the proxy cut no COMMIT");
-    let named = match (&enqueued, stored.as_slice()) {
-        (Ok(message), [stored]) => message.request_id() == stored,
-        _ => false,
-    };
-    assert!(
-        named && passes == 1 && mailbox == RAN_ONCE,
-        "the enqueue answered {enqueued:?}; the stored request ids: {stored:?}; the actor \
-         counts {passes} passes; its messages: {mailbox:?}"
-    );
+    an_enqueue_whose_commit_is_cut_stores_one_message(Cut::NeverSent, "resent", false).await;
 }

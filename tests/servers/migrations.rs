@@ -243,7 +243,7 @@ async fn a_migration_killed_mid_index_build_is_finished_by_the_next_start() {
     };
     load_first_release(&url);
     let messages =
-        crate::several_runtimes::scalar(&url, "SELECT COUNT(*) FROM solid_messages").await;
+        crate::support::runtimes::scalar(&url, "SELECT COUNT(*) FROM solid_messages").await;
     migrating::kill_mid_index_build(&url, &test_name(module_path!(), "migrating_process")).await;
     let left: Vec<String> = migrating::indexes(&url)
         .await
@@ -267,7 +267,7 @@ async fn a_migration_killed_mid_index_build_is_finished_by_the_next_start() {
         "the schema is a fresh database's"
     );
     assert_eq!(
-        crate::several_runtimes::scalar(&url, "SELECT COUNT(*) FROM solid_messages").await,
+        crate::support::runtimes::scalar(&url, "SELECT COUNT(*) FROM solid_messages").await,
         messages
     );
 }
@@ -282,7 +282,7 @@ async fn a_step_applied_but_not_recorded_before_a_crash_is_found_done_at_the_nex
         return;
     };
     let fresh = migrating::fresh_schema(&url).await;
-    let pool = crate::several_runtimes::application_pool(&url).await;
+    let pool = crate::support::runtimes::pool(&url).await;
     let recorded: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM solid_schema_migrations")
         .fetch_one(&pool)
         .await

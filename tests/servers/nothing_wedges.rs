@@ -8,7 +8,6 @@
 //! run them (one process per backend: the cases' pauses and barriers are statics) on their
 //! own `backend` module: how to reach the server, and the few statements that differ.
 
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex, PoisonError};
 use std::time::Duration;
@@ -21,18 +20,14 @@ use sqlx::Executor;
 use tokio::sync::{Barrier, Notify};
 
 use crate::backend::{self, database, runtime_on, scalar};
+use crate::support::actors::Tally;
+use crate::support::cancellation::{drop_after, next_random};
 use crate::support::eventually;
+use crate::support::workers::within;
 
 // ---------------------------------------------------------------------------------------
 // Shared setup
 // ---------------------------------------------------------------------------------------
-
-/// Waits for `work` at most `seconds`; a wedge fails the test.
-async fn within<T>(seconds: u64, what: &str, work: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(seconds), work)
-        .await
-        .unwrap_or_else(|_| panic!("{what} did not finish within {seconds} s: wedged"))
-}
 
 /// Waits until some session of this database waits for a lock, or `done` holds.
 async fn until_a_session_waits_for_a_lock(observer: &backend::Observer, done: impl Fn() -> bool) {
@@ -920,51 +915,6 @@ async fn effects_run_once_per_lease() {
     assert_eq!(BATCH_PROBE.begun().len(), 5, "every effect ran once");
     observer.close().await;
     runtime.close().await;
-}
-
-/// An actor whose calls are cut short at random points.
-#[actor]
-#[derive(Default)]
-struct Tally {
-    count: u32,
-}
-
-#[actor]
-impl Tally {
-    #[command]
-    fn add(&mut self) -> u32 {
-        self.count += 1;
-        self.count
-    }
-
-    /// Holds its row lock forever.
-    #[command]
-    async fn stall(&mut self) {
-        std::future::pending::<()>().await;
-    }
-}
-
-/// A small xorshift: the same plan of cancellations on every run, with no dependency.
-fn next_random(state: &mut u64) -> u64 {
-    *state ^= *state << 13;
-    *state ^= *state >> 7;
-    *state ^= *state << 17;
-    *state
-}
-
-/// Polls `future` for `polls` scheduler turns, then drops it wherever it is.
-async fn drop_after(future: impl Future, polls: u64) {
-    let mut future = std::pin::pin!(future);
-    for _ in 0..polls {
-        let done = std::future::poll_fn(|context| {
-            std::task::Poll::Ready(future.as_mut().poll(context).is_ready())
-        })
-        .await;
-        if done {
-            return;
-        }
-        tokio::task::yield_now().await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -8,7 +8,13 @@ use crate::cases::expiring_reservations::inventory;
 
 use std::time::Duration;
 
-use crate::support::{eventually, rejection_code, together};
+use crate::support::actors::{Noted, Tally};
+use crate::support::gates::gate;
+use crate::support::runtimes::{
+    builder, completes, noticed_beyond, pool as application_pool, scalar, state_of, stop_workers,
+};
+use crate::support::workers::{fire_due_reminders, run_workers};
+use crate::support::{eventually, held_and_rejected, rejection_code, together};
 use inventory::SeatInventory;
 use solid_objects::prelude::*;
 
@@ -90,37 +96,55 @@ impl TestDatabase {
     pub(crate) fn on_postgres(&self) -> bool {
         self.url.starts_with("postgres://")
     }
-}
 
-/// A builder on the database `url` names (PostgreSQL or MySQL), with `connections`.
-pub(crate) fn builder(url: &str, connections: u32) -> solid_objects::Builder {
-    if url.starts_with("postgres://") {
-        Runtime::builder().postgres(url, connections)
-    } else {
-        Runtime::builder().mysql(url, connections)
+    /// A builder on the database with `connections` and the database's clock, allowing
+    /// every call.
+    fn builder(&self, connections: u32) -> solid_objects::Builder {
+        builder(&self.url, connections)
+            .clock(self.clock.clone())
+            .policy(AllowAll)
+    }
+
+    /// A runtime on the database, as [`runtime`] starts one.
+    async fn runtime(&self) -> Runtime {
+        runtime(&self.url, &self.clock).await
+    }
+
+    /// One number that `sql` reads from the database.
+    async fn scalar(&self, sql: &str) -> i64 {
+        scalar(&self.url, sql).await
+    }
+
+    /// Another process's transaction, holding what `locking` (a `SELECT .. FOR UPDATE`)
+    /// locks; its pool, to be closed once the transaction ended.
+    async fn holding(
+        &self,
+        locking: &str,
+    ) -> (sqlx::AnyPool, sqlx::Transaction<'static, sqlx::Any>) {
+        let other_process = application_pool(&self.url).await;
+        let mut turn_elsewhere = other_process.begin().await.unwrap();
+        sqlx::query(locking)
+            .fetch_all(&mut *turn_elsewhere)
+            .await
+            .unwrap();
+        (other_process, turn_elsewhere)
     }
 }
 
+/// A runtime on the database `url` (PostgreSQL or MySQL) with eight connections and
+/// `clock`, allowing every call.
 pub(crate) async fn runtime(url: &str, clock: &ManualClock) -> Runtime {
-    builder(url, 8)
-        .clock(clock.clone())
-        .policy(AllowAll)
-        .start()
+    crate::support::runtimes::runtime(url, 8, clock).await
+}
+
+/// Enqueues `entry` for the journal "j" through `runtime`.
+async fn enqueue_in_j(runtime: &Runtime, entry: &str) -> MessageRef<usize> {
+    runtime
+        .reference::<Journal>("j")
+        .enqueue()
+        .record(entry)
         .await
-        .expect("the runtime starts on the server")
-}
-
-/// An application's own pool on the database, for either server.
-pub(crate) async fn application_pool(url: &str) -> sqlx::AnyPool {
-    sqlx::any::install_default_drivers();
-    sqlx::AnyPool::connect(url).await.unwrap()
-}
-
-pub(crate) async fn scalar(url: &str, sql: &str) -> i64 {
-    let pool = application_pool(url).await;
-    let value = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
-    pool.close().await;
-    value
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -128,9 +152,8 @@ async fn eight_holds_through_two_processes_against_five_seats_hold_exactly_five(
     let Some(db) = TestDatabase::fresh().await else {
         return;
     };
-    let TestDatabase { url, clock, .. } = db;
-    let first = runtime(&url, &clock).await;
-    let second = runtime(&url, &clock).await;
+    let first = db.runtime().await;
+    let second = db.runtime().await;
     first
         .reference::<SeatInventory>("show")
         .open_show(5)
@@ -147,12 +170,7 @@ async fn eight_holds_through_two_processes_against_five_seats_hold_exactly_five(
     })
     .await;
 
-    let held = results.iter().filter(|result| result.is_ok()).count();
-    let rejected: Vec<String> = results
-        .into_iter()
-        .filter(|result| result.is_err())
-        .map(rejection_code)
-        .collect();
+    let (held, rejected) = held_and_rejected(results);
     assert_eq!(held, 5);
     assert_eq!(rejected, vec!["not_enough_seats"; 3]);
     assert_eq!(
@@ -172,8 +190,7 @@ async fn workers_in_two_processes_share_the_actors_and_keep_each_ones_order() {
     let Some(db) = TestDatabase::fresh().await else {
         return;
     };
-    let TestDatabase { url, clock, .. } = db;
-    let caller = runtime(&url, &clock).await;
+    let caller = db.runtime().await;
     for round in 0..5 {
         for actor in 0..4 {
             caller
@@ -184,7 +201,7 @@ async fn workers_in_two_processes_share_the_actors_and_keep_each_ones_order() {
                 .unwrap();
         }
     }
-    let workers: Vec<Runtime> = [runtime(&url, &clock).await, runtime(&url, &clock).await].into();
+    let workers: Vec<Runtime> = [db.runtime().await, db.runtime().await].into();
     let running: Vec<_> = workers
         .iter()
         .cloned()
@@ -196,16 +213,10 @@ async fn workers_in_two_processes_share_the_actors_and_keep_each_ones_order() {
         })
         .collect();
 
-    let done = eventually(Duration::from_secs(30), || {
-        let url = url.clone();
-        async move {
-            scalar(
-                &url,
-                "SELECT COUNT(*) FROM solid_messages WHERE status = 'completed'",
-            )
+    let done = eventually(Duration::from_secs(30), || async {
+        db.scalar("SELECT COUNT(*) FROM solid_messages WHERE status = 'completed'")
             .await
-                == 20
-        }
+            == 20
     })
     .await;
     for runtime in &workers {
@@ -229,16 +240,15 @@ async fn an_overdue_reminder_fires_once_after_a_restart_even_with_two_processes_
     let Some(db) = TestDatabase::fresh().await else {
         return;
     };
-    let TestDatabase { url, clock, .. } = db;
-    let before = runtime(&url, &clock).await;
+    let before = db.runtime().await;
     let show = before.reference::<SeatInventory>("show");
     show.open_show(5).await.unwrap();
     show.hold("h-1", "ana", 2).await.unwrap();
     before.close().await;
 
-    clock.advance(Duration::from_secs(16 * 60));
-    let first = runtime(&url, &clock).await;
-    let second = runtime(&url, &clock).await;
+    db.clock.advance(Duration::from_secs(16 * 60));
+    let first = db.runtime().await;
+    let second = db.runtime().await;
     let _ = first.reference::<SeatInventory>("show");
     let _ = second.reference::<SeatInventory>("show");
     let fired = together(2, |process| {
@@ -247,14 +257,7 @@ async fn an_overdue_reminder_fires_once_after_a_restart_even_with_two_processes_
         } else {
             second.clone()
         };
-        async move {
-            runtime
-                .testing()
-                .run_due_reminders()
-                .await
-                .unwrap()
-                .occurrences_fired
-        }
+        async move { fire_due_reminders(&runtime).await }
     })
     .await;
 
@@ -271,9 +274,8 @@ async fn application_rows_commit_with_the_turn_or_roll_back_with_a_rejection() {
     let Some(db) = TestDatabase::fresh().await else {
         return;
     };
-    let TestDatabase { url, clock, .. } = db;
-    let runtime = runtime(&url, &clock).await;
-    let pool = application_pool(&url).await;
+    let runtime = db.runtime().await;
+    let pool = application_pool(&db.url).await;
     sqlx::query("CREATE TABLE notes (entry TEXT NOT NULL)")
         .execute(&pool)
         .await
@@ -287,7 +289,7 @@ async fn application_rows_commit_with_the_turn_or_roll_back_with_a_rejection() {
         "withdrawn"
     );
 
-    assert_eq!(scalar(&url, "SELECT COUNT(*) FROM notes").await, 1);
+    assert_eq!(db.scalar("SELECT COUNT(*) FROM notes").await, 1);
     assert_eq!(journal.snapshot().await.unwrap().entries, ["kept"]);
     runtime.close().await;
 }
@@ -297,16 +299,12 @@ async fn a_call_waits_for_a_turn_held_elsewhere_only_until_its_timeout() {
     let Some(db) = TestDatabase::fresh().await else {
         return;
     };
-    let TestDatabase { url, clock, .. } = db;
-    let runtime = runtime(&url, &clock).await;
+    let runtime = db.runtime().await;
     let journal = runtime.reference::<Journal>("j");
     journal.record("first").await.unwrap();
-    let other_process = application_pool(&url).await;
-    let mut turn_elsewhere = other_process.begin().await.unwrap();
-    sqlx::query("SELECT 1 FROM solid_instances WHERE actor_id = 'j' FOR UPDATE")
-        .execute(&mut *turn_elsewhere)
-        .await
-        .unwrap();
+    let (other_process, turn_elsewhere) = db
+        .holding("SELECT 1 FROM solid_instances WHERE actor_id = 'j' FOR UPDATE")
+        .await;
 
     let result = journal
         .clone()
@@ -325,7 +323,7 @@ async fn a_call_waits_for_a_turn_held_elsewhere_only_until_its_timeout() {
     assert!(waiting_on.contains("held"), "{waiting_on}");
     turn_elsewhere.rollback().await.unwrap();
     other_process.close().await;
-    assert_eq!(scalar(&url, "SELECT COUNT(*) FROM solid_messages").await, 1);
+    assert_eq!(db.scalar("SELECT COUNT(*) FROM solid_messages").await, 1);
     assert_eq!(journal.record("third").await.unwrap(), 2);
     runtime.close().await;
 }
@@ -405,10 +403,8 @@ async fn a_queued_turn_whose_writes_wait_past_a_callers_timeout_counts_no_attemp
     let Some(db) = TestDatabase::fresh().await else {
         return;
     };
-    let TestDatabase { url, clock, .. } = db;
-    let runtime = builder(&url, 8)
-        .clock(clock.clone())
-        .policy(AllowAll)
+    let runtime = db
+        .builder(8)
         .workers(0)
         .sync_timeout(Duration::from_millis(700))
         .start()
@@ -417,12 +413,9 @@ async fn a_queued_turn_whose_writes_wait_past_a_callers_timeout_counts_no_attemp
     let journal = runtime.reference::<Journal>("j");
     assert_eq!(journal.follow_up("k".to_owned()).await.unwrap(), 0);
     journal.enqueue().follow_up("k".to_owned()).await.unwrap();
-    let other_process = application_pool(&url).await;
-    let mut turn_elsewhere = other_process.begin().await.unwrap();
-    sqlx::query("SELECT 1 FROM solid_reminders WHERE actor_id = 'j' FOR UPDATE")
-        .fetch_all(&mut *turn_elsewhere)
-        .await
-        .unwrap();
+    let (other_process, turn_elsewhere) = db
+        .holding("SELECT 1 FROM solid_reminders WHERE actor_id = 'j' FOR UPDATE")
+        .await;
 
     let result = journal.record("after".to_owned()).await;
 
@@ -437,11 +430,11 @@ async fn a_queued_turn_whose_writes_wait_past_a_callers_timeout_counts_no_attemp
     turn_elsewhere.rollback().await.unwrap();
     other_process.close().await;
     let counted = "SELECT COUNT(*) FROM solid_messages WHERE attempts > 0 AND status = 'ready'";
-    assert_eq!(scalar(&url, counted).await, 0);
+    assert_eq!(db.scalar(counted).await, 0);
     assert_eq!(journal.record("again".to_owned()).await.unwrap(), 2);
     let first_time =
         "SELECT COUNT(*) FROM solid_messages WHERE status = 'completed' AND attempts = 1";
-    assert_eq!(scalar(&url, first_time).await, 4);
+    assert_eq!(db.scalar(first_time).await, 4);
     runtime.close().await;
 }
 
@@ -454,16 +447,12 @@ async fn a_call_that_waited_for_the_lock_sees_what_the_turn_it_waited_for_enqueu
     let Some(db) = TestDatabase::fresh().await else {
         return;
     };
-    let TestDatabase { url, clock, .. } = db;
-    let runtime = runtime(&url, &clock).await;
+    let runtime = db.runtime().await;
     let journal = runtime.reference::<Journal>("j");
     journal.record("warm").await.unwrap();
-    let other_process = application_pool(&url).await;
-    let mut turn_elsewhere = other_process.begin().await.unwrap();
-    sqlx::query("SELECT 1 FROM solid_instances WHERE actor_id = 'j' FOR UPDATE")
-        .execute(&mut *turn_elsewhere)
-        .await
-        .unwrap();
+    let (other_process, mut turn_elsewhere) = db
+        .holding("SELECT 1 FROM solid_instances WHERE actor_id = 'j' FOR UPDATE")
+        .await;
     sqlx::query(
         "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments, request_id,
                                      status, attempts, available_at, created_at)
@@ -479,7 +468,7 @@ async fn a_call_that_waited_for_the_lock_sees_what_the_turn_it_waited_for_enqueu
         let journal = journal.clone();
         async move { journal.record("second").await }
     });
-    let observer = crate::backend::observer(&url).await;
+    let observer = crate::backend::observer(&db.url).await;
     let waiting = eventually(Duration::from_secs(10), || {
         let observer = observer.clone();
         async move {
@@ -507,9 +496,8 @@ async fn concurrent_calls_with_one_idempotency_key_run_once_across_processes() {
     let Some(db) = TestDatabase::fresh().await else {
         return;
     };
-    let TestDatabase { url, clock, .. } = db;
-    let first = runtime(&url, &clock).await;
-    let second = runtime(&url, &clock).await;
+    let first = db.runtime().await;
+    let second = db.runtime().await;
 
     let results = together(6, |call| {
         let runtime = if call % 2 == 0 { &first } else { &second };
@@ -520,43 +508,12 @@ async fn concurrent_calls_with_one_idempotency_key_run_once_across_processes() {
 
     assert_eq!(results, vec![1; 6]);
     assert_eq!(
-        first
-            .reference::<Journal>("j")
-            .snapshot()
-            .await
-            .unwrap()
-            .entries,
+        state_of::<Journal>(&first, "j").await.entries,
         ["only once"]
     );
-    assert_eq!(scalar(&url, "SELECT COUNT(*) FROM solid_messages").await, 1);
+    assert_eq!(db.scalar("SELECT COUNT(*) FROM solid_messages").await, 1);
     first.close().await;
     second.close().await;
-}
-
-/// Tells the world a journal entry was kept.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Announce {
-    entry: String,
-}
-
-impl solid_objects::Effect for Announce {
-    const NAME: &'static str = "announce";
-    type Output = ();
-}
-
-/// A journal that announces its entries.
-#[actor]
-#[derive(Default)]
-struct Herald {
-    announced: u32,
-}
-
-#[actor]
-impl Herald {
-    #[command]
-    fn keep(&mut self, turn: &mut Turn<Self>, entry: String) {
-        turn.emit(Announce { entry });
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -564,33 +521,29 @@ async fn an_effect_claimed_by_two_processes_at_once_runs_once() {
     let Some(db) = TestDatabase::fresh().await else {
         return;
     };
-    let TestDatabase { url, clock, .. } = db;
     let runs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut processes = Vec::new();
     for _ in 0..2 {
         let runs = std::sync::Arc::clone(&runs);
-        let runtime = builder(&url, 4)
-            .clock(clock.clone())
-            .policy(AllowAll)
-            .effect(
-                move |announce: Announce, context: solid_objects::EffectContext| {
-                    let runs = std::sync::Arc::clone(&runs);
-                    async move {
-                        runs.lock()
-                            .unwrap()
-                            .push((announce.entry, context.id().to_owned()));
-                        Ok::<(), Failure>(())
-                    }
-                },
-            )
+        let runtime = db
+            .builder(4)
+            .effect(move |noted: Noted, context: solid_objects::EffectContext| {
+                let runs = std::sync::Arc::clone(&runs);
+                async move {
+                    runs.lock()
+                        .unwrap()
+                        .push((noted.name, context.id().to_owned()));
+                    Ok::<(), Failure>(())
+                }
+            })
             .start()
             .await
             .unwrap();
         processes.push(runtime);
     }
     processes[0]
-        .reference::<Herald>("h")
-        .keep("first")
+        .reference::<Tally>("h")
+        .note("first")
         .await
         .unwrap();
 
@@ -615,20 +568,19 @@ async fn a_runtime_on_the_applications_own_pool() {
     let Some(db) = TestDatabase::fresh().await else {
         return;
     };
-    let TestDatabase { url, clock, .. } = db;
-    let pool = application_pool(&url).await;
+    let pool = application_pool(&db.url).await;
     sqlx::query("CREATE TABLE notes (entry TEXT NOT NULL)")
         .execute(&pool)
         .await
         .unwrap();
     // The application's pool, of the backend's own type.
-    let builder = if url.starts_with("postgres://") {
-        Runtime::builder().postgres_pool(sqlx::PgPool::connect(&url).await.unwrap())
+    let builder = if db.on_postgres() {
+        Runtime::builder().postgres_pool(sqlx::PgPool::connect(&db.url).await.unwrap())
     } else {
-        Runtime::builder().mysql_pool(sqlx::MySqlPool::connect(&url).await.unwrap())
+        Runtime::builder().mysql_pool(sqlx::MySqlPool::connect(&db.url).await.unwrap())
     };
     let runtime = builder
-        .clock(clock.clone())
+        .clock(db.clock.clone())
         .policy(AllowAll)
         .start()
         .await
@@ -644,11 +596,8 @@ async fn a_runtime_on_the_applications_own_pool() {
         .expect("closing the runtime leaves the application's pool open");
     assert_eq!(notes, 1);
     assert_eq!(
-        scalar(
-            &url,
-            "SELECT COUNT(*) FROM solid_messages WHERE status = 'completed'"
-        )
-        .await,
+        db.scalar("SELECT COUNT(*) FROM solid_messages WHERE status = 'completed'")
+            .await,
         1
     );
 }
@@ -659,7 +608,7 @@ async fn a_commit_in_one_process_wakes_the_idle_workers_of_another() {
     let Some(db) = TestDatabase::fresh().await else {
         return;
     };
-    let caller = runtime(&db.url, &db.clock).await;
+    let caller = db.runtime().await;
     let (workers, running) = running_workers(&db, true).await;
     if db.on_postgres() {
         let listening = eventually(Duration::from_secs(10), || async {
@@ -670,26 +619,15 @@ async fn a_commit_in_one_process_wakes_the_idle_workers_of_another() {
     }
     let before = workers.stats().work_notices;
 
-    let queued = caller
-        .reference::<Journal>("j")
-        .enqueue()
-        .record("from another process")
-        .await
-        .unwrap();
+    let queued = enqueue_in_j(&caller, "from another process").await;
 
-    let noticed = eventually(Duration::from_secs(10), || async {
-        workers.stats().work_notices > before
-    })
-    .await;
+    let noticed = noticed_beyond(&workers, before, Duration::from_secs(10)).await;
     assert!(
         noticed,
         "the enqueue's commit reached the other runtime as a notice"
     );
     // Only the other runtime's worker runs it (the caller runs no workers).
-    let ran = eventually(Duration::from_secs(10), || async {
-        matches!(queued.status().await, Ok(MessageStatus::Completed))
-    })
-    .await;
+    let ran = completes(&queued, Duration::from_secs(10)).await;
     assert!(ran);
     assert_eq!(
         caller.stats().work_notices,
@@ -709,27 +647,17 @@ async fn wake_ups_come_back_after_the_server_kills_their_connections() {
     let Some(db) = TestDatabase::fresh().await else {
         return;
     };
-    let caller = runtime(&db.url, &db.clock).await;
+    let caller = db.runtime().await;
     let (workers, running) = running_workers(&db, true).await;
-    let first = caller
-        .reference::<Journal>("j")
-        .enqueue()
-        .record("before")
-        .await
-        .unwrap();
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            matches!(first.status().await, Ok(MessageStatus::Completed))
-        })
-        .await
-    );
-    let killed = if db.url.starts_with("postgres://") {
+    let first = enqueue_in_j(&caller, "before").await;
+    assert!(completes(&first, Duration::from_secs(10)).await);
+    let killed = if db.on_postgres() {
         listeners(&db.url).await
     } else {
         Vec::new()
     };
     kill_other_connections(&db.url).await;
-    if db.url.starts_with("postgres://") {
+    if db.on_postgres() {
         // A notice sent before the workers listen again is heard by nobody (their pass at
         // the reconnection finds its work instead): this commit waits until they listen.
         let listening = eventually(Duration::from_secs(15), || async {
@@ -740,22 +668,10 @@ async fn wake_ups_come_back_after_the_server_kills_their_connections() {
         assert!(listening, "the workers listen again after the kill");
     }
     let before = workers.stats().work_notices;
-    let queued = caller
-        .reference::<Journal>("j")
-        .enqueue()
-        .record("after the kill")
-        .await
-        .unwrap();
-    let noticed = eventually(Duration::from_secs(15), || async {
-        workers.stats().work_notices > before
-    })
-    .await;
-    let ran = eventually(Duration::from_secs(10), || async {
-        matches!(queued.status().await, Ok(MessageStatus::Completed))
-    })
-    .await;
-    workers.shutdown();
-    let _ = tokio::time::timeout(Duration::from_secs(10), running).await;
+    let queued = enqueue_in_j(&caller, "after the kill").await;
+    let noticed = noticed_beyond(&workers, before, Duration::from_secs(15)).await;
+    let ran = completes(&queued, Duration::from_secs(10)).await;
+    stop_workers(&workers, running).await;
     caller.close().await;
     assert!(noticed && ran, "noticed {noticed}, ran {ran}");
 }
@@ -770,17 +686,9 @@ async fn a_runtime_that_enqueues_and_closes_at_once_still_wakes_another_process(
     };
     let (workers, running) = running_workers(&db, true).await;
     // A first enqueue from a runtime that stays open, heard: the workers listen.
-    let first = runtime(&db.url, &db.clock).await;
-    first
-        .reference::<Journal>("j")
-        .enqueue()
-        .record("first")
-        .await
-        .unwrap();
-    let listening = eventually(Duration::from_secs(10), || async {
-        workers.stats().work_notices > 0
-    })
-    .await;
+    let first = db.runtime().await;
+    enqueue_in_j(&first, "first").await;
+    let listening = noticed_beyond(&workers, 0, Duration::from_secs(10)).await;
     assert!(listening, "the workers' runtime hears another's enqueue");
     first.close().await;
     let journal = workers.reference::<Journal>("j");
@@ -791,24 +699,15 @@ async fn a_runtime_that_enqueues_and_closes_at_once_still_wakes_another_process(
     assert!(first_ran, "the workers ran the first message");
 
     let before = workers.stats().work_notices;
-    let caller = runtime(&db.url, &db.clock).await;
-    caller
-        .reference::<Journal>("j")
-        .enqueue()
-        .record("and gone")
-        .await
-        .unwrap();
+    let caller = db.runtime().await;
+    enqueue_in_j(&caller, "and gone").await;
     caller.close().await;
-    let noticed = eventually(Duration::from_secs(10), || async {
-        workers.stats().work_notices > before
-    })
-    .await;
+    let noticed = noticed_beyond(&workers, before, Duration::from_secs(10)).await;
     let ran = eventually(Duration::from_secs(10), || async {
         journal.snapshot().await.is_ok_and(|j| j.entries.len() == 2)
     })
     .await;
-    workers.shutdown();
-    let _ = tokio::time::timeout(Duration::from_secs(10), running).await;
+    stop_workers(&workers, running).await;
     workers.close().await;
     assert!(
         noticed,
@@ -855,19 +754,15 @@ pub(crate) async fn running_workers(
     db: &TestDatabase,
     listen: bool,
 ) -> (Runtime, tokio::task::JoinHandle<Result<(), Error>>) {
-    let workers = builder(&db.url, 4)
-        .clock(db.clock.clone())
-        .policy(AllowAll)
+    let workers = db
+        .builder(4)
         .actor::<Journal>()
         .workers(1)
         .listen(listen)
         .start()
         .await
         .unwrap();
-    let running = tokio::spawn({
-        let workers = workers.clone();
-        async move { workers.run().await }
-    });
+    let running = run_workers(&workers);
     (workers, running)
 }
 
@@ -890,19 +785,11 @@ async fn workers_told_not_to_listen_find_work_from_another_process_by_polling() 
     let Some(db) = TestDatabase::fresh().await else {
         return;
     };
-    let caller = runtime(&db.url, &db.clock).await;
+    let caller = db.runtime().await;
     let (workers, running) = running_workers(&db, false).await;
-    let queued = caller
-        .reference::<Journal>("j")
-        .enqueue()
-        .record("from another process")
-        .await
-        .unwrap();
+    let queued = enqueue_in_j(&caller, "from another process").await;
 
-    let ran = eventually(Duration::from_secs(10), || async {
-        matches!(queued.status().await, Ok(MessageStatus::Completed))
-    })
-    .await;
+    let ran = completes(&queued, Duration::from_secs(10)).await;
     assert!(ran, "an idle worker's poll finds the message");
     assert_eq!(workers.stats().work_notices, 0);
     if db.on_postgres() {
@@ -921,7 +808,7 @@ async fn pausing_or_resuming_twice_changes_nothing_the_second_time() {
     let Some(db) = TestDatabase::fresh().await else {
         return;
     };
-    let runtime = runtime(&db.url, &db.clock).await;
+    let runtime = db.runtime().await;
     runtime
         .reference::<Journal>("j")
         .record("one")
@@ -959,9 +846,9 @@ async fn a_runtime_that_may_not_migrate_starts_only_on_this_builds_schema() {
     let operator = || builder(&db.url, 2).policy(AllowAll).apply_migrations(false);
     let refused = operator().start().await;
     assert!(matches!(refused, Err(Error::NoSchema)), "{refused:?}");
-    assert_eq!(scalar(&db.url, tables).await, 0, "no table was created");
+    assert_eq!(db.scalar(tables).await, 0, "no table was created");
 
-    runtime(&db.url, &db.clock).await.close().await;
+    db.runtime().await.close().await;
     operator()
         .start()
         .await
@@ -996,14 +883,13 @@ async fn a_test_database_of_its_own_holds_only_its_tests_reminders_and_is_droppe
     let Some(db) = TestDatabase::fresh().await else {
         return;
     };
-    let TestDatabase { url, clock, .. } = db;
-    let first = solid_objects::TestDatabase::create(&url).await.unwrap();
-    let second = solid_objects::TestDatabase::create(&url).await.unwrap();
+    let first = solid_objects::TestDatabase::create(&db.url).await.unwrap();
+    let second = solid_objects::TestDatabase::create(&db.url).await.unwrap();
     assert_ne!(first.url(), second.url());
     let start = |database: &solid_objects::TestDatabase| {
         database
             .builder(4)
-            .clock(clock.clone())
+            .clock(db.clock.clone())
             .policy(AllowAll)
             .start()
     };
@@ -1013,7 +899,7 @@ async fn a_test_database_of_its_own_holds_only_its_tests_reminders_and_is_droppe
         show.open_show(5).await.unwrap();
         show.hold("h-1", "ana", 2).await.unwrap();
     }
-    clock.advance(Duration::from_secs(16 * 60));
+    db.clock.advance(Duration::from_secs(16 * 60));
 
     let ran = one.testing().run_due_reminders().await.unwrap();
     assert_eq!(
@@ -1046,7 +932,7 @@ async fn a_test_database_of_its_own_holds_only_its_tests_reminders_and_is_droppe
     first.drop_database().await.unwrap();
     drop(second);
     for name in [first_name, second_name] {
-        assert!(!database_exists(&url, &name).await, "{name} was dropped");
+        assert!(!database_exists(&db.url, &name).await, "{name} was dropped");
     }
 }
 
@@ -1083,11 +969,10 @@ async fn a_test_database_is_dropped_while_a_transaction_is_still_open_on_it() {
     let Some(db) = TestDatabase::fresh().await else {
         return;
     };
-    let TestDatabase { url, clock, .. } = db;
-    let database = solid_objects::TestDatabase::create(&url).await.unwrap();
+    let database = solid_objects::TestDatabase::create(&db.url).await.unwrap();
     let runtime = database
         .builder(2)
-        .clock(clock.clone())
+        .clock(db.clock.clone())
         .policy(AllowAll)
         .start()
         .await
@@ -1109,7 +994,7 @@ async fn a_test_database_is_dropped_while_a_transaction_is_still_open_on_it() {
     let dropped = database.drop_database().await;
     let took = started.elapsed();
 
-    let exists = database_exists(&url, &name).await;
+    let exists = database_exists(&db.url, &name).await;
     drop(open);
     runtime.close().await;
     assert!(
@@ -1126,48 +1011,14 @@ async fn a_test_database_prints_no_password() {
     let Some(db) = TestDatabase::fresh().await else {
         return;
     };
-    let TestDatabase { url, .. } = db;
     // Both throwaway servers accept any password (trust; skip-grant-tables).
-    let with_password = url.replacen("@", ":hunter2@", 1);
+    let with_password = db.url.replacen("@", ":hunter2@", 1);
     let database = solid_objects::TestDatabase::create(&with_password)
         .await
         .unwrap();
     let printed = format!("{database:?}");
     database.drop_database().await.unwrap();
     assert!(!printed.contains("hunter2"), "{printed}");
-}
-
-/// A tally whose turns can be held at a named gate (crate::support::gates) while they hold
-/// the actor's lock.
-#[actor]
-#[derive(Default)]
-struct Tally {
-    count: u32,
-}
-
-#[actor]
-impl Tally {
-    /// Adds one, after waiting at `gate`.
-    #[command]
-    async fn add_at(&mut self, gate: String) -> u32 {
-        crate::support::gates::gate(&gate).pass().await;
-        self.count += 1;
-        self.count
-    }
-
-    /// Adds one.
-    #[command]
-    fn add(&mut self) -> u32 {
-        self.count += 1;
-        self.count
-    }
-
-    /// Refuses, after waiting at `gate`.
-    #[command]
-    async fn refuse_at(&mut self, gate: String) -> Result<u32, Rejection> {
-        crate::support::gates::gate(&gate).pass().await;
-        Err(reject!(refused, "Refused at {gate}"))
-    }
 }
 
 /// A rejected turn of an actor that never held state deletes the row its lock held; a call
@@ -1179,15 +1030,14 @@ async fn a_call_waiting_behind_a_never_lived_actors_rejected_turn_keeps_the_acto
     let Some(db) = TestDatabase::fresh().await else {
         return;
     };
-    let TestDatabase { url, clock, .. } = db;
-    let refusing = runtime(&url, &clock).await;
-    let waiting = runtime(&url, &clock).await;
-    let third = runtime(&url, &clock).await;
+    let refusing = db.runtime().await;
+    let waiting = db.runtime().await;
+    let third = db.runtime().await;
     let tally_id = "tally";
     assert!(refusing.admin().pause("Tally", tally_id).await.unwrap());
     assert!(refusing.admin().resume("Tally", tally_id).await.unwrap());
     let (refuse_gate, add_gate) = ("never-lived-refuse", "never-lived-add");
-    let observer = crate::backend::observer(&url).await;
+    let observer = crate::backend::observer(&db.url).await;
     let sessions_waiting = || {
         let observer = observer.clone();
         async move {
@@ -1200,7 +1050,7 @@ async fn a_call_waiting_behind_a_never_lived_actors_rejected_turn_keeps_the_acto
         let tally = refusing.reference::<Tally>(tally_id);
         async move { tally.refuse_at(refuse_gate.to_owned()).await }
     });
-    crate::support::gates::gate(refuse_gate).reached(1).await;
+    gate(refuse_gate).reached(1).await;
     // Another process's call waits for that lock.
     let first_add = tokio::spawn({
         let tally = waiting.reference::<Tally>(tally_id);
@@ -1210,10 +1060,10 @@ async fn a_call_waiting_behind_a_never_lived_actors_rejected_turn_keeps_the_acto
         eventually(Duration::from_secs(10), sessions_waiting).await,
         "the second call never came to wait for the actor's lock"
     );
-    crate::support::gates::gate(refuse_gate).open();
+    gate(refuse_gate).open();
     assert_eq!(rejection_code(refused.await.unwrap()), "refused");
     // The waiting call's turn runs, and holds the actor at its gate.
-    crate::support::gates::gate(add_gate).reached(1).await;
+    gate(add_gate).reached(1).await;
 
     // A third call must wait for it.
     let second_add = tokio::spawn({
@@ -1225,7 +1075,7 @@ async fn a_call_waiting_behind_a_never_lived_actors_rejected_turn_keeps_the_acto
     })
     .await;
     assert!(settled, "the third call neither waited nor finished");
-    crate::support::gates::gate(add_gate).open();
+    gate(add_gate).open();
 
     let mut answers = vec![
         first_add.await.unwrap().unwrap(),
@@ -1238,12 +1088,7 @@ async fn a_call_waiting_behind_a_never_lived_actors_rejected_turn_keeps_the_acto
         "the two increments ran one after the other"
     );
     assert_eq!(
-        third
-            .reference::<Tally>(tally_id)
-            .snapshot()
-            .await
-            .unwrap()
-            .count,
+        state_of::<Tally>(&third, tally_id).await.count,
         2,
         "no increment was lost"
     );

@@ -26,7 +26,9 @@ use solid_objects::prelude::*;
 use solid_objects::GroupCommit;
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, Connection};
+use support::fixtures::{application_pool, on_application_pool};
 use support::steps::{completed, create_steps, grouped, stored_steps};
+use support::workers::run_workers;
 use support::{eventually, together, Harness};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
@@ -1136,10 +1138,7 @@ async fn worker_turns_and_sync_calls_mixed_each_run_once() {
         .start()
         .await
         .unwrap();
-    let workers = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
+    let workers = run_workers(&runtime);
     let answers = together(12, |caller| {
         let runtime = runtime.clone();
         async move {
@@ -1207,10 +1206,7 @@ async fn shutdown_with_deadline_under_load_leaves_whole_turns_and_a_free_file() 
             .await
             .unwrap();
     }
-    let workers = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
+    let workers = run_workers(&runtime);
     let callers = tokio::spawn({
         let runtime = runtime.clone();
         async move {
@@ -1339,19 +1335,8 @@ async fn close_while_a_group_is_open_with_waiters() {
 async fn an_application_pool_still_takes_turns_one_commit_each() {
     let harness = Harness::new();
     create_tables(&harness.path()).await;
-    let options = SqliteConnectOptions::new()
-        .filename(harness.path())
-        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
-        .busy_timeout(Duration::from_secs(10));
-    let pool = sqlx::sqlite::SqlitePoolOptions::new()
-        .max_connections(4)
-        .connect_with(options)
-        .await
-        .unwrap();
-    let runtime = Runtime::builder()
-        .sqlite_pool(pool.clone())
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
+    let pool = application_pool(&harness, 4, Some(Duration::from_secs(10))).await;
+    let runtime = on_application_pool(&harness, pool.clone())
         .actor::<Probe>()
         .start()
         .await

@@ -11,8 +11,12 @@ use std::time::{Duration, Instant};
 use solid_objects::prelude::*;
 use solid_objects::{EffectContext, MessageStatus};
 
-use crate::cases::wedges::{within, Charge, Counter, Till};
+use crate::support::counter::{the_previous_builds_delayed_message_waits, Counter};
+use crate::support::effect_actors::{Charge, Till};
+use crate::support::fixtures::{started_on, started_with, started_without_fsync, FileHolder};
 use crate::support::gates::gate;
+use crate::support::operator::dead_effects;
+use crate::support::workers::{answered, run_workers, within};
 use crate::support::{count, eventually, previous_build_rows, Harness};
 
 /// A handler that runs a slow query of its own on the turn's SQLite connection (a report, a
@@ -46,22 +50,10 @@ impl Grinder {
 /// finds the database locked until the query ends. The attempt is not even counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handler_stuck_in_its_own_sqlite_query_frees_the_writer_at_the_turn_timeout() {
-    let harness = Harness::new();
-    let runtime = harness
-        .store()
-        .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
-        .turn_timeout(Duration::from_millis(300))
-        .start()
-        .await
-        .unwrap();
-    let grinding = runtime
-        .reference::<Grinder>("g")
-        .enqueue()
-        .grind()
-        .await
-        .unwrap();
+    let (_harness, runtime) =
+        started_with(|builder| builder.turn_timeout(Duration::from_millis(300))).await;
+    let grinder = runtime.reference::<Grinder>("g");
+    let grinding = grinder.enqueue().grind().await.unwrap();
 
     let started = Instant::now();
     let drained = within(30, "the drain", runtime.testing().drain()).await;
@@ -94,13 +86,9 @@ async fn a_handler_stuck_in_its_own_sqlite_query_frees_the_writer_at_the_turn_ti
 /// it is).
 #[tokio::test]
 async fn an_enqueue_while_another_process_writes_gets_a_typed_timeout_not_database_locked() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let counter = runtime.reference::<Counter>("c");
+    let (harness, runtime, counter) = started_on::<Counter>("c").await;
     counter.bump().await.unwrap();
-    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(harness.path());
-    let outsider = sqlx::SqlitePool::connect_with(options).await.unwrap();
-    let holding = outsider.begin_with("BEGIN IMMEDIATE").await.unwrap();
+    let outsider = FileHolder::take(&harness).await;
 
     let enqueued = within(
         30,
@@ -113,8 +101,7 @@ async fn an_enqueue_while_another_process_writes_gets_a_typed_timeout_not_databa
     )
     .await
     .map(|_| ());
-    holding.rollback().await.unwrap();
-    outsider.close().await;
+    outsider.release().await;
     runtime.close().await;
 
     assert!(
@@ -130,13 +117,9 @@ async fn an_enqueue_while_another_process_writes_gets_a_typed_timeout_not_databa
 /// other process holds the file until the long call has waited half a second.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_waits_for_another_process_until_its_own_deadline_after_a_shorter_call() {
-    let harness = Harness::new();
-    let runtime = harness.start().await;
-    let counter = runtime.reference::<Counter>("c");
+    let (harness, runtime, counter) = started_on::<Counter>("c").await;
     counter.bump().await.unwrap();
-    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(harness.path());
-    let outsider = sqlx::SqlitePool::connect_with(options).await.unwrap();
-    let holding = outsider.begin_with("BEGIN IMMEDIATE").await.unwrap();
+    let outsider = FileHolder::take(&harness).await;
 
     let short = counter
         .clone()
@@ -155,9 +138,8 @@ async fn a_call_waits_for_another_process_until_its_own_deadline_after_a_shorter
         early.is_err(),
         "the long call ended while the other process held the file: {early:?}"
     );
-    holding.rollback().await.unwrap();
+    outsider.release().await;
     let long = within(30, "the long call", long).await.unwrap();
-    outsider.close().await;
     runtime.close().await;
 
     assert_eq!(
@@ -179,54 +161,24 @@ async fn upgrading_a_sqlite_database_keeps_delayed_messages_waiting() {
         .filename(harness.path())
         .create_if_missing(true);
     let old = sqlx::SqlitePool::connect_with(options).await.unwrap();
-    sqlx::raw_sql(
-        "CREATE TABLE solid_schema_migrations (
-             version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)",
-    )
-    .execute(&old)
-    .await
-    .unwrap();
-    sqlx::raw_sql(include_str!("../../migrations/sqlite/0001_actors.sql"))
-        .execute(&old)
-        .await
-        .unwrap();
-    sqlx::raw_sql(include_str!("../../migrations/sqlite/0002_effects.sql"))
-        .execute(&old)
-        .await
-        .unwrap();
-    sqlx::raw_sql(&format!(
+    let applied = format!(
         "INSERT INTO solid_schema_migrations VALUES (1, 'actors', datetime('now'));
          INSERT INTO solid_schema_migrations VALUES (2, 'effects', datetime('now'));
          {}",
         previous_build_rows(now, later)
-    ))
-    .execute(&old)
-    .await
-    .unwrap();
+    );
+    for sql in [
+        "CREATE TABLE solid_schema_migrations (
+             version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)",
+        include_str!("../../migrations/sqlite/0001_actors.sql"),
+        include_str!("../../migrations/sqlite/0002_effects.sql"),
+        &applied,
+    ] {
+        sqlx::raw_sql(sql).execute(&old).await.unwrap();
+    }
     old.close().await;
 
-    let runtime = harness.start().await;
-    let counter = runtime.reference::<Counter>("c");
-    // The control: a message this build enqueues with a delay waits.
-    let control = runtime.reference::<Counter>("control");
-    control
-        .enqueue()
-        .delay(Duration::from_secs(3600))
-        .bump()
-        .await
-        .unwrap();
-    let ran = runtime.testing().drain().await;
-    let value = counter.snapshot().await.unwrap().n;
-    assert_eq!(control.snapshot().await.unwrap().n, 0, "the control ran");
-    let delayed = runtime.message("delayed-request").await.unwrap().unwrap();
-    let status = delayed.status().await.unwrap();
-    runtime.close().await;
-
-    assert_eq!(
-        value, 0,
-        "a message delayed by an hour ran right after the upgrade (drain: {ran:?}; it is \
-         {status:?})"
-    );
+    the_previous_builds_delayed_message_waits(harness.start().await).await;
 }
 
 /// Finishing an effect checks the lease by its attempt count, which an operator's retry
@@ -240,10 +192,8 @@ async fn a_stale_effect_runner_cannot_overwrite_a_retried_effect() {
     let harness = Harness::new();
     let start = || async {
         harness
-            .store()
+            .builder()
             .await
-            .clock(harness.clock.clone())
-            .policy(AllowAll)
             .effect(|_: Charge, _: EffectContext| async move {
                 match INVOCATIONS.fetch_add(1, Ordering::SeqCst) {
                     0 => {
@@ -262,11 +212,8 @@ async fn a_stale_effect_runner_cannot_overwrite_a_retried_effect() {
     };
     let first = start().await.unwrap();
     let second = start().await.unwrap();
-    first
-        .reference::<Till>("t")
-        .ring_up("x".to_owned())
-        .await
-        .unwrap();
+    let till = first.reference::<Till>("t");
+    till.ring_up("x".to_owned()).await.unwrap();
 
     // The first runner claims the effect and stalls past its lease.
     let stale = tokio::spawn({
@@ -279,15 +226,7 @@ async fn a_stale_effect_runner_cannot_overwrite_a_retried_effect() {
     within(30, "the second runner", second.testing().run_effects())
         .await
         .unwrap();
-    let dead = second
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status(solid_objects::admin::EffectStatus::Dead)
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_effects(&second).await;
     assert_eq!(dead.len(), 1, "the effect died");
     assert!(second.admin().retry_effect(dead[0].id).await.unwrap());
     let retry = tokio::spawn({
@@ -302,15 +241,7 @@ async fn a_stale_effect_runner_cannot_overwrite_a_retried_effect() {
     gate("stale-retry").open();
     within(30, "the retry", retry).await.unwrap().ok();
 
-    let dead = first
-        .admin()
-        .effects(
-            &solid_objects::admin::EffectFilter::new()
-                .status(solid_objects::admin::EffectStatus::Dead)
-                .limit(10),
-        )
-        .await
-        .unwrap();
+    let dead = dead_effects(&first).await;
     let done = count(&harness, "solid_effects WHERE status = 'done'").await;
     first.close().await;
     second.close().await;
@@ -329,16 +260,7 @@ async fn a_stale_effect_runner_cannot_overwrite_a_retried_effect() {
 /// cap, and the ready message behind them is never reached.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_newer_builds_broadcast_never_starves_a_ready_message() {
-    let harness = Harness::new();
-    let runtime = harness
-        .store_without_fsync()
-        .await
-        .clock(harness.clock.clone())
-        .policy(AllowAll)
-        .actor::<Counter>()
-        .start()
-        .await
-        .unwrap();
+    let (harness, runtime) = started_without_fsync(|builder| builder.actor::<Counter>()).await;
     let options = sqlx::sqlite::SqliteConnectOptions::new().filename(harness.path());
     let outside = sqlx::SqlitePool::connect_with(options).await.unwrap();
     sqlx::raw_sql(
@@ -351,16 +273,9 @@ async fn a_newer_builds_broadcast_never_starves_a_ready_message() {
     .execute(&outside)
     .await
     .unwrap();
-    let ready = runtime
-        .reference::<Counter>("ready")
-        .enqueue()
-        .bump()
-        .await
-        .unwrap();
-    let run = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.run().await }
-    });
+    let counter = runtime.reference::<Counter>("ready");
+    let ready = counter.enqueue().bump().await.unwrap();
+    let run = run_workers(&runtime);
 
     let noted = || async {
         sqlx::query_scalar::<_, i64>(
@@ -377,10 +292,7 @@ async fn a_newer_builds_broadcast_never_starves_a_ready_message() {
         noted().await >= 10_000 || ready.result().await.unwrap().is_some()
     })
     .await;
-    let served = eventually(Duration::from_secs(10), || async {
-        ready.result().await.unwrap().is_some()
-    })
-    .await;
+    let served = answered(&ready, Duration::from_secs(10)).await;
     let noted = noted().await;
     runtime.shutdown();
     run.abort();

@@ -10,13 +10,13 @@
 //! [`Galera::shared`] is one cluster for every test of a process; [`Galera::start`] is a
 //! cluster of the test's own, whose nodes it may kill and bring back.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use super::postgres::free_port;
+use super::mariadb::{binary, Mariadbd};
+use super::servers::{database_name, free_port, skipped};
 
 /// The Galera library Debian's `galera-4` installs.
 pub const PROVIDER: &str = "/usr/lib/galera/libgalera_smm.so";
@@ -27,25 +27,21 @@ pub const NODES: usize = 3;
 /// How long a node may take to start, join and be synced (an SST included).
 const JOIN_WITHIN: Duration = Duration::from_secs(180);
 
-static DATABASES: AtomicU32 = AtomicU32::new(0);
-
-/// One node: its ports, its temp dir, and the watchdog shell that runs its `mariadbd`.
+/// One node: its `mariadbd`, and the ports it talks to the other nodes on.
 struct Node {
-    dir: PathBuf,
-    /// The client port.
-    port: u16,
+    server: Mariadbd,
     /// Group communication (`base_port`), incremental state transfer, and the rsync
     /// daemon a joiner runs for a full state transfer.
     group_port: u16,
     ist_port: u16,
     sst_port: u16,
-    watchdog: Option<Child>,
 }
 
 /// A running three-node cluster; every node is killed on drop.
 pub struct Galera {
-    dir: tempfile::TempDir,
     nodes: Vec<Node>,
+    /// Holds the nodes' directories; declared after the nodes, so dropped after them.
+    dir: tempfile::TempDir,
 }
 
 impl Galera {
@@ -54,50 +50,22 @@ impl Galera {
     /// except under CI (`CI` set), where it panics.
     pub fn start() -> Option<Self> {
         if let Some(missing) = missing() {
-            assert!(std::env::var_os("CI").is_none(), "{missing}");
-            eprintln!("skipped: {missing}");
-            return None;
+            return skipped(missing);
         }
         let dir = tempfile::tempdir().expect("a temp dir");
         let nodes = (0..NODES)
-            .map(|index| {
-                let node_dir = dir.path().join(format!("node{index}"));
-                std::fs::create_dir_all(node_dir.join("data")).expect("a node dir");
-                Node {
-                    dir: node_dir,
-                    port: free_port(),
-                    group_port: free_port(),
-                    ist_port: free_port(),
-                    sst_port: free_port(),
-                    watchdog: None,
-                }
+            .map(|index| Node {
+                server: Mariadbd::new(dir.path().join(format!("node{index}")), server_user()),
+                group_port: free_port(),
+                ist_port: free_port(),
+                sst_port: free_port(),
             })
             .collect();
-        let mut cluster = Self { dir, nodes };
-        let install = binary("mariadb-install-db").expect("mariadb-install-db beside mariadbd");
-        let installed = Command::new(install)
-            .args(["--no-defaults", "--auth-root-authentication-method=normal"])
-            .arg("--skip-test-db")
-            .arg(format!("--user={}", server_user()))
-            .arg(format!(
-                "--datadir={}",
-                path(&cluster.nodes[0].dir.join("data"))
-            ))
-            .output()
-            .expect("mariadb-install-db runs");
-        assert!(
-            installed.status.success(),
-            "mariadb-install-db failed: {}",
-            String::from_utf8_lossy(&installed.stderr)
-        );
-        if server_user() == "mysql" {
-            let owned = Command::new("chown")
-                .args(["-R", "mysql:mysql"])
-                .arg(cluster.dir.path())
-                .status()
-                .expect("chown runs");
-            assert!(owned.success(), "chown of the cluster's dir to mysql");
-        }
+        let mut cluster = Self { nodes, dir };
+        // The server user writes the nodes' temporary files from the bootstrap on.
+        cluster.own_by_server_user();
+        cluster.nodes[0].server.install();
+        cluster.own_by_server_user();
         cluster.launch(0, true);
         cluster.wait_until_synced(&[0], 1);
         for index in 1..NODES {
@@ -106,6 +74,14 @@ impl Galera {
             cluster.wait_until_synced(&up, up.len());
         }
         Some(cluster)
+    }
+
+    /// [`Galera::start`] on a blocking thread (the start waits for the nodes), for an async
+    /// test of its own cluster.
+    pub async fn start_aside() -> Option<Self> {
+        tokio::task::spawn_blocking(Self::start)
+            .await
+            .expect("the cluster starts")
     }
 
     /// One cluster for every test of this process.
@@ -117,19 +93,8 @@ impl Galera {
     /// A new, empty database, created through the first node and present on every node once
     /// this returns; its name.
     pub async fn database(&self) -> String {
-        let name = format!(
-            "galera_{}_{}",
-            std::process::id(),
-            DATABASES.fetch_add(1, Ordering::Relaxed)
-        );
-        let admin = sqlx::MySqlPool::connect(&self.url(0, ""))
-            .await
-            .expect("the first node accepts connections");
-        sqlx::raw_sql(&format!("CREATE DATABASE {name}"))
-            .execute(&admin)
-            .await
-            .expect("CREATE DATABASE");
-        admin.close().await;
+        let name = database_name("galera");
+        self.nodes[0].server.create_database(&name).await;
         for node in 0..NODES {
             let deadline = Instant::now() + Duration::from_secs(30);
             loop {
@@ -151,25 +116,14 @@ impl Galera {
 
     /// The URL of `database` on node `node` (from 0).
     pub fn url(&self, node: usize, database: &str) -> String {
-        format!(
-            "mysql://root@127.0.0.1:{}/{database}",
-            self.nodes[node].port
-        )
+        self.nodes[node].server.url(database)
     }
 
     /// SIGKILLs node `node`'s `mariadbd`, and waits until the other nodes have a cluster of
     /// two without it.
     pub fn kill_node(&mut self, node: usize) {
-        let pid = std::fs::read_to_string(self.pid_file(node)).expect("the node's pid file");
-        let killed = Command::new("kill")
-            .args(["-9", pid.trim()])
-            .status()
-            .expect("kill runs");
-        assert!(killed.success(), "kill -9 of node {node}'s mariadbd");
-        if let Some(mut watchdog) = self.nodes[node].watchdog.take() {
-            let _ = watchdog.wait();
-        }
-        let _ = std::fs::remove_file(self.pid_file(node));
+        let killed = self.nodes[node].server.kill();
+        assert!(killed, "kill -9 of node {node}'s mariadbd");
         let others: Vec<usize> = (0..NODES).filter(|other| *other != node).collect();
         self.wait_until_synced(&others, others.len());
     }
@@ -184,89 +138,43 @@ impl Galera {
 
     /// The node's error log, for a failing test's message.
     pub fn error_log(&self, node: usize) -> String {
-        std::fs::read_to_string(self.nodes[node].dir.join("error.log")).unwrap_or_default()
+        self.nodes[node].server.error_log()
     }
 
-    /// Runs node `node`'s `mariadbd` under a watchdog shell that kills it once this process
-    /// is gone; the first node of a new cluster bootstraps it.
+    /// Runs node `node`'s `mariadbd` with the cluster's options; the first node of a new
+    /// cluster bootstraps it.
     fn launch(&mut self, node: usize, bootstrap: bool) {
-        let server = binary("mariadbd").expect("mariadbd");
         let addresses: Vec<String> = self
             .nodes
             .iter()
             .map(|node| format!("127.0.0.1:{}", node.group_port))
             .collect();
-        let this = &self.nodes[node];
-        // Once this process is gone (a shared cluster is never dropped), the watchdog also
-        // removes the node's files, and the last one the cluster's dir.
-        let watchdog = format!(
-            "\"$0\" \"$@\" & server=$!; echo $server > {pid}; \
-             while kill -0 {parent} 2>/dev/null && kill -0 $server 2>/dev/null; do sleep 1; done; \
-             kill -9 $server 2>/dev/null; \
-             if ! kill -0 {parent} 2>/dev/null; then \
-             sleep 1; rm -rf {dir}; rmdir {root} 2>/dev/null; fi",
-            pid = path(&self.pid_file(node)),
-            parent = std::process::id(),
-            dir = path(&this.dir),
-            root = path(self.dir.path()),
-        );
-        let mut command = Command::new("sh");
-        command
-            .args(["-c", &watchdog])
-            .arg(server)
-            .args(["--no-defaults", "--skip-grant-tables"])
-            .arg(format!("--user={}", server_user()))
-            .arg(format!("--datadir={}", path(&this.dir.join("data"))))
-            .arg(format!("--port={}", this.port))
-            .arg("--bind-address=127.0.0.1")
-            .arg(format!("--socket={}", path(&this.dir.join("sock"))))
-            .arg(format!("--log-error={}", path(&this.dir.join("error.log"))))
-            .arg(format!(
-                "--pid-file={}",
-                path(&this.dir.join("mariadbd.pid"))
-            ))
-            .args([
-                "--innodb-buffer-pool-size=64M",
-                "--innodb-log-file-size=32M",
-                "--innodb-flush-log-at-trx-commit=2",
-                "--skip-name-resolve",
-                "--max-connections=400",
-                "--max-allowed-packet=64M",
-                "--wsrep-on=ON",
-                "--binlog-format=ROW",
-                "--innodb-autoinc-lock-mode=2",
-                "--default-storage-engine=InnoDB",
-                "--wsrep-sst-method=rsync",
-            ])
-            .arg(format!("--wsrep-provider={PROVIDER}"))
-            .arg(format!("--wsrep-node-name=node{node}"))
-            .arg(format!(
-                "--wsrep-cluster-address=gcomm://{}",
-                addresses.join(",")
-            ))
-            .arg(format!(
-                "--wsrep-node-address=127.0.0.1:{}",
-                this.group_port
-            ))
-            .arg(format!(
-                "--wsrep-sst-receive-address=127.0.0.1:{}",
-                this.sst_port
-            ))
-            .arg(format!(
+        let this = &mut self.nodes[node];
+        let mut options: Vec<String> = [
+            "--wsrep-on=ON",
+            "--binlog-format=ROW",
+            "--innodb-autoinc-lock-mode=2",
+            "--default-storage-engine=InnoDB",
+            "--wsrep-sst-method=rsync",
+        ]
+        .map(str::to_owned)
+        .into();
+        options.extend([
+            format!("--wsrep-provider={PROVIDER}"),
+            format!("--wsrep-node-name=node{node}"),
+            format!("--wsrep-cluster-address=gcomm://{}", addresses.join(",")),
+            format!("--wsrep-node-address=127.0.0.1:{}", this.group_port),
+            format!("--wsrep-sst-receive-address=127.0.0.1:{}", this.sst_port),
+            format!(
                 "--wsrep-provider-options=base_port={};ist.recv_addr=127.0.0.1:{};\
                  gcache.size=64M",
                 this.group_port, this.ist_port
-            ));
+            ),
+        ]);
         if bootstrap {
-            command.arg("--wsrep-new-cluster");
+            options.push("--wsrep-new-cluster".to_owned());
         }
-        let watchdog = command
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("mariadbd starts");
-        self.nodes[node].watchdog = Some(watchdog);
+        this.server.launch(&options);
     }
 
     /// Waits until each of `nodes` answers, is `Synced` and sees a cluster of `size`.
@@ -295,6 +203,18 @@ impl Galera {
         }
     }
 
+    /// Gives the cluster's directory to the user the servers run as, where that is `mysql`.
+    fn own_by_server_user(&self) {
+        if server_user() == "mysql" {
+            let owned = Command::new("chown")
+                .args(["-R", "mysql:mysql"])
+                .arg(self.dir.path())
+                .status()
+                .expect("chown runs");
+            assert!(owned.success(), "chown of the cluster's dir to mysql");
+        }
+    }
+
     /// Node `node`'s wsrep status (name, value), empty while it does not answer.
     fn status(&self, node: usize) -> Vec<(String, String)> {
         let Some(client) = binary("mariadb") else {
@@ -302,7 +222,7 @@ impl Galera {
         };
         let output = Command::new(client)
             .args(["--no-defaults", "-h127.0.0.1", "-uroot", "-N", "-B"])
-            .arg(format!("-P{}", self.nodes[node].port))
+            .arg(format!("-P{}", self.nodes[node].server.port()))
             .arg("--connect-timeout=2")
             .args(["-e", "SHOW STATUS LIKE 'wsrep%'"])
             .stderr(Stdio::null())
@@ -315,24 +235,6 @@ impl Galera {
             .filter_map(|line| line.split_once('\t'))
             .map(|(name, value)| (name.to_owned(), value.to_owned()))
             .collect()
-    }
-
-    fn pid_file(&self, node: usize) -> PathBuf {
-        self.nodes[node].dir.join("server.pid")
-    }
-}
-
-impl Drop for Galera {
-    fn drop(&mut self) {
-        for node in 0..NODES {
-            if let Ok(pid) = std::fs::read_to_string(self.pid_file(node)) {
-                let _ = Command::new("kill").args(["-9", pid.trim()]).status();
-            }
-            // With the server gone, the watchdog's loop ends.
-            if let Some(mut watchdog) = self.nodes[node].watchdog.take() {
-                let _ = watchdog.wait();
-            }
-        }
     }
 }
 
@@ -353,29 +255,16 @@ fn server_user() -> &'static str {
     })
 }
 
-fn path(path: &Path) -> &str {
-    path.to_str().expect("a UTF-8 temp path")
-}
-
 /// Why no cluster can start here (`None` when `mariadbd`, the Galera library and rsync are
 /// on the machine).
 pub fn missing() -> Option<&'static str> {
-    if binary("mariadbd").is_none() {
-        Some("MariaDB not found (mariadbd); install mariadb-server to run this test")
-    } else if !Path::new(PROVIDER).exists() {
-        Some("Galera not found (/usr/lib/galera/libgalera_smm.so); install galera-4")
-    } else if binary("rsync").is_none() {
-        Some("rsync not found (a joining Galera node's state transfer); install rsync")
-    } else {
-        None
-    }
-}
-
-/// A MariaDB program on the PATH or in /usr/sbin, /usr/bin.
-fn binary(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
-        .map(|dir| dir.join(name))
-        .find(|candidate| candidate.exists())
+    super::mariadb::missing().or_else(|| {
+        if !Path::new(PROVIDER).exists() {
+            Some("Galera not found (/usr/lib/galera/libgalera_smm.so); install galera-4")
+        } else if binary("rsync").is_none() {
+            Some("rsync not found (a joining Galera node's state transfer); install rsync")
+        } else {
+            None
+        }
+    })
 }

@@ -8,20 +8,36 @@
 
 #![allow(dead_code)]
 
+pub mod actors;
 pub mod browser;
+pub mod cancellation;
+pub mod charts;
+pub mod children;
 pub mod commit_cutter;
+pub mod counter;
+pub mod desk;
+pub mod each_backend;
+pub mod effect_actors;
 pub mod endpoint;
+pub mod fixtures;
 pub mod galera;
 pub mod gates;
+pub mod journal;
 pub mod mariadb;
 pub mod mariadb_replication;
 pub mod migrating;
+pub mod operator;
+pub mod policies;
 pub mod postgres;
 pub mod postgres_cluster;
 pub mod release_dumps;
+pub mod runtimes;
+pub mod servers;
 pub mod steps;
+pub mod stored_rows;
 pub mod subscription;
 pub mod telemetry;
+pub mod workers;
 
 pub use postgres::free_port;
 
@@ -316,6 +332,18 @@ pub fn rejection_code<T: Debug>(result: Result<T, Error>) -> String {
         Err(Error::Rejected(rejection)) => rejection.code().to_owned(),
         other => panic!("expected a rejection, got {other:?}"),
     }
+}
+
+/// How many of `results` succeeded, and the codes of the rejections the others ended with,
+/// in order; panics on any other error.
+pub fn held_and_rejected<T: Debug>(results: Vec<Result<T, Error>>) -> (usize, Vec<String>) {
+    let held = results.iter().filter(|result| result.is_ok()).count();
+    let rejected = results
+        .into_iter()
+        .filter(|result| result.is_err())
+        .map(rejection_code)
+        .collect();
+    (held, rejected)
 }
 
 /// Runs `tasks` futures on the runtime's worker threads, released together by a barrier;

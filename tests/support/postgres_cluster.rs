@@ -12,22 +12,20 @@
 //! and by a watchdog shell when the test process ends without dropping it. As root the
 //! tools run as the `postgres` user, as [`PgServer`](super::postgres::PgServer)'s do.
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use sqlx::{Connection, PgConnection};
 use tokio::time::Instant;
 
-use super::postgres::{binaries, chown_to_postgres, free_port, is_root, missing, path, run_tool};
+use super::postgres::{PgTools, USER};
+use super::servers::{free_port, path};
 
 /// How long a server may take to stream to its primary, or a primary to accept commits.
 const READY_WAIT: Duration = Duration::from_secs(60);
 /// How often the cluster looks at a server while waiting for it.
 const POLL: Duration = Duration::from_millis(50);
-/// The user every server is created with (a superuser, trusted on loopback).
-const USER: &str = "solid";
 
 /// Whether the primary waits for its standby to apply a commit before acknowledging it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,8 +39,7 @@ pub enum Replication {
 /// A primary and its standby; stopped and removed on drop.
 pub struct PgCluster {
     dir: tempfile::TempDir,
-    bin: PathBuf,
-    run_as_postgres: bool,
+    tools: PgTools,
     replication: Replication,
     /// Each server's port; its data directory is `dir/node-<index>`.
     ports: [u16; 2],
@@ -61,31 +58,25 @@ impl PgCluster {
     /// primary's synchronous standby). Without PostgreSQL binaries on the machine it returns
     /// `None` (the test then says it skipped), except under CI (`CI` set), where it panics.
     pub async fn start(replication: Replication) -> Option<Self> {
-        let Some(bin) = binaries() else {
-            let missing = missing().expect("no binaries");
-            assert!(std::env::var_os("CI").is_none(), "{missing}");
-            eprintln!("skipped: {missing}");
-            return None;
-        };
-        let run_as_postgres = is_root();
-        let dir = tempfile::tempdir().expect("a temp dir");
-        if run_as_postgres {
-            chown_to_postgres(dir.path());
-        }
+        let tools = PgTools::find()?;
         let mut cluster = Self {
-            dir,
-            bin,
-            run_as_postgres,
+            dir: tools.temp_dir(),
+            tools,
             replication,
             ports: [free_port(), free_port()],
             primary: 0,
             standby_running: false,
             watchdog: None,
         };
-        cluster.stop_when_this_process_ends();
+        let data = [cluster.data(0), cluster.data(1)];
+        cluster.watchdog = Some(
+            cluster
+                .tools
+                .stop_when_this_process_ends(cluster.dir.path(), &data),
+        );
         cluster.create_primary();
         cluster.start_server(0);
-        cluster.run(
+        cluster.tools.run(
             "pg_basebackup",
             &[
                 "-h",
@@ -114,20 +105,7 @@ impl PgCluster {
     /// copied by `pg_basebackup`, the standbys' configuration too), keeping little WAL.
     fn create_primary(&self) {
         let data = self.data(0);
-        self.run(
-            "initdb",
-            &[
-                "-D",
-                path(&data),
-                "-A",
-                "trust",
-                "-U",
-                USER,
-                "-E",
-                "UTF8",
-                "--no-sync",
-            ],
-        );
+        self.tools.initdb(&data);
         let (synchronous_standby_names, synchronous_commit) = match self.replication {
             Replication::Synchronous => ("*", "remote_apply"),
             Replication::Asynchronous => ("", "local"),
@@ -158,12 +136,7 @@ impl PgCluster {
 
     /// A new, empty database on the primary (and so on the standby); returns its name.
     pub async fn database(&self) -> String {
-        static DATABASES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let name = format!(
-            "test_{}_{}",
-            std::process::id(),
-            DATABASES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        );
+        let name = super::servers::database_name("test");
         let mut admin = self.connect(self.primary, "postgres").await;
         sqlx::query(&format!("CREATE DATABASE {name}"))
             .execute(&mut admin)
@@ -202,16 +175,9 @@ impl PgCluster {
     /// Stops the primary at once, as a crash would (`pg_ctl -m immediate stop`): its
     /// connections break and nothing more commits until a standby is promoted.
     pub fn kill_primary(&self) {
-        self.run(
-            "pg_ctl",
-            &[
-                "-D",
-                path(&self.data(self.primary)),
-                "-m",
-                "immediate",
-                "stop",
-            ],
-        );
+        if let Err(error) = self.tools.stop(&self.data(self.primary)) {
+            panic!("{error}");
+        }
     }
 
     /// Promotes the standby (`pg_ctl promote -w`) and lets it commit alone (its
@@ -219,7 +185,7 @@ impl PgCluster {
     pub async fn promote_standby(&mut self) {
         assert!(self.standby_running, "there is no standby to promote");
         let standby = 1 - self.primary;
-        self.run(
+        self.tools.run(
             "pg_ctl",
             &["-D", path(&self.data(standby)), "-w", "promote"],
         );
@@ -246,7 +212,7 @@ impl PgCluster {
             "host=127.0.0.1 port={} user={USER} dbname=postgres",
             self.ports[self.primary]
         );
-        self.run(
+        self.tools.run(
             "pg_rewind",
             &[
                 "--target-pgdata",
@@ -329,19 +295,8 @@ impl PgCluster {
     /// Starts server `server` on its port (`pg_ctl -w start`).
     fn start_server(&self, server: usize) {
         let options = format!("-p {}", self.ports[server]);
-        self.run(
-            "pg_ctl",
-            &[
-                "-D",
-                path(&self.data(server)),
-                "-o",
-                &options,
-                "-l",
-                path(&self.log_path(server)),
-                "-w",
-                "start",
-            ],
-        );
+        self.tools
+            .start(&self.data(server), &options, &self.log_path(server));
     }
 
     fn data(&self, server: usize) -> PathBuf {
@@ -356,41 +311,6 @@ impl PgCluster {
     pub fn log(&self, server: usize) -> String {
         std::fs::read_to_string(self.log_path(server)).unwrap_or_default()
     }
-
-    /// Runs a PostgreSQL tool; panics with its output if it fails.
-    fn run(&self, program: &str, args: &[&str]) {
-        if let Err(error) = run_tool(&self.bin, self.run_as_postgres, program, args) {
-            panic!("{error}");
-        }
-    }
-
-    /// Starts a shell that waits for this process to end, then stops both servers and
-    /// removes their directory.
-    fn stop_when_this_process_ends(&mut self) {
-        let stop = if self.run_as_postgres {
-            "runuser -u postgres -- \"$1\" -D \"$2/node-$n\" -m immediate stop"
-        } else {
-            "\"$1\" -D \"$2/node-$n\" -m immediate stop"
-        };
-        let watchdog = format!(
-            "while kill -0 {parent} 2>/dev/null; do sleep 1; done; \
-             for n in 0 1; do {stop}; done; rm -rf \"$2\"",
-            parent = std::process::id(),
-        );
-        // A process group of its own, so that whatever ends this process's group leaves
-        // the watchdog to do its work.
-        let watchdog = Command::new("sh")
-            .process_group(0)
-            .args(["-c", &watchdog, "watchdog"])
-            .arg(self.bin.join("pg_ctl"))
-            .arg(self.dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the watchdog shell starts");
-        self.watchdog = Some(watchdog);
-    }
 }
 
 impl Drop for PgCluster {
@@ -398,13 +318,7 @@ impl Drop for PgCluster {
         // A server that is not running has nothing to stop; a failure here must not panic
         // while a failed test is already unwinding.
         for server in 0..2 {
-            let data = self.data(server);
-            let _ = run_tool(
-                &self.bin,
-                self.run_as_postgres,
-                "pg_ctl",
-                &["-D", path(&data), "-m", "immediate", "stop"],
-            );
+            let _ = self.tools.stop(&self.data(server));
         }
         if let Some(mut watchdog) = self.watchdog.take() {
             let _ = watchdog.kill();

@@ -18,6 +18,8 @@ use crate::client::workers::Workers;
 use crate::engine::{Engine, EngineConfig};
 use crate::error::{Error, Result};
 use crate::limits::{GroupCommit, Limits, RetryPolicy};
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+use crate::store::server_pool::ServerOptions;
 #[cfg(feature = "sqlite")]
 use crate::store::sqlite::{IntoSqliteFile, SqliteFile, SqliteOptions, SqliteStore};
 use crate::store::{SchemaMode, Store};
@@ -450,29 +452,29 @@ impl Builder {
                 Arc::new(SqliteStore::with_pool(pool, schema).await?)
             }
             #[cfg(feature = "postgres")]
-            Some(Database::PostgresUrl { url, connections }) => Arc::new(
-                crate::store::postgres::PostgresStore::open(
-                    &url,
+            Some(Database::PostgresUrl { url, connections }) => {
+                let options = ServerOptions {
+                    url: &url,
                     connections,
-                    self.connect_timeout,
+                    connect_timeout: self.connect_timeout,
                     schema,
-                )
-                .await?,
-            ),
+                };
+                Arc::new(crate::store::postgres::PostgresStore::open(options).await?)
+            }
             #[cfg(feature = "postgres")]
             Some(Database::PostgresPool(pool)) => {
                 Arc::new(crate::store::postgres::PostgresStore::with_pool(pool, schema).await?)
             }
             #[cfg(feature = "mysql")]
-            Some(Database::MySqlUrl { url, connections }) => Arc::new(
-                crate::store::mysql::MySqlStore::open(
-                    &url,
+            Some(Database::MySqlUrl { url, connections }) => {
+                let options = ServerOptions {
+                    url: &url,
                     connections,
-                    self.connect_timeout,
+                    connect_timeout: self.connect_timeout,
                     schema,
-                )
-                .await?,
-            ),
+                };
+                Arc::new(crate::store::mysql::MySqlStore::open(options).await?)
+            }
             #[cfg(feature = "mysql")]
             Some(Database::MySqlPool(pool)) => {
                 Arc::new(crate::store::mysql::MySqlStore::with_pool(pool, schema).await?)

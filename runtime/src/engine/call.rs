@@ -22,7 +22,9 @@ use crate::actor::{Actor, Operations};
 use crate::error::{Error, Result};
 use crate::limits::deadline_after;
 use crate::store::ErrorKinds;
-use crate::store::{ActorKey, LockWait, MessageLookup, MessageRecord, NewMessage, Transaction};
+use crate::store::{
+    ActorKey, ActorLock, LockWait, MessageLookup, MessageRecord, NewMessage, Transaction,
+};
 use crate::trace_context::TraceContext;
 
 /// How long past the caller's deadline the failure of its turn may take to be recorded.
@@ -323,12 +325,12 @@ impl Call<'_> {
         let held = self.turns.states().held(self.key);
         let known = held.as_ref().map(Held::version);
         let locked = tx
-            .lock_actor(
-                self.key,
-                LockWait::Wait,
-                micros(self.turns.core().now()),
+            .lock_actor(ActorLock {
+                actor: self.key,
+                wait: LockWait::Wait,
+                now: micros(self.turns.core().now()),
                 known,
-            )
+            })
             .await;
         let Some(locked) = (match locked {
             // The wait for the actor is bounded by the turn timeout too: a caller whose
@@ -483,6 +485,14 @@ impl Call<'_> {
         })
     }
 
+    /// The outcome of the message `lookup` finds, read by the call's deadline: `None` while
+    /// it has none (it has not run, or it waits for a retry).
+    async fn outcome_of(&self, lookup: MessageLookup<'_>) -> Result<Option<Outcome>> {
+        let record = self.turns.core().store().message(lookup);
+        let record = read_until(self.deadline, record).await?;
+        Ok(record.as_ref().and_then(Outcome::from_record))
+    }
+
     /// Stores the message of a synchronous call whose turn failed outside its handler, as
     /// a failed first attempt: it retries (or is dead) like any other. If the turn did
     /// commit (its commit's answer was lost), its message answers instead: it never runs
@@ -498,15 +508,11 @@ impl Call<'_> {
             error,
             retryable,
         } = failure;
-        let committed = self
-            .turns
-            .core()
-            .store()
-            .message(MessageLookup::RequestId(request_id));
-        if let Some(record) = read_until(self.deadline, committed).await? {
-            if let Some(outcome) = Outcome::from_record(&record) {
-                return Ok(outcome);
-            }
+        if let Some(outcome) = self
+            .outcome_of(MessageLookup::RequestId(request_id))
+            .await?
+        {
+            return Ok(outcome);
         }
         let now = self.turns.core().now();
         let progress = failed_progress(
@@ -624,15 +630,8 @@ impl Call<'_> {
                 waiting => waiting,
             };
             let waiting = waiting_on.insert(step.waiting_on(message_id));
-            let lookup = self
-                .turns
-                .core()
-                .store()
-                .message(MessageLookup::Id(message_id));
-            if let Some(record) = read_until(self.deadline, lookup).await? {
-                if let Some(outcome) = Outcome::from_record(&record) {
-                    return Ok(outcome);
-                }
+            if let Some(outcome) = self.outcome_of(MessageLookup::Id(message_id)).await? {
+                return Ok(outcome);
             }
             let pause = WAIT_POLL.min(self.deadline.saturating_duration_since(Instant::now()));
             self.turns.core().wait_for_work(pause).await;

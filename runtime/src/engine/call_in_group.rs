@@ -17,7 +17,7 @@ use super::written::{Uncommitted, Written};
 use super::{micros, paused};
 use crate::actor::Actor;
 use crate::store::ErrorKinds;
-use crate::store::{ActorKey, LockWait, MessageLookup, Transaction};
+use crate::store::{ActorKey, ActorLock, LockWait, MessageLookup, Transaction};
 use crate::trace_context::TraceContext;
 
 /// A call's message as a member carries it to its group's leader.
@@ -178,12 +178,12 @@ async fn member_steps<A: Actor>(
     let held = turns.states().held(key);
     let known = held.as_ref().map(Held::version);
     let locked = match tx
-        .lock_actor(
-            key,
-            LockWait::SkipMissing,
-            micros(turns.core().now()),
+        .lock_actor(ActorLock {
+            actor: key,
+            wait: LockWait::SkipMissing,
+            now: micros(turns.core().now()),
             known,
-        )
+        })
         .await
     {
         Ok(Some(locked)) => locked,

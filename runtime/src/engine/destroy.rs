@@ -13,7 +13,7 @@ use super::{micros, paused};
 use crate::error::Result;
 use crate::limits::deadline_after;
 use crate::store::ErrorKinds;
-use crate::store::{ActorKey, LockWait};
+use crate::store::{ActorKey, ActorLock};
 
 /// The destroy job: ending an actor's incarnation. It borrows the core, the states kept in
 /// memory (the destroyed one is forgotten) and the watchers it tells.
@@ -59,7 +59,7 @@ impl Destroy<'_> {
     async fn destroy_once(&self, key: ActorKey<'_, '_>, deadline: Instant) -> Result<()> {
         let mut tx = self.core.begin(Some(deadline)).await?;
         let locked = tx
-            .lock_actor(key, LockWait::Wait, micros(self.core.now()), None)
+            .lock_actor(ActorLock::waiting(key, micros(self.core.now())))
             .await?;
         if locked.is_some_and(|locked| locked.instance.paused) {
             Core::release(tx).await;

@@ -16,7 +16,9 @@ use crate::actor::operation_codec::decode_operation;
 use crate::actor::Actor;
 use crate::error::{Error, Result};
 use crate::store::ErrorKinds;
-use crate::store::{ActorKey, Instance, MessageProgress, StoredMessage, StoredStatus, Transaction};
+use crate::store::{
+    ActorKey, ActorLock, Instance, MessageProgress, StoredMessage, StoredStatus, Transaction,
+};
 
 /// How many times in a row a worker's turn that conflicts with other transactions (or whose
 /// commit goes unanswered) runs again in one pass before its message is left for a later
@@ -44,6 +46,17 @@ struct Taken {
     /// The state this process holds at the row's version, when the lock left it out.
     held_state: Option<Current>,
     head: StoredMessage,
+}
+
+/// What a head whose message or state does not decode comes to.
+#[derive(Debug, Clone, Copy)]
+enum Undecoded {
+    /// It waits, noted and uncounted, for a build that can read it.
+    Waits,
+    /// Its arguments never will decode: a dead letter at once.
+    Dead,
+    /// A failed attempt, retried as any other.
+    FailedAttempt,
 }
 
 /// The head's message and the actor's state, decoded, its transaction still open.
@@ -208,7 +221,12 @@ impl Turns<'_> {
         let held = self.states().held(key);
         let known = held.as_ref().map(Held::version);
         let Some(locked) = tx
-            .lock_actor(key, lock.wait(), micros(self.core().now()), known)
+            .lock_actor(ActorLock {
+                actor: key,
+                wait: lock.wait(),
+                now: micros(self.core().now()),
+                known,
+            })
             .await?
         else {
             // On PostgreSQL the skipped actor's row may have just been created.
@@ -285,37 +303,57 @@ impl Turns<'_> {
         );
         let message = match message {
             Ok(message) => message,
-            Err(error @ Error::UnknownOperation { .. }) => {
-                Core::release(tx).await;
-                self.note_waiting(head.id, &error).await?;
-                return Err(error);
-            }
-            // Arguments that do not decode never will: a dead letter at once.
+            // An operation this build does not know waits for a build that does; arguments
+            // that do not decode never will: a dead letter at once.
             Err(error) => {
-                Core::release(tx).await;
-                let step = self
-                    .count_failure::<A>(key, head, &error.to_string(), false)
-                    .await?;
-                return Ok(ControlFlow::Break(step));
+                let comes_to = match error {
+                    Error::UnknownOperation { .. } => Undecoded::Waits,
+                    _ => Undecoded::Dead,
+                };
+                return self.undecoded::<A, _>(tx, key, head, error, comes_to).await;
             }
         };
         let state = match decode_locked::<A>(key, instance, held_state) {
             Ok(state) => state,
             // A state this build cannot read yet (a newer build wrote it, or no migration
-            // starts from its version) waits, uncounted, for a build that can.
-            Err(error @ (Error::StateFromNewerBuild { .. } | Error::NoMigration { .. })) => {
-                Core::release(tx).await;
-                self.note_waiting(head.id, &error).await?;
-                return Err(error);
-            }
+            // starts from its version) waits, uncounted, for a build that can; any other is a
+            // failed attempt.
             Err(error) => {
-                Core::release(tx).await;
-                let step = self
-                    .count_failure::<A>(key, head, &error.to_string(), true)
-                    .await?;
-                return Ok(ControlFlow::Break(step));
+                let comes_to = match error {
+                    Error::StateFromNewerBuild { .. } | Error::NoMigration { .. } => {
+                        Undecoded::Waits
+                    }
+                    _ => Undecoded::FailedAttempt,
+                };
+                return self.undecoded::<A, _>(tx, key, head, error, comes_to).await;
             }
         };
         Ok(ControlFlow::Continue(Decoded { tx, message, state }))
+    }
+
+    /// Releases `tx` after `error` decoding `head`, which comes to what `comes_to` says: a
+    /// head that waits is noted and the error returned; any other counts a failed attempt,
+    /// and the step that counted it breaks the loop.
+    async fn undecoded<A: Actor, T>(
+        &self,
+        tx: Box<dyn Transaction>,
+        key: ActorKey<'static, '_>,
+        head: &StoredMessage,
+        error: Error,
+        comes_to: Undecoded,
+    ) -> Result<ControlFlow<Step, T>> {
+        Core::release(tx).await;
+        let retryable = match comes_to {
+            Undecoded::Waits => {
+                self.note_waiting(head.id, &error).await?;
+                return Err(error);
+            }
+            Undecoded::Dead => false,
+            Undecoded::FailedAttempt => true,
+        };
+        let step = self
+            .count_failure::<A>(key, head, &error.to_string(), retryable)
+            .await?;
+        Ok(ControlFlow::Break(step))
     }
 }

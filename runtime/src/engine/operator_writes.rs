@@ -10,7 +10,9 @@ use super::micros;
 use super::tail::{insert_ready, Enqueued, Origin};
 use crate::error::{Error, Result};
 use crate::store::admin_rows::AdminEventWrite;
-use crate::store::{ActorKey, InstanceWrite, LockWait, MessageLookup, MessageRecord, StoredStatus};
+use crate::store::{
+    ActorKey, ActorLock, InstanceWrite, MessageLookup, MessageRecord, StoredStatus,
+};
 use crate::trace_context::TraceContext;
 
 /// The operators' writes job. It borrows the core.
@@ -38,19 +40,10 @@ impl OperatorWrites<'_> {
             Retry::Enqueued(record, enqueued) => Ok((*record, enqueued)),
             Retry::Already => {
                 // Retried already (maybe a moment ago, by another operator): answer with that.
-                let record = self
-                    .core
-                    .store()
-                    .message(MessageLookup::Id(message_id))
-                    .await?
-                    .ok_or(Error::MessageNotFound)?;
-                let retry_id = record.retried_as.ok_or(Error::MessageNotFound)?;
+                let record = self.message(message_id).await?;
                 let retry = self
-                    .core
-                    .store()
-                    .message(MessageLookup::Id(retry_id))
-                    .await?
-                    .ok_or(Error::MessageNotFound)?;
+                    .message(record.retried_as.ok_or(Error::MessageNotFound)?)
+                    .await?;
                 let enqueued = Enqueued {
                     message_id: retry.id,
                     request_id: retry.request_id,
@@ -71,6 +64,13 @@ impl OperatorWrites<'_> {
             }
             Err(error) => Err(error),
         }
+    }
+
+    /// The message `message_id`, read outside any transaction.
+    async fn message(&self, message_id: i64) -> Result<MessageRecord> {
+        let lookup = MessageLookup::Id(message_id);
+        let record = self.core.store().message(lookup).await?;
+        record.ok_or(Error::MessageNotFound)
     }
 
     /// Enqueues a dead letter again, once; a retry of it committed meanwhile through another
@@ -191,7 +191,7 @@ impl OperatorWrites<'_> {
         };
         tx.write_instance(key, &write).await?;
         let read = tx
-            .lock_actor(key, LockWait::Wait, micros(self.core.now()), None)
+            .lock_actor(ActorLock::waiting(key, micros(self.core.now())))
             .await?;
         Core::release(tx).await;
         Ok(read.and_then(|locked| locked.instance.state))

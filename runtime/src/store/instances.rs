@@ -16,8 +16,8 @@ use super::messages::{DESTROY_READY_MESSAGES, HEAD_OF_MAILBOX};
 use super::query::{query, Dialect};
 use super::reminders::{Doomed, ReminderWrites};
 use super::{
-    rows, ActorKey, Bounds, CommittedActor, Instance, InstanceWrite, LockWait, LockedActor,
-    ReadConnections, StateNotice, StoredMessage, Version, WriteConnection,
+    rows, ActorKey, ActorLock, Bounds, CommittedActor, Instance, InstanceWrite, LockWait,
+    LockedActor, ReadConnections, StateNotice, StoredMessage, Version, WriteConnection,
 };
 use crate::error::{Error, Result};
 
@@ -349,11 +349,14 @@ pub(crate) trait RowLocks: WriteConnection {
 #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
 pub(crate) async fn lock_row<T: RowLocks>(
     tx: &mut T,
-    actor: ActorKey<'_, '_>,
-    wait: LockWait,
-    now: i64,
-    known: Option<Version>,
+    lock: ActorLock<'_, '_>,
 ) -> Result<Option<LockedActor>> {
+    let ActorLock {
+        actor,
+        wait,
+        now,
+        known,
+    } = lock;
     if let Some(instance) = select_instance(tx, actor, LOCK_INSTANCE_UNLESS_HELD, known).await? {
         return locked(tx, actor, instance, now).await;
     }

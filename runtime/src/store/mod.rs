@@ -77,6 +77,8 @@ pub(crate) mod postgres;
 pub(crate) mod query;
 pub(crate) mod reminders;
 mod rows;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) mod server_pool;
 #[cfg(feature = "simulation")]
 pub(crate) mod simulated;
 #[cfg(feature = "sqlite")]
@@ -252,6 +254,33 @@ pub(crate) enum LockWait {
     /// Skips an actor another transaction holds, and one whose row is missing (`None`):
     /// creating the row would wait for another transaction that inserts it too.
     SkipMissing,
+}
+
+/// What [`Transaction::lock_actor`] locks, and how.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ActorLock<'t, 'i> {
+    /// The actor whose row is locked.
+    pub(crate) actor: ActorKey<'t, 'i>,
+    /// What the lock does when another transaction holds the row, or the row is missing.
+    pub(crate) wait: LockWait,
+    /// The time the head of the mailbox is read as of, in microseconds.
+    pub(crate) now: i64,
+    /// The version of a state the caller holds in memory: a row still at it is locked
+    /// without its state being read.
+    pub(crate) known: Option<Version>,
+}
+
+impl<'t, 'i> ActorLock<'t, 'i> {
+    /// Locks `actor` as of `now`, waiting for a turn elsewhere (and creating a missing row),
+    /// with no state held in memory.
+    pub(crate) fn waiting(actor: ActorKey<'t, 'i>, now: i64) -> Self {
+        Self {
+            actor,
+            wait: LockWait::Wait,
+            now,
+            known: None,
+        }
+    }
 }
 
 /// An actor locked by a transaction: its row and the head of its mailbox.
@@ -637,6 +666,15 @@ impl Counters {
         self.commits.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts a committed transaction, and its commit if it was one of its own (not a
+    /// group's, whose commit the group counts).
+    pub(crate) fn committed(&self, alone: bool) {
+        self.transaction();
+        if alone {
+            self.commit();
+        }
+    }
+
     #[cfg(any(feature = "postgres", feature = "mysql"))]
     pub(crate) fn work_notice(&self) {
         self.work_notices.fetch_add(1, Ordering::Relaxed);
@@ -687,7 +725,9 @@ pub(crate) trait ReadConnections: Send + Sync {
     fn readers(&self) -> On<'_>;
 
     /// The SQL the store speaks.
-    fn dialect(&self) -> Dialect;
+    fn dialect(&self) -> Dialect {
+        self.readers().dialect()
+    }
 }
 
 /// A write transaction's connection, on which the writes traits run their statements.
@@ -696,7 +736,9 @@ pub(crate) trait WriteConnection: Send {
     fn on(&mut self) -> On<'_>;
 
     /// The SQL the transaction speaks.
-    fn dialect(&self) -> Dialect;
+    fn dialect(&mut self) -> Dialect {
+        self.on().dialect()
+    }
 
     /// The store's counters, which count each statement.
     fn counters(&self) -> &Counters;
@@ -707,7 +749,7 @@ pub(crate) trait WriteConnection: Send {
 
     /// Whether a `DELETE` can return the rows it deleted (`RETURNING`): SQLite, PostgreSQL
     /// and MariaDB can, MySQL cannot.
-    fn deletes_return_rows(&self) -> bool {
+    fn deletes_return_rows(&mut self) -> bool {
         self.dialect() != Dialect::MySql
     }
 }
@@ -851,19 +893,13 @@ pub(crate) trait Transaction:
     + Savepoints
 {
     /// Locks the actor's row until commit (creating it first if missing, so that two callers
-    /// of a new actor take turns, unless `wait` says otherwise) and reads the head of its
-    /// mailbox; `wait` says what it does when another transaction holds the actor, or its
-    /// row is missing. The head is as of `now`.
+    /// of a new actor take turns, unless the lock's `wait` says otherwise) and reads the head
+    /// of its mailbox; `wait` says what it does when another transaction holds the actor, or
+    /// its row is missing. The head is as of the lock's `now`.
     ///
-    /// When the row is still at the `known` version (a state the caller holds in memory),
-    /// its state is not read: the locked instance has that version and no state.
-    async fn lock_actor(
-        &mut self,
-        actor: ActorKey<'_, '_>,
-        wait: LockWait,
-        now: i64,
-        known: Option<Version>,
-    ) -> Result<Option<LockedActor>>;
+    /// When the row is still at the lock's `known` version (a state the caller holds in
+    /// memory), its state is not read: the locked instance has that version and no state.
+    async fn lock_actor(&mut self, lock: ActorLock<'_, '_>) -> Result<Option<LockedActor>>;
 
     /// When this transaction must be done by for the sake of the group commit it joined
     /// (SQLite): earlier members wait for it. `None` outside a group, or as its first member.

@@ -255,13 +255,6 @@ impl<DB: Database> OwnedTransaction<DB> {
         Ok(())
     }
 
-    /// Whether committing this transaction is a commit of its own (it is: the group commits
-    /// of SQLite's writer are another type).
-    #[cfg(any(feature = "postgres", feature = "mysql"))]
-    pub(crate) fn commits_alone(&self) -> bool {
-        true
-    }
-
     /// Closes the connection if the transaction is dropped while open, as if it were
     /// poisoned. sqlx's MySQL connection can lose its place in the protocol when a
     /// statement's future is dropped, and the pool's check of a returned connection then

@@ -152,6 +152,22 @@ pub(crate) enum On<'e> {
     Gated(&'e dyn Gate, Box<On<'e>>),
 }
 
+impl On<'_> {
+    /// The SQL spoken where statements run.
+    pub(crate) fn dialect(&self) -> Dialect {
+        match self {
+            #[cfg(feature = "sqlite")]
+            On::Sqlite(_) | On::SqlitePool(_) => Dialect::Sqlite,
+            #[cfg(feature = "postgres")]
+            On::Postgres(_) | On::PostgresPool(..) => Dialect::Postgres,
+            #[cfg(feature = "mysql")]
+            On::MySql(_) | On::MySqlPool(..) => Dialect::MySql,
+            #[cfg(feature = "simulation")]
+            On::Gated(_, inner) => inner.dialect(),
+        }
+    }
+}
+
 /// What a statement of a store that wraps another (the simulation's) waits for first: the
 /// wrapping store decides whether it runs, fails or never answers.
 #[cfg(feature = "simulation")]

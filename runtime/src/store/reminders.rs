@@ -3,7 +3,7 @@
 //!
 //! Firing a reminder takes no actor's lock: it appends a message and settles the reminder.
 
-use std::sync::LazyLock;
+use std::sync::OnceLock;
 
 use async_trait::async_trait;
 
@@ -79,22 +79,46 @@ impl Doomed<'_> {
             Self::Every => 1,
         }
     }
+
+    /// Its kind, which is all a statement's text depends on (the name and key are bound).
+    fn kind(self) -> Doomed<'static> {
+        match self {
+            Self::Named { .. } => Doomed::Named {
+                name: "",
+                key: None,
+            },
+            Self::Every => Doomed::Every,
+        }
+    }
+}
+
+/// A statement written once for each kind of [`Doomed`] at its first use, by `write`.
+struct PerDoomed {
+    write: fn(Doomed<'static>) -> String,
+    texts: [OnceLock<String>; 2],
+}
+
+impl PerDoomed {
+    /// A statement that `write` writes for a kind of [`Doomed`].
+    const fn new(write: fn(Doomed<'static>) -> String) -> Self {
+        Self {
+            write,
+            texts: [OnceLock::new(), OnceLock::new()],
+        }
+    }
+
+    /// The statement for the kind of `doomed`.
+    fn get(&'static self, doomed: Doomed<'_>) -> &'static str {
+        self.texts[doomed.index()].get_or_init(|| (self.write)(doomed.kind()))
+    }
 }
 
 /// Deletes the reminders `doomed` takes, and tallies those that were due before the minute
 /// they are deleted in as due until then ([`dropped_reminders`]), in one statement
 /// (PostgreSQL).
 fn delete_and_tally(doomed: Doomed<'_>) -> &'static str {
-    static TEXTS: [LazyLock<String>; 2] = [
-        LazyLock::new(|| {
-            delete_and_tally_text(Doomed::Named {
-                name: "",
-                key: None,
-            })
-        }),
-        LazyLock::new(|| delete_and_tally_text(Doomed::Every)),
-    ];
-    &TEXTS[doomed.index()]
+    static TEXTS: PerDoomed = PerDoomed::new(delete_and_tally_text);
+    TEXTS.get(doomed)
 }
 
 /// The text of [`delete_and_tally`].
@@ -138,33 +162,13 @@ fn tally_doomed_text(dialect: Dialect, doomed: Doomed<'_>) -> String {
 /// Deletes the reminders `doomed` takes (after [`tally_doomed`]), or (`returning`) deletes
 /// them and returns their due times, for a backend that returns what a `DELETE` deleted.
 fn delete_doomed(doomed: Doomed<'_>, returning: bool) -> &'static str {
-    static TEXTS: [[LazyLock<String>; 2]; 2] = [
-        [
-            LazyLock::new(|| {
-                delete_doomed_text(
-                    Doomed::Named {
-                        name: "",
-                        key: None,
-                    },
-                    "",
-                )
-            }),
-            LazyLock::new(|| delete_doomed_text(Doomed::Every, "")),
-        ],
-        [
-            LazyLock::new(|| {
-                delete_doomed_text(
-                    Doomed::Named {
-                        name: "",
-                        key: None,
-                    },
-                    " RETURNING due_at",
-                )
-            }),
-            LazyLock::new(|| delete_doomed_text(Doomed::Every, " RETURNING due_at")),
-        ],
-    ];
-    &TEXTS[usize::from(returning)][doomed.index()]
+    static TEXTS: PerDoomed = PerDoomed::new(|doomed| delete_doomed_text(doomed, ""));
+    static RETURNING: PerDoomed =
+        PerDoomed::new(|doomed| delete_doomed_text(doomed, " RETURNING due_at"));
+    match returning {
+        true => RETURNING.get(doomed),
+        false => TEXTS.get(doomed),
+    }
 }
 
 /// The text of [`delete_doomed`].

@@ -10,10 +10,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use super::query::{Dialect, Gate, On};
+use super::query::{Gate, On};
 use super::{
-    ActorKey, Bounds, Counters, LockWait, LockedActor, ReadConnections, Reads, StateNotices, Store,
-    Transaction, Version, WorkNotices, WriteConnection,
+    ActorLock, Bounds, Counters, LockedActor, ReadConnections, Reads, StateNotices, Store,
+    Transaction, WorkNotices, WriteConnection,
 };
 use crate::error::Result;
 use crate::simulation::{hold_clock, Fault, Schedule, Step};
@@ -76,10 +76,6 @@ async fn hang<T>(schedule: &dyn Schedule, step: Step) -> T {
 impl ReadConnections for SimulatedStore {
     fn readers(&self) -> On<'_> {
         On::Gated(&self.gate, Box::new(self.inner.readers()))
-    }
-
-    fn dialect(&self) -> Dialect {
-        Dialect::Sqlite
     }
 }
 
@@ -160,10 +156,6 @@ impl WriteConnection for SimulatedTransaction {
         On::Gated(&self.gate, Box::new(self.inner.on()))
     }
 
-    fn dialect(&self) -> Dialect {
-        self.inner.dialect()
-    }
-
     fn counters(&self) -> &Counters {
         self.inner.counters()
     }
@@ -175,15 +167,9 @@ impl WriteConnection for SimulatedTransaction {
 
 #[async_trait]
 impl Transaction for SimulatedTransaction {
-    async fn lock_actor(
-        &mut self,
-        actor: ActorKey<'_, '_>,
-        wait: LockWait,
-        now: i64,
-        known: Option<Version>,
-    ) -> Result<Option<LockedActor>> {
+    async fn lock_actor(&mut self, lock: ActorLock<'_, '_>) -> Result<Option<LockedActor>> {
         let _held = self.gate.statement().await?;
-        self.inner.lock_actor(actor, wait, now, known).await
+        self.inner.lock_actor(lock).await
     }
 
     fn group_budget(&self) -> Option<Instant> {

@@ -27,10 +27,44 @@ use sqlx::Connection;
 
 use super::errors::is_already_done;
 use super::migration_lock::MigrationLock;
-use super::{MIGRATIONS, MYSQL_NO_PAD_BINARY, NO_PAD_BINARY};
+use super::{MYSQL_NO_PAD_BINARY, NO_PAD_BINARY};
 use crate::error::Result;
 use crate::store::migration_steps::steps;
 use crate::store::migration_waits::Tries;
+
+/// The schema, applied in order at start; each entry runs once per database.
+pub(super) const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "schema",
+        include_str!("../../../migrations/mysql/0001_schema.sql"),
+    ),
+    (
+        11,
+        "activity",
+        include_str!("../../../migrations/mysql/0011_activity.sql"),
+    ),
+    (
+        13,
+        "wake_ups",
+        include_str!("../../../migrations/mysql/0013_wake_ups.sql"),
+    ),
+    (
+        14,
+        "stalls",
+        include_str!("../../../migrations/mysql/0014_stalls.sql"),
+    ),
+    (
+        15,
+        "activity tally",
+        include_str!("../../../migrations/mysql/0015_activity_tally.sql"),
+    ),
+    (
+        16,
+        "trace context",
+        include_str!("../../../migrations/mysql/0016_trace_context.sql"),
+    ),
+];
 
 /// The migration session's settings: each statement commits by itself (an application's
 /// pool may have turned `autocommit` off), and a metadata lock is waited for a second at

@@ -43,54 +43,19 @@ use async_trait::async_trait;
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool};
 use sqlx::{Executor, MySql};
 
-use self::migrations::{applied, migrate};
+use self::migrations::{applied, migrate, MIGRATIONS};
 pub(crate) use self::text::Text;
 use self::wake_ups::Bell;
-use super::connect::{open_pool, Checkout, Endpoint};
 use super::failover::{Failover, Host};
 use super::instances::{lock_row, RowLocks};
-use super::owned_transaction::{CommitPacket, OwnedTransaction, Parked};
-use super::query::{get, Dialect, On, Row};
+use super::owned_transaction::CommitPacket;
+use super::query::{get, On, Row};
+use super::server_pool::{Server, ServerOptions, ServerPool, ServerTransaction, TransactionOwn};
 use super::{
-    require_current, ActorKey, Bounds, Counters, LockWait, LockedActor, ReadConnections, Reads,
-    SchemaMode, Store, Transaction, Version, WorkNotices, WriteConnection,
+    require_current, ActorLock, Bounds, Counters, LockedActor, ReadConnections, Reads, SchemaMode,
+    Store, Transaction, WorkNotices,
 };
 use crate::error::{Error, Result};
-use crate::store::ErrorKinds;
-
-/// The schema, applied in order at start ([`migrations`]); each entry runs once per database.
-const MIGRATIONS: &[(i64, &str, &str)] = &[
-    (
-        1,
-        "schema",
-        include_str!("../../../migrations/mysql/0001_schema.sql"),
-    ),
-    (
-        11,
-        "activity",
-        include_str!("../../../migrations/mysql/0011_activity.sql"),
-    ),
-    (
-        13,
-        "wake_ups",
-        include_str!("../../../migrations/mysql/0013_wake_ups.sql"),
-    ),
-    (
-        14,
-        "stalls",
-        include_str!("../../../migrations/mysql/0014_stalls.sql"),
-    ),
-    (
-        15,
-        "activity tally",
-        include_str!("../../../migrations/mysql/0015_activity_tally.sql"),
-    ),
-    (
-        16,
-        "trace context",
-        include_str!("../../../migrations/mysql/0016_trace_context.sql"),
-    ),
-];
 
 /// The collation the migrations name: MariaDB's binary collation without padding.
 const NO_PAD_BINARY: &str = "utf8mb4_nopad_bin";
@@ -108,101 +73,62 @@ enum Flavor {
 
 /// The MySQL store.
 pub(crate) struct MySqlStore {
-    /// One pool serves turns and reads alike.
-    readers: MySqlPool,
-    /// The connections turns left clean, for the next turns: no pool check between them.
-    parked: Arc<Parked<MySql>>,
+    /// The pool on the endpoint, which the failover waits for to accept writes again after a
+    /// connection to it was lost (a restart, a switch behind a proxy). Connections turns left
+    /// clean are parked for the next turns: no pool check between them.
+    server: ServerPool<MySql>,
     /// Rung after each commit that left work, for other processes' idle workers.
     bell: Bell,
-    /// The endpoint, and the wait for it to accept writes again after a connection to it
-    /// was lost (a restart, a switch behind a proxy).
-    failover: Arc<Failover<MySql>>,
-    /// Tells the failover of a lost connection (it waits for the endpoint again).
-    lost: Box<dyn Fn() + Send + Sync>,
     counters: Arc<Counters>,
     flavor: Flavor,
     /// How a turn's `COMMIT` is sent: leading a string of its own on a Galera node.
     commit_packet: CommitPacket,
-    /// Whether the runtime opened the pool (and so closes it), or the application did.
-    owns_pool: bool,
 }
 
 impl MySqlStore {
-    /// Connects with up to `connections` connections, the first within `connect_timeout`,
-    /// and applies the migrations (or, with [`SchemaMode::RequireCurrent`], checks them).
-    pub(crate) async fn open(
-        url: &str,
-        connections: u32,
-        connect_timeout: Duration,
-        schema: SchemaMode,
-    ) -> Result<Self> {
-        let options: MySqlConnectOptions = url.parse()?;
-        let host = endpoint_of(options);
-        let endpoint = Endpoint {
-            backend: "MySQL",
-            host: host.host.clone(),
-            port: host.port,
-        };
-        let failover = Failover::new(vec![host.clone()], 0, connect_timeout);
-        let checkout: Arc<dyn Checkout> = Arc::clone(&failover) as Arc<dyn Checkout>;
-        let pool = open_pool(
-            host.options,
-            &endpoint,
-            connections,
-            connect_timeout,
-            Some(checkout),
-        )
-        .await?;
-        Ok(Self {
-            owns_pool: true,
-            ..Self::following(pool, schema, failover).await?
-        })
+    /// Connects with up to the options' `connections` connections, the first within their
+    /// `connect_timeout`, and applies the migrations (or, with
+    /// [`SchemaMode::RequireCurrent`], checks them).
+    pub(crate) async fn open(options: ServerOptions<'_>) -> Result<Self> {
+        let endpoint: MySqlConnectOptions = options.url.parse()?;
+        let failover = Failover::new(vec![endpoint_of(endpoint)], 0, options.connect_timeout);
+        let pool = ServerPool::open(&failover, &options).await?;
+        Self::following(ServerPool::opened(pool, failover), options.schema).await
     }
 
     /// Uses an application's pool, and applies the migrations (or, with
     /// [`SchemaMode::RequireCurrent`], checks them). Closing the runtime leaves the pool open.
     pub(crate) async fn with_pool(pool: MySqlPool, schema: SchemaMode) -> Result<Self> {
         let host = endpoint_of((*pool.connect_options()).clone());
-        let failover = Failover::new(vec![host], 0, CONNECT_TIMEOUT_OF_A_POOL);
-        Self::following(pool, schema, failover).await
+        Self::following(ServerPool::of_application(pool, host), schema).await
     }
 
-    /// The store on `pool`, whose endpoint `failover` waits for after a lost connection.
-    async fn following(
-        pool: MySqlPool,
-        schema: SchemaMode,
-        failover: Arc<Failover<MySql>>,
-    ) -> Result<Self> {
+    /// The store on the connections of `server`, whose endpoint the failover waits for after
+    /// a lost connection, once its schema is as `schema` says.
+    async fn following(server: ServerPool<MySql>, schema: SchemaMode) -> Result<Self> {
+        let pool = &server.readers;
         let version: String = sqlx::query_scalar("SELECT VERSION()")
-            .fetch_one(&pool)
+            .fetch_one(pool)
             .await?;
         let flavor = if version.contains("MariaDB") {
             Flavor::MariaDb
         } else {
             Flavor::MySql
         };
-        let commit_packet = match galera(&pool).await? {
+        let commit_packet = match galera(pool).await? {
             true => CommitPacket::Leading,
             false => CommitPacket::Shared,
         };
         match schema {
-            SchemaMode::Migrate => migrate(&pool).await?,
-            SchemaMode::RequireCurrent => require_current(applied(&pool).await?, MIGRATIONS)?,
+            SchemaMode::Migrate => migrate(pool).await?,
+            SchemaMode::RequireCurrent => require_current(applied(pool).await?, MIGRATIONS)?,
         }
-        let parked = Arc::new(Parked::beside(&pool));
-        let left_behind = Arc::clone(&parked);
-        failover.follow(&pool, move || left_behind.close_all());
-        let suspect = Arc::clone(&failover);
         Ok(Self {
-            parked,
-            bell: Bell::beside(&pool),
-            readers: pool,
-            failover,
-            lost: Box::new(move || suspect.suspect()),
+            bell: Bell::beside(pool),
+            server,
             counters: Arc::default(),
             flavor,
             commit_packet,
-            owns_pool: false,
         })
     }
 
@@ -346,10 +272,6 @@ async fn galera(pool: &MySqlPool) -> Result<bool> {
     Ok(wsrep.is_some_and(|(_, value)| value.0.eq_ignore_ascii_case("ON")))
 }
 
-/// How long the wait for the endpoint tries it on an application's pool (the runtime knows
-/// no connect timeout of its own there).
-const CONNECT_TIMEOUT_OF_A_POOL: Duration = Duration::from_secs(2);
-
 /// The one endpoint of a MySQL URL (a server, or a proxy in front of several), as the
 /// failover tries it.
 fn endpoint_of(options: MySqlConnectOptions) -> Host<MySql> {
@@ -367,23 +289,42 @@ fn endpoint_of(options: MySqlConnectOptions) -> Host<MySql> {
 }
 
 /// A transaction on one pooled connection.
-struct MySqlTransaction {
-    tx: OwnedTransaction<MySql>,
-    counters: Arc<Counters>,
+type MySqlTransaction = ServerTransaction<MySql, TurnForm>;
+
+impl Server for MySql {
+    fn on(connection: &mut MySqlConnection) -> On<'_> {
+        On::MySql(connection)
+    }
+
+    fn pool_on<'e>(pool: &'e MySqlPool, lost: &'e (dyn Fn() + Sync)) -> On<'e> {
+        On::MySqlPool(pool, lost)
+    }
+}
+
+/// What a MySQL transaction keeps beside its connection: its bounds, and how its server
+/// bounds statements and commits.
+#[derive(Debug, Clone, Copy)]
+struct TurnForm {
     bounds: Bounds,
     flavor: Flavor,
     commit_packet: CommitPacket,
 }
 
+impl TransactionOwn for TurnForm {
+    fn deletes_return_rows(&self) -> bool {
+        self.flavor == Flavor::MariaDb
+    }
+}
+
 #[async_trait]
 impl RowLocks for MySqlTransaction {
     fn bounds(&self) -> Bounds {
-        self.bounds
+        self.own.bounds
     }
 
     async fn set_timeouts(&mut self, timeout: Duration) -> Result<()> {
         self.counters.statement();
-        let bounds = self.flavor.bound_statements(timeout);
+        let bounds = self.own.flavor.bound_statements(timeout);
         self.tx.execute(bounds.as_str()).await?;
         Ok(())
     }
@@ -391,11 +332,7 @@ impl RowLocks for MySqlTransaction {
 
 impl ReadConnections for MySqlStore {
     fn readers(&self) -> On<'_> {
-        On::MySqlPool(&self.readers, &*self.lost)
-    }
-
-    fn dialect(&self) -> Dialect {
-        Dialect::MySql
+        self.server.readers()
     }
 }
 
@@ -416,32 +353,15 @@ impl Store for MySqlStore {
     async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>> {
         // One round trip: the bounds and the isolation travel with the BEGIN.
         let begin = self.begin_statement(&bounds);
-        // While the endpoint is not known to accept writes, wait for it (until the deadline).
-        self.failover.serving(bounds.deadline).await?;
-        let begun = OwnedTransaction::begin(
-            &self.readers,
-            Some(&self.parked),
-            bounds.deadline,
-            begin,
-            &*self.lost,
-        )
-        .await;
-        let tx = match begun {
-            Err(error) if error.is_busy() => {
-                return Err(self
-                    .failover
-                    .no_connection_by_deadline(&self.readers, error)
-                    .await)
-            }
-            begun => begun?,
-        }
-        .close_if_abandoned();
+        let tx = self.server.begin(bounds.deadline, begin).await?;
         Ok(Box::new(MySqlTransaction {
-            tx,
+            tx: tx.close_if_abandoned(),
             counters: Arc::clone(&self.counters),
-            bounds,
-            flavor: self.flavor,
-            commit_packet: self.commit_packet,
+            own: TurnForm {
+                bounds,
+                flavor: self.flavor,
+                commit_packet: self.commit_packet,
+            },
         }))
     }
 
@@ -454,17 +374,12 @@ impl Store for MySqlStore {
     }
 
     async fn reconnect(&self, deadline: Instant) -> Result<()> {
-        self.failover.suspect();
-        self.failover.serving(deadline).await
+        self.server.reconnect(deadline).await
     }
 
     async fn close(&self) {
-        self.failover.close();
         self.bell.close().await;
-        self.parked.release();
-        if self.owns_pool {
-            self.readers.close().await;
-        }
+        self.server.close().await;
     }
 
     async fn listen(&self) -> Result<Option<Box<dyn WorkNotices>>> {
@@ -481,7 +396,9 @@ impl Store for MySqlStore {
     }
 
     async fn settings(&self) -> Result<Vec<(String, String)>> {
-        let rows = sqlx::raw_sql(SETTINGS).fetch_all(&self.readers).await?;
+        let rows = sqlx::raw_sql(SETTINGS)
+            .fetch_all(&self.server.readers)
+            .await?;
         rows.into_iter()
             .map(Row::MySql)
             .map(|row| Ok((get(&row, 0)?, get(&row, 1)?)))
@@ -490,44 +407,16 @@ impl Store for MySqlStore {
 
     async fn database_micros(&self) -> Result<Option<i64>> {
         let now = sqlx::query_scalar(SERVER_MICROS)
-            .fetch_one(&self.readers)
+            .fetch_one(&self.server.readers)
             .await?;
         Ok(Some(now))
     }
 }
 
-impl WriteConnection for MySqlTransaction {
-    fn on(&mut self) -> On<'_> {
-        On::MySql(&mut self.tx)
-    }
-
-    fn dialect(&self) -> Dialect {
-        Dialect::MySql
-    }
-
-    fn counters(&self) -> &Counters {
-        &self.counters
-    }
-
-    fn poison(&mut self) {
-        self.tx.poison();
-    }
-
-    fn deletes_return_rows(&self) -> bool {
-        self.flavor == Flavor::MariaDb
-    }
-}
-
 #[async_trait]
 impl Transaction for MySqlTransaction {
-    async fn lock_actor(
-        &mut self,
-        actor: ActorKey<'_, '_>,
-        wait: LockWait,
-        now: i64,
-        known: Option<Version>,
-    ) -> Result<Option<LockedActor>> {
-        lock_row(self, actor, wait, now, known).await
+    async fn lock_actor(&mut self, lock: ActorLock<'_, '_>) -> Result<Option<LockedActor>> {
+        lock_row(self, lock).await
     }
 
     fn mysql(&mut self) -> Option<&mut MySqlConnection> {
@@ -535,22 +424,23 @@ impl Transaction for MySqlTransaction {
     }
 
     async fn commit(self: Box<Self>) -> Result<()> {
-        let this = *self;
-        let alone = this.tx.commits_alone();
-        this.tx
-            .commit_around(&this.flavor.before_commit(), AFTER_END, this.commit_packet)
+        let TurnForm {
+            flavor,
+            commit_packet,
+            ..
+        } = self.own;
+        self.tx
+            .commit_around(&flavor.before_commit(), AFTER_END, commit_packet)
             .await
             .map_err(aborted_by_the_server)?;
-        this.counters.transaction();
-        if alone {
-            this.counters.commit();
-        }
+        // A commit of its own: the group commits are SQLite's writer's.
+        self.counters.committed(true);
         Ok(())
     }
 
     async fn rollback(self: Box<Self>) -> Result<()> {
         self.tx
-            .rollback_around(self.flavor.restore_statement(), AFTER_END)
+            .rollback_around(self.own.flavor.restore_statement(), AFTER_END)
             .await
     }
 }

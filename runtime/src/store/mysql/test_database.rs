@@ -20,7 +20,7 @@ use sqlx::mysql::{MySqlConnection, MySqlPoolOptions};
 use sqlx::Connection;
 
 use super::migration_lock::LOCK_TABLE;
-use super::MIGRATIONS;
+use super::migrations::MIGRATIONS;
 use crate::error::Result;
 use crate::store::connect::with_database;
 

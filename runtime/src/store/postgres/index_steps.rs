@@ -219,7 +219,7 @@ mod tests {
     /// forgets the `-- step: index` line fails here rather than block turns.
     #[test]
     fn from_migration_11_on_every_index_on_an_existing_table_is_an_index_step() {
-        for (version, _, sql) in super::super::MIGRATIONS {
+        for (version, _, sql) in super::super::migrations::MIGRATIONS {
             if *version < FIRST_WITH_INDEX_STEPS {
                 continue;
             }
@@ -258,7 +258,7 @@ mod tests {
     /// Every index step of this build's migrations reads, and builds concurrently.
     #[test]
     fn every_index_step_of_the_migrations_reads() {
-        for (version, _, sql) in super::super::MIGRATIONS {
+        for (version, _, sql) in super::super::migrations::MIGRATIONS {
             let steps = steps(sql);
             let actions = actions(&steps).unwrap_or_else(|| panic!("migration {version}"));
             for action in actions {

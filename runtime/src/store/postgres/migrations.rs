@@ -28,11 +28,89 @@ use sqlx::{Connection, PgConnection};
 use tokio::time::Instant;
 
 use super::index_steps::{actions, drop_index, rename_index, Action};
-use super::MIGRATIONS;
 use crate::error::{Error, Result};
 use crate::store::errors::is_busy;
 use crate::store::migration_steps::steps;
 use crate::store::migration_waits::{blocked, Tries, PATIENCE};
+
+/// The schema, applied in order at start; each entry runs once per database.
+pub(super) const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "actors",
+        include_str!("../../../migrations/postgres/0001_actors.sql"),
+    ),
+    (
+        2,
+        "effects",
+        include_str!("../../../migrations/postgres/0002_effects.sql"),
+    ),
+    (
+        3,
+        "lock-free mailboxes",
+        include_str!("../../../migrations/postgres/0003_lock_free_mailboxes.sql"),
+    ),
+    (
+        4,
+        "effect claims",
+        include_str!("../../../migrations/postgres/0004_effect_claims.sql"),
+    ),
+    (
+        5,
+        "lifecycle",
+        include_str!("../../../migrations/postgres/0005_lifecycle.sql"),
+    ),
+    (
+        6,
+        "wake-up",
+        include_str!("../../../migrations/postgres/0006_wake_up.sql"),
+    ),
+    (
+        7,
+        "administration",
+        include_str!("../../../migrations/postgres/0007_administration.sql"),
+    ),
+    (
+        8,
+        "state compression",
+        include_str!("../../../migrations/postgres/0008_state_compression.sql"),
+    ),
+    (
+        9,
+        "state notices",
+        include_str!("../../../migrations/postgres/0009_state_notices.sql"),
+    ),
+    (
+        10,
+        "lock in one statement",
+        include_str!("../../../migrations/postgres/0010_lock_in_one_statement.sql"),
+    ),
+    (
+        11,
+        "activity",
+        include_str!("../../../migrations/postgres/0011_activity.sql"),
+    ),
+    (
+        12,
+        "lock without creating",
+        include_str!("../../../migrations/postgres/0012_lock_without_creating.sql"),
+    ),
+    (
+        14,
+        "stalls",
+        include_str!("../../../migrations/postgres/0014_stalls.sql"),
+    ),
+    (
+        15,
+        "activity tally",
+        include_str!("../../../migrations/postgres/0015_activity_tally.sql"),
+    ),
+    (
+        16,
+        "trace context",
+        include_str!("../../../migrations/postgres/0016_trace_context.sql"),
+    ),
+];
 
 /// The advisory lock that serialises migrators (several processes starting at once), as
 /// earlier builds took it in their migration's transaction.

@@ -24,107 +24,23 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::postgres::PgPool;
-use sqlx::{PgConnection, Postgres};
+use sqlx::{PgConnection, Pool, Postgres};
 use tokio::time::Instant;
 
 use self::hosts::Host;
 use self::listener::Listener;
-use self::migrations::{applied, migrate};
-use super::connect::{open_pool, Checkout, Endpoint};
+use self::migrations::{applied, migrate, MIGRATIONS};
 use super::failover::{self, Failover};
 use super::instances::{LOCK_ACTOR_AND_HEAD, RELOCKS};
-use super::owned_transaction::{OwnedTransaction, Parked};
-use super::query::{get, query, Dialect, On};
+use super::query::{get, query, On};
+use super::server_pool::{Server, ServerOptions, ServerPool, ServerTransaction};
 use super::{
-    require_current, rows, ActorKey, Bounds, Counters, LockWait, LockedActor, ReadConnections,
+    require_current, rows, ActorLock, Bounds, Counters, LockWait, LockedActor, ReadConnections,
     Reads, SchemaMode, StateNotice, StateNotices, Store, Transaction, Version, WorkNotices,
     WriteConnection,
 };
 use crate::error::{Error, Result};
 use crate::store::ErrorKinds;
-
-/// The schema, applied in order at start ([`migrations`]); each entry runs once per database.
-const MIGRATIONS: &[(i64, &str, &str)] = &[
-    (
-        1,
-        "actors",
-        include_str!("../../../migrations/postgres/0001_actors.sql"),
-    ),
-    (
-        2,
-        "effects",
-        include_str!("../../../migrations/postgres/0002_effects.sql"),
-    ),
-    (
-        3,
-        "lock-free mailboxes",
-        include_str!("../../../migrations/postgres/0003_lock_free_mailboxes.sql"),
-    ),
-    (
-        4,
-        "effect claims",
-        include_str!("../../../migrations/postgres/0004_effect_claims.sql"),
-    ),
-    (
-        5,
-        "lifecycle",
-        include_str!("../../../migrations/postgres/0005_lifecycle.sql"),
-    ),
-    (
-        6,
-        "wake-up",
-        include_str!("../../../migrations/postgres/0006_wake_up.sql"),
-    ),
-    (
-        7,
-        "administration",
-        include_str!("../../../migrations/postgres/0007_administration.sql"),
-    ),
-    (
-        8,
-        "state compression",
-        include_str!("../../../migrations/postgres/0008_state_compression.sql"),
-    ),
-    (
-        9,
-        "state notices",
-        include_str!("../../../migrations/postgres/0009_state_notices.sql"),
-    ),
-    (
-        10,
-        "lock in one statement",
-        include_str!("../../../migrations/postgres/0010_lock_in_one_statement.sql"),
-    ),
-    (
-        11,
-        "activity",
-        include_str!("../../../migrations/postgres/0011_activity.sql"),
-    ),
-    (
-        12,
-        "lock without creating",
-        include_str!("../../../migrations/postgres/0012_lock_without_creating.sql"),
-    ),
-    (
-        14,
-        "stalls",
-        include_str!("../../../migrations/postgres/0014_stalls.sql"),
-    ),
-    (
-        15,
-        "activity tally",
-        include_str!("../../../migrations/postgres/0015_activity_tally.sql"),
-    ),
-    (
-        16,
-        "trace context",
-        include_str!("../../../migrations/postgres/0016_trace_context.sql"),
-    ),
-];
-
-/// How long a search for a host tries each one on an application's pool (the runtime knows
-/// no connect timeout of its own there).
-const CONNECT_TIMEOUT_OF_A_POOL: Duration = Duration::from_secs(2);
 
 /// The channel a commit that leaves work notifies (by the triggers of migration 6).
 const WORK_CHANNEL: &str = "solid_objects_work";
@@ -135,45 +51,26 @@ const STATE_CHANNEL: &str = "solid_objects_state";
 
 /// The PostgreSQL store.
 pub(crate) struct PostgresStore {
-    /// One pool serves turns and reads alike.
-    readers: PgPool,
-    /// The connections turns leave between them, out of the pool.
-    parked: Arc<Parked<Postgres>>,
-    /// The database's hosts, and the search for the one that accepts writes.
-    failover: Arc<Failover<Postgres>>,
-    /// Tells the failover of a lost connection (it searches for the host again).
-    lost: Box<dyn Fn() + Send + Sync>,
+    /// The pool on the host of the database's that accepts writes.
+    server: ServerPool<Postgres>,
     counters: Arc<Counters>,
-    /// Whether the runtime opened the pool (and so closes it), or the application did.
-    owns_pool: bool,
 }
 
 impl PostgresStore {
-    /// Connects with up to `connections` connections, the first within `connect_timeout`,
-    /// to the host of `url` that accepts writes (libpq's multi-host form lists several), and
-    /// applies the migrations (or, with [`SchemaMode::RequireCurrent`], checks them).
-    pub(crate) async fn open(
-        url: &str,
-        connections: u32,
-        connect_timeout: Duration,
-        schema: SchemaMode,
-    ) -> Result<Self> {
-        let hosts = hosts::hosts(url)?;
+    /// Connects with up to the options' `connections` connections, the first within their
+    /// `connect_timeout`, to the host of their `url` that accepts writes (libpq's multi-host
+    /// form lists several), and applies the migrations (or, with
+    /// [`SchemaMode::RequireCurrent`], checks them).
+    pub(crate) async fn open(options: ServerOptions<'_>) -> Result<Self> {
+        let hosts = hosts::hosts(options.url)?;
         if hosts.len() == 1 {
-            return Self::open_on(hosts, 0, connections, connect_timeout, schema).await;
+            return Self::open_on(hosts, 0, &options).await;
         }
-        let deadline = Instant::now() + connect_timeout;
+        let deadline = Instant::now() + options.connect_timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let writable = failover::first_writable(&hosts, left).await?;
-            let opened = Self::open_on(
-                hosts.clone(),
-                writable,
-                connections,
-                connect_timeout,
-                schema,
-            )
-            .await;
+            let opened = Self::open_on(hosts.clone(), writable, &options).await;
             match opened {
                 // The host went away between the search and the pool's first statements (a
                 // failover under way): look for the one that accepts writes again.
@@ -193,30 +90,11 @@ impl PostgresStore {
     async fn open_on(
         hosts: Vec<Host>,
         writable: usize,
-        connections: u32,
-        connect_timeout: Duration,
-        schema: SchemaMode,
+        options: &ServerOptions<'_>,
     ) -> Result<Self> {
-        let failover = Failover::new(hosts, writable, connect_timeout);
-        let host = failover.current().clone();
-        let endpoint = Endpoint {
-            backend: "PostgreSQL",
-            host: host.host,
-            port: host.port,
-        };
-        let checkout: Arc<dyn Checkout> = Arc::clone(&failover) as Arc<dyn Checkout>;
-        let pool = open_pool(
-            host.options,
-            &endpoint,
-            connections,
-            connect_timeout,
-            Some(checkout),
-        )
-        .await?;
-        Ok(Self {
-            owns_pool: true,
-            ..Self::following(pool, schema, failover).await?
-        })
+        let failover = Failover::new(hosts, writable, options.connect_timeout);
+        let pool = ServerPool::open(&failover, options).await?;
+        Self::following(ServerPool::opened(pool, failover), options.schema).await
     }
 
     /// Uses an application's pool, and applies the migrations (or, with
@@ -229,32 +107,25 @@ impl PostgresStore {
             port: options.get_port(),
             options,
         };
-        let failover = Failover::new(vec![host], 0, CONNECT_TIMEOUT_OF_A_POOL);
-        Self::following(pool, schema, failover).await
+        Self::following(ServerPool::of_application(pool, host), schema).await
     }
 
-    /// The store on `pool`, which `failover` moves from host to host.
-    async fn following(
-        pool: PgPool,
-        schema: SchemaMode,
-        failover: Arc<Failover<Postgres>>,
-    ) -> Result<Self> {
+    /// The store on the connections of `server`, once its schema is as `schema` says.
+    async fn following(server: ServerPool<Postgres>, schema: SchemaMode) -> Result<Self> {
+        let pool = &server.readers;
         match schema {
-            SchemaMode::Migrate => migrate(&pool).await?,
-            SchemaMode::RequireCurrent => require_current(applied(&pool).await?, MIGRATIONS)?,
+            SchemaMode::Migrate => migrate(pool).await?,
+            SchemaMode::RequireCurrent => require_current(applied(pool).await?, MIGRATIONS)?,
         }
-        let parked = Arc::new(Parked::beside(&pool));
-        let left_behind = Arc::clone(&parked);
-        failover.follow(&pool, move || left_behind.close_all());
-        let suspect = Arc::clone(&failover);
         Ok(Self {
-            parked,
-            readers: pool,
-            failover,
-            lost: Box::new(move || suspect.suspect()),
+            server,
             counters: Arc::default(),
-            owns_pool: false,
         })
+    }
+
+    /// The pool.
+    fn pool(&self) -> &Pool<Postgres> {
+        &self.server.readers
     }
 }
 
@@ -265,18 +136,21 @@ fn millis(duration: Duration) -> u128 {
 }
 
 /// A transaction on one pooled connection.
-struct PostgresTransaction {
-    tx: OwnedTransaction<Postgres>,
-    counters: Arc<Counters>,
+type PostgresTransaction = ServerTransaction<Postgres, ()>;
+
+impl Server for Postgres {
+    fn on(connection: &mut PgConnection) -> On<'_> {
+        On::Postgres(connection)
+    }
+
+    fn pool_on<'e>(pool: &'e PgPool, lost: &'e (dyn Fn() + Sync)) -> On<'e> {
+        On::PostgresPool(pool, lost)
+    }
 }
 
 impl ReadConnections for PostgresStore {
     fn readers(&self) -> On<'_> {
-        On::PostgresPool(&self.readers, &*self.lost)
-    }
-
-    fn dialect(&self) -> Dialect {
-        Dialect::Postgres
+        self.server.readers()
     }
 }
 
@@ -319,28 +193,10 @@ impl Store for PostgresStore {
             "BEGIN; SET LOCAL lock_timeout = '{statement}ms'; \
              SET LOCAL statement_timeout = '{statement}ms'"
         );
-        // While no host is known to accept writes, wait for the search (until the deadline).
-        self.failover.serving(bounds.deadline).await?;
-        let begun = OwnedTransaction::begin(
-            &self.readers,
-            Some(&self.parked),
-            bounds.deadline,
-            begin,
-            &*self.lost,
-        )
-        .await;
-        let tx = match begun {
-            Err(error) if error.is_busy() => {
-                return Err(self
-                    .failover
-                    .no_connection_by_deadline(&self.readers, error)
-                    .await)
-            }
-            begun => begun?,
-        };
         Ok(Box::new(PostgresTransaction {
-            tx,
+            tx: self.server.begin(bounds.deadline, begin).await?,
             counters: Arc::clone(&self.counters),
+            own: (),
         }))
     }
 
@@ -349,20 +205,15 @@ impl Store for PostgresStore {
     }
 
     async fn reconnect(&self, deadline: Instant) -> Result<()> {
-        self.failover.suspect();
-        self.failover.serving(deadline).await
+        self.server.reconnect(deadline).await
     }
 
     async fn close(&self) {
-        self.failover.close();
-        self.parked.release();
-        if self.owns_pool {
-            self.readers.close().await;
-        }
+        self.server.close().await;
     }
 
     async fn listen(&self) -> Result<Option<Box<dyn WorkNotices>>> {
-        let listener = Listener::start(&self.readers, &self.failover, WORK_CHANNEL).await?;
+        let listener = Listener::start(self.pool(), &self.server.failover, WORK_CHANNEL).await?;
         Ok(Some(Box::new(Notices {
             listener,
             counters: Arc::clone(&self.counters),
@@ -370,7 +221,7 @@ impl Store for PostgresStore {
     }
 
     async fn listen_states(&self) -> Result<Option<Box<dyn StateNotices>>> {
-        let listener = Listener::start(&self.readers, &self.failover, STATE_CHANNEL).await?;
+        let listener = Listener::start(self.pool(), &self.server.failover, STATE_CHANNEL).await?;
         Ok(Some(Box::new(StateListener { listener })))
     }
 
@@ -402,7 +253,7 @@ impl Store for PostgresStore {
         ] {
             let value: String = sqlx::query_scalar("SELECT current_setting($1)")
                 .bind(name)
-                .fetch_one(&self.readers)
+                .fetch_one(self.pool())
                 .await?;
             settings.push((name.to_owned(), value));
         }
@@ -415,47 +266,23 @@ impl Store for PostgresStore {
     }
 }
 
-impl WriteConnection for PostgresTransaction {
-    fn on(&mut self) -> On<'_> {
-        On::Postgres(&mut self.tx)
-    }
-
-    fn dialect(&self) -> Dialect {
-        Dialect::Postgres
-    }
-
-    fn counters(&self) -> &Counters {
-        &self.counters
-    }
-
-    fn poison(&mut self) {
-        self.tx.poison();
-    }
-}
-
 #[async_trait]
 impl Transaction for PostgresTransaction {
-    async fn lock_actor(
-        &mut self,
-        actor: ActorKey<'_, '_>,
-        wait: LockWait,
-        now: i64,
-        known: Option<Version>,
-    ) -> Result<Option<LockedActor>> {
+    async fn lock_actor(&mut self, lock: ActorLock<'_, '_>) -> Result<Option<LockedActor>> {
         // One round trip: the function locks (or skips, or waits until the transaction's
         // lock_timeout), then reads the head with a snapshot taken after the lock.
-        let known = known.unwrap_or(Version::NONE);
+        let (actor, known) = (lock.actor, lock.known.unwrap_or(Version::NONE));
         for _ in 0..RELOCKS {
             self.counters.statement();
             let row = query(LOCK_ACTOR_AND_HEAD)
                 .bind(actor.actor_type)
                 .bind(actor.actor_id)
-                .bind(match wait {
+                .bind(match lock.wait {
                     LockWait::Wait => Some(true),
                     LockWait::Skip => Some(false),
                     LockWait::SkipMissing => None,
                 })
-                .bind(now)
+                .bind(lock.now)
                 .bind(known.incarnation)
                 .bind(known.revision)
                 .fetch_optional(self.on())
@@ -465,7 +292,7 @@ impl Transaction for PostgresTransaction {
             // function runs again, creating the row anew.
             if let Some(row) = &row {
                 let vanished = get::<Option<i64>>(row, "revision")?.is_none();
-                if vanished && wait == LockWait::Wait {
+                if vanished && lock.wait == LockWait::Wait {
                     continue;
                 }
             }
@@ -484,13 +311,9 @@ impl Transaction for PostgresTransaction {
     }
 
     async fn commit(self: Box<Self>) -> Result<()> {
-        let this = *self;
-        let alone = this.tx.commits_alone();
-        this.tx.commit().await?;
-        this.counters.transaction();
-        if alone {
-            this.counters.commit();
-        }
+        self.tx.commit().await?;
+        // A commit of its own: the group commits are SQLite's writer's.
+        self.counters.committed(true);
         Ok(())
     }
 

@@ -30,10 +30,10 @@ use super::instances::{
     begin_then_instance_and_head, savepoint_then_instance_and_head, INSTANCE_AND_HEAD,
 };
 use super::owned_transaction::OwnedTransaction;
-use super::query::{query, Dialect, On, Row};
+use super::query::{query, On, Row};
 use super::{
-    rows, ActorKey, Bounds, Counters, LockWait, LockedActor, ReadConnections, Reads, SchemaMode,
-    Store, Transaction, Version, WorkNotices, WriteConnection,
+    rows, ActorLock, Bounds, Counters, LockedActor, ReadConnections, Reads, SchemaMode, Store,
+    Transaction, Version, WorkNotices, WriteConnection,
 };
 use crate::error::Result;
 use crate::store::ErrorKinds;
@@ -360,10 +360,6 @@ impl ReadConnections for SqliteStore {
     fn readers(&self) -> On<'_> {
         On::SqlitePool(&self.readers)
     }
-
-    fn dialect(&self) -> Dialect {
-        Dialect::Sqlite
-    }
 }
 
 #[async_trait]
@@ -475,10 +471,6 @@ impl WriteConnection for SqliteTransaction {
         On::Sqlite(&mut self.tx)
     }
 
-    fn dialect(&self) -> Dialect {
-        Dialect::Sqlite
-    }
-
     fn counters(&self) -> &Counters {
         &self.counters
     }
@@ -492,14 +484,12 @@ impl WriteConnection for SqliteTransaction {
 
 #[async_trait]
 impl Transaction for SqliteTransaction {
-    async fn lock_actor(
-        &mut self,
-        actor: ActorKey<'_, '_>,
-        _wait: LockWait,
-        now: i64,
-        known: Option<Version>,
-    ) -> Result<Option<LockedActor>> {
-        // BEGIN IMMEDIATE holds the database's write lock: no other turn runs.
+    async fn lock_actor(&mut self, lock: ActorLock<'_, '_>) -> Result<Option<LockedActor>> {
+        // BEGIN IMMEDIATE holds the database's write lock: no other turn runs, and the
+        // lock's `wait` has nothing to wait for.
+        let ActorLock {
+            actor, now, known, ..
+        } = lock;
         self.counters.statement();
         let known = known.unwrap_or(Version::NONE);
         let opening = match &self.tx {
@@ -560,13 +550,9 @@ impl Transaction for SqliteTransaction {
     }
 
     async fn commit(self: Box<Self>) -> Result<()> {
-        let this = *self;
-        let alone = this.tx.commits_alone();
-        this.tx.commit().await?;
-        this.counters.transaction();
-        if alone {
-            this.counters.commit();
-        }
+        let alone = self.tx.commits_alone();
+        self.tx.commit().await?;
+        self.counters.committed(alone);
         Ok(())
     }
 

@@ -99,8 +99,14 @@ pub fn router(runtime: Runtime) -> Router {
     Router::new()
         .route("/", get(overview))
         .route("/actors/{actor_type}/{actor_id}", get(actor))
-        .route("/actors/{actor_type}/{actor_id}/pause", post(pause))
-        .route("/actors/{actor_type}/{actor_id}/resume", post(resume))
+        .route(
+            "/actors/{actor_type}/{actor_id}/pause",
+            post(set_paused::<true>),
+        )
+        .route(
+            "/actors/{actor_type}/{actor_id}/resume",
+            post(set_paused::<false>),
+        )
         .route("/messages/{message_id}", get(message))
         .route("/dead-letters", get(dead_letters))
         .route("/dead-letters/redrive", post(redrive))
@@ -291,25 +297,16 @@ async fn actor(
     Ok(Html(page.into_string()))
 }
 
-async fn pause(
+/// Pauses the actor (`PAUSED`) or resumes it, then shows its page.
+async fn set_paused<const PAUSED: bool>(
     console: Console,
     Path((actor_type, actor_id)): Path<(String, String)>,
 ) -> Result<Redirect, Failed> {
     let actor_id = pages::id_from_segment(actor_id);
-    console.admin.pause(&actor_type, &actor_id).await?;
-    Ok(Redirect::to(&pages::actor_link(
-        &console.base,
-        &actor_type,
-        &actor_id,
-    )))
-}
-
-async fn resume(
-    console: Console,
-    Path((actor_type, actor_id)): Path<(String, String)>,
-) -> Result<Redirect, Failed> {
-    let actor_id = pages::id_from_segment(actor_id);
-    console.admin.resume(&actor_type, &actor_id).await?;
+    match PAUSED {
+        true => console.admin.pause(&actor_type, &actor_id).await?,
+        false => console.admin.resume(&actor_type, &actor_id).await?,
+    };
     Ok(Redirect::to(&pages::actor_link(
         &console.base,
         &actor_type,

@@ -37,11 +37,11 @@ pub(crate) async fn execute(admin: &Admin, command: Command, out: &mut Out) -> R
         Command::Pause {
             actor_type,
             actor_id,
-        } => pause::pause(admin, actor_type, actor_id, out).await,
+        } => pause::set_paused(admin, actor_type, actor_id, true, out).await,
         Command::Resume {
             actor_type,
             actor_id,
-        } => pause::resume(admin, actor_type, actor_id, out).await,
+        } => pause::set_paused(admin, actor_type, actor_id, false, out).await,
         Command::Prune { execute } => prune::prune(admin, execute, out).await,
         Command::Doctor => doctor::doctor(admin, out).await,
         Command::Migrate => unreachable!("`migrate` runs before the runtime starts"),
