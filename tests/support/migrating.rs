@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 use solid_objects::prelude::*;
 use sqlx::{AnyConnection, Connection};
 
+use super::runtimes::builder;
+
 /// The variable that names the database a child migrates.
 pub const MIGRATING_DATABASE: &str = "MIGRATING_DATABASE";
 
@@ -124,21 +126,12 @@ pub async fn migrate_if_asked() {
     let Ok(url) = std::env::var(MIGRATING_DATABASE) else {
         return;
     };
-    let runtime = builder(&url)
+    let runtime = builder(&url, 4)
         .policy(AllowAll)
         .start()
         .await
         .expect("the child migrates");
     runtime.close().await;
-}
-
-/// A builder on the server database of `url`.
-pub fn builder(url: &str) -> solid_objects::Builder {
-    if url.starts_with("postgres://") {
-        Runtime::builder().postgres(url, 4)
-    } else {
-        Runtime::builder().mysql(url, 4)
-    }
 }
 
 /// Starts a child migrating the database of `url` (running `test`, this binary's case that
@@ -234,7 +227,7 @@ async fn lines(url: &str, query: &str) -> Vec<String> {
 /// The schema a database this build created has, `fresh` (an empty database on the same
 /// server): this build migrates it, and [`schema`] reads it.
 pub async fn fresh_schema(fresh: &str) -> Vec<String> {
-    let runtime = builder(fresh)
+    let runtime = builder(fresh, 4)
         .policy(AllowAll)
         .start()
         .await
