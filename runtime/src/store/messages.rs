@@ -335,8 +335,9 @@ pub(crate) trait MessageReads: Send + Sync {
 #[async_trait]
 impl<S: ReadConnections> MessageReads for S {
     async fn message(&self, lookup_by: MessageLookup<'_>) -> Result<Option<MessageRecord>> {
-        let row = lookup(lookup_by).fetch_optional(self.readers()).await?;
-        row.map(|row| rows::message(&row)).transpose()
+        lookup(lookup_by)
+            .fetch_optional_row(self.readers(), rows::message)
+            .await
     }
 
     async fn ready_actors(
@@ -365,13 +366,12 @@ impl<S: ReadConnections> MessageReads for S {
         types: &str,
         limit: i64,
     ) -> Result<Vec<UnknownHead>> {
-        let rows = query(unknown_operations(self.dialect()))
+        query(unknown_operations(self.dialect()))
             .bind(operations)
             .bind(types)
             .bind(limit)
-            .fetch_all(self.readers())
-            .await?;
-        rows.iter().map(rows::unknown_head).collect()
+            .fetch_rows(self.readers(), rows::unknown_head)
+            .await
     }
 }
 
@@ -574,8 +574,9 @@ impl<T: WriteConnection> MessageWrites for T {
 
     async fn message(&mut self, lookup_by: MessageLookup<'_>) -> Result<Option<MessageRecord>> {
         self.counters().statement();
-        let row = lookup(lookup_by).fetch_optional(self.on()).await?;
-        row.map(|row| rows::message(&row)).transpose()
+        lookup(lookup_by)
+            .fetch_optional_row(self.on(), rows::message)
+            .await
     }
 
     async fn release_dead_letter(&mut self, message_id: i64) -> Result<bool> {
