@@ -133,6 +133,18 @@ const UNLESS_KEY_TAKEN: &str = " ON CONFLICT (actor_type, actor_id, idempotency_
 /// affected: sqlx asks MySQL to count the rows it found).
 const UNLESS_KEY_TAKEN_MYSQL: &str = " ON DUPLICATE KEY UPDATE id = id";
 
+/// Binds a message's `progress` as the next six parameters, in the order of its columns in
+/// [`UPDATE_MESSAGE`]: status, attempts, available_at, result, last_error, finished_at.
+pub(crate) fn bind_progress<'q>(statement: Query<'q>, progress: &MessageProgress<'q>) -> Query<'q> {
+    statement
+        .bind(progress.status.as_str())
+        .bind(progress.attempts)
+        .bind(progress.available_at)
+        .bind(progress.result)
+        .bind(progress.last_error.map(storable_text))
+        .bind(progress.finished_at)
+}
+
 /// Records a message's progress (`$1` to `$6`) if message `$7` is still ready with `$8`
 /// attempts.
 pub(crate) const UPDATE_MESSAGE: &str = "UPDATE solid_messages
@@ -514,13 +526,7 @@ impl<T: WriteConnection> MessageWrites for T {
         progress: &MessageProgress<'_>,
     ) -> Result<bool> {
         self.counters().statement();
-        let updated = query(UPDATE_MESSAGE)
-            .bind(progress.status.as_str())
-            .bind(progress.attempts)
-            .bind(progress.available_at)
-            .bind(progress.result)
-            .bind(progress.last_error.map(storable_text))
-            .bind(progress.finished_at)
+        let updated = bind_progress(query(UPDATE_MESSAGE), progress)
             .bind(message_id)
             .bind(attempts)
             .execute(self.on())
