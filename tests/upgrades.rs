@@ -26,6 +26,7 @@ use support::mariadb::MariaDb;
 use support::migrating;
 use support::postgres::PgServer;
 use support::release_dumps;
+use support::state_json::owner_renamed_holder;
 
 /// The manual clock's time while the fixtures were written; each reading test starts there.
 fn written_at() -> DateTime<Utc> {
@@ -75,15 +76,8 @@ impl AccountV2 {
 }
 
 /// Renames a version 1 account's owner to the holder, in the stored JSON.
-fn rename_owner(mut old: Value) -> Result<Value, MigrationError> {
-    let account = old
-        .as_object_mut()
-        .ok_or("a version 1 account is an object")?;
-    let owner = account
-        .remove("owner")
-        .ok_or("a version 1 account has an owner")?;
-    account.insert("holder".to_owned(), owner);
-    Ok(old)
+fn rename_owner(old: Value) -> Result<Value, MigrationError> {
+    owner_renamed_holder(old, "account")
 }
 
 /// The account's current state, version 3: cents, and what happened to it.

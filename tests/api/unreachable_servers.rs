@@ -6,14 +6,7 @@ use std::time::Duration;
 
 use solid_objects::prelude::*;
 
-/// A builder on the database `url` names (PostgreSQL or MySQL), with `connections`.
-fn builder(url: &str, connections: u32) -> solid_objects::Builder {
-    if url.starts_with("postgres://") {
-        Runtime::builder().postgres(url, connections)
-    } else {
-        Runtime::builder().mysql(url, connections)
-    }
-}
+use crate::support::runtimes::builder;
 
 /// A server that does not answer fails `start` within the connect timeout, with an error
 /// that names its host and port, whether nothing listens on the port, the port is bound

@@ -7,8 +7,6 @@
 
 use crate::support;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use solid_objects::admin::{
@@ -18,6 +16,7 @@ use solid_objects::prelude::*;
 use solid_objects::RetryPolicy;
 use support::actors::Noted;
 use support::charts::{noon, Station, SLOW_TURN};
+use support::service::Service;
 use support::Harness;
 
 /// A runtime on the harness's database of stations, whose turns have two attempts, the
@@ -33,6 +32,20 @@ async fn runtime(harness: &Harness) -> Runtime {
                 .base_delay(Duration::from_secs(1))
                 .max_attempts(2),
         )
+        .start()
+        .await
+        .expect("starts")
+}
+
+/// A runtime of stations on the harness's database at 12:00:10, whose noted parcels go to
+/// `courier`.
+async fn stations_at_noon(harness: &Harness, courier: &Service) -> Runtime {
+    harness.clock.set(noon(0, 10));
+    harness
+        .builder()
+        .await
+        .actor::<Station>()
+        .effect(courier.handler::<Noted>())
         .start()
         .await
         .expect("starts")
@@ -279,25 +292,8 @@ async fn a_reminder_that_fired_late_was_due_until_it_fired_though_its_actor_was_
 #[tokio::test]
 async fn an_effect_retried_after_it_died_was_not_pending_while_it_lay_dead() {
     let harness = Harness::new();
-    harness.clock.set(noon(0, 10));
-    let courier_up = Arc::new(AtomicBool::new(false));
-    let up = Arc::clone(&courier_up);
-    let runtime = harness
-        .builder()
-        .await
-        .actor::<Station>()
-        .effect(move |_: Noted, _| {
-            let up = up.load(Ordering::SeqCst);
-            async move {
-                match up {
-                    true => Ok(()),
-                    false => Err(Failure::permanent("the courier is away")),
-                }
-            }
-        })
-        .start()
-        .await
-        .expect("starts");
+    let courier = Service::away("the courier is away");
+    let runtime = stations_at_noon(&harness, &courier).await;
     let station = |id: &str| runtime.reference::<Station>(id);
     let testing = runtime.testing();
     // A parcel emitted at 12:00:10 dies at 12:00:20; an operator retries it at 12:05:10, and
@@ -314,7 +310,7 @@ async fn an_effect_retried_after_it_died_was_not_pending_while_it_lay_dead() {
     harness.clock.set(noon(5, 10));
     assert!(admin.retry_effect(dead[0].id).await.unwrap());
     harness.clock.set(noon(6, 10));
-    courier_up.store(true, Ordering::SeqCst);
+    courier.come_back();
     assert_eq!(testing.run_effects().await.unwrap(), 1);
 
     let activity = admin.activity(Window::FifteenMinutes).await.unwrap();
@@ -440,25 +436,8 @@ async fn every_window(runtime: &Runtime, actor: &str) -> Vec<(Activity, ActorAct
 #[tokio::test]
 async fn folding_the_minutes_that_ended_into_the_tallies_changes_no_figure() {
     let harness = Harness::new();
-    harness.clock.set(noon(0, 10));
-    let courier_up = Arc::new(AtomicBool::new(false));
-    let up = Arc::clone(&courier_up);
-    let runtime = harness
-        .builder()
-        .await
-        .actor::<Station>()
-        .effect(move |_: Noted, _| {
-            let up = up.load(Ordering::SeqCst);
-            async move {
-                match up {
-                    true => Ok(()),
-                    false => Err(Failure::permanent("the courier is away")),
-                }
-            }
-        })
-        .start()
-        .await
-        .expect("starts");
+    let courier = Service::away("the courier is away");
+    let runtime = stations_at_noon(&harness, &courier).await;
     let station = |id: &str| runtime.reference::<Station>(id);
     let testing = runtime.testing();
     let admin = runtime.admin();
@@ -502,7 +481,7 @@ async fn folding_the_minutes_that_ended_into_the_tallies_changes_no_figure() {
     }
     // 12:06: the parcels are posted, and the tower is shut with its overdue ring.
     harness.clock.set(noon(6, 10));
-    courier_up.store(true, Ordering::SeqCst);
+    courier.come_back();
     assert_eq!(testing.run_effects().await.unwrap(), 2);
     station("tower").shut().await.unwrap();
     harness.clock.set(noon(7, 10));

@@ -7,8 +7,6 @@ use crate::support;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -21,6 +19,7 @@ use solid_objects::prelude::*;
 use solid_objects::Limits;
 use support::desk::{Desk, Notify};
 use support::policies::CallersOnly;
+use support::service::Service;
 use support::workers::{fire_due_reminders, run_workers};
 use support::{Backend, Harness};
 
@@ -668,21 +667,12 @@ async fn prune_preview_then_execute(setup: Setup) {
 }
 
 async fn dead_effects_and_retry(setup: Setup) {
-    let mailer_up = Arc::new(AtomicBool::new(false));
-    let up = Arc::clone(&mailer_up);
+    let mailer = Service::away("the mail server is down");
     let runtime = setup
         .builder()
         .await
         .policy(WITH_OPERATORS)
-        .effect(move |_: Notify, _| {
-            let up = up.load(Ordering::SeqCst);
-            async move {
-                match up {
-                    true => Ok(()),
-                    false => Err(Failure::permanent("the mail server is down")),
-                }
-            }
-        })
+        .effect(mailer.handler::<Notify>())
         .start()
         .await
         .unwrap();
@@ -705,7 +695,7 @@ async fn dead_effects_and_retry(setup: Setup) {
     let d1 = admin.inspect("Desk", "d1").await.unwrap().unwrap();
     assert_eq!(d1.effects.len(), 1, "a dead effect shows on its actor");
 
-    mailer_up.store(true, Ordering::SeqCst);
+    mailer.come_back();
     assert!(admin.retry_effect(dead[0].id).await.unwrap());
     assert!(
         !admin.retry_effect(dead[0].id).await.unwrap(),

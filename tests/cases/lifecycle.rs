@@ -5,7 +5,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use crate::support::subscription::Subscription;
+use crate::support::subscription::{assert_destroyed, Subscription};
 use axum_core::response::IntoResponse;
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
@@ -130,14 +130,7 @@ async fn a_destroyed_actor_starts_a_new_incarnation_that_sees_nothing_of_the_old
     harness.advance_minutes(10);
     runtime.testing().run_due_reminders().await.unwrap();
 
-    assert!(matches!(
-        queued.status().await.unwrap(),
-        MessageStatus::Destroyed
-    ));
-    assert!(matches!(
-        queued.result().await,
-        Err(Error::Destroyed { .. })
-    ));
+    assert_destroyed(&queued).await;
     let state = subscription.snapshot().await.unwrap();
     assert_eq!((state.plan.as_str(), state.reminders_seen), ("", 0));
     assert_eq!(subscription.start("silver").await.unwrap(), 2);

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use solid_objects::prelude::*;
 use solid_objects::MessageStatus;
 use support::fixtures::started;
+use support::state_json::owner_renamed_holder;
 use support::{execute, Backend, Harness};
 
 /// Version 1 stored `{"owner": .., "balance": euros}`; version 2 renamed `owner` to
@@ -31,15 +32,8 @@ struct WalletV2 {
 impl Wallet {
     /// Untyped: renames a field in the stored JSON.
     #[migrate(from = 1)]
-    fn rename_owner(mut old: serde_json::Value) -> Result<serde_json::Value, MigrationError> {
-        let wallet = old
-            .as_object_mut()
-            .ok_or("a version 1 wallet is an object")?;
-        let owner = wallet
-            .remove("owner")
-            .ok_or("a version 1 wallet has an owner")?;
-        wallet.insert("holder".to_owned(), owner);
-        Ok(old)
+    fn rename_owner(old: serde_json::Value) -> Result<serde_json::Value, MigrationError> {
+        owner_renamed_holder(old, "wallet")
     }
 
     /// Typed: reads the old struct, returns the current one.

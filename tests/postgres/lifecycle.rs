@@ -13,7 +13,7 @@ use crate::support::children::running_only;
 use crate::support::eventually;
 use crate::support::postgres::PgServer;
 use crate::support::runtimes::{builder, scalar_on as scalar};
-use crate::support::subscription::Subscription;
+use crate::support::subscription::{assert_destroyed, Subscription};
 use crate::support::workers::fire_due_reminders;
 use solid_objects::prelude::*;
 use sqlx::{Connection, PgConnection, PgPool};
@@ -87,14 +87,7 @@ async fn on_postgres_a_destroyed_actor_starts_incarnation_two_that_sees_nothing_
     let fired = fire_due_reminders(&runtime).await;
 
     assert_eq!(fired, 0, "the first incarnation's nudge never fires");
-    assert!(matches!(
-        queued.status().await.unwrap(),
-        MessageStatus::Destroyed
-    ));
-    assert!(matches!(
-        queued.result().await,
-        Err(Error::Destroyed { .. })
-    ));
+    assert_destroyed(&queued).await;
     let waited = waiter.await.unwrap();
     assert!(
         matches!(&waited, Err(Error::Destroyed { actor_id, .. }) if actor_id == "s-1"),

@@ -25,6 +25,7 @@ use tracing::Instrument;
 
 use crate::support::mariadb::MariaDb;
 use crate::support::postgres::PgServer;
+use crate::support::runtimes;
 use crate::support::telemetry::{request_span, Finished, Telemetry};
 use crate::support::Harness;
 use opentelemetry::trace::TraceContextExt;
@@ -85,16 +86,12 @@ impl Effect for Courier {
 /// A runtime's builder on the SQLite file, PostgreSQL URL or MySQL URL `database`, with the
 /// parcels and their courier.
 fn builder_at(database: &str) -> Builder {
-    let builder = if database.starts_with("postgres://") {
-        Runtime::builder().postgres(database, 4)
-    } else if database.starts_with("mysql://") {
-        Runtime::builder().mysql(database, 4)
-    } else {
-        Runtime::builder().sqlite(database)
-    };
-    builder.policy(AllowAll).actor::<Parcel>().effect(
-        |courier: Courier, _: EffectContext| async move { Ok(format!("track-{}", courier.parcel)) },
-    )
+    runtimes::builder(database, 4)
+        .policy(AllowAll)
+        .actor::<Parcel>()
+        .effect(|courier: Courier, _: EffectContext| async move {
+            Ok(format!("track-{}", courier.parcel))
+        })
 }
 
 /// The HTTP handler: a request span whose parent is the caller its `traceparent` header

@@ -190,7 +190,7 @@ async fn turns_go_on_while_migration_11_builds_its_indexes_on_a_large_mailbox() 
     let turns = EarlierBuildsTurns::start(&pool, url.starts_with("postgres://")).await;
 
     let started = Instant::now();
-    let runtime = migrating::builder(&url)
+    let runtime = crate::support::runtimes::builder(&url, 4)
         .policy(AllowAll)
         .start()
         .await
@@ -255,7 +255,7 @@ async fn a_migration_killed_mid_index_build_is_finished_by_the_next_start() {
         assert!(left[0].starts_with("solid_messages_finished_building: "));
     }
 
-    let runtime = migrating::builder(&url)
+    let runtime = crate::support::runtimes::builder(&url, 4)
         .policy(AllowAll)
         .start()
         .await
@@ -291,7 +291,7 @@ async fn a_step_applied_but_not_recorded_before_a_crash_is_found_done_at_the_nex
         sqlx::raw_sql(statement).execute(&pool).await.unwrap();
     }
 
-    let runtime = migrating::builder(&url)
+    let runtime = crate::support::runtimes::builder(&url, 4)
         .policy(AllowAll)
         .start()
         .await

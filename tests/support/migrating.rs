@@ -14,20 +14,71 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use solid_objects::prelude::*;
-use sqlx::{Connection, MySqlConnection, PgConnection};
+use sqlx::{AnyConnection, Connection};
+
+use super::runtimes::builder;
 
 /// The variable that names the database a child migrates.
 pub const MIGRATING_DATABASE: &str = "MIGRATING_DATABASE";
 
-/// PostgreSQL's sessions of this database that build an index concurrently and wait for a
-/// lock.
-const POSTGRES_BUILD_WAITING: &str = "SELECT pid::BIGINT FROM pg_stat_activity
-     WHERE datname = current_database() AND wait_event_type = 'Lock'
-       AND query LIKE 'CREATE INDEX CONCURRENTLY %'";
+/// What the migration cases run on a server, in its own SQL.
+struct ServerSql {
+    /// Opens the transaction on `solid_messages` that the child's first index build waits
+    /// for.
+    hold: &'static str,
+    /// The sessions of this database whose index build waits.
+    build_waiting: &'static str,
+    /// Ends the session `{}`.
+    end_session: fn(i64) -> String,
+    /// Runs once the child and its session are gone and the holding transaction rolled back.
+    after_kill: Option<&'static str>,
+    /// Every column of the database, one line each.
+    columns: &'static str,
+    /// Every index of the database, one line each.
+    indexes: &'static str,
+}
 
-/// MariaDB's sessions of this database that wait for a table's metadata lock.
-const MARIADB_DDL_WAITING: &str = "SELECT CAST(ID AS SIGNED) FROM information_schema.PROCESSLIST
-     WHERE DB = DATABASE() AND STATE = 'Waiting for table metadata lock'";
+/// On PostgreSQL, a `CREATE INDEX CONCURRENTLY` waits for every transaction that writes to
+/// its table, and has committed its (invalid) index by then.
+const POSTGRES: ServerSql = ServerSql {
+    hold: "BEGIN; LOCK TABLE solid_messages IN ROW EXCLUSIVE MODE",
+    // The sessions that build an index concurrently and wait for a lock.
+    build_waiting: "SELECT pid::BIGINT FROM pg_stat_activity
+     WHERE datname = current_database() AND wait_event_type = 'Lock'
+       AND query LIKE 'CREATE INDEX CONCURRENTLY %'",
+    end_session: |session| format!("SELECT pg_terminate_backend({session})"),
+    after_kill: None,
+    columns: POSTGRES_COLUMNS,
+    indexes: POSTGRES_INDEXES,
+};
+
+/// On MariaDB, an `ALTER TABLE` waits for the metadata lock every open transaction that read
+/// its table holds. The killed process's migration lock row is deleted, as an operator does
+/// after a crash (its lease would free it in 30 s).
+const MARIADB: ServerSql = ServerSql {
+    hold: "START TRANSACTION; SELECT COUNT(*) FROM solid_messages",
+    // The sessions that wait for a table's metadata lock.
+    build_waiting: "SELECT CAST(ID AS SIGNED) FROM information_schema.PROCESSLIST
+     WHERE DB = DATABASE() AND STATE = 'Waiting for table metadata lock'",
+    end_session: |session| format!("KILL {session}"),
+    after_kill: Some("DELETE FROM solid_migration_lock"),
+    columns: MARIADB_COLUMNS,
+    indexes: MARIADB_INDEXES,
+};
+
+/// The SQL of the server of `url`: PostgreSQL's or MariaDB's.
+fn server_sql(url: &str) -> &'static ServerSql {
+    match url.starts_with("postgres://") {
+        true => &POSTGRES,
+        false => &MARIADB,
+    }
+}
+
+/// A connection of the test's own to the database of `url`.
+async fn connect(url: &str) -> AnyConnection {
+    sqlx::any::install_default_drivers();
+    AnyConnection::connect(url).await.unwrap()
+}
 
 /// The indexes of PostgreSQL's current schema: each one's name, definition and validity.
 const POSTGRES_INDEXES: &str = "SELECT c.relname || ': ' || pg_get_indexdef(i.indexrelid)
@@ -75,7 +126,7 @@ pub async fn migrate_if_asked() {
     let Ok(url) = std::env::var(MIGRATING_DATABASE) else {
         return;
     };
-    let runtime = builder(&url)
+    let runtime = builder(&url, 4)
         .policy(AllowAll)
         .start()
         .await
@@ -83,96 +134,37 @@ pub async fn migrate_if_asked() {
     runtime.close().await;
 }
 
-/// A builder on the server database of `url`.
-pub fn builder(url: &str) -> solid_objects::Builder {
-    if url.starts_with("postgres://") {
-        Runtime::builder().postgres(url, 4)
-    } else {
-        Runtime::builder().mysql(url, 4)
-    }
-}
-
 /// Starts a child migrating the database of `url` (running `test`, this binary's case that
 /// calls [`migrate_if_asked`]), kills it with SIGKILL once its first index build on
 /// `solid_messages` waits for this process's open transaction, and ends its session.
 pub async fn kill_mid_index_build(url: &str, test: &str) {
-    if url.starts_with("postgres://") {
-        kill_on_postgres(url, test).await;
-    } else {
-        kill_on_mariadb(url, test).await;
+    let sql = server_sql(url);
+    let mut holder = connect(url).await;
+    sqlx::raw_sql(sql.hold).execute(&mut holder).await.unwrap();
+    let mut observer = connect(url).await;
+    let mut child = spawn(url, test);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let session: i64 = loop {
+        let waiting = sqlx::query_scalar(sql.build_waiting)
+            .fetch_optional(&mut observer)
+            .await
+            .unwrap();
+        if let Some(session) = waiting {
+            break session;
+        }
+        pause_while_it_runs(&mut child, deadline).await;
+    };
+    child.kill().expect("SIGKILL the migrating process");
+    child.wait().expect("the migrating process is reaped");
+    let end = (sql.end_session)(session);
+    sqlx::raw_sql(&end).execute(&mut observer).await.unwrap();
+    sqlx::raw_sql("ROLLBACK")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    if let Some(after) = sql.after_kill {
+        sqlx::raw_sql(after).execute(&mut observer).await.unwrap();
     }
-}
-
-/// [`kill_mid_index_build`] on PostgreSQL: a `CREATE INDEX CONCURRENTLY` waits for every
-/// transaction that writes to its table, and has committed its (invalid) index by then.
-async fn kill_on_postgres(url: &str, test: &str) {
-    let mut holder = PgConnection::connect(url).await.unwrap();
-    sqlx::raw_sql("BEGIN; LOCK TABLE solid_messages IN ROW EXCLUSIVE MODE")
-        .execute(&mut holder)
-        .await
-        .unwrap();
-    let mut observer = PgConnection::connect(url).await.unwrap();
-    let mut child = spawn(url, test);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let session: i64 = loop {
-        let waiting = sqlx::query_scalar(POSTGRES_BUILD_WAITING)
-            .fetch_optional(&mut observer)
-            .await
-            .unwrap();
-        if let Some(session) = waiting {
-            break session;
-        }
-        pause_while_it_runs(&mut child, deadline).await;
-    };
-    child.kill().expect("SIGKILL the migrating process");
-    child.wait().expect("the migrating process is reaped");
-    sqlx::query("SELECT pg_terminate_backend($1::INT)")
-        .bind(session)
-        .execute(&mut observer)
-        .await
-        .unwrap();
-    sqlx::raw_sql("ROLLBACK")
-        .execute(&mut holder)
-        .await
-        .unwrap();
-}
-
-/// [`kill_mid_index_build`] on MariaDB: an `ALTER TABLE` waits for the metadata lock every
-/// open transaction that read its table holds. The killed process's migration lock row is
-/// deleted, as an operator does after a crash (its lease would free it in 30 s).
-async fn kill_on_mariadb(url: &str, test: &str) {
-    let mut holder = MySqlConnection::connect(url).await.unwrap();
-    sqlx::raw_sql("START TRANSACTION; SELECT COUNT(*) FROM solid_messages")
-        .execute(&mut holder)
-        .await
-        .unwrap();
-    let mut observer = MySqlConnection::connect(url).await.unwrap();
-    let mut child = spawn(url, test);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let session: i64 = loop {
-        let waiting = sqlx::query_scalar(MARIADB_DDL_WAITING)
-            .fetch_optional(&mut observer)
-            .await
-            .unwrap();
-        if let Some(session) = waiting {
-            break session;
-        }
-        pause_while_it_runs(&mut child, deadline).await;
-    };
-    child.kill().expect("SIGKILL the migrating process");
-    child.wait().expect("the migrating process is reaped");
-    sqlx::raw_sql(&format!("KILL {session}"))
-        .execute(&mut observer)
-        .await
-        .unwrap();
-    sqlx::raw_sql("ROLLBACK")
-        .execute(&mut holder)
-        .await
-        .unwrap();
-    sqlx::raw_sql("DELETE FROM solid_migration_lock")
-        .execute(&mut observer)
-        .await
-        .unwrap();
 }
 
 /// Starts this binary as a child running only `test`, on the database of `url`.
@@ -202,36 +194,29 @@ async fn pause_while_it_runs(child: &mut Child, deadline: Instant) {
 /// The schema of the database of `url`, one line each, ordered: every column (its table, type,
 /// nullability and default), then every index as [`indexes`] shows it.
 pub async fn schema(url: &str) -> Vec<String> {
-    let (columns, indexes) = if url.starts_with("postgres://") {
-        (POSTGRES_COLUMNS, POSTGRES_INDEXES)
-    } else {
-        (MARIADB_COLUMNS, MARIADB_INDEXES)
-    };
-    let mut schema = lines(url, columns).await;
-    schema.extend(lines(url, indexes).await);
+    let sql = server_sql(url);
+    let mut schema = lines(url, sql.columns).await;
+    schema.extend(lines(url, sql.indexes).await);
     schema
 }
 
 /// The indexes of the database of `url`, one line each, ordered: name, definition and (on
 /// PostgreSQL) whether it is invalid.
 pub async fn indexes(url: &str) -> Vec<String> {
-    if url.starts_with("postgres://") {
-        lines(url, POSTGRES_INDEXES).await
-    } else {
-        lines(url, MARIADB_INDEXES).await
-    }
+    lines(url, server_sql(url).indexes).await
 }
 
 /// The one text column of the rows of `query` on the database of `url`.
 async fn lines(url: &str, query: &str) -> Vec<String> {
+    // Typed connections: MariaDB's information schema reads as BLOB through sqlx's `Any`.
     if url.starts_with("postgres://") {
-        let mut connection = PgConnection::connect(url).await.unwrap();
+        let mut connection = sqlx::PgConnection::connect(url).await.unwrap();
         sqlx::query_scalar(query)
             .fetch_all(&mut connection)
             .await
             .unwrap()
     } else {
-        let mut connection = MySqlConnection::connect(url).await.unwrap();
+        let mut connection = sqlx::MySqlConnection::connect(url).await.unwrap();
         sqlx::query_scalar(query)
             .fetch_all(&mut connection)
             .await
@@ -242,7 +227,7 @@ async fn lines(url: &str, query: &str) -> Vec<String> {
 /// The schema a database this build created has, `fresh` (an empty database on the same
 /// server): this build migrates it, and [`schema`] reads it.
 pub async fn fresh_schema(fresh: &str) -> Vec<String> {
-    let runtime = builder(fresh)
+    let runtime = builder(fresh, 4)
         .policy(AllowAll)
         .start()
         .await

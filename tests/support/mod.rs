@@ -33,6 +33,8 @@ pub mod postgres_cluster;
 pub mod release_dumps;
 pub mod runtimes;
 pub mod servers;
+pub mod service;
+pub mod state_json;
 pub mod steps;
 pub mod stored_rows;
 pub mod subscription;

@@ -61,3 +61,16 @@ impl Subscription {
         self.renewals.push(at.timestamp());
     }
 }
+
+/// Asserts that `queued`, a message enqueued before its actor was destroyed, was destroyed
+/// with it: its status says so, and its result is [`Error::Destroyed`].
+pub async fn assert_destroyed(queued: &MessageRef<u64>) {
+    assert!(matches!(
+        queued.status().await.unwrap(),
+        MessageStatus::Destroyed
+    ));
+    assert!(matches!(
+        queued.result().await,
+        Err(Error::Destroyed { .. })
+    ));
+}

@@ -1,7 +1,7 @@
 //! The typed reference: `NameRef`, one async method per command and query.
 
 use proc_macro2::TokenStream;
-use quote::{quote, quote_spanned};
+use quote::{format_ident, quote, quote_spanned};
 
 use super::{caller_field, caller_parameter, Names};
 use crate::model::{ActorImpl, Kind, Operation, Returns};
@@ -55,6 +55,14 @@ pub(crate) fn reference(actor: &ActorImpl, names: &Names) -> TokenStream {
         .iter()
         .filter(|operation| !BUILDER_OPTIONS.contains(&operation.stored_name().as_str()))
         .map(|operation| refused_method(operation, names, Refused::Awaited));
+    let enqueue_options = option_methods(
+        "inner",
+        [
+            " At most one message per actor and key.",
+            " Not run before `at`, by the runtime's clock.",
+            " Not run before `delay` from now, by the runtime's clock.",
+        ],
+    );
     let enqueue_doc = format!(
         "Asynchronous calls to one [`{ident}`]: each command returns a `MessageRef` as soon as \
          its message is durable."
@@ -185,23 +193,7 @@ pub(crate) fn reference(actor: &ActorImpl, names: &Names) -> TokenStream {
 
         #[allow(private_interfaces, dead_code)]
         impl #enqueue {
-            /// At most one message per actor and key.
-            pub fn idempotency_key(self, key: impl ::core::convert::Into<::std::string::String>) -> Self {
-                Self { inner: self.inner.idempotency_key(key) }
-            }
-
-            /// Not run before `at`, by the runtime's clock.
-            pub fn available_at(
-                self,
-                at: ::solid_objects::chrono::DateTime<::solid_objects::chrono::Utc>,
-            ) -> Self {
-                Self { inner: self.inner.available_at(at) }
-            }
-
-            /// Not run before `delay` from now, by the runtime's clock.
-            pub fn delay(self, delay: impl ::solid_objects::IntoDuration) -> Self {
-                Self { inner: self.inner.delay(delay) }
-            }
+            #enqueue_options
 
             #(#enqueue_methods)*
 
@@ -212,6 +204,35 @@ pub(crate) fn reference(actor: &ActorImpl, names: &Names) -> TokenStream {
 
 /// The methods of the generated enqueue builder and sender besides the commands.
 pub(crate) const BUILDER_OPTIONS: &[&str] = &["idempotency_key", "available_at", "delay"];
+
+/// The [`BUILDER_OPTIONS`] methods of a generated builder that hands each option on to its
+/// field `field`, documented with `docs` (in the order of [`BUILDER_OPTIONS`]).
+pub(crate) fn option_methods(field: &str, docs: [&str; 3]) -> TokenStream {
+    let field = format_ident!("{field}");
+    let [key_doc, at_doc, delay_doc] = docs;
+    quote! {
+        #[doc = #key_doc]
+        pub fn idempotency_key(
+            self,
+            key: impl ::core::convert::Into<::std::string::String>,
+        ) -> Self {
+            Self { #field: self.#field.idempotency_key(key) }
+        }
+
+        #[doc = #at_doc]
+        pub fn available_at(
+            self,
+            at: ::solid_objects::chrono::DateTime<::solid_objects::chrono::Utc>,
+        ) -> Self {
+            Self { #field: self.#field.available_at(at) }
+        }
+
+        #[doc = #delay_doc]
+        pub fn delay(self, delay: impl ::solid_objects::IntoDuration) -> Self {
+            Self { #field: self.#field.delay(delay) }
+        }
+    }
+}
 
 /// The trait whose message says that a reminder or a reply is run by the runtime, not
 /// called or sent. It has no implementation, so the bound that names it fails at the call,
@@ -261,6 +282,16 @@ fn refusal(operation: &Operation, names: &Names) -> TokenStream {
             ),
         )
     };
+    diagnostic_trait(cfgs, &trait_ident, [&message, &label, &note])
+}
+
+/// A hidden trait that generated code bounds a misuse by: an unmet bound is the error
+/// `message` with its `label` and `note` (in that order), on the user's code.
+pub(crate) fn diagnostic_trait(
+    cfgs: &[syn::Attribute],
+    trait_ident: &proc_macro2::Ident,
+    [message, label, note]: [&str; 3],
+) -> TokenStream {
     quote! {
         #(#cfgs)*
         #[doc(hidden)]

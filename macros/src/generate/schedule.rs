@@ -1,12 +1,14 @@
 //! The typed builders a turn stages with: `turn.schedule(at, key).expire(..)`,
 //! `turn.unschedule(key).expire()` and, from another actor, `turn.send::<Name>(id).hold(..)`.
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Ident, TokenStream};
 use quote::quote;
 
-use super::reference::{refused_method, Refused, BUILDER_OPTIONS};
+use super::reference::{
+    diagnostic_trait, option_methods, refused_method, Refused, BUILDER_OPTIONS,
+};
 use super::{caller_field, caller_parameter, Names};
-use crate::model::{ActorImpl, Kind};
+use crate::model::{ActorImpl, Kind, Operation};
 
 /// `NameSchedule`, `NameUnschedule` and `NameSender`, with one method per reminder (or
 /// command). They hold no borrow of the turn, so their arguments may read it.
@@ -27,19 +29,11 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
         .filter(|operation| operation.kind == Kind::Reminder)
         .collect();
     let schedule_methods = reminders.iter().map(|reminder| {
-        let name = &reminder.name;
-        let variant = reminder.variant();
-        let parameters = reminder.arguments.iter().map(caller_parameter);
-        let fields = reminder.arguments.iter().map(caller_field);
-        let doc = format!("Schedules the reminder `{name}` with these arguments.");
-        let cfgs = &reminder.cfgs;
-        quote! {
-            #(#cfgs)*
-            #[doc = #doc]
-            pub fn #name(self, #(#parameters),*) {
-                self.stage.stage(#message::#variant { #(#fields),* });
-            }
-        }
+        let doc = format!(
+            "Schedules the reminder `{}` with these arguments.",
+            reminder.name
+        );
+        staging_method(reminder, message, &doc)
     });
     let unschedule_methods = reminders.iter().map(|reminder| {
         let name = &reminder.name;
@@ -105,12 +99,9 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
             let label = format!("`{name}` takes `{field}: {expected}`");
             let note = "`on_success()` delivers the effect's `Output`, and `on_failure()` an \
                         `EffectFailure<E>`: name a reply whose one argument is that type";
+            let diagnostic = diagnostic_trait(cfgs, &trait_ident, [&message, &label, note]);
             quote! {
-                #(#cfgs)*
-                #[doc(hidden)]
-                #[allow(non_camel_case_types)]
-                #[diagnostic::on_unimplemented(message = #message, label = #label, note = #note)]
-                pub trait #trait_ident {}
+                #diagnostic
 
                 #(#cfgs)*
                 impl #trait_ident for #ty {}
@@ -132,19 +123,8 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
         .iter()
         .filter(|operation| operation.kind == Kind::Command)
         .map(|command| {
-            let name = &command.name;
-            let variant = command.variant();
-            let parameters = command.arguments.iter().map(caller_parameter);
-            let fields = command.arguments.iter().map(caller_field);
-            let doc = format!("Sends `{name}` when the sending turn commits.");
-            let cfgs = &command.cfgs;
-            quote! {
-                #(#cfgs)*
-                #[doc = #doc]
-                pub fn #name(self, #(#parameters),*) {
-                    self.stage.stage(#message::#variant { #(#fields),* });
-                }
-            }
+            let doc = format!("Sends `{}` when the sending turn commits.", command.name);
+            staging_method(command, message, &doc)
         });
     // A command named where a reply goes fails with a message that says to mark it
     // #[reply] (rather than rustc's bare "no method named .. found").
@@ -163,12 +143,9 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
             let label = format!("mark `{name}` with #[reply] instead of #[command]");
             let note = "a reply is delivered by the runtime only, so no caller can forge the \
                         outcome; a command can be called by anyone the policy lets through";
+            let diagnostic = diagnostic_trait(cfgs, &trait_ident, [&message, &label, note]);
             quote! {
-                #(#cfgs)*
-                #[doc(hidden)]
-                #[allow(non_camel_case_types)]
-                #[diagnostic::on_unimplemented(message = #message, label = #label, note = #note)]
-                pub trait #trait_ident {}
+                #diagnostic
 
                 #(#cfgs)*
                 #[allow(dead_code)]
@@ -192,6 +169,16 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
                 && !BUILDER_OPTIONS.contains(&operation.stored_name().as_str())
         })
         .map(|operation| refused_method(operation, names, Refused::Staged));
+    let send_options = option_methods(
+        "stage",
+        [
+            " At most one message per target and key: a turn that runs again and sends under \
+             the same key delivers once.",
+            " Not run before `at`.",
+            " Not run before `delay` after the sending turn's time. Until then it holds back \
+             none of the target's other messages: it takes its turn once it is due.",
+        ],
+    );
     let sender_doc = format!(
         "Sends a command to a [`{ident}`] from another turn: `turn.send::<{ident}>(id).<command>(..)`."
     );
@@ -271,32 +258,28 @@ pub(crate) fn builders(actor: &ActorImpl, names: &Names) -> TokenStream {
 
         #[allow(dead_code)]
         impl #sender {
-            /// Not run before `delay` after the sending turn's time. Until then it holds
-            /// back none of the target's other messages: it takes its turn once it is due.
-            pub fn delay(self, delay: impl ::solid_objects::IntoDuration) -> Self {
-                Self { stage: self.stage.delay(delay) }
-            }
-
-            /// Not run before `at`.
-            pub fn available_at(
-                self,
-                at: ::solid_objects::chrono::DateTime<::solid_objects::chrono::Utc>,
-            ) -> Self {
-                Self { stage: self.stage.available_at(at) }
-            }
-
-            /// At most one message per target and key: a turn that runs again and sends
-            /// under the same key delivers once.
-            pub fn idempotency_key(
-                self,
-                key: impl ::core::convert::Into<::std::string::String>,
-            ) -> Self {
-                Self { stage: self.stage.idempotency_key(key) }
-            }
+            #send_options
 
             #(#send_methods)*
 
             #(#refused_send_methods)*
+        }
+    }
+}
+
+/// A builder's method that stages `operation`'s message, built from the method's
+/// arguments, documented with `doc`.
+fn staging_method(operation: &Operation, message: &Ident, doc: &str) -> TokenStream {
+    let name = &operation.name;
+    let variant = operation.variant();
+    let parameters = operation.arguments.iter().map(caller_parameter);
+    let fields = operation.arguments.iter().map(caller_field);
+    let cfgs = &operation.cfgs;
+    quote! {
+        #(#cfgs)*
+        #[doc = #doc]
+        pub fn #name(self, #(#parameters),*) {
+            self.stage.stage(#message::#variant { #(#fields),* });
         }
     }
 }

@@ -314,8 +314,9 @@ pub(crate) trait AdminReads: Send + Sync {
 #[async_trait]
 impl<S: ReadConnections> AdminReads for S {
     async fn actor_types(&self) -> Result<Vec<ActorTypeRow>> {
-        let rows = query(ACTOR_TYPES).fetch_all(self.readers()).await?;
-        rows.iter().map(rows::actor_type).collect()
+        query(ACTOR_TYPES)
+            .fetch_rows(self.readers(), rows::actor_type)
+            .await
     }
 
     async fn actors(&self, selection: &ActorSelection<'_>, limit: i64) -> Result<Vec<ActorRow>> {
@@ -323,24 +324,22 @@ impl<S: ReadConnections> AdminReads for S {
             Some((actor_type, actor_id)) => (Some(actor_type), actor_id),
             None => (None, ""),
         };
-        let rows = query(ACTORS)
+        query(ACTORS)
             .bind(selection.actor_type)
             .bind(selection.id_prefix)
             .bind(after_type)
             .bind(after_id)
             .bind(limit)
-            .fetch_all(self.readers())
-            .await?;
-        rows.iter().map(rows::listed_actor).collect()
+            .fetch_rows(self.readers(), rows::listed_actor)
+            .await
     }
 
     async fn oldest_ready(&self, actor: ActorKey<'_, '_>) -> Result<Option<MailboxHeadRow>> {
-        let row = query(OLDEST_READY)
+        query(OLDEST_READY)
             .bind(actor.actor_type)
             .bind(actor.actor_id)
-            .fetch_optional(self.readers())
-            .await?;
-        row.as_ref().map(rows::mailbox_head).transpose()
+            .fetch_optional_row(self.readers(), rows::mailbox_head)
+            .await
     }
 
     async fn state(&self, actor: ActorKey<'_, '_>) -> Result<Option<String>> {
@@ -357,19 +356,18 @@ impl<S: ReadConnections> AdminReads for S {
         selection: &ReminderSelection<'_>,
         limit: i64,
     ) -> Result<Vec<ScheduledReminderRow>> {
-        let rows = query(ALL_REMINDERS)
+        query(ALL_REMINDERS)
             .bind(selection.actor_type)
             .bind(selection.actor_id)
             .bind(selection.due_before)
             .bind(limit)
-            .fetch_all(self.readers())
-            .await?;
-        rows.iter().map(rows::scheduled_reminder).collect()
+            .fetch_rows(self.readers(), rows::scheduled_reminder)
+            .await
     }
 
     async fn effects(&self, selection: &EffectSelection<'_>, limit: i64) -> Result<Vec<EffectRow>> {
         let [ready, running, done, dead] = selection.statuses;
-        let rows = query(EFFECTS)
+        query(EFFECTS)
             .bind(ready)
             .bind(selection.actor_type)
             .bind(selection.actor_id)
@@ -378,9 +376,8 @@ impl<S: ReadConnections> AdminReads for S {
             .bind(running)
             .bind(done)
             .bind(dead)
-            .fetch_all(self.readers())
-            .await?;
-        rows.iter().map(rows::listed_effect).collect()
+            .fetch_rows(self.readers(), rows::listed_effect)
+            .await
     }
 
     async fn dead_letters_matching(
@@ -389,7 +386,7 @@ impl<S: ReadConnections> AdminReads for S {
         (after_id, up_to): (i64, i64),
         limit: i64,
     ) -> Result<Vec<MessageRecord>> {
-        let rows = query(DEAD_LETTERS_MATCHING)
+        query(DEAD_LETTERS_MATCHING)
             .bind(after_id)
             .bind(selection.actor_type)
             .bind(selection.operation)
@@ -399,18 +396,16 @@ impl<S: ReadConnections> AdminReads for S {
             .bind(selection.include_retried)
             .bind(limit)
             .bind(up_to)
-            .fetch_all(self.readers())
-            .await?;
-        rows.iter().map(rows::message).collect()
+            .fetch_rows(self.readers(), rows::message)
+            .await
     }
 
     async fn stalled_messages(&self, min_stalls: i64, limit: i64) -> Result<Vec<StalledRow>> {
-        let rows = query(STALLED_MESSAGES)
+        query(STALLED_MESSAGES)
             .bind(min_stalls)
             .bind(limit)
-            .fetch_all(self.readers())
-            .await?;
-        rows.iter().map(rows::stalled).collect()
+            .fetch_rows(self.readers(), rows::stalled)
+            .await
     }
 
     async fn newest_message_id(&self) -> Result<i64> {
@@ -421,21 +416,19 @@ impl<S: ReadConnections> AdminReads for S {
     }
 
     async fn pending_arguments(&self, after_id: i64, limit: i64) -> Result<Vec<StoredArguments>> {
-        let rows = query(PENDING_ARGUMENTS)
+        query(PENDING_ARGUMENTS)
             .bind(after_id)
             .bind(limit)
-            .fetch_all(self.readers())
-            .await?;
-        rows.iter().map(rows::stored_arguments).collect()
+            .fetch_rows(self.readers(), rows::stored_arguments)
+            .await
     }
 
     async fn reminder_arguments(&self, after_id: i64, limit: i64) -> Result<Vec<StoredArguments>> {
-        let rows = query(REMINDER_ARGUMENTS)
+        query(REMINDER_ARGUMENTS)
             .bind(after_id)
             .bind(limit)
-            .fetch_all(self.readers())
-            .await?;
-        rows.iter().map(rows::stored_arguments).collect()
+            .fetch_rows(self.readers(), rows::stored_arguments)
+            .await
     }
 
     async fn recent_messages(
@@ -444,30 +437,27 @@ impl<S: ReadConnections> AdminReads for S {
         after_id: i64,
         limit: i64,
     ) -> Result<Vec<MessageRecord>> {
-        let rows = query(RECENT_MESSAGES)
+        query(RECENT_MESSAGES)
             .bind(actor.actor_type)
             .bind(actor.actor_id)
             .bind(after_id)
             .bind(limit)
-            .fetch_all(self.readers())
-            .await?;
-        rows.iter().map(rows::message).collect()
+            .fetch_rows(self.readers(), rows::message)
+            .await
     }
 
     async fn busiest_mailboxes(&self, limit: i64) -> Result<Vec<MailboxDepthRow>> {
-        let rows = query(BUSIEST_MAILBOXES)
+        query(BUSIEST_MAILBOXES)
             .bind(limit)
-            .fetch_all(self.readers())
-            .await?;
-        rows.iter().map(rows::mailbox_depth).collect()
+            .fetch_rows(self.readers(), rows::mailbox_depth)
+            .await
     }
 
     async fn finished_since(&self, since: i64) -> Result<Vec<(String, i64)>> {
-        let rows = query(FINISHED_SINCE)
+        query(FINISHED_SINCE)
             .bind(since)
-            .fetch_all(self.readers())
-            .await?;
-        rows.iter().map(rows::status_count).collect()
+            .fetch_rows(self.readers(), rows::status_count)
+            .await
     }
 
     async fn status(&self, now: i64, counted: Counted) -> Result<StatusRow> {
@@ -499,12 +489,11 @@ impl<S: ReadConnections> AdminReads for S {
     }
 
     async fn admin_events(&self, before_id: i64, limit: i64) -> Result<Vec<AdminEventRow>> {
-        let rows = query(ADMIN_EVENTS)
+        query(ADMIN_EVENTS)
             .bind(before_id)
             .bind(limit)
-            .fetch_all(self.readers())
-            .await?;
-        rows.iter().map(rows::admin_event).collect()
+            .fetch_rows(self.readers(), rows::admin_event)
+            .await
     }
 
     async fn applied_migrations(&self) -> Result<Vec<i64>> {

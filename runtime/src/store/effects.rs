@@ -193,8 +193,9 @@ impl<S: ReadConnections> EffectReads for S {
             Dialect::Sqlite => unhandled.bind(now),
             Dialect::Postgres | Dialect::MySql => unhandled,
         };
-        let rows = unhandled.fetch_all(self.readers()).await?;
-        rows.iter().map(rows::pending_effects).collect()
+        unhandled
+            .fetch_rows(self.readers(), rows::pending_effects)
+            .await
     }
 }
 

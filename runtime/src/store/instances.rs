@@ -225,20 +225,18 @@ impl<S: ReadConnections> InstanceReads for S {
     }
 
     async fn read_instance(&self, actor: ActorKey<'_, '_>) -> Result<Option<Instance>> {
-        let row = query(SELECT_INSTANCE)
+        query(SELECT_INSTANCE)
             .bind(actor.actor_type)
             .bind(actor.actor_id)
-            .fetch_optional(self.readers())
-            .await?;
-        row.map(|row| rows::instance(&row)).transpose()
+            .fetch_optional_row(self.readers(), rows::instance)
+            .await
     }
 
     async fn versions(&self, actors: &str) -> Result<Vec<StateNotice>> {
-        let rows = query(versions(self.dialect()))
+        query(versions(self.dialect()))
             .bind(actors)
-            .fetch_all(self.readers())
-            .await?;
-        rows.iter().map(rows::state_notice).collect()
+            .fetch_rows(self.readers(), rows::state_notice)
+            .await
     }
 }
 
@@ -403,14 +401,13 @@ async fn select_instance<T: WriteConnection>(
 ) -> Result<Option<Instance>> {
     tx.counters().statement();
     let known = known.unwrap_or(Version::NONE);
-    let row = query(lock)
+    query(lock)
         .bind(actor.actor_type)
         .bind(actor.actor_id)
         .bind(known.incarnation)
         .bind(known.revision)
-        .fetch_optional(tx.on())
-        .await?;
-    row.map(|row| rows::instance(&row)).transpose()
+        .fetch_optional_row(tx.on(), rows::instance)
+        .await
 }
 
 /// Creates the actor's row if it is missing (waiting, within the lock timeout, for a

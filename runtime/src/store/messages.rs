@@ -133,6 +133,18 @@ const UNLESS_KEY_TAKEN: &str = " ON CONFLICT (actor_type, actor_id, idempotency_
 /// affected: sqlx asks MySQL to count the rows it found).
 const UNLESS_KEY_TAKEN_MYSQL: &str = " ON DUPLICATE KEY UPDATE id = id";
 
+/// Binds a message's `progress` as the next six parameters, in the order of its columns in
+/// [`UPDATE_MESSAGE`]: status, attempts, available_at, result, last_error, finished_at.
+pub(crate) fn bind_progress<'q>(statement: Query<'q>, progress: &MessageProgress<'q>) -> Query<'q> {
+    statement
+        .bind(progress.status.as_str())
+        .bind(progress.attempts)
+        .bind(progress.available_at)
+        .bind(progress.result)
+        .bind(progress.last_error.map(storable_text))
+        .bind(progress.finished_at)
+}
+
 /// Records a message's progress (`$1` to `$6`) if message `$7` is still ready with `$8`
 /// attempts.
 pub(crate) const UPDATE_MESSAGE: &str = "UPDATE solid_messages
@@ -335,8 +347,9 @@ pub(crate) trait MessageReads: Send + Sync {
 #[async_trait]
 impl<S: ReadConnections> MessageReads for S {
     async fn message(&self, lookup_by: MessageLookup<'_>) -> Result<Option<MessageRecord>> {
-        let row = lookup(lookup_by).fetch_optional(self.readers()).await?;
-        row.map(|row| rows::message(&row)).transpose()
+        lookup(lookup_by)
+            .fetch_optional_row(self.readers(), rows::message)
+            .await
     }
 
     async fn ready_actors(
@@ -365,13 +378,12 @@ impl<S: ReadConnections> MessageReads for S {
         types: &str,
         limit: i64,
     ) -> Result<Vec<UnknownHead>> {
-        let rows = query(unknown_operations(self.dialect()))
+        query(unknown_operations(self.dialect()))
             .bind(operations)
             .bind(types)
             .bind(limit)
-            .fetch_all(self.readers())
-            .await?;
-        rows.iter().map(rows::unknown_head).collect()
+            .fetch_rows(self.readers(), rows::unknown_head)
+            .await
     }
 }
 
@@ -514,13 +526,7 @@ impl<T: WriteConnection> MessageWrites for T {
         progress: &MessageProgress<'_>,
     ) -> Result<bool> {
         self.counters().statement();
-        let updated = query(UPDATE_MESSAGE)
-            .bind(progress.status.as_str())
-            .bind(progress.attempts)
-            .bind(progress.available_at)
-            .bind(progress.result)
-            .bind(progress.last_error.map(storable_text))
-            .bind(progress.finished_at)
+        let updated = bind_progress(query(UPDATE_MESSAGE), progress)
             .bind(message_id)
             .bind(attempts)
             .execute(self.on())
@@ -574,8 +580,9 @@ impl<T: WriteConnection> MessageWrites for T {
 
     async fn message(&mut self, lookup_by: MessageLookup<'_>) -> Result<Option<MessageRecord>> {
         self.counters().statement();
-        let row = lookup(lookup_by).fetch_optional(self.on()).await?;
-        row.map(|row| rows::message(&row)).transpose()
+        lookup(lookup_by)
+            .fetch_optional_row(self.on(), rows::message)
+            .await
     }
 
     async fn release_dead_letter(&mut self, message_id: i64) -> Result<bool> {

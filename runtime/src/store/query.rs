@@ -393,6 +393,28 @@ impl<'q> Query<'q> {
         }
     }
 
+    /// Runs a statement and reads its first row, if any, as `decode` reads it.
+    pub(crate) async fn fetch_optional_row<T>(
+        self,
+        on: On<'_>,
+        decode: fn(&Row) -> crate::error::Result<T>,
+    ) -> crate::error::Result<Option<T>> {
+        self.fetch_optional(on)
+            .await?
+            .as_ref()
+            .map(decode)
+            .transpose()
+    }
+
+    /// Runs a statement and reads every row as `decode` reads it.
+    pub(crate) async fn fetch_rows<T>(
+        self,
+        on: On<'_>,
+        decode: fn(&Row) -> crate::error::Result<T>,
+    ) -> crate::error::Result<Vec<T>> {
+        self.fetch_all(on).await?.iter().map(decode).collect()
+    }
+
     /// Runs a statement and reads the first column of its first row.
     pub(crate) async fn fetch_scalar<T: Column>(self, on: On<'_>) -> sqlx::Result<T> {
         get(&self.fetch_one(on).await?, 0)

@@ -315,12 +315,11 @@ const EARLIEST_DUE: &str = "SELECT MIN(due_at) FROM solid_reminders";
 #[async_trait]
 impl<S: ReadConnections> ReminderReads for S {
     async fn reminders(&self, actor: ActorKey<'_, '_>) -> Result<Vec<ReminderRecord>> {
-        let rows = query(ACTOR_REMINDERS)
+        query(ACTOR_REMINDERS)
             .bind(actor.actor_type)
             .bind(actor.actor_id)
-            .fetch_all(self.readers())
-            .await?;
-        rows.iter().map(rows::reminder).collect()
+            .fetch_rows(self.readers(), rows::reminder)
+            .await
     }
 
     async fn any_reminder_due(&self, now: i64) -> Result<bool> {

@@ -6,7 +6,7 @@
 
 use async_trait::async_trait;
 
-use super::messages::storable_text;
+use super::messages::bind_progress;
 use super::query::{query, Dialect, Query};
 use super::{
     ActorKey, InstanceWrite, InstanceWrites, MessageProgress, MessageWrites, NewMessage,
@@ -14,50 +14,59 @@ use super::{
 };
 use crate::error::Result;
 
-/// A fresh call's message (`$1`..`$15`, in the columns' order) inserted, and the actor's
-/// (`$1`, `$2`) state `$16`, revision `$17`, state version `$18` at `$19` written beside it,
-/// creating its row if needed; returns the message's id (PostgreSQL).
-pub(crate) const INSERT_MESSAGE_AND_STATE: &str = "WITH message AS (
-         INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
-                     request_id, idempotency_key, status, attempts, available_at, result,
-                     last_error, created_at, finished_at, incarnation, scheduled_for)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-         RETURNING id
-     ),
-     instance AS (
+/// The end of a statement whose `message` step wrote a message row: the actor's row upserted
+/// with the parameters `$params` (its type, id, state, revision, state version and time),
+/// created if needed, and the message's id returned.
+macro_rules! then_state {
+    ($params:literal) => {
+        concat!(
+            "instance AS (
          INSERT INTO solid_instances
                 (actor_type, actor_id, state, revision, state_version, updated_at)
-         SELECT $1, $2, $16, $17, $18, $19 FROM message
+         SELECT ",
+            $params,
+            " FROM message
          ON CONFLICT (actor_type, actor_id) DO UPDATE SET
              state = excluded.state,
              revision = excluded.revision,
              state_version = excluded.state_version,
              updated_at = excluded.updated_at
      )
-     SELECT id FROM message";
+     SELECT id FROM message"
+        )
+    };
+}
+
+/// A fresh call's message (`$1`..`$15`, in the columns' order) inserted, and the actor's
+/// (`$1`, `$2`) state `$16`, revision `$17`, state version `$18` at `$19` written beside it,
+/// creating its row if needed; returns the message's id (PostgreSQL).
+pub(crate) const INSERT_MESSAGE_AND_STATE: &str = concat!(
+    "WITH message AS (
+         INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
+                     request_id, idempotency_key, status, attempts, available_at, result,
+                     last_error, finished_at, created_at, incarnation, scheduled_for)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+         RETURNING id
+     ),
+     ",
+    then_state!("$1, $2, $16, $17, $18, $19")
+);
 
 /// A stored message's progress (status `$1`, attempts `$2`, available at `$3`, result `$4`,
 /// error `$5`, finished at `$6`) recorded if message `$7` is still ready with `$8` attempts,
 /// and only then the actor's (`$9`, `$10`) state `$11`, revision `$12`, state version `$13`
 /// at `$14` written; returns the message's id, no row if it was moved on (PostgreSQL).
-pub(crate) const UPDATE_MESSAGE_AND_STATE: &str = "WITH message AS (
+pub(crate) const UPDATE_MESSAGE_AND_STATE: &str = concat!(
+    "WITH message AS (
          UPDATE solid_messages
          SET status = $1, attempts = $2, available_at = $3, result = $4, last_error = $5,
              finished_at = $6
          WHERE id = $7 AND status = 'ready' AND attempts = $8
          RETURNING id
      ),
-     instance AS (
-         INSERT INTO solid_instances
-                (actor_type, actor_id, state, revision, state_version, updated_at)
-         SELECT $9, $10, $11, $12, $13, $14 FROM message
-         ON CONFLICT (actor_type, actor_id) DO UPDATE SET
-             state = excluded.state,
-             revision = excluded.revision,
-             state_version = excluded.state_version,
-             updated_at = excluded.updated_at
-     )
-     SELECT id FROM message";
+     ",
+    then_state!("$9, $10, $11, $12, $13, $14")
+);
 
 /// The row a turn leaves for its message.
 #[derive(Debug, Clone, Copy)]
@@ -128,21 +137,15 @@ fn message_and_state<'q>(
 ) -> Query<'q> {
     let statement = match message {
         TurnMessage::New(new) => {
-            let progress = &new.progress;
-            query(INSERT_MESSAGE_AND_STATE)
+            let message = query(INSERT_MESSAGE_AND_STATE)
                 .bind(actor.actor_type)
                 .bind(actor.actor_id)
                 .bind(new.operation)
                 .bind(new.arguments)
                 .bind(new.request_id)
-                .bind(new.idempotency_key)
-                .bind(progress.status.as_str())
-                .bind(progress.attempts)
-                .bind(progress.available_at)
-                .bind(progress.result)
-                .bind(progress.last_error.map(storable_text))
+                .bind(new.idempotency_key);
+            bind_progress(message, &new.progress)
                 .bind(new.created_at)
-                .bind(progress.finished_at)
                 .bind(new.incarnation)
                 .bind(new.scheduled_for)
         }
@@ -150,13 +153,7 @@ fn message_and_state<'q>(
             id,
             attempts,
             progress,
-        } => query(UPDATE_MESSAGE_AND_STATE)
-            .bind(progress.status.as_str())
-            .bind(progress.attempts)
-            .bind(progress.available_at)
-            .bind(progress.result)
-            .bind(progress.last_error.map(storable_text))
-            .bind(progress.finished_at)
+        } => bind_progress(query(UPDATE_MESSAGE_AND_STATE), progress)
             .bind(id)
             .bind(attempts)
             .bind(actor.actor_type)
