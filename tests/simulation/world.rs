@@ -304,6 +304,7 @@ impl World {
             }
         }
         self.drop_runtime();
+        self.wait_for_the_writer();
         self.schedule.forget_hangs();
         self.schedule.count(Injected::Crash);
         // At the run's last crash the steps end, and the recovery opens the next runtime:
@@ -348,8 +349,9 @@ impl World {
     /// Waits, a second at most, for the file's write lock, on a connection and a tokio runtime
     /// of its own (the live one is not driven meanwhile). A step chosen to hang after its
     /// `COMMIT` counts as hung as soon as it is chosen, while that `COMMIT` may still run on
-    /// SQLite's thread; a dropped runtime lets it finish, so a killed process must be killed
-    /// after it too, or the seed's two crashes leave different files.
+    /// SQLite's thread: a killed process must be killed after it, and the runtime opened after
+    /// a crash must read the file after it, or the seed's runs part where SQLite's thread
+    /// was slow.
     fn wait_for_the_writer(&self) {
         let url = format!("sqlite://{}", self.path.display());
         let side = tokio::runtime::Builder::new_current_thread()
