@@ -17,7 +17,7 @@
 //! waits now and every `_out` after that minute less every `_in` after it. Transitions that
 //! leave no finished row behind are tallied by the transaction that makes them, as the same
 //! kinds: a reminder deleted after it was due ([`dropped_reminders`]), and an operator's retry
-//! of a dead effect (its first life, and the start of its second: [`ADD_TALLY`]). An
+//! of a dead effect (its first life, and the start of its second: [`add_tallies`]). An
 //! operator's retry of a dead letter marks its message (`retry_of`), which counts as a
 //! message, not as a reminder that fired again.
 //!
@@ -282,10 +282,29 @@ pub(crate) const MOVE_FOLD_MARK: &str =
     "UPDATE solid_activity_folded SET folded_until = $1 WHERE id = 1";
 
 /// Adds `$3` to the whole database's tally of kind `$2` in minute `$1`.
-pub(crate) const ADD_TALLY: &str = "INSERT INTO solid_activity (minute, kind, bucket, count)
+const ADD_TALLY: &str = "INSERT INTO solid_activity (minute, kind, bucket, count)
      VALUES ($1, $2, 0, $3)
      ON CONFLICT (minute, kind, bucket) DO UPDATE SET
          count = solid_activity.count + excluded.count";
+
+/// Adds each `(minute, kind, count)` of `tallies` to the whole database's tally, a
+/// statement each, in the order given (the tally's key order: two writers never wait for
+/// each other in a circle).
+pub(crate) async fn add_tallies<C: WriteConnection + ?Sized>(
+    connection: &mut C,
+    tallies: &[(i64, &'static str, i64)],
+) -> Result<()> {
+    for &(minute, kind, count) in tallies {
+        connection.counters().statement();
+        query(ADD_TALLY)
+            .bind(minute)
+            .bind(kind)
+            .bind(count)
+            .execute(connection.on())
+            .await?;
+    }
+    Ok(())
+}
 
 /// A dead effect an operator retries: the times of its first life, and of the retry that
 /// starts its second (microseconds).

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use async_trait::async_trait;
 
-use super::activity_tallies::{dropped_reminders, ADD_TALLY, MINUTE, REMINDER_IN, REMINDER_OUT};
+use super::activity_tallies::{add_tallies, dropped_reminders, MINUTE, REMINDER_IN, REMINDER_OUT};
 use super::dialect::PerDialect;
 use super::query::{built, get, query, Dialect, Value};
 use super::{
@@ -453,15 +453,7 @@ impl<T: WriteConnection> ReminderWrites for T {
                 // By position: MariaDB's prepared `DELETE .. RETURNING` names no column.
                 .map(|row| get::<i64>(row, 0))
                 .collect::<sqlx::Result<Vec<_>>>()?;
-            for (minute, kind, count) in dropped_tallies(&due, now_minute) {
-                self.counters().statement();
-                query(ADD_TALLY)
-                    .bind(minute)
-                    .bind(kind)
-                    .bind(count)
-                    .execute(self.on())
-                    .await?;
-            }
+            add_tallies(self, &dropped_tallies(&due, now_minute)).await?;
             return Ok(());
         }
         self.counters().statement();
