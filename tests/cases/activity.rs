@@ -596,7 +596,6 @@ async fn an_overdue_reminder_rescheduled_for_later_before_it_fired_was_due_until
 }
 
 #[tokio::test]
-#[ignore = "a known limit of the tally: a turn stamped before the fold mark (a clock stepped back past it) is in no tally and not counted from the rows"]
 async fn a_turn_that_ends_after_the_clock_stepped_back_behind_the_folded_minutes_is_counted() {
     let harness = Harness::new();
     harness.clock.set(noon(0, 10));
@@ -627,7 +626,6 @@ async fn a_turn_that_ends_after_the_clock_stepped_back_behind_the_folded_minutes
 }
 
 #[tokio::test]
-#[ignore = "a known limit of the tally on the servers: a turn whose transaction stays open past the fold lag (2 minutes) commits a row stamped before the fold mark, which no fold reads"]
 async fn a_turn_whose_handler_ran_while_its_minute_was_folded_is_counted() {
     let harness = Harness::new();
     harness.clock.set(noon(0, 10));

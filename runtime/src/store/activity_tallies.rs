@@ -262,6 +262,18 @@ pub(crate) fn fold_actor_activity() -> &'static str {
 /// Where folding stands: every row that finished before it is tallied.
 pub(crate) const FOLD_MARK: &str = "SELECT folded_until FROM solid_activity_folded WHERE id = 1";
 
+/// A finish time `time` (a parameter: a message's or an effect's finish, an attempt's
+/// failure) as a statement writes it: never before the fold mark, read as the statement runs.
+///
+/// A row that finished before the mark is in no tally (its minute is folded) and the charts
+/// do not count it from the rows either. A host whose clock was set back, or a turn whose
+/// handler ran while a fold passed the minute it started in, stamps the mark instead, so its
+/// row is counted by the next fold. What is left: a fold that commits between a turn's last
+/// statement and its `COMMIT`, past a stamp minutes old.
+pub(crate) fn finish_stamp(dialect: Dialect, time: &str) -> String {
+    dialect.later_unless_null(time, &format!("({FOLD_MARK})"))
+}
+
 /// The fold mark, locked for this transaction's fold; no row where another transaction
 /// holds it (another process folds).
 pub(crate) fn lock_fold_mark(dialect: Dialect) -> &'static str {

@@ -140,6 +140,19 @@ impl Dialect {
         }
     }
 
+    /// The later of the times `time` (a parameter, which may be `NULL`) and `floor` (a
+    /// scalar subquery), or `NULL` where `time` is: SQLite's `MAX` and MySQL's `GREATEST`
+    /// are `NULL` for a `NULL` argument, PostgreSQL's `GREATEST` passes over it.
+    pub(crate) fn later_unless_null(self, time: &str, floor: &str) -> String {
+        match self {
+            Self::Sqlite => format!("MAX({time}, {floor})"),
+            Self::Postgres => {
+                format!("(CASE WHEN {time} IS NULL THEN NULL ELSE GREATEST({time}, {floor}) END)")
+            }
+            Self::MySql => format!("GREATEST({time}, {floor})"),
+        }
+    }
+
     /// What asks for a statement's plan instead of running it, before the statement: SQLite's
     /// `EXPLAIN QUERY PLAN`, the others' `EXPLAIN`.
     pub(crate) fn explain(self) -> &'static str {

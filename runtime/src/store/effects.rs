@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::activity_tallies::{add_tallies, share_fold_mark, EffectLife};
+use super::activity_tallies::{add_tallies, finish_stamp, share_fold_mark, EffectLife};
 use super::dialect::PerDialect;
 use super::messages::storable_text;
 use super::query::{get, query, Dialect};
@@ -131,11 +131,20 @@ pub(crate) const RELEASE_EFFECT: &str = "UPDATE solid_effects
      WHERE id = $1 AND status = 'running' AND claims = $3";
 
 /// Records the attempt of effect `$5`, if still running under claim `$6`: its status `$1`,
-/// `available_at` `$2`, error `$3`, finish `$4` and attempts `$7`.
-pub(crate) const FINISH_EFFECT: &str = "UPDATE solid_effects
-     SET status = $1, available_at = $2, last_error = $3, finished_at = $4,
-         attempts = $7
-     WHERE id = $5 AND status = 'running' AND claims = $6";
+/// `available_at` `$2`, error `$3`, finish `$4` (no earlier than the fold mark:
+/// [`finish_stamp`]) and attempts `$7`.
+fn finish_effect(dialect: Dialect) -> &'static str {
+    static FINISH_EFFECT: PerDialect = PerDialect::new(|dialect| {
+        format!(
+            "UPDATE solid_effects
+             SET status = $1, available_at = $2, last_error = $3, finished_at = {finished_at},
+                 attempts = $7
+             WHERE id = $5 AND status = 'running' AND claims = $6",
+            finished_at = finish_stamp(dialect, "$4"),
+        )
+    });
+    FINISH_EFFECT.get(dialect)
+}
 
 /// Makes dead effect `$1` ready again at `$2` with its attempts reset.
 pub(crate) const REVIVE_EFFECT: &str = "UPDATE solid_effects
@@ -353,7 +362,7 @@ impl<T: WriteConnection> EffectWrites for T {
         progress: &EffectProgress<'_>,
     ) -> Result<bool> {
         self.counters().statement();
-        let finished = query(FINISH_EFFECT)
+        let finished = query(finish_effect(self.dialect()))
             .bind(progress.status)
             .bind(progress.available_at)
             .bind(progress.last_error.map(storable_text))

@@ -12,7 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::dialect::PerDialect;
-use super::messages::{DESTROY_READY_MESSAGES, HEAD_OF_MAILBOX};
+use super::messages::{destroy_ready_messages, HEAD_OF_MAILBOX};
 use super::query::{query, Dialect};
 use super::reminders::{Doomed, ReminderWrites};
 use super::{
@@ -309,7 +309,7 @@ impl<T: WriteConnection> InstanceWrites for T {
     async fn destroy_actor(&mut self, actor: ActorKey<'_, '_>, now: i64) -> Result<()> {
         self.delete_reminders(actor, Doomed::Every, now).await?;
         self.counters().statement();
-        query(DESTROY_READY_MESSAGES)
+        query(destroy_ready_messages(self.dialect()))
             .bind(actor.actor_type)
             .bind(actor.actor_id)
             .bind(now)

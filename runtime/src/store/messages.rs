@@ -6,8 +6,9 @@
 
 use async_trait::async_trait;
 
+use super::activity_tallies::finish_stamp;
 use super::dialect::PerDialect;
-use super::failed_attempts::RECORD_FAILED_ATTEMPT;
+use super::failed_attempts::record_failed_attempt;
 use super::query::{built, query, Dialect, Query, Value};
 use super::{
     rows, ActorKey, MessageLookup, MessageProgress, MessageRecord, NewMessage, ReadConnections,
@@ -120,6 +121,10 @@ const INSERTED_COLUMNS: usize = if cfg!(feature = "opentelemetry") {
     15
 };
 
+/// The place of `finished_at` among [`INSERT_MESSAGES`]' columns, which is stamped no
+/// earlier than the fold mark ([`finish_stamp`]).
+const FINISHED_AT_COLUMN: usize = 12;
+
 /// What follows one inserted message to return its id (PostgreSQL, SQLite).
 const RETURNING_ID: &str = " RETURNING id";
 
@@ -134,7 +139,7 @@ const UNLESS_KEY_TAKEN: &str = " ON CONFLICT (actor_type, actor_id, idempotency_
 const UNLESS_KEY_TAKEN_MYSQL: &str = " ON DUPLICATE KEY UPDATE id = id";
 
 /// Binds a message's `progress` as the next six parameters, in the order of its columns in
-/// [`UPDATE_MESSAGE`]: status, attempts, available_at, result, last_error, finished_at.
+/// [`update_message`]: status, attempts, available_at, result, last_error, finished_at.
 pub(crate) fn bind_progress<'q>(statement: Query<'q>, progress: &MessageProgress<'q>) -> Query<'q> {
     statement
         .bind(progress.status.as_str())
@@ -145,12 +150,20 @@ pub(crate) fn bind_progress<'q>(statement: Query<'q>, progress: &MessageProgress
         .bind(progress.finished_at)
 }
 
-/// Records a message's progress (`$1` to `$6`) if message `$7` is still ready with `$8`
-/// attempts.
-pub(crate) const UPDATE_MESSAGE: &str = "UPDATE solid_messages
-     SET status = $1, attempts = $2, available_at = $3, result = $4, last_error = $5,
-         finished_at = $6
-     WHERE id = $7 AND status = 'ready' AND attempts = $8";
+/// Records a message's progress (`$1` to `$6`; its finish no earlier than the fold mark:
+/// [`finish_stamp`]) if message `$7` is still ready with `$8` attempts.
+pub(crate) fn update_message(dialect: Dialect) -> &'static str {
+    static UPDATE_MESSAGE: PerDialect = PerDialect::new(|dialect| {
+        format!(
+            "UPDATE solid_messages
+             SET status = $1, attempts = $2, available_at = $3, result = $4, last_error = $5,
+                 finished_at = {finished_at}
+             WHERE id = $7 AND status = 'ready' AND attempts = $8",
+            finished_at = finish_stamp(dialect, "$6"),
+        )
+    });
+    UPDATE_MESSAGE.get(dialect)
+}
 
 /// Counts a pass that left ready message `$2` unrun, noting (`$1`) why.
 pub(crate) const RECORD_STALL: &str =
@@ -167,10 +180,18 @@ pub(crate) const COUNT_READY: &str = "SELECT COUNT(*) FROM (
          WHERE actor_type = $1 AND actor_id = $2 AND status = 'ready' LIMIT $3
      ) AS ready";
 
-/// Ends the ready messages of the actor (`$1`, `$2`) as destroyed at `$3`.
-pub(crate) const DESTROY_READY_MESSAGES: &str =
-    "UPDATE solid_messages SET status = 'destroyed', finished_at = $3
-     WHERE actor_type = $1 AND actor_id = $2 AND status = 'ready'";
+/// Ends the ready messages of the actor (`$1`, `$2`) as destroyed at `$3` (or at the fold
+/// mark, if later: [`finish_stamp`]).
+pub(crate) fn destroy_ready_messages(dialect: Dialect) -> &'static str {
+    static DESTROY_READY_MESSAGES: PerDialect = PerDialect::new(|dialect| {
+        format!(
+            "UPDATE solid_messages SET status = 'destroyed', finished_at = {finished_at}
+             WHERE actor_type = $1 AND actor_id = $2 AND status = 'ready'",
+            finished_at = finish_stamp(dialect, "$3"),
+        )
+    });
+    DESTROY_READY_MESSAGES.get(dialect)
+}
 
 /// Takes dead letter `$1` for a retry: clears its idempotency key and marks it retried.
 pub(crate) const RELEASE_DEAD_LETTER: &str =
@@ -267,7 +288,14 @@ fn message_insert<'q>(
             if column > 0 {
                 sql.push_str(", ");
             }
-            dialect.push_placeholder(&mut sql, row * INSERTED_COLUMNS + column + 1);
+            let number = row * INSERTED_COLUMNS + column + 1;
+            if column == FINISHED_AT_COLUMN {
+                let mut placeholder = String::new();
+                dialect.push_placeholder(&mut placeholder, number);
+                sql.push_str(&finish_stamp(dialect, &placeholder));
+            } else {
+                dialect.push_placeholder(&mut sql, number);
+            }
         }
         sql.push(')');
         let progress = &message.progress;
@@ -526,7 +554,7 @@ impl<T: WriteConnection> MessageWrites for T {
         progress: &MessageProgress<'_>,
     ) -> Result<bool> {
         self.counters().statement();
-        let updated = bind_progress(query(UPDATE_MESSAGE), progress)
+        let updated = bind_progress(query(update_message(self.dialect())), progress)
             .bind(message_id)
             .bind(attempts)
             .execute(self.on())
@@ -540,7 +568,7 @@ impl<T: WriteConnection> MessageWrites for T {
 
     async fn record_failed_attempt(&mut self, message_id: i64, failed_at: i64) -> Result<()> {
         self.counters().statement();
-        query(RECORD_FAILED_ATTEMPT)
+        query(record_failed_attempt(self.dialect()))
             .bind(message_id)
             .bind(failed_at)
             .execute(self.on())

@@ -4,8 +4,11 @@
 //! A turn's last writes are a round trip each on a server; PostgreSQL writes both tables in
 //! one statement, so a warm call makes no more round trips than the raw turn it replaces.
 
+use std::sync::LazyLock;
+
 use async_trait::async_trait;
 
+use super::activity_tallies::finish_stamp;
 use super::messages::bind_progress;
 use super::query::{query, Dialect, Query};
 use super::{
@@ -37,36 +40,54 @@ macro_rules! then_state {
     };
 }
 
-/// A fresh call's message (`$1`..`$15`, in the columns' order) inserted, and the actor's
-/// (`$1`, `$2`) state `$16`, revision `$17`, state version `$18` at `$19` written beside it,
-/// creating its row if needed; returns the message's id (PostgreSQL).
-pub(crate) const INSERT_MESSAGE_AND_STATE: &str = concat!(
-    "WITH message AS (
+/// A fresh call's message (`$1`..`$15`, in the columns' order; its finish no earlier than
+/// the fold mark: [`finish_stamp`]) inserted, and the actor's (`$1`, `$2`) state `$16`,
+/// revision `$17`, state version `$18` at `$19` written beside it, creating its row if
+/// needed; returns the message's id (PostgreSQL).
+fn insert_message_and_state() -> &'static str {
+    static TEXT: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            concat!(
+                "WITH message AS (
          INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
                      request_id, idempotency_key, status, attempts, available_at, result,
                      last_error, finished_at, created_at, incarnation, scheduled_for)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, {finished_at}, $13, $14, $15)
          RETURNING id
      ),
      ",
-    then_state!("$1, $2, $16, $17, $18, $19")
-);
+                then_state!("$1, $2, $16, $17, $18, $19")
+            ),
+            finished_at = finish_stamp(Dialect::Postgres, "$12"),
+        )
+    });
+    &TEXT
+}
 
 /// A stored message's progress (status `$1`, attempts `$2`, available at `$3`, result `$4`,
-/// error `$5`, finished at `$6`) recorded if message `$7` is still ready with `$8` attempts,
-/// and only then the actor's (`$9`, `$10`) state `$11`, revision `$12`, state version `$13`
-/// at `$14` written; returns the message's id, no row if it was moved on (PostgreSQL).
-pub(crate) const UPDATE_MESSAGE_AND_STATE: &str = concat!(
-    "WITH message AS (
+/// error `$5`, finished at `$6`, or at the fold mark if later) recorded if message `$7` is
+/// still ready with `$8` attempts, and only then the actor's (`$9`, `$10`) state `$11`,
+/// revision `$12`, state version `$13` at `$14` written; returns the message's id, no row if
+/// it was moved on (PostgreSQL).
+fn update_message_and_state() -> &'static str {
+    static TEXT: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            concat!(
+                "WITH message AS (
          UPDATE solid_messages
          SET status = $1, attempts = $2, available_at = $3, result = $4, last_error = $5,
-             finished_at = $6
+             finished_at = {finished_at}
          WHERE id = $7 AND status = 'ready' AND attempts = $8
          RETURNING id
      ),
      ",
-    then_state!("$9, $10, $11, $12, $13, $14")
-);
+                then_state!("$9, $10, $11, $12, $13, $14")
+            ),
+            finished_at = finish_stamp(Dialect::Postgres, "$6"),
+        )
+    });
+    &TEXT
+}
 
 /// The row a turn leaves for its message.
 #[derive(Debug, Clone, Copy)]
@@ -137,7 +158,7 @@ fn message_and_state<'q>(
 ) -> Query<'q> {
     let statement = match message {
         TurnMessage::New(new) => {
-            let message = query(INSERT_MESSAGE_AND_STATE)
+            let message = query(insert_message_and_state())
                 .bind(actor.actor_type)
                 .bind(actor.actor_id)
                 .bind(new.operation)
@@ -153,7 +174,7 @@ fn message_and_state<'q>(
             id,
             attempts,
             progress,
-        } => bind_progress(query(UPDATE_MESSAGE_AND_STATE), progress)
+        } => bind_progress(query(update_message_and_state()), progress)
             .bind(id)
             .bind(attempts)
             .bind(actor.actor_type)
