@@ -759,6 +759,98 @@ async fn mariadb_dumps_of_every_release_load_migrate_and_run() {
     }
 }
 
+/// A dead letter the first release retried names its retry (`retried_as`) but the retry
+/// names nothing: written here as that release wrote it, into its fixture at `url`. Returns
+/// the retry's id.
+async fn retry_a_dead_letter_as_the_first_release_did(url: &str) -> i64 {
+    let mut connection = migrating::connect(url).await;
+    let retry = 1000;
+    sqlx::query(
+        format!(
+            "INSERT INTO solid_messages (id, actor_type, actor_id, operation, arguments,
+                 request_id, status, attempts, available_at, created_at)
+             VALUES ({retry}, 'Ledger', 'main', 'post', '{{\"cents\":900,\"entry\":\"rent\"}}',
+                 '01a2340e-0000-7000-8000-000000001000', 'ready', 0, 0, 1767603600000000)"
+        )
+        .as_str(),
+    )
+    .execute(&mut connection)
+    .await
+    .unwrap();
+    let released = sqlx::query(
+        format!(
+            "UPDATE solid_messages SET retried_as = {retry}, idempotency_key = NULL
+             WHERE status = 'dead' AND actor_type = 'Ledger' AND actor_id = 'main'"
+        )
+        .as_str(),
+    )
+    .execute(&mut connection)
+    .await
+    .unwrap();
+    assert_eq!(
+        released.rows_affected(),
+        1,
+        "the fixture holds one dead letter"
+    );
+    retry
+}
+
+/// The upgrade marks the retry of `retry_a_dead_letter_as_the_first_release_did` as its dead
+/// letter's retry (`retry_of`, migration 15), so the charts count it as a message, not as a
+/// reminder that fired again.
+async fn the_upgrade_marks_the_first_releases_retry(url: &str, database: Builder) {
+    let retry = retry_a_dead_letter_as_the_first_release_did(url).await;
+    let clock = ManualClock::new(written_at());
+    let runtime = carrier(on_clock(database, &clock), "nothing")
+        .start()
+        .await
+        .expect("this build opens it");
+    runtime.close().await;
+    let mut connection = migrating::connect(url).await;
+    let marked: (Option<i64>, i64) = sqlx::query_as(
+        format!(
+            "SELECT retry.retry_of, dead.id FROM solid_messages AS retry
+             JOIN solid_messages AS dead ON dead.retried_as = retry.id
+             WHERE retry.id = {retry}"
+        )
+        .as_str(),
+    )
+    .fetch_one(&mut connection)
+    .await
+    .unwrap();
+    assert_eq!(marked.0, Some(marked.1), "the retry names its dead letter");
+}
+
+#[tokio::test]
+async fn a_sqlite_file_whose_dead_letter_the_first_release_retried_marks_the_retry() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = dir.path().join("actors.db");
+    let release = release_dumps::first_release();
+    std::fs::copy(release.join("sqlite.db"), &path).expect("the fixture copies");
+    let url = format!("sqlite://{}", path.display());
+    the_upgrade_marks_the_first_releases_retry(&url, Runtime::builder().sqlite(path)).await;
+}
+
+#[tokio::test]
+async fn a_postgres_dump_whose_dead_letter_the_first_release_retried_marks_the_retry() {
+    let Some(server) = PgServer::start() else {
+        return;
+    };
+    let url = server.database().await;
+    release_dumps::load_postgres(&release_dumps::first_release(), &url);
+    the_upgrade_marks_the_first_releases_retry(&url, Runtime::builder().postgres(&url, 4)).await;
+}
+
+#[tokio::test]
+async fn a_mariadb_dump_whose_dead_letter_the_first_release_retried_marks_the_retry() {
+    let Some(server) = MariaDb::start() else {
+        return;
+    };
+    let url = server.database().await;
+    release_dumps::load_mariadb(&release_dumps::first_release(), &url);
+    the_upgrade_marks_the_first_releases_retry(&url, Runtime::builder().mysql(&url, 4)).await;
+}
+
 /// A process upgrading the first release's PostgreSQL dump is killed while it builds one of
 /// migration 11's indexes (which it does outside a transaction); the next start finishes the
 /// migration, every row is there and runs as that release promised, and the schema is a

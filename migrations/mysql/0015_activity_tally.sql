@@ -13,6 +13,13 @@ PREPARE solid_ddl FROM @solid_ddl;
 EXECUTE solid_ddl;
 DEALLOCATE PREPARE solid_ddl;
 
+-- A dead letter that a build before this one retried names its retry (`retried_as`); the
+-- retry is marked as one (a rerun finds them marked). The dead letters are read first, as a
+-- range of an index, so only they and their retries are locked, never the whole table.
+UPDATE solid_messages AS dead STRAIGHT_JOIN solid_messages AS retry ON retry.id = dead.retried_as
+SET retry.retry_of = dead.id
+WHERE dead.status = 'dead' AND dead.retried_as > 0 AND retry.retry_of IS NULL;
+
 CREATE TABLE IF NOT EXISTS solid_activity (
     minute BIGINT NOT NULL,
     kind   VARCHAR(16) NOT NULL,

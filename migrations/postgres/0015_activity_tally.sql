@@ -3,6 +3,12 @@
 -- column is added to solid_messages without rewriting it.
 ALTER TABLE solid_messages ADD COLUMN IF NOT EXISTS retry_of BIGINT;
 
+-- A dead letter that a build before this one retried names its retry (`retried_as`); the
+-- retry is marked as one. It locks only the retries' rows.
+UPDATE solid_messages AS retry SET retry_of = dead.id
+FROM solid_messages AS dead
+WHERE dead.status = 'dead' AND dead.retried_as = retry.id AND retry.retry_of IS NULL;
+
 CREATE TABLE solid_activity (
     minute BIGINT NOT NULL,
     kind   TEXT   NOT NULL,

@@ -11,6 +11,14 @@
 -- a reminder that fired again.
 ALTER TABLE solid_messages ADD COLUMN retry_of INTEGER;
 
+-- A dead letter that a build before this one retried names its retry (`retried_as`); the
+-- retry is marked as one here, as an operator's retry is marked from now on.
+UPDATE solid_messages SET retry_of = (
+    SELECT dead.id FROM solid_messages AS dead
+    WHERE dead.status = 'dead' AND dead.retried_as = solid_messages.id)
+WHERE retry_of IS NULL
+  AND id IN (SELECT retried_as FROM solid_messages WHERE status = 'dead' AND retried_as > 0);
+
 -- The whole database's tally: per minute and kind (a status, `failed`, `message_in`,
 -- `reminder_in`, `reminder_out`, `effect_in`, `effect_out`, `lateness`), the count; a
 -- lateness is counted in the bucket of its milliseconds, to two significant figures.

@@ -757,35 +757,3 @@ async fn a_dead_letter_kept_past_the_retention_of_finished_messages_stays_in_the
     );
     runtime.close().await;
 }
-
-#[tokio::test]
-#[ignore = "a known limit of migration 15: it does not fill retry_of from the dead letters' retried_as, so a retry made before it counts as a reminder"]
-async fn a_reminder_whose_dead_letter_was_retried_by_an_earlier_build_was_not_due_while_it_lay_dead(
-) {
-    let harness = Harness::new();
-    harness.clock.set(noon(0, 10));
-    let runtime = runtime(&harness).await;
-    let bell = runtime.reference::<Station>("bell");
-    let testing = runtime.testing();
-    // As in the case above, but the retry's message is as a build before migration 15 wrote
-    // it: the dead letter names its retry (`retried_as`), the retry has no `retry_of`.
-    bell.plan_chime(noon(1, 0).timestamp()).await.unwrap();
-    harness.clock.set(noon(1, 10));
-    let ran = testing.run_due_reminders().await.unwrap();
-    assert_eq!((ran.occurrences_fired, ran.dead.len()), (1, 1));
-    harness.clock.set(noon(5, 10));
-    bell.fix().await.unwrap();
-    let admin = runtime.admin();
-    let dead = admin.dead_letters(&DeadLetterFilter::new()).await.unwrap();
-    admin.retry_dead_letter(dead[0].message_id).await.unwrap();
-    assert_eq!(testing.drain().await.unwrap().completed, 1);
-    support::execute(&harness, "UPDATE solid_messages SET retry_of = NULL").await;
-
-    let activity = admin.activity(Window::FifteenMinutes).await.unwrap();
-    assert_eq!(
-        minutes_from_noon(&activity, 6, |point| point.backlog.due_reminders),
-        [0, 0, 0, 0, 0, 0],
-        "the reminder fired at 12:01:10: at no minute's end was it due and unfired"
-    );
-    runtime.close().await;
-}

@@ -75,7 +75,7 @@ fn server_sql(url: &str) -> &'static ServerSql {
 }
 
 /// A connection of the test's own to the database of `url`.
-async fn connect(url: &str) -> AnyConnection {
+pub async fn connect(url: &str) -> AnyConnection {
     sqlx::any::install_default_drivers();
     AnyConnection::connect(url).await.unwrap()
 }
