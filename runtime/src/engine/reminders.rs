@@ -105,7 +105,7 @@ impl Reminders<'_> {
             .collect();
         let mut request_ids = request_ids.iter();
         let mut messages = Vec::with_capacity(request_ids.len());
-        let (mut finished, mut moved) = (Vec::new(), Vec::new());
+        let (mut finished, mut moved, mut unfired) = (Vec::new(), Vec::new(), Vec::new());
         for (reminder, occurrences) in due.iter().zip(&occurrences) {
             let key = ActorKey {
                 actor_type: &reminder.actor_type,
@@ -113,6 +113,9 @@ impl Reminders<'_> {
             };
             for (scheduled_for, request_id) in occurrences.fired().zip(&mut request_ids) {
                 messages.push((key, fired_message(reminder, request_id, scheduled_for, now)));
+            }
+            if occurrences.first > reminder.due_at {
+                unfired.push((reminder.due_at, occurrences.first));
             }
             match occurrences.next {
                 Some(next) => moved.push((reminder.id, next)),
@@ -123,7 +126,7 @@ impl Reminders<'_> {
         // they belong to (the sort is stable: ties keep the reminders' due order).
         messages.sort_by_key(|(_, message)| message.scheduled_for);
         tx.insert_messages(&messages).await?;
-        tx.settle_reminders(&finished, &moved).await?;
+        tx.settle_reminders(&finished, &moved, &unfired).await?;
         tx.commit().await?;
         if !due.is_empty() {
             self.core.wake();

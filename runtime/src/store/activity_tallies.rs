@@ -345,17 +345,25 @@ impl EffectLife {
             tallies.push((minute(self.created_at.min(self.died_at)), EFFECT_IN, 1));
             tallies.push((minute(self.died_at), EFFECT_OUT, 1));
         }
-        tallies.sort_unstable_by_key(|(minute, kind, _)| (*minute, *kind));
-        tallies.dedup_by(|later, earlier| {
-            let same = (later.0, later.1) == (earlier.0, earlier.1);
-            if same {
-                earlier.2 += later.2;
-            }
-            same
-        });
-        tallies.retain(|(_, _, count)| *count != 0);
-        tallies
+        in_key_order(tallies)
     }
+}
+
+/// The tallies `tallies`, `(minute, kind, count)`, in the tally's key order, those of one key
+/// added into one and those that add nothing left out.
+pub(crate) fn in_key_order(
+    mut tallies: Vec<(i64, &'static str, i64)>,
+) -> Vec<(i64, &'static str, i64)> {
+    tallies.sort_unstable_by_key(|(minute, kind, _)| (*minute, *kind));
+    tallies.dedup_by(|later, earlier| {
+        let same = (later.0, later.1) == (earlier.0, earlier.1);
+        if same {
+            earlier.2 += later.2;
+        }
+        same
+    });
+    tallies.retain(|(_, _, count)| *count != 0);
+    tallies
 }
 
 /// The tally of the reminders `source` (a table and the start of its `WHERE`) that were due

@@ -7,7 +7,9 @@ use std::sync::OnceLock;
 
 use async_trait::async_trait;
 
-use super::activity_tallies::{add_tallies, dropped_reminders, MINUTE, REMINDER_IN, REMINDER_OUT};
+use super::activity_tallies::{
+    add_tallies, dropped_reminders, in_key_order, MINUTE, REMINDER_IN, REMINDER_OUT,
+};
 use super::dialect::PerDialect;
 use super::query::{built, get, query, Dialect, Value};
 use super::{
@@ -205,6 +207,25 @@ fn dropped_tallies(due: &[i64], now_minute: i64) -> Vec<(i64, &'static str, i64)
     tallies
 }
 
+/// What firing reminders that missed occurrences adds to the whole database's tally,
+/// `(minute, kind, count)` in the tally's key order: each `(due, first)` (the reminder's due
+/// time, and the first occurrence that fired, later) was due from its due minute, not from
+/// the minute of that occurrence, where its message is counted from.
+fn unfired_tallies(unfired: &[(i64, i64)]) -> Vec<(i64, &'static str, i64)> {
+    let minute = |at: i64| at - at.rem_euclid(MINUTE);
+    in_key_order(
+        unfired
+            .iter()
+            .flat_map(|&(due, first)| {
+                [
+                    (minute(due), REMINDER_IN, 1),
+                    (minute(first), REMINDER_IN, -1),
+                ]
+            })
+            .collect(),
+    )
+}
+
 /// Up to `$3` reminders due at `$2` whose ids are not in the JSON array `$1` (of strings),
 /// earliest first, locked until commit where the backend skips locked rows.
 pub(crate) fn due_reminders(dialect: Dialect) -> &'static str {
@@ -370,8 +391,15 @@ pub(crate) trait ReminderWrites: Send {
 
     /// Settles fired reminders in a statement or two however many they are: deletes the
     /// one-shots (`finished`, by id) and moves each recurring one to its next occurrence
-    /// (`moved`, as `(id, due_at)`).
-    async fn settle_reminders(&mut self, finished: &[i64], moved: &[(i64, i64)]) -> Result<()>;
+    /// (`moved`, as `(id, due_at)`). A recurring one whose first missed occurrences did not
+    /// fire (`unfired`, as its due time and the first occurrence that fired) is tallied as due
+    /// from its due time, in statements of their own only then.
+    async fn settle_reminders(
+        &mut self,
+        finished: &[i64],
+        moved: &[(i64, i64)],
+        unfired: &[(i64, i64)],
+    ) -> Result<()>;
 }
 
 #[async_trait]
@@ -483,7 +511,13 @@ impl<T: WriteConnection> ReminderWrites for T {
         due.iter().map(rows::due_reminder).collect()
     }
 
-    async fn settle_reminders(&mut self, finished: &[i64], moved: &[(i64, i64)]) -> Result<()> {
+    async fn settle_reminders(
+        &mut self,
+        finished: &[i64],
+        moved: &[(i64, i64)],
+        unfired: &[(i64, i64)],
+    ) -> Result<()> {
+        add_tallies(self, &unfired_tallies(unfired)).await?;
         let dialect = self.dialect();
         for ids in finished.chunks(ROWS_PER_SETTLE) {
             self.counters().statement();
