@@ -773,3 +773,39 @@ async fn a_dead_letter_kept_past_the_retention_of_finished_messages_stays_in_the
     );
     runtime.close().await;
 }
+
+#[tokio::test]
+async fn a_turn_not_folded_yet_stays_in_the_chart_when_retention_is_shorter_than_the_fold_lag() {
+    let harness = Harness::new();
+    harness.clock.set(noon(0, 10));
+    // Finished messages are kept a minute: shorter than the two minutes after which the
+    // workers fold a minute into the tallies.
+    let runtime = harness
+        .builder()
+        .await
+        .actor::<Station>()
+        .limits(solid_objects::Limits::new().retention(Duration::from_secs(60)))
+        .start()
+        .await
+        .expect("starts");
+    let admin = runtime.admin();
+    // 12:00:10: a work completes.
+    runtime.reference::<Station>("s5").work().await.unwrap();
+    // 12:01:30: the chart counts it in its minute.
+    harness.clock.set(noon(1, 30));
+    let completed =
+        |activity: &Activity| minutes_from_noon(activity, 2, |point| point.finished.completed);
+    assert_eq!(
+        completed(&admin.activity(Window::FifteenMinutes).await.unwrap()),
+        [1, 0]
+    );
+    // The upkeep folds the minutes that ended two minutes ago (none yet: 12:00 ended 90
+    // seconds ago), then prunes what finished over a minute ago.
+    runtime.testing().upkeep().await.unwrap();
+    assert_eq!(
+        completed(&admin.activity(Window::FifteenMinutes).await.unwrap()),
+        [1, 0],
+        "the minute that passed keeps the turn the chart counted in it"
+    );
+    runtime.close().await;
+}
