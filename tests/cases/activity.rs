@@ -809,3 +809,42 @@ async fn a_turn_not_folded_yet_stays_in_the_chart_when_retention_is_shorter_than
     );
     runtime.close().await;
 }
+
+#[tokio::test]
+async fn an_operators_prune_keeps_the_turns_the_days_chart_counts_that_no_worker_folded_yet() {
+    let harness = Harness::new();
+    harness.clock.set(noon(0, 10));
+    // Finished messages are kept an hour; no worker runs (nor folds) until the operator
+    // prunes.
+    let runtime = harness
+        .builder()
+        .await
+        .actor::<Station>()
+        .limits(solid_objects::Limits::new().retention(Duration::from_secs(3600)))
+        .start()
+        .await
+        .expect("starts");
+    let admin = runtime.admin();
+    // 12:00:10: a work completes.
+    runtime.reference::<Station>("s6").work().await.unwrap();
+    let day_of = |activity: &Activity| {
+        let point = activity
+            .points
+            .iter()
+            .find(|point| point.at == noon(0, 0))
+            .expect("noon's half hour is in the day");
+        point.finished.completed
+    };
+    // 14:30: the day's chart counts it in noon's half hour; the operator prunes what
+    // finished over an hour ago.
+    harness.clock.set(noon(150, 10));
+    assert_eq!(day_of(&admin.activity(Window::Day).await.unwrap()), 1);
+    let pruned = admin.prune().await.unwrap();
+    assert_eq!(pruned.finished_messages, 1, "{pruned:?}");
+    assert_eq!(
+        day_of(&admin.activity(Window::Day).await.unwrap()),
+        1,
+        "the day's chart keeps the turn it counted: retention never prunes the last 25 hours' tallies"
+    );
+    runtime.close().await;
+}
