@@ -848,3 +848,260 @@ async fn an_operators_prune_keeps_the_turns_the_days_chart_counts_that_no_worker
     );
     runtime.close().await;
 }
+
+/// An alarm clock whose rings are planned and cancelled by key: the reminders a turn
+/// unschedules, for the charts' cases of deleted reminders.
+#[actor]
+#[derive(Default)]
+struct Alarm {
+    rang: u32,
+}
+
+#[actor]
+impl Alarm {
+    /// Plans a ring at `at` (seconds since the epoch) under `key`.
+    #[command]
+    fn plan(&mut self, turn: &mut Turn<Self>, key: String, at: i64) {
+        let due = DateTime::from_timestamp(at, 0).expect("a time");
+        turn.schedule(due, key).ring();
+    }
+
+    /// Cancels the ring under `key`.
+    #[command]
+    fn cancel(&mut self, turn: &mut Turn<Self>, key: String) {
+        turn.unschedule(key).ring();
+    }
+
+    /// Cancels the ring under `key`, then fails: nothing of the turn is kept.
+    #[command]
+    fn cancel_and_fail(&mut self, turn: &mut Turn<Self>, key: String) -> Result<(), Failure> {
+        turn.unschedule(key).ring();
+        Err(Failure::permanent("the alarm is jammed"))
+    }
+
+    /// Cancels the ring under `key`, then refuses: the rejection is kept, not the cancel.
+    #[command]
+    fn cancel_and_refuse(&mut self, turn: &mut Turn<Self>, key: String) -> Result<(), Rejection> {
+        turn.unschedule(key).ring();
+        Err(reject!(jammed, "The alarm is jammed"))
+    }
+
+    /// Rings every five minutes from now on, under the key `five`.
+    #[command]
+    fn every_five_minutes(&mut self, turn: &mut Turn<Self>) {
+        turn.schedule_every(TimeDelta::minutes(5), "five").ring();
+    }
+
+    /// Destroys the alarm, and its rings with it.
+    #[command]
+    fn scrap(&mut self, turn: &mut Turn<Self>) {
+        turn.destroy();
+    }
+
+    #[reminder]
+    fn ring(&mut self) {
+        self.rang += 1;
+    }
+}
+
+/// A runtime of alarms on the harness's database, whose turns have one attempt.
+async fn alarms(harness: &Harness) -> Runtime {
+    harness
+        .builder()
+        .await
+        .actor::<Alarm>()
+        .retry(RetryPolicy::new().max_attempts(1))
+        .start()
+        .await
+        .expect("starts")
+}
+
+/// The due reminders at the end of each of the five minutes from noon, read now.
+async fn due_from_noon(runtime: &Runtime) -> Vec<i64> {
+    let activity = runtime
+        .admin()
+        .activity(Window::FifteenMinutes)
+        .await
+        .unwrap();
+    from_noon(&activity, |point| point.backlog.due_reminders)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reminder_unscheduled_while_a_worker_fires_it_is_due_until_one_of_them_ends_it() {
+    const ALARMS: usize = 12;
+    let harness = Harness::new();
+    harness.clock.set(noon(0, 10));
+    let runtime = alarms(&harness).await;
+    let at = noon(1, 0).timestamp();
+    for n in 0..ALARMS {
+        let alarm = runtime.reference::<Alarm>(format!("a{n}"));
+        alarm.plan("r".to_owned(), at).await.unwrap();
+    }
+    // 12:03:10: the rings are overdue; a worker fires them while each alarm cancels its own,
+    // all released together.
+    harness.clock.set(noon(3, 10));
+    let start = std::sync::Arc::new(tokio::sync::Barrier::new(ALARMS + 1));
+    let mut tasks = Vec::new();
+    for n in 0..ALARMS {
+        let (runtime, start) = (runtime.clone(), start.clone());
+        tasks.push(tokio::spawn(async move {
+            start.wait().await;
+            for _ in 0..n * 20 {
+                tokio::task::yield_now().await;
+            }
+            runtime
+                .reference::<Alarm>(format!("a{n}"))
+                .cancel("r".to_owned())
+                .await
+        }));
+    }
+    let fire = {
+        let (runtime, start) = (runtime.clone(), start.clone());
+        tokio::spawn(async move {
+            start.wait().await;
+            runtime.testing().run_due_reminders().await
+        })
+    };
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    let fired = fire.await.unwrap().unwrap().occurrences_fired;
+    let drained = runtime.testing().drain().await.unwrap();
+    assert!(drained.dead.is_empty(), "{drained:?}");
+    let mut rang = 0;
+    for n in 0..ALARMS {
+        let alarm = runtime.reference::<Alarm>(format!("a{n}"));
+        assert!(alarm.reminders().await.unwrap().is_empty());
+        rang += alarm.snapshot().await.unwrap().rang;
+    }
+    assert_eq!(usize::try_from(rang).unwrap(), fired, "each fired ring rang once");
+    harness.clock.set(noon(4, 10));
+    let due = ALARMS as i64;
+    assert_eq!(
+        due_from_noon(&runtime).await,
+        [0, due, due, 0, 0],
+        "each ring was due from 12:01 until 12:03, fired ({fired}) or cancelled"
+    );
+    // Once folded, the same.
+    harness.clock.set(noon(7, 10));
+    runtime.testing().upkeep().await.unwrap();
+    assert_eq!(due_from_noon(&runtime).await, [0, due, due, 0, 0]);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_cancel_whose_call_went_away_at_any_point_leaves_the_ring_due_until_it_is_cancelled() {
+    const POINTS: usize = 60;
+    let harness = Harness::new();
+    harness.clock.set(noon(0, 10));
+    let runtime = alarms(&harness).await;
+    let at = noon(1, 0).timestamp();
+    for n in 0..POINTS {
+        let alarm = runtime.reference::<Alarm>(format!("c{n}"));
+        alarm.plan("r".to_owned(), at).await.unwrap();
+    }
+    harness.clock.set(noon(3, 10));
+    // Each alarm's cancel is dropped after its call was polled `n` times (and the runtime's
+    // other tasks ran in between); then each cancels for good, at the same minute.
+    for n in 0..POINTS {
+        let alarm = runtime.reference::<Alarm>(format!("c{n}"));
+        let call = alarm.cancel("r".to_owned());
+        tokio::pin!(call);
+        let budget = Duration::from_micros(250 * n as u64);
+        let started = std::time::Instant::now();
+        while started.elapsed() < budget {
+            if futures_util::poll!(call.as_mut()).is_ready() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+    let drained = runtime.testing().drain().await.unwrap();
+    assert!(drained.dead.is_empty(), "{drained:?}");
+    for n in 0..POINTS {
+        let alarm = runtime.reference::<Alarm>(format!("c{n}"));
+        alarm.cancel("r".to_owned()).await.unwrap();
+        assert!(alarm.reminders().await.unwrap().is_empty());
+    }
+    harness.clock.set(noon(4, 10));
+    let due = POINTS as i64;
+    assert_eq!(
+        due_from_noon(&runtime).await,
+        [0, due, due, 0, 0],
+        "each ring was due from 12:01 until it was cancelled at 12:03, once"
+    );
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_cancel_in_a_turn_that_failed_or_was_refused_tallies_nothing() {
+    let harness = Harness::new();
+    harness.clock.set(noon(0, 10));
+    let runtime = alarms(&harness).await;
+    let alarm = runtime.reference::<Alarm>("jammed");
+    alarm.plan("r".to_owned(), noon(1, 0).timestamp()).await.unwrap();
+    harness.clock.set(noon(2, 10));
+    assert!(alarm.cancel_and_fail("r".to_owned()).await.is_err());
+    assert!(alarm.cancel_and_refuse("r".to_owned()).await.is_err());
+    assert_eq!(alarm.reminders().await.unwrap().len(), 1, "the ring is still planned");
+    harness.clock.set(noon(4, 10));
+    assert_eq!(
+        due_from_noon(&runtime).await,
+        [0, 1, 1, 1, 1],
+        "the ring has been due since 12:01 and still is"
+    );
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn an_alarm_destroyed_with_rings_due_in_several_minutes_counts_each_until_then() {
+    let harness = Harness::new();
+    harness.clock.set(noon(0, 10));
+    let runtime = alarms(&harness).await;
+    let alarm = runtime.reference::<Alarm>("several");
+    // Rings due at 12:00:59.999999 (in 12:00), 12:01:00 twice, 12:02:00 (exactly the minute
+    // it is destroyed in is 12:03), 12:03:05 (the same minute: never due at a minute's end),
+    // and 12:30 (not due).
+    let second = |minute, second| noon(minute, second).timestamp();
+    alarm.plan("a".to_owned(), second(0, 59)).await.unwrap();
+    alarm.plan("b".to_owned(), second(1, 0)).await.unwrap();
+    alarm.plan("c".to_owned(), second(1, 0)).await.unwrap();
+    alarm.plan("d".to_owned(), second(2, 0)).await.unwrap();
+    alarm.plan("e".to_owned(), second(3, 0)).await.unwrap();
+    alarm.plan("f".to_owned(), second(30, 0)).await.unwrap();
+    harness.clock.set(noon(3, 10));
+    alarm.scrap().await.unwrap();
+    harness.clock.set(noon(4, 10));
+    assert_eq!(
+        due_from_noon(&runtime).await,
+        [1, 3, 4, 0, 0],
+        "each ring was due from its minute until 12:03"
+    );
+    harness.clock.set(noon(7, 10));
+    runtime.testing().upkeep().await.unwrap();
+    assert_eq!(due_from_noon(&runtime).await, [1, 3, 4, 0, 0]);
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_recurring_ring_cancelled_while_overdue_was_due_from_its_occurrence_until_then() {
+    let harness = Harness::new();
+    harness.clock.set(noon(0, 10));
+    let runtime = alarms(&harness).await;
+    let alarm = runtime.reference::<Alarm>("recurring");
+    // Due at 12:05:10, every five minutes; no worker fires it; cancelled at 12:07:30.
+    alarm.every_five_minutes().await.unwrap();
+    harness.clock.set(noon(7, 30));
+    alarm.cancel("five".to_owned()).await.unwrap();
+    harness.clock.set(noon(9, 10));
+    let activity = runtime
+        .admin()
+        .activity(Window::FifteenMinutes)
+        .await
+        .unwrap();
+    assert_eq!(
+        minutes_from_noon(&activity, 10, |point| point.backlog.due_reminders),
+        [0, 0, 0, 0, 0, 1, 1, 0, 0, 0]
+    );
+    runtime.close().await;
+}
