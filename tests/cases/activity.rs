@@ -974,7 +974,11 @@ async fn a_reminder_unscheduled_while_a_worker_fires_it_is_due_until_one_of_them
         assert!(alarm.reminders().await.unwrap().is_empty());
         rang += alarm.snapshot().await.unwrap().rang;
     }
-    assert_eq!(usize::try_from(rang).unwrap(), fired, "each fired ring rang once");
+    assert_eq!(
+        usize::try_from(rang).unwrap(),
+        fired,
+        "each fired ring rang once"
+    );
     harness.clock.set(noon(4, 10));
     let due = ALARMS as i64;
     assert_eq!(
@@ -1039,11 +1043,18 @@ async fn a_cancel_in_a_turn_that_failed_or_was_refused_tallies_nothing() {
     harness.clock.set(noon(0, 10));
     let runtime = alarms(&harness).await;
     let alarm = runtime.reference::<Alarm>("jammed");
-    alarm.plan("r".to_owned(), noon(1, 0).timestamp()).await.unwrap();
+    alarm
+        .plan("r".to_owned(), noon(1, 0).timestamp())
+        .await
+        .unwrap();
     harness.clock.set(noon(2, 10));
     assert!(alarm.cancel_and_fail("r".to_owned()).await.is_err());
     assert!(alarm.cancel_and_refuse("r".to_owned()).await.is_err());
-    assert_eq!(alarm.reminders().await.unwrap().len(), 1, "the ring is still planned");
+    assert_eq!(
+        alarm.reminders().await.unwrap().len(),
+        1,
+        "the ring is still planned"
+    );
     harness.clock.set(noon(4, 10));
     assert_eq!(
         due_from_noon(&runtime).await,

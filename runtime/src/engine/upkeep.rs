@@ -52,11 +52,6 @@ impl Upkeep<'_> {
     /// rows), prunes what is past its retention, warns about effects no handler here runs,
     /// and notes why messages of unknown operations wait.
     pub(crate) async fn run(&self) -> Result<()> {
-        let folded = self.fold.run().await?;
-        tracing::debug!(
-            folded,
-            "folded the charts' tallies of the minutes that ended"
-        );
         let pruned = self.prune(true).await?.total();
         tracing::debug!(pruned, "pruned old messages and effects");
         self.effects.report_unhandled_effects().await?;
@@ -101,13 +96,27 @@ impl Upkeep<'_> {
     /// the charts' tallies of its minutes once they are older than the longest window too);
     /// returns how many rows of each kind (the tallies uncounted). Without `commit`, rolls
     /// back: a preview.
+    ///
+    /// The minutes that ended are folded into the charts' tallies first, and no finished row
+    /// after the fold mark is deleted, whatever the retention: a row goes only once a fold
+    /// counted it, so the charts keep what they showed (a retention shorter than the fold's
+    /// lag keeps a row until its minute is folded).
     pub(crate) async fn prune(&self, commit: bool) -> Result<Pruned> {
+        let folded = self.fold.run().await?;
+        tracing::debug!(
+            folded,
+            "folded the charts' tallies of the minutes that ended"
+        );
+        // The mark only moves forward: read before the transaction, it is never past what
+        // the tallies hold when the rows go.
+        let folded_until = self.core.store().fold_mark().await?;
         let now = self.core.now();
         let limits = &self.core.config().limits;
+        let retained_from = micros(earlier(now, limits.retention));
         let retention = Retention {
-            finished_before: micros(earlier(now, limits.retention)),
+            finished_before: retained_from.min(folded_until),
             dead_before: (!limits.dead_retention.is_zero())
-                .then(|| micros(earlier(now, limits.dead_retention))),
+                .then(|| micros(earlier(now, limits.dead_retention)).min(folded_until)),
             keep_keyed: KEPT_IDEMPOTENCY_KEYS,
         };
         // Two nodes' upkeep deleting the same rows at once: one certifies, the other runs
@@ -115,7 +124,7 @@ impl Upkeep<'_> {
         rerun_conflicts(|| async {
             let mut tx = self.core.begin(None).await?;
             let mut pruned = tx.prune(&retention).await?;
-            pruned.admin_events = tx.prune_admin_events(retention.finished_before).await?;
+            pruned.admin_events = tx.prune_admin_events(retained_from).await?;
             let tallies_before = retention.finished_before.min(micros(now) - TALLIES_KEPT);
             tx.prune_tallies(tallies_before).await?;
             if commit {
