@@ -3,7 +3,6 @@
 
 use crate::support;
 
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,6 +12,7 @@ use serde_json::Value;
 use solid_objects::prelude::*;
 use solid_objects::{Clock, Effect, EffectContext, MessageStatus, RetryPolicy};
 use support::cancellation::{drop_after, next_random};
+use support::children::running_only;
 use support::effect_actors::{Charge, Till};
 use support::fixtures::{
     sqlite_harness, started, started_on, started_with, started_without_fsync, FileHolder,
@@ -143,18 +143,14 @@ async fn outside_writer_process() {
 
 /// Whether another OS process can write to the harness's database.
 async fn another_process_writes(harness: &Harness) -> bool {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            &support::test_name(module_path!(), "outside_writer_process"),
-            "--test-threads=1",
-        ])
-        .env(OUTSIDE_WRITER, harness.url().await)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap()
-        .success()
+    running_only(&support::test_name(
+        module_path!(),
+        "outside_writer_process",
+    ))
+    .env(OUTSIDE_WRITER, harness.url().await)
+    .status()
+    .unwrap()
+    .success()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -17,7 +17,7 @@ use crate::support;
 
 use std::backtrace::Backtrace;
 use std::collections::HashMap;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -26,6 +26,7 @@ use chrono::{DateTime, Utc};
 use solid_objects::prelude::*;
 use solid_objects::Workers;
 use solid_objects::{Clock, MessageStatus, ShutdownReport};
+use support::children::running_only;
 use support::effect_actors::{Charge, Till};
 use support::fixtures::{sqlite_harness, start_with_policy};
 use support::operator::status_of;
@@ -387,16 +388,9 @@ async fn run_until_signal_ends_on_sigterm_after_its_turn_in_flight_commits() {
     let job = runtime.reference::<Job>("child");
     let message = job.enqueue().work_until_shutdown().await.unwrap();
 
-    let mut child = Command::new(std::env::current_exe().expect("the test binary"))
-        .args([
-            "--exact",
-            &support::test_name(module_path!(), "signalled_process"),
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let mut child = running_only(&support::test_name(module_path!(), "signalled_process"))
         .env(CHILD_DATABASE, backend.harness.database().await)
         .env(CHILD_MARKER, &marker)
-        .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .expect("the child starts");
