@@ -328,6 +328,16 @@ pub fn only_on(harness: &Harness, backend: Backend, why: &str) -> bool {
     false
 }
 
+/// The message with `request_id`, which an error named as queued, its result read as `T`.
+pub async fn queued_message<T>(runtime: &Runtime, request_id: &str) -> MessageRef<T> {
+    runtime
+        .message(request_id)
+        .await
+        .unwrap()
+        .expect("the error names a message that exists")
+        .typed::<T>()
+}
+
 /// The code of the rejection a call ended with; panics on anything else.
 pub fn rejection_code<T: Debug>(result: Result<T, Error>) -> String {
     match result {
