@@ -194,6 +194,26 @@ async fn a_sync_command_on_a_warm_actor_is_one_transaction_of_few_statements() {
     runtime.close().await;
 }
 
+/// Unscheduling a reminder is one statement more than a plain turn, as scheduling one is:
+/// the charts' tally of a reminder deleted while it was due costs no round trip of its own.
+#[tokio::test]
+async fn a_sync_command_that_unschedules_a_reminder_is_one_statement_more() {
+    let harness = Harness::new();
+    let runtime = harness.start().await;
+    let journal = runtime.reference::<Journal>("j-1");
+    journal.record("warm-up").await.unwrap();
+    journal.ping_in(5).await.unwrap();
+
+    let before = runtime.stats();
+    journal.cancel_ping().await.unwrap();
+    let after = runtime.stats();
+
+    let warm = harness.backend().warm_call_statements();
+    assert_eq!(after.transactions - before.transactions, 1);
+    assert_eq!(after.statements - before.statements, warm + 1);
+    runtime.close().await;
+}
+
 #[tokio::test]
 async fn a_query_reads_in_order_and_leaves_no_message_row() {
     let (harness, runtime, journal) = started_on::<Journal>("j-1").await;

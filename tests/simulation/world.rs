@@ -304,6 +304,7 @@ impl World {
             }
         }
         self.drop_runtime();
+        self.wait_for_the_writer();
         self.schedule.forget_hangs();
         self.schedule.count(Injected::Crash);
         // At the run's last crash the steps end, and the recovery opens the next runtime:
@@ -316,6 +317,7 @@ impl World {
     /// Writes the world's model on stdout and waits, the runtime as it is (a step hung, a
     /// transaction open), for the process that started this one to kill it.
     fn hand_over(&mut self) -> ! {
+        self.wait_for_the_writer();
         let mut operations = self.operations.clone();
         if let Some(index) = self.in_flight {
             // Its attempt dies with the process, unanswered.
@@ -342,6 +344,37 @@ impl World {
         loop {
             std::thread::park();
         }
+    }
+
+    /// Waits, a second at most, for the file's write lock, on a connection and a tokio runtime
+    /// of its own (the live one is not driven meanwhile). A step chosen to hang after its
+    /// `COMMIT` counts as hung as soon as it is chosen, while that `COMMIT` may still run on
+    /// SQLite's thread: a killed process must be killed after it, and the runtime opened after
+    /// a crash must read the file after it, or the seed's runs part where SQLite's thread
+    /// was slow.
+    fn wait_for_the_writer(&self) {
+        let url = format!("sqlite://{}", self.path.display());
+        let side = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime");
+        side.block_on(async move {
+            use sqlx::Connection;
+            let mut connection = sqlx::SqliteConnection::connect(&url)
+                .await
+                .expect("the simulated file opens");
+            let _ = sqlx::query("PRAGMA busy_timeout = 1000")
+                .execute(&mut connection)
+                .await;
+            if sqlx::query("BEGIN IMMEDIATE")
+                .execute(&mut connection)
+                .await
+                .is_ok()
+            {
+                let _ = sqlx::query("ROLLBACK").execute(&mut connection).await;
+            }
+            let _ = connection.close().await;
+        });
     }
 
     /// Drops the runtime inside its tokio runtime (its pools close there), then the tokio

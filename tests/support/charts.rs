@@ -78,7 +78,45 @@ impl Station {
     pub fn shut(&mut self, turn: &mut Turn<Self>) {
         turn.destroy();
     }
+
+    /// Schedules the station's one bell, under the key `bell`, for `at` (seconds since the
+    /// epoch): replacing the one scheduled before.
+    #[command]
+    pub fn set_bell(&mut self, turn: &mut Turn<Self>, at: i64) {
+        let due = DateTime::from_timestamp(at, 0).expect("a time");
+        turn.schedule(due, "bell").ring();
+    }
+
+    /// Rings every five minutes from now on (a missed ring is made up by the latest one).
+    #[command]
+    pub fn ring_every_five_minutes(&mut self, turn: &mut Turn<Self>) {
+        turn.schedule_every(TimeDelta::minutes(5), "five").ring();
+    }
+
+    /// Works once [`SLOW_TURN`] lets it through: a turn whose handler takes its time.
+    #[command]
+    pub async fn work_slowly(&mut self) -> u32 {
+        SLOW_TURN.started.notify_one();
+        SLOW_TURN.go_on.notified().await;
+        self.worked += 1;
+        self.worked
+    }
 }
+
+/// The gate of `Station::work_slowly`: it says when its handler started, and waits to be let
+/// through.
+pub struct Gate {
+    /// Told when the handler started.
+    pub started: tokio::sync::Notify,
+    /// What the handler waits for.
+    pub go_on: tokio::sync::Notify,
+}
+
+/// The gate of every station's `work_slowly`.
+pub static SLOW_TURN: Gate = Gate {
+    started: tokio::sync::Notify::const_new(),
+    go_on: tokio::sync::Notify::const_new(),
+};
 
 /// Noon on a Monday, and `minute:second` after it.
 pub fn noon(minute: i64, second: i64) -> DateTime<Utc> {

@@ -51,6 +51,12 @@ impl Journal {
         turn.schedule(at, "ping").ping();
     }
 
+    /// Cancels the ping.
+    #[command]
+    pub fn cancel_ping(&mut self, turn: &mut Turn<Self>) {
+        turn.unschedule("ping").ping();
+    }
+
     #[reminder]
     fn ping(&mut self) -> u32 {
         self.pings += 1;

@@ -16,6 +16,11 @@ const FOLD_LAG: i64 = 2 * MINUTE;
 /// half hour its first slice may start before that, and more. Older rows are never charted.
 const FOLD_HISTORY: i64 = 25 * 60 * MINUTE;
 
+/// How long the tallies of a minute are kept at least, whatever the finished messages'
+/// retention: the longest window, a day, and its first slice's half hour. A dead letter kept
+/// past that retention stays in the day's chart, as does every turn the day's chart counts.
+pub(crate) const TALLIES_KEPT: i64 = FOLD_HISTORY;
+
 /// The minutes one statement of a fold reads at first, so a fold that catches up (after an
 /// upgrade, or a time with no workers) holds no lock for long.
 const FOLD_STEP: i64 = 10 * MINUTE;

@@ -2,7 +2,7 @@
 //! retention (tallies included), warns about effects no handler here runs, and notes why
 //! messages of unknown operations wait.
 
-use super::activity_fold::ActivityFold;
+use super::activity_fold::{ActivityFold, TALLIES_KEPT};
 use super::conflicts::rerun_conflicts;
 use super::core::Core;
 use super::effects::Effects;
@@ -97,9 +97,10 @@ impl Upkeep<'_> {
         Ok(heads.len())
     }
 
-    /// Deletes what is past its retention (audit rows of administration calls and the
-    /// charts' tallies of its minutes included); returns how many rows of each kind (the
-    /// tallies uncounted). Without `commit`, rolls back: a preview.
+    /// Deletes what is past its retention (audit rows of administration calls included, and
+    /// the charts' tallies of its minutes once they are older than the longest window too);
+    /// returns how many rows of each kind (the tallies uncounted). Without `commit`, rolls
+    /// back: a preview.
     pub(crate) async fn prune(&self, commit: bool) -> Result<Pruned> {
         let now = self.core.now();
         let limits = &self.core.config().limits;
@@ -115,7 +116,8 @@ impl Upkeep<'_> {
             let mut tx = self.core.begin(None).await?;
             let mut pruned = tx.prune(&retention).await?;
             pruned.admin_events = tx.prune_admin_events(retention.finished_before).await?;
-            tx.prune_tallies(retention.finished_before).await?;
+            let tallies_before = retention.finished_before.min(micros(now) - TALLIES_KEPT);
+            tx.prune_tallies(tallies_before).await?;
             if commit {
                 tx.commit().await?;
             }

@@ -19,7 +19,7 @@
 //!
 //! | statement | reads |
 //! |---|---|
-//! | [`activity_tallies`] | `solid_activity` (the window's minutes); the rows since the fold mark as [`events`](super::activity_tallies::events) reads them |
+//! | [`activity_tallies`] | `solid_activity` (the window's minutes); the rows since the fold mark (`solid_activity_folded`'s one row, in a scalar subquery) as [`events`](super::activity_tallies::events) reads them |
 //! | [`actor_tallies`] | `solid_actor_activity` (the actor's minutes); since the fold mark, `solid_messages_finished`, `solid_failed_attempts_actor` |
 //! | [`waiting_messages`] | `solid_messages_ready` (the ready messages) |
 //! | [`due_reminders`] | `solid_reminders_due` |
@@ -50,9 +50,17 @@ fn slice_of(at: &str, from: &str, width: &str) -> String {
 }
 
 /// The first finish time the rows are counted from in a window starting at `from`: the
-/// fold mark (of `w`, the mark's row), or the window's start if that is later.
+/// fold mark, or the window's start if that is later.
+///
+/// A scalar subquery, not a join of the mark's row: a server's planner then takes it as one
+/// value that starts a range of the index on the rows' finish time (PostgreSQL, given the
+/// mark as a join's column, estimated a third of the table past it and read the effects
+/// whole), and the statement still reads the mark and the rows in one snapshot.
 fn unfolded_from(from: &str) -> String {
-    format!("(CASE WHEN w.folded_until > {from} THEN w.folded_until ELSE {from} END)")
+    format!(
+        "(SELECT CASE WHEN folded_until > {from} THEN folded_until ELSE {from} END
+          FROM solid_activity_folded WHERE id = 1)"
+    )
 }
 
 /// For each slice `$3` wide of `[$1, $2)`, and what started waiting before it: the counts of
@@ -66,8 +74,6 @@ pub(crate) fn activity_tallies(dialect: Dialect) -> &'static str {
             dialect,
             &Placing {
                 at: &at,
-                join: "solid_activity_folded AS w CROSS JOIN ",
-                joined: "w.id = 1 AND ",
                 from: &from,
                 until: "$2",
             },
@@ -98,16 +104,16 @@ pub(crate) fn actor_tallies(dialect: Dialect) -> &'static str {
                  WHERE actor_type = $1 AND actor_id = $2 AND minute >= $3 AND minute < $4
                  UNION ALL
                  SELECT {finished_at} AS slot, status AS kind, COUNT(*) AS count
-                 FROM solid_activity_folded AS w CROSS JOIN solid_messages
-                 WHERE w.id = 1 AND status <> 'ready'
+                 FROM solid_messages
+                 WHERE status <> 'ready'
                    AND status IN ('completed', 'rejected', 'dead')
                    AND finished_at >= {from} AND finished_at < $4
                    AND actor_type = $1 AND actor_id = $2
                  GROUP BY slot, kind
                  UNION ALL
                  SELECT {failed_at} AS slot, '{FAILED}' AS kind, COUNT(*) AS count
-                 FROM solid_activity_folded AS w CROSS JOIN solid_failed_attempts
-                 WHERE w.id = 1 AND actor_type = $1 AND actor_id = $2
+                 FROM solid_failed_attempts
+                 WHERE actor_type = $1 AND actor_id = $2
                    AND failed_at >= {from} AND failed_at < $4
                  GROUP BY slot) AS tallies
              GROUP BY slot, kind ORDER BY slot",
@@ -263,7 +269,8 @@ pub(crate) trait ActivityReads: Send + Sync {
 
     /// How the database plans each statement of [`activity`](Self::activity) and
     /// [`actor_activity`](Self::actor_activity) over `span`: each statement's name and the
-    /// steps of its plan, one a line (MySQL's: the table, the access type and the key).
+    /// steps of its plan, one a line (MySQL's: the table, the access type, the key and
+    /// `rows=` the rows it estimates reading).
     async fn activity_plans(
         &self,
         actor: ActorKey<'_, '_>,
@@ -302,10 +309,15 @@ fn plan_step(dialect: Dialect, row: &Row) -> Result<String> {
         Dialect::Sqlite => get(row, "detail")?,
         Dialect::Postgres => get(row, 0)?,
         Dialect::MySql => format!(
-            "{} {} {}",
+            "{} {} {} rows={}",
             get::<Option<String>>(row, "table")?.unwrap_or_default(),
             get::<Option<String>>(row, "type")?.unwrap_or_default(),
             get::<Option<String>>(row, "key")?.unwrap_or_default(),
+            // MariaDB's estimate is text; another server's, if not, is left unknown.
+            get::<Option<String>>(row, "rows")
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| "?".to_owned()),
         ),
     })
 }

@@ -17,7 +17,7 @@
 //! waits now and every `_out` after that minute less every `_in` after it. Transitions that
 //! leave no finished row behind are tallied by the transaction that makes them, as the same
 //! kinds: a reminder deleted after it was due ([`dropped_reminders`]), and an operator's retry
-//! of a dead effect (its first life, and the start of its second: [`ADD_TALLY`]). An
+//! of a dead effect (its first life, and the start of its second: [`add_tallies`]). An
 //! operator's retry of a dead letter marks its message (`retry_of`), which counts as a
 //! message, not as a reminder that fired again.
 //!
@@ -98,11 +98,8 @@ fn two_figures(ms: &str) -> String {
 pub(crate) struct Placing<'a> {
     /// The start of the minute or slice of a time.
     pub(crate) at: &'a dyn Fn(&str) -> String,
-    /// What each table read is joined after (the fold mark's row, for a chart), or nothing.
-    pub(crate) join: &'a str,
-    /// The join's condition and `AND`, or nothing.
-    pub(crate) joined: &'a str,
-    /// The first finish time counted.
+    /// The first finish time counted: a parameter, or (for a chart) a scalar subquery of the
+    /// fold mark, which the planner takes as one value to start a range of the index at.
     pub(crate) from: &'a str,
     /// The finish time counting stops before.
     pub(crate) until: &'a str,
@@ -130,9 +127,26 @@ fn fired_reminders(dialect: Dialect, ran: bool, placing: &Placing<'_>) -> String
         }
     };
     format!(
-        "{}{statuses} AND finished_at >= {} AND finished_at < {} AND retry_of IS NULL",
-        placing.joined, placing.from, placing.until
+        "{statuses} AND finished_at >= {} AND finished_at < {} AND retry_of IS NULL",
+        placing.from, placing.until
     )
+}
+
+/// The emission and finish times of the effects done or dead in `[from, until)`, read one
+/// status at a time: each read is a range of the finished effects' index, whose first column
+/// is the status. (PostgreSQL leaves out of its index conditions a condition the partial
+/// index's own `WHERE` implies, such as `status IN ('done', 'dead')`, and without one on the
+/// status would read the whole index; SQLite reads a partial index only where the statement
+/// names its `WHERE`, so the `IN` stays.)
+fn finished_effects(from: &str, until: &str) -> String {
+    let status = |status: &str| {
+        format!(
+            "SELECT created_at, finished_at FROM solid_effects
+             WHERE status IN ('done', 'dead') AND status = '{status}'
+               AND finished_at >= {from} AND finished_at < {until}"
+        )
+    };
+    format!("{}\n UNION ALL\n {}", status("done"), status("dead"))
 }
 
 /// What the rows that finished in the range count as, as rows `(slot, kind, bucket, count)`
@@ -140,51 +154,43 @@ fn fired_reminders(dialect: Dialect, ran: bool, placing: &Placing<'_>) -> String
 /// each failed attempt; each fired reminder where it became due and where it fired, and how
 /// late its turn ended; each done or dead effect where it was emitted and where it ended.
 pub(crate) fn events(dialect: Dialect, placing: &Placing<'_>) -> String {
-    let Placing {
-        at,
-        join,
-        joined,
-        from,
-        until,
-    } = *placing;
+    let Placing { at, from, until } = *placing;
     let finished = format!(
-        "{joined}status <> 'ready' AND status IN ('completed', 'rejected', 'dead', 'destroyed')
+        "status <> 'ready' AND status IN ('completed', 'rejected', 'dead', 'destroyed')
          AND finished_at >= {from} AND finished_at < {until}"
     );
-    let effects = format!(
-        "{joined}status IN ('done', 'dead') AND finished_at >= {from} AND finished_at < {until}"
-    );
+    let effects = finished_effects(from, until);
     let lateness = format!(
         "(CASE WHEN finished_at > scheduled_for THEN {} ELSE 0 END)",
         dialect.whole_quotient("finished_at - scheduled_for", "1000")
     );
     format!(
         "SELECT {finished_at} AS slot, status AS kind, 0 AS bucket, COUNT(*) AS count
-         FROM {join}solid_messages WHERE {finished} GROUP BY slot, kind
+         FROM solid_messages WHERE {finished} GROUP BY slot, kind
          UNION ALL
          SELECT {enqueued} AS slot, '{MESSAGE_IN}' AS kind, 0 AS bucket, COUNT(*) AS count
-         FROM {join}solid_messages WHERE {finished} GROUP BY slot
+         FROM solid_messages WHERE {finished} GROUP BY slot
          UNION ALL
          SELECT {failed_at} AS slot, '{FAILED}' AS kind, 0 AS bucket, COUNT(*) AS count
-         FROM {join}solid_failed_attempts
-         WHERE {joined}failed_at >= {from} AND failed_at < {until} GROUP BY slot
+         FROM solid_failed_attempts
+         WHERE failed_at >= {from} AND failed_at < {until} GROUP BY slot
          UNION ALL
          SELECT {due} AS slot, '{REMINDER_IN}' AS kind, 0 AS bucket, COUNT(*) AS count
-         FROM {join}solid_messages WHERE {fired} GROUP BY slot
+         FROM solid_messages WHERE {fired} GROUP BY slot
          UNION ALL
          SELECT {created_at} AS slot, '{REMINDER_OUT}' AS kind, 0 AS bucket, COUNT(*) AS count
-         FROM {join}solid_messages WHERE {fired} GROUP BY slot
+         FROM solid_messages WHERE {fired} GROUP BY slot
          UNION ALL
          SELECT slot, '{LATENESS}' AS kind, {bucket} AS bucket, COUNT(*) AS count
          FROM (SELECT {finished_at} AS slot, {lateness} AS late_ms
-               FROM {join}solid_messages WHERE {ran}) AS late
+               FROM solid_messages WHERE {ran}) AS late
          GROUP BY slot, bucket
          UNION ALL
          SELECT {emitted} AS slot, '{EFFECT_IN}' AS kind, 0 AS bucket, COUNT(*) AS count
-         FROM {join}solid_effects WHERE {effects} GROUP BY slot
+         FROM ({effects}) AS effects GROUP BY slot
          UNION ALL
          SELECT {finished_at} AS slot, '{EFFECT_OUT}' AS kind, 0 AS bucket, COUNT(*) AS count
-         FROM {join}solid_effects WHERE {effects} GROUP BY slot",
+         FROM ({effects}) AS effects GROUP BY slot",
         finished_at = at("finished_at"),
         enqueued = at(&earlier("created_at", "finished_at")),
         failed_at = at("failed_at"),
@@ -209,8 +215,6 @@ pub(crate) fn fold_activity(dialect: Dialect) -> &'static str {
             dialect,
             &Placing {
                 at: &minute_of,
-                join: "",
-                joined: "",
                 from: "$1",
                 until: "$2",
             },
@@ -278,10 +282,29 @@ pub(crate) const MOVE_FOLD_MARK: &str =
     "UPDATE solid_activity_folded SET folded_until = $1 WHERE id = 1";
 
 /// Adds `$3` to the whole database's tally of kind `$2` in minute `$1`.
-pub(crate) const ADD_TALLY: &str = "INSERT INTO solid_activity (minute, kind, bucket, count)
+const ADD_TALLY: &str = "INSERT INTO solid_activity (minute, kind, bucket, count)
      VALUES ($1, $2, 0, $3)
      ON CONFLICT (minute, kind, bucket) DO UPDATE SET
          count = solid_activity.count + excluded.count";
+
+/// Adds each `(minute, kind, count)` of `tallies` to the whole database's tally, a
+/// statement each, in the order given (the tally's key order: two writers never wait for
+/// each other in a circle).
+pub(crate) async fn add_tallies<C: WriteConnection + ?Sized>(
+    connection: &mut C,
+    tallies: &[(i64, &'static str, i64)],
+) -> Result<()> {
+    for &(minute, kind, count) in tallies {
+        connection.counters().statement();
+        query(ADD_TALLY)
+            .bind(minute)
+            .bind(kind)
+            .bind(count)
+            .execute(connection.on())
+            .await?;
+    }
+    Ok(())
+}
 
 /// A dead effect an operator retries: the times of its first life, and of the retry that
 /// starts its second (microseconds).

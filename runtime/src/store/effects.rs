@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::activity_tallies::{share_fold_mark, EffectLife, ADD_TALLY};
+use super::activity_tallies::{add_tallies, share_fold_mark, EffectLife};
 use super::dialect::PerDialect;
 use super::messages::storable_text;
 use super::query::{get, query, Dialect};
@@ -400,15 +400,7 @@ impl<T: WriteConnection> EffectWrites for T {
             died_at: died_at.unwrap_or(now),
             retried_at: now,
         };
-        for (minute, kind, count) in life.tallies(mark) {
-            self.counters().statement();
-            query(ADD_TALLY)
-                .bind(minute)
-                .bind(kind)
-                .bind(count)
-                .execute(self.on())
-                .await?;
-        }
+        add_tallies(self, &life.tallies(mark)).await?;
         Ok(true)
     }
 }

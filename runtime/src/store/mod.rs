@@ -746,6 +746,12 @@ pub(crate) trait WriteConnection: Send {
     /// Marks the connection as in an unknown state: it is closed, not reused, when the
     /// transaction is dropped.
     fn poison(&mut self);
+
+    /// Whether a `DELETE` can return the rows it deleted (`RETURNING`): SQLite, PostgreSQL
+    /// and MariaDB can, MySQL cannot.
+    fn deletes_return_rows(&mut self) -> bool {
+        self.dialect() != Dialect::MySql
+    }
 }
 
 /// Every read of a store, by concern: what the engine lends the client and the operators'

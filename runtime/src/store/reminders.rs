@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use async_trait::async_trait;
 
-use super::activity_tallies::{dropped_reminders, MINUTE};
+use super::activity_tallies::{add_tallies, dropped_reminders, MINUTE, REMINDER_IN, REMINDER_OUT};
 use super::dialect::PerDialect;
 use super::query::{built, get, query, Dialect, Value};
 use super::{
@@ -131,8 +131,8 @@ fn delete_and_tally_text(doomed: Doomed<'_>) -> String {
 }
 
 /// Tallies the reminders `doomed` takes that were due before the minute they are about to be
-/// deleted in, locking them first (SQLite, MySQL: a firing under way holds them, and this
-/// waits for it and finds them gone).
+/// deleted in, locking them first (MySQL, whose `DELETE` returns nothing: a firing under way
+/// holds them, and this waits for it and finds them gone).
 fn tally_doomed(dialect: Dialect, doomed: Doomed<'_>) -> &'static str {
     static TEXTS: [PerDialect; 2] = [
         PerDialect::new(|dialect| {
@@ -159,15 +159,50 @@ fn tally_doomed_text(dialect: Dialect, doomed: Doomed<'_>) -> String {
     dropped_reminders(&source, doomed.now_minute())
 }
 
-/// Deletes the reminders `doomed` takes (after [`tally_doomed`]).
-fn delete_doomed(doomed: Doomed<'_>) -> &'static str {
-    static TEXTS: PerDoomed = PerDoomed::new(delete_doomed_text);
-    TEXTS.get(doomed)
+/// Deletes the reminders `doomed` takes (after [`tally_doomed`]), or (`returning`) deletes
+/// them and returns their due times, for a backend that returns what a `DELETE` deleted.
+fn delete_doomed(doomed: Doomed<'_>, returning: bool) -> &'static str {
+    static TEXTS: PerDoomed = PerDoomed::new(|doomed| delete_doomed_text(doomed, ""));
+    static RETURNING: PerDoomed =
+        PerDoomed::new(|doomed| delete_doomed_text(doomed, " RETURNING due_at"));
+    match returning {
+        true => RETURNING.get(doomed),
+        false => TEXTS.get(doomed),
+    }
 }
 
 /// The text of [`delete_doomed`].
-fn delete_doomed_text(doomed: Doomed<'_>) -> String {
-    format!("DELETE FROM solid_reminders WHERE {}", doomed.condition())
+fn delete_doomed_text(doomed: Doomed<'_>, returning: &str) -> String {
+    format!(
+        "DELETE FROM solid_reminders WHERE {}{returning}",
+        doomed.condition()
+    )
+}
+
+/// What deleting reminders due at `due` (microseconds) in the minute `now_minute` adds to the
+/// whole database's tally, `(minute, kind, count)` in the tally's key order: each reminder due
+/// before that minute was due from its due minute until then ([`dropped_reminders`], counted
+/// here from the deleted rows instead of before deleting them).
+fn dropped_tallies(due: &[i64], now_minute: i64) -> Vec<(i64, &'static str, i64)> {
+    let mut tallies: Vec<(i64, &'static str, i64)> = Vec::new();
+    let mut overdue: Vec<i64> = due
+        .iter()
+        .filter(|due| **due < now_minute)
+        .map(|due| due - due.rem_euclid(MINUTE))
+        .collect();
+    overdue.sort_unstable();
+    for minute in &overdue {
+        match tallies.last_mut() {
+            Some((last, _, count)) if last == minute => *count += 1,
+            _ => tallies.push((*minute, REMINDER_IN, 1)),
+        }
+    }
+    // Every due minute is before `now_minute`: the `reminder_out` comes last in key order.
+    if !overdue.is_empty() {
+        let count = i64::try_from(overdue.len()).unwrap_or(i64::MAX);
+        tallies.push((now_minute, REMINDER_OUT, count));
+    }
+    tallies
 }
 
 /// Up to `$3` reminders due at `$2` whose ids are not in the JSON array `$1` (of strings),
@@ -406,12 +441,27 @@ impl<T: WriteConnection> ReminderWrites for T {
                 .await?;
             return Ok(());
         }
+        if self.deletes_return_rows() {
+            // The delete returns the due times: a tally costs statements of its own only
+            // when a reminder it deleted was due.
+            self.counters().statement();
+            let deleted = bound(delete_doomed(doomed, true), false)
+                .fetch_all(self.on())
+                .await?;
+            let due = deleted
+                .iter()
+                // By position: MariaDB's prepared `DELETE .. RETURNING` names no column.
+                .map(|row| get::<i64>(row, 0))
+                .collect::<sqlx::Result<Vec<_>>>()?;
+            add_tallies(self, &dropped_tallies(&due, now_minute)).await?;
+            return Ok(());
+        }
         self.counters().statement();
         bound(tally_doomed(dialect, doomed), true)
             .execute(self.on())
             .await?;
         self.counters().statement();
-        bound(delete_doomed(doomed), false)
+        bound(delete_doomed(doomed, false), false)
             .execute(self.on())
             .await?;
         Ok(())

@@ -188,11 +188,24 @@ pub(crate) struct ServerTransaction<DB: Server, E> {
     /// The store's counters.
     pub(crate) counters: Arc<Counters>,
     /// What the server keeps beside the connection (MySQL: the bounds and how it commits).
-    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
     pub(crate) own: E,
 }
 
-impl<DB: Server, E: Send> WriteConnection for ServerTransaction<DB, E> {
+/// What a server's transaction knows of its own beside its connection (its bounds, the
+/// server's flavor), as far as the writes traits ask.
+pub(crate) trait TransactionOwn: Send {
+    /// Whether the server's `DELETE` returns the rows it deleted (`RETURNING`).
+    fn deletes_return_rows(&self) -> bool;
+}
+
+/// PostgreSQL's transaction keeps nothing of its own; its `DELETE` returns rows.
+impl TransactionOwn for () {
+    fn deletes_return_rows(&self) -> bool {
+        true
+    }
+}
+
+impl<DB: Server, E: TransactionOwn> WriteConnection for ServerTransaction<DB, E> {
     fn on(&mut self) -> On<'_> {
         DB::on(&mut self.tx)
     }
@@ -203,5 +216,9 @@ impl<DB: Server, E: Send> WriteConnection for ServerTransaction<DB, E> {
 
     fn poison(&mut self) {
         self.tx.poison();
+    }
+
+    fn deletes_return_rows(&mut self) -> bool {
+        self.own.deletes_return_rows()
     }
 }

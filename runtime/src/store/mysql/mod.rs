@@ -50,7 +50,7 @@ use super::failover::{Failover, Host};
 use super::instances::{lock_row, RowLocks};
 use super::owned_transaction::CommitPacket;
 use super::query::{get, On, Row};
-use super::server_pool::{Server, ServerOptions, ServerPool, ServerTransaction};
+use super::server_pool::{Server, ServerOptions, ServerPool, ServerTransaction, TransactionOwn};
 use super::{
     require_current, ActorLock, Bounds, Counters, LockedActor, ReadConnections, Reads, SchemaMode,
     Store, Transaction, WorkNotices,
@@ -63,7 +63,8 @@ const NO_PAD_BINARY: &str = "utf8mb4_nopad_bin";
 /// MySQL 8's binary collation without padding, where the server has no [`NO_PAD_BINARY`].
 const MYSQL_NO_PAD_BINARY: &str = "utf8mb4_0900_bin";
 
-/// Which server speaks: they differ in how a statement's time is bounded.
+/// Which server speaks: they differ in how a statement's time is bounded, and in whether a
+/// `DELETE` returns what it deleted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Flavor {
     MariaDb,
@@ -307,6 +308,12 @@ struct TurnForm {
     bounds: Bounds,
     flavor: Flavor,
     commit_packet: CommitPacket,
+}
+
+impl TransactionOwn for TurnForm {
+    fn deletes_return_rows(&self) -> bool {
+        self.flavor == Flavor::MariaDb
+    }
 }
 
 #[async_trait]

@@ -759,11 +759,13 @@ impl Drop for GroupMember {
         };
         if self.poisoned {
             writer.in_doubt = true;
-        } else if self.open
-            && self.opening == Opening::Done
-            && !writer.in_doubt
-            && !cancelled_turn_kept()
-        {
+        } else if self.open && self.opening == Opening::Done && !writer.in_doubt {
+            if cancelled_turn_kept() {
+                // The defect put back: the turn stays in the group, for whoever takes the
+                // writer next to commit with its own (the flusher, a task of its own, would
+                // race the next turn's reads).
+                return;
+            }
             writer.abandoned = true;
         }
         drop(writer);
