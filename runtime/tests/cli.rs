@@ -11,6 +11,9 @@ mod postgres;
 #[path = "../../tests/support/servers.rs"]
 #[allow(unreachable_pub, dead_code)]
 mod servers;
+#[path = "../../tests/support/silent_ports.rs"]
+#[allow(unreachable_pub)]
+mod silent_ports;
 
 use std::process::Output;
 use std::time::{Duration, Instant};
@@ -19,6 +22,8 @@ use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::{Effect, Error};
 use sqlx::sqlite::SqliteConnectOptions;
+
+use silent_ports::SilentPorts;
 
 /// What the desk asks for after its turn.
 #[derive(Serialize, Deserialize)]
@@ -332,55 +337,6 @@ async fn the_cli_operates_a_postgres_database_end_to_end() {
     let runtime = application(Runtime::builder().postgres(&url, 4)).await;
     operate(&url, &runtime).await;
     runtime.close().await;
-}
-
-/// Loopback ports where no database server answers, each as its test needs it until this
-/// is dropped: one closed, one bound but never accepting (the kernel completes the
-/// handshake, and nothing more comes), one that accepts and never writes.
-struct SilentPorts {
-    closed: u16,
-    _never_accepts: std::net::TcpListener,
-    never_accepts: u16,
-    says_nothing: u16,
-    holder: tokio::task::JoinHandle<()>,
-}
-
-impl SilentPorts {
-    async fn start() -> Self {
-        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let closed_port = closed.local_addr().unwrap().port();
-        drop(closed);
-        let never_accepts = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let says_nothing = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let says_nothing_port = says_nothing.local_addr().unwrap().port();
-        let holder = tokio::spawn(async move {
-            let mut held = Vec::new();
-            while let Ok((stream, _)) = says_nothing.accept().await {
-                held.push(stream);
-            }
-        });
-        Self {
-            closed: closed_port,
-            never_accepts: never_accepts.local_addr().unwrap().port(),
-            _never_accepts: never_accepts,
-            says_nothing: says_nothing_port,
-            holder,
-        }
-    }
-
-    fn ports(&self) -> [(&'static str, u16); 3] {
-        [
-            ("a closed port", self.closed),
-            ("a port that never accepts", self.never_accepts),
-            ("a port that accepts and says nothing", self.says_nothing),
-        ]
-    }
-}
-
-impl Drop for SilentPorts {
-    fn drop(&mut self) {
-        self.holder.abort();
-    }
 }
 
 #[tokio::test]

@@ -7,33 +7,15 @@ use std::time::Duration;
 use solid_objects::prelude::*;
 
 use crate::support::runtimes::builder;
+use crate::support::silent_ports::SilentPorts;
 
 /// A server that does not answer fails `start` within the connect timeout, with an error
 /// that names its host and port, whether nothing listens on the port, the port is bound
 /// and never accepts, or it accepts and never writes.
 #[tokio::test]
 async fn a_server_that_does_not_answer_fails_start_within_the_connect_timeout() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let closed_port = closed.local_addr().unwrap().port();
-    drop(closed);
-    let never_accepts = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let says_nothing = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let says_nothing_port = says_nothing.local_addr().unwrap().port();
-    let holder = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((stream, _)) = says_nothing.accept().await {
-            held.push(stream);
-        }
-    });
-    let ports = [
-        ("a closed port", closed_port),
-        (
-            "a port that never accepts",
-            never_accepts.local_addr().unwrap().port(),
-        ),
-        ("a port that accepts and says nothing", says_nothing_port),
-    ];
-    for (what, port) in ports {
+    let silent = SilentPorts::start().await;
+    for (what, port) in silent.ports() {
         for scheme in ["postgres", "mysql"] {
             let url = format!("{scheme}://app:s3cret-pw@127.0.0.1:{port}/app");
             let started = std::time::Instant::now();
@@ -60,5 +42,4 @@ async fn a_server_that_does_not_answer_fails_start_within_the_connect_timeout() 
             );
         }
     }
-    holder.abort();
 }

@@ -34,6 +34,7 @@ pub mod release_dumps;
 pub mod runtimes;
 pub mod servers;
 pub mod service;
+pub mod silent_ports;
 pub mod state_json;
 pub mod steps;
 pub mod stored_rows;
