@@ -15,7 +15,8 @@ use support::cancellation::{drop_after, next_random};
 use support::children::running_only;
 use support::effect_actors::{Charge, Till};
 use support::fixtures::{
-    sqlite_harness, started, started_on, started_with, started_without_fsync, FileHolder,
+    sqlite_harness, started, started_on, started_on_with, started_with, started_without_fsync,
+    FileHolder,
 };
 use support::journal::Journal;
 use support::operator::{dead_effects, dead_letters, prune, status_of};
@@ -749,22 +750,12 @@ async fn effects_run_once_per_lease_and_a_stale_runner_cannot_undo_them() {
     second.close().await;
 }
 
-/// A runtime on the harness whose handlers may run `turn_timeout`.
-async fn impatient_runtime(harness: &Harness, turn_timeout: Duration) -> Runtime {
-    harness
-        .builder()
-        .await
-        .turn_timeout(turn_timeout)
-        .start()
-        .await
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_handler_is_abandoned_after_the_turn_timeout_and_counted() {
-    let harness = Harness::new();
-    let runtime = impatient_runtime(&harness, Duration::from_millis(200)).await;
-    let victim = runtime.reference::<Victim>("v");
+    let (harness, runtime, victim) = started_on_with::<Victim>("v", |builder| {
+        builder.turn_timeout(Duration::from_millis(200))
+    })
+    .await;
     let hung = victim.enqueue().hang().await.unwrap();
     let later = victim.enqueue().record("later").await.unwrap();
 
@@ -793,9 +784,10 @@ async fn a_hung_handler_is_abandoned_after_the_turn_timeout_and_counted() {
 
 #[tokio::test]
 async fn a_sync_call_whose_handler_hangs_past_the_turn_timeout_fails_and_is_counted() {
-    let harness = Harness::new();
-    let runtime = impatient_runtime(&harness, Duration::from_millis(100)).await;
-    let victim = runtime.reference::<Victim>("v");
+    let (harness, runtime, victim) = started_on_with::<Victim>("v", |builder| {
+        builder.turn_timeout(Duration::from_millis(100))
+    })
+    .await;
 
     let result = victim.hang().await;
 

@@ -26,7 +26,15 @@ pub async fn start_with_policy(harness: &Harness, policy: impl Policy) -> Runtim
 pub async fn started_on<A: solid_objects::Addressable>(
     id: &str,
 ) -> (Harness, Runtime, A::Reference) {
-    let (harness, runtime) = started().await;
+    started_on_with::<A>(id, |builder| builder).await
+}
+
+/// [`started_with`], and a reference to the actor `id` of type `A` on its runtime.
+pub async fn started_on_with<A: solid_objects::Addressable>(
+    id: &str,
+    configure: impl FnOnce(solid_objects::Builder) -> solid_objects::Builder,
+) -> (Harness, Runtime, A::Reference) {
+    let (harness, runtime) = started_with(configure).await;
     let actor = runtime.reference::<A>(id);
     (harness, runtime, actor)
 }
