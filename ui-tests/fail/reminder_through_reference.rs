@@ -1,17 +1,7 @@
-use solid_objects::prelude::*;
+#[path = "../support/ringing_alarm.rs"]
+mod ringing_alarm;
 
-#[path = "../support/alarm.rs"]
-mod alarm;
-
-use alarm::Alarm;
-
-#[actor]
-impl Alarm {
-    #[reminder]
-    pub fn ring(&mut self) {
-        self.rung += 1;
-    }
-}
+use ringing_alarm::Alarm;
 
 async fn caller() {
     let _ = Alarm::reference("a-1").ring().await;

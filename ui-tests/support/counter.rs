@@ -1,4 +1,4 @@
-//! A counter's state, for the cases whose mistake is in a handler of `Counter`.
+//! A counter's state, for the cases about a handler of `Counter`: most pin a mistake in one.
 
 use solid_objects::prelude::*;
 
