@@ -150,6 +150,13 @@ impl Database {
         }
     }
 
+    /// A fresh database with the application's `marks` table, which [`Job`]'s turns write to.
+    async fn with_marks() -> Self {
+        let backend = Self::new();
+        support::execute(&backend.harness, "CREATE TABLE marks (gate TEXT NOT NULL)").await;
+        backend
+    }
+
     /// A builder on the database at `database`, as the child process opens it.
     fn builder_at(database: &str, clock: ManualClock) -> solid_objects::Builder {
         crate::BACKEND
@@ -172,10 +179,6 @@ impl Database {
             .expect("the runtime starts")
     }
 
-    async fn execute(&self, sql: &str) {
-        support::execute(&self.harness, sql).await;
-    }
-
     async fn marks(&self) -> i64 {
         support::count(&self.harness, "marks").await
     }
@@ -187,10 +190,7 @@ fn is_ready_unattempted(status: &MessageStatus) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_in_flight_finishes_within_the_deadline_commits_and_nothing_new_starts() {
-    let backend = Database::new();
-    backend
-        .execute("CREATE TABLE marks (gate TEXT NOT NULL)")
-        .await;
+    let backend = Database::with_marks().await;
     let runtime = backend.runtime().await;
     let job = runtime.reference::<Job>("in-flight");
     let first = job.enqueue().work("in-flight").await.unwrap();
@@ -234,10 +234,7 @@ async fn a_turn_in_flight_finishes_within_the_deadline_commits_and_nothing_new_s
 /// its message is queued, and which: a fresh runtime on the same database finds it ready.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_waiting_when_its_runtime_closes_hears_its_message_is_queued() {
-    let backend = Database::new();
-    backend
-        .execute("CREATE TABLE marks (gate TEXT NOT NULL)")
-        .await;
+    let backend = Database::with_marks().await;
     let runtime = backend.runtime().await;
     let job = runtime.reference::<Job>("waiting");
     assert!(job.not_yet().await.is_err());
@@ -271,9 +268,6 @@ async fn a_call_waiting_when_its_runtime_closes_hears_its_message_is_queued() {
 /// A turn whose handler never ends is abandoned at the deadline; then a fresh runtime on
 /// the same database, while the first is still open, runs the message exactly once.
 async fn abandoned_at_the_deadline(backend: Database, gate_name: &str) {
-    backend
-        .execute("CREATE TABLE marks (gate TEXT NOT NULL)")
-        .await;
     let first = backend.runtime().await;
     let stuck = new_gate(gate_name, true);
     let job = first.reference::<Job>(gate_name);
@@ -321,7 +315,7 @@ async fn abandoned_at_the_deadline(backend: Database, gate_name: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_past_the_deadline_is_abandoned_and_runs_once_elsewhere() {
-    abandoned_at_the_deadline(Database::new(), "abandoned").await;
+    abandoned_at_the_deadline(Database::with_marks().await, "abandoned").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -378,12 +372,9 @@ async fn signalled_process() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_until_signal_ends_on_sigterm_after_its_turn_in_flight_commits() {
-    let backend = Database::new();
+    let backend = Database::with_marks().await;
     let marker = backend.harness.dir().join("entered");
     let log = backend.harness.dir().join("child.log");
-    backend
-        .execute("CREATE TABLE marks (gate TEXT NOT NULL)")
-        .await;
     let runtime = backend.runtime().await;
     let job = runtime.reference::<Job>("child");
     let message = job.enqueue().work_until_shutdown().await.unwrap();
