@@ -45,15 +45,8 @@ async fn ledger_runtime(harness: &Harness) -> Option<Runtime> {
 
 /// The entry ids of an account, in the order `ledger_entries` received them.
 async fn entries(harness: &Harness, account: &str) -> Vec<String> {
-    let pool = support::connect(harness).await;
-    let sql = harness.sql("SELECT entry_id FROM ledger_entries WHERE account_id = ? ORDER BY id");
-    let ids = sqlx::query_scalar(&sql)
-        .bind(account)
-        .fetch_all(&pool)
-        .await
-        .unwrap();
-    pool.close().await;
-    ids
+    let sql = "SELECT entry_id FROM ledger_entries WHERE account_id = ? ORDER BY id";
+    support::column(harness, sql, &[account]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

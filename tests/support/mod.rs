@@ -415,6 +415,23 @@ pub async fn count(harness: &Harness, table: &str) -> i64 {
     count
 }
 
+/// The values of the one column `sql` (with `?` placeholders) selects from the harness's
+/// database, with `arguments` bound in order, in the order the rows come.
+pub async fn column<T>(harness: &Harness, sql: &str, arguments: &[&str]) -> Vec<T>
+where
+    T: for<'r> sqlx::Decode<'r, sqlx::Any> + sqlx::Type<sqlx::Any> + Send + Unpin,
+{
+    let pool = connect(harness).await;
+    let sql = harness.sql(sql);
+    let mut query = sqlx::query_scalar(&sql);
+    for argument in arguments {
+        query = query.bind(*argument);
+    }
+    let values = query.fetch_all(&pool).await.expect("the query runs");
+    pool.close().await;
+    values
+}
+
 /// Runs SQL directly on the harness's database, as an operator or another program would.
 pub async fn execute(harness: &Harness, sql: &str) {
     let pool = connect(harness).await;
