@@ -13,6 +13,7 @@ use crate::support::actors::Ledger;
 use crate::support::browser::Browser;
 use crate::support::charts::{noon, Station};
 use crate::support::eventually;
+use crate::support::fixtures::on_a_file_in;
 use crate::support::policies::Administered;
 use crate::support::workers::run_workers;
 use axum::body::Body;
@@ -88,13 +89,7 @@ async fn runtime(dir: &tempfile::TempDir) -> Runtime {
 
 /// A runtime of `A`s on a SQLite file in `dir`, under the operators' policy.
 async fn runtime_of<A: solid_objects::Actor>(dir: &tempfile::TempDir) -> Runtime {
-    Runtime::builder()
-        .sqlite(dir.path().join("actors.db"))
-        .policy(OPERATORS)
-        .actor::<A>()
-        .start()
-        .await
-        .unwrap()
+    on_a_file_in::<A>(dir, OPERATORS).await
 }
 
 /// A dead letter of till `id` (a sale while it was unplugged; it is plugged in again, so a
@@ -195,13 +190,7 @@ const BEFORE_THE_CHARTS: Administered = Administered(|request| match request.act
 #[tokio::test]
 async fn a_policy_that_allows_the_overview_but_not_the_charts_sees_the_rest_and_what_is_withheld() {
     let dir = tempfile::tempdir().unwrap();
-    let runtime = Runtime::builder()
-        .sqlite(dir.path().join("actors.db"))
-        .policy(BEFORE_THE_CHARTS)
-        .actor::<Till>()
-        .start()
-        .await
-        .unwrap();
+    let runtime = on_a_file_in::<Till>(&dir, BEFORE_THE_CHARTS).await;
     runtime.reference::<Till>("t1").sell().await.unwrap();
     let app = app(&runtime, false);
 

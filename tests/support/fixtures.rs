@@ -39,6 +39,20 @@ pub async fn started_on_with<A: solid_objects::Addressable>(
     (harness, runtime, actor)
 }
 
+/// A runtime of `A`s under `policy` on a SQLite file in `dir`, on the system's clock.
+pub async fn on_a_file_in<A: solid_objects::Actor>(
+    dir: &tempfile::TempDir,
+    policy: impl Policy,
+) -> Runtime {
+    Runtime::builder()
+        .sqlite(dir.path().join("actors.db"))
+        .policy(policy)
+        .actor::<A>()
+        .start()
+        .await
+        .unwrap()
+}
+
 /// A pool of the application's own on the harness's SQLite file (created if missing, in WAL
 /// mode) of `connections` connections, each with `busy_timeout` if the application sets one.
 pub async fn application_pool(
