@@ -47,6 +47,19 @@ impl SilentPorts {
             ("a port that accepts and says nothing", self.says_nothing),
         ]
     }
+
+    /// A PostgreSQL and a MySQL URL of database `app` on each port, as `user` with the
+    /// password `s3cret-pw`: each with its scheme, what its port does and the port.
+    pub fn urls(&self, user: &str) -> Vec<(&'static str, &'static str, u16, String)> {
+        let mut urls = Vec::new();
+        for (what, port) in self.ports() {
+            for scheme in ["postgres", "mysql"] {
+                let url = format!("{scheme}://{user}:s3cret-pw@127.0.0.1:{port}/app");
+                urls.push((scheme, what, port, url));
+            }
+        }
+        urls
+    }
 }
 
 impl Drop for SilentPorts {
