@@ -6,7 +6,6 @@
 //! own endpoint once, prints what it got and checks that every metric is there; a failed
 //! check ends the program with a non-zero exit code.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::routing::get;
@@ -17,8 +16,10 @@ use solid_objects::metrics::{
     TURN_DURATION,
 };
 use solid_objects::prelude::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
+
+#[path = "support/plain_http.rs"]
+mod plain_http;
 
 /// A page's visits, which a visit of zero pages rejects.
 #[actor]
@@ -95,7 +96,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let address = listener.local_addr()?;
     let server = tokio::spawn(async move { axum::serve(listener, app).await });
 
-    let body = fetch(address, "/metrics").await?;
+    let body = plain_http::request(address, "GET", "/metrics", "").await?;
     println!("GET http://{address}/metrics\n{body}");
     for name in [
         MESSAGES_ENQUEUED,
@@ -115,20 +116,4 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     runtime.close().await;
     workers.await??;
     Ok(())
-}
-
-/// The body of a plain HTTP/1.0 `GET path` to `address`, which must answer 200.
-async fn fetch(address: SocketAddr, path: &str) -> Result<String, Box<dyn std::error::Error>> {
-    let mut stream = TcpStream::connect(address).await?;
-    let request = format!("GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n");
-    stream.write_all(request.as_bytes()).await?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await?;
-    let (head, body) = response
-        .split_once("\r\n\r\n")
-        .ok_or("the response has no body")?;
-    if !head.starts_with("HTTP/1.0 200") && !head.starts_with("HTTP/1.1 200") {
-        return Err(format!("GET {path} answered {head}").into());
-    }
-    Ok(body.to_owned())
 }

@@ -11,7 +11,6 @@
 //! effect and its reply's turn) are one trace, the request's; a failed check ends the program
 //! with a non-zero exit code.
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use axum::extract::{Path, State};
@@ -25,11 +24,13 @@ use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::{Effect, EffectContext};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::layer::SubscriberExt;
+
+#[path = "support/plain_http.rs"]
+mod plain_http;
 
 /// The trace of the client that sends the request.
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -145,7 +146,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let address = listener.local_addr()?;
     let server = tokio::spawn(async move { axum::serve(listener, app).await });
     let traceparent = format!("00-{TRACE_ID}-00f067aa0ba902b7-01");
-    let answer = send(address, "/orders/o-1", &traceparent).await?;
+    let headers = format!("traceparent: {traceparent}\r\nContent-Length: 0\r\n");
+    let answer = plain_http::request(address, "POST", "/orders/o-1", &headers).await?;
     println!("POST http://{address}/orders/o-1 (traceparent {traceparent}): {answer}");
 
     let order = runtime.reference::<Order>("o-1");
@@ -186,28 +188,4 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("ok: the request, its call, the message a worker ran, the effect and its reply are one trace, {TRACE_ID}");
     provider.shutdown()?;
     Ok(())
-}
-
-/// The body of a plain HTTP/1.0 `POST path` to `address` with a `traceparent` header, which
-/// must answer 200.
-async fn send(
-    address: SocketAddr,
-    path: &str,
-    traceparent: &str,
-) -> Result<String, Box<dyn std::error::Error>> {
-    let mut stream = TcpStream::connect(address).await?;
-    let request = format!(
-        "POST {path} HTTP/1.0\r\nHost: {address}\r\ntraceparent: {traceparent}\r\n\
-         Content-Length: 0\r\n\r\n"
-    );
-    stream.write_all(request.as_bytes()).await?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await?;
-    let (head, body) = response
-        .split_once("\r\n\r\n")
-        .ok_or("the response has no body")?;
-    if !head.starts_with("HTTP/1.0 200") && !head.starts_with("HTTP/1.1 200") {
-        return Err(format!("POST {path} answered {head}").into());
-    }
-    Ok(body.to_owned())
 }

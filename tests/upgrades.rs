@@ -733,30 +733,86 @@ async fn sqlite_files_of_every_release_open_migrate_and_run() {
     }
 }
 
-#[tokio::test]
-async fn postgres_dumps_of_every_release_load_migrate_and_run() {
-    let Some(server) = PgServer::start() else {
+/// A throwaway server the releases' dumps load into: PostgreSQL or MariaDB.
+enum DumpServer {
+    Postgres(PgServer),
+    MariaDb(MariaDb),
+}
+
+impl DumpServer {
+    /// The URL of a fresh database on the server.
+    async fn database(&self) -> String {
+        match self {
+            Self::Postgres(server) => server.database().await,
+            Self::MariaDb(server) => server.database().await,
+        }
+    }
+
+    /// Loads `release`'s dump for this server into the (empty) database of `url`; returns
+    /// the dump's path, as the checks of its rows name it.
+    fn load(&self, release: &Path, url: &str) -> String {
+        let dump = match self {
+            Self::Postgres(_) => {
+                release_dumps::load_postgres(release, url);
+                "postgres.sql"
+            }
+            Self::MariaDb(_) => {
+                release_dumps::load_mariadb(release, url);
+                "mariadb.sql"
+            }
+        };
+        release.join(dump).display().to_string()
+    }
+
+    /// This build on the database of `url`, with 4 connections.
+    fn builder(&self, url: &str) -> Builder {
+        match self {
+            Self::Postgres(_) => Runtime::builder().postgres(url, 4),
+            Self::MariaDb(_) => Runtime::builder().mysql(url, 4),
+        }
+    }
+}
+
+/// Loads every release's dump into a fresh database of `server`, then opens, migrates and
+/// runs it (nothing where the server does not start).
+async fn every_release_loads_migrates_and_runs(server: Option<DumpServer>) {
+    let Some(server) = server else {
         return;
     };
     for release in release_dumps::releases() {
         let url = server.database().await;
-        release_dumps::load_postgres(&release, &url);
-        let fixture = release.join("postgres.sql").display().to_string();
-        open_and_run(Runtime::builder().postgres(url, 4), &fixture).await;
+        let fixture = server.load(&release, &url);
+        open_and_run(server.builder(&url), &fixture).await;
     }
+}
+
+/// Loads the first release's dump into a fresh database of `server`, kills a process
+/// upgrading it mid index build, then opens, migrates and runs it, and compares its schema
+/// with a fresh database's (nothing where the server does not start).
+async fn a_killed_upgrade_migrates_at_the_next_start(server: Option<DumpServer>) {
+    let Some(server) = server else {
+        return;
+    };
+    let release = release_dumps::first_release();
+    let url = server.database().await;
+    let fixture = server.load(&release, &url);
+    migrating::kill_mid_index_build(&url, "migrating_process").await;
+    open_and_run(server.builder(&url), &fixture).await;
+    assert_eq!(
+        migrating::schema(&url).await,
+        migrating::fresh_schema(&server.database().await).await,
+        "the schema is a fresh database's"
+    );
+}
+
+#[tokio::test]
+async fn postgres_dumps_of_every_release_load_migrate_and_run() {
+    every_release_loads_migrates_and_runs(PgServer::start().map(DumpServer::Postgres)).await;
 }
 
 #[tokio::test]
 async fn mariadb_dumps_of_every_release_load_migrate_and_run() {
-    let Some(server) = MariaDb::start() else {
-        return;
-    };
-    for release in release_dumps::releases() {
-        let url = server.database().await;
-        release_dumps::load_mariadb(&release, &url);
-        let fixture = release.join("mariadb.sql").display().to_string();
-        open_and_run(Runtime::builder().mysql(url, 4), &fixture).await;
-    }
+    every_release_loads_migrates_and_runs(MariaDb::start().map(DumpServer::MariaDb)).await;
 }
 
 /// A dead letter the first release retried names its retry (`retried_as`) but the retry
@@ -857,20 +913,7 @@ async fn a_mariadb_dump_whose_dead_letter_the_first_release_retried_marks_the_re
 /// fresh database's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_postgres_dump_upgraded_by_a_process_killed_mid_index_build_migrates_at_the_next_start() {
-    let Some(server) = PgServer::start() else {
-        return;
-    };
-    let release = release_dumps::first_release();
-    let url = server.database().await;
-    release_dumps::load_postgres(&release, &url);
-    migrating::kill_mid_index_build(&url, "migrating_process").await;
-    let fixture = release.join("postgres.sql").display().to_string();
-    open_and_run(Runtime::builder().postgres(&url, 4), &fixture).await;
-    assert_eq!(
-        migrating::schema(&url).await,
-        migrating::fresh_schema(&server.database().await).await,
-        "the schema is a fresh database's"
-    );
+    a_killed_upgrade_migrates_at_the_next_start(PgServer::start().map(DumpServer::Postgres)).await;
 }
 
 /// A process upgrading the first release's MariaDB dump is killed while its migration 11
@@ -878,20 +921,7 @@ async fn a_postgres_dump_upgraded_by_a_process_killed_mid_index_build_migrates_a
 /// runs as that release promised, and the schema is a fresh database's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mariadb_dump_upgraded_by_a_process_killed_mid_index_build_migrates_at_the_next_start() {
-    let Some(server) = MariaDb::start() else {
-        return;
-    };
-    let release = release_dumps::first_release();
-    let url = server.database().await;
-    release_dumps::load_mariadb(&release, &url);
-    migrating::kill_mid_index_build(&url, "migrating_process").await;
-    let fixture = release.join("mariadb.sql").display().to_string();
-    open_and_run(Runtime::builder().mysql(&url, 4), &fixture).await;
-    assert_eq!(
-        migrating::schema(&url).await,
-        migrating::fresh_schema(&server.database().await).await,
-        "the schema is a fresh database's"
-    );
+    a_killed_upgrade_migrates_at_the_next_start(MariaDb::start().map(DumpServer::MariaDb)).await;
 }
 
 /// The child of the crash cases above: a runtime that migrates the database its parent

@@ -33,6 +33,16 @@ async fn charge(charge: ChargeHold, context: EffectContext) -> Result<(), Failur
     }
 }
 
+/// Moves `clock` on by `minutes` and fires the reminders then due; returns how many fired.
+async fn fire_after(runtime: &Runtime, clock: &ManualClock, minutes: u64) -> Result<usize, Error> {
+    clock.advance(Duration::from_secs(minutes * 60));
+    Ok(runtime
+        .testing()
+        .run_due_reminders()
+        .await?
+        .occurrences_fired)
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
@@ -66,22 +76,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert_eq!(show.confirm("h-ana").await?, HoldStatus::Confirmed);
     println!("ana is confirmed; {} left", show.seats_left().await?);
 
-    clock.advance(Duration::from_secs(16 * 60));
-    let fired = runtime
-        .testing()
-        .run_due_reminders()
-        .await?
-        .occurrences_fired;
+    let fired = fire_after(&runtime, &clock, 16).await?;
     println!(
         "16 minutes later, {fired} reminders fired; {} left",
         show.seats_left().await?
     );
-    clock.advance(Duration::from_secs(5 * 60));
-    let fired = runtime
-        .testing()
-        .run_due_reminders()
-        .await?
-        .occurrences_fired;
+    let fired = fire_after(&runtime, &clock, 5).await?;
     println!(
         "21 minutes later, {fired} reminder fired; {} left",
         show.seats_left().await?

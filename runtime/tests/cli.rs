@@ -11,6 +11,9 @@ mod postgres;
 #[path = "../../tests/support/servers.rs"]
 #[allow(unreachable_pub, dead_code)]
 mod servers;
+#[path = "../../tests/support/silent_ports.rs"]
+#[allow(unreachable_pub)]
+mod silent_ports;
 
 use std::process::Output;
 use std::time::{Duration, Instant};
@@ -19,6 +22,8 @@ use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 use solid_objects::{Effect, Error};
 use sqlx::sqlite::SqliteConnectOptions;
+
+use silent_ports::SilentPorts;
 
 /// What the desk asks for after its turn.
 #[derive(Serialize, Deserialize)]
@@ -334,97 +339,45 @@ async fn the_cli_operates_a_postgres_database_end_to_end() {
     runtime.close().await;
 }
 
-/// Loopback ports where no database server answers, each as its test needs it until this
-/// is dropped: one closed, one bound but never accepting (the kernel completes the
-/// handshake, and nothing more comes), one that accepts and never writes.
-struct SilentPorts {
-    closed: u16,
-    _never_accepts: std::net::TcpListener,
-    never_accepts: u16,
-    says_nothing: u16,
-    holder: tokio::task::JoinHandle<()>,
-}
-
-impl SilentPorts {
-    async fn start() -> Self {
-        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let closed_port = closed.local_addr().unwrap().port();
-        drop(closed);
-        let never_accepts = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let says_nothing = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let says_nothing_port = says_nothing.local_addr().unwrap().port();
-        let holder = tokio::spawn(async move {
-            let mut held = Vec::new();
-            while let Ok((stream, _)) = says_nothing.accept().await {
-                held.push(stream);
-            }
-        });
-        Self {
-            closed: closed_port,
-            never_accepts: never_accepts.local_addr().unwrap().port(),
-            _never_accepts: never_accepts,
-            says_nothing: says_nothing_port,
-            holder,
-        }
-    }
-
-    fn ports(&self) -> [(&'static str, u16); 3] {
-        [
-            ("a closed port", self.closed),
-            ("a port that never accepts", self.never_accepts),
-            ("a port that accepts and says nothing", self.says_nothing),
-        ]
-    }
-}
-
-impl Drop for SilentPorts {
-    fn drop(&mut self) {
-        self.holder.abort();
-    }
-}
-
 #[tokio::test]
 async fn a_server_that_does_not_answer_fails_every_command_within_the_connect_timeout() {
     let silent = SilentPorts::start().await;
-    for (what, port) in silent.ports() {
-        for scheme in ["postgres", "mysql"] {
-            let url = format!("{scheme}://operator:s3cret-pw@127.0.0.1:{port}/app");
-            // The timeout from the environment, and from the flag.
-            let runs = [
-                (
-                    vec!["status"],
-                    vec![("SOLID_OBJECTS_CONNECT_TIMEOUT", "0.5")],
-                ),
-                (
-                    vec!["pause", "Desk", "d1", "--connect-timeout", "0.5"],
-                    vec![],
-                ),
-            ];
-            for (args, env) in runs {
-                let started = Instant::now();
-                let output =
-                    tokio::time::timeout(Duration::from_secs(20), cli_with_env(&url, &args, &env))
-                        .await
-                        .unwrap_or_else(|_| {
-                            panic!("{scheme} on {what}: {args:?} still waits after 20 s")
-                        });
-                let stderr = String::from_utf8_lossy(&output.stderr);
-                assert_eq!(
-                    output.status.code(),
-                    Some(5),
-                    "{scheme} on {what}: {stderr}"
-                );
-                assert!(
-                    stderr.contains(&format!("127.0.0.1:{port}")),
-                    "{scheme} on {what}: {stderr}"
-                );
-                assert!(!stderr.contains("s3cret-pw"), "{stderr}");
-                assert!(
-                    started.elapsed() < Duration::from_secs(10),
-                    "{scheme} on {what}: {args:?} took {:?}",
-                    started.elapsed()
-                );
-            }
+    for (scheme, what, port, url) in silent.urls("operator") {
+        // The timeout from the environment, and from the flag.
+        let runs = [
+            (
+                vec!["status"],
+                vec![("SOLID_OBJECTS_CONNECT_TIMEOUT", "0.5")],
+            ),
+            (
+                vec!["pause", "Desk", "d1", "--connect-timeout", "0.5"],
+                vec![],
+            ),
+        ];
+        for (args, env) in runs {
+            let started = Instant::now();
+            let output =
+                tokio::time::timeout(Duration::from_secs(20), cli_with_env(&url, &args, &env))
+                    .await
+                    .unwrap_or_else(|_| {
+                        panic!("{scheme} on {what}: {args:?} still waits after 20 s")
+                    });
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert_eq!(
+                output.status.code(),
+                Some(5),
+                "{scheme} on {what}: {stderr}"
+            );
+            assert!(
+                stderr.contains(&format!("127.0.0.1:{port}")),
+                "{scheme} on {what}: {stderr}"
+            );
+            assert!(!stderr.contains("s3cret-pw"), "{stderr}");
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{scheme} on {what}: {args:?} took {:?}",
+                started.elapsed()
+            );
         }
     }
 }

@@ -13,6 +13,8 @@ use crate::support::actors::Ledger;
 use crate::support::browser::Browser;
 use crate::support::charts::{noon, Station};
 use crate::support::eventually;
+use crate::support::fixtures::on_a_file_in;
+use crate::support::policies::Administered;
 use crate::support::workers::run_workers;
 use axum::body::Body;
 use axum::extract::Request;
@@ -23,7 +25,7 @@ use axum::Router;
 use fantoccini::Locator;
 use solid_objects::admin::DeadLetterFilter;
 use solid_objects::dashboard::{self, Operator};
-use solid_objects::policy::{AdminAction, AdminRequest, Denied, Policy, Request as CallRequest};
+use solid_objects::policy::{AdminAction, Denied};
 use solid_objects::prelude::*;
 use tower::ServiceExt;
 
@@ -53,24 +55,13 @@ impl Till {
 }
 
 /// Calls for everyone; administration for a context that names an operator.
-struct Operators;
-
-impl Policy for Operators {
-    fn authorize_message(&self, _request: &CallRequest<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-
-    fn authorize_query(&self, _request: &CallRequest<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-
-    fn authorize_administration(&self, request: &AdminRequest<'_>) -> Result<(), Denied> {
-        match request.context.and_then(|context| context.get("operator")) {
+const OPERATORS: Administered =
+    Administered(
+        |request| match request.context.and_then(|context| context.get("operator")) {
             Some(_) => Ok(()),
             None => Err(Denied::new("operators only")),
-        }
-    }
-}
+        },
+    );
 
 /// The application's authentication, reduced to naming every request's operator "ana".
 async fn as_ana(mut request: Request, next: Next) -> Response {
@@ -98,13 +89,7 @@ async fn runtime(dir: &tempfile::TempDir) -> Runtime {
 
 /// A runtime of `A`s on a SQLite file in `dir`, under the operators' policy.
 async fn runtime_of<A: solid_objects::Actor>(dir: &tempfile::TempDir) -> Runtime {
-    Runtime::builder()
-        .sqlite(dir.path().join("actors.db"))
-        .policy(Operators)
-        .actor::<A>()
-        .start()
-        .await
-        .unwrap()
+    on_a_file_in::<A>(dir, OPERATORS).await
 }
 
 /// A dead letter of till `id` (a sale while it was unplugged; it is plugged in again, so a
@@ -197,35 +182,15 @@ fn post(uri: &str, site: &str) -> Request<Body> {
 
 /// A policy written before the charts: operators read the overview, actors and dead
 /// letters, but no activity (and this one no dead letters either).
-struct BeforeTheCharts;
-
-impl Policy for BeforeTheCharts {
-    fn authorize_message(&self, _request: &CallRequest<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-
-    fn authorize_query(&self, _request: &CallRequest<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-
-    fn authorize_administration(&self, request: &AdminRequest<'_>) -> Result<(), Denied> {
-        match request.action {
-            AdminAction::Overview | AdminAction::Inspect => Ok(()),
-            _ => Err(Denied::new("not in this policy")),
-        }
-    }
-}
+const BEFORE_THE_CHARTS: Administered = Administered(|request| match request.action {
+    AdminAction::Overview | AdminAction::Inspect => Ok(()),
+    _ => Err(Denied::new("not in this policy")),
+});
 
 #[tokio::test]
 async fn a_policy_that_allows_the_overview_but_not_the_charts_sees_the_rest_and_what_is_withheld() {
     let dir = tempfile::tempdir().unwrap();
-    let runtime = Runtime::builder()
-        .sqlite(dir.path().join("actors.db"))
-        .policy(BeforeTheCharts)
-        .actor::<Till>()
-        .start()
-        .await
-        .unwrap();
+    let runtime = on_a_file_in::<Till>(&dir, BEFORE_THE_CHARTS).await;
     runtime.reference::<Till>("t1").sell().await.unwrap();
     let app = app(&runtime, false);
 
@@ -1334,7 +1299,7 @@ async fn in_a_browser_the_overview_charts_an_hour_of_known_work_point_by_point()
     let clock = ManualClock::new(noon(0, 10));
     let runtime = Runtime::builder()
         .sqlite(dir.path().join("actors.db"))
-        .policy(Operators)
+        .policy(OPERATORS)
         .clock(clock.clone())
         .retry(
             solid_objects::RetryPolicy::new()

@@ -7,9 +7,9 @@ use std::time::Duration;
 use crate::show::Show;
 use crate::support::browser::Browser;
 use crate::support::eventually;
+use crate::support::fixtures::on_a_file_in;
 use crate::web::{Visitors, SEATS, SHOW};
 use fantoccini::{Client, Locator};
-use solid_objects::prelude::*;
 
 /// The text of the element with this id, if the page has it.
 async fn text(client: &Client, id: &str) -> Option<String> {
@@ -32,13 +32,7 @@ async fn the_page_shows_seats_left_drop_within_a_second_of_a_hold_elsewhere() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let runtime = Runtime::builder()
-        .sqlite(dir.path().join("shows.db"))
-        .policy(Visitors)
-        .actor::<Show>()
-        .start()
-        .await
-        .unwrap();
+    let runtime = on_a_file_in::<Show>(&dir, Visitors).await;
     let show = runtime.reference::<Show>(SHOW);
     show.open(SEATS).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

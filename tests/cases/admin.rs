@@ -14,32 +14,14 @@ use solid_objects::admin::{
     ActorFilter, DeadLetterFilter, EffectFilter, EffectStatus, ReminderFilter,
     SHOWN_ARGUMENTS_CHARS,
 };
-use solid_objects::policy::{AdminAction, AdminRequest, Denied, Policy, Request};
+use solid_objects::policy::{AdminAction, Denied, Policy};
 use solid_objects::prelude::*;
 use solid_objects::Limits;
 use support::desk::{Desk, Notify};
-use support::policies::CallersOnly;
+use support::policies::{Administered, CallersOnly};
 use support::service::Service;
 use support::workers::{fire_due_reminders, run_workers};
 use support::{Backend, Harness};
-
-/// An application's policy: its callers may call and read every actor, and administration
-/// is decided by the function it holds.
-struct Administered(fn(&AdminRequest<'_>) -> Result<(), Denied>);
-
-impl Policy for Administered {
-    fn authorize_message(&self, _request: &Request<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-
-    fn authorize_query(&self, _request: &Request<'_>) -> Result<(), Denied> {
-        Ok(())
-    }
-
-    fn authorize_administration(&self, request: &AdminRequest<'_>) -> Result<(), Denied> {
-        (self.0)(request)
-    }
-}
 
 /// The application's policy with operators: administration for a context naming one.
 const WITH_OPERATORS: Administered = Administered(|request| {

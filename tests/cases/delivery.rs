@@ -92,12 +92,7 @@ async fn a_sync_call_whose_handler_fails_names_its_queued_message_to_wait_for() 
     };
     assert!(text.contains(request_id.as_str()), "{text}");
     assert_eq!(failed.queued_request_id(), Some(request_id.as_str()));
-    let queued = runtime
-        .message(request_id)
-        .await
-        .unwrap()
-        .expect("the error names a message that exists")
-        .typed::<usize>();
+    let queued = support::queued_message::<usize>(&runtime, request_id).await;
     assert_eq!(ready_attempts(&queued).await.0, 1);
 
     harness.clock.advance(Duration::from_secs(60));

@@ -391,13 +391,12 @@ async fn a_caller_cannot_forge_an_effect_reply_and_nothing_is_written() {
 
 /// The statuses of every message, oldest first.
 async fn sqlx_statuses(harness: &Harness) -> Vec<String> {
-    let pool = support::connect(harness).await;
-    let statuses = sqlx::query_scalar("SELECT status FROM solid_messages ORDER BY id")
-        .fetch_all(&pool)
-        .await
-        .unwrap();
-    pool.close().await;
-    statuses
+    support::column(
+        harness,
+        "SELECT status FROM solid_messages ORDER BY id",
+        &[],
+    )
+    .await
 }
 
 /// Prints a label: the printer refuses every label.

@@ -19,19 +19,27 @@ async fn show(harness: &Harness, capacity: u32) -> (Runtime, inventory::SeatInve
     (runtime, show)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn eight_concurrent_holds_against_five_seats_hold_five_and_reject_three() {
-    let harness = Harness::new();
-    let (runtime, show) = show(&harness, 5).await;
-
-    let results = together(8, |buyer| {
-        let show = show.clone();
+/// Eight buyers each hold one seat (hold `h-<n>` for buyer `buyer-<n>`) of the show that
+/// `show_of(n)` refers to, all released together; their answers in buyer order.
+pub(crate) async fn eight_holds_of_one_seat(
+    show_of: impl Fn(usize) -> inventory::SeatInventoryRef,
+) -> Vec<solid_objects::Result<HoldStatus>> {
+    together(8, |buyer| {
+        let show = show_of(buyer);
         async move {
             show.hold(format!("h-{buyer}"), format!("buyer-{buyer}"), 1)
                 .await
         }
     })
-    .await;
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn eight_concurrent_holds_against_five_seats_hold_five_and_reject_three() {
+    let harness = Harness::new();
+    let (runtime, show) = show(&harness, 5).await;
+
+    let results = eight_holds_of_one_seat(|_| show.clone()).await;
 
     let (held, rejected) = held_and_rejected(results);
     assert_eq!(held, 5);

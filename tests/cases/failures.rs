@@ -3,7 +3,6 @@
 
 use crate::support;
 
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,9 +12,11 @@ use serde_json::Value;
 use solid_objects::prelude::*;
 use solid_objects::{Clock, Effect, EffectContext, MessageStatus, RetryPolicy};
 use support::cancellation::{drop_after, next_random};
+use support::children::running_only;
 use support::effect_actors::{Charge, Till};
 use support::fixtures::{
-    sqlite_harness, started, started_on, started_with, started_without_fsync, FileHolder,
+    sqlite_harness, started, started_on, started_on_with, started_with, started_without_fsync,
+    FileHolder,
 };
 use support::journal::Journal;
 use support::operator::{dead_effects, dead_letters, prune, status_of};
@@ -143,18 +144,14 @@ async fn outside_writer_process() {
 
 /// Whether another OS process can write to the harness's database.
 async fn another_process_writes(harness: &Harness) -> bool {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            &support::test_name(module_path!(), "outside_writer_process"),
-            "--test-threads=1",
-        ])
-        .env(OUTSIDE_WRITER, harness.url().await)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap()
-        .success()
+    running_only(&support::test_name(
+        module_path!(),
+        "outside_writer_process",
+    ))
+    .env(OUTSIDE_WRITER, harness.url().await)
+    .status()
+    .unwrap()
+    .success()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -753,22 +750,12 @@ async fn effects_run_once_per_lease_and_a_stale_runner_cannot_undo_them() {
     second.close().await;
 }
 
-/// A runtime on the harness whose handlers may run `turn_timeout`.
-async fn impatient_runtime(harness: &Harness, turn_timeout: Duration) -> Runtime {
-    harness
-        .builder()
-        .await
-        .turn_timeout(turn_timeout)
-        .start()
-        .await
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_handler_is_abandoned_after_the_turn_timeout_and_counted() {
-    let harness = Harness::new();
-    let runtime = impatient_runtime(&harness, Duration::from_millis(200)).await;
-    let victim = runtime.reference::<Victim>("v");
+    let (harness, runtime, victim) = started_on_with::<Victim>("v", |builder| {
+        builder.turn_timeout(Duration::from_millis(200))
+    })
+    .await;
     let hung = victim.enqueue().hang().await.unwrap();
     let later = victim.enqueue().record("later").await.unwrap();
 
@@ -797,9 +784,10 @@ async fn a_hung_handler_is_abandoned_after_the_turn_timeout_and_counted() {
 
 #[tokio::test]
 async fn a_sync_call_whose_handler_hangs_past_the_turn_timeout_fails_and_is_counted() {
-    let harness = Harness::new();
-    let runtime = impatient_runtime(&harness, Duration::from_millis(100)).await;
-    let victim = runtime.reference::<Victim>("v");
+    let (harness, runtime, victim) = started_on_with::<Victim>("v", |builder| {
+        builder.turn_timeout(Duration::from_millis(100))
+    })
+    .await;
 
     let result = victim.hang().await;
 

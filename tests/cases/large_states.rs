@@ -9,7 +9,7 @@ use crate::support;
 
 use solid_objects::prelude::*;
 use support::cancellation::abort_some;
-use support::fixtures::{started, started_on};
+use support::fixtures::{started, started_on, started_on_with};
 use support::{execute, Harness};
 
 /// The bytes of an archive's pages: past the size the runtime keeps in memory (8 KiB).
@@ -70,17 +70,6 @@ impl Archive {
     fn contents(&self) -> (u64, usize) {
         (self.total, self.pages.len())
     }
-}
-
-/// A runtime on the harness whose handlers may run `turn_timeout`.
-async fn runtime_with_turn_timeout(harness: &Harness, turn_timeout: Duration) -> Runtime {
-    harness
-        .builder()
-        .await
-        .turn_timeout(turn_timeout)
-        .start()
-        .await
-        .expect("the runtime starts")
 }
 
 /// Replaces the archive's stored state behind the runtime's back with a small one whose
@@ -148,9 +137,10 @@ async fn a_rejected_or_failed_turn_leaves_the_committed_state_to_the_next() {
 
 #[tokio::test]
 async fn a_turn_past_the_turn_timeout_or_the_callers_deadline_leaves_the_committed_state() {
-    let harness = Harness::new();
-    let runtime = runtime_with_turn_timeout(&harness, Duration::from_millis(200)).await;
-    let archive = runtime.reference::<Archive>("a-1");
+    let (_harness, runtime, archive) = started_on_with::<Archive>("a-1", |builder| {
+        builder.turn_timeout(Duration::from_millis(200))
+    })
+    .await;
     assert_eq!(archive.add(1).await.unwrap(), 1);
 
     let timed_out = archive.add_then_hang(10).await;

@@ -8,12 +8,14 @@
 
 use crate::support;
 
+use std::future::Future;
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use axum_core::response::IntoResponse;
 use solid_objects::policy::{Denied, Policy, Request};
 use solid_objects::prelude::*;
+use solid_objects::Builder;
 use support::effect_actors::{Charge, Till};
 use support::fixtures::{
     application_pool, on_application_pool, sqlite_harness, start_with_policy, started, started_on,
@@ -118,16 +120,48 @@ impl Auditor {
 
 static QUEUED: OnceLock<MessageRef<u32>> = OnceLock::new();
 
-/// A runtime on the application's own SQLite pool of one connection, as
-/// `Builder::sqlite_pool` recommends ("a pool of one connection serves turns best").
-async fn on_a_pool_of_one(harness: &Harness) -> Runtime {
-    let pool = application_pool(harness, 1, None).await;
-    on_application_pool(harness, pool)
+/// On SQLite, a fresh harness and a runtime on the application's own SQLite pool of one
+/// connection, as `Builder::sqlite_pool` recommends ("a pool of one connection serves turns
+/// best"), which is also put in `for_handlers` for the handlers to reach; on the other
+/// backends `None`, after saying why the case skips.
+async fn started_on_a_pool_of_one(for_handlers: &OnceLock<Runtime>) -> Option<(Harness, Runtime)> {
+    let harness = sqlite_harness("the application's own pool of one is a SQLite pool")?;
+    let pool = application_pool(&harness, 1, None).await;
+    let runtime = start_for_handlers(on_application_pool(&harness, pool), for_handlers).await;
+    Some((harness, runtime))
+}
+
+/// Starts `builder` with call and turn timeouts far past the hangs these cases wait for
+/// (120 s), and puts the runtime in `for_handlers` for the handlers to reach.
+async fn start_for_handlers(builder: Builder, for_handlers: &OnceLock<Runtime>) -> Runtime {
+    let runtime = builder
         .sync_timeout(Duration::from_secs(120))
         .turn_timeout(Duration::from_secs(120))
         .start()
         .await
-        .unwrap()
+        .unwrap();
+    for_handlers.set(runtime.clone()).unwrap();
+    runtime
+}
+
+/// Checks that `audit`, a handler's `read` of its own runtime, answers at once (it does not
+/// wait for the connection its own turn holds), with `answer` or a refusal that names
+/// `CalledFromHandler`.
+async fn answers_at_once(
+    audit: impl Future<Output = solid_objects::Result<String>>,
+    read: &str,
+    answer: &str,
+) {
+    let said = tokio::time::timeout(AT_ONCE, audit)
+        .await
+        .unwrap_or_else(|_| {
+            panic!("{read} from inside a handler waited for the connection its own turn holds")
+        })
+        .unwrap();
+    assert!(
+        said == answer || said.contains("CalledFromHandler"),
+        "{said}"
+    );
 }
 
 /// A snapshot from inside a handler is refused at once: on a runtime over a pool of one
@@ -135,47 +169,26 @@ async fn on_a_pool_of_one(harness: &Harness) -> Runtime {
 /// connection, and a read that waited for it would wait for its own turn.
 #[tokio::test]
 async fn a_snapshot_from_inside_a_handler_does_not_wait_for_its_own_turn() {
-    let Some(harness) = sqlite_harness("the application's own pool of one is a SQLite pool") else {
+    let Some((_harness, runtime)) = started_on_a_pool_of_one(&SNAPSHOT_RUNTIME).await else {
         return;
     };
-    let runtime = on_a_pool_of_one(&harness).await;
-    SNAPSHOT_RUNTIME.set(runtime.clone()).unwrap();
 
-    let audited =
-        tokio::time::timeout(AT_ONCE, runtime.reference::<Auditor>("a").audit_snapshot()).await;
-
-    let audited = audited
-        .expect("snapshot() from inside a handler waited for the connection its own turn holds");
-    let said = audited.unwrap();
-    assert!(
-        said == "read 0" || said.contains("CalledFromHandler"),
-        "{said}"
-    );
+    let auditor = runtime.reference::<Auditor>("a");
+    answers_at_once(auditor.audit_snapshot(), "snapshot()", "read 0").await;
     runtime.close().await;
 }
 
 /// The same for `message_with_key(..)`.
 #[tokio::test]
 async fn message_with_key_from_inside_a_handler_does_not_wait_for_its_own_turn() {
-    let Some(harness) = sqlite_harness("the application's own pool of one is a SQLite pool") else {
+    let Some((_harness, runtime)) = started_on_a_pool_of_one(&KEYED_RUNTIME).await else {
         return;
     };
-    let runtime = on_a_pool_of_one(&harness).await;
-    KEYED_RUNTIME.set(runtime.clone()).unwrap();
     let counter = runtime.reference::<Counter>("other");
     counter.idempotency_key("k").add(1).await.unwrap();
 
-    let audited =
-        tokio::time::timeout(AT_ONCE, runtime.reference::<Auditor>("a").audit_key()).await;
-
-    let audited = audited.expect(
-        "message_with_key() from inside a handler waited for the connection its own turn holds",
-    );
-    let said = audited.unwrap();
-    assert!(
-        said == "found true" || said.contains("CalledFromHandler"),
-        "{said}"
-    );
+    let auditor = runtime.reference::<Auditor>("a");
+    answers_at_once(auditor.audit_key(), "message_with_key()", "found true").await;
     runtime.close().await;
 }
 
@@ -438,14 +451,7 @@ async fn snapshots_from_handlers_on_a_server_do_not_starve_the_pool_their_turns_
     } else {
         Runtime::builder().mysql(url, 2)
     };
-    let runtime = builder
-        .policy(AllowAll)
-        .sync_timeout(Duration::from_secs(120))
-        .turn_timeout(Duration::from_secs(120))
-        .start()
-        .await
-        .unwrap();
-    POOL_RUNTIME.set(runtime.clone()).unwrap();
+    let runtime = start_for_handlers(builder.policy(AllowAll), &POOL_RUNTIME).await;
 
     let reports = ["r-1", "r-2"].map(|id| {
         let reporter = runtime.reference::<Reporter>(id);

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use ledger::{EntryKind, LedgerAccount, LedgerAccountMessage};
 use solid_objects::prelude::*;
-use support::workers::fire_due_reminders;
+use support::workers::{fire_due_reminders, run_workers_of};
 use support::{count, eventually, rejection_code, Backend, Harness};
 
 /// The ledger's `ledger_entries` table in MySQL's form, for the run on MariaDB.
@@ -45,15 +45,8 @@ async fn ledger_runtime(harness: &Harness) -> Option<Runtime> {
 
 /// The entry ids of an account, in the order `ledger_entries` received them.
 async fn entries(harness: &Harness, account: &str) -> Vec<String> {
-    let pool = support::connect(harness).await;
-    let sql = harness.sql("SELECT entry_id FROM ledger_entries WHERE account_id = ? ORDER BY id");
-    let ids = sqlx::query_scalar(&sql)
-        .bind(account)
-        .fetch_all(&pool)
-        .await
-        .unwrap();
-    pool.close().await;
-    ids
+    let sql = "SELECT entry_id FROM ledger_entries WHERE account_id = ? ORDER BY id";
+    support::column(harness, sql, &[account]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -88,15 +81,7 @@ async fn two_workers_apply_each_accounts_entries_in_enqueue_order() {
 
     let first = harness.start().await;
     let second = harness.start().await;
-    let workers: Vec<_> = [first.clone(), second.clone()]
-        .into_iter()
-        .map(|runtime| {
-            tokio::spawn(async move {
-                let _ = runtime.reference::<LedgerAccount>("alice");
-                runtime.run().await
-            })
-        })
-        .collect();
+    let workers = [&first, &second].map(run_workers_of::<LedgerAccount>);
     let all_done = eventually(Duration::from_secs(20), || async {
         count(&harness, "solid_messages WHERE status = 'completed'").await == 5
     })

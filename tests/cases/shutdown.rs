@@ -17,7 +17,7 @@ use crate::support;
 
 use std::backtrace::Backtrace;
 use std::collections::HashMap;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -26,6 +26,7 @@ use chrono::{DateTime, Utc};
 use solid_objects::prelude::*;
 use solid_objects::Workers;
 use solid_objects::{Clock, MessageStatus, ShutdownReport};
+use support::children::running_only;
 use support::effect_actors::{Charge, Till};
 use support::fixtures::{sqlite_harness, start_with_policy};
 use support::operator::status_of;
@@ -149,6 +150,13 @@ impl Database {
         }
     }
 
+    /// A fresh database with the application's `marks` table, which [`Job`]'s turns write to.
+    async fn with_marks() -> Self {
+        let backend = Self::new();
+        support::execute(&backend.harness, "CREATE TABLE marks (gate TEXT NOT NULL)").await;
+        backend
+    }
+
     /// A builder on the database at `database`, as the child process opens it.
     fn builder_at(database: &str, clock: ManualClock) -> solid_objects::Builder {
         crate::BACKEND
@@ -171,10 +179,6 @@ impl Database {
             .expect("the runtime starts")
     }
 
-    async fn execute(&self, sql: &str) {
-        support::execute(&self.harness, sql).await;
-    }
-
     async fn marks(&self) -> i64 {
         support::count(&self.harness, "marks").await
     }
@@ -186,10 +190,7 @@ fn is_ready_unattempted(status: &MessageStatus) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_in_flight_finishes_within_the_deadline_commits_and_nothing_new_starts() {
-    let backend = Database::new();
-    backend
-        .execute("CREATE TABLE marks (gate TEXT NOT NULL)")
-        .await;
+    let backend = Database::with_marks().await;
     let runtime = backend.runtime().await;
     let job = runtime.reference::<Job>("in-flight");
     let first = job.enqueue().work("in-flight").await.unwrap();
@@ -233,10 +234,7 @@ async fn a_turn_in_flight_finishes_within_the_deadline_commits_and_nothing_new_s
 /// its message is queued, and which: a fresh runtime on the same database finds it ready.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_waiting_when_its_runtime_closes_hears_its_message_is_queued() {
-    let backend = Database::new();
-    backend
-        .execute("CREATE TABLE marks (gate TEXT NOT NULL)")
-        .await;
+    let backend = Database::with_marks().await;
     let runtime = backend.runtime().await;
     let job = runtime.reference::<Job>("waiting");
     assert!(job.not_yet().await.is_err());
@@ -270,9 +268,6 @@ async fn a_call_waiting_when_its_runtime_closes_hears_its_message_is_queued() {
 /// A turn whose handler never ends is abandoned at the deadline; then a fresh runtime on
 /// the same database, while the first is still open, runs the message exactly once.
 async fn abandoned_at_the_deadline(backend: Database, gate_name: &str) {
-    backend
-        .execute("CREATE TABLE marks (gate TEXT NOT NULL)")
-        .await;
     let first = backend.runtime().await;
     let stuck = new_gate(gate_name, true);
     let job = first.reference::<Job>(gate_name);
@@ -320,7 +315,7 @@ async fn abandoned_at_the_deadline(backend: Database, gate_name: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_past_the_deadline_is_abandoned_and_runs_once_elsewhere() {
-    abandoned_at_the_deadline(Database::new(), "abandoned").await;
+    abandoned_at_the_deadline(Database::with_marks().await, "abandoned").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -377,26 +372,16 @@ async fn signalled_process() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_until_signal_ends_on_sigterm_after_its_turn_in_flight_commits() {
-    let backend = Database::new();
+    let backend = Database::with_marks().await;
     let marker = backend.harness.dir().join("entered");
     let log = backend.harness.dir().join("child.log");
-    backend
-        .execute("CREATE TABLE marks (gate TEXT NOT NULL)")
-        .await;
     let runtime = backend.runtime().await;
     let job = runtime.reference::<Job>("child");
     let message = job.enqueue().work_until_shutdown().await.unwrap();
 
-    let mut child = Command::new(std::env::current_exe().expect("the test binary"))
-        .args([
-            "--exact",
-            &support::test_name(module_path!(), "signalled_process"),
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let mut child = running_only(&support::test_name(module_path!(), "signalled_process"))
         .env(CHILD_DATABASE, backend.harness.database().await)
         .env(CHILD_MARKER, &marker)
-        .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .expect("the child starts");

@@ -273,12 +273,7 @@ async fn a_call_queued_behind_a_waiting_message_says_it_is_queued_and_runs_once(
     assert!(!text.contains("nothing was changed"), "{text}");
     assert!(text.contains(&format!("message {message_id}")), "{text}");
     assert_eq!(error.queued_request_id(), Some(request_id.as_str()));
-    let queued = runtime
-        .message(request_id)
-        .await
-        .unwrap()
-        .expect("the error names a message that exists")
-        .typed::<u64>();
+    let queued = support::queued_message::<u64>(&runtime, request_id).await;
     assert_eq!(queued.id(), *message_id);
     assert!(matches!(
         queued.status().await.unwrap(),

@@ -12,6 +12,7 @@ use solid_objects::prelude::*;
 use solid_objects::{Effect, EffectContext};
 use support::telemetry::{request_span, Finished, Telemetry};
 use support::{Backend, Harness};
+use tracing::dispatcher::DefaultGuard;
 use tracing::Instrument;
 
 /// The `traceparent` of the caller of the request that starts each trace.
@@ -75,9 +76,13 @@ impl Effect for Label {
     type Output = String;
 }
 
-/// A runtime on the harness's database that prints labels.
-async fn start(harness: &Harness) -> Runtime {
-    harness
+/// A fresh harness, and a runtime on its database that prints labels, started while a
+/// fresh telemetry is this thread's subscriber (it stays so while the guard lives).
+async fn start_traced() -> (Harness, Telemetry, DefaultGuard, Runtime) {
+    let harness = Harness::new();
+    let telemetry = Telemetry::new();
+    let current = telemetry.enter();
+    let runtime = harness
         .builder()
         .await
         .effect(
@@ -85,7 +90,8 @@ async fn start(harness: &Harness) -> Runtime {
         )
         .start()
         .await
-        .expect("the runtime starts")
+        .expect("the runtime starts");
+    (harness, telemetry, current, runtime)
 }
 
 /// Runs the reminders, the messages and the effects until none is left, and the replies.
@@ -111,24 +117,13 @@ fn one<'s>(spans: &'s [Finished], name: &str, operation: &str) -> &'s Finished {
 /// The `traceparent` column of the messages of operation `operation` to the actor `id`, as
 /// stored.
 async fn stored(harness: &Harness, id: &str, operation: &str) -> Vec<Option<String>> {
-    let pool = support::connect(harness).await;
     let sql = "SELECT traceparent FROM solid_messages WHERE actor_id = ? AND operation = ?";
-    let values = sqlx::query_scalar(&harness.sql(sql))
-        .bind(id)
-        .bind(operation)
-        .fetch_all(&pool)
-        .await
-        .unwrap();
-    pool.close().await;
-    values
+    support::column(harness, sql, &[id, operation]).await
 }
 
 #[tokio::test]
 async fn a_message_a_reminder_an_effect_and_its_reply_continue_the_trace_that_caused_them() {
-    let harness = Harness::new();
-    let telemetry = Telemetry::new();
-    let _current = telemetry.enter();
-    let runtime = start(&harness).await;
+    let (harness, telemetry, _current, runtime) = start_traced().await;
     let request = request_span("/orders", TRACEPARENT);
     runtime
         .reference::<Desk>("d-1")
@@ -176,10 +171,7 @@ async fn a_message_a_reminder_an_effect_and_its_reply_continue_the_trace_that_ca
 
 #[tokio::test]
 async fn a_hostile_traceparent_is_never_stored_nor_followed_and_never_breaks_a_turn() {
-    let harness = Harness::new();
-    let telemetry = Telemetry::new();
-    let _current = telemetry.enter();
-    let runtime = start(&harness).await;
+    let (harness, telemetry, _current, runtime) = start_traced().await;
     let oversized = format!("00-{}", "z".repeat(10_000));
     // A valid one with more after it: the store reads 56 characters, one too many.
     let valid_then_more = format!("{TRACEPARENT}{}", "0".repeat(10_000));

@@ -9,7 +9,6 @@
 use crate::support;
 
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use axum::response::IntoResponse;
@@ -17,6 +16,8 @@ use futures_util::StreamExt;
 use solid_objects::policy::{Denied, Request};
 use solid_objects::prelude::*;
 use solid_objects::{GroupCommit, Watch};
+use support::cancellation::cut;
+use support::children::running_only;
 use support::fixtures::{
     start_with_policy, started, started_on, started_on_system_time, started_with,
 };
@@ -206,16 +207,9 @@ async fn second_process(backend: Database) {
     counter.add(1).await.unwrap();
     let mut watch = counter.watch();
     assert_eq!(next_state(&mut watch).await.0, 1);
-    let mut child = Command::new(std::env::current_exe().expect("the test binary"))
-        .args([
-            "--exact",
-            &support::test_name(module_path!(), "watch_child_process"),
-            "--test-threads=1",
-        ])
+    let mut child = running_only(&support::test_name(module_path!(), "watch_child_process"))
         .env(CHILD_DATABASE, backend.database().await)
         .env(CHILD_INCREMENTS, "3")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
         .spawn()
         .expect("the child process starts");
     let mut last = 1;
@@ -581,8 +575,7 @@ async fn turns_undone_inside_group_commits_are_never_seen() {
         let steps = runtime.reference::<Steps>(format!("s-{}", caller % 8));
         async move {
             for n in 1..=40u32 {
-                let cut =
-                    Duration::from_micros(u64::from((n * 7919 + caller as u32 * 104_729) % 20_000));
+                let cut = cut(n, caller, 20_000);
                 if n % 5 == 0 {
                     let _ = tokio::time::timeout(cut, steps.step_then_reject(n)).await;
                 } else {

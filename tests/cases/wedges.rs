@@ -12,6 +12,7 @@
 use crate::support;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -261,6 +262,22 @@ async fn a_panicking_default_is_a_counted_attempt_and_does_not_wedge_the_workers
     );
 }
 
+/// Whether `use_brittle`, run as a task of its own on a reference to the brittle actor `b`
+/// taken in that task, panics (its result, an error or not, is not looked at).
+async fn panics_on_brittle<F>(
+    runtime: &Runtime,
+    use_brittle: impl FnOnce(BrittleRef) -> F + Send + 'static,
+) -> bool
+where
+    F: Future + Send,
+    F::Output: Send + 'static,
+{
+    let runtime = runtime.clone();
+    tokio::spawn(async move { use_brittle(runtime.reference::<Brittle>("b")).await })
+        .await
+        .is_err()
+}
+
 /// The same panic reaches a caller as a panic, not as an error: `Panicked` is promised for
 /// user code outside a handler.
 #[tokio::test]
@@ -268,34 +285,13 @@ async fn a_panicking_default_reaches_callers_as_an_error_not_a_panic() {
     let (_harness, runtime) = started().await;
     let mut wrong = Vec::new();
 
-    let call = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.reference::<Brittle>("b").poke().await.map(|_| ()) }
-    })
-    .await;
-    if call.is_err() {
+    if panics_on_brittle(&runtime, |brittle| async move { brittle.poke().await }).await {
         wrong.push("a call panicked".to_owned());
     }
-    let query = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { runtime.reference::<Brittle>("b").pokes().await.map(|_| ()) }
-    })
-    .await;
-    if query.is_err() {
+    if panics_on_brittle(&runtime, |brittle| async move { brittle.pokes().await }).await {
         wrong.push("a query panicked".to_owned());
     }
-    let snapshot = tokio::spawn({
-        let runtime = runtime.clone();
-        async move {
-            runtime
-                .reference::<Brittle>("b")
-                .snapshot()
-                .await
-                .map(|_| ())
-        }
-    })
-    .await;
-    if snapshot.is_err() {
+    if panics_on_brittle(&runtime, |brittle| async move { brittle.snapshot().await }).await {
         wrong.push("snapshot() panicked".to_owned());
     }
     runtime.close().await;

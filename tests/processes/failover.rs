@@ -56,14 +56,24 @@ const STOP_WAIT: Duration = Duration::from_secs(30);
 /// How long the asynchronous case waits for a call before it drops it.
 const ABANDON_AFTER: Duration = Duration::from_secs(5);
 
+/// The soaks' turn (held while the guard lives), a primary and its standby replicating as
+/// `replication`, and a fresh database's name on them; `None` (the test skips) on a machine
+/// without PostgreSQL, outside CI.
+async fn soak_turn_on(
+    replication: Replication,
+) -> Option<(tokio::sync::MutexGuard<'static, ()>, PgCluster, String)> {
+    let turn = chaos::SOAKS.lock().await;
+    let cluster = PgCluster::start(replication).await?;
+    let database = cluster.database().await;
+    Some((turn, cluster, database))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_soak_loses_no_acknowledged_turn_through_a_failover_to_the_synchronous_standby_and_back(
 ) {
-    let _turn = chaos::SOAKS.lock().await;
-    let Some(cluster) = PgCluster::start(Replication::Synchronous).await else {
+    let Some((_turn, cluster, database)) = soak_turn_on(Replication::Synchronous).await else {
         return;
     };
-    let database = cluster.database().await;
     let url = cluster.url(&database);
     let cluster = Arc::new(tokio::sync::Mutex::new(cluster));
     let dir = tempfile::tempdir().expect("a temp dir");
@@ -158,11 +168,9 @@ async fn last_applied(connection: &mut PgConnection) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_asynchronous_standby_loses_the_turns_acknowledged_just_before_a_failover() {
-    let _turn = chaos::SOAKS.lock().await;
-    let Some(mut cluster) = PgCluster::start(Replication::Asynchronous).await else {
+    let Some((_turn, mut cluster, database)) = soak_turn_on(Replication::Asynchronous).await else {
         return;
     };
-    let database = cluster.database().await;
     let primary = cluster.primary_url(&database);
     let application = Application::new(&primary);
     let pool = application
@@ -385,11 +393,9 @@ async fn completed_within(message: &MessageRef<i64>, within: Duration) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wake_up_sent_just_after_a_promotion_reaches_idle_workers_without_a_poll() {
-    let _turn = chaos::SOAKS.lock().await;
-    let Some(mut cluster) = PgCluster::start(Replication::Synchronous).await else {
+    let Some((_turn, mut cluster, database)) = soak_turn_on(Replication::Synchronous).await else {
         return;
     };
-    let database = cluster.database().await;
     let url = cluster.url(&database);
     // Idle workers that would next look for work in an hour: only a wake-up runs it sooner.
     let workers = tally_runtime(&url, Workers::new(1).idle_poll(Duration::from_secs(3600))).await;

@@ -12,7 +12,7 @@
 //! head of a mailbox in a statement of their own, so each is tested.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use axum::extract::{Path as UrlPath, State};
@@ -23,6 +23,7 @@ use solid_objects::{Builder, Effect, EffectContext, Workers};
 use tower::ServiceExt;
 use tracing::Instrument;
 
+use crate::support::children::running_only;
 use crate::support::mariadb::MariaDb;
 use crate::support::postgres::PgServer;
 use crate::support::runtimes;
@@ -161,13 +162,7 @@ async fn worker_process() {
 fn run_child(database: &str, dir: &Path) -> Vec<Finished> {
     let spans = dir.join("spans");
     let output = dir.join("output");
-    let mut child = Command::new(std::env::current_exe().expect("the test binary"))
-        .args([
-            "--exact",
-            "trace_context::worker_process",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let mut child = running_only("trace_context::worker_process")
         .env(DATABASE, database)
         .env(SPANS, &spans)
         .stdout(Stdio::from(std::fs::File::create(&output).unwrap()))

@@ -4,7 +4,7 @@
 //! server of its own per test, on MySQL a database of its own on the process's throwaway
 //! MariaDB.
 
-use crate::cases::expiring_reservations::inventory;
+use crate::cases::expiring_reservations::{eight_holds_of_one_seat, inventory};
 
 use std::time::Duration;
 
@@ -13,7 +13,7 @@ use crate::support::gates::gate;
 use crate::support::runtimes::{
     builder, completes, noticed_beyond, pool as application_pool, scalar, state_of, stop_workers,
 };
-use crate::support::workers::{fire_due_reminders, run_workers};
+use crate::support::workers::{fire_due_reminders, run_workers, run_workers_of};
 use crate::support::{eventually, held_and_rejected, rejection_code, together};
 use inventory::SeatInventory;
 use solid_objects::prelude::*;
@@ -160,13 +160,9 @@ async fn eight_holds_through_two_processes_against_five_seats_hold_exactly_five(
         .await
         .unwrap();
 
-    let results = together(8, |buyer| {
+    let results = eight_holds_of_one_seat(|buyer| {
         let runtime = if buyer % 2 == 0 { &first } else { &second };
-        let show = runtime.reference::<SeatInventory>("show");
-        async move {
-            show.hold(format!("h-{buyer}"), format!("b-{buyer}"), 1)
-                .await
-        }
+        runtime.reference::<SeatInventory>("show")
     })
     .await;
 
@@ -202,16 +198,7 @@ async fn workers_in_two_processes_share_the_actors_and_keep_each_ones_order() {
         }
     }
     let workers: Vec<Runtime> = [db.runtime().await, db.runtime().await].into();
-    let running: Vec<_> = workers
-        .iter()
-        .cloned()
-        .map(|runtime| {
-            tokio::spawn(async move {
-                let _ = runtime.reference::<Journal>("j-0");
-                runtime.run().await
-            })
-        })
-        .collect();
+    let running: Vec<_> = workers.iter().map(run_workers_of::<Journal>).collect();
 
     let done = eventually(Duration::from_secs(30), || async {
         db.scalar("SELECT COUNT(*) FROM solid_messages WHERE status = 'completed'")

@@ -17,7 +17,6 @@ use crate::support;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
@@ -26,6 +25,8 @@ use solid_objects::prelude::*;
 use solid_objects::GroupCommit;
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, Connection};
+use support::cancellation::cut;
+use support::children::running_only;
 use support::fixtures::{application_pool, on_application_pool};
 use support::steps::{completed, create_steps, grouped, stored_steps};
 use support::workers::run_workers;
@@ -259,8 +260,7 @@ async fn calls_dropped_inside_groups_keep_all_or_nothing_and_the_writer_stays_us
             for n in 1..=40u32 {
                 // Deadlines from 0 to 3 ms drop calls at every await: waiting for the
                 // writer, inside the turn, waiting for the group's commit.
-                let cut =
-                    Duration::from_micros(u64::from((n * 7919 + caller as u32 * 104_729) % 3000));
+                let cut = cut(n, caller, 3000);
                 let _ = tokio::time::timeout(cut, tally.step(n)).await;
             }
         }
@@ -405,18 +405,10 @@ async fn kill_during_a_group(hang_after: usize) -> Killed {
     runtime.close().await;
 
     let log = path.with_extension("ran");
-    let mut child = Command::new(std::env::current_exe().expect("the test binary"))
-        .args([
-            "--exact",
-            &support::test_name(module_path!(), "group_worker_process"),
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let mut child = running_only(&support::test_name(module_path!(), "group_worker_process"))
         .env(DATABASE, &path)
         .env(RAN_LOG, &log)
         .env(HANG_AFTER, hang_after.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
         .spawn()
         .expect("the worker process starts");
     let hung = eventually(Duration::from_secs(60), || async {

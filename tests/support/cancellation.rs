@@ -2,6 +2,7 @@
 //! nothing wedges or is lost when callers cancel draw their cancellations from here.
 
 use std::future::Future;
+use std::time::Duration;
 
 /// The number of the next pseudo-random step: a small xorshift, so a case needs no
 /// dependency and replays the same plan of cancellations on every run.
@@ -10,6 +11,12 @@ pub fn next_random(state: &mut u64) -> u64 {
     *state ^= *state >> 7;
     *state ^= *state << 17;
     *state
+}
+
+/// The deadline of the call `n` of the caller `caller`: under `micros` microseconds, spread
+/// over that range the same way on every run.
+pub fn cut(n: u32, caller: usize, micros: u32) -> Duration {
+    Duration::from_micros(u64::from((n * 7919 + caller as u32 * 104_729) % micros))
 }
 
 /// Polls `future` for `polls` scheduler turns, then drops it wherever it is.

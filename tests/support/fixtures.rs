@@ -26,9 +26,31 @@ pub async fn start_with_policy(harness: &Harness, policy: impl Policy) -> Runtim
 pub async fn started_on<A: solid_objects::Addressable>(
     id: &str,
 ) -> (Harness, Runtime, A::Reference) {
-    let (harness, runtime) = started().await;
+    started_on_with::<A>(id, |builder| builder).await
+}
+
+/// [`started_with`], and a reference to the actor `id` of type `A` on its runtime.
+pub async fn started_on_with<A: solid_objects::Addressable>(
+    id: &str,
+    configure: impl FnOnce(solid_objects::Builder) -> solid_objects::Builder,
+) -> (Harness, Runtime, A::Reference) {
+    let (harness, runtime) = started_with(configure).await;
     let actor = runtime.reference::<A>(id);
     (harness, runtime, actor)
+}
+
+/// A runtime of `A`s under `policy` on a SQLite file in `dir`, on the system's clock.
+pub async fn on_a_file_in<A: solid_objects::Actor>(
+    dir: &tempfile::TempDir,
+    policy: impl Policy,
+) -> Runtime {
+    Runtime::builder()
+        .sqlite(dir.path().join("actors.db"))
+        .policy(policy)
+        .actor::<A>()
+        .start()
+        .await
+        .unwrap()
 }
 
 /// A pool of the application's own on the harness's SQLite file (created if missing, in WAL

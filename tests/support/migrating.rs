@@ -10,12 +10,13 @@
 //! next writes to it; an operator, or a pooler, ends it sooner), so what the build left stays:
 //! on PostgreSQL an invalid index, on MySQL a step recorded as begun and not finished.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use solid_objects::prelude::*;
 use sqlx::{AnyConnection, Connection};
 
+use super::children::running_only;
 use super::runtimes::builder;
 
 /// The variable that names the database a child migrates.
@@ -169,11 +170,8 @@ pub async fn kill_mid_index_build(url: &str, test: &str) {
 
 /// Starts this binary as a child running only `test`, on the database of `url`.
 fn spawn(url: &str, test: &str) -> Child {
-    Command::new(std::env::current_exe().expect("the test binary"))
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+    running_only(test)
         .env(MIGRATING_DATABASE, url)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
         .spawn()
         .expect("the migrating process starts")
 }

@@ -34,6 +34,7 @@ pub mod release_dumps;
 pub mod runtimes;
 pub mod servers;
 pub mod service;
+pub mod silent_ports;
 pub mod state_json;
 pub mod steps;
 pub mod stored_rows;
@@ -328,6 +329,16 @@ pub fn only_on(harness: &Harness, backend: Backend, why: &str) -> bool {
     false
 }
 
+/// The message with `request_id`, which an error named as queued, its result read as `T`.
+pub async fn queued_message<T>(runtime: &Runtime, request_id: &str) -> MessageRef<T> {
+    runtime
+        .message(request_id)
+        .await
+        .unwrap()
+        .expect("the error names a message that exists")
+        .typed::<T>()
+}
+
 /// The code of the rejection a call ended with; panics on anything else.
 pub fn rejection_code<T: Debug>(result: Result<T, Error>) -> String {
     match result {
@@ -402,6 +413,23 @@ pub async fn count(harness: &Harness, table: &str) -> i64 {
         .expect("the count query runs");
     pool.close().await;
     count
+}
+
+/// The values of the one column `sql` (with `?` placeholders) selects from the harness's
+/// database, with `arguments` bound in order, in the order the rows come.
+pub async fn column<T>(harness: &Harness, sql: &str, arguments: &[&str]) -> Vec<T>
+where
+    T: for<'r> sqlx::Decode<'r, sqlx::Any> + sqlx::Type<sqlx::Any> + Send + Unpin,
+{
+    let pool = connect(harness).await;
+    let sql = harness.sql(sql);
+    let mut query = sqlx::query_scalar(&sql);
+    for argument in arguments {
+        query = query.bind(*argument);
+    }
+    let values = query.fetch_all(&pool).await.expect("the query runs");
+    pool.close().await;
+    values
 }
 
 /// Runs SQL directly on the harness's database, as an operator or another program would.

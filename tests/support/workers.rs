@@ -13,6 +13,15 @@ pub fn run_workers(runtime: &Runtime) -> JoinHandle<Result<(), Error>> {
     tokio::spawn(async move { runtime.run().await })
 }
 
+/// [`run_workers`] on `runtime` once it knows the actor type `A` (a reference to one
+/// registers it), so that its workers run `A`'s messages too.
+pub fn run_workers_of<A: solid_objects::Addressable>(
+    runtime: &Runtime,
+) -> JoinHandle<Result<(), Error>> {
+    let _ = runtime.reference::<A>("");
+    run_workers(runtime)
+}
+
 /// Waits for `work` at most `seconds`; a wedge fails the case, naming `what` waited.
 pub async fn within<T>(seconds: u64, what: &str, work: impl Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(seconds), work)

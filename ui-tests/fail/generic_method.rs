@@ -1,10 +1,9 @@
 use solid_objects::prelude::*;
 
-#[actor]
-#[derive(Default)]
-pub struct Bag {
-    items: Vec<String>,
-}
+#[path = "../support/bag.rs"]
+mod bag;
+
+use bag::Bag;
 
 #[actor]
 impl Bag {

@@ -2,11 +2,10 @@ use std::borrow::Cow;
 
 use solid_objects::prelude::*;
 
-#[actor]
-#[derive(Default)]
-pub struct Bag {
-    items: Vec<String>,
-}
+#[path = "../support/bag.rs"]
+mod bag;
+
+use bag::Bag;
 
 #[actor]
 impl Bag {

@@ -1,10 +1,9 @@
 use solid_objects::prelude::*;
 
-#[actor(version = 3)]
-#[derive(Default)]
-pub struct Ledger {
-    total: u64,
-}
+#[path = "../support/ledger_at_version_3.rs"]
+mod ledger_at_version_3;
+
+use ledger_at_version_3::Ledger;
 
 #[actor]
 impl Ledger {

@@ -1,10 +1,9 @@
 use solid_objects::prelude::*;
 
-#[actor(version = 2)]
-#[derive(Default)]
-pub struct Ledger {
-    total: u64,
-}
+#[path = "../support/ledger_at_version_2.rs"]
+mod ledger_at_version_2;
+
+use ledger_at_version_2::Ledger;
 
 struct NotSerde;
 

@@ -1,10 +1,9 @@
 use solid_objects::prelude::*;
 
-#[actor]
-#[derive(Default)]
-pub struct Counter {
-    value: u32,
-}
+#[path = "../support/counter.rs"]
+mod counter;
+
+use counter::Counter;
 
 #[actor]
 impl Counter {

@@ -1,12 +1,11 @@
 use solid_objects::prelude::*;
 
-pub struct Secret(u32);
+#[path = "../support/vault.rs"]
+mod vault;
 
-#[actor]
-#[derive(Default)]
-pub struct Vault {
-    total: u32,
-}
+use vault::Vault;
+
+pub struct Secret(u32);
 
 #[actor]
 impl Vault {

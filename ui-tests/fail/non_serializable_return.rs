@@ -1,12 +1,11 @@
 use solid_objects::prelude::*;
 
-pub struct Receipt(u32);
+#[path = "../support/vault.rs"]
+mod vault;
 
-#[actor]
-#[derive(Default)]
-pub struct Vault {
-    total: u32,
-}
+use vault::Vault;
+
+pub struct Receipt(u32);
 
 #[actor]
 impl Vault {

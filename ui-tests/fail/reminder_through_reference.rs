@@ -1,18 +1,7 @@
-use solid_objects::prelude::*;
+#[path = "../support/ringing_alarm.rs"]
+mod ringing_alarm;
 
-#[actor]
-#[derive(Default)]
-pub struct Alarm {
-    rung: u32,
-}
-
-#[actor]
-impl Alarm {
-    #[reminder]
-    pub fn ring(&mut self) {
-        self.rung += 1;
-    }
-}
+use ringing_alarm::Alarm;
 
 async fn caller() {
     let _ = Alarm::reference("a-1").ring().await;

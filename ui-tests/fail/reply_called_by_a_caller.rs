@@ -1,26 +1,9 @@
-use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 
-#[derive(Serialize, Deserialize)]
-pub struct ChargeCard {
-    cents: i64,
-}
+#[path = "../support/order.rs"]
+mod order;
 
-#[derive(Serialize, Deserialize)]
-pub struct Charged {
-    charge_id: String,
-}
-
-impl Effect for ChargeCard {
-    const NAME: &'static str = "charge_card";
-    type Output = Charged;
-}
-
-#[actor]
-#[derive(Default)]
-pub struct Order {
-    paid: bool,
-}
+use order::{ChargeCard, Charged, Order};
 
 #[actor]
 impl Order {

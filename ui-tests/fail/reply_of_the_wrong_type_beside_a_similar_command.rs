@@ -4,6 +4,11 @@
 use serde::{Deserialize, Serialize};
 use solid_objects::prelude::*;
 
+#[path = "../support/counter.rs"]
+mod counter;
+
+use counter::Counter;
+
 #[derive(Serialize, Deserialize)]
 pub struct Count {
     by: u32,
@@ -12,12 +17,6 @@ pub struct Count {
 impl Effect for Count {
     const NAME: &'static str = "count";
     type Output = u32;
-}
-
-#[actor]
-#[derive(Default)]
-pub struct Counter {
-    value: u32,
 }
 
 #[actor]

@@ -1,10 +1,9 @@
 use solid_objects::prelude::*;
 
-#[actor]
-#[derive(Default)]
-pub struct Alarm {
-    rung: u32,
-}
+#[path = "../support/alarm.rs"]
+mod alarm;
+
+use alarm::Alarm;
 
 #[actor]
 impl Alarm {

@@ -1,5 +1,10 @@
 use solid_objects::prelude::*;
 
+#[path = "../support/counter.rs"]
+mod counter;
+
+use counter::Counter;
+
 #[actor]
 #[derive(Default)]
 pub struct Other {}
@@ -8,12 +13,6 @@ pub struct Other {}
 impl Other {
     #[command]
     pub fn noop(&mut self) {}
-}
-
-#[actor]
-#[derive(Default)]
-pub struct Counter {
-    value: u32,
 }
 
 #[actor]

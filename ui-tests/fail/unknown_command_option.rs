@@ -1,10 +1,9 @@
 use solid_objects::prelude::*;
 
-#[actor]
-#[derive(Default)]
-pub struct Light {
-    on: bool,
-}
+#[path = "../support/light.rs"]
+mod light;
+
+use light::Light;
 
 #[actor]
 impl Light {

@@ -4,11 +4,10 @@
 // (migration_chain_short_of_version.rs); an empty chain must be one too.
 use solid_objects::prelude::*;
 
-#[actor(version = 2)]
-#[derive(Default)]
-pub struct Ledger {
-    total: u64,
-}
+#[path = "../support/ledger_at_version_2.rs"]
+mod ledger_at_version_2;
+
+use ledger_at_version_2::Ledger;
 
 #[actor]
 impl Ledger {

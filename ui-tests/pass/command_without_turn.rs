@@ -2,23 +2,22 @@
 
 use solid_objects::prelude::*;
 
-#[actor]
-#[derive(Default)]
-pub struct Counter {
-    value: u64,
-}
+#[path = "../support/counter.rs"]
+mod counter;
+
+use counter::Counter;
 
 #[actor]
 impl Counter {
     #[command]
-    pub fn add(&mut self, by: u64, note: String) -> u64 {
+    pub fn add(&mut self, by: u32, note: String) -> u32 {
         let _ = note;
         self.value += by;
         self.value
     }
 }
 
-async fn caller(counter: CounterRef) -> Result<u64, Error> {
+async fn caller(counter: CounterRef) -> Result<u32, Error> {
     counter.add(2, "a &str is accepted for a String argument").await
 }
 

@@ -2,11 +2,10 @@
 
 use solid_objects::prelude::*;
 
-#[actor]
-#[derive(Default)]
-pub struct Light {
-    on: bool,
-}
+#[path = "../support/light.rs"]
+mod light;
+
+use light::Light;
 
 #[actor]
 impl Light {

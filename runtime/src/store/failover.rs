@@ -41,6 +41,27 @@ pub(crate) trait Probe: Database {
 /// How a connection to a database of type `DB` is made.
 pub(crate) type ConnectOptions<DB> = <<DB as Database>::Connection as Connection>::Options;
 
+/// The one value `sql` reads on a fresh connection to the server `options` names, for a
+/// [`Probe::accepts_writes`]; the connection is closed after.
+pub(crate) async fn read_on_fresh_connection<DB, T>(
+    options: &ConnectOptions<DB>,
+    sql: &'static str,
+) -> sqlx::Result<T>
+where
+    DB: Database,
+    T: Send + Unpin,
+    (T,): for<'r> sqlx::FromRow<'r, DB::Row>,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+{
+    let mut connection = DB::Connection::connect_with(options).await?;
+    let value = sqlx::query_scalar::<DB, T>(sql)
+        .fetch_one(&mut connection)
+        .await?;
+    let _ = connection.close().await;
+    Ok(value)
+}
+
 /// One host of a database, and how to connect to it.
 pub(crate) struct Host<DB: Database> {
     /// `host:port` (or the socket's path), as errors name it: never with the password.

@@ -183,8 +183,11 @@ where
 /// A write transaction of a server store: its connection, owned, the store's counters, and
 /// what the server keeps beside them for its lock and its `COMMIT` (`E`).
 pub(crate) struct ServerTransaction<DB: Server, E> {
+    /// The transaction's connection, out of the pool until it ends.
     pub(crate) tx: OwnedTransaction<DB>,
+    /// The store's counters.
     pub(crate) counters: Arc<Counters>,
+    /// What the server keeps beside the connection (MySQL: the bounds and how it commits).
     pub(crate) own: E,
 }
 

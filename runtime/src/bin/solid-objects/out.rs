@@ -7,6 +7,7 @@ use std::io::Write as _;
 use serde::Serialize;
 
 use crate::complain;
+use crate::table::Table;
 
 /// The command's output, kept until it ends and then written at once (see `main`).
 pub(crate) struct Out {
@@ -39,6 +40,20 @@ impl Out {
         match self.json {
             true => self.print_json(value),
             false => say!(self, "{}", human()),
+        }
+    }
+
+    /// A listing: `value` as JSON, or the table `table` makes as text (`none` when it has
+    /// no rows).
+    pub(crate) fn listing(
+        &mut self,
+        value: &impl Serialize,
+        none: &str,
+        table: impl FnOnce() -> Table,
+    ) {
+        match self.json {
+            true => self.print_json(value),
+            false => self.text(&table().render(none)),
         }
     }
 

@@ -18,6 +18,19 @@ impl Table {
         self.rows.push(cells);
     }
 
+    /// A table under `header` with a row for each of `items`, of the cells `cells` gives it.
+    pub(crate) fn of<T>(
+        header: &[&'static str],
+        items: impl IntoIterator<Item = T>,
+        cells: impl Fn(T) -> Vec<String>,
+    ) -> Self {
+        let mut table = Self::new(header);
+        for item in items {
+            table.row(cells(item));
+        }
+        table
+    }
+
     /// The table as text, or `none` when it has no rows.
     pub(crate) fn render(&self, none: &str) -> String {
         if self.rows.is_empty() {

@@ -2,9 +2,9 @@
 //! that follows the one that does.
 
 use sqlx::postgres::PgConnectOptions;
-use sqlx::{Connection, PgConnection, Postgres};
+use sqlx::Postgres;
 
-use crate::store::failover::Probe;
+use crate::store::failover::{read_on_fresh_connection, Probe};
 
 /// Whether the session accepts writes: `off` on a primary, `on` on a standby (libpq's test
 /// for `target_session_attrs=read-write`).
@@ -14,11 +14,7 @@ impl Probe for Postgres {
     const BACKEND: &'static str = "PostgreSQL";
 
     async fn accepts_writes(options: &PgConnectOptions) -> sqlx::Result<bool> {
-        let mut connection = PgConnection::connect_with(options).await?;
-        let read_only: String = sqlx::query_scalar(READ_ONLY)
-            .fetch_one(&mut connection)
-            .await?;
-        let _ = connection.close().await;
+        let read_only: String = read_on_fresh_connection::<Self, _>(options, READ_ONLY).await?;
         Ok(read_only == "off")
     }
 }

@@ -22,12 +22,10 @@ pub(crate) async fn actors(admin: &Admin, args: ActorsArgs, out: &mut Out) -> Re
         filter = filter.after(actor_type, actor_id);
     }
     let page = admin.actors(&filter).await?;
-    if out.json {
-        out.print_json(&page);
-    } else {
-        let mut table = Table::new(&["TYPE", "ID", "DEPTH", "REVISION", "LAST ACTIVITY", "PAUSED"]);
-        for actor in &page.actors {
-            table.row(vec![
+    out.listing(&page, "no actors", || {
+        let header = ["TYPE", "ID", "DEPTH", "REVISION", "LAST ACTIVITY", "PAUSED"];
+        Table::of(&header, &page.actors, |actor| {
+            vec![
                 actor.actor_type.clone(),
                 actor.actor_id.clone(),
                 actor.mailbox_depth.to_string(),
@@ -36,12 +34,11 @@ pub(crate) async fn actors(admin: &Admin, args: ActorsArgs, out: &mut Out) -> Re
                 actor
                     .paused_at
                     .map_or_else(String::new, |at| format!("since {at}")),
-            ]);
-        }
-        out.text(&table.render("no actors"));
-        if let (true, Some(last)) = (page.more, page.actors.last()) {
-            say!(out, "more: --after '{}/{}'", last.actor_type, last.actor_id);
-        }
+            ]
+        })
+    });
+    if let (false, true, Some(last)) = (out.json, page.more, page.actors.last()) {
+        say!(out, "more: --after '{}/{}'", last.actor_type, last.actor_id);
     }
     Ok(Exit::Done)
 }

@@ -11,21 +11,18 @@ use crate::Exit;
 /// Prints the newest `limit` audit rows.
 pub(crate) async fn audit(admin: &Admin, limit: u32, out: &mut Out) -> Result<Exit, Error> {
     let events = admin.audit_log(limit).await?;
-    if out.json {
-        out.print_json(&events);
-    } else {
-        let mut table = Table::new(&["ID", "AT", "ACTION", "RESOURCE", "OUTCOME", "CALLER"]);
-        for e in &events {
-            table.row(vec![
+    out.listing(&events, "no administration calls", || {
+        let header = ["ID", "AT", "ACTION", "RESOURCE", "OUTCOME", "CALLER"];
+        Table::of(&header, &events, |e| {
+            vec![
                 e.id.to_string(),
                 e.at.to_string(),
                 e.action.clone(),
                 e.resource.clone(),
                 e.outcome.clone(),
                 e.caller.as_ref().map_or_else(String::new, Value::to_string),
-            ]);
-        }
-        out.text(&table.render("no administration calls"));
-    }
+            ]
+        })
+    });
     Ok(Exit::Done)
 }

@@ -20,10 +20,8 @@ pub(crate) async fn dead_letters(
             let letters = admin
                 .dead_letters(&dead_letter_filter(&args.filter))
                 .await?;
-            if out.json {
-                out.print_json(&letters);
-            } else {
-                let mut table = Table::new(&[
+            out.listing(&letters, "no dead letters", || {
+                let header = [
                     "ID",
                     "TYPE",
                     "ACTOR",
@@ -32,9 +30,9 @@ pub(crate) async fn dead_letters(
                     "FAILED AT",
                     "ERROR",
                     "ARGUMENTS",
-                ]);
-                for letter in &letters {
-                    table.row(vec![
+                ];
+                Table::of(&header, &letters, |letter| {
+                    vec![
                         letter.message_id.to_string(),
                         letter.actor_type.clone(),
                         letter.actor_id.clone(),
@@ -43,10 +41,9 @@ pub(crate) async fn dead_letters(
                         time(letter.failed_at),
                         escaped(&letter.error),
                         arguments(&letter.arguments),
-                    ]);
-                }
-                out.text(&table.render("no dead letters"));
-            }
+                    ]
+                })
+            });
         }
         Some(DeadLetterAction::Retry { message_id }) => {
             let retry = match admin.retry_dead_letter(message_id).await {

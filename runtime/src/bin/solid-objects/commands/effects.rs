@@ -33,10 +33,8 @@ pub(crate) async fn effects(
         filter = filter.name(name);
     }
     let effects = admin.effects(&filter).await?;
-    if out.json {
-        out.print_json(&effects);
-    } else {
-        let mut table = Table::new(&[
+    out.listing(&effects, "no effects", || {
+        let header = [
             "ID",
             "NAME",
             "ACTOR",
@@ -45,9 +43,9 @@ pub(crate) async fn effects(
             "CREATED AT",
             "LAST ERROR",
             "ARGUMENTS",
-        ]);
-        for e in &effects {
-            table.row(vec![
+        ];
+        Table::of(&header, &effects, |e| {
+            vec![
                 e.id.to_string(),
                 e.name.clone(),
                 format!("{}/{}", e.actor_type, e.actor_id),
@@ -56,9 +54,8 @@ pub(crate) async fn effects(
                 e.created_at.to_string(),
                 escaped(e.last_error.as_deref().unwrap_or_default()),
                 arguments(&e.arguments),
-            ]);
-        }
-        out.text(&table.render("no effects"));
-    }
+            ]
+        })
+    });
     Ok(Exit::Done)
 }

@@ -58,29 +58,28 @@ pub(crate) async fn inspect(
             },
         );
         say!(out, "state: {state}");
-        let mut reminders = Table::new(&["REMINDER", "KEY", "DUE AT"]);
-        for r in &details.reminders {
-            reminders.row(vec![r.name.clone(), r.key.clone(), r.due_at.to_string()]);
-        }
+        let reminders = Table::of(&["REMINDER", "KEY", "DUE AT"], &details.reminders, |r| {
+            vec![r.name.clone(), r.key.clone(), r.due_at.to_string()]
+        });
         out.text(&reminders.render("no reminders"));
-        let mut effects = Table::new(&[
+        let header = [
             "EFFECT",
             "NAME",
             "STATUS",
             "ATTEMPTS",
             "LAST ERROR",
             "ARGUMENTS",
-        ]);
-        for e in &details.effects {
-            effects.row(vec![
+        ];
+        let effects = Table::of(&header, &details.effects, |e| {
+            vec![
                 e.id.to_string(),
                 e.name.clone(),
                 e.status.to_string(),
                 e.attempts.to_string(),
                 escaped(e.last_error.as_deref().unwrap_or_default()),
                 arguments(&e.arguments),
-            ]);
-        }
+            ]
+        });
         out.text(&effects.render("no unfinished effects"));
     }
     Ok(Exit::Done)

@@ -25,21 +25,18 @@ pub(crate) async fn reminders(
         filter = filter.due_before(chrono::Utc::now());
     }
     let reminders = admin.reminders(&filter).await?;
-    if out.json {
-        out.print_json(&reminders);
-    } else {
-        let mut table = Table::new(&["ACTOR", "REMINDER", "KEY", "DUE AT", "EVERY"]);
-        for r in &reminders {
-            table.row(vec![
+    out.listing(&reminders, "no reminders", || {
+        let header = ["ACTOR", "REMINDER", "KEY", "DUE AT", "EVERY"];
+        Table::of(&header, &reminders, |r| {
+            vec![
                 format!("{}/{}", r.actor_type, r.actor_id),
                 r.name.clone(),
                 r.key.clone(),
                 r.due_at.to_string(),
                 r.every_ms
                     .map_or_else(String::new, |every| format!("{every} ms")),
-            ]);
-        }
-        out.text(&table.render("no reminders"));
-    }
+            ]
+        })
+    });
     Ok(Exit::Done)
 }

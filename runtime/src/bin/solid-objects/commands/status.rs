@@ -41,16 +41,16 @@ pub(crate) async fn status(admin: &Admin, out: &mut Out) -> Result<Exit, Error> 
         if let Some(oldest) = status.oldest_due_message_at {
             say!(out, "oldest due message enqueued at {oldest}");
         }
-        let mut table = Table::new(&["TYPE", "ACTORS", "PAUSED", "READY", "DEAD"]);
-        for t in &types {
-            table.row(vec![
+        let header = ["TYPE", "ACTORS", "PAUSED", "READY", "DEAD"];
+        let table = Table::of(&header, &types, |t| {
+            vec![
                 t.actor_type.clone(),
                 t.actors.to_string(),
                 t.paused.to_string(),
                 t.ready_messages.to_string(),
                 t.dead_letters.to_string(),
-            ]);
-        }
+            ]
+        });
         out.text(&format!("\n{}", table.render("no actors")));
     }
     Ok(Exit::Done)
