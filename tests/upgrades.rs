@@ -887,24 +887,21 @@ async fn a_sqlite_file_whose_dead_letter_the_first_release_retried_marks_the_ret
     the_upgrade_marks_the_first_releases_retry(&url, Runtime::builder().sqlite(path)).await;
 }
 
-#[tokio::test]
-async fn a_postgres_dump_whose_dead_letter_the_first_release_retried_marks_the_retry() {
-    let Some(server) = PgServer::start() else {
+/// Loads the first release's dump into a fresh database of `server` and checks that the
+/// upgrade marks the retry that release made (nothing where the server does not start).
+async fn a_dumps_retry_is_marked(server: Option<DumpServer>) {
+    let Some(server) = server else {
         return;
     };
     let url = server.database().await;
-    release_dumps::load_postgres(&release_dumps::first_release(), &url);
-    the_upgrade_marks_the_first_releases_retry(&url, Runtime::builder().postgres(&url, 4)).await;
+    server.load(&release_dumps::first_release(), &url);
+    the_upgrade_marks_the_first_releases_retry(&url, server.builder(&url)).await;
 }
 
 #[tokio::test]
-async fn a_mariadb_dump_whose_dead_letter_the_first_release_retried_marks_the_retry() {
-    let Some(server) = MariaDb::start() else {
-        return;
-    };
-    let url = server.database().await;
-    release_dumps::load_mariadb(&release_dumps::first_release(), &url);
-    the_upgrade_marks_the_first_releases_retry(&url, Runtime::builder().mysql(&url, 4)).await;
+async fn server_dumps_whose_dead_letter_the_first_release_retried_mark_the_retry() {
+    a_dumps_retry_is_marked(PgServer::start().map(DumpServer::Postgres)).await;
+    a_dumps_retry_is_marked(MariaDb::start().map(DumpServer::MariaDb)).await;
 }
 
 /// A process upgrading the first release's PostgreSQL dump is killed while it builds one of

@@ -774,20 +774,25 @@ async fn a_dead_letter_kept_past_the_retention_of_finished_messages_stays_in_the
     runtime.close().await;
 }
 
+/// A runtime of stations that keeps finished messages for `retention`.
+async fn keeping_finished_messages(harness: &Harness, retention: Duration) -> Runtime {
+    harness
+        .builder()
+        .await
+        .actor::<Station>()
+        .limits(solid_objects::Limits::new().retention(retention))
+        .start()
+        .await
+        .expect("starts")
+}
+
 #[tokio::test]
 async fn a_turn_not_folded_yet_stays_in_the_chart_when_retention_is_shorter_than_the_fold_lag() {
     let harness = Harness::new();
     harness.clock.set(noon(0, 10));
     // Finished messages are kept a minute: shorter than the two minutes after which the
     // workers fold a minute into the tallies.
-    let runtime = harness
-        .builder()
-        .await
-        .actor::<Station>()
-        .limits(solid_objects::Limits::new().retention(Duration::from_secs(60)))
-        .start()
-        .await
-        .expect("starts");
+    let runtime = keeping_finished_messages(&harness, Duration::from_secs(60)).await;
     let admin = runtime.admin();
     // 12:00:10: a work completes.
     runtime.reference::<Station>("s5").work().await.unwrap();
@@ -816,14 +821,7 @@ async fn an_operators_prune_keeps_the_turns_the_days_chart_counts_that_no_worker
     harness.clock.set(noon(0, 10));
     // Finished messages are kept an hour; no worker runs (nor folds) until the operator
     // prunes.
-    let runtime = harness
-        .builder()
-        .await
-        .actor::<Station>()
-        .limits(solid_objects::Limits::new().retention(Duration::from_secs(3600)))
-        .start()
-        .await
-        .expect("starts");
+    let runtime = keeping_finished_messages(&harness, Duration::from_secs(3600)).await;
     let admin = runtime.admin();
     // 12:00:10: a work completes.
     runtime.reference::<Station>("s6").work().await.unwrap();
@@ -916,6 +914,19 @@ async fn alarms(harness: &Harness) -> Runtime {
         .expect("starts")
 }
 
+/// `count` alarms (`<prefix>0`, `<prefix>1`, ..), each with a ring `r` due at 12:01; the
+/// clock then at 12:03:10, the rings overdue.
+async fn alarms_ringing_at_12_01(harness: &Harness, prefix: &str, count: usize) -> Runtime {
+    let runtime = alarms(harness).await;
+    let at = noon(1, 0).timestamp();
+    for n in 0..count {
+        let alarm = runtime.reference::<Alarm>(format!("{prefix}{n}"));
+        alarm.plan("r".to_owned(), at).await.unwrap();
+    }
+    harness.clock.set(noon(3, 10));
+    runtime
+}
+
 /// The due reminders at the end of each of the five minutes from noon, read now.
 async fn due_from_noon(runtime: &Runtime) -> Vec<i64> {
     let activity = runtime
@@ -931,15 +942,9 @@ async fn a_reminder_unscheduled_while_a_worker_fires_it_is_due_until_one_of_them
     const ALARMS: usize = 12;
     let harness = Harness::new();
     harness.clock.set(noon(0, 10));
-    let runtime = alarms(&harness).await;
-    let at = noon(1, 0).timestamp();
-    for n in 0..ALARMS {
-        let alarm = runtime.reference::<Alarm>(format!("a{n}"));
-        alarm.plan("r".to_owned(), at).await.unwrap();
-    }
+    let runtime = alarms_ringing_at_12_01(&harness, "a", ALARMS).await;
     // 12:03:10: the rings are overdue; a worker fires them while each alarm cancels its own,
     // all released together.
-    harness.clock.set(noon(3, 10));
     let start = std::sync::Arc::new(tokio::sync::Barrier::new(ALARMS + 1));
     let mut tasks = Vec::new();
     for n in 0..ALARMS {
@@ -998,13 +1003,7 @@ async fn a_cancel_whose_call_went_away_at_any_point_leaves_the_ring_due_until_it
     const POINTS: usize = 60;
     let harness = Harness::new();
     harness.clock.set(noon(0, 10));
-    let runtime = alarms(&harness).await;
-    let at = noon(1, 0).timestamp();
-    for n in 0..POINTS {
-        let alarm = runtime.reference::<Alarm>(format!("c{n}"));
-        alarm.plan("r".to_owned(), at).await.unwrap();
-    }
-    harness.clock.set(noon(3, 10));
+    let runtime = alarms_ringing_at_12_01(&harness, "c", POINTS).await;
     // Each alarm's cancel is dropped after its call was polled `n` times (and the runtime's
     // other tasks ran in between); then each cancels for good, at the same minute.
     for n in 0..POINTS {
