@@ -890,6 +890,15 @@ impl Alarm {
         turn.schedule_every(TimeDelta::minutes(5), "five").ring();
     }
 
+    /// Rings every two minutes from now on, under the key `two`, catching up every
+    /// occurrence it missed.
+    #[command]
+    fn every_two_minutes_catching_up(&mut self, turn: &mut Turn<Self>) {
+        turn.schedule_every(TimeDelta::minutes(2), "two")
+            .missed(Missed::All)
+            .ring();
+    }
+
     /// Destroys the alarm, and its rings with it.
     #[command]
     fn scrap(&mut self, turn: &mut Turn<Self>) {
@@ -1112,6 +1121,47 @@ async fn a_recurring_ring_cancelled_while_overdue_was_due_from_its_occurrence_un
     assert_eq!(
         minutes_from_noon(&activity, 10, |point| point.backlog.due_reminders),
         [0, 0, 0, 0, 0, 1, 1, 0, 0, 0]
+    );
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_recurring_ring_that_catches_up_every_missed_occurrence_keeps_the_minutes_it_was_due() {
+    let harness = Harness::new();
+    harness.clock.set(noon(0, 10));
+    let runtime = alarms(&harness).await;
+    let admin = runtime.admin();
+    // Due at 12:02:10, 12:04:10, 12:06:10, ...; no worker fires it until 12:07, when each
+    // occurrence it missed fires.
+    runtime
+        .reference::<Alarm>("catching-up")
+        .every_two_minutes_catching_up()
+        .await
+        .unwrap();
+    harness.clock.set(noon(7, 0));
+    let due =
+        |activity: &Activity| minutes_from_noon(activity, 7, |point| point.backlog.due_reminders);
+    let before = due(&admin.activity(Window::FifteenMinutes).await.unwrap());
+    assert_eq!(
+        before,
+        [0, 0, 1, 1, 1, 1, 1],
+        "while it waits, the ring is due from 12:02:10"
+    );
+    let fired = runtime.testing().run_due_reminders().await.unwrap();
+    assert_eq!(fired.occurrences_fired, 3);
+    let after = due(&admin.activity(Window::FifteenMinutes).await.unwrap());
+    assert_eq!(
+        after, before,
+        "the minutes that passed keep what was due in them once the missed occurrences fire"
+    );
+    // Once their turns ran and the minutes were folded, the same.
+    runtime.testing().drain().await.unwrap();
+    harness.clock.set(noon(10, 10));
+    runtime.testing().upkeep().await.unwrap();
+    let folded = due(&admin.activity(Window::FifteenMinutes).await.unwrap());
+    assert_eq!(
+        folded, before,
+        "folded, the minutes keep what was due in them"
     );
     runtime.close().await;
 }
