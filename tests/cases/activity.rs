@@ -1165,3 +1165,95 @@ async fn a_recurring_ring_that_catches_up_every_missed_occurrence_keeps_the_minu
     );
     runtime.close().await;
 }
+
+/// A porter whose carries wait at a named gate the test opens: turns held in their handlers,
+/// released together.
+#[actor]
+#[derive(Default)]
+struct Porter {
+    carried: u32,
+}
+
+#[actor]
+impl Porter {
+    /// Carries once the gate `gate` opens.
+    #[command]
+    async fn carry(&mut self, gate: String) -> u32 {
+        support::gates::gate(&gate).pass().await;
+        self.carried += 1;
+        self.carried
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_turn_that_commits_while_another_runtime_folds_its_minute_is_counted() {
+    const TURNS: usize = 6;
+    const ROUNDS: u32 = 8;
+    let harness = Harness::new();
+    harness.clock.set(noon(0, 10));
+    let porters = || async {
+        harness
+            .builder()
+            .await
+            .actor::<Porter>()
+            .start()
+            .await
+            .expect("starts")
+    };
+    // One runtime runs the turns, another (a second process) folds.
+    let (carrying, folding) = (porters().await, porters().await);
+    for round in 0..ROUNDS {
+        // Each round: the carries start at 12:00:10 (then 12:05:10, ...) and wait in their
+        // handlers; it is five minutes later, the carries go on and the other runtime's
+        // workers fold the minutes that ended two minutes ago, all released together.
+        let name = format!("activity-fold-race-{round}");
+        let gate = support::gates::gate(&name);
+        let mut calls = Vec::new();
+        for n in 0..TURNS {
+            let (runtime, name) = (carrying.clone(), name.clone());
+            calls.push(tokio::spawn(async move {
+                runtime
+                    .reference::<Porter>(format!("p{n}"))
+                    .carry(name)
+                    .await
+            }));
+        }
+        // On SQLite one turn at a time runs its handler (the others wait for the writer).
+        let held = if harness.backend().is_server() {
+            TURNS
+        } else {
+            1
+        };
+        gate.reached(u32::try_from(held).unwrap()).await;
+        harness.clock.set(noon(5 * i64::from(round + 1), 10));
+        let start = std::sync::Arc::new(tokio::sync::Barrier::new(2));
+        let fold = {
+            let (runtime, start) = (folding.clone(), start.clone());
+            tokio::spawn(async move {
+                start.wait().await;
+                runtime.testing().upkeep().await
+            })
+        };
+        start.wait().await;
+        gate.open();
+        for call in calls {
+            assert_eq!(call.await.unwrap().unwrap(), round + 1);
+        }
+        fold.await.unwrap().unwrap();
+    }
+    harness.clock.set(noon(5 * i64::from(ROUNDS) + 5, 10));
+    folding.testing().upkeep().await.unwrap();
+    let activity = folding.admin().activity(Window::Hour).await.unwrap();
+    let completed: Vec<i64> = activity
+        .points
+        .iter()
+        .map(|point| point.finished.completed)
+        .collect();
+    assert_eq!(
+        completed.iter().sum::<i64>(),
+        i64::try_from(TURNS).unwrap() * i64::from(ROUNDS),
+        "every carry is in the chart, whichever side of the fold it committed on: {completed:?}"
+    );
+    carrying.close().await;
+    folding.close().await;
+}
