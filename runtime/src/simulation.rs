@@ -34,9 +34,9 @@ pub enum Step {
 pub enum Fault {
     /// Goes on as usual.
     Proceed,
-    /// Fails before the step with SQLite's `SQLITE_BUSY`: another connection held the lock.
+    /// Fails before the step as a busy SQLite does: another connection held the lock.
     Busy,
-    /// Fails before the step with SQLite's `SQLITE_IOERR`: the disk failed a read or write.
+    /// Fails before the step as SQLite does on an I/O error: the disk failed a read or write.
     Io,
     /// Never returns, before the step: the test drops the future that waits (a cancellation
     /// or a crash there).

@@ -18,17 +18,14 @@ use super::{
 use crate::error::Result;
 
 /// The end of a statement whose `message` step wrote a message row: the actor's row upserted
-/// with the parameters `$params` (its type, id, state, revision, state version and time),
+/// with the parameters `params` (its type, id, state, revision, state version and time),
 /// created if needed, and the message's id returned.
-macro_rules! then_state {
-    ($params:literal) => {
-        concat!(
-            "instance AS (
+fn then_state(params: &str) -> String {
+    format!(
+        "instance AS (
          INSERT INTO solid_instances
                 (actor_type, actor_id, state, revision, state_version, updated_at)
-         SELECT ",
-            $params,
-            " FROM message
+         SELECT {params} FROM message
          ON CONFLICT (actor_type, actor_id) DO UPDATE SET
              state = excluded.state,
              revision = excluded.revision,
@@ -36,8 +33,7 @@ macro_rules! then_state {
              updated_at = excluded.updated_at
      )
      SELECT id FROM message"
-        )
-    };
+    )
 }
 
 /// A fresh call's message (`$1`..`$15`, in the columns' order; its finish no earlier than
@@ -47,18 +43,16 @@ macro_rules! then_state {
 fn insert_message_and_state() -> &'static str {
     static TEXT: LazyLock<String> = LazyLock::new(|| {
         format!(
-            concat!(
-                "WITH message AS (
+            "WITH message AS (
          INSERT INTO solid_messages (actor_type, actor_id, operation, arguments,
                      request_id, idempotency_key, status, attempts, available_at, result,
                      last_error, finished_at, created_at, incarnation, scheduled_for)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, {finished_at}, $13, $14, $15)
          RETURNING id
      ),
-     ",
-                then_state!("$1, $2, $16, $17, $18, $19")
-            ),
+     {then_state}",
             finished_at = finish_stamp(Dialect::Postgres, "$12"),
+            then_state = then_state("$1, $2, $16, $17, $18, $19"),
         )
     });
     &TEXT
@@ -72,18 +66,16 @@ fn insert_message_and_state() -> &'static str {
 fn update_message_and_state() -> &'static str {
     static TEXT: LazyLock<String> = LazyLock::new(|| {
         format!(
-            concat!(
-                "WITH message AS (
+            "WITH message AS (
          UPDATE solid_messages
          SET status = $1, attempts = $2, available_at = $3, result = $4, last_error = $5,
              finished_at = {finished_at}
          WHERE id = $7 AND status = 'ready' AND attempts = $8
          RETURNING id
      ),
-     ",
-                then_state!("$9, $10, $11, $12, $13, $14")
-            ),
+     {then_state}",
             finished_at = finish_stamp(Dialect::Postgres, "$6"),
+            then_state = then_state("$9, $10, $11, $12, $13, $14"),
         )
     });
     &TEXT
