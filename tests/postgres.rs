@@ -31,6 +31,8 @@ mod reminder_lookup;
 #[path = "servers/several_runtimes.rs"]
 mod several_runtimes;
 mod support;
+#[path = "postgres/turn_reads.rs"]
+mod turn_reads;
 
 /// The backend every case of this binary runs on.
 const BACKEND: support::Backend = support::Backend::Postgres;
