@@ -1186,8 +1186,13 @@ impl Porter {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a known limit of the tally on PostgreSQL: a turn stamped under the old fold mark that commits after a fold moved the mark past its stamp (its handler ran minutes, and it commits as the fold does) is in no tally; the fold would have to wait out the transactions older than it"]
 async fn every_turn_that_commits_while_another_runtime_folds_its_minute_is_counted() {
+    // A known limit on MySQL and MariaDB, which do not tell a fold which transactions began
+    // before it: a turn stamped under the old mark that commits after the fold read is in
+    // no tally (PostgreSQL's fold waits them out; SQLite's one writer serialises them).
+    if crate::BACKEND == support::Backend::MariaDb {
+        return;
+    }
     const TURNS: usize = 6;
     const ROUNDS: u32 = 8;
     let harness = Harness::new();

@@ -2,6 +2,10 @@
 //! once into the tallies the charts read, a few minutes at a time, by whichever process's
 //! workers get to it first.
 
+use std::time::Duration;
+
+use tokio::time::Instant;
+
 use super::conflicts::rerun_conflicts;
 use super::core::Core;
 use super::micros;
@@ -29,6 +33,13 @@ const FOLD_STEP: i64 = 10 * MINUTE;
 /// transaction found nothing: a quiet stretch (a new database's day of history) is crossed
 /// in a few statements, not a transaction per step.
 const FOLD_LEAP: i64 = 8 * FOLD_STEP;
+
+/// How long a fold waits for the transactions that began writing before it to end, so it
+/// reads every row stamped under the mark it moves (PostgreSQL).
+const OLDER_WRITERS_WAIT: Duration = Duration::from_secs(2);
+
+/// How often a fold that waits for older transactions asks again.
+const OLDER_WRITERS_POLL: Duration = Duration::from_millis(10);
 
 /// The fold job. It borrows the core.
 #[derive(Clone, Copy)]
@@ -83,6 +94,16 @@ impl ActivityFold<'_> {
             Core::release(tx).await;
             return Ok(0);
         };
+        // A turn that stamped its finish under the mark this fold moves commits before the
+        // fold reads; one still open after a while leaves the fold for a later pass.
+        let waited_until = Instant::now() + OLDER_WRITERS_WAIT;
+        while !tx.older_writers_ended().await? {
+            if Instant::now() >= waited_until {
+                Core::release(tx).await;
+                return Ok(0);
+            }
+            tokio::time::sleep(OLDER_WRITERS_POLL).await;
+        }
         let (earliest, target) = self.bounds();
         let start = mark.max(earliest);
         let (mut from, mut step) = (start, FOLD_STEP);

@@ -289,6 +289,12 @@ pub(crate) fn share_fold_mark(dialect: Dialect) -> &'static str {
     SHARE_FOLD_MARK.get(dialect)
 }
 
+/// 1 when no transaction that took its id before this one is still running (the oldest
+/// running one is this one), else 0 (PostgreSQL).
+const OLDER_WRITERS_ENDED: &str =
+    "SELECT CASE WHEN pg_snapshot_xmin(pg_current_snapshot()) = pg_current_xact_id()
+            THEN CAST(1 AS BIGINT) ELSE CAST(0 AS BIGINT) END";
+
 /// Moves the fold mark to `$1`.
 pub(crate) const MOVE_FOLD_MARK: &str =
     "UPDATE solid_activity_folded SET folded_until = $1 WHERE id = 1";
@@ -397,6 +403,13 @@ pub(crate) trait TallyWrites: Send {
     /// holds it.
     async fn lock_fold_mark(&mut self) -> Result<Option<i64>>;
 
+    /// Whether every transaction that began writing before this one has ended, so a fold
+    /// that reads now sees every row stamped under the mark it holds: on PostgreSQL, whether
+    /// the oldest running transaction is this one; always on SQLite, whose one writer this
+    /// is, and on MySQL, which does not tell it (there a turn that stamped under the old mark
+    /// and commits after the fold is the known limit).
+    async fn older_writers_ended(&mut self) -> Result<bool>;
+
     /// Folds the rows that finished in `[from, until)` (whole minutes, from the fold mark)
     /// into the tallies; returns how many tally rows it wrote (0: nothing finished then).
     async fn fold_activity(&mut self, from: i64, until: i64) -> Result<u64>;
@@ -416,6 +429,15 @@ impl<T: WriteConnection> TallyWrites for T {
             .fetch_optional(self.on())
             .await?;
         Ok(row.map(|row| get(&row, 0)).transpose()?)
+    }
+
+    async fn older_writers_ended(&mut self) -> Result<bool> {
+        if self.dialect() != Dialect::Postgres {
+            return Ok(true);
+        }
+        self.counters().statement();
+        let ended: i64 = query(OLDER_WRITERS_ENDED).fetch_scalar(self.on()).await?;
+        Ok(ended == 1)
     }
 
     async fn fold_activity(&mut self, from: i64, until: i64) -> Result<u64> {
