@@ -847,6 +847,88 @@ async fn an_operators_prune_keeps_the_turns_the_days_chart_counts_that_no_worker
     runtime.close().await;
 }
 
+/// Another program of the application on the harness's database: a transaction that wrote a
+/// row of its own (a ledger entry) and is still open, and the pool it came from.
+async fn a_transaction_left_open(
+    harness: &Harness,
+) -> (sqlx::AnyPool, sqlx::Transaction<'static, sqlx::Any>) {
+    let pool = support::connect(harness).await;
+    sqlx::raw_sql("CREATE TABLE app_ledger (entry BIGINT)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let mut open = pool.begin().await.unwrap();
+    sqlx::query("INSERT INTO app_ledger (entry) VALUES (1)")
+        .execute(&mut *open)
+        .await
+        .unwrap();
+    (pool, open)
+}
+
+/// The fold mark, read by `pool`: every row that finished before it is in the tallies.
+async fn fold_mark(pool: &sqlx::AnyPool) -> i64 {
+    sqlx::query_scalar("SELECT folded_until FROM solid_activity_folded")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_transaction_another_program_left_open_holds_back_no_fold() {
+    let harness = Harness::new();
+    // SQLite has one writer: a write transaction left open holds every turn, not only folds.
+    if harness.backend() == support::Backend::Sqlite {
+        return;
+    }
+    harness.clock.set(noon(0, 10));
+    let runtime = runtime(&harness).await;
+    runtime.reference::<Station>("s1").work().await.unwrap();
+    // Another program began a transaction (a ledger entry) and has not ended it.
+    let (pool, open) = a_transaction_left_open(&harness).await;
+    // 12:05:10: the upkeep folds the minutes to 12:03, however many times it runs.
+    harness.clock.set(noon(5, 10));
+    let started = std::time::Instant::now();
+    for _ in 0..3 {
+        runtime.testing().upkeep().await.unwrap();
+    }
+    let took = started.elapsed();
+    assert_eq!(
+        fold_mark(&pool).await,
+        noon(3, 0).timestamp_micros(),
+        "the minutes that ended are folded though another program's transaction is open \
+         (three upkeeps took {took:?})"
+    );
+    open.rollback().await.unwrap();
+    pool.close().await;
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_transaction_another_program_left_open_holds_back_no_prune() {
+    let harness = Harness::new();
+    // SQLite has one writer: a write transaction left open holds every turn, not only prunes.
+    if harness.backend() == support::Backend::Sqlite {
+        return;
+    }
+    harness.clock.set(noon(0, 10));
+    // Finished messages are kept an hour.
+    let runtime = keeping_finished_messages(&harness, Duration::from_secs(3600)).await;
+    runtime.reference::<Station>("s7").work().await.unwrap();
+    // Another program began a transaction (a ledger entry) and has not ended it.
+    let (pool, open) = a_transaction_left_open(&harness).await;
+    // 14:30: the operator prunes what finished over an hour ago.
+    harness.clock.set(noon(150, 10));
+    let pruned = runtime.admin().prune().await.unwrap();
+    assert_eq!(
+        pruned.finished_messages, 1,
+        "what retention no longer keeps goes, though another program's transaction is open: \
+         {pruned:?}"
+    );
+    open.rollback().await.unwrap();
+    pool.close().await;
+    runtime.close().await;
+}
+
 /// An alarm clock whose rings are planned and cancelled by key: the reminders a turn
 /// unschedules, for the charts' cases of deleted reminders.
 #[actor]
