@@ -8,6 +8,8 @@ mod administration;
 #[path = "postgres/backend.rs"]
 mod backend;
 mod cases;
+#[path = "postgres/chart_folds.rs"]
+mod chart_folds;
 #[path = "servers/chart_plans.rs"]
 mod chart_plans;
 #[path = "postgres/compression.rs"]
