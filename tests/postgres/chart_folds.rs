@@ -163,3 +163,100 @@ async fn a_turn_on_a_host_whose_clock_lags_that_ends_while_a_fold_writes_is_coun
     lagging.close().await;
     folding.close().await;
 }
+
+/// A transaction of another program on `observer`'s database that wrote a row (a ledger
+/// entry) and is still open.
+async fn a_transaction_left_open(
+    observer: &Observer,
+) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    sqlx::raw_sql("CREATE TABLE IF NOT EXISTS ledger (entry BIGINT)")
+        .execute(observer)
+        .await
+        .unwrap();
+    let mut open = observer.begin().await.unwrap();
+    sqlx::query("INSERT INTO ledger (entry) VALUES (1)")
+        .execute(&mut *open)
+        .await
+        .unwrap();
+    open
+}
+
+/// Sessions of this database, the observer's aside, whose fold asks whether the
+/// transactions older than it ended.
+const FOLDS_WAITING: &str = "SELECT COUNT(*) FROM pg_stat_activity
+     WHERE datname = current_database() AND backend_xid IS NOT NULL
+       AND query LIKE '%pg_snapshot_xmin%' AND pid <> pg_backend_pid()";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fold_held_back_by_an_open_transaction_holds_back_no_turn_of_its_worker() {
+    let Some((_server, url)) = database().await else {
+        return;
+    };
+    let clock = ManualClock::new(noon(0, 10));
+    let runtime = crate::support::runtimes::builder(&url, 4)
+        .clock(clock.clone())
+        .policy(AllowAll)
+        .actor::<Station>()
+        .workers(1)
+        .start()
+        .await
+        .unwrap();
+    runtime.reference::<Station>("s1").work().await.unwrap();
+    let observer = observer(&url).await;
+    let open = a_transaction_left_open(&observer).await;
+    // 12:05:10: the worker's pass folds the minutes that ended.
+    clock.set(noon(5, 10));
+    let workers = crate::support::workers::run_workers(&runtime);
+    until_counted(&observer, FOLDS_WAITING).await;
+    // A message enqueued as the worker folds.
+    let started = std::time::Instant::now();
+    let message = runtime
+        .reference::<Station>("s2")
+        .enqueue()
+        .work()
+        .await
+        .unwrap();
+    let answered = crate::support::workers::answered(&message, Duration::from_secs(1)).await;
+    assert!(
+        answered,
+        "the worker ran the message within a second (it ran after {:?})",
+        {
+            crate::support::workers::answered(&message, Duration::from_secs(10)).await;
+            started.elapsed()
+        }
+    );
+    open.rollback().await.unwrap();
+    runtime.close().await;
+    workers.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_doctor_reports_charts_whose_fold_is_held_back() {
+    let Some((_server, url)) = database().await else {
+        return;
+    };
+    let clock = ManualClock::new(noon(0, 10));
+    let runtime = stations(&url, &clock).await;
+    runtime.reference::<Station>("s1").work().await.unwrap();
+    let observer = observer(&url).await;
+    let open = a_transaction_left_open(&observer).await;
+    // 13:00:10: an hour of upkeeps has folded nothing.
+    for minute in 5..=60 {
+        clock.set(noon(minute, 10));
+        if minute % 20 == 0 {
+            runtime.testing().upkeep().await.unwrap();
+        }
+    }
+    assert_eq!(fold_mark(&observer).await, 0, "held back");
+    let report = runtime.admin().doctor().await.unwrap();
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|problem| problem.contains("fold") || problem.contains("chart")),
+        "the doctor says the charts are not folded: {:?}",
+        report.problems
+    );
+    open.rollback().await.unwrap();
+    runtime.close().await;
+}
