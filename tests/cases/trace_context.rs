@@ -250,3 +250,54 @@ async fn corrupt_with(harness: &Harness, table: &str, id: &str, value: &str) {
         written.unwrap();
     }
 }
+
+#[tokio::test]
+async fn each_of_many_callers_of_one_actor_at_once_is_the_parent_of_the_turn_of_its_message() {
+    const CALLERS: usize = 12;
+    let (_harness, telemetry, _current, runtime) = start_traced().await;
+    // Each caller in a trace of its own, all calling the one warehouse at once.
+    let traceparent = |n: usize| format!("00-{:032x}-{:016x}-01", n + 1, n + 1);
+    let calls = support::together(CALLERS, |n| {
+        let warehouse = runtime.reference::<Warehouse>("main");
+        let request = request_span("/picks", &traceparent(n));
+        async move { warehouse.pick().instrument(request).await }
+    })
+    .await;
+    for call in calls {
+        call.unwrap();
+    }
+    runtime.close().await;
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let spans = loop {
+        let spans = telemetry.finished();
+        let requests = spans.iter().filter(|span| span.name == "request").count();
+        if requests == CALLERS || std::time::Instant::now() > deadline {
+            break spans;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    };
+    let turns: Vec<&Finished> = spans
+        .iter()
+        .filter(|span| span.name == "turn" && span.operation == "pick")
+        .collect();
+    assert_eq!(turns.len(), CALLERS, "a turn per call: {spans:#?}");
+    let orphans: Vec<String> = spans
+        .iter()
+        .filter(|span| span.name == "request")
+        .filter(|request| {
+            let children: Vec<&&Finished> = turns
+                .iter()
+                .filter(|turn| turn.parent_id == request.span_id)
+                .collect();
+            children.len() != 1 || children[0].trace_id != request.trace_id
+        })
+        .map(|request| request.trace_id.clone())
+        .collect();
+    assert!(
+        orphans.is_empty(),
+        "each caller's trace goes on in the turn of its message; not those of {} of \
+         {CALLERS} callers: {orphans:?}; turns: {turns:#?}",
+        orphans.len()
+    );
+}

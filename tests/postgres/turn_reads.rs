@@ -75,3 +75,43 @@ async fn a_turn_reads_the_mailbox_table_by_its_indexes_never_whole() {
         after - before
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workers_turn_reads_the_mailbox_table_by_its_indexes_never_whole() {
+    let Some((_server, url)) = database().await else {
+        return;
+    };
+    let runtime = backend::builder(&url, 4)
+        .policy(AllowAll)
+        .actor::<Tally>()
+        .start()
+        .await
+        .unwrap();
+    let observer = observer(&url).await;
+    let fill = format!(
+        "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments, request_id,
+             status, attempts, available_at, created_at, finished_at)
+         SELECT 'Tally', 'kept-' || (n % 100), 'add', '{{}}', 'kept-' || n, 'completed', 1, 0,
+             n, n
+         FROM generate_series(1, {KEPT}) AS n;
+         ANALYZE solid_messages"
+    );
+    sqlx::raw_sql(&fill).execute(&observer).await.unwrap();
+    let before = sequential_scans_once_counted(&observer, KEPT).await;
+
+    // Messages enqueued for one actor, then taken up a turn at a time by the workers' pass
+    // (which locks the actor without waiting).
+    let tally = runtime.reference::<Tally>("hot");
+    for _ in 0..TURNS {
+        tally.enqueue().add().await.unwrap();
+    }
+    let drained = runtime.testing().drain().await.unwrap();
+    assert_eq!(drained.completed, usize::try_from(TURNS).unwrap());
+    runtime.close().await;
+    let after = sequential_scans_once_counted(&observer, KEPT + TURNS).await;
+    assert!(
+        after - before < TURNS / 4,
+        "{} sequential scans of solid_messages during {TURNS} enqueues and turns",
+        after - before
+    );
+}
