@@ -929,6 +929,32 @@ async fn a_transaction_another_program_left_open_holds_back_no_prune() {
     runtime.close().await;
 }
 
+#[tokio::test]
+async fn a_prune_preview_moves_no_fold_mark_and_writes_no_tally() {
+    let harness = Harness::new();
+    harness.clock.set(noon(0, 10));
+    let runtime = keeping_finished_messages(&harness, Duration::from_secs(60)).await;
+    runtime.reference::<Station>("s8").work().await.unwrap();
+    // 12:05:10: an operator previews a prune; no worker has folded the minutes that ended.
+    harness.clock.set(noon(5, 10));
+    let pool = support::connect(&harness).await;
+    let before = (
+        fold_mark(&pool).await,
+        support::count(&harness, "solid_activity").await,
+    );
+    let preview = runtime.admin().prune_preview().await.unwrap();
+    let after = (
+        fold_mark(&pool).await,
+        support::count(&harness, "solid_activity").await,
+    );
+    assert_eq!(
+        after, before,
+        "a preview (it counted {preview:?}) writes no fold mark and no tally"
+    );
+    pool.close().await;
+    runtime.close().await;
+}
+
 /// An alarm clock whose rings are planned and cancelled by key: the reminders a turn
 /// unschedules, for the charts' cases of deleted reminders.
 #[actor]
