@@ -603,6 +603,10 @@ impl Admin {
     }
 
     /// Counts what [`prune`](Admin::prune) would delete now, deleting nothing.
+    ///
+    /// Like a prune, it first folds the charts' minutes that ended into their tallies (a
+    /// write that changes no figure of the charts), since a prune deletes only what a fold
+    /// counted.
     pub async fn prune_preview(&self) -> Result<PruneCounts> {
         audit::audited(
             self,

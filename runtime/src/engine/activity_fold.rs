@@ -2,9 +2,7 @@
 //! once into the tallies the charts read, a few minutes at a time, by whichever process's
 //! workers get to it first.
 
-use std::time::Duration;
-
-use tokio::time::Instant;
+use std::sync::{Mutex, PoisonError};
 
 use super::conflicts::rerun_conflicts;
 use super::core::Core;
@@ -34,23 +32,52 @@ const FOLD_STEP: i64 = 10 * MINUTE;
 /// in a few statements, not a transaction per step.
 const FOLD_LEAP: i64 = 8 * FOLD_STEP;
 
-/// How long a fold waits for the transactions that began writing before it to end, so it
-/// reads every row stamped under the mark it moves (PostgreSQL).
-const OLDER_WRITERS_WAIT: Duration = Duration::from_secs(2);
+/// How long (on the runtime's clock) folds are left for later passes while transactions that
+/// began before them are still open (PostgreSQL), so a turn that stamped its finish under
+/// the mark a fold moves commits before the fold reads; past it, a fold folds anyway: a
+/// transaction left open (another program's, on any database of the server) delays the
+/// charts and the retention that waits for them by this much at most, and holds no worker.
+const HELD_BACK_AT_MOST: i64 = MINUTE;
 
-/// How often a fold that waits for older transactions asks again.
-const OLDER_WRITERS_POLL: Duration = Duration::from_millis(10);
+/// Since when (the runtime's clock, in microseconds) this process's folds have been left for
+/// later passes because older transactions were open, and when one last was.
+#[derive(Debug, Default)]
+pub(crate) struct HeldBack {
+    since: Mutex<Option<(i64, i64)>>,
+}
 
-/// The fold job. It borrows the core.
+impl HeldBack {
+    /// Whether a fold at `now` that found older transactions open is left for a later pass:
+    /// until [`HELD_BACK_AT_MOST`] after the first of the folds held back one after the
+    /// other. One held back longer than that before `now` (no fold was due since, or the
+    /// clock stepped back) starts a new wait.
+    fn holds_back(&self, now: i64) -> bool {
+        let mut held = self.since.lock().unwrap_or_else(PoisonError::into_inner);
+        let since = match *held {
+            Some((since, last)) if (0..=2 * HELD_BACK_AT_MOST).contains(&(now - last)) => since,
+            _ => now,
+        };
+        *held = Some((since, now));
+        now - since < HELD_BACK_AT_MOST
+    }
+
+    /// A fold found no older transaction open, or folded anyway.
+    fn clear(&self) {
+        *self.since.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+}
+
+/// The fold job. It borrows the core and the state of folds held back.
 #[derive(Clone, Copy)]
 pub(crate) struct ActivityFold<'e> {
     core: &'e Core,
+    held_back: &'e HeldBack,
 }
 
 impl<'e> ActivityFold<'e> {
     /// The fold job over the engine's core.
-    pub(super) fn new(core: &'e Core) -> Self {
-        Self { core }
+    pub(super) fn new(core: &'e Core, held_back: &'e HeldBack) -> Self {
+        Self { core, held_back }
     }
 }
 
@@ -95,14 +122,20 @@ impl ActivityFold<'_> {
             return Ok(0);
         };
         // A turn that stamped its finish under the mark this fold moves commits before the
-        // fold reads; one still open after a while leaves the fold for a later pass.
-        let waited_until = Instant::now() + OLDER_WRITERS_WAIT;
-        while !tx.older_writers_ended().await? {
-            if Instant::now() >= waited_until {
-                Core::release(tx).await;
-                return Ok(0);
-            }
-            tokio::time::sleep(OLDER_WRITERS_POLL).await;
+        // fold reads: while one may still be open, the fold is left for a later pass, for a
+        // while.
+        if tx.older_writers_ended().await? {
+            self.held_back.clear();
+        } else if self.held_back.holds_back(micros(self.core.now())) {
+            Core::release(tx).await;
+            return Ok(0);
+        } else {
+            tracing::warn!(
+                "the charts' fold ran while a transaction older than it was still open (for \
+                 a minute or more): a turn that transaction committed with a finish in the \
+                 minutes it folded is in no chart; end transactions left open on the server"
+            );
+            self.held_back.clear();
         }
         let (earliest, target) = self.bounds();
         let start = mark.max(earliest);

@@ -143,6 +143,8 @@ pub(crate) struct Engine {
     states: StateCache,
     /// The groups of synchronous calls whose turns share a transaction.
     groups: groups::Groups,
+    /// Since when this process's folds of the charts' tallies wait for older transactions.
+    folds_held_back: activity_fold::HeldBack,
 }
 
 /// What the doctor reports of a database ([`Engine::describe_database`]).
@@ -254,6 +256,7 @@ impl Engine {
             registry: Registry::new(Arc::clone(&effect_kinds)),
             workers: workers::Workers::default(),
             unreadable_reminders: reminders::UnreadableReminders::default(),
+            folds_held_back: activity_fold::HeldBack::default(),
             effect_kinds,
             watchers,
             states: StateCache::new(config.state_cache_bytes),
@@ -382,7 +385,7 @@ impl Engine {
 
     /// The fold job: the charts' tallies of the minutes that ended.
     pub(crate) fn activity_fold(&self) -> ActivityFold<'_> {
-        ActivityFold::new(&self.core)
+        ActivityFold::new(&self.core, &self.folds_held_back)
     }
 
     /// The operators' writes: retried dead letters, pauses, the audit log.
