@@ -3,12 +3,16 @@
 //! workers get to it first.
 
 use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::conflicts::rerun_conflicts;
 use super::core::Core;
 use super::micros;
 use crate::error::Result;
 use crate::store::activity_tallies::MINUTE;
+use crate::store::Transaction;
 
 /// How long after a minute ends its rows are folded: a turn that stamped its finish in that
 /// minute has long committed by then, on a host whose clock is up to a minute behind too.
@@ -35,9 +39,16 @@ const FOLD_LEAP: i64 = 8 * FOLD_STEP;
 /// How long (on the runtime's clock) folds are left for later passes while transactions that
 /// began before them are still open (PostgreSQL), so a turn that stamped its finish under
 /// the mark a fold moves commits before the fold reads; past it, a fold folds anyway: a
-/// transaction left open (another program's, on any database of the server) delays the
-/// charts and the retention that waits for them by this much at most, and holds no worker.
+/// transaction left open on the database (by the application, under the runtime's role)
+/// delays the charts and the retention that waits for them by this much at most.
 const HELD_BACK_AT_MOST: i64 = MINUTE;
+
+/// How long a fold waits in its pass for transactions older than it to end before it
+/// leaves the fold for a later pass: turns in flight end in far less.
+const OLDER_WRITERS_WAIT: Duration = Duration::from_millis(100);
+
+/// How often a fold that waits for older transactions asks again.
+const OLDER_WRITERS_POLL: Duration = Duration::from_millis(5);
 
 /// Since when (the runtime's clock, in microseconds) this process's folds have been left for
 /// later passes because older transactions were open, and when one last was.
@@ -124,7 +135,7 @@ impl ActivityFold<'_> {
         // A turn that stamped its finish under the mark this fold moves commits before the
         // fold reads: while one may still be open, the fold is left for a later pass, for a
         // while.
-        if tx.older_writers_ended().await? {
+        if older_writers_end(&mut *tx).await? {
             self.held_back.clear();
         } else if self.held_back.holds_back(micros(self.core.now())) {
             Core::release(tx).await;
@@ -156,5 +167,19 @@ impl ActivityFold<'_> {
         tx.move_fold_mark(from).await?;
         tx.commit().await?;
         Ok((from - start) / MINUTE)
+    }
+}
+
+/// Whether the transactions older than `tx` end within [`OLDER_WRITERS_WAIT`].
+async fn older_writers_end(tx: &mut dyn Transaction) -> Result<bool> {
+    let until = Instant::now() + OLDER_WRITERS_WAIT;
+    loop {
+        if tx.older_writers_ended().await? {
+            return Ok(true);
+        }
+        if Instant::now() >= until {
+            return Ok(false);
+        }
+        tokio::time::sleep(OLDER_WRITERS_POLL).await;
     }
 }

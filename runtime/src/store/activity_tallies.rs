@@ -289,11 +289,21 @@ pub(crate) fn share_fold_mark(dialect: Dialect) -> &'static str {
     SHARE_FOLD_MARK.get(dialect)
 }
 
-/// 1 when no transaction that took its id before this one is still running (the oldest
-/// running one is this one), else 0 (PostgreSQL).
-const OLDER_WRITERS_ENDED: &str =
-    "SELECT CASE WHEN pg_snapshot_xmin(pg_current_snapshot()) = pg_current_xact_id()
-            THEN CAST(1 AS BIGINT) ELSE CAST(0 AS BIGINT) END";
+/// 1 when no other session of this database that the runtime's role can see runs a
+/// transaction that took its id before this one (which has one: it locked the fold mark),
+/// else 0 (PostgreSQL). Transaction ids are the whole server's; the sessions are read from
+/// `pg_stat_activity`, which another role's sessions show without their ids, and another
+/// database's are no turn of this one. Its figures are read once per transaction unless
+/// cleared first ([`CLEAR_ACTIVITY_SNAPSHOT`]).
+const OLDER_WRITERS_ENDED: &str = "SELECT CASE WHEN EXISTS (
+         SELECT 1 FROM pg_stat_activity this, pg_stat_activity other
+         WHERE this.pid = pg_backend_pid() AND other.pid <> this.pid
+           AND other.datname = current_database() AND other.backend_xid IS NOT NULL
+           AND age(other.backend_xid) > age(this.backend_xid))
+     THEN CAST(0 AS BIGINT) ELSE CAST(1 AS BIGINT) END";
+
+/// Makes the next read of `pg_stat_activity` in this transaction read the sessions afresh.
+const CLEAR_ACTIVITY_SNAPSHOT: &str = "SELECT pg_stat_clear_snapshot()";
 
 /// Moves the fold mark to `$1`.
 pub(crate) const MOVE_FOLD_MARK: &str =
@@ -405,7 +415,7 @@ pub(crate) trait TallyWrites: Send {
 
     /// Whether every transaction that began writing before this one has ended, so a fold
     /// that reads now sees every row stamped under the mark it holds: on PostgreSQL, whether
-    /// the oldest running transaction is this one; always on SQLite, whose one writer this
+    /// a session of this database runs an older one; always on SQLite, whose one writer this
     /// is, and on MySQL, which does not tell it (there a turn that stamped under the old mark
     /// and commits after the fold is the known limit).
     async fn older_writers_ended(&mut self) -> Result<bool>;
@@ -435,6 +445,8 @@ impl<T: WriteConnection> TallyWrites for T {
         if self.dialect() != Dialect::Postgres {
             return Ok(true);
         }
+        self.counters().statement();
+        query(CLEAR_ACTIVITY_SNAPSHOT).execute(self.on()).await?;
         self.counters().statement();
         let ended: i64 = query(OLDER_WRITERS_ENDED).fetch_scalar(self.on()).await?;
         Ok(ended == 1)
