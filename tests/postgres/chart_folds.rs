@@ -2,7 +2,6 @@
 //! server's: a fold waits for the older transactions of its own database only. Time moves
 //! only through the manual clock.
 
-use solid_objects::admin::Window;
 use solid_objects::prelude::*;
 
 use crate::backend::{another_database, database, observer, Observer};
@@ -28,8 +27,7 @@ async fn stations(url: &str, clock: &ManualClock) -> Runtime {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_transaction_open_in_another_database_of_the_server_holds_back_the_fold_a_minute_at_most()
-{
+async fn a_transaction_open_in_another_database_of_the_server_holds_back_no_fold() {
     let Some((server, url)) = database().await else {
         return;
     };
