@@ -35,14 +35,35 @@ const FAULT_ODDS: u64 = 30;
 /// Seeds a run of the binary tries unless `SIMULATION_RUNS` says otherwise.
 const RUNS: u64 = 1000;
 
+/// The defects a simulation puts back to show it finds them, one at a time.
+const DEFECTS: [Defect; 7] = [
+    Defect::FailureOutsideHandlerUncounted,
+    Defect::CancelledTurnKept,
+    Defect::ReclaimedLeaseUncounted,
+    Defect::RetryOnHostClock,
+    Defect::KeyedCallNotLookedUp,
+    Defect::ConflictCountedAsFailure,
+    Defect::LostCommitReportedAsFailed,
+];
+
 fn settings(seed: u64) -> Settings {
     Settings {
         seed,
         steps: STEPS,
         fault_odds: from_env("SIMULATION_FAULT_ODDS").unwrap_or(FAULT_ODDS),
-        defect: None,
+        defect: defect_from_env(),
         last_crash: None,
     }
+}
+
+/// The defect `SIMULATION_DEFECT` names (as [`DEFECTS`] prints it), put back to replay the
+/// seed that found it.
+fn defect_from_env() -> Option<Defect> {
+    let name = std::env::var("SIMULATION_DEFECT").ok()?;
+    let defect = DEFECTS
+        .into_iter()
+        .find(|defect| format!("{defect:?}") == name);
+    Some(defect.unwrap_or_else(|| panic!("SIMULATION_DEFECT={name} is none of {DEFECTS:?}")))
 }
 
 /// A number from the environment.
@@ -138,14 +159,22 @@ fn seeded_runs_of_faults_hangs_and_crashes_keep_every_invariant() {
             .rev()
             .cloned()
             .collect::<Vec<_>>();
+        let others: Vec<String> = totals
+            .failures
+            .iter()
+            .skip(1)
+            .take(10)
+            .map(|(seed, report)| format!("seed {seed}: {}", report.violations[0]))
+            .collect();
         panic!(
             "{} of {} runs violated an invariant; the first, seed {seed} (replay it with \
              SIMULATION_SEED={seed} cargo test --test simulation):\n{:#?}\nthe end of its \
-             trace:\n{}",
+             trace:\n{}\nthe first violation of the next ones:\n{}",
             totals.failures.len(),
             totals.runs,
             report.violations,
-            trace.join("\n")
+            trace.join("\n"),
+            others.join("\n")
         );
     }
 }
@@ -187,12 +216,7 @@ const SEEDS_TO_FIND: u64 = 200;
 /// same violations.
 #[test]
 fn each_defect_put_back_is_found_and_its_seed_replays_it() {
-    for defect in [
-        Defect::FailureOutsideHandlerUncounted,
-        Defect::CancelledTurnKept,
-        Defect::ReclaimedLeaseUncounted,
-        Defect::RetryOnHostClock,
-    ] {
+    for defect in DEFECTS {
         let with_defect = |seed| Settings {
             defect: Some(defect),
             ..settings(seed)
@@ -206,7 +230,8 @@ fn each_defect_put_back_is_found_and_its_seed_replays_it() {
         };
         let _ = writeln!(
             std::io::stderr().lock(),
-            "simulation: {defect:?} found by seed {seed} ({seed} seeds tried): {}",
+            "simulation: {defect:?} found by seed {seed} ({seed} seeds tried; replay it with \
+             SIMULATION_DEFECT={defect:?} SIMULATION_SEED={seed}): {}",
             report.violations[0]
         );
         let replayed = World::new(with_defect(seed)).run();

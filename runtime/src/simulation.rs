@@ -44,6 +44,14 @@ pub enum Fault {
     /// At a `COMMIT`: commits, then never returns (a crash after the commit, before its
     /// answer). Elsewhere, as [`Fault::Hang`].
     HangAfter,
+    /// Fails before the step as a server does when another transaction won: a
+    /// serialization failure or a deadlock (PostgreSQL), a certification failure (Galera).
+    /// Running the whole transaction again resolves it.
+    Conflict,
+    /// At a `COMMIT`: commits, then fails as a connection lost before its answer came (the
+    /// server committed; the runtime cannot know). Elsewhere, fails before the step as a
+    /// lost connection.
+    LostAfter,
 }
 
 /// Decides what the store does at each step; see the [module docs](self).
@@ -93,6 +101,17 @@ pub enum Defect {
     /// attempt it takes over: the effect's handler runs more often than its attempts say,
     /// and past its retry policy's limit.
     ReclaimedLeaseUncounted,
+    /// A conflict with another transaction is counted as a failed attempt of the turn's
+    /// message, so a hot actor's healthy messages die of conflicts.
+    ConflictCountedAsFailure,
+    /// A synchronous call whose connection was lost with its `COMMIT` tells its caller that
+    /// the database was unavailable and nothing of the call was written, instead of reading
+    /// its message back: a turn the server committed is reported as one that was not.
+    LostCommitReportedAsFailed,
+    /// A synchronous call under an idempotency key does not look up a message already
+    /// committed under that key: its retry, after an answer was lost, runs the operation
+    /// again or fails on the key's unique index instead of answering what the first did.
+    KeyedCallNotLookedUp,
     /// A failed message's retry time is computed from the host's clock, not the runtime's
     /// [`Clock`](crate::Clock): under a clock of its own (a manual clock, or a host whose
     /// clock was stepped), the retry comes at once or never.

@@ -42,6 +42,11 @@ pub(crate) enum Injected {
     Io,
     Cancel,
     HangAfterCommit,
+    /// A server's answer that another transaction won (a serialization failure, a deadlock,
+    /// a Galera certification failure).
+    Conflict,
+    /// A connection lost before a step, or with a `COMMIT` that committed.
+    LostConnection,
     Crash,
     /// A crash by SIGKILL: the process the run went on in was killed.
     Kill,
@@ -57,12 +62,16 @@ pub(crate) struct SeededSchedule {
     on: AtomicBool,
     /// Told when a step hangs: the simulator then drops what waits on it.
     pub(crate) hang: tokio::sync::Notify,
+    /// Whether a step past the budget hung (see [`SeededSchedule::budget`]).
+    wedged: AtomicBool,
 }
 
 struct ScheduleState {
     seeded: Seeded,
     odds: u64,
     steps: u64,
+    /// The step past which whatever runs is wedged, if one is set.
+    budget: Option<u64>,
     injected: BTreeMap<Injected, u64>,
     /// The last fault, with the step it came at, for the trace.
     log: Vec<(u64, Step, Fault)>,
@@ -75,13 +84,28 @@ impl SeededSchedule {
                 seeded: Seeded::new(seed ^ 0x5EED_FA17),
                 odds,
                 steps: 0,
+                budget: None,
                 injected: BTreeMap::new(),
                 log: Vec::new(),
             }),
             hung: AtomicUsize::new(0),
             on: AtomicBool::new(true),
             hang: tokio::sync::Notify::new(),
+            wedged: AtomicBool::new(false),
         })
+    }
+
+    /// Lets what runs now take `steps` more store steps (`None`: any number); the step after
+    /// them hangs, and [`take_wedged`](Self::take_wedged) says so: a caller or a pass that
+    /// never ends, retrying for ever, is stopped there instead of wedging the run.
+    pub(crate) fn budget(&self, steps: Option<u64>) {
+        let mut state = self.state();
+        state.budget = steps.map(|steps| state.steps + steps);
+    }
+
+    /// Whether a step past the budget hung since the last call.
+    pub(crate) fn take_wedged(&self) -> bool {
+        self.wedged.swap(false, Ordering::SeqCst)
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, ScheduleState> {
@@ -114,11 +138,17 @@ impl SeededSchedule {
 
     /// How many busy databases the schedule injected so far.
     pub(crate) fn busy_count(&self) -> u64 {
-        self.state()
-            .injected
-            .get(&Injected::Busy)
-            .copied()
-            .unwrap_or(0)
+        self.count_of(Injected::Busy)
+    }
+
+    /// How many conflicts the schedule injected so far.
+    pub(crate) fn conflict_count(&self) -> u64 {
+        self.count_of(Injected::Conflict)
+    }
+
+    /// How many faults of kind `injected` the schedule injected so far.
+    fn count_of(&self, injected: Injected) -> u64 {
+        self.state().injected.get(&injected).copied().unwrap_or(0)
     }
 
     /// How many faults the schedule injected so far.
@@ -143,14 +173,23 @@ impl Schedule for SeededSchedule {
     fn at(&self, step: Step) -> Fault {
         let mut state = self.state();
         state.steps += 1;
+        if state.budget.is_some_and(|budget| state.steps > budget) {
+            state.budget = None;
+            self.wedged.store(true, Ordering::SeqCst);
+            self.hung.fetch_add(1, Ordering::SeqCst);
+            self.hang.notify_one();
+            return Fault::Hang;
+        }
         let odds = state.odds;
         if !self.on.load(Ordering::SeqCst) || !state.seeded.one_in(odds) {
             return Fault::Proceed;
         }
-        let (fault, injected) = match state.seeded.below(10) {
+        let (fault, injected) = match state.seeded.below(14) {
             0..=3 => (Fault::Busy, Injected::Busy),
             4..=6 => (Fault::Io, Injected::Io),
             7 if step == Step::Commit => (Fault::HangAfter, Injected::HangAfterCommit),
+            10..=11 => (Fault::Conflict, Injected::Conflict),
+            12..=13 => (Fault::LostAfter, Injected::LostConnection),
             _ => (Fault::Hang, Injected::Cancel),
         };
         *state.injected.entry(injected).or_default() += 1;

@@ -61,6 +61,10 @@ pub(crate) enum CrashBy {
 /// The prefix of the line a world that waits to be killed writes its model on.
 pub(crate) const MODEL: &str = "simulation model: ";
 
+/// The most store steps one operation, pass or recovery round takes: one that takes more
+/// never ends (a retry for ever), and is a violation.
+const DRIVE_STEPS: u64 = 5_000;
+
 /// How long a retry after the recovery waits for its answer (milliseconds of the paused
 /// clock).
 const RETRY_DEADLINE_MILLIS: u64 = 5_000;
@@ -132,10 +136,13 @@ pub(crate) struct World {
     /// The faults injected before the last drive began, and the busy ones among them.
     faults_before: u64,
     busy_before: u64,
+    conflicts_before: u64,
     /// The operation an attempt is under way for, if any.
     in_flight: Option<usize>,
     /// Whether the steps are over (the recovery's crash is none of theirs).
     recovering: bool,
+    /// Whether something ran past [`DRIVE_STEPS`]: the run stops there (nothing more runs).
+    wedged: bool,
     report: Report,
 }
 
@@ -180,8 +187,10 @@ impl World {
             now: 0,
             faults_before: 0,
             busy_before: 0,
+            conflicts_before: 0,
             in_flight: None,
             recovering: false,
+            wedged: false,
             report: Report::default(),
         }
     }
@@ -229,6 +238,10 @@ impl World {
     pub(crate) fn finish(mut self) -> Report {
         self.recovering = true;
         self.recover();
+        if self.retry_in_doubt_under_their_keys() {
+            // What the retries enqueued or scheduled runs.
+            self.recover();
+        }
         self.retry_answered_under_their_keys();
         self.check();
         self.drop_runtime();
@@ -394,8 +407,13 @@ impl World {
         F: FnOnce(Runtime) -> Fut,
         Fut: Future<Output = T>,
     {
+        if self.wedged {
+            return Ended::Hung;
+        }
         self.faults_before = self.schedule.injected_count();
         self.busy_before = self.schedule.busy_count();
+        self.conflicts_before = self.schedule.conflict_count();
+        self.schedule.budget(Some(DRIVE_STEPS));
         let live = self.live.as_ref().expect("a live runtime");
         let runtime = live.runtime.clone();
         let schedule = Arc::clone(&self.schedule);
@@ -413,6 +431,20 @@ impl World {
                 }
             }
         });
+        self.schedule.budget(None);
+        if self.schedule.take_wedged() {
+            self.report.violations.push(format!(
+                "step {}: wedged: what ran took {DRIVE_STEPS} store steps without ending",
+                self.now
+            ));
+            self.wedged = true;
+            self.crash();
+            self.trace("wedged; crash; the run stops".to_owned());
+            return ended;
+        }
+        if self.schedule.conflict_count() > self.conflicts_before {
+            self.no_conflict_counted();
+        }
         if matches!(ended, Ended::Hung) && (self.schedule.held_hangs() > 0 || self.seeded.one_in(3))
         {
             self.crash();
@@ -576,6 +608,11 @@ impl World {
                 let operation = &mut self.operations[index];
                 if workload::says_nothing_was_written(&error) {
                     operation.said_nothing += 1;
+                    let never_in_doubt =
+                        operation.unknown == 0 && operation.acknowledged_at.is_none();
+                    if never_in_doubt {
+                        self.nothing_under_the_key(index, &error);
+                    }
                 } else {
                     operation.unknown += 1;
                 }
@@ -658,6 +695,45 @@ impl World {
         }
     }
 
+    /// After an attempt at operation `index` was told that nothing of it was written, as
+    /// every attempt before it was, no message is stored under the operation's key: the
+    /// claim is true when it is made.
+    fn nothing_under_the_key(&mut self, index: usize, error: &solid_objects::Error) {
+        let key = self.operations[index].key();
+        let stored: i64 = self.on_side_connection(|pool| async move {
+            sqlx::query_scalar("SELECT COUNT(*) FROM solid_messages WHERE idempotency_key = ?")
+                .bind(key)
+                .fetch_one(&pool)
+                .await
+                .expect("a count")
+        });
+        if stored > 0 {
+            self.report.violations.push(format!(
+                "step {}: operation {} was told {error}, but its message is stored",
+                self.now, self.operations[index].entry
+            ));
+        }
+    }
+
+    /// After a drive in which a transaction conflicted, no message holds the conflict as a
+    /// failed attempt: a conflict runs its transaction again (or leaves the turn for a later
+    /// pass, a stall noted), and never moves a message toward dead.
+    fn no_conflict_counted(&mut self) {
+        let counted = self.count(
+            "SELECT COUNT(*) FROM solid_messages \
+             WHERE status IN ('ready', 'dead') AND attempts > 0 \
+               AND last_error LIKE '%could not serialize access%' \
+               AND last_error NOT LIKE 'its turn kept conflicting%'",
+            None,
+        );
+        if counted > 0 {
+            self.report.violations.push(format!(
+                "step {}: {counted} messages count a conflict as a failed attempt",
+                self.now
+            ));
+        }
+    }
+
     /// After a drain that succeeded and met no busy database (which leaves a turn for later,
     /// uncounted), no message at the head of its mailbox that is due stays ready without an
     /// attempt counted: the drain ran it, or counted why not.
@@ -732,7 +808,8 @@ impl World {
                         .push(format!("the recovery failed without faults: {error}"));
                     return;
                 }
-                Ended::Hung => unreachable!("no fault is injected during the recovery"),
+                // No fault is injected during the recovery: it wedged (a violation).
+                Ended::Hung => return,
             }
         }
         self.report
@@ -740,11 +817,60 @@ impl World {
             .push("work was left after 40 rounds of recovery: wedged".to_owned());
     }
 
+    /// After the recovery, each operation whose caller never heard an answer and was not
+    /// told each time that nothing of it was written (it hung, or its error left it in doubt)
+    /// is made once more under its key, as a client that lost every answer retries it: it
+    /// answers now (nothing fails), and from then on it is held to what an acknowledged
+    /// operation owes: in the state once, at the place its answer says, answering the same
+    /// to every retry. Returns whether it retried any.
+    fn retry_in_doubt_under_their_keys(&mut self) -> bool {
+        let mut retried = false;
+        for index in 0..self.operations.len() {
+            let operation = self.operations[index].clone();
+            if self.wedged || operation.answer.is_some() || operation.unknown == 0 {
+                continue;
+            }
+            retried = true;
+            let attempted = Operation {
+                deadline_millis: Some(RETRY_DEADLINE_MILLIS),
+                ..operation.clone()
+            };
+            let ended =
+                self.drive(|runtime| async move { workload::attempt(&runtime, &attempted).await });
+            let heard = match ended {
+                Ended::Done(Ok(answer)) => {
+                    self.trace(format!(
+                        "retried in doubt op {} {:?} -> {answer}",
+                        operation.entry, operation.work
+                    ));
+                    let now = self.now;
+                    let operation = &mut self.operations[index];
+                    operation.acknowledged_at = Some(now);
+                    operation.answer = Some(answer);
+                    continue;
+                }
+                // Its ticket was destroyed before its message ran: that is what it came to.
+                Ended::Done(Err(solid_objects::Error::Destroyed { .. })) => continue,
+                Ended::Done(Err(error)) => format!("the error {error}"),
+                Ended::Hung => "nothing (it hung)".to_owned(),
+            };
+            self.report.violations.push(format!(
+                "after the recovery, operation {} left in doubt and retried under its key \
+                 answered {heard}",
+                operation.entry
+            ));
+        }
+        retried
+    }
+
     /// After the recovery, each operation whose caller heard an answer is made once more
     /// under its key, as a client that lost the answer retries it: it must answer what it
     /// answered, from what the file holds, without running again (a violation otherwise).
     fn retry_answered_under_their_keys(&mut self) {
         for index in 0..self.operations.len() {
+            if self.wedged {
+                return;
+            }
             let operation = self.operations[index].clone();
             let Some(first) = operation.answer.clone() else {
                 continue;
@@ -800,8 +926,9 @@ impl World {
             }
             Ok::<_, solid_objects::Error>((ledgers, shows, issued))
         });
+        // No fault is injected during the checks: a run that wedged reads nothing more.
         let Ended::Done(read) = read else {
-            unreachable!("no fault is injected during the checks")
+            return;
         };
         let (ledgers, shows, tickets) = match read {
             Ok(read) => read,

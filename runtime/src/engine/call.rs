@@ -272,6 +272,18 @@ impl<'e> Calls<'e> {
                     continue;
                 }
                 Ok(Tried::InDoubt) => {
+                    #[cfg(feature = "simulation")]
+                    if crate::simulation::reintroduced(
+                        crate::simulation::Defect::LostCommitReportedAsFailed,
+                    ) {
+                        return Err(Error::DatabaseUnavailable {
+                            backend: "SQLite",
+                            hosts: "the simulation's file".to_owned(),
+                            reason: "the connection was lost at COMMIT".to_owned(),
+                            waited: Duration::ZERO,
+                            request_id: None,
+                        });
+                    }
                     attempt.in_doubt = true;
                     continue;
                 }
@@ -352,7 +364,12 @@ impl Call<'_> {
         }
         // A message already committed under the call's key is looked up first: if it is
         // queued, waiting for it hears the pause as Queued, naming it.
-        if let Some(key) = options.idempotency_key {
+        let looked_up = options.idempotency_key;
+        #[cfg(feature = "simulation")]
+        let looked_up = looked_up.filter(|_| {
+            !crate::simulation::reintroduced(crate::simulation::Defect::KeyedCallNotLookedUp)
+        });
+        if let Some(key) = looked_up {
             let lookup = MessageLookup::IdempotencyKey(self.key, key);
             if let Some(existing) = tx.message(lookup).await? {
                 Core::release(tx).await;

@@ -31,9 +31,14 @@ pub(super) enum Uncommitted {
 
 impl From<Error> for Uncommitted {
     fn from(error: Error) -> Self {
+        #[cfg(feature = "simulation")]
+        let counted =
+            crate::simulation::reintroduced(crate::simulation::Defect::ConflictCountedAsFailure);
+        #[cfg(not(feature = "simulation"))]
+        let counted = false;
         if let Error::GroupCommitFailed { .. } = error {
             Self::InDoubt
-        } else if error.is_conflict() {
+        } else if error.is_conflict() && !counted {
             Self::Conflict(error.to_string())
         } else {
             Self::Failed {

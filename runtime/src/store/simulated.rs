@@ -1,5 +1,5 @@
 //! A store behind a simulation's [`Schedule`]: every `BEGIN`, statement and `COMMIT` asks
-//! the schedule first, which may fail it as SQLite can or hang it there (see
+//! the schedule first, which may fail it as SQLite or a server can or hang it there (see
 //! [`crate::simulation`]). It wraps the store it is given from outside: its statements reach
 //! the schedule through the [`Gate`] every statement passes.
 
@@ -46,14 +46,22 @@ impl Gate for Scheduled {
     }
 }
 
-/// Asks `schedule` about `step`: `Ok` to go on (and whether to hang after it), the error a
-/// failing step returns, or never, for a step that hangs before it.
-async fn before(schedule: &dyn Schedule, step: Step) -> sqlx::Result<bool> {
-    match schedule.at(step) {
-        Fault::Proceed => Ok(false),
+/// Asks `schedule` about `step`: `Ok` to go on, the error a failing step returns, or never,
+/// for a step that hangs before it.
+async fn before(schedule: &dyn Schedule, step: Step) -> sqlx::Result<()> {
+    before_fault(schedule, step, schedule.at(step)).await
+}
+
+/// What `fault` does before `step`: `Ok` to go on (a fault after a `COMMIT` is the commit's
+/// to play), the error a failing step returns, or never, for a step that hangs before it.
+async fn before_fault(schedule: &dyn Schedule, step: Step, fault: Fault) -> sqlx::Result<()> {
+    match fault {
+        Fault::Proceed => Ok(()),
         Fault::Busy => Err(SimulatedError::busy().into()),
         Fault::Io => Err(SimulatedError::io().into()),
-        Fault::HangAfter if step == Step::Commit => Ok(true),
+        Fault::Conflict => Err(SimulatedError::conflict().into()),
+        Fault::HangAfter | Fault::LostAfter if step == Step::Commit => Ok(()),
+        Fault::LostAfter => Err(SimulatedError::lost().into()),
         Fault::Hang | Fault::HangAfter => hang(schedule, step).await,
     }
 }
@@ -181,14 +189,16 @@ impl Transaction for SimulatedTransaction {
     }
 
     async fn commit(self: Box<Self>) -> Result<()> {
-        let hang_after = before(&*self.gate.0, Step::Commit).await?;
+        let fault = self.gate.0.at(Step::Commit);
+        before_fault(&*self.gate.0, Step::Commit, fault).await?;
         let held = hold_clock();
         self.inner.commit().await?;
         drop(held);
-        if hang_after {
-            hang::<()>(&*self.gate.0, Step::Commit).await;
+        match fault {
+            Fault::HangAfter => hang(&*self.gate.0, Step::Commit).await,
+            Fault::LostAfter => Err(sqlx::Error::from(SimulatedError::lost()).into()),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     async fn rollback(self: Box<Self>) -> Result<()> {
@@ -197,28 +207,44 @@ impl Transaction for SimulatedTransaction {
     }
 }
 
-/// An error SQLite could have returned, made by the schedule.
+/// An error SQLite or a server could have returned, made by the schedule.
 #[derive(Debug)]
 struct SimulatedError {
-    /// SQLite's primary result code.
-    code: i32,
+    /// SQLite's primary result code, or a server's SQLSTATE.
+    code: &'static str,
     message: &'static str,
 }
 
 impl SimulatedError {
-    /// `SQLITE_BUSY`.
+    /// SQLite's busy database.
     fn busy() -> Self {
         Self {
-            code: 5,
+            code: "5",
             message: "database is locked (simulated)",
         }
     }
 
-    /// `SQLITE_IOERR`.
+    /// SQLite's I/O error.
     fn io() -> Self {
         Self {
-            code: 10,
+            code: "10",
             message: "disk I/O error (simulated)",
+        }
+    }
+
+    /// A server's serialization failure: another transaction won.
+    fn conflict() -> Self {
+        Self {
+            code: "40001",
+            message: "could not serialize access due to concurrent update (simulated)",
+        }
+    }
+
+    /// A server's connection failure.
+    fn lost() -> Self {
+        Self {
+            code: "08006",
+            message: "connection to the server was lost (simulated)",
         }
     }
 }
@@ -237,7 +263,7 @@ impl sqlx::error::DatabaseError for SimulatedError {
     }
 
     fn code(&self) -> Option<Cow<'_, str>> {
-        Some(Cow::Owned(self.code.to_string()))
+        Some(Cow::Borrowed(self.code))
     }
 
     fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
