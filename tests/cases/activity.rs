@@ -1210,7 +1210,6 @@ async fn a_recurring_ring_cancelled_while_overdue_was_due_from_its_occurrence_un
 }
 
 #[tokio::test]
-#[ignore = "a known limit of the tally: a reminder that catches up every missed occurrence is one due reminder until it fires, then each fired occurrence counts as due from its own time, so the minutes before the firing change"]
 async fn a_recurring_ring_that_catches_up_every_missed_occurrence_keeps_the_minutes_it_was_due() {
     let harness = Harness::new();
     harness.clock.set(noon(0, 10));

@@ -114,9 +114,12 @@ impl Reminders<'_> {
             for (scheduled_for, request_id) in occurrences.fired().zip(&mut request_ids) {
                 messages.push((key, fired_message(reminder, request_id, scheduled_for, now)));
             }
+            // The reminder was due from its due time, one due reminder until now: the first
+            // message that fires was due from then, each later one from now.
             if occurrences.first > reminder.due_at {
                 unfired.push((reminder.due_at, occurrences.first));
             }
+            unfired.extend(occurrences.fired().skip(1).map(|later| (now, later)));
             match occurrences.next {
                 Some(next) => moved.push((reminder.id, next)),
                 None => finished.push(reminder.id),

@@ -34,7 +34,7 @@
 use async_trait::async_trait;
 
 use super::dialect::PerDialect;
-use super::query::{get, query, Dialect};
+use super::query::{built, get, query, Dialect, Value};
 use super::WriteConnection;
 use crate::error::Result;
 
@@ -309,27 +309,45 @@ const CLEAR_ACTIVITY_SNAPSHOT: &str = "SELECT pg_stat_clear_snapshot()";
 pub(crate) const MOVE_FOLD_MARK: &str =
     "UPDATE solid_activity_folded SET folded_until = $1 WHERE id = 1";
 
-/// Adds `$3` to the whole database's tally of kind `$2` in minute `$1`.
-const ADD_TALLY: &str = "INSERT INTO solid_activity (minute, kind, bucket, count)
-     VALUES ($1, $2, 0, $3)
-     ON CONFLICT (minute, kind, bucket) DO UPDATE SET
-         count = solid_activity.count + excluded.count";
+/// Most tallies one statement of [`add_tallies`] adds: three bound values each, far inside
+/// every backend's limit per statement.
+const TALLIES_PER_STATEMENT: usize = 1_000;
 
-/// Adds each `(minute, kind, count)` of `tallies` to the whole database's tally, a
-/// statement each, in the order given (the tally's key order: two writers never wait for
-/// each other in a circle).
+/// Adds each `(minute, kind, count)` of `tallies` to the whole database's tally, in the order
+/// given (the tally's key order, each key once: two writers never wait for each other in a
+/// circle), a statement per [`TALLIES_PER_STATEMENT`].
 pub(crate) async fn add_tallies<C: WriteConnection + ?Sized>(
     connection: &mut C,
     tallies: &[(i64, &'static str, i64)],
 ) -> Result<()> {
-    for &(minute, kind, count) in tallies {
+    for batch in tallies.chunks(TALLIES_PER_STATEMENT) {
+        let dialect = connection.dialect();
+        let mut sql =
+            String::from("INSERT INTO solid_activity (minute, kind, bucket, count) VALUES ");
+        let mut values = Vec::with_capacity(3 * batch.len());
+        for (row, &(minute, kind, count)) in batch.iter().enumerate() {
+            if row > 0 {
+                sql.push_str(", ");
+            }
+            sql.push('(');
+            dialect.push_placeholder(&mut sql, 3 * row + 1);
+            sql.push_str(", ");
+            dialect.push_placeholder(&mut sql, 3 * row + 2);
+            sql.push_str(", 0, ");
+            dialect.push_placeholder(&mut sql, 3 * row + 3);
+            sql.push(')');
+            values.extend([Value::from(minute), Value::from(kind), Value::from(count)]);
+        }
+        sql.push(' ');
+        // Built statements are not respelled for MySQL: its upsert is written here.
+        sql.push_str(match dialect {
+            Dialect::MySql => {
+                "ON DUPLICATE KEY UPDATE count = solid_activity.count + VALUES(count)"
+            }
+            Dialect::Sqlite | Dialect::Postgres => ADD_TO_ACTIVITY,
+        });
         connection.counters().statement();
-        query(ADD_TALLY)
-            .bind(minute)
-            .bind(kind)
-            .bind(count)
-            .execute(connection.on())
-            .await?;
+        built(sql, values).execute(connection.on()).await?;
     }
     Ok(())
 }

@@ -208,18 +208,20 @@ fn dropped_tallies(due: &[i64], now_minute: i64) -> Vec<(i64, &'static str, i64)
 }
 
 /// What firing reminders that missed occurrences adds to the whole database's tally,
-/// `(minute, kind, count)` in the tally's key order: each `(due, first)` (the reminder's due
-/// time, and the first occurrence that fired, later) was due from its due minute, not from
-/// the minute of that occurrence, where its message is counted from.
+/// `(minute, kind, count)` in the tally's key order: each `(due, occurrence)` is a fired
+/// message that was due from `due`, not from the minute of its occurrence, where the fold
+/// counts it from. A reminder whose first missed occurrences did not fire was due from its
+/// due time; an occurrence that fired after the first as a reminder caught up was due from
+/// the firing (until then the reminder was one due reminder).
 fn unfired_tallies(unfired: &[(i64, i64)]) -> Vec<(i64, &'static str, i64)> {
     let minute = |at: i64| at - at.rem_euclid(MINUTE);
     in_key_order(
         unfired
             .iter()
-            .flat_map(|&(due, first)| {
+            .flat_map(|&(due, occurrence)| {
                 [
                     (minute(due), REMINDER_IN, 1),
-                    (minute(first), REMINDER_IN, -1),
+                    (minute(occurrence), REMINDER_IN, -1),
                 ]
             })
             .collect(),
@@ -391,9 +393,9 @@ pub(crate) trait ReminderWrites: Send {
 
     /// Settles fired reminders in a statement or two however many they are: deletes the
     /// one-shots (`finished`, by id) and moves each recurring one to its next occurrence
-    /// (`moved`, as `(id, due_at)`). A recurring one whose first missed occurrences did not
-    /// fire (`unfired`, as its due time and the first occurrence that fired) is tallied as due
-    /// from its due time, in statements of their own only then.
+    /// (`moved`, as `(id, due_at)`). A fired message due from another time than its
+    /// occurrence's (`unfired`, as that time and the occurrence: see [`unfired_tallies`]) is
+    /// tallied so, in statements of their own only then.
     async fn settle_reminders(
         &mut self,
         finished: &[i64],
