@@ -1250,6 +1250,72 @@ async fn a_recurring_ring_that_catches_up_every_missed_occurrence_keeps_the_minu
     runtime.close().await;
 }
 
+/// The due reminders at each point of the hour's and the day's windows, read now, from
+/// 04:00 to 04:43 the next morning (the hour's) and up to the half hour from 04:00 (the
+/// day's): points both 04:45 and 04:50 see, whose ends are past at both.
+async fn due_in_the_hour_and_the_day(runtime: &Runtime) -> Vec<(DateTime<Utc>, i64)> {
+    let admin = runtime.admin();
+    let mut due = Vec::new();
+    for (window, from, until) in [
+        (Window::Hour, noon(960, 0), noon(1003, 0)),
+        (Window::Day, noon(-60, 0), noon(960, 0)),
+    ] {
+        let activity = admin.activity(window).await.unwrap();
+        due.extend(
+            activity
+                .points
+                .iter()
+                .filter(|point| point.at >= from && point.at <= until)
+                .map(|point| (point.at, point.backlog.due_reminders)),
+        );
+    }
+    due
+}
+
+#[tokio::test]
+async fn rings_that_catch_up_a_thousand_missed_minutes_or_more_keep_the_minutes_they_were_due() {
+    let harness = Harness::new();
+    harness.clock.set(noon(0, 10));
+    let runtime = alarms(&harness).await;
+    // One ring a minute from 12:01:10; another from 12:05:10. Neither fires until 4:45 the
+    // next morning: the first missed 1,004 occurrences (the last Missed::CATCH_UP of them
+    // fire), the second exactly Missed::CATCH_UP; each occurrence in a minute of its own.
+    runtime
+        .reference::<Alarm>("more-than-caught-up")
+        .ring_every(1, "each".to_owned(), true)
+        .await
+        .unwrap();
+    harness.clock.set(noon(4, 10));
+    runtime
+        .reference::<Alarm>("just-caught-up")
+        .ring_every(1, "each".to_owned(), true)
+        .await
+        .unwrap();
+    harness.clock.set(noon(1005, 0));
+    let before = due_in_the_hour_and_the_day(&runtime).await;
+    assert_eq!(
+        before.iter().map(|(_, due)| *due).max(),
+        Some(2),
+        "while they wait, both rings are due: {before:?}"
+    );
+    let fired = runtime.testing().run_due_reminders().await.unwrap();
+    assert_eq!(fired.occurrences_fired, 2 * Missed::CATCH_UP);
+    assert_eq!(
+        due_in_the_hour_and_the_day(&runtime).await,
+        before,
+        "the minutes that passed keep what was due in them once the missed occurrences fire"
+    );
+    runtime.testing().drain().await.unwrap();
+    harness.clock.set(noon(1010, 10));
+    runtime.testing().upkeep().await.unwrap();
+    assert_eq!(
+        due_in_the_hour_and_the_day(&runtime).await,
+        before,
+        "folded, the minutes keep what was due in them"
+    );
+    runtime.close().await;
+}
+
 /// `porter.carry(gate)`, spawned and run to where it waits: on one thread a call enters its
 /// group without awaiting anything, so the calls queue in the order they were made.
 async fn spawned_carry(

@@ -44,7 +44,8 @@ const FOLD_LEAP: i64 = 8 * FOLD_STEP;
 const HELD_BACK_AT_MOST: i64 = MINUTE;
 
 /// How long a fold waits in its pass for transactions older than it to end before it
-/// leaves the fold for a later pass: turns in flight end in far less.
+/// leaves the fold for a later pass (a pass while folds are held back asks once): turns in
+/// flight end in far less.
 const OLDER_WRITERS_WAIT: Duration = Duration::from_millis(100);
 
 /// How often a fold that waits for older transactions asks again.
@@ -70,6 +71,14 @@ impl HeldBack {
         };
         *held = Some((since, now));
         now - since < HELD_BACK_AT_MOST
+    }
+
+    /// Whether folds are being held back now.
+    fn holding(&self) -> bool {
+        self.since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
     }
 
     /// A fold found no older transaction open, or folded anyway.
@@ -135,7 +144,12 @@ impl ActivityFold<'_> {
         // A turn that stamped its finish under the mark this fold moves commits before the
         // fold reads: while one may still be open, the fold is left for a later pass, for a
         // while.
-        if older_writers_end(&mut *tx).await? {
+        // Held back already, a pass asks once: a worker's passes lose no time to it.
+        let wait = match self.held_back.holding() {
+            true => Duration::ZERO,
+            false => OLDER_WRITERS_WAIT,
+        };
+        if older_writers_end(&mut *tx, wait).await? {
             self.held_back.clear();
         } else if self.held_back.holds_back(micros(self.core.now())) {
             Core::release(tx).await;
@@ -170,9 +184,9 @@ impl ActivityFold<'_> {
     }
 }
 
-/// Whether the transactions older than `tx` end within [`OLDER_WRITERS_WAIT`].
-async fn older_writers_end(tx: &mut dyn Transaction) -> Result<bool> {
-    let until = Instant::now() + OLDER_WRITERS_WAIT;
+/// Whether the transactions older than `tx` end within `wait`.
+async fn older_writers_end(tx: &mut dyn Transaction, wait: Duration) -> Result<bool> {
+    let until = Instant::now() + wait;
     loop {
         if tx.older_writers_ended().await? {
             return Ok(true);

@@ -289,12 +289,11 @@ pub(crate) fn share_fold_mark(dialect: Dialect) -> &'static str {
     SHARE_FOLD_MARK.get(dialect)
 }
 
-/// 1 when no other session of this database that the runtime's role can see runs a
-/// transaction that took its id before this one (which has one: it locked the fold mark),
-/// else 0 (PostgreSQL). Transaction ids are the whole server's; the sessions are read from
-/// `pg_stat_activity`, which another role's sessions show without their ids, and another
-/// database's are no turn of this one. Its figures are read once per transaction unless
-/// cleared first ([`CLEAR_ACTIVITY_SNAPSHOT`]).
+/// 1 when no other session of this database runs a transaction that took its id before this
+/// one (which has one: it locked the fold mark), else 0 (PostgreSQL). Transaction ids are the
+/// whole server's; `pg_stat_activity` shows every session's (`backend_xid` is among the
+/// columns any role reads), and another database's are no turn of this one. Its figures
+/// are read once per transaction unless cleared first ([`CLEAR_ACTIVITY_SNAPSHOT`]).
 const OLDER_WRITERS_ENDED: &str = "SELECT CASE WHEN EXISTS (
          SELECT 1 FROM pg_stat_activity this, pg_stat_activity other
          WHERE this.pid = pg_backend_pid() AND other.pid <> this.pid
@@ -433,7 +432,7 @@ pub(crate) trait TallyWrites: Send {
 
     /// Whether every transaction that began writing before this one has ended, so a fold
     /// that reads now sees every row stamped under the mark it holds: on PostgreSQL, whether
-    /// a session of this database runs an older one; always on SQLite, whose one writer this
+    /// no session of this database runs an older one; always on SQLite, whose one writer this
     /// is, and on MySQL, which does not tell it (there a turn that stamped under the old mark
     /// and commits after the fold is the known limit).
     async fn older_writers_ended(&mut self) -> Result<bool>;
