@@ -192,10 +192,49 @@ fn first_difference(one: &Report, other: &Report) -> String {
     format!("{}\n  vs\n{}", lines(one), lines(other))
 }
 
-/// A seed replays its run: the same operations, faults, answers and final states, twice.
+/// Seeds [`a_seed_replays_the_same_run`] runs twice each.
+const REPLAYED_SEEDS: u64 = 50;
+
+/// Two threads that keep the machine's cores busy until the value drops: a run must not
+/// depend on how soon SQLite's threads get a core.
+struct CpuHogs {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl CpuHogs {
+    fn start() -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let threads = (0..2)
+            .map(|_| {
+                let stop = std::sync::Arc::clone(&stop);
+                std::thread::spawn(move || {
+                    let mut spun = 0_u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        spun = std::hint::black_box(spun.wrapping_add(1));
+                    }
+                })
+            })
+            .collect();
+        Self { stop, threads }
+    }
+}
+
+impl Drop for CpuHogs {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A seed replays its run: the same operations, faults, answers, final states and rows
+/// (each table's digest is in the trace), twice, while two threads keep the cores busy.
 #[test]
 fn a_seed_replays_the_same_run() {
-    for seed in (1..=10).chain([1_000_003]) {
+    let _hogs = CpuHogs::start();
+    for seed in (1..=REPLAYED_SEEDS).chain([1_000_003]) {
         let first = World::new(settings(seed)).run();
         let second = World::new(settings(seed)).run();
         assert!(first.trace.len() > STEPS, "the trace records every step");

@@ -59,6 +59,13 @@ pub trait Schedule: Send + Sync + 'static {
     /// What the store does at `step`. Called once per step, in the order the steps come.
     fn at(&self, step: Step) -> Fault;
 
+    /// Told when a step starts to hang: before it ([`Fault::Hang`]), or once its `COMMIT`
+    /// committed ([`Fault::HangAfter`]), so a simulator that waits for the hang hears of it
+    /// only when nothing of the step is still running.
+    fn hanging(&self, step: Step) {
+        let _ = step;
+    }
+
     /// Told when the future of a step that hung ([`Fault::Hang`], [`Fault::HangAfter`]) is
     /// dropped, so the schedule knows which hangs something still waits on.
     fn released(&self, step: Step) {

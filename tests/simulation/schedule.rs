@@ -177,7 +177,6 @@ impl Schedule for SeededSchedule {
             state.budget = None;
             self.wedged.store(true, Ordering::SeqCst);
             self.hung.fetch_add(1, Ordering::SeqCst);
-            self.hang.notify_one();
             return Fault::Hang;
         }
         let odds = state.odds;
@@ -195,11 +194,16 @@ impl Schedule for SeededSchedule {
         *state.injected.entry(injected).or_default() += 1;
         let at = state.steps;
         state.log.push((at, step, fault));
+        // A hang counts as held from the moment it is chosen (a process killed before a
+        // hung `COMMIT` ended waits for it first); the simulator hears of it once it hangs.
         if matches!(fault, Fault::Hang | Fault::HangAfter) {
             self.hung.fetch_add(1, Ordering::SeqCst);
-            self.hang.notify_one();
         }
         fault
+    }
+
+    fn hanging(&self, _step: Step) {
+        self.hang.notify_one();
     }
 
     fn released(&self, _step: Step) {

@@ -11,7 +11,6 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::Write;
-use std::pin::pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -130,6 +129,9 @@ pub(crate) struct World {
     /// How many times each charge's effect ran, across crashes.
     charges: Arc<Mutex<BTreeMap<u64, u32>>>,
     live: Option<Live>,
+    /// An operation's future whose step hung when the runtime crashed: it dies with the
+    /// runtime, mid-step, not before it as a caller that went away.
+    hung_work: Option<Box<dyn std::any::Any>>,
     operations: Vec<Operation>,
     /// Operations so far (the model's time).
     now: usize,
@@ -183,6 +185,7 @@ impl World {
             schedule: SeededSchedule::new(settings.seed, settings.fault_odds),
             charges: Arc::default(),
             live: None,
+            hung_work: None,
             operations: Vec::new(),
             now: 0,
             faults_before: 0,
@@ -393,8 +396,12 @@ impl World {
     /// Drops the runtime inside its tokio runtime (its pools close there), then the tokio
     /// runtime with every task still on it.
     fn drop_runtime(&mut self) {
+        let hung_work = self.hung_work.take();
         if let Some(Live { tokio, runtime }) = self.live.take() {
-            tokio.block_on(async move { drop(runtime) });
+            tokio.block_on(async move {
+                drop(hung_work);
+                drop(runtime);
+            });
             tokio.shutdown_background();
         }
     }
@@ -405,7 +412,7 @@ impl World {
     fn drive<T, F, Fut>(&mut self, work: F) -> Ended<T>
     where
         F: FnOnce(Runtime) -> Fut,
-        Fut: Future<Output = T>,
+        Fut: Future<Output = T> + 'static,
     {
         if self.wedged {
             return Ended::Hung;
@@ -415,10 +422,11 @@ impl World {
         self.conflicts_before = self.schedule.conflict_count();
         self.schedule.budget(Some(DRIVE_STEPS));
         let live = self.live.as_ref().expect("a live runtime");
-        let runtime = live.runtime.clone();
+        let mut work = Box::pin(work(live.runtime.clone()));
         let schedule = Arc::clone(&self.schedule);
-        let ended = live.tokio.block_on(async move {
-            let mut work = pin!(work(runtime));
+        // The schedule tells of a hang once it hangs (a `COMMIT` chosen to hang after it has
+        // committed by then): what runs at that moment is the seed's, not SQLite's threads'.
+        let ended = live.tokio.block_on(async {
             loop {
                 tokio::select! {
                     biased;
@@ -432,12 +440,24 @@ impl World {
             }
         });
         self.schedule.budget(None);
-        if self.schedule.take_wedged() {
+        let wedged = self.schedule.take_wedged();
+        if wedged {
             self.report.violations.push(format!(
                 "step {}: wedged: what ran took {DRIVE_STEPS} store steps without ending",
                 self.now
             ));
             self.wedged = true;
+        }
+        if matches!(ended, Ended::Hung) && !wedged && self.seeded.one_in(3) {
+            // The runtime crashes while the step hangs: the operation dies with it, mid-step.
+            self.hung_work = Some(Box::new(work));
+            self.crash();
+            self.trace("crash".to_owned());
+            return ended;
+        }
+        // The caller goes away: its future is dropped where it waits.
+        live.tokio.block_on(async move { drop(work) });
+        if wedged {
             self.crash();
             self.trace("wedged; crash; the run stops".to_owned());
             return ended;
@@ -445,8 +465,8 @@ impl World {
         if self.schedule.conflict_count() > self.conflicts_before {
             self.no_conflict_counted();
         }
-        if matches!(ended, Ended::Hung) && (self.schedule.held_hangs() > 0 || self.seeded.one_in(3))
-        {
+        // A hang still held is a task of the runtime's, stuck for good: the runtime crashes.
+        if matches!(ended, Ended::Hung) && self.schedule.held_hangs() > 0 {
             self.crash();
             self.trace("crash".to_owned());
         }

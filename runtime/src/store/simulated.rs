@@ -78,6 +78,7 @@ async fn hang<T>(schedule: &dyn Schedule, step: Step) -> T {
     }
 
     let _released = Released(schedule, step);
+    schedule.hanging(step);
     std::future::pending().await
 }
 
