@@ -15,7 +15,9 @@ use solid_objects::admin::{
 use solid_objects::prelude::*;
 use solid_objects::{GroupCommit, RetryPolicy};
 use support::actors::Noted;
-use support::charts::{noon, Station, SLOW_TURN};
+use support::charts::{
+    completed_each_minute_of_the_hour, noon, spawned_carry, Porter, Station, SLOW_TURN,
+};
 use support::service::Service;
 use support::Harness;
 
@@ -1316,20 +1318,6 @@ async fn rings_that_catch_up_a_thousand_missed_minutes_or_more_keep_the_minutes_
     runtime.close().await;
 }
 
-/// `porter.carry(gate)`, spawned and run to where it waits: on one thread a call enters its
-/// group without awaiting anything, so the calls queue in the order they were made.
-async fn spawned_carry(
-    porter: &PorterRef,
-    gate: &str,
-) -> tokio::task::JoinHandle<Result<u32, solid_objects::Error>> {
-    let (porter, gate) = (porter.clone(), gate.to_owned());
-    let call = tokio::spawn(async move { porter.carry(gate).await });
-    for _ in 0..8 {
-        tokio::task::yield_now().await;
-    }
-    call
-}
-
 #[tokio::test(flavor = "current_thread")]
 async fn turns_whose_group_commits_after_a_fold_passed_their_minute_are_counted() {
     let harness = Harness::new();
@@ -1381,37 +1369,13 @@ async fn turns_whose_group_commits_after_a_fold_passed_their_minute_are_counted(
     assert_eq!(carried, [2, 3, 4]);
     harness.clock.set(noon(10, 10));
     runtime.testing().upkeep().await.unwrap();
-    let activity = runtime.admin().activity(Window::Hour).await.unwrap();
-    let completed: Vec<i64> = activity
-        .points
-        .iter()
-        .map(|point| point.finished.completed)
-        .collect();
+    let completed = completed_each_minute_of_the_hour(&runtime).await;
     assert_eq!(
         completed.iter().sum::<i64>(),
         4,
         "the first carry and the group's three are in the chart: {completed:?}"
     );
     runtime.close().await;
-}
-
-/// A porter whose carries wait at a named gate the test opens: turns held in their handlers,
-/// released together.
-#[actor]
-#[derive(Default)]
-struct Porter {
-    carried: u32,
-}
-
-#[actor]
-impl Porter {
-    /// Carries once the gate `gate` opens.
-    #[command]
-    async fn carry(&mut self, gate: String) -> u32 {
-        support::gates::gate(&gate).pass().await;
-        self.carried += 1;
-        self.carried
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1472,12 +1436,7 @@ async fn every_turn_that_commits_while_another_runtime_folds_its_minute_is_count
     }
     harness.clock.set(noon(5 * i64::from(ROUNDS) + 5, 10));
     folding.testing().upkeep().await.unwrap();
-    let activity = folding.admin().activity(Window::Hour).await.unwrap();
-    let completed: Vec<i64> = activity
-        .points
-        .iter()
-        .map(|point| point.finished.completed)
-        .collect();
+    let completed = completed_each_minute_of_the_hour(&folding).await;
     assert_eq!(
         completed.iter().sum::<i64>(),
         i64::try_from(TURNS).unwrap() * i64::from(ROUNDS),

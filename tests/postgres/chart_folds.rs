@@ -8,7 +8,7 @@ use solid_objects::prelude::*;
 use solid_objects::GroupCommit;
 
 use crate::backend::{another_database, database, observer, Observer};
-use crate::support::charts::{noon, Station};
+use crate::support::charts::{noon, spawned_carry, Porter, Station};
 
 /// The fold mark: every row that finished before it is in the tallies.
 async fn fold_mark(observer: &Observer) -> i64 {
@@ -62,39 +62,6 @@ async fn a_transaction_open_in_another_database_of_the_server_holds_back_no_fold
     runtime.close().await;
 }
 
-/// A porter whose carries wait at a named gate the test opens: turns held in their handlers,
-/// released together.
-#[actor]
-#[derive(Default)]
-struct Hauler {
-    carried: u32,
-}
-
-#[actor]
-impl Hauler {
-    /// Carries once the gate `gate` opens.
-    #[command]
-    async fn carry(&mut self, gate: String) -> u32 {
-        crate::support::gates::gate(&gate).pass().await;
-        self.carried += 1;
-        self.carried
-    }
-}
-
-/// `hauler.carry(gate)`, spawned and run to where it waits: on one thread a call enters its
-/// group without awaiting anything, so the calls queue in the order they were made.
-async fn spawned_carry(
-    hauler: &HaulerRef,
-    gate: &str,
-) -> tokio::task::JoinHandle<Result<u32, solid_objects::Error>> {
-    let (hauler, gate) = (hauler.clone(), gate.to_owned());
-    let call = tokio::spawn(async move { hauler.carry(gate).await });
-    for _ in 0..8 {
-        tokio::task::yield_now().await;
-    }
-    call
-}
-
 /// `url` with `role` as its user instead of the server's superuser.
 fn as_role(url: &str, role: &str) -> String {
     url.replacen(
@@ -110,8 +77,7 @@ async fn turns_a_process_of_another_role_commits_after_a_fold_passed_their_minut
         return;
     };
     // The application's database belongs to the role `app`, which its folding process runs
-    // as; a second process runs turns as `carrier`, a member of `app` (it uses app's tables),
-    // whose sessions `app` sees in pg_stat_activity without their transaction ids.
+    // as; a second process runs turns as `carrier`, a member of `app` (it uses app's tables).
     let superuser = observer(&url).await;
     let database: String = sqlx::query_scalar("SELECT current_database()")
         .fetch_one(&superuser)
@@ -129,20 +95,20 @@ async fn turns_a_process_of_another_role_commits_after_a_fold_passed_their_minut
     let folding = crate::support::runtimes::builder(&as_role(&url, "app"), 4)
         .clock(clock.clone())
         .policy(AllowAll)
-        .actor::<Hauler>()
+        .actor::<Porter>()
         .start()
         .await
         .unwrap();
     let carrying = crate::support::runtimes::builder(&as_role(&url, "carrier"), 4)
         .clock(clock.clone())
         .policy(AllowAll)
-        .actor::<Hauler>()
+        .actor::<Porter>()
         .group_commit(GroupCommit::default().max_wait(Duration::from_secs(8)))
         .start()
         .await
         .unwrap();
     let hot = carrying
-        .reference::<Hauler>("hot")
+        .reference::<Porter>("hot")
         .timeout(Duration::from_secs(60));
     let (lead, free, held) = ("role-fold-lead", "role-fold-free", "role-fold-held");
     crate::support::gates::gate(free).open();
@@ -167,16 +133,7 @@ async fn turns_a_process_of_another_role_commits_after_a_fold_passed_their_minut
     assert_eq!(carried, [2, 3, 4]);
     clock.set(noon(10, 10));
     folding.testing().upkeep().await.unwrap();
-    let activity = folding
-        .admin()
-        .activity(solid_objects::admin::Window::Hour)
-        .await
-        .unwrap();
-    let completed: Vec<i64> = activity
-        .points
-        .iter()
-        .map(|point| point.finished.completed)
-        .collect();
+    let completed = crate::support::charts::completed_each_minute_of_the_hour(&folding).await;
     assert_eq!(
         completed.iter().sum::<i64>(),
         4,

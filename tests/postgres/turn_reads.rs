@@ -38,19 +38,17 @@ async fn sequential_scans_once_counted(observer: &Observer, inserted: i64) -> i6
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_turn_reads_the_mailbox_table_by_its_indexes_never_whole() {
-    let Some((_server, url)) = database().await else {
-        return;
-    };
-    // The runtime makes the schema; the table then holds finished messages, analysed.
-    let runtime = backend::builder(&url, 4)
+/// A runtime of tallies on `url` (it makes the schema), after which the table holds
+/// [`KEPT`] finished messages, analysed; an observer's connection, and the server's count of
+/// sequential scans of the table by then.
+async fn with_finished_messages(url: &str) -> (Runtime, Observer, i64) {
+    let runtime = backend::builder(url, 4)
         .policy(AllowAll)
         .actor::<Tally>()
         .start()
         .await
         .unwrap();
-    let observer = observer(&url).await;
+    let observer = observer(url).await;
     let fill = format!(
         "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments, request_id,
              status, attempts, available_at, created_at, finished_at)
@@ -61,6 +59,15 @@ async fn a_turn_reads_the_mailbox_table_by_its_indexes_never_whole() {
     );
     sqlx::raw_sql(&fill).execute(&observer).await.unwrap();
     let before = sequential_scans_once_counted(&observer, KEPT).await;
+    (runtime, observer, before)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_reads_the_mailbox_table_by_its_indexes_never_whole() {
+    let Some((_server, url)) = database().await else {
+        return;
+    };
+    let (runtime, observer, before) = with_finished_messages(&url).await;
 
     let tally = runtime.reference::<Tally>("hot");
     for turn in 1..=TURNS {
@@ -81,23 +88,7 @@ async fn a_workers_turn_reads_the_mailbox_table_by_its_indexes_never_whole() {
     let Some((_server, url)) = database().await else {
         return;
     };
-    let runtime = backend::builder(&url, 4)
-        .policy(AllowAll)
-        .actor::<Tally>()
-        .start()
-        .await
-        .unwrap();
-    let observer = observer(&url).await;
-    let fill = format!(
-        "INSERT INTO solid_messages (actor_type, actor_id, operation, arguments, request_id,
-             status, attempts, available_at, created_at, finished_at)
-         SELECT 'Tally', 'kept-' || (n % 100), 'add', '{{}}', 'kept-' || n, 'completed', 1, 0,
-             n, n
-         FROM generate_series(1, {KEPT}) AS n;
-         ANALYZE solid_messages"
-    );
-    sqlx::raw_sql(&fill).execute(&observer).await.unwrap();
-    let before = sequential_scans_once_counted(&observer, KEPT).await;
+    let (runtime, observer, before) = with_finished_messages(&url).await;
 
     // Messages enqueued for one actor, then taken up a turn at a time by the workers' pass
     // (which locks the actor without waiting).

@@ -837,6 +837,16 @@ impl World {
             .push("work was left after 40 rounds of recovery: wedged".to_owned());
     }
 
+    /// One more attempt at `operation` under its key, after the recovery: nothing hangs or
+    /// fails now, so a retry that does not answer within [`RETRY_DEADLINE_MILLIS`] never will.
+    fn retry_under_key(&mut self, operation: &Operation) -> Ended<solid_objects::Result<String>> {
+        let attempted = Operation {
+            deadline_millis: Some(RETRY_DEADLINE_MILLIS),
+            ..operation.clone()
+        };
+        self.drive(|runtime| async move { workload::attempt(&runtime, &attempted).await })
+    }
+
     /// After the recovery, each operation whose caller never heard an answer and was not
     /// told each time that nothing of it was written (it hung, or its error left it in doubt)
     /// is made once more under its key, as a client that lost every answer retries it: it
@@ -851,13 +861,7 @@ impl World {
                 continue;
             }
             retried = true;
-            let attempted = Operation {
-                deadline_millis: Some(RETRY_DEADLINE_MILLIS),
-                ..operation.clone()
-            };
-            let ended =
-                self.drive(|runtime| async move { workload::attempt(&runtime, &attempted).await });
-            let heard = match ended {
+            let heard = match self.retry_under_key(&operation) {
                 Ended::Done(Ok(answer)) => {
                     self.trace(format!(
                         "retried in doubt op {} {:?} -> {answer}",
@@ -895,14 +899,7 @@ impl World {
             let Some(first) = operation.answer.clone() else {
                 continue;
             };
-            // Nothing hangs or fails now: a retry that does not answer by then never will.
-            let attempted = Operation {
-                deadline_millis: Some(RETRY_DEADLINE_MILLIS),
-                ..operation.clone()
-            };
-            let ended =
-                self.drive(|runtime| async move { workload::attempt(&runtime, &attempted).await });
-            let heard = match ended {
+            let heard = match self.retry_under_key(&operation) {
                 Ended::Done(Ok(answer)) if answer == first => continue,
                 Ended::Done(Ok(answer)) => format!("{answer:?}"),
                 Ended::Done(Err(error)) => format!("the error {error}"),

@@ -123,3 +123,50 @@ pub fn noon(minute: i64, second: i64) -> DateTime<Utc> {
     let noon: DateTime<Utc> = "2026-03-02T12:00:00Z".parse().expect("a time");
     noon + TimeDelta::minutes(minute) + TimeDelta::seconds(second)
 }
+
+/// How many messages completed in each minute of the last hour, by the charts of `runtime`.
+pub async fn completed_each_minute_of_the_hour(runtime: &Runtime) -> Vec<i64> {
+    let activity = runtime
+        .admin()
+        .activity(solid_objects::admin::Window::Hour)
+        .await
+        .expect("the hour's chart");
+    activity
+        .points
+        .iter()
+        .map(|point| point.finished.completed)
+        .collect()
+}
+
+/// A porter whose carries wait at a named gate the test opens: turns held in their handlers,
+/// released together.
+#[actor]
+#[derive(Default)]
+pub struct Porter {
+    carried: u32,
+}
+
+#[actor]
+impl Porter {
+    /// Carries once the gate `gate` opens.
+    #[command]
+    pub async fn carry(&mut self, gate: String) -> u32 {
+        super::gates::gate(&gate).pass().await;
+        self.carried += 1;
+        self.carried
+    }
+}
+
+/// `porter.carry(gate)`, spawned and run to where it waits: on one thread a call enters its
+/// group without awaiting anything, so the calls queue in the order they were made.
+pub async fn spawned_carry(
+    porter: &PorterRef,
+    gate: &str,
+) -> tokio::task::JoinHandle<Result<u32, solid_objects::Error>> {
+    let (porter, gate) = (porter.clone(), gate.to_owned());
+    let call = tokio::spawn(async move { porter.carry(gate).await });
+    for _ in 0..8 {
+        tokio::task::yield_now().await;
+    }
+    call
+}
