@@ -272,7 +272,7 @@ impl World {
         let charges = Arc::clone(&self.charges);
         let builder = Runtime::builder()
             .sqlite(&self.path)
-            .group_commit(GroupCommit::off())
+            .group_commit(GroupCommit::default())
             .clock(self.clock.clone())
             .policy(AllowAll)
             .sync_timeout(Duration::from_secs(60))
