@@ -39,8 +39,8 @@ const FOLD_LEAP: i64 = 8 * FOLD_STEP;
 /// How long (on the runtime's clock) folds are left for later passes while transactions that
 /// began before them are still open (PostgreSQL), so a turn that stamped its finish under
 /// the mark a fold moves commits before the fold reads; past it, a fold folds anyway: a
-/// transaction left open on the database (by the application, under the runtime's role)
-/// delays the charts and the retention that waits for them by this much at most.
+/// transaction left open on the database (by the application, under any role) delays the
+/// charts and the retention that waits for them by this much at most.
 const HELD_BACK_AT_MOST: i64 = MINUTE;
 
 /// How long a fold waits in its pass for transactions older than it to end before it
@@ -61,8 +61,8 @@ pub(crate) struct HeldBack {
 impl HeldBack {
     /// Whether a fold at `now` that found older transactions open is left for a later pass:
     /// until [`HELD_BACK_AT_MOST`] after the first of the folds held back one after the
-    /// other. One held back longer than that before `now` (no fold was due since, or the
-    /// clock stepped back) starts a new wait.
+    /// other. A fold whose last held-back one was more than twice that before it (no fold
+    /// was due meanwhile), or after it (the clock stepped back), starts a new wait.
     fn holds_back(&self, now: i64) -> bool {
         let mut held = self.since.lock().unwrap_or_else(PoisonError::into_inner);
         let since = match *held {
