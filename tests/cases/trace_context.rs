@@ -268,15 +268,11 @@ async fn each_of_many_callers_of_one_actor_at_once_is_the_parent_of_the_turn_of_
     }
     runtime.close().await;
 
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let spans = loop {
-        let spans = telemetry.finished();
-        let requests = spans.iter().filter(|span| span.name == "request").count();
-        if requests == CALLERS || std::time::Instant::now() > deadline {
-            break spans;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    };
+    let spans = telemetry
+        .finished_once(|spans| {
+            spans.iter().filter(|span| span.name == "request").count() == CALLERS
+        })
+        .await;
     let turns: Vec<&Finished> = spans
         .iter()
         .filter(|span| span.name == "turn" && span.operation == "pick")

@@ -121,10 +121,17 @@ impl Telemetry {
     /// thread holds the span that was current when a statement was sent until a moment after
     /// it answered (a request's span can end after the request's response).
     pub async fn finished_with(&self, name: &str) -> Vec<Finished> {
+        self.finished_once(|spans| spans.iter().any(|span| span.name == name))
+            .await
+    }
+
+    /// The spans that ended, once `done` says they are all there, or as they are after 10
+    /// seconds (see [`finished_with`](Self::finished_with)).
+    pub async fn finished_once(&self, done: impl Fn(&[Finished]) -> bool) -> Vec<Finished> {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {
             let spans = self.finished();
-            if spans.iter().any(|span| span.name == name) || std::time::Instant::now() > deadline {
+            if done(&spans) || std::time::Instant::now() > deadline {
                 return spans;
             }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;

@@ -308,7 +308,7 @@ const CLEAR_ACTIVITY_SNAPSHOT: &str = "SELECT pg_stat_clear_snapshot()";
 pub(crate) const MOVE_FOLD_MARK: &str =
     "UPDATE solid_activity_folded SET folded_until = $1 WHERE id = 1";
 
-/// Most tallies one statement of [`add_tallies`] adds: three bound values each, far inside
+/// Most tallies one statement of [`add_tallies`] adds: four bound values each, far inside
 /// every backend's limit per statement.
 const TALLIES_PER_STATEMENT: usize = 1_000;
 
@@ -323,20 +323,13 @@ pub(crate) async fn add_tallies<C: WriteConnection + ?Sized>(
         let dialect = connection.dialect();
         let mut sql =
             String::from("INSERT INTO solid_activity (minute, kind, bucket, count) VALUES ");
-        let mut values = Vec::with_capacity(3 * batch.len());
-        for (row, &(minute, kind, count)) in batch.iter().enumerate() {
-            if row > 0 {
-                sql.push_str(", ");
-            }
-            sql.push('(');
-            dialect.push_placeholder(&mut sql, 3 * row + 1);
-            sql.push_str(", ");
-            dialect.push_placeholder(&mut sql, 3 * row + 2);
-            sql.push_str(", 0, ");
-            dialect.push_placeholder(&mut sql, 3 * row + 3);
-            sql.push(')');
-            values.extend([Value::from(minute), Value::from(kind), Value::from(count)]);
-        }
+        dialect.push_rows(&mut sql, batch.len(), 4);
+        let values: Vec<Value<'_>> = batch
+            .iter()
+            .flat_map(|&(minute, kind, count)| {
+                [minute.into(), kind.into(), 0_i64.into(), count.into()]
+            })
+            .collect();
         sql.push(' ');
         // Built statements are not respelled for MySQL: its upsert is written here.
         sql.push_str(match dialect {

@@ -35,6 +35,21 @@ impl Dialect {
             Self::Sqlite | Self::MySql => sql.push('?'),
         }
     }
+
+    /// Appends `rows` rows of `columns` placeholders each, `(.., ..), (.., ..)`, numbered on
+    /// from the first value of a statement built at run time, to `sql`.
+    pub(crate) fn push_rows(self, sql: &mut String, rows: usize, columns: usize) {
+        for row in 0..rows {
+            sql.push_str(if row == 0 { "(" } else { ", (" });
+            for column in 0..columns {
+                if column > 0 {
+                    sql.push_str(", ");
+                }
+                self.push_placeholder(sql, row * columns + column + 1);
+            }
+            sql.push(')');
+        }
+    }
 }
 
 impl Dialect {

@@ -295,16 +295,7 @@ fn move_reminders(dialect: Dialect, moves: &[(i64, i64)]) -> super::query::Query
         Dialect::Sqlite | Dialect::Postgres => {
             sql.push_str(MOVE_REMINDERS);
             sql.push_str("VALUES ");
-            for row in 0..moves.len() {
-                if row > 0 {
-                    sql.push_str(", ");
-                }
-                sql.push('(');
-                dialect.push_placeholder(&mut sql, 2 * row + 1);
-                sql.push_str(", ");
-                dialect.push_placeholder(&mut sql, 2 * row + 2);
-                sql.push(')');
-            }
+            dialect.push_rows(&mut sql, moves.len(), 2);
             sql.push_str(MOVE_REMINDERS_END);
         }
         Dialect::MySql => {
