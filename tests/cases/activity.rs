@@ -53,6 +53,14 @@ async fn stations_at_noon(harness: &Harness, courier: &Service) -> Runtime {
         .expect("starts")
 }
 
+/// The point of a day's chart for the half hour from noon.
+fn noons_half_hour(day: &Activity) -> &ActivityPoint {
+    day.points
+        .iter()
+        .find(|point| point.at == noon(0, 0))
+        .expect("noon's half hour is in the day")
+}
+
 /// The five minutes from noon of a window's points, each picked by `pick`.
 fn from_noon<T>(activity: &Activity, pick: impl Fn(&ActivityPoint) -> T) -> Vec<T> {
     minutes_from_noon(activity, 5, pick)
@@ -143,11 +151,7 @@ async fn each_minute_counts_what_finished_failed_and_waited_and_how_late_reminde
     );
     let day = admin.activity(Window::Day).await.unwrap();
     assert_eq!(day.points.len(), 48);
-    let half_hour = day
-        .points
-        .iter()
-        .find(|point| point.at == noon(0, 0))
-        .unwrap();
+    let half_hour = noons_half_hour(&day);
     let f = half_hour.finished;
     assert_eq!(
         (f.completed, f.rejected, f.failed_attempts, f.dead),
@@ -752,14 +756,7 @@ async fn a_dead_letter_kept_past_the_retention_of_finished_messages_stays_in_the
     assert_eq!(testing.drain().await.unwrap().failed.len(), 1);
     harness.clock.set(noon(0, 20));
     assert_eq!(testing.drain().await.unwrap().dead.len(), 1);
-    let day_of = |activity: &Activity| {
-        let point = activity
-            .points
-            .iter()
-            .find(|point| point.at == noon(0, 0))
-            .expect("noon's half hour is in the day");
-        point.finished.dead
-    };
+    let day_of = |activity: &Activity| noons_half_hour(activity).finished.dead;
     harness.clock.set(noon(30, 10));
     assert_eq!(day_of(&admin.activity(Window::Day).await.unwrap()), 1);
 
@@ -827,14 +824,7 @@ async fn an_operators_prune_keeps_the_turns_the_days_chart_counts_that_no_worker
     let admin = runtime.admin();
     // 12:00:10: a work completes.
     runtime.reference::<Station>("s6").work().await.unwrap();
-    let day_of = |activity: &Activity| {
-        let point = activity
-            .points
-            .iter()
-            .find(|point| point.at == noon(0, 0))
-            .expect("noon's half hour is in the day");
-        point.finished.completed
-    };
+    let day_of = |activity: &Activity| noons_half_hour(activity).finished.completed;
     // 14:30: the day's chart counts it in noon's half hour; the operator prunes what
     // finished over an hour ago.
     harness.clock.set(noon(150, 10));
