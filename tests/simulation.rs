@@ -9,6 +9,8 @@
 
 #[path = "simulation/box_office.rs"]
 mod box_office;
+#[path = "simulation/interleaving.rs"]
+mod interleaving;
 #[path = "simulation/invariants.rs"]
 mod invariants;
 #[path = "simulation/schedule.rs"]
@@ -24,10 +26,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use solid_objects::simulation::Defect;
-use world::{CrashBy, LastCrash, Model, Report, Settings, World, MODEL};
+use world::{CrashBy, LastCrash, Model, Report, Settings, Store, World, MODEL};
 
 /// Operations per run.
-const STEPS: usize = 120;
+const STEPS: usize = 50;
 
 /// One store step in this many fails or hangs.
 const FAULT_ODDS: u64 = 30;
@@ -35,24 +37,36 @@ const FAULT_ODDS: u64 = 30;
 /// Seeds a run of the binary tries unless `SIMULATION_RUNS` says otherwise.
 const RUNS: u64 = 1000;
 
-/// The defects a simulation puts back to show it finds them, one at a time.
-const DEFECTS: [Defect; 7] = [
-    Defect::FailureOutsideHandlerUncounted,
-    Defect::CancelledTurnKept,
-    Defect::ReclaimedLeaseUncounted,
-    Defect::RetryOnHostClock,
-    Defect::KeyedCallNotLookedUp,
-    Defect::ConflictCountedAsFailure,
-    Defect::LostCommitReportedAsFailed,
+/// The defects a simulation puts back to show it finds them, one at a time, each with the
+/// store it shows on.
+const DEFECTS: [(Defect, Store); 8] = [
+    (Defect::FailureOutsideHandlerUncounted, Store::Sqlite),
+    (Defect::CancelledTurnKept, Store::Sqlite),
+    (Defect::ReclaimedLeaseUncounted, Store::Sqlite),
+    (Defect::RetryOnHostClock, Store::Sqlite),
+    (Defect::KeyedCallNotLookedUp, Store::Sqlite),
+    (Defect::ConflictCountedAsFailure, Store::Sqlite),
+    (Defect::LostCommitReportedAsFailed, Store::Sqlite),
+    (Defect::StaleHeadAfterLockWait, Store::Server),
 ];
 
-fn settings(seed: u64) -> Settings {
+fn settings(seed: u64, store: Store) -> Settings {
     Settings {
         seed,
         steps: STEPS,
         fault_odds: from_env("SIMULATION_FAULT_ODDS").unwrap_or(FAULT_ODDS),
         defect: defect_from_env(),
+        store,
         last_crash: None,
+    }
+}
+
+/// The store `SIMULATION_STORE` names (`sqlite`, the default, or `server`), for a replay.
+fn store_from_env() -> Store {
+    match std::env::var("SIMULATION_STORE").as_deref() {
+        Ok("server") => Store::Server,
+        Ok("sqlite") | Err(_) => Store::Sqlite,
+        Ok(other) => panic!("SIMULATION_STORE={other} is neither sqlite nor server"),
     }
 }
 
@@ -62,6 +76,7 @@ fn defect_from_env() -> Option<Defect> {
     let name = std::env::var("SIMULATION_DEFECT").ok()?;
     let defect = DEFECTS
         .into_iter()
+        .map(|(defect, _)| defect)
         .find(|defect| format!("{defect:?}") == name);
     Some(defect.unwrap_or_else(|| panic!("SIMULATION_DEFECT={name} is none of {DEFECTS:?}")))
 }
@@ -86,8 +101,9 @@ struct Totals {
     failures: Vec<(u64, Report)>,
 }
 
-/// Runs each seed in `seeds` (on two threads, each its own world) and adds up what they found.
-fn run_all(seeds: Vec<u64>) -> Totals {
+/// Runs each seed in `seeds` on `store` (on two threads, each its own world) and adds up what
+/// they found.
+fn run_all(seeds: Vec<u64>, store: Store) -> Totals {
     let next = AtomicU64::new(0);
     let totals = Mutex::new(Totals::default());
     std::thread::scope(|scope| {
@@ -97,7 +113,7 @@ fn run_all(seeds: Vec<u64>) -> Totals {
                 let Some(&seed) = seeds.get(index as usize) else {
                     return;
                 };
-                let report = World::new(settings(seed)).run();
+                let report = World::new(settings(seed, store)).run();
                 let mut totals = totals.lock().unwrap();
                 totals.runs += 1;
                 totals.store_steps += report.store_steps;
@@ -114,12 +130,12 @@ fn run_all(seeds: Vec<u64>) -> Totals {
     totals.into_inner().unwrap()
 }
 
-/// Many seeds (or the one `SIMULATION_SEED` names), each run checked against every
-/// invariant: none may be violated.
+/// Many seeds on the SQLite store (or the one `SIMULATION_SEED` names, on the store
+/// `SIMULATION_STORE` names), each run checked against every invariant: none may be violated.
 #[test]
-fn seeded_runs_of_faults_hangs_and_crashes_keep_every_invariant() {
+fn seeded_runs_on_sqlite_keep_every_invariant() {
     if let Some(seed) = from_env("SIMULATION_SEED") {
-        let report = World::new(settings(seed)).run();
+        let report = World::new(settings(seed, store_from_env())).run();
         for line in &report.trace {
             println!("{line}");
         }
@@ -130,19 +146,34 @@ fn seeded_runs_of_faults_hangs_and_crashes_keep_every_invariant() {
         );
         return;
     }
+    seeded_runs_keep_every_invariant(Store::Sqlite);
+}
+
+/// Many seeds on the server-shaped store, each run checked against every invariant.
+#[test]
+fn seeded_runs_on_a_server_shaped_store_keep_every_invariant() {
+    if from_env("SIMULATION_SEED").is_some() {
+        return;
+    }
+    seeded_runs_keep_every_invariant(Store::Server);
+}
+
+/// Runs seeds 1 to `SIMULATION_RUNS` (a thousand by default) less one, and one random seed,
+/// on `store`; prints what they injected, and the first violation with its seed.
+fn seeded_runs_keep_every_invariant(store: Store) {
     let runs = from_env("SIMULATION_RUNS").unwrap_or(RUNS);
     let random = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| since.as_nanos() as u64);
     let mut seeds: Vec<u64> = (1..runs).collect();
     seeds.push(random);
-    let totals = run_all(seeds);
+    let totals = run_all(seeds, store);
     // To the process's stderr itself, past the test harness's capture: every run shows it.
     let _ = writeln!(
         std::io::stderr().lock(),
-        "simulation: {} runs of {STEPS} operations (seeds 1 to {} and the random seed \
-         {random}), {} store steps; faults injected: {:?}; dead letters redriven: {}; runs \
-         with violations: {}",
+        "simulation on {store:?}: {} runs of {STEPS} steps (seeds 1 to {} and the random \
+         seed {random}), {} store steps; faults injected: {:?}; dead letters redriven: {}; \
+         runs with violations: {}",
         totals.runs,
         runs - 1,
         totals.store_steps,
@@ -166,10 +197,12 @@ fn seeded_runs_of_faults_hangs_and_crashes_keep_every_invariant() {
             .take(10)
             .map(|(seed, report)| format!("seed {seed}: {}", report.violations[0]))
             .collect();
+        let shape = format!("{store:?}").to_lowercase();
         panic!(
-            "{} of {} runs violated an invariant; the first, seed {seed} (replay it with \
-             SIMULATION_SEED={seed} cargo test --test simulation):\n{:#?}\nthe end of its \
-             trace:\n{}\nthe first violation of the next ones:\n{}",
+            "{} of {} runs on {store:?} violated an invariant; the first, seed {seed} (replay \
+             it with SIMULATION_STORE={shape} SIMULATION_SEED={seed} cargo test --test \
+             simulation):\n{:#?}\nthe end of its trace:\n{}\nthe first violation of the next \
+             ones:\n{}",
             totals.failures.len(),
             totals.runs,
             report.violations,
@@ -229,19 +262,26 @@ impl Drop for CpuHogs {
     }
 }
 
-/// A seed replays its run: the same operations, faults, answers, final states and rows
-/// (each table's digest is in the trace), twice, while two threads keep the cores busy.
+/// A seed replays its run: the same operations, faults, admissions of concurrent callers'
+/// statements, answers, final states and rows (each table's digest is in the trace), twice,
+/// while two threads keep the cores busy; odd seeds on the SQLite store, even ones on the
+/// server-shaped store.
 #[test]
 fn a_seed_replays_the_same_run() {
     let _hogs = CpuHogs::start();
     for seed in (1..=REPLAYED_SEEDS).chain([1_000_003]) {
-        let first = World::new(settings(seed)).run();
-        let second = World::new(settings(seed)).run();
+        let store = if seed % 2 == 1 {
+            Store::Sqlite
+        } else {
+            Store::Server
+        };
+        let first = World::new(settings(seed, store)).run();
+        let second = World::new(settings(seed, store)).run();
         assert!(first.trace.len() > STEPS, "the trace records every step");
         assert_eq!(
             first.trace_hash(),
             second.trace_hash(),
-            "seed {seed} ran differently twice:\n{}",
+            "seed {seed} on {store:?} ran differently twice:\n{}",
             first_difference(&first, &second)
         );
     }
@@ -255,10 +295,10 @@ const SEEDS_TO_FIND: u64 = 200;
 /// same violations.
 #[test]
 fn each_defect_put_back_is_found_and_its_seed_replays_it() {
-    for defect in DEFECTS {
+    for (defect, store) in DEFECTS {
         let with_defect = |seed| Settings {
             defect: Some(defect),
-            ..settings(seed)
+            ..settings(seed, store)
         };
         let found = (1..=SEEDS_TO_FIND).find_map(|seed| {
             let report = World::new(with_defect(seed)).run();
@@ -269,8 +309,10 @@ fn each_defect_put_back_is_found_and_its_seed_replays_it() {
         };
         let _ = writeln!(
             std::io::stderr().lock(),
-            "simulation: {defect:?} found by seed {seed} ({seed} seeds tried; replay it with \
-             SIMULATION_DEFECT={defect:?} SIMULATION_SEED={seed}): {}",
+            "simulation: {defect:?} found on {store:?} by seed {seed} ({seed} seeds tried; \
+             replay it with SIMULATION_STORE={} SIMULATION_DEFECT={defect:?} \
+             SIMULATION_SEED={seed}): {}",
+            format!("{store:?}").to_lowercase(),
             report.violations[0]
         );
         let replayed = World::new(with_defect(seed)).run();
@@ -334,7 +376,7 @@ fn killed_at(seed: u64, nth: u64, path: &std::path::Path) -> (Report, usize) {
 fn killed_settings(seed: u64, nth: u64, by: CrashBy) -> Settings {
     Settings {
         last_crash: Some(LastCrash { nth, by }),
-        ..settings(seed)
+        ..settings(seed, Store::Sqlite)
     }
 }
 
@@ -356,7 +398,7 @@ fn a_process_killed_at_a_crash_leaves_what_a_dropped_runtime_leaves() {
     let (mut compared, mut mid_step) = (0, 0);
     for seed in 1..=KILLED_SEEDS {
         // The first crash with a step hung mid-transaction, if the run has one.
-        let plain = World::new(settings(seed)).run();
+        let plain = World::new(settings(seed, Store::Sqlite)).run();
         let nth = plain
             .mid_step_crashes
             .first()

@@ -10,6 +10,10 @@
 //! run is random: with [`seed_ids`] the ids the runtime makes (request and effect ids, retry
 //! jitter) come from the seed too.
 //!
+//! With a [`Turnstile`] installed ([`interleave`]), the store's statements also wait to be
+//! admitted one at a time, so that many callers, workers and group members run at once in
+//! an order the seed decides.
+//!
 //! A step that hangs never returns: the test then drops the future waiting on it (a caller
 //! that went away at that await) or the whole runtime with the tokio runtime it ran on (a
 //! crash at that step: connections closed without a commit, tasks gone).
@@ -59,6 +63,15 @@ pub trait Schedule: Send + Sync + 'static {
     /// What the store does at `step`. Called once per step, in the order the steps come.
     fn at(&self, step: Step) -> Fault;
 
+    /// Whether the store answers as a database server does rather than as SQLite: many
+    /// transactions at once (the engine then runs turns side by side and groups callers'
+    /// turns across actors in one transaction), a transaction that waits for another's
+    /// locks until its deadline, and a server's errors (a lock timeout where SQLite is busy).
+    /// Its rows still live in the SQLite file, whose writer stands for the locks.
+    fn server_shaped(&self) -> bool {
+        false
+    }
+
     /// Told when a step starts to hang: before it ([`Fault::Hang`]), or once its `COMMIT`
     /// committed ([`Fault::HangAfter`]), so a simulator that waits for the hang hears of it
     /// only when nothing of the step is still running.
@@ -73,24 +86,171 @@ pub trait Schedule: Send + Sync + 'static {
     }
 }
 
-/// Keeps a paused tokio clock from moving on by itself while the guard lives: a statement
-/// runs on SQLite's own thread, and a paused runtime with nothing else to do would otherwise
-/// jump to its next timer meanwhile, at a moment the run does not choose. A blocking task
-/// holds the clock (tokio does not auto-advance while one runs) until the guard drops.
-/// Outside a simulation (no [`seed_ids`] on this thread) the guard holds nothing.
-pub(crate) struct ClockHeld(#[allow(dead_code)] Option<std::sync::mpsc::Sender<()>>);
+/// The one door a simulated runtime's database work goes through: each statement waits at
+/// it until the simulator admits it, so statements run one at a time, in the order the
+/// simulator draws from its seed, whatever order SQLite's threads would answer in.
+///
+/// A simulator installs one on its thread ([`interleave`]) and, each time nothing else can
+/// run (no task of the runtime is ready, and no admitted statement is still running),
+/// admits one of the statements [`waiting`](Turnstile::waiting) with
+/// [`admit`](Turnstile::admit). Between two such moments only in-process work runs, which
+/// the order of admissions decides: the same seed, the same run.
+#[derive(Debug, Default)]
+pub struct Turnstile {
+    state: std::sync::Mutex<Gatehouse>,
+    arrived: tokio::sync::Notify,
+    ended: tokio::sync::Notify,
+}
 
-/// Holds the paused clock until the guard drops, in a simulation; see [`ClockHeld`].
-pub(crate) fn hold_clock() -> ClockHeld {
-    if SEEDED.with(|seeded| seeded.borrow().is_none()) {
-        return ClockHeld(None);
+/// The statements at a turnstile: those waiting, in order of arrival, and how many of those
+/// admitted are still running.
+#[derive(Debug, Default)]
+struct Gatehouse {
+    waiting: std::collections::VecDeque<(u64, tokio::sync::oneshot::Sender<()>)>,
+    running: usize,
+    arrivals: u64,
+}
+
+impl Turnstile {
+    /// A turnstile with nobody at it.
+    pub fn new() -> std::sync::Arc<Self> {
+        std::sync::Arc::default()
     }
-    let (release, released) = std::sync::mpsc::channel::<()>();
-    tokio::task::spawn_blocking(move || {
-        // Ends when the guard's sender drops.
-        let _ = released.recv();
-    });
-    ClockHeld(Some(release))
+
+    fn state(&self) -> std::sync::MutexGuard<'_, Gatehouse> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// How many statements wait to be admitted.
+    pub fn waiting(&self) -> usize {
+        self.state().waiting.len()
+    }
+
+    /// How many admitted statements are still running (on SQLite's threads, or before
+    /// their caller saw the answer).
+    pub fn running(&self) -> usize {
+        self.state().running
+    }
+
+    /// Admits the statement at `index` among those waiting, in order of arrival; does
+    /// nothing if fewer wait.
+    pub fn admit(&self, index: usize) {
+        let mut state = self.state();
+        if let Some((_, admitted)) = state.waiting.remove(index) {
+            state.running += 1;
+            // A waiter gone since is taken back out of `running` by its own drop.
+            let _ = admitted.send(());
+        }
+    }
+
+    /// Waits until a statement arrives at the turnstile.
+    pub async fn arrival(&self) {
+        self.arrived.notified().await;
+    }
+
+    /// Waits until no admitted statement is running.
+    pub async fn all_ended(&self) {
+        while self.running() > 0 {
+            self.ended.notified().await;
+        }
+    }
+
+    /// Queues a statement; returns what admits it, and its place in the order of arrival.
+    fn arrive(&self) -> (tokio::sync::oneshot::Receiver<()>, u64) {
+        let (admit, admitted) = tokio::sync::oneshot::channel();
+        let mut state = self.state();
+        state.arrivals += 1;
+        let arrival = state.arrivals;
+        state.waiting.push_back((arrival, admit));
+        drop(state);
+        self.arrived.notify_one();
+        (admitted, arrival)
+    }
+
+    /// A statement that waited as `arrival` went away: off the queue, or, admitted before
+    /// it heard so, no longer running.
+    fn leave(&self, arrival: u64) {
+        let mut state = self.state();
+        let queued = state.waiting.iter().position(|(at, _)| *at == arrival);
+        match queued {
+            Some(index) => {
+                state.waiting.remove(index);
+            }
+            None => self.end(state),
+        }
+    }
+
+    /// An admitted statement ended.
+    fn done(&self) {
+        self.end(self.state());
+    }
+
+    /// Counts an admitted statement out, telling whoever waits once none runs.
+    fn end(&self, mut state: std::sync::MutexGuard<'_, Gatehouse>) {
+        state.running -= 1;
+        let none = state.running == 0;
+        drop(state);
+        if none {
+            self.ended.notify_one();
+        }
+    }
+}
+
+thread_local! {
+    /// The turnstile this thread's simulation runs its statements through, if any.
+    static TURNSTILE: RefCell<Option<std::sync::Arc<Turnstile>>> = const { RefCell::new(None) };
+}
+
+/// Makes the runtime's statements on this thread wait at `turnstile` (`None`: run at once).
+/// A simulation installs it once its runtime has started, and admits the statements while
+/// it drives the runtime: a statement that comes while nobody admits waits until someone does.
+pub fn interleave(turnstile: Option<std::sync::Arc<Turnstile>>) {
+    TURNSTILE.with(|installed| *installed.borrow_mut() = turnstile);
+}
+
+/// A statement admitted through this thread's turnstile, running until the value drops.
+pub(crate) struct Admitted(Option<std::sync::Arc<Turnstile>>);
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        if let Some(turnstile) = self.0.take() {
+            turnstile.done();
+        }
+    }
+}
+
+/// Waits until this thread's turnstile admits a statement (at once without one); the
+/// statement runs while the returned value lives.
+pub(crate) async fn admitted() -> Admitted {
+    let Some(turnstile) = TURNSTILE.with(|installed| installed.borrow().clone()) else {
+        return Admitted(None);
+    };
+    /// Takes a waiter that went away (its future dropped) off the turnstile.
+    struct Waiting<'a> {
+        turnstile: &'a Turnstile,
+        arrival: Option<u64>,
+    }
+
+    impl Drop for Waiting<'_> {
+        fn drop(&mut self) {
+            if let Some(arrival) = self.arrival {
+                self.turnstile.leave(arrival);
+            }
+        }
+    }
+
+    let (admission, arrival) = turnstile.arrive();
+    let mut waiting = Waiting {
+        turnstile: &turnstile,
+        arrival: Some(arrival),
+    };
+    // A turnstile dropped with its queue (the simulation is over) lets the statement run.
+    let heard = admission.await;
+    waiting.arrival = None;
+    drop(waiting);
+    Admitted(heard.is_ok().then_some(turnstile))
 }
 
 /// A defect fixed in an earlier release, which a simulation puts back to show that it
@@ -119,6 +279,13 @@ pub enum Defect {
     /// committed under that key: its retry, after an answer was lost, runs the operation
     /// again or fails on the key's unique index instead of answering what the first did.
     KeyedCallNotLookedUp,
+    /// A server-shaped store's transaction reads the head of the mailbox it locks with a
+    /// snapshot taken before it waited for the lock (PostgreSQL's `READ COMMITTED` reading
+    /// the head in the statement that waited), and a turn writes its message's row without
+    /// checking that it is still ready at the attempts it read: a head another transaction
+    /// ran meanwhile runs again. (With the check, the stale head alone is harmless: its
+    /// write matches no row, and the turn runs again on the head the lock reads then.)
+    StaleHeadAfterLockWait,
     /// A failed message's retry time is computed from the host's clock, not the runtime's
     /// [`Clock`](crate::Clock): under a clock of its own (a manual clock, or a host whose
     /// clock was stepped), the retry comes at once or never.

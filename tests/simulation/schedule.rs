@@ -60,8 +60,14 @@ pub(crate) struct SeededSchedule {
     hung: AtomicUsize,
     /// Whether faults are injected (off for the final recovery).
     on: AtomicBool,
-    /// Told when a step hangs: the simulator then drops what waits on it.
-    pub(crate) hang: tokio::sync::Notify,
+    /// Whether a runtime is starting: its steps then go on untouched and uncounted (a fault
+    /// there would be the start's to report, which is not what a run explores).
+    opening: AtomicBool,
+    /// Whether the store answers as a database server.
+    server: bool,
+    /// The jobs whose steps hung since the simulator last looked (`None`: a step of a
+    /// task of the runtime's own).
+    hung_jobs: Mutex<Vec<Option<usize>>>,
     /// Whether a step past the budget hung (see [`SeededSchedule::budget`]).
     wedged: AtomicBool,
 }
@@ -78,7 +84,9 @@ struct ScheduleState {
 }
 
 impl SeededSchedule {
-    pub(crate) fn new(seed: u64, odds: u64) -> Arc<Self> {
+    /// A schedule for `seed` that fails one step in `odds`, as SQLite answers or, `server`,
+    /// as a database server does.
+    pub(crate) fn new(seed: u64, odds: u64, server: bool) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(ScheduleState {
                 seeded: Seeded::new(seed ^ 0x5EED_FA17),
@@ -90,7 +98,9 @@ impl SeededSchedule {
             }),
             hung: AtomicUsize::new(0),
             on: AtomicBool::new(true),
-            hang: tokio::sync::Notify::new(),
+            opening: AtomicBool::new(false),
+            server,
+            hung_jobs: Mutex::default(),
             wedged: AtomicBool::new(false),
         })
     }
@@ -112,6 +122,11 @@ impl SeededSchedule {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Says whether a runtime is starting (see [`SeededSchedule::opening`]).
+    pub(crate) fn opening(&self, opening: bool) {
+        self.opening.store(opening, Ordering::SeqCst);
+    }
+
     /// Stops (or starts again) injecting faults.
     pub(crate) fn inject(&self, on: bool) {
         self.on.store(on, Ordering::SeqCst);
@@ -122,9 +137,20 @@ impl SeededSchedule {
         self.hung.load(Ordering::SeqCst)
     }
 
+    /// The jobs whose steps started to hang since the last call, in the order they did.
+    pub(crate) fn take_hung(&self) -> Vec<Option<usize>> {
+        std::mem::take(
+            &mut *self
+                .hung_jobs
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+
     /// Forgets the hangs of a runtime that crashed (its futures went with it).
     pub(crate) fn forget_hangs(&self) {
         self.hung.store(0, Ordering::SeqCst);
+        self.take_hung();
     }
 
     /// Counts a fault the simulator injected itself (a crash, a kill).
@@ -170,7 +196,14 @@ impl SeededSchedule {
 }
 
 impl Schedule for SeededSchedule {
+    fn server_shaped(&self) -> bool {
+        self.server
+    }
+
     fn at(&self, step: Step) -> Fault {
+        if self.opening.load(Ordering::SeqCst) {
+            return Fault::Proceed;
+        }
         let mut state = self.state();
         state.steps += 1;
         if state.budget.is_some_and(|budget| state.steps > budget) {
@@ -203,7 +236,10 @@ impl Schedule for SeededSchedule {
     }
 
     fn hanging(&self, _step: Step) {
-        self.hang.notify_one();
+        self.hung_jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(super::interleaving::current_job());
     }
 
     fn released(&self, _step: Step) {

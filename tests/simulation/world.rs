@@ -1,11 +1,14 @@
 //! One simulated run: a SQLite file, a runtime on it behind the seeded schedule, callers
-//! making operations one at a time, the clock, crashes, and the final recovery.
+//! making operations (often several at once, with a worker's pass among them), the clock,
+//! crashes, and the final recovery.
 //!
 //! The world is one thread: each runtime lives on a current-thread tokio runtime of its own,
-//! and every choice comes from the run's seed, so a seed replays the same run. Operations run
-//! one at a time; a step the schedule hangs drops the operation's future there (a caller that
-//! went away), and sometimes the whole runtime with its tokio runtime (a crash there), after
-//! which a new runtime opens on the same file.
+//! its statements pass a turnstile the world admits them through one at a time in seeded
+//! order (see `interleaving.rs`), and every other choice comes from the run's seed too, so a
+//! seed replays the same run. A step the schedule hangs drops the future of the job it hung
+//! in (a caller that went away), and sometimes the whole runtime with its tokio runtime (a
+//! crash there, every job of the moment dying with it), after which a new runtime opens on
+//! the same file.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -17,10 +20,11 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use solid_objects::admin::DeadLetterFilter;
 use solid_objects::prelude::*;
-use solid_objects::simulation::Defect;
+use solid_objects::simulation::{Defect, Turnstile};
 use solid_objects::{EffectContext, GroupCommit, RetryPolicy};
 
 use super::box_office::{self, Show, Ticket, SHOWS};
+use super::interleaving::{JobFuture, Jobs, Quiet};
 use super::schedule::{Injected, Seeded, SeededSchedule};
 use super::workload::{self, Charge, Ledger, Operation, Work, ACCOUNTS};
 
@@ -34,9 +38,19 @@ pub(crate) struct Settings {
     pub(crate) fault_odds: u64,
     /// A defect fixed earlier, put back for the run to find.
     pub(crate) defect: Option<Defect>,
+    /// How the store answers.
+    pub(crate) store: Store,
     /// The crash the run's steps end at, if they end early (the recovery and the checks
     /// follow it).
     pub(crate) last_crash: Option<LastCrash>,
+}
+
+/// How a run's store answers: as SQLite, or as a database server (many transactions at
+/// once, lock waits with deadlines, a server's errors; its rows still in a SQLite file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Store {
+    Sqlite,
+    Server,
 }
 
 /// The crash a run's steps end at: its `nth` crash, made `by` dropping the runtime in the
@@ -60,9 +74,12 @@ pub(crate) enum CrashBy {
 /// The prefix of the line a world that waits to be killed writes its model on.
 pub(crate) const MODEL: &str = "simulation model: ";
 
-/// The most store steps one operation, pass or recovery round takes: one that takes more
-/// never ends (a retry for ever), and is a violation.
+/// The most store steps one job (an operation, a pass, a recovery round) takes: one that
+/// takes more never ends (a retry for ever), and is a violation.
 const DRIVE_STEPS: u64 = 5_000;
+
+/// How many callers a burst has at least.
+const BURST_CALLERS: usize = 4;
 
 /// How long a retry after the recovery waits for its answer (milliseconds of the paused
 /// clock).
@@ -126,11 +143,16 @@ pub(crate) struct World {
     path: std::path::PathBuf,
     clock: ManualClock,
     schedule: Arc<SeededSchedule>,
+    /// The live runtime's turnstile, and what tells when its tokio runtime is idle.
+    turnstile: Arc<Turnstile>,
+    quiet: Arc<Quiet>,
+    /// The order the turnstile admits statements in.
+    interleaving: Seeded,
     /// How many times each charge's effect ran, across crashes.
     charges: Arc<Mutex<BTreeMap<u64, u32>>>,
     live: Option<Live>,
-    /// An operation's future whose step hung when the runtime crashed: it dies with the
-    /// runtime, mid-step, not before it as a caller that went away.
+    /// The jobs' futures still running when the runtime crashed: they die with the
+    /// runtime, mid-step, not before it as callers that went away.
     hung_work: Option<Box<dyn std::any::Any>>,
     operations: Vec<Operation>,
     /// Operations so far (the model's time).
@@ -139,13 +161,25 @@ pub(crate) struct World {
     faults_before: u64,
     busy_before: u64,
     conflicts_before: u64,
-    /// The operation an attempt is under way for, if any.
-    in_flight: Option<usize>,
+    /// The crash a drive decided on, made once what its jobs came to is recorded (a
+    /// process killed there hands over a model that knows it): its trace line.
+    crash_pending: Option<&'static str>,
     /// Whether the steps are over (the recovery's crash is none of theirs).
     recovering: bool,
     /// Whether something ran past [`DRIVE_STEPS`]: the run stops there (nothing more runs).
     wedged: bool,
     report: Report,
+}
+
+/// What a job of a drive does.
+#[derive(Debug, Clone, Copy)]
+enum Job {
+    /// An attempt at the operation of that index.
+    Attempt(usize),
+    /// A worker's pass: `drain`, `reminders` or `effects`.
+    Pass(&'static str),
+    /// An operator's redrive of every dead letter.
+    Redrive,
 }
 
 /// What an operation's future came to.
@@ -182,7 +216,14 @@ impl World {
             _dir: None,
             path,
             clock: ManualClock::new(start),
-            schedule: SeededSchedule::new(settings.seed, settings.fault_odds),
+            schedule: SeededSchedule::new(
+                settings.seed,
+                settings.fault_odds,
+                settings.store == Store::Server,
+            ),
+            turnstile: Turnstile::new(),
+            quiet: Quiet::new(),
+            interleaving: Seeded::new(settings.seed ^ 0x1_4E7E_A7E5),
             charges: Arc::default(),
             live: None,
             hung_work: None,
@@ -191,7 +232,7 @@ impl World {
             faults_before: 0,
             busy_before: 0,
             conflicts_before: 0,
-            in_flight: None,
+            crash_pending: None,
             recovering: false,
             wedged: false,
             report: Report::default(),
@@ -252,6 +293,7 @@ impl World {
         self.report.injected = self.schedule.injected();
         solid_objects::simulation::seed_ids(None);
         solid_objects::simulation::reintroduce(None);
+        solid_objects::simulation::interleave(None);
         self.report
     }
 
@@ -263,10 +305,12 @@ impl World {
         self.report.trace.push(format!("{line} [{steps}]"));
     }
 
-    /// Opens a runtime on the file, behind the schedule.
+    /// Opens a runtime on the file, behind the schedule, and installs its turnstile once it
+    /// has started.
     fn open(&mut self) {
         let tokio = tokio::runtime::Builder::new_current_thread()
             .enable_all()
+            .on_thread_park(self.quiet.hook())
             .build()
             .expect("a tokio runtime");
         let charges = Arc::clone(&self.charges);
@@ -297,12 +341,20 @@ impl World {
                     Ok(charge.entry)
                 }
             });
-        // The clock runs while the file opens (SQLite's thread opens it), and stops once the
-        // runtime runs: from then on, time moves only when nothing else can.
-        let runtime = tokio
-            .block_on(builder.start())
-            .expect("the runtime opens the simulated file");
+        // The clock stands still from the start: it is held while the file opens on SQLite's
+        // thread, so every timer the runtime sets is at the same distance from its start in
+        // every run.
         tokio.block_on(async { tokio::time::pause() });
+        self.schedule.opening(true);
+        let runtime = tokio
+            .block_on(async {
+                let _held = ClockHold::new();
+                builder.start().await
+            })
+            .expect("the runtime opens the simulated file");
+        self.schedule.opening(false);
+        self.turnstile = Turnstile::new();
+        solid_objects::simulation::interleave(Some(Arc::clone(&self.turnstile)));
         self.live = Some(Live { tokio, runtime });
     }
 
@@ -334,11 +386,7 @@ impl World {
     /// transaction open), for the process that started this one to kill it.
     fn hand_over(&mut self) -> ! {
         self.wait_for_the_writer();
-        let mut operations = self.operations.clone();
-        if let Some(index) = self.in_flight {
-            // Its attempt dies with the process, unanswered.
-            operations[index].unknown += 1;
-        }
+        let operations = self.operations.clone();
         let model = Model {
             operations,
             now: self.now,
@@ -396,6 +444,7 @@ impl World {
     /// Drops the runtime inside its tokio runtime (its pools close there), then the tokio
     /// runtime with every task still on it.
     fn drop_runtime(&mut self) {
+        solid_objects::simulation::interleave(None);
         let hung_work = self.hung_work.take();
         if let Some(Live { tokio, runtime }) = self.live.take() {
             tokio.block_on(async move {
@@ -407,78 +456,163 @@ impl World {
     }
 
     /// Runs `work` on the live runtime until it ends or one of its steps hangs (then it is
-    /// dropped there); a hang left held by something else than `work` (a task of the
-    /// runtime) crashes the runtime, as does, sometimes, any hang.
-    fn drive<T, F, Fut>(&mut self, work: F) -> Ended<T>
+    /// dropped there, or dies with the runtime); see [`drive_all`](Self::drive_all).
+    fn drive<T: 'static, F, Fut>(&mut self, work: F) -> Ended<T>
     where
         F: FnOnce(Runtime) -> Fut,
         Fut: Future<Output = T> + 'static,
     {
-        if self.wedged {
+        let Some(live) = self.live.as_ref() else {
             return Ended::Hung;
+        };
+        let future: JobFuture<T> = Box::pin(work(live.runtime.clone()));
+        let ended = self
+            .drive_all(vec![future])
+            .pop()
+            .expect("one job, one end");
+        self.crash_if_pending();
+        ended
+    }
+
+    /// Makes the crash a drive decided on, if it did.
+    fn crash_if_pending(&mut self) {
+        if let Some(line) = self.crash_pending.take() {
+            self.crash();
+            self.trace(line.to_owned());
+        }
+    }
+
+    /// Runs `futures` at once on the live runtime, their statements admitted one at a time in
+    /// seeded order, until each ends or hangs. A job whose step hangs is dropped there (a
+    /// caller that went away), or the runtime crashes with every job still running (one
+    /// time in three, and always for a hang in a task of the runtime's own or a wedge): the
+    /// jobs still running are kept to die with it, and the crash is left pending for the
+    /// caller to make once it recorded what the others came to.
+    fn drive_all<T: 'static>(&mut self, futures: Vec<JobFuture<T>>) -> Vec<Ended<T>> {
+        if self.wedged {
+            return futures.iter().map(|_| Ended::Hung).collect();
         }
         self.faults_before = self.schedule.injected_count();
         self.busy_before = self.schedule.busy_count();
         self.conflicts_before = self.schedule.conflict_count();
-        self.schedule.budget(Some(DRIVE_STEPS));
-        let live = self.live.as_ref().expect("a live runtime");
-        let mut work = Box::pin(work(live.runtime.clone()));
-        let schedule = Arc::clone(&self.schedule);
-        // The schedule tells of a hang once it hangs (a `COMMIT` chosen to hang after it has
-        // committed by then): what runs at that moment is the seed's, not SQLite's threads'.
-        let ended = live.tokio.block_on(async {
-            loop {
-                tokio::select! {
-                    biased;
-                    done = &mut work => return Ended::Done(done),
-                    () = schedule.hang.notified() => {
-                        if schedule.held_hangs() > 0 {
-                            return Ended::Hung;
-                        }
-                    }
-                }
+        self.schedule
+            .budget(Some(DRIVE_STEPS * futures.len() as u64));
+        let jobs = Jobs::new(futures);
+        let crashed = loop {
+            let hung = self.run_until_hang(&jobs);
+            if hung.is_empty() {
+                break false;
             }
-        });
+            let wedged = self.schedule.take_wedged();
+            if wedged {
+                self.report.violations.push(format!(
+                    "step {}: wedged: what ran took {DRIVE_STEPS} store steps a job without \
+                     ending",
+                    self.now
+                ));
+                self.wedged = true;
+            }
+            let in_the_runtime = hung.iter().any(Option::is_none);
+            if wedged || in_the_runtime || self.seeded.one_in(3) {
+                // The runtime crashes while the steps hang: the jobs die with it, mid-step.
+                self.hung_work = Some(Box::new(jobs.take_running()));
+                self.crash_pending = Some(if wedged {
+                    "wedged; crash; the run stops"
+                } else {
+                    "crash"
+                });
+                break true;
+            }
+            // The callers go away: their futures are dropped where they wait.
+            let live = self.live.as_ref().expect("a live runtime");
+            for index in hung.into_iter().flatten() {
+                let dropped = jobs.drop_job(index);
+                live.tokio.block_on(async move { drop(dropped) });
+            }
+        };
         self.schedule.budget(None);
-        let wedged = self.schedule.take_wedged();
-        if wedged {
-            self.report.violations.push(format!(
-                "step {}: wedged: what ran took {DRIVE_STEPS} store steps without ending",
-                self.now
-            ));
-            self.wedged = true;
-        }
-        if matches!(ended, Ended::Hung) && !wedged && self.seeded.one_in(3) {
-            // The runtime crashes while the step hangs: the operation dies with it, mid-step.
-            self.hung_work = Some(Box::new(work));
-            self.crash();
-            self.trace("crash".to_owned());
-            return ended;
-        }
-        // The caller goes away: its future is dropped where it waits.
-        live.tokio.block_on(async move { drop(work) });
-        if wedged {
-            self.crash();
-            self.trace("wedged; crash; the run stops".to_owned());
-            return ended;
-        }
-        if self.schedule.conflict_count() > self.conflicts_before {
+        if !crashed && self.schedule.conflict_count() > self.conflicts_before {
             self.no_conflict_counted();
         }
-        // A hang still held is a task of the runtime's, stuck for good: the runtime crashes.
-        if matches!(ended, Ended::Hung) && self.schedule.held_hangs() > 0 {
-            self.crash();
-            self.trace("crash".to_owned());
-        }
-        ended
+        jobs.into_ended()
+            .into_iter()
+            .map(|ended| ended.map_or(Ended::Hung, Ended::Done))
+            .collect()
     }
 
-    /// One step: a caller's operation, a retry of one that failed, the clock, a worker's
-    /// pass, or a crash.
+    /// Drives `jobs` until every one ended, or a step hung: returns the jobs whose steps
+    /// hung (`None`: a task of the runtime's), empty once all ended. Each time the runtime
+    /// has nothing left to run and no statement is running, the turnstile admits one waiting
+    /// statement, drawn from the seed; with none waiting, the paused clock moves on to the
+    /// next timer.
+    fn run_until_hang<T>(&mut self, jobs: &Jobs<T>) -> Vec<Option<usize>> {
+        let live = self.live.as_ref().expect("a live runtime");
+        let (schedule, turnstile, quiet) = (&self.schedule, &self.turnstile, &self.quiet);
+        let interleaving = &mut self.interleaving;
+        live.tokio.block_on(async {
+            let scheduler = async {
+                // The paused clock is held while statements run on SQLite's thread (the
+                // runtime parks meanwhile), and let go only when everything waits for time.
+                let mut clock = ClockHold::new();
+                loop {
+                    quiet.idle(0).await;
+                    if turnstile.running() > 0 {
+                        turnstile.all_ended().await;
+                        continue;
+                    }
+                    let hung = schedule.take_hung();
+                    if !hung.is_empty() {
+                        return hung;
+                    }
+                    if jobs.all_ended() {
+                        return Vec::new();
+                    }
+                    let waiting = turnstile.waiting();
+                    if waiting > 0 {
+                        turnstile.admit(interleaving.below(waiting as u64) as usize);
+                        turnstile.all_ended().await;
+                        continue;
+                    }
+                    // Everything waits for time: the clock moves to the next timer (once the
+                    // hold's task has ended: a park before that leaves the clock where it is).
+                    drop(clock);
+                    let before = tokio::time::Instant::now();
+                    while tokio::time::Instant::now() == before && turnstile.waiting() == 0 {
+                        tokio::select! {
+                            biased;
+                            () = quiet.idle(1) => {}
+                            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        }
+                    }
+                    clock = ClockHold::new();
+                }
+            };
+            // The scheduler looks first: woken because the runtime had nothing to run, it
+            // decides before any job it did not see moves on.
+            tokio::select! {
+                biased;
+                hung = scheduler => hung,
+                () = std::future::poll_fn(|context| jobs.poll_all(context)) => {
+                    unreachable!("the jobs' poller never ends")
+                }
+            }
+        })
+    }
+
+    /// One step: callers' operations at once (with a worker's pass among them, sometimes),
+    /// one caller's operation, a retry of one that failed, the clock, a worker's pass alone,
+    /// or a crash.
     fn step(&mut self) {
         match self.seeded.below(100) {
-            0..=44 => self.new_operation(),
-            45..=59 => self.retry_operation(),
+            0..=39 => self.burst(),
+            40..=49 => {
+                let index = self.new_operation();
+                self.run_jobs(vec![Job::Attempt(index)]);
+            }
+            50..=59 => {
+                let index = self.retry_operation(&[]);
+                self.run_jobs(vec![Job::Attempt(index)]);
+            }
             60..=68 => {
                 let millis = self.seeded.below(3_000);
                 self.clock.advance(Duration::from_millis(millis));
@@ -491,14 +625,14 @@ impl World {
                 self.clock.set(self.clock.now() - back);
                 self.trace(format!("{} clock -{millis} ms", self.now));
             }
-            70..=79 => self.pass("drain"),
-            80..=86 => self.pass("reminders"),
-            87..=94 => self.pass("effects"),
+            70..=79 => self.pass_alone("drain"),
+            80..=86 => self.pass_alone("reminders"),
+            87..=94 => self.pass_alone("effects"),
             95..=96 => {
                 self.crash();
                 self.trace(format!("{} crash", self.now));
             }
-            97 => self.redrive(),
+            97 => self.run_jobs(vec![Job::Redrive]),
             _ => {
                 // The caller's own deadline: it gives up at once, without a fault.
                 self.trace(format!("{} idle", self.now));
@@ -506,7 +640,30 @@ impl World {
         }
     }
 
-    fn new_operation(&mut self) {
+    /// Four to six callers at once, each with a new operation or a retry of one that failed,
+    /// and, one time in two, a worker's pass among them.
+    fn burst(&mut self) {
+        let callers = BURST_CALLERS + self.seeded.below(3) as usize;
+        let mut attempted = Vec::new();
+        for _ in 0..callers {
+            let index = if self.seeded.one_in(4) {
+                self.retry_operation(&attempted)
+            } else {
+                self.new_operation()
+            };
+            attempted.push(index);
+        }
+        let mut jobs: Vec<Job> = attempted.into_iter().map(Job::Attempt).collect();
+        if self.seeded.one_in(2) {
+            let which = ["drain", "reminders", "effects"][self.seeded.below(3) as usize];
+            let at = self.seeded.below(jobs.len() as u64 + 1) as usize;
+            jobs.insert(at, Job::Pass(which));
+        }
+        self.run_jobs(jobs);
+    }
+
+    /// A new operation, made by the model; returns its index.
+    fn new_operation(&mut self) -> usize {
         let (account, work) = match self.seeded.below(20) {
             0..=11 => self.ledger_work(),
             12..=16 => self.show_work(),
@@ -525,7 +682,7 @@ impl World {
             answer: None,
             deadline_millis,
         });
-        self.attempt(self.operations.len() - 1);
+        self.operations.len() - 1
     }
 
     /// The entries of the operations `matching` that were acknowledged with an answer that
@@ -586,25 +743,52 @@ impl World {
         (account, work)
     }
 
-    fn retry_operation(&mut self) {
+    /// An operation not acknowledged yet (none of those `taken` by other callers of the
+    /// moment), for a client to retry; a new one if there is none.
+    fn retry_operation(&mut self, taken: &[usize]) -> usize {
         let failed: Vec<usize> = (0..self.operations.len())
             .filter(|&index| self.operations[index].acknowledged_at.is_none())
+            .filter(|index| !taken.contains(index))
             .collect();
         if failed.is_empty() {
             return self.new_operation();
         }
-        let index = failed[self.seeded.below(failed.len() as u64) as usize];
-        self.attempt(index);
+        failed[self.seeded.below(failed.len() as u64) as usize]
     }
 
-    /// One attempt at operation `index`, as a client makes it.
-    fn attempt(&mut self, index: usize) {
+    /// A worker's pass with nothing else running.
+    fn pass_alone(&mut self, which: &'static str) {
+        if which == "drain" {
+            // What waits for a retry, before the drain runs what is due of it.
+            self.retries_on_the_clock();
+        }
+        self.run_jobs(vec![Job::Pass(which)]);
+    }
+
+    /// Runs `jobs` at once, then records what each came to, in their order.
+    fn run_jobs(&mut self, jobs: Vec<Job>) {
+        let Some(live) = self.live.as_ref() else {
+            return;
+        };
+        let futures: Vec<JobFuture<solid_objects::Result<String>>> = jobs
+            .iter()
+            .map(|job| job_future(&live.runtime, *job, &self.operations))
+            .collect();
+        let ended = self.drive_all(futures);
+        let alone = jobs.len() == 1;
+        for (job, ended) in jobs.into_iter().zip(ended) {
+            match job {
+                Job::Attempt(index) => self.attempted(index, ended),
+                Job::Pass(which) => self.passed(which, ended, alone),
+                Job::Redrive => self.redriven(ended),
+            }
+        }
+        self.crash_if_pending();
+    }
+
+    /// Records what an attempt at operation `index` came to, as its client hears it.
+    fn attempted(&mut self, index: usize, ended: Ended<solid_objects::Result<String>>) {
         let operation = self.operations[index].clone();
-        let attempted = operation.clone();
-        self.in_flight = Some(index);
-        let ended =
-            self.drive(|runtime| async move { workload::attempt(&runtime, &attempted).await });
-        self.in_flight = None;
         let line = match ended {
             Ended::Done(Ok(answer)) => {
                 let now = self.now;
@@ -650,23 +834,16 @@ impl World {
         self.trace(line);
     }
 
-    /// A worker's pass: the queued messages, the due reminders, or the due effects.
-    fn pass(&mut self, which: &'static str) {
-        if which == "drain" {
-            // What waits for a retry, before the drain runs what is due of it.
-            self.retries_on_the_clock();
-        }
-        let ended = self.drive(|runtime| async move {
-            let testing = runtime.testing();
-            match which {
-                "drain" => testing.drain().await.map(|ran| ran.turns),
-                "reminders" => testing.run_due_reminders().await.map(|ran| ran.turns),
-                _ => testing.run_effects().await,
-            }
-        });
+    /// Records what a worker's pass came to; `alone`: nothing else ran beside it.
+    fn passed(
+        &mut self,
+        which: &'static str,
+        ended: Ended<solid_objects::Result<String>>,
+        alone: bool,
+    ) {
         let line = match ended {
             Ended::Done(Ok(turns)) => {
-                if which == "drain" && self.schedule.busy_count() == self.busy_before {
+                if which == "drain" && alone && self.schedule.busy_count() == self.busy_before {
                     self.left_unattempted();
                 }
                 format!("ran {turns}")
@@ -680,15 +857,8 @@ impl World {
         self.trace(format!("{} {which} -> {line}", self.now));
     }
 
-    /// An operator's redrive of every dead letter.
-    fn redrive(&mut self) {
-        let ended = self.drive(|runtime| async move {
-            runtime
-                .admin()
-                .redrive(&DeadLetterFilter::new())
-                .await
-                .map(|redriven| redriven.retried)
-        });
+    /// Records what an operator's redrive came to.
+    fn redriven(&mut self, ended: Ended<solid_objects::Result<String>>) {
         let line = match ended {
             Ended::Done(Ok(retried)) => format!("retried {retried}"),
             Ended::Done(Err(error)) => {
@@ -1084,13 +1254,13 @@ impl World {
             .collect()
     }
 
-    /// A count read from the file on a connection of its own (the clock runs meanwhile).
+    /// A count read from the file on a connection of its own.
     fn count(&mut self, sql: &'static str, bound: Option<i64>) -> i64 {
         let counts: Vec<(i64,)> = self.read(sql, bound);
         counts.first().map_or(0, |(count,)| *count)
     }
 
-    /// Rows read from the file on a connection of its own (the clock runs meanwhile).
+    /// Rows read from the file on a connection of its own.
     fn read<Row>(&mut self, sql: &'static str, bound: Option<i64>) -> Vec<Row>
     where
         Row: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> + Send + Unpin + 'static,
@@ -1104,25 +1274,71 @@ impl World {
         })
     }
 
-    /// Runs `work` on a pool of its own on the file, the clock running meanwhile (SQLite's
-    /// threads open it), and closes the pool after.
+    /// Runs `work` on a pool of its own on the file, on a tokio runtime of its own (the live
+    /// one, and its clock, stand still meanwhile), and closes the pool after.
     fn on_side_connection<T, F, Fut>(&mut self, work: F) -> T
     where
         F: FnOnce(sqlx::SqlitePool) -> Fut,
         Fut: Future<Output = T>,
     {
-        let path = self.path.clone();
-        let live = self.live.as_ref().expect("a live runtime");
-        live.tokio.block_on(async move {
-            tokio::time::resume();
-            let url = format!("sqlite://{}", path.display());
+        let url = format!("sqlite://{}", self.path.display());
+        let side = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime");
+        side.block_on(async move {
             let pool = sqlx::SqlitePool::connect(&url)
                 .await
                 .expect("the simulated file opens");
             let done = work(pool.clone()).await;
             pool.close().await;
-            tokio::time::pause();
             done
         })
+    }
+}
+
+/// The future of `job` on `runtime`: what it answered, as text.
+fn job_future(
+    runtime: &Runtime,
+    job: Job,
+    operations: &[Operation],
+) -> JobFuture<solid_objects::Result<String>> {
+    let runtime = runtime.clone();
+    match job {
+        Job::Attempt(index) => {
+            let operation = operations[index].clone();
+            Box::pin(async move { workload::attempt(&runtime, &operation).await })
+        }
+        Job::Pass(which) => Box::pin(async move {
+            let testing = runtime.testing();
+            let ran = match which {
+                "drain" => testing.drain().await.map(|ran| ran.turns),
+                "reminders" => testing.run_due_reminders().await.map(|ran| ran.turns),
+                _ => testing.run_effects().await,
+            };
+            ran.map(|turns| turns.to_string())
+        }),
+        Job::Redrive => Box::pin(async move {
+            runtime
+                .admin()
+                .redrive(&DeadLetterFilter::new())
+                .await
+                .map(|redriven| redriven.retried.to_string())
+        }),
+    }
+}
+
+/// Holds the paused clock while the value lives: a blocking task keeps tokio from moving it
+/// on when the runtime parks (waiting for SQLite's threads).
+struct ClockHold(#[allow(dead_code)] std::sync::mpsc::Sender<()>);
+
+impl ClockHold {
+    fn new() -> Self {
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        tokio::task::spawn_blocking(move || {
+            // Ends when the hold drops.
+            let _ = released.recv();
+        });
+        Self(release)
     }
 }

@@ -165,6 +165,19 @@ pub(crate) fn update_message(dialect: Dialect) -> &'static str {
     UPDATE_MESSAGE.get(dialect)
 }
 
+/// [`update_message`]'s statement, or, where a simulation put back
+/// [`Defect::StaleHeadAfterLockWait`](crate::simulation::Defect::StaleHeadAfterLockWait), the
+/// same without its check that the row is still ready at the attempts the turn read.
+fn update_message_query<'q>(dialect: Dialect) -> Query<'q> {
+    #[cfg(feature = "simulation")]
+    if crate::simulation::reintroduced(crate::simulation::Defect::StaleHeadAfterLockWait) {
+        let unguarded =
+            update_message(dialect).replace("status = 'ready' AND attempts = $8", "$8 = $8");
+        return super::query::built(unguarded, Vec::new());
+    }
+    query(update_message(dialect))
+}
+
 /// Counts a pass that left ready message `$2` unrun, noting (`$1`) why.
 pub(crate) const RECORD_STALL: &str =
     "UPDATE solid_messages SET stalls = stalls + 1, last_error = $1
@@ -554,7 +567,7 @@ impl<T: WriteConnection> MessageWrites for T {
         progress: &MessageProgress<'_>,
     ) -> Result<bool> {
         self.counters().statement();
-        let updated = bind_progress(query(update_message(self.dialect())), progress)
+        let updated = bind_progress(update_message_query(self.dialect()), progress)
             .bind(message_id)
             .bind(attempts)
             .execute(self.on())

@@ -2,6 +2,11 @@
 //! the schedule first, which may fail it as SQLite or a server can or hang it there (see
 //! [`crate::simulation`]). It wraps the store it is given from outside: its statements reach
 //! the schedule through the [`Gate`] every statement passes.
+//!
+//! A [server-shaped](Schedule::server_shaped) schedule makes the store answer as a server:
+//! not a single writer (the engine runs turns side by side and groups callers across
+//! actors), a transaction that waits for the writer as for another's row locks until its
+//! deadline, and a server's lock timeout where SQLite would be busy.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -16,7 +21,7 @@ use super::{
     Transaction, WorkNotices, WriteConnection,
 };
 use crate::error::Result;
-use crate::simulation::{hold_clock, Fault, Schedule, Step};
+use crate::simulation::{admitted, reintroduced, Defect, Fault, Schedule, Step};
 
 /// A store, each step of it asking a [`Schedule`] first.
 pub(crate) struct SimulatedStore {
@@ -27,37 +32,110 @@ pub(crate) struct SimulatedStore {
 impl SimulatedStore {
     /// `inner`, behind `schedule`.
     pub(crate) fn new(inner: Box<dyn Store>, schedule: Arc<dyn Schedule>) -> Self {
+        let server = schedule.server_shaped();
         Self {
             inner,
-            gate: Scheduled(schedule),
+            gate: Scheduled { schedule, server },
+        }
+    }
+
+    /// A connection of its own to the file (the read pool's are for the runtime's reads),
+    /// inside a transaction whose snapshot is taken now, for
+    /// [`Defect::StaleHeadAfterLockWait`] to read a head from later.
+    async fn snapshot_now(&self) -> Result<Option<Snapshot>> {
+        use sqlx::ConnectOptions;
+        let On::SqlitePool(pool) = self.inner.readers() else {
+            return Ok(None);
+        };
+        let _admitted = admitted().await;
+        let mut connection = pool.connect_options().connect().await?;
+        sqlx::query("BEGIN").execute(&mut connection).await?;
+        sqlx::query("SELECT COUNT(*) FROM solid_messages")
+            .execute(&mut connection)
+            .await?;
+        Ok(Some(Snapshot(connection)))
+    }
+}
+
+/// A read transaction on a connection of its own: the database as it stood when it began
+/// ([`Defect::StaleHeadAfterLockWait`]).
+struct Snapshot(sqlx::SqliteConnection);
+
+impl Snapshot {
+    /// The head of `lock`'s mailbox as the snapshot has it; ends the snapshot.
+    async fn head(mut self, lock: ActorLock<'_, '_>) -> Result<Option<super::StoredMessage>> {
+        let _admitted = admitted().await;
+        let known = lock.known.unwrap_or(super::Version::NONE);
+        let row = super::query::query(super::instances::INSTANCE_AND_HEAD)
+            .bind(lock.actor.actor_type)
+            .bind(lock.actor.actor_id)
+            .bind(lock.now)
+            .bind(known.incarnation)
+            .bind(known.revision)
+            .fetch_optional(On::Sqlite(&mut self.0))
+            .await?;
+        sqlx::query("ROLLBACK").execute(&mut self.0).await?;
+        let head = row
+            .map(|row| super::rows::locked_actor(&row))
+            .transpose()?
+            .and_then(|locked| locked.head);
+        Ok(head)
+    }
+}
+
+/// The gate of a simulated store's statements: its schedule, asked before each, and whether
+/// the store answers as a server.
+#[derive(Clone)]
+struct Scheduled {
+    schedule: Arc<dyn Schedule>,
+    server: bool,
+}
+
+#[async_trait]
+impl Gate for Scheduled {
+    /// Waits to be admitted through the thread's turnstile, then asks the schedule: a
+    /// statement that fails or hangs leaves the turnstile first.
+    async fn statement(&self) -> sqlx::Result<Box<dyn Send>> {
+        let admitted = admitted().await;
+        match self.schedule.at(Step::Statement) {
+            Fault::Proceed => Ok(Box::new(admitted)),
+            fault => {
+                drop(admitted);
+                self.before(Step::Statement, fault).await?;
+                Ok(Box::new(()))
+            }
         }
     }
 }
 
-/// The gate of a simulated store's statements: its schedule, asked before each.
-#[derive(Clone)]
-struct Scheduled(Arc<dyn Schedule>);
+/// What the schedule says of `step`, asked once the thread's turnstile admits it: the
+/// order of the answers, and of the transactions that begin and commit, is the seed's.
+async fn fault_at(schedule: &dyn Schedule, step: Step) -> Fault {
+    let _admitted = admitted().await;
+    schedule.at(step)
+}
 
-#[async_trait]
-impl Gate for Scheduled {
-    async fn statement(&self) -> sqlx::Result<Box<dyn Send>> {
-        before(&*self.0, Step::Statement).await?;
-        Ok(Box::new(hold_clock()))
+impl Scheduled {
+    /// What `fault` does before `step`: `Ok` to go on (a fault after a `COMMIT` is the
+    /// commit's to play), the error a failing step returns (as a server words it, for a
+    /// server-shaped store), or never, for a step that hangs before it.
+    async fn before(&self, step: Step, fault: Fault) -> sqlx::Result<()> {
+        before_fault(&*self.schedule, step, fault, self.server).await
     }
 }
 
-/// Asks `schedule` about `step`: `Ok` to go on, the error a failing step returns, or never,
-/// for a step that hangs before it.
-async fn before(schedule: &dyn Schedule, step: Step) -> sqlx::Result<()> {
-    before_fault(schedule, step, schedule.at(step)).await
-}
-
-/// What `fault` does before `step`: `Ok` to go on (a fault after a `COMMIT` is the commit's
-/// to play), the error a failing step returns, or never, for a step that hangs before it.
-async fn before_fault(schedule: &dyn Schedule, step: Step, fault: Fault) -> sqlx::Result<()> {
+/// What `fault` does before `step`; see [`Scheduled::before`].
+async fn before_fault(
+    schedule: &dyn Schedule,
+    step: Step,
+    fault: Fault,
+    server: bool,
+) -> sqlx::Result<()> {
     match fault {
         Fault::Proceed => Ok(()),
+        Fault::Busy if server => Err(SimulatedError::lock_timeout().into()),
         Fault::Busy => Err(SimulatedError::busy().into()),
+        Fault::Io if server => Err(SimulatedError::disk_full().into()),
         Fault::Io => Err(SimulatedError::io().into()),
         Fault::Conflict => Err(SimulatedError::conflict().into()),
         Fault::HangAfter | Fault::LostAfter if step == Step::Commit => Ok(()),
@@ -95,11 +173,19 @@ impl Store for SimulatedStore {
     }
 
     async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>> {
-        before(&*self.gate.0, Step::Begin).await?;
-        let _held = hold_clock();
+        let fault = fault_at(&*self.gate.schedule, Step::Begin).await;
+        self.gate.before(Step::Begin, fault).await?;
+        // A server's transaction takes its snapshot before it waits for a lock: the defect
+        // reads its head from there.
+        let snapshot = if self.gate.server && reintroduced(Defect::StaleHeadAfterLockWait) {
+            self.snapshot_now().await?
+        } else {
+            None
+        };
         Ok(Box::new(SimulatedTransaction {
             inner: self.inner.begin(bounds).await?,
             gate: self.gate.clone(),
+            snapshot,
         }))
     }
 
@@ -123,14 +209,18 @@ impl Store for SimulatedStore {
         self.inner.counters()
     }
 
-    /// One: a worker pass runs its actors' turns one after another, so the order of their
-    /// steps (and which of them a fault lands on) is the seed's, not the threads'.
+    /// One as SQLite (a worker pass runs its actors' turns one after another), two as a
+    /// server: the turnstile gives their statements an order drawn from the seed.
     fn concurrent_turns(&self) -> usize {
-        1
+        if self.gate.server {
+            2
+        } else {
+            1
+        }
     }
 
     fn single_writer(&self) -> bool {
-        self.inner.single_writer()
+        !self.gate.server && self.inner.single_writer()
     }
 
     async fn close(&self) {
@@ -158,6 +248,9 @@ impl Store for SimulatedStore {
 struct SimulatedTransaction {
     inner: Box<dyn Transaction>,
     gate: Scheduled,
+    /// The snapshot taken when the transaction began, for a put-back defect to read a
+    /// stale head from.
+    snapshot: Option<Snapshot>,
 }
 
 impl WriteConnection for SimulatedTransaction {
@@ -177,8 +270,16 @@ impl WriteConnection for SimulatedTransaction {
 #[async_trait]
 impl Transaction for SimulatedTransaction {
     async fn lock_actor(&mut self, lock: ActorLock<'_, '_>) -> Result<Option<LockedActor>> {
-        let _held = self.gate.statement().await?;
-        self.inner.lock_actor(lock).await
+        let held = self.gate.statement().await?;
+        let locked = self.inner.lock_actor(lock).await?;
+        drop(held);
+        match (self.snapshot.take(), locked) {
+            (Some(snapshot), Some(locked)) => Ok(Some(LockedActor {
+                head: snapshot.head(lock).await?,
+                ..locked
+            })),
+            (_, locked) => Ok(locked),
+        }
     }
 
     fn group_budget(&self) -> Option<Instant> {
@@ -190,20 +291,17 @@ impl Transaction for SimulatedTransaction {
     }
 
     async fn commit(self: Box<Self>) -> Result<()> {
-        let fault = self.gate.0.at(Step::Commit);
-        before_fault(&*self.gate.0, Step::Commit, fault).await?;
-        let held = hold_clock();
+        let fault = fault_at(&*self.gate.schedule, Step::Commit).await;
+        self.gate.before(Step::Commit, fault).await?;
         self.inner.commit().await?;
-        drop(held);
         match fault {
-            Fault::HangAfter => hang(&*self.gate.0, Step::Commit).await,
+            Fault::HangAfter => hang(&*self.gate.schedule, Step::Commit).await,
             Fault::LostAfter => Err(sqlx::Error::from(SimulatedError::lost()).into()),
             _ => Ok(()),
         }
     }
 
     async fn rollback(self: Box<Self>) -> Result<()> {
-        let _held = hold_clock();
         self.inner.rollback().await
     }
 }
@@ -230,6 +328,22 @@ impl SimulatedError {
         Self {
             code: "10",
             message: "disk I/O error (simulated)",
+        }
+    }
+
+    /// A server's lock timeout: another transaction held the lock past the deadline.
+    fn lock_timeout() -> Self {
+        Self {
+            code: "55P03",
+            message: "canceling statement due to lock timeout (simulated)",
+        }
+    }
+
+    /// A server's full disk.
+    fn disk_full() -> Self {
+        Self {
+            code: "53100",
+            message: "could not extend file: No space left on device (simulated)",
         }
     }
 

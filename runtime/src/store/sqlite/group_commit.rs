@@ -275,7 +275,11 @@ impl Shared {
         exact: bool,
     ) -> Result<()> {
         if writer.connection.is_none() {
+            #[cfg(feature = "simulation")]
+            let admitted = crate::simulation::admitted().await;
             let acquired = tokio::time::timeout_at(deadline, self.pool.acquire()).await;
+            #[cfg(feature = "simulation")]
+            drop(admitted);
             let connection = acquired.map_err(|_| sqlx::Error::PoolTimedOut)??;
             // A fresh connection: a statement abandoned on the last one is gone with it.
             self.interrupt.store(false, Ordering::Release);
@@ -473,7 +477,7 @@ fn close(writer: &mut Writer) {
 /// Runs `sql` on the writer's connection.
 async fn run(writer: &mut Writer, sql: &str) -> Result<()> {
     #[cfg(feature = "simulation")]
-    let _held = crate::simulation::hold_clock();
+    let _admitted = crate::simulation::admitted().await;
     let connection = writer
         .connection
         .as_deref_mut()
