@@ -45,8 +45,8 @@ const DEFECTS: [(Defect, Store); 8] = [
     (Defect::ReclaimedLeaseUncounted, Store::Sqlite),
     (Defect::RetryOnHostClock, Store::Sqlite),
     (Defect::KeyedCallNotLookedUp, Store::Sqlite),
-    (Defect::ConflictCountedAsFailure, Store::Sqlite),
-    (Defect::LostCommitReportedAsFailed, Store::Sqlite),
+    (Defect::ConflictCountedAsFailure, Store::Server),
+    (Defect::LostCommitReportedAsFailed, Store::Server),
     (Defect::StaleHeadAfterLockWait, Store::Server),
 ];
 

@@ -64,11 +64,21 @@ pub trait Schedule: Send + Sync + 'static {
     fn at(&self, step: Step) -> Fault;
 
     /// Whether the store answers as a database server does rather than as SQLite: many
-    /// transactions at once (the engine then runs turns side by side and groups callers'
-    /// turns across actors in one transaction), a transaction that waits for another's
-    /// locks until its deadline, and a server's errors (a lock timeout where SQLite is busy).
-    /// Its rows still live in the SQLite file, whose writer stands for the locks.
+    /// transactions at once (the engine then groups callers' turns across actors in one
+    /// transaction), a transaction that waits for another's locks until its deadline, a
+    /// stale head when [`stale_head`](Schedule::stale_head) says so, and a server's errors
+    /// (a lock timeout where SQLite is busy, a deadlock for a conflict). Its rows still live
+    /// in the SQLite file, whose writer stands for the locks.
     fn server_shaped(&self) -> bool {
+        false
+    }
+
+    /// Whether a server-shaped store's transaction that is beginning reads the head of the
+    /// mailbox it locks with the snapshot it had before it waited for the lock, as a server
+    /// whose lock and read are one statement does (PostgreSQL's `READ COMMITTED` re-checks
+    /// the locked row, not the rest of the statement). Asked once per transaction, in the
+    /// order they begin; never for SQLite's shape.
+    fn stale_head(&self) -> bool {
         false
     }
 
@@ -279,12 +289,10 @@ pub enum Defect {
     /// committed under that key: its retry, after an answer was lost, runs the operation
     /// again or fails on the key's unique index instead of answering what the first did.
     KeyedCallNotLookedUp,
-    /// A server-shaped store's transaction reads the head of the mailbox it locks with a
-    /// snapshot taken before it waited for the lock (PostgreSQL's `READ COMMITTED` reading
-    /// the head in the statement that waited), and a turn writes its message's row without
-    /// checking that it is still ready at the attempts it read: a head another transaction
-    /// ran meanwhile runs again. (With the check, the stale head alone is harmless: its
-    /// write matches no row, and the turn runs again on the head the lock reads then.)
+    /// A turn writes its message's row without checking that the row is still ready at the
+    /// attempts it read: a head read with a snapshot from before a lock wait (a
+    /// server-shaped store's [`stale_head`](Schedule::stale_head)), which another
+    /// transaction ran meanwhile, runs again.
     StaleHeadAfterLockWait,
     /// A failed message's retry time is computed from the host's clock, not the runtime's
     /// [`Clock`](crate::Clock): under a clock of its own (a manual clock, or a host whose

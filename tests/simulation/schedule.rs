@@ -200,6 +200,11 @@ impl Schedule for SeededSchedule {
         self.server
     }
 
+    /// One transaction in two, drawn from the seed.
+    fn stale_head(&self) -> bool {
+        self.server && self.state().seeded.one_in(2)
+    }
+
     fn at(&self, step: Step) -> Fault {
         if self.opening.load(Ordering::SeqCst) {
             return Fault::Proceed;

@@ -912,7 +912,8 @@ impl World {
         let counted = self.count(
             "SELECT COUNT(*) FROM solid_messages \
              WHERE status IN ('ready', 'dead') AND attempts > 0 \
-               AND last_error LIKE '%could not serialize access%' \
+               AND (last_error LIKE '%could not serialize access%' \
+                    OR last_error LIKE '%deadlock detected%') \
                AND last_error NOT LIKE 'its turn kept conflicting%'",
             None,
         );
@@ -1132,6 +1133,7 @@ impl World {
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
         let ready = self.ready_messages();
+        self.no_effect_left_claimed();
         let attempts = self.effect_attempts();
         let died = self.died();
         let dead = self.count(
@@ -1229,6 +1231,21 @@ impl World {
                     .and_then(serde_json::Value::as_u64)
             })
             .collect()
+    }
+
+    /// Liveness: after the recovery (whose rounds move the clock a minute each, past every
+    /// lease), no effect is left claimed by a runner that is gone, or due and unrun.
+    fn no_effect_left_claimed(&mut self) {
+        let left = self.count(
+            "SELECT COUNT(*) FROM solid_effects WHERE status IN ('ready', 'running')",
+            None,
+        );
+        if left > 0 {
+            self.report.violations.push(format!(
+                "{left} effects still claimed or due after the recovery: a runner that died \
+                 holds them past its lease"
+            ));
+        }
     }
 
     /// Messages still ready after the recovery.

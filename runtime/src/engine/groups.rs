@@ -215,7 +215,8 @@ impl Groups {
                 .groups
                 .iter()
                 .filter(|(_, group)| group.taking && group.turns < max_turns)
-                .min_by_key(|(_, group)| group.turns)
+                // The oldest of the least full: the map's own order changes from run to run.
+                .min_by_key(|(id, group)| (group.turns, **id))
                 .map(|(id, _)| *id),
             None => None,
         };

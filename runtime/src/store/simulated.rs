@@ -4,9 +4,10 @@
 //! the schedule through the [`Gate`] every statement passes.
 //!
 //! A [server-shaped](Schedule::server_shaped) schedule makes the store answer as a server:
-//! not a single writer (the engine runs turns side by side and groups callers across
-//! actors), a transaction that waits for the writer as for another's row locks until its
-//! deadline, and a server's lock timeout where SQLite would be busy.
+//! not a single writer (the engine groups callers across actors), a transaction that waits
+//! for the writer as for another's row locks until its deadline, a head read with the
+//! snapshot from before that wait when the schedule says so, and a server's errors (a lock
+//! timeout where SQLite would be busy, a deadlock for a conflict).
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -21,7 +22,7 @@ use super::{
     Transaction, WorkNotices, WriteConnection,
 };
 use crate::error::Result;
-use crate::simulation::{admitted, reintroduced, Defect, Fault, Schedule, Step};
+use crate::simulation::{admitted, Fault, Schedule, Step};
 
 /// A store, each step of it asking a [`Schedule`] first.
 pub(crate) struct SimulatedStore {
@@ -40,8 +41,8 @@ impl SimulatedStore {
     }
 
     /// A connection of its own to the file (the read pool's are for the runtime's reads),
-    /// inside a transaction whose snapshot is taken now, for
-    /// [`Defect::StaleHeadAfterLockWait`] to read a head from later.
+    /// inside a transaction whose snapshot is taken now, for a lock to read a stale head
+    /// from later ([`Schedule::stale_head`]).
     async fn snapshot_now(&self) -> Result<Option<Snapshot>> {
         use sqlx::ConnectOptions;
         let On::SqlitePool(pool) = self.inner.readers() else {
@@ -58,7 +59,7 @@ impl SimulatedStore {
 }
 
 /// A read transaction on a connection of its own: the database as it stood when it began
-/// ([`Defect::StaleHeadAfterLockWait`]).
+/// ([`Schedule::stale_head`]).
 struct Snapshot(sqlx::SqliteConnection);
 
 impl Snapshot {
@@ -137,6 +138,7 @@ async fn before_fault(
         Fault::Busy => Err(SimulatedError::busy().into()),
         Fault::Io if server => Err(SimulatedError::disk_full().into()),
         Fault::Io => Err(SimulatedError::io().into()),
+        Fault::Conflict if server => Err(SimulatedError::deadlock().into()),
         Fault::Conflict => Err(SimulatedError::conflict().into()),
         Fault::HangAfter | Fault::LostAfter if step == Step::Commit => Ok(()),
         Fault::LostAfter => Err(SimulatedError::lost().into()),
@@ -175,9 +177,9 @@ impl Store for SimulatedStore {
     async fn begin(&self, bounds: Bounds) -> Result<Box<dyn Transaction>> {
         let fault = fault_at(&*self.gate.schedule, Step::Begin).await;
         self.gate.before(Step::Begin, fault).await?;
-        // A server's transaction takes its snapshot before it waits for a lock: the defect
-        // reads its head from there.
-        let snapshot = if self.gate.server && reintroduced(Defect::StaleHeadAfterLockWait) {
+        // A server's transaction takes its snapshot before it waits for a lock; the schedule
+        // says whether its lock reads the head from there.
+        let snapshot = if self.gate.server && self.gate.schedule.stale_head() {
             self.snapshot_now().await?
         } else {
             None
@@ -209,14 +211,11 @@ impl Store for SimulatedStore {
         self.inner.counters()
     }
 
-    /// One as SQLite (a worker pass runs its actors' turns one after another), two as a
-    /// server: the turnstile gives their statements an order drawn from the seed.
+    /// One: a worker pass runs its actors' turns one after another (callers, passes and
+    /// groups run side by side; turns of one pass polled together would not replay, their
+    /// order being the stream's, not the seed's).
     fn concurrent_turns(&self) -> usize {
-        if self.gate.server {
-            2
-        } else {
-            1
-        }
+        1
     }
 
     fn single_writer(&self) -> bool {
@@ -248,8 +247,8 @@ impl Store for SimulatedStore {
 struct SimulatedTransaction {
     inner: Box<dyn Transaction>,
     gate: Scheduled,
-    /// The snapshot taken when the transaction began, for a put-back defect to read a
-    /// stale head from.
+    /// The snapshot taken when the transaction began, for its lock to read a stale head
+    /// from ([`Schedule::stale_head`]).
     snapshot: Option<Snapshot>,
 }
 
@@ -344,6 +343,14 @@ impl SimulatedError {
         Self {
             code: "53100",
             message: "could not extend file: No space left on device (simulated)",
+        }
+    }
+
+    /// PostgreSQL's deadlock: the server chose this transaction to end.
+    fn deadlock() -> Self {
+        Self {
+            code: "40P01",
+            message: "deadlock detected (simulated)",
         }
     }
 
