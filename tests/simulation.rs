@@ -28,8 +28,8 @@ use std::sync::Mutex;
 use solid_objects::simulation::Defect;
 use world::{CrashBy, LastCrash, Model, Report, Settings, Store, World, MODEL};
 
-/// Operations per run.
-const STEPS: usize = 50;
+/// Steps per run (each a burst of callers, one caller, a pass, a clock move or a crash).
+const STEPS: usize = 40;
 
 /// One store step in this many fails or hangs.
 const FAULT_ODDS: u64 = 30;
