@@ -266,6 +266,15 @@ async fn calls_dropped_inside_groups_keep_all_or_nothing_and_the_writer_stays_us
         }
     })
     .await;
+    // A caller cut off while it waited for its group's commit left that group open, for the
+    // flusher to commit: a call that takes the writer after it (joining the group, or behind
+    // it) returns once every earlier turn is committed or undone, so the rows and the states
+    // read next are of one moment.
+    runtime
+        .reference::<Tally>("t-settled")
+        .step(1)
+        .await
+        .expect("the writer serves a call after the cut-off ones");
     // Every turn that committed committed whole: its row, its state and its message.
     let stored = stored_steps(&harness.path()).await;
     let completed = completed(&harness.path()).await;
