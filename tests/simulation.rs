@@ -228,6 +228,10 @@ fn first_difference(one: &Report, other: &Report) -> String {
 /// Seeds [`a_seed_replays_the_same_run`] runs twice each.
 const REPLAYED_SEEDS: u64 = 50;
 
+/// Odd seeds that ran differently twice on the server-shaped store while a worker pass
+/// polled its turns together and cross-actor groups broke ties by a map's order.
+const SERVER_SEEDS_THAT_PARTED: [u64; 4] = [7, 9, 11, 13];
+
 /// Two threads that keep the machine's cores busy until the value drops: a run must not
 /// depend on how soon SQLite's threads get a core.
 struct CpuHogs {
@@ -269,12 +273,16 @@ impl Drop for CpuHogs {
 #[test]
 fn a_seed_replays_the_same_run() {
     let _hogs = CpuHogs::start();
-    for seed in (1..=REPLAYED_SEEDS).chain([1_000_003]) {
+    let by_parity = (1..=REPLAYED_SEEDS).chain([1_000_003]).map(|seed| {
         let store = if seed % 2 == 1 {
             Store::Sqlite
         } else {
             Store::Server
         };
+        (seed, store)
+    });
+    let parted_before = SERVER_SEEDS_THAT_PARTED.map(|seed| (seed, Store::Server));
+    for (seed, store) in by_parity.chain(parted_before) {
         let first = World::new(settings(seed, store)).run();
         let second = World::new(settings(seed, store)).run();
         assert!(first.trace.len() > STEPS, "the trace records every step");

@@ -108,7 +108,6 @@ pub trait Schedule: Send + Sync + 'static {
 #[derive(Debug, Default)]
 pub struct Turnstile {
     state: std::sync::Mutex<Gatehouse>,
-    arrived: tokio::sync::Notify,
     ended: tokio::sync::Notify,
 }
 
@@ -155,11 +154,6 @@ impl Turnstile {
         }
     }
 
-    /// Waits until a statement arrives at the turnstile.
-    pub async fn arrival(&self) {
-        self.arrived.notified().await;
-    }
-
     /// Waits until no admitted statement is running.
     pub async fn all_ended(&self) {
         while self.running() > 0 {
@@ -174,8 +168,6 @@ impl Turnstile {
         state.arrivals += 1;
         let arrival = state.arrivals;
         state.waiting.push_back((arrival, admit));
-        drop(state);
-        self.arrived.notify_one();
         (admitted, arrival)
     }
 

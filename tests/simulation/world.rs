@@ -417,27 +417,20 @@ impl World {
     /// a crash must read the file after it, or the seed's runs part where SQLite's thread
     /// was slow.
     fn wait_for_the_writer(&self) {
-        let url = format!("sqlite://{}", self.path.display());
-        let side = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a tokio runtime");
-        side.block_on(async move {
-            use sqlx::Connection;
-            let mut connection = sqlx::SqliteConnection::connect(&url)
-                .await
-                .expect("the simulated file opens");
+        self.on_side_connection(|pool| async move {
+            let Ok(mut connection) = pool.acquire().await else {
+                return;
+            };
             let _ = sqlx::query("PRAGMA busy_timeout = 1000")
-                .execute(&mut connection)
+                .execute(&mut *connection)
                 .await;
             if sqlx::query("BEGIN IMMEDIATE")
-                .execute(&mut connection)
+                .execute(&mut *connection)
                 .await
                 .is_ok()
             {
-                let _ = sqlx::query("ROLLBACK").execute(&mut connection).await;
+                let _ = sqlx::query("ROLLBACK").execute(&mut *connection).await;
             }
-            let _ = connection.close().await;
         });
     }
 
@@ -1293,7 +1286,7 @@ impl World {
 
     /// Runs `work` on a pool of its own on the file, on a tokio runtime of its own (the live
     /// one, and its clock, stand still meanwhile), and closes the pool after.
-    fn on_side_connection<T, F, Fut>(&mut self, work: F) -> T
+    fn on_side_connection<T, F, Fut>(&self, work: F) -> T
     where
         F: FnOnce(sqlx::SqlitePool) -> Fut,
         Fut: Future<Output = T>,
